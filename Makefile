@@ -1,0 +1,89 @@
+# gpserve build. Layers: server -> api -> {core, store}; each layer is one
+# static library in $(BUILD); `make` writes build/gpserve once server/ has main().
+#   make            build libraries, tests and benchmarks
+#   make test       run every test (SAN=1: under ASan + UBSan, in build/san)
+#   make bench      run the benchmarks and print their tables
+#   make deps       check / install the Debian packages
+
+CC      ?= cc
+SAN     ?= 0
+ifeq ($(SAN),1)
+BUILD   := build/san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT     := -O1 -g
+else
+BUILD   := build
+SANFLAGS :=
+OPT     := -O2 -g
+endif
+
+CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
+           -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
+           $(OPT) $(SANFLAGS) -I. -MMD -MP
+LDFLAGS := $(SANFLAGS)
+# OpenBLAS provides CBLAS (and LAPACK through Debian's alternatives); LAPACKE is its own library.
+BLAS_LIBS := -llapacke -lopenblas -lm
+CORE_LIBS := $(BLAS_LIBS) -lpthread
+TEST_LIBS := -lcmocka
+
+LAYERS  := core store api server
+$(foreach L,$(LAYERS),$(eval $(L)_SRC := $(filter-out server/main.c,$(wildcard $(L)/*.c))))
+$(foreach L,$(LAYERS),$(eval $(L)_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$($(L)_SRC))))
+LIB_core   := $(BUILD)/libgpcore.a
+LIB_store  := $(BUILD)/libgpstore.a
+LIB_api    := $(BUILD)/libgpapi.a
+LIB_server := $(BUILD)/libgpserver.a
+
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
+TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
+BENCH_SRC  := $(wildcard bench/*.c)
+BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
+
+.PHONY: all deps test unit-test bench clean run
+all: deps build-all
+
+.PHONY: build-all
+build-all: $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
+           $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN)
+
+deps:
+	@sh mk/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/lib%.a:
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_core): $(core_OBJ)
+$(LIB_store): $(store_OBJ)
+$(LIB_api): $(api_OBJ)
+$(LIB_server): $(server_OBJ)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(TEST_LIBS) $(CORE_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
+
+test: deps build-all
+	@sh tests/run.sh $(BUILD)
+
+bench: deps build-all
+	@sh bench/run.sh $(BUILD)
+
+run: deps build-all
+	@if [ -z "$(GPSERVE)" ]; then echo "run: the daemon (server/) is not built yet"; exit 1; fi
+	$(GPSERVE) --bind 127.0.0.1 --port 8080 --db ./gpserve.db
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

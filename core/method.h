@@ -1,0 +1,176 @@
+/* gpserve core: the method interface and registry.
+ *
+ * A method is a table of function pointers; adding one is one file and one
+ * line in the registry (core/registry.c). Everything method-agnostic about a
+ * fitted model (its kernel, noise, standardisation, diagnostics) lives in
+ * gp_model, so api/ and store/ handle every method the same way; the method's
+ * own numbers hang off gp_model.impl.
+ *
+ * Units: requests and results are in the caller's original units. With
+ * standardisation, a method works in standardised units internally, and the
+ * kernel and noise in gp_model are in those working units (as the DESIGN
+ * says: given values are initial values in the units the model works in). */
+#ifndef GP_METHOD_H
+#define GP_METHOD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/kernel.h"
+#include "core/state.h"
+
+/* ---- method options ---- */
+typedef enum gp_option_type {
+    GP_OPTION_INT = 0,
+    GP_OPTION_NUMBER,
+    GP_OPTION_BOOL,
+    GP_OPTION_ENUM
+} gp_option_type;
+
+typedef struct gp_option_spec {
+    const char *name;
+    gp_option_type type;
+    double default_number;      /* INT, NUMBER, BOOL (0/1) */
+    const char *default_string; /* ENUM */
+    double min, max;            /* inclusive bounds for INT and NUMBER */
+    const char *choices;        /* ENUM: "a|b|c" */
+    const char *help;
+} gp_option_spec;
+
+/* A value given by the caller, already type-checked by api/ against the spec. */
+typedef struct gp_option_value {
+    const char *name;
+    double number;      /* INT, NUMBER, BOOL */
+    const char *string; /* ENUM */
+} gp_option_value;
+
+/* Progress of a fit: return nonzero to ask the fit to stop (cancellation). */
+typedef int (*gp_progress_fn)(void *ctx, int iteration, int max_iterations, double objective);
+
+typedef struct gp_fit_request {
+    const double *X; /* n x d, column-major */
+    const double *y; /* n */
+    size_t n, d;
+    const gp_kernel *kernel; /* initial values in working units; copied by the fit */
+    int noise_given;         /* 0: initialise from the data */
+    double noise_variance;   /* initial (or fixed) value in working units */
+    int noise_fixed;
+    int standardize;
+    uint64_t seed;
+    const gp_option_value *options; /* validated against the method's spec */
+    size_t n_options;
+    size_t max_train_points; /* cap on N for methods that build N x N matrices; 0 = default */
+    gp_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+} gp_fit_request;
+
+#define GP_DEFAULT_MAX_TRAIN_POINTS 20000
+
+typedef struct gp_diagnostics {
+    double objective;           /* in original units */
+    const char *objective_name; /* static, e.g. "log_marginal_likelihood" */
+    int iterations;
+    int evaluations;
+    int restarts;
+    int converged;
+    double fit_seconds;
+    double jitter;              /* absolute jitter of the cached factor, working units */
+} gp_diagnostics;
+
+struct gp_method;
+
+typedef struct gp_model {
+    const struct gp_method *method;
+    size_t n_train, input_dim;
+    gp_kernel *kernel;     /* owned; fitted values, working units */
+    double noise_variance; /* working units */
+    int standardize;
+    double *x_mean, *x_scale; /* owned; input_dim each (0 and 1 without standardisation) */
+    double y_mean, y_scale;
+    gp_diagnostics diag;
+    void *impl; /* owned by the method */
+} gp_model;
+
+typedef struct gp_predict_request {
+    const double *X; /* m x d, column-major, original units */
+    size_t m, d;
+    int include_noise;   /* observation (1) or latent (0) variance */
+    int full_covariance; /* also fill covariance */
+} gp_predict_request;
+
+/* Caller-owned outputs, in original units: mean and variance m entries each,
+ * covariance m x m (only when full_covariance, else may be NULL). */
+typedef struct gp_prediction {
+    double *mean;
+    double *variance;
+    double *covariance;
+    size_t clamped; /* variances that came out negative and were clamped at 0 */
+} gp_prediction;
+
+typedef struct gp_sample_request {
+    const double *X; /* m x d, column-major, original units */
+    size_t m, d;
+    size_t n_samples;
+    uint64_t seed;
+    int include_noise;
+} gp_sample_request;
+
+typedef struct gp_method {
+    const char *name;
+    const char *summary;
+    const gp_option_spec *options;
+    size_t n_options;
+    const gp_kernel_type *kernels; /* accepted leaf types; NULL = every kernel */
+    size_t n_kernels;
+
+    /* Fit: on success *out is a new model owned by the caller (gp_model_free). */
+    int (*fit)(const gp_fit_request *req, gp_model **out, gp_error *err);
+    int (*predict)(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                   gp_error *err);
+    /* samples: column-major m x n_samples, caller-owned, original units. */
+    int (*sample)(const gp_model *model, const gp_sample_request *req, double *samples,
+                  gp_error *err);
+    /* Add the method's own arrays (impl) to st; the common part is done by gp_model_export. */
+    int (*export_impl)(const gp_model *model, gp_state *st, gp_error *err);
+    /* Rebuild model->impl from st; the common fields are already filled. */
+    int (*import_impl)(gp_model *model, const gp_state *st, gp_error *err);
+    void (*free_impl)(void *impl);
+} gp_method;
+
+/* Registry. */
+const gp_method *gp_method_find(const char *name);
+size_t gp_method_count(void);
+const gp_method *gp_method_at(size_t i);
+
+/* Value of option `name` from the request, or the spec default. */
+double gp_option_number(const gp_method *m, const gp_fit_request *req, const char *name);
+const char *gp_option_string(const gp_method *m, const gp_fit_request *req, const char *name);
+/* Check every given option exists in the spec and is within its bounds/choices. */
+int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err);
+
+/* Model lifecycle (method-agnostic). */
+int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
+int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                     gp_error *err);
+int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                    gp_error *err);
+/* Export everything (common fields and the method's arrays) into st (initialised
+ * by the caller); import builds a new model of method m from such a state (the
+ * method name is kept beside the state, e.g. in the store's models row). */
+int gp_model_export(const gp_model *model, gp_state *st, gp_error *err);
+int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err);
+void gp_model_free(gp_model *model);
+
+/* Helpers shared by the methods. */
+/* Validate X/y: sizes, finiteness (GP_EDATA naming "X[i][j]" or "y[i]"). */
+int gp_check_training_data(const gp_fit_request *req, gp_error *err);
+/* Allocate a model shell for method m with the common fields set from req
+ * (kernel copied, standardisation statistics computed). */
+int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
+/* Standardised, point-major copy of X: d x n column-major (each column a point),
+ * the layout the kernels read. Caller frees. */
+int gp_model_points(const gp_model *model, const double *X, size_t n, double **out,
+                    gp_error *err);
+
+#endif

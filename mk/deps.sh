@@ -1,0 +1,22 @@
+#!/bin/sh
+# Check the Debian packages gpserve needs; as root install the missing ones,
+# otherwise print the exact command and fail.
+set -eu
+PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl"
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "deps: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $missing
+else
+    echo "deps: missing Debian packages:$missing" >&2
+    echo "deps: run as root:  apt-get update && apt-get install -y$missing" >&2
+    exit 1
+fi
