@@ -119,6 +119,7 @@ typedef struct gp_sample_request {
 typedef struct gp_method {
     const char *name;
     const char *summary;
+    const char *objective_name; /* what diagnostics.objective is, e.g. "log_marginal_likelihood" */
     const gp_option_spec *options;
     size_t n_options;
     const gp_kernel_type *kernels; /* accepted leaf types; NULL = every kernel */
@@ -168,9 +169,11 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err);
 /* Allocate a model shell for method m with the common fields set from req
  * (kernel copied, standardisation statistics computed). */
 int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
-/* Standardised, point-major copy of X: d x n column-major (each column a point),
- * the layout the kernels read. Caller frees. */
+/* Standardised, point-major copy of X (n x d column-major, original units):
+ * d x n column-major (each column a point), the layout the kernels read.
+ * gp_model_points allocates it (caller frees); gp_model_standardize_points writes into out (n*d doubles). */
 int gp_model_points(const gp_model *model, const double *X, size_t n, double **out,
                     gp_error *err);
+void gp_model_standardize_points(const gp_model *model, const double *X, size_t n, double *out);
 
 #endif

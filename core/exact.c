@@ -1,0 +1,637 @@
+/* Exact GP regression: see core/exact.h.
+ *
+ * Working units: the fit and the cached factors live in the model's working
+ * units (standardised unless "standardize": false); predictions and samples are
+ * mapped back to original units at the end. */
+#include "core/exact.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/linalg.h"
+#include "core/optim.h"
+#include "core/rng.h"
+
+#define LOG_2PI 1.8378770664093454836
+/* Test points per block in predict: bounds the N x B cross-covariance buffer. */
+#define PREDICT_BLOCK 256
+/* Learned noise is s2 = floor + exp(theta), floor = NOISE_FLOOR_REL * var(y):
+ * it keeps K + s2 I away from singular as the optimiser drives the noise down
+ * on near-noiseless data (as GPflow's variance lower bound does). */
+#define NOISE_FLOOR_REL 1e-8
+/* Restarts start from the initial log-parameters plus U(-RESTART_SPREAD, +RESTART_SPREAD). */
+#define RESTART_SPREAD 2.302585092994046 /* log(10) */
+
+typedef struct exact_impl {
+    size_t n, d;
+    double *Xt;    /* d x n training points, working units */
+    double *L;     /* n x n, lower triangle = Cholesky factor of K + s2 I + jitter I */
+    double *alpha; /* n: (K + s2 I + jitter I)^{-1} y */
+} exact_impl;
+
+static const gp_option_spec exact_options[] = {
+    {"restarts", GP_OPTION_INT, 0, NULL, 0, 100, NULL,
+     "extra L-BFGS runs from random starting points (seeded); the best LML wins"},
+    {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
+     "L-BFGS iterations per run"},
+    {"tolerance", GP_OPTION_NUMBER, 1e-10, NULL, 0, 1, NULL,
+     "stop when the relative LML change of an iteration falls below this"},
+};
+
+static void impl_free(void *p)
+{
+    exact_impl *im = p;
+    if (im == NULL)
+        return;
+    free(im->Xt);
+    free(im->L);
+    free(im->alpha);
+    free(im);
+}
+
+static exact_impl *impl_alloc(size_t n, size_t d, gp_error *err)
+{
+    exact_impl *im = calloc(1, sizeof *im);
+    size_t nn, nd;
+    if (im == NULL) {
+        gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    im->n = n;
+    im->d = d;
+    if (gp_checked_size(n, n, &nn, err) || gp_checked_size(n, d, &nd, err) ||
+        !(im->L = gp_alloc_doubles(nn, err)) || !(im->Xt = gp_alloc_doubles(nd, err)) ||
+        !(im->alpha = gp_alloc_doubles(n, err))) {
+        impl_free(im);
+        return NULL;
+    }
+    return im;
+}
+
+/* ---- the LML and its gradient on a caller-provided n x n buffer ---- */
+
+/* Factorise K + s2 I into A (lower) and solve alpha; returns the LML. */
+static int factor_and_solve(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                            const double *y, double *A, double *alpha, double *lml,
+                            gp_chol_info *info, gp_error *err)
+{
+    gp_kernel_gram(k, Xt, n, A, n);
+    for (size_t i = 0; i < n; i++)
+        A[i * n + i] += s2;
+    int rc = gp_cholesky_jitter(A, n, n, info, err);
+    if (rc)
+        return rc;
+    memcpy(alpha, y, n * sizeof *alpha);
+    gp_chol_solve(A, n, n, alpha, 1, n);
+    *lml = -0.5 * cblas_ddot((blasint)n, y, 1, alpha, 1) - 0.5 * gp_chol_logdet(A, n, n) -
+           0.5 * (double)n * LOG_2PI;
+    return GP_OK;
+}
+
+/* grad_theta LML = 1/2 tr((alpha alpha^T - K^{-1}) dK/dtheta). A holds the
+ * factor on entry and is overwritten with W = alpha alpha^T - K^{-1} (lower). */
+static int lml_gradient(const gp_kernel *k, double s2, const double *Xt, size_t n, double *A,
+                        const double *alpha, double *grad, gp_error *err)
+{
+    lapack_int lrc = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)n, A, (lapack_int)n);
+    if (lrc != 0)
+        return gp_error_set(err, lrc > 0 ? GP_ENOTPD : GP_EINTERNAL, NULL,
+                            "dpotri failed (%d)", (int)lrc);
+    double trace = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        double aj = alpha[j];
+        double *col = A + j * n;
+        for (size_t i = j; i < n; i++)
+            col[i] = alpha[i] * aj - col[i];
+        trace += col[j];
+    }
+    size_t np = gp_kernel_n_params(k);
+    gp_kernel_gram_grad_contract(k, Xt, n, A, n, grad);
+    for (size_t i = 0; i < np; i++)
+        grad[i] *= 0.5;
+    grad[np] = 0.5 * s2 * trace; /* dK/dlog s2 = s2 I */
+    return GP_OK;
+}
+
+static int lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                       const double *y, double *A, double *alpha, double *lml, double *grad,
+                       gp_chol_info *info, gp_error *err)
+{
+    int rc = factor_and_solve(k, s2, Xt, n, y, A, alpha, lml, info, err);
+    if (rc == GP_OK && grad)
+        rc = lml_gradient(k, s2, Xt, n, A, alpha, grad, err);
+    return rc;
+}
+
+int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *Xt, size_t d,
+                      size_t n, const double *y, double *lml, double *grad, gp_error *err)
+{
+    size_t nn;
+    if (k->input_dim != d)
+        return gp_error_set(err, GP_EDATA, "kernel", "kernel dimension %zu != %zu",
+                            k->input_dim, d);
+    int rc = gp_checked_size(n, n, &nn, err);
+    if (rc)
+        return rc;
+    double *A = gp_alloc_doubles(nn, err);
+    double *alpha = gp_alloc_doubles(n, err);
+    rc = A && alpha ? lml_grad_on(k, noise_variance, Xt, n, y, A, alpha, lml, grad, NULL, err)
+                    : GP_ENOMEM;
+    free(A);
+    free(alpha);
+    return rc;
+}
+
+/* ---- the fit objective over the free log-parameters ---- */
+
+typedef struct fit_problem {
+    gp_kernel *k;          /* working copy whose free parameters move */
+    const double *Xt, *y;
+    size_t n;
+    size_t n_kparams;
+    size_t *free_idx;      /* indices of free kernel parameters */
+    size_t n_free_kernel;
+    int noise_free;
+    double noise_fixed;    /* used when !noise_free */
+    double noise_floor;
+    double *theta;         /* all kernel parameters */
+    double *grad;          /* n_kparams + 1 */
+    double *A, *alpha;     /* n x n and n workspaces */
+    /* progress */
+    const gp_fit_request *req;
+    double lml_offset;     /* working -> original units */
+    int iteration_base, max_total;
+} fit_problem;
+
+static size_t problem_dim(const fit_problem *p)
+{
+    return p->n_free_kernel + (p->noise_free ? 1 : 0);
+}
+
+static double problem_noise(const fit_problem *p, const double *x)
+{
+    return p->noise_free ? p->noise_floor + exp(x[p->n_free_kernel]) : p->noise_fixed;
+}
+
+static void problem_apply(fit_problem *p, const double *x)
+{
+    for (size_t i = 0; i < p->n_free_kernel; i++)
+        p->theta[p->free_idx[i]] = x[i];
+    gp_kernel_set_params(p->k, p->theta);
+}
+
+/* Negative LML; +inf when the covariance cannot be factorised. */
+static double problem_objective(void *ctx, const double *x, double *g)
+{
+    fit_problem *p = ctx;
+    problem_apply(p, x);
+    double s2 = problem_noise(p, x), lml;
+    if (!isfinite(s2))
+        return INFINITY;
+    if (lml_grad_on(p->k, s2, p->Xt, p->n, p->y, p->A, p->alpha, &lml, p->grad, NULL, NULL))
+        return INFINITY;
+    for (size_t i = 0; i < p->n_free_kernel; i++)
+        g[i] = -p->grad[p->free_idx[i]];
+    if (p->noise_free) /* d/dtheta = (s2 - floor)/s2 * d/dlog s2 */
+        g[p->n_free_kernel] = -p->grad[p->n_kparams] * (s2 - p->noise_floor) / s2;
+    return -lml;
+}
+
+static int problem_progress(void *ctx, int iteration, double f)
+{
+    fit_problem *p = ctx;
+    if (p->req->progress == NULL)
+        return 0;
+    return p->req->progress(p->req->progress_ctx, p->iteration_base + iteration, p->max_total,
+                            -f + p->lml_offset);
+}
+
+static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
+                        const double *Xt, const double *y, gp_error *err)
+{
+    memset(p, 0, sizeof *p);
+    p->Xt = Xt;
+    p->y = y;
+    p->n = req->n;
+    p->req = req;
+    p->lml_offset = -(double)req->n * log(model->y_scale);
+    int rc = gp_kernel_copy(&p->k, model->kernel, err);
+    if (rc)
+        return rc;
+    p->n_kparams = gp_kernel_n_params(p->k);
+    size_t nn;
+    unsigned char *mask = malloc(p->n_kparams + 1);
+    p->free_idx = malloc((p->n_kparams + 1) * sizeof *p->free_idx);
+    p->theta = gp_alloc_doubles(p->n_kparams + 1, err);
+    p->grad = gp_alloc_doubles(p->n_kparams + 1, err);
+    p->alpha = gp_alloc_doubles(req->n, err);
+    if (gp_checked_size(req->n, req->n, &nn, err) == GP_OK)
+        p->A = gp_alloc_doubles(nn, err);
+    if (!mask || !p->free_idx || !p->theta || !p->grad || !p->alpha || !p->A) {
+        free(mask);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for a fit of %zu points",
+                            req->n);
+    }
+    gp_kernel_get_params(p->k, p->theta);
+    gp_kernel_free_mask(p->k, mask);
+    for (size_t i = 0; i < p->n_kparams; i++)
+        if (mask[i])
+            p->free_idx[p->n_free_kernel++] = i;
+    free(mask);
+    double var = 0.0;
+    for (size_t i = 0; i < req->n; i++)
+        var += y[i] * y[i];
+    var /= (double)req->n; /* y is centred when standardised; otherwise this is E[y^2] */
+    if (!(var > 0.0))
+        var = 1.0;
+    p->noise_floor = NOISE_FLOOR_REL * var;
+    p->noise_free = !req->noise_fixed;
+    p->noise_fixed = req->noise_given ? req->noise_variance : 0.1 * var;
+    return GP_OK;
+}
+
+static void problem_free(fit_problem *p)
+{
+    gp_kernel_free(p->k);
+    free(p->free_idx);
+    free(p->theta);
+    free(p->grad);
+    free(p->A);
+    free(p->alpha);
+}
+
+/* Starting point: the given (or data-based) values. */
+static void problem_start(const fit_problem *p, double *x)
+{
+    for (size_t i = 0; i < p->n_free_kernel; i++)
+        x[i] = p->theta[p->free_idx[i]];
+    if (p->noise_free) {
+        double excess = p->noise_fixed - p->noise_floor;
+        x[p->n_free_kernel] = log(excess > p->noise_floor ? excess : p->noise_floor);
+    }
+}
+
+/* Run L-BFGS from the initial point and from `restarts` seeded perturbations of it;
+ * best holds the best point found. */
+static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *req, double *best,
+                    gp_diagnostics *diag, gp_error *err)
+{
+    size_t dim = problem_dim(p);
+    int restarts = (int)gp_option_number(m, req, "restarts");
+    gp_lbfgs_options opt;
+    gp_lbfgs_default_options(&opt);
+    opt.max_iterations = (int)gp_option_number(m, req, "max_iterations");
+    opt.max_evaluations = 20 * opt.max_iterations;
+    opt.rel_tol = gp_option_number(m, req, "tolerance");
+    p->max_total = opt.max_iterations * (restarts + 1);
+
+    double *start = gp_alloc_doubles(dim, err), *x = gp_alloc_doubles(dim, err);
+    if (start == NULL || x == NULL) {
+        free(start);
+        free(x);
+        return GP_ENOMEM;
+    }
+    problem_start(p, start);
+    double best_f = INFINITY;
+    int rc = GP_OK;
+    for (int r = 0; r <= restarts && rc == GP_OK; r++) {
+        memcpy(x, start, dim * sizeof *x);
+        if (r > 0) {
+            gp_rng rng;
+            gp_rng_derive(&rng, req->seed, (uint64_t)r);
+            for (size_t i = 0; i < dim; i++)
+                x[i] += RESTART_SPREAD * (2.0 * gp_rng_uniform(&rng) - 1.0);
+        }
+        gp_optim_result res;
+        gp_error run_err;
+        int run_rc = gp_lbfgs_minimize(problem_objective, p, x, dim, &opt, problem_progress, p,
+                                       &res, &run_err);
+        p->iteration_base += res.iterations;
+        diag->iterations += res.iterations;
+        diag->evaluations += res.evaluations;
+        if (run_rc == GP_ECANCELLED)
+            rc = gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
+        else if (run_rc == GP_OK && res.f < best_f) {
+            best_f = res.f;
+            diag->converged = res.converged;
+            memcpy(best, x, dim * sizeof *x);
+        } else if (run_rc != GP_OK && r == 0 && restarts == 0)
+            rc = gp_error_set(err, run_rc, run_err.field, "%s", run_err.message);
+    }
+    diag->restarts = restarts;
+    if (rc == GP_OK && !isfinite(best_f))
+        rc = gp_error_set(err, GP_ENOTPD, NULL,
+                          "no starting point gave a positive definite covariance");
+    free(start);
+    free(x);
+    return rc;
+}
+
+/* ---- fit ---- */
+
+static int size_guard(const gp_fit_request *req, gp_error *err)
+{
+    size_t cap = req->max_train_points ? req->max_train_points : GP_DEFAULT_MAX_TRAIN_POINTS;
+    if (req->n > cap)
+        return gp_error_set(err, GP_ETOOBIG, "X",
+                            "exact GP needs an N x N matrix: %zu training points exceed "
+                            "max_train_points = %zu (raise --max-train-points, or use a method "
+                            "that scales such as sgpr or ssgp)",
+                            req->n, cap);
+    return GP_OK;
+}
+
+/* Standardised targets. */
+static double *working_targets(const gp_model *model, const double *y, size_t n, gp_error *err)
+{
+    double *ys = gp_alloc_doubles(n, err);
+    if (ys)
+        for (size_t i = 0; i < n; i++)
+            ys[i] = (y[i] - model->y_mean) / model->y_scale;
+    return ys;
+}
+
+/* Cache L and alpha at the fitted hyperparameters; fills the final LML. */
+static int cache_factor(gp_model *model, exact_impl *im, const double *y, gp_error *err)
+{
+    gp_chol_info info;
+    double lml;
+    int rc = factor_and_solve(model->kernel, model->noise_variance, im->Xt, im->n, y, im->L,
+                              im->alpha, &lml, &info, err);
+    if (rc)
+        return rc;
+    /* Keep only the factor: zero the copy of K left in the upper triangle. */
+    for (size_t j = 1; j < im->n; j++)
+        memset(im->L + j * im->n, 0, j * sizeof *im->L);
+    model->diag.jitter = info.jitter;
+    model->diag.objective = lml - (double)im->n * log(model->y_scale);
+    return GP_OK;
+}
+
+static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl *im,
+                          const double *ys, gp_error *err)
+{
+    fit_problem p;
+    int rc = problem_init(&p, model, req, im->Xt, ys, err);
+    size_t dim = problem_dim(&p);
+    double *best = rc ? NULL : gp_alloc_doubles(dim, err);
+    if (rc == GP_OK && best == NULL)
+        rc = GP_ENOMEM;
+    if (rc == GP_OK && dim > 0)
+        rc = optimise(&p, model->method, req, best, &model->diag, err);
+    if (rc == GP_OK) {
+        problem_apply(&p, best);
+        gp_kernel_set_params(model->kernel, p.theta);
+        model->noise_variance = dim > 0 ? problem_noise(&p, best) : p.noise_fixed;
+        if (dim == 0)
+            model->diag.converged = 1;
+        problem_free(&p); /* release the fit workspace before the factor is built */
+        rc = cache_factor(model, im, ys, err);
+    } else
+        problem_free(&p);
+    free(best);
+    return rc;
+}
+
+static int exact_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+{
+    int rc = size_guard(req, err);
+    if (rc)
+        return rc;
+    gp_model *model;
+    rc = gp_model_new(&gp_method_exact, req, &model, err);
+    if (rc)
+        return rc;
+    exact_impl *im = impl_alloc(req->n, req->d, err);
+    double *ys = working_targets(model, req->y, req->n, err);
+    rc = im && ys ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        gp_model_standardize_points(model, req->X, req->n, im->Xt);
+    model->impl = im;
+    if (rc == GP_OK)
+        rc = exact_fit_into(model, req, im, ys, err);
+    free(ys);
+    if (rc) {
+        gp_model_free(model);
+        return rc;
+    }
+    *out = model;
+    return GP_OK;
+}
+
+/* ---- predict ---- */
+
+/* Latent mean and variance of one block of b points P (d x b, working units).
+ * Ks (n x b) is scratch. */
+static void predict_block(const gp_model *model, const exact_impl *im, const double *P, size_t b,
+                          double *Ks, double *mean, double *var)
+{
+    size_t n = im->n;
+    gp_kernel_cross(model->kernel, im->Xt, n, P, b, Ks, n);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)b, 1.0, Ks, (blasint)n,
+                im->alpha, 1, 0.0, mean, 1);
+    gp_trsm_lower(im->L, n, n, 0, Ks, b, n);
+    for (size_t j = 0; j < b; j++) {
+        const double *v = Ks + j * n;
+        var[j] = gp_kernel_diag(model->kernel, P + j * im->d) - cblas_ddot((blasint)n, v, 1, v, 1);
+    }
+}
+
+/* Latent variance (working units) plus the noise when asked, clamped at 0 with
+ * the clamp counted. */
+static double observed_variance(const gp_model *model, double v, int include_noise,
+                                size_t *clamped)
+{
+    if (include_noise)
+        v += model->noise_variance;
+    if (v < 0.0) {
+        v = 0.0;
+        (*clamped)++;
+    }
+    return v;
+}
+
+/* Full posterior covariance (working units, latent) of m points P into C (m x m);
+ * V (n x m) is scratch. Means into mean. */
+static void posterior_covariance(const gp_model *model, const exact_impl *im, const double *P,
+                                 size_t m, double *V, double *C, double *mean)
+{
+    size_t n = im->n;
+    gp_kernel_cross(model->kernel, im->Xt, n, P, m, V, n);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)m, 1.0, V, (blasint)n, im->alpha,
+                1, 0.0, mean, 1);
+    gp_trsm_lower(im->L, n, n, 0, V, m, n);
+    gp_kernel_gram(model->kernel, P, m, C, m);
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)m, (blasint)n, -1.0, V,
+                (blasint)n, 1.0, C, (blasint)m);
+    gp_symmetrize_from_lower(C, m, m);
+}
+
+static int predict_full(const gp_model *model, const exact_impl *im, const double *P,
+                        const gp_predict_request *req, gp_prediction *out, gp_error *err)
+{
+    size_t m = req->m, nm;
+    int rc = gp_checked_size(im->n, m, &nm, err);
+    double *V = rc ? NULL : gp_alloc_doubles(nm, err);
+    if (V == NULL)
+        return rc ? rc : GP_ENOMEM;
+    double *C = out->covariance, s = model->y_scale * model->y_scale;
+    posterior_covariance(model, im, P, m, V, C, out->mean);
+    free(V);
+    for (size_t j = 0; j < m; j++)
+        C[j * m + j] = observed_variance(model, C[j * m + j], req->include_noise, &out->clamped);
+    for (size_t i = 0; i < m * m; i++)
+        C[i] *= s;
+    for (size_t j = 0; j < m; j++)
+        out->variance[j] = C[j * m + j];
+    return GP_OK;
+}
+
+static int predict_blocks(const gp_model *model, const exact_impl *im, const double *P,
+                          const gp_predict_request *req, gp_prediction *out, gp_error *err)
+{
+    size_t block = req->m < PREDICT_BLOCK ? req->m : PREDICT_BLOCK, nb;
+    int rc = gp_checked_size(im->n, block, &nb, err);
+    double *Ks = rc ? NULL : gp_alloc_doubles(nb, err);
+    if (Ks == NULL)
+        return rc ? rc : GP_ENOMEM;
+    for (size_t start = 0; start < req->m; start += block) {
+        size_t b = req->m - start < block ? req->m - start : block;
+        predict_block(model, im, P + start * im->d, b, Ks, out->mean + start,
+                      out->variance + start);
+    }
+    free(Ks);
+    double s = model->y_scale * model->y_scale;
+    for (size_t j = 0; j < req->m; j++)
+        out->variance[j] =
+            s * observed_variance(model, out->variance[j], req->include_noise, &out->clamped);
+    return GP_OK;
+}
+
+static int exact_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                         gp_error *err)
+{
+    const exact_impl *im = model->impl;
+    double *P;
+    int rc = gp_model_points(model, req->X, req->m, &P, err);
+    if (rc)
+        return rc;
+    rc = req->full_covariance ? predict_full(model, im, P, req, out, err)
+                              : predict_blocks(model, im, P, req, out, err);
+    free(P);
+    if (rc == GP_OK)
+        for (size_t j = 0; j < req->m; j++)
+            out->mean[j] = out->mean[j] * model->y_scale + model->y_mean;
+    return rc;
+}
+
+/* ---- sample ---- */
+
+/* Joint draws: mean + chol(Sigma) Z with Z (m x S) standard normal, one dtrmm. */
+static int exact_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                        gp_error *err)
+{
+    const exact_impl *im = model->impl;
+    size_t m = req->m, S = req->n_samples, nm, mm;
+    double *P = NULL, *V = NULL, *C = NULL, *mean = NULL;
+    int rc = gp_checked_size(im->n, m, &nm, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(m, m, &mm, err);
+    if (rc == GP_OK)
+        rc = gp_model_points(model, req->X, m, &P, err);
+    if (rc == GP_OK && (!(V = gp_alloc_doubles(nm, err)) || !(C = gp_alloc_doubles(mm, err)) ||
+                        !(mean = gp_alloc_doubles(m, err))))
+        rc = GP_ENOMEM;
+    if (rc == GP_OK) {
+        posterior_covariance(model, im, P, m, V, C, mean);
+        free(V);
+        V = NULL;
+        if (req->include_noise)
+            for (size_t j = 0; j < m; j++)
+                C[j * m + j] += model->noise_variance;
+        rc = gp_cholesky_jitter(C, m, m, NULL, err);
+    }
+    if (rc == GP_OK) {
+        gp_rng rng;
+        gp_rng_seed(&rng, req->seed);
+        gp_rng_normal_fill(&rng, samples, m * S);
+        cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
+                    (blasint)S, 1.0, C, (blasint)m, samples, (blasint)m);
+        for (size_t s = 0; s < S; s++)
+            for (size_t j = 0; j < m; j++)
+                samples[s * m + j] =
+                    (mean[j] + samples[s * m + j]) * model->y_scale + model->y_mean;
+    }
+    free(P);
+    free(V);
+    free(C);
+    free(mean);
+    return rc;
+}
+
+/* ---- export / import ---- */
+
+static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
+{
+    const exact_impl *im = model->impl;
+    size_t n = im->n, packed_len = n * (n + 1) / 2;
+    double *packed = gp_alloc_doubles(packed_len, err);
+    if (packed == NULL)
+        return GP_ENOMEM;
+    gp_pack_lower(im->L, n, n, packed);
+    int rc = gp_state_put_owned(st, "chol_packed", packed_len, 1, packed, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "X_train", im->d, n, im->Xt, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "alpha", n, 1, im->alpha, err);
+    return rc;
+}
+
+static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
+{
+    size_t n = model->n_train, d = model->input_dim, nn;
+    const double *packed, *Xt, *alpha;
+    int rc = gp_checked_size(n, n, &nn, err);
+    if (rc == GP_OK)
+        rc = gp_state_get(st, "chol_packed", n * (n + 1) / 2, 1, &packed, err);
+    if (rc == GP_OK)
+        rc = gp_state_get(st, "X_train", d, n, &Xt, err);
+    if (rc == GP_OK)
+        rc = gp_state_get(st, "alpha", n, 1, &alpha, err);
+    if (rc)
+        return rc;
+    exact_impl *im = impl_alloc(n, d, err);
+    if (im == NULL)
+        return GP_ENOMEM;
+    gp_unpack_lower(packed, n, im->L, n);
+    memcpy(im->Xt, Xt, n * d * sizeof *Xt);
+    memcpy(im->alpha, alpha, n * sizeof *alpha);
+    for (size_t i = 0; i < n; i++) {
+        if (!(im->L[i * n + i] > 0.0) || !isfinite(im->L[i * n + i])) {
+            impl_free(im);
+            return gp_error_set(err, GP_EDATA, "chol_packed", "corrupt Cholesky factor");
+        }
+    }
+    model->impl = im;
+    return GP_OK;
+}
+
+const gp_method gp_method_exact = {
+    .name = "exact",
+    .summary = "Exact GP regression: hyperparameters by maximising the log marginal likelihood "
+               "(L-BFGS, analytic gradients); O(N^3) fit, O(N^2) per predicted point",
+    .objective_name = "log_marginal_likelihood",
+    .options = exact_options,
+    .n_options = sizeof exact_options / sizeof exact_options[0],
+    .kernels = NULL,
+    .n_kernels = 0,
+    .fit = exact_fit,
+    .predict = exact_predict,
+    .sample = exact_sample,
+    .export_impl = exact_export,
+    .import_impl = exact_import,
+    .free_impl = impl_free,
+};

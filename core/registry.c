@@ -1,0 +1,28 @@
+/* The method registry: adding a method is one line here (and its file). */
+#include <string.h>
+
+#include "core/method.h"
+
+extern const gp_method gp_method_exact;
+
+static const gp_method *const registry[] = {
+    &gp_method_exact,
+};
+
+size_t gp_method_count(void)
+{
+    return sizeof registry / sizeof registry[0];
+}
+
+const gp_method *gp_method_at(size_t i)
+{
+    return i < gp_method_count() ? registry[i] : NULL;
+}
+
+const gp_method *gp_method_find(const char *name)
+{
+    for (size_t i = 0; i < gp_method_count(); i++)
+        if (strcmp(registry[i]->name, name) == 0)
+            return registry[i];
+    return NULL;
+}
