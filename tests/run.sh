@@ -10,8 +10,8 @@ for t in "$BUILD"/tests/test_*; do
     out=$("$t" 2>&1)
     rc=$?
     printf '%s\n' "$out"
-    p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
-    f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n 1)
+    p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9][0-9]*\) test.*/\1/p' | tail -n 1)
+    f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9][0-9]*\) test.*/\1/p' | tail -n 1)
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0}))
     # A binary that crashed or failed without a cmocka summary still counts as a failure.
