@@ -36,9 +36,10 @@ LIB_server := $(BUILD)/libgpserver.a
 
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
+# Support code shared by tests and benchmarks (dataset loader, fixture reader).
+TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c)) $(wildcard bench/support/*.c)
 TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
-BENCH_SRC  := $(wildcard bench/*.c)
+BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
 
@@ -69,9 +70,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(TEST_LIBS) $(CORE_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB_core)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(CORE_LIBS)
 
 test: deps build-all
 	@sh tests/run.sh $(BUILD)
