@@ -18,7 +18,7 @@ OPT     := -O2 -g
 endif
 
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
-           -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
+           -Wstrict-prototypes -Wmissing-prototypes \
            $(OPT) $(SANFLAGS) -I. -MMD -MP
 LDFLAGS := $(SANFLAGS)
 # OpenBLAS provides CBLAS (and LAPACK through Debian's alternatives); LAPACKE is its own library.
@@ -44,6 +44,8 @@ BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
 
 .PHONY: all deps test unit-test bench clean run
+# Keep objects of test and bench programs (make would delete them as intermediates).
+.SECONDARY:
 all: deps build-all
 
 .PHONY: build-all

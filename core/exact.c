@@ -55,7 +55,7 @@ static void impl_free(void *p)
 static exact_impl *impl_alloc(size_t n, size_t d, gp_error *err)
 {
     exact_impl *im = calloc(1, sizeof *im);
-    size_t nn, nd;
+    size_t nn = 0, nd = 0;
     if (im == NULL) {
         gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
         return NULL;
@@ -129,7 +129,7 @@ static int lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n
 int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *Xt, size_t d,
                       size_t n, const double *y, double *lml, double *grad, gp_error *err)
 {
-    size_t nn;
+    size_t nn = 0;
     if (k->input_dim != d)
         return gp_error_set(err, GP_EDATA, "kernel", "kernel dimension %zu != %zu",
                             k->input_dim, d);
@@ -222,7 +222,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
     if (rc)
         return rc;
     p->n_kparams = gp_kernel_n_params(p->k);
-    size_t nn;
+    size_t nn = 0;
     unsigned char *mask = malloc(p->n_kparams + 1);
     p->free_idx = malloc((p->n_kparams + 1) * sizeof *p->free_idx);
     p->theta = gp_alloc_doubles(p->n_kparams + 1, err);
@@ -473,7 +473,7 @@ static void posterior_covariance(const gp_model *model, const exact_impl *im, co
 static int predict_full(const gp_model *model, const exact_impl *im, const double *P,
                         const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t m = req->m, nm;
+    size_t m = req->m, nm = 0;
     int rc = gp_checked_size(im->n, m, &nm, err);
     double *V = rc ? NULL : gp_alloc_doubles(nm, err);
     if (V == NULL)
@@ -493,7 +493,7 @@ static int predict_full(const gp_model *model, const exact_impl *im, const doubl
 static int predict_blocks(const gp_model *model, const exact_impl *im, const double *P,
                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t block = req->m < PREDICT_BLOCK ? req->m : PREDICT_BLOCK, nb;
+    size_t block = req->m < PREDICT_BLOCK ? req->m : PREDICT_BLOCK, nb = 0;
     int rc = gp_checked_size(im->n, block, &nb, err);
     double *Ks = rc ? NULL : gp_alloc_doubles(nb, err);
     if (Ks == NULL)

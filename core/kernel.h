@@ -16,6 +16,9 @@
  *   periodic  s2 exp(-2 sin^2(pi d / p) / l^2)          (always one lengthscale)
  *   linear    s2 x^T z
  *   white     s2 [same point]
+ * `periodic` uses the Euclidean distance of all its dimensions, as scikit-learn
+ * does; that is positive definite on one dimension but not in general on
+ * several, so give it one column with active_dims.
  * `white` is nonzero only between a point and itself (the diagonal of a
  * training Gram matrix, or a test point's own variance), never between two
  * different points that happen to be equal: the convention of scikit-learn and

@@ -34,7 +34,7 @@ double *gp_alloc_doubles(size_t count, gp_error *err)
 
 int gp_matrix_alloc(gp_matrix *m, size_t rows, size_t cols, gp_error *err)
 {
-    size_t count;
+    size_t count = 0;
     m->rows = m->cols = 0;
     m->data = NULL;
     int rc = gp_checked_size(rows, cols, &count, err);

@@ -123,7 +123,7 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
         return gp_error_set(err, GP_EDATA, "X", "training data is empty");
     if (req->d == 0)
         return gp_error_set(err, GP_EDATA, "X", "training inputs have no columns");
-    size_t count, bad;
+    size_t count = 0, bad = 0;
     int rc = gp_checked_size(req->n, req->d, &count, err);
     if (rc)
         return rc;
@@ -285,7 +285,7 @@ static int check_inputs(const gp_model *model, const double *X, size_t m, size_t
     if (d != model->input_dim)
         return gp_error_set(err, GP_EDATA, "X", "X has %zu columns; the model expects %zu", d,
                             model->input_dim);
-    size_t count, bad;
+    size_t count = 0, bad = 0;
     int rc = gp_checked_size(m, d, &count, err);
     if (rc)
         return rc;
@@ -317,7 +317,7 @@ int gp_model_sample(const gp_model *model, const gp_sample_request *req, double 
         return rc;
     if (req->n_samples == 0)
         return gp_error_set(err, GP_EINVAL, "n_samples", "n_samples must be at least 1");
-    size_t count;
+    size_t count = 0;
     rc = gp_checked_size(req->m, req->n_samples, &count, err);
     if (rc)
         return rc;
@@ -429,7 +429,7 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
 int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err)
 {
     *out = NULL;
-    gp_model *model;
+    gp_model *model = NULL;
     int rc = import_common(m, st, &model, err);
     if (rc)
         return rc;

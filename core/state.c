@@ -57,7 +57,7 @@ static int grow(gp_state *st, gp_error *err)
 int gp_state_put_owned(gp_state *st, const char *name, size_t rows, size_t cols, double *data,
                        gp_error *err)
 {
-    size_t count;
+    size_t count = 0;
     int rc = check_new_name(st, name, err);
     if (rc == GP_OK)
         rc = gp_checked_size(rows, cols, &count, err);
@@ -79,7 +79,7 @@ int gp_state_put_owned(gp_state *st, const char *name, size_t rows, size_t cols,
 int gp_state_put(gp_state *st, const char *name, size_t rows, size_t cols, const double *data,
                  gp_error *err)
 {
-    size_t count;
+    size_t count = 0;
     int rc = gp_checked_size(rows, cols, &count, err);
     if (rc)
         return rc;

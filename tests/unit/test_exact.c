@@ -96,7 +96,8 @@ static void check_lml_gradient(gp_kernel *k, size_t d)
     double *grad = malloc((np + 1) * sizeof *grad), *theta = malloc(np * sizeof *theta);
     double lml, lp, lm;
     gp_error err;
-    assert_int_equal(gp_exact_lml_grad(k, noise, P, d, n, y, &lml, grad, &err), GP_OK);
+    if (gp_exact_lml_grad(k, noise, P, d, n, y, &lml, grad, &err) != GP_OK)
+        fail_msg("%s: %s", gp_kernel_type_name(k->type), err.message);
     gp_kernel_get_params(k, theta);
     const double h = 1e-5;
     for (size_t i = 0; i <= np; i++) {
@@ -138,10 +139,13 @@ static void test_lml_gradient_leaves(void **state)
                                     GP_KERNEL_MATERN52, GP_KERNEL_RQ,       GP_KERNEL_PERIODIC,
                                     GP_KERNEL_LINEAR,   GP_KERNEL_WHITE};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        /* periodic on the Euclidean distance of several dimensions is not positive
+         * definite in general (as in scikit-learn), so it gets one dimension. */
+        size_t d = types[t] == GP_KERNEL_PERIODIC ? 1 : 3;
         for (int ard = 0; ard <= 1; ard++) {
-            gp_kernel *k = leaf(types[t], 3, ard);
+            gp_kernel *k = leaf(types[t], d, ard);
             spread_params(k);
-            check_lml_gradient(k, 3);
+            check_lml_gradient(k, d);
             gp_kernel_free(k);
         }
     }
@@ -451,7 +455,7 @@ static void test_duplicates_need_jitter(void **state)
     fit_request(&req, X, y, n, d, k);
     req.noise_given = 1;
     req.noise_fixed = 1;
-    req.noise_variance = 1e-14;
+    req.noise_variance = 1e-18;
     gp_model *model = NULL;
     gp_error err;
     if (gp_model_fit(gp_method_find("exact"), &req, &model, &err) != GP_OK)
