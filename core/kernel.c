@@ -47,7 +47,8 @@
 #define LOG_PI 1.14472988584940017414
 
 static const char *const type_names[GP_KERNEL_TYPE_COUNT] = {
-    "rbf", "matern12", "matern32", "matern52", "rq", "periodic", "linear", "white", "sum", "product",
+    "rbf",      "matern12", "matern32", "matern52", "rq",
+    "periodic", "linear",   "white",    "sum",      "product",
 };
 
 int gp_kernel_type_from_name(const char *name)
@@ -79,7 +80,7 @@ static int is_composite(const gp_kernel *k)
  * ones for which ARD means anything. */
 static int is_scaled_type(gp_kernel_type type)
 {
-    return type <= GP_KERNEL_RQ;
+    return (unsigned)type <= GP_KERNEL_RQ;
 }
 
 static size_t expected_n_lengthscale(gp_kernel_type type, int ard, size_t n_active)
@@ -1262,23 +1263,21 @@ int gp_kernel_decode(const double *code, size_t len, gp_kernel **out, gp_error *
 
 int gp_kernel_spectral(gp_kernel_type type, gp_spectral *out, gp_error *err)
 {
-    out->family = GP_SPECTRAL_STUDENT_T;
-    switch (type) {
-    case GP_KERNEL_RBF:
+    out->family = GP_SPECTRAL_NONE;
+    out->nu = 0.0;
+    if (type == GP_KERNEL_RBF) {
         out->family = GP_SPECTRAL_GAUSSIAN;
-        out->nu = 0.0;
         return GP_OK;
-    case GP_KERNEL_MATERN12: out->nu = 0.5; return GP_OK;
-    case GP_KERNEL_MATERN32: out->nu = 1.5; return GP_OK;
-    case GP_KERNEL_MATERN52: out->nu = 2.5; return GP_OK;
-    default:
-        out->family = GP_SPECTRAL_NONE;
-        out->nu = 0.0;
-        return gp_error_set(err, GP_EUNSUPPORTED, "kernel",
-                            "kernel '%s' has no spectral density; only rbf, matern12, matern32 "
-                            "and matern52 have one",
-                            name_or_unknown((int)type));
     }
+    if (type >= GP_KERNEL_MATERN12 && type <= GP_KERNEL_MATERN52) {
+        out->family = GP_SPECTRAL_STUDENT_T;
+        out->nu = 0.5 + (double)(type - GP_KERNEL_MATERN12); /* 1/2, 3/2, 5/2 */
+        return GP_OK;
+    }
+    return gp_error_set(err, GP_EUNSUPPORTED, "kernel",
+                        "kernel '%s' has no spectral density; only rbf, matern12, matern32 and "
+                        "matern52 have one",
+                        name_or_unknown((int)type));
 }
 
 /* A family the functions below can use (a Student-t needs nu > 0). */
