@@ -1,0 +1,51 @@
+#!/bin/sh
+# Run the benchmarks and print their markdown tables (called by `make bench`).
+# Usage: bench/run.sh BUILD_DIR [ARGS...]      (from the repository root)
+#
+# bench_exact writes the row indices of every dataset configuration (including
+# the seeded training subsamples of kin8nm/power) to a temporary folder, and the
+# scikit-learn side reads them from there, so both fit exactly the same rows.
+# Arguments after BUILD_DIR go to bench_exact (e.g. --quick, --only fit,lml);
+# of them only --quick is passed on to the scikit-learn script.
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+EXTRA="$*"
+PYEXTRA=""
+for a in "$@"; do
+    [ "$a" = --quick ] && PYEXTRA="--quick"
+done
+status=0
+
+DATASETS=${GPSERVE_DATASETS:-../shared/datasets}
+if [ ! -d "$DATASETS/splits" ]; then
+    echo "note: datasets folder $DATASETS not found: dataset benchmarks are skipped" \
+         "(set GPSERVE_DATASETS to the shared datasets folder)"
+    echo
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-bench.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+if [ -x "$BUILD/bench/bench_exact" ]; then
+    # shellcheck disable=SC2086
+    "$BUILD/bench/bench_exact" --splits-out "$tmp" $EXTRA || status=1
+    if /usr/bin/python3 -c 'import sklearn' >/dev/null 2>&1; then
+        # shellcheck disable=SC2086
+        /usr/bin/python3 bench/sklearn_exact.py --splits "$tmp" $PYEXTRA || status=1
+    else
+        echo "## scikit-learn: skipped (/usr/bin/python3 cannot import sklearn;" \
+             "install python3-sklearn to compare)"
+        echo
+    fi
+else
+    echo "bench_exact: $BUILD/bench/bench_exact not built: skipped"
+    status=1
+fi
+
+# Any other benchmark program, run without arguments.
+for b in "$BUILD"/bench/bench_*; do
+    [ -x "$b" ] || continue
+    [ "$(basename "$b")" = bench_exact ] && continue
+    "$b" || status=1
+done
+exit $status
