@@ -26,6 +26,13 @@ BLAS_LIBS := -llapacke -lopenblas -lm
 CORE_LIBS := $(BLAS_LIBS) -lpthread
 TEST_LIBS := -lcmocka
 
+# OpenBLAS worker threads spin for 2^28 cycles (~0.1 s) after every call and
+# take the cores from our own threaded pair loops (kernel Gram matrices and the
+# LML gradient contraction); 2^16 cycles keeps BLAS responsive without that.
+# OpenBLAS reads it when it loads, so it is set for the programs make runs.
+OPENBLAS_THREAD_TIMEOUT ?= 16
+export OPENBLAS_THREAD_TIMEOUT
+
 LAYERS  := core store api server
 $(foreach L,$(LAYERS),$(eval $(L)_SRC := $(filter-out server/main.c,$(wildcard $(L)/*.c))))
 $(foreach L,$(LAYERS),$(eval $(L)_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$($(L)_SRC))))

@@ -44,17 +44,21 @@ typedef struct config {
     int split;
     size_t max_train; /* 0: the whole training set */
     int quick;        /* part of --quick */
+    int restarts;     /* exact's `restarts` option; rows with restarts are ours only */
 } config;
 
 static const config configs[] = {
-    {"concrete", "concrete", "test20", 0, 0, 1},
-    {"airfoil", "airfoil", "fold10", 0, 0, 0},
-    {"energy", "energy", "test20", 0, 0, 1},
-    {"wine_red", "wine_red", "test20", 0, 0, 0},
-    {"kin8nm_n2000", "kin8nm", "test20", 0, 2000, 1},
-    {"kin8nm_n4000", "kin8nm", "test20", 0, 4000, 0},
-    {"power_n2000", "power", "test20", 0, 2000, 0},
-    {"power_n4000", "power", "test20", 0, 4000, 0},
+    {"concrete", "concrete", "test20", 0, 0, 1, 0},
+    {"airfoil", "airfoil", "fold10", 0, 0, 0, 0},
+    {"energy", "energy", "test20", 0, 0, 1, 0},
+    {"wine_red", "wine_red", "test20", 0, 0, 0, 0},
+    {"kin8nm_n2000", "kin8nm", "test20", 0, 2000, 1, 0},
+    {"kin8nm_n4000", "kin8nm", "test20", 0, 4000, 0, 0},
+    {"power_n2000", "power", "test20", 0, 2000, 0, 0},
+    {"power_n4000", "power", "test20", 0, 4000, 0, 0},
+    /* power at 4000 is multimodal: the same start reaches a lower optimum than
+     * scikit-learn's; seeded restarts find its optimum too. */
+    {"power_n4000_restarts3", "power", "test20", 0, 4000, 0, 3},
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -183,6 +187,8 @@ static void write_all_splits(const char *dir)
     fprintf(f, "tag\tdataset\tscheme\tsplit\tmax_train\tseed\tquick\n");
     for (size_t i = 0; i < N_CONFIGS; i++) {
         const config *c = &configs[i];
+        if (c->restarts > 0) /* the same rows as the row without restarts */
+            continue;
         gp_dataset all;
         gp_split sp;
         gp_error err;
@@ -213,7 +219,8 @@ static void write_all_splits(const char *dir)
 
 /* ---- fitting ---- */
 
-static int fit_exact(const gp_dataset *train, gp_model **model, double *seconds, gp_error *err)
+static int fit_exact(const gp_dataset *train, int restarts, gp_model **model, double *seconds,
+                     gp_error *err)
 {
     const gp_method *m = gp_method_find("exact");
     if (m == NULL)
@@ -233,8 +240,9 @@ static int fit_exact(const gp_dataset *train, gp_model **model, double *seconds,
     req.noise_fixed = 0;
     req.standardize = 1;
     req.seed = FIT_SEED;
-    req.options = NULL;
-    req.n_options = 0;
+    gp_option_value opt = {.name = "restarts", .number = restarts};
+    req.options = &opt;
+    req.n_options = restarts > 0 ? 1 : 0;
     double t0 = now_seconds();
     rc = gp_model_fit(m, &req, model, err);
     *seconds = now_seconds() - t0;
@@ -280,7 +288,7 @@ static void print_env(void)
 {
     const char *t = getenv("OPENBLAS_NUM_THREADS");
     printf("Environment: OPENBLAS_NUM_THREADS=%s; kernel rbf ARD (all hyperparameters "
-           "start at 1), noise learned, standardize on, seed %d, restarts 0.\n\n",
+           "start at 1), noise learned, standardize on, seed %d, restarts 0 unless the tag says.\n\n",
            t != NULL ? t : "(unset)", FIT_SEED);
 }
 
@@ -318,7 +326,7 @@ static void section_fit(const options *o, int have_data, gp_model **keep, gp_dat
                 l.train.d);
         gp_model *model = NULL;
         double secs = 0.0;
-        rc = fit_exact(&l.train, &model, &secs, &err);
+        rc = fit_exact(&l.train, c->restarts, &model, &secs, &err);
         if (rc != GP_OK) {
             printf("| %s | %s %d | %zu | %zu | %zu | %.2f | fit failed: %s (%s) | | | | | | | "
                    "| |\n",
@@ -539,7 +547,7 @@ static void section_predict(const options *o, int have_data, gp_model *model,
         double secs;
         if (rc == GP_OK) {
             fprintf(stderr, "bench_exact: fitting the N=2000 model for the predict section...\n");
-            rc = fit_exact(&train, &own, &secs, &err);
+            rc = fit_exact(&train, 0, &own, &secs, &err);
         }
         gp_dataset_free(&train);
         if (rc != GP_OK) {

@@ -8,6 +8,9 @@
 # Arguments after BUILD_DIR go to bench_exact (e.g. --quick, --only fit,lml);
 # of them only --quick is passed on to the scikit-learn script.
 BUILD=${1:-build}
+# See the Makefile: keeps OpenBLAS's idle threads from spinning on our cores.
+: "${OPENBLAS_THREAD_TIMEOUT:=16}"
+export OPENBLAS_THREAD_TIMEOUT
 [ $# -gt 0 ] && shift
 EXTRA="$*"
 PYEXTRA=""

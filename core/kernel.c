@@ -16,6 +16,7 @@
  * Gram entry equals the pairwise gp_kernel_eval bit for bit, and r^2 never
  * goes through |x|^2 + |z|^2 - 2 x^T z, which cancels digits for close points. */
 #include "core/kernel.h"
+#include "core/parallel.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -897,15 +898,57 @@ static void mirror_lower(double *K, size_t n, size_t ld)
     }
 }
 
-/* A leaf at the root: no tree walk and no callback per pair. */
-static void gram_leaf(const prep_leaf *L, size_t n, double *K, size_t ldk)
+/* Pair loops run as tasks over column ranges (core/parallel.h). The ranges
+ * depend only on the sizes, so sums come out the same for any thread count. */
+#define PAIR_PARTS 32
+#define PARALLEL_MIN_PAIRS 32768.0
+
+static size_t triangle_parts(size_t n, size_t *bounds)
 {
-    for (size_t j = 0; j < n; j++) {
-        double *col = K + j * ldk;
-        const double *b = L->a + j * L->na;
-        for (size_t i = j; i < n; i++)
-            col[i] = leaf_terms(&L->p, vec_q(L->p.type, L->a + i * L->na, b, L->na), i == j,
-                                NULL);
+    double pairs = 0.5 * (double)n * (double)(n + 1);
+    return gp_triangle_partition(n, pairs >= PARALLEL_MIN_PAIRS ? PAIR_PARTS : 1, bounds);
+}
+
+/* Equal column ranges of an n x m block. */
+static size_t block_parts(size_t n, size_t m, size_t *bounds)
+{
+    size_t parts = (double)n * (double)m >= PARALLEL_MIN_PAIRS ? PAIR_PARTS : 1;
+    if (parts > m)
+        parts = m;
+    for (size_t k = 0; k <= parts; k++)
+        bounds[k] = m * k / parts;
+    return parts;
+}
+
+typedef struct pair_task {
+    const gp_kernel *k;
+    const prep *pr;
+    size_t n;
+    const size_t *bounds;
+    double *K;
+    size_t ldk;
+    const double *W;     /* contraction only */
+    size_t ldw, np;
+    double *partials;    /* contraction: parts x np results, then scratch */
+} pair_task;
+
+/* Lower triangle of the Gram matrix, columns [bounds[t], bounds[t+1]). */
+static void gram_task(void *ctx, size_t t)
+{
+    const pair_task *pt = ctx;
+    int leaf = !is_composite(pt->k);
+    const prep_leaf *L = &pt->pr->leaf[0];
+    for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++) {
+        double *col = pt->K + j * pt->ldk;
+        if (leaf) { /* a leaf at the root: no tree walk and no callback per pair */
+            const double *b = L->a + j * L->na;
+            for (size_t i = j; i < pt->n; i++)
+                col[i] = leaf_terms(&L->p, vec_q(L->p.type, L->a + i * L->na, b, L->na), i == j,
+                                    NULL);
+        } else {
+            for (size_t i = j; i < pt->n; i++)
+                col[i] = prep_value(pt->k, pt->pr, i, j, i == j);
+        }
     }
 }
 
@@ -921,15 +964,23 @@ void gp_kernel_gram(const gp_kernel *k, const double *X, size_t n, double *K, si
             for (size_t i = j; i < n; i++)
                 K[i + j * ldk] = gp_kernel_eval(k, X + i * k->input_dim, X + j * k->input_dim,
                                                 i == j);
-    } else if (!is_composite(k)) {
-        gram_leaf(&pr.leaf[0], n, K, ldk);
     } else {
-        for (size_t j = 0; j < n; j++)
-            for (size_t i = j; i < n; i++)
-                K[i + j * ldk] = prep_value(k, &pr, i, j, i == j);
+        size_t bounds[PAIR_PARTS + 1];
+        size_t parts = triangle_parts(n, bounds);
+        pair_task pt = {.k = k, .pr = &pr, .n = n, .bounds = bounds, .K = K, .ldk = ldk};
+        gp_parallel_for(parts, gram_task, &pt);
     }
     prep_free(&pr);
     mirror_lower(K, n, ldk);
+}
+
+/* Cross block, columns [bounds[t], bounds[t+1]) (n rows each). */
+static void cross_task(void *ctx, size_t t)
+{
+    const pair_task *pt = ctx;
+    for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++)
+        for (size_t i = 0; i < pt->n; i++)
+            pt->K[i + j * pt->ldk] = prep_value(pt->k, pt->pr, i, j, 0);
 }
 
 void gp_kernel_cross(const gp_kernel *k, const double *X, size_t n, const double *Z, size_t m,
@@ -946,9 +997,10 @@ void gp_kernel_cross(const gp_kernel *k, const double *X, size_t n, const double
                     gp_kernel_eval(k, X + i * k->input_dim, Z + j * k->input_dim, 0);
         return;
     }
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = 0; i < n; i++)
-            K[i + j * ldk] = prep_value(k, &pr, i, j, 0);
+    size_t bounds[PAIR_PARTS + 1];
+    size_t parts = block_parts(n, m, bounds);
+    pair_task pt = {.k = k, .pr = &pr, .n = n, .bounds = bounds, .K = K, .ldk = ldk};
+    gp_parallel_for(parts, cross_task, &pt);
     prep_free(&pr);
 }
 
@@ -967,6 +1019,21 @@ static void contract_column(const gp_kernel *k, const prep *pr, size_t n, size_t
     }
 }
 
+/* Columns [bounds[t], bounds[t+1]): column sums first, then their running
+ * total (shorter running sums, fewer rounding errors over n^2/2 pairs). */
+static void contract_task(void *ctx, size_t t)
+{
+    const pair_task *pt = ctx;
+    size_t np = pt->np;
+    double *sum = pt->partials + t * 3 * np, *g = sum + np, *col = g + np;
+    memset(sum, 0, np * sizeof *sum);
+    for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++) {
+        contract_column(pt->k, pt->pr, pt->n, j, pt->W + j * pt->ldw, np, g, col);
+        for (size_t p = 0; p < np; p++)
+            sum[p] += col[p];
+    }
+}
+
 void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n, const double *W,
                                   size_t ldw, double *grad)
 {
@@ -976,21 +1043,21 @@ void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n,
         return;
     prep pr;
     prep_args pa = {X, NULL, n, 0};
-    if (prep_build(&pr, k, &pa, 2 * np) != 0) {
+    size_t bounds[PAIR_PARTS + 1];
+    size_t parts = triangle_parts(n, bounds);
+    if (prep_build(&pr, k, &pa, parts * 3 * np) != 0) {
         /* The API has no error return here: NaN makes the caller's objective
          * fail loudly instead of stepping on a wrong gradient. */
         for (size_t p = 0; p < np; p++)
             grad[p] = NAN;
         return;
     }
-    double *g = pr.extra, *col = pr.extra + np;
-    /* Column sums first, then the total: shorter running sums, fewer rounding
-     * errors over the n^2/2 pairs. */
-    for (size_t j = 0; j < n; j++) {
-        contract_column(k, &pr, n, j, W + j * ldw, np, g, col);
+    pair_task pt = {.k = k, .pr = &pr, .n = n, .bounds = bounds, .W = W, .ldw = ldw,
+                    .np = np, .partials = pr.extra};
+    gp_parallel_for(parts, contract_task, &pt);
+    for (size_t t = 0; t < parts; t++) /* in task order: thread-count independent */
         for (size_t p = 0; p < np; p++)
-            grad[p] += col[p];
-    }
+            grad[p] += pr.extra[t * 3 * np + p];
     prep_free(&pr);
 }
 

@@ -16,6 +16,7 @@
 #include "core/exact.h"
 #include "core/linalg.h"
 #include "core/method.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 
 /* ---- helpers ---- */
@@ -177,6 +178,38 @@ static void test_lml_gradient_composites(void **state)
     spread_params(k);
     check_lml_gradient(k, 3);
     gp_kernel_free(k);
+}
+
+/* The threaded pair loops cut work by problem size only: any thread count gives
+ * bit-identical LML and gradient. */
+static void test_thread_count_invariance(void **state)
+{
+    (void)state;
+    size_t n = 400, d = 3;
+    double *X = malloc(n * d * sizeof *X), *y = malloc(n * sizeof *y);
+    toy_data(n, d, 21, X, y);
+    double *P = points(X, n, d);
+    gp_kernel *k = combine(GP_KERNEL_SUM, leaf(GP_KERNEL_MATERN32, d, 1), leaf(GP_KERNEL_RBF, d, 1));
+    spread_params(k);
+    size_t np = gp_kernel_n_params(k);
+    double lml[3], *grad = malloc(3 * (np + 1) * sizeof *grad);
+    gp_error err;
+    for (int t = 1; t <= 3; t++) {
+        gp_parallel_set_threads(t);
+        assert_int_equal(gp_exact_lml_grad(k, 0.1, P, d, n, y, &lml[t - 1],
+                                           grad + (size_t)(t - 1) * (np + 1), &err),
+                         GP_OK);
+    }
+    gp_parallel_set_threads(0);
+    assert_memory_equal(&lml[0], &lml[1], sizeof lml[0]);
+    assert_memory_equal(&lml[0], &lml[2], sizeof lml[0]);
+    assert_memory_equal(grad, grad + np + 1, (np + 1) * sizeof *grad);
+    assert_memory_equal(grad, grad + 2 * (np + 1), (np + 1) * sizeof *grad);
+    gp_kernel_free(k);
+    free(grad);
+    free(P);
+    free(X);
+    free(y);
 }
 
 /* ---- reference values from scikit-learn ---- */
@@ -669,6 +702,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lml_gradient_leaves),
         cmocka_unit_test(test_lml_gradient_composites),
+        cmocka_unit_test(test_thread_count_invariance),
         cmocka_unit_test(test_sklearn_fixtures),
         cmocka_unit_test(test_optimum_vs_sklearn),
         cmocka_unit_test(test_samples_converge),

@@ -1,0 +1,26 @@
+/* gpserve core: a small fork-join helper for the O(N^2) pair loops.
+ *
+ * Work is cut into tasks whose boundaries depend only on the problem size,
+ * never on the number of threads, and every reduction adds task results in
+ * task order: results are bit-identical whatever the thread count. */
+#ifndef GP_PARALLEL_H
+#define GP_PARALLEL_H
+
+#include <stddef.h>
+
+/* Threads used by gp_parallel_for: configuration set once at start-up (before
+ * any fit runs). 0 or negative means the number of online CPUs (the default). */
+void gp_parallel_set_threads(int threads);
+int gp_parallel_threads(void);
+
+/* Run fn(ctx, t) for t = 0 .. n_tasks-1 on up to gp_parallel_threads() threads
+ * (the caller's thread included) and return when all are done. Falls back to
+ * running every task on the calling thread if a thread cannot be started. */
+void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *ctx);
+
+/* Split the columns 0..n-1 of a lower triangle into at most max_parts
+ * consecutive ranges holding about equal numbers of pairs (i >= j). bounds gets
+ * parts + 1 entries (bounds[0] = 0, bounds[parts] = n); returns parts. */
+size_t gp_triangle_partition(size_t n, size_t max_parts, size_t *bounds);
+
+#endif
