@@ -37,7 +37,7 @@ static const gp_option_spec exact_options[] = {
      "extra L-BFGS runs from random starting points (seeded); the best LML wins"},
     {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
      "L-BFGS iterations per run"},
-    {"tolerance", GP_OPTION_NUMBER, 1e-10, NULL, 0, 1, NULL,
+    {"tolerance", GP_OPTION_NUMBER, 1e-10, NULL, 1e-16, 1, NULL,
      "stop when the relative LML change of an iteration falls below this"},
 };
 
@@ -52,18 +52,19 @@ static void impl_free(void *p)
     free(im);
 }
 
+/* Xt and alpha are allocated here; L is not: a fit hands over its n x n
+ * workspace and an import allocates it, so no second n x n matrix exists. */
 static exact_impl *impl_alloc(size_t n, size_t d, gp_error *err)
 {
     exact_impl *im = calloc(1, sizeof *im);
-    size_t nn = 0, nd = 0;
+    size_t nd = 0;
     if (im == NULL) {
         gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
     im->n = n;
     im->d = d;
-    if (gp_checked_size(n, n, &nn, err) || gp_checked_size(n, d, &nd, err) ||
-        !(im->L = gp_alloc_doubles(nn, err)) || !(im->Xt = gp_alloc_doubles(nd, err)) ||
+    if (gp_checked_size(n, d, &nd, err) || !(im->Xt = gp_alloc_doubles(nd, err)) ||
         !(im->alpha = gp_alloc_doubles(n, err))) {
         impl_free(im);
         return NULL;
@@ -392,7 +393,9 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
         model->noise_variance = dim > 0 ? problem_noise(&p, best) : p.noise_fixed;
         if (dim == 0)
             model->diag.converged = 1;
-        problem_free(&p); /* release the fit workspace before the factor is built */
+        im->L = p.A; /* the fit's n x n workspace becomes the cached factor */
+        p.A = NULL;
+        problem_free(&p);
         rc = cache_factor(model, im, ys, err);
     } else
         problem_free(&p);
@@ -596,7 +599,7 @@ static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
 
 static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    size_t n = model->n_train, d = model->input_dim, nn;
+    size_t n = model->n_train, d = model->input_dim, nn = 0;
     const double *packed, *Xt, *alpha;
     int rc = gp_checked_size(n, n, &nn, err);
     if (rc == GP_OK)
@@ -610,6 +613,10 @@ static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
     exact_impl *im = impl_alloc(n, d, err);
     if (im == NULL)
         return GP_ENOMEM;
+    if ((im->L = gp_alloc_doubles(nn, err)) == NULL) {
+        impl_free(im);
+        return GP_ENOMEM;
+    }
     gp_unpack_lower(packed, n, im->L, n);
     memcpy(im->Xt, Xt, n * d * sizeof *Xt);
     memcpy(im->alpha, alpha, n * sizeof *alpha);
