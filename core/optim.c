@@ -483,17 +483,27 @@ static int lbfgs_run(lbfgs_ws *w, const gp_lbfgs_options *o, const lbfgs_run_arg
     }
 }
 
+/* Arguments every minimiser checks first; res says "invalid argument" until a run fills it. */
+static int check_minimize_args(gp_objective_fn fn, const double *x, size_t n,
+                               gp_optim_result *res, gp_error *err)
+{
+    set_result(res, NAN, 0, 0, 0, "invalid argument");
+    if (fn == NULL)
+        return gp_error_set(err, GP_EINVAL, NULL, "objective function is NULL");
+    if (x == NULL && n > 0)
+        return gp_error_set(err, GP_EINVAL, NULL, "starting point is NULL");
+    return GP_OK;
+}
+
 int gp_lbfgs_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n,
                       const gp_lbfgs_options *opt, gp_iter_fn on_iter, void *iter_ctx,
                       gp_optim_result *result, gp_error *err)
 {
     gp_optim_result local = {0};
     gp_optim_result *res = result != NULL ? result : &local;
-    set_result(res, NAN, 0, 0, 0, "invalid argument");
-    if (fn == NULL)
-        return gp_error_set(err, GP_EINVAL, NULL, "objective function is NULL");
-    if (x == NULL && n > 0)
-        return gp_error_set(err, GP_EINVAL, NULL, "starting point is NULL");
+    int arg_rc = check_minimize_args(fn, x, n, res, err);
+    if (arg_rc != GP_OK)
+        return arg_rc;
     gp_lbfgs_options o = resolve_options(opt);
     lbfgs_ws w = {.fn = fn, .ctx = ctx, .n = n, .max_evals = o.max_evaluations, .xbest = x};
     if (ws_alloc(&w, n, o.memory) != GP_OK) {
@@ -656,11 +666,9 @@ int gp_adam_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n, double 
 {
     gp_optim_result local = {0};
     gp_optim_result *res = result != NULL ? result : &local;
-    set_result(res, NAN, 0, 0, 0, "invalid argument");
-    if (fn == NULL)
-        return gp_error_set(err, GP_EINVAL, NULL, "objective function is NULL");
-    if (x == NULL && n > 0)
-        return gp_error_set(err, GP_EINVAL, NULL, "starting point is NULL");
+    int arg_rc = check_minimize_args(fn, x, n, res, err);
+    if (arg_rc != GP_OK)
+        return arg_rc;
     if (max_iterations < 0)
         return gp_error_set(err, GP_EINVAL, "max_iterations",
                             "max_iterations must be >= 0, got %d", max_iterations);

@@ -202,6 +202,20 @@ void gp_dataset_free(gp_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
+/* Next whitespace-separated token in [*p, end), or NULL at the end; *p moves
+ * past it. */
+static const char *next_token(const char **p, const char *end)
+{
+    while (*p < end && is_space(**p))
+        (*p)++;
+    if (*p >= end)
+        return NULL;
+    const char *t = *p;
+    while (*p < end && !is_space(**p))
+        (*p)++;
+    return t;
+}
+
 static int parse_csv(const char *path, char *buf, size_t len, gp_dataset *ds, gp_error *err)
 {
     size_t pos = 0, start, llen;
@@ -441,14 +455,8 @@ static int parse_test20(const char *path, const char *buf, size_t len, int k, si
         return gp_error_set(err, GP_EINVAL, "split", "%s: no split %d (the file has %zu lines)",
                             path, k, line);
     const char *p = buf + start, *end = buf + start + llen;
-    while (p < end) {
-        while (p < end && is_space(*p))
-            p++;
-        if (p >= end)
-            break;
-        const char *t = p;
-        while (p < end && !is_space(*p))
-            p++;
+    const char *t;
+    while ((t = next_token(&p, end)) != NULL) {
         size_t idx;
         if (!parse_index(t, p, &idx))
             return gp_error_set(err, GP_EDATA, NULL, "%s:%d: '%.*s' is not a row index", path,
@@ -472,14 +480,8 @@ static int parse_fold10(const char *path, const char *buf, size_t len, int k, si
         return gp_error_set(err, GP_EINVAL, "split", "fold10 split %d not in 0..9", k);
     const char *p = buf, *end = buf + len;
     size_t row = 0;
-    while (p < end) {
-        while (p < end && is_space(*p))
-            p++;
-        if (p >= end)
-            break;
-        const char *t = p;
-        while (p < end && !is_space(*p))
-            p++;
+    const char *t;
+    while ((t = next_token(&p, end)) != NULL) {
         size_t v;
         if (!parse_index(t, p, &v) || v > 9)
             return gp_error_set(err, GP_EDATA, NULL, "%s: entry %zu ('%.*s') is not a fold 0..9",
