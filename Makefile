@@ -24,6 +24,7 @@ LDFLAGS := $(SANFLAGS)
 # OpenBLAS provides CBLAS (and LAPACK through Debian's alternatives); LAPACKE is its own library.
 BLAS_LIBS := -llapacke -lopenblas -lm
 CORE_LIBS := $(BLAS_LIBS) -lpthread
+SERVICE_LIBS := -lmicrohttpd -ljansson -lsqlite3
 TEST_LIBS := -lcmocka
 
 # OpenBLAS worker threads spin for 2^28 cycles (~0.1 s) after every call and
@@ -49,6 +50,9 @@ TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
+# Every layer library that has sources, highest layer first (link order).
+ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
+              $(if $(store_SRC),$(LIB_store)) $(LIB_core)
 
 .PHONY: all deps test unit-test bench clean run
 # Keep objects of test and bench programs (make would delete them as intermediates).
@@ -75,9 +79,12 @@ $(LIB_store): $(store_OBJ)
 $(LIB_api): $(api_OBJ)
 $(LIB_server): $(server_OBJ)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(LIB_core)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(TEST_LIBS) $(CORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
+
+$(BUILD)/gpserve: $(BUILD)/obj/server/main.o $(ALL_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)

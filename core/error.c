@@ -37,6 +37,14 @@ const char *gp_status_name(int code)
     case GP_ETOOBIG: return "payload_too_large";
     case GP_EUNSUPPORTED: return "unsupported";
     case GP_ECANCELLED: return "cancelled";
+    case GP_ENOTFOUND: return "not_found";
+    case GP_ECONFLICT: return "conflict";
+    case GP_EOVERLOADED: return "overloaded";
+    case GP_ENOTREADY: return "not_ready";
+    case GP_EUNAUTHORIZED: return "unauthorized";
+    case GP_EMEDIATYPE: return "unsupported_media_type";
+    case GP_EMETHOD: return "method_not_allowed";
+    case GP_EMALFORMED: return "malformed_json";
     default: return "internal";
     }
 }

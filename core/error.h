@@ -16,7 +16,16 @@ enum gp_status {
     GP_ETOOBIG = -5,      /* payload_too_large (413): above a configured size limit */
     GP_EUNSUPPORTED = -6, /* unsupported (422): option not valid for this method/kernel */
     GP_ECANCELLED = -7,   /* the progress callback asked the fit to stop */
-    GP_EINTERNAL = -8     /* internal (500): a bug or a library failure */
+    GP_EINTERNAL = -8,    /* internal (500): a bug or a library failure */
+    /* Codes of the service layers (store/, api/, server/); core never returns them. */
+    GP_ENOTFOUND = -9,      /* not_found (404): unknown model, version, job or route */
+    GP_ECONFLICT = -10,     /* conflict (409): e.g. cancelling a finished job */
+    GP_EOVERLOADED = -11,   /* overloaded (429): job queue full */
+    GP_ENOTREADY = -12,     /* not_ready (503): store not open, shutting down */
+    GP_EUNAUTHORIZED = -13, /* unauthorized (401): API key missing or wrong */
+    GP_EMEDIATYPE = -14,    /* unsupported_media_type (415) */
+    GP_EMETHOD = -15,       /* method_not_allowed (405): wrong HTTP verb */
+    GP_EMALFORMED = -16     /* malformed_json (400): the body is not JSON */
 };
 
 #define GP_ERROR_FIELD_LEN 64

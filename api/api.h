@@ -1,0 +1,155 @@
+/* gpserve api: requests <-> core/store, with no knowledge of sockets or HTTP
+ * libraries. The server hands over a request's body, content type and query
+ * parameters; the api parses and validates them (jansson), calls core and the
+ * store, and fills a gp_response: a status code, a content type and a body.
+ *
+ * Every error, whatever the route, has one JSON shape and one status from the
+ * DESIGN catalogue:
+ *   {"error": {"code": "invalid_argument", "message": "...", "field": "X[3]"}}
+ * (field omitted when empty). JSON never carries NaN or Inf; numbers are
+ * written with 17 significant digits.
+ *
+ * A gp_api is safe to use from many threads at once: models are immutable once
+ * fitted, the model cache is locked and reference counted, and the store
+ * serialises its own calls. */
+#ifndef GP_API_H
+#define GP_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/method.h"
+
+/* ---- configuration (flags / environment, set once at start-up) ---- */
+typedef struct gp_api_config {
+    const char *db_path;          /* SQLite file; default "./gpserve.db" */
+    size_t max_train_points;      /* N cap of methods that build N x N matrices; default 20000 */
+    size_t max_points;            /* rows of X in one fit/predict/sample request; default 1000000 */
+    size_t max_covariance_points; /* points of a full_covariance or sample request; default 5000 */
+    size_t max_samples;           /* n_samples of one sample request; default 10000 */
+    size_t max_sample_values;     /* n_samples x points of one sample request; default 10000000 */
+    size_t model_cache;           /* fitted models kept in memory (LRU); default 32 */
+} gp_api_config;
+
+void gp_api_default_config(gp_api_config *cfg);
+
+typedef struct gp_api gp_api;
+
+/* Open the store at cfg->db_path. The config is copied. */
+int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err);
+void gp_api_close(gp_api *api);
+/* 1 when the store is open and answers. */
+int gp_api_ready(gp_api *api);
+
+/* ---- requests and responses ---- */
+typedef struct gp_query_param {
+    const char *key;
+    const char *value;
+} gp_query_param;
+
+typedef struct gp_request {
+    const char *content_type; /* the Content-Type header (may carry "; charset=..."), or NULL */
+    const char *body;         /* not NUL-terminated; may be NULL when body_len is 0 */
+    size_t body_len;
+    const gp_query_param *query; /* URL query parameters, already percent-decoded */
+    size_t n_query;
+} gp_request;
+
+#define GP_RESPONSE_MAX_HEADERS 3
+
+typedef struct gp_header {
+    char name[32];
+    char value[160];
+} gp_header;
+
+typedef struct gp_response {
+    int status;               /* HTTP status code */
+    const char *content_type; /* static string, e.g. "application/json" */
+    char *body;               /* owned (malloc'ed), body_len bytes; NULL for an empty body */
+    size_t body_len;
+    gp_header headers[GP_RESPONSE_MAX_HEADERS]; /* extra headers: Allow, Retry-After, Location */
+    size_t n_headers;
+} gp_response;
+
+void gp_response_free(gp_response *res);
+/* Add an extra header (ignored past GP_RESPONSE_MAX_HEADERS). */
+void gp_response_header(gp_response *res, const char *name, const char *value);
+
+/* The catalogue: status of a GP_E* code, and the error response for err. */
+int gp_api_http_status(int code);
+void gp_api_error(const gp_error *err, gp_response *out);
+/* Shortcut: error response from a code, field and message. */
+void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* 1 when name matches [A-Za-z0-9._-]{1,64}. */
+int gp_api_valid_name(const char *name);
+
+/* ---- route handlers: each fills *out, errors included ---- */
+void gp_api_health(gp_response *out);                 /* 200 {"status":"ok"} */
+void gp_api_readiness(gp_api *api, gp_response *out); /* 200 {"status":"ready"} or 503 */
+void gp_api_openapi(gp_response *out);                /* the OpenAPI 3 document (YAML) */
+void gp_api_methods(gp_api *api, gp_response *out);   /* methods, options, defaults, kernels */
+void gp_api_list_models(gp_api *api, gp_response *out);
+/* version 0: the latest, with "versions": [...]. */
+void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out);
+void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
+void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
+void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
+/* No method updates online yet: 404 for an unknown model, else 422 unsupported. */
+void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_response *out);
+
+/* ---- fits, in two steps so that the server runs the second on a fit worker ---- */
+typedef struct gp_fit_job gp_fit_job;
+
+/* Parse and validate a fit request (JSON body, or CSV body with the other fields
+ * as query parameters). Nothing is fitted yet. */
+int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_error *err);
+int gp_fit_job_async(const gp_fit_job *job);
+const char *gp_fit_job_name(const gp_fit_job *job);
+const char *gp_fit_job_method(const gp_fit_job *job);
+int gp_fit_job_max_iterations(const gp_fit_job *job);
+void gp_fit_job_free(gp_fit_job *job);
+
+/* Fit, persist the new version and fill out with the 201 fit response (or the
+ * error response). progress (may be NULL) sees every iteration and may cancel:
+ * then GP_ECANCELLED is returned and nothing is stored. Returns 0 or the code. */
+int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
+                   gp_response *out, double *fit_seconds);
+
+/* ---- async fit jobs: the server runs them, the api shapes and persists them ---- */
+typedef struct gp_job_info {
+    char id[40];
+    char model_name[65];
+    const char *status; /* static: "queued", "running", "succeeded", "failed", "cancelled" */
+    int iteration, max_iterations;
+    int has_objective;
+    double objective;
+    double elapsed_seconds;
+    char *model_json; /* owned: the fit response body once succeeded, else NULL */
+    gp_error error;   /* when failed */
+    char created_at[32];
+    char updated_at[32];
+} gp_job_info;
+
+void gp_job_info_free(gp_job_info *job); /* frees model_json */
+/* 200 with {"id", "model", "status", "progress": {...}, "model": {...} | "error": {...},
+ * "created_at", "updated_at"} */
+void gp_api_job_response(const gp_job_info *job, gp_response *out);
+/* Persist the job's current state (jobs table), so another daemon on the same
+ * database can report it. */
+int gp_api_job_save(gp_api *api, const gp_job_info *job, gp_error *err);
+/* A job this process does not hold in memory, from the store (GP_ENOTFOUND). */
+int gp_api_job_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err);
+
+/* ---- figures for /metrics ---- */
+typedef struct gp_api_stats {
+    uint64_t variance_clamps;    /* predictive variances clamped at zero */
+    uint64_t jitter_escalations; /* fits whose cached factor needed jitter */
+    size_t models_loaded;        /* models held in the cache */
+} gp_api_stats;
+
+void gp_api_get_stats(gp_api *api, gp_api_stats *out);
+
+#endif
