@@ -6,8 +6,10 @@
  * connection by a mutex); several processes may open the same file (WAL), and
  * each sees the models the others wrote.
  *
- * Schema (DESIGN.md, with one departure: an array larger than one SQLite blob
- * can hold (1e9 bytes by default) is stored in several rows, `part` 0, 1, ...):
+ * Schema (DESIGN.md, with one departure: an array larger than GP_STORE_PART_BYTES
+ * (below SQLite's 1e9-byte default blob limit) is stored in several rows,
+ * `part` 0, 1, ..., each a multiple of 8 bytes; an empty array is one part 0
+ * with a zero-length blob), and jobs has a `result` column:
  *   models(id INTEGER PRIMARY KEY, name TEXT NOT NULL, version INTEGER NOT NULL,
  *          method TEXT NOT NULL, spec TEXT NOT NULL, info TEXT NOT NULL,
  *          n_train INTEGER, input_dim INTEGER, created_at TEXT, UNIQUE(name, version))
@@ -20,8 +22,12 @@
  *
  * Every function returns 0 or a negative GP_E* code (core/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
- * or "id"), GP_ENOTREADY when the database cannot be used, GP_EINTERNAL for
- * other SQLite failures (with SQLite's message). */
+ * or "id"), GP_ENOTREADY when the database cannot be used (cannot be opened,
+ * is not a database, has a newer schema, or stays locked by another connection
+ * beyond the 5 s busy timeout), GP_EINTERNAL for other SQLite failures (with
+ * SQLite's message), GP_EINVAL for bad arguments, GP_EDATA for a stored array
+ * that is corrupt. Functions that fill an output struct zero it first, so it
+ * can be freed after an error too. */
 #ifndef GP_STORE_H
 #define GP_STORE_H
 
@@ -38,8 +44,11 @@
 
 typedef struct gp_store gp_store;
 
-/* Open (creating if needed) and migrate the database at path. */
+/* Open (creating if needed) and migrate the database at path. *out is NULL on
+ * failure (GP_ENOTREADY with the path and SQLite's message; GP_EINVAL for an
+ * empty path). */
 int gp_store_open(const char *path, gp_store **out, gp_error *err);
+/* NULL is ignored. Not concurrently with other calls on the same store. */
 void gp_store_close(gp_store *store);
 
 /* One row of `models` (what a model is, without its arrays). */
@@ -60,22 +69,36 @@ void gp_model_meta_free_array(gp_model_meta *metas, size_t count); /* and the ar
 /* Save a new version of model `name` in one transaction (the version is one
  * more than the largest existing one, 1 for a new name; concurrent savers of
  * the same name from several processes each get their own version). meta
- * receives the stored row (id, version, created_at, copies of the texts). */
+ * receives the stored row (id, version, created_at, copies of the texts); it may
+ * be NULL. GP_EINVAL (field "name" / "method" / the array's name) for a name
+ * outside 1..GP_NAME_MAX characters, a method outside 1..GP_METHOD_NAME_MAX,
+ * NULL spec or info, or a state array with count > 0 and no data; state may be
+ * NULL (no arrays). Nothing is written on failure (GP_ENOMEM while copying the
+ * texts into meta is the one error after the commit). */
 int gp_store_save(gp_store *store, const char *name, const char *method, const char *spec,
                   const char *info, size_t n_train, size_t input_dim, const gp_state *state,
                   gp_model_meta *meta, gp_error *err);
 
-/* Row of version `version` of `name` (version 0: the latest). */
+/* Row of version `version` of `name` (version 0: the latest). Unknown name:
+ * GP_ENOTFOUND field "name"; known name without that version (or version < 0):
+ * GP_ENOTFOUND field "version". */
 int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta *meta,
                   gp_error *err);
-/* Every version of `name`, ascending; *versions is malloc'ed (caller frees). */
+/* Every version of `name`, ascending; *versions is malloc'ed (caller frees).
+ * Unknown name: GP_ENOTFOUND field "name". */
 int gp_store_versions(gp_store *store, const char *name, int **versions, size_t *count,
                       gp_error *err);
-/* Latest version of every model, ordered by name; free with gp_model_meta_free_array. */
+/* Latest version of every model, ordered by name; free with gp_model_meta_free_array.
+ * No models: *metas NULL, *count 0, GP_OK. */
 int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_error *err);
-/* All arrays of model row `model_id` into state (initialised by the caller). */
+/* All arrays of model row `model_id` into state (initialised by the caller;
+ * appended if it already holds arrays, GP_EINVAL on a name clash), read in one
+ * snapshot. Unknown row: GP_ENOTFOUND field "name". A missing, extra, short or
+ * mis-shaped part: GP_EDATA with field = the array's name. On failure state is
+ * unchanged. */
 int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_error *err);
-/* Delete every version of `name` and their arrays (one transaction). */
+/* Delete every version of `name` and their arrays (one transaction). Unknown
+ * name: GP_ENOTFOUND field "name". */
 int gp_store_delete(gp_store *store, const char *name, gp_error *err);
 
 /* Jobs. Texts are JSON (progress, error, result: the fitted model's
@@ -93,9 +116,22 @@ typedef struct gp_job_row {
 
 void gp_job_row_free(gp_job_row *job); /* frees the texts */
 /* Insert or replace the job row (updated_at set to now; created_at kept if the
- * row exists, else now). */
+ * row exists, else now; the row's own created_at/updated_at are ignored).
+ * GP_EINVAL for an empty or unterminated id or status. */
 int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err);
+/* Unknown id: GP_ENOTFOUND field "id". */
 int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error *err);
+
+/* Largest blob of one `arrays` row (256 MiB): a larger array is split into
+ * parts of this size (see the schema above). Kept below SQLite's length limit
+ * (SQLITE_LIMIT_LENGTH, 1e9 by default, which covers a whole row). */
+#define GP_STORE_PART_BYTES ((size_t)256 << 20)
+
+/* Test hook: split arrays into parts of `bytes` (rounded down to a multiple of
+ * 8, at least 8, at most what SQLite's length limit allows; 0 restores
+ * GP_STORE_PART_BYTES) for this handle's later saves. Loading accepts parts of
+ * any sizes (multiples of 8) that add up. */
+void gp_store_set_part_bytes(gp_store *store, size_t bytes);
 
 /* Current UTC time as ISO 8601 with seconds ("2026-11-21T06:12:20Z"). */
 void gp_store_now(char out[GP_TIME_LEN]);

@@ -1,0 +1,904 @@
+/* gpserve store: the connection, schema migrations, models and jobs.
+ *
+ * One SQLite connection per gp_store, serialised by a mutex; every statement
+ * is prepared once at open (sqlite3_prepare_v2) and takes its values through
+ * bindings. Writes run in BEGIN IMMEDIATE transactions (the write lock is taken
+ * before the version number is read, so savers in several processes get
+ * distinct versions), retried as a whole if SQLite reports SQLITE_BUSY before
+ * GP_STORE_BUSY_MS have passed. */
+#include "store/store_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- schema -------------------------------------------------------------- */
+
+/* Migration to version v + 1 is migrations[v]; each runs inside the migration
+ * transaction, which also sets PRAGMA user_version. A version 2 is one more
+ * function appended to the table. */
+typedef int (*migration_fn)(sqlite3 *db, char **errmsg);
+
+static int migrate_to_v1(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "CREATE TABLE models("
+        " id INTEGER PRIMARY KEY,"
+        " name TEXT NOT NULL,"
+        " version INTEGER NOT NULL,"
+        " method TEXT NOT NULL,"
+        " spec TEXT NOT NULL,"
+        " info TEXT NOT NULL,"
+        " n_train INTEGER,"
+        " input_dim INTEGER,"
+        " created_at TEXT,"
+        " UNIQUE(name, version));"
+        "CREATE TABLE arrays("
+        " model_id INTEGER REFERENCES models(id) ON DELETE CASCADE,"
+        " key TEXT,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(model_id, key, part));"
+        "CREATE TABLE jobs("
+        " id TEXT PRIMARY KEY,"
+        " model_name TEXT,"
+        " status TEXT,"
+        " progress TEXT,"
+        " error TEXT,"
+        " result TEXT,"
+        " created_at TEXT,"
+        " updated_at TEXT);";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+static const migration_fn migrations[] = {migrate_to_v1};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+static const char *const stmt_sql[GPS_STMT_COUNT] = {
+    [GPS_BEGIN] = "BEGIN",
+    [GPS_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
+    [GPS_COMMIT] = "COMMIT",
+    [GPS_ROLLBACK] = "ROLLBACK",
+    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = ?1",
+    [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
+                         " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [GPS_INSERT_ARRAY] = "INSERT INTO arrays(model_id, key, part, rows, cols, data)"
+                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_META_LATEST] = "SELECT id, name, version, method, spec, info, n_train, input_dim,"
+                        " created_at FROM models WHERE name = ?1 ORDER BY version DESC LIMIT 1",
+    [GPS_META_VERSION] = "SELECT id, name, version, method, spec, info, n_train, input_dim,"
+                         " created_at FROM models WHERE name = ?1 AND version = ?2",
+    [GPS_NAME_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 LIMIT 1",
+    [GPS_VERSIONS] = "SELECT version FROM models WHERE name = ?1 ORDER BY version",
+    [GPS_LIST] = "SELECT id, name, version, method, spec, info, n_train, input_dim, created_at"
+                 " FROM models AS m WHERE version ="
+                 " (SELECT MAX(version) FROM models WHERE name = m.name) ORDER BY name",
+    [GPS_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = ?1",
+    [GPS_ARRAYS] = "SELECT key, part, rows, cols, data FROM arrays WHERE model_id = ?1"
+                   " ORDER BY key, part",
+    /* length() reads a blob's size without reading its content. */
+    [GPS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows), max(rows),"
+                          " min(cols), max(cols) FROM arrays WHERE model_id = ?1 AND key = ?2",
+    [GPS_DELETE] = "DELETE FROM models WHERE name = ?1",
+    [GPS_JOB_PUT] = "INSERT INTO jobs(id, model_name, status, progress, error, result,"
+                    " created_at, updated_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)"
+                    " ON CONFLICT(id) DO UPDATE SET model_name = excluded.model_name,"
+                    " status = excluded.status, progress = excluded.progress,"
+                    " error = excluded.error, result = excluded.result,"
+                    " updated_at = excluded.updated_at",
+    [GPS_JOB_GET] = "SELECT id, model_name, status, progress, error, result, created_at,"
+                    " updated_at FROM jobs WHERE id = ?1",
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+
+sqlite3_stmt *gp_store_stmt(gp_store *s, enum gp_store_stmt id)
+{
+    sqlite3_stmt *st = s->stmt[id];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+}
+
+void gp_store_stmt_done(sqlite3_stmt *st)
+{
+    if (st == NULL)
+        return;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+int gp_store_sql_error(gp_store *s, int rc, gp_error *err, const char *what)
+{
+    s->last_rc = rc;
+    const char *msg = sqlite3_errmsg(s->db);
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return gp_error_set(err, GP_ENOTREADY, NULL, "database busy while %s: %s", what, msg);
+    case SQLITE_NOMEM:
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory while %s: %s", what, msg);
+    default:
+        return gp_error_set(err, GP_EINTERNAL, NULL, "SQLite error while %s: %s", what, msg);
+    }
+}
+
+/* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
+static int exec_stmt(gp_store *s, enum gp_store_stmt id, gp_error *err, const char *what)
+{
+    sqlite3_stmt *st = gp_store_stmt(s, id);
+    int src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE)
+        return gp_store_sql_error(s, src, err, what);
+    return GP_OK;
+}
+
+/* Roll back the open transaction, if any (after a failure: errors ignored). */
+static void rollback(gp_store *s)
+{
+    if (!sqlite3_get_autocommit(s->db)) {
+        sqlite3_stmt *st = gp_store_stmt(s, GPS_ROLLBACK);
+        (void)sqlite3_step(st);
+        gp_store_stmt_done(st);
+    }
+}
+
+static char *dup_text(const char *text)
+{
+    size_t n = strlen(text) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, text, n);
+    return p;
+}
+
+/* Copy column text into a fixed buffer; 0 if it does not fit (or is NULL and
+ * allow_null is 0). */
+static int copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null)
+{
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    if (t == NULL) {
+        dst[0] = '\0';
+        return allow_null;
+    }
+    size_t n = strlen(t);
+    if (n >= size)
+        return 0;
+    memcpy(dst, t, n + 1);
+    return 1;
+}
+
+/* Owned copy of column text (NULL stays NULL); -1 on allocation failure. */
+static int dup_col(sqlite3_stmt *st, int col, char **dst)
+{
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    *dst = NULL;
+    if (t == NULL)
+        return sqlite3_column_type(st, col) == SQLITE_NULL ? 0 : -1;
+    *dst = dup_text(t);
+    return *dst ? 0 : -1;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Run write(s, ctx, err) (one whole transaction) again while it fails with
+ * SQLITE_BUSY, for up to GP_STORE_BUSY_MS. SQLite's busy handler already waits
+ * for locks; this covers the busy results it returns without waiting (e.g.
+ * while another connection recovers the WAL). Called with the mutex held. */
+static int with_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                           gp_error *err)
+{
+    const double start = now_seconds();
+    long pause = 1;
+    for (;;) {
+        s->last_rc = SQLITE_OK;
+        int rc = write(s, ctx, err);
+        if (rc == GP_OK || (s->last_rc & 0xff) != SQLITE_BUSY)
+            return rc;
+        if ((now_seconds() - start) * 1000.0 >= GP_STORE_BUSY_MS)
+            return rc;
+        sleep_ms(pause);
+        if (pause < 32)
+            pause *= 2;
+    }
+}
+
+void gp_store_now(char out[GP_TIME_LEN])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm) == NULL || strftime(out, GP_TIME_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        memcpy(out, "1970-01-01T00:00:00Z", sizeof "1970-01-01T00:00:00Z");
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static int open_fail(sqlite3 *db, const char *path, const char *what, gp_error *err)
+{
+    return gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s: %s", path, what,
+                        db ? sqlite3_errmsg(db) : "out of memory");
+}
+
+/* Run a PRAGMA (constant text) and return its first column as text in out. */
+static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t size)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    out[0] = '\0';
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        if (t)
+            snprintf(out, size, "%s", t);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int exec_const(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/* Bring the schema to SCHEMA_VERSION in one IMMEDIATE transaction (two
+ * processes opening a new file concurrently migrate it once). */
+static int migrate(sqlite3 *db, const char *path, gp_error *err)
+{
+    char buf[32];
+    /* Already current (the usual case): no write lock needed. */
+    int rc = pragma_text(db, "PRAGMA user_version", buf, sizeof buf);
+    if (rc != SQLITE_OK)
+        return open_fail(db, path, "reading the schema version", err);
+    if (strtol(buf, NULL, 10) == SCHEMA_VERSION)
+        return GP_OK;
+    rc = exec_const(db, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK)
+        return open_fail(db, path, "starting the migration", err);
+    rc = pragma_text(db, "PRAGMA user_version", buf, sizeof buf);
+    if (rc != SQLITE_OK) {
+        int code = open_fail(db, path, "reading the schema version", err);
+        exec_const(db, "ROLLBACK");
+        return code;
+    }
+    long version = strtol(buf, NULL, 10);
+    if (version < 0 || version > SCHEMA_VERSION) {
+        exec_const(db, "ROLLBACK");
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': its schema version %ld is not one this "
+                            "gpserve knows (0..%d)",
+                            path, version, SCHEMA_VERSION);
+    }
+    for (int v = (int)version; v < SCHEMA_VERSION; v++) {
+        char *msg = NULL;
+        rc = migrations[v](db, &msg);
+        if (rc == SQLITE_OK) {
+            /* PRAGMA takes no bound parameters; the value is our own integer. */
+            char sql[64];
+            snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
+            rc = exec_const(db, sql);
+        }
+        if (rc != SQLITE_OK) {
+            int code = gp_error_set(err, GP_ENOTREADY, NULL,
+                                    "cannot open database '%s': migration to schema version %d "
+                                    "failed: %s",
+                                    path, v + 1, msg ? msg : sqlite3_errmsg(db));
+            sqlite3_free(msg);
+            exec_const(db, "ROLLBACK");
+            return code;
+        }
+    }
+    rc = exec_const(db, "COMMIT");
+    if (rc != SQLITE_OK) {
+        int code = open_fail(db, path, "committing the migration", err);
+        exec_const(db, "ROLLBACK");
+        return code;
+    }
+    return GP_OK;
+}
+
+static void free_store(gp_store *s)
+{
+    for (int i = 0; i < GPS_STMT_COUNT; i++)
+        sqlite3_finalize(s->stmt[i]);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+int gp_store_open(const char *path, gp_store **out, gp_error *err)
+{
+    *out = NULL;
+    if (path == NULL || path[0] == '\0')
+        return gp_error_set(err, GP_EINVAL, "db", "no database path given");
+    gp_store *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        free(s);
+        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot create the store's mutex");
+    }
+    int code = GP_OK;
+    int rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        code = open_fail(s->db, path, "open", err);
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, GP_STORE_BUSY_MS);
+    char mode[32];
+    /* journal_mode is the first statement that reads the file: a file that is
+     * not a database fails here. */
+    rc = pragma_text(s->db, "PRAGMA journal_mode = WAL", mode, sizeof mode);
+    if (rc != SQLITE_OK) {
+        code = open_fail(s->db, path, "setting WAL mode", err);
+        goto fail;
+    }
+    if (strcmp(mode, "wal") != 0 && strcmp(mode, "memory") != 0) {
+        code = gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': WAL mode unavailable (journal mode %s)",
+                            path, mode);
+        goto fail;
+    }
+    /* journal_size_limit: truncate the WAL to 64 MiB after a checkpoint (a
+     * large model would otherwise leave a WAL file of its size behind). */
+    if (exec_const(s->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
+        exec_const(s->db, "PRAGMA foreign_keys = ON") != SQLITE_OK ||
+        exec_const(s->db, "PRAGMA journal_size_limit = 67108864") != SQLITE_OK) {
+        code = open_fail(s->db, path, "configuring the connection", err);
+        goto fail;
+    }
+    char fk[8];
+    if (pragma_text(s->db, "PRAGMA foreign_keys", fk, sizeof fk) != SQLITE_OK ||
+        strcmp(fk, "1") != 0) {
+        code = gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': this SQLite has no foreign keys", path);
+        goto fail;
+    }
+    code = migrate(s->db, path, err);
+    if (code)
+        goto fail;
+    for (int i = 0; i < GPS_STMT_COUNT; i++) {
+        rc = sqlite3_prepare_v2(s->db, stmt_sql[i], -1, &s->stmt[i], NULL);
+        if (rc != SQLITE_OK) {
+            code = open_fail(s->db, path, "preparing statements", err);
+            goto fail;
+        }
+    }
+    /* One blob per row, below SQLite's length limit (which covers the whole
+     * row: leave room for the other columns). */
+    gp_store_set_part_bytes(s, 0);
+    *out = s;
+    return GP_OK;
+fail:
+    pthread_mutex_destroy(&s->mu);
+    free_store(s);
+    return code;
+}
+
+void gp_store_close(gp_store *store)
+{
+    if (store == NULL)
+        return;
+    pthread_mutex_destroy(&store->mu);
+    free_store(store);
+}
+
+void gp_store_set_part_bytes(gp_store *store, size_t bytes)
+{
+    pthread_mutex_lock(&store->mu);
+    if (bytes == 0)
+        bytes = GP_STORE_PART_BYTES;
+    int limit = sqlite3_limit(store->db, SQLITE_LIMIT_LENGTH, -1);
+    size_t max = limit > 4096 ? (size_t)limit - 1024 : 8;
+    if (bytes > max)
+        bytes = max;
+    bytes -= bytes % 8;
+    store->part_bytes = bytes < 8 ? 8 : bytes;
+    pthread_mutex_unlock(&store->mu);
+}
+
+/* ---- models -------------------------------------------------------------- */
+
+void gp_model_meta_free(gp_model_meta *meta)
+{
+    if (meta == NULL)
+        return;
+    free(meta->spec);
+    free(meta->info);
+    meta->spec = NULL;
+    meta->info = NULL;
+}
+
+void gp_model_meta_free_array(gp_model_meta *metas, size_t count)
+{
+    if (metas == NULL)
+        return;
+    for (size_t i = 0; i < count; i++)
+        gp_model_meta_free(&metas[i]);
+    free(metas);
+}
+
+/* Fill meta from a row of id, name, version, method, spec, info, n_train,
+ * input_dim, created_at. On failure meta holds nothing to free. */
+static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, gp_error *err)
+{
+    memset(meta, 0, sizeof *meta);
+    meta->id = sqlite3_column_int64(st, 0);
+    const sqlite3_int64 version = sqlite3_column_int64(st, 2);
+    const sqlite3_int64 n_train = sqlite3_column_int64(st, 6);
+    const sqlite3_int64 input_dim = sqlite3_column_int64(st, 7);
+    if (!copy_col(st, 1, meta->name, sizeof meta->name, 0) || version < 1 ||
+        version > INT_MAX || !copy_col(st, 3, meta->method, sizeof meta->method, 0) ||
+        !copy_col(st, 8, meta->created_at, sizeof meta->created_at, 1) || n_train < 0 ||
+        input_dim < 0 || sqlite3_column_type(st, 4) == SQLITE_NULL ||
+        sqlite3_column_type(st, 5) == SQLITE_NULL)
+        return gp_error_set(err, GP_EDATA, "name", "model row %lld is corrupt",
+                            (long long)meta->id);
+    meta->version = (int)version;
+    meta->n_train = (size_t)n_train;
+    meta->input_dim = (size_t)input_dim;
+    if (dup_col(st, 4, &meta->spec) || dup_col(st, 5, &meta->info)) {
+        gp_model_meta_free(meta);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading model metadata");
+    }
+    return GP_OK;
+}
+
+static int check_name(const char *name, gp_error *err)
+{
+    if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
+        return gp_error_set(err, GP_EINVAL, "name", "model name must have 1..%d characters",
+                            GP_NAME_MAX);
+    return GP_OK;
+}
+
+typedef struct save_ctx {
+    const char *name, *method, *spec, *info;
+    size_t n_train, input_dim;
+    const gp_state *state;
+    int64_t id;
+    int version;
+    char created_at[GP_TIME_LEN];
+} save_ctx;
+
+static int save_once(gp_store *s, void *vctx, gp_error *err)
+{
+    save_ctx *c = vctx;
+    int rc = exec_stmt(s, GPS_BEGIN_IMMEDIATE, err, "starting a save");
+    if (rc)
+        return rc;
+    sqlite3_stmt *st = gp_store_stmt(s, GPS_MAX_VERSION);
+    int src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
+        rc = gp_store_sql_error(s, src, err, "reading the latest version");
+        gp_store_stmt_done(st);
+        goto fail;
+    }
+    sqlite3_int64 max = sqlite3_column_int64(st, 0);
+    gp_store_stmt_done(st);
+    if (max < 0 || max >= INT_MAX) {
+        rc = gp_error_set(err, GP_EINTERNAL, "name", "model '%s' has no free version number",
+                          c->name);
+        goto fail;
+    }
+    c->version = (int)max + 1;
+    gp_store_now(c->created_at);
+    st = gp_store_stmt(s, GPS_INSERT_MODEL);
+    src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int(st, 2, c->version);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 3, c->method, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 4, c->spec, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 5, c->info, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, 6, (sqlite3_int64)c->n_train);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, 7, (sqlite3_int64)c->input_dim);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 8, c->created_at, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE) {
+        rc = gp_store_sql_error(s, src, err, "saving a model");
+        goto fail;
+    }
+    c->id = sqlite3_last_insert_rowid(s->db);
+    if (c->state) {
+        rc = gp_store_write_arrays(s, c->id, c->state, err);
+        if (rc)
+            goto fail;
+    }
+    rc = exec_stmt(s, GPS_COMMIT, err, "committing a save");
+    if (rc)
+        goto fail;
+    return GP_OK;
+fail:
+    rollback(s);
+    return rc;
+}
+
+int gp_store_save(gp_store *store, const char *name, const char *method, const char *spec,
+                  const char *info, size_t n_train, size_t input_dim, const gp_state *state,
+                  gp_model_meta *meta, gp_error *err)
+{
+    if (meta)
+        memset(meta, 0, sizeof *meta);
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    if (method == NULL || method[0] == '\0' || strlen(method) > GP_METHOD_NAME_MAX)
+        return gp_error_set(err, GP_EINVAL, "method", "method name must have 1..%d characters",
+                            GP_METHOD_NAME_MAX);
+    if (spec == NULL || info == NULL)
+        return gp_error_set(err, GP_EINVAL, NULL, "a model needs its spec and info texts");
+    if ((uint64_t)n_train > INT64_MAX || (uint64_t)input_dim > INT64_MAX)
+        return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
+    save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
+                  .n_train = n_train, .input_dim = input_dim, .state = state};
+    pthread_mutex_lock(&store->mu);
+    rc = with_busy_retry(store, save_once, &c, err);
+    pthread_mutex_unlock(&store->mu);
+    if (rc || meta == NULL)
+        return rc;
+    meta->id = c.id;
+    memcpy(meta->name, name, strlen(name) + 1);
+    meta->version = c.version;
+    memcpy(meta->method, method, strlen(method) + 1);
+    memcpy(meta->created_at, c.created_at, sizeof meta->created_at);
+    meta->n_train = n_train;
+    meta->input_dim = input_dim;
+    meta->spec = dup_text(spec);
+    meta->info = dup_text(info);
+    if (meta->spec == NULL || meta->info == NULL) {
+        gp_model_meta_free(meta);
+        /* The model is saved; only the copy for the caller failed. */
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory copying the saved metadata");
+    }
+    return GP_OK;
+}
+
+/* 1 if a model called name exists, 0 if not, a negative GP code on failure. */
+static int name_exists(gp_store *s, const char *name, gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(s, GPS_NAME_EXISTS);
+    int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = src == SQLITE_ROW    ? 1
+             : src == SQLITE_DONE ? 0
+                                  : gp_store_sql_error(s, src, err, "looking up a model");
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+static int not_found_name(const char *name, gp_error *err)
+{
+    return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", name);
+}
+
+int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta *meta,
+                  gp_error *err)
+{
+    memset(meta, 0, sizeof *meta);
+    if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
+        return not_found_name(name ? name : "", err);
+    if (version < 0)
+        return gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
+                            version);
+    pthread_mutex_lock(&store->mu);
+    sqlite3_stmt *st = gp_store_stmt(store, version == 0 ? GPS_META_LATEST : GPS_META_VERSION);
+    int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK && version > 0)
+        src = sqlite3_bind_int(st, 2, version);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc;
+    if (src == SQLITE_ROW) {
+        rc = read_meta_row(st, meta, err);
+        gp_store_stmt_done(st);
+    } else if (src == SQLITE_DONE) {
+        gp_store_stmt_done(st);
+        rc = version == 0 ? 0 : name_exists(store, name, err);
+        if (rc == 0)
+            rc = not_found_name(name, err);
+        else if (rc == 1)
+            rc = gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
+                              version);
+    } else {
+        rc = gp_store_sql_error(store, src, err, "reading a model");
+        gp_store_stmt_done(st);
+    }
+    pthread_mutex_unlock(&store->mu);
+    return rc;
+}
+
+int gp_store_versions(gp_store *store, const char *name, int **versions, size_t *count,
+                      gp_error *err)
+{
+    *versions = NULL;
+    *count = 0;
+    if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
+        return not_found_name(name ? name : "", err);
+    int *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = GP_OK;
+    pthread_mutex_lock(&store->mu);
+    sqlite3_stmt *st = gp_store_stmt(store, GPS_VERSIONS);
+    int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK) {
+        while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+            if (n == cap) {
+                size_t ncap = cap ? 2 * cap : 8;
+                int *nv = realloc(v, ncap * sizeof *nv);
+                if (nv == NULL) {
+                    rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory listing versions");
+                    break;
+                }
+                v = nv;
+                cap = ncap;
+            }
+            sqlite3_int64 x = sqlite3_column_int64(st, 0);
+            v[n++] = x < 0 || x > INT_MAX ? 0 : (int)x;
+        }
+    }
+    if (rc == GP_OK && src != SQLITE_DONE)
+        rc = gp_store_sql_error(store, src, err, "listing versions");
+    gp_store_stmt_done(st);
+    pthread_mutex_unlock(&store->mu);
+    if (rc == GP_OK && n == 0)
+        rc = not_found_name(name, err);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *versions = v;
+    *count = n;
+    return GP_OK;
+}
+
+int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_error *err)
+{
+    *metas = NULL;
+    *count = 0;
+    gp_model_meta *m = NULL;
+    size_t n = 0, cap = 0;
+    int rc = GP_OK;
+    pthread_mutex_lock(&store->mu);
+    sqlite3_stmt *st = gp_store_stmt(store, GPS_LIST);
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            gp_model_meta *nm = realloc(m, ncap * sizeof *nm);
+            if (nm == NULL) {
+                rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory listing models");
+                break;
+            }
+            m = nm;
+            cap = ncap;
+        }
+        rc = read_meta_row(st, &m[n], err);
+        if (rc)
+            break;
+        n++;
+    }
+    if (rc == GP_OK && src != SQLITE_DONE)
+        rc = gp_store_sql_error(store, src, err, "listing models");
+    gp_store_stmt_done(st);
+    pthread_mutex_unlock(&store->mu);
+    if (rc) {
+        gp_model_meta_free_array(m, n);
+        return rc;
+    }
+    *metas = m;
+    *count = n;
+    return GP_OK;
+}
+
+int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_error *err)
+{
+    gp_state tmp;
+    gp_state_init(&tmp);
+    pthread_mutex_lock(&store->mu);
+    /* One read transaction: the model row and its arrays from one snapshot. */
+    int rc = exec_stmt(store, GPS_BEGIN, err, "starting a load");
+    if (rc == GP_OK) {
+        sqlite3_stmt *st = gp_store_stmt(store, GPS_MODEL_EXISTS);
+        int src = sqlite3_bind_int64(st, 1, model_id);
+        if (src == SQLITE_OK)
+            src = sqlite3_step(st);
+        if (src == SQLITE_DONE)
+            rc = gp_error_set(err, GP_ENOTFOUND, "name", "model row %lld not found",
+                              (long long)model_id);
+        else if (src != SQLITE_ROW)
+            rc = gp_store_sql_error(store, src, err, "loading a model");
+        gp_store_stmt_done(st);
+        if (rc == GP_OK)
+            rc = gp_store_read_arrays(store, model_id, &tmp, err);
+        if (rc == GP_OK)
+            rc = exec_stmt(store, GPS_COMMIT, err, "ending a load");
+        rollback(store);
+    }
+    pthread_mutex_unlock(&store->mu);
+    if (rc) {
+        gp_state_free(&tmp);
+        return rc;
+    }
+    if (state->count == 0) {
+        free(state->arrays);
+        *state = tmp;
+        return GP_OK;
+    }
+    /* Append to a state that already holds arrays. */
+    size_t i = 0;
+    for (; i < tmp.count && rc == GP_OK; i++)
+        rc = gp_state_put_owned(state, tmp.arrays[i].name, tmp.arrays[i].rows,
+                                tmp.arrays[i].cols, tmp.arrays[i].data, err);
+    for (; i < tmp.count; i++)
+        free(tmp.arrays[i].data);
+    free(tmp.arrays);
+    return rc;
+}
+
+typedef struct delete_ctx {
+    const char *name;
+    int found;
+} delete_ctx;
+
+static int delete_once(gp_store *s, void *vctx, gp_error *err)
+{
+    delete_ctx *c = vctx;
+    int rc = exec_stmt(s, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
+    if (rc)
+        return rc;
+    sqlite3_stmt *st = gp_store_stmt(s, GPS_DELETE);
+    int src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE) {
+        rc = gp_store_sql_error(s, src, err, "deleting a model");
+        rollback(s);
+        return rc;
+    }
+    c->found = sqlite3_changes(s->db) > 0;
+    rc = exec_stmt(s, GPS_COMMIT, err, "committing a delete");
+    if (rc)
+        rollback(s);
+    return rc;
+}
+
+int gp_store_delete(gp_store *store, const char *name, gp_error *err)
+{
+    if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
+        return not_found_name(name ? name : "", err);
+    delete_ctx c = {.name = name, .found = 0};
+    pthread_mutex_lock(&store->mu);
+    int rc = with_busy_retry(store, delete_once, &c, err);
+    pthread_mutex_unlock(&store->mu);
+    if (rc == GP_OK && !c.found)
+        rc = not_found_name(name, err);
+    return rc;
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+void gp_job_row_free(gp_job_row *job)
+{
+    if (job == NULL)
+        return;
+    free(job->progress);
+    free(job->error);
+    free(job->result);
+    job->progress = job->error = job->result = NULL;
+}
+
+static int bind_opt_text(sqlite3_stmt *st, int i, const char *text)
+{
+    return text ? sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+static int job_put_once(gp_store *s, void *vctx, gp_error *err)
+{
+    const gp_job_row *job = vctx;
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    sqlite3_stmt *st = gp_store_stmt(s, GPS_JOB_PUT);
+    int src = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, job->model_name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 3, job->status, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 4, job->progress);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 5, job->error);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 6, job->result);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE)
+        return gp_store_sql_error(s, src, err, "saving a job");
+    return GP_OK;
+}
+
+int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err)
+{
+    if (job == NULL || job->id[0] == '\0' || strnlen(job->id, sizeof job->id) == sizeof job->id)
+        return gp_error_set(err, GP_EINVAL, "id", "job id must have 1..%d characters",
+                            GP_JOB_ID_LEN - 1);
+    if (strnlen(job->model_name, sizeof job->model_name) == sizeof job->model_name)
+        return gp_error_set(err, GP_EINVAL, "name", "job model name too long");
+    if (job->status[0] == '\0' ||
+        strnlen(job->status, sizeof job->status) == sizeof job->status)
+        return gp_error_set(err, GP_EINVAL, "status", "job status must have 1..%zu characters",
+                            sizeof job->status - 1);
+    pthread_mutex_lock(&store->mu);
+    int rc = with_busy_retry(store, job_put_once, (void *)job, err);
+    pthread_mutex_unlock(&store->mu);
+    return rc;
+}
+
+int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error *err)
+{
+    memset(job, 0, sizeof *job);
+    if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
+        return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
+    pthread_mutex_lock(&store->mu);
+    sqlite3_stmt *st = gp_store_stmt(store, GPS_JOB_GET);
+    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = GP_OK;
+    if (src == SQLITE_ROW) {
+        if (!copy_col(st, 0, job->id, sizeof job->id, 0) ||
+            !copy_col(st, 1, job->model_name, sizeof job->model_name, 1) ||
+            !copy_col(st, 2, job->status, sizeof job->status, 0) ||
+            !copy_col(st, 6, job->created_at, sizeof job->created_at, 1) ||
+            !copy_col(st, 7, job->updated_at, sizeof job->updated_at, 1))
+            rc = gp_error_set(err, GP_EDATA, "id", "job '%s' is corrupt", id);
+        else if (dup_col(st, 3, &job->progress) || dup_col(st, 4, &job->error) ||
+                 dup_col(st, 5, &job->result))
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading job '%s'", id);
+    } else if (src == SQLITE_DONE) {
+        rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
+    } else {
+        rc = gp_store_sql_error(store, src, err, "reading a job");
+    }
+    gp_store_stmt_done(st);
+    pthread_mutex_unlock(&store->mu);
+    if (rc) {
+        gp_job_row_free(job);
+        memset(job, 0, sizeof *job);
+    }
+    return rc;
+}

@@ -1,0 +1,325 @@
+/* gpserve store: a model's named arrays as rows of `arrays`.
+ *
+ * Each array is rows x cols float64, column-major, stored little-endian. An
+ * array of more than part_bytes bytes is split into rows part = 0, 1, ..., k
+ * (each a multiple of 8 bytes; every part row repeats rows and cols); an empty
+ * array (rows * cols == 0) is one part 0 holding a zero-length blob. Loading
+ * concatenates the parts in order and checks that they are consecutive from 0,
+ * agree on the shape and add up to exactly rows * cols * 8 bytes: anything else
+ * is GP_EDATA naming the array. */
+#include "store/store_internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/linalg.h"
+
+_Static_assert(sizeof(double) == 8, "the store writes IEEE 754 binary64 doubles");
+
+void gp_store_le_encode(const double *src, size_t count, unsigned char *dst)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint64_t u;
+        memcpy(&u, &src[i], sizeof u);
+        for (int b = 0; b < 8; b++)
+            dst[8 * i + (size_t)b] = (unsigned char)(u >> (8 * b));
+    }
+}
+
+void gp_store_le_decode(const unsigned char *src, size_t count, double *dst)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint64_t u = 0;
+        for (int b = 0; b < 8; b++)
+            u |= (uint64_t)src[8 * i + (size_t)b] << (8 * b);
+        memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
+int gp_store_host_is_le(void)
+{
+#ifdef GP_STORE_PORTABLE_CODEC
+    /* Build with -DGP_STORE_PORTABLE_CODEC to exercise the big-endian code
+     * path (encode/decode every blob) on a little-endian machine. */
+    return 0;
+#endif
+    const uint64_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* Byte size of a rows x cols float64 array, overflow-checked. */
+static int array_bytes(size_t rows, size_t cols, size_t *count, size_t *bytes, gp_error *err)
+{
+    int rc = gp_checked_size(rows, cols, count, err);
+    if (rc)
+        return rc;
+    if (*count > SIZE_MAX / sizeof(double))
+        return gp_error_set(err, GP_ETOOBIG, NULL, "array of %zu x %zu is too large", rows, cols);
+    *bytes = *count * sizeof(double);
+    return GP_OK;
+}
+
+int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, gp_error *err)
+{
+    const int le = gp_store_host_is_le();
+    const size_t pb = s->part_bytes;
+    unsigned char *buf = NULL; /* byte-swapped part (big-endian hosts only) */
+    int rc = GP_OK;
+    for (size_t i = 0; i < state->count && rc == GP_OK; i++) {
+        const gp_named_array *a = &state->arrays[i];
+        size_t count = 0, bytes = 0;
+        rc = array_bytes(a->rows, a->cols, &count, &bytes, err);
+        if (rc)
+            break;
+        if ((uint64_t)a->rows > INT64_MAX || (uint64_t)a->cols > INT64_MAX) {
+            rc = gp_error_set(err, GP_ETOOBIG, a->name, "array '%s' has too many rows or columns",
+                              a->name);
+            break;
+        }
+        if (count > 0 && a->data == NULL) {
+            rc = gp_error_set(err, GP_EINVAL, a->name, "array '%s' has no data", a->name);
+            break;
+        }
+        const size_t nparts = bytes == 0 ? 1 : (bytes - 1) / pb + 1;
+        if (!le && buf == NULL && bytes > 0) {
+            buf = malloc(bytes < pb ? bytes : pb);
+            if (buf == NULL) {
+                rc = gp_error_set(err, GP_ENOMEM, a->name, "out of memory encoding array '%s'",
+                                  a->name);
+                break;
+            }
+        }
+        for (size_t p = 0; p < nparts && rc == GP_OK; p++) {
+            const size_t off = p * pb;
+            const size_t len = bytes - off < pb ? bytes - off : pb;
+            sqlite3_stmt *st = gp_store_stmt(s, GPS_INSERT_ARRAY);
+            int src = sqlite3_bind_int64(st, 1, model_id);
+            if (src == SQLITE_OK)
+                src = sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
+            if (src == SQLITE_OK)
+                src = sqlite3_bind_int64(st, 3, (sqlite3_int64)p);
+            if (src == SQLITE_OK)
+                src = sqlite3_bind_int64(st, 4, (sqlite3_int64)a->rows);
+            if (src == SQLITE_OK)
+                src = sqlite3_bind_int64(st, 5, (sqlite3_int64)a->cols);
+            if (src == SQLITE_OK) {
+                if (len == 0) {
+                    /* A NULL pointer would bind SQL NULL: bind an empty blob. */
+                    src = sqlite3_bind_zeroblob(st, 6, 0);
+                } else if (le) {
+                    src = sqlite3_bind_blob64(st, 6, (const unsigned char *)a->data + off, len,
+                                              SQLITE_STATIC);
+                } else {
+                    gp_store_le_encode(a->data + off / sizeof(double), len / sizeof(double),
+                                       buf);
+                    src = sqlite3_bind_blob64(st, 6, buf, len, SQLITE_STATIC);
+                }
+            }
+            if (src == SQLITE_OK)
+                src = sqlite3_step(st);
+            if (src != SQLITE_DONE)
+                rc = gp_store_sql_error(s, src, err, "saving an array");
+            gp_store_stmt_done(st);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* The array being assembled from its parts. */
+typedef struct array_acc {
+    char key[GP_STATE_NAME_LEN];
+    size_t rows, cols, bytes, filled;
+    int64_t next_part;
+    double *data;
+} array_acc;
+
+static int acc_finish(array_acc *acc, int64_t model_id, gp_state *tmp, gp_error *err)
+{
+    if (acc->filled != acc->bytes) {
+        free(acc->data);
+        acc->data = NULL;
+        return gp_error_set(err, GP_EDATA, acc->key,
+                            "stored array '%s' of model row %lld is corrupt: its parts hold %zu "
+                            "of %zu bytes (%zu x %zu)",
+                            acc->key, (long long)model_id, acc->filled, acc->bytes, acc->rows,
+                            acc->cols);
+    }
+    double *data = acc->data;
+    acc->data = NULL;
+    return gp_state_put_owned(tmp, acc->key, acc->rows, acc->cols, data, err);
+}
+
+/* Before allocating an array: do its parts (count, numbering, shapes, total
+ * size) agree with rows x cols? Reads the sizes only, not the blobs. */
+static int check_summary(gp_store *s, int64_t model_id, const array_acc *acc, gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(s, GPS_ARRAY_SUMMARY);
+    int src = sqlite3_bind_int64(st, 1, model_id);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, acc->key, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
+        int rc = gp_store_sql_error(s, src, err, "checking an array");
+        gp_store_stmt_done(st);
+        return rc;
+    }
+    const sqlite3_int64 n = sqlite3_column_int64(st, 0), maxpart = sqlite3_column_int64(st, 1);
+    const sqlite3_int64 total = sqlite3_column_int64(st, 2);
+    const int uniform = sqlite3_column_int64(st, 3) == (sqlite3_int64)acc->rows &&
+                        sqlite3_column_int64(st, 4) == (sqlite3_int64)acc->rows &&
+                        sqlite3_column_int64(st, 5) == (sqlite3_int64)acc->cols &&
+                        sqlite3_column_int64(st, 6) == (sqlite3_int64)acc->cols;
+    gp_store_stmt_done(st);
+    if (maxpart != n - 1)
+        return gp_error_set(err, GP_EDATA, acc->key,
+                            "stored array '%s' of model row %lld is corrupt: %lld parts "
+                            "numbered up to %lld (a part is missing)",
+                            acc->key, (long long)model_id, (long long)n, (long long)maxpart);
+    if (!uniform)
+        return gp_error_set(err, GP_EDATA, acc->key,
+                            "stored array '%s' of model row %lld is corrupt: its parts "
+                            "disagree on the shape",
+                            acc->key, (long long)model_id);
+    if (total < 0 || (uint64_t)total != (uint64_t)acc->bytes)
+        return gp_error_set(err, GP_EDATA, acc->key,
+                            "stored array '%s' of model row %lld is corrupt: its parts hold "
+                            "%lld of %zu bytes (%zu x %zu)",
+                            acc->key, (long long)model_id, (long long)total, acc->bytes,
+                            acc->rows, acc->cols);
+    return GP_OK;
+}
+
+/* Start a new array from its first row (which must be part 0). */
+static int acc_start(gp_store *s, array_acc *acc, const char *key, int64_t part,
+                     sqlite3_int64 rows, sqlite3_int64 cols, int64_t model_id, gp_error *err)
+{
+    memcpy(acc->key, key, strlen(key) + 1);
+    acc->filled = 0;
+    acc->next_part = 1;
+    if (part != 0)
+        return gp_error_set(err, GP_EDATA, key,
+                            "stored array '%s' of model row %lld is corrupt: part 0 is missing "
+                            "(first part %lld)",
+                            key, (long long)model_id, (long long)part);
+    if (rows < 0 || cols < 0 || (uint64_t)rows > SIZE_MAX || (uint64_t)cols > SIZE_MAX)
+        return gp_error_set(err, GP_EDATA, key,
+                            "stored array '%s' of model row %lld has an invalid shape %lld x %lld",
+                            key, (long long)model_id, (long long)rows, (long long)cols);
+    acc->rows = (size_t)rows;
+    acc->cols = (size_t)cols;
+    size_t count = 0;
+    int rc = array_bytes(acc->rows, acc->cols, &count, &acc->bytes, err);
+    if (rc)
+        return gp_error_set(err, GP_EDATA, key,
+                            "stored array '%s' of model row %lld has an invalid shape %zu x %zu",
+                            key, (long long)model_id, acc->rows, acc->cols);
+    rc = check_summary(s, model_id, acc, err);
+    if (rc)
+        return rc;
+    acc->data = gp_alloc_doubles(count, err);
+    if (acc->data == NULL)
+        return err ? err->code : GP_ENOMEM;
+    return GP_OK;
+}
+
+int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error *err)
+{
+    const int le = gp_store_host_is_le();
+    array_acc acc = {.data = NULL};
+    int have = 0; /* acc holds an array being assembled */
+    int rc = GP_OK;
+    sqlite3_stmt *st = gp_store_stmt(s, GPS_ARRAYS);
+    int src = sqlite3_bind_int64(st, 1, model_id);
+    if (src != SQLITE_OK) {
+        rc = gp_store_sql_error(s, src, err, "loading arrays");
+        goto out;
+    }
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        const size_t keylen = key ? strlen(key) : 0;
+        if (keylen == 0 || keylen >= GP_STATE_NAME_LEN) {
+            rc = gp_error_set(err, GP_EDATA, NULL,
+                              "model row %lld has an array with an invalid name",
+                              (long long)model_id);
+            goto out;
+        }
+        const int64_t part = sqlite3_column_int64(st, 1);
+        const sqlite3_int64 rows = sqlite3_column_int64(st, 2);
+        const sqlite3_int64 cols = sqlite3_column_int64(st, 3);
+        if (!have || strcmp(acc.key, key) != 0) {
+            if (have) {
+                have = 0;
+                rc = acc_finish(&acc, model_id, tmp, err);
+                if (rc)
+                    goto out;
+            }
+            have = 1;
+            rc = acc_start(s, &acc, key, part, rows, cols, model_id, err);
+            if (rc)
+                goto out;
+        } else {
+            if (part != acc.next_part) {
+                rc = gp_error_set(err, GP_EDATA, acc.key,
+                                  "stored array '%s' of model row %lld is corrupt: part %lld "
+                                  "is missing",
+                                  acc.key, (long long)model_id, (long long)acc.next_part);
+                goto out;
+            }
+            acc.next_part++;
+            if (rows != (sqlite3_int64)acc.rows || cols != (sqlite3_int64)acc.cols) {
+                rc = gp_error_set(err, GP_EDATA, acc.key,
+                                  "stored array '%s' of model row %lld is corrupt: part %lld "
+                                  "has shape %lld x %lld, part 0 %zu x %zu",
+                                  acc.key, (long long)model_id, (long long)part,
+                                  (long long)rows, (long long)cols, acc.rows, acc.cols);
+                goto out;
+            }
+        }
+        if (sqlite3_column_type(st, 4) != SQLITE_BLOB) {
+            rc = gp_error_set(err, GP_EDATA, acc.key,
+                              "stored array '%s' of model row %lld is corrupt: part %lld is "
+                              "not a blob",
+                              acc.key, (long long)model_id, (long long)part);
+            goto out;
+        }
+        const unsigned char *blob = sqlite3_column_blob(st, 4);
+        const int n = sqlite3_column_bytes(st, 4);
+        if (n < 0 || (size_t)n > acc.bytes - acc.filled || n % 8 != 0 || (n > 0 && !blob)) {
+            if (blob == NULL && n > 0) {
+                rc = gp_store_sql_error(s, sqlite3_errcode(s->db), err, "reading an array");
+                goto out;
+            }
+            rc = gp_error_set(err, GP_EDATA, acc.key,
+                              "stored array '%s' of model row %lld is corrupt: part %lld has "
+                              "%d bytes, %zu of %zu remain",
+                              acc.key, (long long)model_id, (long long)part, n,
+                              acc.bytes - acc.filled, acc.bytes);
+            goto out;
+        }
+        if (n > 0) {
+            if (le)
+                memcpy((unsigned char *)acc.data + acc.filled, blob, (size_t)n);
+            else
+                gp_store_le_decode(blob, (size_t)n / 8, acc.data + acc.filled / 8);
+        }
+        acc.filled += (size_t)n;
+    }
+    if (src != SQLITE_DONE) {
+        rc = gp_store_sql_error(s, src, err, "loading arrays");
+        goto out;
+    }
+    if (have) {
+        have = 0;
+        rc = acc_finish(&acc, model_id, tmp, err);
+    }
+out:
+    if (have)
+        free(acc.data);
+    gp_store_stmt_done(st);
+    return rc;
+}

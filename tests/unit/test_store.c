@@ -1,0 +1,1132 @@
+/* Unit tests for store/: schema and migrations, bit-exact round trips of
+ * model states (single- and multi-part arrays), versions, listing, deletion,
+ * jobs, error codes, and concurrent savers (threads on one handle, threads on
+ * their own handles, and separate processes).
+ *
+ * Every database lives in a directory made with mkdtemp under /tmp and removed
+ * by the group teardown. A second, raw sqlite3 connection inspects and
+ * corrupts the files behind the store's back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "store/store_internal.h"
+
+static char tmpdir[64];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpstore-test-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    return rmdir(tmpdir);
+}
+
+static void db_path(char *out, size_t size, const char *file)
+{
+    snprintf(out, size, "%s/%s", tmpdir, file);
+}
+
+/* ---- helpers: a raw connection, random states ---------------------------- */
+
+/* First column of the first row of sql (with optional text parameter ?1) as
+ * an integer; fails the test on error. */
+static long long raw_int(const char *path, const char *sql, const char *param)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    if (param)
+        assert_int_equal(sqlite3_bind_text(st, 1, param, -1, SQLITE_STATIC), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* Run a statement with optional text parameter ?1 on a raw connection. */
+static void raw_exec(const char *path, const char *sql, const char *param)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    if (param)
+        assert_int_equal(sqlite3_bind_text(st, 1, param, -1, SQLITE_STATIC), SQLITE_OK);
+    int rc = sqlite3_step(st);
+    assert_true(rc == SQLITE_DONE || rc == SQLITE_ROW);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15u;
+
+static double rand_double(void)
+{
+    /* xorshift64*, mapped to a wide, NaN-free range with full mantissas. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Du;
+    double u = (double)(r >> 11) * 0x1.0p-53;
+    return (u - 0.5) * 2e3 / (1.0 + (double)(r & 0xff));
+}
+
+static double *rand_array(size_t n)
+{
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = rand_double();
+    return x;
+}
+
+static void put_random(gp_state *st, const char *name, size_t rows, size_t cols)
+{
+    gp_error err;
+    double *x = rand_array(rows * cols);
+    assert_int_equal(gp_state_put_owned(st, name, rows, cols, x, &err), GP_OK);
+}
+
+/* A state with a general matrix, a scalar, an empty array and special values. */
+static void make_state(gp_state *st)
+{
+    gp_error err;
+    gp_state_init(st);
+    put_random(st, "alpha", 37, 3);
+    assert_int_equal(gp_state_put_scalar(st, "noise", 0.1, &err), GP_OK);
+    put_random(st, "small", 2, 1);
+    assert_int_equal(gp_state_put(st, "empty", 0, 4, NULL, &err), GP_OK);
+    const double special[6] = {-0.0, 4.9406564584124654e-324, 1.7976931348623157e308,
+                               -2.2250738585072014e-308, 1.0 / 3.0, 0.0};
+    assert_int_equal(gp_state_put(st, "special", 3, 2, special, &err), GP_OK);
+}
+
+static void assert_states_equal(const gp_state *a, const gp_state *b)
+{
+    assert_int_equal(a->count, b->count);
+    for (size_t i = 0; i < a->count; i++) {
+        const gp_named_array *x = &a->arrays[i];
+        const gp_named_array *y = gp_state_find(b, x->name);
+        assert_non_null(y);
+        assert_int_equal(x->rows, y->rows);
+        assert_int_equal(x->cols, y->cols);
+        if (x->rows * x->cols != 0)
+            assert_memory_equal(x->data, y->data, x->rows * x->cols * sizeof(double));
+    }
+}
+
+static gp_store *open_store(const char *file)
+{
+    char path[256];
+    db_path(path, sizeof path, file);
+    gp_store *s = NULL;
+    gp_error err;
+    int rc = gp_store_open(path, &s, &err);
+    if (rc)
+        fail_msg("gp_store_open(%s): %s", path, err.message);
+    return s;
+}
+
+static int quiet_saves; /* set while failures are expected */
+
+static int save_simple(gp_store *s, const char *name, const gp_state *st, gp_model_meta *meta)
+{
+    gp_error err;
+    int rc = gp_store_save(s, name, "exact", "{\"kernel\":\"rbf\"}", "{\"lml\":-1.5}", 10, 3,
+                           st, meta, &err);
+    if (rc && !quiet_saves)
+        print_error("save %s: %s\n", name, err.message);
+    return rc;
+}
+
+static int is_iso_time(const char *t)
+{
+    /* 2026-11-21T06:12:20Z */
+    if (strlen(t) != 20)
+        return 0;
+    for (int i = 0; i < 20; i++) {
+        char c = t[i];
+        int ok = (i == 4 || i == 7)   ? c == '-'
+                 : i == 10            ? c == 'T'
+                 : (i == 13 || i == 16) ? c == ':'
+                 : i == 19            ? c == 'Z'
+                                      : c >= '0' && c <= '9';
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_now_and_codec(void **state)
+{
+    (void)state;
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    assert_true(is_iso_time(now));
+    assert_true(strncmp(now, "20", 2) == 0);
+
+    /* 1.0 = 0x3FF0000000000000: little-endian bytes 00 .. 00 F0 3F. */
+    const double one = 1.0;
+    unsigned char b[8];
+    gp_store_le_encode(&one, 1, b);
+    const unsigned char expect[8] = {0, 0, 0, 0, 0, 0, 0xF0, 0x3F};
+    assert_memory_equal(b, expect, 8);
+    double x[100], y[100];
+    unsigned char buf[800];
+    for (int i = 0; i < 100; i++)
+        x[i] = rand_double();
+    gp_store_le_encode(x, 100, buf);
+    gp_store_le_decode(buf, 100, y);
+    assert_memory_equal(x, y, sizeof x);
+#ifndef GP_STORE_PORTABLE_CODEC
+    assert_int_equal(gp_store_host_is_le(), 1); /* x86 and arm64 */
+#endif
+}
+
+static void test_open_schema_and_reopen(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "schema.db");
+    gp_store *s = open_store("schema.db");
+    assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                                   " AND name IN ('models', 'arrays', 'jobs')",
+                             NULL),
+                     3);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+
+    gp_state st1;
+    make_state(&st1);
+    assert_int_equal(save_simple(s, "kept", &st1, NULL), GP_OK);
+    gp_store_close(s);
+
+    /* Reopening is idempotent and keeps the data. */
+    for (int i = 0; i < 2; i++) {
+        s = open_store("schema.db");
+        assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 1);
+        gp_model_meta m;
+        gp_error err;
+        assert_int_equal(gp_store_meta(s, "kept", 0, &m, &err), GP_OK);
+        assert_int_equal(m.version, 1);
+        gp_state st2;
+        gp_state_init(&st2);
+        assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
+        assert_states_equal(&st1, &st2);
+        gp_state_free(&st2);
+        gp_model_meta_free(&m);
+        gp_store_close(s);
+    }
+    gp_state_free(&st1);
+    gp_store_close(NULL);
+}
+
+static void test_open_failures(void **state)
+{
+    (void)state;
+    char path[256];
+    gp_store *s = (gp_store *)&s;
+    gp_error err;
+
+    /* A directory that does not exist. */
+    db_path(path, sizeof path, "no/such/dir/x.db");
+    assert_int_equal(gp_store_open(path, &s, &err), GP_ENOTREADY);
+    assert_null(s);
+    assert_int_equal(err.code, GP_ENOTREADY);
+    assert_non_null(strstr(err.message, "no/such/dir/x.db"));
+
+    /* A file that is not a database. */
+    db_path(path, sizeof path, "garbage.db");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 4096; i++)
+        fputc((i * 7919) & 0xff, f);
+    fclose(f);
+    assert_int_equal(gp_store_open(path, &s, &err), GP_ENOTREADY);
+    assert_null(s);
+    assert_non_null(strstr(err.message, "garbage.db"));
+
+    /* A schema newer than this code. */
+    db_path(path, sizeof path, "future.db");
+    s = open_store("future.db");
+    gp_store_close(s);
+    raw_exec(path, "PRAGMA user_version = 99", NULL);
+    assert_int_equal(gp_store_open(path, &s, &err), GP_ENOTREADY);
+    assert_null(s);
+    assert_non_null(strstr(err.message, "99"));
+
+    /* No path. */
+    assert_int_equal(gp_store_open("", &s, &err), GP_EINVAL);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "roundtrip.db");
+    gp_store *s = open_store("roundtrip.db");
+    gp_state st1, st2;
+    make_state(&st1);
+    gp_model_meta m, m2;
+    gp_error err;
+    assert_int_equal(gp_store_save(s, "concrete", "exact", "{\"a\":1}", "{\"b\":2}", 1030, 8,
+                                   &st1, &m, &err),
+                     GP_OK);
+    assert_true(m.id > 0);
+    assert_string_equal(m.name, "concrete");
+    assert_int_equal(m.version, 1);
+    assert_string_equal(m.method, "exact");
+    assert_string_equal(m.spec, "{\"a\":1}");
+    assert_string_equal(m.info, "{\"b\":2}");
+    assert_int_equal(m.n_train, 1030);
+    assert_int_equal(m.input_dim, 8);
+    assert_true(is_iso_time(m.created_at));
+
+    assert_int_equal(gp_store_meta(s, "concrete", 1, &m2, &err), GP_OK);
+    assert_int_equal(m2.id, m.id);
+    assert_string_equal(m2.name, m.name);
+    assert_string_equal(m2.method, m.method);
+    assert_string_equal(m2.spec, m.spec);
+    assert_string_equal(m2.info, m.info);
+    assert_int_equal(m2.n_train, 1030);
+    assert_int_equal(m2.input_dim, 8);
+    assert_string_equal(m2.created_at, m.created_at);
+
+    gp_state_init(&st2);
+    assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
+    assert_states_equal(&st1, &st2);
+    const gp_named_array *e = gp_state_find(&st2, "empty");
+    assert_non_null(e);
+    assert_int_equal(e->rows, 0);
+    assert_int_equal(e->cols, 4);
+
+    /* On disk: little-endian float64, one part each at the default part size. */
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays", NULL), 5);
+    assert_int_equal(raw_int(path, "SELECT max(part) FROM arrays", NULL), 0);
+    assert_int_equal(raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "alpha"),
+                     37 * 3 * 8);
+    assert_int_equal(raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "empty"),
+                     0);
+    assert_int_equal(raw_int(path, "SELECT data = x'9A9999999999B93F' FROM arrays"
+                                   " WHERE key = ?1",
+                             "noise"),
+                     1);
+
+    /* Loading appends to a state that already has arrays; a clash is GP_EINVAL. */
+    gp_state st3;
+    gp_state_init(&st3);
+    assert_int_equal(gp_state_put_scalar(&st3, "extra", 2.0, &err), GP_OK);
+    assert_int_equal(gp_store_load_state(s, m.id, &st3, &err), GP_OK);
+    assert_int_equal(st3.count, st1.count + 1);
+    assert_int_equal(gp_store_load_state(s, m.id, &st3, &err), GP_EINVAL);
+    gp_state_free(&st3);
+
+    /* A model saved without a state has no arrays. */
+    gp_model_meta m3;
+    assert_int_equal(save_simple(s, "bare", NULL, &m3), GP_OK);
+    gp_state_init(&st3);
+    assert_int_equal(gp_store_load_state(s, m3.id, &st3, &err), GP_OK);
+    assert_int_equal(st3.count, 0);
+
+    gp_model_meta_free(&m);
+    gp_model_meta_free(&m2);
+    gp_model_meta_free(&m3);
+    gp_state_free(&st1);
+    gp_state_free(&st2);
+    gp_store_close(s);
+}
+
+static void test_versions_and_list(void **state)
+{
+    (void)state;
+    gp_store *s = open_store("versions.db");
+    gp_error err;
+    gp_state st;
+    make_state(&st);
+    const char *names[] = {"beta", "alpha", "beta", "gamma", "beta", "alpha"};
+    for (int i = 0; i < 6; i++) {
+        gp_model_meta m;
+        assert_int_equal(save_simple(s, names[i], &st, &m), GP_OK);
+        int expect = 0;
+        for (int j = 0; j <= i; j++)
+            expect += strcmp(names[j], names[i]) == 0;
+        assert_int_equal(m.version, expect);
+        gp_model_meta_free(&m);
+    }
+    int *v = NULL;
+    size_t n = 0;
+    assert_int_equal(gp_store_versions(s, "beta", &v, &n, &err), GP_OK);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i], (int)i + 1);
+    free(v);
+
+    gp_model_meta m;
+    assert_int_equal(gp_store_meta(s, "beta", 0, &m, &err), GP_OK);
+    assert_int_equal(m.version, 3);
+    int64_t latest_id = m.id;
+    gp_model_meta_free(&m);
+    assert_int_equal(gp_store_meta(s, "beta", 2, &m, &err), GP_OK);
+    assert_int_equal(m.version, 2);
+    assert_true(m.id < latest_id);
+    gp_model_meta_free(&m);
+
+    gp_model_meta *list = NULL;
+    assert_int_equal(gp_store_list(s, &list, &n, &err), GP_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].name, "alpha");
+    assert_int_equal(list[0].version, 2);
+    assert_string_equal(list[1].name, "beta");
+    assert_int_equal(list[1].version, 3);
+    assert_int_equal(list[1].id, latest_id);
+    assert_string_equal(list[2].name, "gamma");
+    assert_int_equal(list[2].version, 1);
+    assert_string_equal(list[2].spec, "{\"kernel\":\"rbf\"}");
+    gp_model_meta_free_array(list, n);
+    gp_state_free(&st);
+    gp_store_close(s);
+
+    /* An empty store lists nothing. */
+    s = open_store("empty.db");
+    list = (gp_model_meta *)&list;
+    assert_int_equal(gp_store_list(s, &list, &n, &err), GP_OK);
+    assert_int_equal(n, 0);
+    assert_null(list);
+    gp_store_close(s);
+}
+
+static void test_not_found_and_invalid(void **state)
+{
+    (void)state;
+    gp_store *s = open_store("notfound.db");
+    gp_error err;
+    gp_model_meta m;
+    assert_int_equal(save_simple(s, "present", NULL, NULL), GP_OK);
+
+    assert_int_equal(gp_store_meta(s, "absent", 0, &m, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+    assert_string_equal(err.message, "model 'absent' not found");
+    assert_int_equal(gp_store_meta(s, "absent", 3, &m, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+    assert_int_equal(gp_store_meta(s, "present", 2, &m, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "version");
+    assert_int_equal(gp_store_meta(s, "present", -1, &m, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "version");
+    assert_null(m.spec);
+
+    int *v = NULL;
+    size_t n = 7;
+    assert_int_equal(gp_store_versions(s, "absent", &v, &n, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+    assert_null(v);
+    assert_int_equal(n, 0);
+
+    assert_int_equal(gp_store_delete(s, "absent", &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+
+    gp_job_row job;
+    assert_int_equal(gp_store_job_get(s, "nojob", &job, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "id");
+    assert_non_null(strstr(err.message, "nojob"));
+
+    gp_state st;
+    gp_state_init(&st);
+    assert_int_equal(gp_store_load_state(s, 424242, &st, &err), GP_ENOTFOUND);
+    assert_int_equal(st.count, 0);
+
+    /* Bad arguments to save. */
+    assert_int_equal(gp_store_save(s, "", "exact", "{}", "{}", 1, 1, NULL, NULL, &err), GP_EINVAL);
+    assert_string_equal(err.field, "name");
+    char longname[GP_NAME_MAX + 2];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_int_equal(gp_store_save(s, longname, "exact", "{}", "{}", 1, 1, NULL, NULL, &err),
+                     GP_EINVAL);
+    assert_string_equal(err.field, "name");
+    assert_int_equal(gp_store_save(s, "ok", "", "{}", "{}", 1, 1, NULL, NULL, &err), GP_EINVAL);
+    assert_string_equal(err.field, "method");
+    assert_int_equal(gp_store_save(s, "ok", "exact", NULL, "{}", 1, 1, NULL, NULL, &err),
+                     GP_EINVAL);
+    /* A state array without data: rejected, and nothing is left behind. */
+    gp_state bad;
+    gp_state_init(&bad);
+    assert_int_equal(gp_state_put_scalar(&bad, "x", 1.0, &err), GP_OK);
+    free(bad.arrays[0].data);
+    bad.arrays[0].data = NULL;
+    assert_int_equal(gp_store_save(s, "ok", "exact", "{}", "{}", 1, 1, &bad, &m, &err),
+                     GP_EINVAL);
+    assert_string_equal(err.field, "x");
+    assert_null(m.spec);
+    assert_int_equal(gp_store_meta(s, "ok", 0, &m, &err), GP_ENOTFOUND);
+    gp_state_free(&bad);
+    gp_store_close(s);
+}
+
+static void test_delete(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "delete.db");
+    gp_store *s = open_store("delete.db");
+    gp_error err;
+    gp_state st;
+    make_state(&st);
+    gp_store_set_part_bytes(s, 64); /* multi-part arrays are deleted too */
+    assert_int_equal(save_simple(s, "doomed", &st, NULL), GP_OK);
+    assert_int_equal(save_simple(s, "doomed", &st, NULL), GP_OK);
+    assert_int_equal(save_simple(s, "kept", &st, NULL), GP_OK);
+    long long per_model = raw_int(path, "SELECT count(*) FROM arrays", NULL) / 3;
+    assert_true(per_model > (long long)st.count);
+
+    assert_int_equal(gp_store_delete(s, "doomed", &err), GP_OK);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays", NULL), per_model);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM models WHERE name = ?1", "doomed"), 0);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE model_id NOT IN"
+                                   " (SELECT id FROM models)",
+                             NULL),
+                     0);
+    gp_model_meta m;
+    assert_int_equal(gp_store_meta(s, "doomed", 0, &m, &err), GP_ENOTFOUND);
+    assert_int_equal(gp_store_delete(s, "doomed", &err), GP_ENOTFOUND);
+    assert_int_equal(gp_store_meta(s, "kept", 0, &m, &err), GP_OK);
+    gp_state st2;
+    gp_state_init(&st2);
+    assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
+    assert_states_equal(&st, &st2);
+    gp_model_meta_free(&m);
+    gp_state_free(&st2);
+
+    /* A name saved again after deletion starts at version 1. */
+    gp_model_meta m2;
+    assert_int_equal(save_simple(s, "doomed", NULL, &m2), GP_OK);
+    assert_int_equal(m2.version, 1);
+    gp_model_meta_free(&m2);
+    gp_state_free(&st);
+    gp_store_close(s);
+}
+
+static void test_jobs(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "jobs.db");
+    gp_store *s = open_store("jobs.db");
+    gp_error err;
+    gp_job_row job, got;
+    memset(&job, 0, sizeof job);
+    snprintf(job.id, sizeof job.id, "0123456789abcdef0123456789abcdef");
+    snprintf(job.model_name, sizeof job.model_name, "concrete");
+    snprintf(job.status, sizeof job.status, "queued");
+    assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
+    assert_int_equal(gp_store_job_get(s, job.id, &got, &err), GP_OK);
+    assert_string_equal(got.id, job.id);
+    assert_string_equal(got.model_name, "concrete");
+    assert_string_equal(got.status, "queued");
+    assert_null(got.progress);
+    assert_null(got.error);
+    assert_null(got.result);
+    assert_true(is_iso_time(got.created_at));
+    assert_string_equal(got.created_at, got.updated_at);
+    gp_job_row_free(&got);
+
+    /* Age the row so that an update visibly keeps created_at and moves updated_at. */
+    raw_exec(path,
+             "UPDATE jobs SET created_at = '2000-01-01T00:00:00Z',"
+             " updated_at = '2000-01-01T00:00:00Z' WHERE id = ?1",
+             job.id);
+    snprintf(job.status, sizeof job.status, "succeeded");
+    job.progress = "{\"iteration\":5,\"max_iterations\":100}";
+    job.result = "{\"name\":\"concrete\",\"version\":1}";
+    assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
+    assert_int_equal(gp_store_job_get(s, job.id, &got, &err), GP_OK);
+    assert_string_equal(got.status, "succeeded");
+    assert_string_equal(got.progress, job.progress);
+    assert_string_equal(got.result, job.result);
+    assert_null(got.error);
+    assert_string_equal(got.created_at, "2000-01-01T00:00:00Z");
+    assert_true(is_iso_time(got.updated_at));
+    assert_string_not_equal(got.updated_at, "2000-01-01T00:00:00Z");
+    gp_job_row_free(&got);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM jobs", NULL), 1);
+
+    /* Failed job with an error text; then a NULL-ing update. */
+    job.error = "{\"code\":\"not_positive_definite\"}";
+    job.result = NULL;
+    snprintf(job.status, sizeof job.status, "failed");
+    assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
+    assert_int_equal(gp_store_job_get(s, job.id, &got, &err), GP_OK);
+    assert_string_equal(got.error, job.error);
+    assert_null(got.result);
+    gp_job_row_free(&got);
+
+    /* Invalid rows. */
+    gp_job_row bad;
+    memset(&bad, 0, sizeof bad);
+    snprintf(bad.status, sizeof bad.status, "queued");
+    assert_int_equal(gp_store_job_put(s, &bad, &err), GP_EINVAL);
+    assert_string_equal(err.field, "id");
+    snprintf(bad.id, sizeof bad.id, "j");
+    bad.status[0] = '\0';
+    assert_int_equal(gp_store_job_put(s, &bad, &err), GP_EINVAL);
+    gp_store_close(s);
+}
+
+static void test_multipart(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "parts.db");
+    gp_store *s = open_store("parts.db");
+    gp_error err;
+    gp_state st, st2;
+    gp_state_init(&st);
+    put_random(&st, "big", 10, 10); /* 800 bytes: 13 parts of 64 (12 x 64 + 32) */
+    put_random(&st, "exact", 4, 2); /* 64 bytes: exactly one part */
+    assert_int_equal(gp_state_put_scalar(&st, "s", 3.5, &err), GP_OK);
+    gp_store_set_part_bytes(s, 64);
+
+    /* Nine copies to corrupt, each its own version. */
+    int64_t ids[9];
+    for (int i = 0; i < 9; i++) {
+        gp_model_meta m;
+        assert_int_equal(save_simple(s, "parts", &st, &m), GP_OK);
+        ids[i] = m.id;
+        gp_model_meta_free(&m);
+    }
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 1",
+                             "big"),
+                     13);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 1",
+                             "exact"),
+                     1);
+    assert_int_equal(raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1 AND"
+                                   " model_id = 1 AND part = 12",
+                             "big"),
+                     32);
+
+    for (int i = 0; i < 9; i++) {
+        gp_state_init(&st2);
+        assert_int_equal(gp_store_load_state(s, ids[i], &st2, &err), GP_OK);
+        assert_states_equal(&st, &st2);
+        gp_state_free(&st2);
+    }
+    /* Part size changes do not matter to loading; 0 restores the default. */
+    gp_store_set_part_bytes(s, 100); /* rounded down to 96 */
+    gp_model_meta m;
+    assert_int_equal(save_simple(s, "parts96", &st, &m), GP_OK);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 10",
+                             "big"),
+                     9);
+    gp_state_init(&st2);
+    assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
+    assert_states_equal(&st, &st2);
+    gp_state_free(&st2);
+    gp_model_meta_free(&m);
+    gp_store_set_part_bytes(s, 0);
+    assert_int_equal(save_simple(s, "parts1", &st, &m), GP_OK);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 11",
+                             "big"),
+                     1);
+    gp_model_meta_free(&m);
+
+    /* Corruptions of model rows 1..9 (ids[i] == i + 1), each GP_EDATA naming "big". */
+    static const char *const corrupt[9] = {
+        "DELETE FROM arrays WHERE model_id = 1 AND key = ?1 AND part = 3",   /* middle */
+        "DELETE FROM arrays WHERE model_id = 2 AND key = ?1 AND part = 12",  /* last */
+        "DELETE FROM arrays WHERE model_id = 3 AND key = ?1 AND part = 0",   /* first */
+        "UPDATE arrays SET data = substr(data, 1, 40) WHERE model_id = 4 AND key = ?1"
+        " AND part = 5",                                                     /* short */
+        "UPDATE arrays SET data = NULL WHERE model_id = 5 AND key = ?1 AND part = 2",
+        "UPDATE arrays SET rows = 11 WHERE model_id = 6 AND key = ?1 AND part = 7",
+        "UPDATE arrays SET data = data || x'00' WHERE model_id = 7 AND key = ?1 AND part = 12",
+        "UPDATE arrays SET rows = -1 WHERE model_id = 8 AND key = ?1",
+        /* 2^30 x 10: within the element limit, refused before allocating 80 GiB */
+        "UPDATE arrays SET rows = 1073741824 WHERE model_id = 9 AND key = ?1",
+    };
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(ids[i], i + 1);
+        raw_exec(path, corrupt[i], "big");
+        gp_state_init(&st2);
+        int rc = gp_store_load_state(s, ids[i], &st2, &err);
+        if (rc != GP_EDATA)
+            fail_msg("corruption %d: rc %d (%s)", i, rc, err.message);
+        assert_string_equal(err.field, "big");
+        assert_non_null(strstr(err.message, "'big'"));
+        if (i == 8)
+            assert_non_null(strstr(err.message, "hold 800 of 85899345920 bytes"));
+        assert_int_equal(st2.count, 0);
+        assert_null(st2.arrays);
+    }
+    /* A model whose array data is a text value, a part past the end. */
+    gp_store_set_part_bytes(s, 64);
+    assert_int_equal(save_simple(s, "parts", &st, &m), GP_OK);
+    raw_exec(path, "INSERT INTO arrays SELECT model_id, key, 13, rows, cols, x'0000000000000000'"
+                   " FROM arrays WHERE model_id = (SELECT max(id) FROM models) AND key = ?1"
+                   " AND part = 0",
+             "big");
+    gp_state_init(&st2);
+    assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_EDATA);
+    assert_string_equal(err.field, "big");
+    gp_model_meta_free(&m);
+    assert_int_equal(save_simple(s, "parts", &st, &m), GP_OK);
+    raw_exec(path, "UPDATE arrays SET data = 'text' WHERE key = ?1"
+                   " AND model_id = (SELECT max(id) FROM models)",
+             "s");
+    assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_EDATA);
+    assert_string_equal(err.field, "s");
+    gp_model_meta_free(&m);
+
+    gp_state_free(&st);
+    gp_store_close(s);
+}
+
+static void test_two_handles(void **state)
+{
+    (void)state;
+    gp_store *a = open_store("shared.db");
+    gp_store *b = open_store("shared.db");
+    gp_error err;
+    gp_state st;
+    make_state(&st);
+    gp_model_meta m;
+    assert_int_equal(save_simple(a, "m", &st, NULL), GP_OK);
+    assert_int_equal(gp_store_meta(b, "m", 0, &m, &err), GP_OK);
+    assert_int_equal(m.version, 1);
+    gp_state st2;
+    gp_state_init(&st2);
+    assert_int_equal(gp_store_load_state(b, m.id, &st2, &err), GP_OK);
+    assert_states_equal(&st, &st2);
+    gp_state_free(&st2);
+    gp_model_meta_free(&m);
+
+    assert_int_equal(save_simple(b, "m", &st, &m), GP_OK);
+    assert_int_equal(m.version, 2);
+    gp_model_meta_free(&m);
+    assert_int_equal(gp_store_meta(a, "m", 0, &m, &err), GP_OK);
+    assert_int_equal(m.version, 2);
+    gp_model_meta_free(&m);
+
+    assert_int_equal(gp_store_delete(b, "m", &err), GP_OK);
+    assert_int_equal(gp_store_meta(a, "m", 0, &m, &err), GP_ENOTFOUND);
+    gp_state_free(&st);
+    gp_store_close(a);
+    gp_store_close(b);
+}
+
+/* ---- concurrency --------------------------------------------------------- */
+
+#define N_THREADS 4
+#define SAVES_PER_THREAD 12
+
+typedef struct saver {
+    gp_store *store;      /* shared handle, or NULL to open an own one */
+    const char *file;
+    const gp_state *state;
+    int versions[SAVES_PER_THREAD];
+    int failures;
+    char message[GP_ERROR_MESSAGE_LEN];
+} saver;
+
+static void *saver_main(void *arg)
+{
+    saver *sv = arg;
+    gp_store *s = sv->store;
+    gp_error err;
+    if (s == NULL) {
+        char path[256];
+        db_path(path, sizeof path, sv->file);
+        if (gp_store_open(path, &s, &err)) {
+            sv->failures++;
+            snprintf(sv->message, sizeof sv->message, "%s", err.message);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < SAVES_PER_THREAD; i++) {
+        gp_model_meta m;
+        if (gp_store_save(s, "hot", "exact", "{}", "{}", 5, 2, sv->state, &m, &err)) {
+            sv->failures++;
+            snprintf(sv->message, sizeof sv->message, "%s", err.message);
+            continue;
+        }
+        sv->versions[i] = m.version;
+        gp_model_meta_free(&m);
+        /* Interleave reads with the writes. */
+        gp_model_meta *list;
+        size_t n;
+        if (gp_store_list(s, &list, &n, &err) == GP_OK)
+            gp_model_meta_free_array(list, n);
+        else
+            sv->failures++;
+    }
+    if (sv->store == NULL)
+        gp_store_close(s);
+    return NULL;
+}
+
+static void check_versions(gp_store *s, const saver *sv, int total)
+{
+    char seen[N_THREADS * SAVES_PER_THREAD + 1] = {0};
+    for (int t = 0; t < N_THREADS; t++) {
+        if (sv[t].failures)
+            fail_msg("thread %d: %d failures (%s)", t, sv[t].failures, sv[t].message);
+        for (int i = 0; i < SAVES_PER_THREAD; i++) {
+            int v = sv[t].versions[i];
+            assert_true(v >= 1 && v <= total);
+            assert_int_equal(seen[v], 0);
+            seen[v] = 1;
+            /* One thread's own versions increase. */
+            if (i > 0)
+                assert_true(v > sv[t].versions[i - 1]);
+        }
+    }
+    int *v;
+    size_t n;
+    gp_error err;
+    assert_int_equal(gp_store_versions(s, "hot", &v, &n, &err), GP_OK);
+    assert_int_equal(n, (size_t)total);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i], (int)i + 1);
+    free(v);
+}
+
+static void run_savers(const char *file, int shared)
+{
+    gp_store *s = open_store(file);
+    gp_state st;
+    make_state(&st);
+    saver sv[N_THREADS];
+    pthread_t th[N_THREADS];
+    memset(sv, 0, sizeof sv);
+    for (int t = 0; t < N_THREADS; t++) {
+        sv[t].store = shared ? s : NULL;
+        sv[t].file = file;
+        sv[t].state = &st;
+        assert_int_equal(pthread_create(&th[t], NULL, saver_main, &sv[t]), 0);
+    }
+    for (int t = 0; t < N_THREADS; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+    check_versions(s, sv, N_THREADS * SAVES_PER_THREAD);
+
+    /* Every version's arrays are complete. */
+    gp_model_meta m;
+    gp_error err;
+    for (int v = 1; v <= N_THREADS * SAVES_PER_THREAD; v += 7) {
+        assert_int_equal(gp_store_meta(s, "hot", v, &m, &err), GP_OK);
+        gp_state st2;
+        gp_state_init(&st2);
+        assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
+        assert_states_equal(&st, &st2);
+        gp_state_free(&st2);
+        gp_model_meta_free(&m);
+    }
+    gp_state_free(&st);
+    gp_store_close(s);
+}
+
+static void test_threads_shared_handle(void **state)
+{
+    (void)state;
+    run_savers("threads_shared.db", 1);
+}
+
+static void test_threads_own_handles(void **state)
+{
+    (void)state;
+    run_savers("threads_own.db", 0);
+}
+
+/* Two processes save under one name at the same time: distinct versions. */
+static void test_processes(void **state)
+{
+    (void)state;
+    enum { PROCS = 3, SAVES = 15 };
+    char path[256];
+    db_path(path, sizeof path, "procs.db");
+    /* Create the schema, and close: a SQLite connection must not cross fork(). */
+    gp_store *s = open_store("procs.db");
+    gp_store_close(s);
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] == 0) {
+            gp_store *cs = NULL;
+            gp_error err;
+            int bad = 0;
+            gp_state st;
+            gp_state_init(&st);
+            double x[6] = {1, 2, 3, 4, 5, (double)p};
+            if (gp_state_put(&st, "x", 3, 2, x, &err) || gp_store_open(path, &cs, &err))
+                _exit(2);
+            for (int i = 0; i < SAVES; i++)
+                bad += gp_store_save(cs, "proc", "exact", "{}", "{}", 3, 2, &st, NULL, &err) != 0;
+            gp_store_close(cs);
+            gp_state_free(&st);
+            _exit(bad ? 1 : 0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status = 0;
+        assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    int *v;
+    size_t n;
+    gp_error err;
+    s = open_store("procs.db");
+    assert_int_equal(gp_store_versions(s, "proc", &v, &n, &err), GP_OK);
+    assert_int_equal(n, PROCS * SAVES);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i], (int)i + 1);
+    free(v);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays", NULL), PROCS * SAVES);
+    gp_store_close(s);
+}
+
+/* ---- damaged files and locks --------------------------------------------- */
+
+static int allowed_failure(int rc)
+{
+    return rc == GP_OK || rc == GP_EINTERNAL || rc == GP_ENOTREADY || rc == GP_EDATA ||
+           rc == GP_ENOTFOUND;
+}
+
+/* Overwrite each page of a database in turn with garbage: every call returns
+ * an error code (or succeeds), nothing crashes or leaks. */
+static void test_corrupt_file(void **state)
+{
+    (void)state;
+    enum { PAGE = 4096 };
+    char path[256], bad[256];
+    db_path(path, sizeof path, "pristine.db");
+    db_path(bad, sizeof bad, "damaged.db");
+    gp_store *s = open_store("pristine.db");
+    gp_state st;
+    gp_state_init(&st);
+    put_random(&st, "w", 3000, 2);
+    put_random(&st, "v", 7, 7);
+    gp_store_set_part_bytes(s, 16384);
+    gp_job_row job;
+    memset(&job, 0, sizeof job);
+    snprintf(job.id, sizeof job.id, "job1");
+    snprintf(job.status, sizeof job.status, "running");
+    gp_error err;
+    assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
+    assert_int_equal(save_simple(s, "a", &st, NULL), GP_OK);
+    assert_int_equal(save_simple(s, "b", &st, NULL), GP_OK);
+    assert_int_equal(save_simple(s, "a", &st, NULL), GP_OK);
+    gp_store_close(s); /* checkpoints the WAL into the file */
+
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    assert_true(size >= 16 * PAGE);
+    unsigned char *img = malloc((size_t)size);
+    assert_non_null(img);
+    assert_int_equal(fread(img, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    unsigned char *dmg = malloc((size_t)size);
+    assert_non_null(dmg);
+
+    const long pages = size / PAGE;
+    int opened = 0, failed_calls = 0;
+    for (long p = 0; p < pages; p++) {
+        memcpy(dmg, img, (size_t)size);
+        for (long i = p == 0 ? 100 : 0; i < PAGE; i++)
+            dmg[p * PAGE + i] = (unsigned char)(rand_double() * 1e6);
+        unlink(bad);
+        f = fopen(bad, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(dmg, 1, (size_t)size, f), (size_t)size);
+        fclose(f);
+
+        gp_store *d = NULL;
+        int rc = gp_store_open(bad, &d, &err);
+        assert_true(rc == GP_OK || rc == GP_ENOTREADY);
+        if (rc)
+            continue;
+        opened++;
+        gp_model_meta *list = NULL;
+        size_t n = 0;
+        rc = gp_store_list(d, &list, &n, &err);
+        failed_calls += rc != 0;
+        assert_true(allowed_failure(rc));
+        gp_model_meta_free_array(list, n);
+        for (int id = 1; id <= 3; id++) {
+            gp_state got;
+            gp_state_init(&got);
+            rc = gp_store_load_state(d, id, &got, &err);
+            failed_calls += rc != 0;
+            assert_true(allowed_failure(rc));
+            gp_state_free(&got);
+        }
+        gp_model_meta m;
+        rc = gp_store_meta(d, "a", 0, &m, &err);
+        assert_true(allowed_failure(rc));
+        gp_model_meta_free(&m);
+        int *v = NULL;
+        rc = gp_store_versions(d, "a", &v, &n, &err);
+        assert_true(allowed_failure(rc));
+        free(v);
+        gp_job_row jr;
+        rc = gp_store_job_get(d, "job1", &jr, &err);
+        assert_true(allowed_failure(rc));
+        gp_job_row_free(&jr);
+        quiet_saves = 1;
+        rc = save_simple(d, "c", &st, NULL);
+        quiet_saves = 0;
+        assert_true(allowed_failure(rc));
+        rc = gp_store_delete(d, "b", &err);
+        assert_true(allowed_failure(rc));
+        gp_store_close(d);
+    }
+    /* Most damaged pages are inside array data (which SQLite cannot check);
+     * some are b-tree pages that must have produced errors. */
+    assert_true(opened > 0);
+    assert_true(failed_calls > 0);
+    unlink(bad);
+    free(img);
+    free(dmg);
+    gp_state_free(&st);
+}
+
+typedef struct locker {
+    const char *path;
+    int hold_ms;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int locked;
+    int rc;
+} locker;
+
+static void *locker_main(void *arg)
+{
+    locker *lk = arg;
+    sqlite3 *db = NULL;
+    lk->rc = sqlite3_open(lk->path, &db);
+    if (lk->rc == SQLITE_OK)
+        lk->rc = sqlite3_exec(db, "BEGIN IMMEDIATE; INSERT INTO jobs(id, status)"
+                                  " VALUES('locker', 'queued')",
+                              NULL, NULL, NULL);
+    pthread_mutex_lock(&lk->mu);
+    lk->locked = 1;
+    pthread_cond_signal(&lk->cv);
+    pthread_mutex_unlock(&lk->mu);
+    struct timespec ts = {.tv_sec = lk->hold_ms / 1000, .tv_nsec = (lk->hold_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    if (lk->rc == SQLITE_OK)
+        lk->rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return NULL;
+}
+
+/* Another connection holds the write lock for a while: writers wait for it,
+ * readers are not blocked (WAL). */
+static void test_waits_for_write_lock(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "locked.db");
+    gp_store *s = open_store("locked.db");
+    assert_int_equal(save_simple(s, "before", NULL, NULL), GP_OK);
+    locker lk = {.path = path, .hold_ms = 400, .locked = 0, .rc = 0};
+    pthread_mutex_init(&lk.mu, NULL);
+    pthread_cond_init(&lk.cv, NULL);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, locker_main, &lk), 0);
+    pthread_mutex_lock(&lk.mu);
+    while (!lk.locked)
+        pthread_cond_wait(&lk.cv, &lk.mu);
+    pthread_mutex_unlock(&lk.mu);
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    gp_error err;
+    gp_model_meta m;
+    assert_int_equal(gp_store_meta(s, "before", 0, &m, &err), GP_OK); /* not blocked */
+    gp_model_meta_free(&m);
+    assert_int_equal(save_simple(s, "during", NULL, &m), GP_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    assert_true(waited > 0.1);
+    assert_int_equal(m.version, 1);
+    gp_model_meta_free(&m);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(lk.rc, SQLITE_OK);
+    gp_job_row jr;
+    assert_int_equal(gp_store_job_get(s, "locker", &jr, &err), GP_OK);
+    gp_job_row_free(&jr);
+    pthread_mutex_destroy(&lk.mu);
+    pthread_cond_destroy(&lk.cv);
+    gp_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_now_and_codec),
+        cmocka_unit_test(test_open_schema_and_reopen),
+        cmocka_unit_test(test_open_failures),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_versions_and_list),
+        cmocka_unit_test(test_not_found_and_invalid),
+        cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_jobs),
+        cmocka_unit_test(test_multipart),
+        cmocka_unit_test(test_two_handles),
+        cmocka_unit_test(test_threads_shared_handle),
+        cmocka_unit_test(test_threads_own_handles),
+        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_corrupt_file),
+        cmocka_unit_test(test_waits_for_write_lock),
+    };
+    return cmocka_run_group_tests_name("store", tests, group_setup, group_teardown);
+}
