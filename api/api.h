@@ -36,7 +36,8 @@ void gp_api_default_config(gp_api_config *cfg);
 
 typedef struct gp_api gp_api;
 
-/* Open the store at cfg->db_path. The config is copied. */
+/* Open the store at cfg->db_path. The config is copied; a zero limit (or a
+ * NULL db_path) means its default. */
 int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err);
 void gp_api_close(gp_api *api);
 /* 1 when the store is open and answers. */
@@ -77,7 +78,7 @@ void gp_response_free(gp_response *res);
 void gp_response_header(gp_response *res, const char *name, const char *value);
 
 /* The catalogue: status of a GP_E* code, and the error response for err. */
-int gp_api_http_status(int code);
+int gp_api_http_status(int code); /* GP_ECANCELLED and unknown codes: 500 */
 void gp_api_error(const gp_error *err, gp_response *out);
 /* Shortcut: error response from a code, field and message. */
 void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt, ...)
@@ -86,7 +87,9 @@ void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt,
 /* 1 when name matches [A-Za-z0-9._-]{1,64}. */
 int gp_api_valid_name(const char *name);
 
-/* ---- route handlers: each fills *out, errors included ---- */
+/* ---- route handlers: each fills *out, errors included ----
+ * *out must start zeroed (or freed by gp_response_free): a handler frees any
+ * body already there before it writes its own. */
 void gp_api_health(gp_response *out);                 /* 200 {"status":"ok"} */
 void gp_api_readiness(gp_api *api, gp_response *out); /* 200 {"status":"ready"} or 503 */
 void gp_api_openapi(gp_response *out);                /* the OpenAPI 3 document (YAML) */
@@ -134,8 +137,9 @@ typedef struct gp_job_info {
 } gp_job_info;
 
 void gp_job_info_free(gp_job_info *job); /* frees model_json */
-/* 200 with {"id", "model", "status", "progress": {...}, "model": {...} | "error": {...},
- * "created_at", "updated_at"} */
+/* 200 with {"id", "name" (the model's), "status", "progress": {"iteration",
+ * "max_iterations", "objective" (null until known), "elapsed_seconds"},
+ * "model": {...} (succeeded) | "error": {...} (failed), "created_at", "updated_at"} */
 void gp_api_job_response(const gp_job_info *job, gp_response *out);
 /* Persist the job's current state (jobs table), so another daemon on the same
  * database can report it. */

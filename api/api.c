@@ -1,0 +1,207 @@
+/* The api object (configuration, store, cache, figures) and the small routes:
+ * health, readiness, methods. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+
+void gp_api_default_config(gp_api_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->db_path = "./gpserve.db";
+    cfg->max_train_points = GP_DEFAULT_MAX_TRAIN_POINTS;
+    cfg->max_points = 1000000;
+    cfg->max_covariance_points = 5000;
+    cfg->max_samples = 10000;
+    cfg->max_sample_values = 10000000;
+    cfg->model_cache = 32;
+}
+
+int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
+{
+    *out = NULL;
+    gp_api_config def;
+    gp_api_default_config(&def);
+    gp_api *api = calloc(1, sizeof *api);
+    if (api == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    api->cfg = cfg ? *cfg : def;
+    /* Zero limits mean "the default". */
+    if (api->cfg.db_path == NULL)
+        api->cfg.db_path = def.db_path;
+    if (api->cfg.max_train_points == 0)
+        api->cfg.max_train_points = def.max_train_points;
+    if (api->cfg.max_points == 0)
+        api->cfg.max_points = def.max_points;
+    if (api->cfg.max_covariance_points == 0)
+        api->cfg.max_covariance_points = def.max_covariance_points;
+    if (api->cfg.max_samples == 0)
+        api->cfg.max_samples = def.max_samples;
+    if (api->cfg.max_sample_values == 0)
+        api->cfg.max_sample_values = def.max_sample_values;
+    if (api->cfg.model_cache == 0)
+        api->cfg.model_cache = def.model_cache;
+    api->db_path = strdup(api->cfg.db_path);
+    api->cache = calloc(api->cfg.model_cache, sizeof *api->cache);
+    if (api->db_path == NULL || api->cache == NULL) {
+        free(api->db_path);
+        free(api->cache);
+        free(api);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    api->cfg.db_path = api->db_path;
+    atomic_init(&api->variance_clamps, 0);
+    atomic_init(&api->jitter_escalations, 0);
+    if (pthread_mutex_init(&api->cache_lock, NULL) != 0) {
+        free(api->db_path);
+        free(api->cache);
+        free(api);
+        return gp_error_set(err, GP_EINTERNAL, NULL, "pthread_mutex_init failed");
+    }
+    int rc = gp_store_open(api->db_path, &api->store, err);
+    if (rc) {
+        pthread_mutex_destroy(&api->cache_lock);
+        free(api->db_path);
+        free(api->cache);
+        free(api);
+        return rc;
+    }
+    *out = api;
+    return GP_OK;
+}
+
+void gp_api_close(gp_api *api)
+{
+    if (api == NULL)
+        return;
+    gp_cache_destroy(api);
+    gp_store_close(api->store);
+    pthread_mutex_destroy(&api->cache_lock);
+    free(api->cache);
+    free(api->db_path);
+    free(api);
+}
+
+int gp_api_ready(gp_api *api)
+{
+    if (api == NULL || api->store == NULL)
+        return 0;
+    /* A lookup of a name no model can have: the store answers "not found"
+     * when it works. */
+    gp_model_meta meta;
+    memset(&meta, 0, sizeof meta);
+    gp_error err;
+    gp_error_clear(&err);
+    int rc = gp_store_meta(api->store, "-readyz-probe-", 1, &meta, &err);
+    gp_model_meta_free(&meta);
+    return rc == GP_OK || rc == GP_ENOTFOUND || rc == GP_EINVAL;
+}
+
+void gp_api_get_stats(gp_api *api, gp_api_stats *out)
+{
+    out->variance_clamps = atomic_load(&api->variance_clamps);
+    out->jitter_escalations = atomic_load(&api->jitter_escalations);
+    out->models_loaded = gp_cache_size(api);
+}
+
+static void respond_text(gp_response *out, int status, const char *text)
+{
+    size_t n = strlen(text);
+    free(out->body);
+    out->body = malloc(n + 1);
+    if (out->body == NULL) {
+        out->body_len = 0;
+        gp_api_fail(out, GP_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    memcpy(out->body, text, n + 1);
+    out->body_len = n;
+    out->status = status;
+    out->content_type = "application/json";
+}
+
+void gp_api_health(gp_response *out)
+{
+    respond_text(out, 200, "{\"status\":\"ok\"}");
+}
+
+void gp_api_readiness(gp_api *api, gp_response *out)
+{
+    if (gp_api_ready(api))
+        respond_text(out, 200, "{\"status\":\"ready\"}");
+    else
+        gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
+}
+
+static json_t *option_json(const gp_option_spec *s)
+{
+    static const char *const types[] = {"integer", "number", "boolean", "string"};
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(s->name));
+    json_object_set_new(o, "type", json_string((unsigned)s->type < 4 ? types[s->type] : "string"));
+    switch (s->type) {
+    case GP_OPTION_INT:
+        json_object_set_new(o, "default", json_integer((json_int_t)s->default_number));
+        json_object_set_new(o, "min", json_integer((json_int_t)s->min));
+        json_object_set_new(o, "max", json_integer((json_int_t)s->max));
+        break;
+    case GP_OPTION_NUMBER:
+        json_object_set_new(o, "default", gp_json_real(s->default_number));
+        json_object_set_new(o, "min", gp_json_real(s->min));
+        json_object_set_new(o, "max", gp_json_real(s->max));
+        break;
+    case GP_OPTION_BOOL:
+        json_object_set_new(o, "default", json_boolean(s->default_number != 0.0));
+        break;
+    case GP_OPTION_ENUM: {
+        json_object_set_new(o, "default",
+                            s->default_string ? json_string(s->default_string) : json_null());
+        json_t *ch = json_array();
+        const char *p = s->choices;
+        while (p && *p) {
+            const char *bar = strchr(p, '|');
+            size_t n = bar ? (size_t)(bar - p) : strlen(p);
+            json_array_append_new(ch, json_stringn(p, n));
+            p = bar ? bar + 1 : NULL;
+        }
+        json_object_set_new(o, "choices", ch);
+        break;
+    }
+    }
+    json_object_set_new(o, "help", json_string(s->help ? s->help : ""));
+    return o;
+}
+
+void gp_api_methods(gp_api *api, gp_response *out)
+{
+    (void)api;
+    json_t *list = json_array();
+    for (size_t i = 0; i < gp_method_count(); i++) {
+        const gp_method *m = gp_method_at(i);
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(m->name));
+        json_object_set_new(o, "summary", json_string(m->summary ? m->summary : ""));
+        json_object_set_new(o, "objective",
+                            json_string(m->objective_name ? m->objective_name : ""));
+        json_t *ks = json_array();
+        if (m->kernels == NULL) {
+            for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
+                json_array_append_new(ks, json_string(gp_kernel_type_name((gp_kernel_type)t)));
+        } else {
+            for (size_t k = 0; k < m->n_kernels; k++)
+                json_array_append_new(ks, json_string(gp_kernel_type_name(m->kernels[k])));
+            json_array_append_new(ks, json_string("sum"));
+            json_array_append_new(ks, json_string("product"));
+        }
+        json_object_set_new(o, "kernels", ks);
+        json_t *opts = json_array();
+        for (size_t k = 0; k < m->n_options; k++)
+            json_array_append_new(opts, option_json(&m->options[k]));
+        json_object_set_new(o, "options", opts);
+        json_array_append_new(list, o);
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "methods", list);
+    gp_json_respond(root, 200, out);
+}

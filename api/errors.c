@@ -1,0 +1,149 @@
+/* The error catalogue: one JSON shape and one status per GP_E* code. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+
+int gp_api_http_status(int code)
+{
+    switch (code) {
+    case GP_OK: return 200;
+    case GP_EINVAL: return 400;
+    case GP_EMALFORMED: return 400;
+    case GP_EUNAUTHORIZED: return 401;
+    case GP_ENOTFOUND: return 404;
+    case GP_EMETHOD: return 405;
+    case GP_ECONFLICT: return 409;
+    case GP_ETOOBIG: return 413;
+    case GP_EMEDIATYPE: return 415;
+    case GP_EDATA: return 422;
+    case GP_ENOTPD: return 422;
+    case GP_EUNSUPPORTED: return 422;
+    case GP_EOVERLOADED: return 429;
+    case GP_ENOTREADY: return 503;
+    case GP_ENOMEM:
+    case GP_EINTERNAL:
+    default: return 500;
+    }
+}
+
+int gp_api_code_from_name(const char *name)
+{
+    static const int codes[] = {GP_EINVAL,       GP_EDATA,        GP_ENOTPD,    GP_ETOOBIG,
+                                GP_EUNSUPPORTED, GP_ECANCELLED,   GP_ENOTFOUND, GP_ECONFLICT,
+                                GP_EOVERLOADED,  GP_ENOTREADY,    GP_EUNAUTHORIZED,
+                                GP_EMEDIATYPE,   GP_EMETHOD,      GP_EMALFORMED, GP_EINTERNAL};
+    if (name == NULL)
+        return GP_EINTERNAL;
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(gp_status_name(codes[i]), name) == 0)
+            return codes[i];
+    return GP_EINTERNAL;
+}
+
+json_t *gp_api_error_json(const gp_error *err)
+{
+    int code = err->code == GP_OK ? GP_EINTERNAL : err->code;
+    json_t *e = json_object();
+    if (e == NULL)
+        return NULL;
+    json_object_set_new(e, "code", json_string(gp_status_name(code)));
+    /* Messages are ours, but may quote user input: keep them valid UTF-8 for jansson. */
+    json_t *msg = json_string(err->message[0] ? err->message : gp_status_name(code));
+    if (msg == NULL)
+        msg = json_string(gp_status_name(code));
+    json_object_set_new(e, "message", msg);
+    if (err->field[0]) {
+        json_t *f = json_string(err->field);
+        if (f)
+            json_object_set_new(e, "field", f);
+    }
+    return e;
+}
+
+void gp_api_error(const gp_error *err, gp_response *out)
+{
+    /* Only catalogue codes go over HTTP: a cancelled fit never reaches a
+     * synchronous caller, so GP_ECANCELLED (and anything unknown) is internal. */
+    int code = err->code == GP_OK || err->code == GP_ECANCELLED ? GP_EINTERNAL : err->code;
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_buf_puts(&b, "{\"error\":{\"code\":");
+    gp_buf_json_string(&b, gp_status_name(code));
+    gp_buf_puts(&b, ",\"message\":");
+    gp_buf_json_string(&b, err->message[0] ? err->message : gp_status_name(code));
+    if (err->field[0]) {
+        gp_buf_puts(&b, ",\"field\":");
+        gp_buf_json_string(&b, err->field);
+    }
+    gp_buf_puts(&b, "}}");
+    int status = gp_api_http_status(code);
+    free(out->body);
+    out->body = NULL;
+    out->body_len = 0;
+    if (b.failed) {
+        gp_buf_free(&b);
+        static const char fallback[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        out->body = malloc(sizeof fallback);
+        if (out->body) {
+            memcpy(out->body, fallback, sizeof fallback);
+            out->body_len = sizeof fallback - 1;
+        }
+        status = 500;
+    } else {
+        out->body = b.data;
+        out->body_len = b.len;
+    }
+    out->status = status;
+    out->content_type = "application/json";
+}
+
+void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt, ...)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    err.code = code;
+    snprintf(err.field, sizeof err.field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    va_end(ap);
+    gp_api_error(&err, out);
+}
+
+void gp_response_free(gp_response *res)
+{
+    if (res == NULL)
+        return;
+    free(res->body);
+    res->body = NULL;
+    res->body_len = 0;
+    res->n_headers = 0;
+}
+
+void gp_response_header(gp_response *res, const char *name, const char *value)
+{
+    if (res->n_headers >= GP_RESPONSE_MAX_HEADERS)
+        return;
+    gp_header *h = &res->headers[res->n_headers++];
+    snprintf(h->name, sizeof h->name, "%s", name);
+    snprintf(h->value, sizeof h->value, "%s", value);
+}
+
+int gp_api_valid_name(const char *name)
+{
+    if (name == NULL)
+        return 0;
+    size_t n = 0;
+    for (const char *p = name; *p; p++, n++) {
+        char c = *p;
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok || n >= 64)
+            return 0;
+    }
+    return n >= 1;
+}

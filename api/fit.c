@@ -1,0 +1,522 @@
+/* Fit requests: parse and validate (JSON body, or CSV body with the other
+ * fields as query parameters), run the fit, persist the new version, answer
+ * with the model's metadata. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+
+#define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in JSON */
+
+struct gp_fit_job {
+    char name[GP_NAME_MAX + 1];
+    const gp_method *method;
+    gp_kernel *kernel;
+    int noise_given, noise_fixed;
+    double noise_variance;
+    gp_option_value *options;
+    size_t n_options;
+    int standardize;
+    uint64_t seed;
+    int async;
+    double *X, *y;
+    size_t n, d;
+    char *spec;
+};
+
+static const char *const fit_keys[] = {"name", "method", "kernel", "noise", "options",
+                                       "standardize", "seed", "async", "X", "y", NULL};
+static const char *const noise_keys[] = {"variance", "fixed", NULL};
+
+void gp_fit_job_free(gp_fit_job *job)
+{
+    if (job == NULL)
+        return;
+    gp_kernel_free(job->kernel);
+    for (size_t i = 0; i < job->n_options; i++)
+        free((char *)job->options[i].string);
+    free(job->options);
+    free(job->X);
+    free(job->y);
+    free(job->spec);
+    free(job);
+}
+
+int gp_fit_job_async(const gp_fit_job *job)
+{
+    return job->async;
+}
+
+const char *gp_fit_job_name(const gp_fit_job *job)
+{
+    return job->name;
+}
+
+const char *gp_fit_job_method(const gp_fit_job *job)
+{
+    return job->method->name;
+}
+
+static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
+{
+    memset(fr, 0, sizeof *fr);
+    fr->X = job->X;
+    fr->y = job->y;
+    fr->n = job->n;
+    fr->d = job->d;
+    fr->kernel = job->kernel;
+    fr->noise_given = job->noise_given;
+    fr->noise_variance = job->noise_variance;
+    fr->noise_fixed = job->noise_fixed;
+    fr->standardize = job->standardize;
+    fr->seed = job->seed;
+    fr->options = job->options;
+    fr->n_options = job->n_options;
+}
+
+int gp_fit_job_max_iterations(const gp_fit_job *job)
+{
+    gp_fit_request fr;
+    fill_request(job, &fr);
+    double it = gp_option_number(job->method, &fr, "max_iterations");
+    double restarts = gp_option_number(job->method, &fr, "restarts");
+    if (!isfinite(it) || it < 0)
+        return 0;
+    if (isfinite(restarts) && restarts > 0)
+        it *= restarts + 1.0;
+    return it > 2147483647.0 ? 2147483647 : (int)it;
+}
+
+static const gp_option_spec *find_spec(const gp_method *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_options; i++)
+        if (strcmp(m->options[i].name, name) == 0)
+            return &m->options[i];
+    return NULL;
+}
+
+static int method_list(char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < gp_method_count() && pos < len; i++) {
+        int w = snprintf(buf + pos, len - pos, "%s%s", i ? ", " : "", gp_method_at(i)->name);
+        if (w < 0)
+            break;
+        pos += (size_t)w;
+    }
+    return 0;
+}
+
+static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
+{
+    if (!json_is_object(v))
+        return gp_error_set(err, GP_EINVAL, "options", "options must be an object");
+    size_t n = json_object_size(v);
+    if (n == 0)
+        return GP_OK;
+    job->options = calloc(n, sizeof *job->options);
+    if (job->options == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+        char field[GP_ERROR_FIELD_LEN];
+        snprintf(field, sizeof field, "options.%.48s", key);
+        const gp_option_spec *s = find_spec(job->method, key);
+        if (s == NULL) {
+            char names[256] = "";
+            size_t pos = 0;
+            for (size_t i = 0; i < job->method->n_options && pos < sizeof names; i++) {
+                int w = snprintf(names + pos, sizeof names - pos, "%s%s", i ? ", " : "",
+                                 job->method->options[i].name);
+                if (w > 0)
+                    pos += (size_t)w;
+            }
+            return gp_error_set(err, GP_EINVAL, field, "method '%s' has no option '%.48s' (it has: %s)",
+                                job->method->name, key, names[0] ? names : "none");
+        }
+        gp_option_value *o = &job->options[job->n_options];
+        o->name = s->name;
+        switch (s->type) {
+        case GP_OPTION_INT:
+            if (!json_is_number(val) || !isfinite(json_number_value(val)) ||
+                json_number_value(val) != floor(json_number_value(val)))
+                return gp_error_set(err, GP_EINVAL, field, "%s must be an integer", field);
+            o->number = json_number_value(val);
+            break;
+        case GP_OPTION_NUMBER:
+            if (!json_is_number(val))
+                return gp_error_set(err, GP_EINVAL, field, "%s must be a number", field);
+            o->number = json_number_value(val);
+            break;
+        case GP_OPTION_BOOL:
+            if (!json_is_boolean(val))
+                return gp_error_set(err, GP_EINVAL, field, "%s must be true or false", field);
+            o->number = json_is_true(val) ? 1.0 : 0.0;
+            break;
+        case GP_OPTION_ENUM:
+            if (!json_is_string(val))
+                return gp_error_set(err, GP_EINVAL, field, "%s must be one of %s", field,
+                                    s->choices ? s->choices : "");
+            o->string = strdup(json_string_value(val));
+            if (o->string == NULL)
+                return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        job->n_options++;
+    }
+    return gp_options_validate(job->method, job->options, job->n_options, err);
+}
+
+static int parse_noise(gp_fit_job *job, json_t *v, gp_error *err)
+{
+    if (!json_is_object(v))
+        return gp_error_set(err, GP_EINVAL, "noise",
+                            "noise must be an object {\"variance\": ..., \"fixed\": ...}");
+    int rc = gp_json_known_keys(v, noise_keys, "noise", err);
+    json_t *e;
+    if (rc == GP_OK && (e = json_object_get(v, "variance"))) {
+        rc = gp_json_get_positive(e, "noise.variance", &job->noise_variance, err);
+        job->noise_given = 1;
+    }
+    if (rc == GP_OK && (e = json_object_get(v, "fixed")))
+        rc = gp_json_get_bool(e, "noise.fixed", &job->noise_fixed, err);
+    if (rc == GP_OK && job->noise_fixed && !job->noise_given)
+        rc = gp_error_set(err, GP_EINVAL, "noise.variance",
+                          "noise.fixed needs noise.variance (the value to hold)");
+    return rc;
+}
+
+/* The fields of a fit request in obj; X and y are taken from obj unless given
+ * (CSV). On success obj loses X and y and becomes the stored spec. */
+static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data, gp_error *err)
+{
+    int rc = gp_json_known_keys(obj, fit_keys, NULL, err);
+    if (rc)
+        return rc;
+    json_t *e = json_object_get(obj, "name");
+    if (e == NULL)
+        return gp_error_set(err, GP_EINVAL, "name", "name is missing");
+    if (!json_is_string(e) || !gp_api_valid_name(json_string_value(e)))
+        return gp_error_set(err, GP_EINVAL, "name",
+                            "name must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    snprintf(job->name, sizeof job->name, "%s", json_string_value(e));
+    job->method = gp_method_find("exact");
+    if ((e = json_object_get(obj, "method"))) {
+        const char *m = json_string_value(e);
+        job->method = m ? gp_method_find(m) : NULL;
+        if (job->method == NULL) {
+            char names[256];
+            method_list(names, sizeof names);
+            return gp_error_set(err, GP_EINVAL, "method", "method must be one of: %s", names);
+        }
+    }
+    if (job->method == NULL)
+        return gp_error_set(err, GP_EINTERNAL, NULL, "no default method registered");
+    job->standardize = 1;
+    if ((e = json_object_get(obj, "standardize")) &&
+        (rc = gp_json_get_bool(e, "standardize", &job->standardize, err)))
+        return rc;
+    if ((e = json_object_get(obj, "async")) &&
+        (rc = gp_json_get_bool(e, "async", &job->async, err)))
+        return rc;
+    if ((e = json_object_get(obj, "seed")) &&
+        (rc = gp_json_get_uint(e, "seed", SEED_MAX, &job->seed, err)))
+        return rc;
+    if ((e = json_object_get(obj, "options")) && (rc = parse_options(job, e, err)))
+        return rc;
+    if ((e = json_object_get(obj, "noise")) && (rc = parse_noise(job, e, err)))
+        return rc;
+    if (!have_data) {
+        json_t *X = json_object_get(obj, "X"), *y = json_object_get(obj, "y");
+        if (X == NULL)
+            return gp_error_set(err, GP_EINVAL, "X", "X (the training inputs) is missing");
+        if (y == NULL)
+            return gp_error_set(err, GP_EINVAL, "y", "y (the training targets) is missing");
+        if ((rc = gp_json_matrix(X, "X", api->cfg.max_points, &job->X, &job->n, &job->d, err)))
+            return rc;
+        size_t ny = 0;
+        if ((rc = gp_json_vector(y, "y", api->cfg.max_points, &job->y, &ny, err)))
+            return rc;
+        if (ny != job->n)
+            return gp_error_set(err, GP_EDATA, "y", "y has %zu entries; X has %zu rows", ny,
+                                job->n);
+    }
+    if ((e = json_object_get(obj, "kernel")))
+        rc = gp_kernel_from_json(e, "kernel", job->d, job->method, &job->kernel, err);
+    else
+        rc = gp_kernel_default(job->d, &job->kernel, err);
+    if (rc)
+        return rc;
+    json_object_del(obj, "X");
+    json_object_del(obj, "y");
+    job->spec = json_dumps(obj, GP_JSON_FLAGS);
+    if (job->spec == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    return GP_OK;
+}
+
+/* ---- CSV: the other fields come from the query ---- */
+
+static json_t *query_scalar(const char *v)
+{
+    if (strcmp(v, "true") == 0)
+        return json_true();
+    if (strcmp(v, "false") == 0)
+        return json_false();
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (v[0] && *end == '\0' && isfinite(x))
+        return json_real(x);
+    json_t *s = json_string(v);
+    return s ? s : json_string("?");
+}
+
+static int csv_fields(const gp_request *req, json_t **out, const char **target, gp_error *err)
+{
+    *target = NULL;
+    json_t *obj = json_object(), *noise = json_object();
+    if (obj == NULL || noise == NULL) {
+        json_decref(obj);
+        json_decref(noise);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    int rc = GP_OK;
+    for (size_t i = 0; i < req->n_query && rc == GP_OK; i++) {
+        const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
+        if (k == NULL)
+            continue;
+        if (json_object_get(obj, k) ||
+            (strncmp(k, "noise_", 6) == 0 && json_object_get(noise, k + 6)) ||
+            (strcmp(k, "target") == 0 && *target)) {
+            rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice", k);
+        } else if (strcmp(k, "target") == 0) {
+            *target = v;
+        } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0) {
+            json_t *s = json_string(v);
+            if (s == NULL)
+                rc = gp_error_set(err, GP_EINVAL, k, "%s is not valid UTF-8", k);
+            else
+                json_object_set_new(obj, k, s);
+        } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0) {
+            json_error_t je;
+            json_t *j = json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
+            if (j == NULL)
+                rc = gp_error_set(err, GP_EINVAL, k, "query parameter %s is not valid JSON: %s",
+                                  k, je.text);
+            else
+                json_object_set_new(obj, k, j);
+        } else if (strcmp(k, "standardize") == 0 || strcmp(k, "seed") == 0 ||
+                   strcmp(k, "async") == 0) {
+            json_object_set_new(obj, k, query_scalar(v));
+        } else if (strcmp(k, "noise_variance") == 0 || strcmp(k, "noise_fixed") == 0) {
+            json_object_set_new(noise, k + 6, query_scalar(v));
+        } else {
+            rc = gp_error_set(err, GP_EINVAL, k,
+                              "unknown query parameter '%.40s' (a CSV fit takes name, method, "
+                              "target, kernel, options, noise_variance, noise_fixed, "
+                              "standardize, seed, async)",
+                              k);
+        }
+    }
+    if (rc == GP_OK && json_object_size(noise))
+        json_object_set(obj, "noise", noise);
+    json_decref(noise);
+    if (rc) {
+        json_decref(obj);
+        return rc;
+    }
+    *out = obj;
+    return GP_OK;
+}
+
+int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_error *err)
+{
+    *out = NULL;
+    int media = gp_media_type(req->content_type);
+    if (media == 0)
+        return gp_error_set(err, GP_EMEDIATYPE, NULL,
+                            "Content-Type must be application/json or text/csv, not '%.60s'",
+                            req->content_type);
+    gp_fit_job *job = calloc(1, sizeof *job);
+    if (job == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    json_t *obj = NULL;
+    int rc;
+    if (media == 1) {
+        rc = gp_json_parse_body(req, &obj, err);
+        if (rc == GP_OK)
+            rc = parse_fields(api, obj, job, 0, err);
+    } else {
+        const char *target = NULL;
+        rc = csv_fields(req, &obj, &target, err);
+        /* name first, so that a CSV without ?name= says so before parsing the data */
+        if (rc == GP_OK && json_object_get(obj, "name") == NULL)
+            rc = gp_error_set(err, GP_EINVAL, "name",
+                              "name is missing (a CSV fit takes it as ?name=)");
+        if (rc == GP_OK)
+            rc = gp_csv_parse(req->body, req->body_len, target, api->cfg.max_points, &job->X,
+                              &job->y, &job->n, &job->d, err);
+        if (rc == GP_OK)
+            rc = parse_fields(api, obj, job, 1, err);
+    }
+    json_decref(obj);
+    if (rc) {
+        gp_fit_job_free(job);
+        return rc;
+    }
+    *out = job;
+    return GP_OK;
+}
+
+/* ---- the fitted model's metadata ---- */
+
+static json_t *info_json(const gp_model *m)
+{
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    json_object_set_new(o, "kernel", gp_kernel_to_json(m->kernel));
+    json_object_set_new(o, "noise_variance", gp_json_real(m->noise_variance));
+    json_object_set_new(o, "noise_variance_original",
+                        gp_json_real(m->noise_variance * m->y_scale * m->y_scale));
+    json_t *hp = json_object();
+    size_t np = gp_kernel_n_params(m->kernel);
+    double *theta = np ? malloc(np * sizeof *theta) : NULL;
+    if (theta) {
+        gp_kernel_get_params(m->kernel, theta);
+        for (size_t i = 0; i < np; i++) {
+            char name[128];
+            gp_kernel_param_name(m->kernel, i, name, sizeof name);
+            json_object_set_new(hp, name, gp_json_real(exp(theta[i])));
+        }
+        free(theta);
+    }
+    json_object_set_new(hp, "noise_variance", gp_json_real(m->noise_variance));
+    json_object_set_new(o, "hyperparameters", hp);
+    const gp_diagnostics *dg = &m->diag;
+    json_t *d = json_object();
+    json_object_set_new(d, "objective", gp_json_real(dg->objective));
+    json_object_set_new(d, "objective_name",
+                        json_string(dg->objective_name ? dg->objective_name
+                                                       : m->method->objective_name));
+    json_object_set_new(d, "iterations", json_integer(dg->iterations));
+    json_object_set_new(d, "evaluations", json_integer(dg->evaluations));
+    json_object_set_new(d, "restarts", json_integer(dg->restarts));
+    json_object_set_new(d, "converged", json_boolean(dg->converged));
+    json_object_set_new(d, "fit_seconds", gp_json_real(dg->fit_seconds));
+    json_object_set_new(d, "jitter", gp_json_real(dg->jitter));
+    json_object_set_new(o, "diagnostics", d);
+    json_object_set_new(o, "standardize", json_boolean(m->standardize));
+    json_t *st = json_object();
+    json_t *xm = json_array(), *xs = json_array();
+    for (size_t k = 0; k < m->input_dim; k++) {
+        json_array_append_new(xm, gp_json_real(m->x_mean[k]));
+        json_array_append_new(xs, gp_json_real(m->x_scale[k]));
+    }
+    json_object_set_new(st, "x_mean", xm);
+    json_object_set_new(st, "x_scale", xs);
+    json_object_set_new(st, "y_mean", gp_json_real(m->y_mean));
+    json_object_set_new(st, "y_scale", gp_json_real(m->y_scale));
+    json_object_set_new(o, "standardization", st);
+    return o;
+}
+
+json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t n_versions,
+                          gp_error *err)
+{
+    json_error_t je;
+    json_t *info = meta->info ? json_loads(meta->info, 0, &je) : NULL;
+    if (!json_is_object(info)) {
+        json_decref(info);
+        gp_error_set(err, GP_EINTERNAL, NULL, "model '%s' version %d has corrupt metadata",
+                     meta->name, meta->version);
+        return NULL;
+    }
+    json_t *o = json_object();
+    if (o == NULL) {
+        json_decref(info);
+        gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    json_object_set_new(o, "name", json_string(meta->name));
+    json_object_set_new(o, "version", json_integer(meta->version));
+    json_object_set_new(o, "method", json_string(meta->method));
+    json_object_set_new(o, "status", json_string("ready"));
+    json_object_set_new(o, "n_train", json_integer((json_int_t)meta->n_train));
+    json_object_set_new(o, "input_dim", json_integer((json_int_t)meta->input_dim));
+    json_object_update(o, info);
+    json_decref(info);
+    json_object_set_new(o, "created_at", json_string(meta->created_at));
+    if (versions) {
+        json_t *vs = json_array();
+        for (size_t i = 0; i < n_versions; i++)
+            json_array_append_new(vs, json_integer(versions[i]));
+        json_object_set_new(o, "versions", vs);
+    }
+    return o;
+}
+
+int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
+                   gp_response *out, double *fit_seconds)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    if (fit_seconds)
+        *fit_seconds = 0.0;
+    gp_fit_request fr;
+    fill_request(job, &fr);
+    fr.max_train_points = api->cfg.max_train_points;
+    fr.progress = progress;
+    fr.progress_ctx = ctx;
+    gp_model *model = NULL;
+    int rc = gp_model_fit(job->method, &fr, &model, &err);
+    if (rc) {
+        gp_api_error(&err, out);
+        return rc;
+    }
+    gp_state st;
+    gp_state_init(&st);
+    char *info = NULL;
+    json_t *ij = info_json(model);
+    if (ij)
+        info = json_dumps(ij, GP_JSON_FLAGS);
+    json_decref(ij);
+    rc = info ? gp_model_export(model, &st, &err)
+              : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+    gp_model_meta meta;
+    memset(&meta, 0, sizeof meta);
+    if (rc == GP_OK)
+        rc = gp_store_save(api->store, job->name, job->method->name, job->spec, info, job->n,
+                           job->d, &st, &meta, &err);
+    gp_state_free(&st);
+    free(info);
+    if (rc) {
+        gp_model_free(model);
+        gp_api_error(&err, out);
+        return rc;
+    }
+    if (model->diag.jitter > 0.0)
+        atomic_fetch_add(&api->jitter_escalations, 1);
+    if (fit_seconds)
+        *fit_seconds = model->diag.fit_seconds;
+    gp_cache_insert(api, &meta, model); /* the cache owns the model from here */
+    json_t *res = gp_api_model_json(&meta, NULL, 0, &err);
+    if (res == NULL) {
+        gp_model_meta_free(&meta);
+        gp_api_error(&err, out);
+        return err.code;
+    }
+    char loc[160];
+    snprintf(loc, sizeof loc, "/v1/models/%s/versions/%d", meta.name, meta.version);
+    gp_model_meta_free(&meta);
+    gp_json_respond(res, 201, out);
+    if (out->status == 201)
+        gp_response_header(out, "Location", loc);
+    return out->status == 201 ? GP_OK : GP_ENOMEM;
+}

@@ -1,0 +1,132 @@
+/* gpserve api: declarations shared by the api/ source files (not part of the
+ * interface the server uses; that is api.h). */
+#ifndef GP_API_INTERNAL_H
+#define GP_API_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "core/kernel.h"
+#include "core/method.h"
+#include "store/store.h"
+
+/* ---- the api object ---- */
+typedef struct gp_cache_entry gp_cache_entry;
+
+struct gp_api {
+    gp_api_config cfg;
+    char *db_path; /* owned copy of cfg.db_path */
+    gp_store *store;
+    /* model cache */
+    pthread_mutex_t cache_lock;
+    gp_cache_entry **cache; /* cfg.model_cache slots, NULL when free */
+    size_t cache_count;
+    uint64_t cache_clock;
+    /* stats */
+    _Atomic uint64_t variance_clamps;
+    _Atomic uint64_t jitter_escalations;
+};
+
+/* ---- model cache (models.c) ---- */
+/* Find or load the model row (name, version; 0 = latest) and return a
+ * reference: *model stays valid until gp_cache_release(entry). meta (may be
+ * NULL) receives the store row (caller frees with gp_model_meta_free). */
+int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
+                     const gp_model **model, gp_model_meta *meta, gp_error *err);
+void gp_cache_release(gp_api *api, gp_cache_entry *entry);
+/* Insert a freshly fitted model (ownership passes to the cache, even on failure). */
+void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model);
+/* Evict every cached version of name. */
+void gp_cache_evict_name(gp_api *api, const char *name);
+void gp_cache_destroy(gp_api *api);
+size_t gp_cache_size(gp_api *api);
+
+/* ---- a growing output buffer and a small JSON writer (jsonw.c) ---- */
+typedef struct gp_buf {
+    char *data;
+    size_t len, cap;
+    int failed; /* an allocation failed: the content is incomplete */
+} gp_buf;
+
+void gp_buf_init(gp_buf *b);
+void gp_buf_free(gp_buf *b);
+int gp_buf_reserve(gp_buf *b, size_t extra);
+void gp_buf_put(gp_buf *b, const char *s, size_t n);
+void gp_buf_puts(gp_buf *b, const char *s);
+void gp_buf_printf(gp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string literal (quoted and escaped). */
+void gp_buf_json_string(gp_buf *b, const char *s);
+/* A number with 17 significant digits ("null" for NaN/Inf, which never occur
+ * in a valid response). */
+void gp_buf_json_number(gp_buf *b, double v);
+/* [v0, v1, ...] with stride between consecutive values. */
+void gp_buf_json_array(gp_buf *b, const double *v, size_t n, size_t stride);
+/* Hand the buffer to a response (status, application/json); on allocation
+ * failure the response becomes a 500. */
+void gp_buf_respond(gp_buf *b, int status, gp_response *out);
+/* Shortest "%.*g" text of v that reads back as v (e.g. "0.05"). */
+void gp_format_shortest(double v, char *out, size_t len);
+
+/* ---- jansson helpers (json.c) ---- */
+#define GP_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17))
+
+/* Parse a request body as a JSON object (malformed_json / invalid_argument). */
+int gp_json_parse_body(const gp_request *req, json_t **out, gp_error *err);
+/* Content type check: 1 JSON, 2 CSV, 0 other (NULL counts as JSON). */
+int gp_media_type(const char *content_type);
+/* Reject keys of obj not in the NULL-terminated list (invalid_argument,
+ * field prefix + key). */
+int gp_json_known_keys(json_t *obj, const char *const *keys, const char *prefix, gp_error *err);
+/* Typed getters: a missing key leaves *out untouched and returns 0 (optional)
+ * unless required. field is the name used in errors. */
+int gp_json_get_bool(json_t *v, const char *field, int *out, gp_error *err);
+int gp_json_get_number(json_t *v, const char *field, double *out, gp_error *err);
+int gp_json_get_positive(json_t *v, const char *field, double *out, gp_error *err);
+int gp_json_get_uint(json_t *v, const char *field, double max, uint64_t *out, gp_error *err);
+/* A numeric matrix: rows of d numbers, or a flat list (d = 1). X is
+ * column-major n x d (malloc'ed). max_rows: 413 above it. */
+int gp_json_matrix(json_t *v, const char *field, size_t max_rows, double **X, size_t *n,
+                   size_t *d, gp_error *err);
+/* A numeric vector of n entries. */
+int gp_json_vector(json_t *v, const char *field, size_t max_len, double **y, size_t *n,
+                   gp_error *err);
+/* snprintf for field names (truncation is acceptable: fields are bounded). */
+void gp_fieldf(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Respond with a jansson value (takes the reference). */
+void gp_json_respond(json_t *v, int status, gp_response *out);
+/* json_real that never fails on NaN/Inf (those become null). */
+json_t *gp_json_real(double v);
+
+/* ---- kernels (kernel_json.c) ---- */
+/* Parse a kernel JSON object for input_dim columns; field prefix e.g. "kernel".
+ * method may be NULL (no restriction on kernel types). */
+int gp_kernel_from_json(json_t *v, const char *prefix, size_t input_dim, const gp_method *method,
+                        gp_kernel **out, gp_error *err);
+/* The kernel as JSON (the shape gp_kernel_from_json accepts). */
+json_t *gp_kernel_to_json(const gp_kernel *k);
+/* Default: {"type": "rbf", "ard": true}. */
+int gp_kernel_default(size_t input_dim, gp_kernel **out, gp_error *err);
+
+/* ---- CSV (csv.c) ---- */
+/* Parse a CSV body: header row, then rows of numbers. target: column name or
+ * 0-based index, NULL for the last column. X column-major n x (cols-1). */
+int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows, double **X,
+                 double **y, size_t *n, size_t *d, gp_error *err);
+
+/* ---- errors (errors.c) ---- */
+/* The GP_E* code of a catalogue name ("invalid_argument" -> GP_EINVAL). */
+int gp_api_code_from_name(const char *name);
+/* {"code", "message", "field"?} as a jansson object. */
+json_t *gp_api_error_json(const gp_error *err);
+
+/* ---- model metadata (fit.c) ---- */
+/* The model JSON of a store row: name, version, method, status, n_train,
+ * input_dim, the info fields, created_at (and versions when given). */
+json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t n_versions,
+                          gp_error *err);
+
+#endif

@@ -1,0 +1,956 @@
+/* api: fit/predict/sample against core, versions, CSV = JSON, reopen gives
+ * bit-identical responses, delete, methods, OpenAPI, cache eviction, jobs. */
+#include "tests/unit/api_testutil.h"
+
+#include <pthread.h>
+
+#include "core/method.h"
+
+#define N 40
+#define D 2
+#define M 7
+
+static gp_api *api;
+static char dir[64], db[128];
+static double Xtr[N * D], ytr[N], Xte[M * D];
+
+static gp_api *open_api(size_t cache)
+{
+    gp_api_config cfg;
+    gp_api_default_config(&cfg);
+    cfg.db_path = db;
+    cfg.model_cache = cache;
+    cfg.max_train_points = 100;
+    gp_api *a = NULL;
+    gp_error err;
+    if (gp_api_open(&cfg, &a, &err) != GP_OK)
+        fail_msg("gp_api_open: %s", err.message);
+    return a;
+}
+
+static void fit_ok(gp_api *a, const char *body, gp_response *res)
+{
+    fit_json(a, body, res);
+    expect_status(res, 201);
+}
+
+static void fit_toy(gp_api *a, const char *name, const char *extra)
+{
+    char *body = fit_body(name, extra, Xtr, ytr, N, D);
+    gp_response res = {0};
+    fit_ok(a, body, &res);
+    gp_response_free(&res);
+    free(body);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    tmp_db(dir, sizeof dir, db, sizeof db);
+    toy_data(N, D, 11, Xtr, ytr);
+    double yte[M];
+    toy_data(M, D, 12, Xte, yte);
+    gp_api_config cfg;
+    gp_api_default_config(&cfg);
+    cfg.db_path = db;
+    cfg.max_train_points = 100;
+    gp_error err;
+    if (gp_api_open(&cfg, &api, &err) != GP_OK) {
+        fprintf(stderr, "gp_api_open: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    gp_api_close(api);
+    rm_tree(dir);
+    return 0;
+}
+
+/* The same fit through core directly. */
+static gp_model *core_fit(const double *X, const double *y, size_t n, size_t d)
+{
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, d, 1, NULL, 0, &err), GP_OK);
+    gp_fit_request fr;
+    memset(&fr, 0, sizeof fr);
+    fr.X = X;
+    fr.y = y;
+    fr.n = n;
+    fr.d = d;
+    fr.kernel = k;
+    fr.standardize = 1;
+    fr.max_train_points = 100;
+    gp_model *m = NULL;
+    if (gp_model_fit(gp_method_find("exact"), &fr, &m, &err) != GP_OK)
+        fail_msg("core fit: %s", err.message);
+    gp_kernel_free(k);
+    return m;
+}
+
+static void test_health_and_readiness(void **state)
+{
+    (void)state;
+    gp_response res = {0};
+    gp_api_health(&res);
+    expect_status(&res, 200);
+    assert_string_equal(res.body, "{\"status\":\"ok\"}");
+    gp_response_free(&res);
+    gp_api_readiness(api, &res);
+    expect_status(&res, 200);
+    assert_string_equal(res.body, "{\"status\":\"ready\"}");
+    assert_true(gp_api_ready(api));
+    gp_response_free(&res);
+}
+
+static void test_error_catalogue(void **state)
+{
+    (void)state;
+    assert_int_equal(gp_api_http_status(GP_EINVAL), 400);
+    assert_int_equal(gp_api_http_status(GP_EMALFORMED), 400);
+    assert_int_equal(gp_api_http_status(GP_EDATA), 422);
+    assert_int_equal(gp_api_http_status(GP_ENOTPD), 422);
+    assert_int_equal(gp_api_http_status(GP_EUNSUPPORTED), 422);
+    assert_int_equal(gp_api_http_status(GP_ETOOBIG), 413);
+    assert_int_equal(gp_api_http_status(GP_ENOTFOUND), 404);
+    assert_int_equal(gp_api_http_status(GP_EMEDIATYPE), 415);
+    assert_int_equal(gp_api_http_status(GP_EOVERLOADED), 429);
+    assert_int_equal(gp_api_http_status(GP_ENOTREADY), 503);
+    assert_int_equal(gp_api_http_status(GP_ENOMEM), 500);
+    assert_int_equal(gp_api_http_status(GP_EINTERNAL), 500);
+    assert_int_equal(gp_api_http_status(GP_ECANCELLED), 500);
+    assert_int_equal(gp_api_http_status(GP_EUNAUTHORIZED), 401);
+    assert_int_equal(gp_api_http_status(GP_EMETHOD), 405);
+    assert_int_equal(gp_api_http_status(GP_ECONFLICT), 409);
+    gp_response res = {0};
+    gp_api_fail(&res, GP_EDATA, "X[3]", "X[3] has %d columns; model '%s' expects %d", 4,
+                "concrete", 8);
+    assert_string_equal(res.body, "{\"error\":{\"code\":\"invalid_data\",\"message\":\"X[3] has 4 "
+                                  "columns; model 'concrete' expects 8\",\"field\":\"X[3]\"}}");
+    gp_response_free(&res);
+    /* no field: omitted; control characters and bad UTF-8 escaped */
+    gp_api_fail(&res, GP_EINVAL, NULL, "a\"b\n\xff");
+    assert_string_equal(res.body, "{\"error\":{\"code\":\"invalid_argument\",\"message\":"
+                                  "\"a\\\"b\\u000a\\ufffd\"}}");
+    gp_response_free(&res);
+    assert_true(gp_api_valid_name("a.B_9-z"));
+    assert_false(gp_api_valid_name(""));
+    assert_false(gp_api_valid_name("a b"));
+    char long_name[70];
+    memset(long_name, 'x', 65);
+    long_name[65] = '\0';
+    assert_false(gp_api_valid_name(long_name));
+    long_name[64] = '\0';
+    assert_true(gp_api_valid_name(long_name));
+}
+
+/* Fit through the API, predict; the same fit through core predicts the same
+ * numbers bit for bit (17 significant digits read back exactly). */
+static void test_fit_predict_matches_core(void **state)
+{
+    (void)state;
+    char *body = fit_body("toy", "\"seed\":0", Xtr, ytr, N, D);
+    gp_response res = {0};
+    fit_ok(api, body, &res);
+    free(body);
+    json_t *fit = res_json(&res);
+    assert_string_equal(json_string_value(json_object_get(fit, "name")), "toy");
+    assert_int_equal(json_integer_value(json_object_get(fit, "version")), 1);
+    assert_string_equal(json_string_value(json_object_get(fit, "status")), "ready");
+    assert_string_equal(json_string_value(json_object_get(fit, "method")), "exact");
+    assert_int_equal(json_integer_value(json_object_get(fit, "n_train")), N);
+    assert_int_equal(json_integer_value(json_object_get(fit, "input_dim")), D);
+    json_t *diag = json_object_get(fit, "diagnostics");
+    assert_string_equal(json_string_value(json_object_get(diag, "objective_name")),
+                        "log_marginal_likelihood");
+    assert_true(json_is_number(json_object_get(diag, "objective")));
+    assert_true(json_is_integer(json_object_get(diag, "iterations")));
+    assert_true(json_is_integer(json_object_get(diag, "evaluations")));
+    assert_true(json_is_boolean(json_object_get(diag, "converged")));
+    assert_true(json_is_number(json_object_get(diag, "fit_seconds")));
+    assert_true(json_is_number(json_object_get(fit, "noise_variance")));
+    assert_true(json_is_object(json_object_get(fit, "standardization")));
+    assert_true(json_is_string(json_object_get(fit, "created_at")));
+    assert_non_null(json_object_get(json_object_get(fit, "hyperparameters"), "lengthscale[1]"));
+    assert_int_equal(res.n_headers, 1);
+    assert_string_equal(res.headers[0].name, "Location");
+    assert_string_equal(res.headers[0].value, "/v1/models/toy/versions/1");
+    gp_model *model = core_fit(Xtr, ytr, N, D);
+    /* the fitted kernel is the core's */
+    json_t *kj = gp_kernel_to_json(model->kernel);
+    assert_true(json_equal(kj, json_object_get(fit, "kernel")));
+    json_decref(kj);
+    json_decref(fit);
+    gp_response_free(&res);
+
+    double mean[M], var[M], cov[M * M], got[M], gcov[M];
+    gp_prediction pr = {mean, var, cov, 0};
+    gp_predict_request preq = {Xte, M, D, 1, 1};
+    gp_error err;
+    assert_int_equal(gp_model_predict(model, &preq, &pr, &err), GP_OK);
+    body = points_body(Xte, M, D, "\"full_covariance\":true,\"quantiles\":[0.05,0.5,0.975]");
+    predict_json(api, "toy", body, &res);
+    free(body);
+    expect_status(&res, 200);
+    json_t *p = res_json(&res);
+    assert_string_equal(json_string_value(json_object_get(p, "name")), "toy");
+    assert_int_equal(json_integer_value(json_object_get(p, "version")), 1);
+    json_doubles(json_object_get(p, "mean"), got, M);
+    for (size_t i = 0; i < M; i++)
+        assert_true(got[i] == mean[i]);
+    json_doubles(json_object_get(p, "variance"), got, M);
+    for (size_t i = 0; i < M; i++)
+        assert_true(got[i] == var[i]);
+    json_t *c = json_object_get(p, "covariance");
+    assert_int_equal(json_array_size(c), M);
+    for (size_t i = 0; i < M; i++) {
+        json_doubles(json_array_get(c, i), gcov, M);
+        for (size_t j = 0; j < M; j++)
+            assert_true(gcov[j] == cov[j * M + i]);
+    }
+    json_t *q = json_object_get(p, "quantiles");
+    assert_int_equal(json_object_size(q), 3);
+    const char *keys[3] = {"0.05", "0.5", "0.975"};
+    double ps[3] = {0.05, 0.5, 0.975};
+    for (size_t k = 0; k < 3; k++) {
+        json_doubles(json_object_get(q, keys[k]), got, M);
+        for (size_t i = 0; i < M; i++)
+            assert_true(got[i] == mean[i] + sqrt(var[i]) * gp_normal_quantile(ps[k]));
+    }
+    json_decref(p);
+    gp_response_free(&res);
+
+    /* include_noise false gives the latent variance */
+    preq.include_noise = 0;
+    preq.full_covariance = 0;
+    pr.covariance = NULL;
+    assert_int_equal(gp_model_predict(model, &preq, &pr, &err), GP_OK);
+    body = points_body(Xte, M, D, "\"include_noise\":false");
+    predict_json(api, "toy", body, &res);
+    free(body);
+    expect_status(&res, 200);
+    p = res_json(&res);
+    json_doubles(json_object_get(p, "variance"), got, M);
+    for (size_t i = 0; i < M; i++)
+        assert_true(got[i] == var[i]);
+    assert_null(json_object_get(p, "covariance"));
+    assert_null(json_object_get(p, "quantiles"));
+    json_decref(p);
+    gp_response_free(&res);
+
+    /* samples equal the core's for the same seed */
+    double S[M * 3], gs[M];
+    gp_sample_request sr = {Xte, M, D, 3, 5, 0};
+    assert_int_equal(gp_model_sample(model, &sr, S, &err), GP_OK);
+    body = points_body(Xte, M, D, "\"n_samples\":3,\"seed\":5");
+    sample_json(api, "toy", body, &res);
+    free(body);
+    expect_status(&res, 200);
+    p = res_json(&res);
+    json_t *samples = json_object_get(p, "samples");
+    assert_int_equal(json_array_size(samples), 3);
+    for (size_t s = 0; s < 3; s++) {
+        json_doubles(json_array_get(samples, s), gs, M);
+        for (size_t i = 0; i < M; i++)
+            assert_true(gs[i] == S[s * M + i]);
+    }
+    json_decref(p);
+    gp_response_free(&res);
+    gp_model_free(model);
+}
+
+static void test_predict_versions(void **state)
+{
+    (void)state;
+    double y2[N];
+    for (size_t i = 0; i < N; i++)
+        y2[i] = -ytr[i];
+    fit_toy(api, "ver", "");
+    char *body = fit_body("ver", "", Xtr, y2, N, D);
+    gp_response res = {0};
+    fit_ok(api, body, &res);
+    free(body);
+    json_t *j = res_json(&res);
+    assert_int_equal(json_integer_value(json_object_get(j, "version")), 2);
+    json_decref(j);
+    gp_response_free(&res);
+
+    char *pb = points_body(Xte, M, D, "");
+    char *pb1 = points_body(Xte, M, D, "\"version\":1");
+    char *pb2 = points_body(Xte, M, D, "\"version\":2");
+    gp_response latest = {0}, v1 = {0}, v2 = {0};
+    predict_json(api, "ver", pb, &latest);
+    predict_json(api, "ver", pb1, &v1);
+    predict_json(api, "ver", pb2, &v2);
+    expect_status(&latest, 200);
+    expect_status(&v1, 200);
+    expect_status(&v2, 200);
+    assert_int_equal(latest.body_len, v2.body_len);
+    assert_memory_equal(latest.body, v2.body, v2.body_len);
+    assert_non_null(strstr(v1.body, "\"version\":1,"));
+    assert_non_null(strstr(v2.body, "\"version\":2,"));
+    json_t *a = res_json(&v1), *b = res_json(&v2);
+    double m1[M], m2[M];
+    json_doubles(json_object_get(a, "mean"), m1, M);
+    json_doubles(json_object_get(b, "mean"), m2, M);
+    for (size_t i = 0; i < M; i++)
+        assert_true(fabs(m1[i] + m2[i]) < 1e-6 * (1 + fabs(m1[i])));
+    json_decref(a);
+    json_decref(b);
+    gp_response_free(&latest);
+    gp_response_free(&v1);
+    gp_response_free(&v2);
+    free(pb);
+    free(pb1);
+    free(pb2);
+
+    /* GET: latest with versions; one version */
+    gp_api_get_model(api, "ver", 0, &res);
+    expect_status(&res, 200);
+    j = res_json(&res);
+    assert_int_equal(json_integer_value(json_object_get(j, "version")), 2);
+    json_t *vs = json_object_get(j, "versions");
+    assert_int_equal(json_array_size(vs), 2);
+    assert_int_equal(json_integer_value(json_array_get(vs, 0)), 1);
+    assert_int_equal(json_integer_value(json_array_get(vs, 1)), 2);
+    json_decref(j);
+    gp_response_free(&res);
+    gp_api_get_model(api, "ver", 1, &res);
+    expect_status(&res, 200);
+    j = res_json(&res);
+    assert_int_equal(json_integer_value(json_object_get(j, "version")), 1);
+    assert_null(json_object_get(j, "versions"));
+    assert_true(json_is_object(json_object_get(j, "kernel")));
+    json_decref(j);
+    gp_response_free(&res);
+
+    /* list */
+    gp_api_list_models(api, &res);
+    expect_status(&res, 200);
+    j = res_json(&res);
+    json_t *models = json_object_get(j, "models");
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(models); i++) {
+        json_t *m = json_array_get(models, i);
+        if (strcmp(json_string_value(json_object_get(m, "name")), "ver") == 0) {
+            found = 1;
+            assert_int_equal(json_integer_value(json_object_get(m, "version")), 2);
+            assert_int_equal(json_integer_value(json_object_get(m, "n_train")), N);
+            assert_int_equal(json_integer_value(json_object_get(m, "input_dim")), D);
+            assert_string_equal(json_string_value(json_object_get(m, "method")), "exact");
+        }
+    }
+    assert_true(found);
+    json_decref(j);
+    gp_response_free(&res);
+}
+
+/* A CSV body fits the same model as the JSON body with the same data. */
+static void test_csv_equals_json(void **state)
+{
+    (void)state;
+    fit_toy(api, "viajson", "\"seed\":3");
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_buf_puts(&b, "\xEF\xBB\xBFtarget, a ,b\r\n"); /* BOM, blanks, CRLF */
+    for (size_t i = 0; i < N; i++) {
+        gp_buf_json_number(&b, ytr[i]);
+        for (size_t k = 0; k < D; k++) {
+            gp_buf_puts(&b, ",");
+            gp_buf_json_number(&b, Xtr[k * N + i]);
+        }
+        gp_buf_puts(&b, "\r\n");
+    }
+    gp_buf_puts(&b, "\r\n\n");
+    gp_query_param q[] = {{"name", "viacsv"}, {"target", "target"}, {"seed", "3"},
+                          {"method", "exact"}};
+    gp_request req = make_req("text/csv; charset=utf-8", b.data, q, 4);
+    gp_response res = {0};
+    do_fit(api, &req, &res);
+    expect_status(&res, 201);
+    json_t *csvfit = res_json(&res);
+    gp_response_free(&res);
+    /* target by index too */
+    q[1].value = "0";
+    q[0].value = "viacsv2";
+    do_fit(api, &req, &res);
+    expect_status(&res, 201);
+    gp_response_free(&res);
+    gp_buf_free(&b);
+
+    gp_api_get_model(api, "viajson", 0, &res);
+    json_t *jsonfit = res_json(&res);
+    gp_response_free(&res);
+    assert_true(json_equal(json_object_get(csvfit, "kernel"), json_object_get(jsonfit, "kernel")));
+    assert_true(json_equal(json_object_get(csvfit, "noise_variance"),
+                           json_object_get(jsonfit, "noise_variance")));
+    json_decref(csvfit);
+    json_decref(jsonfit);
+
+    char *pb = points_body(Xte, M, D, "");
+    gp_response a = {0}, c = {0}, c2 = {0};
+    predict_json(api, "viajson", pb, &a);
+    predict_json(api, "viacsv", pb, &c);
+    predict_json(api, "viacsv2", pb, &c2);
+    free(pb);
+    const char *ma = strstr(a.body, "\"mean\""), *mc = strstr(c.body, "\"mean\""),
+               *mc2 = strstr(c2.body, "\"mean\"");
+    assert_non_null(ma);
+    assert_non_null(mc);
+    assert_string_equal(ma, mc);
+    assert_string_equal(ma, mc2);
+    gp_response_free(&a);
+    gp_response_free(&c);
+    gp_response_free(&c2);
+
+    /* the stored spec of a CSV fit is reported back through GET (method, seed) */
+    gp_api_get_model(api, "viacsv", 1, &res);
+    expect_status(&res, 200);
+    gp_response_free(&res);
+}
+
+/* Close and reopen on the same database: byte-identical predict and sample. */
+static void test_reopen_bit_identical(void **state)
+{
+    (void)state;
+    fit_toy(api, "persist", "\"kernel\":{\"type\":\"sum\",\"terms\":[{\"type\":\"matern52\"},"
+                            "{\"type\":\"linear\",\"active_dims\":[1]}]}");
+    char *pb = points_body(Xte, M, D, "\"full_covariance\":true,\"quantiles\":[0.1]");
+    char *sb = points_body(Xte, M, D, "\"n_samples\":4,\"seed\":99,\"include_noise\":true");
+    gp_response p1 = {0}, s1 = {0}, p2 = {0}, s2 = {0}, g1 = {0}, g2 = {0};
+    predict_json(api, "persist", pb, &p1);
+    sample_json(api, "persist", sb, &s1);
+    gp_api_get_model(api, "persist", 0, &g1);
+    expect_status(&p1, 200);
+    expect_status(&s1, 200);
+    gp_api_close(api);
+    api = open_api(32);
+    gp_api_stats st;
+    gp_api_get_stats(api, &st);
+    assert_int_equal(st.models_loaded, 0);
+    predict_json(api, "persist", pb, &p2);
+    sample_json(api, "persist", sb, &s2);
+    gp_api_get_model(api, "persist", 0, &g2);
+    expect_status(&p2, 200);
+    expect_status(&s2, 200);
+    assert_int_equal(p1.body_len, p2.body_len);
+    assert_memory_equal(p1.body, p2.body, p1.body_len);
+    assert_int_equal(s1.body_len, s2.body_len);
+    assert_memory_equal(s1.body, s2.body, s1.body_len);
+    assert_int_equal(g1.body_len, g2.body_len);
+    assert_memory_equal(g1.body, g2.body, g1.body_len);
+    gp_api_get_stats(api, &st);
+    assert_int_equal(st.models_loaded, 1);
+    free(pb);
+    free(sb);
+    gp_response_free(&p1);
+    gp_response_free(&p2);
+    gp_response_free(&s1);
+    gp_response_free(&s2);
+    gp_response_free(&g1);
+    gp_response_free(&g2);
+}
+
+static void test_samples_reproducible(void **state)
+{
+    (void)state;
+    fit_toy(api, "samp", "");
+    char *a = points_body(Xte, M, D, "\"seed\":1");
+    char *b = points_body(Xte, M, D, "\"seed\":2");
+    gp_response r1 = {0}, r2 = {0}, r3 = {0};
+    sample_json(api, "samp", a, &r1);
+    sample_json(api, "samp", a, &r2);
+    sample_json(api, "samp", b, &r3);
+    expect_status(&r1, 200);
+    assert_int_equal(r1.body_len, r2.body_len);
+    assert_memory_equal(r1.body, r2.body, r1.body_len);
+    assert_true(r1.body_len != r3.body_len || memcmp(r1.body, r3.body, r1.body_len) != 0);
+    json_t *j = res_json(&r1);
+    json_t *s = json_object_get(j, "samples");
+    assert_int_equal(json_array_size(s), 10); /* default n_samples */
+    assert_int_equal(json_array_size(json_array_get(s, 9)), M);
+    json_decref(j);
+    free(a);
+    free(b);
+    gp_response_free(&r1);
+    gp_response_free(&r2);
+    gp_response_free(&r3);
+}
+
+static void test_delete_then_404(void **state)
+{
+    (void)state;
+    fit_toy(api, "gone", "");
+    char *pb = points_body(Xte, M, D, "");
+    gp_response res = {0};
+    predict_json(api, "gone", pb, &res);
+    expect_status(&res, 200);
+    gp_response_free(&res);
+    gp_api_stats before, after;
+    gp_api_get_stats(api, &before);
+    gp_api_delete_model(api, "gone", &res);
+    expect_status(&res, 204);
+    assert_null(res.body);
+    assert_int_equal(res.body_len, 0);
+    gp_response_free(&res);
+    gp_api_get_stats(api, &after);
+    assert_int_equal(after.models_loaded + 1, before.models_loaded);
+    predict_json(api, "gone", pb, &res);
+    expect_error(&res, 404, "not_found", "name");
+    gp_response_free(&res);
+    gp_api_get_model(api, "gone", 0, &res);
+    expect_error(&res, 404, "not_found", "name");
+    gp_response_free(&res);
+    gp_api_delete_model(api, "gone", &res);
+    expect_error(&res, 404, "not_found", "name");
+    gp_response_free(&res);
+    /* a new fit under the name starts again and serves the new model */
+    fit_toy(api, "gone", "\"standardize\":false");
+    predict_json(api, "gone", pb, &res);
+    expect_status(&res, 200);
+    gp_response_free(&res);
+    free(pb);
+}
+
+static void test_methods_listing(void **state)
+{
+    (void)state;
+    gp_response res = {0};
+    gp_api_methods(api, &res);
+    expect_status(&res, 200);
+    json_t *j = res_json(&res);
+    json_t *ms = json_object_get(j, "methods");
+    json_t *exact = NULL;
+    for (size_t i = 0; i < json_array_size(ms); i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(ms, i), "name")), "exact") ==
+            0)
+            exact = json_array_get(ms, i);
+    assert_non_null(exact);
+    assert_string_equal(json_string_value(json_object_get(exact, "objective")),
+                        "log_marginal_likelihood");
+    assert_int_equal(json_array_size(json_object_get(exact, "kernels")), 10);
+    json_t *opts = json_object_get(exact, "options");
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(opts); i++) {
+        json_t *o = json_array_get(opts, i);
+        const char *n = json_string_value(json_object_get(o, "name"));
+        if (strcmp(n, "restarts") == 0) {
+            seen |= 1;
+            assert_string_equal(json_string_value(json_object_get(o, "type")), "integer");
+            assert_int_equal(json_integer_value(json_object_get(o, "default")), 0);
+            assert_int_equal(json_integer_value(json_object_get(o, "max")), 100);
+        } else if (strcmp(n, "max_iterations") == 0) {
+            seen |= 2;
+            assert_int_equal(json_integer_value(json_object_get(o, "default")), 200);
+        } else if (strcmp(n, "tolerance") == 0) {
+            seen |= 4;
+            assert_string_equal(json_string_value(json_object_get(o, "type")), "number");
+        }
+        assert_true(json_is_string(json_object_get(o, "help")));
+    }
+    assert_int_equal(seen, 7);
+    json_decref(j);
+    gp_response_free(&res);
+}
+
+static void test_openapi_matches_file(void **state)
+{
+    (void)state;
+    FILE *f = fopen("api/openapi.yaml", "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)len + 1);
+    assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    gp_response res = {0};
+    gp_api_openapi(&res);
+    expect_status(&res, 200);
+    assert_string_equal(res.content_type, "application/yaml");
+    assert_int_equal(res.body_len, (size_t)len);
+    assert_memory_equal(res.body, text, (size_t)len);
+    /* every route of the DESIGN is in it */
+    const char *paths[] = {"/healthz:", "/readyz:", "/metrics:", "/openapi.yaml:", "/v1/methods:",
+                           "/v1/models:", "/v1/models/{name}:",
+                           "/v1/models/{name}/versions/{version}:", "/v1/models/{name}/predict:",
+                           "/v1/models/{name}/sample:", "/v1/models/{name}/observe:",
+                           "/v1/jobs/{id}:"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strstr(res.body, paths[i]) == NULL)
+            fail_msg("openapi lacks %s", paths[i]);
+    free(text);
+    gp_response_free(&res);
+}
+
+/* Capacity 1: two models alternate, each answer still right. */
+static void test_cache_capacity_one(void **state)
+{
+    (void)state;
+    fit_toy(api, "c1", "");
+    double y2[N];
+    for (size_t i = 0; i < N; i++)
+        y2[i] = 2.0 * ytr[i];
+    char *body = fit_body("c2", "", Xtr, y2, N, D);
+    gp_response res = {0};
+    fit_ok(api, body, &res);
+    gp_response_free(&res);
+    free(body);
+    char *pb = points_body(Xte, M, D, "");
+    gp_response ref1 = {0}, ref2 = {0};
+    predict_json(api, "c1", pb, &ref1);
+    predict_json(api, "c2", pb, &ref2);
+    gp_api *small = open_api(1);
+    for (int round = 0; round < 3; round++) {
+        gp_response a = {0}, b = {0};
+        predict_json(small, "c1", pb, &a);
+        predict_json(small, "c2", pb, &b);
+        expect_status(&a, 200);
+        expect_status(&b, 200);
+        assert_int_equal(a.body_len, ref1.body_len);
+        assert_memory_equal(a.body, ref1.body, a.body_len);
+        assert_int_equal(b.body_len, ref2.body_len);
+        assert_memory_equal(b.body, ref2.body, b.body_len);
+        gp_response_free(&a);
+        gp_response_free(&b);
+        gp_api_stats st;
+        gp_api_get_stats(small, &st);
+        assert_int_equal(st.models_loaded, 1);
+    }
+    /* a model fitted through another api on the same database is served */
+    double y3[N];
+    for (size_t i = 0; i < N; i++)
+        y3[i] = ytr[i] + 10.0;
+    body = fit_body("c1", "", Xtr, y3, N, D);
+    fit_ok(small, body, &res);
+    gp_response_free(&res);
+    free(body);
+    gp_response after = {0};
+    predict_json(api, "c1", pb, &after);
+    expect_status(&after, 200);
+    assert_non_null(strstr(after.body, "\"version\":2,"));
+    gp_response_free(&after);
+    gp_api_close(small);
+    gp_response_free(&ref1);
+    gp_response_free(&ref2);
+    free(pb);
+}
+
+/* Kernel JSON: a fitted kernel sent back (all fixed) fits to the same values. */
+static void test_kernel_json_roundtrip(void **state)
+{
+    (void)state;
+    const char *kj = "{\"type\":\"product\",\"terms\":[{\"type\":\"sum\",\"terms\":["
+                     "{\"type\":\"rbf\",\"ard\":true,\"lengthscale\":[0.5,2],\"variance\":1.5},"
+                     "{\"type\":\"rq\",\"ard\":false,\"lengthscale\":0.7,\"variance\":0.3,"
+                     "\"alpha\":2,\"active_dims\":[1],\"fixed\":[\"alpha\"]}]},"
+                     "{\"type\":\"periodic\",\"lengthscale\":1,\"variance\":1,\"period\":3,"
+                     "\"active_dims\":[0],\"fixed\":true}]}";
+    json_error_t je;
+    json_t *in = json_loads(kj, 0, &je);
+    assert_non_null(in);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_from_json(in, "kernel", 2, NULL, &k, &err), GP_OK);
+    json_t *out = gp_kernel_to_json(k);
+    char *a = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    gp_kernel *k2 = NULL;
+    assert_int_equal(gp_kernel_from_json(out, "kernel", 2, NULL, &k2, &err), GP_OK);
+    json_t *out2 = gp_kernel_to_json(k2);
+    char *b = json_dumps(out2, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    assert_string_equal(a, b);
+    assert_non_null(strstr(a, "\"fixed\":[\"alpha\"]"));
+    assert_non_null(strstr(a, "\"active_dims\":[1]"));
+    assert_int_equal(gp_kernel_n_params(k), gp_kernel_n_params(k2));
+    free(a);
+    free(b);
+    json_decref(in);
+    json_decref(out);
+    json_decref(out2);
+    gp_kernel_free(k);
+    gp_kernel_free(k2);
+
+    /* everything fixed: the fit only factorises and reports the given values */
+    fit_toy(api, "fixed", "\"kernel\":{\"type\":\"matern32\",\"lengthscale\":[0.8,1.25],"
+                          "\"variance\":2,\"fixed\":true},"
+                          "\"noise\":{\"variance\":0.01,\"fixed\":true}");
+    gp_response res = {0};
+    gp_api_get_model(api, "fixed", 0, &res);
+    json_t *j = res_json(&res);
+    json_t *kk = json_object_get(j, "kernel");
+    double ls[2];
+    json_doubles(json_object_get(kk, "lengthscale"), ls, 2);
+    assert_true(fabs(ls[0] - 0.8) < 1e-14 && fabs(ls[1] - 1.25) < 1e-14);
+    assert_true(fabs(json_number_value(json_object_get(kk, "variance")) - 2.0) < 1e-14);
+    assert_true(json_is_true(json_object_get(kk, "fixed")));
+    assert_true(fabs(json_number_value(json_object_get(j, "noise_variance")) - 0.01) < 1e-15);
+    json_decref(j);
+    gp_response_free(&res);
+}
+
+static void test_flat_1d_and_limits(void **state)
+{
+    (void)state;
+    gp_response res = {0};
+    fit_ok(api, "{\"name\":\"one\",\"X\":[0,0.5,1,1.5,2,2.5,3],\"y\":[0,0.4,0.8,1,0.9,0.6,0.1],"
+                "\"standardize\":false,\"async\":false}",
+           &res);
+    json_t *j = res_json(&res);
+    assert_int_equal(json_integer_value(json_object_get(j, "input_dim")), 1);
+    assert_true(json_is_false(json_object_get(j, "standardize")));
+    json_decref(j);
+    gp_response_free(&res);
+    predict_json(api, "one", "{\"X\":[0.25,1.75]}", &res);
+    expect_status(&res, 200);
+    j = res_json(&res);
+    assert_int_equal(json_array_size(json_object_get(j, "mean")), 2);
+    json_decref(j);
+    gp_response_free(&res);
+    predict_json(api, "one", "{\"X\":[[0.25],[1.75]]}", &res);
+    expect_status(&res, 200);
+    gp_response_free(&res);
+    /* above max_train_points (100 in this api): 413 from the size guard */
+    double Xb[150], yb[150];
+    for (size_t i = 0; i < 150; i++) {
+        Xb[i] = (double)i / 10.0;
+        yb[i] = sin(Xb[i]);
+    }
+    char *body = fit_body("big", "", Xb, yb, 150, 1);
+    fit_json(api, body, &res);
+    free(body);
+    expect_error(&res, 413, "payload_too_large", "X");
+    gp_response_free(&res);
+}
+
+static void test_async_parse(void **state)
+{
+    (void)state;
+    gp_request req =
+        make_req("application/json",
+                 "{\"name\":\"as\",\"async\":true,\"options\":{\"restarts\":2,\"max_iterations\":50},"
+                 "\"X\":[1,2,3],\"y\":[1,2,1]}",
+                 NULL, 0);
+    gp_fit_job *job = NULL;
+    gp_error err;
+    assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_OK);
+    assert_true(gp_fit_job_async(job));
+    assert_string_equal(gp_fit_job_name(job), "as");
+    assert_string_equal(gp_fit_job_method(job), "exact");
+    assert_int_equal(gp_fit_job_max_iterations(job), 150);
+    gp_response res = {0};
+    double secs = -1;
+    assert_int_equal(gp_api_run_fit(api, job, NULL, NULL, &res, &secs), GP_OK);
+    expect_status(&res, 201);
+    assert_true(secs >= 0.0);
+    gp_response_free(&res);
+    gp_fit_job_free(job);
+}
+
+static int cancel_at_two(void *ctx, int iteration, int max_iterations, double objective)
+{
+    (void)max_iterations;
+    (void)objective;
+    int *calls = ctx;
+    (*calls)++;
+    return iteration >= 2;
+}
+
+static void test_cancelled_fit_stores_nothing(void **state)
+{
+    (void)state;
+    char *body = fit_body("cancelme", "", Xtr, ytr, N, D);
+    gp_request req = make_req("application/json", body, NULL, 0);
+    gp_fit_job *job = NULL;
+    gp_error err;
+    assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_OK);
+    gp_response res = {0};
+    int calls = 0;
+    assert_int_equal(gp_api_run_fit(api, job, cancel_at_two, &calls, &res, NULL), GP_ECANCELLED);
+    assert_true(calls >= 1);
+    gp_response_free(&res);
+    gp_fit_job_free(job);
+    free(body);
+    gp_api_get_model(api, "cancelme", 0, &res);
+    expect_error(&res, 404, "not_found", "name");
+    gp_response_free(&res);
+}
+
+static void test_jobs_save_load(void **state)
+{
+    (void)state;
+    gp_job_info job;
+    memset(&job, 0, sizeof job);
+    snprintf(job.id, sizeof job.id, "job-1");
+    snprintf(job.model_name, sizeof job.model_name, "toy");
+    job.status = "running";
+    job.iteration = 3;
+    job.max_iterations = 200;
+    job.has_objective = 1;
+    job.objective = -12.5;
+    job.elapsed_seconds = 0.25;
+    gp_error err;
+    assert_int_equal(gp_api_job_save(api, &job, &err), GP_OK);
+    gp_job_info back;
+    assert_int_equal(gp_api_job_load(api, "job-1", &back, &err), GP_OK);
+    assert_string_equal(back.status, "running");
+    assert_string_equal(back.model_name, "toy");
+    assert_int_equal(back.iteration, 3);
+    assert_int_equal(back.max_iterations, 200);
+    assert_true(back.has_objective && back.objective == -12.5);
+    assert_true(back.elapsed_seconds == 0.25);
+    assert_null(back.model_json);
+    assert_true(back.created_at[0] != '\0');
+    gp_response res = {0};
+    gp_api_job_response(&back, &res);
+    expect_status(&res, 200);
+    json_t *j = res_json(&res);
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "job-1");
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "toy");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "running");
+    json_t *p = json_object_get(j, "progress");
+    assert_int_equal(json_integer_value(json_object_get(p, "iteration")), 3);
+    assert_true(json_number_value(json_object_get(p, "objective")) == -12.5);
+    assert_null(json_object_get(j, "model"));
+    assert_null(json_object_get(j, "error"));
+    json_decref(j);
+    gp_response_free(&res);
+    gp_job_info_free(&back);
+
+    /* failed: the error survives */
+    job.status = "failed";
+    gp_error_set(&job.error, GP_ENOTPD, "kernel", "not PD at jitter %g", 0.01);
+    assert_int_equal(gp_api_job_save(api, &job, &err), GP_OK);
+    assert_int_equal(gp_api_job_load(api, "job-1", &back, &err), GP_OK);
+    assert_string_equal(back.status, "failed");
+    assert_int_equal(back.error.code, GP_ENOTPD);
+    assert_string_equal(back.error.field, "kernel");
+    assert_string_equal(back.error.message, "not PD at jitter 0.01");
+    gp_api_job_response(&back, &res);
+    j = res_json(&res);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+        "not_positive_definite");
+    json_decref(j);
+    gp_response_free(&res);
+    gp_job_info_free(&back);
+
+    /* succeeded: the model comes back */
+    job.status = "succeeded";
+    gp_error_clear(&job.error);
+    job.model_json = strdup("{\"name\":\"toy\",\"version\":1}");
+    assert_int_equal(gp_api_job_save(api, &job, &err), GP_OK);
+    assert_int_equal(gp_api_job_load(api, "job-1", &back, &err), GP_OK);
+    assert_string_equal(back.model_json, job.model_json);
+    gp_api_job_response(&back, &res);
+    j = res_json(&res);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "model"), "version")),
+                     1);
+    json_decref(j);
+    gp_response_free(&res);
+    gp_job_info_free(&back);
+    gp_job_info_free(&job);
+
+    assert_int_equal(gp_api_job_load(api, "nosuch", &back, &err), GP_ENOTFOUND);
+}
+
+typedef struct predict_thread {
+    gp_api *api;
+    const char *body;
+    const gp_response *ref[2];
+    int failures;
+} predict_thread;
+
+static void *predict_loop(void *arg)
+{
+    predict_thread *t = arg;
+    for (int i = 0; i < 40; i++) {
+        int which = i % 2;
+        gp_response r = {0};
+        predict_json(t->api, which ? "t2" : "t1", t->body, &r);
+        if (r.status != 200 || r.body_len != t->ref[which]->body_len ||
+            memcmp(r.body, t->ref[which]->body, r.body_len) != 0)
+            t->failures++;
+        gp_response_free(&r);
+    }
+    return NULL;
+}
+
+/* Threads predicting on two models through a cache of one: evictions while
+ * models are in use (reference counts; run under ASan by make test SAN=1). */
+static void test_concurrent_predict(void **state)
+{
+    (void)state;
+    fit_toy(api, "t1", "");
+    fit_toy(api, "t2", "\"kernel\":{\"type\":\"matern12\"}");
+    char *pb = points_body(Xte, M, D, "\"quantiles\":[0.25]");
+    gp_response ref1 = {0}, ref2 = {0};
+    predict_json(api, "t1", pb, &ref1);
+    predict_json(api, "t2", pb, &ref2);
+    expect_status(&ref1, 200);
+    expect_status(&ref2, 200);
+    gp_api *small = open_api(1);
+    enum { T = 4 };
+    pthread_t th[T];
+    predict_thread args[T];
+    for (int i = 0; i < T; i++) {
+        args[i] = (predict_thread){small, pb, {&ref1, &ref2}, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, predict_loop, &args[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].failures, 0);
+    }
+    gp_api_stats st;
+    gp_api_get_stats(small, &st);
+    assert_int_equal(st.models_loaded, 1);
+    gp_api_close(small);
+    gp_response_free(&ref1);
+    gp_response_free(&ref2);
+    free(pb);
+}
+
+static void test_shortest_format(void **state)
+{
+    (void)state;
+    char buf[32];
+    gp_format_shortest(0.05, buf, sizeof buf);
+    assert_string_equal(buf, "0.05");
+    gp_format_shortest(0.975, buf, sizeof buf);
+    assert_string_equal(buf, "0.975");
+    gp_format_shortest(1.0 / 3.0, buf, sizeof buf);
+    assert_true(strtod(buf, NULL) == 1.0 / 3.0);
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_buf_json_number(&b, 0.1);
+    assert_string_equal(b.data, "0.10000000000000001");
+    gp_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_health_and_readiness),
+        cmocka_unit_test(test_error_catalogue),
+        cmocka_unit_test(test_shortest_format),
+        cmocka_unit_test(test_fit_predict_matches_core),
+        cmocka_unit_test(test_predict_versions),
+        cmocka_unit_test(test_csv_equals_json),
+        cmocka_unit_test(test_reopen_bit_identical),
+        cmocka_unit_test(test_samples_reproducible),
+        cmocka_unit_test(test_delete_then_404),
+        cmocka_unit_test(test_methods_listing),
+        cmocka_unit_test(test_openapi_matches_file),
+        cmocka_unit_test(test_cache_capacity_one),
+        cmocka_unit_test(test_concurrent_predict),
+        cmocka_unit_test(test_kernel_json_roundtrip),
+        cmocka_unit_test(test_flat_1d_and_limits),
+        cmocka_unit_test(test_async_parse),
+        cmocka_unit_test(test_cancelled_fit_stores_nothing),
+        cmocka_unit_test(test_jobs_save_load),
+    };
+    return cmocka_run_group_tests_name("api", tests, group_setup, group_teardown);
+}
