@@ -1,0 +1,300 @@
+#include "server/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+
+enum opt_kind { OPT_LONG, OPT_STRING, OPT_ADDRESS };
+
+typedef struct opt_def {
+    const char *flag; /* without the leading "--" */
+    const char *env;
+    enum opt_kind kind;
+    size_t offset;
+    long min, max;
+    const char *help;
+} opt_def;
+
+#define OFF(f) offsetof(gp_server_config, f)
+
+static const opt_def options[] = {
+    {"bind", "GPSERVE_BIND", OPT_ADDRESS, OFF(bind), 0, 0,
+     "address to listen on (IPv4 or IPv6 literal; 0.0.0.0 in the container)"},
+    {"port", "GPSERVE_PORT", OPT_LONG, OFF(port), 0, 65535,
+     "TCP port; 0 picks a free port (the start-up line shows it)"},
+    {"db", "GPSERVE_DB", OPT_STRING, OFF(db), 0, 0, "SQLite database file"},
+    {"threads", "GPSERVE_THREADS", OPT_LONG, OFF(threads), 0, 1024,
+     "HTTP request threads; 0 = online CPUs"},
+    {"fit-workers", "GPSERVE_FIT_WORKERS", OPT_LONG, OFF(fit_workers), 1, 256,
+     "threads that run fits (fits never run on request threads)"},
+    {"queue-size", "GPSERVE_QUEUE_SIZE", OPT_LONG, OFF(queue_size), 1, 1000000,
+     "fit jobs waiting for a worker; beyond it 429 overloaded"},
+    {"max-body-mb", "GPSERVE_MAX_BODY_MB", OPT_LONG, OFF(max_body_mb), 1, 65536,
+     "largest request body in MiB; beyond it 413 payload_too_large"},
+    {"max-train-points", "GPSERVE_MAX_TRAIN_POINTS", OPT_LONG, OFF(max_train_points), 1,
+     100000000, "largest N of methods that build N x N matrices"},
+    {"max-connections", "GPSERVE_MAX_CONNECTIONS", OPT_LONG, OFF(max_connections), 1, 1000000,
+     "concurrent HTTP connections"},
+    {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
+     "seconds an idle connection is kept; 0 = never closed"},
+    {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
+     "file holding the API key; then every route but /healthz, /readyz and /metrics "
+     "needs 'Authorization: Bearer KEY'"},
+    {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
+     "fitted models kept in memory (LRU)"},
+    {"compute-threads", "GPSERVE_COMPUTE_THREADS", OPT_LONG, OFF(compute_threads), 0, 1024,
+     "threads one fit's pair loops use; 0 = all CPUs"},
+};
+
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+void gp_config_defaults(gp_server_config *cfg)
+{
+    gp_api_config api;
+    gp_api_default_config(&api);
+    memset(cfg, 0, sizeof *cfg);
+    cfg->bind = "127.0.0.1";
+    cfg->port = 8080;
+    cfg->db = api.db_path ? api.db_path : "./gpserve.db";
+    cfg->threads = 0;
+    cfg->fit_workers = 1;
+    cfg->queue_size = 16;
+    cfg->max_body_mb = 64;
+    cfg->max_train_points = api.max_train_points > 0 && api.max_train_points <= 100000000
+                                ? (long)api.max_train_points
+                                : 20000;
+    cfg->max_connections = 1024;
+    cfg->timeout = 30;
+    cfg->api_key_file = NULL;
+    cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
+                                                                         : 32;
+    cfg->compute_threads = 0;
+}
+
+int gp_parse_long(const char *s, long min, long max, long *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    const char *p = s;
+    if (*p == '+' || *p == '-')
+        p++;
+    if (*p < '0' || *p > '9')
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == NULL || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int valid_address(const char *s)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    return inet_pton(AF_INET, s, &a4) == 1 || inet_pton(AF_INET6, s, &a6) == 1;
+}
+
+/* Store value into the field of def; source names it in messages. */
+static int apply(gp_server_config *cfg, const opt_def *def, const char *value,
+                 const char *source, FILE *err)
+{
+    char *base = (char *)cfg;
+    switch (def->kind) {
+    case OPT_LONG: {
+        long v;
+        if (gp_parse_long(value, def->min, def->max, &v) != 0) {
+            fprintf(err, "gpserve: %s: '%s' is not an integer in %ld..%ld\n", source, value,
+                    def->min, def->max);
+            return -1;
+        }
+        memcpy(base + def->offset, &v, sizeof v);
+        return 0;
+    }
+    case OPT_ADDRESS:
+        if (!valid_address(value)) {
+            fprintf(err, "gpserve: %s: '%s' is not an IPv4 or IPv6 address\n", source, value);
+            return -1;
+        }
+        /* fall through */
+    case OPT_STRING:
+        if (*value == '\0') {
+            fprintf(err, "gpserve: %s: empty value\n", source);
+            return -1;
+        }
+        memcpy(base + def->offset, &value, sizeof value);
+        return 0;
+    }
+    return -1;
+}
+
+static const opt_def *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strlen(options[i].flag) == len && memcmp(options[i].flag, name, len) == 0)
+            return &options[i];
+    return NULL;
+}
+
+int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_getenv_fn getenv_fn,
+                    FILE *out, FILE *err)
+{
+    gp_config_defaults(cfg);
+    const char *prog = argc > 0 && argv[0] ? argv[0] : "gpserve";
+    /* --help wins over everything, even bad values elsewhere. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            gp_config_usage(out, prog);
+            return GP_CONFIG_HELP;
+        }
+    }
+    if (getenv_fn) {
+        for (size_t i = 0; i < N_OPTIONS; i++) {
+            const char *v = getenv_fn(options[i].env);
+            if (v == NULL || *v == '\0')
+                continue;
+            if (apply(cfg, &options[i], v, options[i].env, err) != 0)
+                return GP_CONFIG_ERROR;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            fprintf(err, "gpserve: unexpected argument '%s' (see --help)\n", a);
+            return GP_CONFIG_ERROR;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_def *def = find_flag(name, len);
+        if (def == NULL) {
+            fprintf(err, "gpserve: unknown option '--%.*s' (see --help)\n", (int)len, name);
+            return GP_CONFIG_ERROR;
+        }
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) {
+                fprintf(err, "gpserve: option '--%s' needs a value\n", def->flag);
+                return GP_CONFIG_ERROR;
+            }
+            value = argv[++i];
+        }
+        char source[64];
+        snprintf(source, sizeof source, "--%s", def->flag);
+        if (apply(cfg, def, value, source, err) != 0)
+            return GP_CONFIG_ERROR;
+    }
+    return GP_CONFIG_OK;
+}
+
+static void default_text(const gp_server_config *d, const opt_def *def, char *buf, size_t size)
+{
+    const char *base = (const char *)d;
+    if (def->kind == OPT_LONG) {
+        long v;
+        memcpy(&v, base + def->offset, sizeof v);
+        if (v == 0 && (strcmp(def->flag, "threads") == 0 ||
+                       strcmp(def->flag, "compute-threads") == 0)) {
+            long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+            snprintf(buf, size, "0 (online CPUs, here %ld)", cpus > 0 ? cpus : 1);
+        } else {
+            snprintf(buf, size, "%ld", v);
+        }
+    } else {
+        const char *s;
+        memcpy(&s, base + def->offset, sizeof s);
+        snprintf(buf, size, "%s", s ? s : "none");
+    }
+}
+
+void gp_config_usage(FILE *out, const char *prog)
+{
+    gp_server_config d;
+    gp_config_defaults(&d);
+    fprintf(out,
+            "Usage: %s [--option VALUE | --option=VALUE]...\n"
+            "gpserve: Gaussian-process models fitted and served over HTTP/JSON.\n"
+            "Every option can also be set by its environment variable; flags win.\n\n",
+            prog);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_def *def = &options[i];
+        char flag[48], dflt[64], range[64] = "";
+        snprintf(flag, sizeof flag, "--%s %s", def->flag,
+                 def->kind == OPT_LONG ? "N" : def->kind == OPT_ADDRESS ? "ADDR" : "PATH");
+        default_text(&d, def, dflt, sizeof dflt);
+        if (def->kind == OPT_LONG)
+            snprintf(range, sizeof range, ", %ld..%ld", def->min, def->max);
+        fprintf(out, "  %-26s %s\n  %-26s env %s, default %s%s\n", flag, def->help, "",
+                def->env, dflt, range);
+    }
+    fprintf(out, "  %-26s %s\n", "--help, -h", "print this help and exit");
+}
+
+char *gp_read_api_key(const char *path, char *msg, size_t msg_size)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(msg, msg_size, "cannot open API key file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 256, len = 0;
+    char *key = malloc(cap);
+    int failed = key == NULL;
+    while (!failed) {
+        if (len + 1 >= cap) {
+            if (cap >= (size_t)1 << 20) {
+                snprintf(msg, msg_size, "API key file '%s' is larger than 1 MiB", path);
+                failed = 1;
+                break;
+            }
+            char *bigger = realloc(key, cap * 2);
+            if (bigger == NULL) {
+                failed = 1;
+                snprintf(msg, msg_size, "out of memory reading '%s'", path);
+                break;
+            }
+            key = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(key + len, 1, cap - 1 - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                snprintf(msg, msg_size, "cannot read API key file '%s'", path);
+                failed = 1;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (failed) {
+        free(key);
+        return NULL;
+    }
+    while (len > 0 && (key[len - 1] == '\n' || key[len - 1] == '\r' || key[len - 1] == ' ' ||
+                       key[len - 1] == '\t'))
+        len--;
+    key[len] = '\0';
+    if (len == 0) {
+        snprintf(msg, msg_size, "API key file '%s' is empty", path);
+        free(key);
+        return NULL;
+    }
+    if (memchr(key, '\0', len) != NULL) {
+        snprintf(msg, msg_size, "API key file '%s' holds a NUL byte", path);
+        free(key);
+        return NULL;
+    }
+    return key;
+}

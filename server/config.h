@@ -1,0 +1,58 @@
+/* gpserve server: configuration from flags and environment variables.
+ *
+ * One table lists every setting with its flag, environment variable, range
+ * and default; the parser, the --help text and the tests all read it. Flags
+ * override the environment; an empty environment variable counts as unset. */
+#ifndef GP_SERVER_CONFIG_H
+#define GP_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct gp_server_config {
+    const char *bind;         /* --bind, GPSERVE_BIND: IPv4 or IPv6 literal; default 127.0.0.1 */
+    long port;                /* --port, GPSERVE_PORT: 0..65535 (0 = any free port); 8080 */
+    const char *db;           /* --db, GPSERVE_DB; "./gpserve.db" */
+    long threads;             /* --threads: HTTP threads; 0 = online CPUs */
+    long fit_workers;         /* --fit-workers: 1 */
+    long queue_size;          /* --queue-size: fit jobs waiting; 16 */
+    long max_body_mb;         /* --max-body-mb: 64 */
+    long max_train_points;    /* --max-train-points: api default (20000) */
+    long max_connections;     /* --max-connections: 1024 */
+    long timeout;             /* --timeout: idle seconds, 0 = none; 30 */
+    const char *api_key_file; /* --api-key-file: NULL = no authentication */
+    long model_cache;         /* --model-cache: api default (32) */
+    long compute_threads;     /* --compute-threads: threads of one fit; 0 = all CPUs */
+} gp_server_config;
+
+/* Result of gp_config_parse. */
+enum {
+    GP_CONFIG_OK = 0,
+    GP_CONFIG_HELP = 1, /* --help printed: exit 0 */
+    GP_CONFIG_ERROR = 2 /* message written: exit 2 */
+};
+
+typedef const char *(*gp_getenv_fn)(const char *name);
+
+/* Defaults (the api's from gp_api_default_config). */
+void gp_config_defaults(gp_server_config *cfg);
+
+/* Fill cfg from defaults, then environment (getenv_fn; NULL = none), then
+ * argv[1..argc). Strings point into argv or the environment. --help / -h
+ * prints the usage to out. Errors are written to err. */
+int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_getenv_fn getenv_fn,
+                    FILE *out, FILE *err);
+
+/* The --help text. */
+void gp_config_usage(FILE *out, const char *prog);
+
+/* Parse a decimal integer in [min, max] (the whole string, optional sign, no
+ * blanks). Returns 0 and sets *out, or -1. */
+int gp_parse_long(const char *s, long min, long max, long *out);
+
+/* Read an API key file: its content with trailing whitespace (newline) cut.
+ * Returns a malloc'ed key, or NULL with a message in msg (unreadable, empty,
+ * or a NUL byte inside). */
+char *gp_read_api_key(const char *path, char *msg, size_t msg_size);
+
+#endif

@@ -1,0 +1,26 @@
+/* gpserve server: the HTTP daemon (libmicrohttpd): routing, body limits,
+ * authentication, responses, request logs, metrics, and the hand-off of fits
+ * to the fit workers (server/jobs.h). */
+#ifndef GP_SERVER_HTTP_H
+#define GP_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "server/config.h"
+
+typedef struct gp_server gp_server;
+
+/* Start listening with cfg (copied; its strings must outlive the server).
+ * api_key NULL: no authentication. Returns NULL with a message in msg. */
+gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char *api_key,
+                           char *msg, size_t msg_size);
+/* The port actually bound (useful with --port 0). */
+unsigned gp_server_port(const gp_server *srv);
+/* Graceful stop: stop accepting, cancel queued fits, ask running fits to
+ * stop, wait for the fit workers, answer suspended requests, stop the
+ * daemon, free everything (the api stays open: the caller closes it). */
+void gp_server_stop(gp_server *srv);
+
+#endif

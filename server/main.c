@@ -1,0 +1,107 @@
+/* gpserve: main(). Configuration, the api (store), the HTTP daemon, and the
+ * signal wait: SIGTERM/SIGINT are blocked in every thread and taken by
+ * sigwait here, then the server stops gracefully (server/http.c). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "core/parallel.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/util.h"
+
+static const char *env_lookup(const char *name)
+{
+    return getenv(name);
+}
+
+int main(int argc, char **argv)
+{
+    /* OpenBLAS reads OPENBLAS_THREAD_TIMEOUT only when it loads: its idle
+     * threads would otherwise spin ~0.1 s after each call and take the cores
+     * from our own threads. Set it and start again (on failure, go on). */
+    if (getenv("OPENBLAS_THREAD_TIMEOUT") == NULL) {
+        if (setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1) == 0)
+            execv("/proc/self/exe", argv);
+    }
+
+    gp_server_config cfg;
+    int rc = gp_config_parse(&cfg, argc, argv, env_lookup, stdout, stderr);
+    if (rc == GP_CONFIG_HELP)
+        return 0;
+    if (rc != GP_CONFIG_OK)
+        return 2;
+
+    char *api_key = NULL;
+    if (cfg.api_key_file) {
+        char msg[512];
+        api_key = gp_read_api_key(cfg.api_key_file, msg, sizeof msg);
+        if (api_key == NULL) {
+            fprintf(stderr, "gpserve: %s\n", msg);
+            return 2;
+        }
+    }
+    gp_parallel_set_threads((int)cfg.compute_threads);
+
+    /* Signals: SIGTERM/SIGINT go to sigwait below, in no other thread; threads
+     * created from here on inherit the mask. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &stop_signals, NULL) != 0) {
+        fprintf(stderr, "gpserve: cannot block SIGTERM/SIGINT\n");
+        free(api_key);
+        return 1;
+    }
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, NULL);
+
+    gp_api_config acfg;
+    gp_api_default_config(&acfg);
+    acfg.db_path = cfg.db;
+    acfg.max_train_points = (size_t)cfg.max_train_points;
+    acfg.model_cache = (size_t)cfg.model_cache;
+    gp_api *api = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    if (gp_api_open(&acfg, &api, &err) != 0 || api == NULL) {
+        gp_log("gpserve: cannot open the database '%s': %s", cfg.db, err.message);
+        free(api_key);
+        return 1;
+    }
+
+    char msg[512];
+    gp_server *srv = gp_server_start(&cfg, api, api_key, msg, sizeof msg);
+    if (srv == NULL) {
+        gp_log("gpserve: %s", msg);
+        gp_api_close(api);
+        free(api_key);
+        return 1;
+    }
+    const char *open_b = strchr(cfg.bind, ':') ? "[" : "";
+    const char *close_b = strchr(cfg.bind, ':') ? "]" : "";
+    gp_log("gpserve: db %s, %ld HTTP threads (0 = CPUs), %ld fit workers, queue %ld, "
+           "body cap %ld MiB, timeout %ld s, max connections %ld, auth %s",
+           cfg.db, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
+           cfg.max_connections, api_key ? "on" : "off");
+    gp_log("gpserve listening on %s%s%s:%u", open_b, cfg.bind, close_b, gp_server_port(srv));
+
+    int sig = 0;
+    for (;;) {
+        if (sigwait(&stop_signals, &sig) == 0)
+            break;
+    }
+    gp_log("gpserve: %s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    gp_server_stop(srv);
+    gp_api_close(api);
+    free(api_key);
+    gp_log("gpserve: stopped");
+    return 0;
+}

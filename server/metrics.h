@@ -1,0 +1,32 @@
+/* gpserve server: counters and histograms for /metrics (Prometheus text
+ * exposition format 0.0.4). Thread-safe: one mutex, taken briefly per update. */
+#ifndef GP_SERVER_METRICS_H
+#define GP_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/route.h"
+
+typedef struct gp_metrics gp_metrics;
+
+gp_metrics *gp_metrics_new(void);
+void gp_metrics_free(gp_metrics *m);
+
+/* One finished request: route pattern, HTTP method, status, duration. */
+void gp_metrics_request(gp_metrics *m, gp_route_id route, const char *method, int status,
+                        double seconds);
+/* One finished fit: outcome "succeeded", "failed" or "cancelled". */
+void gp_metrics_fit(gp_metrics *m, const char *method, const char *outcome, double seconds);
+
+/* Figures that live elsewhere, sampled when /metrics is read. */
+typedef struct gp_metrics_gauges {
+    size_t jobs_queued, jobs_running;
+    size_t models_loaded;
+    uint64_t jitter_escalations, variance_clamps;
+} gp_metrics_gauges;
+
+/* The exposition text (malloc'ed, *len bytes), or NULL when out of memory. */
+char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len);
+
+#endif

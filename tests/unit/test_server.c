@@ -1,0 +1,870 @@
+/* Unit tests for the pure parts of server/: route matching, configuration
+ * parsing, constant-time comparison and token parsing, percent-decoding,
+ * the metrics text, and the fit queue (with fake fit jobs instead of the
+ * api's, so no fit runs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/config.h"
+#include "server/jobs.h"
+#include "server/metrics.h"
+#include "server/route.h"
+#include "server/util.h"
+
+/* ---- routes ---- */
+
+static void test_route_static(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    assert_int_equal(gp_route_match_path("/healthz", &m), GP_ROUTE_HEALTHZ);
+    assert_int_equal(gp_route_match_path("/readyz", &m), GP_ROUTE_READYZ);
+    assert_int_equal(gp_route_match_path("/metrics", &m), GP_ROUTE_METRICS);
+    assert_int_equal(gp_route_match_path("/openapi.yaml", &m), GP_ROUTE_OPENAPI);
+    assert_int_equal(gp_route_match_path("/v1/methods", &m), GP_ROUTE_METHODS);
+    assert_int_equal(gp_route_match_path("/v1/models", &m), GP_ROUTE_MODELS);
+    assert_int_equal(gp_route_match_path("/v1/models?name=a&method=exact", &m), GP_ROUTE_MODELS);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+}
+
+static void test_route_unknown(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    const char *bad[] = {"",          "healthz",        "/",          "/healthz/",
+                         "/HEALTHZ",  "/v1",            "/v2/models", "/v1/model",
+                         "/v1/jobs",  "/v1/models/a/b", "/v1/models/a/versions",
+                         "/v1/models/a/versions/1/x",   "/v1/jobs/a/b",
+                         "/v1/models/a/predict/x/y/z/w", "/metrics/x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gp_route_match_path(bad[i], &m), GP_ROUTE_NONE);
+        assert_int_equal(m.route, GP_ROUTE_NONE);
+    }
+    assert_int_equal(gp_route_match_path(NULL, &m), GP_ROUTE_NONE);
+}
+
+static void test_route_names(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    assert_int_equal(gp_route_match_path("/v1/models/concrete", &m), GP_ROUTE_MODEL);
+    assert_string_equal(m.name, "concrete");
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_int_equal(gp_route_match_path("/v1/models/a.b_c-9/predict", &m), GP_ROUTE_PREDICT);
+    assert_string_equal(m.name, "a.b_c-9");
+    assert_int_equal(gp_route_match_path("/v1/models/x/sample", &m), GP_ROUTE_SAMPLE);
+    assert_int_equal(gp_route_match_path("/v1/models/x/observe", &m), GP_ROUTE_OBSERVE);
+    /* percent-decoded before validation */
+    assert_int_equal(gp_route_match_path("/v1/models/%41bc", &m), GP_ROUTE_MODEL);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_string_equal(m.name, "Abc");
+    /* invalid names: matched route, parameter error */
+    const char *bad[] = {"/v1/models/a%20b",   "/v1/models/a%2Fb/predict", "/v1/models/%zz",
+                         "/v1/models/a%00b",   "/v1/models/",              "/v1/models/%",
+                         "/v1/models/a+b",     "/v1/models/%C3%A9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_not_equal(gp_route_match_path(bad[i], &m), GP_ROUTE_NONE);
+        assert_int_equal(m.param_error, GP_PARAM_BAD_NAME);
+    }
+    char long_name[100] = "/v1/models/";
+    memset(long_name + 11, 'a', 64);
+    assert_int_equal(gp_route_match_path(long_name, &m), GP_ROUTE_MODEL);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    strcat(long_name, "a");
+    assert_int_equal(gp_route_match_path(long_name, &m), GP_ROUTE_MODEL);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_NAME);
+}
+
+static void test_route_versions_and_jobs(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    assert_int_equal(gp_route_match_path("/v1/models/m/versions/3", &m), GP_ROUTE_MODEL_VERSION);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_int_equal(m.version, 3);
+    assert_string_equal(m.name, "m");
+    assert_int_equal(gp_route_match_path("/v1/models/m/versions/2147483647", &m),
+                     GP_ROUTE_MODEL_VERSION);
+    assert_int_equal(m.version, 2147483647);
+    const char *bad[] = {"/v1/models/m/versions/0", "/v1/models/m/versions/-1",
+                         "/v1/models/m/versions/x", "/v1/models/m/versions/",
+                         "/v1/models/m/versions/2147483648", "/v1/models/m/versions/1.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gp_route_match_path(bad[i], &m), GP_ROUTE_MODEL_VERSION);
+        assert_int_equal(m.param_error, GP_PARAM_BAD_VERSION);
+    }
+    /* a bad name is reported before the version */
+    assert_int_equal(gp_route_match_path("/v1/models/a%20/versions/x", &m),
+                     GP_ROUTE_MODEL_VERSION);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_NAME);
+
+    assert_int_equal(gp_route_match_path("/v1/jobs/0123456789abcdef0123456789abcdef", &m),
+                     GP_ROUTE_JOB);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_string_equal(m.id, "0123456789abcdef0123456789abcdef");
+    assert_int_equal(gp_route_match_path("/v1/jobs/a!b", &m), GP_ROUTE_JOB);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_ID);
+    char long_id[80] = "/v1/jobs/";
+    memset(long_id + 9, 'a', 40);
+    assert_int_equal(gp_route_match_path(long_id, &m), GP_ROUTE_JOB);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_ID);
+}
+
+static void test_route_table(void **state)
+{
+    (void)state;
+    assert_int_equal(gp_verb_of("GET"), GP_VERB_GET);
+    assert_int_equal(gp_verb_of("POST"), GP_VERB_POST);
+    assert_int_equal(gp_verb_of("DELETE"), GP_VERB_DELETE);
+    assert_int_equal(gp_verb_of("PUT"), GP_VERB_OTHER);
+    assert_int_equal(gp_verb_of("get"), GP_VERB_OTHER);
+    assert_int_equal(gp_verb_of(NULL), GP_VERB_OTHER);
+
+    assert_string_equal(gp_route_allow(GP_ROUTE_MODELS), "GET, POST");
+    assert_string_equal(gp_route_allow(GP_ROUTE_MODEL), "GET, DELETE");
+    assert_string_equal(gp_route_allow(GP_ROUTE_JOB), "GET, DELETE");
+    assert_string_equal(gp_route_allow(GP_ROUTE_PREDICT), "POST");
+    assert_string_equal(gp_route_allow(GP_ROUTE_HEALTHZ), "GET");
+    assert_true(gp_route_verbs(GP_ROUTE_MODELS) & GP_VERB_POST);
+    assert_false(gp_route_verbs(GP_ROUTE_PREDICT) & GP_VERB_GET);
+    assert_int_equal(gp_route_verbs(GP_ROUTE_NONE), 0);
+
+    assert_string_equal(gp_route_pattern(GP_ROUTE_PREDICT), "/v1/models/{name}/predict");
+    assert_string_equal(gp_route_pattern(GP_ROUTE_MODEL_VERSION),
+                        "/v1/models/{name}/versions/{v}");
+    assert_string_equal(gp_route_pattern(GP_ROUTE_JOB), "/v1/jobs/{id}");
+    assert_string_equal(gp_route_pattern(GP_ROUTE_NONE), "unmatched");
+
+    assert_false(gp_route_needs_auth(GP_ROUTE_HEALTHZ));
+    assert_false(gp_route_needs_auth(GP_ROUTE_READYZ));
+    assert_false(gp_route_needs_auth(GP_ROUTE_METRICS));
+    assert_true(gp_route_needs_auth(GP_ROUTE_OPENAPI));
+    assert_true(gp_route_needs_auth(GP_ROUTE_MODELS));
+    assert_true(gp_route_needs_auth(GP_ROUTE_JOB));
+
+    assert_int_equal(gp_route_body_types(GP_ROUTE_MODELS, GP_VERB_POST), 3);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_MODELS, GP_VERB_GET), 0);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_PREDICT, GP_VERB_POST), 1);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_JOB, GP_VERB_DELETE), 0);
+}
+
+/* ---- config ---- */
+
+static const char *env_names[8];
+static const char *env_values[8];
+static size_t env_count;
+
+static const char *fake_getenv(const char *name)
+{
+    for (size_t i = 0; i < env_count; i++)
+        if (strcmp(env_names[i], name) == 0)
+            return env_values[i];
+    return NULL;
+}
+
+static void set_env(const char *name, const char *value)
+{
+    env_names[env_count] = name;
+    env_values[env_count] = value;
+    env_count++;
+}
+
+static FILE *sink(void)
+{
+    FILE *f = fopen("/dev/null", "w");
+    assert_non_null(f);
+    return f;
+}
+
+static int parse(gp_server_config *cfg, int argc, char **argv)
+{
+    FILE *out = sink(), *err = sink();
+    int rc = gp_config_parse(cfg, argc, argv, fake_getenv, out, err);
+    fclose(out);
+    fclose(err);
+    return rc;
+}
+
+static void test_config_defaults(void **state)
+{
+    (void)state;
+    env_count = 0;
+    gp_server_config cfg;
+    char *argv[] = {"gpserve"};
+    assert_int_equal(parse(&cfg, 1, argv), GP_CONFIG_OK);
+    assert_string_equal(cfg.bind, "127.0.0.1");
+    assert_int_equal(cfg.port, 8080);
+    assert_string_equal(cfg.db, "./gpserve.db");
+    assert_int_equal(cfg.threads, 0);
+    assert_int_equal(cfg.fit_workers, 1);
+    assert_int_equal(cfg.queue_size, 16);
+    assert_int_equal(cfg.max_body_mb, 64);
+    assert_int_equal(cfg.max_connections, 1024);
+    assert_int_equal(cfg.timeout, 30);
+    assert_null(cfg.api_key_file);
+    assert_true(cfg.max_train_points > 0);
+    assert_true(cfg.model_cache > 0);
+    assert_int_equal(cfg.compute_threads, 0);
+}
+
+static void test_config_env_and_flags(void **state)
+{
+    (void)state;
+    env_count = 0;
+    set_env("GPSERVE_PORT", "9000");
+    set_env("GPSERVE_BIND", "0.0.0.0");
+    set_env("GPSERVE_FIT_WORKERS", "3");
+    set_env("GPSERVE_DB", "/tmp/env.db");
+    set_env("GPSERVE_QUEUE_SIZE", ""); /* empty: unset */
+    gp_server_config cfg;
+    char *argv[] = {"gpserve", "--port", "0", "--db=/tmp/flag.db", "--max-body-mb", "2",
+                    "--api-key-file", "/tmp/key", "--timeout=0", "--bind", "::1"};
+    assert_int_equal(parse(&cfg, 11, argv), GP_CONFIG_OK);
+    assert_int_equal(cfg.port, 0);            /* flag over env */
+    assert_string_equal(cfg.db, "/tmp/flag.db");
+    assert_string_equal(cfg.bind, "::1");
+    assert_int_equal(cfg.fit_workers, 3);     /* env */
+    assert_int_equal(cfg.queue_size, 16);     /* default */
+    assert_int_equal(cfg.max_body_mb, 2);
+    assert_int_equal(cfg.timeout, 0);
+    assert_string_equal(cfg.api_key_file, "/tmp/key");
+    env_count = 0;
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    env_count = 0;
+    gp_server_config cfg;
+    char *cases[][3] = {
+        {"gpserve", "--port", "abc"},       {"gpserve", "--port", "65536"},
+        {"gpserve", "--port", "-1"},        {"gpserve", "--port", "80x"},
+        {"gpserve", "--port", ""},          {"gpserve", "--fit-workers", "0"},
+        {"gpserve", "--threads", "1e3"},    {"gpserve", "--bind", "localhost"},
+        {"gpserve", "--nope", "1"},         {"gpserve", "positional", "1"},
+        {"gpserve", "--max-body-mb", " 5"}, {"gpserve", "--db", ""},
+        {"gpserve", "--queue-size", "99999999999999999999"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(parse(&cfg, 3, cases[i]), GP_CONFIG_ERROR);
+    char *missing[] = {"gpserve", "--port"};
+    assert_int_equal(parse(&cfg, 2, missing), GP_CONFIG_ERROR);
+    set_env("GPSERVE_TIMEOUT", "soon");
+    char *none[] = {"gpserve"};
+    assert_int_equal(parse(&cfg, 1, none), GP_CONFIG_ERROR);
+    /* --help wins, even with a bad value around */
+    char *help[] = {"gpserve", "--port", "abc", "--help"};
+    assert_int_equal(parse(&cfg, 4, help), GP_CONFIG_HELP);
+    env_count = 0;
+    char *h[] = {"gpserve", "-h"};
+    assert_int_equal(parse(&cfg, 2, h), GP_CONFIG_HELP);
+}
+
+static void test_config_help_text(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    gp_config_usage(f, "gpserve");
+    fclose(f);
+    const char *expect[] = {"--port",          "GPSERVE_PORT",        "--bind",
+                            "GPSERVE_BIND",    "--db",                "GPSERVE_DB",
+                            "--threads",       "GPSERVE_THREADS",     "--fit-workers",
+                            "--queue-size",    "GPSERVE_QUEUE_SIZE",  "--max-body-mb",
+                            "--max-train-points", "GPSERVE_MAX_TRAIN_POINTS",
+                            "--max-connections", "GPSERVE_MAX_CONNECTIONS", "--timeout",
+                            "GPSERVE_TIMEOUT", "--api-key-file",      "GPSERVE_API_KEY_FILE",
+                            "--model-cache",   "GPSERVE_MODEL_CACHE", "--compute-threads",
+                            "default 8080",    "--help"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        assert_non_null(strstr(buf, expect[i]));
+    free(buf);
+}
+
+static void test_parse_long(void **state)
+{
+    (void)state;
+    long v = 0;
+    assert_int_equal(gp_parse_long("42", 0, 100, &v), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(gp_parse_long("+7", 0, 100, &v), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(gp_parse_long("101", 0, 100, &v), -1);
+    assert_int_equal(gp_parse_long("4 2", 0, 100, &v), -1);
+    assert_int_equal(gp_parse_long("0x10", 0, 100, &v), -1);
+    assert_int_equal(gp_parse_long(NULL, 0, 100, &v), -1);
+    assert_int_equal(gp_parse_long("-", 0, 100, &v), -1);
+}
+
+static void test_api_key_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gpserve_keyXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "s3cret\r\n", 8), 8);
+    close(fd);
+    char msg[256];
+    char *key = gp_read_api_key(path, msg, sizeof msg);
+    assert_non_null(key);
+    assert_string_equal(key, "s3cret");
+    free(key);
+    FILE *f = fopen(path, "w");
+    fputs("\n", f);
+    fclose(f);
+    assert_null(gp_read_api_key(path, msg, sizeof msg));
+    assert_non_null(strstr(msg, "empty"));
+    unlink(path);
+    assert_null(gp_read_api_key(path, msg, sizeof msg));
+}
+
+/* ---- auth helpers ---- */
+
+static void test_ct_equal(void **state)
+{
+    (void)state;
+    assert_true(gp_ct_equal("abc", 3, "abc", 3));
+    assert_false(gp_ct_equal("abc", 3, "abd", 3));
+    assert_false(gp_ct_equal("abc", 3, "abcd", 4));
+    assert_false(gp_ct_equal("abcd", 4, "abc", 3));
+    assert_false(gp_ct_equal("", 0, "a", 1));
+    assert_true(gp_ct_equal("", 0, "", 0));
+    /* a NUL-padded prefix must not pass */
+    assert_false(gp_ct_equal("ab\0", 3, "ab", 2));
+    assert_false(gp_ct_equal("xbc", 3, "abc", 3));
+}
+
+static void test_bearer(void **state)
+{
+    (void)state;
+    const char *tok;
+    size_t n;
+    assert_true(gp_bearer_token("Bearer abc", &tok, &n));
+    assert_int_equal(n, 3);
+    assert_memory_equal(tok, "abc", 3);
+    assert_true(gp_bearer_token("  bearer   k-1  ", &tok, &n));
+    assert_int_equal(n, 3);
+    assert_memory_equal(tok, "k-1", 3);
+    assert_false(gp_bearer_token(NULL, &tok, &n));
+    assert_false(gp_bearer_token("Basic abc", &tok, &n));
+    assert_false(gp_bearer_token("Bearer", &tok, &n));
+    assert_false(gp_bearer_token("Bearer   ", &tok, &n));
+    assert_false(gp_bearer_token("Bearerabc", &tok, &n));
+}
+
+static void test_percent_decode_and_media(void **state)
+{
+    (void)state;
+    char out[16];
+    assert_int_equal(gp_percent_decode("a%20b", 5, out, sizeof out), 3);
+    assert_string_equal(out, "a b");
+    assert_int_equal(gp_percent_decode("a+b", 3, out, sizeof out), 3);
+    assert_string_equal(out, "a+b");
+    assert_int_equal(gp_percent_decode("%4a%4A", 6, out, sizeof out), 2);
+    assert_string_equal(out, "JJ");
+    assert_int_equal(gp_percent_decode("%4", 2, out, sizeof out), -1);
+    assert_int_equal(gp_percent_decode("%g0", 3, out, sizeof out), -1);
+    assert_int_equal(gp_percent_decode("%00", 3, out, sizeof out), -1);
+    assert_int_equal(gp_percent_decode("abcd", 4, out, 4), -1);
+    assert_int_equal(gp_percent_decode("abc", 3, out, 4), 3);
+
+    assert_true(gp_media_type_is("application/json", "application/json"));
+    assert_true(gp_media_type_is("Application/JSON; charset=utf-8", "application/json"));
+    assert_true(gp_media_type_is(" text/csv ;header=present", "text/csv"));
+    assert_false(gp_media_type_is("application/jsonx", "application/json"));
+    assert_false(gp_media_type_is("text/plain", "text/csv"));
+    assert_false(gp_media_type_is(NULL, "text/csv"));
+}
+
+static void test_job_id_and_json_scan(void **state)
+{
+    (void)state;
+    char a[33], b[33];
+    gp_job_id_generate(a);
+    gp_job_id_generate(b);
+    assert_int_equal(strlen(a), 32);
+    assert_int_equal(strspn(a, "0123456789abcdef"), 32);
+    assert_string_not_equal(a, b);
+
+    const char *body = "{\"error\":{\"code\":\"invalid_data\",\"message\":\"y[3] is \\\"NaN\\\" "
+                       "\\u00e9\\ud83d\\ude00\",\"field\":\"y[3]\"}}";
+    char msg[64];
+    assert_true(gp_json_find_string(body, strlen(body), "message", msg, sizeof msg));
+    assert_string_equal(msg, "y[3] is \"NaN\" \xc3\xa9\xf0\x9f\x98\x80");
+    assert_true(gp_json_find_string(body, strlen(body), "field", msg, sizeof msg));
+    assert_string_equal(msg, "y[3]");
+    assert_false(gp_json_find_string(body, strlen(body), "nope", msg, sizeof msg));
+    assert_string_equal(msg, "");
+    char tiny[5];
+    assert_true(gp_json_find_string(body, strlen(body), "code", tiny, sizeof tiny));
+    assert_string_equal(tiny, "inva");
+}
+
+/* ---- metrics ---- */
+
+static void test_metrics_render(void **state)
+{
+    (void)state;
+    gp_metrics *m = gp_metrics_new();
+    assert_non_null(m);
+    gp_metrics_request(m, GP_ROUTE_PREDICT, "POST", 200, 0.003);
+    gp_metrics_request(m, GP_ROUTE_PREDICT, "POST", 200, 0.3);
+    gp_metrics_request(m, GP_ROUTE_PREDICT, "POST", 422, 0.0001);
+    gp_metrics_request(m, GP_ROUTE_NONE, "BREW", 404, 20);
+    gp_metrics_fit(m, "exact", "succeeded", 1.5);
+    gp_metrics_fit(m, "exact", "cancelled", 0.5);
+    gp_metrics_gauges g = {2, 1, 3, 4, 5};
+    size_t len = 0;
+    char *text = gp_metrics_render(m, &g, &len);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    const char *expect[] = {
+        "gpserve_http_requests_total{route=\"/v1/models/{name}/predict\",method=\"POST\","
+        "status=\"200\"} 2\n",
+        "gpserve_http_requests_total{route=\"/v1/models/{name}/predict\",method=\"POST\","
+        "status=\"422\"} 1\n",
+        "gpserve_http_requests_total{route=\"unmatched\",method=\"other\",status=\"404\"} 1\n",
+        "# TYPE gpserve_http_request_duration_seconds histogram\n",
+        "gpserve_http_request_duration_seconds_bucket{route=\"/v1/models/{name}/predict\","
+        "le=\"0.0005\"} 1\n",
+        "gpserve_http_request_duration_seconds_bucket{route=\"/v1/models/{name}/predict\","
+        "le=\"0.005\"} 2\n",
+        "gpserve_http_request_duration_seconds_bucket{route=\"/v1/models/{name}/predict\","
+        "le=\"0.5\"} 3\n",
+        "gpserve_http_request_duration_seconds_bucket{route=\"/v1/models/{name}/predict\","
+        "le=\"+Inf\"} 3\n",
+        "gpserve_http_request_duration_seconds_count{route=\"/v1/models/{name}/predict\"} 3\n",
+        "gpserve_http_request_duration_seconds_bucket{route=\"unmatched\",le=\"10\"} 0\n",
+        "gpserve_http_request_duration_seconds_bucket{route=\"unmatched\",le=\"+Inf\"} 1\n",
+        "gpserve_fits_total{method=\"exact\",outcome=\"succeeded\"} 1\n",
+        "gpserve_fits_total{method=\"exact\",outcome=\"cancelled\"} 1\n",
+        "gpserve_fits_total{method=\"exact\",outcome=\"failed\"} 0\n",
+        "gpserve_fit_seconds_total{method=\"exact\"} 2\n",
+        "gpserve_jobs_queued 2\n",
+        "gpserve_jobs_running 1\n",
+        "gpserve_models_loaded 3\n",
+        "gpserve_jitter_escalations_total 4\n",
+        "gpserve_variance_clamps_total 5\n",
+    };
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        if (strstr(text, expect[i]) == NULL)
+            fail_msg("missing from /metrics: %s\n---\n%s", expect[i], text);
+    }
+    free(text);
+    gp_metrics_free(m);
+}
+
+/* ---- the fit queue, with fake fit jobs ---- */
+
+typedef struct fake_fit {
+    char name[16];
+    int iterations; /* progress calls before finishing */
+    int rc;         /* result when not cancelled */
+    int *freed;
+} fake_fit;
+
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
+static int fake_gate_open = 1; /* fits wait while 0 */
+static int fake_started;
+static int fake_saves;
+static char fake_last_status[16];
+
+static int fake_run(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
+                    gp_response *out, double *fit_seconds)
+{
+    (void)api;
+    fake_fit *f = (fake_fit *)job;
+    pthread_mutex_lock(&fake_lock);
+    fake_started++;
+    pthread_cond_broadcast(&fake_cond);
+    pthread_mutex_unlock(&fake_lock);
+    for (int i = 0; i < f->iterations; i++) {
+        pthread_mutex_lock(&fake_lock);
+        while (!fake_gate_open)
+            pthread_cond_wait(&fake_cond, &fake_lock);
+        pthread_mutex_unlock(&fake_lock);
+        if (progress(ctx, i + 1, f->iterations, -1.0 * i)) {
+            gp_api_fail(out, GP_ECANCELLED, NULL, "cancelled");
+            return GP_ECANCELLED;
+        }
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    *fit_seconds = 0.01;
+    if (f->rc != 0) {
+        gp_api_fail(out, f->rc, "X[0]", "bad \"data\"");
+        return f->rc;
+    }
+    out->status = 201;
+    out->content_type = "application/json";
+    out->body = strdup("{\"name\":\"m\",\"version\":1}");
+    out->body_len = strlen(out->body);
+    return 0;
+}
+
+static void fake_free(gp_fit_job *job)
+{
+    fake_fit *f = (fake_fit *)job;
+    if (f->freed)
+        (*f->freed)++;
+    free(f);
+}
+
+static const char *fake_name(const gp_fit_job *job)
+{
+    return ((const fake_fit *)job)->name;
+}
+
+static const char *fake_method(const gp_fit_job *job)
+{
+    (void)job;
+    return "exact";
+}
+
+static int fake_max_iterations(const gp_fit_job *job)
+{
+    return ((const fake_fit *)job)->iterations;
+}
+
+static int fake_save(gp_api *api, const gp_job_info *job, gp_error *err)
+{
+    (void)api;
+    (void)err;
+    pthread_mutex_lock(&fake_lock);
+    fake_saves++;
+    snprintf(fake_last_status, sizeof fake_last_status, "%s", job->status);
+    pthread_mutex_unlock(&fake_lock);
+    return 0;
+}
+
+static int fake_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err)
+{
+    (void)api;
+    memset(job, 0, sizeof *job);
+    if (strcmp(id, "elsewhere") == 0) {
+        snprintf(job->id, sizeof job->id, "%s", id);
+        job->status = "succeeded";
+        return 0;
+    }
+    return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
+}
+
+static const gp_fit_ops fake_ops = {fake_run,  fake_free, fake_name,     fake_method,
+                                    fake_max_iterations, fake_save, fake_load};
+
+static gp_fit_job *fake_job(const char *name, int iterations, int rc, int *freed)
+{
+    fake_fit *f = calloc(1, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->iterations = iterations;
+    f->rc = rc;
+    f->freed = freed;
+    return (gp_fit_job *)f;
+}
+
+static int response_has(const gp_response *res, const char *text)
+{
+    if (res->body == NULL)
+        return 0;
+    char *s = strndup(res->body, res->body_len);
+    int found = strstr(s, text) != NULL;
+    free(s);
+    return found;
+}
+
+static void test_jobs_queue_without_workers(void **state)
+{
+    (void)state;
+    int freed = 0;
+    gp_metrics *m = gp_metrics_new();
+    gp_jobs *js = gp_jobs_new(NULL, 2, 1, m, &fake_ops);
+    assert_non_null(js);
+    char id1[40], id2[40], id3[40];
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("a", 3, 0, &freed), id1, sizeof id1), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("b", 3, 0, &freed), id2, sizeof id2), 0);
+    gp_fit_job *third = fake_job("c", 3, 0, &freed);
+    assert_int_equal(gp_jobs_submit_async(js, third, id3, sizeof id3), GP_EOVERLOADED);
+    assert_int_equal(gp_jobs_submit_sync(js, third, NULL, NULL, NULL), GP_EOVERLOADED);
+    fake_free(third); /* still ours after a refusal */
+    assert_int_equal(freed, 1);
+    assert_int_equal(strlen(id1), 32);
+    assert_string_not_equal(id1, id2);
+    size_t queued, running;
+    gp_jobs_counts(js, &queued, &running);
+    assert_int_equal(queued, 2);
+    assert_int_equal(running, 0);
+
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_jobs_get(js, id1, &res);
+    assert_int_equal(res.status, 200);
+    assert_true(response_has(&res, "\"queued\""));
+    gp_response_free(&res);
+
+    /* cancel a queued job: removed, cancelled, its fit freed */
+    gp_jobs_cancel(js, id1, &res);
+    assert_int_equal(res.status, 200);
+    assert_true(response_has(&res, "\"cancelled\""));
+    gp_response_free(&res);
+    assert_int_equal(freed, 2);
+    gp_jobs_counts(js, &queued, &running);
+    assert_int_equal(queued, 1);
+    pthread_mutex_lock(&fake_lock);
+    assert_string_equal(fake_last_status, "cancelled");
+    pthread_mutex_unlock(&fake_lock);
+    /* cancelling again: already finished */
+    gp_jobs_cancel(js, id1, &res);
+    assert_int_equal(res.status, 409);
+    gp_response_free(&res);
+
+    /* unknown: the store says 404; another daemon's finished job: 200 / 409 */
+    gp_jobs_get(js, "nosuchjob", &res);
+    assert_int_equal(res.status, 404);
+    gp_response_free(&res);
+    gp_jobs_cancel(js, "nosuchjob", &res);
+    assert_int_equal(res.status, 404);
+    gp_response_free(&res);
+    gp_jobs_get(js, "elsewhere", &res);
+    assert_int_equal(res.status, 200);
+    gp_response_free(&res);
+    gp_jobs_cancel(js, "elsewhere", &res);
+    assert_int_equal(res.status, 409);
+    gp_response_free(&res);
+
+    /* a freed slot takes a new job */
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("d", 3, 0, &freed), id3, sizeof id3), 0);
+    gp_jobs_shutdown(js); /* cancels the two queued ones */
+    assert_int_equal(freed, 4);
+    gp_jobs_get(js, id2, &res);
+    assert_true(response_has(&res, "\"cancelled\""));
+    gp_response_free(&res);
+    char id4[40];
+    gp_fit_job *late = fake_job("e", 1, 0, &freed);
+    assert_int_equal(gp_jobs_submit_async(js, late, id4, sizeof id4), GP_ENOTREADY);
+    assert_int_equal(freed, 4);
+    fake_free(late);
+    gp_jobs_free(js);
+    gp_metrics_free(m);
+}
+
+typedef struct sync_result {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int before, done;
+    gp_response res;
+} sync_result;
+
+static void sync_before(void *cookie)
+{
+    sync_result *r = cookie;
+    r->before++; /* called under the queue lock */
+}
+
+static void sync_done(void *cookie, gp_response *res)
+{
+    sync_result *r = cookie;
+    pthread_mutex_lock(&r->lock);
+    r->res = *res;
+    memset(res, 0, sizeof *res);
+    r->done++;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void wait_status(gp_jobs *js, const char *id, const char *status)
+{
+    char want[40];
+    snprintf(want, sizeof want, "\"status\":\"%s\"", status);
+    for (int i = 0; i < 5000; i++) {
+        gp_response res;
+        memset(&res, 0, sizeof res);
+        gp_jobs_get(js, id, &res);
+        int ok = response_has(&res, want);
+        gp_response_free(&res);
+        if (ok)
+            return;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("job %s never reached %s", id, status);
+}
+
+static void test_jobs_with_workers(void **state)
+{
+    (void)state;
+    int freed = 0;
+    fake_started = 0;
+    gp_metrics *m = gp_metrics_new();
+    gp_jobs *js = gp_jobs_new(NULL, 4, 1, m, &fake_ops);
+    assert_int_equal(gp_jobs_start(js), 0);
+
+    /* a synchronous fit completes through the callback */
+    sync_result r;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.cond, NULL);
+    assert_int_equal(gp_jobs_submit_sync(js, fake_job("s", 2, 0, &freed), sync_before, sync_done,
+                                         &r),
+                     0);
+    pthread_mutex_lock(&r.lock);
+    while (!r.done)
+        pthread_cond_wait(&r.cond, &r.lock);
+    pthread_mutex_unlock(&r.lock);
+    assert_int_equal(r.before, 1);
+    assert_int_equal(r.res.status, 201);
+    gp_response_free(&r.res);
+
+    /* async: success, failure */
+    char ok_id[40], bad_id[40], slow_id[40], queued_id[40];
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("ok", 2, 0, &freed), ok_id, 40), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("bad", 1, GP_EDATA, &freed), bad_id, 40),
+                     0);
+    wait_status(js, ok_id, "succeeded");
+    wait_status(js, bad_id, "failed");
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_jobs_get(js, ok_id, &res);
+    assert_true(response_has(&res, "\"model\""));
+    gp_response_free(&res);
+    gp_jobs_get(js, bad_id, &res);
+    assert_true(response_has(&res, "invalid_data"));
+    assert_true(response_has(&res, "bad \\\"data\\\""));
+    gp_response_free(&res);
+
+    /* a running job is cancelled through the progress callback */
+    pthread_mutex_lock(&fake_lock);
+    fake_gate_open = 0;
+    int started = fake_started;
+    pthread_mutex_unlock(&fake_lock);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("slow", 1000000, 0, &freed), slow_id, 40),
+                     0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("q", 5, 0, &freed), queued_id, 40), 0);
+    pthread_mutex_lock(&fake_lock);
+    while (fake_started == started)
+        pthread_cond_wait(&fake_cond, &fake_lock);
+    pthread_mutex_unlock(&fake_lock);
+    wait_status(js, slow_id, "running");
+    gp_jobs_cancel(js, slow_id, &res);
+    assert_int_equal(res.status, 202);
+    gp_response_free(&res);
+    pthread_mutex_lock(&fake_lock);
+    fake_gate_open = 1;
+    pthread_cond_broadcast(&fake_cond);
+    pthread_mutex_unlock(&fake_lock);
+    wait_status(js, slow_id, "cancelled");
+    wait_status(js, queued_id, "succeeded");
+    gp_jobs_cancel(js, queued_id, &res);
+    assert_int_equal(res.status, 409);
+    gp_response_free(&res);
+
+    size_t queued, running;
+    gp_jobs_counts(js, &queued, &running);
+    assert_int_equal(queued, 0);
+    assert_int_equal(running, 0);
+
+    /* shutdown stops a running fit; a queued synchronous one gets 503 */
+    pthread_mutex_lock(&fake_lock);
+    started = fake_started;
+    pthread_mutex_unlock(&fake_lock);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("long", 1000000, 0, &freed), slow_id, 40),
+                     0);
+    pthread_mutex_lock(&fake_lock);
+    while (fake_started == started)
+        pthread_cond_wait(&fake_cond, &fake_lock);
+    pthread_mutex_unlock(&fake_lock);
+    memset(&r.res, 0, sizeof r.res);
+    r.done = 0;
+    assert_int_equal(gp_jobs_submit_sync(js, fake_job("s2", 2, 0, &freed), sync_before, sync_done,
+                                         &r),
+                     0);
+    gp_jobs_shutdown(js);
+    assert_int_equal(r.done, 1);
+    assert_int_equal(r.res.status, 503);
+    gp_response_free(&r.res);
+    wait_status(js, slow_id, "cancelled");
+    assert_int_equal(freed, 7);
+    pthread_mutex_lock(&fake_lock);
+    assert_true(fake_saves > 0);
+    pthread_mutex_unlock(&fake_lock);
+
+    size_t len;
+    gp_metrics_gauges g = {0, 0, 0, 0, 0};
+    char *text = gp_metrics_render(m, &g, &len);
+    assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"succeeded\"} 3"));
+    assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"failed\"} 1"));
+    assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"cancelled\"} 3"));
+    free(text);
+    gp_jobs_free(js);
+    gp_metrics_free(m);
+    pthread_mutex_destroy(&r.lock);
+    pthread_cond_destroy(&r.cond);
+}
+
+/* Finished jobs beyond the in-memory limit are answered from the store. */
+static void test_jobs_eviction(void **state)
+{
+    (void)state;
+    int freed = 0;
+    gp_jobs *js = gp_jobs_new(NULL, 1, 1, NULL, &fake_ops);
+    char first[40] = "", last[40] = "";
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    for (int i = 0; i < 1100; i++) {
+        char id[40];
+        assert_int_equal(gp_jobs_submit_async(js, fake_job("x", 1, 0, &freed), id, sizeof id), 0);
+        gp_jobs_cancel(js, id, &res);
+        assert_int_equal(res.status, 200);
+        gp_response_free(&res);
+        if (i == 0)
+            memcpy(first, id, sizeof id);
+        memcpy(last, id, sizeof id);
+    }
+    assert_int_equal(freed, 1100);
+    gp_jobs_get(js, last, &res);
+    assert_int_equal(res.status, 200);
+    gp_response_free(&res);
+    gp_jobs_get(js, first, &res); /* evicted: the (fake) store does not know it */
+    assert_int_equal(res.status, 404);
+    gp_response_free(&res);
+    gp_jobs_shutdown(js);
+    gp_jobs_free(js);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_route_static),
+        cmocka_unit_test(test_route_unknown),
+        cmocka_unit_test(test_route_names),
+        cmocka_unit_test(test_route_versions_and_jobs),
+        cmocka_unit_test(test_route_table),
+        cmocka_unit_test(test_config_defaults),
+        cmocka_unit_test(test_config_env_and_flags),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_help_text),
+        cmocka_unit_test(test_parse_long),
+        cmocka_unit_test(test_api_key_file),
+        cmocka_unit_test(test_ct_equal),
+        cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_percent_decode_and_media),
+        cmocka_unit_test(test_job_id_and_json_scan),
+        cmocka_unit_test(test_metrics_render),
+        cmocka_unit_test(test_jobs_queue_without_workers),
+        cmocka_unit_test(test_jobs_with_workers),
+        cmocka_unit_test(test_jobs_eviction),
+    };
+    return cmocka_run_group_tests_name("server", tests, NULL, NULL);
+}
