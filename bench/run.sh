@@ -45,6 +45,10 @@ else
     status=1
 fi
 
+# The HTTP service against scikit-learn behind Flask/gunicorn (wrk on loopback).
+# shellcheck disable=SC2086
+sh bench/http/run.sh "$BUILD" $EXTRA || status=1
+
 # Any other benchmark program, run without arguments.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
