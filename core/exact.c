@@ -16,8 +16,11 @@
 #include "core/rng.h"
 
 #define LOG_2PI 1.8378770664093454836
-/* Test points per block in predict: bounds the N x B cross-covariance buffer. */
-#define PREDICT_BLOCK 256
+/* Predict works on blocks of test points whose N x B cross-covariance buffer
+ * holds at most this many doubles (32 MB): big blocks make one kernel call and
+ * one dtrsm, the bound keeps memory flat for large N. */
+#define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
+#define PREDICT_BLOCK_MIN 16
 /* Learned noise is s2 = floor + exp(theta), floor = NOISE_FLOOR_REL * var(y):
  * it keeps K + s2 I away from singular as the optimiser drives the noise down
  * on near-noiseless data (as GPflow's variance lower bound does). */
@@ -500,7 +503,11 @@ static int predict_full(const gp_model *model, const exact_impl *im, const doubl
 static int predict_blocks(const gp_model *model, const exact_impl *im, const double *P,
                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t block = req->m < PREDICT_BLOCK ? req->m : PREDICT_BLOCK, nb = 0;
+    size_t block = PREDICT_BLOCK_DOUBLES / im->n, nb = 0;
+    if (block < PREDICT_BLOCK_MIN)
+        block = PREDICT_BLOCK_MIN;
+    if (block > req->m)
+        block = req->m;
     int rc = gp_checked_size(im->n, block, &nb, err);
     double *Ks = rc ? NULL : gp_alloc_doubles(nb, err);
     if (Ks == NULL)

@@ -671,9 +671,10 @@ static void test_export_import_exact(void **state)
 static void test_blocked_predict_matches_single(void **state)
 {
     (void)state;
-    /* More test points than one block: each point equals its single-point prediction. */
+    /* More test points than one block (N = 50: blocks of 4M/50 = 83886 points):
+     * each point equals its single-point prediction. */
     gp_model *model = toy_model(50, 2, 12);
-    size_t m = 600;
+    size_t m = 170000;
     double *Xs = malloc(m * 2 * sizeof *Xs), *mu = malloc(m * sizeof *mu),
            *var = malloc(m * sizeof *var);
     for (size_t i = 0; i < m * 2; i++)
@@ -682,7 +683,7 @@ static void test_blocked_predict_matches_single(void **state)
     gp_prediction out = {.mean = mu, .variance = var};
     gp_error err;
     assert_int_equal(gp_model_predict(model, &pr, &out, &err), GP_OK);
-    for (size_t i = 0; i < m; i += 97) {
+    for (size_t i = 0; i < m; i += 9973) {
         double x1[2] = {Xs[i], Xs[m + i]}, mu1, v1;
         gp_predict_request p1 = {.X = x1, .m = 1, .d = 2};
         gp_prediction o1 = {.mean = &mu1, .variance = &v1};
