@@ -33,6 +33,7 @@ typedef struct exact_impl {
     double *Xt;    /* d x n training points, working units */
     double *L;     /* n x n, lower triangle = Cholesky factor of K + s2 I + jitter I */
     double *alpha; /* n: (K + s2 I + jitter I)^{-1} y */
+    gp_kernel_points *Xp; /* Xt scaled by the fitted kernel, for predictions */
 } exact_impl;
 
 static const gp_option_spec exact_options[] = {
@@ -49,6 +50,7 @@ static void impl_free(void *p)
     exact_impl *im = p;
     if (im == NULL)
         return;
+    gp_kernel_points_free(im->Xp);
     free(im->Xt);
     free(im->L);
     free(im->alpha);
@@ -376,7 +378,7 @@ static int cache_factor(gp_model *model, exact_impl *im, const double *y, gp_err
         memset(im->L + j * im->n, 0, j * sizeof *im->L);
     model->diag.jitter = info.jitter;
     model->diag.objective = lml - (double)im->n * log(model->y_scale);
-    return GP_OK;
+    return gp_kernel_points_new(model->kernel, im->Xt, im->n, &im->Xp, err);
 }
 
 static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl *im,
@@ -440,7 +442,7 @@ static void predict_block(const gp_model *model, const exact_impl *im, const dou
                           double *Ks, double *mean, double *var)
 {
     size_t n = im->n;
-    gp_kernel_cross(model->kernel, im->Xt, n, P, b, Ks, n);
+    gp_kernel_cross_points(model->kernel, im->Xp, P, b, Ks, n);
     cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)b, 1.0, Ks, (blasint)n,
                 im->alpha, 1, 0.0, mean, 1);
     gp_trsm_lower(im->L, n, n, 0, Ks, b, n);
@@ -470,7 +472,7 @@ static void posterior_covariance(const gp_model *model, const exact_impl *im, co
                                  size_t m, double *V, double *C, double *mean)
 {
     size_t n = im->n;
-    gp_kernel_cross(model->kernel, im->Xt, n, P, m, V, n);
+    gp_kernel_cross_points(model->kernel, im->Xp, P, m, V, n);
     cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)m, 1.0, V, (blasint)n, im->alpha,
                 1, 0.0, mean, 1);
     gp_trsm_lower(im->L, n, n, 0, V, m, n);
@@ -632,6 +634,11 @@ static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
             impl_free(im);
             return gp_error_set(err, GP_EDATA, "chol_packed", "corrupt Cholesky factor");
         }
+    }
+    rc = gp_kernel_points_new(model->kernel, im->Xt, n, &im->Xp, err);
+    if (rc) {
+        impl_free(im);
+        return rc;
     }
     model->impl = im;
     return GP_OK;

@@ -1004,6 +1004,59 @@ void gp_kernel_cross(const gp_kernel *k, const double *X, size_t n, const double
     prep_free(&pr);
 }
 
+struct gp_kernel_points {
+    prep pr;         /* each leaf's scaled view of X */
+    const double *X; /* borrowed: for the allocation-free fallback */
+    size_t n;
+};
+
+int gp_kernel_points_new(const gp_kernel *k, const double *X, size_t n, gp_kernel_points **out,
+                         gp_error *err)
+{
+    gp_kernel_points *p = calloc(1, sizeof *p);
+    prep_args pa = {X, NULL, n, 0};
+    if (p == NULL || prep_build(&p->pr, k, &pa, 0) != 0) {
+        free(p);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory preparing %zu points", n);
+    }
+    p->X = X;
+    p->n = n;
+    *out = p;
+    return GP_OK;
+}
+
+void gp_kernel_points_free(gp_kernel_points *p)
+{
+    if (p == NULL)
+        return;
+    prep_free(&p->pr);
+    free(p);
+}
+
+void gp_kernel_cross_points(const gp_kernel *k, const gp_kernel_points *Xp, const double *Z,
+                            size_t m, double *K, size_t ldk)
+{
+    size_t n = Xp->n;
+    if (n == 0 || m == 0)
+        return;
+    prep pz;
+    prep_args pa = {Z, NULL, m, 0};
+    if (prep_build(&pz, k, &pa, 0) != 0) {
+        gp_kernel_cross(k, Xp->X, n, Z, m, K, ldk); /* it has its own fallback */
+        return;
+    }
+    /* Pair the prepared rows (X) with the freshly scaled columns (Z). */
+    for (size_t i = 0; i < pz.n_leaves; i++) {
+        pz.leaf[i].b = pz.leaf[i].a;
+        pz.leaf[i].a = Xp->pr.leaf[i].a;
+    }
+    size_t bounds[PAIR_PARTS + 1];
+    size_t parts = block_parts(n, m, bounds);
+    pair_task pt = {.k = k, .pr = &pz, .n = n, .bounds = bounds, .K = K, .ldk = ldk};
+    gp_parallel_for(parts, cross_task, &pt);
+    prep_free(&pz);
+}
+
 /* One column's lower part: col[p] = sum_{i >= j} w_ij dk(X_i, X_j)/dtheta_p,
  * off-diagonal pairs counted twice (W is symmetric and only its lower triangle
  * is read). g is per-pair scratch. */

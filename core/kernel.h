@@ -113,6 +113,18 @@ double gp_kernel_diag(const gp_kernel *k, const double *x);
  * K (n x m, leading dimension ldk) = k(X_i, Z_j), never `same`. */
 void gp_kernel_cross(const gp_kernel *k, const double *X, size_t n, const double *Z, size_t m,
                      double *K, size_t ldk);
+/* Points prepared once for many cross-covariance calls: each leaf's scaled
+ * view of X (d x n, point-major), so that a prediction does not rescale the
+ * training set every time. X must outlive the object; it is valid only for the
+ * kernel (and parameter values) it was made with. Results are bit-identical to
+ * gp_kernel_cross. */
+typedef struct gp_kernel_points gp_kernel_points;
+int gp_kernel_points_new(const gp_kernel *k, const double *X, size_t n, gp_kernel_points **out,
+                         gp_error *err);
+void gp_kernel_points_free(gp_kernel_points *p);
+/* K (n x m) = k(X_i, Z_j) for the prepared X. */
+void gp_kernel_cross_points(const gp_kernel *k, const gp_kernel_points *Xp, const double *Z,
+                            size_t m, double *K, size_t ldk);
 /* K (n x n) = k(X_i, X_j), full symmetric, `same` on the diagonal. */
 void gp_kernel_gram(const gp_kernel *k, const double *X, size_t n, double *K, size_t ldk);
 /* grad_i = sum_{a,b} W_ab d k(X_a, X_b) / d theta_i for symmetric W (n x n): the
