@@ -1,11 +1,17 @@
-/* gpserve store: the connection, schema migrations, models and jobs.
+/* gpserve store: the connections, schema migrations, models and jobs.
  *
- * One SQLite connection per gp_store, serialised by a mutex; every statement
- * is prepared once at open (sqlite3_prepare_v2) and takes its values through
+ * Two SQLite connections per gp_store, each serialised by its own mutex (see
+ * struct gp_store in store_internal.h): a writer for saves, deletes, job
+ * updates and migrations, and a query_only reader for everything else, so
+ * that reads are not held up by a long save (WAL: the reader sees the last
+ * committed state). Every statement is prepared once at open
+ * (sqlite3_prepare_v2) on both connections and takes its values through
  * bindings. Writes run in BEGIN IMMEDIATE transactions (the write lock is taken
  * before the version number is read, so savers in several processes get
  * distinct versions), retried as a whole if SQLite reports SQLITE_BUSY before
- * GP_STORE_BUSY_MS have passed. */
+ * GP_STORE_BUSY_MS have passed. Reads reset every statement they step before
+ * returning, so the reader holds no read transaction (no snapshot) between
+ * calls. */
 #include "store/store_internal.h"
 
 #include <limits.h>
@@ -96,9 +102,9 @@ static const char *const stmt_sql[GPS_STMT_COUNT] = {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-sqlite3_stmt *gp_store_stmt(gp_store *s, enum gp_store_stmt id)
+sqlite3_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id)
 {
-    sqlite3_stmt *st = s->stmt[id];
+    sqlite3_stmt *st = c->stmt[id];
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return st;
@@ -112,10 +118,10 @@ void gp_store_stmt_done(sqlite3_stmt *st)
     sqlite3_clear_bindings(st);
 }
 
-int gp_store_sql_error(gp_store *s, int rc, gp_error *err, const char *what)
+int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what)
 {
-    s->last_rc = rc;
-    const char *msg = sqlite3_errmsg(s->db);
+    c->last_rc = rc;
+    const char *msg = sqlite3_errmsg(c->db);
     switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -128,21 +134,21 @@ int gp_store_sql_error(gp_store *s, int rc, gp_error *err, const char *what)
 }
 
 /* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
-static int exec_stmt(gp_store *s, enum gp_store_stmt id, gp_error *err, const char *what)
+static int exec_stmt(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what)
 {
-    sqlite3_stmt *st = gp_store_stmt(s, id);
+    sqlite3_stmt *st = gp_store_stmt(c, id);
     int src = sqlite3_step(st);
     gp_store_stmt_done(st);
     if (src != SQLITE_DONE)
-        return gp_store_sql_error(s, src, err, what);
+        return gp_store_sql_error(c, src, err, what);
     return GP_OK;
 }
 
-/* Roll back the open transaction, if any (after a failure: errors ignored). */
-static void rollback(gp_store *s)
+/* Roll back c's open transaction, if any (after a failure: errors ignored). */
+static void rollback(gp_store_conn *c)
 {
-    if (!sqlite3_get_autocommit(s->db)) {
-        sqlite3_stmt *st = gp_store_stmt(s, GPS_ROLLBACK);
+    if (!sqlite3_get_autocommit(c->db)) {
+        sqlite3_stmt *st = gp_store_stmt(c, GPS_ROLLBACK);
         (void)sqlite3_step(st);
         gp_store_stmt_done(st);
     }
@@ -197,19 +203,20 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Run write(s, ctx, err) (one whole transaction) again while it fails with
- * SQLITE_BUSY, for up to GP_STORE_BUSY_MS. SQLite's busy handler already waits
- * for locks; this covers the busy results it returns without waiting (e.g.
- * while another connection recovers the WAL). Called with the mutex held. */
+/* Run write(s, ctx, err) (one whole transaction on the writer) again while it
+ * fails with SQLITE_BUSY, for up to GP_STORE_BUSY_MS. SQLite's busy handler
+ * already waits for locks; this covers the busy results it returns without
+ * waiting (e.g. while another connection recovers the WAL). Called with the
+ * writer's mutex held. */
 static int with_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                            gp_error *err)
 {
     const double start = now_seconds();
     long pause = 1;
     for (;;) {
-        s->last_rc = SQLITE_OK;
+        s->w->last_rc = SQLITE_OK;
         int rc = write(s, ctx, err);
-        if (rc == GP_OK || (s->last_rc & 0xff) != SQLITE_BUSY)
+        if (rc == GP_OK || (s->w->last_rc & 0xff) != SQLITE_BUSY)
             return rc;
         if ((now_seconds() - start) * 1000.0 >= GP_STORE_BUSY_MS)
             return rc;
@@ -315,12 +322,74 @@ static int migrate(sqlite3 *db, const char *path, gp_error *err)
     return GP_OK;
 }
 
-static void free_store(gp_store *s)
+static void conn_close(gp_store_conn *c)
 {
     for (int i = 0; i < GPS_STMT_COUNT; i++)
-        sqlite3_finalize(s->stmt[i]);
-    sqlite3_close(s->db);
+        sqlite3_finalize(c->stmt[i]);
+    sqlite3_close(c->db);
+    if (c->mu_ready)
+        pthread_mutex_destroy(&c->mu);
+    c->mu_ready = 0;
+}
+
+static void free_store(gp_store *s)
+{
+    /* The reader first: the writer, closed last, checkpoints the WAL into the
+     * file (when no other process has the file open). */
+    conn_close(&s->conn[1]);
+    conn_close(&s->conn[0]);
     free(s);
+}
+
+/* Open connection c to path and apply the settings both connections share
+ * (extended result codes, busy timeout, synchronous, foreign keys, WAL size
+ * limit). The writer (create = 1, which may create the file) switches the file
+ * to WAL; the reader only checks that it is in WAL. mode receives the journal
+ * mode ("wal", or "memory" for an in-memory database). */
+static int conn_open(gp_store_conn *c, const char *path, int create, char *mode, size_t mode_size,
+                     gp_error *err)
+{
+    if (pthread_mutex_init(&c->mu, NULL) != 0)
+        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot create the store's mutex");
+    c->mu_ready = 1;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
+    if (rc != SQLITE_OK)
+        return open_fail(c->db, path, "open", err);
+    sqlite3_extended_result_codes(c->db, 1);
+    sqlite3_busy_timeout(c->db, GP_STORE_BUSY_MS);
+    /* journal_mode is the first statement that reads the file: a file that is
+     * not a database fails here. */
+    rc = pragma_text(c->db, create ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode", mode,
+                     mode_size);
+    if (rc != SQLITE_OK)
+        return open_fail(c->db, path, create ? "setting WAL mode" : "reading the journal mode",
+                         err);
+    if (strcmp(mode, "wal") != 0 && (!create || strcmp(mode, "memory") != 0))
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': WAL mode unavailable (journal mode %s)",
+                            path, mode);
+    /* journal_size_limit: truncate the WAL to 64 MiB after a checkpoint (a
+     * large model would otherwise leave a WAL file of its size behind). */
+    if (exec_const(c->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
+        exec_const(c->db, "PRAGMA foreign_keys = ON") != SQLITE_OK ||
+        exec_const(c->db, "PRAGMA journal_size_limit = 67108864") != SQLITE_OK)
+        return open_fail(c->db, path, "configuring the connection", err);
+    char fk[8];
+    if (pragma_text(c->db, "PRAGMA foreign_keys", fk, sizeof fk) != SQLITE_OK ||
+        strcmp(fk, "1") != 0)
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': this SQLite has no foreign keys", path);
+    return GP_OK;
+}
+
+static int conn_prepare(gp_store_conn *c, const char *path, gp_error *err)
+{
+    for (int i = 0; i < GPS_STMT_COUNT; i++) {
+        if (sqlite3_prepare_v2(c->db, stmt_sql[i], -1, &c->stmt[i], NULL) != SQLITE_OK)
+            return open_fail(c->db, path, "preparing statements", err);
+    }
+    return GP_OK;
 }
 
 int gp_store_open(const char *path, gp_store **out, gp_error *err)
@@ -331,58 +400,33 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
     gp_store *s = calloc(1, sizeof *s);
     if (s == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
-    if (pthread_mutex_init(&s->mu, NULL) != 0) {
-        free(s);
-        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot create the store's mutex");
-    }
-    int code = GP_OK;
-    int rc = sqlite3_open_v2(path, &s->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                             NULL);
-    if (rc != SQLITE_OK) {
-        code = open_fail(s->db, path, "open", err);
-        goto fail;
-    }
-    sqlite3_extended_result_codes(s->db, 1);
-    sqlite3_busy_timeout(s->db, GP_STORE_BUSY_MS);
+    s->w = &s->conn[0];
     char mode[32];
-    /* journal_mode is the first statement that reads the file: a file that is
-     * not a database fails here. */
-    rc = pragma_text(s->db, "PRAGMA journal_mode = WAL", mode, sizeof mode);
-    if (rc != SQLITE_OK) {
-        code = open_fail(s->db, path, "setting WAL mode", err);
-        goto fail;
-    }
-    if (strcmp(mode, "wal") != 0 && strcmp(mode, "memory") != 0) {
-        code = gp_error_set(err, GP_ENOTREADY, NULL,
-                            "cannot open database '%s': WAL mode unavailable (journal mode %s)",
-                            path, mode);
-        goto fail;
-    }
-    /* journal_size_limit: truncate the WAL to 64 MiB after a checkpoint (a
-     * large model would otherwise leave a WAL file of its size behind). */
-    if (exec_const(s->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
-        exec_const(s->db, "PRAGMA foreign_keys = ON") != SQLITE_OK ||
-        exec_const(s->db, "PRAGMA journal_size_limit = 67108864") != SQLITE_OK) {
-        code = open_fail(s->db, path, "configuring the connection", err);
-        goto fail;
-    }
-    char fk[8];
-    if (pragma_text(s->db, "PRAGMA foreign_keys", fk, sizeof fk) != SQLITE_OK ||
-        strcmp(fk, "1") != 0) {
-        code = gp_error_set(err, GP_ENOTREADY, NULL,
-                            "cannot open database '%s': this SQLite has no foreign keys", path);
-        goto fail;
-    }
-    code = migrate(s->db, path, err);
+    /* The writer creates the file, switches it to WAL and migrates the schema;
+     * the reader is opened after that, onto the current schema. */
+    int code = conn_open(s->w, path, 1, mode, sizeof mode, err);
+    if (code == GP_OK)
+        code = migrate(s->w->db, path, err);
+    if (code == GP_OK)
+        code = conn_prepare(s->w, path, err);
     if (code)
         goto fail;
-    for (int i = 0; i < GPS_STMT_COUNT; i++) {
-        rc = sqlite3_prepare_v2(s->db, stmt_sql[i], -1, &s->stmt[i], NULL);
-        if (rc != SQLITE_OK) {
-            code = open_fail(s->db, path, "preparing statements", err);
+    if (strcmp(mode, "memory") == 0) {
+        /* An in-memory database is private to its connection: read on the
+         * writer (reads then wait for writes, as with one connection). */
+        s->r = s->w;
+    } else {
+        s->r = &s->conn[1];
+        char rmode[32];
+        code = conn_open(s->r, path, 0, rmode, sizeof rmode, err);
+        /* The reader must never write (its statements include the writer's;
+         * a write stepped here fails with SQLITE_READONLY). */
+        if (code == GP_OK && exec_const(s->r->db, "PRAGMA query_only = ON") != SQLITE_OK)
+            code = open_fail(s->r->db, path, "configuring the reader", err);
+        if (code == GP_OK)
+            code = conn_prepare(s->r, path, err);
+        if (code)
             goto fail;
-        }
     }
     /* One blob per row, below SQLite's length limit (which covers the whole
      * row: leave room for the other columns). */
@@ -390,7 +434,6 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
     *out = s;
     return GP_OK;
 fail:
-    pthread_mutex_destroy(&s->mu);
     free_store(s);
     return code;
 }
@@ -399,22 +442,29 @@ void gp_store_close(gp_store *store)
 {
     if (store == NULL)
         return;
-    pthread_mutex_destroy(&store->mu);
     free_store(store);
 }
 
 void gp_store_set_part_bytes(gp_store *store, size_t bytes)
 {
-    pthread_mutex_lock(&store->mu);
+    pthread_mutex_lock(&store->w->mu);
     if (bytes == 0)
         bytes = GP_STORE_PART_BYTES;
-    int limit = sqlite3_limit(store->db, SQLITE_LIMIT_LENGTH, -1);
+    int limit = sqlite3_limit(store->w->db, SQLITE_LIMIT_LENGTH, -1);
     size_t max = limit > 4096 ? (size_t)limit - 1024 : 8;
     if (bytes > max)
         bytes = max;
     bytes -= bytes % 8;
     store->part_bytes = bytes < 8 ? 8 : bytes;
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&store->w->mu);
+}
+
+void gp_store_set_save_hook(gp_store *store, gp_store_save_hook_fn fn, void *arg)
+{
+    pthread_mutex_lock(&store->w->mu);
+    store->save_hook = fn;
+    store->save_hook_arg = arg;
+    pthread_mutex_unlock(&store->w->mu);
 }
 
 /* ---- models -------------------------------------------------------------- */
@@ -484,15 +534,16 @@ typedef struct save_ctx {
 static int save_once(gp_store *s, void *vctx, gp_error *err)
 {
     save_ctx *c = vctx;
-    int rc = exec_stmt(s, GPS_BEGIN_IMMEDIATE, err, "starting a save");
+    gp_store_conn *w = s->w;
+    int rc = exec_stmt(w, GPS_BEGIN_IMMEDIATE, err, "starting a save");
     if (rc)
         return rc;
-    sqlite3_stmt *st = gp_store_stmt(s, GPS_MAX_VERSION);
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_MAX_VERSION);
     int src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     if (src != SQLITE_ROW) {
-        rc = gp_store_sql_error(s, src, err, "reading the latest version");
+        rc = gp_store_sql_error(w, src, err, "reading the latest version");
         gp_store_stmt_done(st);
         goto fail;
     }
@@ -505,7 +556,7 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     }
     c->version = (int)max + 1;
     gp_store_now(c->created_at);
-    st = gp_store_stmt(s, GPS_INSERT_MODEL);
+    st = gp_store_stmt(w, GPS_INSERT_MODEL);
     src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_bind_int(st, 2, c->version);
@@ -525,21 +576,23 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
         src = sqlite3_step(st);
     gp_store_stmt_done(st);
     if (src != SQLITE_DONE) {
-        rc = gp_store_sql_error(s, src, err, "saving a model");
+        rc = gp_store_sql_error(w, src, err, "saving a model");
         goto fail;
     }
-    c->id = sqlite3_last_insert_rowid(s->db);
+    c->id = sqlite3_last_insert_rowid(w->db);
     if (c->state) {
         rc = gp_store_write_arrays(s, c->id, c->state, err);
         if (rc)
             goto fail;
     }
-    rc = exec_stmt(s, GPS_COMMIT, err, "committing a save");
+    if (s->save_hook)
+        s->save_hook(s, c->id, s->save_hook_arg);
+    rc = exec_stmt(w, GPS_COMMIT, err, "committing a save");
     if (rc)
         goto fail;
     return GP_OK;
 fail:
-    rollback(s);
+    rollback(w);
     return rc;
 }
 
@@ -561,9 +614,9 @@ int gp_store_save(gp_store *store, const char *name, const char *method, const c
         return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
     save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
                   .n_train = n_train, .input_dim = input_dim, .state = state};
-    pthread_mutex_lock(&store->mu);
+    pthread_mutex_lock(&store->w->mu);
     rc = with_busy_retry(store, save_once, &c, err);
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&store->w->mu);
     if (rc || meta == NULL)
         return rc;
     meta->id = c.id;
@@ -584,15 +637,15 @@ int gp_store_save(gp_store *store, const char *name, const char *method, const c
 }
 
 /* 1 if a model called name exists, 0 if not, a negative GP code on failure. */
-static int name_exists(gp_store *s, const char *name, gp_error *err)
+static int name_exists(gp_store_conn *c, const char *name, gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(s, GPS_NAME_EXISTS);
+    sqlite3_stmt *st = gp_store_stmt(c, GPS_NAME_EXISTS);
     int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     int rc = src == SQLITE_ROW    ? 1
              : src == SQLITE_DONE ? 0
-                                  : gp_store_sql_error(s, src, err, "looking up a model");
+                                  : gp_store_sql_error(c, src, err, "looking up a model");
     gp_store_stmt_done(st);
     return rc;
 }
@@ -611,8 +664,9 @@ int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta 
     if (version < 0)
         return gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
                             version);
-    pthread_mutex_lock(&store->mu);
-    sqlite3_stmt *st = gp_store_stmt(store, version == 0 ? GPS_META_LATEST : GPS_META_VERSION);
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    sqlite3_stmt *st = gp_store_stmt(r, version == 0 ? GPS_META_LATEST : GPS_META_VERSION);
     int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK && version > 0)
         src = sqlite3_bind_int(st, 2, version);
@@ -624,17 +678,17 @@ int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta 
         gp_store_stmt_done(st);
     } else if (src == SQLITE_DONE) {
         gp_store_stmt_done(st);
-        rc = version == 0 ? 0 : name_exists(store, name, err);
+        rc = version == 0 ? 0 : name_exists(r, name, err);
         if (rc == 0)
             rc = not_found_name(name, err);
         else if (rc == 1)
             rc = gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
                               version);
     } else {
-        rc = gp_store_sql_error(store, src, err, "reading a model");
+        rc = gp_store_sql_error(r, src, err, "reading a model");
         gp_store_stmt_done(st);
     }
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
@@ -648,8 +702,9 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
     int *v = NULL;
     size_t n = 0, cap = 0;
     int rc = GP_OK;
-    pthread_mutex_lock(&store->mu);
-    sqlite3_stmt *st = gp_store_stmt(store, GPS_VERSIONS);
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    sqlite3_stmt *st = gp_store_stmt(r, GPS_VERSIONS);
     int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK) {
         while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -668,9 +723,9 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
         }
     }
     if (rc == GP_OK && src != SQLITE_DONE)
-        rc = gp_store_sql_error(store, src, err, "listing versions");
+        rc = gp_store_sql_error(r, src, err, "listing versions");
     gp_store_stmt_done(st);
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&r->mu);
     if (rc == GP_OK && n == 0)
         rc = not_found_name(name, err);
     if (rc) {
@@ -689,8 +744,9 @@ int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_erro
     gp_model_meta *m = NULL;
     size_t n = 0, cap = 0;
     int rc = GP_OK;
-    pthread_mutex_lock(&store->mu);
-    sqlite3_stmt *st = gp_store_stmt(store, GPS_LIST);
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    sqlite3_stmt *st = gp_store_stmt(r, GPS_LIST);
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
@@ -709,9 +765,9 @@ int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_erro
         n++;
     }
     if (rc == GP_OK && src != SQLITE_DONE)
-        rc = gp_store_sql_error(store, src, err, "listing models");
+        rc = gp_store_sql_error(r, src, err, "listing models");
     gp_store_stmt_done(st);
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&r->mu);
     if (rc) {
         gp_model_meta_free_array(m, n);
         return rc;
@@ -725,11 +781,15 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
 {
     gp_state tmp;
     gp_state_init(&tmp);
-    pthread_mutex_lock(&store->mu);
-    /* One read transaction: the model row and its arrays from one snapshot. */
-    int rc = exec_stmt(store, GPS_BEGIN, err, "starting a load");
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    /* One read transaction on the reader: the model row and its arrays from
+     * one snapshot (a save commits a model's row and arrays together, so this
+     * sees all of a model or none of it). Always ended before the mutex is
+     * released, so the next read takes a fresh snapshot. */
+    int rc = exec_stmt(r, GPS_BEGIN, err, "starting a load");
     if (rc == GP_OK) {
-        sqlite3_stmt *st = gp_store_stmt(store, GPS_MODEL_EXISTS);
+        sqlite3_stmt *st = gp_store_stmt(r, GPS_MODEL_EXISTS);
         int src = sqlite3_bind_int64(st, 1, model_id);
         if (src == SQLITE_OK)
             src = sqlite3_step(st);
@@ -737,15 +797,15 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
             rc = gp_error_set(err, GP_ENOTFOUND, "name", "model row %lld not found",
                               (long long)model_id);
         else if (src != SQLITE_ROW)
-            rc = gp_store_sql_error(store, src, err, "loading a model");
+            rc = gp_store_sql_error(r, src, err, "loading a model");
         gp_store_stmt_done(st);
         if (rc == GP_OK)
             rc = gp_store_read_arrays(store, model_id, &tmp, err);
         if (rc == GP_OK)
-            rc = exec_stmt(store, GPS_COMMIT, err, "ending a load");
-        rollback(store);
+            rc = exec_stmt(r, GPS_COMMIT, err, "ending a load");
+        rollback(r);
     }
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&r->mu);
     if (rc) {
         gp_state_free(&tmp);
         return rc;
@@ -774,23 +834,24 @@ typedef struct delete_ctx {
 static int delete_once(gp_store *s, void *vctx, gp_error *err)
 {
     delete_ctx *c = vctx;
-    int rc = exec_stmt(s, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
+    gp_store_conn *w = s->w;
+    int rc = exec_stmt(w, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
     if (rc)
         return rc;
-    sqlite3_stmt *st = gp_store_stmt(s, GPS_DELETE);
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_DELETE);
     int src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     gp_store_stmt_done(st);
     if (src != SQLITE_DONE) {
-        rc = gp_store_sql_error(s, src, err, "deleting a model");
-        rollback(s);
+        rc = gp_store_sql_error(w, src, err, "deleting a model");
+        rollback(w);
         return rc;
     }
-    c->found = sqlite3_changes(s->db) > 0;
-    rc = exec_stmt(s, GPS_COMMIT, err, "committing a delete");
+    c->found = sqlite3_changes(w->db) > 0;
+    rc = exec_stmt(w, GPS_COMMIT, err, "committing a delete");
     if (rc)
-        rollback(s);
+        rollback(w);
     return rc;
 }
 
@@ -799,9 +860,9 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
         return not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
-    pthread_mutex_lock(&store->mu);
+    pthread_mutex_lock(&store->w->mu);
     int rc = with_busy_retry(store, delete_once, &c, err);
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&store->w->mu);
     if (rc == GP_OK && !c.found)
         rc = not_found_name(name, err);
     return rc;
@@ -829,7 +890,7 @@ static int job_put_once(gp_store *s, void *vctx, gp_error *err)
     const gp_job_row *job = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s, GPS_JOB_PUT);
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PUT);
     int src = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_bind_text(st, 2, job->model_name, -1, SQLITE_STATIC);
@@ -847,7 +908,7 @@ static int job_put_once(gp_store *s, void *vctx, gp_error *err)
         src = sqlite3_step(st);
     gp_store_stmt_done(st);
     if (src != SQLITE_DONE)
-        return gp_store_sql_error(s, src, err, "saving a job");
+        return gp_store_sql_error(s->w, src, err, "saving a job");
     return GP_OK;
 }
 
@@ -862,9 +923,9 @@ int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err)
         strnlen(job->status, sizeof job->status) == sizeof job->status)
         return gp_error_set(err, GP_EINVAL, "status", "job status must have 1..%zu characters",
                             sizeof job->status - 1);
-    pthread_mutex_lock(&store->mu);
+    pthread_mutex_lock(&store->w->mu);
     int rc = with_busy_retry(store, job_put_once, (void *)job, err);
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&store->w->mu);
     return rc;
 }
 
@@ -873,8 +934,9 @@ int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error 
     memset(job, 0, sizeof *job);
     if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
         return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
-    pthread_mutex_lock(&store->mu);
-    sqlite3_stmt *st = gp_store_stmt(store, GPS_JOB_GET);
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    sqlite3_stmt *st = gp_store_stmt(r, GPS_JOB_GET);
     int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
@@ -892,10 +954,10 @@ int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error 
     } else if (src == SQLITE_DONE) {
         rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
     } else {
-        rc = gp_store_sql_error(store, src, err, "reading a job");
+        rc = gp_store_sql_error(r, src, err, "reading a job");
     }
     gp_store_stmt_done(st);
-    pthread_mutex_unlock(&store->mu);
+    pthread_mutex_unlock(&r->mu);
     if (rc) {
         gp_job_row_free(job);
         memset(job, 0, sizeof *job);

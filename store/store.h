@@ -2,9 +2,17 @@
  *
  * SQLite in WAL mode, foreign_keys=ON, a busy timeout, prepared statements
  * only, schema version in PRAGMA user_version with forward migrations. One
- * gp_store is safe to use from many threads (calls are serialised on one
- * connection by a mutex); several processes may open the same file (WAL), and
- * each sees the models the others wrote.
+ * gp_store holds two connections to the file, each with its own mutex: a
+ * writer (gp_store_save, gp_store_delete, gp_store_job_put, migrations; these
+ * are serialised with each other) and a read-only reader (gp_store_meta,
+ * gp_store_versions, gp_store_list, gp_store_load_state, gp_store_job_get;
+ * serialised with each other). A read therefore does not wait for a write in
+ * progress, however long (saving a large model takes seconds): it sees the
+ * last committed state, never part of a save; and a read that starts after a
+ * write returned sees that write. The store is safe to use from many threads;
+ * several processes may open the same file (WAL), and each sees the models the
+ * others wrote. (An in-memory database, path ":memory:", cannot be shared by
+ * two connections: it uses one for both, so its reads wait for its writes.)
  *
  * Schema (DESIGN.md, with one departure: an array larger than GP_STORE_PART_BYTES
  * (below SQLite's 1e9-byte default blob limit) is stored in several rows,

@@ -64,6 +64,7 @@ static int array_bytes(size_t rows, size_t cols, size_t *count, size_t *bytes, g
 
 int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, gp_error *err)
 {
+    gp_store_conn *c = s->w;
     const int le = gp_store_host_is_le();
     const size_t pb = s->part_bytes;
     unsigned char *buf = NULL; /* byte-swapped part (big-endian hosts only) */
@@ -95,7 +96,7 @@ int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, 
         for (size_t p = 0; p < nparts && rc == GP_OK; p++) {
             const size_t off = p * pb;
             const size_t len = bytes - off < pb ? bytes - off : pb;
-            sqlite3_stmt *st = gp_store_stmt(s, GPS_INSERT_ARRAY);
+            sqlite3_stmt *st = gp_store_stmt(c, GPS_INSERT_ARRAY);
             int src = sqlite3_bind_int64(st, 1, model_id);
             if (src == SQLITE_OK)
                 src = sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
@@ -121,7 +122,7 @@ int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, 
             if (src == SQLITE_OK)
                 src = sqlite3_step(st);
             if (src != SQLITE_DONE)
-                rc = gp_store_sql_error(s, src, err, "saving an array");
+                rc = gp_store_sql_error(c, src, err, "saving an array");
             gp_store_stmt_done(st);
         }
     }
@@ -155,16 +156,17 @@ static int acc_finish(array_acc *acc, int64_t model_id, gp_state *tmp, gp_error 
 
 /* Before allocating an array: do its parts (count, numbering, shapes, total
  * size) agree with rows x cols? Reads the sizes only, not the blobs. */
-static int check_summary(gp_store *s, int64_t model_id, const array_acc *acc, gp_error *err)
+static int check_summary(gp_store_conn *c, int64_t model_id, const array_acc *acc,
+                         gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(s, GPS_ARRAY_SUMMARY);
+    sqlite3_stmt *st = gp_store_stmt(c, GPS_ARRAY_SUMMARY);
     int src = sqlite3_bind_int64(st, 1, model_id);
     if (src == SQLITE_OK)
         src = sqlite3_bind_text(st, 2, acc->key, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     if (src != SQLITE_ROW) {
-        int rc = gp_store_sql_error(s, src, err, "checking an array");
+        int rc = gp_store_sql_error(c, src, err, "checking an array");
         gp_store_stmt_done(st);
         return rc;
     }
@@ -195,7 +197,7 @@ static int check_summary(gp_store *s, int64_t model_id, const array_acc *acc, gp
 }
 
 /* Start a new array from its first row (which must be part 0). */
-static int acc_start(gp_store *s, array_acc *acc, const char *key, int64_t part,
+static int acc_start(gp_store_conn *c, array_acc *acc, const char *key, int64_t part,
                      sqlite3_int64 rows, sqlite3_int64 cols, int64_t model_id, gp_error *err)
 {
     memcpy(acc->key, key, strlen(key) + 1);
@@ -218,7 +220,7 @@ static int acc_start(gp_store *s, array_acc *acc, const char *key, int64_t part,
         return gp_error_set(err, GP_EDATA, key,
                             "stored array '%s' of model row %lld has an invalid shape %zu x %zu",
                             key, (long long)model_id, acc->rows, acc->cols);
-    rc = check_summary(s, model_id, acc, err);
+    rc = check_summary(c, model_id, acc, err);
     if (rc)
         return rc;
     acc->data = gp_alloc_doubles(count, err);
@@ -229,14 +231,15 @@ static int acc_start(gp_store *s, array_acc *acc, const char *key, int64_t part,
 
 int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error *err)
 {
+    gp_store_conn *c = s->r;
     const int le = gp_store_host_is_le();
     array_acc acc = {.data = NULL};
     int have = 0; /* acc holds an array being assembled */
     int rc = GP_OK;
-    sqlite3_stmt *st = gp_store_stmt(s, GPS_ARRAYS);
+    sqlite3_stmt *st = gp_store_stmt(c, GPS_ARRAYS);
     int src = sqlite3_bind_int64(st, 1, model_id);
     if (src != SQLITE_OK) {
-        rc = gp_store_sql_error(s, src, err, "loading arrays");
+        rc = gp_store_sql_error(c, src, err, "loading arrays");
         goto out;
     }
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -259,7 +262,7 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
                     goto out;
             }
             have = 1;
-            rc = acc_start(s, &acc, key, part, rows, cols, model_id, err);
+            rc = acc_start(c, &acc, key, part, rows, cols, model_id, err);
             if (rc)
                 goto out;
         } else {
@@ -291,7 +294,7 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
         const int n = sqlite3_column_bytes(st, 4);
         if (n < 0 || (size_t)n > acc.bytes - acc.filled || n % 8 != 0 || (n > 0 && !blob)) {
             if (blob == NULL && n > 0) {
-                rc = gp_store_sql_error(s, sqlite3_errcode(s->db), err, "reading an array");
+                rc = gp_store_sql_error(c, sqlite3_errcode(c->db), err, "reading an array");
                 goto out;
             }
             rc = gp_error_set(err, GP_EDATA, acc.key,
@@ -310,7 +313,7 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
         acc.filled += (size_t)n;
     }
     if (src != SQLITE_DONE) {
-        rc = gp_store_sql_error(s, src, err, "loading arrays");
+        rc = gp_store_sql_error(c, src, err, "loading arrays");
         goto out;
     }
     if (have) {

@@ -16,7 +16,8 @@
  * budget). */
 #define GP_STORE_BUSY_MS 5000
 
-/* Prepared statements of one connection, prepared once at open. */
+/* Prepared statements, prepared once at open on each connection (the reader
+ * is query_only: a write statement stepped on it fails with SQLITE_READONLY). */
 enum gp_store_stmt {
     GPS_BEGIN,           /* read transaction (one snapshot for several SELECTs) */
     GPS_BEGIN_IMMEDIATE, /* write transaction: takes the write lock up front */
@@ -39,28 +40,63 @@ enum gp_store_stmt {
     GPS_STMT_COUNT
 };
 
-struct gp_store {
+/* One SQLite connection, its statements, and the mutex that serialises every
+ * use of both. */
+typedef struct gp_store_conn {
     sqlite3 *db;
-    pthread_mutex_t mu; /* serialises every call on db and the statements */
+    pthread_mutex_t mu;
+    int mu_ready; /* mu was initialised (for cleanup after a failed open) */
     sqlite3_stmt *stmt[GPS_STMT_COUNT];
+    int last_rc; /* SQLite code of the last failure (for the busy retry) */
+} gp_store_conn;
+
+/* Test hook (see gp_store_set_save_hook). */
+typedef void (*gp_store_save_hook_fn)(gp_store *store, int64_t model_id, void *arg);
+
+/* Two connections to one file (WAL): the writer runs gp_store_save,
+ * gp_store_delete, gp_store_job_put and the migrations; the reader runs
+ * gp_store_meta, gp_store_versions, gp_store_list, gp_store_load_state and
+ * gp_store_job_get. No call holds both mutexes, so a long save (seconds for a
+ * large model) does not hold up reads: they see the last committed state.
+ * The reader never keeps a read transaction open between calls (statements are
+ * reset after use, load's BEGIN is always ended), so a read that starts after a
+ * save returned sees that save. An in-memory database (":memory:") cannot be
+ * shared by two connections: there r == w (one connection, one mutex). */
+struct gp_store {
+    gp_store_conn conn[2]; /* [0] writer, [1] reader (unused for ":memory:") */
+    gp_store_conn *w;      /* &conn[0] */
+    gp_store_conn *r;      /* &conn[1], or w for an in-memory database */
+    /* Guarded by w->mu: */
     size_t part_bytes; /* largest blob of one `arrays` row (a multiple of 8) */
-    int last_rc;       /* SQLite code of the last failure (for the busy retry) */
+    gp_store_save_hook_fn save_hook;
+    void *save_hook_arg;
 };
 
-/* The statement `id`, reset and with its bindings cleared. */
-sqlite3_stmt *gp_store_stmt(gp_store *s, enum gp_store_stmt id);
+/* Test hook: gp_store_save calls fn(store, model_id, arg) inside its write
+ * transaction, after the model row (id model_id) and all its arrays are
+ * written and before COMMIT, with the writer's mutex held. fn may call the
+ * store's read functions (they use the reader connection), not its write
+ * functions (they would wait for the writer's mutex forever). NULL removes
+ * the hook. Not concurrently with saves on the same store. */
+void gp_store_set_save_hook(gp_store *store, gp_store_save_hook_fn fn, void *arg);
+
+/* The statement `id` of connection c, reset and with its bindings cleared. */
+sqlite3_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id);
 /* Reset and clear the bindings of st (ends its implicit read, drops pointers to
  * caller buffers bound with SQLITE_STATIC). NULL is ignored. */
 void gp_store_stmt_done(sqlite3_stmt *st);
-/* Map the SQLite failure rc onto a GP code and fill err with sqlite3_errmsg:
- * SQLITE_BUSY/LOCKED -> GP_ENOTREADY, SQLITE_NOMEM -> GP_ENOMEM, everything
- * else -> GP_EINTERNAL. `what` says what was being done. */
-int gp_store_sql_error(gp_store *s, int rc, gp_error *err, const char *what);
+/* Map the SQLite failure rc on connection c onto a GP code and fill err with
+ * sqlite3_errmsg: SQLITE_BUSY/LOCKED -> GP_ENOTREADY, SQLITE_NOMEM ->
+ * GP_ENOMEM, everything else -> GP_EINTERNAL. `what` says what was being
+ * done. */
+int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what);
 
-/* Arrays of a state, written inside the caller's write transaction. */
+/* Arrays of a state, written on the writer connection inside the caller's
+ * write transaction (caller holds s->w->mu), in parts of s->part_bytes. */
 int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, gp_error *err);
-/* Every array of model row model_id into tmp (empty, initialised), inside the
- * caller's read transaction; GP_EDATA naming the array for a corrupt one. */
+/* Every array of model row model_id into tmp (empty, initialised), read on
+ * the reader connection inside the caller's read transaction (caller holds
+ * s->r->mu); GP_EDATA naming the array for a corrupt one. */
 int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error *err);
 
 /* Portable little-endian float64 codec (IEEE 754 doubles whose byte order is

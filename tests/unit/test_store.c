@@ -1,7 +1,9 @@
 /* Unit tests for store/: schema and migrations, bit-exact round trips of
  * model states (single- and multi-part arrays), versions, listing, deletion,
- * jobs, error codes, and concurrent savers (threads on one handle, threads on
- * their own handles, and separate processes).
+ * jobs, error codes, concurrent savers (threads on one handle, threads on
+ * their own handles, and separate processes), and reads that go on (and see
+ * the last committed data) while the handle's writer is in the middle of a
+ * save or holds a write transaction.
  *
  * Every database lives in a directory made with mkdtemp under /tmp and removed
  * by the group teardown. A second, raw sqlite3 connection inspects and
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -1044,6 +1047,7 @@ typedef struct locker {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int locked;
+    int committing; /* set just before COMMIT releases the write lock */
     int rc;
 } locker;
 
@@ -1062,6 +1066,9 @@ static void *locker_main(void *arg)
     pthread_mutex_unlock(&lk->mu);
     struct timespec ts = {.tv_sec = lk->hold_ms / 1000, .tv_nsec = (lk->hold_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+    pthread_mutex_lock(&lk->mu);
+    lk->committing = 1;
+    pthread_mutex_unlock(&lk->mu);
     if (lk->rc == SQLITE_OK)
         lk->rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(db);
@@ -1077,7 +1084,7 @@ static void test_waits_for_write_lock(void **state)
     db_path(path, sizeof path, "locked.db");
     gp_store *s = open_store("locked.db");
     assert_int_equal(save_simple(s, "before", NULL, NULL), GP_OK);
-    locker lk = {.path = path, .hold_ms = 400, .locked = 0, .rc = 0};
+    locker lk = {.path = path, .hold_ms = 400, .locked = 0, .committing = 0, .rc = 0};
     pthread_mutex_init(&lk.mu, NULL);
     pthread_cond_init(&lk.cv, NULL);
     pthread_t th;
@@ -1087,16 +1094,17 @@ static void test_waits_for_write_lock(void **state)
         pthread_cond_wait(&lk.cv, &lk.mu);
     pthread_mutex_unlock(&lk.mu);
 
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     gp_error err;
     gp_model_meta m;
     assert_int_equal(gp_store_meta(s, "before", 0, &m, &err), GP_OK); /* not blocked */
     gp_model_meta_free(&m);
+    /* The save can only take the write lock once the locker commits: it waited
+     * (an ordering check, not a timing one). */
     assert_int_equal(save_simple(s, "during", NULL, &m), GP_OK);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    assert_true(waited > 0.1);
+    pthread_mutex_lock(&lk.mu);
+    int committing = lk.committing;
+    pthread_mutex_unlock(&lk.mu);
+    assert_int_equal(committing, 1);
     assert_int_equal(m.version, 1);
     gp_model_meta_free(&m);
     assert_int_equal(pthread_join(th, NULL), 0);
@@ -1106,6 +1114,265 @@ static void test_waits_for_write_lock(void **state)
     gp_job_row_free(&jr);
     pthread_mutex_destroy(&lk.mu);
     pthread_cond_destroy(&lk.cv);
+    gp_store_close(s);
+}
+
+/* ---- reads while the handle's writer is busy ------------------------------ */
+
+/* The reader connection holds no transaction and no statement in progress
+ * (checked between calls: a read left open would pin an old snapshot). */
+static void assert_reader_idle(gp_store *s)
+{
+    assert_int_equal(sqlite3_get_autocommit(s->r->db), 1);
+    for (sqlite3_stmt *st = sqlite3_next_stmt(s->r->db, NULL); st != NULL;
+         st = sqlite3_next_stmt(s->r->db, st))
+        assert_int_equal(sqlite3_stmt_busy(st), 0);
+}
+
+/* First column of sql on the store's writer connection itself (which sees its
+ * own uncommitted rows); the caller holds the writer's mutex. */
+static long long writer_int(gp_store *s, const char *sql, int64_t param)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(s->w->db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_bind_int64(st, 1, param), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* What the reads must see while the write is pending: the committed model
+ * "m" (latest version `version`, row id, arrays `state`) and job "j1" with
+ * status `status`. */
+typedef struct committed {
+    gp_store *store;
+    int version;
+    int64_t id;
+    const gp_state *state;
+    const char *status;
+    int64_t pending_id; /* row being written (not committed): invisible */
+    int checks;         /* how many times check_committed ran */
+} committed;
+
+static void check_committed(committed *c)
+{
+    gp_store *s = c->store;
+    gp_error err;
+    gp_model_meta m;
+    assert_int_equal(gp_store_meta(s, "m", 0, &m, &err), GP_OK);
+    assert_int_equal(m.version, c->version);
+    assert_int_equal(m.id, c->id);
+    gp_model_meta_free(&m);
+    assert_int_equal(gp_store_meta(s, "m", c->version + 1, &m, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "version");
+    assert_reader_idle(s);
+
+    int *v = NULL;
+    size_t n = 0;
+    assert_int_equal(gp_store_versions(s, "m", &v, &n, &err), GP_OK);
+    assert_int_equal(n, (size_t)c->version);
+    assert_int_equal(v[n - 1], c->version);
+    free(v);
+    gp_model_meta *list = NULL;
+    assert_int_equal(gp_store_list(s, &list, &n, &err), GP_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].version, c->version);
+    gp_model_meta_free_array(list, n);
+    assert_reader_idle(s);
+
+    gp_state got;
+    gp_state_init(&got);
+    assert_int_equal(gp_store_load_state(s, c->id, &got, &err), GP_OK);
+    assert_states_equal(c->state, &got);
+    gp_state_free(&got);
+    if (c->pending_id > 0) {
+        /* A model being written is not seen at all, not partly. */
+        gp_state_init(&got);
+        assert_int_equal(gp_store_load_state(s, c->pending_id, &got, &err), GP_ENOTFOUND);
+        assert_int_equal(got.count, 0);
+    }
+    assert_reader_idle(s);
+
+    gp_job_row jr;
+    assert_int_equal(gp_store_job_get(s, "j1", &jr, &err), GP_OK);
+    assert_string_equal(jr.status, c->status);
+    gp_job_row_free(&jr);
+    assert_reader_idle(s);
+    c->checks++;
+}
+
+static void *check_committed_main(void *arg)
+{
+    check_committed(arg);
+    return NULL;
+}
+
+/* The writer is in the middle of a transaction (its mutex held by this
+ * thread): it is, and the reader is free. */
+static void assert_writer_busy(gp_store *s)
+{
+    assert_int_equal(pthread_mutex_trylock(&s->w->mu), EBUSY);
+    assert_int_equal(sqlite3_get_autocommit(s->w->db), 0);
+    assert_int_equal(pthread_mutex_trylock(&s->r->mu), 0);
+    pthread_mutex_unlock(&s->r->mu);
+}
+
+/* Called by gp_store_save just before its COMMIT, writer's mutex held. */
+static void save_hook(gp_store *s, int64_t model_id, void *arg)
+{
+    committed *c = arg;
+    assert_ptr_equal(s, c->store);
+    assert_writer_busy(s);
+    /* The writer has the new version and its arrays (uncommitted)... */
+    assert_int_equal(writer_int(s, "SELECT max(version) FROM models WHERE id = ?1", model_id),
+                     c->version + 1);
+    assert_true(writer_int(s, "SELECT count(*) FROM arrays WHERE model_id = ?1", model_id) >
+                (long long)c->state->count);
+    /* ...the reads see the committed data: from this thread (so they take
+     * nothing the save holds) and from another one. */
+    c->pending_id = model_id;
+    check_committed(c);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, check_committed_main, c), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(c->checks, 2);
+}
+
+static void test_reads_during_write(void **state)
+{
+    (void)state;
+    gp_store *s = open_store("busywriter.db");
+    assert_true(s->r != s->w);
+    gp_error err;
+    gp_state a, b;
+    make_state(&a);
+    gp_state_init(&b);
+    put_random(&b, "L", 40, 40); /* 12800 bytes: 200 parts of 64 */
+    put_random(&b, "alpha", 40, 1);
+    gp_store_set_part_bytes(s, 64);
+
+    gp_model_meta m1, m2;
+    assert_int_equal(save_simple(s, "m", &a, &m1), GP_OK);
+    gp_job_row job;
+    memset(&job, 0, sizeof job);
+    snprintf(job.id, sizeof job.id, "j1");
+    snprintf(job.model_name, sizeof job.model_name, "m");
+    snprintf(job.status, sizeof job.status, "running");
+    assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
+    assert_reader_idle(s);
+
+    /* 1. A save in progress on this handle: reads see version 1 only. */
+    committed c = {.store = s, .version = 1, .id = m1.id, .state = &a, .status = "running"};
+    gp_store_set_save_hook(s, save_hook, &c);
+    assert_int_equal(save_simple(s, "m", &b, &m2), GP_OK);
+    gp_store_set_save_hook(s, NULL, NULL);
+    assert_int_equal(c.checks, 2);
+    assert_int_equal(m2.version, 2);
+    assert_int_equal(m2.id, c.pending_id);
+    /* Committed: the very next reads see all of it. */
+    c = (committed){.store = s, .version = 2, .id = m2.id, .state = &b, .status = "running"};
+    check_committed(&c);
+
+    /* 2. The writer holds an open write transaction (its mutex held, as a
+     * save, delete or job update would) that changes the job and deletes the
+     * model: reads still see the committed state. */
+    pthread_mutex_lock(&s->w->mu);
+    assert_int_equal(sqlite3_exec(s->w->db,
+                                  "BEGIN IMMEDIATE;"
+                                  " UPDATE jobs SET status = 'succeeded' WHERE id = 'j1';"
+                                  " DELETE FROM models WHERE name = 'm';",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_writer_busy(s);
+    c.checks = 0;
+    check_committed(&c);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, check_committed_main, &c), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(c.checks, 2);
+    assert_int_equal(sqlite3_exec(s->w->db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    pthread_mutex_unlock(&s->w->mu);
+    /* After the commit the reads see the change. */
+    gp_job_row jr;
+    assert_int_equal(gp_store_job_get(s, "j1", &jr, &err), GP_OK);
+    assert_string_equal(jr.status, "succeeded");
+    gp_job_row_free(&jr);
+    gp_model_meta m;
+    assert_int_equal(gp_store_meta(s, "m", 0, &m, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+    gp_state got;
+    gp_state_init(&got);
+    assert_int_equal(gp_store_load_state(s, m2.id, &got, &err), GP_ENOTFOUND);
+    assert_reader_idle(s);
+
+    /* 3. Every write is visible to the next read on the same handle. */
+    for (int i = 1; i <= 20; i++) {
+        assert_int_equal(save_simple(s, "m", i % 2 ? &a : &b, &m), GP_OK);
+        int64_t id = m.id;
+        assert_int_equal(m.version, i);
+        gp_model_meta_free(&m);
+        assert_int_equal(gp_store_meta(s, "m", 0, &m, &err), GP_OK);
+        assert_int_equal(m.version, i);
+        assert_int_equal(m.id, id);
+        gp_model_meta_free(&m);
+        gp_state_init(&got);
+        assert_int_equal(gp_store_load_state(s, id, &got, &err), GP_OK);
+        assert_states_equal(i % 2 ? &a : &b, &got);
+        gp_state_free(&got);
+        snprintf(job.status, sizeof job.status, "s%d", i);
+        assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
+        assert_int_equal(gp_store_job_get(s, "j1", &jr, &err), GP_OK);
+        assert_string_equal(jr.status, job.status);
+        gp_job_row_free(&jr);
+        assert_reader_idle(s);
+    }
+    assert_int_equal(gp_store_delete(s, "m", &err), GP_OK);
+    assert_int_equal(gp_store_meta(s, "m", 0, &m, &err), GP_ENOTFOUND);
+
+    gp_model_meta_free(&m1);
+    gp_model_meta_free(&m2);
+    gp_state_free(&a);
+    gp_state_free(&b);
+    gp_store_close(s);
+}
+
+/* The reader connection cannot write. */
+static void test_reader_is_read_only(void **state)
+{
+    (void)state;
+    gp_store *s = open_store("readonly.db");
+    assert_int_equal(sqlite3_exec(s->r->db, "INSERT INTO jobs(id, status) VALUES('x', 'queued')",
+                                  NULL, NULL, NULL) &
+                         0xff,
+                     SQLITE_READONLY);
+    assert_reader_idle(s);
+    gp_job_row jr;
+    gp_error err;
+    assert_int_equal(gp_store_job_get(s, "x", &jr, &err), GP_ENOTFOUND);
+    gp_store_close(s);
+}
+
+/* An in-memory database cannot be shared by two connections: one does both. */
+static void test_in_memory(void **state)
+{
+    (void)state;
+    gp_store *s = NULL;
+    gp_error err;
+    assert_int_equal(gp_store_open(":memory:", &s, &err), GP_OK);
+    assert_ptr_equal(s->r, s->w);
+    gp_state a, got;
+    make_state(&a);
+    gp_model_meta m;
+    assert_int_equal(save_simple(s, "mem", &a, NULL), GP_OK);
+    assert_int_equal(gp_store_meta(s, "mem", 0, &m, &err), GP_OK);
+    assert_int_equal(m.version, 1);
+    gp_state_init(&got);
+    assert_int_equal(gp_store_load_state(s, m.id, &got, &err), GP_OK);
+    assert_states_equal(&a, &got);
+    gp_state_free(&got);
+    gp_model_meta_free(&m);
+    gp_state_free(&a);
     gp_store_close(s);
 }
 
@@ -1127,6 +1394,9 @@ int main(void)
         cmocka_unit_test(test_processes),
         cmocka_unit_test(test_corrupt_file),
         cmocka_unit_test(test_waits_for_write_lock),
+        cmocka_unit_test(test_reads_during_write),
+        cmocka_unit_test(test_reader_is_read_only),
+        cmocka_unit_test(test_in_memory),
     };
     return cmocka_run_group_tests_name("store", tests, group_setup, group_teardown);
 }
