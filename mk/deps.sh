@@ -1,8 +1,15 @@
 #!/bin/sh
 # Check the Debian packages gpserve needs; as root install the missing ones,
 # otherwise print the exact command and fail.
+#   sh mk/deps.sh        the packages of make / make test / make run
+#   sh mk/deps.sh fuzz   only the extra ones of make fuzz (clang and libFuzzer's
+#                        runtime, which Debian bookworm ships in libclang-rt-14-dev)
 set -eu
 PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl"
+FUZZ_PKGS="clang libclang-rt-14-dev"
+if [ "${1:-}" = fuzz ]; then
+    PKGS=$FUZZ_PKGS
+fi
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,88 @@
+/* libFuzzer target: server route matching (server/route.h) and the small
+ * string parsers of server/util.h that see request data: percent-decoding,
+ * the bearer token of an Authorization header, the media type of a
+ * Content-Type, and the JSON string scanner used on response bodies.
+ * Checks: a matched {name} passes gp_api_valid_name, a {v} is >= 1, an {id}
+ * is [A-Za-z0-9._-]{1,39}, and every route answers its table lookups. */
+#include "tests/fuzz/fuzz_common.h"
+
+#include "server/route.h"
+#include "server/util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fail(const char *what, const char *path)
+{
+    fprintf(stderr, "fuzz: %s (path \"%.300s\")\n", what, path);
+    abort();
+}
+
+static int valid_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= GP_ROUTE_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > FUZZ_MAX_INPUT)
+        return -1;
+    char *s = malloc(size + 1);
+    if (s == NULL)
+        return 0;
+    memcpy(s, data, size);
+    s[size] = '\0';
+
+    gp_route_match m;
+    gp_route_id r = gp_route_match_path(s, &m);
+    if (r != m.route || r < GP_ROUTE_NONE || r >= GP_ROUTE_COUNT)
+        fail("route id out of range", s);
+    if (r != GP_ROUTE_NONE && m.param_error == GP_PARAM_OK) {
+        int named = r == GP_ROUTE_MODEL || r == GP_ROUTE_MODEL_VERSION || r == GP_ROUTE_PREDICT ||
+                    r == GP_ROUTE_SAMPLE || r == GP_ROUTE_OBSERVE;
+        if (named && !gp_api_valid_name(m.name))
+            fail("matched a route with an invalid {name}", s);
+        if (r == GP_ROUTE_MODEL_VERSION && m.version < 1)
+            fail("matched a version < 1", s);
+        if (r == GP_ROUTE_JOB && !valid_id(m.id))
+            fail("matched a job with an invalid {id}", s);
+    }
+    static const char *const verbs[] = {"GET", "POST", "DELETE", "PUT", NULL};
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        int v = gp_verb_of(verbs[i]);
+        (void)gp_route_body_types(r, v);
+    }
+    if (r != GP_ROUTE_NONE && (gp_route_verbs(r) == 0 || gp_route_allow(r)[0] == '\0'))
+        fail("a route without verbs", s);
+    (void)gp_route_pattern(r);
+    (void)gp_route_needs_auth(r);
+    (void)gp_verb_of(s);
+
+    /* the same bytes through the util parsers */
+    char dec[512];
+    long n = gp_percent_decode(s, size, dec, sizeof dec);
+    if (n >= (long)sizeof dec || (n >= 0 && (dec[n] != '\0' || (long)strlen(dec) != n)))
+        fail("gp_percent_decode length", s);
+    const char *tok = NULL;
+    size_t toklen = 0;
+    if (gp_bearer_token(s, &tok, &toklen) &&
+        (tok < s || toklen == 0 || tok + toklen > s + strlen(s)))
+        fail("gp_bearer_token out of the header", s);
+    (void)gp_media_type_is(s, "application/json");
+    (void)gp_media_type_is(s, "text/csv");
+    char out[256];
+    static const char *const keys[] = {"message", "field", "code"};
+    for (size_t i = 0; i < 3; i++) {
+        int found = gp_json_find_string(s, size, keys[i], out, sizeof out);
+        if (strnlen(out, sizeof out) >= sizeof out || (!found && out[0] != '\0'))
+            fail("gp_json_find_string output", s);
+    }
+    free(s);
+    return 0;
+}
