@@ -289,6 +289,25 @@ static int parse_quantiles(json_t *v, double *q, size_t *nq, gp_error *err)
     return GP_OK;
 }
 
+/* What predict and sample bodies share: a JSON object of known keys, an
+ * optional "version" and "include_noise" (*include_noise keeps its default
+ * when absent). */
+static int parse_point_request(const gp_request *req, const char *const *keys, json_t **obj,
+                               int *version, int *include_noise, gp_error *err)
+{
+    json_t *e;
+    int rc = check_json(req, err);
+    if (rc == GP_OK)
+        rc = gp_json_parse_body(req, obj, err);
+    if (rc == GP_OK)
+        rc = gp_json_known_keys(*obj, keys, NULL, err);
+    if (rc == GP_OK)
+        rc = get_version(*obj, version, err);
+    if (rc == GP_OK && (e = json_object_get(*obj, "include_noise")))
+        rc = gp_json_get_bool(e, "include_noise", include_noise, err);
+    return rc;
+}
+
 static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out,
                        gp_error *err)
 {
@@ -300,15 +319,7 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
     int version = 0, include_noise = 1, full = 0;
     double q[MAX_QUANTILES];
     json_t *e;
-    int rc = check_json(req, err);
-    if (rc == GP_OK)
-        rc = gp_json_parse_body(req, &obj, err);
-    if (rc == GP_OK)
-        rc = gp_json_known_keys(obj, predict_keys, NULL, err);
-    if (rc == GP_OK)
-        rc = get_version(obj, &version, err);
-    if (rc == GP_OK && (e = json_object_get(obj, "include_noise")))
-        rc = gp_json_get_bool(e, "include_noise", &include_noise, err);
+    int rc = parse_point_request(req, predict_keys, &obj, &version, &include_noise, err);
     if (rc == GP_OK && (e = json_object_get(obj, "full_covariance")))
         rc = gp_json_get_bool(e, "full_covariance", &full, err);
     if (rc == GP_OK && (e = json_object_get(obj, "quantiles")))
@@ -417,15 +428,7 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
     size_t m = 0, d = 0;
     int version = 0, include_noise = 0;
     uint64_t n_samples = 10, seed = 0;
-    int rc = check_json(req, err);
-    if (rc == GP_OK)
-        rc = gp_json_parse_body(req, &obj, err);
-    if (rc == GP_OK)
-        rc = gp_json_known_keys(obj, sample_keys, NULL, err);
-    if (rc == GP_OK)
-        rc = get_version(obj, &version, err);
-    if (rc == GP_OK && (e = json_object_get(obj, "include_noise")))
-        rc = gp_json_get_bool(e, "include_noise", &include_noise, err);
+    int rc = parse_point_request(req, sample_keys, &obj, &version, &include_noise, err);
     if (rc == GP_OK && (e = json_object_get(obj, "seed")))
         rc = gp_json_get_uint(e, "seed", 9007199254740992.0, &seed, err);
     if (rc == GP_OK && (e = json_object_get(obj, "n_samples"))) {

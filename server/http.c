@@ -154,17 +154,14 @@ static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const ch
 
 static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
 {
-    gp_error err;
-    gp_error_clear(&err);
-    err.code = code;
-    snprintf(err.field, sizeof err.field, "%s", field ? field : "");
+    char message[GP_ERROR_MESSAGE_LEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err.message, sizeof err.message, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     gp_response res;
     memset(&res, 0, sizeof res);
-    gp_api_error(&err, &res);
+    gp_api_fail(&res, code, field, "%s", message);
     if (code == GP_EUNAUTHORIZED)
         gp_response_header(&res, "WWW-Authenticate", "Bearer");
     else if (code == GP_EMETHOD)
@@ -172,6 +169,17 @@ static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const ch
     else if (code == GP_EOVERLOADED)
         gp_response_header(&res, "Retry-After", "5");
     return answer(ctx, &res);
+}
+
+/* The answer when the fit queue refuses a job (async or sync). */
+static enum MHD_Result queue_failure(conn_ctx *ctx, int rc)
+{
+    if (rc == GP_EOVERLOADED)
+        return fail(ctx, rc, NULL, "the fit queue is full (%ld jobs); retry later",
+                    ctx->srv->cfg.queue_size);
+    if (rc == GP_ENOTREADY)
+        return fail(ctx, rc, NULL, "the server is shutting down");
+    return fail(ctx, GP_EINTERNAL, NULL, "cannot queue the fit");
 }
 
 /* ---- request context ---- */
@@ -315,12 +323,7 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
         int rc = gp_jobs_submit_async(srv->jobs, fj, id, sizeof id);
         if (rc != 0) {
             gp_fit_job_free(fj);
-            if (rc == GP_EOVERLOADED)
-                return fail(ctx, rc, NULL, "the fit queue is full (%ld jobs); retry later",
-                            srv->cfg.queue_size);
-            if (rc == GP_ENOTREADY)
-                return fail(ctx, rc, NULL, "the server is shutting down");
-            return fail(ctx, GP_EINTERNAL, NULL, "cannot queue the fit");
+            return queue_failure(ctx, rc);
         }
         gp_response res;
         memset(&res, 0, sizeof res);
@@ -348,12 +351,7 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
         atomic_fetch_sub(&srv->sync_pending, 1);
         ctx->state = CS_BODY;
         gp_fit_job_free(fj);
-        if (rc == GP_EOVERLOADED)
-            return fail(ctx, rc, NULL, "the fit queue is full (%ld jobs); retry later",
-                        srv->cfg.queue_size);
-        if (rc == GP_ENOTREADY)
-            return fail(ctx, rc, NULL, "the server is shutting down");
-        return fail(ctx, GP_EINTERNAL, NULL, "cannot queue the fit");
+        return queue_failure(ctx, rc);
     }
     return MHD_YES; /* suspended; fit_done resumes us */
 }
