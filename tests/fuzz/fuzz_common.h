@@ -162,4 +162,41 @@ static inline void fuzz_check_response(const gp_response *res)
     }
 }
 
+/* A copy of exactly size bytes (NULL for an empty input), so that ASan sees
+ * any read past the body. *failed is set when the allocation fails. */
+static inline char *fuzz_copy(const uint8_t *data, size_t size, int *failed)
+{
+    char *copy = size ? malloc(size) : NULL;
+    *failed = size && copy == NULL;
+    if (copy)
+        memcpy(copy, data, size);
+    return copy;
+}
+
+/* One input through a model handler (predict or sample) against "fz". */
+typedef void (*fuzz_model_handler)(gp_api *api, const char *name, const gp_request *req,
+                                   gp_response *out);
+
+static inline int fuzz_model_input(fuzz_model_handler handler, const uint8_t *data, size_t size)
+{
+    if (size > FUZZ_MAX_INPUT)
+        return -1;
+    int failed;
+    char *body = fuzz_copy(data, size, &failed);
+    if (failed)
+        return 0;
+    gp_request req;
+    memset(&req, 0, sizeof req);
+    req.content_type = "application/json";
+    req.body = body;
+    req.body_len = size;
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    handler(fuzz_api, "fz", &req, &res);
+    fuzz_check_response(&res);
+    gp_response_free(&res);
+    free(body);
+    return 0;
+}
+
 #endif

@@ -19,12 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > FUZZ_MAX_INPUT)
         return -1;
-    /* A copy of exactly size bytes, so that ASan sees any read past the body. */
-    char *body = size ? malloc(size) : NULL;
-    if (size && body == NULL)
+    int failed;
+    char *body = fuzz_copy(data, size, &failed);
+    if (failed)
         return 0;
-    if (size)
-        memcpy(body, data, size);
     gp_request req;
     memset(&req, 0, sizeof req);
     req.content_type = "application/json; charset=utf-8";

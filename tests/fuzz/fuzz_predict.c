@@ -18,23 +18,5 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > FUZZ_MAX_INPUT)
-        return -1;
-    char *body = size ? malloc(size) : NULL;
-    if (size && body == NULL)
-        return 0;
-    if (size)
-        memcpy(body, data, size);
-    gp_request req;
-    memset(&req, 0, sizeof req);
-    req.content_type = "application/json";
-    req.body = body;
-    req.body_len = size;
-    gp_response res;
-    memset(&res, 0, sizeof res);
-    gp_api_predict(fuzz_api, "fz", &req, &res);
-    fuzz_check_response(&res);
-    gp_response_free(&res);
-    free(body);
-    return 0;
+    return fuzz_model_input(gp_api_predict, data, size);
 }
