@@ -15,6 +15,11 @@
 
 typedef struct job job;
 
+/* Links of one intrusive doubly linked list. */
+typedef struct job_link {
+    job *prev, *next;
+} job_link;
+
 struct job {
     gp_jobs *owner;
     int async;
@@ -30,7 +35,7 @@ struct job {
     int finished;      /* counted in owner->n_finished */
     double started;    /* monotonic seconds when the fit began */
     double last_save;  /* monotonic seconds of the last progress save */
-    job *tprev, *tnext; /* table (creation order) */
+    job_link tlink; /* table (creation order) */
 
     /* Saves: one at a time, newest last. */
     pthread_mutex_t save_lock;
@@ -41,7 +46,7 @@ struct job {
     void *cookie;
 
     /* Queue / running list (guarded by owner->lock). */
-    job *qprev, *qnext;
+    job_link qlink;
 };
 
 typedef struct job_list {
@@ -61,7 +66,7 @@ struct gp_jobs {
     job_list queue;   /* queued, FIFO */
     job_list running; /* being fitted */
     size_t n_queued, n_running;
-    job *table_head, *table_tail; /* async jobs */
+    job_list table;   /* async jobs, linked through tlink */
     size_t n_finished;            /* async jobs in the table in a terminal state */
 };
 
@@ -76,29 +81,48 @@ static const gp_fit_ops api_ops = {
     .load = gp_api_job_load,
 };
 
-/* ---- lists ---- */
-static void list_push(job_list *l, job *j)
+/* ---- lists ----
+ * A job sits on two intrusive lists at once: the queue/running list (qlink) and
+ * the async job table (tlink); one pair of functions serves both. */
+static job_link *link_of(job *j, int table)
 {
-    j->qnext = NULL;
-    j->qprev = l->tail;
+    return table ? &j->tlink : &j->qlink;
+}
+
+static void list_push_on(job_list *l, job *j, int table)
+{
+    job_link *lk = link_of(j, table);
+    lk->next = NULL;
+    lk->prev = l->tail;
     if (l->tail)
-        l->tail->qnext = j;
+        link_of(l->tail, table)->next = j;
     else
         l->head = j;
     l->tail = j;
 }
 
+static void list_remove_on(job_list *l, job *j, int table)
+{
+    job_link *lk = link_of(j, table);
+    if (lk->prev)
+        link_of(lk->prev, table)->next = lk->next;
+    else
+        l->head = lk->next;
+    if (lk->next)
+        link_of(lk->next, table)->prev = lk->prev;
+    else
+        l->tail = lk->prev;
+    lk->prev = lk->next = NULL;
+}
+
+static void list_push(job_list *l, job *j)
+{
+    list_push_on(l, j, 0);
+}
+
 static void list_remove(job_list *l, job *j)
 {
-    if (j->qprev)
-        j->qprev->qnext = j->qnext;
-    else
-        l->head = j->qnext;
-    if (j->qnext)
-        j->qnext->qprev = j->qprev;
-    else
-        l->tail = j->qprev;
-    j->qprev = j->qnext = NULL;
+    list_remove_on(l, j, 0);
 }
 
 static int terminal(const char *status)
@@ -161,7 +185,7 @@ static void job_unref(gp_jobs *js, job *j)
 
 static job *table_find_locked(gp_jobs *js, const char *id)
 {
-    for (job *j = js->table_head; j; j = j->tnext)
+    for (job *j = js->table.head; j; j = j->tlink.next)
         if (strcmp(j->info.id, id) == 0)
             return j;
     return NULL;
@@ -169,28 +193,14 @@ static job *table_find_locked(gp_jobs *js, const char *id)
 
 static void table_add_locked(gp_jobs *js, job *j)
 {
-    j->tnext = NULL;
-    j->tprev = js->table_tail;
-    if (js->table_tail)
-        js->table_tail->tnext = j;
-    else
-        js->table_head = j;
-    js->table_tail = j;
+    list_push_on(&js->table, j, 1);
     j->in_table = 1;
     j->refs++;
 }
 
 static void table_remove_locked(gp_jobs *js, job *j)
 {
-    if (j->tprev)
-        j->tprev->tnext = j->tnext;
-    else
-        js->table_head = j->tnext;
-    if (j->tnext)
-        j->tnext->tprev = j->tprev;
-    else
-        js->table_tail = j->tprev;
-    j->tprev = j->tnext = NULL;
+    list_remove_on(&js->table, j, 1);
     j->in_table = 0;
 }
 
@@ -203,8 +213,8 @@ static void finished_locked(gp_jobs *js, job *done, job_list *dead)
         return;
     done->finished = 1;
     js->n_finished++;
-    for (job *j = js->table_head; j && js->n_finished > MAX_FINISHED;) {
-        job *next = j->tnext;
+    for (job *j = js->table.head; j && js->n_finished > MAX_FINISHED;) {
+        job *next = j->tlink.next;
         if (j->finished) {
             table_remove_locked(js, j);
             js->n_finished--;
@@ -218,7 +228,7 @@ static void finished_locked(gp_jobs *js, job *done, job_list *dead)
 static void destroy_list(job_list *dead)
 {
     for (job *j = dead->head; j;) {
-        job *next = j->qnext;
+        job *next = j->qlink.next;
         job_destroy(j);
         j = next;
     }
@@ -595,21 +605,21 @@ void gp_jobs_shutdown(gp_jobs *js)
     job_list cancelled = js->queue;
     js->queue.head = js->queue.tail = NULL;
     js->n_queued = 0;
-    for (job *j = cancelled.head; j; j = j->qnext) {
+    for (job *j = cancelled.head; j; j = j->qlink.next) {
         if (j->async) {
             j->info.status = "cancelled";
             touch_locked(j);
             finished_locked(js, j, &dead);
         }
     }
-    for (job *j = js->running.head; j; j = j->qnext)
+    for (job *j = js->running.head; j; j = j->qlink.next)
         atomic_store(&j->cancel, 1);
     pthread_cond_broadcast(&js->wake);
     pthread_mutex_unlock(&js->lock);
     destroy_list(&dead);
 
     for (job *j = cancelled.head; j;) {
-        job *next = j->qnext;
+        job *next = j->qlink.next;
         if (j->fit && js->ops.free_job)
             js->ops.free_job(j->fit);
         j->fit = NULL;
@@ -635,8 +645,8 @@ void gp_jobs_free(gp_jobs *js)
 {
     if (js == NULL)
         return;
-    for (job *j = js->table_head; j;) {
-        job *next = j->tnext;
+    for (job *j = js->table.head; j;) {
+        job *next = j->tlink.next;
         job_destroy(j);
         j = next;
     }
