@@ -33,10 +33,10 @@ struct gp_api {
 
 /* ---- model cache (models.c) ---- */
 /* Find or load the model row (name, version; 0 = latest) and return a
- * reference: *model stays valid until gp_cache_release(entry). meta (may be
- * NULL) receives the store row (caller frees with gp_model_meta_free). */
+ * reference: *model stays valid until gp_cache_release(entry). The store is
+ * asked only for the row's id, version and method (gp_store_meta_brief). */
 int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
-                     const gp_model **model, gp_model_meta *meta, gp_error *err);
+                     const gp_model **model, gp_error *err);
 void gp_cache_release(gp_api *api, gp_cache_entry *entry);
 /* Insert a freshly fitted model (ownership passes to the cache, even on failure). */
 void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model);

@@ -111,7 +111,7 @@ void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model)
 }
 
 int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
-                     const gp_model **model, gp_model_meta *meta_out, gp_error *err)
+                     const gp_model **model, gp_error *err)
 {
     *entry = NULL;
     *model = NULL;
@@ -120,7 +120,7 @@ int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry 
                             "model names are 1 to 64 characters of A-Z a-z 0-9 . _ -");
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
-    int rc = gp_store_meta(api->store, name, version, &meta, err);
+    int rc = gp_store_meta_brief(api->store, name, version, &meta, err);
     if (rc)
         return rc;
     pthread_mutex_lock(&api->cache_lock);
@@ -169,10 +169,6 @@ int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry 
     }
     *entry = e;
     *model = e->model;
-    if (meta_out)
-        *meta_out = meta;
-    else
-        gp_model_meta_free(&meta);
     return GP_OK;
 }
 
@@ -335,7 +331,7 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
                           "max_covariance_points = %zu",
                           m, api->cfg.max_covariance_points);
     if (rc == GP_OK)
-        rc = gp_cache_acquire(api, name, version, &entry, &model, NULL, err);
+        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
     if (rc == GP_OK)
         rc = check_dims(model, name, Xj, d, err);
     gp_prediction pr = {0};
@@ -455,7 +451,7 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
                           "%llu samples x %zu points is above the limit max_sample_values = %zu",
                           (unsigned long long)n_samples, m, api->cfg.max_sample_values);
     if (rc == GP_OK)
-        rc = gp_cache_acquire(api, name, version, &entry, &model, NULL, err);
+        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
     if (rc == GP_OK)
         rc = check_dims(model, name, Xj, d, err);
     if (rc == GP_OK && !(S = malloc(m * (size_t)n_samples * sizeof *S)))

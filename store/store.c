@@ -490,7 +490,7 @@ void gp_model_meta_free_array(gp_model_meta *metas, size_t count)
 
 /* Fill meta from a row of id, name, version, method, spec, info, n_train,
  * input_dim, created_at. On failure meta holds nothing to free. */
-static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, gp_error *err)
+static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, int with_texts, gp_error *err)
 {
     memset(meta, 0, sizeof *meta);
     meta->id = sqlite3_column_int64(st, 0);
@@ -507,7 +507,7 @@ static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, gp_error *err)
     meta->version = (int)version;
     meta->n_train = (size_t)n_train;
     meta->input_dim = (size_t)input_dim;
-    if (dup_col(st, 4, &meta->spec) || dup_col(st, 5, &meta->info)) {
+    if (with_texts && (dup_col(st, 4, &meta->spec) || dup_col(st, 5, &meta->info))) {
         gp_model_meta_free(meta);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading model metadata");
     }
@@ -655,8 +655,8 @@ static int not_found_name(const char *name, gp_error *err)
     return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", name);
 }
 
-int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta *meta,
-                  gp_error *err)
+static int meta_lookup(gp_store *store, const char *name, int version, int with_texts,
+                       gp_model_meta *meta, gp_error *err)
 {
     memset(meta, 0, sizeof *meta);
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
@@ -674,7 +674,7 @@ int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta 
         src = sqlite3_step(st);
     int rc;
     if (src == SQLITE_ROW) {
-        rc = read_meta_row(st, meta, err);
+        rc = read_meta_row(st, meta, with_texts, err);
         gp_store_stmt_done(st);
     } else if (src == SQLITE_DONE) {
         gp_store_stmt_done(st);
@@ -690,6 +690,18 @@ int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta 
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta *meta,
+                  gp_error *err)
+{
+    return meta_lookup(store, name, version, 1, meta, err);
+}
+
+int gp_store_meta_brief(gp_store *store, const char *name, int version, gp_model_meta *meta,
+                        gp_error *err)
+{
+    return meta_lookup(store, name, version, 0, meta, err);
 }
 
 int gp_store_versions(gp_store *store, const char *name, int **versions, size_t *count,
@@ -759,7 +771,7 @@ int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_erro
             m = nm;
             cap = ncap;
         }
-        rc = read_meta_row(st, &m[n], err);
+        rc = read_meta_row(st, &m[n], 1, err);
         if (rc)
             break;
         n++;

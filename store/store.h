@@ -92,6 +92,10 @@ int gp_store_save(gp_store *store, const char *name, const char *method, const c
  * GP_ENOTFOUND field "version". */
 int gp_store_meta(gp_store *store, const char *name, int version, gp_model_meta *meta,
                   gp_error *err);
+/* The same row without the spec and info texts (left NULL): the per-request
+ * lookup of the prediction path, which only needs id, version and method. */
+int gp_store_meta_brief(gp_store *store, const char *name, int version, gp_model_meta *meta,
+                        gp_error *err);
 /* Every version of `name`, ascending; *versions is malloc'ed (caller frees).
  * Unknown name: GP_ENOTFOUND field "name". */
 int gp_store_versions(gp_store *store, const char *name, int **versions, size_t *count,

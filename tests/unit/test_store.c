@@ -384,6 +384,36 @@ static void test_round_trip(void **state)
     gp_store_close(s);
 }
 
+/* The brief lookup names the same row as the full one, without the texts. */
+static void test_meta_brief(void **state)
+{
+    (void)state;
+    gp_store *s = open_store("brief.db");
+    assert_int_equal(save_simple(s, "m", NULL, NULL), GP_OK);
+    assert_int_equal(save_simple(s, "m", NULL, NULL), GP_OK);
+    gp_error err;
+    for (int v = 0; v <= 2; v++) {
+        gp_model_meta full, brief;
+        assert_int_equal(gp_store_meta(s, "m", v, &full, &err), GP_OK);
+        assert_int_equal(gp_store_meta_brief(s, "m", v, &brief, &err), GP_OK);
+        assert_true(brief.id == full.id);
+        assert_int_equal(brief.version, v == 0 ? 2 : v);
+        assert_int_equal(brief.version, full.version);
+        assert_string_equal(brief.method, full.method);
+        assert_non_null(full.spec);
+        assert_null(brief.spec);
+        assert_null(brief.info);
+        gp_model_meta_free(&full);
+        gp_model_meta_free(&brief);
+    }
+    gp_model_meta brief;
+    assert_int_equal(gp_store_meta_brief(s, "m", 3, &brief, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "version");
+    assert_int_equal(gp_store_meta_brief(s, "nosuch", 0, &brief, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+    gp_store_close(s);
+}
+
 static void test_versions_and_list(void **state)
 {
     (void)state;
@@ -1384,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_open_failures),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_versions_and_list),
+        cmocka_unit_test(test_meta_brief),
         cmocka_unit_test(test_not_found_and_invalid),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_jobs),
