@@ -149,20 +149,22 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
     return GP_OK;
 }
 
-/* Mean and population standard deviation (ddof 0); a constant column gets scale 1
- * so that it passes through unchanged instead of dividing by zero. */
-static void column_stats(const double *x, size_t n, double *mean, double *scale)
+void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale)
 {
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++)
-        m += x[i];
-    m /= (double)n;
-    double ss = 0.0;
-    for (size_t i = 0; i < n; i++)
-        ss += (x[i] - m) * (x[i] - m);
-    double sd = sqrt(ss / (double)n);
-    *mean = m;
-    *scale = sd > 0.0 && isfinite(sd) ? sd : 1.0;
+    for (size_t j = 0; j < d; j++) {
+        const double *c = X + j * n;
+        double m = 0.0;
+        for (size_t i = 0; i < n; i++)
+            m += c[i];
+        m = n > 0 ? m / (double)n : 0.0;
+        double ss = 0.0;
+        for (size_t i = 0; i < n; i++)
+            ss += (c[i] - m) * (c[i] - m);
+        double sd = n > 0 ? sqrt(ss / (double)n) : 0.0;
+        mean[j] = m;
+        /* A constant column gets scale 1: it passes through instead of dividing by 0. */
+        scale[j] = sd > 0.0 && isfinite(sd) ? sd : 1.0;
+    }
 }
 
 static gp_model *model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err)
@@ -196,17 +198,14 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         return rc;
     }
     model->standardize = req->standardize ? 1 : 0;
-    for (size_t k = 0; k < req->d; k++) {
-        if (model->standardize)
-            column_stats(req->X + k * req->n, req->n, &model->x_mean[k], &model->x_scale[k]);
-        else {
+    if (model->standardize) {
+        gp_column_stats(req->X, req->n, req->d, model->x_mean, model->x_scale);
+        gp_column_stats(req->y, req->n, 1, &model->y_mean, &model->y_scale);
+    } else {
+        for (size_t k = 0; k < req->d; k++) {
             model->x_mean[k] = 0.0;
             model->x_scale[k] = 1.0;
         }
-    }
-    if (model->standardize)
-        column_stats(req->y, req->n, &model->y_mean, &model->y_scale);
-    else {
         model->y_mean = 0.0;
         model->y_scale = 1.0;
     }

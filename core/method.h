@@ -164,6 +164,10 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
 void gp_model_free(gp_model *model);
 
 /* Helpers shared by the methods. */
+/* Mean and population standard deviation (ddof 0) of each column of the
+ * column-major n x d matrix X: the standardisation every model uses. A zero
+ * (or non-finite) deviation gives scale 1. */
+void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale);
 /* Validate X/y: sizes, finiteness (GP_EDATA naming "X[i][j]" or "y[i]"). */
 int gp_check_training_data(const gp_fit_request *req, gp_error *err);
 /* Allocate a model shell for method m with the common fields set from req

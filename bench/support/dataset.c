@@ -677,21 +677,3 @@ int gp_indices_write(const char *path, const size_t *idx, size_t count, gp_error
         return gp_error_set(err, GP_EINTERNAL, NULL, "error writing %s", path);
     return GP_OK;
 }
-
-void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale)
-{
-    for (size_t j = 0; j < d; j++) {
-        const double *c = X + j * n;
-        double m = 0.0;
-        for (size_t i = 0; i < n; i++)
-            m += c[i];
-        m = n > 0 ? m / (double)n : 0.0;
-        double v = 0.0;
-        for (size_t i = 0; i < n; i++)
-            v += (c[i] - m) * (c[i] - m);
-        v = n > 0 ? v / (double)n : 0.0;
-        double s = sqrt(v);
-        mean[j] = m;
-        scale[j] = (s > 0.0 && isfinite(s)) ? s : 1.0;
-    }
-}

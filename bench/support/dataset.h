@@ -91,8 +91,5 @@ int gp_dataset_load_split(const char *name, const char *scheme, int k, size_t ma
  * to path. */
 int gp_indices_write(const char *path, const size_t *idx, size_t count, gp_error *err);
 
-/* Column statistics over the n rows of a column-major n x d matrix: mean and
- * population standard deviation (ddof = 0, a zero std becomes 1). */
-void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale);
 
 #endif
