@@ -564,7 +564,7 @@ void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
     int rc = check_name(name, &err);
     /* the store may treat deleting nothing as success: 404 it here */
     if (rc == GP_OK)
-        rc = gp_store_meta(api->store, name, 0, &meta, &err);
+        rc = gp_store_meta_brief(api->store, name, 0, &meta, &err);
     gp_model_meta_free(&meta);
     if (rc == GP_OK)
         rc = gp_store_delete(api->store, name, &err);
@@ -589,7 +589,7 @@ void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_res
     memset(&meta, 0, sizeof meta);
     int rc = check_name(name, &err);
     if (rc == GP_OK)
-        rc = gp_store_meta(api->store, name, 0, &meta, &err);
+        rc = gp_store_meta_brief(api->store, name, 0, &meta, &err);
     if (rc == GP_OK)
         rc = gp_error_set(&err, GP_EUNSUPPORTED, NULL,
                           "method '%s' does not update online: fit a new version with all the "

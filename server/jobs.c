@@ -434,17 +434,23 @@ int gp_jobs_start(gp_jobs *js)
     return js->n_started > 0 ? 0 : -1;
 }
 
+/* May another job be queued (lock held)? 0, or why not. */
+static int admission_locked(const gp_jobs *js)
+{
+    if (js->stopping)
+        return GP_ENOTREADY;
+    if (js->n_queued >= js->queue_size)
+        return GP_EOVERLOADED;
+    return 0;
+}
+
 int gp_jobs_submit_async(gp_jobs *js, gp_fit_job *fj, char *id, size_t id_size)
 {
     job *j = job_new(js, fj, 1);
     if (j == NULL)
         return GP_ENOMEM;
     pthread_mutex_lock(&js->lock);
-    int rc = 0;
-    if (js->stopping)
-        rc = GP_ENOTREADY;
-    else if (js->n_queued >= js->queue_size)
-        rc = GP_EOVERLOADED;
+    int rc = admission_locked(js);
     if (rc != 0) {
         pthread_mutex_unlock(&js->lock);
         j->fit = NULL; /* stays the caller's */
@@ -477,11 +483,7 @@ int gp_jobs_submit_sync(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
     j->cookie = cookie;
     j->refs = 1;
     pthread_mutex_lock(&js->lock);
-    int rc = 0;
-    if (js->stopping)
-        rc = GP_ENOTREADY;
-    else if (js->n_queued >= js->queue_size)
-        rc = GP_EOVERLOADED;
+    int rc = admission_locked(js);
     if (rc != 0) {
         pthread_mutex_unlock(&js->lock);
         j->fit = NULL;
