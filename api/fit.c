@@ -412,6 +412,14 @@ static json_t *info_json(const gp_model *m)
     json_object_set_new(d, "fit_seconds", gp_json_real(dg->fit_seconds));
     json_object_set_new(d, "jitter", gp_json_real(dg->jitter));
     json_object_set_new(o, "diagnostics", d);
+    if (dg->n_info) {
+        json_t *mi = json_object();
+        for (size_t i = 0; i < dg->n_info; i++)
+            json_object_set_new(mi, dg->info[i].key,
+                                dg->info[i].string ? json_string(dg->info[i].string)
+                                                   : gp_json_real(dg->info[i].number));
+        json_object_set_new(o, "method_info", mi);
+    }
     json_object_set_new(o, "standardize", json_boolean(m->standardize));
     json_t *st = json_object();
     json_t *xm = json_array(), *xs = json_array();

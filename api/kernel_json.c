@@ -58,6 +58,25 @@ static int type_accepted(const gp_method *m, gp_kernel_type t)
     return 0;
 }
 
+/* 422 unsupported naming the kernels the method accepts. */
+static int unsupported(const gp_method *m, const char *field, const char *name, gp_error *err)
+{
+    char list[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; m->kernels && i < m->n_kernels && used < sizeof list; i++) {
+        int w = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                         gp_kernel_type_name(m->kernels[i]));
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (m->kernels == NULL)
+        snprintf(list, sizeof list, "%s", "any kernel");
+    return gp_error_set(err, GP_EUNSUPPORTED, field,
+                        "method '%s' does not accept a '%s' kernel; it accepts %s%s", m->name, name,
+                        m->single_leaf_kernel ? "a single kernel of type " : "", list);
+}
+
 /* Re-label an error of gp_kernel_leaf/composite (field "active_dims", ...)
  * with the JSON path of the kernel. */
 static int relabel(gp_error *err, int rc, const char *prefix)
@@ -265,10 +284,11 @@ static int parse_node(json_t *v, const char *prefix, size_t input_dim, const gp_
                             f);
     if (t != GP_KERNEL_SUM && t != GP_KERNEL_PRODUCT) {
         if (!type_accepted(m, (gp_kernel_type)t))
-            return gp_error_set(err, GP_EUNSUPPORTED, f, "method '%s' does not accept a '%s' kernel",
-                                m->name, name);
+            return unsupported(m, f, name, err);
         return parse_leaf(v, prefix, (gp_kernel_type)t, input_dim, out, err);
     }
+    if (m != NULL && m->single_leaf_kernel)
+        return unsupported(m, f, name, err);
     int rc = gp_json_known_keys(v, composite_keys, prefix, err);
     if (rc)
         return rc;

@@ -440,3 +440,33 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
     *out = model;
     return GP_OK;
 }
+
+static gp_info_item *info_slot(gp_model *model, const char *key)
+{
+    gp_diagnostics *dg = &model->diag;
+    for (size_t i = 0; i < dg->n_info; i++)
+        if (strcmp(dg->info[i].key, key) == 0)
+            return &dg->info[i];
+    if (dg->n_info == GP_MODEL_INFO_MAX)
+        return NULL;
+    dg->info[dg->n_info].key = key;
+    return &dg->info[dg->n_info++];
+}
+
+void gp_model_info_number(gp_model *model, const char *key, double value)
+{
+    gp_info_item *it = info_slot(model, key);
+    if (it) {
+        it->string = NULL;
+        it->number = value;
+    }
+}
+
+void gp_model_info_string(gp_model *model, const char *key, const char *value)
+{
+    gp_info_item *it = info_slot(model, key);
+    if (it) {
+        it->string = value;
+        it->number = 0;
+    }
+}

@@ -67,6 +67,16 @@ typedef struct gp_fit_request {
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000
 
+/* A method-specific fact about a fit that the service reports with the model
+ * (e.g. the frequency sampler `auto` chose). key and string point to static
+ * text (string literals); string NULL means the value is number. */
+#define GP_MODEL_INFO_MAX 16
+typedef struct gp_info_item {
+    const char *key;
+    const char *string;
+    double number;
+} gp_info_item;
+
 typedef struct gp_diagnostics {
     double objective;           /* in original units */
     const char *objective_name; /* static, e.g. "log_marginal_likelihood" */
@@ -76,6 +86,8 @@ typedef struct gp_diagnostics {
     int converged;
     double fit_seconds;
     double jitter;              /* absolute jitter of the cached factor, working units */
+    gp_info_item info[GP_MODEL_INFO_MAX]; /* method-specific facts, see gp_model_info_* */
+    size_t n_info;
 } gp_diagnostics;
 
 struct gp_method;
@@ -124,6 +136,7 @@ typedef struct gp_method {
     size_t n_options;
     const gp_kernel_type *kernels; /* accepted leaf types; NULL = every kernel */
     size_t n_kernels;
+    int single_leaf_kernel; /* 1: one leaf only, no sum/product */
 
     /* Fit: on success *out is a new model owned by the caller (gp_model_free). */
     int (*fit)(const gp_fit_request *req, gp_model **out, gp_error *err);
@@ -164,6 +177,10 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
 void gp_model_free(gp_model *model);
 
 /* Helpers shared by the methods. */
+/* Record a method-specific fact (static key/text); silently ignored beyond
+ * GP_MODEL_INFO_MAX items, and a repeated key overwrites. */
+void gp_model_info_number(gp_model *model, const char *key, double value);
+void gp_model_info_string(gp_model *model, const char *key, const char *value);
 /* Mean and population standard deviation (ddof 0) of each column of the
  * column-major n x d matrix X: the standardisation every model uses. A zero
  * (or non-finite) deviation gives scale 1. */

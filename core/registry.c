@@ -4,9 +4,11 @@
 #include "core/method.h"
 
 extern const gp_method gp_method_exact;
+extern const gp_method gp_method_ssgp;
 
 static const gp_method *const registry[] = {
     &gp_method_exact,
+    &gp_method_ssgp,
 };
 
 size_t gp_method_count(void)

@@ -336,3 +336,116 @@ double gp_normal_quantile(double p)
         return -quantile_lower(1.0 - p);
     return quantile_lower(p);
 }
+
+/* ---- Chi-square quantile -------------------------------------------------- */
+
+/* log Gamma(a) for a > 0: Stirling's series from a >= 10 (truncation error
+ * below 1e-17 there) and the recurrence Gamma(a) = Gamma(a + m) / (a ... (a + m - 1))
+ * below. Our own rather than lgamma, which writes the global signgam (not
+ * thread-safe in POSIX). */
+static double log_gamma_pos(double a)
+{
+    double shift = 0.0;
+    while (a < 10.0) {
+        shift += log(a);
+        a += 1.0;
+    }
+    double r = 1.0 / a, r2 = r * r;
+    double series =
+        r * (1.0 / 12.0 -
+             r2 * (1.0 / 360.0 - r2 * (1.0 / 1260.0 - r2 * (1.0 / 1680.0 - r2 / 1188.0))));
+    return (a - 0.5) * log(a) - a + 0.91893853320467274178 + series - shift;
+}
+
+/* Regularised incomplete gammas P(a, y) and Q(a, y) = 1 - P for a, y > 0:
+ * the power series gives P for y < a + 1 and the continued fraction (modified
+ * Lentz) gives Q above, each to full relative accuracy; the other is 1 minus
+ * it. */
+static void incomplete_gamma(double a, double y, double lga, double *P, double *Q)
+{
+    const double eps = 1e-17, tiny = 1e-300;
+    double logpref = a * log(y) - y - lga; /* y^a e^-y / Gamma(a) */
+    if (y < a + 1.0) {
+        double ap = a, term = 1.0 / a, sum = term;
+        for (int n = 0; n < 100000; n++) {
+            ap += 1.0;
+            term *= y / ap;
+            sum += term;
+            if (term < sum * eps)
+                break;
+        }
+        *P = sum * exp(logpref);
+        *Q = 1.0 - *P;
+        return;
+    }
+    double b = y + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
+    for (int i = 1; i < 100000; i++) {
+        double an = -(double)i * ((double)i - a);
+        b += 2.0;
+        d = an * d + b;
+        if (fabs(d) < tiny)
+            d = tiny;
+        c = b + an / c;
+        if (fabs(c) < tiny)
+            c = tiny;
+        d = 1.0 / d;
+        double del = d * c;
+        h *= del;
+        if (fabs(del - 1.0) < eps)
+            break;
+    }
+    *Q = exp(logpref) * h;
+    *P = 1.0 - *Q;
+}
+
+/* Solve P(a, y) = p for y (then x = 2y) by Halley's method on a bracket that
+ * every evaluation narrows; a step leaving the bracket is replaced by
+ * bisection (or doubling while no upper end is known), so it cannot diverge.
+ * The residual uses P - p below the median and (1 - p) - Q above (1 - p is
+ * exact there), which keeps the upper tail accurate. */
+double gp_chisq_quantile(double p, double k)
+{
+    if (!(p >= 0.0 && p <= 1.0) || !(k > 0.0) || !isfinite(k))
+        return NAN;
+    if (p == 0.0)
+        return 0.0;
+    if (p == 1.0)
+        return INFINITY;
+    double a = 0.5 * k, lga = log_gamma_pos(a);
+    /* Start: Wilson-Hilferty, or the small-y limit P ~ y^a / Gamma(a + 1)
+     * when that is smaller (lower tail, few degrees of freedom). */
+    double z = gp_normal_quantile(p), c = 2.0 / (9.0 * k);
+    double wh = 1.0 - c + z * sqrt(c);
+    double y = wh > 0.0 ? 0.5 * k * wh * wh * wh : 0.0;
+    double ysmall = exp((log(p) + lga + log(a)) / a);
+    if (!(y > 0.0) || (ysmall < y && p < 0.5))
+        y = ysmall;
+    if (!(y > 0.0) || !isfinite(y))
+        y = a;
+    double lo = 0.0, hi = INFINITY;
+    for (int it = 0; it < 300; it++) {
+        double P = 0.0, Q = 0.0;
+        incomplete_gamma(a, y, lga, &P, &Q);
+        double r = p <= 0.5 ? P - p : (1.0 - p) - Q;
+        if (r == 0.0)
+            break;
+        if (r < 0.0)
+            lo = y;
+        else
+            hi = y;
+        double g = exp((a - 1.0) * log(y) - y - lga); /* dP/dy */
+        double ynew = NAN;
+        if (g > 0.0 && isfinite(g)) {
+            double t = r / g;
+            double denom = 1.0 - 0.5 * t * ((a - 1.0) / y - 1.0);
+            ynew = denom > 0.5 ? y - t / denom : y - t;
+        }
+        if (!(ynew > lo && ynew < hi))
+            ynew = isfinite(hi) ? 0.5 * (lo + hi) : 2.0 * y;
+        double dy = fabs(ynew - y);
+        y = ynew;
+        if (dy <= 1e-15 * y || (isfinite(hi) && hi - lo <= 1e-15 * hi))
+            break;
+    }
+    return 2.0 * y;
+}

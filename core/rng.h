@@ -47,4 +47,11 @@ int gp_halton_scrambled(gp_rng *rng, size_t dim, size_t start, size_t count, dou
  * approximation refined by one Halley step (relative error ~1e-15). */
 double gp_normal_quantile(double p);
 
+/* Chi-square quantile with k degrees of freedom: the x with P(k/2, x/2) = p
+ * for the regularised lower incomplete gamma P, p in (0, 1), k > 0 (accurate
+ * to ~1e-12 relative for k in [0.5, 1000]). p = 0 gives 0, p = 1 +INFINITY;
+ * p outside [0, 1], k <= 0 or NaN give NaN. Used for the radial coordinate of
+ * QMC Student-t frequencies. */
+double gp_chisq_quantile(double p, double k);
+
 #endif

@@ -1,0 +1,145 @@
+/* gpserve core: random Fourier features on a kernel's spectral density.
+ *
+ * Shared by the feature methods (ssgp, and msrfr whose particles are whole
+ * frequency matrices). Two parts:
+ *
+ * 1. Frequency samplers. R frequencies omega_r in R^d (an R x d column-major
+ *    matrix, one frequency per row) for a spectral density of core/kernel.h
+ *    (unit lengthscale: inputs are divided by their lengthscales first):
+ *      mc     i.i.d. draws (gp_spectral_sample)
+ *      qmc    scrambled Halton through the normal quantile; for Student-t one
+ *             more Halton coordinate goes through the chi-square quantile, so
+ *             omega = z sqrt(2 nu / u) stays one joint d-dimensional draw
+ *      orf    orthogonal random features (Yu et al. 2016): blocks of d rows
+ *             S Q^T, Q from the QR of a d x d Gaussian matrix, the row norms
+ *             S drawn from the radial law of the density (chi(d) for the
+ *             Gaussian, chi(d) sqrt(2 nu / u) for Student-t); the last block
+ *             is truncated
+ *      stein  Stein random features: start from qmc (or mc) and move the R
+ *             frequencies by SVGD towards the density (its score only), with
+ *             the Adam + weight decay + cyclic annealing step of the authors'
+ *             code (methods note §2.3, §3.1) and the median bandwidth rule of
+ *             gp_svgd_options (total by default: note §2.2a).
+ *    Every draw is a function of the seed alone: same seed, same frequencies.
+ *
+ * 2. The sparse-spectrum GP of one frequency matrix (methods note §1.2-1.5),
+ *    with an amplitude a2 (the kernel's variance) the note leaves as optional:
+ *      phi(x) = sqrt(a2 / R) [cos(Omega x~), sin(Omega x~)],  x~ = x / l
+ *      A = Phi^T Phi + s I_{2R},  alpha = A^{-1} Phi^T y
+ *      LML = -(||y - Phi alpha||^2 + s ||alpha||^2) / (2 s) - log|A| / 2
+ *            + R log s - (N / 2) log(2 pi s)
+ *    and its analytic gradient with respect to Omega, the log lengthscales,
+ *    log a2 and log s. No N x N matrix anywhere: O(N R d + N R^2 + R^3). */
+#ifndef GP_FEATURES_H
+#define GP_FEATURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/kernel.h"
+#include "core/optim.h"
+
+/* ---- 1. frequency samplers ---- */
+
+typedef enum gp_freq_sampler {
+    GP_FREQ_MC = 0,
+    GP_FREQ_QMC,
+    GP_FREQ_ORF,
+    GP_FREQ_STEIN,
+    GP_FREQ_SAMPLER_COUNT
+} gp_freq_sampler;
+
+/* "mc", "qmc", "orf", "stein" <-> enum; -1 / NULL when unknown. */
+int gp_freq_sampler_from_name(const char *name);
+const char *gp_freq_sampler_name(gp_freq_sampler s);
+
+typedef struct gp_stein_options {
+    int iterations;            /* SVGD steps; default 1000 */
+    double step;               /* Adam learning rate; default 0.1 */
+    gp_svgd_bandwidth bandwidth; /* default GP_SVGD_BANDWIDTH_TOTAL */
+    double anneal_power;       /* p of the cyclic schedule, default 0.5 (0: none) */
+    int anneal_cycles;         /* c, default 5 */
+    double weight_decay;       /* decoupled, default 1e-4 */
+    gp_freq_sampler init;      /* GP_FREQ_QMC (default) or GP_FREQ_MC */
+} gp_stein_options;
+
+void gp_stein_default_options(gp_stein_options *opt);
+
+/* Draw R frequencies in d dimensions for the spectral density s into omega
+ * (R x d, column-major). stein may be NULL (defaults) and is read only for
+ * GP_FREQ_STEIN. on_iter (may be NULL) is called every 10 SVGD iterations
+ * with (ctx, iteration, 0.0) and a nonzero return cancels (GP_ECANCELLED). Errors: GP_EINVAL for R = 0, d = 0, d too large for qmc
+ * (GP_HALTON_MAX_DIM - 1 for Student-t), unknown sampler; GP_ENOMEM. */
+int gp_frequencies_draw(const gp_spectral *s, gp_freq_sampler sampler, size_t R, size_t d,
+                        uint64_t seed, const gp_stein_options *stein, gp_iter_fn on_iter,
+                        void *iter_ctx, double *omega, gp_error *err);
+
+/* The spread of training inputs in lengthscale units, the quantity that
+ * decides which sampler approximates the kernel best (methods note §2.2b):
+ *   spread = sqrt(12 * mean_k var_k / l_k^2)
+ * over the d columns of X (n x d column-major), with var_k the population
+ * variance of column k and l_k = 1 / inv_ls[k]. Points uniform on [0, s]^d
+ * with unit lengthscales give spread s. */
+double gp_features_spread(const double *X, size_t n, size_t d, const double *inv_ls);
+
+/* The sampler `auto` picks for data of this spread in d dimensions (stein,
+ * qmc, orf or mc), with thresholds measured by bench/bench_kernel_approx
+ * (bench/results/kernel_approx.md, the spread sweep). */
+gp_freq_sampler gp_freq_sampler_auto(double spread, size_t d);
+
+/* Relative Frobenius error ||K - K^||_F / ||K||_F of the feature kernel
+ * K^_ij = (1/R) sum_r cos(omega_r^T (x_i - x_j)) against the kernel k of
+ * unit variance and unit lengthscale (leaf type rbf or matern*), on the
+ * points X (n x d column-major). O(n^2 (R + d)); for benchmarks and tests. */
+int gp_features_kernel_error(gp_kernel_type type, const double *X, size_t n, size_t d,
+                             const double *omega, size_t R, double *rel_error, gp_error *err);
+
+/* ---- 2. the sparse-spectrum GP of one frequency matrix ---- */
+
+/* Phi (n x 2R, leading dimension ldphi >= n) = sqrt(a2/R) [cos Z, sin Z] with
+ * Z = (X diag(inv_ls)) Omega^T; X is n x d column-major (leading dimension n).
+ * Runs on gp_parallel_for over row blocks (bit-identical for any thread count). */
+void gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
+                     const double *omega, size_t R, double amplitude2, double *Phi,
+                     size_t ldphi);
+
+typedef struct gp_rff_problem {
+    const double *X; /* n x d column-major, working units */
+    const double *y; /* n */
+    size_t n, d, R;
+    const double *omega;   /* R x d column-major */
+    const double *log_ls;  /* d log lengthscales (repeat one value for a shared lengthscale) */
+    double log_amplitude2; /* log a2 */
+    double log_noise;      /* log s */
+} gp_rff_problem;
+
+/* Gradient of the LML; any pointer may be NULL to skip that block (omega
+ * costs one extra O(N R d) product; the others are almost free once the
+ * O(N R^2) part is done). */
+typedef struct gp_rff_grad {
+    double *omega;  /* R x d */
+    double *log_ls; /* d */
+    double *log_amplitude2;
+    double *log_noise;
+} gp_rff_grad;
+
+/* Workspace of one problem size (n, d, R): owned by the caller. */
+typedef struct gp_rff_work gp_rff_work;
+int gp_rff_work_new(size_t n, size_t d, size_t R, gp_rff_work **out, gp_error *err);
+void gp_rff_work_free(gp_rff_work *w);
+
+/* The LML (and gradient when grad != NULL). GP_ENOTPD when A cannot be
+ * factored even with jitter (A's eigenvalues are >= s, so this means s has
+ * underflowed); GP_EDATA for non-finite values. */
+int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
+               gp_error *err);
+
+/* After a successful gp_rff_lml on w: the factor L (2R x 2R, lower, column-
+ * major, the strict upper triangle undefined), alpha (2R) and the absolute
+ * jitter added to A's diagonal. Pointers into w, valid until its next use. */
+const double *gp_rff_work_factor(const gp_rff_work *w);
+const double *gp_rff_work_alpha(const gp_rff_work *w);
+double gp_rff_work_jitter(const gp_rff_work *w);
+
+#endif

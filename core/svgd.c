@@ -1,0 +1,322 @@
+/* gpserve core: the SVGD particle step (see optim.h, methods note §2).
+ *
+ * One step costs one n x n kernel: the pair distances come from a Gram
+ * matrix (dsyrk) rather than an O(n^2 d) double loop, the attraction and
+ * repulsion sums and the kernel row sums from one dsymm against [G | P | 1],
+ * and the median bandwidth from quickselect on a reused buffer. Everything is
+ * a fixed sequence of BLAS calls and serial loops, so the result does not
+ * depend on the number of threads. */
+#include "core/optim.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/linalg.h"
+
+struct gp_svgd_work {
+    size_t n, d;
+    double *K;    /* n x n: Gram, then distances, then kernel (lower triangle used) */
+    double *pair; /* n(n-1)/2 pair values for the medians */
+    double *S;    /* n x d scaled particles (PER_DIM) */
+    double *B;    /* n x (2d + 1): [G | P | 1] */
+    double *C;    /* n x (2d + 1): K B */
+    double *sq;   /* n squared norms */
+    double *hk;   /* d bandwidths of the current step */
+};
+
+void gp_svgd_default_options(gp_svgd_options *opt)
+{
+    opt->bandwidth = GP_SVGD_BANDWIDTH_TOTAL;
+    opt->bandwidth_scale = 1.0;
+    opt->min_bandwidth = 1e-12;
+    opt->attraction = 1.0;
+    opt->repulsion = 1.0;
+    opt->normalize_rowsum = 0;
+}
+
+void gp_svgd_work_free(gp_svgd_work *w)
+{
+    if (w == NULL)
+        return;
+    free(w->K);
+    free(w->pair);
+    free(w->S);
+    free(w->B);
+    free(w->C);
+    free(w->sq);
+    free(w->hk);
+    free(w);
+}
+
+int gp_svgd_work_new(size_t n, size_t d, gp_svgd_work **out, gp_error *err)
+{
+    *out = NULL;
+    if (n == 0 || d == 0)
+        return gp_error_set(err, GP_EINVAL, NULL, "SVGD needs n >= 1 particles and d >= 1 (got %zu, %zu)",
+                            n, d);
+    size_t nn = 0, nd = 0, nb = 0;
+    int rc = gp_checked_size(n, n, &nn, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(n, d, &nd, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(n, 2 * d + 1, &nb, err);
+    if (rc != GP_OK)
+        return rc;
+    gp_svgd_work *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "cannot allocate the SVGD workspace");
+    w->n = n;
+    w->d = d;
+    size_t npair = n * (n - 1) / 2;
+    w->K = gp_alloc_doubles(nn, err);
+    w->pair = gp_alloc_doubles(npair > 0 ? npair : 1, err);
+    w->S = gp_alloc_doubles(nd, err);
+    w->B = gp_alloc_doubles(nb, err);
+    w->C = gp_alloc_doubles(nb, err);
+    w->sq = gp_alloc_doubles(n, err);
+    w->hk = gp_alloc_doubles(d, err);
+    if (!w->K || !w->pair || !w->S || !w->B || !w->C || !w->sq || !w->hk) {
+        gp_svgd_work_free(w);
+        return gp_error_set(err, GP_ENOMEM, NULL, "cannot allocate the SVGD workspace (n = %zu)", n);
+    }
+    *out = w;
+    return GP_OK;
+}
+
+/* ---- selection ---------------------------------------------------------- */
+
+static void swap_d(double *a, double *b)
+{
+    double t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearrange a[0..m-1] so that a[k] is the k-th smallest (0-based), with
+ * a[0..k-1] <= a[k] <= a[k+1..m-1]. Median-of-three pivots with a Hoare
+ * partition: deterministic, O(m) expected on the pair distances seen here. */
+static double select_kth(double *a, size_t m, size_t k)
+{
+    size_t lo = 0, hi = m - 1;
+    while (hi > lo) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < a[lo])
+            swap_d(&a[mid], &a[lo]);
+        if (a[hi] < a[lo])
+            swap_d(&a[hi], &a[lo]);
+        if (a[hi] < a[mid])
+            swap_d(&a[hi], &a[mid]);
+        double pivot = a[mid];
+        size_t i = lo, j = hi;
+        for (;;) {
+            while (a[i] < pivot)
+                i++;
+            while (pivot < a[j])
+                j--;
+            if (i >= j)
+                break;
+            swap_d(&a[i], &a[j]);
+            i++;
+            j--;
+        }
+        /* Now a[lo..j] <= pivot <= a[j+1..hi]. */
+        if (k <= j)
+            hi = j;
+        else
+            lo = j + 1;
+    }
+    return a[k];
+}
+
+/* The k-th and (k+1)-th smallest (0-based) of a[0..m-1], k + 1 < m. */
+static void select_two(double *a, size_t m, size_t k, double *first, double *second)
+{
+    *first = select_kth(a, m, k);
+    double s = a[k + 1];
+    for (size_t i = k + 2; i < m; i++)
+        if (a[i] < s)
+            s = a[i];
+    *second = s;
+}
+
+/* Median of the n(n-1)/2 values in u (destroyed) as the multiset of all n^2
+ * ordered pairs would have it (with_self) or of the values themselves. The
+ * with_self multiset is n zeros plus every value twice (note §2.2), so its
+ * rank r (1-based) is 0 for r <= n and u_(ceil((r - n) / 2)) above. */
+static double median_of_pairs(double *u, size_t n, int with_self)
+{
+    size_t m = n * (n - 1) / 2;
+    if (m == 0)
+        return 0.0;
+    if (!with_self) {
+        if (m % 2)
+            return select_kth(u, m, m / 2);
+        double a = 0.0, b = 0.0;
+        select_two(u, m, m / 2 - 1, &a, &b);
+        return 0.5 * (a + b);
+    }
+    size_t N = n * n;
+    size_t r1 = N % 2 ? (N + 1) / 2 : N / 2, r2 = N % 2 ? r1 : r1 + 1;
+    double v[2] = {0.0, 0.0};
+    size_t ranks[2] = {r1, r2};
+    /* Both ranks map to u-ranks q1 <= q2 with q2 <= q1 + 1. */
+    size_t q[2] = {0, 0};
+    for (int t = 0; t < 2; t++)
+        q[t] = ranks[t] <= n ? 0 : (ranks[t] - n + 1) / 2; /* 1-based; 0 means a zero */
+    if (q[0] == 0 && q[1] == 0)
+        return 0.0;
+    if (q[0] == 0) {
+        v[1] = select_kth(u, m, q[1] - 1);
+    } else if (q[1] == q[0]) {
+        v[0] = v[1] = select_kth(u, m, q[0] - 1);
+    } else {
+        select_two(u, m, q[0] - 1, &v[0], &v[1]);
+    }
+    return 0.5 * (v[0] + v[1]);
+}
+
+double gp_median_pair_sqdiff(const double *v, size_t n, size_t stride, int with_self,
+                             double *buf)
+{
+    size_t m = 0;
+    for (size_t a = 0; a < n; a++) {
+        double va = v[a * stride];
+        for (size_t b = a + 1; b < n; b++) {
+            double t = va - v[b * stride];
+            buf[m++] = t * t;
+        }
+    }
+    return median_of_pairs(buf, n, with_self);
+}
+
+/* ---- the direction -------------------------------------------------------- */
+
+/* K (lower triangle, ld n) <- pairwise squared distances of the rows of X
+ * (n x d, ld n), from the Gram matrix; rounding can make a distance slightly
+ * negative, so it is clamped at 0. */
+static void pair_sqdist(const double *X, size_t n, size_t d, double *K, double *sq)
+{
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (int)n, (int)d, 1.0, X, (int)n, 0.0, K,
+                (int)n);
+    for (size_t i = 0; i < n; i++)
+        sq[i] = K[i + i * n];
+    for (size_t j = 0; j < n; j++) {
+        double *col = K + j * n;
+        double sj = sq[j];
+        col[j] = 0.0;
+        for (size_t i = j + 1; i < n; i++) {
+            double t = sq[i] + sj - 2.0 * col[i];
+            col[i] = t > 0.0 ? t : 0.0;
+        }
+    }
+}
+
+static double clamp_bw(double h, const gp_svgd_options *opt)
+{
+    double v = h * opt->bandwidth_scale;
+    double lo = opt->min_bandwidth > 0.0 ? opt->min_bandwidth : 0.0;
+    return v > lo ? v : lo;
+}
+
+void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
+                       const gp_svgd_options *opt, gp_svgd_work *w, double *phi, double *h)
+{
+    gp_svgd_options def;
+    if (opt == NULL) {
+        gp_svgd_default_options(&def);
+        opt = &def;
+    }
+    double *K = w->K;
+    double hk_total = 1.0;
+    /* The bandwidths, and K (lower triangle) holding the exponent argument
+     * D_ij = sum_k (p_ik - p_jk)^2 / h_k. */
+    if (opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM) {
+        for (size_t k = 0; k < d; k++) {
+            double hk = clamp_bw(gp_median_pair_sqdiff(P + k * n, n, 1, 1, w->pair), opt);
+            if (h != NULL)
+                h[k] = hk;
+            double s = 1.0 / sqrt(hk);
+            for (size_t i = 0; i < n; i++)
+                w->S[i + k * n] = P[i + k * n] * s;
+            w->hk[k] = hk;
+        }
+        pair_sqdist(w->S, n, d, K, w->sq);
+    } else {
+        pair_sqdist(P, n, d, K, w->sq);
+        size_t m = 0;
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = j + 1; i < n; i++)
+                w->pair[m++] = K[i + j * n];
+        hk_total = clamp_bw(median_of_pairs(w->pair, n, 0), opt);
+        if (h != NULL)
+            h[0] = hk_total;
+        for (size_t k = 0; k < d; k++)
+            w->hk[k] = hk_total;
+        double s = 1.0 / hk_total;
+        for (size_t j = 0; j < n; j++) {
+            double *col = K + j * n;
+            for (size_t i = j + 1; i < n; i++)
+                col[i] *= s;
+        }
+    }
+    /* K = exp(-D / 2) on the lower triangle (a plain loop the compiler can
+     * keep tight; the diagonal is exp(0) = 1). */
+    for (size_t j = 0; j < n; j++) {
+        double *col = K + j * n;
+        col[j] = 1.0;
+        for (size_t i = j + 1; i < n; i++)
+            col[i] = exp(-0.5 * col[i]);
+    }
+    /* C = K [G | P | 1]: the attraction sum, K P and the row sums at once. */
+    size_t nb = 2 * d + 1;
+    memcpy(w->B, G, n * d * sizeof(double));
+    memcpy(w->B + n * d, P, n * d * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        w->B[i + 2 * d * n] = 1.0;
+    cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (int)n, (int)nb, 1.0, K, (int)n, w->B,
+                (int)n, 0.0, w->C, (int)n);
+    const double *KG = w->C, *KP = w->C + n * d, *rs = w->C + 2 * n * d;
+    double att = opt->attraction, rep = opt->repulsion;
+    for (size_t k = 0; k < d; k++) {
+        double inv_h = 1.0 / w->hk[k];
+        for (size_t i = 0; i < n; i++) {
+            double z = opt->normalize_rowsum ? rs[i] : (double)n;
+            double r = (rs[i] * P[i + k * n] - KP[i + k * n]) * inv_h;
+            phi[i + k * n] = (att * KG[i + k * n] + rep * r) / z;
+        }
+    }
+}
+
+/* ---- schedule and step ---------------------------------------------------- */
+
+double gp_svgd_anneal(int t, int iterations, int cycles, double power)
+{
+    int c = cycles > 0 ? cycles : 1;
+    int period = iterations / c;
+    if (period < 1)
+        period = 1;
+    if (t < 0)
+        t = 0;
+    double x = (double)(t % period) / (double)period;
+    /* pow(0, 0) = 1 in C, which is the 0^0 = 1 the schedule wants. */
+    return pow(x, power);
+}
+
+void gp_svgd_adam_step(gp_adam *adam, double *P, const double *phi, double lr,
+                       double weight_decay)
+{
+    adam->t++;
+    double c1 = 1.0 - pow(adam->beta1, (double)adam->t);
+    double c2 = 1.0 - pow(adam->beta2, (double)adam->t);
+    double b1 = adam->beta1, b2 = adam->beta2, eps = adam->eps;
+    for (size_t i = 0; i < adam->n; i++) {
+        double g = isfinite(phi[i]) ? phi[i] : 0.0;
+        adam->m[i] = b1 * adam->m[i] + (1.0 - b1) * g;
+        adam->v[i] = b2 * adam->v[i] + (1.0 - b2) * g * g;
+        double mhat = adam->m[i] / c1, vhat = adam->v[i] / c2;
+        /* Ascent along phi; the decay uses the parameter before the step. */
+        P[i] += lr * mhat / (sqrt(vhat) + eps) - lr * weight_decay * P[i];
+    }
+}
