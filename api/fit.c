@@ -376,6 +376,18 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
 
 /* ---- the fitted model's metadata ---- */
 
+/* A method_info value: text, an integer when the number is one (counts), else
+ * a real. */
+static json_t *info_value(const gp_info_item *it)
+{
+    double v = it->number;
+    if (it->string)
+        return json_string(it->string);
+    if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        return json_integer((json_int_t)v);
+    return gp_json_real(v);
+}
+
 static json_t *info_json(const gp_model *m)
 {
     json_t *o = json_object();
@@ -415,9 +427,7 @@ static json_t *info_json(const gp_model *m)
     if (dg->n_info) {
         json_t *mi = json_object();
         for (size_t i = 0; i < dg->n_info; i++)
-            json_object_set_new(mi, dg->info[i].key,
-                                dg->info[i].string ? json_string(dg->info[i].string)
-                                                   : gp_json_real(dg->info[i].number));
+            json_object_set_new(mi, dg->info[i].key, info_value(&dg->info[i]));
         json_object_set_new(o, "method_info", mi);
     }
     json_object_set_new(o, "standardize", json_boolean(m->standardize));

@@ -601,6 +601,66 @@ grep -q '"model":{' "$T/flat" && grep -q '"progress":{' "$T/flat"
 verdict "succeeded job carries progress and model" $? "no model/progress object"
 check "GET the model the job fitted" 200 GET /v1/models/asyncm
 
+# ---------------------------------------------------------------- ssgp
+section "ssgp (sparse-spectrum GP)"
+M=/v1/models
+check "GET /v1/methods (ssgp listed)" 200 GET /v1/methods
+grep -q '"name":"ssgp"' "$T/flat" && grep -q '"features"' "$T/flat" && grep -q '"learn_frequencies"' "$T/flat" &&
+    grep -q 'auto|mc|qmc|orf|stein\|"auto","mc","qmc","orf","stein"' "$T/flat"
+verdict "/v1/methods lists ssgp with features, frequencies choices, learn_frequencies" $? "not listed"
+gen_xy 200 2 23 >"$T/ss.csv"
+SSX='[[0.1,-0.3],[1.2,0.4],[-1.5,1.9],[0.0,0.0]]'
+csv_to_json ssgp2d '"method":"ssgp","kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":40},' <"$T/ss.csv" >"$T/ss.json"
+check_json "fit ssgp (frequencies auto)" 201 /v1/models @"$T/ss.json"
+case $(jstr frequencies) in mc | qmc | orf | stein) true ;; *) false ;; esac
+verdict "method_info.frequencies names the sampler auto chose" $? "frequencies '$(jstr frequencies)'"
+[ "$(jnum features)" = 40 ] && [ "$(jstr method)" = ssgp ]
+verdict "fitted model reports method ssgp and 40 features" $? "method '$(jstr method)' features '$(jnum features)'"
+check_json "predict ssgp" 200 /v1/models/ssgp2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
+cp "$T/body" "$T/ref_ssgp.json"
+[ "$(jarr mean | count_lines)" = 4 ] && [ "$(jarr variance | count_lines)" = 4 ]
+verdict "ssgp predict: 4 means and 4 variances" $? "wrong lengths"
+check_json "predict ssgp latent" 200 /v1/models/ssgp2d/predict "{\"X\":$SSX,\"include_noise\":false}"
+jarr variance >"$T/ss_lat.txt"
+jarr variance "$T/ref_ssgp.json" >/dev/null
+tr -d ' \t\r\n' <"$T/ref_ssgp.json" >"$T/ref_ssgp.flat"
+jarr variance "$T/ref_ssgp.flat" | paste -d' ' - "$T/ss_lat.txt" |
+    awk '{ if (!($2 > 0 && $1 > $2)) bad = 1; n++ } END { exit bad || n != 4 }'
+verdict "ssgp: observation variance > latent variance > 0" $? "not ordered"
+check_json "sample ssgp" 200 /v1/models/ssgp2d/sample "{\"X\":$SSX,\"n_samples\":6,\"seed\":3}"
+cp "$T/body" "$T/ss_s3.json"
+jmat samples | awk -F, '{ if (NF != 4) bad = 1; n++ } END { exit bad || n != 6 }'
+verdict "ssgp samples: 6 draws of 4 points" $? "wrong shape"
+check_json "sample ssgp again" 200 /v1/models/ssgp2d/sample "{\"X\":$SSX,\"n_samples\":6,\"seed\":3}"
+cmp -s "$T/body" "$T/ss_s3.json"
+verdict "ssgp: same seed -> identical samples" $? "bodies differ"
+for f in mc qmc orf stein; do
+    csv_to_json "ss-$f" "\"method\":\"ssgp\",\"kernel\":{\"type\":\"matern32\",\"ard\":true},\"options\":{\"features\":30,\"frequencies\":\"$f\",\"stein_iterations\":50}," <"$T/ss.csv" >"$T/ss_$f.json"
+    check_json "fit ssgp frequencies=$f (matern32)" 201 /v1/models @"$T/ss_$f.json"
+    [ "$(jstr frequencies)" = "$f" ]
+    verdict "ssgp frequencies=$f reported" $? "frequencies '$(jstr frequencies)'"
+done
+csv_to_json ss-learn '"method":"ssgp","options":{"features":20,"frequencies":"qmc","learn_frequencies":true,"max_iterations":50},' <"$T/ss.csv" >"$T/ss_learn.json"
+check_json "fit ssgp learn_frequencies" 201 /v1/models @"$T/ss_learn.json"
+grep -q '"learn_frequencies":"true"' "$T/flat"
+verdict "ssgp learn_frequencies reported" $? "not reported"
+check_json "predict learned-frequency ssgp" 200 /v1/models/ss-learn/predict "{\"X\":$SSX}"
+SSB='"X":[[0,1],[1,0],[2,2]],"y":[1,2,3]'
+check_jerr "ssgp: periodic kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"kernel\":{\"type\":\"periodic\"},$SSB}"
+grep -q 'rbf, matern12, matern32, matern52' "$T/body"
+verdict "unsupported kernel message names the kernels that work" $? "not named"
+check_jerr "ssgp: sum kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"kernel\":{\"type\":\"sum\",\"terms\":[{\"type\":\"rbf\"},{\"type\":\"rbf\"}]},$SSB}"
+check_jerr "ssgp: rq kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"kernel\":{\"type\":\"rq\"},$SSB}"
+check_jerr "ssgp: features 0" 400 invalid_argument '^options\.features$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"features\":0},$SSB}"
+check_jerr "ssgp: features not an integer" 400 invalid_argument '^options\.features$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"features\":2.5},$SSB}"
+check_jerr "ssgp: unknown sampler" 400 invalid_argument '^options\.frequencies$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"frequencies\":\"sobol\"},$SSB}"
+check_jerr "ssgp: unknown bandwidth" 400 invalid_argument '^options\.bandwidth$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"bandwidth\":\"silverman\"},$SSB}"
+check_jerr "ssgp: learn_frequencies not a bool" 400 invalid_argument '^options\.learn_frequencies$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"learn_frequencies\":\"yes\"},$SSB}"
+check_jerr "ssgp: an exact-only option" 400 invalid_argument '^options\.restarts$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"restarts\":2},$SSB}"
+check_jerr "ssgp: stein_step negative" 400 invalid_argument '^options\.stein_step$' $M "{\"name\":\"b\",\"method\":\"ssgp\",\"options\":{\"stein_step\":-1},$SSB}"
+check_jerr "ssgp predict: wrong dimension" 422 invalid_data '^X' /v1/models/ssgp2d/predict '{"X":[[1,2,3]]}'
+check_jerr "ssgp predict: NaN string" 422 invalid_data '^X\[0\]' /v1/models/ssgp2d/predict '{"X":[["NaN",1]]}'
+
 # ---------------------------------------------------------------- OpenAPI
 section "OpenAPI"
 check "GET /openapi.yaml" 200 GET /openapi.yaml
@@ -843,6 +903,9 @@ if start_daemon "$T/main2.log" --db "$T/main.db" --max-body-mb 1; then
         cmp -s "$T/body" "$T/ref_concrete.json"
         verdict "after restart: concrete predict bit-identical" $? "bodies differ"
     fi
+    check_json "after restart: predict ssgp" 200 /v1/models/ssgp2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
+    cmp -s "$T/body" "$T/ref_ssgp.json"
+    verdict "after restart: ssgp predict body bit-identical" $? "bodies differ"
     check "after restart: versions kept" 200 GET /v1/models/sine
     grep -q '"versions":\[1,2\]' "$T/flat"
     verdict "after restart: sine has versions [1,2]" $? "wrong versions"
