@@ -141,6 +141,58 @@ static void select_two(double *a, size_t m, size_t k, double *first, double *sec
     *second = s;
 }
 
+#define SELECT_SAMPLE 8192
+#define SELECT_MIN_FAST (8 * SELECT_SAMPLE)
+
+/* The k-th smallest of a[0..m-1] (0-based; the (k+1)-th too when second is
+ * not NULL), a destroyed. Quickselect over half a million pair distances
+ * per SVGD step was the step's largest cost, so large arrays go through a
+ * sample first: an evenly spaced sample brackets the wanted rank with a wide
+ * margin, one branch-free pass counts the values below and inside the
+ * bracket, and when the rank is inside, a second pass compacts those few
+ * values and quickselect runs on them alone. If the bracket misses (or no
+ * sample buffer), plain quickselect on the whole array: same answer, just
+ * slower. Deterministic: the sample does not depend on anything random. */
+static void select_ranks(double *a, size_t m, size_t k, double *first, double *second)
+{
+    int two = second != NULL;
+    double *smp = m >= SELECT_MIN_FAST ? malloc(SELECT_SAMPLE * sizeof(double)) : NULL;
+    if (smp != NULL) {
+        size_t S = SELECT_SAMPLE;
+        for (size_t i = 0; i < S; i++)
+            smp[i] = a[(size_t)(((double)i + 0.5) * (double)m / (double)S)];
+        /* Sample rank of the target and a margin of ~6 standard deviations
+         * of a sample quantile (sqrt(S/4) = 45 ranks). */
+        double q = (double)k / (double)m * (double)S;
+        double margin = 280.0;
+        size_t rlo = q - margin > 0.0 ? (size_t)(q - margin) : 0;
+        size_t rhi = q + margin < (double)(S - 1) ? (size_t)(q + margin) : S - 1;
+        double lo = select_kth(smp, S, rlo);
+        double hi = select_kth(smp, S, rhi);
+        free(smp);
+        size_t below = 0, inside = 0;
+        for (size_t i = 0; i < m; i++) {
+            below += a[i] < lo;
+            inside += (a[i] >= lo) & (a[i] <= hi);
+        }
+        if (below <= k && k + (size_t)two < below + inside) {
+            size_t c = 0;
+            for (size_t i = 0; i < m; i++)
+                if (a[i] >= lo && a[i] <= hi)
+                    a[c++] = a[i];
+            if (two)
+                select_two(a, c, k - below, first, second);
+            else
+                *first = select_kth(a, c, k - below);
+            return;
+        }
+    }
+    if (two)
+        select_two(a, m, k, first, second);
+    else
+        *first = select_kth(a, m, k);
+}
+
 /* Median of the n(n-1)/2 values in u (destroyed) as the multiset of all n^2
  * ordered pairs would have it (with_self) or of the values themselves. The
  * with_self multiset is n zeros plus every value twice (note §2.2), so its
@@ -151,10 +203,12 @@ static double median_of_pairs(double *u, size_t n, int with_self)
     if (m == 0)
         return 0.0;
     if (!with_self) {
-        if (m % 2)
-            return select_kth(u, m, m / 2);
         double a = 0.0, b = 0.0;
-        select_two(u, m, m / 2 - 1, &a, &b);
+        if (m % 2) {
+            select_ranks(u, m, m / 2, &a, NULL);
+            return a;
+        }
+        select_ranks(u, m, m / 2 - 1, &a, &b);
         return 0.5 * (a + b);
     }
     size_t N = n * n;
@@ -168,11 +222,12 @@ static double median_of_pairs(double *u, size_t n, int with_self)
     if (q[0] == 0 && q[1] == 0)
         return 0.0;
     if (q[0] == 0) {
-        v[1] = select_kth(u, m, q[1] - 1);
+        select_ranks(u, m, q[1] - 1, &v[1], NULL);
     } else if (q[1] == q[0]) {
-        v[0] = v[1] = select_kth(u, m, q[0] - 1);
+        select_ranks(u, m, q[0] - 1, &v[0], NULL);
+        v[1] = v[0];
     } else {
-        select_two(u, m, q[0] - 1, &v[0], &v[1]);
+        select_ranks(u, m, q[0] - 1, &v[0], &v[1]);
     }
     return 0.5 * (v[0] + v[1]);
 }
@@ -196,7 +251,8 @@ double gp_median_pair_sqdiff(const double *v, size_t n, size_t stride, int with_
 /* K (lower triangle, ld n) <- pairwise squared distances of the rows of X
  * (n x d, ld n), from the Gram matrix; rounding can make a distance slightly
  * negative, so it is clamped at 0. */
-static void pair_sqdist(const double *X, size_t n, size_t d, double *K, double *sq)
+static void pair_sqdist(const double *X, size_t n, size_t d, double *K, double *sq,
+                        double *pair)
 {
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (int)n, (int)d, 1.0, X, (int)n, 0.0, K,
                 (int)n);
@@ -209,6 +265,11 @@ static void pair_sqdist(const double *X, size_t n, size_t d, double *K, double *
         for (size_t i = j + 1; i < n; i++) {
             double t = sq[i] + sj - 2.0 * col[i];
             col[i] = t > 0.0 ? t : 0.0;
+        }
+        /* The copy the median destroys (TOTAL rule), while the column is hot. */
+        if (pair != NULL) {
+            memcpy(pair, col + j + 1, (n - j - 1) * sizeof(double));
+            pair += n - j - 1;
         }
     }
 }
@@ -242,32 +303,23 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
                 w->S[i + k * n] = P[i + k * n] * s;
             w->hk[k] = hk;
         }
-        pair_sqdist(w->S, n, d, K, w->sq);
+        pair_sqdist(w->S, n, d, K, w->sq, NULL);
     } else {
-        pair_sqdist(P, n, d, K, w->sq);
-        size_t m = 0;
-        for (size_t j = 0; j < n; j++)
-            for (size_t i = j + 1; i < n; i++)
-                w->pair[m++] = K[i + j * n];
+        pair_sqdist(P, n, d, K, w->sq, w->pair);
         hk_total = clamp_bw(median_of_pairs(w->pair, n, 0), opt);
         if (h != NULL)
             h[0] = hk_total;
         for (size_t k = 0; k < d; k++)
             w->hk[k] = hk_total;
-        double s = 1.0 / hk_total;
-        for (size_t j = 0; j < n; j++) {
-            double *col = K + j * n;
-            for (size_t i = j + 1; i < n; i++)
-                col[i] *= s;
-        }
     }
-    /* K = exp(-D / 2) on the lower triangle (a plain loop the compiler can
-     * keep tight; the diagonal is exp(0) = 1). */
+    /* K = exp(-D / 2) on the lower triangle, with TOTAL's 1/h folded in (a
+     * plain loop the compiler can keep tight; the diagonal is exp(0) = 1). */
+    double e = opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM ? -0.5 : -0.5 / hk_total;
     for (size_t j = 0; j < n; j++) {
         double *col = K + j * n;
         col[j] = 1.0;
         for (size_t i = j + 1; i < n; i++)
-            col[i] = exp(-0.5 * col[i]);
+            col[i] = exp(e * col[i]);
     }
     /* C = K [G | P | 1]: the attraction sum, K P and the row sums at once. */
     size_t nb = 2 * d + 1;
