@@ -43,13 +43,28 @@ const char *gp_freq_sampler_name(gp_freq_sampler s)
 
 void gp_stein_default_options(gp_stein_options *opt)
 {
-    opt->iterations = 1000;
+    /* Tuned on the Figure 2 protocol (methods note §3.3; N = 1000 points
+     * U[0,1]^d, RBF), starting from scrambled Halton: no annealing converges
+     * fastest (and annealing's repulsion-only restarts overdisperse heavy
+     * Student-t tails); step 0.1 settles closer to the fixed point than 0.3
+     * (d = 2, R = 200, 2000 steps: 4.1e-5 against 2.8e-4) and is as good in
+     * high dimension (d = 10: 8.7e-3; d = 20: 0.125). 2000 steps take ~1 s at
+     * R = 200, d = 2. */
+    opt->iterations = 2000;
     opt->step = 0.1;
     opt->bandwidth = GP_SVGD_BANDWIDTH_TOTAL;
-    opt->anneal_power = 0.5;
+    opt->bandwidth_scale = 0.0;
+    opt->anneal_power = 0.0;
     opt->anneal_cycles = 5;
     opt->weight_decay = 1e-4;
     opt->init = GP_FREQ_QMC;
+}
+
+double gp_stein_bandwidth_scale(size_t R, size_t d)
+{
+    double r = (double)R / 200.0;
+    double scale = 2.0 * sqrt(2.0 / (double)d) * (r > 1.0 ? pow(r, 0.25) : 1.0);
+    return scale < 0.5 ? 0.5 : scale > 4.0 ? 4.0 : scale;
 }
 
 static int is_student(const gp_spectral *s)
@@ -202,14 +217,13 @@ static void scores(const gp_spectral *s, const double *P, size_t R, size_t d, do
     }
 }
 
-#define STEIN_FINAL_LR_RATIO 1e-3
-
 static int draw_stein(const gp_spectral *s, size_t R, size_t d, uint64_t seed,
                       const gp_stein_options *opt, gp_iter_fn on_iter, void *iter_ctx,
                       double *omega, gp_error *err)
 {
     if (opt->iterations < 0 || !(opt->step > 0.0) || !isfinite(opt->step) ||
         !(opt->weight_decay >= 0.0) || !(opt->anneal_power >= 0.0) || opt->anneal_cycles < 1 ||
+        !(opt->bandwidth_scale >= 0.0) || !isfinite(opt->bandwidth_scale) ||
         (opt->bandwidth != GP_SVGD_BANDWIDTH_TOTAL && opt->bandwidth != GP_SVGD_BANDWIDTH_PER_DIM))
         return gp_error_set(err, GP_EINVAL, "stein", "invalid stein options");
     int rc;
@@ -236,30 +250,28 @@ static int draw_stein(const gp_spectral *s, size_t R, size_t d, uint64_t seed,
     gp_svgd_options so;
     gp_svgd_default_options(&so);
     so.bandwidth = opt->bandwidth;
+    /* The per-dimension rule is there to reproduce the authors' code: it keeps
+     * their factor 1 unless one is given. */
+    so.bandwidth_scale = opt->bandwidth_scale > 0.0              ? opt->bandwidth_scale
+                         : opt->bandwidth == GP_SVGD_BANDWIDTH_TOTAL ? gp_stein_bandwidth_scale(R, d)
+                                                                     : 1.0;
     so.repulsion = 1.0;
     so.normalize_rowsum = 0;
-    /* The last cycle is the settling phase: full attraction and a learning
-     * rate shrinking geometrically to STEIN_FINAL_LR_RATIO of step. Adam
-     * moves every particle by about lr per step whatever the size of phi, so
-     * at a constant rate the particles keep jittering by ~step around the
-     * equilibrium, which limits the kernel error (note §2.2a measured 1.2e-3
-     * at d = 2); shrinking the rate lets them settle. */
+    /* The last cycle runs at full attraction whatever the annealing, so
+     * the draw ends on SVGD towards the density itself rather than midway
+     * through a repulsion-heavy cycle (measured at d = 2, R = 200, T = 2000:
+     * 2.8e-4 against 5.3e-4 with the plain cyclic schedule). A shrinking
+     * learning rate there did not help (the error is limited by how far the
+     * particles still have to travel, not by Adam's jitter). */
     int T = opt->iterations;
     int period = T / opt->anneal_cycles > 0 ? T / opt->anneal_cycles : 1;
-    int settle = opt->anneal_cycles > 1 ? T - period : (int)(T * 0.5);
-    const char *ev = getenv("STEIN_RATIO");
-    double ratio = ev ? atof(ev) : STEIN_FINAL_LR_RATIO;
+    int settle = T - period;
     for (int t = 0; rc == GP_OK && t < T; t++) {
         scores(s, omega, R, d, G, row, row + d);
-        double lr = opt->step;
-        if (t >= settle) {
-            so.attraction = 1.0;
-            lr = opt->step * pow(ratio, (double)(t - settle) / (double)(T - settle));
-        } else {
-            so.attraction = gp_svgd_anneal(t, T, opt->anneal_cycles, opt->anneal_power);
-        }
+        so.attraction =
+            t >= settle ? 1.0 : gp_svgd_anneal(t, T, opt->anneal_cycles, opt->anneal_power);
         gp_svgd_direction(omega, G, R, d, &so, w, phi, NULL);
-        gp_svgd_adam_step(&adam, omega, phi, lr, opt->weight_decay);
+        gp_svgd_adam_step(&adam, omega, phi, opt->step, opt->weight_decay);
         if (on_iter != NULL && (t + 1) % 10 == 0 && on_iter(iter_ctx, t + 1, 0.0) != 0)
             rc = gp_error_set(err, GP_ECANCELLED, NULL, "stein sampling cancelled");
     }

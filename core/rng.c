@@ -7,6 +7,7 @@
 #include "core/rng.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #define SPLITMIX_GAMMA UINT64_C(0x9E3779B97F4A7C15)
 
@@ -166,6 +167,10 @@ uint64_t gp_rng_below(gp_rng *rng, uint64_t n)
 
 /* The largest of the first GP_HALTON_MAX_DIM primes is 1619. */
 #define HALTON_MAX_BASE 1619
+/* Upper bound of digits x base over the first GP_HALTON_MAX_DIM primes: the
+ * largest is 5 x 1549 = 7745 (1549 is the largest prime with 5 digits below
+ * 2^53; 4 x 1619 = 6476). */
+#define HALTON_MAX_DIGITS_X_BASE 8192
 
 static int is_prime(unsigned v)
 {
@@ -185,47 +190,53 @@ static unsigned next_prime(unsigned after)
     return v;
 }
 
-/* perm[0] = 0 and perm[1..b-1] a uniformly random permutation of 1..b-1. */
+/* perm[0..b-1] a uniformly random permutation of 0..b-1 (Fisher-Yates). */
 static void draw_digit_permutation(gp_rng *rng, unsigned b, unsigned short *perm)
 {
     for (unsigned i = 0; i < b; i++)
         perm[i] = (unsigned short)i;
-    /* Fisher-Yates over positions 1..b-1 only, so 0 stays fixed. */
-    for (unsigned i = b - 1; i > 1; i--) {
-        unsigned j = 1 + (unsigned)gp_rng_below(rng, i); /* j in [1, i] */
+    for (unsigned i = b - 1; i > 0; i--) {
+        unsigned j = (unsigned)gp_rng_below(rng, (uint64_t)i + 1); /* j in [0, i] */
         unsigned short t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
 }
 
-/* Digit-permuted radical inverse of index >= 1. As perm[0] = 0 the expansion
- * ends at the index's leading digit, so all of the index's digits are used.
- * The leading digits (up to b^k <= 2^53) are summed exactly as an integer
- * numerator over b^k, so one correctly rounded division gives the value; any
- * deeper digits (huge indices only) add a tail below one unit of that
- * numerator. Exactness matters: a point on a stratum boundary j/b^k then lands
- * as close to it as a double can. */
-static double scrambled_radical_inverse(size_t index, unsigned b,
-                                        const unsigned short *perm)
+/* Digit positions of base b that a double resolves: the largest k with
+ * b^k <= 2^53. */
+static unsigned halton_digits(unsigned b)
 {
     const uint64_t exact_limit = UINT64_C(1) << 53;
+    unsigned k = 0;
+    for (uint64_t den = 1; den <= exact_limit / b; den *= b)
+        k++;
+    return k;
+}
+
+/* Radical inverse with digit position j mapped through its own permutation
+ * perms[j * b ..] (j < k; zero digits included, so the expansion does not end
+ * at the index's leading digit). The k digits are summed exactly as an integer
+ * numerator over b^k and divided once, so the result is correctly rounded.
+ * Digits of the index beyond position k (indices >= b^k > 2^53 / b) are
+ * below a double's resolution and dropped. */
+static double scrambled_radical_inverse(size_t index, unsigned b, unsigned k,
+                                        const unsigned short *perms)
+{
     uint64_t num = 0, den = 1;
-    while (index > 0 && den <= exact_limit / b) {
-        num = num * b + perm[index % b];
+    /* dig[j] is the index's digit of weight b^j; it lands at weight b^-(j+1). */
+    unsigned short dig[64];
+    for (unsigned j = 0; j < k; j++) {
+        dig[j] = (unsigned short)(index % b);
+        index /= b;
+    }
+    for (unsigned j = 0; j < k; j++) {
+        num = num * b + perms[(size_t)j * b + dig[j]];
         den *= b;
-        index /= b;
     }
-    unsigned short deep[64];
-    int nd = 0;
-    while (index > 0) {
-        deep[nd++] = perm[index % b];
-        index /= b;
-    }
-    double tail = 0.0; /* in units of 1/den, in [0, 1) */
-    for (int i = nd - 1; i >= 0; i--)
-        tail = (deep[i] + tail) / b;
-    double x = ((double)num + tail) / (double)den;
+    if (num == 0) /* every position drew 0: keep the promised open interval */
+        return 0.5 / (double)den;
+    double x = (double)num / (double)den;
     /* The exact value is below 1, but it rounds to 1.0 when many leading
      * digits map to b - 1; clamp to keep the promised open interval. */
     if (x >= 1.0)
@@ -261,15 +272,21 @@ int gp_halton_scrambled(gp_rng *rng, size_t dim, size_t start, size_t count, dou
     int rc = halton_check(dim, start, count, out, err);
     if (rc != GP_OK || count == 0)
         return rc;
-    unsigned short perm[HALTON_MAX_BASE];
+    /* k * b is largest for the largest base (4 digits of 1619). */
+    unsigned short *perms = malloc((size_t)HALTON_MAX_DIGITS_X_BASE * sizeof *perms);
+    if (perms == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     unsigned b = 1;
     for (size_t d = 0; d < dim; d++) {
         b = next_prime(b);
-        draw_digit_permutation(rng, b, perm);
+        unsigned k = halton_digits(b);
+        for (unsigned j = 0; j < k; j++)
+            draw_digit_permutation(rng, b, perms + (size_t)j * b);
         double *col = out + d * count;
         for (size_t i = 0; i < count; i++)
-            col[i] = scrambled_radical_inverse(start + i + 1, b, perm);
+            col[i] = scrambled_radical_inverse(start + i + 1, b, k, perms);
     }
+    free(perms);
     return GP_OK;
 }
 

@@ -38,7 +38,7 @@ static const gp_option_spec ssgp_options[] = {
      "scrambled Halton (qmc), orthogonal random features, Stein random features (SVGD "
      "towards the density), or auto: chosen from the spread of the inputs in lengthscale "
      "units (reported as method_info.frequencies)"},
-    {"stein_iterations", GP_OPTION_INT, 1000, NULL, 0, 1000000, NULL,
+    {"stein_iterations", GP_OPTION_INT, 2000, NULL, 0, 1000000, NULL,
      "SVGD iterations of the stein sampler"},
     {"stein_step", GP_OPTION_NUMBER, 0.1, NULL, 1e-6, 10, NULL,
      "Adam learning rate of the stein sampler"},

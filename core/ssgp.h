@@ -12,7 +12,7 @@
  *                      the spread of the training inputs in lengthscale units,
  *                      gp_freq_sampler_auto; the choice is reported in the
  *                      model's info as method_info.frequencies)
- *   stein_iterations   SVGD iterations of the stein sampler (default 1000)
+ *   stein_iterations   SVGD iterations of the stein sampler (default 2000)
  *   stein_step         its Adam learning rate (default 0.1)
  *   bandwidth          total | per_dim: the SVGD median bandwidth rule
  *                      (default total; methods note §2.2a)

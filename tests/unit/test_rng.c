@@ -538,9 +538,12 @@ static void test_halton_stratified_2d(void **state)
     }
 }
 
-/* The same permutation is applied to every digit and 0 is fixed: index 1 is
- * digit 1, index b is digits (0, 1) and index b + 1 is digits (1, 1), so
- * x(b) = x(1) / b and x(b + 1) = x(1) (1 + 1/b), with x(1) = pi(1)/b. */
+/* Every digit position has its own permutation of all b digits (0 included),
+ * as scipy's scrambled Halton. For indices 1..b-1 only the first digit is
+ * nonzero, so x(i) = pi_0(i)/b + c with one constant tail c (the images of
+ * the zero digits at the deeper positions), 0 <= c < 1/b; index b has first
+ * digit 0, so {floor(b x(i)) : i = 1..b} = {pi_0(1..b-1), pi_0(0)} is a
+ * permutation of 0..b-1. */
 static void test_halton_digit_permutation_structure(void **state)
 {
     (void)state;
@@ -552,46 +555,53 @@ static void test_halton_digit_permutation_structure(void **state)
         gp_rng_seed(&r, seed);
         assert_int_equal(gp_halton_scrambled(&r, DIM, 0, COUNT, out, NULL), GP_OK);
         for (int d = 0; d < DIM; d++) {
-            double b = PRIMES[d];
+            unsigned b = PRIMES[d];
+            if (b > COUNT)
+                continue;
             const double *col = out + d * COUNT; /* col[i] is index i + 1 */
-            double digit = round(col[0] * b);
-            assert_true(fabs(col[0] * b - digit) < 1e-12 && digit >= 1 && digit <= b - 1);
-            assert_true(fabs(col[PRIMES[d] - 1] - col[0] / b) < 1e-15);
-            assert_true(fabs(col[PRIMES[d]] - col[0] * (1 + 1 / b)) < 1e-15);
+            int hit[32] = {0};
+            double c = col[0] * b - floor(col[0] * b);
+            for (unsigned i = 0; i < b; i++) {
+                int digit = (int)floor(col[i] * b);
+                assert_true(digit >= 0 && digit < (int)b);
+                hit[digit]++;
+                if (i + 1 < b) /* indices 1..b-1 share the tail */
+                    assert_true(fabs((col[i] * b - digit) - c) < 1e-12);
+            }
+            for (unsigned v = 0; v < b; v++)
+                assert_int_equal(hit[v], 1);
             if (d == 3)
-                seen7[(int)digit]++;
+                seen7[(int)floor(col[0] * b)]++;
         }
     }
-    /* Scrambling is really random: over 60 seeds pi(1) for base 7 takes every
-     * value in 1..6 (each has probability 1/6; missing one has p ~ 1e-4). */
-    for (int v = 1; v < 7; v++)
+    /* Scrambling is really random: over 60 seeds pi_0(1) for base 7 takes every
+     * value in 0..6 (each has probability 1/7; missing one has p ~ 1e-3). */
+    for (int v = 0; v < 7; v++)
         assert_true(seen7[v] > 0);
 }
 
-/* Indices beyond b^k > 2^53 take the path that adds the deeper digits as a
- * tail. In base 1619 (dimension 256) that starts at the 5th digit, whose
- * weight 1619^-5 ~ 9e-17 is still visible in a double near 0.5, and
- * n = q b^4 + r gives exactly x(n) = x(r) + x(q) / b^4 (digits are permuted
- * one by one, so the two parts do not interact). */
+/* Positions are permuted independently and summed exactly: for base 1619
+ * (dimension 256, 4 digit positions below 2^53) and n = q b + r with r, q < b,
+ * x(n) - x(r) depends on q only through the second position, so
+ * x(q b + r) - x(r) = x(q b + r') - x(r') for any other r'. */
 static void test_halton_deep_digits(void **state)
 {
     (void)state;
-    const double b = 1619.0, b4 = b * b * b * b;
-    const size_t q = 7 * 1619 + 3, r = 5, n = q * (size_t)b4 + r;
+    const size_t b = 1619, q = 7, r1 = 5, r2 = 1200;
     double *out = malloc(GP_HALTON_MAX_DIM * sizeof *out);
     assert_non_null(out);
     gp_rng seeded, rng;
     gp_rng_seed(&seeded, 4);
-    double x[3];
-    const size_t idx[3] = {n, r, q};
-    for (int k = 0; k < 3; k++) {
+    const size_t idx[4] = {q * b + r1, r1, q * b + r2, r2};
+    double x[4];
+    for (int k = 0; k < 4; k++) {
         rng = seeded;
         assert_int_equal(gp_halton_scrambled(&rng, GP_HALTON_MAX_DIM, idx[k] - 1, 1, out, NULL),
                          GP_OK);
         x[k] = out[GP_HALTON_MAX_DIM - 1];
     }
     assert_true(x[0] != x[1]);
-    assert_true(fabs(x[0] - (x[1] + x[2] / b4)) <= 2.3e-16);
+    assert_true(fabs((x[0] - x[1]) - (x[2] - x[3])) <= 4e-16);
     free(out);
 }
 
