@@ -136,6 +136,7 @@ typedef struct fit_problem {
     int free_amp, free_ls, learn_omega, noise_free;
     size_t n_ls;            /* lengthscale parameters of the kernel (1 or d) */
     double noise_fixed, noise_floor;
+    double noise;           /* the noise variance of the last problem_apply */
     const gp_fit_request *req;
     double lml_offset;
     int iteration_base, max_total;
@@ -162,6 +163,7 @@ static void problem_apply(fit_problem *p, const double *x)
         p->log_ls[j] = p->k->log_lengthscale[p->n_ls == 1 ? 0 : j];
     p->rp.log_amplitude2 = p->k->log_variance;
     double s = p->noise_free ? p->noise_floor + exp(x[i++]) : p->noise_fixed;
+    p->noise = s;
     p->rp.log_noise = log(s);
     if (p->learn_omega)
         memcpy(p->omega, x + i, p->rp.R * d * sizeof *x);
@@ -208,8 +210,7 @@ static double problem_objective(void *ctx, const double *x, double *g)
                 g[i++] = -p->g_ls[j];
     }
     if (p->noise_free) { /* s = floor + e^x: ds/dx = s - floor */
-        double s = exp(p->rp.log_noise);
-        g[i++] = -g_noise * (s - p->noise_floor) / s;
+        g[i++] = -g_noise * (p->noise - p->noise_floor) / p->noise;
     }
     if (p->learn_omega)
         for (size_t j = 0; j < p->rp.R * d; j++)
@@ -275,6 +276,38 @@ static void problem_free(fit_problem *p)
     free(p->g_omega);
 }
 
+/* The sparse-spectrum LML has local optima at short lengthscales, where the
+ * fixed frequencies turn into high-frequency features that interpolate the
+ * data (measured: an orf fit of sin(3x) from lengthscale 1 ended at 0.02 with
+ * LML 19, against 175 at 0.57 from a start of 0.5). So L-BFGS starts from the
+ * best of the given lengthscales times 2^k, k = -3..2: six value-only
+ * evaluations, and the given values win ties. */
+static void best_lengthscale_start(fit_problem *p, double *x)
+{
+    size_t off = p->free_amp ? 1 : 0;
+    double *base = malloc(p->n_ls * sizeof *base);
+    if (base == NULL)
+        return;
+    memcpy(base, x + off, p->n_ls * sizeof *base);
+    /* k = 0 first: the given values win ties. */
+    static const int order[] = {0, -3, -2, -1, 1, 2};
+    double best_f = INFINITY, best_shift = 0.0;
+    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
+        double shift = order[o] * 0.6931471805599453; /* 2^k */
+        for (size_t j = 0; j < p->n_ls; j++)
+            x[off + j] = base[j] + shift;
+        problem_apply(p, x);
+        double lml;
+        if (gp_rff_lml(&p->rp, p->work, &lml, NULL, NULL) == GP_OK && -lml < best_f) {
+            best_f = -lml;
+            best_shift = shift;
+        }
+    }
+    for (size_t j = 0; j < p->n_ls; j++)
+        x[off + j] = base[j] + best_shift;
+    free(base);
+}
+
 static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *req,
                     gp_diagnostics *diag, gp_error *err)
 {
@@ -283,6 +316,8 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
     if (x == NULL)
         return GP_ENOMEM;
     problem_start(p, x);
+    if (p->free_ls)
+        best_lengthscale_start(p, x);
     int rc = GP_OK;
     if (dim > 0) {
         gp_lbfgs_options opt;
@@ -370,7 +405,7 @@ static int fit_once(gp_model *model, const gp_fit_request *req, const double *Xw
         model->kernel->log_variance = p.k->log_variance;
         memcpy(model->kernel->log_lengthscale, p.k->log_lengthscale,
                p.n_ls * sizeof *p.k->log_lengthscale);
-        model->noise_variance = exp(p.rp.log_noise);
+        model->noise_variance = p.noise; /* a fixed noise comes back unrounded */
     }
     problem_free(&p);
     return rc;
