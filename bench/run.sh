@@ -6,12 +6,27 @@
 # the seeded training subsamples of kin8nm/power) to a temporary folder, and the
 # scikit-learn side reads them from there, so both fit exactly the same rows.
 # Arguments after BUILD_DIR go to bench_exact (e.g. --quick, --only fit,lml);
-# of them only --quick is passed on to the scikit-learn script.
+# of them only --quick is passed on to the scikit-learn script (and to
+# bench_kernel_approx).
+#
+# Only the kernel-approximation benchmark (random-feature samplers, Nyström;
+# bench/results/kernel_approx.md), with its own arguments:
+#   sh bench/run.sh BUILD_DIR kernel_approx [--quick] [--sweep r,d,matern,spread] ...
+# (the same as running BUILD_DIR/bench/bench_kernel_approx directly; --help
+# lists its options).
 BUILD=${1:-build}
 # See the Makefile: keeps OpenBLAS's idle threads from spinning on our cores.
 : "${OPENBLAS_THREAD_TIMEOUT:=16}"
 export OPENBLAS_THREAD_TIMEOUT
 [ $# -gt 0 ] && shift
+if [ "${1:-}" = kernel_approx ]; then
+    shift
+    if [ ! -x "$BUILD/bench/bench_kernel_approx" ]; then
+        echo "bench_kernel_approx: $BUILD/bench/bench_kernel_approx not built"
+        exit 1
+    fi
+    exec "$BUILD/bench/bench_kernel_approx" "$@"
+fi
 EXTRA="$*"
 PYEXTRA=""
 for a in "$@"; do
@@ -49,10 +64,21 @@ fi
 # shellcheck disable=SC2086
 sh bench/http/run.sh "$BUILD" $EXTRA || status=1
 
+# Kernel approximation by random features (all sweeps; ~15 minutes, --quick
+# for a smoke run of a few seconds).
+if [ -x "$BUILD/bench/bench_kernel_approx" ]; then
+    # shellcheck disable=SC2086
+    "$BUILD/bench/bench_kernel_approx" $PYEXTRA || status=1
+else
+    echo "bench_kernel_approx: $BUILD/bench/bench_kernel_approx not built: skipped"
+    status=1
+fi
+
 # Any other benchmark program, run without arguments.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
+    [ "$(basename "$b")" = bench_kernel_approx ] && continue
     "$b" || status=1
 done
 exit $status

@@ -38,36 +38,37 @@ double gp_features_spread(const double *X, size_t n, size_t d, const double *inv
 /* The rule, from bench/bench_kernel_approx (bench/results/kernel_approx.md):
  * RBF, R = 200, N = 1000 points uniform on [0, s]^d (spread s), relative
  * Frobenius error of the feature kernel, mean of 5 seeds, Stein with the
- * options of gp_stein_default_options (2000 iterations, step 0.3, no
- * annealing, total bandwidth: what `auto` runs).
+ * options of gp_stein_default_options (2000 iterations, step 0.1, no
+ * annealing, total bandwidth, qmc start: what `auto` runs).
  *
  * 1. Stein wins while the data span few lengthscales, then loses (its
  *    frequencies are regular, so the feature kernel turns nearly periodic at
  *    long range). The crossover against the best regular sampler (qmc):
- *      d = 2:  s = 4   stein 2.44e-2, qmc 2.72e-2 | s = 5   qmc 4.41e-2, stein 5.93e-2
- *      d = 8:  s = 1.5 stein 6.96e-2, qmc 9.50e-2 | s = 2   qmc 0.238,   stein 0.311
- *    Interpolating the log error ratio linearly puts it at s = 4.3 (d = 2)
- *    and s = 1.75 (d = 8).
- * 2. At spread 1 (the d sweep) stein is best up to d = 24 (0.233 vs orf
- *    0.235) and 2-5% behind orf at d = 26-30 (d = 30: 0.416 vs 0.398): the
- *    crossover is at d = 25 for spread 1.
+ *      d = 2:  s = 2.5 stein 7.93e-3, qmc 1.24e-2 | s = 3 qmc 1.67e-2, stein 1.93e-2
+ *      d = 8:  s = 1.5 stein 7.08e-2, qmc 1.01e-1 | s = 2 qmc 0.242,   stein 0.313
+ *    Interpolating the log error ratio linearly in s puts it at s = 2.9
+ *    (d = 2) and s = 1.8 (d = 8).
+ * 2. At spread 1 (the d sweep) stein stays best up to d = 30, with a
+ *    shrinking lead over orf (d = 20: 0.125 vs 0.157; d = 26: 0.261 vs
+ *    0.282; d = 30: 0.389 vs 0.398): the crossover for spread 1 is at about
+ *    d = 30.
  * So the threshold t(d) interpolates log t linearly in log d through
- * (2, 4.3), (8, 1.75), (25, 1.0); below d = 2 it stays 4.3 (not measured);
- * beyond d = 25 it keeps the slope between d = 8 and 25, t = (25 / d)^0.49.
+ * (2, 2.9), (8, 1.8), (30, 1.05); below d = 2 it stays 2.9 (not measured);
+ * beyond d = 30 it keeps the slope between d = 8 and 30, t = 1.05 (30/d)^0.41.
  * 3. Above the threshold the regular samplers: qmc up to d = 9 (d = 2,
- *    s = 5-20: qmc 4.41e-2-0.347, orf 0.121-0.541, mc 0.163-0.561; d = 8,
- *    s = 1: qmc 2.76e-2, orf 3.78e-2; d = 8, s >= 2 qmc is best or within
- *    0.1%), orf from d = 10 (s = 1: d = 10 orf 4.43e-2 vs qmc 4.65e-2,
- *    d = 20 0.157 vs 0.187, d = 30 0.398 vs 0.429). Beyond s = 20 (not
- *    measured) the same: at d = 2 qmc's lead holds at s = 20, at d = 8
- *    every sampler saturates at the same error from s = 5 on.
+ *    s = 3-20: qmc 1.67e-2-0.414, orf 5.94e-2-0.541, mc 9.08e-2-0.561;
+ *    d = 8, s = 1: qmc 3.13e-2, orf 3.78e-2; d = 8, s >= 2: qmc best or
+ *    within 0.2%), orf from d = 10 (s = 1: d = 10 orf 4.43e-2 vs qmc
+ *    4.96e-2, d = 12 6.62e-2 vs 7.16e-2, d = 30 0.398 vs 0.431). Beyond
+ *    s = 20 (not measured) the same: at d = 2 qmc still leads at s = 20, at
+ *    d = 8 every sampler saturates at the same error from s = 5 on.
  * Measured at R = 200 only, with these Stein options: other options move the
- * crossover (with the earlier defaults, 1000 annealed steps of 0.1, it was
- * s = 2.25 at both d = 2 and 8). */
+ * crossover (with 2000 steps of 0.3 it was s = 4.3 at d = 2; with 1000
+ * annealed steps of 0.1, s = 2.25). Re-measure when the defaults change. */
 static double stein_threshold(size_t d)
 {
-    static const double knot_d[3] = {2.0, 8.0, 25.0};
-    static const double knot_t[3] = {4.3, 1.75, 1.0};
+    static const double knot_d[3] = {2.0, 8.0, 30.0};
+    static const double knot_t[3] = {2.9, 1.8, 1.05};
     double x = (double)d;
     if (x <= knot_d[0])
         return knot_t[0];

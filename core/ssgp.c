@@ -325,6 +325,7 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
         opt.max_iterations = (int)gp_option_number(m, req, "max_iterations");
         opt.max_evaluations = 20 * opt.max_iterations;
         opt.rel_tol = gp_option_number(m, req, "tolerance");
+        p->max_total = opt.max_iterations;
         gp_optim_result res;
         rc = gp_lbfgs_minimize(problem_objective, p, x, dim, &opt, problem_progress, p, &res,
                                err);

@@ -13,6 +13,11 @@
 # under gunicorn -w 2 (bench/http/sklearn_service.py), when Debian's
 # python3-sklearn, python3-flask and gunicorn are installed. Prints a markdown
 # table with both sides and the ratio on stdout.
+# Then, on the same gpserve daemon, an `ssgp` model of the same training rows
+# (options features 100, frequencies qmc: sparse-spectrum GP, O(R^2) per
+# predicted point instead of exact's O(N^2)) under the name concrete_ssgp,
+# measured the same way (fits, wrk at 1/16/64 connections, the 1000-point
+# predict and the sample request), printed as a second table against exact.
 # Needs wrk (Debian package wrk) and curl; skipped with a message without wrk.
 
 BUILD=${1:-build}
@@ -146,21 +151,25 @@ stats() {
         printf "%.2f %.2f\n", m, v[k] }'
 }
 
-# measure NAME BASEURL: every figure of one service into $T/NAME.*
+# measure NAME BASEURL [FITBODY MODEL]: every figure of one service into $T/NAME.*
+# (FITBODY defaults to $T/fit.json, MODEL, the model name in it, to concrete).
 measure() {
     name=$1
     base=$2
-    curl_times "$base/v1/models" "$T/fit.json" "$FITS" "$T/$name.fit"
+    body=${3:-$T/fit.json}
+    model=${4:-concrete}
+    curl_times "$base/v1/models" "$body" "$FITS" "$T/$name.fit"
     if [ ! -s "$T/$name.fit" ]; then
         echo "     $name: the fit failed; nothing measured" >&2
         return 1
     fi
+    cp "$T/last.json" "$T/$name.fitresponse"
     for c in 1 16 64; do
-        wrk_run "$base/v1/models/concrete/predict" "$T/p1.json" "$c" "$T/$name.c$c"
+        wrk_run "$base/v1/models/$model/predict" "$T/p1.json" "$c" "$T/$name.c$c"
         echo "$rps $p50 $p99 $errors" >"$T/$name.c$c"
     done
-    curl_times "$base/v1/models/concrete/predict" "$T/p1000.json" "$RUNS" "$T/$name.p1000"
-    curl_times "$base/v1/models/concrete/sample" "$T/s100.json" "$RUNS" "$T/$name.s100"
+    curl_times "$base/v1/models/$model/predict" "$T/p1000.json" "$RUNS" "$T/$name.p1000"
+    curl_times "$base/v1/models/$model/sample" "$T/s100.json" "$RUNS" "$T/$name.s100"
 }
 
 # ---- gpserve
@@ -175,6 +184,17 @@ fi
 # gpserve's request log would grow with every wrk request: it goes to the file.
 measure gpserve "http://127.0.0.1:$GPORT" || exit 1
 threads=$(nproc 2>/dev/null || echo "?")
+
+# ---- ssgp on the same daemon: the same rows, features 100, qmc frequencies
+SSGP_R=100
+SSGP_FREQ=qmc
+sed "s/\"name\":\"concrete\",\"method\":\"exact\"/\"name\":\"concrete_ssgp\",\"method\":\"ssgp\",\"options\":{\"features\":$SSGP_R,\"frequencies\":\"$SSGP_FREQ\"}/" \
+    "$T/fit.json" >"$T/fit_ssgp.json"
+SS=""
+if measure gpserve_ssgp "http://127.0.0.1:$GPORT" "$T/fit_ssgp.json" concrete_ssgp; then
+    SS=yes
+    ss_used=$(sed -n 's/.*"frequencies": *"\([a-z]*\)".*/\1/p' "$T/gpserve_ssgp.fitresponse" | head -n 1)
+fi
 
 # ---- scikit-learn behind Flask under gunicorn
 SK=""
@@ -246,4 +266,38 @@ for m in p1000:"predict 1000 points" s100:"sample 100 × 100 points" fit:"fit $n
 done
 echo
 [ -n "$SK" ] || echo "scikit-learn side $SKIP"
+
+# ---- table 2: ssgp against exact on the same daemon
+echo
+echo "## HTTP: gpserve ssgp against gpserve exact (same daemon, same rows)"
+echo
+if [ -z "$SS" ]; then
+    echo "skipped: the ssgp fit failed (see the messages above)"
+    exit 0
+fi
+echo "concrete, $ntrain training rows: method ssgp with features $SSGP_R, frequencies $SSGP_FREQ"
+echo "(used: ${ss_used:-?}), rbf ARD + noise, on the daemon that served the exact rows above;"
+echo "same requests and runs. \"ratio\" = how many times better ssgp is than exact."
+echo
+echo "| measure | gpserve ssgp (R=$SSGP_R) | gpserve exact | ratio |"
+echo "|---|---:|---:|---:|"
+for c in 1 16 64; do
+    read -r a_rps a_p50 a_p99 a_err <"$T/gpserve_ssgp.c$c"
+    read -r g_rps g_p50 g_p99 g_err <"$T/gpserve.c$c"
+    row "predict 1 point, $c conn: requests/s" "$a_rps" "$g_rps" higher
+    row "predict 1 point, $c conn: p50 ms" "$a_p50" "$g_p50" lower
+    row "predict 1 point, $c conn: p99 ms" "$a_p99" "$g_p99" lower
+    [ "${a_err:-0}" != 0 ] && echo "| (ssgp: $a_err non-2xx or socket errors at $c conn) | | | |"
+done
+for m in p1000:"predict 1000 points" s100:"sample 100 × 100 points" fit:"fit $ntrain points end to end"; do
+    key=${m%%:*}
+    label=${m#*:}
+    stats "$T/gpserve_ssgp.$key" >"$T/st"
+    read -r a_med a_p99 <"$T/st"
+    stats "$T/gpserve.$key" >"$T/st"
+    read -r g_med g_p99 <"$T/st"
+    row "$label: median ms" "$a_med" "$g_med" lower
+    row "$label: p99 ms" "$a_p99" "$g_p99" lower
+done
+echo
 exit 0
