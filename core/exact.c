@@ -593,26 +593,19 @@ static int exact_sample(const gp_model *model, const gp_sample_request *req, dou
 static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const exact_impl *im = model->impl;
-    size_t n = im->n, packed_len = n * (n + 1) / 2;
-    double *packed = gp_alloc_doubles(packed_len, err);
-    if (packed == NULL)
-        return GP_ENOMEM;
-    gp_pack_lower(im->L, n, n, packed);
-    int rc = gp_state_put_owned(st, "chol_packed", packed_len, 1, packed, err);
+    int rc = gp_state_put_cholesky(st, "chol_packed", im->L, im->n, err);
     if (rc == GP_OK)
-        rc = gp_state_put(st, "X_train", im->d, n, im->Xt, err);
+        rc = gp_state_put(st, "X_train", im->d, im->n, im->Xt, err);
     if (rc == GP_OK)
-        rc = gp_state_put(st, "alpha", n, 1, im->alpha, err);
+        rc = gp_state_put(st, "alpha", im->n, 1, im->alpha, err);
     return rc;
 }
 
 static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
 {
     size_t n = model->n_train, d = model->input_dim, nn = 0;
-    const double *packed, *Xt, *alpha;
+    const double *Xt, *alpha;
     int rc = gp_checked_size(n, n, &nn, err);
-    if (rc == GP_OK)
-        rc = gp_state_get(st, "chol_packed", n * (n + 1) / 2, 1, &packed, err);
     if (rc == GP_OK)
         rc = gp_state_get(st, "X_train", d, n, &Xt, err);
     if (rc == GP_OK)
@@ -626,16 +619,11 @@ static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
         impl_free(im);
         return GP_ENOMEM;
     }
-    gp_unpack_lower(packed, n, im->L, n);
     memcpy(im->Xt, Xt, n * d * sizeof *Xt);
     memcpy(im->alpha, alpha, n * sizeof *alpha);
-    for (size_t i = 0; i < n; i++) {
-        if (!(im->L[i * n + i] > 0.0) || !isfinite(im->L[i * n + i])) {
-            impl_free(im);
-            return gp_error_set(err, GP_EDATA, "chol_packed", "corrupt Cholesky factor");
-        }
-    }
-    rc = gp_kernel_points_new(model->kernel, im->Xt, n, &im->Xp, err);
+    rc = gp_state_get_cholesky(st, "chol_packed", n, im->L, err);
+    if (rc == GP_OK)
+        rc = gp_kernel_points_new(model->kernel, im->Xt, n, &im->Xp, err);
     if (rc) {
         impl_free(im);
         return rc;

@@ -470,3 +470,28 @@ void gp_model_info_string(gp_model *model, const char *key, const char *value)
         it->number = 0;
     }
 }
+
+int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
+                          gp_error *err)
+{
+    size_t packed_len = n * (n + 1) / 2;
+    double *packed = gp_alloc_doubles(packed_len, err);
+    if (packed == NULL)
+        return GP_ENOMEM;
+    gp_pack_lower(L, n, n, packed);
+    return gp_state_put_owned(st, name, packed_len, 1, packed, err);
+}
+
+int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,
+                          gp_error *err)
+{
+    const double *packed;
+    int rc = gp_state_get(st, name, n * (n + 1) / 2, 1, &packed, err);
+    if (rc)
+        return rc;
+    gp_unpack_lower(packed, n, L, n);
+    for (size_t i = 0; i < n; i++)
+        if (!(L[i * n + i] > 0.0) || !isfinite(L[i * n + i]))
+            return gp_error_set(err, GP_EDATA, name, "corrupt Cholesky factor");
+    return GP_OK;
+}

@@ -177,6 +177,15 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
 void gp_model_free(gp_model *model);
 
 /* Helpers shared by the methods. */
+/* A lower Cholesky factor L (n x n, leading dimension n) in a state as the
+ * packed array `name` (n(n+1)/2 x 1, no dead upper half); the get side
+ * unpacks it into the caller's n x n buffer (upper triangle zeroed) and
+ * answers GP_EDATA naming the array when a diagonal entry is not positive and
+ * finite (a corrupt or foreign factor). */
+int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
+                          gp_error *err);
+int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,
+                          gp_error *err);
 /* Record a method-specific fact (static key/text); silently ignored beyond
  * GP_MODEL_INFO_MAX items, and a repeated key overwrites. */
 void gp_model_info_number(gp_model *model, const char *key, double value);

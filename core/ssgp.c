@@ -725,12 +725,8 @@ static int ssgp_sample(const gp_model *model, const gp_sample_request *req, doub
 static int ssgp_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const ssgp_impl *im = model->impl;
-    size_t m = im->m, packed_len = m * (m + 1) / 2;
-    double *packed = gp_alloc_doubles(packed_len, err);
-    if (packed == NULL)
-        return GP_ENOMEM;
-    gp_pack_lower(im->L, m, m, packed);
-    int rc = gp_state_put_owned(st, "chol_packed", packed_len, 1, packed, err);
+    size_t m = im->m;
+    int rc = gp_state_put_cholesky(st, "chol_packed", im->L, m, err);
     if (rc == GP_OK)
         rc = gp_state_put(st, "omega", im->R, im->d, im->omega, err);
     if (rc == GP_OK)
@@ -751,10 +747,10 @@ static int ssgp_import(gp_model *model, const gp_state *st, gp_error *err)
     ssgp_impl *im = impl_alloc(model->kernel, om->rows, err);
     if (im == NULL)
         return GP_ENOMEM;
-    const double *packed, *alpha;
+    const double *alpha;
     double sampler = 0;
     size_t m = im->m;
-    rc = gp_state_get(st, "chol_packed", m * (m + 1) / 2, 1, &packed, err);
+    rc = gp_state_get_cholesky(st, "chol_packed", m, im->L, err);
     if (rc == GP_OK)
         rc = gp_state_get(st, "alpha", m, 1, &alpha, err);
     if (rc == GP_OK)
@@ -763,13 +759,9 @@ static int ssgp_import(gp_model *model, const gp_state *st, gp_error *err)
         rc = gp_error_set(err, GP_EDATA, "sampler", "unknown frequency sampler");
     if (rc == GP_OK) {
         memcpy(im->omega, om->data, im->R * im->d * sizeof *im->omega);
-        gp_unpack_lower(packed, m, im->L, m);
         memcpy(im->alpha, alpha, m * sizeof *alpha);
         im->sampler = (gp_freq_sampler)sampler;
         impl_set_kernel(im, model->kernel);
-        for (size_t i = 0; i < m && rc == GP_OK; i++)
-            if (!(im->L[i * m + i] > 0.0) || !isfinite(im->L[i * m + i]))
-                rc = gp_error_set(err, GP_EDATA, "chol_packed", "corrupt Cholesky factor");
     }
     if (rc) {
         impl_free(im);
