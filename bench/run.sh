@@ -74,11 +74,13 @@ else
     status=1
 fi
 
-# Any other benchmark program, run without arguments.
+# Any other benchmark program (bench_ssgp: the shared datasets, ~45 minutes),
+# run without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
-    "$b" || status=1
+    # shellcheck disable=SC2086
+    "$b" $PYEXTRA || status=1
 done
 exit $status
