@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "bench/support/dataset.h"
+#include "bench/support/scores.h"
 #include "core/error.h"
 #include "core/exact.h"
 #include "core/kernel.h"
@@ -35,7 +36,6 @@
 
 #define SUBSAMPLE_SEED 0
 #define FIT_SEED 0
-#define TWO_PI 6.283185307179586476925286766559
 
 typedef struct config {
     const char *tag;
@@ -250,40 +250,6 @@ static int fit_exact(const gp_dataset *train, int restarts, gp_model **model, do
     return rc;
 }
 
-typedef struct scores {
-    double rmse, nlpd;
-    size_t clamped;
-} scores;
-
-static int evaluate(const gp_model *model, const gp_dataset *test, scores *s, gp_error *err)
-{
-    double *mean = malloc(test->n * sizeof(double));
-    double *var = malloc(test->n * sizeof(double));
-    if (mean == NULL || var == NULL) {
-        free(mean);
-        free(var);
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    }
-    gp_predict_request pr = {test->X, test->n, test->d, 1, 0};
-    gp_prediction out = {mean, var, NULL, 0};
-    int rc = gp_model_predict(model, &pr, &out, err);
-    if (rc == GP_OK) {
-        double se = 0.0, nl = 0.0;
-        for (size_t i = 0; i < test->n; i++) {
-            double r = test->y[i] - mean[i];
-            double v = var[i];
-            se += r * r;
-            nl += 0.5 * log(TWO_PI * v) + r * r / (2.0 * v);
-        }
-        s->rmse = sqrt(se / (double)test->n);
-        s->nlpd = nl / (double)test->n;
-        s->clamped = out.clamped;
-    }
-    free(mean);
-    free(var);
-    return rc;
-}
-
 static void print_env(void)
 {
     const char *t = getenv("OPENBLAS_NUM_THREADS");
@@ -335,8 +301,8 @@ static void section_fit(const options *o, int have_data, gp_model **keep, gp_dat
             loaded_free(&l);
             continue;
         }
-        scores s = {0, 0, 0};
-        rc = evaluate(model, &l.test, &s, &err);
+        gp_test_scores s = {0, 0, 0};
+        rc = gp_test_scores_compute(model, &l.test, &s, &err);
         double lml = model->diag.objective;
         double lml_std = lml + (double)l.train.n * log(model->y_scale);
         if (rc != GP_OK) {

@@ -247,12 +247,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
         if (mask[i])
             p->free_idx[p->n_free_kernel++] = i;
     free(mask);
-    double var = 0.0;
-    for (size_t i = 0; i < req->n; i++)
-        var += y[i] * y[i];
-    var /= (double)req->n; /* y is centred when standardised; otherwise this is E[y^2] */
-    if (!(var > 0.0))
-        var = 1.0;
+    double var = gp_target_power(y, req->n);
     p->noise_floor = NOISE_FLOOR_REL * var;
     p->noise_free = !req->noise_fixed;
     /* Without a given value the noise starts at var(y), as scikit-learn's

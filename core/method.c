@@ -495,3 +495,12 @@ int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double
             return gp_error_set(err, GP_EDATA, name, "corrupt Cholesky factor");
     return GP_OK;
 }
+
+double gp_target_power(const double *y, size_t n)
+{
+    double v = 0.0;
+    for (size_t i = 0; i < n; i++)
+        v += y[i] * y[i];
+    v /= (double)n;
+    return v > 0.0 ? v : 1.0;
+}

@@ -177,6 +177,10 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
 void gp_model_free(gp_model *model);
 
 /* Helpers shared by the methods. */
+/* Mean of y^2 over n targets (their variance once standardised; E[y^2]
+ * otherwise), or 1 when it is not positive: the scale learned noise starts
+ * from and is floored against. */
+double gp_target_power(const double *y, size_t n);
 /* A lower Cholesky factor L (n x n, leading dimension n) in a state as the
  * packed array `name` (n(n+1)/2 x 1, no dead upper half); the get side
  * unpacks it into the caller's n x n buffer (upper triangle zeroed) and

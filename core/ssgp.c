@@ -227,15 +227,6 @@ static int problem_progress(void *ctx, int iteration, double f)
                             -f + p->lml_offset);
 }
 
-static double mean_square(const double *y, size_t n)
-{
-    double v = 0.0;
-    for (size_t i = 0; i < n; i++)
-        v += y[i] * y[i];
-    v /= (double)n;
-    return v > 0.0 ? v : 1.0;
-}
-
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
                         const double *Xw, const double *yw, ssgp_impl *im, int learn_omega,
                         gp_error *err)
@@ -259,7 +250,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
         (learn_omega && !(p->g_omega = gp_alloc_doubles(R * d, err))))
         return GP_ENOMEM;
     p->rp.log_ls = p->log_ls;
-    double var = mean_square(yw, n); /* var(y) when standardised */
+    double var = gp_target_power(yw, n);
     p->noise_floor = NOISE_FLOOR_REL * var;
     p->noise_free = !req->noise_fixed;
     /* Start "all noise", as exact does (see core/exact.c). */
