@@ -147,6 +147,10 @@ void gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
                      const double *omega, size_t R, double amplitude2, double *Phi,
                      size_t ldphi)
 {
+    if (inv_ls == NULL) { /* X is already divided by the lengthscales */
+        features_scaled(X, n, d, omega, R, amplitude2, Phi, ldphi);
+        return;
+    }
     /* The scaled copy of X is small (n x d) next to Phi (n x 2R); scaling
      * omega instead would change the rounding of the products. */
     double *Xs = malloc(n * d * sizeof *Xs);

@@ -547,17 +547,18 @@ static size_t block_size(const ssgp_impl *im, size_t m)
 }
 
 /* Features of b test points (original units, rows start..start+b of X with
- * leading dimension ldx = the request's m) into Phi (b x 2R); Xw (b x d) scratch. */
+ * leading dimension ldx = the request's m) into Phi (b x 2R); Xw (b x d)
+ * scratch receives the standardised points divided by the lengthscales. */
 static void test_features(const gp_model *model, const ssgp_impl *im, const double *X,
                           size_t ldx, size_t start, size_t b, double *Xw, double *Phi)
 {
     for (size_t j = 0; j < im->d; j++) {
         size_t c = im->dims[j];
-        double mu = model->x_mean[c], sc = model->x_scale[c];
+        double mu = model->x_mean[c], sc = model->x_scale[c], il = im->inv_ls[j];
         for (size_t i = 0; i < b; i++)
-            Xw[j * b + i] = (X[c * ldx + start + i] - mu) / sc;
+            Xw[j * b + i] = (X[c * ldx + start + i] - mu) / sc * il;
     }
-    gp_rff_features(Xw, b, im->d, im->inv_ls, im->omega, im->R, im->amplitude2, Phi, b);
+    gp_rff_features(Xw, b, im->d, NULL, im->omega, im->R, im->amplitude2, Phi, b);
 }
 
 /* Mean (working units) and V = Phi L^{-T} (in place): latent variance
