@@ -579,7 +579,7 @@ static void eval_point(const options *o, gp_kernel_type kt, size_t d, size_t R, 
             }
         }
         if (do_auto) {
-            variant pick = variant_of_sampler(gp_freq_sampler_auto(p->spread[k], d));
+            variant pick = variant_of_sampler(gp_freq_sampler_auto(NULL, p->spread[k], d));
             p->auto_pick[k] = (int)pick;
             p->auto_err[k] = p->err[pick][k];
             if (isnan(p->auto_err[k])) { /* not measured in this run: measure it */

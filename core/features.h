@@ -98,10 +98,12 @@ int gp_frequencies_draw(const gp_spectral *s, gp_freq_sampler sampler, size_t R,
  * with unit lengthscales give spread s. */
 double gp_features_spread(const double *X, size_t n, size_t d, const double *inv_ls);
 
-/* The sampler `auto` picks for data of this spread in d dimensions (stein,
- * qmc, orf or mc), with thresholds measured by bench/bench_kernel_approx
- * (bench/results/kernel_approx.md, the spread sweep). */
-gp_freq_sampler gp_freq_sampler_auto(double spread, size_t d);
+/* The sampler `auto` picks for data of this spread in d dimensions and the
+ * spectral density s (stein, qmc or orf), with thresholds measured by
+ * bench/bench_kernel_approx (bench/results/kernel_approx.md: the spread sweep
+ * on the RBF, and the Matern-3/2 d sweep, which keeps stein to d <= 4 for
+ * Student-t densities). s may be NULL (Gaussian). */
+gp_freq_sampler gp_freq_sampler_auto(const gp_spectral *s, double spread, size_t d);
 
 /* Relative Frobenius error ||K - K^||_F / ||K||_F of the feature kernel
  * K^_ij = (1/R) sum_r cos(omega_r^T (x_i - x_j)) against the kernel k of

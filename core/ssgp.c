@@ -468,17 +468,21 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
     gp_stein_options stein;
     if (read_options(model->method, req, &R, &sampler, &stein, &learn))
         return gp_error_set(err, GP_EINVAL, "options.frequencies", "unknown sampler");
+    gp_spectral sp;
+    int rc = gp_kernel_spectral(model->kernel->type, &sp, err);
+    if (rc)
+        return rc;
     int is_auto = sampler < 0;
     double spread = current_spread(model, im, Xw);
-    gp_freq_sampler chosen = is_auto ? gp_freq_sampler_auto(spread, im->d)
+    gp_freq_sampler chosen = is_auto ? gp_freq_sampler_auto(&sp, spread, im->d)
                                      : (gp_freq_sampler)sampler;
-    int rc = draw_frequencies(model, req, im, chosen, &stein, err);
+    rc = draw_frequencies(model, req, im, chosen, &stein, err);
     if (rc == GP_OK)
         rc = fit_once(model, req, Xw, yw, im, learn, err);
     int redrawn = 0;
     if (rc == GP_OK && is_auto && !learn) {
         double s2 = current_spread(model, im, Xw);
-        gp_freq_sampler again = gp_freq_sampler_auto(s2, im->d);
+        gp_freq_sampler again = gp_freq_sampler_auto(&sp, s2, im->d);
         spread = s2;
         if (again != chosen) {
             redrawn = 1;

@@ -497,6 +497,50 @@ static void test_stein_cancel(void **state)
     assert_memory_equal(om, q, sizeof q);
 }
 
+/* gp_features_spread: points uniform on [0, s]^d with unit lengthscales have
+ * spread s (sqrt(12) x the standard deviation); lengthscale l divides it. */
+static void test_spread_of_uniform_points(void **state)
+{
+    (void)state;
+    enum { N = 20000, D = 3 };
+    double *X = malloc((size_t)N * D * sizeof *X);
+    assert_non_null(X);
+    gp_rng rng;
+    gp_rng_seed(&rng, 21);
+    for (size_t i = 0; i < (size_t)N * D; i++)
+        X[i] = 5.0 * gp_rng_uniform(&rng);
+    double s1 = gp_features_spread(X, N, D, NULL);
+    assert_true(fabs(s1 - 5.0) < 0.05);
+    const double inv_ls[D] = {0.5, 0.5, 0.5};
+    assert_true(fabs(gp_features_spread(X, N, D, inv_ls) - 0.5 * s1) < 1e-12);
+    free(X);
+}
+
+/* gp_freq_sampler_auto: stein for data spanning few lengthscales, a regular
+ * sampler beyond (qmc up to d = 9, orf above), never stein for a Student-t
+ * density above d = 4 or for a NaN spread. */
+static void test_auto_rule(void **state)
+{
+    (void)state;
+    gp_spectral gauss = {GP_SPECTRAL_GAUSSIAN, 0.0}, t32 = {GP_SPECTRAL_STUDENT_T, 1.5};
+    assert_int_equal(gp_freq_sampler_auto(&gauss, 1.0, 2), GP_FREQ_STEIN);
+    assert_int_equal(gp_freq_sampler_auto(NULL, 1.0, 2), GP_FREQ_STEIN);
+    assert_int_equal(gp_freq_sampler_auto(&gauss, 20.0, 2), GP_FREQ_QMC);
+    assert_int_equal(gp_freq_sampler_auto(&gauss, 20.0, 16), GP_FREQ_ORF);
+    assert_int_equal(gp_freq_sampler_auto(&gauss, 0.5, 8), GP_FREQ_STEIN);
+    assert_int_equal(gp_freq_sampler_auto(&gauss, 3.0, 8), GP_FREQ_QMC);
+    assert_int_equal(gp_freq_sampler_auto(&t32, 1.0, 2), GP_FREQ_STEIN);
+    assert_int_equal(gp_freq_sampler_auto(&t32, 0.5, 8), GP_FREQ_QMC);
+    assert_int_equal(gp_freq_sampler_auto(&t32, 0.5, 16), GP_FREQ_ORF);
+    assert_int_equal(gp_freq_sampler_auto(&gauss, NAN, 2), GP_FREQ_QMC);
+    /* The threshold shrinks with the dimension. */
+    for (size_t d = 2; d < 40; d++) {
+        int stein_d = gp_freq_sampler_auto(&gauss, 1.6, d) == GP_FREQ_STEIN;
+        int stein_lo = gp_freq_sampler_auto(&gauss, 1.6, d - 1) == GP_FREQ_STEIN;
+        assert_true(!stein_d || stein_lo);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +556,8 @@ int main(void)
         cmocka_unit_test(test_stein_improves_on_mc_start),
         cmocka_unit_test(test_stein_bandwidth_rules_in_d10),
         cmocka_unit_test(test_stein_cancel),
+        cmocka_unit_test(test_spread_of_uniform_points),
+        cmocka_unit_test(test_auto_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
