@@ -505,12 +505,34 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
     return cache_factor(model, Xw, yw, im, err);
 }
 
+/* The fit's memory, checked before anything is allocated: Phi (N x 2R), the
+ * scaled inputs, A and its inverse (2R x 2R each) and the cached factor. It
+ * gets the budget an exact fit of max_train_points points has (its N x N
+ * matrix: 3.2 GB by default), so no request can make the daemon allocate
+ * more than the operator allowed for exact. */
+static int size_guard(const gp_fit_request *req, gp_error *err)
+{
+    double cap = (double)(req->max_train_points ? req->max_train_points
+                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double R = gp_option_number(&gp_method_ssgp, req, "features"), m = 2.0 * R;
+    double need = (double)req->n * (m + 2.0 * (double)req->d) + 3.0 * m * m;
+    if (need > cap * cap)
+        return gp_error_set(err, GP_ETOOBIG, "options.features",
+                            "ssgp with %.0f features on %zu points needs %.1f GB of workspace, "
+                            "above the budget of an exact fit of max_train_points = %.0f points "
+                            "(%.1f GB): use fewer features, or raise --max-train-points",
+                            R, req->n, need * 8e-9, cap, cap * cap * 8e-9);
+    return GP_OK;
+}
+
 static int ssgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
     int rc = gp_check_training_data(req, err);
     if (rc == GP_OK)
         rc = check_kernel(req->kernel, err);
+    if (rc == GP_OK)
+        rc = size_guard(req, err);
     if (rc)
         return rc;
     rc = gp_model_new(&gp_method_ssgp, req, &model, err);

@@ -1002,6 +1002,22 @@ static void test_bad_input(void **state)
     gp_option_value frac = {.name = "features", .number = 2.5};
     assert_int_equal(gp_options_validate(ssgp(), &frac, 1, &err), GP_EINVAL);
 
+    /* The memory guard, before any allocation: 20000 features need two
+     * 40000 x 40000 matrices (25 GB), above the default budget (an exact fit
+     * of 20000 points, 3.2 GB); a tiny max_train_points refuses R = 100. */
+    gp_option_value huge = {.name = "features", .number = 20000};
+    assert_int_equal(gp_options_validate(ssgp(), &huge, 1, &err), GP_OK);
+    req.options = &huge;
+    req.n_options = 1;
+    assert_int_equal(gp_model_fit(ssgp(), &req, &model, &err), GP_ETOOBIG);
+    assert_string_equal(err.field, "options.features");
+    assert_null(model);
+    req.n_options = 0;
+    req.max_train_points = 10;
+    assert_int_equal(gp_model_fit(ssgp(), &req, &model, &err), GP_ETOOBIG);
+    assert_null(model);
+    req.max_train_points = 0;
+
     /* NaN in a predict request names the point. */
     req.n_options = 0;
     model = fit_ok(ssgp(), &req, "clean data");
