@@ -349,7 +349,8 @@ static int read_options(const gp_method *m, const gp_fit_request *req, size_t *R
                            ? GP_SVGD_BANDWIDTH_PER_DIM
                            : GP_SVGD_BANDWIDTH_TOTAL;
     *learn = gp_option_number(m, req, "learn_frequencies") != 0.0;
-    return *sampler < -1 ? GP_EINVAL : GP_OK;
+    /* -1 is auto; a name the spec let through but no sampler has is a bug. */
+    return *sampler < 0 && strcmp(f, "auto") != 0 ? GP_EINVAL : GP_OK;
 }
 
 typedef struct draw_progress {
