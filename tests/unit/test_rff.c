@@ -16,9 +16,11 @@
 #include <cmocka.h>
 #include <lapacke.h>
 
+#include "bench/support/fixture.h"
 #include "core/exact.h"
 #include "core/features.h"
 #include "core/kernel.h"
+#include "core/optim.h"
 #include "core/rng.h"
 
 /* ---- helpers (independent of the code under test) ---- */
@@ -634,6 +636,124 @@ static void test_bad_input(void **state)
     gp_rff_work_free(w);
 }
 
+/* ---- against the independent numpy implementation of the methods note ----
+ * tests/fixtures/rff_reference.txt, written by make_rff_fixtures.py with
+ * ../shared/methods/reference/msrfr_numpy.py: its LML, d/dOmega, chain rule to
+ * the log lengthscales, predictive mean and observation variance, and its
+ * SVGD direction with both bandwidth rules. */
+
+static double rel_diff(double a, double b)
+{
+    return fabs(a - b) / (fabs(b) > 1.0 ? fabs(b) : 1.0);
+}
+
+static void expect_close(const double *got, const double *want, size_t count, double tol,
+                         const char *what)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!(rel_diff(got[i], want[i]) <= tol)) {
+            fprintf(stderr, "%s[%zu]: %.17g, reference %.17g\n", what, i, got[i], want[i]);
+            fail();
+        }
+}
+
+static void test_matches_numpy_reference(void **state)
+{
+    (void)state;
+    char path[512];
+    gp_fixture fx;
+    gp_error err;
+    assert_int_equal(gp_fixture_path(path, sizeof path, "rff_reference.txt", &err), GP_OK);
+    assert_int_equal(gp_fixture_load(path, &fx, &err), GP_OK);
+    const double *X, *y, *omega, *d_omega, *d_log_ls, *Xt, *mean, *var;
+    double noise, lml_ref;
+    size_t n = 0, d = 0, R = 0, m = 0;
+    assert_int_equal(gp_fixture_get_any(&fx, "X", &n, &d, &X, &err), GP_OK);
+    assert_int_equal(gp_fixture_get_any(&fx, "omega", &R, NULL, &omega, &err), GP_OK);
+    assert_int_equal(gp_fixture_get_any(&fx, "Xt", &m, NULL, &Xt, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "y", n, 1, &y, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "d_omega", R, d, &d_omega, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "d_log_ls", 1, d, &d_log_ls, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "mean", m, 1, &mean, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "var", m, 1, &var, &err), GP_OK);
+    assert_int_equal(gp_fixture_scalar(&fx, "noise", &noise, &err), GP_OK);
+    assert_int_equal(gp_fixture_scalar(&fx, "lml", &lml_ref, &err), GP_OK);
+
+    /* The reference takes inputs already divided by the lengthscales and has
+     * no amplitude: unit lengthscales and amplitude here. */
+    double log_ls[8] = {0}, g_omega[64], g_ls[8], lml;
+    assert_true(d <= 8 && R * d <= 64);
+    gp_rff_problem p = {X, y, n, d, R, omega, log_ls, 0.0, log(noise)};
+    gp_rff_work *w;
+    assert_int_equal(gp_rff_work_new(n, d, R, &w, &err), GP_OK);
+    gp_rff_grad g = {g_omega, g_ls, NULL, NULL};
+    assert_int_equal(gp_rff_lml(&p, w, &lml, &g, &err), GP_OK);
+    assert_true(rel_diff(lml, lml_ref) < 1e-12);
+    expect_close(g_omega, d_omega, R * d, 1e-10, "d_omega");
+    expect_close(g_ls, d_log_ls, d, 1e-10, "d_log_ls");
+
+    /* Predictions from the factor: mean phi^T alpha, variance s (1 + |L^-1 phi|^2). */
+    size_t M2 = 2 * R;
+    double *Phi = malloc(m * M2 * sizeof *Phi), ones[8];
+    for (size_t k = 0; k < d; k++)
+        ones[k] = 1.0;
+    gp_rff_features(Xt, m, d, ones, omega, R, 1.0, Phi, m);
+    const double *L = gp_rff_work_factor(w), *alpha = gp_rff_work_alpha(w);
+    for (size_t i = 0; i < m; i++) {
+        double phi[64], mu = 0.0, q = 0.0;
+        for (size_t j = 0; j < M2; j++) {
+            phi[j] = Phi[j * m + i];
+            mu += phi[j] * alpha[j];
+        }
+        for (size_t j = 0; j < M2; j++) { /* forward substitution with L */
+            double t = phi[j];
+            for (size_t k = 0; k < j; k++)
+                t -= L[k * M2 + j] * phi[k];
+            phi[j] = t / L[j * M2 + j];
+            q += phi[j] * phi[j];
+        }
+        double v = noise * (1.0 + q);
+        expect_close(&mu, &mean[i], 1, 1e-11, "mean");
+        expect_close(&v, &var[i], 1, 1e-11, "var");
+    }
+    free(Phi);
+    gp_rff_work_free(w);
+
+    /* The SVGD direction, both bandwidth rules. */
+    const double *P, *G, *phi_pd, *h_pd, *phi_sc;
+    double a, gamma, denom, h_sc;
+    size_t np = 0, pd = 0;
+    assert_int_equal(gp_fixture_get_any(&fx, "P", &np, &pd, &P, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "G", np, pd, &G, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "phi_perdim", np, pd, &phi_pd, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "h_perdim", 1, pd, &h_pd, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "phi_scalar", np, pd, &phi_sc, &err), GP_OK);
+    assert_int_equal(gp_fixture_scalar(&fx, "h_scalar", &h_sc, &err), GP_OK);
+    assert_int_equal(gp_fixture_scalar(&fx, "alpha", &a, &err), GP_OK);
+    assert_int_equal(gp_fixture_scalar(&fx, "gamma", &gamma, &err), GP_OK);
+    assert_int_equal(gp_fixture_scalar(&fx, "denom", &denom, &err), GP_OK);
+    assert_true(denom == (double)np); /* ours divides by n */
+    gp_svgd_work *sw;
+    assert_int_equal(gp_svgd_work_new(np, pd, &sw, &err), GP_OK);
+    gp_svgd_options so;
+    gp_svgd_default_options(&so);
+    so.attraction = gamma;
+    so.repulsion = a;
+    double *phi = malloc(np * pd * sizeof *phi), h[8];
+    so.bandwidth = GP_SVGD_BANDWIDTH_PER_DIM;
+    gp_svgd_direction(P, G, np, pd, &so, sw, phi, h);
+    expect_close(phi, phi_pd, np * pd, 1e-12, "phi_perdim");
+    expect_close(h, h_pd, pd, 1e-13, "h_perdim");
+    so.bandwidth = GP_SVGD_BANDWIDTH_TOTAL;
+    gp_svgd_direction(P, G, np, pd, &so, sw, phi, h);
+    expect_close(phi, phi_sc, np * pd, 1e-12, "phi_scalar");
+    expect_close(h, &h_sc, 1, 1e-13, "h_scalar");
+    free(phi);
+    gp_svgd_work_free(sw);
+    gp_fixture_free(&fx);
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_converges_to_exact),
         cmocka_unit_test(test_factor_and_alpha),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_matches_numpy_reference),
     };
     return cmocka_run_group_tests_name("rff", tests, NULL, NULL);
 }
