@@ -74,7 +74,7 @@ else
     status=1
 fi
 
-# Any other benchmark program (bench_ssgp: the shared datasets, ~45 minutes),
+# Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes),
 # run without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
