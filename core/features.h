@@ -117,11 +117,12 @@ int gp_features_kernel_error(gp_kernel_type type, const double *X, size_t n, siz
 /* Phi (n x 2R, leading dimension ldphi >= n) = sqrt(a2/R) [cos Z, sin Z] with
  * Z = (X diag(inv_ls)) Omega^T; X is n x d column-major (leading dimension n).
  * inv_ls NULL: X is already divided by the lengthscales (no scaled copy is
- * made, the prediction path).
+ * made, the prediction path; cannot fail). Otherwise GP_ENOMEM when the n x d
+ * scaled copy cannot be allocated.
  * Runs on gp_parallel_for over row blocks (bit-identical for any thread count). */
-void gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
-                     const double *omega, size_t R, double amplitude2, double *Phi,
-                     size_t ldphi);
+int gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
+                    const double *omega, size_t R, double amplitude2, double *Phi,
+                    size_t ldphi);
 
 typedef struct gp_rff_problem {
     const double *X; /* n x d column-major, working units */

@@ -329,9 +329,6 @@ typedef struct err_ctx {
     const double *X, *Kh;
     size_t n, d;
     double *num, *den; /* per task */
-    const double *Z;   /* n x R products (phase 1) */
-    double *Phi;       /* n x 2R (phase 1) */
-    size_t R;
 } err_ctx;
 
 static double exact_kernel(gp_kernel_type type, double r2)
@@ -349,22 +346,6 @@ static double exact_kernel(gp_kernel_type type, double r2)
         double t = sqrt(5.0 * r2);
         return (1.0 + t + t * t / 3.0) * exp(-t);
     }
-    }
-}
-
-/* Phi = [cos Z, sin Z] for the rows of one block (without the 1/R, applied
- * in the rank-k update). */
-static void features_task(void *vctx, size_t task)
-{
-    err_ctx *c = vctx;
-    size_t i0 = task * ERR_BLOCK, i1 = i0 + ERR_BLOCK < c->n ? i0 + ERR_BLOCK : c->n;
-    for (size_t r = 0; r < c->R; r++) {
-        const double *z = c->Z + r * c->n;
-        double *pc = c->Phi + r * c->n, *ps = c->Phi + (c->R + r) * c->n;
-        for (size_t i = i0; i < i1; i++) {
-            pc[i] = cos(z[i]);
-            ps[i] = sin(z[i]);
-        }
     }
 }
 
@@ -422,15 +403,11 @@ int gp_features_kernel_error(gp_kernel_type type, const double *X, size_t n, siz
         free(part);
         return GP_ENOMEM;
     }
-    /* Z = X Omega^T (n x R) into the sin half of Phi's buffer: features_task
-     * reads z before it writes the sin of the same entry, and the cos half
-     * is disjoint. */
-    double *Z = Phi + n * R;
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)n, (int)R, (int)d, 1.0, X, (int)n,
-                omega, (int)R, 0.0, Z, (int)n);
+    /* Phi = [cos Z, sin Z] with Z = X Omega^T (amplitude R cancels the
+     * features' 1/sqrt(R); the 1/R goes into the rank-2R update). */
+    gp_rff_features(X, n, d, NULL, omega, R, (double)R, Phi, n);
     err_ctx c = {.type = type, .X = X, .Kh = Kh, .n = n, .d = d, .num = part,
-                 .den = part + tasks, .Z = Z, .Phi = Phi, .R = R};
-    gp_parallel_for(tasks, features_task, &c);
+                 .den = part + tasks};
     /* K^ = Phi Phi^T / R: one rank-2R update instead of O(n^2 R) cosines. */
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (int)n, (int)(2 * R), 1.0 / (double)R,
                 Phi, (int)n, 0.0, Kh, (int)n);

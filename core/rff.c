@@ -28,6 +28,7 @@
 struct gp_rff_work {
     size_t n, d, R, m;  /* m = 2R */
     double *Xs;         /* n x d: X / l */
+    double *inv_ls;     /* d: 1 / l */
     double *Phi;        /* n x m */
     double *A;          /* m x m: lower = L, strict upper = Phi^T Phi */
     double *Ainv;       /* m x m: A^{-1} (full symmetric), gradient only */
@@ -44,6 +45,7 @@ void gp_rff_work_free(gp_rff_work *w)
     if (w == NULL)
         return;
     free(w->Xs);
+    free(w->inv_ls);
     free(w->Phi);
     free(w->A);
     free(w->Ainv);
@@ -73,7 +75,8 @@ int gp_rff_work_new(size_t n, size_t d, size_t R, gp_rff_work **out, gp_error *e
     w->R = R;
     w->m = m;
     size_t blk = n < GRAD_BLOCK_ROWS ? n : GRAD_BLOCK_ROWS;
-    if (!(w->Xs = gp_alloc_doubles(nd, err)) || !(w->Phi = gp_alloc_doubles(nm, err)) ||
+    if (!(w->Xs = gp_alloc_doubles(nd, err)) || !(w->inv_ls = gp_alloc_doubles(d, err)) ||
+        !(w->Phi = gp_alloc_doubles(nm, err)) ||
         !(w->A = gp_alloc_doubles(mm, err)) || !(w->Ainv = gp_alloc_doubles(mm, err)) ||
         !(w->alpha = gp_alloc_doubles(m, err)) || !(w->res = gp_alloc_doubles(n, err)) ||
         !(w->B = gp_alloc_doubles(blk * m, err)) || !(w->GZ = gp_alloc_doubles(blk * R, err)) ||
@@ -143,30 +146,23 @@ static void features_scaled(const double *Xs, size_t n, size_t d, const double *
     gp_parallel_for((n + FEATURE_TASK_ROWS - 1) / FEATURE_TASK_ROWS, trig_rows, &t);
 }
 
-void gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
-                     const double *omega, size_t R, double amplitude2, double *Phi,
-                     size_t ldphi)
+int gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
+                    const double *omega, size_t R, double amplitude2, double *Phi,
+                    size_t ldphi)
 {
     if (inv_ls == NULL) { /* X is already divided by the lengthscales */
         features_scaled(X, n, d, omega, R, amplitude2, Phi, ldphi);
-        return;
+        return GP_OK;
     }
     /* The scaled copy of X is small (n x d) next to Phi (n x 2R); scaling
      * omega instead would change the rounding of the products. */
     double *Xs = malloc(n * d * sizeof *Xs);
-    if (Xs == NULL) {
-        /* Fall back to scaling in the product: same maths, one column at a time. */
-        memset(Phi, 0, sizeof *Phi * ldphi * R);
-        for (size_t k = 0; k < d; k++)
-            cblas_dger(CblasColMajor, (int)n, (int)R, inv_ls[k], X + k * n, 1, omega + k * R, 1,
-                       Phi, (int)ldphi);
-        trig_task t = {Phi, n, R, ldphi, sqrt(amplitude2 / (double)R)};
-        gp_parallel_for((n + FEATURE_TASK_ROWS - 1) / FEATURE_TASK_ROWS, trig_rows, &t);
-        return;
-    }
+    if (Xs == NULL)
+        return GP_ENOMEM;
     scale_columns(X, n, d, inv_ls, Xs);
     features_scaled(Xs, n, d, omega, R, amplitude2, Phi, ldphi);
     free(Xs);
+    return GP_OK;
 }
 
 /* ---- the LML ---- */
@@ -289,8 +285,8 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
     size_t n = w->n, d = w->d, R = w->R, m = w->m;
     double s = exp(p->log_noise), a2 = exp(p->log_amplitude2);
     for (size_t k = 0; k < d; k++)
-        for (size_t i = 0; i < n; i++)
-            w->Xs[k * n + i] = p->X[k * n + i] * exp(-p->log_ls[k]);
+        w->inv_ls[k] = exp(-p->log_ls[k]);
+    scale_columns(p->X, n, d, w->inv_ls, w->Xs);
     features_scaled(w->Xs, n, d, p->omega, R, a2, w->Phi, n);
     rc = factor_and_solve(p, w, s, err);
     if (rc)

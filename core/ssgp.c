@@ -353,33 +353,24 @@ static int read_options(const gp_method *m, const gp_fit_request *req, size_t *R
     return *sampler < 0 && strcmp(f, "auto") != 0 ? GP_EINVAL : GP_OK;
 }
 
-typedef struct draw_progress {
-    const gp_fit_request *req;
-} draw_progress;
-
+/* SVGD progress of the stein draw (ctx: the fit request). It comes before
+ * the L-BFGS iterations, so it reports iteration 0 and no objective; the
+ * callback's answer still cancels the draw. */
 static int stein_progress(void *ctx, int iteration, double f)
 {
-    (void)f;
-    const draw_progress *dp = ctx;
-    if (dp->req->progress == NULL)
-        return 0;
-    /* The SVGD draw comes before the L-BFGS iterations: report iteration 0. */
     (void)iteration;
-    return dp->req->progress(dp->req->progress_ctx, 0, 0, NAN);
+    (void)f;
+    const gp_fit_request *req = ctx;
+    return req->progress ? req->progress(req->progress_ctx, 0, 0, NAN) : 0;
 }
 
-static int draw_frequencies(const gp_model *model, const gp_fit_request *req, ssgp_impl *im,
+static int draw_frequencies(const gp_spectral *sp, const gp_fit_request *req, ssgp_impl *im,
                             gp_freq_sampler sampler, const gp_stein_options *stein,
                             gp_error *err)
 {
-    gp_spectral sp;
-    int rc = gp_kernel_spectral(model->kernel->type, &sp, err);
-    if (rc)
-        return rc;
-    draw_progress dp = {req};
     im->sampler = sampler;
-    rc = gp_frequencies_draw(&sp, sampler, im->R, im->d, req->seed, stein, stein_progress, &dp,
-                             im->omega, err);
+    int rc = gp_frequencies_draw(sp, sampler, im->R, im->d, req->seed, stein, stein_progress,
+                             (void *)req, im->omega, err);
     if (rc == GP_ECANCELLED)
         gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
     return rc;
@@ -477,7 +468,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
     double spread = current_spread(model, im, Xw);
     gp_freq_sampler chosen = is_auto ? gp_freq_sampler_auto(&sp, spread, im->d)
                                      : (gp_freq_sampler)sampler;
-    rc = draw_frequencies(model, req, im, chosen, &stein, err);
+    rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
     if (rc == GP_OK)
         rc = fit_once(model, req, Xw, yw, im, learn, err);
     int redrawn = 0;
@@ -488,7 +479,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
         if (again != chosen) {
             redrawn = 1;
             chosen = again;
-            rc = draw_frequencies(model, req, im, chosen, &stein, err);
+            rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
             if (rc == GP_OK)
                 rc = fit_once(model, req, Xw, yw, im, learn, err);
             if (rc == GP_OK)
