@@ -21,10 +21,6 @@
  * one dtrsm, the bound keeps memory flat for large N. */
 #define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
 #define PREDICT_BLOCK_MIN 16
-/* Learned noise is s2 = floor + exp(theta), floor = NOISE_FLOOR_REL * var(y):
- * it keeps K + s2 I away from singular as the optimiser drives the noise down
- * on near-noiseless data (as GPflow's variance lower bound does). */
-#define NOISE_FLOOR_REL 1e-8
 /* Restarts start from the initial log-parameters plus U(-RESTART_SPREAD, +RESTART_SPREAD). */
 #define RESTART_SPREAD 2.302585092994046 /* log(10) */
 
@@ -160,9 +156,7 @@ typedef struct fit_problem {
     size_t n_kparams;
     size_t *free_idx;      /* indices of free kernel parameters */
     size_t n_free_kernel;
-    int noise_free;
-    double noise_fixed;    /* used when !noise_free */
-    double noise_floor;
+    gp_noise_param noise;
     double *theta;         /* all kernel parameters */
     double *grad;          /* n_kparams + 1 */
     double *A, *alpha;     /* n x n and n workspaces */
@@ -174,12 +168,12 @@ typedef struct fit_problem {
 
 static size_t problem_dim(const fit_problem *p)
 {
-    return p->n_free_kernel + (p->noise_free ? 1 : 0);
+    return p->n_free_kernel + (p->noise.learned ? 1 : 0);
 }
 
 static double problem_noise(const fit_problem *p, const double *x)
 {
-    return p->noise_free ? p->noise_floor + exp(x[p->n_free_kernel]) : p->noise_fixed;
+    return gp_noise_param_value(&p->noise, p->noise.learned ? x[p->n_free_kernel] : 0.0);
 }
 
 static void problem_apply(fit_problem *p, const double *x)
@@ -201,8 +195,8 @@ static double problem_objective(void *ctx, const double *x, double *g)
         return INFINITY;
     for (size_t i = 0; i < p->n_free_kernel; i++)
         g[i] = -p->grad[p->free_idx[i]];
-    if (p->noise_free) /* d/dtheta = (s2 - floor)/s2 * d/dlog s2 */
-        g[p->n_free_kernel] = -p->grad[p->n_kparams] * (s2 - p->noise_floor) / s2;
+    if (p->noise.learned)
+        g[p->n_free_kernel] = -gp_noise_param_grad(&p->noise, s2, p->grad[p->n_kparams]);
     return -lml;
 }
 
@@ -247,14 +241,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
         if (mask[i])
             p->free_idx[p->n_free_kernel++] = i;
     free(mask);
-    double var = gp_target_power(y, req->n);
-    p->noise_floor = NOISE_FLOOR_REL * var;
-    p->noise_free = !req->noise_fixed;
-    /* Without a given value the noise starts at var(y), as scikit-learn's
-     * WhiteKernel(1.0) and GPflow do on standardised data: starting "all noise"
-     * converged faster and to higher optima than 0.1 var(y) on the shared
-     * datasets (bench/results/exact.md). */
-    p->noise_fixed = req->noise_given ? req->noise_variance : var;
+    gp_noise_param_init(&p->noise, req, y, req->n);
     return GP_OK;
 }
 
@@ -273,10 +260,8 @@ static void problem_start(const fit_problem *p, double *x)
 {
     for (size_t i = 0; i < p->n_free_kernel; i++)
         x[i] = p->theta[p->free_idx[i]];
-    if (p->noise_free) {
-        double excess = p->noise_fixed - p->noise_floor;
-        x[p->n_free_kernel] = log(excess > p->noise_floor ? excess : p->noise_floor);
-    }
+    if (p->noise.learned)
+        x[p->n_free_kernel] = gp_noise_param_x0(&p->noise);
 }
 
 /* Run L-BFGS from the initial point and from `restarts` seeded perturbations of it;
@@ -390,7 +375,7 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
     if (rc == GP_OK) {
         problem_apply(&p, best);
         gp_kernel_set_params(model->kernel, p.theta);
-        model->noise_variance = dim > 0 ? problem_noise(&p, best) : p.noise_fixed;
+        model->noise_variance = dim > 0 ? problem_noise(&p, best) : p.noise.start;
         if (dim == 0)
             model->diag.converged = 1;
         im->L = p.A; /* the fit's n x n workspace becomes the cached factor */

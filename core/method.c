@@ -496,11 +496,38 @@ int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double
     return GP_OK;
 }
 
-double gp_target_power(const double *y, size_t n)
+#define NOISE_FLOOR_REL 1e-8
+
+static double target_power(const double *y, size_t n)
 {
     double v = 0.0;
     for (size_t i = 0; i < n; i++)
         v += y[i] * y[i];
     v /= (double)n;
     return v > 0.0 ? v : 1.0;
+}
+
+void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const double *y,
+                         size_t n)
+{
+    double power = target_power(y, n);
+    np->learned = !req->noise_fixed;
+    np->floor = NOISE_FLOOR_REL * power;
+    np->start = req->noise_given ? req->noise_variance : power;
+}
+
+double gp_noise_param_x0(const gp_noise_param *np)
+{
+    double excess = np->start - np->floor;
+    return log(excess > np->floor ? excess : np->floor);
+}
+
+double gp_noise_param_value(const gp_noise_param *np, double x)
+{
+    return np->learned ? np->floor + exp(x) : np->start;
+}
+
+double gp_noise_param_grad(const gp_noise_param *np, double s, double dlog_s)
+{
+    return dlog_s * (s - np->floor) / s;
 }

@@ -18,8 +18,6 @@
 #include "core/optim.h"
 #include "core/rng.h"
 
-/* Learned noise is floor + exp(x), floor = 1e-8 var(y): as exact. */
-#define NOISE_FLOOR_REL 1e-8
 /* Test points per prediction block: the b x 2R feature block stays below
  * 4M doubles (32 MB). */
 #define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
@@ -133,9 +131,9 @@ typedef struct fit_problem {
     double *log_ls;         /* d (a shared lengthscale repeated) */
     double *omega;          /* R x d: the frequencies (updated when learned) */
     double *g_omega, *g_ls; /* gradient blocks */
-    int free_amp, free_ls, learn_omega, noise_free;
+    int free_amp, free_ls, learn_omega;
     size_t n_ls;            /* lengthscale parameters of the kernel (1 or d) */
-    double noise_fixed, noise_floor;
+    gp_noise_param np;
     double noise;           /* the noise variance of the last problem_apply */
     const gp_fit_request *req;
     double lml_offset;
@@ -144,7 +142,7 @@ typedef struct fit_problem {
 
 static size_t problem_dim(const fit_problem *p)
 {
-    return (p->free_amp ? 1 : 0) + (p->free_ls ? p->n_ls : 0) + (p->noise_free ? 1 : 0) +
+    return (p->free_amp ? 1 : 0) + (p->free_ls ? p->n_ls : 0) + (p->np.learned ? 1 : 0) +
            (p->learn_omega ? p->rp.R * p->rp.d : 0);
 }
 
@@ -162,7 +160,7 @@ static void problem_apply(fit_problem *p, const double *x)
     for (size_t j = 0; j < d; j++)
         p->log_ls[j] = p->k->log_lengthscale[p->n_ls == 1 ? 0 : j];
     p->rp.log_amplitude2 = p->k->log_variance;
-    double s = p->noise_free ? p->noise_floor + exp(x[i++]) : p->noise_fixed;
+    double s = gp_noise_param_value(&p->np, p->np.learned ? x[i++] : 0.0);
     p->noise = s;
     p->rp.log_noise = log(s);
     if (p->learn_omega)
@@ -178,10 +176,8 @@ static void problem_start(const fit_problem *p, double *x)
         memcpy(x + i, p->k->log_lengthscale, p->n_ls * sizeof *x);
         i += p->n_ls;
     }
-    if (p->noise_free) {
-        double excess = p->noise_fixed - p->noise_floor;
-        x[i++] = log(excess > p->noise_floor ? excess : p->noise_floor);
-    }
+    if (p->np.learned)
+        x[i++] = gp_noise_param_x0(&p->np);
     if (p->learn_omega)
         memcpy(x + i, p->omega, p->rp.R * p->rp.d * sizeof *x);
 }
@@ -209,9 +205,8 @@ static double problem_objective(void *ctx, const double *x, double *g)
             for (size_t j = 0; j < d; j++)
                 g[i++] = -p->g_ls[j];
     }
-    if (p->noise_free) { /* s = floor + e^x: ds/dx = s - floor */
-        g[i++] = -g_noise * (p->noise - p->noise_floor) / p->noise;
-    }
+    if (p->np.learned)
+        g[i++] = -gp_noise_param_grad(&p->np, p->noise, g_noise);
     if (p->learn_omega)
         for (size_t j = 0; j < p->rp.R * d; j++)
             g[i++] = -p->g_omega[j];
@@ -250,11 +245,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
         (learn_omega && !(p->g_omega = gp_alloc_doubles(R * d, err))))
         return GP_ENOMEM;
     p->rp.log_ls = p->log_ls;
-    double var = gp_target_power(yw, n);
-    p->noise_floor = NOISE_FLOOR_REL * var;
-    p->noise_free = !req->noise_fixed;
-    /* Start "all noise", as exact does (see core/exact.c). */
-    p->noise_fixed = req->noise_given ? req->noise_variance : var;
+    gp_noise_param_init(&p->np, req, yw, n);
     return GP_OK;
 }
 
