@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
 #include "core/error.h"
@@ -67,13 +67,6 @@ typedef struct options {
     int do_fit, do_lml, do_predict;
     const char *splits_out;
 } options;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -243,9 +236,9 @@ static int fit_exact(const gp_dataset *train, int restarts, gp_model **model, do
     gp_option_value opt = {.name = "restarts", .number = restarts};
     req.options = &opt;
     req.n_options = restarts > 0 ? 1 : 0;
-    double t0 = now_seconds();
+    double t0 = gp_bench_seconds();
     rc = gp_model_fit(m, &req, model, err);
-    *seconds = now_seconds() - t0;
+    *seconds = gp_bench_seconds() - t0;
     gp_kernel_free(k);
     return rc;
 }
@@ -439,9 +432,9 @@ static void section_lml(const options *o, int have_data)
         double t_lml[3], t_floor[3], lml = NAN;
         int ok = 1;
         for (int r = 0; r < 3 && ok; r++) {
-            double t0 = now_seconds();
+            double t0 = gp_bench_seconds();
             rc = gp_exact_lml_grad(k, 0.1, Xt, d, n, y, &lml, grad, &err);
-            t_lml[r] = now_seconds() - t0;
+            t_lml[r] = gp_bench_seconds() - t0;
             if (rc != GP_OK) {
                 printf("| %zu | failed: %s | | | |\n", n, err.message);
                 ok = 0;
@@ -453,13 +446,13 @@ static void section_lml(const options *o, int have_data)
                 K[i * n + i] += 0.1;
             for (int r = 0; r < 3 && ok; r++) {
                 memcpy(W, K, n * n * sizeof(double));
-                double t0 = now_seconds();
+                double t0 = gp_bench_seconds();
                 lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, W,
                                                  (lapack_int)n);
                 if (info == 0)
                     info = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)n, W,
                                           (lapack_int)n);
-                t_floor[r] = now_seconds() - t0;
+                t_floor[r] = gp_bench_seconds() - t0;
                 if (info != 0) {
                     printf("| %zu | | dpotrf/dpotri info %d | | |\n", n, (int)info);
                     ok = 0;
@@ -546,9 +539,9 @@ static void section_predict(const options *o, int have_data, gp_model *model,
         double mean, var;
         gp_predict_request pr = {x, 1, d, 1, 0};
         gp_prediction out = {&mean, &var, NULL, 0};
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         int rc = gp_model_predict(model, &pr, &out, &err);
-        double dt = now_seconds() - t0;
+        double dt = gp_bench_seconds() - t0;
         if (rc != GP_OK) {
             printf("predict failed: %s\n\n", err.message);
             goto done;
@@ -568,9 +561,9 @@ static void section_predict(const options *o, int have_data, gp_model *model,
     for (int r = 0; r < 5; r++) {
         gp_predict_request pr = {Xb, batch, d, 1, 0};
         gp_prediction out = {mb, vb, NULL, 0};
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         int rc = gp_model_predict(model, &pr, &out, &err);
-        tb[r] = now_seconds() - t0;
+        tb[r] = gp_bench_seconds() - t0;
         if (rc != GP_OK) {
             printf("batch predict failed: %s\n\n", err.message);
             goto done;

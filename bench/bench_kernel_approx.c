@@ -38,8 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/support/clock.h"
 #include "core/error.h"
 #include "core/features.h"
 #include "core/kernel.h"
@@ -115,13 +115,6 @@ static int parse_list(const char *arg, double *out, int *n)
             return -1;
     }
     return *n > 0 ? 0 : -1;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void usage(const char *prog)
@@ -316,10 +309,10 @@ static const draw *get_draw(const options *o, gp_kernel_type kt, variant v, size
     if (c->omega == NULL)
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         rc = gp_frequencies_draw(&spec, s, R, d, FREQ_SEED + (uint64_t)k, &so, NULL, NULL,
                                  c->omega, &err);
-        c->seconds = now_seconds() - t0;
+        c->seconds = gp_bench_seconds() - t0;
     }
     if (rc != GP_OK) {
         fprintf(stderr, "bench_kernel_approx: %s R=%zu d=%zu seed %zu: %s\n", variant_name[v], R,
@@ -689,7 +682,7 @@ static void run_r_sweep(const options *o)
         size_t R = r_values[i];
         if ((o->quick && R != 50 && R != 200) || !in_list(o->r_list, o->n_r_list, (double)R))
             continue;
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         point *p = calloc(1, sizeof *p);
         eval_point(o, GP_KERNEL_RBF, 2, R, 1.0, mask, 0, p);
         printf("| %zu |", R);
@@ -707,7 +700,7 @@ static void run_r_sweep(const options *o)
         tg.r_qmc[i] = cell_mean(o, p, V_QMC);
         tg.r_nys[i] = cell_mean(o, p, V_NYS);
         free(p);
-        fprintf(stderr, "r sweep: R=%zu done in %.1f s\n", R, now_seconds() - t0);
+        fprintf(stderr, "r sweep: R=%zu done in %.1f s\n", R, gp_bench_seconds() - t0);
     }
     printf("\n");
 }
@@ -724,7 +717,7 @@ static void run_d_sweep(const options *o)
     for (size_t d = 2; d <= 30; d += 2) {
         if ((o->quick && d != 2 && d != 10) || !in_list(o->d_list, o->n_d_list, (double)d))
             continue;
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         point *p = calloc(1, sizeof *p);
         eval_point(o, GP_KERNEL_RBF, d, R, 1.0, mask, 0, p);
         int row = -1;
@@ -751,7 +744,7 @@ static void run_d_sweep(const options *o)
             tg.d20_pd = cell_mean(o, p, V_STEIN_PD);
         }
         free(p);
-        fprintf(stderr, "d sweep: d=%zu done in %.1f s\n", d, now_seconds() - t0);
+        fprintf(stderr, "d sweep: d=%zu done in %.1f s\n", d, gp_bench_seconds() - t0);
     }
     printf("\n");
 }
@@ -768,7 +761,7 @@ static void run_matern(const options *o)
         size_t R = r_values[i];
         if ((o->quick && R != 200) || !in_list(o->r_list, o->n_r_list, (double)R))
             continue;
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         point *p = calloc(1, sizeof *p);
         eval_point(o, GP_KERNEL_MATERN32, 2, R, 1.0, mask, 0, p);
         printf("| %zu |", R);
@@ -778,7 +771,7 @@ static void run_matern(const options *o)
         printf("\n");
         fflush(stdout);
         free(p);
-        fprintf(stderr, "matern: R=%zu done in %.1f s\n", R, now_seconds() - t0);
+        fprintf(stderr, "matern: R=%zu done in %.1f s\n", R, gp_bench_seconds() - t0);
     }
     printf("\n## Matérn-3/2: d sweep at R = 200, N = %zu, mean of %d seeds\n\n", o->n,
            o->seeds);
@@ -788,7 +781,7 @@ static void run_matern(const options *o)
         size_t d = ds[i];
         if ((o->quick && d != 8) || !in_list(o->d_list, o->n_d_list, (double)d))
             continue;
-        double t0 = now_seconds();
+        double t0 = gp_bench_seconds();
         point *p = calloc(1, sizeof *p);
         eval_point(o, GP_KERNEL_MATERN32, d, 200, 1.0, mask, 0, p);
         printf("| %zu |", d);
@@ -798,7 +791,7 @@ static void run_matern(const options *o)
         printf("\n");
         fflush(stdout);
         free(p);
-        fprintf(stderr, "matern: d=%zu done in %.1f s\n", d, now_seconds() - t0);
+        fprintf(stderr, "matern: d=%zu done in %.1f s\n", d, gp_bench_seconds() - t0);
     }
     printf("\n");
 }
@@ -823,7 +816,7 @@ static void run_spread(const options *o)
             if ((o->quick && s != 1 && s != 5 && s != 20) ||
                 !in_list(o->s_list, o->n_s_list, s))
                 continue;
-            double t0 = now_seconds();
+            double t0 = gp_bench_seconds();
             point *p = calloc(1, sizeof *p);
             eval_point(o, GP_KERNEL_RBF, d, R, s, mask, 1, p);
             printf("| %g |", s);
@@ -861,7 +854,7 @@ static void run_spread(const options *o)
             if (!(ratio <= tg.spread_worst))
                 tg.spread_worst = ratio;
             free(p);
-            fprintf(stderr, "spread: d=%zu s=%g done in %.1f s\n", d, s, now_seconds() - t0);
+            fprintf(stderr, "spread: d=%zu s=%g done in %.1f s\n", d, s, gp_bench_seconds() - t0);
         }
         printf("\n");
     }
@@ -964,7 +957,7 @@ int main(int argc, char **argv)
            gp_parallel_threads());
     fflush(stdout);
     tg.spread_worst = 0.0;
-    double t0 = now_seconds();
+    double t0 = gp_bench_seconds();
     if (o.do_r)
         run_r_sweep(&o);
     if (o.do_d)
@@ -975,7 +968,7 @@ int main(int argc, char **argv)
         run_spread(&o);
     print_timings();
     print_targets(&o);
-    printf("Total time %.0f s.\n", now_seconds() - t0);
+    printf("Total time %.0f s.\n", gp_bench_seconds() - t0);
     for (size_t i = 0; i < cache_len; i++)
         free(cache[i].omega);
     free(cache);

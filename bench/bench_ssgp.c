@@ -31,8 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
 #include "core/error.h"
@@ -85,13 +85,6 @@ typedef struct options {
     size_t n_samp;
     char samp_buf[128];
 } options;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void usage(const char *prog)
 {
@@ -265,10 +258,10 @@ static void run_fit(const gp_dataset *train, const gp_dataset *test, const char 
     req.n_options = n_opts;
     gp_model *model = NULL;
     rc = gp_options_validate(m, opts, n_opts, &err);
-    double t0 = now_seconds();
+    double t0 = gp_bench_seconds();
     if (rc == GP_OK)
         rc = gp_model_fit(m, &req, &model, &err);
-    r->seconds = now_seconds() - t0;
+    r->seconds = gp_bench_seconds() - t0;
     gp_kernel_free(k);
     if (rc != GP_OK) {
         snprintf(r->error, sizeof r->error, "fit failed: %s (%s)", gp_status_name(rc),
@@ -468,10 +461,10 @@ int main(int argc, char **argv)
                why);
         return 0;
     }
-    double t0 = now_seconds();
+    double t0 = gp_bench_seconds();
     for (size_t i = 0; i < N_DATASETS; i++)
         if (dataset_selected(&o, &datasets[i]))
             run_dataset(&o, &datasets[i]);
-    printf("Total wall time: %.0f s.\n", now_seconds() - t0);
+    printf("Total wall time: %.0f s.\n", gp_bench_seconds() - t0);
     return 0;
 }
