@@ -367,8 +367,28 @@ static int draw_frequencies(const gp_spectral *sp, const gp_fit_request *req, ss
     return rc;
 }
 
+/* The factor and alpha at the fitted values (the last problem_apply), on
+ * the fit's own workspace: the cached prediction state. */
+static int cache_factor(gp_model *model, fit_problem *p, ssgp_impl *im, gp_error *err)
+{
+    double lml;
+    int rc = gp_rff_lml(&p->rp, p->work, &lml, NULL, err);
+    if (rc)
+        return rc;
+    size_t m = im->m;
+    const double *L = gp_rff_work_factor(p->work);
+    for (size_t j = 0; j < m; j++) {
+        memset(im->L + j * m, 0, j * sizeof *im->L);
+        memcpy(im->L + j * m + j, L + j * m + j, (m - j) * sizeof *im->L);
+    }
+    memcpy(im->alpha, gp_rff_work_alpha(p->work), m * sizeof *im->alpha);
+    model->diag.jitter = gp_rff_work_jitter(p->work);
+    model->diag.objective = lml - (double)model->n_train * log(model->y_scale);
+    return GP_OK;
+}
+
 /* Fit the hyperparameters (and omega when learned) on im's frequencies;
- * model->kernel and noise take the result. */
+ * model->kernel and noise take the result and im the factor it gives. */
 static int fit_once(gp_model *model, const gp_fit_request *req, const double *Xw,
                     const double *yw, ssgp_impl *im, int learn, gp_error *err)
 {
@@ -381,40 +401,10 @@ static int fit_once(gp_model *model, const gp_fit_request *req, const double *Xw
         memcpy(model->kernel->log_lengthscale, p.k->log_lengthscale,
                p.n_ls * sizeof *p.k->log_lengthscale);
         model->noise_variance = p.noise; /* a fixed noise comes back unrounded */
+        impl_set_kernel(im, model->kernel);
+        rc = cache_factor(model, &p, im, err);
     }
     problem_free(&p);
-    return rc;
-}
-
-/* The factor and alpha at the fitted values: the cached prediction state. */
-static int cache_factor(gp_model *model, const double *Xw, const double *yw, ssgp_impl *im,
-                        gp_error *err)
-{
-    impl_set_kernel(im, model->kernel);
-    size_t n = model->n_train, m = im->m;
-    double *log_ls = gp_alloc_doubles(im->d, err);
-    gp_rff_work *w = NULL;
-    int rc = log_ls ? gp_rff_work_new(n, im->d, im->R, &w, err) : GP_ENOMEM;
-    if (rc == GP_OK) {
-        for (size_t j = 0; j < im->d; j++)
-            log_ls[j] = -log(im->inv_ls[j]);
-        gp_rff_problem rp = {Xw, yw, n, im->d, im->R, im->omega, log_ls,
-                             model->kernel->log_variance, log(model->noise_variance)};
-        double lml;
-        rc = gp_rff_lml(&rp, w, &lml, NULL, err);
-        if (rc == GP_OK) {
-            const double *L = gp_rff_work_factor(w);
-            for (size_t j = 0; j < m; j++) {
-                memset(im->L + j * m, 0, j * sizeof *im->L);
-                memcpy(im->L + j * m + j, L + j * m + j, (m - j) * sizeof *im->L);
-            }
-            memcpy(im->alpha, gp_rff_work_alpha(w), m * sizeof *im->alpha);
-            model->diag.jitter = gp_rff_work_jitter(w);
-            model->diag.objective = lml - (double)n * log(model->y_scale);
-        }
-    }
-    gp_rff_work_free(w);
-    free(log_ls);
     return rc;
 }
 
@@ -485,7 +475,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
     gp_model_info_string(model, "learn_frequencies", learn ? "true" : "false");
     if (is_auto)
         gp_model_info_string(model, "auto_redrawn", redrawn ? "true" : "false");
-    return cache_factor(model, Xw, yw, im, err);
+    return GP_OK;
 }
 
 /* The fit's memory, checked before anything is allocated: Phi (N x 2R), the
