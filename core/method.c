@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/linalg.h"
+#include "core/rng.h"
 
 #define GP_STATE_FORMAT 1
 #define GP_DIAG_FIELDS 7
@@ -296,6 +297,16 @@ static int check_inputs(const gp_model *model, const double *X, size_t m, size_t
     return GP_OK;
 }
 
+/* Quantiles of the Gaussian N(mean, variance) of each point. */
+static void gaussian_quantiles(const gp_predict_request *req, gp_prediction *out)
+{
+    for (size_t q = 0; q < req->n_quantiles; q++) {
+        double z = gp_normal_quantile(req->quantiles[q]);
+        for (size_t i = 0; i < req->m; i++)
+            out->quantiles[q * req->m + i] = out->mean[i] + sqrt(out->variance[i]) * z;
+    }
+}
+
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err)
 {
@@ -304,8 +315,28 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
         return rc;
     if (req->full_covariance && out->covariance == NULL)
         return gp_error_set(err, GP_EINVAL, "full_covariance", "no covariance buffer given");
+    for (size_t q = 0; q < req->n_quantiles; q++)
+        if (!(req->quantiles[q] > 0.0 && req->quantiles[q] < 1.0))
+            return gp_error_set(err, GP_EINVAL, "quantiles",
+                                "quantile levels must lie strictly between 0 and 1");
+    if (req->n_quantiles && out->quantiles == NULL)
+        return gp_error_set(err, GP_EINVAL, "quantiles", "no quantile buffer given");
+    if (req->components && model->method->components == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "components",
+                            "components: method '%s' predicts with a single Gaussian, not a "
+                            "mixture", model->method->name);
+    if (req->components && (out->component_mean == NULL || out->component_variance == NULL))
+        return gp_error_set(err, GP_EINVAL, "components", "no component buffers given");
     out->clamped = 0;
-    return model->method->predict(model, req, out, err);
+    rc = model->method->predict(model, req, out, err);
+    if (rc == GP_OK && req->n_quantiles && model->method->components == NULL)
+        gaussian_quantiles(req, out);
+    return rc;
+}
+
+size_t gp_model_components(const gp_model *model)
+{
+    return model->method->components ? model->method->components(model) : 1;
 }
 
 int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,

@@ -109,6 +109,14 @@ typedef struct gp_predict_request {
     size_t m, d;
     int include_noise;   /* observation (1) or latent (0) variance */
     int full_covariance; /* also fill covariance */
+    /* Quantile levels in (0, 1) of the predictive distribution (of y with
+     * include_noise, else of f): n_quantiles of them, out->quantiles gets
+     * m x n_quantiles. Gaussian methods: mean + sd z_q (gp_model_predict does
+     * it); mixture methods (gp_method.components) the mixture's own. */
+    const double *quantiles;
+    size_t n_quantiles;
+    /* Mixture methods only: also fill out->component_mean/variance. */
+    int components;
 } gp_predict_request;
 
 /* Caller-owned outputs, in original units: mean and variance m entries each,
@@ -117,6 +125,10 @@ typedef struct gp_prediction {
     double *mean;
     double *variance;
     double *covariance;
+    double *quantiles; /* m x n_quantiles (column q = level q), when asked */
+    /* m x gp_model_components(model) each (column k = component k), when
+     * components is asked: each component's mean and variance. */
+    double *component_mean, *component_variance;
     size_t clamped; /* variances that came out negative and were clamped at 0 */
 } gp_prediction;
 
@@ -150,6 +162,10 @@ typedef struct gp_method {
     /* Rebuild model->impl from st; the common fields are already filled. */
     int (*import_impl)(gp_model *model, const gp_state *st, gp_error *err);
     void (*free_impl)(void *impl);
+    /* Mixture methods: the number of equally weighted components of the
+     * predictive (each a Gaussian); their predict fills quantiles and, when
+     * asked, the components. NULL for single-Gaussian methods. */
+    size_t (*components)(const gp_model *model);
 } gp_method;
 
 /* Registry. */
@@ -175,6 +191,8 @@ int gp_model_sample(const gp_model *model, const gp_sample_request *req, double 
 int gp_model_export(const gp_model *model, gp_state *st, gp_error *err);
 int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err);
 void gp_model_free(gp_model *model);
+/* Components of the model's predictive distribution: 1 unless a mixture. */
+size_t gp_model_components(const gp_model *model);
 
 /* Helpers shared by the methods. */
 /* The noise variance as the methods optimise it: s = floor + exp(x) when
