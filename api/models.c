@@ -259,7 +259,7 @@ static void head(gp_buf *b, const char *name, int version)
 /* ---- predict ---- */
 
 static const char *const predict_keys[] = {"X", "version", "include_noise", "full_covariance",
-                                           "quantiles", NULL};
+                                           "quantiles", "components", NULL};
 
 static int parse_quantiles(json_t *v, double *q, size_t *nq, gp_error *err)
 {
@@ -304,6 +304,59 @@ static int parse_point_request(const gp_request *req, const char *const *keys, j
     return rc;
 }
 
+/* "components": true is for mixture methods; K = their component count. */
+static int check_components(const gp_model *model, int comps, size_t *K, gp_error *err)
+{
+    *K = 0;
+    if (!comps)
+        return GP_OK;
+    if (model->method->components == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "components",
+                            "components: method '%s' predicts with one Gaussian, not a mixture",
+                            model->method->name);
+    *K = gp_model_components(model);
+    return GP_OK;
+}
+
+/* One block for every output the request asked for (owner: *mem). */
+static int alloc_prediction(size_t m, int full, size_t nq, size_t K, double **mem,
+                            gp_prediction *pr, gp_error *err)
+{
+    size_t total = 2 * m + (full ? m * m : 0) + nq * m + 2 * K * m;
+    *mem = malloc((total ? total : 1) * sizeof **mem);
+    if (*mem == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu points", m);
+    double *p = *mem;
+    pr->mean = p;
+    pr->variance = p + m;
+    p += 2 * m;
+    pr->covariance = full ? p : NULL;
+    p += full ? m * m : 0;
+    pr->quantiles = nq ? p : NULL;
+    p += nq * m;
+    pr->component_mean = K ? p : NULL;
+    pr->component_variance = K ? p + K * m : NULL;
+    return GP_OK;
+}
+
+/* "components": {"mean": [[m values] x K], "variance": [[m values] x K]} */
+static void write_components(gp_buf *b, const gp_prediction *pr, size_t m, size_t K)
+{
+    const char *names[2] = {"mean", "variance"};
+    const double *src[2] = {pr->component_mean, pr->component_variance};
+    gp_buf_puts(b, ",\"components\":{");
+    for (int t = 0; t < 2; t++) {
+        gp_buf_printf(b, "%s\"%s\":[", t ? "," : "", names[t]);
+        for (size_t k = 0; k < K; k++) {
+            if (k)
+                gp_buf_put(b, ",", 1);
+            gp_buf_json_array(b, src[t] + k * m, m, 1);
+        }
+        gp_buf_put(b, "]", 1);
+    }
+    gp_buf_put(b, "}", 1);
+}
+
 static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out,
                        gp_error *err)
 {
@@ -312,12 +365,14 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
     gp_cache_entry *entry = NULL;
     const gp_model *model = NULL;
     size_t m = 0, d = 0, nq = 0;
-    int version = 0, include_noise = 1, full = 0;
+    int version = 0, include_noise = 1, full = 0, comps = 0;
     double q[MAX_QUANTILES];
     json_t *e;
     int rc = parse_point_request(req, predict_keys, &obj, &version, &include_noise, err);
     if (rc == GP_OK && (e = json_object_get(obj, "full_covariance")))
         rc = gp_json_get_bool(e, "full_covariance", &full, err);
+    if (rc == GP_OK && (e = json_object_get(obj, "components")))
+        rc = gp_json_get_bool(e, "components", &comps, err);
     if (rc == GP_OK && (e = json_object_get(obj, "quantiles")))
         rc = parse_quantiles(e, q, &nq, err);
     json_t *Xj = obj ? json_object_get(obj, "X") : NULL;
@@ -335,19 +390,13 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
     if (rc == GP_OK)
         rc = check_dims(model, name, Xj, d, err);
     gp_prediction pr = {0};
+    size_t K = 0;
+    if (rc == GP_OK)
+        rc = check_components(model, comps, &K, err);
+    if (rc == GP_OK)
+        rc = alloc_prediction(m, full, nq, K, &mem, &pr, err);
     if (rc == GP_OK) {
-        size_t extra = full ? m * m : 0;
-        mem = malloc((2 * m + extra) * sizeof *mem);
-        if (mem == NULL)
-            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu points", m);
-        else {
-            pr.mean = mem;
-            pr.variance = mem + m;
-            pr.covariance = full ? mem + 2 * m : NULL;
-        }
-    }
-    if (rc == GP_OK) {
-        gp_predict_request preq = {X, m, d, include_noise, full};
+        gp_predict_request preq = {X, m, d, include_noise, full, q, nq, comps};
         rc = gp_model_predict(model, &preq, &pr, err);
     }
     if (rc == GP_OK) {
@@ -372,24 +421,19 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
         }
         if (nq) {
             gp_buf_puts(&b, ",\"quantiles\":{");
-            double *qv = malloc(m * sizeof *qv);
-            if (qv == NULL)
-                b.failed = 1;
-            for (size_t k = 0; k < nq && qv; k++) {
+            for (size_t k = 0; k < nq; k++) {
                 char key[32];
                 gp_format_shortest(q[k], key, sizeof key);
                 if (k)
                     gp_buf_put(&b, ",", 1);
                 gp_buf_json_string(&b, key);
                 gp_buf_put(&b, ":", 1);
-                double z = gp_normal_quantile(q[k]);
-                for (size_t i = 0; i < m; i++)
-                    qv[i] = pr.mean[i] + sqrt(pr.variance[i]) * z;
-                gp_buf_json_array(&b, qv, m, 1);
+                gp_buf_json_array(&b, pr.quantiles + k * m, m, 1);
             }
-            free(qv);
             gp_buf_put(&b, "}", 1);
         }
+        if (comps)
+            write_components(&b, &pr, m, K);
         gp_buf_put(&b, "}", 1);
         gp_buf_respond(&b, 200, out);
     }

@@ -537,8 +537,8 @@ static void section_predict(const options *o, int have_data, gp_model *model,
         for (size_t j = 0; j < d; j++)
             x[j] = T->X[j * nt + i];
         double mean, var;
-        gp_predict_request pr = {x, 1, d, 1, 0};
-        gp_prediction out = {&mean, &var, NULL, 0};
+        gp_predict_request pr = {.X = x, .m = 1, .d = d, .include_noise = 1};
+        gp_prediction out = {.mean = &mean, .variance = &var};
         double t0 = gp_bench_seconds();
         int rc = gp_model_predict(model, &pr, &out, &err);
         double dt = gp_bench_seconds() - t0;
@@ -559,8 +559,8 @@ static void section_predict(const options *o, int have_data, gp_model *model,
             Xb[j * batch + i] = T->X[j * nt + i % nt];
     double tb[5];
     for (int r = 0; r < 5; r++) {
-        gp_predict_request pr = {Xb, batch, d, 1, 0};
-        gp_prediction out = {mb, vb, NULL, 0};
+        gp_predict_request pr = {.X = Xb, .m = batch, .d = d, .include_noise = 1};
+        gp_prediction out = {.mean = mb, .variance = vb};
         double t0 = gp_bench_seconds();
         int rc = gp_model_predict(model, &pr, &out, &err);
         tb[r] = gp_bench_seconds() - t0;

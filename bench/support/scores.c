@@ -16,8 +16,8 @@ int gp_test_scores_compute(const gp_model *model, const gp_dataset *test, gp_tes
         free(var);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
-    gp_predict_request pr = {test->X, test->n, test->d, 1, 0};
-    gp_prediction out = {mean, var, NULL, 0};
+    gp_predict_request pr = {.X = test->X, .m = test->n, .d = test->d, .include_noise = 1};
+    gp_prediction out = {.mean = mean, .variance = var};
     int rc = gp_model_predict(model, &pr, &out, err);
     if (rc == GP_OK) {
         double se = 0.0, nl = 0.0;

@@ -188,8 +188,8 @@ static void test_fit_predict_matches_core(void **state)
     gp_response_free(&res);
 
     double mean[M], var[M], cov[M * M], got[M], gcov[M];
-    gp_prediction pr = {mean, var, cov, 0};
-    gp_predict_request preq = {Xte, M, D, 1, 1};
+    gp_prediction pr = {.mean = mean, .variance = var, .covariance = cov};
+    gp_predict_request preq = {.X = Xte, .m = M, .d = D, .include_noise = 1, .full_covariance = 1};
     gp_error err;
     assert_int_equal(gp_model_predict(model, &preq, &pr, &err), GP_OK);
     body = points_body(Xte, M, D, "\"full_covariance\":true,\"quantiles\":[0.05,0.5,0.975]");
