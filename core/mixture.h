@@ -1,0 +1,41 @@
+/* gpserve core: equally weighted Gaussian mixtures, the predictive
+ * distribution of mixture methods (msrfr: methods note stein-random-features
+ * §4.5 and §5.4).
+ *
+ * K components at m points are given as two m x K column-major arrays: mu
+ * (means) and var (variances), column k = component k, so point i of
+ * component k is at [i + k m]. Every component has weight 1/K. */
+#ifndef GP_MIXTURE_H
+#define GP_MIXTURE_H
+
+#include <stddef.h>
+
+/* Moment matching per point: mean_i = (1/K) sum_k mu_ik and
+ * variance_i = (1/K) sum_k [var_ik + (mu_ik - mean_i)^2], two passes (the
+ * mean first), so no cancellation between large second moments. */
+void gp_mixture_moments(const double *mu, const double *var, size_t m, size_t K, double *mean,
+                        double *variance);
+
+/* Quantiles of the mixture itself at each point: out (m x nq, column j =
+ * level j) holds x with F_i(x) = levels[j], F_i(x) = (1/K) sum_k
+ * Phi((x - mu_ik) / sqrt(var_ik)), found by safeguarded root finding
+ * (bracketed Newton with bisection fallback) to within a few ulps of x. A
+ * component of variance 0 is a point mass (its CDF a step). levels in (0, 1).
+ * K = 1 gives mu + sqrt(var) gp_normal_quantile(level). */
+void gp_mixture_quantiles(const double *mu, const double *var, size_t m, size_t K,
+                          const double *levels, size_t nq, double *out);
+
+/* Per-point log density of the mixture at y_i:
+ * logp_i = log((1/K) sum_k N(y_i; mu_ik, var_ik)), with log-sum-exp.
+ * Variances must be > 0. */
+void gp_mixture_log_density(const double *mu, const double *var, size_t m, size_t K,
+                            const double *y, double *logp);
+
+/* The log density of the whole vector y under the mixture of K joint
+ * diagonal Gaussians, log((1/K) sum_k prod_i N(y_i; mu_ik, var_ik)): what the
+ * paper's Table 1 NLPD negates (note §5.4; not the per-point mixture).
+ * Variances must be > 0. */
+double gp_mixture_joint_log_density(const double *mu, const double *var, size_t m, size_t K,
+                                    const double *y);
+
+#endif

@@ -1,0 +1,50 @@
+/* gpserve core: mixture Stein random feature regression (method "msrfr";
+ * methods note stein-random-features §4-5).
+ *
+ * A posterior over spectral measures held as M particles: each particle is a
+ * whole R x d frequency matrix Omega_m, the empirical spectral measure
+ * (1/R) sum_r delta(omega_mr), and defines its own sparse-spectrum GP (the
+ * ssgp model of core/features.h with those frequencies). The particles move
+ * jointly by SVGD on
+ *   log p(Omega_m | y) = c_lik log p(y | Omega_m, l, s) + log N(Omega_m; 0, tau^2 I)
+ * which is exactly SVGD over the P = M R pooled frequencies, each carrying
+ * the score of its own component (note §4.2):
+ *   phi = (gamma_t K G + alpha (diag(K 1) W - K W) / h) / M,
+ * K the RBF kernel between pooled frequencies with the median bandwidth h,
+ * gamma_t the cyclic annealing of the attraction, then the authors' Adam step
+ * with decoupled weight decay 1e-4 (note §2.3). Shared ARD lengthscales (and
+ * the noise, when learned) follow Adam ascent on the mean component LML.
+ * Prediction is the equally weighted mixture of the M components' Gaussians
+ * (note §4.5): moment-matched mean and variance, the mixture's own
+ * quantiles, and the components on request.
+ *
+ * Options (GET /v1/methods lists them with their defaults):
+ *   particles M, features R, iterations T, step (SVGD Adam rate),
+ *   lengthscale_step (Adam rate of the lengthscales and learned noise),
+ *   repulsion alpha, anneal_power s, anneal_cycles c, prior_std tau,
+ *   likelihood_weight "1/M" (authors' code) | "1" (paper),
+ *   learn_lengthscales, lengthscale_init "median" (median squared pair
+ *   difference, the authors' init) | "kernel" (the kernel's lengthscales),
+ *   init "qmc" | "mc", bandwidth "per_dim" (default) | "total" | "none"
+ *   (identity particle kernel: M independent SSGPs, an ablation),
+ *   calibrate, calibration_fraction.
+ * Noise: learned with the correct LML unless the request fixes it
+ * (noise.fixed: the paper's setting). Seed: the fit request's seed.
+ *
+ * Kernels: one leaf of type rbf, matern12, matern32 or matern52 (ARD or
+ * shared lengthscale, active_dims). The kernel's spectral density gives the
+ * initial frequencies; the prior is N(0, prior_std^2) per entry whatever the
+ * kernel (note §4.1), and the kernel variance (1 on standardised targets)
+ * stays fixed (there is no amplitude in the paper's model).
+ *
+ * Exported arrays: omega (M R x d: component m in rows m R .. m R + R - 1),
+ * chol_packed (M columns, each a packed 2R x 2R factor), alpha (2R x M),
+ * variance_scale (scalar: 1 unless calibrated), particles (scalar M). */
+#ifndef GP_MSRFR_H
+#define GP_MSRFR_H
+
+#include "core/method.h"
+
+extern const gp_method gp_method_msrfr;
+
+#endif
