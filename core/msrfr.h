@@ -43,8 +43,34 @@
 #ifndef GP_MSRFR_H
 #define GP_MSRFR_H
 
+#include "core/features.h"
 #include "core/method.h"
+#include "core/optim.h"
 
 extern const gp_method gp_method_msrfr;
+
+/* The log posterior of one particle Omega = p->omega (R x d) as the fit
+ * scores it (note §4.4b):
+ *   log_post = lik_weight * LML(Omega) + sum_rk log N(omega_rk; 0, prior_std^2)
+ * with its gradient, the particle's score, in score (R x d). lml (may be
+ * NULL) receives the LML itself; hyper (may be NULL; its omega member is
+ * ignored) the LML's gradient with respect to the log lengthscales and the
+ * log noise from the same evaluation. */
+int gp_msrfr_log_posterior(const gp_rff_problem *p, gp_rff_work *w, double lik_weight,
+                           double prior_std, double *log_post, double *score,
+                           const gp_rff_grad *hyper, double *lml, gp_error *err);
+
+/* The pooled SVGD direction of the M particles (note §4.2): W and G are the
+ * P x d (P = M R) pooled frequencies and scores, component m in rows
+ * m R .. m R + R - 1;
+ *   phi = (gamma K G + repulsion (diag(K 1) W - K W) / h) / M
+ * with K the RBF kernel between pooled frequencies under the bandwidth rule
+ * "per_dim" (median per dimension, self pairs included), "total" (one
+ * median of total squared distances) or "none" (K = I). w: a workspace for
+ * P particles in d dimensions (unused, may be NULL, for "none"); h (d
+ * entries, may be NULL) receives the bandwidths used. */
+void gp_msrfr_direction(const double *W, const double *G, size_t M, size_t R, size_t d,
+                        const char *bandwidth, double gamma, double repulsion,
+                        gp_svgd_work *w, double *phi, double *h);
 
 #endif

@@ -5,10 +5,12 @@
 
 extern const gp_method gp_method_exact;
 extern const gp_method gp_method_ssgp;
+extern const gp_method gp_method_msrfr;
 
 static const gp_method *const registry[] = {
     &gp_method_exact,
     &gp_method_ssgp,
+    &gp_method_msrfr,
 };
 
 size_t gp_method_count(void)
