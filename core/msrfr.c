@@ -50,7 +50,9 @@ static const gp_option_spec msrfr_options[] = {
     {"step", GP_OPTION_NUMBER, 0.2, NULL, 1e-8, 10, NULL,
      "learning rate of the Adam step on the SVGD direction"},
     {"lengthscale_step", GP_OPTION_NUMBER, 0.1, NULL, 1e-8, 10, NULL,
-     "Adam learning rate of the shared lengthscales (and of the noise when learned)"},
+     "Adam learning rate of the shared log lengthscales"},
+    {"noise_step", GP_OPTION_NUMBER, 0.05, NULL, 1e-8, 10, NULL,
+     "Adam learning rate of the log noise variance when it is learned"},
     {"repulsion", GP_OPTION_NUMBER, 0, NULL, 0, 100, NULL,
      "alpha, the weight of the SVGD repulsion between particles (0: none)"},
     {"anneal_power", GP_OPTION_NUMBER, 0.5, NULL, 0, 10, NULL,
@@ -84,7 +86,7 @@ enum { BW_PER_DIM = 0, BW_TOTAL, BW_NONE };
 typedef struct msrfr_settings {
     size_t M, R;
     int T, cycles, learn_ls, ls_from_kernel, bandwidth, calibrate;
-    double step, ls_step, repulsion, anneal_power, prior_std, lik_weight, calib_fraction;
+    double step, ls_step, noise_step, repulsion, anneal_power, prior_std, lik_weight, calib_fraction;
     gp_freq_sampler init;
 } msrfr_settings;
 
@@ -160,6 +162,7 @@ static void read_settings(const gp_fit_request *req, msrfr_settings *s)
     s->T = (int)gp_option_number(m, req, "iterations");
     s->step = gp_option_number(m, req, "step");
     s->ls_step = gp_option_number(m, req, "lengthscale_step");
+    s->noise_step = gp_option_number(m, req, "noise_step");
     s->repulsion = gp_option_number(m, req, "repulsion");
     s->anneal_power = gp_option_number(m, req, "anneal_power");
     s->cycles = (int)gp_option_number(m, req, "anneal_cycles");
@@ -212,7 +215,7 @@ typedef struct fit_state {
     int with_grad;
     msrfr_impl *cache; /* when set, each component's factor and alpha go here */
     gp_svgd_work *svgd;
-    gp_adam adam_w, adam_h;
+    gp_adam adam_w, adam_h, adam_n; /* particles, lengthscales, noise */
     double *h;             /* d bandwidths of the last step */
     double bandwidth_mean; /* their mean */
     int iterations;
@@ -240,6 +243,7 @@ static void state_free(fit_state *fs)
     gp_svgd_work_free(fs->svgd);
     gp_adam_free(&fs->adam_w);
     gp_adam_free(&fs->adam_h);
+    gp_adam_free(&fs->adam_n);
 }
 
 static int state_alloc(fit_state *fs, gp_error *err)
@@ -268,9 +272,10 @@ static int state_alloc(fit_state *fs, gp_error *err)
             return rc;
     if (fs->set->bandwidth != BW_NONE && (rc = gp_svgd_work_new(fs->P, d, &fs->svgd, err)))
         return rc;
-    if ((rc = gp_adam_init(&fs->adam_w, Pd, fs->set->step, err)))
+    if ((rc = gp_adam_init(&fs->adam_w, Pd, fs->set->step, err)) ||
+        (rc = gp_adam_init(&fs->adam_n, 1, fs->set->noise_step, err)))
         return rc;
-    return gp_adam_init(&fs->adam_h, fs->n_hyper, fs->set->ls_step, err);
+    return gp_adam_init(&fs->adam_h, fs->n_ls, fs->set->ls_step, err);
 }
 
 /* The authors' lengthscale init (note §1.1): l_k = the median over all n^2
@@ -475,25 +480,28 @@ static void svgd_direction(fit_state *fs, double gamma)
     fs->bandwidth_mean = nh ? s / (double)nh : 0.0;
 }
 
-/* Adam ascent of the shared hyperparameters on the mean component LML. */
+/* Adam ascent of the shared hyperparameters on the mean component LML:
+ * the log lengthscales (hyper[0 .. n_ls)) and the noise parameter
+ * (hyper[n_ls], when learned), each with its own rate. */
 static void hyper_step(fit_state *fs)
 {
     size_t M = fs->M, d = fs->d;
-    memset(fs->hgrad, 0, fs->n_hyper * sizeof *fs->hgrad);
-    if (fs->set->learn_ls)
+    if (fs->set->learn_ls) {
+        memset(fs->hgrad, 0, fs->n_ls * sizeof *fs->hgrad);
         for (size_t m = 0; m < M; m++)
             for (size_t k = 0; k < d; k++)
                 fs->hgrad[fs->n_ls == 1 ? 0 : k] += fs->comp_gls[m * d + k] / (double)M;
+        gp_svgd_adam_step(&fs->adam_h, fs->hyper, fs->hgrad, fs->set->ls_step, 0.0);
+        expand_theta(fs);
+    }
     if (fs->np.learned) {
         double g = 0.0;
         for (size_t m = 0; m < M; m++)
             g += fs->comp_gnoise[m] / (double)M;
-        fs->hgrad[fs->n_ls] = gp_noise_param_grad(&fs->np, fs->noise, g);
-    }
-    gp_svgd_adam_step(&fs->adam_h, fs->hyper, fs->hgrad, fs->set->ls_step, 0.0);
-    expand_theta(fs);
-    if (fs->np.learned)
+        g = gp_noise_param_grad(&fs->np, fs->noise, g);
+        gp_svgd_adam_step(&fs->adam_n, fs->hyper + fs->n_ls, &g, fs->set->noise_step, 0.0);
         fs->noise = gp_noise_param_value(&fs->np, fs->hyper[fs->n_ls]);
+    }
 }
 
 /* One iteration of Algorithm 1 (note §4.4): every gradient at the

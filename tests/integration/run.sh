@@ -662,6 +662,76 @@ check_jerr "ssgp: stein_step negative" 400 invalid_argument '^options\.stein_ste
 check_jerr "ssgp predict: wrong dimension" 422 invalid_data '^X' /v1/models/ssgp2d/predict '{"X":[[1,2,3]]}'
 check_jerr "ssgp predict: NaN string" 422 invalid_data '^X\[0\]' /v1/models/ssgp2d/predict '{"X":[["NaN",1]]}'
 
+# ---------------------------------------------------------------- msrfr
+section "msrfr (mixture Stein random features)"
+check "GET /v1/methods (msrfr listed)" 200 GET /v1/methods
+grep -q '"name":"msrfr"' "$T/flat" && grep -q '"particles"' "$T/flat" && grep -q '"calibrate"' "$T/flat" &&
+    grep -q 'per_dim|total|none\|"per_dim","total","none"' "$T/flat"
+verdict "/v1/methods lists msrfr with particles, bandwidth choices, calibrate" $? "not listed"
+MSO='"options":{"particles":3,"features":20,"iterations":60}'
+csv_to_json ms2d "\"method\":\"msrfr\",\"kernel\":{\"type\":\"rbf\",\"ard\":true},\"seed\":5,$MSO," <"$T/ss.csv" >"$T/ms.json"
+check_json "fit msrfr" 201 /v1/models @"$T/ms.json"
+[ "$(jnum particles)" = 3 ] && [ "$(jnum features)" = 20 ] && [ "$(jstr bandwidth)" = per_dim ] &&
+    [ "$(jstr method)" = msrfr ] && [ -n "$(jnum objective)" ]
+verdict "msrfr model reports particles 3, features 20, bandwidth per_dim, objective" $? "particles '$(jnum particles)' features '$(jnum features)' bandwidth '$(jstr bandwidth)'"
+check "GET the msrfr model" 200 GET /v1/models/ms2d
+grep -q '"method_info":{' "$T/flat" && [ "$(jnum particles)" = 3 ]
+verdict "GET /v1/models/ms2d carries method_info" $? "no method_info"
+check_json "predict msrfr (components, quantiles, covariance)" 200 /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":true,\"quantiles\":[0.05,0.5,0.95],\"full_covariance\":true}"
+cp "$T/body" "$T/ref_ms.json"
+grep -o '"components":{"mean":\[\[[^]]*\]\(,\[[^]]*\]\)*\]' "$T/flat" | sed 's/^"components":{"mean":\[\[//; s/\]\]$//; s/\],\[/\n/g' |
+    awk -F, '{ if (NF != 4) bad = 1; n++ } END { exit bad || n != 3 }'
+verdict "msrfr components: 3 mean arrays of 4 points" $? "wrong shape"
+grep -q '"components":{"mean":\[\[.*\]\],"variance":\[\[' "$T/flat"
+verdict "msrfr components carry variances" $? "no variances"
+lo=$(grep -o '"0.05":\[[^]]*\]' "$T/flat" | sed 's/.*\[//; s/\]//' | tr ',' '\n')
+hi=$(grep -o '"0.95":\[[^]]*\]' "$T/flat" | sed 's/.*\[//; s/\]//' | tr ',' '\n')
+printf '%s\n' "$lo" | paste -d' ' - "$(printf '%s\n' "$hi" >"$T/ms_hi.txt"; echo "$T/ms_hi.txt")" |
+    awk '{ if (!($1 < $2)) bad = 1; n++ } END { exit bad || n != 4 }'
+verdict "msrfr quantiles: 0.05 below 0.95 at every point" $? "not ordered"
+check_json "sample msrfr" 200 /v1/models/ms2d/sample "{\"X\":$SSX,\"n_samples\":5,\"seed\":8}"
+cp "$T/body" "$T/ms_s8.json"
+jmat samples | awk -F, '{ if (NF != 4) bad = 1; n++ } END { exit bad || n != 5 }'
+verdict "msrfr samples: 5 draws of 4 points" $? "wrong shape"
+check_json "sample msrfr again" 200 /v1/models/ms2d/sample "{\"X\":$SSX,\"n_samples\":5,\"seed\":8}"
+cmp -s "$T/body" "$T/ms_s8.json"
+verdict "msrfr: same seed -> identical samples" $? "bodies differ"
+for bw in total none; do
+    csv_to_json "ms-$bw" "\"method\":\"msrfr\",\"kernel\":{\"type\":\"matern52\"},\"options\":{\"particles\":2,\"features\":10,\"iterations\":20,\"bandwidth\":\"$bw\",\"init\":\"mc\",\"likelihood_weight\":\"1\"}," <"$T/ss.csv" >"$T/ms_$bw.json"
+    check_json "fit msrfr bandwidth=$bw (matern52, shared lengthscale)" 201 /v1/models @"$T/ms_$bw.json"
+    [ "$(jstr bandwidth)" = "$bw" ]
+    verdict "msrfr bandwidth=$bw reported" $? "bandwidth '$(jstr bandwidth)'"
+done
+csv_to_json ms-cal '"method":"msrfr","noise":{"variance":0.01,"fixed":true},"options":{"particles":2,"features":10,"iterations":30,"calibrate":true},' <"$T/ss.csv" >"$T/ms_cal.json"
+check_json "fit msrfr calibrate (fixed noise)" 201 /v1/models @"$T/ms_cal.json"
+[ -n "$(jnum variance_scale)" ] && [ "$(jnum variance_scale)" != 1 ] && [ "$(jstr noise)" = fixed ]
+verdict "msrfr calibrate reports its variance_scale" $? "variance_scale '$(jnum variance_scale)'"
+check_jerr "predict ssgp with components" 422 unsupported '^components$' /v1/models/ssgp2d/predict "{\"X\":$SSX,\"components\":true}"
+check_jerr "components not a bool" 400 invalid_argument '^components$' /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":1}"
+check_jerr "msrfr: particles 0" 400 invalid_argument '^options\.particles$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"particles\":0},$SSB}"
+check_jerr "msrfr: unknown bandwidth" 400 invalid_argument '^options\.bandwidth$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"bandwidth\":\"silverman\"},$SSB}"
+check_jerr "msrfr: likelihood_weight 2" 400 invalid_argument '^options\.likelihood_weight$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"likelihood_weight\":\"2\"},$SSB}"
+check_jerr "msrfr: calibrate not a bool" 400 invalid_argument '^options\.calibrate$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"calibrate\":\"yes\"},$SSB}"
+check_jerr "msrfr: negative step" 400 invalid_argument '^options\.step$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"step\":-0.1},$SSB}"
+check_jerr "msrfr: calibrate on 3 rows" 400 invalid_argument '^options\.calibrate$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"calibrate\":true,\"iterations\":5},$SSB}"
+check_jerr "msrfr: workspace above the budget" 413 payload_too_large '^options\.particles$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"particles\":200,\"features\":20000},$SSB}"
+check_jerr "msrfr: sum kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"kernel\":{\"type\":\"sum\",\"terms\":[{\"type\":\"rbf\"},{\"type\":\"rbf\"}]},$SSB}"
+check_jerr "msrfr: an ssgp-only option" 400 invalid_argument '^options\.frequencies$' $M "{\"name\":\"b\",\"method\":\"msrfr\",\"options\":{\"frequencies\":\"qmc\"},$SSB}"
+check_jerr "msrfr predict: wrong dimension" 422 invalid_data '^X' /v1/models/ms2d/predict '{"X":[[1,2,3]]}'
+gen_xy 400 3 31 | csv_to_json mslong '"method":"msrfr","options":{"particles":4,"features":50,"iterations":1000000},"async":true,' >"$T/mslong.json"
+check_json "long async msrfr fit" 202 $M @"$T/mslong.json"
+MJOB=$(jstr job)
+if [ -n "$MJOB" ] && wait_job "$MJOB" running; then
+    sleep 0.5
+    req GET "/v1/jobs/$MJOB"
+    grep -q '"iteration":[1-9]' "$T/flat" && grep -q '"objective":-\{0,1\}[0-9]' "$T/flat"
+    verdict "running msrfr job reports iteration and objective" $? "no progress"
+    req DELETE "/v1/jobs/$MJOB"
+    if wait_job "$MJOB" cancelled; then pass "msrfr job cancelled between iterations"; else fail "msrfr job cancelled between iterations" "status '$JOB_STATUS'" body; fi
+else
+    fail "long msrfr job is running" "status '$JOB_STATUS'" body
+fi
+
 # ---------------------------------------------------------------- OpenAPI
 section "OpenAPI"
 check "GET /openapi.yaml" 200 GET /openapi.yaml
@@ -907,6 +977,9 @@ if start_daemon "$T/main2.log" --db "$T/main.db" --max-body-mb 1; then
     check_json "after restart: predict ssgp" 200 /v1/models/ssgp2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
     cmp -s "$T/body" "$T/ref_ssgp.json"
     verdict "after restart: ssgp predict body bit-identical" $? "bodies differ"
+    check_json "after restart: predict msrfr" 200 /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":true,\"quantiles\":[0.05,0.5,0.95],\"full_covariance\":true}"
+    cmp -s "$T/body" "$T/ref_ms.json"
+    verdict "after restart: msrfr predict body bit-identical" $? "bodies differ"
     check "after restart: versions kept" 200 GET /v1/models/sine
     grep -q '"versions":\[1,2\]' "$T/flat"
     verdict "after restart: sine has versions [1,2]" $? "wrong versions"
