@@ -125,10 +125,12 @@ double gp_svgd_anneal(int t, int iterations, int cycles, double power);
 void gp_svgd_adam_step(gp_adam *adam, double *P, const double *phi, double lr,
                        double weight_decay);
 
-/* Median of the multiset {x_ab = (v_a - v_b)^2 : pairs} over n values v (a
- * stride apart), as numpy's median (mean of the two middle values for an even
- * count): with_self = 1 takes all n^2 ordered pairs (the n zeros of a = b
- * included), 0 the n(n-1)/2 unordered pairs a < b. buf holds n(n-1)/2 doubles.
+/* Median of the multiset {x_ab = (v_a - v_b)^2 : pairs} over n finite values
+ * v (a stride apart), as numpy's median (mean of the two middle values for an
+ * even count): with_self = 1 takes all n^2 ordered pairs (the n zeros of
+ * a = b included), 0 the n(n-1)/2 unordered pairs a < b. Exact, in
+ * O(n log n): the values are sorted into buf and the middle pair differences
+ * found by counting, never listing the pairs. buf holds n doubles.
  * Helper of the PER_DIM rule, exposed for tests. */
 double gp_median_pair_sqdiff(const double *v, size_t n, size_t stride, int with_self,
                              double *buf);
