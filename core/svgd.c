@@ -4,9 +4,10 @@
  * matrix (dsyrk) rather than an O(n^2 d) double loop, the attraction and
  * repulsion sums and the kernel row sums from one dsymm against [G | P | 1],
  * the TOTAL median bandwidth from quickselect on a reused buffer and the
- * PER_DIM ones from the sorted coordinates (gp_median_pair_sqdiff). Everything is
- * a fixed sequence of BLAS calls and serial loops, so the result does not
- * depend on the number of threads. */
+ * PER_DIM ones from the sorted coordinates (gp_median_pair_sqdiff), one
+ * dimension per parallel task. Everything is a fixed sequence of BLAS calls,
+ * serial loops and gp_parallel_for loops whose tasks (fixed by n and d) write
+ * disjoint outputs, so the result does not depend on gp_parallel_threads(). */
 #include "core/optim.h"
 
 #include <cblas.h>
@@ -16,12 +17,18 @@
 #include <string.h>
 
 #include "core/linalg.h"
+#include "core/parallel.h"
+
+/* Column ranges of the kernel's exp loop: a constant, so the split depends
+ * only on n (and each entry is computed on its own anyway). */
+#define EXP_PARTS 8
 
 struct gp_svgd_work {
     size_t n, d;
     double *K;    /* n x n: Gram, then distances, then kernel (lower triangle used) */
     double *pair; /* n(n-1)/2 pair values for the medians */
     double *S;    /* n x d scaled particles (PER_DIM) */
+    double *med;  /* n x d: one sort buffer per dimension (PER_DIM medians as parallel tasks) */
     double *B;    /* n x (2d + 1): [G | P | 1] */
     double *C;    /* n x (2d + 1): K B */
     double *sq;   /* n squared norms */
@@ -36,6 +43,7 @@ void gp_svgd_default_options(gp_svgd_options *opt)
     opt->attraction = 1.0;
     opt->repulsion = 1.0;
     opt->normalize_rowsum = 0;
+    opt->divisor = 0.0;
 }
 
 void gp_svgd_work_free(gp_svgd_work *w)
@@ -45,6 +53,7 @@ void gp_svgd_work_free(gp_svgd_work *w)
     free(w->K);
     free(w->pair);
     free(w->S);
+    free(w->med);
     free(w->B);
     free(w->C);
     free(w->sq);
@@ -75,11 +84,12 @@ int gp_svgd_work_new(size_t n, size_t d, gp_svgd_work **out, gp_error *err)
     w->K = gp_alloc_doubles(nn, err);
     w->pair = gp_alloc_doubles(npair > 0 ? npair : 1, err);
     w->S = gp_alloc_doubles(nd, err);
+    w->med = gp_alloc_doubles(nd, err);
     w->B = gp_alloc_doubles(nb, err);
     w->C = gp_alloc_doubles(nb, err);
     w->sq = gp_alloc_doubles(n, err);
     w->hk = gp_alloc_doubles(d, err);
-    if (!w->K || !w->pair || !w->S || !w->B || !w->C || !w->sq || !w->hk) {
+    if (!w->K || !w->pair || !w->S || !w->med || !w->B || !w->C || !w->sq || !w->hk) {
         gp_svgd_work_free(w);
         return gp_error_set(err, GP_ENOMEM, NULL, "cannot allocate the SVGD workspace (n = %zu)", n);
     }
@@ -368,6 +378,50 @@ static double clamp_bw(double h, const gp_svgd_options *opt)
     return v > lo ? v : lo;
 }
 
+/* PER_DIM: the median of one dimension (its own n-double buffer), the
+ * bandwidth and the scaled column. Dimensions are independent tasks. */
+typedef struct perdim_task {
+    const double *P;
+    size_t n;
+    const gp_svgd_options *opt;
+    gp_svgd_work *w;
+} perdim_task;
+
+static void perdim_bandwidth(void *ctx, size_t k)
+{
+    const perdim_task *t = ctx;
+    size_t n = t->n;
+    gp_svgd_work *w = t->w;
+    const double *p = t->P + k * n;
+    double hk = clamp_bw(gp_median_pair_sqdiff(p, n, 1, 1, w->med + k * n), t->opt);
+    double s = 1.0 / sqrt(hk);
+    for (size_t i = 0; i < n; i++)
+        w->S[i + k * n] = p[i] * s;
+    w->hk[k] = hk;
+}
+
+/* K = exp(e D) on the lower triangle, columns bounds[part] .. bounds[part+1]-1
+ * (the diagonal is exp(0) = 1). */
+typedef struct exp_task {
+    double *K;
+    size_t n;
+    double e;
+    const size_t *bounds;
+} exp_task;
+
+static void exp_columns(void *ctx, size_t part)
+{
+    const exp_task *t = ctx;
+    size_t n = t->n;
+    double e = t->e;
+    for (size_t j = t->bounds[part]; j < t->bounds[part + 1]; j++) {
+        double *col = t->K + j * n;
+        col[j] = 1.0;
+        for (size_t i = j + 1; i < n; i++)
+            col[i] = exp(e * col[i]);
+    }
+}
+
 void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
                        const gp_svgd_options *opt, gp_svgd_work *w, double *phi, double *h)
 {
@@ -381,15 +435,10 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
     /* The bandwidths, and K (lower triangle) holding the exponent argument
      * D_ij = sum_k (p_ik - p_jk)^2 / h_k. */
     if (opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM) {
-        for (size_t k = 0; k < d; k++) {
-            double hk = clamp_bw(gp_median_pair_sqdiff(P + k * n, n, 1, 1, w->pair), opt);
-            if (h != NULL)
-                h[k] = hk;
-            double s = 1.0 / sqrt(hk);
-            for (size_t i = 0; i < n; i++)
-                w->S[i + k * n] = P[i + k * n] * s;
-            w->hk[k] = hk;
-        }
+        perdim_task pt = {P, n, opt, w};
+        gp_parallel_for(d, perdim_bandwidth, &pt);
+        if (h != NULL)
+            memcpy(h, w->hk, d * sizeof *h);
         pair_sqdist(w->S, n, d, K, w->sq, NULL);
     } else {
         pair_sqdist(P, n, d, K, w->sq, w->pair);
@@ -399,15 +448,12 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
         for (size_t k = 0; k < d; k++)
             w->hk[k] = hk_total;
     }
-    /* K = exp(-D / 2) on the lower triangle, with TOTAL's 1/h folded in (a
-     * plain loop the compiler can keep tight; the diagonal is exp(0) = 1). */
-    double e = opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM ? -0.5 : -0.5 / hk_total;
-    for (size_t j = 0; j < n; j++) {
-        double *col = K + j * n;
-        col[j] = 1.0;
-        for (size_t i = j + 1; i < n; i++)
-            col[i] = exp(e * col[i]);
-    }
+    /* K = exp(-D / 2) on the lower triangle, with TOTAL's 1/h folded in:
+     * column ranges of about equal pair counts as parallel tasks. */
+    size_t bounds[EXP_PARTS + 1];
+    exp_task et = {K, n, opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM ? -0.5 : -0.5 / hk_total,
+                   bounds};
+    gp_parallel_for(gp_triangle_partition(n, EXP_PARTS, bounds), exp_columns, &et);
     /* C = K [G | P | 1]: the attraction sum, K P and the row sums at once. */
     size_t nb = 2 * d + 1;
     memcpy(w->B, G, n * d * sizeof(double));
@@ -421,7 +467,9 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
     for (size_t k = 0; k < d; k++) {
         double inv_h = 1.0 / w->hk[k];
         for (size_t i = 0; i < n; i++) {
-            double z = opt->normalize_rowsum ? rs[i] : (double)n;
+            double z = opt->divisor > 0.0   ? opt->divisor
+                       : opt->normalize_rowsum ? rs[i]
+                                               : (double)n;
             double r = (rs[i] * P[i + k * n] - KP[i + k * n]) * inv_h;
             phi[i + k * n] = (att * KG[i + k * n] + rep * r) / z;
         }

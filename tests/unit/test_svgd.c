@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/optim.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 
 /* ---- brute-force references ----------------------------------------------- */
@@ -252,7 +253,7 @@ static void naive_direction(const double *P, const double *G, size_t n, size_t d
                 tmp[k] += kij * (o->attraction * G[j + k * n] +
                                  o->repulsion * (P[i + k * n] - P[j + k * n]) / h[k]);
         }
-        double norm = o->normalize_rowsum ? z : (double)n;
+        double norm = o->divisor > 0.0 ? o->divisor : o->normalize_rowsum ? z : (double)n;
         for (size_t k = 0; k < d; k++)
             phi[i + k * n] = tmp[k] / norm;
     }
@@ -365,6 +366,92 @@ static void test_direction_deterministic(void **state)
     free(b);
 }
 
+/* divisor > 0 replaces Z_i for every particle, whatever normalize_rowsum
+ * says; the default is 0 (off). */
+static void test_direction_divisor(void **state)
+{
+    (void)state;
+    size_t n = 45, d = 4;
+    double *P = malloc(n * d * sizeof(double)), *G = malloc(n * d * sizeof(double));
+    double *phi = malloc(n * d * sizeof(double)), *ref = malloc(n * d * sizeof(double));
+    double *plain = malloc(n * d * sizeof(double));
+    double h[4], href[4];
+    assert_true(P && G && phi && ref && plain);
+    fill_normal(P, n * d, 41);
+    fill_normal(G, n * d, 42);
+    gp_svgd_work *w = NULL;
+    assert_int_equal(gp_svgd_work_new(n, d, &w, NULL), GP_OK);
+    gp_svgd_options o;
+    gp_svgd_default_options(&o);
+    assert_true(o.divisor == 0.0);
+    for (int bw = 0; bw <= 1; bw++)
+        for (int rs = 0; rs <= 1; rs++) {
+            o.bandwidth = bw ? GP_SVGD_BANDWIDTH_PER_DIM : GP_SVGD_BANDWIDTH_TOTAL;
+            o.normalize_rowsum = rs;
+            o.divisor = 0.0;
+            gp_svgd_direction(P, G, n, d, &o, w, plain, h);
+            o.divisor = 3.0; /* e.g. M = 3 pooled components */
+            gp_svgd_direction(P, G, n, d, &o, w, phi, h);
+            naive_direction(P, G, n, d, &o, ref, href);
+            double scale = 0.0;
+            for (size_t i = 0; i < n * d; i++)
+                scale = fmax(scale, fabs(ref[i]));
+            for (size_t i = 0; i < n * d; i++)
+                assert_true(fabs(phi[i] - ref[i]) <= 1e-12 * fmax(scale, 1.0));
+            /* Without the row sums: exactly n / 3 times the default. */
+            if (!rs)
+                for (size_t i = 0; i < n * d; i++)
+                    assert_true(fabs(phi[i] - plain[i] * (double)n / 3.0) <=
+                                1e-13 * fmax(scale, 1.0));
+        }
+    gp_svgd_work_free(w);
+    free(P);
+    free(G);
+    free(phi);
+    free(ref);
+    free(plain);
+}
+
+/* The PER_DIM medians and the exp loop run as parallel tasks: the direction
+ * and the bandwidths are the same bytes for 1, 2 and 3 threads. */
+static void test_direction_thread_invariant(void **state)
+{
+    (void)state;
+    size_t n = 600, d = 7;
+    double *P = malloc(n * d * sizeof(double)), *G = malloc(n * d * sizeof(double));
+    double *phi[3], h[3][7];
+    assert_true(P && G);
+    fill_normal(P, n * d, 51);
+    fill_normal(G, n * d, 52);
+    for (size_t i = 0; i < n * d; i++)
+        P[i] *= 0.5 + 0.2 * (double)(i / n);
+    gp_svgd_work *w = NULL;
+    assert_int_equal(gp_svgd_work_new(n, d, &w, NULL), GP_OK);
+    for (int bw = 0; bw <= 1; bw++) {
+        gp_svgd_options o;
+        gp_svgd_default_options(&o);
+        o.bandwidth = bw ? GP_SVGD_BANDWIDTH_PER_DIM : GP_SVGD_BANDWIDTH_TOTAL;
+        o.normalize_rowsum = 1;
+        size_t nh = bw ? d : 1;
+        for (int t = 0; t < 3; t++) {
+            phi[t] = malloc(n * d * sizeof(double));
+            assert_non_null(phi[t]);
+            gp_parallel_set_threads(t + 1);
+            gp_svgd_direction(P, G, n, d, &o, w, phi[t], h[t]);
+        }
+        gp_parallel_set_threads(0);
+        for (int t = 1; t < 3; t++) {
+            assert_memory_equal(phi[0], phi[t], n * d * sizeof(double));
+            assert_memory_equal(h[0], h[t], nh * sizeof(double));
+        }
+        for (int t = 0; t < 3; t++)
+            free(phi[t]);
+    }
+    gp_svgd_work_free(w);
+    free(P);
+    free(G);
+}
+
 /* ---- annealing and the step ------------------------------------------------- */
 
 static void test_anneal_schedule(void **state)
@@ -431,6 +518,8 @@ int main(void)
         cmocka_unit_test(test_direction_large_n),
         cmocka_unit_test(test_direction_default_options_and_clamp),
         cmocka_unit_test(test_direction_deterministic),
+        cmocka_unit_test(test_direction_divisor),
+        cmocka_unit_test(test_direction_thread_invariant),
         cmocka_unit_test(test_anneal_schedule),
         cmocka_unit_test(test_adam_step_by_hand),
     };
