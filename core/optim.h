@@ -77,8 +77,9 @@ int gp_adam_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n, double 
  *   phi_i = (1/Z_i) sum_j k(p_i, p_j) [ attraction * g_j
  *                                       + repulsion * (p_i - p_j) / h ]
  * with the RBF particle kernel k = exp(-sum_k (p_ik - p_jk)^2 / (2 h_k)),
- * Z_i = n (standard SVGD) or the row sum sum_j k(p_i, p_j) (the functional
- * kernel learning variant, methods note §2.4), and h from the median rule:
+ * Z_i = n (standard SVGD), the row sum sum_j k(p_i, p_j) (the functional
+ * kernel learning variant, methods note §2.4) or a given divisor, and h from
+ * the median rule:
  *   TOTAL    one h = median over pairs a != b of ||p_a - p_b||^2 (note §2.2a:
  *            the right rule for sampling a known density in any dimension)
  *   PER_DIM  h_k = median over all ordered pairs (a = b included) of
@@ -86,7 +87,10 @@ int gp_adam_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n, double 
  *            particles above a few dimensions when sampling a density
  * times bandwidth_scale, clamped at min_bandwidth. The bandwidth is a
  * constant of each step (recomputed from the particles every call). The
- * kernel and the two sums are formed with BLAS level 3 (an n x n matrix). */
+ * kernel and the two sums are formed with BLAS level 3 (an n x n matrix).
+ * The PER_DIM medians (one task per dimension) and the kernel's exp loop
+ * (column ranges fixed by n) run through gp_parallel_for; the result is the
+ * same bit for bit for any gp_parallel_set_threads. */
 typedef enum gp_svgd_bandwidth {
     GP_SVGD_BANDWIDTH_TOTAL = 0,
     GP_SVGD_BANDWIDTH_PER_DIM
@@ -99,6 +103,9 @@ typedef struct gp_svgd_options {
     double attraction;           /* weight of the score term (annealing), default 1 */
     double repulsion;            /* weight of the kernel-gradient term, default 1 */
     int normalize_rowsum;        /* 0: divide by n (default); 1: by the kernel row sum */
+    double divisor;              /* > 0: Z_i = divisor for every particle, overriding n and
+                                    normalize_rowsum (msrfr pools M components' particles
+                                    and divides by M, note §4.2); default 0 */
 } gp_svgd_options;
 
 void gp_svgd_default_options(gp_svgd_options *opt);
@@ -125,10 +132,12 @@ double gp_svgd_anneal(int t, int iterations, int cycles, double power);
 void gp_svgd_adam_step(gp_adam *adam, double *P, const double *phi, double lr,
                        double weight_decay);
 
-/* Median of the multiset {x_ab = (v_a - v_b)^2 : pairs} over n values v (a
- * stride apart), as numpy's median (mean of the two middle values for an even
- * count): with_self = 1 takes all n^2 ordered pairs (the n zeros of a = b
- * included), 0 the n(n-1)/2 unordered pairs a < b. buf holds n(n-1)/2 doubles.
+/* Median of the multiset {x_ab = (v_a - v_b)^2 : pairs} over n finite values
+ * v (a stride apart), as numpy's median (mean of the two middle values for an
+ * even count): with_self = 1 takes all n^2 ordered pairs (the n zeros of
+ * a = b included), 0 the n(n-1)/2 unordered pairs a < b. Exact, in
+ * O(n log n): the values are sorted into buf and the middle pair differences
+ * found by counting, never listing the pairs. buf holds n doubles.
  * Helper of the PER_DIM rule, exposed for tests. */
 double gp_median_pair_sqdiff(const double *v, size_t n, size_t stride, int with_self,
                              double *buf);

@@ -1,5 +1,6 @@
 #include "core/parallel.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,6 +22,16 @@ int gp_parallel_threads(void)
     return cpus > 0 ? (int)(cpus < 64 ? cpus : 64) : 1;
 }
 
+/* Set while this thread runs tasks of a gp_parallel_for that uses more than
+ * one thread: a nested gp_parallel_for then runs inline. The outer level
+ * already keeps every configured thread busy, so a nested one that spawned
+ * its own threads would only oversubscribe the cores (threads x threads
+ * runnable threads, each thread creation paid per inner call); inline, the
+ * inner tasks still run in task order, so results are unchanged. Thread-local
+ * rather than global because independent callers (two fits on two workers)
+ * must not serialise each other. */
+static _Thread_local int in_parallel_task = 0;
+
 typedef struct pool_job {
     void (*fn)(void *ctx, size_t task);
     void *ctx;
@@ -34,6 +45,7 @@ typedef struct pool_job {
 static void *worker(void *arg)
 {
     pool_job *job = arg;
+    in_parallel_task = 1; /* a spawned thread exits afterwards; the caller restores it */
     for (;;) {
         pthread_mutex_lock(&job->lock);
         size_t t = job->next++;
@@ -46,7 +58,7 @@ static void *worker(void *arg)
 
 void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *ctx)
 {
-    size_t threads = (size_t)gp_parallel_threads();
+    size_t threads = in_parallel_task ? 1 : (size_t)gp_parallel_threads();
     if (threads > n_tasks)
         threads = n_tasks;
     if (threads <= 1) {
@@ -64,9 +76,48 @@ void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *c
         started++;
     }
     worker(&job);
+    in_parallel_task = 0; /* only reached from the top level (nested calls run inline) */
     for (size_t i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
     pthread_mutex_destroy(&job.lock);
+}
+
+/* ---- BLAS threading scope ----------------------------------------------------
+ *
+ * OpenBLAS's thread count is one process-wide setting (openblas_set_num_threads;
+ * the per-thread openblas_set_num_threads_local exists only from 0.3.27, and
+ * Debian 12 ships 0.3.21). Measured with 0.3.21 on 2 cores, 6 random-feature
+ * LML evaluations (N = 1353, R = 100) per round: two threads each calling
+ * threaded BLAS at once took 120 ms per round, against 27 ms with
+ * single-threaded BLAS in each thread and 41 ms sequential -- the two BLAS
+ * thread pools fight over the same cores. So regions that call BLAS from
+ * several threads at once switch it to one thread for their duration.
+ *
+ * The nesting count below is the one piece of process-wide mutable state in
+ * core (everything else lives in caller-owned workspaces): it has to be,
+ * because the setting it guards is process-wide, and scopes entered by
+ * independent threads (two fits on two fit workers) must agree on when to
+ * restore it. A mutex keeps the count and the saved value consistent. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_serial_depth = 0;
+static int blas_saved_threads = 1;
+
+void gp_blas_serial_begin(void)
+{
+    pthread_mutex_lock(&blas_lock);
+    if (blas_serial_depth++ == 0) {
+        blas_saved_threads = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
+    pthread_mutex_unlock(&blas_lock);
+}
+
+void gp_blas_serial_end(void)
+{
+    pthread_mutex_lock(&blas_lock);
+    if (blas_serial_depth > 0 && --blas_serial_depth == 0)
+        openblas_set_num_threads(blas_saved_threads);
+    pthread_mutex_unlock(&blas_lock);
 }
 
 size_t gp_triangle_partition(size_t n, size_t max_parts, size_t *bounds)

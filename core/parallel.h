@@ -15,8 +15,24 @@ int gp_parallel_threads(void);
 
 /* Run fn(ctx, t) for t = 0 .. n_tasks-1 on up to gp_parallel_threads() threads
  * (the caller's thread included) and return when all are done. Falls back to
- * running every task on the calling thread if a thread cannot be started. */
+ * running every task on the calling thread if a thread cannot be started.
+ *
+ * Nesting: a gp_parallel_for called from inside a task of another one that
+ * runs on more than one thread runs all its tasks inline, in task order, on
+ * the calling thread (the outer level already has the cores; spawning again
+ * would oversubscribe them). An outer call that runs on one thread only (one
+ * task, or one configured thread) leaves its tasks free to spread. Results
+ * do not change either way: task boundaries never depend on threads. */
 void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *ctx);
+
+/* BLAS threading scope for regions that call BLAS from several threads at
+ * once (e.g. the M random-feature LMLs of one msrfr step as parallel tasks):
+ * between begin and end OpenBLAS runs single-threaded. Scopes nest and may be
+ * entered by several threads concurrently (two fits on two fit workers): the
+ * first begin records openblas_get_num_threads() and sets 1, the last end
+ * restores the recorded value. Every begin needs its end. */
+void gp_blas_serial_begin(void);
+void gp_blas_serial_end(void);
 
 /* Split the columns 0..n-1 of a lower triangle into at most max_parts
  * consecutive ranges holding about equal numbers of pairs (i >= j). bounds gets

@@ -3,23 +3,32 @@
  * One step costs one n x n kernel: the pair distances come from a Gram
  * matrix (dsyrk) rather than an O(n^2 d) double loop, the attraction and
  * repulsion sums and the kernel row sums from one dsymm against [G | P | 1],
- * and the median bandwidth from quickselect on a reused buffer. Everything is
- * a fixed sequence of BLAS calls and serial loops, so the result does not
- * depend on the number of threads. */
+ * the TOTAL median bandwidth from quickselect on a reused buffer and the
+ * PER_DIM ones from the sorted coordinates (gp_median_pair_sqdiff), one
+ * dimension per parallel task. Everything is a fixed sequence of BLAS calls,
+ * serial loops and gp_parallel_for loops whose tasks (fixed by n and d) write
+ * disjoint outputs, so the result does not depend on gp_parallel_threads(). */
 #include "core/optim.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/linalg.h"
+#include "core/parallel.h"
+
+/* Column ranges of the kernel's exp loop: a constant, so the split depends
+ * only on n (and each entry is computed on its own anyway). */
+#define EXP_PARTS 8
 
 struct gp_svgd_work {
     size_t n, d;
     double *K;    /* n x n: Gram, then distances, then kernel (lower triangle used) */
     double *pair; /* n(n-1)/2 pair values for the medians */
     double *S;    /* n x d scaled particles (PER_DIM) */
+    double *med;  /* n x d: one sort buffer per dimension (PER_DIM medians as parallel tasks) */
     double *B;    /* n x (2d + 1): [G | P | 1] */
     double *C;    /* n x (2d + 1): K B */
     double *sq;   /* n squared norms */
@@ -34,6 +43,7 @@ void gp_svgd_default_options(gp_svgd_options *opt)
     opt->attraction = 1.0;
     opt->repulsion = 1.0;
     opt->normalize_rowsum = 0;
+    opt->divisor = 0.0;
 }
 
 void gp_svgd_work_free(gp_svgd_work *w)
@@ -43,6 +53,7 @@ void gp_svgd_work_free(gp_svgd_work *w)
     free(w->K);
     free(w->pair);
     free(w->S);
+    free(w->med);
     free(w->B);
     free(w->C);
     free(w->sq);
@@ -73,11 +84,12 @@ int gp_svgd_work_new(size_t n, size_t d, gp_svgd_work **out, gp_error *err)
     w->K = gp_alloc_doubles(nn, err);
     w->pair = gp_alloc_doubles(npair > 0 ? npair : 1, err);
     w->S = gp_alloc_doubles(nd, err);
+    w->med = gp_alloc_doubles(nd, err);
     w->B = gp_alloc_doubles(nb, err);
     w->C = gp_alloc_doubles(nb, err);
     w->sq = gp_alloc_doubles(n, err);
     w->hk = gp_alloc_doubles(d, err);
-    if (!w->K || !w->pair || !w->S || !w->B || !w->C || !w->sq || !w->hk) {
+    if (!w->K || !w->pair || !w->S || !w->med || !w->B || !w->C || !w->sq || !w->hk) {
         gp_svgd_work_free(w);
         return gp_error_set(err, GP_ENOMEM, NULL, "cannot allocate the SVGD workspace (n = %zu)", n);
     }
@@ -232,18 +244,103 @@ static double median_of_pairs(double *u, size_t n, int with_self)
     return 0.5 * (v[0] + v[1]);
 }
 
+/* ---- the PER_DIM median: sort and count ----------------------------------- */
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static uint64_t bits_of(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static double double_of(uint64_t u)
+{
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Pairs a < b of the sorted w[0..n-1] with w[b] - w[a] <= t (t >= 0). The
+ * rounded difference fl(w[b] - w[a]) is non-decreasing in b and
+ * non-increasing in a, so the first a that qualifies for b only moves
+ * forward as b grows: O(n). */
+static size_t count_diffs_le(const double *w, size_t n, double t)
+{
+    size_t count = 0, a = 0;
+    for (size_t b = 1; b < n; b++) {
+        while (w[b] - w[a] > t)
+            a++;
+        count += b - a;
+    }
+    return count;
+}
+
+/* The rank-th smallest (1-based, 1 <= rank <= n(n-1)/2) of the differences
+ * fl(w[b] - w[a]), a < b, of the sorted w. Non-negative doubles order like
+ * their bit patterns, and count_diffs_le steps up only at the differences
+ * themselves, so the smallest pattern t with count(t) >= rank, found by
+ * bisection over the patterns (at most 64 counts), is that difference
+ * exactly. */
+static double kth_sorted_diff(const double *w, size_t n, size_t rank)
+{
+    uint64_t lo = 0, hi = bits_of(w[n - 1] - w[0]);
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (count_diffs_le(w, n, double_of(mid)) >= rank)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return double_of(lo);
+}
+
+/* The rank-th smallest (1-based) of the squared pair differences: IEEE
+ * subtraction is antisymmetric, so (v_a - v_b)^2 over the original pairs is
+ * the multiset of fl(w[b] - w[a])^2 over the sorted ones, and squaring a
+ * non-negative value is monotone, so it commutes with taking order
+ * statistics. */
+static double kth_sqdiff(const double *w, size_t n, size_t rank)
+{
+    double t = kth_sorted_diff(w, n, rank);
+    return t * t;
+}
+
+/* The median of the squared pair differences with median_of_pairs's ranks
+ * and arithmetic (the same result bit for bit), from the sorted values in
+ * O(n log n) (a sort and at most 2 x 64 linear counts) instead of
+ * selecting among n(n-1)/2 pair values. buf holds n doubles. */
 double gp_median_pair_sqdiff(const double *v, size_t n, size_t stride, int with_self,
                              double *buf)
 {
-    size_t m = 0;
-    for (size_t a = 0; a < n; a++) {
-        double va = v[a * stride];
-        for (size_t b = a + 1; b < n; b++) {
-            double t = va - v[b * stride];
-            buf[m++] = t * t;
-        }
+    size_t m = n * (n - 1) / 2;
+    if (m == 0)
+        return 0.0;
+    for (size_t a = 0; a < n; a++)
+        buf[a] = v[a * stride];
+    qsort(buf, n, sizeof *buf, cmp_double);
+    if (!with_self) {
+        if (m % 2)
+            return kth_sqdiff(buf, n, m / 2 + 1);
+        return 0.5 * (kth_sqdiff(buf, n, m / 2) + kth_sqdiff(buf, n, m / 2 + 1));
     }
-    return median_of_pairs(buf, n, with_self);
+    /* As in median_of_pairs: ranks r1 <= r2 of the n^2 ordered pairs map to
+     * 1-based ranks q of the unordered values, 0 standing for a zero. */
+    size_t N = n * n;
+    size_t r1 = N % 2 ? (N + 1) / 2 : N / 2, r2 = N % 2 ? r1 : r1 + 1;
+    size_t q1 = r1 <= n ? 0 : (r1 - n + 1) / 2, q2 = r2 <= n ? 0 : (r2 - n + 1) / 2;
+    if (q1 == 0 && q2 == 0)
+        return 0.0;
+    if (q1 == 0)
+        return 0.5 * (0.0 + kth_sqdiff(buf, n, q2));
+    double v1 = kth_sqdiff(buf, n, q1);
+    double v2 = q2 == q1 ? v1 : kth_sqdiff(buf, n, q2);
+    return 0.5 * (v1 + v2);
 }
 
 /* ---- the direction -------------------------------------------------------- */
@@ -281,6 +378,50 @@ static double clamp_bw(double h, const gp_svgd_options *opt)
     return v > lo ? v : lo;
 }
 
+/* PER_DIM: the median of one dimension (its own n-double buffer), the
+ * bandwidth and the scaled column. Dimensions are independent tasks. */
+typedef struct perdim_task {
+    const double *P;
+    size_t n;
+    const gp_svgd_options *opt;
+    gp_svgd_work *w;
+} perdim_task;
+
+static void perdim_bandwidth(void *ctx, size_t k)
+{
+    const perdim_task *t = ctx;
+    size_t n = t->n;
+    gp_svgd_work *w = t->w;
+    const double *p = t->P + k * n;
+    double hk = clamp_bw(gp_median_pair_sqdiff(p, n, 1, 1, w->med + k * n), t->opt);
+    double s = 1.0 / sqrt(hk);
+    for (size_t i = 0; i < n; i++)
+        w->S[i + k * n] = p[i] * s;
+    w->hk[k] = hk;
+}
+
+/* K = exp(e D) on the lower triangle, columns bounds[part] .. bounds[part+1]-1
+ * (the diagonal is exp(0) = 1). */
+typedef struct exp_task {
+    double *K;
+    size_t n;
+    double e;
+    const size_t *bounds;
+} exp_task;
+
+static void exp_columns(void *ctx, size_t part)
+{
+    const exp_task *t = ctx;
+    size_t n = t->n;
+    double e = t->e;
+    for (size_t j = t->bounds[part]; j < t->bounds[part + 1]; j++) {
+        double *col = t->K + j * n;
+        col[j] = 1.0;
+        for (size_t i = j + 1; i < n; i++)
+            col[i] = exp(e * col[i]);
+    }
+}
+
 void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
                        const gp_svgd_options *opt, gp_svgd_work *w, double *phi, double *h)
 {
@@ -294,15 +435,10 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
     /* The bandwidths, and K (lower triangle) holding the exponent argument
      * D_ij = sum_k (p_ik - p_jk)^2 / h_k. */
     if (opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM) {
-        for (size_t k = 0; k < d; k++) {
-            double hk = clamp_bw(gp_median_pair_sqdiff(P + k * n, n, 1, 1, w->pair), opt);
-            if (h != NULL)
-                h[k] = hk;
-            double s = 1.0 / sqrt(hk);
-            for (size_t i = 0; i < n; i++)
-                w->S[i + k * n] = P[i + k * n] * s;
-            w->hk[k] = hk;
-        }
+        perdim_task pt = {P, n, opt, w};
+        gp_parallel_for(d, perdim_bandwidth, &pt);
+        if (h != NULL)
+            memcpy(h, w->hk, d * sizeof *h);
         pair_sqdist(w->S, n, d, K, w->sq, NULL);
     } else {
         pair_sqdist(P, n, d, K, w->sq, w->pair);
@@ -312,15 +448,12 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
         for (size_t k = 0; k < d; k++)
             w->hk[k] = hk_total;
     }
-    /* K = exp(-D / 2) on the lower triangle, with TOTAL's 1/h folded in (a
-     * plain loop the compiler can keep tight; the diagonal is exp(0) = 1). */
-    double e = opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM ? -0.5 : -0.5 / hk_total;
-    for (size_t j = 0; j < n; j++) {
-        double *col = K + j * n;
-        col[j] = 1.0;
-        for (size_t i = j + 1; i < n; i++)
-            col[i] = exp(e * col[i]);
-    }
+    /* K = exp(-D / 2) on the lower triangle, with TOTAL's 1/h folded in:
+     * column ranges of about equal pair counts as parallel tasks. */
+    size_t bounds[EXP_PARTS + 1];
+    exp_task et = {K, n, opt->bandwidth == GP_SVGD_BANDWIDTH_PER_DIM ? -0.5 : -0.5 / hk_total,
+                   bounds};
+    gp_parallel_for(gp_triangle_partition(n, EXP_PARTS, bounds), exp_columns, &et);
     /* C = K [G | P | 1]: the attraction sum, K P and the row sums at once. */
     size_t nb = 2 * d + 1;
     memcpy(w->B, G, n * d * sizeof(double));
@@ -334,7 +467,9 @@ void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
     for (size_t k = 0; k < d; k++) {
         double inv_h = 1.0 / w->hk[k];
         for (size_t i = 0; i < n; i++) {
-            double z = opt->normalize_rowsum ? rs[i] : (double)n;
+            double z = opt->divisor > 0.0   ? opt->divisor
+                       : opt->normalize_rowsum ? rs[i]
+                                               : (double)n;
             double r = (rs[i] * P[i + k * n] - KP[i + k * n]) * inv_h;
             phi[i + k * n] = (att * KG[i + k * n] + rep * r) / z;
         }

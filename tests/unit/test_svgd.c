@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/optim.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 
 /* ---- brute-force references ----------------------------------------------- */
@@ -108,6 +109,103 @@ static void test_median_large_and_ties(void **state)
     free(v);
 }
 
+/* The implementation gp_median_pair_sqdiff replaced, kept here as the
+ * reference it must match bit for bit: all n(n-1)/2 squared differences in
+ * the original pair order, then the ranks and arithmetic of the old
+ * median_of_pairs, with a full sort standing in for its quickselect (the
+ * selected values are the same). */
+static double old_median_pair_sqdiff(const double *v, size_t n, size_t stride, int with_self)
+{
+    size_t m = n * (n - 1) / 2;
+    if (m == 0)
+        return 0.0;
+    double *u = malloc(m * sizeof(double));
+    assert_non_null(u);
+    size_t c = 0;
+    for (size_t a = 0; a < n; a++) {
+        double va = v[a * stride];
+        for (size_t b = a + 1; b < n; b++) {
+            double t = va - v[b * stride];
+            u[c++] = t * t;
+        }
+    }
+    qsort(u, m, sizeof(double), cmp_double);
+    double out;
+    if (!with_self) {
+        out = m % 2 ? u[m / 2] : 0.5 * (u[m / 2 - 1] + u[m / 2]);
+        free(u);
+        return out;
+    }
+    size_t N = n * n;
+    size_t r1 = N % 2 ? (N + 1) / 2 : N / 2, r2 = N % 2 ? r1 : r1 + 1;
+    size_t ranks[2] = {r1, r2}, q[2];
+    for (int t = 0; t < 2; t++)
+        q[t] = ranks[t] <= n ? 0 : (ranks[t] - n + 1) / 2;
+    double w[2] = {0.0, 0.0};
+    if (q[0] == 0 && q[1] == 0) {
+        out = 0.0;
+    } else if (q[0] == 0) {
+        w[1] = u[q[1] - 1];
+        out = 0.5 * (w[0] + w[1]);
+    } else if (q[1] == q[0]) {
+        w[0] = w[1] = u[q[0] - 1];
+        out = 0.5 * (w[0] + w[1]);
+    } else {
+        w[0] = u[q[0] - 1];
+        w[1] = u[q[1] - 1];
+        out = 0.5 * (w[0] + w[1]);
+    }
+    free(u);
+    return out;
+}
+
+/* gp_median_pair_sqdiff (buf of n doubles only) equals the old code bit for
+ * bit, both with_self values. */
+static void check_same_as_old(const double *v, size_t n, size_t stride)
+{
+    double *buf = malloc((n ? n : 1) * sizeof(double));
+    assert_non_null(buf);
+    for (int ws = 0; ws <= 1; ws++) {
+        double got = gp_median_pair_sqdiff(v, n, stride, ws, buf);
+        double want = old_median_pair_sqdiff(v, n, stride, ws);
+        if (memcmp(&got, &want, sizeof got) != 0)
+            fail_msg("n = %zu stride = %zu with_self = %d: %.17g != %.17g", n, stride, ws, got,
+                     want);
+    }
+    free(buf);
+}
+
+static void test_median_bitwise_as_old(void **state)
+{
+    (void)state;
+    size_t cap = 3 * 257;
+    double *v = malloc(cap * sizeof(double));
+    assert_non_null(v);
+    gp_rng rng;
+    gp_rng_seed(&rng, 77);
+    const size_t sizes[] = {1, 2, 3, 4, 5, 6, 7, 10, 31, 64, 101, 256, 257};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        size_t n = sizes[t];
+        for (int kind = 0; kind < 7; kind++) {
+            for (size_t i = 0; i < cap; i++) {
+                double g = gp_rng_normal(&rng);
+                switch (kind) {
+                case 0: v[i] = g; break;                                   /* random */
+                case 1: v[i] = (double)((i * 13) % 4) - 1.5; break;        /* few ties */
+                case 2: v[i] = floor(3.0 * g) * 0.1; break;                /* duplicates, inexact */
+                case 3: v[i] = -0.75; break;                               /* all equal */
+                case 4: v[i] = i % 9 == 0 ? 1e3 * g : 1e-3 * g; break;     /* two scales */
+                case 5: v[i] = i % 2 ? 0.0 : -0.0; break;                  /* signed zeros */
+                default: v[i] = 1.0 + 1e-15 * (double)(i % 5); break;     /* tiny rounded diffs */
+                }
+            }
+            check_same_as_old(v, n, 1);
+            check_same_as_old(v, n, 3); /* stride */
+        }
+    }
+    free(v);
+}
+
 /* ---- direction -------------------------------------------------------------- */
 
 static void naive_direction(const double *P, const double *G, size_t n, size_t d,
@@ -155,7 +253,7 @@ static void naive_direction(const double *P, const double *G, size_t n, size_t d
                 tmp[k] += kij * (o->attraction * G[j + k * n] +
                                  o->repulsion * (P[i + k * n] - P[j + k * n]) / h[k]);
         }
-        double norm = o->normalize_rowsum ? z : (double)n;
+        double norm = o->divisor > 0.0 ? o->divisor : o->normalize_rowsum ? z : (double)n;
         for (size_t k = 0; k < d; k++)
             phi[i + k * n] = tmp[k] / norm;
     }
@@ -268,6 +366,92 @@ static void test_direction_deterministic(void **state)
     free(b);
 }
 
+/* divisor > 0 replaces Z_i for every particle, whatever normalize_rowsum
+ * says; the default is 0 (off). */
+static void test_direction_divisor(void **state)
+{
+    (void)state;
+    size_t n = 45, d = 4;
+    double *P = malloc(n * d * sizeof(double)), *G = malloc(n * d * sizeof(double));
+    double *phi = malloc(n * d * sizeof(double)), *ref = malloc(n * d * sizeof(double));
+    double *plain = malloc(n * d * sizeof(double));
+    double h[4], href[4];
+    assert_true(P && G && phi && ref && plain);
+    fill_normal(P, n * d, 41);
+    fill_normal(G, n * d, 42);
+    gp_svgd_work *w = NULL;
+    assert_int_equal(gp_svgd_work_new(n, d, &w, NULL), GP_OK);
+    gp_svgd_options o;
+    gp_svgd_default_options(&o);
+    assert_true(o.divisor == 0.0);
+    for (int bw = 0; bw <= 1; bw++)
+        for (int rs = 0; rs <= 1; rs++) {
+            o.bandwidth = bw ? GP_SVGD_BANDWIDTH_PER_DIM : GP_SVGD_BANDWIDTH_TOTAL;
+            o.normalize_rowsum = rs;
+            o.divisor = 0.0;
+            gp_svgd_direction(P, G, n, d, &o, w, plain, h);
+            o.divisor = 3.0; /* e.g. M = 3 pooled components */
+            gp_svgd_direction(P, G, n, d, &o, w, phi, h);
+            naive_direction(P, G, n, d, &o, ref, href);
+            double scale = 0.0;
+            for (size_t i = 0; i < n * d; i++)
+                scale = fmax(scale, fabs(ref[i]));
+            for (size_t i = 0; i < n * d; i++)
+                assert_true(fabs(phi[i] - ref[i]) <= 1e-12 * fmax(scale, 1.0));
+            /* Without the row sums: exactly n / 3 times the default. */
+            if (!rs)
+                for (size_t i = 0; i < n * d; i++)
+                    assert_true(fabs(phi[i] - plain[i] * (double)n / 3.0) <=
+                                1e-13 * fmax(scale, 1.0));
+        }
+    gp_svgd_work_free(w);
+    free(P);
+    free(G);
+    free(phi);
+    free(ref);
+    free(plain);
+}
+
+/* The PER_DIM medians and the exp loop run as parallel tasks: the direction
+ * and the bandwidths are the same bytes for 1, 2 and 3 threads. */
+static void test_direction_thread_invariant(void **state)
+{
+    (void)state;
+    size_t n = 600, d = 7;
+    double *P = malloc(n * d * sizeof(double)), *G = malloc(n * d * sizeof(double));
+    double *phi[3], h[3][7];
+    assert_true(P && G);
+    fill_normal(P, n * d, 51);
+    fill_normal(G, n * d, 52);
+    for (size_t i = 0; i < n * d; i++)
+        P[i] *= 0.5 + 0.2 * (double)(i / n);
+    gp_svgd_work *w = NULL;
+    assert_int_equal(gp_svgd_work_new(n, d, &w, NULL), GP_OK);
+    for (int bw = 0; bw <= 1; bw++) {
+        gp_svgd_options o;
+        gp_svgd_default_options(&o);
+        o.bandwidth = bw ? GP_SVGD_BANDWIDTH_PER_DIM : GP_SVGD_BANDWIDTH_TOTAL;
+        o.normalize_rowsum = 1;
+        size_t nh = bw ? d : 1;
+        for (int t = 0; t < 3; t++) {
+            phi[t] = malloc(n * d * sizeof(double));
+            assert_non_null(phi[t]);
+            gp_parallel_set_threads(t + 1);
+            gp_svgd_direction(P, G, n, d, &o, w, phi[t], h[t]);
+        }
+        gp_parallel_set_threads(0);
+        for (int t = 1; t < 3; t++) {
+            assert_memory_equal(phi[0], phi[t], n * d * sizeof(double));
+            assert_memory_equal(h[0], h[t], nh * sizeof(double));
+        }
+        for (int t = 0; t < 3; t++)
+            free(phi[t]);
+    }
+    gp_svgd_work_free(w);
+    free(P);
+    free(G);
+}
+
 /* ---- annealing and the step ------------------------------------------------- */
 
 static void test_anneal_schedule(void **state)
@@ -329,10 +513,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_median_small_even_odd),
         cmocka_unit_test(test_median_large_and_ties),
+        cmocka_unit_test(test_median_bitwise_as_old),
         cmocka_unit_test(test_direction_matches_naive),
         cmocka_unit_test(test_direction_large_n),
         cmocka_unit_test(test_direction_default_options_and_clamp),
         cmocka_unit_test(test_direction_deterministic),
+        cmocka_unit_test(test_direction_divisor),
+        cmocka_unit_test(test_direction_thread_invariant),
         cmocka_unit_test(test_anneal_schedule),
         cmocka_unit_test(test_adam_step_by_hand),
     };
