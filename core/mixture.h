@@ -19,9 +19,13 @@ void gp_mixture_moments(const double *mu, const double *var, size_t m, size_t K,
 /* Quantiles of the mixture itself at each point: out (m x nq, column j =
  * level j) holds x with F_i(x) = levels[j], F_i(x) = (1/K) sum_k
  * Phi((x - mu_ik) / sqrt(var_ik)), found by safeguarded root finding
- * (bracketed Newton with bisection fallback) to within a few ulps of x. A
- * component of variance 0 is a point mass (its CDF a step). levels in (0, 1).
- * K = 1 gives mu + sqrt(var) gp_normal_quantile(level). */
+ * (bracketed Newton with bisection fallback) to within a few ulps of x (or
+ * of what the rounding of x - mu_ik allows in a far tail). Levels above 1/2
+ * are solved in the upper tail, so 1 - 1e-10 is as accurate as 1e-10. A
+ * component of variance 0 is a point mass (its CDF a step); when the level
+ * falls on a step the result is the smallest x with F_i(x) >= level. levels
+ * in (0, 1) (0 gives -inf, 1 +inf, anything else NaN).
+ * K = 1 gives mu + sqrt(var) gp_normal_quantile(level) exactly. */
 void gp_mixture_quantiles(const double *mu, const double *var, size_t m, size_t K,
                           const double *levels, size_t nq, double *out);
 
