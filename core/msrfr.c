@@ -286,7 +286,7 @@ static int state_alloc(fit_state *fs, gp_error *err)
 static int median_lengthscales(const double *X, size_t n, size_t d, double *theta,
                                gp_error *err)
 {
-    double *buf = gp_alloc_doubles(n * (n - 1) / 2 + 1, err);
+    double *buf = gp_alloc_doubles(n, err);
     if (buf == NULL)
         return GP_ENOMEM;
     for (size_t k = 0; k < d; k++) {
@@ -463,9 +463,8 @@ void gp_msrfr_direction(const double *W, const double *G, size_t M, size_t R, si
                                                   : GP_SVGD_BANDWIDTH_PER_DIM;
     o.attraction = gamma;
     o.repulsion = repulsion;
+    o.divisor = (double)M;
     gp_svgd_direction(W, G, P, d, &o, w, phi, h);
-    for (size_t i = 0; i < Pd; i++) /* TEMP until divisor lands */
-        phi[i] *= (double)P / (double)M;
 }
 
 static void svgd_direction(fit_state *fs, double gamma)
@@ -898,7 +897,12 @@ static int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
         for (size_t i = 0; i < req->n; i++)
             yw[i] = (req->y[i] - model->y_mean) / model->y_scale;
         impl_set_kernel(im, model->kernel);
+        /* The M components run on our threads, each calling BLAS: BLAS
+         * itself single-threaded for the whole fit (parallel.h explains
+         * why), which also makes the fit independent of its thread count. */
+        gp_blas_serial_begin();
         rc = fit_all(model, req, &set, Xw, yw, im, err);
+        gp_blas_serial_end();
     }
     free(Xw);
     free(yw);
