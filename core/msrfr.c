@@ -188,8 +188,16 @@ static const char *bandwidth_name(int bw)
 
 /* ---- the fit ---- */
 
+/* How a run reports: iterations base + 1 .. base + T of total, and the mean
+ * LML in original units (n log y_scale below the working-unit value). */
+typedef struct progress_span {
+    int base, total;
+    double y_log_scale;
+} progress_span;
+
 /* Everything one SVGD run needs, on n rows of working-unit data. */
 typedef struct fit_state {
+    const progress_span *span;
     const gp_fit_request *req;
     const msrfr_settings *set;
     const gp_spectral *spectral;
@@ -519,10 +527,13 @@ static int iterate(fit_state *fs, int t, double *mean_lml, gp_error *err)
     return GP_OK;
 }
 
+/* Iteration t of this run as the job sees it: calibrate's two runs count
+ * on from each other (base 0 then T, total 2T). */
 static int report_progress(const fit_state *fs, int t, double lml_orig)
 {
     const gp_fit_request *req = fs->req;
-    if (req->progress && req->progress(req->progress_ctx, t, fs->set->T, lml_orig))
+    const progress_span *ps = fs->span;
+    if (req->progress && req->progress(req->progress_ctx, ps->base + t, ps->total, lml_orig))
         return 1;
     return 0;
 }
@@ -535,18 +546,20 @@ typedef struct run_result {
 
 /* SVGD from the initial particles to the cached mixture in im (omega, L,
  * alpha), lengthscales into k, on n rows X (n x d) y (working units). */
-static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, double y_log_scale,
-                    run_result *res, gp_error *err)
+static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, run_result *res,
+                    gp_error *err)
 {
     int rc = state_alloc(fs, err);
     if (rc == GP_OK)
         rc = init_lengthscales(fs, k, err);
     if (rc == GP_OK)
         rc = init_particles(fs, err);
+    if (rc)
+        return rc;
     if (fs->np.learned)
         fs->hyper[fs->n_ls] = gp_noise_param_x0(&fs->np);
     fs->noise = gp_noise_param_value(&fs->np, fs->np.learned ? fs->hyper[fs->n_ls] : 0.0);
-    double lml = 0.0, offset = (double)fs->n * y_log_scale;
+    double lml = 0.0, offset = (double)fs->n * fs->span->y_log_scale;
     fs->with_grad = 1;
     for (int t = 0; rc == GP_OK && t < fs->set->T; t++) {
         rc = iterate(fs, t, &lml, err);
@@ -582,10 +595,11 @@ static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, double y_log_sc
 /* One fit on n rows: state set up from the request and settings. */
 static int fit_rows(const gp_fit_request *req, const msrfr_settings *set, const gp_spectral *sp,
                     const double *X, const double *y, size_t n, gp_kernel *k, msrfr_impl *im,
-                    double y_log_scale, run_result *res, int *iterations, gp_error *err)
+                    const progress_span *span, run_result *res, int *iterations, gp_error *err)
 {
     fit_state fs;
     memset(&fs, 0, sizeof fs);
+    fs.span = span;
     fs.req = req;
     fs.set = set;
     fs.spectral = sp;
@@ -600,7 +614,7 @@ static int fit_rows(const gp_fit_request *req, const msrfr_settings *set, const 
     fs.log_amp2 = k->log_variance;
     gp_noise_param_init(&fs.np, req, y, n);
     fs.n_hyper = fs.n_ls + (fs.np.learned ? 1 : 0);
-    int rc = run_svgd(&fs, k, im, y_log_scale, res, err);
+    int rc = run_svgd(&fs, k, im, res, err);
     *iterations = fs.iterations;
     state_free(&fs);
     return rc;
@@ -751,9 +765,9 @@ static int heldout_scale(const msrfr_impl *fit, const gp_kernel *k, double noise
 /* calibrate: fit on (1 - f) of the rows, scale from the rest. */
 static int calibrate(const gp_fit_request *req, const msrfr_settings *set, const gp_spectral *sp,
                      const double *X, const double *y, size_t n, const gp_kernel *k0,
-                     msrfr_impl *like, double *scale, gp_error *err)
+                     double y_log_scale, double *scale, gp_error *err)
 {
-    size_t h = (size_t)floor(set->calib_fraction * (double)n + 0.5), d = like->d;
+    size_t h = (size_t)floor(set->calib_fraction * (double)n + 0.5), d = k0->n_active;
     if (h < CALIBRATE_MIN_ROWS || n - h < CALIBRATE_MIN_ROWS)
         return gp_error_set(err, GP_EINVAL, "options.calibrate",
                             "calibrate needs at least %d training rows on each side of the "
@@ -772,10 +786,10 @@ static int calibrate(const gp_fit_request *req, const msrfr_settings *set, const
         take_rows(X, y, n, d, perm, nt, Xt, yt);
         run_result res;
         int iters = 0;
-        memcpy(im->dims, like->dims, d * sizeof *im->dims);
-        im->amplitude2 = like->amplitude2;
-        rc = fit_rows(req, set, sp, Xt, yt, nt, k, im, 0.0, &res, &iters, err);
+        progress_span span = {0, 2 * set->T, y_log_scale};
+        rc = fit_rows(req, set, sp, Xt, yt, nt, k, im, &span, &res, &iters, err);
         if (rc == GP_OK) {
+            impl_set_kernel(im, k);
             take_rows(X, y, n, d, perm + nt, h, Xt, yt);
             rc = heldout_scale(im, k, res.noise, Xt, yt, h, scale, err);
         }
@@ -845,13 +859,15 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const msrfr_setti
     int rc = gp_kernel_spectral(model->kernel->type, &sp, err);
     double scale = 1.0;
     if (rc == GP_OK && set->calibrate)
-        rc = calibrate(req, set, &sp, Xw, yw, req->n, model->kernel, im, &scale, err);
+        rc = calibrate(req, set, &sp, Xw, yw, req->n, model->kernel, log(model->y_scale), &scale,
+                       err);
     if (rc)
         return rc;
     run_result res;
     int iters = 0;
-    rc = fit_rows(req, set, &sp, Xw, yw, req->n, model->kernel, im, log(model->y_scale), &res,
-                  &iters, err);
+    progress_span span = {set->calibrate ? set->T : 0, set->calibrate ? 2 * set->T : set->T,
+                          log(model->y_scale)};
+    rc = fit_rows(req, set, &sp, Xw, yw, req->n, model->kernel, im, &span, &res, &iters, err);
     if (rc)
         return rc;
     im->variance_scale = scale;
