@@ -86,7 +86,8 @@ enum { BW_PER_DIM = 0, BW_TOTAL, BW_NONE };
 typedef struct msrfr_settings {
     size_t M, R;
     int T, cycles, learn_ls, ls_from_kernel, bandwidth, calibrate;
-    double step, ls_step, noise_step, repulsion, anneal_power, prior_std, lik_weight, calib_fraction;
+    double step, ls_step, noise_step, repulsion, anneal_power, prior_std, lik_weight;
+    double calib_fraction;
     gp_freq_sampler init;
 } msrfr_settings;
 
@@ -98,7 +99,7 @@ typedef struct msrfr_impl {
     double amplitude2;    /* kernel variance (fixed) */
     double *L;            /* M blocks of m x m lower factors (upper zeroed) */
     double *alpha;        /* m x M */
-    double variance_scale; /* multiplies every predictive variance; 1 unless calibrated */
+    double variance_scale; /* multiplies every predictive variance (1 unless calibrated) */
 } msrfr_impl;
 
 /* ---- impl ---- */
@@ -263,7 +264,8 @@ static int state_alloc(fit_state *fs, gp_error *err)
     int threads = gp_parallel_threads();
     fs->n_work = (size_t)threads < M ? (size_t)threads : M;
     if (!(fs->W = gp_alloc_doubles(Pd, err)) || !(fs->G = gp_alloc_doubles(Pd, err)) ||
-        !(fs->phi = gp_alloc_doubles(Pd, err)) || !(fs->theta = gp_alloc_doubles(d, err)) || !(fs->h = gp_alloc_doubles(d, err)) ||
+        !(fs->phi = gp_alloc_doubles(Pd, err)) || !(fs->theta = gp_alloc_doubles(d, err)) ||
+        !(fs->h = gp_alloc_doubles(d, err)) ||
         !(fs->hyper = gp_alloc_doubles(fs->n_hyper, err)) ||
         !(fs->hgrad = gp_alloc_doubles(fs->n_hyper, err)) ||
         !(fs->comp_omega = gp_alloc_doubles(Pd, err)) ||
@@ -908,7 +910,8 @@ static int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
         for (size_t j = 0; j < im->d; j++) {
             size_t c = im->dims[j];
             for (size_t i = 0; i < req->n; i++)
-                Xw[j * req->n + i] = (req->X[c * req->n + i] - model->x_mean[c]) / model->x_scale[c];
+                Xw[j * req->n + i] =
+                    (req->X[c * req->n + i] - model->x_mean[c]) / model->x_scale[c];
         }
         for (size_t i = 0; i < req->n; i++)
             yw[i] = (req->y[i] - model->y_mean) / model->y_scale;
