@@ -39,20 +39,6 @@ static const double C0 = -1.13585365213876817300E-11, C1 = 2.0875700841974731677
                     C2 = -2.75573141792967388112E-7, C3 = 2.48015872888517045348E-5,
                     C4 = -1.38888888888730564116E-3, C5 = 4.16666666666665929218E-2;
 
-static uint64_t bits_of(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static double double_of(uint64_t u)
-{
-    double x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* One block of exactly BLOCK elements; returns nonzero when some input needs
  * libm. The test is on the bit pattern so that it stays an OR reduction the
  * vectoriser accepts: for a = bits(|x|) < 2^63, a + (2^63 - 1 - bits(MAX))
@@ -62,14 +48,14 @@ static int sincos_block(const double *restrict x, double *restrict c_out,
                         double *restrict s_out, double scale)
 {
     const uint64_t abs_mask = ~((uint64_t)1 << 63);
-    const uint64_t offset = abs_mask - bits_of(GP_SINCOS_FAST_MAX);
+    const uint64_t offset = abs_mask - gp_double_bits(GP_SINCOS_FAST_MAX);
     uint64_t slow = 0;
     for (int i = 0; i < BLOCK; i++) {
         double xi = x[i];
-        slow |= (bits_of(xi) & abs_mask) + offset;
+        slow |= (gp_double_bits(xi) & abs_mask) + offset;
         double u = xi * TWO_OVER_PI + ROUND_MAGIC;
         double k = u - ROUND_MAGIC;
-        uint64_t q = bits_of(u); /* low bits: k mod 2^51, two's complement */
+        uint64_t q = gp_double_bits(u); /* low bits: k mod 2^51, two's complement */
         double r = ((xi - k * PIO2_1) - k * PIO2_2) - k * PIO2_3;
         double zz = r * r;
         double ps = ((((S0 * zz + S1) * zz + S2) * zz + S3) * zz + S4) * zz + S5;
@@ -80,11 +66,12 @@ static int sincos_block(const double *restrict x, double *restrict c_out,
         uint64_t swap = (uint64_t)0 - (q & 1);
         /* sin r has the sign of r; copying it keeps sin(-0) = -0 (the
          * polynomial term would turn -0 into +0). */
-        uint64_t sb = (bits_of(sr) & abs_mask) | (bits_of(r) & ~abs_mask), cb = bits_of(cr);
+        uint64_t sb = (gp_double_bits(sr) & abs_mask) | (gp_double_bits(r) & ~abs_mask);
+        uint64_t cb = gp_double_bits(cr);
         uint64_t sin_b = ((sb & ~swap) | (cb & swap)) ^ ((q & 2) << 62);
         uint64_t cos_b = ((cb & ~swap) | (sb & swap)) ^ (((q + 1) & 2) << 62);
-        s_out[i] = scale * double_of(sin_b);
-        c_out[i] = scale * double_of(cos_b);
+        s_out[i] = scale * gp_bits_double(sin_b);
+        c_out[i] = scale * gp_bits_double(cos_b);
     }
     return (int)(slow >> 63);
 }

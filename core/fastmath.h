@@ -10,6 +10,8 @@
 #define GP_FASTMATH_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Largest |z| the fast path reduces itself (beyond: libm). */
 #define GP_SINCOS_FAST_MAX 1e7
@@ -18,5 +20,22 @@
  * z and s_out must not overlap. Deterministic and independent of how the
  * caller splits the array: every element is computed on its own. */
 void gp_sincos_scaled(double *z, double *s_out, size_t n, double scale);
+
+/* The IEEE-754 bit pattern of a double and back (well-defined, unlike a
+ * union or pointer cast): for branch-free sign tricks and for searching
+ * non-negative doubles in order (their patterns order as the values do). */
+static inline uint64_t gp_double_bits(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline double gp_bits_double(uint64_t u)
+{
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 #endif

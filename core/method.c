@@ -562,3 +562,37 @@ double gp_noise_param_grad(const gp_noise_param *np, double s, double dlog_s)
 {
     return dlog_s * (s - np->floor) / s;
 }
+
+void gp_model_leaf_inputs(const gp_model *model, const size_t *dims, size_t d,
+                          const double *inv_ls, const double *X, size_t ldx, size_t start,
+                          size_t b, double *out)
+{
+    for (size_t j = 0; j < d; j++) {
+        size_t c = dims[j];
+        double mu = model->x_mean[c], sc = model->x_scale[c];
+        const double *col = X + c * ldx + start;
+        double *o = out + j * b;
+        if (inv_ls == NULL) {
+            for (size_t i = 0; i < b; i++)
+                o[i] = (col[i] - mu) / sc;
+        } else {
+            double il = inv_ls[j];
+            for (size_t i = 0; i < b; i++)
+                o[i] = (col[i] - mu) / sc * il;
+        }
+    }
+}
+
+void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (y[i] - model->y_mean) / model->y_scale;
+}
+
+size_t gp_predict_block_rows(size_t width, size_t m)
+{
+    size_t b = ((size_t)4 << 20) / (width ? width : 1);
+    if (b < 1)
+        b = 1;
+    return b < m ? b : m;
+}

@@ -244,6 +244,18 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
  * gp_model_points allocates it (caller frees); gp_model_standardize_points writes into out (n*d doubles). */
 int gp_model_points(const gp_model *model, const double *X, size_t n, double **out,
                     gp_error *err);
+/* The standardised inputs a single-leaf kernel sees, column-major b x d:
+ * columns dims[0 .. d) of rows start .. start + b of X (original units,
+ * leading dimension ldx), each times inv_ls[j] unless inv_ls is NULL (the
+ * random-feature methods divide by the lengthscales in the same pass). */
+void gp_model_leaf_inputs(const gp_model *model, const size_t *dims, size_t d,
+                          const double *inv_ls, const double *X, size_t ldx, size_t start,
+                          size_t b, double *out);
+/* Standardised targets (working units) of y (n) into out. */
+void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out);
+/* Test points per prediction block of a feature method with width doubles
+ * per point: the block stays below 4M doubles (32 MB); between 1 and m. */
+size_t gp_predict_block_rows(size_t width, size_t m);
 void gp_model_standardize_points(const gp_model *model, const double *X, size_t n, double *out);
 
 #endif

@@ -22,9 +22,6 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 
-/* Test points per prediction block: the b x 2R feature block stays below
- * 4M doubles (32 MB). */
-#define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
 #define LOG_2PI 1.8378770664093454836
 #define WEIGHT_DECAY 1e-4 /* the authors' decoupled weight decay (note §2.3) */
 /* Streams of the fit seed (gp_rng_derive): the held-out rows of calibrate,
@@ -652,19 +649,6 @@ static void component_moments(const msrfr_impl *im, double noise, const double *
     }
 }
 
-/* Standardised inputs divided by the lengthscales, rows start..start+b of
- * X (original units, leading dimension ldx) into Xs (b x d). */
-static void scaled_inputs(const gp_model *model, const msrfr_impl *im, const double *X,
-                          size_t ldx, size_t start, size_t b, double *Xs)
-{
-    for (size_t j = 0; j < im->d; j++) {
-        size_t c = im->dims[j];
-        double mu = model->x_mean[c], sc = model->x_scale[c], il = im->inv_ls[j];
-        for (size_t i = 0; i < b; i++)
-            Xs[j * b + i] = (X[c * ldx + start + i] - mu) / sc * il;
-    }
-}
-
 /* ---- calibration ---- */
 
 /* Mean held-out NLPD of the mixture with every variance times c. */
@@ -907,14 +891,8 @@ static int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     if (rc == GP_OK && (!(Xw = gp_alloc_doubles(nd, err)) || !(yw = gp_alloc_doubles(req->n, err))))
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
-        for (size_t j = 0; j < im->d; j++) {
-            size_t c = im->dims[j];
-            for (size_t i = 0; i < req->n; i++)
-                Xw[j * req->n + i] =
-                    (req->X[c * req->n + i] - model->x_mean[c]) / model->x_scale[c];
-        }
-        for (size_t i = 0; i < req->n; i++)
-            yw[i] = (req->y[i] - model->y_mean) / model->y_scale;
+        gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
+        gp_model_working_targets(model, req->y, req->n, yw);
         impl_set_kernel(im, model->kernel);
         /* The M components run on our threads, each calling BLAS: BLAS
          * itself single-threaded for the whole fit (parallel.h explains
@@ -935,14 +913,6 @@ static int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 
 /* ---- predict ---- */
 
-static size_t block_size(const msrfr_impl *im, size_t m)
-{
-    size_t b = PREDICT_BLOCK_DOUBLES / im->m;
-    if (b < 1)
-        b = 1;
-    return b < m ? b : m;
-}
-
 /* Component means and variances in original units (m x M each), by blocks;
  * cov (m x m, NULL unless full covariance: then one block) gets the
  * within-component part (1/M) sum_k C_k in working units. */
@@ -950,7 +920,7 @@ static int components_original(const gp_model *model, const msrfr_impl *im, cons
                                size_t m, int include_noise, double *mu, double *var,
                                double *cov, gp_error *err)
 {
-    size_t block = cov ? m : block_size(im, m);
+    size_t block = cov ? m : gp_predict_block_rows(im->m, m);
     size_t bm = 0, bd = 0;
     int rc = gp_checked_size(block, im->m, &bm, err);
     if (rc == GP_OK)
@@ -967,7 +937,7 @@ static int components_original(const gp_model *model, const msrfr_impl *im, cons
         memset(cov, 0, m * m * sizeof *cov);
     for (size_t start = 0; start < m; start += block) {
         size_t b = m - start < block ? m - start : block;
-        scaled_inputs(model, im, X, m, start, b, Xs);
+        gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, m, start, b, Xs);
         component_moments(im, model->noise_variance, Xs, b, include_noise, Phi, mu + start,
                           var + start, m, cov);
     }
@@ -1053,7 +1023,7 @@ static int sample_component(const gp_model *model, const msrfr_impl *im, size_t 
                             const double *X, size_t m, gp_rng *rng, size_t S, double *out,
                             size_t ldo, gp_error *err)
 {
-    size_t block = block_size(im, m), mm = im->m;
+    size_t block = gp_predict_block_rows(im->m, m), mm = im->m;
     double *W = gp_alloc_doubles(mm * S, err), *Phi = gp_alloc_doubles(block * mm, err),
            *Xs = gp_alloc_doubles(block * im->d, err);
     int rc = W && Phi && Xs ? GP_OK : GP_ENOMEM;
@@ -1066,7 +1036,7 @@ static int sample_component(const gp_model *model, const msrfr_impl *im, size_t 
             cblas_daxpy((blasint)mm, 1.0, im->alpha + k * mm, 1, W + s * mm, 1);
         for (size_t start = 0; start < m; start += block) {
             size_t b = m - start < block ? m - start : block;
-            scaled_inputs(model, im, X, m, start, b, Xs);
+            gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, m, start, b, Xs);
             gp_rff_features(Xs, b, im->d, NULL, im->omega + k * im->R * im->d, im->R,
                             im->amplitude2, Phi, b);
             cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)b, (blasint)S,

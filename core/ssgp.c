@@ -18,9 +18,6 @@
 #include "core/optim.h"
 #include "core/rng.h"
 
-/* Test points per prediction block: the b x 2R feature block stays below
- * 4M doubles (32 MB). */
-#define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
 /* Stream indices of the fit's seed (gp_rng_derive): frequencies use the seed
  * itself through gp_frequencies_draw. */
 #define SAMPLE_NOISE_STREAM 1
@@ -108,18 +105,6 @@ static void impl_set_kernel(ssgp_impl *im, const gp_kernel *k)
     for (size_t j = 0; j < im->d; j++)
         im->inv_ls[j] = exp(-k->log_lengthscale[k->n_lengthscale == 1 ? 0 : j]);
     im->amplitude2 = exp(k->log_variance);
-}
-
-/* Working-unit inputs the kernel sees, n x d column-major. */
-static void working_inputs(const gp_model *model, const ssgp_impl *im, const double *X, size_t n,
-                           double *out)
-{
-    for (size_t j = 0; j < im->d; j++) {
-        size_t c = im->dims[j];
-        double mu = model->x_mean[c], sc = model->x_scale[c];
-        for (size_t i = 0; i < n; i++)
-            out[j * n + i] = (X[c * n + i] - mu) / sc;
-    }
 }
 
 /* ---- the fit problem: L-BFGS over free kernel parameters, noise, omega ---- */
@@ -520,9 +505,8 @@ static int ssgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     if (rc == GP_OK && (!(Xw = gp_alloc_doubles(nd, err)) || !(yw = gp_alloc_doubles(req->n, err))))
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
-        working_inputs(model, im, req->X, req->n, Xw);
-        for (size_t i = 0; i < req->n; i++)
-            yw[i] = (req->y[i] - model->y_mean) / model->y_scale;
+        gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
+        gp_model_working_targets(model, req->y, req->n, yw);
         rc = fit_model(model, req, Xw, yw, im, err);
     }
     free(Xw);
@@ -537,26 +521,13 @@ static int ssgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 
 /* ---- predict ---- */
 
-static size_t block_size(const ssgp_impl *im, size_t m)
-{
-    size_t b = PREDICT_BLOCK_DOUBLES / im->m;
-    if (b < 1)
-        b = 1;
-    return b < m ? b : m;
-}
-
 /* Features of b test points (original units, rows start..start+b of X with
  * leading dimension ldx = the request's m) into Phi (b x 2R); Xw (b x d)
  * scratch receives the standardised points divided by the lengthscales. */
 static void test_features(const gp_model *model, const ssgp_impl *im, const double *X,
                           size_t ldx, size_t start, size_t b, double *Xw, double *Phi)
 {
-    for (size_t j = 0; j < im->d; j++) {
-        size_t c = im->dims[j];
-        double mu = model->x_mean[c], sc = model->x_scale[c], il = im->inv_ls[j];
-        for (size_t i = 0; i < b; i++)
-            Xw[j * b + i] = (X[c * ldx + start + i] - mu) / sc * il;
-    }
+    gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, ldx, start, b, Xw);
     gp_rff_features(Xw, b, im->d, NULL, im->omega, im->R, im->amplitude2, Phi, b);
 }
 
@@ -617,7 +588,7 @@ static int predict_full(const gp_model *model, const ssgp_impl *im,
 static int predict_blocks(const gp_model *model, const ssgp_impl *im,
                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t block = block_size(im, req->m);
+    size_t block = gp_predict_block_rows(im->m, req->m);
     double *Phi = gp_alloc_doubles(block * im->m, err), *Xw = gp_alloc_doubles(block * im->d, err);
     if (Phi == NULL || Xw == NULL) {
         free(Phi);
@@ -681,7 +652,7 @@ static int ssgp_sample(const gp_model *model, const gp_sample_request *req, doub
     int rc = gp_checked_size(im->m, S, &ws, err);
     if (rc)
         return rc;
-    size_t block = block_size(im, m);
+    size_t block = gp_predict_block_rows(im->m, m);
     double *W = gp_alloc_doubles(ws, err), *Phi = gp_alloc_doubles(block * im->m, err),
            *Xw = gp_alloc_doubles(block * im->d, err);
     if (W == NULL || Phi == NULL || Xw == NULL) {

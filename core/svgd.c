@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fastmath.h"
 #include "core/linalg.h"
 #include "core/parallel.h"
 
@@ -252,20 +253,6 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-static uint64_t bits_of(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static double double_of(uint64_t u)
-{
-    double x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* Pairs a < b of the sorted w[0..n-1] with w[b] - w[a] <= t (t >= 0). The
  * rounded difference fl(w[b] - w[a]) is non-decreasing in b and
  * non-increasing in a, so the first a that qualifies for b only moves
@@ -289,15 +276,15 @@ static size_t count_diffs_le(const double *w, size_t n, double t)
  * exactly. */
 static double kth_sorted_diff(const double *w, size_t n, size_t rank)
 {
-    uint64_t lo = 0, hi = bits_of(w[n - 1] - w[0]);
+    uint64_t lo = 0, hi = gp_double_bits(w[n - 1] - w[0]);
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (count_diffs_le(w, n, double_of(mid)) >= rank)
+        if (count_diffs_le(w, n, gp_bits_double(mid)) >= rank)
             hi = mid;
         else
             lo = mid + 1;
     }
-    return double_of(lo);
+    return gp_bits_double(lo);
 }
 
 /* The rank-th smallest (1-based) of the squared pair differences: IEEE
