@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "bench/support/fixture.h"
 #include "core/features.h"
 #include "core/method.h"
 #include "core/mixture.h"
@@ -251,6 +252,101 @@ static void test_score_finite_differences(void **state)
     free(y);
     free(om);
     free(score);
+}
+
+/* ---- an iteration against the independent numpy implementation ---- */
+
+/* Component m's R x d block of the pooled P x d matrix W, contiguous. */
+static void take_block(const double *W, size_t P, size_t R, size_t d, size_t m, double *out)
+{
+    for (size_t k = 0; k < d; k++)
+        memcpy(out + k * R, W + k * P + m * R, R * sizeof *out);
+}
+
+static void put_block(double *W, size_t P, size_t R, size_t d, size_t m, const double *in)
+{
+    for (size_t k = 0; k < d; k++)
+        memcpy(W + k * P + m * R, in + k * R, R * sizeof *in);
+}
+
+/* T iterations of Algorithm 1 (note §4.4) from the fixture's start, built
+ * from the pieces the fit uses, against the trajectory of
+ * ../shared/methods/reference/msrfr_numpy.py (tests/fixtures/
+ * make_msrfr_fixtures.py): per-dimension bandwidth, repulsion, annealing,
+ * 1/M likelihood weight, trained ARD lengthscales. */
+static void test_trajectory_matches_numpy(void **state)
+{
+    (void)state;
+    char path[4096];
+    gp_fixture fx;
+    gp_error err;
+    assert_int_equal(gp_fixture_path(path, sizeof path, "msrfr_reference.txt", &err), GP_OK);
+    assert_int_equal(gp_fixture_load(path, &fx, &err), GP_OK);
+    const double *X, *y, *cfg, *tau, *W0, *th0, *Wref, *thref, *lmlref;
+    size_t n, d, P;
+    assert_int_equal(gp_fixture_get_any(&fx, "X", &n, &d, &X, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "y", n, 1, &y, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "config", 1, 8, &cfg, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "prior_std", 1, 1, &tau, &err), GP_OK);
+    assert_int_equal(gp_fixture_get_any(&fx, "W0", &P, NULL, &W0, &err), GP_OK);
+    size_t M = (size_t)cfg[0], R = (size_t)cfg[1], T = (size_t)cfg[2];
+    double s2 = cfg[3], lr = cfg[4], lr_gd = cfg[5], alpha = cfg[6], s_pow = cfg[7];
+    assert_int_equal(P, M * R);
+    assert_int_equal(gp_fixture_get(&fx, "theta0", 1, d, &th0, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "W", P, d, &Wref, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "theta", 1, d, &thref, &err), GP_OK);
+    assert_int_equal(gp_fixture_get(&fx, "lml", T, M, &lmlref, &err), GP_OK);
+    double *W = dalloc(P * d), *G = dalloc(P * d), *phi = dalloc(P * d), *om = dalloc(R * d);
+    double *sc = dalloc(R * d), *theta = dalloc(d), *gth = dalloc(d), *gls = dalloc(d);
+    memcpy(W, W0, P * d * sizeof *W);
+    memcpy(theta, th0, d * sizeof *theta);
+    gp_rff_work *w = NULL;
+    gp_svgd_work *sw = NULL;
+    gp_adam aw, at;
+    assert_int_equal(gp_rff_work_new(n, d, R, &w, &err), GP_OK);
+    assert_int_equal(gp_svgd_work_new(P, d, &sw, &err), GP_OK);
+    assert_int_equal(gp_adam_init(&aw, P * d, lr, &err), GP_OK);
+    assert_int_equal(gp_adam_init(&at, d, lr_gd, &err), GP_OK);
+    for (size_t t = 0; t < T; t++) {
+        memset(gth, 0, d * sizeof *gth);
+        for (size_t m = 0; m < M; m++) {
+            take_block(W, P, R, d, m, om);
+            gp_rff_problem p = {X, y, n, d, R, om, theta, 0.0, log(s2)};
+            gp_rff_grad hyper = {NULL, gls, NULL, NULL};
+            double lp, lml;
+            assert_int_equal(gp_msrfr_log_posterior(&p, w, 1.0 / (double)M, *tau, &lp, sc,
+                                                    &hyper, &lml, &err),
+                             GP_OK);
+            double ref = lmlref[m * T + t];
+            if (fabs(lml - ref) > 1e-9 * fabs(ref))
+                fail_msg("iteration %zu component %zu: LML %.15g, numpy %.15g", t, m, lml, ref);
+            put_block(G, P, R, d, m, sc);
+            for (size_t k = 0; k < d; k++)
+                gth[k] += gls[k] / (double)M;
+        }
+        double gamma = gp_svgd_anneal((int)t, (int)T, 5, s_pow);
+        gp_msrfr_direction(W, G, M, R, d, "per_dim", gamma, alpha, sw, phi, NULL);
+        gp_svgd_adam_step(&aw, W, phi, lr, 1e-4);
+        gp_svgd_adam_step(&at, theta, gth, lr_gd, 0.0);
+    }
+    for (size_t i = 0; i < P * d; i++)
+        if (fabs(W[i] - Wref[i]) > 1e-9 * (1.0 + fabs(Wref[i])))
+            fail_msg("W[%zu] = %.15g, numpy %.15g", i, W[i], Wref[i]);
+    for (size_t k = 0; k < d; k++)
+        assert_true(fabs(theta[k] - thref[k]) <= 1e-9 * (1.0 + fabs(thref[k])));
+    gp_adam_free(&aw);
+    gp_adam_free(&at);
+    gp_svgd_work_free(sw);
+    gp_rff_work_free(w);
+    gp_fixture_free(&fx);
+    free(W);
+    free(G);
+    free(phi);
+    free(om);
+    free(sc);
+    free(theta);
+    free(gth);
+    free(gls);
 }
 
 /* ---- M = 1 without coupling is Adam ascent of the SSGP log posterior ---- */
@@ -669,6 +765,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direction_matches_pairs),
         cmocka_unit_test(test_score_finite_differences),
+        cmocka_unit_test(test_trajectory_matches_numpy),
         cmocka_unit_test(test_single_particle_is_gradient_ascent),
         cmocka_unit_test(test_single_particle_per_dim_ascends),
         cmocka_unit_test(test_mixture_predictive),
