@@ -18,6 +18,16 @@
 # predicted point instead of exact's O(N^2)) under the name concrete_ssgp,
 # measured the same way (fits, wrk at 1/16/64 connections, the 1000-point
 # predict and the sample request), printed as a second table against exact.
+# Then, on the same daemon again, an `msrfr` model of the same training rows
+# (mixture Stein random feature regression: options particles 6, features 100,
+# iterations 100, i.e. M = 6 sparse-spectrum GPs of R = 100 frequencies moved
+# jointly by SVGD, predicting a mixture of M Gaussians: O(M·R^2) per point;
+# iterations low on purpose, as this measures serving cost, not accuracy: a fit
+# at the default 1000 iterations takes ~20 s) under the name concrete_msrfr,
+# measured as ssgp is, plus one msrfr-only request: the 1000-point predict with
+# "quantiles": [0.05, 0.95] and "components": true (the mixture quantiles are
+# found by root finding per point); printed as a third table beside ssgp and
+# exact.
 # Needs wrk (Debian package wrk) and curl; skipped with a message without wrk.
 
 BUILD=${1:-build}
@@ -99,6 +109,7 @@ points_json() {
 points_json 1 "" >"$T/p1.json"
 points_json 1000 "" >"$T/p1000.json"
 points_json 100 ',"n_samples":100,"seed":7,"include_noise":true' >"$T/s100.json"
+points_json 1000 ',"quantiles":[0.05,0.95],"components":true' >"$T/p1000qc.json"
 
 # ---- helpers
 # wait_port LOGFILE PID: the port of gpserve's "listening" line.
@@ -196,6 +207,21 @@ if measure gpserve_ssgp "http://127.0.0.1:$GPORT" "$T/fit_ssgp.json" concrete_ss
     ss_used=$(sed -n 's/.*"frequencies": *"\([a-z]*\)".*/\1/p' "$T/gpserve_ssgp.fitresponse" | head -n 1)
 fi
 
+# ---- msrfr on the same daemon: the same rows, particles 6, features 100,
+# iterations 100 (serving cost, not accuracy: the default 1000 takes ~20 s a fit)
+MS_M=6
+MS_R=100
+MS_IT=100
+sed "s/\"name\":\"concrete\",\"method\":\"exact\"/\"name\":\"concrete_msrfr\",\"method\":\"msrfr\",\"options\":{\"particles\":$MS_M,\"features\":$MS_R,\"iterations\":$MS_IT}/" \
+    "$T/fit.json" >"$T/fit_msrfr.json"
+MS=""
+if measure gpserve_msrfr "http://127.0.0.1:$GPORT" "$T/fit_msrfr.json" concrete_msrfr; then
+    MS=yes
+    # msrfr only: the mixture's quantiles (root finding per point) and every component.
+    curl_times "http://127.0.0.1:$GPORT/v1/models/concrete_msrfr/predict" "$T/p1000qc.json" "$RUNS" \
+        "$T/gpserve_msrfr.p1000qc"
+fi
+
 # ---- scikit-learn behind Flask under gunicorn
 SK=""
 if ! "$PY" -c 'import sklearn, flask' >/dev/null 2>&1; then
@@ -273,31 +299,89 @@ echo "## HTTP: gpserve ssgp against gpserve exact (same daemon, same rows)"
 echo
 if [ -z "$SS" ]; then
     echo "skipped: the ssgp fit failed (see the messages above)"
+    echo
+else
+    echo "concrete, $ntrain training rows: method ssgp with features $SSGP_R, frequencies $SSGP_FREQ"
+    echo "(used: ${ss_used:-?}), rbf ARD + noise, on the daemon that served the exact rows above;"
+    echo "same requests and runs. \"ratio\" = how many times better ssgp is than exact."
+    echo
+    echo "| measure | gpserve ssgp (R=$SSGP_R) | gpserve exact | ratio |"
+    echo "|---|---:|---:|---:|"
+    for c in 1 16 64; do
+        read -r a_rps a_p50 a_p99 a_err <"$T/gpserve_ssgp.c$c"
+        read -r g_rps g_p50 g_p99 g_err <"$T/gpserve.c$c"
+        row "predict 1 point, $c conn: requests/s" "$a_rps" "$g_rps" higher
+        row "predict 1 point, $c conn: p50 ms" "$a_p50" "$g_p50" lower
+        row "predict 1 point, $c conn: p99 ms" "$a_p99" "$g_p99" lower
+        [ "${a_err:-0}" != 0 ] && echo "| (ssgp: $a_err non-2xx or socket errors at $c conn) | | | |"
+    done
+    for m in p1000:"predict 1000 points" s100:"sample 100 × 100 points" fit:"fit $ntrain points end to end"; do
+        key=${m%%:*}
+        label=${m#*:}
+        stats "$T/gpserve_ssgp.$key" >"$T/st"
+        read -r a_med a_p99 <"$T/st"
+        stats "$T/gpserve.$key" >"$T/st"
+        read -r g_med g_p99 <"$T/st"
+        row "$label: median ms" "$a_med" "$g_med" lower
+        row "$label: p99 ms" "$a_p99" "$g_p99" lower
+    done
+    echo
+fi
+
+# ---- table 3: msrfr beside ssgp and exact on the same daemon
+echo
+echo "## HTTP: gpserve msrfr against gpserve ssgp and exact (same daemon, same rows)"
+echo
+if [ -z "$MS" ]; then
+    echo "skipped: the msrfr fit failed (see the messages above)"
     exit 0
 fi
-echo "concrete, $ntrain training rows: method ssgp with features $SSGP_R, frequencies $SSGP_FREQ"
-echo "(used: ${ss_used:-?}), rbf ARD + noise, on the daemon that served the exact rows above;"
-echo "same requests and runs. \"ratio\" = how many times better ssgp is than exact."
+# wrk_fields NAME C: "rps p50 p99 errors" of NAME at C connections ("- - - 0" if not measured).
+wrk_fields() { if [ -f "$T/$1.c$2" ]; then cat "$T/$1.c$2"; else echo "- - - 0"; fi; }
+# stat_fields NAME KEY: "median p99" of $T/NAME.KEY ("- -" if not measured).
+stat_fields() { if [ -f "$T/$1.$2" ]; then stats "$T/$1.$2"; else echo "- -"; fi; }
+row3() { # LABEL MSRFR SSGP EXACT
+    echo "| $1 | ${2:--} | ${3:--} | ${4:--} |"
+}
+echo "concrete, $ntrain training rows: method msrfr with particles $MS_M, features $MS_R, iterations"
+echo "$MS_IT (M = $MS_M sparse-spectrum GPs of R = $MS_R frequencies, prediction a mixture of M Gaussians),"
+echo "rbf ARD + noise, on the daemon that served the rows above; same requests and runs. Iterations are"
+echo "kept low on purpose (default 1000): this table is about serving cost, not accuracy, and a fit at"
+echo "1000 iterations takes ~20 s. The msrfr-only rows add \"quantiles\": [0.05, 0.95] and"
+echo "\"components\": true to the 1000-point predict: the mixture's quantiles are found by root finding"
+echo "on its CDF per point. Times in ms."
 echo
-echo "| measure | gpserve ssgp (R=$SSGP_R) | gpserve exact | ratio |"
+echo "| measure | gpserve msrfr (M=$MS_M, R=$MS_R) | gpserve ssgp (R=$SSGP_R) | gpserve exact |"
 echo "|---|---:|---:|---:|"
 for c in 1 16 64; do
-    read -r a_rps a_p50 a_p99 a_err <"$T/gpserve_ssgp.c$c"
+    wrk_fields gpserve_msrfr "$c" >"$T/st"
+    read -r m_rps m_p50 m_p99 m_err <"$T/st"
+    wrk_fields gpserve_ssgp "$c" >"$T/st"
+    read -r a_rps a_p50 a_p99 a_err <"$T/st"
     read -r g_rps g_p50 g_p99 g_err <"$T/gpserve.c$c"
-    row "predict 1 point, $c conn: requests/s" "$a_rps" "$g_rps" higher
-    row "predict 1 point, $c conn: p50 ms" "$a_p50" "$g_p50" lower
-    row "predict 1 point, $c conn: p99 ms" "$a_p99" "$g_p99" lower
-    [ "${a_err:-0}" != 0 ] && echo "| (ssgp: $a_err non-2xx or socket errors at $c conn) | | | |"
+    row3 "predict 1 point, $c conn: requests/s" "$m_rps" "$a_rps" "$g_rps"
+    row3 "predict 1 point, $c conn: p50 ms" "$m_p50" "$a_p50" "$g_p50"
+    row3 "predict 1 point, $c conn: p99 ms" "$m_p99" "$a_p99" "$g_p99"
+    [ "${m_err:-0}" != 0 ] && echo "| (msrfr: $m_err non-2xx or socket errors at $c conn) | | | |"
 done
-for m in p1000:"predict 1000 points" s100:"sample 100 × 100 points" fit:"fit $ntrain points end to end"; do
+for m in p1000:"predict 1000 points" p1000qc:"predict 1000 points, quantiles 0.05/0.95 + components (msrfr only)" \
+         s100:"sample 100 × 100 points" fit:"fit $ntrain points end to end"; do
     key=${m%%:*}
     label=${m#*:}
-    stats "$T/gpserve_ssgp.$key" >"$T/st"
-    read -r a_med a_p99 <"$T/st"
-    stats "$T/gpserve.$key" >"$T/st"
-    read -r g_med g_p99 <"$T/st"
-    row "$label: median ms" "$a_med" "$g_med" lower
-    row "$label: p99 ms" "$a_p99" "$g_p99" lower
+    stat_fields gpserve_msrfr "$key" >"$T/st"
+    read -r m_med m_p99 <"$T/st"
+    a_med=""
+    a_p99=""
+    g_med=""
+    g_p99=""
+    if [ "$key" != p1000qc ]; then
+        stat_fields gpserve_ssgp "$key" >"$T/st"
+        read -r a_med a_p99 <"$T/st"
+        stat_fields gpserve "$key" >"$T/st"
+        read -r g_med g_p99 <"$T/st"
+    fi
+    row3 "$label: median ms" "$m_med" "$a_med" "$g_med"
+    row3 "$label: p99 ms" "$m_p99" "$a_p99" "$g_p99"
 done
 echo
 exit 0
