@@ -47,7 +47,7 @@
  * (measured against the numpy reference from a common start: 1.6e-10 after
  * 10 iterations, 6e-6 after 20, O(1) after 50), so a fit is a random draw
  * whose distribution, not whose digits, matches the reference; results are
- * still bit-identical for a given seed and any thread count. */
+ * still bit-identical for a given seed and any thread count.
  *
  * Kernels: one leaf of type rbf, matern12, matern32 or matern52 (ARD or
  * shared lengthscale, active_dims). The kernel's spectral density gives the
