@@ -74,8 +74,9 @@ else
     status=1
 fi
 
-# Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes),
-# run without arguments, or with --quick when given.
+# Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
+# bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
+# see its header), run without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
