@@ -11,12 +11,13 @@
  *                           [--iterations T]
  * Prints markdown tables to stdout (one per dataset, then a summary against
  * the targets) and progress to stderr. The full run: 10 splits of the paper
- * recipe, ssgp R, ssgp R* and exact on the four datasets, the extra msrfr
- * rows (total, noise, calibrate) on the first 2 splits (--variant-splits);
- * one msrfr fit is M R-feature LMLs and gradients per iteration for 1000
- * iterations (~1.5e12 flops on airfoil), calibrate fits twice. --quick:
- * concrete, 1 split, paper recipe, ssgp R and exact (~1.5 minutes; with energy
- * it took ~4 minutes on the loaded machine).
+ * recipe, the extra msrfr rows (total, noise, calibrate; on wine_red the
+ * first 3 splits only, --variant-splits caps them everywhere), ssgp R, ssgp
+ * R* and exact on the four datasets, about 45 minutes on the idle 2-core
+ * machine (an airfoil msrfr fit is ~17 s, ~1e12 flops; calibrate fits
+ * twice). --quick: concrete, 1 split, paper recipe, ssgp R and exact (~20 s
+ * idle). The noise_calibrate row (learned noise and calibrate) runs only when
+ * --variants names it.
  *
  * Data (note §5.1): $GPSERVE_DATASETS or ../shared/datasets (skipped with a
  * message when absent). X: MinMax to [0, 1] fit on the FULL dataset (wine:
@@ -36,8 +37,8 @@
  * Rows (--variants): paper = msrfr with the note's §5.3 settings (noise fixed
  * at sigma2, bandwidth per_dim, likelihood weight 1/M, QMC init, T = 1000,
  * c = 5); total = the same with bandwidth total; noise = the same with the
- * noise learned (noise_given = 0); calibrate = the paper recipe with
- * calibrate = true; ssgp / ssgp_star = ssgp with learned frequencies (QMC
+ * noise learned from the paper's sigma2 (noise_fixed = 0); calibrate = the
+ * paper recipe with calibrate = true; noise_calibrate = both; ssgp / ssgp_star = ssgp with learned frequencies (QMC
  * start) at R and R*, noise fixed at the note's SSGP sigma2 (our ssgp uses
  * L-BFGS, the paper's Adam); exact = exact GP, noise learned. Kernel rbf ARD,
  * variance 1, lengthscales 1 at the start, for all.
