@@ -23,7 +23,7 @@
 # iterations 100, i.e. M = 6 sparse-spectrum GPs of R = 100 frequencies moved
 # jointly by SVGD, predicting a mixture of M Gaussians: O(M·R^2) per point;
 # iterations low on purpose, as this measures serving cost, not accuracy: a fit
-# at the default 1000 iterations takes ~20 s) under the name concrete_msrfr,
+# at the default 1000 iterations takes ~12 s on concrete) under the name concrete_msrfr,
 # measured as ssgp is, plus one msrfr-only request: the 1000-point predict with
 # "quantiles": [0.05, 0.95] and "components": true (the mixture quantiles are
 # found by root finding per point); printed as a third table beside ssgp and
@@ -347,7 +347,7 @@ echo "concrete, $ntrain training rows: method msrfr with particles $MS_M, featur
 echo "$MS_IT (M = $MS_M sparse-spectrum GPs of R = $MS_R frequencies, prediction a mixture of M Gaussians),"
 echo "rbf ARD + noise, on the daemon that served the rows above; same requests and runs. Iterations are"
 echo "kept low on purpose (default 1000): this table is about serving cost, not accuracy, and a fit at"
-echo "1000 iterations takes ~20 s. The msrfr-only rows add \"quantiles\": [0.05, 0.95] and"
+echo "1000 iterations takes ~12 s (bench/results/msrfr.md). The msrfr-only rows add \"quantiles\": [0.05, 0.95] and"
 echo "\"components\": true to the 1000-point predict: the mixture's quantiles are found by root finding"
 echo "on its CDF per point. Times in ms."
 echo
