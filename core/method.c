@@ -596,3 +596,22 @@ size_t gp_predict_block_rows(size_t width, size_t m)
         b = 1;
     return b < m ? b : m;
 }
+
+int gp_method_check_kernel(const gp_method *m, const gp_kernel *k, gp_error *err)
+{
+    if (m->kernels == NULL)
+        return GP_OK;
+    for (size_t i = 0; i < m->n_kernels; i++)
+        if (k->type == m->kernels[i])
+            return GP_OK;
+    char list[128] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < m->n_kernels && len < sizeof list; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == m->n_kernels ? " or " : ", ";
+        int w = snprintf(list + len, sizeof list - len, "%s%s", sep,
+                         gp_kernel_type_name(m->kernels[i]));
+        len += w > 0 ? (size_t)w : 0;
+    }
+    return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type", "method '%s' needs a single %s kernel",
+                        m->name, list);
+}

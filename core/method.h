@@ -226,6 +226,10 @@ int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_
                           gp_error *err);
 int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,
                           gp_error *err);
+/* GP_EUNSUPPORTED (field kernel.type, naming the accepted types) unless k's
+ * type is one of m->kernels (every type when m->kernels is NULL): for
+ * methods that take a single leaf of a few types, at fit and at import. */
+int gp_method_check_kernel(const gp_method *m, const gp_kernel *k, gp_error *err);
 /* Record a method-specific fact (static key/text); silently ignored beyond
  * GP_MODEL_INFO_MAX items, and a repeated key overwrites. */
 void gp_model_info_number(gp_model *model, const char *key, double value);

@@ -82,7 +82,7 @@ enum { BW_PER_DIM = 0, BW_TOTAL, BW_NONE };
 
 typedef struct msrfr_settings {
     size_t M, R;
-    int T, cycles, learn_ls, ls_from_kernel, bandwidth, calibrate;
+    int T, cycles, learn_ls, ls_from_kernel, bandwidth, calibrate, lik_one;
     double step, ls_step, noise_step, repulsion, anneal_power, prior_std, lik_weight;
     double calib_fraction;
     gp_freq_sampler init;
@@ -165,9 +165,9 @@ static void read_settings(const gp_fit_request *req, msrfr_settings *s)
     s->anneal_power = gp_option_number(m, req, "anneal_power");
     s->cycles = (int)gp_option_number(m, req, "anneal_cycles");
     s->prior_std = gp_option_number(m, req, "prior_std");
-    s->lik_weight = strcmp(gp_option_string(m, req, "likelihood_weight"), "1") == 0
-                        ? 1.0
-                        : 1.0 / (double)s->M;
+    /* "1" (the paper) or "1/M" (the authors' code) */
+    s->lik_one = strcmp(gp_option_string(m, req, "likelihood_weight"), "1") == 0;
+    s->lik_weight = s->lik_one ? 1.0 : 1.0 / (double)s->M;
     s->learn_ls = gp_option_number(m, req, "learn_lengthscales") != 0.0;
     s->ls_from_kernel = strcmp(gp_option_string(m, req, "lengthscale_init"), "kernel") == 0;
     s->init = strcmp(gp_option_string(m, req, "init"), "mc") == 0 ? GP_FREQ_MC : GP_FREQ_QMC;
@@ -790,15 +790,6 @@ static int calibrate(const gp_fit_request *req, const msrfr_settings *set, const
 
 /* ---- fit entry ---- */
 
-static int check_kernel(const gp_kernel *k, gp_error *err)
-{
-    for (size_t i = 0; i < sizeof msrfr_kernels / sizeof msrfr_kernels[0]; i++)
-        if (k->type == msrfr_kernels[i])
-            return GP_OK;
-    return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type",
-                        "method 'msrfr' needs a single rbf, matern12, matern32 or matern52 kernel");
-}
-
 /* The fit's memory, checked before anything is allocated: per thread one
  * random-feature workspace (Phi, scaled inputs, A and its inverse), the M
  * cached factors, and the SVGD step's P x P kernel. The budget is what an
@@ -832,8 +823,7 @@ static void record_info(gp_model *model, const msrfr_settings *set, const run_re
     if (set->bandwidth != BW_NONE)
         gp_model_info_number(model, "final_bandwidth_mean", res->bandwidth_mean);
     gp_model_info_number(model, "lml_sd_components", res->lml_sd);
-    gp_model_info_string(model, "likelihood_weight", set->lik_weight == 1.0 && set->M > 1
-                                                          ? "1" : "1/M");
+    gp_model_info_string(model, "likelihood_weight", set->lik_one ? "1" : "1/M");
     gp_model_info_string(model, "noise", res->noise_learned ? "learned" : "fixed");
     gp_model_info_number(model, "variance_scale", im->variance_scale);
 }
@@ -873,7 +863,7 @@ static int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     gp_model *model;
     int rc = gp_check_training_data(req, err);
     if (rc == GP_OK)
-        rc = check_kernel(req->kernel, err);
+        rc = gp_method_check_kernel(&gp_method_msrfr, req->kernel, err);
     if (rc == GP_OK)
         rc = size_guard(req, err);
     if (rc)
@@ -1140,7 +1130,7 @@ static int import_factors(msrfr_impl *im, const double *packed, gp_error *err)
 
 static int msrfr_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    int rc = check_kernel(model->kernel, err);
+    int rc = gp_method_check_kernel(&gp_method_msrfr, model->kernel, err);
     double Md = 0, scale = 1;
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "particles", &Md, err);

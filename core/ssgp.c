@@ -393,15 +393,6 @@ static int fit_once(gp_model *model, const gp_fit_request *req, const double *Xw
     return rc;
 }
 
-static int check_kernel(const gp_kernel *k, gp_error *err)
-{
-    for (size_t i = 0; i < sizeof ssgp_kernels / sizeof ssgp_kernels[0]; i++)
-        if (k->type == ssgp_kernels[i])
-            return GP_OK;
-    return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type",
-                        "method 'ssgp' needs a single rbf, matern12, matern32 or matern52 kernel");
-}
-
 /* spread of the working inputs at the current lengthscales */
 static double current_spread(const gp_model *model, const ssgp_impl *im, const double *Xw)
 {
@@ -488,7 +479,7 @@ static int ssgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     gp_model *model;
     int rc = gp_check_training_data(req, err);
     if (rc == GP_OK)
-        rc = check_kernel(req->kernel, err);
+        rc = gp_method_check_kernel(&gp_method_ssgp, req->kernel, err);
     if (rc == GP_OK)
         rc = size_guard(req, err);
     if (rc)
@@ -700,7 +691,7 @@ static int ssgp_export(const gp_model *model, gp_state *st, gp_error *err)
 
 static int ssgp_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    int rc = check_kernel(model->kernel, err);
+    int rc = gp_method_check_kernel(&gp_method_ssgp, model->kernel, err);
     if (rc)
         return rc;
     const gp_named_array *om = gp_state_find(st, "omega");
