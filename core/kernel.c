@@ -1114,6 +1114,93 @@ void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n,
     prep_free(&pr);
 }
 
+/* ---- the cross contraction of the inducing-point bounds ---- */
+
+typedef struct cross_contract_task {
+    const prep_leaf *L;
+    size_t n, np, input_dim;
+    const size_t *bounds;
+    const double *W;
+    size_t ldw;
+    const double *inv_ls; /* 1 / lengthscale of each seen coordinate */
+    double *partials;     /* parts x np */
+    double *gz;           /* input_dim x m, or NULL */
+} cross_contract_task;
+
+/* Columns [bounds[t], bounds[t+1]) of W: theta sums into partials[t], each
+ * column's Z-gradient into its own gz column (no two tasks share one). With
+ * r^2 over scaled differences d_c = (x - z)_c / l_c, the leaf terms give
+ * dk/dlog l_c = c0 d_c^2 and hence dk/dz_c = c0 d_c / l_c. */
+static void cross_contract_task_run(void *ctx, size_t t)
+{
+    const cross_contract_task *ct = ctx;
+    const prep_leaf *L = ct->L;
+    const gp_kernel *k = L->k;
+    size_t na = L->na, nl = k->n_lengthscale;
+    double *g = ct->partials + t * ct->np;
+    memset(g, 0, ct->np * sizeof *g);
+    for (size_t j = ct->bounds[t]; j < ct->bounds[t + 1]; j++) {
+        const double *b = L->b + j * na, *wcol = ct->W + j * ct->ldw;
+        double *gzj = ct->gz ? ct->gz + j * ct->input_dim : NULL;
+        for (size_t i = 0; i < ct->n; i++) {
+            double w = wcol[i];
+            if (w == 0.0)
+                continue;
+            const double *a = L->a + i * na;
+            double q = vec_q(L->p.type, a, b, na), c[2] = {0.0, 0.0};
+            double v = leaf_terms(&L->p, q, 0, c), wc0 = w * c[0];
+            g[0] += w * v;
+            if (!k->ard && nl)
+                g[1] += wc0 * q;
+            if (k->type == GP_KERNEL_RQ)
+                g[1 + nl] += w * c[1];
+            for (size_t cc = 0; cc < na; cc++) {
+                double d = a[cc] - b[cc];
+                if (k->ard)
+                    g[1 + cc] += wc0 * (d * d);
+                if (gzj)
+                    gzj[dim_of(k, cc)] += wc0 * d * ct->inv_ls[cc];
+            }
+        }
+    }
+}
+
+int gp_kernel_cross_grad_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
+                                  size_t m, const double *W, size_t ldw, double *grad,
+                                  double *gz, gp_error *err)
+{
+    if (is_composite(k) || !is_scaled_type(k->type))
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type",
+                            "the cross contraction takes one stationary leaf "
+                            "(rbf, matern12, matern32, matern52, rq), not %s",
+                            name_or_unknown((int)k->type));
+    size_t np = gp_kernel_n_params(k), na = prep_na(k);
+    memset(grad, 0, np * sizeof *grad);
+    if (gz)
+        memset(gz, 0, k->input_dim * m * sizeof *gz);
+    if (n == 0 || m == 0)
+        return GP_OK;
+    prep pr;
+    prep_args pa = {X, Z, n, m};
+    size_t bounds[PAIR_PARTS + 1];
+    size_t parts = block_parts(n, m, bounds);
+    if (prep_build(&pr, k, &pa, parts * np + na) != 0)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory contracting %zu x %zu pairs",
+                            n, m);
+    double *inv_ls = pr.extra + parts * np;
+    for (size_t c = 0; c < na; c++)
+        inv_ls[c] = 1.0 / scale_of(k, c);
+    cross_contract_task ct = {.L = &pr.leaf[0], .n = n, .np = np, .input_dim = k->input_dim,
+                              .bounds = bounds, .W = W, .ldw = ldw, .inv_ls = inv_ls,
+                              .partials = pr.extra, .gz = gz};
+    gp_parallel_for(parts, cross_contract_task_run, &ct);
+    for (size_t t = 0; t < parts; t++) /* in task order: thread-count independent */
+        for (size_t p = 0; p < np; p++)
+            grad[p] += pr.extra[t * np + p];
+    prep_free(&pr);
+    return GP_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* the flat encoding                                                          */
 

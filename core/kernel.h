@@ -134,6 +134,22 @@ void gp_kernel_gram(const gp_kernel *k, const double *X, size_t n, double *K, si
 void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n, const double *W,
                                   size_t ldw, double *grad);
 
+/* The cross-covariance contraction the inducing-point bounds need (sgpr,
+ * renyi): for one stationary leaf (rbf, matern12/32/52, rq; any lengthscales
+ * and active_dims) and W (n x m, leading dimension ldw),
+ *   grad_p  = sum_{i,j} W_ij d k(X_i, Z_j) / d theta_p        (log space)
+ *   gz[:,j] = sum_i     W_ij d k(X_i, Z_j) / d Z_j            (input_dim x m)
+ * X is input_dim x n and Z input_dim x m, point-major; gz may be NULL. The
+ * results overwrite grad (gp_kernel_n_params entries) and gz. Pairs are
+ * never `same`. For a symmetric W over (Z, Z) the Z-gradient of
+ * sum_ij W_ij k(Z_i, Z_j) is 2 gz (both arguments move). Column ranges run
+ * through gp_parallel_for and are summed in a fixed order, so the result is
+ * the same for any thread count. GP_EUNSUPPORTED for other kernels,
+ * GP_ENOMEM when the scaled points cannot be allocated. */
+int gp_kernel_cross_grad_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
+                                  size_t m, const double *W, size_t ldw, double *grad,
+                                  double *gz, gp_error *err);
+
 /* Self-describing flat encoding of the whole tree (structure, active dims, fixed
  * bits and parameter values) as doubles, for export; decoding gives back an
  * identical kernel. gp_kernel_encode writes nothing when out is NULL and

@@ -1,0 +1,116 @@
+/* gpserve core: the inducing-point machinery shared by sgpr and renyi.
+ *
+ * Notation (methods/renyi-gp.md §0): M inducing inputs Z, u = f(Z),
+ *   Kuu + jitter I = L L^T,   V = L^{-1} Kuf (M x N),   Q = V^T V.
+ * The jitter is GP_INDUCING_JITTER times the mean of diag k(Z, Z) (it scales
+ * with the kernel variance, note §7.6) and the SAME jittered Kuu is used in
+ * the bound, its gradient and prediction, so Kff - Q stays PSD. Its
+ * derivative is part of every gradient (gp_inducing_contract).
+ *
+ * Kernels: one stationary leaf (rbf, matern12/32/52, rq), ARD or not; the
+ * inducing-input gradient is implemented for those (gp_kernel_cross_grad_contract).
+ *
+ * All points are point-major (each column one point, input_dim rows) and in
+ * the model's working units. */
+#ifndef GP_INDUCING_H
+#define GP_INDUCING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/kernel.h"
+#include "core/method.h"
+#include "core/state.h"
+
+#define GP_INDUCING_JITTER 1e-6
+
+/* ---- choosing Z ---- */
+typedef enum gp_inducing_selection {
+    GP_INDUCING_GREEDY = 0, /* maximum residual variance = pivoted Cholesky of Kff */
+    GP_INDUCING_KMEANS,     /* k-means centres (k-means++ seeding, Lloyd) */
+    GP_INDUCING_RANDOM      /* distinct training inputs, uniformly without replacement */
+} gp_inducing_selection;
+
+/* "greedy" | "kmeans" | "random" -> selection; -1 when unknown. */
+int gp_inducing_selection_from_name(const char *name);
+const char *gp_inducing_selection_name(gp_inducing_selection s);
+
+/* Choose up to M inducing inputs among the n points X (d x n) into Z (d x M,
+ * caller-allocated); *m_out receives how many were chosen.
+ *   greedy: deterministic; each step takes the point of largest residual
+ *           variance k(x,x) - Q_xx under kernel k (O(n M^2) time, O(n M)
+ *           memory) and stops early once that residual is below 1e-12 of
+ *           the largest prior variance, which is how it meets duplicate
+ *           inputs: a point equal to a chosen one has residual 0 and is
+ *           never chosen again (so fewer than M come back when X has fewer
+ *           than M distinct points).
+ *   random: seeded; distinct input values (duplicated rows count once).
+ *   kmeans: seeded k-means++ then Lloyd iterations (at most 100, until no
+ *           assignment changes); an emptied cluster is re-seeded at the point
+ *           farthest from its centre. Centres, not data points; M is capped at
+ *           the number of distinct inputs.
+ * k is used by greedy only (may be NULL otherwise). */
+int gp_inducing_select(gp_inducing_selection sel, const gp_kernel *k, const double *X, size_t n,
+                       size_t d, size_t M, uint64_t seed, double *Z, size_t *m_out,
+                       gp_error *err);
+
+/* ---- Kuu ---- */
+/* L (m x m, lower, upper triangle zeroed) = chol(k(Z, Z) + jitter I) with
+ * jitter = GP_INDUCING_JITTER * mean diag; should that fail, the extra jitter
+ * of gp_cholesky_jitter on top. *jitter receives the total added. */
+int gp_inducing_kuu_factor(const gp_kernel *k, const double *Z, size_t m, double *L,
+                           double *jitter, gp_error *err);
+
+/* ---- gradients ---- */
+/* The chain rule from matrix sensitivities of an objective F to the kernel
+ * parameters and Z. Given
+ *   Wuf (m x n):  dF/dKuf, i.e. F changes by sum_{a,b} Wuf[a][b] dKuf[a][b]
+ *                 (Kuf[a][b] = k(Z_a, X_b));
+ *   Wuu (m x m, symmetric): dF/dKuu for the jittered Kuu;
+ *   wdiag: F's weight on every k(x_i, x_i) (sum_i wdiag dk_ii);
+ * writes grad (gp_kernel_n_params) = dF/dtheta and, when gz is not NULL,
+ * gz (d x m) = dF/dZ. The jitter's dependence on the kernel (and Z) is
+ * included. Wuu is not modified. Gradients of a dense Kff sensitivity are
+ * the caller's (gp_kernel_gram_grad_contract). */
+int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
+                         size_t m, const double *Wuf, const double *Wuu, double wdiag,
+                         double *grad, double *gz, gp_error *err);
+
+/* ---- the fitted posterior over u, whitened (renyi note §1.2, §3.1) ----
+ * g = L^{-1} u ~ N(mt, C). At a test point x*, aw = L^{-1} k(Z, x*):
+ *   mean  = aw . mt
+ *   var_f = max(k** - aw.aw, 0) + max(aw^T C aw, 0)   (two non-negative terms)
+ * and the joint latent covariance of test points is
+ *   (K** - Aw^T Aw) + Aw^T C Aw.
+ * sgpr is the case mt = B^{-1} V y / s2, C = B^{-1} (B = I + V V^T / s2);
+ * renyi has mt = V Xi^{-1} y, C = I - V Xi^{-1} V^T. */
+typedef struct gp_inducing_post {
+    size_t m, d;
+    double *Z;  /* d x m */
+    double *L;  /* m x m lower Cholesky of Kuu + jitter I (upper zeroed) */
+    double *mt; /* m */
+    double *C;  /* m x m, full symmetric */
+    double jitter;
+} gp_inducing_post;
+
+/* Allocate the arrays of an m-point posterior in d dimensions (contents unset). */
+int gp_inducing_post_alloc(gp_inducing_post *p, size_t m, size_t d, gp_error *err);
+void gp_inducing_post_free(gp_inducing_post *p);
+
+/* Predict and sample for a model whose impl holds this posterior; same
+ * contracts as gp_method.predict / .sample (original units in and out). */
+int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
+                        const gp_predict_request *req, gp_prediction *out, gp_error *err);
+int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
+                       const gp_sample_request *req, double *samples, gp_error *err);
+
+/* Arrays "Z" (d x m), "chol_kuu_packed", "mean_white" (m x 1),
+ * "cov_white_packed" (the lower triangle of C) and "jitter" (1 x 1). Import
+ * checks shapes, finiteness and the factor's diagonal (GP_EDATA naming the
+ * array) and fills p (allocated here; gp_inducing_post_free). */
+int gp_inducing_post_export(const gp_inducing_post *p, gp_state *st, gp_error *err);
+int gp_inducing_post_import(const gp_model *model, const gp_state *st, gp_inducing_post *p,
+                            gp_error *err);
+
+#endif
