@@ -134,6 +134,20 @@ void gp_api_readiness(gp_api *api, gp_response *out)
         gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
 }
 
+/* "a|b|c" -> ["a", "b", "c"]. */
+static json_t *choices_array(const char *choices)
+{
+    json_t *ch = json_array();
+    const char *p = choices;
+    while (p && *p) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        json_array_append_new(ch, json_stringn(p, n));
+        p = bar ? bar + 1 : NULL;
+    }
+    return ch;
+}
+
 static json_t *option_json(const gp_option_spec *s)
 {
     static const char *const types[] = {"integer", "number", "boolean", "string"};
@@ -150,6 +164,8 @@ static json_t *option_json(const gp_option_spec *s)
         json_object_set_new(o, "default", gp_json_real(s->default_number));
         json_object_set_new(o, "min", gp_json_real(s->min));
         json_object_set_new(o, "max", gp_json_real(s->max));
+        if (s->choices)
+            json_object_set_new(o, "keywords", choices_array(s->choices));
         break;
     case GP_OPTION_BOOL:
         json_object_set_new(o, "default", json_boolean(s->default_number != 0.0));
@@ -157,15 +173,7 @@ static json_t *option_json(const gp_option_spec *s)
     case GP_OPTION_ENUM: {
         json_object_set_new(o, "default",
                             s->default_string ? json_string(s->default_string) : json_null());
-        json_t *ch = json_array();
-        const char *p = s->choices;
-        while (p && *p) {
-            const char *bar = strchr(p, '|');
-            size_t n = bar ? (size_t)(bar - p) : strlen(p);
-            json_array_append_new(ch, json_stringn(p, n));
-            p = bar ? bar + 1 : NULL;
-        }
-        json_object_set_new(o, "choices", ch);
+        json_object_set_new(o, "choices", choices_array(s->choices));
         break;
     }
     }

@@ -149,8 +149,16 @@ static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
             o->number = json_number_value(val);
             break;
         case GP_OPTION_NUMBER:
+            if (json_is_string(val) && s->choices) { /* a keyword such as "auto" */
+                o->number = NAN;
+                if ((o->string = strdup(json_string_value(val))) == NULL)
+                    return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+                break;
+            }
             if (!json_is_number(val))
-                return gp_error_set(err, GP_EINVAL, field, "%s must be a number", field);
+                return gp_error_set(err, GP_EINVAL, field, "%s must be a number%s%s", field,
+                                    s->choices ? " or one of " : "",
+                                    s->choices ? s->choices : "");
             o->number = json_number_value(val);
             break;
         case GP_OPTION_BOOL:

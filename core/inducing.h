@@ -65,17 +65,49 @@ int gp_inducing_kuu_factor(const gp_kernel *k, const double *Z, size_t m, double
 /* ---- gradients ---- */
 /* The chain rule from matrix sensitivities of an objective F to the kernel
  * parameters and Z. Given
- *   Wuf (m x n):  dF/dKuf, i.e. F changes by sum_{a,b} Wuf[a][b] dKuf[a][b]
- *                 (Kuf[a][b] = k(Z_a, X_b));
+ *   Wfu (n x m):  dF/dKfu, i.e. F changes by sum_{i,j} Wfu[i][j] dKfu[i][j]
+ *                 (Kfu[i][j] = k(X_i, Z_j));
  *   Wuu (m x m, symmetric): dF/dKuu for the jittered Kuu;
- *   wdiag: F's weight on every k(x_i, x_i) (sum_i wdiag dk_ii);
+ *   wdiag: F's weight on every k(x_i, x_i) (sum_i wdiag dk_ii; the kernel is
+ *          stationary, so every k(x_i, x_i) is the same function of theta);
  * writes grad (gp_kernel_n_params) = dF/dtheta and, when gz is not NULL,
- * gz (d x m) = dF/dZ. The jitter's dependence on the kernel (and Z) is
- * included. Wuu is not modified. Gradients of a dense Kff sensitivity are
- * the caller's (gp_kernel_gram_grad_contract). */
+ * gz (d x m) = dF/dZ. The base jitter's dependence on the kernel is
+ * included (the escalation of a failed factorisation, if any, is not).
+ * Wuu is not modified. Gradients of a dense Kff sensitivity are the
+ * caller's (gp_kernel_gram_grad_contract). */
 int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
-                         size_t m, const double *Wuf, const double *Wuu, double wdiag,
+                         size_t m, const double *Wfu, const double *Wuu, double wdiag,
                          double *grad, double *gz, gp_error *err);
+
+/* ---- the fit driver ---- */
+/* An objective to maximise: F at kernel k, noise s2 and inducing inputs Z
+ * (d x m), with grad = dF/dtheta (gp_kernel_n_params entries) then
+ * dF/dlog s2, and gz = dF/dZ when gz is not NULL. A nonzero return means F
+ * cannot be evaluated there (e.g. not positive definite): the optimiser backs
+ * off. */
+typedef int (*gp_inducing_objective)(void *ctx, const gp_kernel *k, double s2, const double *Z,
+                                     size_t m, double *f, double *grad, double *gz);
+
+typedef struct gp_inducing_fit_spec {
+    gp_inducing_objective fn;
+    void *ctx;
+    int optimize_z;
+    int max_iterations;      /* L-BFGS iterations */
+    double tolerance;        /* relative change of F that stops it */
+    /* Progress (req->progress): iteration_base + iteration out of max_total,
+     * with F + objective_offset (working -> original units). */
+    double objective_offset;
+    int iteration_base, max_total;
+} gp_inducing_fit_spec;
+
+/* Maximise spec->fn by L-BFGS over the free parameters of k (updated in
+ * place), the noise as np describes it (result in *s2) and, with
+ * optimize_z, Z (updated in place). req supplies progress and cancellation
+ * (GP_ECANCELLED). iterations, evaluations and converged are added to diag.
+ * GP_ENOTPD when F cannot be evaluated at the start. */
+int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, double *Z, size_t m,
+                         const gp_fit_request *req, const gp_inducing_fit_spec *spec,
+                         gp_diagnostics *diag, gp_error *err);
 
 /* ---- the fitted posterior over u, whitened (renyi note §1.2, §3.1) ----
  * g = L^{-1} u ~ N(mt, C). At a test point x*, aw = L^{-1} k(Z, x*):

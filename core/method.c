@@ -84,6 +84,14 @@ static int validate_one(const gp_option_spec *s, const gp_option_value *v, gp_er
             return gp_error_set(err, GP_EINVAL, field, "option '%s' must be an integer", s->name);
         break;
     case GP_OPTION_NUMBER:
+        if (v->string != NULL) {
+            if (s->choices == NULL || !choice_listed(s->choices, v->string))
+                return gp_error_set(err, GP_EINVAL, field,
+                                    "option '%s' must be a number%s%s", s->name,
+                                    s->choices ? " or one of " : "",
+                                    s->choices ? s->choices : "");
+            return GP_OK;
+        }
         if (!isfinite(v->number))
             return gp_error_set(err, GP_EINVAL, field, "option '%s' must be a finite number",
                                 s->name);

@@ -34,7 +34,8 @@ typedef struct gp_option_spec {
     double default_number;      /* INT, NUMBER, BOOL (0/1) */
     const char *default_string; /* ENUM */
     double min, max;            /* inclusive bounds for INT and NUMBER */
-    const char *choices;        /* ENUM: "a|b|c" */
+    const char *choices;        /* ENUM: "a|b|c"; NUMBER: keywords it also accepts as
+                                   strings (e.g. "auto"), read by gp_option_string */
     const char *help;
 } gp_option_spec;
 
@@ -42,7 +43,7 @@ typedef struct gp_option_spec {
 typedef struct gp_option_value {
     const char *name;
     double number;      /* INT, NUMBER, BOOL */
-    const char *string; /* ENUM */
+    const char *string; /* ENUM, or a NUMBER option's keyword (number is then NAN) */
 } gp_option_value;
 
 /* Progress of a fit: return nonzero to ask the fit to stop (cancellation). */
@@ -173,7 +174,9 @@ const gp_method *gp_method_find(const char *name);
 size_t gp_method_count(void);
 const gp_method *gp_method_at(size_t i);
 
-/* Value of option `name` from the request, or the spec default. */
+/* Value of option `name` from the request, or the spec default. For a NUMBER
+ * option given as one of its keywords, gp_option_number is NAN and
+ * gp_option_string the keyword (NULL when a number was given). */
 double gp_option_number(const gp_method *m, const gp_fit_request *req, const char *name);
 const char *gp_option_string(const gp_method *m, const gp_fit_request *req, const char *name);
 /* Check every given option exists in the spec and is within its bounds/choices. */
