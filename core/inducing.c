@@ -110,7 +110,15 @@ void gp_inducing_post_free(gp_inducing_post *p)
     free(p->L);
     free(p->C);
     free(p->mt);
+    gp_kernel_points_free(p->Zp);
     memset(p, 0, sizeof *p);
+}
+
+int gp_inducing_post_prepare(gp_inducing_post *p, const gp_kernel *k, gp_error *err)
+{
+    gp_kernel_points_free(p->Zp);
+    p->Zp = NULL;
+    return gp_kernel_points_new(k, p->Z, p->m, &p->Zp, err);
 }
 
 /* ---- predict ---- */
@@ -122,7 +130,7 @@ static void predict_block(const gp_kernel *k, const gp_inducing_post *p, const d
                           size_t b, double *Aw, double *CAw, double *mean, double *var)
 {
     size_t m = p->m;
-    gp_kernel_cross(k, p->Z, m, P, b, Aw, m);
+    gp_kernel_cross_points(k, p->Zp, P, b, Aw, m);
     if (b == 1) {
         cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, p->L,
                     (blasint)m, Aw, 1);
@@ -148,7 +156,7 @@ static void latent_covariance(const gp_kernel *k, const gp_inducing_post *p, con
                               size_t m, double *Aw, double *CAw, double *S, double *mean)
 {
     size_t M = p->m;
-    gp_kernel_cross(k, p->Z, M, P, m, Aw, M);
+    gp_kernel_cross_points(k, p->Zp, P, m, Aw, M);
     gp_trsm_lower(p->L, M, M, 0, Aw, m, M);
     cblas_dgemv(CblasColMajor, CblasTrans, (blasint)M, (blasint)m, 1.0, Aw, (blasint)M, p->mt, 1,
                 0.0, mean, 1);
@@ -347,7 +355,11 @@ int gp_inducing_post_import(const gp_model *model, const gp_state *st, gp_induci
     if (z == NULL || z->rows != d || z->cols == 0)
         return gp_error_set(err, GP_EDATA, "Z", "the state has no %zu x M array Z", d);
     int rc = gp_inducing_post_alloc(p, z->cols, d, err);
-    if (rc == GP_OK && (rc = import_arrays(st, p, err)) != GP_OK)
+    if (rc == GP_OK)
+        rc = import_arrays(st, p, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_post_prepare(p, model->kernel, err);
+    if (rc)
         gp_inducing_post_free(p);
     return rc;
 }

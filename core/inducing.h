@@ -124,11 +124,15 @@ typedef struct gp_inducing_post {
     double *mt; /* m */
     double *C;  /* m x m, full symmetric */
     double jitter;
+    gp_kernel_points *Zp; /* Z prepared for the fitted kernel (gp_inducing_post_prepare) */
 } gp_inducing_post;
 
 /* Allocate the arrays of an m-point posterior in d dimensions (contents unset). */
 int gp_inducing_post_alloc(gp_inducing_post *p, size_t m, size_t d, gp_error *err);
 void gp_inducing_post_free(gp_inducing_post *p);
+/* Prepare Z for predictions under the fitted kernel k (which must outlive p
+ * unchanged); done by the fit and by import, before any predict. */
+int gp_inducing_post_prepare(gp_inducing_post *p, const gp_kernel *k, gp_error *err);
 
 /* Predict and sample for a model whose impl holds this posterior; same
  * contracts as gp_method.predict / .sample (original units in and out). */

@@ -361,6 +361,8 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data 
     if (rc == GP_OK)
         rc = gp_sgpr_bound(model->kernel, model->noise_variance, data->X, data->n, d, data->y,
                            Z, m, &terms, NULL, NULL, &im->post, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_post_prepare(&im->post, model->kernel, err);
     if (rc == GP_OK) {
         model->diag.jitter = im->post.jitter;
         report(model, req, data, &terms, m, gp_inducing_selection_name(sel));

@@ -143,6 +143,74 @@ static double dense_bound(const gp_kernel *k, double s2, const double *X, size_t
     return -0.5 * ((double)n * LOG_2PI + ld + q) - t / (2.0 * s2);
 }
 
+
+/* ---- method-level helpers ---- */
+
+static const gp_method *sgpr(void)
+{
+    const gp_method *m = gp_method_find("sgpr");
+    if (m == NULL)
+        fail_msg("method 'sgpr' is not registered");
+    return m;
+}
+
+static void fit_request(gp_fit_request *req, const double *X, const double *y, size_t n,
+                        size_t d, const gp_kernel *k, const gp_option_value *opts, size_t n_opts)
+{
+    memset(req, 0, sizeof *req);
+    req->X = X;
+    req->y = y;
+    req->n = n;
+    req->d = d;
+    req->kernel = k;
+    req->standardize = 1;
+    req->seed = 1;
+    req->options = opts;
+    req->n_options = n_opts;
+}
+
+static gp_model *fit_ok(const gp_method *m, const gp_fit_request *req, const char *what)
+{
+    gp_model *model = NULL;
+    gp_error err;
+    int rc = gp_model_fit(m, req, &model, &err);
+    if (rc != GP_OK)
+        fail_msg("%s: fit failed: %s (%s, field '%s')", what, err.message, gp_status_name(rc),
+                 err.field);
+    return model;
+}
+
+static void predict_ok(const gp_model *model, const double *Xs, size_t m, size_t d,
+                       int include_noise, double *mu, double *var, double *cov)
+{
+    gp_predict_request pr = {.X = Xs, .m = m, .d = d, .include_noise = include_noise,
+                             .full_covariance = cov != NULL};
+    gp_prediction out = {.mean = mu, .variance = var, .covariance = cov};
+    gp_error err;
+    int rc = gp_model_predict(model, &pr, &out, &err);
+    if (rc != GP_OK)
+        fail_msg("predict failed: %s (%s)", err.message, gp_status_name(rc));
+}
+
+static const gp_info_item *find_info(const gp_model *model, const char *key)
+{
+    for (size_t i = 0; i < model->diag.n_info && i < GP_MODEL_INFO_MAX; i++)
+        if (model->diag.info[i].key && strcmp(model->diag.info[i].key, key) == 0)
+            return &model->diag.info[i];
+    return NULL;
+}
+
+/* Column-major n x d data on [-2, 2]^d with a smooth target plus noise. */
+static void colmajor_data(size_t n, size_t d, uint64_t seed, double *X, double *y)
+{
+    double *P = dalloc(n * d);
+    random_problem(n, d, seed, P, y);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            X[j * n + i] = P[i * d + j];
+    free(P);
+}
+
 /* ---- the bound ---- */
 
 static void test_reference_vfe(void **state)
@@ -278,6 +346,291 @@ static void test_gradients(void **state)
     check_gradients(GP_KERNEL_RQ, 1, 25);
 }
 
+
+/* ---- the method ---- */
+
+/* With every training input inducing and the hyperparameters held, sgpr
+ * predicts as the exact GP (up to the 1e-6 v jitter). */
+static void test_fit_z_equals_x_predicts_exact(void **state)
+{
+    (void)state;
+    size_t n = 50, d = 2, m = 7;
+    double *X = dalloc(n * d), *y = dalloc(n), *Xs = dalloc(m * d);
+    colmajor_data(n, d, 31, X, y);
+    colmajor_data(m, d, 32, Xs, y + 0);
+    colmajor_data(n, d, 31, X, y);
+    gp_kernel *k = leaf(GP_KERNEL_RBF, d, 1);
+    k->log_lengthscale[0] = log(0.8);
+    k->log_lengthscale[1] = log(1.2);
+    k->fixed = GP_FIX_ALL;
+    gp_option_value o[] = {{"inducing", (double)n, NULL}};
+    gp_fit_request req;
+    fit_request(&req, X, y, n, d, k, o, 1);
+    req.standardize = 0;
+    req.noise_given = 1;
+    req.noise_variance = 0.05;
+    req.noise_fixed = 1;
+    gp_model *sp = fit_ok(sgpr(), &req, "sgpr");
+    req.n_options = 0;
+    gp_model *ex = fit_ok(gp_method_find("exact"), &req, "exact");
+    double mu1[7], v1[7], mu2[7], v2[7], c1[49], c2[49];
+    predict_ok(sp, Xs, m, d, 0, mu1, v1, c1);
+    predict_ok(ex, Xs, m, d, 0, mu2, v2, c2);
+    for (size_t i = 0; i < m; i++) {
+        assert_true(fabs(mu1[i] - mu2[i]) < 1e-4);
+        assert_true(fabs(v1[i] - v2[i]) < 1e-4);
+    }
+    for (size_t i = 0; i < m * m; i++)
+        assert_true(fabs(c1[i] - c2[i]) < 1e-4);
+    const gp_info_item *gap = find_info(sp, "gap");
+    assert_non_null(gap);
+    assert_true(gap->number >= -1e-9 && gap->number < 1e-2);
+    gp_model_free(sp);
+    gp_model_free(ex);
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+    free(Xs);
+}
+
+/* The whitened O(M^2) predictive equals the dense DTC formulas
+ * mean Q*f (Q + s2 I)^{-1} y, cov K** - Q*f (Q + s2 I)^{-1} Qf*. */
+static void test_predict_matches_dense_formula(void **state)
+{
+    (void)state;
+    size_t n = 70, d = 2, m = 6, M = 9;
+    double *X = dalloc(n * d), *y = dalloc(n), *Xs = dalloc(m * d), *ys = dalloc(m);
+    colmajor_data(n, d, 41, X, y);
+    colmajor_data(m, d, 42, Xs, ys);
+    gp_kernel *k = leaf(GP_KERNEL_MATERN52, d, 1);
+    gp_option_value o[] = {{"inducing", (double)M, NULL}, {"max_iterations", 30, NULL}};
+    gp_fit_request req;
+    fit_request(&req, X, y, n, d, k, o, 2);
+    req.standardize = 0;
+    gp_model *model = fit_ok(sgpr(), &req, "sgpr");
+    double mu[6], var[6], cov[36];
+    predict_ok(model, Xs, m, d, 0, mu, var, cov);
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    const gp_named_array *za = gp_state_find(&st, "Z");
+    assert_non_null(za);
+    size_t Mz = za->cols;
+    /* Dense: Q over [X; Xs] with the model's Z, kernel and noise. */
+    size_t N = n + m;
+    double *P = dalloc(N * d), *Qall = dalloc(N * N), *yy = dalloc(n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            P[i * d + j] = X[j * n + i];
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < d; j++)
+            P[(n + i) * d + j] = Xs[j * m + i];
+    dense_q(model->kernel, P, N, za->data, Mz, Qall);
+    double s2 = model->noise_variance;
+    double *A = dalloc(n * n), *B = dalloc(n * m);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            A[i + j * n] = Qall[i + j * N] + (i == j ? s2 : 0.0);
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = 0; i < n; i++)
+            B[i + j * n] = Qall[i + (n + j) * N];
+    memcpy(yy, y, n * sizeof *yy);
+    assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (int)n, A, (int)n), 0);
+    double *Sy = dalloc(n), *SB = dalloc(n * m);
+    memcpy(Sy, y, n * sizeof *Sy);
+    memcpy(SB, B, n * m * sizeof *SB);
+    LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (int)n, 1, A, (int)n, Sy, (int)n);
+    LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (int)n, (int)m, A, (int)n, SB, (int)n);
+    for (size_t a = 0; a < m; a++) {
+        double mean = 0.0;
+        for (size_t i = 0; i < n; i++)
+            mean += B[i + a * n] * Sy[i];
+        assert_true(fabs(mean - mu[a]) < 1e-9 * fmax(1.0, fabs(mean)));
+        for (size_t b = 0; b < m; b++) {
+            double c = gp_kernel_eval(model->kernel, P + (n + a) * d, P + (n + b) * d, a == b);
+            for (size_t i = 0; i < n; i++)
+                c -= B[i + a * n] * SB[i + b * n];
+            assert_true(fabs(c - cov[a + b * m]) < 1e-9);
+        }
+        assert_true(fabs(var[a] - cov[a + a * m]) < 1e-12);
+    }
+    gp_state_free(&st);
+    gp_model_free(model);
+    gp_kernel_free(k);
+    free(X), free(y), free(Xs), free(ys), free(P), free(Qall), free(yy);
+    free(A), free(B), free(Sy), free(SB);
+}
+
+static gp_model *small_fit(size_t n, size_t d, const gp_option_value *o, size_t no, uint64_t s,
+                           double **Xout, double **yout)
+{
+    double *X = dalloc(n * d), *y = dalloc(n);
+    colmajor_data(n, d, s, X, y);
+    gp_kernel *k = leaf(GP_KERNEL_RBF, d, 1);
+    gp_fit_request req;
+    fit_request(&req, X, y, n, d, k, o, no);
+    gp_model *model = fit_ok(sgpr(), &req, "sgpr");
+    gp_kernel_free(k);
+    *Xout = X;
+    *yout = y;
+    return model;
+}
+
+static void test_export_import_bit_identical(void **state)
+{
+    (void)state;
+    double *X, *y;
+    gp_option_value o[] = {{"inducing", 15, NULL}};
+    gp_model *model = small_fit(120, 3, o, 1, 51, &X, &y);
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    gp_model *copy = NULL;
+    assert_int_equal(gp_model_import(sgpr(), &st, &copy, &err), GP_OK);
+    double mu1[120], v1[120], mu2[120], v2[120];
+    predict_ok(model, X, 40, 3, 1, mu1, v1, NULL);
+    predict_ok(copy, X, 40, 3, 1, mu2, v2, NULL);
+    assert_memory_equal(mu1, mu2, 40 * sizeof *mu1);
+    assert_memory_equal(v1, v2, 40 * sizeof *v1);
+    /* A corrupt factor is refused, naming the array. */
+    for (size_t i = 0; i < st.count; i++)
+        if (strcmp(st.arrays[i].name, "chol_kuu_packed") == 0)
+            st.arrays[i].data[0] = -1.0;
+    gp_model *bad = NULL;
+    assert_int_equal(gp_model_import(sgpr(), &st, &bad, &err), GP_EDATA);
+    assert_string_equal(err.field, "chol_kuu_packed");
+    assert_null(bad);
+    gp_state_free(&st);
+    gp_model_free(model);
+    gp_model_free(copy);
+    free(X);
+    free(y);
+}
+
+/* 20000 joint draws against the predictive mean and covariance. */
+static void test_samples_match_covariance(void **state)
+{
+    (void)state;
+    double *X, *y;
+    gp_option_value o[] = {{"inducing", 10, NULL}};
+    gp_model *model = small_fit(80, 2, o, 1, 61, &X, &y);
+    size_t m = 4, S = 20000;
+    double Xs[8] = {-1.0, -0.5, 0.3, 1.5, 0.2, 0.9, -1.2, 0.0};
+    double mu[4], var[4], cov[16];
+    predict_ok(model, Xs, m, 2, 1, mu, var, cov);
+    double *draws = dalloc(m * S);
+    gp_sample_request sr = {.X = Xs, .m = m, .d = 2, .n_samples = S, .seed = 5, .include_noise = 1};
+    gp_error err;
+    assert_int_equal(gp_model_sample(model, &sr, draws, &err), GP_OK);
+    for (size_t a = 0; a < m; a++) {
+        double mean = 0.0;
+        for (size_t s = 0; s < S; s++)
+            mean += draws[s * m + a];
+        mean /= (double)S;
+        assert_true(fabs(mean - mu[a]) < 5.0 * sqrt(var[a] / (double)S));
+        for (size_t b = 0; b < m; b++) {
+            double c = 0.0;
+            for (size_t s = 0; s < S; s++)
+                c += (draws[s * m + a] - mu[a]) * (draws[s * m + b] - mu[b]);
+            c /= (double)S;
+            assert_true(fabs(c - cov[a + b * m]) < 0.05 * sqrt(var[a] * var[b]));
+        }
+    }
+    free(draws);
+    gp_model_free(model);
+    free(X);
+    free(y);
+}
+
+/* Optimising Z from the same start reaches at least the fixed-Z bound, and
+ * the report carries the bound's pieces. */
+static void test_optimize_inducing_improves_bound(void **state)
+{
+    (void)state;
+    double *X, *y, *X2, *y2;
+    gp_option_value fixed[] = {{"inducing", 6, NULL}};
+    gp_option_value moved[] = {{"inducing", 6, NULL}, {"optimize_inducing", 1, NULL}};
+    gp_model *a = small_fit(150, 2, fixed, 1, 71, &X, &y);
+    gp_model *b = small_fit(150, 2, moved, 2, 71, &X2, &y2);
+    assert_true(b->diag.objective >= a->diag.objective - 1e-6);
+    const char *keys[] = {"inducing", "inducing_selection", "trace_term", "trace_fraction",
+                          "exact_lml", "gap"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (find_info(a, keys[i]) == NULL)
+            fail_msg("info '%s' missing", keys[i]);
+    assert_true(find_info(a, "gap")->number >= -1e-8);
+    assert_true(fabs(find_info(a, "exact_lml")->number - find_info(a, "gap")->number -
+                     a->diag.objective) < 1e-6);
+    assert_int_equal((int)find_info(b, "optimize_inducing")->number, 1);
+    gp_model_free(a);
+    gp_model_free(b);
+    free(X), free(y), free(X2), free(y2);
+}
+
+/* Every row repeated three times: the inducing set never holds a repeated
+ * input, Kuu stays positive definite, and the fit works for every selection. */
+static void test_duplicate_inputs(void **state)
+{
+    (void)state;
+    size_t base = 20, n = 3 * base, d = 2;
+    double *X0 = dalloc(base * d), *y0 = dalloc(base), *X = dalloc(n * d), *y = dalloc(n);
+    colmajor_data(base, d, 81, X0, y0);
+    for (size_t r = 0; r < 3; r++)
+        for (size_t i = 0; i < base; i++) {
+            for (size_t j = 0; j < d; j++)
+                X[j * n + r * base + i] = X0[j * base + i];
+            y[r * base + i] = y0[i] + 0.01 * (double)r;
+        }
+    const char *sels[] = {"greedy", "kmeans", "random"};
+    gp_kernel *k = leaf(GP_KERNEL_RBF, d, 0);
+    for (size_t s = 0; s < 3; s++) {
+        gp_option_value o[] = {{"inducing", (double)n, NULL},
+                               {"inducing_selection", 0, sels[s]}};
+        gp_fit_request req;
+        fit_request(&req, X, y, n, d, k, o, 2);
+        gp_model *model = fit_ok(sgpr(), &req, sels[s]);
+        const gp_info_item *mi = find_info(model, "inducing");
+        assert_non_null(mi);
+        if (mi->number > (double)base)
+            fail_msg("%s chose %g inducing points among %zu distinct inputs", sels[s],
+                     mi->number, base);
+        gp_model_free(model);
+    }
+    gp_kernel_free(k);
+    free(X0), free(y0), free(X), free(y);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    size_t n = 30, d = 2;
+    double *X = dalloc(n * d), *y = dalloc(n);
+    colmajor_data(n, d, 91, X, y);
+    gp_kernel *lin = leaf(GP_KERNEL_LINEAR, d, 0), *k = leaf(GP_KERNEL_RBF, d, 0);
+    gp_fit_request req;
+    gp_model *model = NULL;
+    gp_error err;
+    fit_request(&req, X, y, n, d, lin, NULL, 0);
+    assert_int_equal(gp_model_fit(sgpr(), &req, &model, &err), GP_EUNSUPPORTED);
+    assert_string_equal(err.field, "kernel.type");
+    gp_option_value o[] = {{"inducing", 30, NULL}};
+    fit_request(&req, X, y, n, d, k, o, 1);
+    req.max_train_points = 20; /* budget 400 doubles */
+    assert_int_equal(gp_model_fit(sgpr(), &req, &model, &err), GP_ETOOBIG);
+    assert_string_equal(err.field, "options.inducing");
+    gp_option_value bad[] = {{"inducing_selection", 0, "kdpp"}};
+    fit_request(&req, X, y, n, d, k, bad, 1);
+    assert_int_equal(gp_model_fit(sgpr(), &req, &model, &err), GP_EINVAL);
+    assert_string_equal(err.field, "options.inducing_selection");
+    assert_null(model);
+    gp_kernel_free(lin);
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +638,13 @@ int main(void)
         cmocka_unit_test(test_dense_agreement),
         cmocka_unit_test(test_z_equals_x_is_exact),
         cmocka_unit_test(test_gradients),
+        cmocka_unit_test(test_fit_z_equals_x_predicts_exact),
+        cmocka_unit_test(test_predict_matches_dense_formula),
+        cmocka_unit_test(test_export_import_bit_identical),
+        cmocka_unit_test(test_samples_match_covariance),
+        cmocka_unit_test(test_optimize_inducing_improves_bound),
+        cmocka_unit_test(test_duplicate_inputs),
+        cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
