@@ -732,6 +732,50 @@ else
     fail "long msrfr job is running" "status '$JOB_STATUS'" body
 fi
 
+# ---------------------------------------------------------------- sgpr
+section "sgpr (inducing-point sparse variational GP)"
+check "GET /v1/methods (sgpr listed)" 200 GET /v1/methods
+grep -q '"name":"sgpr"' "$T/flat" && grep -q '"inducing_selection"' "$T/flat" &&
+    grep -q '"greedy","kmeans","random"' "$T/flat" && grep -q '"optimize_inducing"' "$T/flat"
+verdict "/v1/methods lists sgpr with inducing, selection choices, optimize_inducing" $? "not listed"
+csv_to_json sg2d '"method":"sgpr","kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20},' <"$T/ss.csv" >"$T/sg.json"
+check_json "fit sgpr (20 inducing points, greedy)" 201 /v1/models @"$T/sg.json"
+[ "$(jnum inducing)" = 20 ] && [ "$(jstr inducing_selection)" = greedy ] &&
+    [ -n "$(jnum trace_term)" ] && [ -n "$(jnum exact_lml)" ] && [ -n "$(jnum gap)" ] &&
+    grep -q '"objective_name":"elbo"' "$T/flat"
+verdict "sgpr reports inducing 20, greedy, the bound, trace term, exact LML and gap" $? "inducing '$(jnum inducing)' gap '$(jnum gap)'"
+awk -v g="$(jnum gap)" 'BEGIN { exit !(g >= -1e-6) }'
+verdict "sgpr gap (exact LML - bound) is not negative" $? "gap $(jnum gap)"
+check_json "predict sgpr" 200 /v1/models/sg2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
+cp "$T/body" "$T/ref_sg.json"
+[ "$(jarr mean | count_lines)" = 4 ] && [ "$(jarr variance | count_lines)" = 4 ]
+verdict "sgpr predict: 4 means and 4 variances" $? "wrong lengths"
+check_json "predict sgpr latent" 200 /v1/models/sg2d/predict "{\"X\":$SSX,\"include_noise\":false}"
+jarr variance >"$T/sg_lat.txt"
+tr -d ' \t\r\n' <"$T/ref_sg.json" >"$T/ref_sg.flat"
+jarr variance "$T/ref_sg.flat" | paste -d' ' - "$T/sg_lat.txt" |
+    awk '{ if (!($2 > 0 && $1 > $2)) bad = 1; n++ } END { exit bad || n != 4 }'
+verdict "sgpr: observation variance > latent variance > 0" $? "not ordered"
+check_json "sample sgpr" 200 /v1/models/sg2d/sample "{\"X\":$SSX,\"n_samples\":6,\"seed\":3}"
+cp "$T/body" "$T/sg_s3.json"
+jmat samples | awk -F, '{ if (NF != 4) bad = 1; n++ } END { exit bad || n != 6 }'
+verdict "sgpr samples: 6 draws of 4 points" $? "wrong shape"
+check_json "sample sgpr again" 200 /v1/models/sg2d/sample "{\"X\":$SSX,\"n_samples\":6,\"seed\":3}"
+cmp -s "$T/body" "$T/sg_s3.json"
+verdict "sgpr: same seed -> identical samples" $? "bodies differ"
+for sel in kmeans random; do
+    csv_to_json "sg-$sel" "\"method\":\"sgpr\",\"kernel\":{\"type\":\"matern32\",\"ard\":true},\"options\":{\"inducing\":15,\"inducing_selection\":\"$sel\",\"optimize_inducing\":true,\"max_iterations\":40}," <"$T/ss.csv" >"$T/sg_$sel.json"
+    check_json "fit sgpr $sel + optimize_inducing (matern32)" 201 /v1/models @"$T/sg_$sel.json"
+    [ "$(jstr inducing_selection)" = "$sel" ] && [ "$(jnum optimize_inducing)" = 1 ]
+    verdict "sgpr $sel with optimize_inducing reported" $? "selection '$(jstr inducing_selection)'"
+done
+check_jerr "sgpr: inducing 0" 400 invalid_argument '^options\.inducing$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"options\":{\"inducing\":0},$SSB}"
+check_jerr "sgpr: unknown selection" 400 invalid_argument '^options\.inducing_selection$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"options\":{\"inducing_selection\":\"kdpp\"},$SSB}"
+check_jerr "sgpr: optimize_inducing not a bool" 400 invalid_argument '^options\.optimize_inducing$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"options\":{\"optimize_inducing\":1},$SSB}"
+check_jerr "sgpr: linear kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"kernel\":{\"type\":\"linear\"},$SSB}"
+check_jerr "sgpr: sum kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"kernel\":{\"type\":\"sum\",\"terms\":[{\"type\":\"rbf\"},{\"type\":\"rbf\"}]},$SSB}"
+check_jerr "sgpr predict: wrong dimension" 422 invalid_data '^X' /v1/models/sg2d/predict '{"X":[[1,2,3]]}'
+
 # ---------------------------------------------------------------- OpenAPI
 section "OpenAPI"
 check "GET /openapi.yaml" 200 GET /openapi.yaml
@@ -977,6 +1021,9 @@ if start_daemon "$T/main2.log" --db "$T/main.db" --max-body-mb 1; then
     check_json "after restart: predict ssgp" 200 /v1/models/ssgp2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
     cmp -s "$T/body" "$T/ref_ssgp.json"
     verdict "after restart: ssgp predict body bit-identical" $? "bodies differ"
+    check_json "after restart: predict sgpr" 200 /v1/models/sg2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
+    cmp -s "$T/body" "$T/ref_sg.json"
+    verdict "after restart: sgpr predict body bit-identical" $? "bodies differ"
     check_json "after restart: predict msrfr" 200 /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":true,\"quantiles\":[0.05,0.5,0.95],\"full_covariance\":true}"
     cmp -s "$T/body" "$T/ref_ms.json"
     verdict "after restart: msrfr predict body bit-identical" $? "bodies differ"
