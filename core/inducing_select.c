@@ -6,15 +6,17 @@
  *           lexicographically), then a partial Fisher-Yates shuffle of them.
  *   kmeans  k-means++ seeding on the distinct values, then Lloyd iterations
  *           over all n points (duplicates weigh as often as they occur). The
- *           assignment runs over fixed point blocks through gp_parallel_for
- *           and each point's nearest centre is an exact sum of squared
- *           differences (ties: lowest centre index), so the result does not
- *           depend on the thread count.
+ *           assignment runs over fixed point blocks through gp_parallel_for;
+ *           a dgemm screens the centres and each point's nearest centre is
+ *           then decided by exact sums of squared differences (ties: lowest
+ *           centre index), so the result does not depend on the thread count
+ *           or on BLAS rounding.
  *
  * Two points are the same value when all their coordinates compare equal. */
 #include "core/inducing.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@
 #define GREEDY_REL_TOL 1e-12
 #define KMEANS_MAX_ITER 100
 #define KMEANS_BLOCK 1024 /* points per assignment task (fixed: thread-count free) */
+#define KMEANS_SCRATCH 262144 /* doubles of dot products per dgemm */
 
 static const char *const selection_names[] = {"greedy", "kmeans", "random"};
 #define N_SELECTIONS (sizeof selection_names / sizeof selection_names[0])
@@ -225,52 +228,108 @@ static int select_random(const double *X, size_t n, size_t d, size_t M, uint64_t
 
 typedef struct assign_task {
     const double *X, *C;
+    const double *cnorm; /* ||c||^2 of every centre */
+    double cnorm_max;
     size_t n, d, m;
-    size_t *assign; /* in: previous assignment (a starting guess); out: nearest */
-    double *dist;   /* out: squared distance to the assigned centre */
+    size_t *assign; /* out: the nearest centre */
+    double *dist;   /* out: squared distance to it */
 } assign_task;
 
-/* Points [t * KMEANS_BLOCK, ...): the nearest centre, lowest index on ties.
- * Starting from the previous centre only tightens the early exit; the
- * result is the exact minimiser either way. */
+/* Exact nearest centre of x (lowest index on ties) by direct sums. */
+static size_t nearest_exact(const double *x, const double *C, size_t d, size_t m, double *bd)
+{
+    size_t best = 0;
+    double b = sqdist(x, C, d);
+    for (size_t c = 1; c < m; c++) {
+        double s = sqdist(x, C + c * d, d);
+        if (s < b) {
+            b = s;
+            best = c;
+        }
+    }
+    *bd = b;
+    return best;
+}
+
+/* Point i from its row g of centre dot products. */
+static void assign_point(const assign_task *a, size_t i, const double *g)
+{
+    size_t d = a->d, m = a->m;
+    const double *x = a->X + i * d;
+    double xn = 0.0;
+    for (size_t q = 0; q < d; q++)
+        xn += x[q] * x[q];
+    double emin = INFINITY;
+    for (size_t c = 0; c < m; c++) {
+        double e = xn + a->cnorm[c] - 2.0 * g[c];
+        if (e < emin)
+            emin = e;
+    }
+    /* twice a generous bound on the rounding of one screened distance */
+    double margin = 2.0 * 8.0 * (double)(d + 4) * DBL_EPSILON * (xn + a->cnorm_max);
+    size_t best = m;
+    double bd = INFINITY;
+    for (size_t c = 0; c < m; c++) {
+        if (!(xn + a->cnorm[c] - 2.0 * g[c] <= emin + margin))
+            continue;
+        double s = sqdist(x, a->C + c * d, d);
+        if (s < bd) {
+            bd = s;
+            best = c;
+        }
+    }
+    if (best == m) /* NaN from BLAS: cannot happen for finite data */
+        best = nearest_exact(x, a->C, d, m, &bd);
+    a->assign[i] = best;
+    a->dist[i] = bd;
+}
+
+/* Points [t * KMEANS_BLOCK, ...). A dgemm gives ||x||^2 + ||c||^2 - 2 x.c
+ * for every centre; those within twice its rounding bound of the smallest
+ * are the candidates (every exact minimiser among them), and the exact
+ * squared distances decide among them, lowest index on ties. So the answer
+ * is the exact one whatever BLAS does with its rounding. */
 static void assign_run(void *ctx, size_t t)
 {
     const assign_task *a = ctx;
     size_t lo = t * KMEANS_BLOCK, hi = lo + KMEANS_BLOCK < a->n ? lo + KMEANS_BLOCK : a->n;
-    size_t d = a->d;
-    for (size_t i = lo; i < hi; i++) {
-        const double *x = a->X + i * d;
-        size_t best = a->assign[i] < a->m ? a->assign[i] : 0;
-        double bd = sqdist(x, a->C + best * d, d);
-        for (size_t c = 0; c < a->m; c++) {
-            if (c == best)
-                continue;
-            const double *cc = a->C + c * d;
-            double s = 0.0;
-            size_t q = 0;
-            for (; q < d; q++) {
-                double u = x[q] - cc[q];
-                s += u * u;
-                if (s > bd)
-                    break;
-            }
-            if (q < d)
-                continue;
-            if (s < bd || (s == bd && c < best)) {
-                bd = s;
-                best = c;
-            }
-        }
-        a->assign[i] = best;
-        a->dist[i] = bd;
+    size_t d = a->d, m = a->m;
+    /* Sub-blocks keep the scratch near KMEANS_SCRATCH doubles however large m is. */
+    size_t sub = KMEANS_SCRATCH / m > 0 ? KMEANS_SCRATCH / m : 1;
+    if (sub > hi - lo)
+        sub = hi - lo;
+    double *G = malloc(sub * m * sizeof *G);
+    if (G == NULL) { /* slow but exact */
+        for (size_t i = lo; i < hi; i++)
+            a->assign[i] = nearest_exact(a->X + i * d, a->C, d, m, &a->dist[i]);
+        return;
     }
+    for (size_t s0 = lo; s0 < hi; s0 += sub) {
+        size_t b = s0 + sub < hi ? sub : hi - s0;
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)b, (blasint)d,
+                    1.0, a->C, (blasint)d, a->X + s0 * d, (blasint)d, 0.0, G, (blasint)m);
+        for (size_t i = s0; i < s0 + b; i++)
+            assign_point(a, i, G + (i - s0) * m);
+    }
+    free(G);
 }
 
 /* Assign every point; returns how many assignments changed. */
-static size_t kmeans_assign(assign_task *a, size_t *prev)
+static size_t kmeans_assign(assign_task *a, size_t *prev, double *cnorm)
 {
     memcpy(prev, a->assign, a->n * sizeof *prev);
+    a->cnorm_max = 0.0;
+    for (size_t c = 0; c < a->m; c++) {
+        cnorm[c] = 0.0;
+        for (size_t q = 0; q < a->d; q++)
+            cnorm[c] += a->C[c * a->d + q] * a->C[c * a->d + q];
+        if (cnorm[c] > a->cnorm_max)
+            a->cnorm_max = cnorm[c];
+    }
+    a->cnorm = cnorm;
+    gp_blas_serial_begin(); /* the tasks call BLAS concurrently */
     gp_parallel_for((a->n + KMEANS_BLOCK - 1) / KMEANS_BLOCK, assign_run, a);
+    gp_blas_serial_end();
     size_t changed = 0;
     for (size_t i = 0; i < a->n; i++)
         changed += prev[i] != a->assign[i];
@@ -376,7 +435,7 @@ static int select_kmeans(const double *X, size_t n, size_t d, size_t M, uint64_t
     rc = gp_checked_size(d, m, &sz, err);
     if (rc != GP_OK)
         goto done;
-    sums = gp_alloc_doubles(sz, err);
+    sums = gp_alloc_doubles(sz + m, err); /* then the m centre norms */
     counts = malloc(m * sizeof *counts);
     if (sums == NULL || counts == NULL) {
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu centres", m);
@@ -387,10 +446,10 @@ static int select_kmeans(const double *X, size_t n, size_t d, size_t M, uint64_t
     for (size_t i = 0; i < n; i++)
         assign[i] = 0;
     assign_task a = {.X = X, .C = Z, .n = n, .d = d, .m = m, .assign = assign, .dist = dist};
-    kmeans_assign(&a, prev);
+    kmeans_assign(&a, prev, sums + sz);
     for (int it = 0; it < KMEANS_MAX_ITER; it++) {
         size_t reseeded = kmeans_update(&a, Z, sums, counts);
-        size_t changed = kmeans_assign(&a, prev);
+        size_t changed = kmeans_assign(&a, prev, sums + sz);
         if (changed == 0 && reseeded == 0)
             break;
     }
