@@ -1,0 +1,314 @@
+/* gp_kernel_cross_grad_contract: the theta and Z gradients of
+ * F = sum_ij W_ij k(X_i, Z_j) against central finite differences and against
+ * gp_kernel_eval_grad pair by pair, for every stationary leaf with and without
+ * ARD and active_dims; bit-identical results for any thread count; the
+ * unsupported kernels; the symmetric (Z, Z) case. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/kernel.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+
+#define DIM 3
+#define MAX_PARAMS 16
+#define FD_STEP 1e-5
+#define FD_RTOL 1e-6
+
+static const gp_kernel_type stationary[] = {GP_KERNEL_RBF, GP_KERNEL_MATERN12,
+                                            GP_KERNEL_MATERN32, GP_KERNEL_MATERN52,
+                                            GP_KERNEL_RQ};
+#define N_STATIONARY (sizeof stationary / sizeof stationary[0])
+static const size_t dims02[] = {0, 2};
+
+/* Configuration c (0..3): bit 0 = ARD, bit 1 = active dims {0, 2}. */
+static gp_kernel *make_kernel(gp_kernel_type type, int c, gp_rng *rng)
+{
+    gp_kernel *k = NULL;
+    gp_error err;
+    int ard = c & 1, act = (c >> 1) & 1;
+    assert_int_equal(gp_kernel_leaf(&k, type, DIM, ard, act ? dims02 : NULL, act ? 2 : 0, &err),
+                     GP_OK);
+    size_t np = gp_kernel_n_params(k);
+    double th[MAX_PARAMS];
+    assert_true(np <= MAX_PARAMS);
+    for (size_t i = 0; i < np; i++)
+        th[i] = -0.5 + gp_rng_uniform(rng);
+    gp_kernel_set_params(k, th);
+    return k;
+}
+
+static void fill_normal(gp_rng *rng, double *x, size_t count, double scale)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = scale * gp_rng_normal(rng);
+}
+
+/* F = sum_ij W_ij k(X_i, Z_j) with W (n x m, leading dimension ldw). */
+static double objective(const gp_kernel *k, const double *X, size_t n, const double *Z, size_t m,
+                        const double *W, size_t ldw)
+{
+    double *K = malloc(n * m * sizeof *K), f = 0.0;
+    gp_kernel_cross(k, X, n, Z, m, K, n);
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = 0; i < n; i++)
+            f += W[i + j * ldw] * K[i + j * n];
+    free(K);
+    return f;
+}
+
+/* sum_ij W_ij k(Z_i, Z_j) for W (m x m). */
+static double sym_objective(const gp_kernel *k, const double *Z, size_t m, const double *W)
+{
+    double *K = malloc(m * m * sizeof *K), f = 0.0;
+    gp_kernel_gram(k, Z, m, K, m);
+    for (size_t i = 0; i < m * m; i++)
+        f += W[i] * K[i];
+    free(K);
+    return f;
+}
+
+static void assert_close(double got, double want, double rtol, const char *what, size_t i)
+{
+    double tol = rtol * (1.0 + fabs(want));
+    if (!(fabs(got - want) <= tol)) {
+        print_error("%s[%zu]: got %.15g want %.15g (tol %.3g)\n", what, i, got, want, tol);
+        fail();
+    }
+}
+
+/* grad and gz against central differences of F. */
+static void test_fd(void **state)
+{
+    (void)state;
+    enum { N = 7, M = 5, LDW = N + 2 };
+    gp_rng rng;
+    gp_rng_seed(&rng, 101);
+    for (size_t t = 0; t < N_STATIONARY; t++) {
+        for (int c = 0; c < 4; c++) {
+            gp_kernel *k = make_kernel(stationary[t], c, &rng);
+            size_t np = gp_kernel_n_params(k);
+            double X[DIM * N], Z[DIM * M], W[LDW * M], grad[MAX_PARAMS], gz[DIM * M];
+            fill_normal(&rng, X, DIM * N, 1.0); /* continuous: no coincident pairs */
+            fill_normal(&rng, Z, DIM * M, 1.0);
+            fill_normal(&rng, W, LDW * M, 1.0);
+            gp_error err;
+            assert_int_equal(gp_kernel_cross_grad_contract(k, X, N, Z, M, W, LDW, grad, gz, &err),
+                             GP_OK);
+            double th[MAX_PARAMS];
+            gp_kernel_get_params(k, th);
+            for (size_t p = 0; p < np; p++) {
+                double save = th[p];
+                th[p] = save + FD_STEP;
+                gp_kernel_set_params(k, th);
+                double fp = objective(k, X, N, Z, M, W, LDW);
+                th[p] = save - FD_STEP;
+                gp_kernel_set_params(k, th);
+                double fm = objective(k, X, N, Z, M, W, LDW);
+                th[p] = save;
+                gp_kernel_set_params(k, th);
+                assert_close(grad[p], (fp - fm) / (2.0 * FD_STEP), FD_RTOL, "grad", p);
+            }
+            for (size_t i = 0; i < DIM * M; i++) {
+                double save = Z[i];
+                Z[i] = save + FD_STEP;
+                double fp = objective(k, X, N, Z, M, W, LDW);
+                Z[i] = save - FD_STEP;
+                double fm = objective(k, X, N, Z, M, W, LDW);
+                Z[i] = save;
+                assert_close(gz[i], (fp - fm) / (2.0 * FD_STEP), FD_RTOL, "gz", i);
+                if ((c & 2) && i % DIM == 1) /* a dimension the kernel does not see */
+                    assert_true(gz[i] == 0.0);
+            }
+            /* gz may be NULL; grad is the same */
+            double grad2[MAX_PARAMS];
+            assert_int_equal(gp_kernel_cross_grad_contract(k, X, N, Z, M, W, LDW, grad2, NULL,
+                                                           &err),
+                             GP_OK);
+            assert_memory_equal(grad, grad2, np * sizeof *grad);
+            gp_kernel_free(k);
+        }
+    }
+}
+
+/* grad = sum_ij W_ij gp_kernel_eval_grad(X_i, Z_j), to rounding. */
+static void test_matches_eval_grad(void **state)
+{
+    (void)state;
+    enum { N = 11, M = 9 };
+    gp_rng rng;
+    gp_rng_seed(&rng, 202);
+    for (size_t t = 0; t < N_STATIONARY; t++) {
+        for (int c = 0; c < 4; c++) {
+            gp_kernel *k = make_kernel(stationary[t], c, &rng);
+            size_t np = gp_kernel_n_params(k);
+            double X[DIM * N], Z[DIM * M], W[N * M], grad[MAX_PARAMS];
+            double ref[MAX_PARAMS] = {0.0}, mag[MAX_PARAMS] = {0.0}, g[MAX_PARAMS];
+            fill_normal(&rng, X, DIM * N, 1.0);
+            fill_normal(&rng, Z, DIM * M, 1.0);
+            fill_normal(&rng, W, N * M, 1.0);
+            gp_error err;
+            assert_int_equal(gp_kernel_cross_grad_contract(k, X, N, Z, M, W, N, grad, NULL, &err),
+                             GP_OK);
+            for (size_t j = 0; j < M; j++)
+                for (size_t i = 0; i < N; i++) {
+                    gp_kernel_eval_grad(k, X + i * DIM, Z + j * DIM, 0, g);
+                    for (size_t p = 0; p < np; p++) {
+                        ref[p] += W[i + j * N] * g[p];
+                        mag[p] += fabs(W[i + j * N] * g[p]);
+                    }
+                }
+            for (size_t p = 0; p < np; p++)
+                assert_true(fabs(grad[p] - ref[p]) <= 1e-12 * (1.0 + mag[p]));
+            gp_kernel_free(k);
+        }
+    }
+}
+
+/* A block that is split into tasks: the same bits for 1, 2 and 4 threads. */
+static void test_thread_count(void **state)
+{
+    (void)state;
+    enum { N = 200, M = 180 }; /* 36000 pairs >= 32768 */
+    gp_rng rng;
+    gp_rng_seed(&rng, 303);
+    double *X = malloc(DIM * N * sizeof *X), *Z = malloc(DIM * M * sizeof *Z);
+    double *W = malloc(N * M * sizeof *W);
+    fill_normal(&rng, X, DIM * N, 1.0);
+    fill_normal(&rng, Z, DIM * M, 1.0);
+    fill_normal(&rng, W, N * M, 1.0);
+    const int threads[] = {1, 2, 4};
+    for (size_t t = 0; t < N_STATIONARY; t++) {
+        for (int c = 0; c < 4; c++) {
+            gp_kernel *k = make_kernel(stationary[t], c, &rng);
+            size_t np = gp_kernel_n_params(k);
+            double grad[3][MAX_PARAMS], *gz[3];
+            for (int r = 0; r < 3; r++) {
+                gp_parallel_set_threads(threads[r]);
+                gz[r] = malloc(DIM * M * sizeof *gz[r]);
+                gp_error err;
+                assert_int_equal(gp_kernel_cross_grad_contract(k, X, N, Z, M, W, N, grad[r],
+                                                               gz[r], &err),
+                                 GP_OK);
+            }
+            for (int r = 1; r < 3; r++) {
+                assert_memory_equal(grad[0], grad[r], np * sizeof(double));
+                assert_memory_equal(gz[0], gz[r], DIM * M * sizeof(double));
+            }
+            for (int r = 0; r < 3; r++)
+                free(gz[r]);
+            gp_kernel_free(k);
+        }
+    }
+    gp_parallel_set_threads(0);
+    free(X);
+    free(Z);
+    free(W);
+}
+
+static void test_unsupported(void **state)
+{
+    (void)state;
+    gp_error err;
+    gp_kernel *lin = NULL, *per = NULL, *white = NULL, *a = NULL, *b = NULL, *sum = NULL;
+    gp_kernel *one = NULL, *prod = NULL;
+    assert_int_equal(gp_kernel_leaf(&lin, GP_KERNEL_LINEAR, DIM, 0, NULL, 0, &err), GP_OK);
+    assert_int_equal(gp_kernel_leaf(&per, GP_KERNEL_PERIODIC, DIM, 0, NULL, 0, &err), GP_OK);
+    assert_int_equal(gp_kernel_leaf(&white, GP_KERNEL_WHITE, DIM, 0, NULL, 0, &err), GP_OK);
+    assert_int_equal(gp_kernel_leaf(&a, GP_KERNEL_RBF, DIM, 0, NULL, 0, &err), GP_OK);
+    assert_int_equal(gp_kernel_leaf(&b, GP_KERNEL_MATERN32, DIM, 0, NULL, 0, &err), GP_OK);
+    gp_kernel *terms[2] = {a, b};
+    assert_int_equal(gp_kernel_composite(&sum, GP_KERNEL_SUM, terms, 2, &err), GP_OK);
+    assert_int_equal(gp_kernel_leaf(&one, GP_KERNEL_RBF, DIM, 0, NULL, 0, &err), GP_OK);
+    gp_kernel *single[1] = {one};
+    assert_int_equal(gp_kernel_composite(&prod, GP_KERNEL_PRODUCT, single, 1, &err), GP_OK);
+    double X[DIM * 2] = {0, 1, 2, 3, 4, 5}, W[4] = {1, 2, 3, 4}, grad[MAX_PARAMS], gz[DIM * 2];
+    gp_kernel *bad[] = {lin, per, white, sum, prod};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gp_error_clear(&err);
+        assert_int_equal(gp_kernel_cross_grad_contract(bad[i], X, 2, X, 2, W, 2, grad, gz, &err),
+                         GP_EUNSUPPORTED);
+        assert_int_equal(err.code, GP_EUNSUPPORTED);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        gp_kernel_free(bad[i]);
+}
+
+/* Symmetric W over (Z, Z): 2 gz is the Z-gradient of sum_ij W_ij k(Z_i, Z_j). */
+static void test_symmetric(void **state)
+{
+    (void)state;
+    enum { M = 6 };
+    gp_rng rng;
+    gp_rng_seed(&rng, 404);
+    for (size_t t = 0; t < N_STATIONARY; t++) {
+        for (int c = 0; c < 4; c++) {
+            gp_kernel *k = make_kernel(stationary[t], c, &rng);
+            double Z[DIM * M], W[M * M], grad[MAX_PARAMS], gz[DIM * M];
+            fill_normal(&rng, Z, DIM * M, 1.0);
+            for (size_t j = 0; j < M; j++)
+                for (size_t i = 0; i <= j; i++)
+                    W[i + j * M] = W[j + i * M] = gp_rng_normal(&rng);
+            gp_error err;
+            assert_int_equal(gp_kernel_cross_grad_contract(k, Z, M, Z, M, W, M, grad, gz, &err),
+                             GP_OK);
+            for (size_t i = 0; i < DIM * M; i++) {
+                double save = Z[i];
+                Z[i] = save + FD_STEP;
+                double fp = sym_objective(k, Z, M, W);
+                Z[i] = save - FD_STEP;
+                double fm = sym_objective(k, Z, M, W);
+                Z[i] = save;
+                assert_close(2.0 * gz[i], (fp - fm) / (2.0 * FD_STEP), FD_RTOL, "2gz", i);
+            }
+            /* and grad is tr(W dK/dtheta) as gp_kernel_gram_grad_contract has it */
+            size_t np = gp_kernel_n_params(k);
+            double ref[MAX_PARAMS];
+            gp_kernel_gram_grad_contract(k, Z, M, W, M, ref);
+            for (size_t p = 0; p < np; p++)
+                assert_close(grad[p], ref[p], 1e-12, "grad", p);
+            gp_kernel_free(k);
+        }
+    }
+}
+
+static void test_empty(void **state)
+{
+    (void)state;
+    gp_rng rng;
+    gp_rng_seed(&rng, 5);
+    gp_kernel *k = make_kernel(GP_KERNEL_RBF, 1, &rng);
+    double X[DIM] = {1, 2, 3}, W[1] = {1}, grad[MAX_PARAMS], gz[DIM];
+    for (size_t i = 0; i < MAX_PARAMS; i++)
+        grad[i] = 7.0;
+    for (size_t i = 0; i < DIM; i++)
+        gz[i] = 7.0;
+    gp_error err;
+    assert_int_equal(gp_kernel_cross_grad_contract(k, X, 0, X, 1, W, 1, grad, gz, &err), GP_OK);
+    for (size_t p = 0; p < gp_kernel_n_params(k); p++)
+        assert_true(grad[p] == 0.0);
+    for (size_t i = 0; i < DIM; i++)
+        assert_true(gz[i] == 0.0);
+    gp_kernel_free(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fd),
+        cmocka_unit_test(test_matches_eval_grad),
+        cmocka_unit_test(test_thread_count),
+        cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_symmetric),
+        cmocka_unit_test(test_empty),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
