@@ -498,6 +498,8 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
     if (dim == 0) {
         *s2 = np->start;
         diag->converged = 1;
+        if (spec->result_f)
+            *spec->result_f = -driver_objective(&dr, x, x);
     } else {
         gp_lbfgs_options opt;
         gp_lbfgs_default_options(&opt);
@@ -519,9 +521,75 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
         if (rc == GP_OK) {
             driver_apply(&dr, x); /* the best point: kernel and Z */
             *s2 = driver_noise(&dr, x);
+            if (spec->result_f)
+                *spec->result_f = -res.f;
         }
     }
     free(x);
     driver_free(&dr);
+    return rc;
+}
+
+/* ---- selection rounds ---- */
+
+/* The fitted state of one round, to go back to when the next does worse. */
+typedef struct round_state {
+    double *theta, *Z;
+    double s2, f;
+    size_t m;
+} round_state;
+
+static void round_save(round_state *rs, const gp_kernel *k, double s2, const double *Z, size_t m,
+                       size_t d, double f)
+{
+    gp_kernel_get_params(k, rs->theta);
+    memcpy(rs->Z, Z, m * d * sizeof *Z);
+    rs->s2 = s2;
+    rs->m = m;
+    rs->f = f;
+}
+
+int gp_inducing_fit(gp_kernel *k, const gp_noise_param *np, double *s2,
+                    gp_inducing_selection sel, size_t M, int rounds, const double *X, size_t n,
+                    double *Z, size_t *m, const gp_fit_request *req, gp_inducing_fit_spec *spec,
+                    gp_diagnostics *diag, gp_error *err)
+{
+    size_t d = k->input_dim;
+    if (sel != GP_INDUCING_GREEDY || spec->optimize_z)
+        rounds = 0;
+    double f = -INFINITY, *saved_f = spec->result_f;
+    spec->result_f = &f;
+    spec->iteration_base = 0;
+    spec->max_total = spec->max_iterations * (rounds + 1);
+    round_state best = {gp_alloc_doubles(gp_kernel_n_params(k), err),
+                        gp_alloc_doubles(d * M, err), 0.0, -INFINITY, 0};
+    int rc = best.theta && best.Z ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        rc = gp_inducing_select(sel, k, X, n, d, M, req->seed, Z, m, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_optimise(k, np, s2, Z, *m, req, spec, diag, err);
+    gp_noise_param warm = *np;
+    for (int r = 1; rc == GP_OK && r <= rounds; r++) {
+        round_save(&best, k, *s2, Z, *m, d, f);
+        spec->iteration_base = diag->iterations;
+        warm.start = *s2; /* continue from the fitted noise */
+        rc = gp_inducing_select(sel, k, X, n, d, M, req->seed, Z, m, err);
+        if (rc == GP_OK)
+            rc = gp_inducing_optimise(k, &warm, s2, Z, *m, req, spec, diag, err);
+        if (rc == GP_OK && !(f > best.f + 1e-9 * fabs(best.f)))
+            break; /* no better: the previous round stands */
+    }
+    if (rc == GP_OK && rounds > 0 && !(f > best.f)) {
+        gp_kernel_set_params(k, best.theta);
+        memcpy(Z, best.Z, best.m * d * sizeof *Z);
+        *s2 = best.s2;
+        *m = best.m;
+        f = best.f;
+    }
+    if (saved_f)
+        *saved_f = f;
+    spec->result_f = saved_f;
+    free(best.theta);
+    free(best.Z);
     return rc;
 }

@@ -98,6 +98,7 @@ typedef struct gp_inducing_fit_spec {
      * with F + objective_offset (working -> original units). */
     double objective_offset;
     int iteration_base, max_total;
+    double *result_f; /* out (may be NULL): F at the point returned */
 } gp_inducing_fit_spec;
 
 /* Maximise spec->fn by L-BFGS over the free parameters of k (updated in
@@ -108,6 +109,19 @@ typedef struct gp_inducing_fit_spec {
 int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, double *Z, size_t m,
                          const gp_fit_request *req, const gp_inducing_fit_spec *spec,
                          gp_diagnostics *diag, gp_error *err);
+
+/* Choose Z (up to M points of X, d x n) with sel under k, then optimise
+ * (gp_inducing_optimise). With greedy selection and Z not optimised, then up
+ * to `rounds` times: choose Z again under the fitted kernel and optimise
+ * again from the fitted values, keeping a round only when it raises F (the
+ * alternation of Burt et al. 2020: greedy conditional-variance selection
+ * under good hyperparameters matches gradient-optimised Z at far less cost).
+ * Z holds d x M; *m receives the number chosen; spec->iteration_base and
+ * max_total are set here (one progress span for every round). */
+int gp_inducing_fit(gp_kernel *k, const gp_noise_param *np, double *s2,
+                    gp_inducing_selection sel, size_t M, int rounds, const double *X, size_t n,
+                    double *Z, size_t *m, const gp_fit_request *req, gp_inducing_fit_spec *spec,
+                    gp_diagnostics *diag, gp_error *err);
 
 /* ---- the fitted posterior over u, whitened (renyi note §1.2, §3.1) ----
  * g = L^{-1} u ~ N(mt, C). At a test point x*, aw = L^{-1} k(Z, x*):

@@ -251,9 +251,13 @@ static const gp_option_spec sgpr_options[] = {
     {"inducing_selection", GP_OPTION_ENUM, 0, "greedy", 0, 0, "greedy|kmeans|random",
      "greedy: maximum residual variance (pivoted Cholesky, deterministic); kmeans: k-means "
      "centres; random: distinct training inputs (both seeded)"},
-    {"optimize_inducing", GP_OPTION_BOOL, 0, NULL, 0, 1, NULL,
-     "also optimise the inducing inputs Z with the hyperparameters"},
-    {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL, "L-BFGS iterations"},
+    {"optimize_inducing", GP_OPTION_BOOL, 1, NULL, 0, 1, NULL,
+     "also optimise the inducing inputs Z with the hyperparameters (default; false keeps "
+     "Z where the selection put it)"},
+    {"reselect", GP_OPTION_INT, 2, NULL, 0, 10, NULL,
+     "greedy selection without optimize_inducing: choose Z again under the fitted kernel and "
+     "refit, up to this many times while the bound improves"},
+    {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL, "L-BFGS iterations per fit"},
     {"tolerance", GP_OPTION_NUMBER, 1e-9, NULL, 1e-16, 1, NULL,
      "stop when the relative change of the bound in an iteration falls below this"},
 };
@@ -343,8 +347,6 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data 
     double *Z = gp_alloc_doubles(d * M, err);
     if (Z == NULL)
         return GP_ENOMEM;
-    int rc = gp_inducing_select(sel, model->kernel, data->X, data->n, d, M, req->seed, Z, &m,
-                                err);
     gp_noise_param np;
     gp_noise_param_init(&np, req, data->y, data->n);
     gp_inducing_fit_spec spec = {
@@ -353,10 +355,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data 
         .max_iterations = (int)gp_option_number(me, req, "max_iterations"),
         .tolerance = gp_option_number(me, req, "tolerance"),
         .objective_offset = -(double)data->n * log(model->y_scale)};
-    spec.max_total = spec.max_iterations;
-    if (rc == GP_OK)
-        rc = gp_inducing_optimise(model->kernel, &np, &model->noise_variance, Z, m, req, &spec,
-                                  &model->diag, err);
+    int rounds = (int)gp_option_number(me, req, "reselect");
+    int rc = gp_inducing_fit(model->kernel, &np, &model->noise_variance, sel, M, rounds, data->X,
+                             data->n, Z, &m, req, &spec, &model->diag, err);
     gp_sgpr_terms terms;
     if (rc == GP_OK)
         rc = gp_sgpr_bound(model->kernel, model->noise_variance, data->X, data->n, d, data->y,

