@@ -186,11 +186,235 @@ static void test_reference_limits(void **state)
     gp_kernel_free(k);
 }
 
+/* ---- random problems ---- */
+
+typedef struct problem {
+    size_t n, d, m;
+    double *X, *y, *Z;
+} problem;
+
+static void problem_make(problem *P, size_t n, size_t d, size_t m, uint64_t seed)
+{
+    gp_rng rng;
+    gp_rng_seed(&rng, seed);
+    P->n = n;
+    P->d = d;
+    P->m = m;
+    P->X = dalloc(n * d);
+    P->y = dalloc(n);
+    P->Z = dalloc(m * d);
+    for (size_t i = 0; i < n * d; i++)
+        P->X[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
+    for (size_t i = 0; i < n; i++)
+        P->y[i] = sin(2.0 * P->X[i * d]) + (d > 1 ? 0.5 * P->X[i * d + 1] : 0.0) +
+                  0.1 * gp_rng_normal(&rng);
+    for (size_t i = 0; i < m * d; i++)
+        P->Z[i] = 3.0 * gp_rng_uniform(&rng) - 1.5;
+}
+
+static void problem_free(problem *P)
+{
+    free(P->X);
+    free(P->y);
+    free(P->Z);
+}
+
+static gp_kernel *random_kernel(gp_kernel_type t, size_t d, int ard)
+{
+    gp_kernel *k = leaf(t, d, ard);
+    k->log_variance = log(0.9);
+    for (size_t j = 0; j < k->n_lengthscale; j++)
+        k->log_lengthscale[j] = log(0.7 + 0.3 * (double)j);
+    return k;
+}
+
+static void test_orderings(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        problem P;
+        problem_make(&P, 40, 2, 6, seed);
+        gp_kernel *k = random_kernel(seed % 2 ? GP_KERNEL_RBF : GP_KERNEL_MATERN32, 2, 1);
+        double s2 = 0.02 * (double)seed, lml, prev = INFINITY;
+        gp_error err;
+        assert_int_equal(gp_exact_lml_grad(k, s2, P.X, 2, P.n, P.y, &lml, NULL, &err), GP_OK);
+        for (int i = 0; i <= 10; i++) {
+            double a = i < 10 ? 0.1 * i : 0.99;
+            gp_renyi_terms t;
+            bound_ok(k, s2, a, P.X, P.n, 2, P.y, P.Z, P.m, &t, NULL, NULL, NULL);
+            if (i == 0)
+                near(t.bound, lml, 1e-10, "L_0 = exact LML");
+            if (!(t.bound <= prev + 1e-10))
+                fail_msg("seed %d: L_a increased at a = %g", (int)seed, a);
+            if (!(t.bound <= lml + 1e-10 && lml <= t.upper + 1e-10))
+                fail_msg("seed %d a %g: not L_a %.12g <= log p %.12g <= L_upper %.12g",
+                         (int)seed, a, t.bound, lml, t.upper);
+            if (!(lml - t.bound <= t.certified + 1e-10))
+                fail_msg("seed %d a %g: gap %.12g > G(a) %.12g", (int)seed, a, lml - t.bound,
+                         t.certified);
+            prev = t.bound;
+        }
+        gp_kernel_free(k);
+        problem_free(&P);
+    }
+}
+
+/* ---- finite differences: theta, log s2 and Z ---- */
+
+static double fd_value(const gp_kernel *k, double s2, double a, const problem *P, const double *Z)
+{
+    return bound_ok(k, s2, a, P->X, P->n, P->d, P->y, Z, P->m, NULL, NULL, NULL, NULL);
+}
+
+static void check_fd(const char *what, double a, double g, double fp, double fm, double h)
+{
+    double fd = (fp - fm) / (2.0 * h), scale = fabs(g) > 1.0 ? fabs(g) : 1.0;
+    if (!(fabs(fd - g) <= 1e-6 * scale))
+        fail_msg("%s at a = %g: analytic %.12g, central FD %.12g", what, a, g, fd);
+}
+
+static void fd_case(gp_kernel *k, double s2, double a, const problem *P)
+{
+    size_t np = gp_kernel_n_params(k), dm = P->d * P->m;
+    double *grad = dalloc(np + 1), *gz = dalloc(dm), *theta = dalloc(np), *Z = dalloc(dm);
+    double h = 1e-5;
+    bound_ok(k, s2, a, P->X, P->n, P->d, P->y, P->Z, P->m, NULL, grad, gz, NULL);
+    gp_kernel_get_params(k, theta);
+    for (size_t p = 0; p < np; p++) {
+        double t0 = theta[p], fp, fm;
+        theta[p] = t0 + h;
+        gp_kernel_set_params(k, theta);
+        fp = fd_value(k, s2, a, P, P->Z);
+        theta[p] = t0 - h;
+        gp_kernel_set_params(k, theta);
+        fm = fd_value(k, s2, a, P, P->Z);
+        theta[p] = t0;
+        gp_kernel_set_params(k, theta);
+        check_fd("theta", a, grad[p], fp, fm, h);
+    }
+    check_fd("log s2", a, grad[np], fd_value(k, s2 * exp(h), a, P, P->Z),
+             fd_value(k, s2 * exp(-h), a, P, P->Z), h);
+    memcpy(Z, P->Z, dm * sizeof *Z);
+    for (size_t i = 0; i < dm; i++) {
+        Z[i] = P->Z[i] + h;
+        double fp = fd_value(k, s2, a, P, Z);
+        Z[i] = P->Z[i] - h;
+        double fm = fd_value(k, s2, a, P, Z);
+        Z[i] = P->Z[i];
+        check_fd("Z", a, gz[i], fp, fm, h);
+    }
+    free(grad);
+    free(gz);
+    free(theta);
+    free(Z);
+}
+
+static void test_gradients_fd(void **state)
+{
+    (void)state;
+    static const double alphas[4] = {0.0, 0.3, 0.5, 0.9};
+    problem P;
+    problem_make(&P, 30, 2, 5, 7);
+    gp_kernel *ks[2] = {random_kernel(GP_KERNEL_RBF, 2, 1),
+                        random_kernel(GP_KERNEL_MATERN52, 2, 0)};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t i = 0; i < 4; i++)
+            fd_case(ks[t], 0.08, alphas[i], &P);
+    gp_kernel_free(ks[0]);
+    gp_kernel_free(ks[1]);
+    problem_free(&P);
+}
+
+/* ---- the whitened posterior against the direct N x N formulas ---- */
+
+/* out (rows x cols) = k(A_i, B_j) with Kuu's jitter when A = B = Z. */
+static double *cross(const gp_kernel *k, const double *A, size_t na, const double *B, size_t nb)
+{
+    double *K = dalloc(na * nb);
+    gp_kernel_cross(k, A, na, B, nb, K, na);
+    return K;
+}
+
+/* Solve S X = B (S n x n symmetric PD, copied) for nrhs columns in place. */
+static void spd_solve(const double *S, size_t n, double *B, size_t nrhs)
+{
+    double *F = dalloc(n * n);
+    memcpy(F, S, n * n * sizeof *F);
+    assert_int_equal(LAPACKE_dposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, (lapack_int)nrhs, F,
+                                   (lapack_int)n, B, (lapack_int)n),
+                     0);
+    free(F);
+}
+
+static void test_posterior_direct(void **state)
+{
+    (void)state;
+    problem P;
+    problem_make(&P, 35, 2, 6, 11);
+    gp_kernel *k = random_kernel(GP_KERNEL_RBF, 2, 1);
+    double s2 = 0.05, a = 0.4, xs[6] = {0.3, -0.2, 1.7, 0.9, -1.1, -1.4};
+    size_t n = P.n, m = P.m, ns = 3;
+    gp_inducing_post post;
+    bound_ok(k, s2, a, P.X, n, 2, P.y, P.Z, m, NULL, NULL, NULL, &post);
+    double mean[3], var[3];
+    post_predict(k, &post, xs, ns, mean, var);
+    /* Q_AB = K_Au Kuu^{-1} K_uB with the same jittered Kuu. */
+    double *Kuu = cross(k, P.Z, m, P.Z, m), *Kuf = cross(k, P.Z, m, P.X, n);
+    double *Kus = cross(k, P.Z, m, xs, ns), *Kff = cross(k, P.X, n, P.X, n);
+    for (size_t i = 0; i < m; i++)
+        Kuu[i * m + i] += post.jitter;
+    double *KiKuf = dalloc(m * n), *Qff = dalloc(n * n), *Qsf = dalloc(ns * n);
+    memcpy(KiKuf, Kuf, m * n * sizeof *Kuf);
+    spd_solve(Kuu, m, KiKuf, n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t l = 0; l < m; l++)
+                Qff[j * n + i] += Kuf[i * m + l] * KiKuf[j * m + l];
+    for (size_t s = 0; s < ns; s++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t l = 0; l < m; l++)
+                Qsf[j * ns + s] += Kus[s * m + l] * KiKuf[j * m + l];
+    double *Xi = dalloc(n * n), *rhs = dalloc(n * (ns + 1));
+    for (size_t i = 0; i < n * n; i++)
+        Xi[i] = (1.0 - a) * Kff[i] + a * Qff[i];
+    for (size_t i = 0; i < n; i++)
+        Xi[i * n + i] += s2;
+    memcpy(rhs, P.y, n * sizeof *rhs);
+    for (size_t s = 0; s < ns; s++)
+        for (size_t j = 0; j < n; j++)
+            rhs[(s + 1) * n + j] = Qsf[j * ns + s];
+    spd_solve(Xi, n, rhs, ns + 1);
+    for (size_t s = 0; s < ns; s++) {
+        double mu = 0, q = 0;
+        for (size_t j = 0; j < n; j++) {
+            mu += Qsf[j * ns + s] * rhs[j];
+            q += Qsf[j * ns + s] * rhs[(s + 1) * n + j];
+        }
+        near(mean[s], mu, 1e-10, "whitened mean vs direct");
+        near(var[s], gp_kernel_diag(k, xs + 2 * s) - q, 1e-10, "whitened variance vs direct");
+    }
+    free(Kuu);
+    free(Kuf);
+    free(Kus);
+    free(Kff);
+    free(KiKuf);
+    free(Qff);
+    free(Qsf);
+    free(Xi);
+    free(rhs);
+    gp_inducing_post_free(&post);
+    gp_kernel_free(k);
+    problem_free(&P);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_values),
         cmocka_unit_test(test_reference_limits),
+        cmocka_unit_test(test_orderings),
+        cmocka_unit_test(test_gradients_fd),
+        cmocka_unit_test(test_posterior_direct),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
