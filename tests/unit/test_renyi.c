@@ -407,6 +407,182 @@ static void test_posterior_direct(void **state)
     problem_free(&P);
 }
 
+/* ---- the method ---- */
+
+static const gp_method *renyi(void)
+{
+    const gp_method *m = gp_method_find("renyi");
+    if (m == NULL)
+        fail_msg("method 'renyi' is not registered");
+    return m;
+}
+
+/* n x 2 column-major inputs and targets of a smooth 2-D function. */
+static void synth(size_t n, uint64_t seed, double *X, double *y)
+{
+    gp_rng rng;
+    gp_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n; i++) {
+        X[i] = 6.0 * gp_rng_uniform(&rng) - 3.0;
+        X[n + i] = 4.0 * gp_rng_uniform(&rng);
+        y[i] = 3.0 + 2.0 * sin(X[i]) + 0.5 * X[n + i] + 0.1 * gp_rng_normal(&rng);
+    }
+}
+
+static void fit_request(gp_fit_request *req, const double *X, const double *y, size_t n,
+                        const gp_kernel *k, const gp_option_value *opts, size_t n_opts)
+{
+    memset(req, 0, sizeof *req);
+    req->X = X;
+    req->y = y;
+    req->n = n;
+    req->d = 2;
+    req->kernel = k;
+    req->standardize = 1;
+    req->seed = 3;
+    req->options = opts;
+    req->n_options = n_opts;
+}
+
+static const gp_info_item *info(const gp_model *model, const char *key)
+{
+    for (size_t i = 0; i < model->diag.n_info; i++)
+        if (strcmp(model->diag.info[i].key, key) == 0)
+            return &model->diag.info[i];
+    fail_msg("info key '%s' missing", key);
+    return NULL;
+}
+
+static void predict_ok(const gp_model *model, const double *Xs, size_t m, double *mu,
+                       double *var)
+{
+    gp_predict_request pr = {.X = Xs, .m = m, .d = 2, .include_noise = 1};
+    gp_prediction out = {.mean = mu, .variance = var};
+    gp_error err;
+    if (gp_model_predict(model, &pr, &out, &err) != GP_OK)
+        fail_msg("predict: %s", err.message);
+}
+
+/* Info, finite predictions, and export -> import -> predict bit-identical. */
+static void check_model(const gp_model *model, const double *Xs, size_t m, double rmse_max,
+                        const double *ys)
+{
+    static const char *const keys[] = {"alpha", "alpha_selection", "inducing",
+                                       "inducing_selection", "optimize_inducing", "trace_term",
+                                       "trace_fraction", "exact_lml", "gap", "certified_gap",
+                                       "upper_bound"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        info(model, keys[i]);
+    assert_true(isfinite(model->diag.objective));
+    assert_true(info(model, "exact_lml")->number >= model->diag.objective - 1e-6);
+    assert_true(info(model, "gap")->number <= info(model, "certified_gap")->number + 1e-6);
+    double *mu = dalloc(m), *var = dalloc(m), *mu2 = dalloc(m), *var2 = dalloc(m), sse = 0;
+    predict_ok(model, Xs, m, mu, var);
+    for (size_t i = 0; i < m; i++) {
+        assert_true(isfinite(mu[i]) && isfinite(var[i]) && var[i] > 0);
+        sse += (mu[i] - ys[i]) * (mu[i] - ys[i]);
+    }
+    if (!(sqrt(sse / (double)m) < rmse_max))
+        fail_msg("test RMSE %g >= %g", sqrt(sse / (double)m), rmse_max);
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    gp_model *back = NULL;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    if (gp_model_import(renyi(), &st, &back, &err) != GP_OK)
+        fail_msg("import: %s", err.message);
+    predict_ok(back, Xs, m, mu2, var2);
+    assert_memory_equal(mu, mu2, m * sizeof *mu);
+    assert_memory_equal(var, var2, m * sizeof *var);
+    gp_model_free(back);
+    gp_state_free(&st);
+    free(mu);
+    free(var);
+    free(mu2);
+    free(var2);
+}
+
+static gp_model *fit_ok(const gp_fit_request *req)
+{
+    gp_model *model = NULL;
+    gp_error err;
+    int rc = gp_model_fit(renyi(), req, &model, &err);
+    if (rc != GP_OK)
+        fail_msg("fit: %s (field '%s')", err.message, err.field);
+    return model;
+}
+
+static void test_method_fit(void **state)
+{
+    (void)state;
+    size_t n = 200, m = 50;
+    double *X = dalloc(2 * n), *y = dalloc(n), *Xs = dalloc(2 * m), *ys = dalloc(m);
+    synth(n, 5, X, y);
+    synth(m, 6, Xs, ys);
+    gp_kernel *k = leaf(GP_KERNEL_RBF, 2, 1);
+    gp_fit_request req;
+    fit_request(&req, X, y, n, k, NULL, 0);
+    gp_model *model = fit_ok(&req);
+    assert_string_equal(model->diag.objective_name, "renyi_bound");
+    near(info(model, "alpha")->number, 0.5, 0, "alpha");
+    assert_string_equal(info(model, "alpha_selection")->string, "fixed");
+    near(info(model, "inducing")->number, 64, 0, "inducing");
+    check_model(model, Xs, m, 0.3, ys);
+    gp_model_free(model);
+
+    gp_option_value opts[2] = {{.name = "alpha", .number = NAN, .string = "auto"},
+                               {.name = "inducing", .number = 20}};
+    fit_request(&req, X, y, n, k, opts, 2);
+    model = fit_ok(&req);
+    double a = info(model, "alpha")->number;
+    int on_grid = 0;
+    for (int i = 6; i <= 14; i++)
+        on_grid |= a == (double)i / 20.0;
+    if (!on_grid)
+        fail_msg("auto alpha %.17g is not on the grid", a);
+    assert_string_equal(info(model, "alpha_selection")->string, "auto");
+    assert_true(isfinite(info(model, "validation_rmse")->number));
+    check_model(model, Xs, m, 0.3, ys);
+    gp_model_free(model);
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+    free(Xs);
+    free(ys);
+}
+
+static void test_method_errors(void **state)
+{
+    (void)state;
+    size_t n = 60;
+    double *X = dalloc(2 * n), *y = dalloc(n);
+    synth(n, 8, X, y);
+    gp_kernel *k = leaf(GP_KERNEL_MATERN52, 2, 0);
+    gp_option_value cap = {.name = "dense_max_points", .number = 50};
+    gp_fit_request req;
+    gp_model *model = NULL;
+    gp_error err;
+    fit_request(&req, X, y, n, k, &cap, 1);
+    assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_ETOOBIG);
+    assert_string_equal(err.field, "options.dense_max_points");
+    assert_non_null(strstr(err.message, "sgpr"));
+    fit_request(&req, X, y, n, k, NULL, 0);
+    req.max_train_points = 50;
+    assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_ETOOBIG);
+    assert_string_equal(err.field, "X");
+    gp_option_value bad = {.name = "alpha", .number = 1.0};
+    fit_request(&req, X, y, n, k, &bad, 1);
+    assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_EINVAL);
+    gp_kernel *lin = leaf(GP_KERNEL_LINEAR, 2, 0);
+    fit_request(&req, X, y, n, lin, NULL, 0);
+    assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_EUNSUPPORTED);
+    assert_null(model);
+    gp_kernel_free(lin);
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +591,8 @@ int main(void)
         cmocka_unit_test(test_orderings),
         cmocka_unit_test(test_gradients_fd),
         cmocka_unit_test(test_posterior_direct),
+        cmocka_unit_test(test_method_fit),
+        cmocka_unit_test(test_method_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
