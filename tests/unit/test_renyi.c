@@ -583,6 +583,55 @@ static void test_method_errors(void **state)
     free(y);
 }
 
+typedef struct progress_log {
+    int calls, stop_after, max_iteration, max_total;
+} progress_log;
+
+static int progress(void *ctx, int iteration, int max_total, double objective)
+{
+    progress_log *pl = ctx;
+    assert_true(isfinite(objective));
+    pl->calls++;
+    if (iteration > pl->max_iteration)
+        pl->max_iteration = iteration;
+    pl->max_total = max_total;
+    return pl->stop_after > 0 && pl->calls >= pl->stop_after;
+}
+
+/* Progress counts every fit of auto as one span; a cancel in any of them
+ * (the first grid fit, a later one, the final refit) stops the whole fit. */
+static void test_progress_cancel(void **state)
+{
+    (void)state;
+    size_t n = 80;
+    double *X = dalloc(2 * n), *y = dalloc(n);
+    synth(n, 9, X, y);
+    gp_kernel *k = leaf(GP_KERNEL_RBF, 2, 0);
+    gp_option_value opts[2] = {{.name = "alpha", .number = NAN, .string = "auto"},
+                               {.name = "max_iterations", .number = 30}};
+    gp_fit_request req;
+    fit_request(&req, X, y, n, k, opts, 2);
+    progress_log pl = {0};
+    req.progress = progress;
+    req.progress_ctx = &pl;
+    gp_model *model = fit_ok(&req);
+    assert_int_equal(pl.max_total, 300);
+    assert_true(pl.max_iteration <= 300 && pl.max_iteration == model->diag.iterations);
+    int total = pl.calls;
+    gp_model_free(model);
+    int stops[3] = {2, total / 2, total - 1};
+    for (int i = 0; i < 3; i++) {
+        gp_error err;
+        pl = (progress_log){.stop_after = stops[i]};
+        model = NULL;
+        assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_ECANCELLED);
+        assert_null(model);
+    }
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_posterior_direct),
         cmocka_unit_test(test_method_fit),
         cmocka_unit_test(test_method_errors),
+        cmocka_unit_test(test_progress_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
