@@ -632,6 +632,87 @@ static void test_progress_cancel(void **state)
     free(y);
 }
 
+/* Other selections, and Z optimised with the hyperparameters. */
+static void test_method_selections(void **state)
+{
+    (void)state;
+    size_t n = 120, m = 40;
+    double *X = dalloc(2 * n), *y = dalloc(n), *Xs = dalloc(2 * m), *ys = dalloc(m);
+    synth(n, 12, X, y);
+    synth(m, 13, Xs, ys);
+    gp_kernel *k = leaf(GP_KERNEL_MATERN32, 2, 1);
+    static const char *const sel[3] = {"greedy", "kmeans", "random"};
+    for (int i = 0; i < 3; i++) {
+        gp_option_value opts[3] = {{.name = "inducing_selection", .string = sel[i]},
+                                   {.name = "inducing", .number = 15},
+                                   {.name = "optimize_inducing", .number = i != 2}};
+        gp_fit_request req;
+        fit_request(&req, X, y, n, k, opts, 3);
+        gp_model *model = fit_ok(&req);
+        assert_string_equal(info(model, "inducing_selection")->string, sel[i]);
+        near(info(model, "optimize_inducing")->number, i != 2, 0, "optimize_inducing");
+        near(info(model, "inducing")->number, 15, 0, "inducing");
+        check_model(model, Xs, m, 0.4, ys);
+        gp_model_free(model);
+    }
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+    free(Xs);
+    free(ys);
+}
+
+static void expect_import_error(gp_state *st, const char *name, size_t i, double value,
+                                const char *field)
+{
+    gp_named_array *a = (gp_named_array *)gp_state_find(st, name);
+    assert_non_null(a);
+    double keep = a->data[i];
+    a->data[i] = value;
+    gp_model *back = NULL;
+    gp_error err;
+    assert_int_equal(gp_model_import(renyi(), st, &back, &err), GP_EDATA);
+    assert_null(back);
+    if (field && strcmp(err.field, field) != 0)
+        fail_msg("corrupt %s: field '%s', want '%s'", name, err.field, field);
+    a->data[i] = keep;
+}
+
+static void test_import_corrupt(void **state)
+{
+    (void)state;
+    size_t n = 60;
+    double *X = dalloc(2 * n), *y = dalloc(n);
+    synth(n, 14, X, y);
+    gp_kernel *k = leaf(GP_KERNEL_RBF, 2, 0);
+    gp_option_value opts[1] = {{.name = "inducing", .number = 10}};
+    gp_fit_request req;
+    fit_request(&req, X, y, n, k, opts, 1);
+    gp_model *model = fit_ok(&req), *back = NULL;
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    expect_import_error(&st, "alpha", 0, 1.0, "alpha");
+    expect_import_error(&st, "alpha", 0, NAN, "alpha");
+    expect_import_error(&st, "chol_kuu_packed", 0, -1.0, "chol_kuu_packed");
+    expect_import_error(&st, "mean_white", 3, INFINITY, NULL);
+    gp_named_array *z = (gp_named_array *)gp_state_find(&st, "Z");
+    z->rows = 1;
+    z->cols *= 2;
+    assert_int_equal(gp_model_import(renyi(), &st, &back, &err), GP_EDATA);
+    assert_string_equal(err.field, "Z");
+    z->rows = 2;
+    z->cols /= 2;
+    assert_int_equal(gp_model_import(renyi(), &st, &back, &err), GP_OK);
+    gp_model_free(back);
+    gp_state_free(&st);
+    gp_model_free(model);
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +724,8 @@ int main(void)
         cmocka_unit_test(test_method_fit),
         cmocka_unit_test(test_method_errors),
         cmocka_unit_test(test_progress_cancel),
+        cmocka_unit_test(test_method_selections),
+        cmocka_unit_test(test_import_corrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
