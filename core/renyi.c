@@ -290,7 +290,8 @@ static int renyi_eval(rb_work *W, gp_renyi_terms *terms, int want_upper, double 
     int rc = rb_alloc(W, err);
     if (rc == GP_OK)
         rc = rb_build_xi(W, err);
-    if (rc == GP_OK && want_upper && rb_upper_quad(W, &quad_up, err) != GP_OK)
+    if (rc == GP_OK && want_upper && (rc = rb_upper_quad(W, &quad_up, err)) != GP_OK &&
+        rc != GP_ENOMEM)
         rc = gp_error_set(err, GP_ENOTPD, NULL, "Xi + a t I cannot be factorised");
     if (rc == GP_OK)
         rc = rb_value(W, err);
