@@ -713,6 +713,34 @@ static void test_import_corrupt(void **state)
     free(y);
 }
 
+/* Selection on 1-D inputs with only 4 distinct values: every selection
+ * returns at most 4 points, greedy and random distinct training inputs. */
+static void test_selection_duplicates(void **state)
+{
+    (void)state;
+    double X[12] = {0, 1, 2, 3, 0, 1, 2, 3, 3, 3, 0, 1}, Z[8];
+    gp_kernel *k = leaf(GP_KERNEL_RBF, 1, 0);
+    gp_error err;
+    for (int s = 0; s < 3; s++) {
+        size_t m = 0;
+        assert_int_equal(gp_inducing_select((gp_inducing_selection)s, k, X, 12, 1, 8, 5, Z, &m,
+                                            &err),
+                         GP_OK);
+        assert_int_equal(m, 4);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < i; j++)
+                assert_true(Z[i] != Z[j]);
+    }
+    size_t m = 0;
+    assert_int_equal(gp_inducing_select(GP_INDUCING_GREEDY, k, X, 12, 1, 2, 5, Z, &m, &err),
+                     GP_OK);
+    assert_int_equal(m, 2);
+    assert_int_equal(gp_inducing_selection_from_name("kmeans"), GP_INDUCING_KMEANS);
+    assert_int_equal(gp_inducing_selection_from_name("dpp"), -1);
+    assert_string_equal(gp_inducing_selection_name(GP_INDUCING_RANDOM), "random");
+    gp_kernel_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -726,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_progress_cancel),
         cmocka_unit_test(test_method_selections),
         cmocka_unit_test(test_import_corrupt),
+        cmocka_unit_test(test_selection_duplicates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
