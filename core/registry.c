@@ -7,12 +7,14 @@ extern const gp_method gp_method_exact;
 extern const gp_method gp_method_ssgp;
 extern const gp_method gp_method_msrfr;
 extern const gp_method gp_method_sgpr;
+extern const gp_method gp_method_renyi;
 
 static const gp_method *const registry[] = {
     &gp_method_exact,
     &gp_method_ssgp,
     &gp_method_msrfr,
     &gp_method_sgpr,
+    &gp_method_renyi,
 };
 
 size_t gp_method_count(void)
