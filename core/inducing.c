@@ -559,8 +559,11 @@ int gp_inducing_fit(gp_kernel *k, const gp_noise_param *np, double *s2,
         rounds = 0;
     double f = -INFINITY, *saved_f = spec->result_f;
     spec->result_f = &f;
-    spec->iteration_base = 0;
-    spec->max_total = spec->max_iterations * (rounds + 1);
+    /* Progress continues from earlier fits of the same request (diag counts them). */
+    spec->iteration_base = diag->iterations;
+    int total = diag->iterations + spec->max_iterations * (rounds + 1);
+    if (spec->max_total < total)
+        spec->max_total = total;
     round_state best = {gp_alloc_doubles(gp_kernel_n_params(k), err),
                         gp_alloc_doubles(d * M, err), 0.0, -INFINITY, 0};
     int rc = best.theta && best.Z ? GP_OK : GP_ENOMEM;

@@ -116,8 +116,9 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
  * again from the fitted values, keeping a round only when it raises F (the
  * alternation of Burt et al. 2020: greedy conditional-variance selection
  * under good hyperparameters matches gradient-optimised Z at far less cost).
- * Z holds d x M; *m receives the number chosen; spec->iteration_base and
- * max_total are set here (one progress span for every round). */
+ * Z holds d x M; *m receives the number chosen. Progress counts on from
+ * diag->iterations (earlier fits of the same request), and spec->max_total is
+ * raised to cover every round when it is smaller. */
 int gp_inducing_fit(gp_kernel *k, const gp_noise_param *np, double *s2,
                     gp_inducing_selection sel, size_t M, int rounds, const double *X, size_t n,
                     double *Z, size_t *m, const gp_fit_request *req, gp_inducing_fit_spec *spec,
