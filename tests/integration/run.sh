@@ -776,6 +776,44 @@ check_jerr "sgpr: linear kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":
 check_jerr "sgpr: sum kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"kernel\":{\"type\":\"sum\",\"terms\":[{\"type\":\"rbf\"},{\"type\":\"rbf\"}]},$SSB}"
 check_jerr "sgpr predict: wrong dimension" 422 invalid_data '^X' /v1/models/sg2d/predict '{"X":[[1,2,3]]}'
 
+# ---------------------------------------------------------------- renyi
+section "renyi (Renyi alpha-divergence sparse GP)"
+check "GET /v1/methods (renyi listed)" 200 GET /v1/methods
+grep -q '"name":"renyi"' "$T/flat" && grep -q '"keywords":\["auto"\]' "$T/flat" &&
+    grep -q '"dense_max_points"' "$T/flat"
+verdict "/v1/methods lists renyi with alpha (keyword auto) and dense_max_points" $? "not listed"
+csv_to_json re2d '"method":"renyi","kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5},' <"$T/ss.csv" >"$T/re.json"
+check_json "fit renyi (alpha 0.5, 15 inducing points)" 201 /v1/models @"$T/re.json"
+[ "$(jnum alpha)" = 0.5 ] && [ "$(jstr alpha_selection)" = fixed ] && [ -n "$(jnum exact_lml)" ] &&
+    [ -n "$(jnum gap)" ] && [ -n "$(jnum certified_gap)" ] && [ -n "$(jnum upper_bound)" ] &&
+    [ -n "$(jnum trace_term)" ] && grep -q '"objective_name":"renyi_bound"' "$T/flat"
+verdict "renyi reports alpha, L_a, exact LML, gap, certified gap G(a), upper bound, trace term" $? "alpha '$(jnum alpha)' gap '$(jnum gap)'"
+awk -v g="$(jnum gap)" -v c="$(jnum certified_gap)" 'BEGIN { exit !(g >= -1e-6 && g <= c) }'
+verdict "renyi: 0 <= gap <= G(a)" $? "gap $(jnum gap), G $(jnum certified_gap)"
+check_json "predict renyi" 200 /v1/models/re2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
+cp "$T/body" "$T/ref_re.json"
+[ "$(jarr mean | count_lines)" = 4 ] && [ "$(jarr variance | count_lines)" = 4 ]
+verdict "renyi predict: 4 means and 4 variances" $? "wrong lengths"
+check_json "sample renyi" 200 /v1/models/re2d/sample "{\"X\":$SSX,\"n_samples\":4,\"seed\":3}"
+jmat samples | awk -F, '{ if (NF != 4) bad = 1; n++ } END { exit bad || n != 4 }'
+verdict "renyi samples: 4 draws of 4 points" $? "wrong shape"
+csv_to_json re-auto '"method":"renyi","seed":2,"options":{"inducing":10,"alpha":"auto","max_iterations":30},' <"$T/ss.csv" >"$T/re_auto.json"
+check_json "fit renyi alpha auto" 201 /v1/models @"$T/re_auto.json"
+[ "$(jstr alpha_selection)" = auto ] && [ -n "$(jnum validation_rmse)" ] &&
+    awk -v a="$(jnum alpha)" 'BEGIN { g = a * 20; exit !(a >= 0.3 - 1e-12 && a <= 0.7 + 1e-12 && (g - int(g + 0.5))^2 < 1e-18) }'
+verdict "renyi auto: alpha on the grid 0.30..0.70, validation RMSE reported" $? "alpha '$(jnum alpha)'"
+check_jerr "renyi: alpha 1" 400 invalid_argument '^options\.alpha$' $M "{\"name\":\"b\",\"method\":\"renyi\",\"options\":{\"alpha\":1},$SSB}"
+check_jerr "renyi: alpha -0.1" 400 invalid_argument '^options\.alpha$' $M "{\"name\":\"b\",\"method\":\"renyi\",\"options\":{\"alpha\":-0.1},$SSB}"
+check_jerr "renyi: alpha \"best\"" 400 invalid_argument '^options\.alpha$' $M "{\"name\":\"b\",\"method\":\"renyi\",\"options\":{\"alpha\":\"best\"},$SSB}"
+grep -q 'auto' "$T/body"
+verdict "bad alpha message names the keyword auto" $? "not named"
+check_jerr "renyi: alpha true" 400 invalid_argument '^options\.alpha$' $M "{\"name\":\"b\",\"method\":\"renyi\",\"options\":{\"alpha\":true},$SSB}"
+check_jerr "renyi: N above dense_max_points" 413 payload_too_large '^options\.dense_max_points$' $M "{\"name\":\"b\",\"method\":\"renyi\",\"options\":{\"dense_max_points\":2},$SSB}"
+grep -q 'sgpr' "$T/body"
+verdict "dense cap message names sgpr" $? "not named"
+check_jerr "renyi: linear kernel" 422 unsupported '^kernel\.type$' $M "{\"name\":\"b\",\"method\":\"renyi\",\"kernel\":{\"type\":\"linear\"},$SSB}"
+check_jerr "exact: a keyword for a plain number option" 400 invalid_argument '^options\.tolerance$' $M "{\"name\":\"b\",\"options\":{\"tolerance\":\"auto\"},$SSB}"
+
 # ---------------------------------------------------------------- OpenAPI
 section "OpenAPI"
 check "GET /openapi.yaml" 200 GET /openapi.yaml
@@ -1024,6 +1062,9 @@ if start_daemon "$T/main2.log" --db "$T/main.db" --max-body-mb 1; then
     check_json "after restart: predict sgpr" 200 /v1/models/sg2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
     cmp -s "$T/body" "$T/ref_sg.json"
     verdict "after restart: sgpr predict body bit-identical" $? "bodies differ"
+    check_json "after restart: predict renyi" 200 /v1/models/re2d/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.1,0.9]}"
+    cmp -s "$T/body" "$T/ref_re.json"
+    verdict "after restart: renyi predict body bit-identical" $? "bodies differ"
     check_json "after restart: predict msrfr" 200 /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":true,\"quantiles\":[0.05,0.5,0.95],\"full_covariance\":true}"
     cmp -s "$T/body" "$T/ref_ms.json"
     verdict "after restart: msrfr predict body bit-identical" $? "bodies differ"
