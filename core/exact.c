@@ -526,12 +526,12 @@ static int exact_predict(const gp_model *model, const gp_predict_request *req, g
 
 /* ---- sample ---- */
 
-/* Joint draws: mean + chol(Sigma) Z with Z (m x S) standard normal, one dtrmm. */
+/* Joint draws from the posterior covariance (gp_model_gaussian_draws). */
 static int exact_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                         gp_error *err)
 {
     const exact_impl *im = model->impl;
-    size_t m = req->m, S = req->n_samples, nm, mm;
+    size_t m = req->m, nm, mm;
     double *P = NULL, *V = NULL, *C = NULL, *mean = NULL;
     int rc = gp_checked_size(im->n, m, &nm, err);
     if (rc == GP_OK)
@@ -545,21 +545,7 @@ static int exact_sample(const gp_model *model, const gp_sample_request *req, dou
         posterior_covariance(model, im, P, m, V, C, mean);
         free(V);
         V = NULL;
-        if (req->include_noise)
-            for (size_t j = 0; j < m; j++)
-                C[j * m + j] += model->noise_variance;
-        rc = gp_cholesky_jitter(C, m, m, NULL, err);
-    }
-    if (rc == GP_OK) {
-        gp_rng rng;
-        gp_rng_seed(&rng, req->seed);
-        gp_rng_normal_fill(&rng, samples, m * S);
-        cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
-                    (blasint)S, 1.0, C, (blasint)m, samples, (blasint)m);
-        for (size_t s = 0; s < S; s++)
-            for (size_t j = 0; j < m; j++)
-                samples[s * m + j] =
-                    (mean[j] + samples[s * m + j]) * model->y_scale + model->y_mean;
+        rc = gp_model_gaussian_draws(model, req, mean, C, samples, err);
     }
     free(P);
     free(V);

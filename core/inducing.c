@@ -257,12 +257,11 @@ int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
 
 /* ---- sample ---- */
 
-/* Joint draws (note §3.2): mean + chol(S) e, S the latent covariance (plus
- * the noise for observations), one dtrmm for all draws. */
+/* Joint draws (note §3.2) from the latent covariance (gp_model_gaussian_draws). */
 int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
                        const gp_sample_request *req, double *samples, gp_error *err)
 {
-    size_t m = req->m, S = req->n_samples, Mm, mm;
+    size_t m = req->m, Mm, mm;
     double *P = NULL, *Aw = NULL, *CAw = NULL, *C = NULL, *mean = NULL;
     int rc = gp_checked_size(p->m, m, &Mm, err);
     if (rc == GP_OK)
@@ -275,21 +274,7 @@ int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
         latent_covariance(model->kernel, p, P, m, Aw, CAw, C, mean);
-        if (req->include_noise)
-            for (size_t j = 0; j < m; j++)
-                C[j * m + j] += model->noise_variance;
-        rc = gp_cholesky_jitter(C, m, m, NULL, err);
-    }
-    if (rc == GP_OK) {
-        gp_rng rng;
-        gp_rng_seed(&rng, req->seed);
-        gp_rng_normal_fill(&rng, samples, m * S);
-        cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
-                    (blasint)S, 1.0, C, (blasint)m, samples, (blasint)m);
-        for (size_t s = 0; s < S; s++)
-            for (size_t j = 0; j < m; j++)
-                samples[s * m + j] =
-                    (mean[j] + samples[s * m + j]) * model->y_scale + model->y_mean;
+        rc = gp_model_gaussian_draws(model, req, mean, C, samples, err);
     }
     free(P);
     free(Aw);

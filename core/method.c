@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cblas.h>
+
 #include "core/linalg.h"
 #include "core/rng.h"
 
@@ -622,4 +624,25 @@ int gp_method_check_kernel(const gp_method *m, const gp_kernel *k, gp_error *err
     }
     return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type", "method '%s' needs a single %s kernel",
                         m->name, list);
+}
+
+int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
+                            const double *mean, double *S, double *samples, gp_error *err)
+{
+    size_t m = req->m, n = req->n_samples;
+    if (req->include_noise)
+        for (size_t j = 0; j < m; j++)
+            S[j * m + j] += model->noise_variance;
+    int rc = gp_cholesky_jitter(S, m, m, NULL, err);
+    if (rc)
+        return rc;
+    gp_rng rng;
+    gp_rng_seed(&rng, req->seed);
+    gp_rng_normal_fill(&rng, samples, m * n);
+    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
+                (blasint)n, 1.0, S, (blasint)m, samples, (blasint)m);
+    for (size_t s = 0; s < n; s++)
+        for (size_t j = 0; j < m; j++)
+            samples[s * m + j] = (mean[j] + samples[s * m + j]) * model->y_scale + model->y_mean;
+    return GP_OK;
 }

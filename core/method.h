@@ -241,6 +241,14 @@ void gp_model_info_string(gp_model *model, const char *key, const char *value);
  * column-major n x d matrix X: the standardisation every model uses. A zero
  * (or non-finite) deviation gives scale 1. */
 void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale);
+/* Joint Gaussian draws for the Gaussian methods: samples (req->m x
+ * req->n_samples, original units) = mean + chol(S) e with e ~ N(0, I) from
+ * req->seed (one dtrmm for all draws), where mean (m) and S (m x m, full,
+ * overwritten by its factor) are the latent posterior in working units and
+ * S gets the noise variance on its diagonal when req->include_noise. The
+ * jitter policy of gp_cholesky_jitter applies. */
+int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
+                            const double *mean, double *S, double *samples, gp_error *err);
 /* Validate X/y: sizes, finiteness (GP_EDATA naming "X[i][j]" or "y[i]"). */
 int gp_check_training_data(const gp_fit_request *req, gp_error *err);
 /* Allocate a model shell for method m with the common fields set from req
