@@ -494,6 +494,13 @@ static void test_export_import_bit_identical(void **state)
     predict_ok(copy, X, 40, 3, 1, mu2, v2, NULL);
     assert_memory_equal(mu1, mu2, 40 * sizeof *mu1);
     assert_memory_equal(v1, v2, 40 * sizeof *v1);
+    /* One point at a time (the level-2 path) agrees with the block path. */
+    for (size_t i = 0; i < 40; i += 7) {
+        double x1[3] = {X[i], X[40 + i], X[80 + i]}, mu, v; /* as the 40 x 3 block reads X */
+        predict_ok(copy, x1, 1, 3, 1, &mu, &v, NULL);
+        assert_true(fabs(mu - mu1[i]) <= 1e-12 * fmax(1.0, fabs(mu1[i])));
+        assert_true(fabs(v - v1[i]) <= 1e-12 * fmax(1.0, v1[i]));
+    }
     /* A corrupt factor is refused, naming the array. */
     for (size_t i = 0; i < st.count; i++)
         if (strcmp(st.arrays[i].name, "chol_kuu_packed") == 0)
