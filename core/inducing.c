@@ -40,16 +40,37 @@ int gp_inducing_kuu_factor(const gp_kernel *k, const double *Z, size_t m, double
 
 /* ---- gradients ---- */
 
+/* The Kuf part: from the caller's kernel values, or from values computed here. */
+static int contract_uf(const gp_kernel *k, const double *X, size_t n, const double *Z, size_t m,
+                       const double *Kuf, const double *Wuf, double *grad, double *gz,
+                       gp_error *err)
+{
+    double *K = NULL;
+    if (Kuf == NULL) {
+        size_t mn = 0;
+        int rc = gp_checked_size(m, n, &mn, err);
+        if (rc)
+            return rc;
+        if ((K = gp_alloc_doubles(mn, err)) == NULL)
+            return GP_ENOMEM;
+        gp_kernel_cross(k, Z, m, X, n, K, m);
+        Kuf = K;
+    }
+    int rc = gp_kernel_cross_grad_contract_known(k, X, n, Z, m, Kuf, m, Wuf, m, grad, gz, err);
+    free(K);
+    return rc;
+}
+
 int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
-                         size_t m, const double *Wfu, const double *Wuu, double wdiag,
-                         double *grad, double *gz, gp_error *err)
+                         size_t m, const double *Kuf, const double *Wuf, const double *Wuu,
+                         double wdiag, double *grad, double *gz, gp_error *err)
 {
     size_t np = gp_kernel_n_params(k), d = k->input_dim;
     double *g2 = gp_alloc_doubles(np, err), *W = gp_alloc_doubles(m * m, err);
     double *gz2 = gz ? gp_alloc_doubles(d * m, err) : NULL;
     int rc = g2 && W && (gz == NULL || gz2) ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK)
-        rc = gp_kernel_cross_grad_contract(k, X, n, Z, m, Wfu, n, grad, gz, err);
+        rc = contract_uf(k, X, n, Z, m, Kuf, Wuf, grad, gz, err);
     if (rc == GP_OK) {
         /* The jitter is GP_INDUCING_JITTER * mean_i k(z_i, z_i): its share of
          * dF is tr(Wuu) GP_INDUCING_JITTER / m * sum_i dk(z_i, z_i), i.e. a

@@ -65,8 +65,11 @@ int gp_inducing_kuu_factor(const gp_kernel *k, const double *Z, size_t m, double
 /* ---- gradients ---- */
 /* The chain rule from matrix sensitivities of an objective F to the kernel
  * parameters and Z. Given
- *   Wfu (n x m):  dF/dKfu, i.e. F changes by sum_{i,j} Wfu[i][j] dKfu[i][j]
- *                 (Kfu[i][j] = k(X_i, Z_j));
+ *   Wuf (m x n):  dF/dKuf, i.e. F changes by sum_{j,i} Wuf[j][i] dKuf[j][i]
+ *                 (Kuf[j][i] = k(Z_j, X_i), the layout gp_kernel_cross(k, Z,
+ *                 m, X, n, ...) writes);
+ *   Kuf (m x n, may be NULL): those kernel values when the caller has them
+ *                 (they spare the kernel evaluations; NULL computes them);
  *   Wuu (m x m, symmetric): dF/dKuu for the jittered Kuu;
  *   wdiag: F's weight on every k(x_i, x_i) (sum_i wdiag dk_ii; the kernel is
  *          stationary, so every k(x_i, x_i) is the same function of theta);
@@ -76,8 +79,8 @@ int gp_inducing_kuu_factor(const gp_kernel *k, const double *Z, size_t m, double
  * Wuu is not modified. Gradients of a dense Kff sensitivity are the
  * caller's (gp_kernel_gram_grad_contract). */
 int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
-                         size_t m, const double *Wfu, const double *Wuu, double wdiag,
-                         double *grad, double *gz, gp_error *err);
+                         size_t m, const double *Kuf, const double *Wuf, const double *Wuu,
+                         double wdiag, double *grad, double *gz, gp_error *err);
 
 /* ---- the fit driver ---- */
 /* An objective to maximise: F at kernel k, noise s2 and inducing inputs Z

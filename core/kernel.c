@@ -1201,6 +1201,136 @@ int gp_kernel_cross_grad_contract(const gp_kernel *k, const double *X, size_t n,
     return GP_OK;
 }
 
+/* ---- the same contraction from known kernel values ---- */
+
+/* The derivative factors of leaf_terms (c[0], and c[1] for rq) from the
+ * value kv = k at r^2 = q, without the exp. */
+static inline void leaf_factors_from_value(const leaf_par *p, double q, double kv, double *c)
+{
+    switch (p->type) {
+    case GP_KERNEL_RBF: c[0] = kv; break;
+    case GP_KERNEL_MATERN12: {
+        double r = sqrt(q);
+        c[0] = r > 0.0 ? kv / r : 0.0;
+        break;
+    }
+    case GP_KERNEL_MATERN32: c[0] = 3.0 * kv / (1.0 + SQRT3 * sqrt(q)); break;
+    case GP_KERNEL_MATERN52: {
+        double s = SQRT5 * sqrt(q);
+        c[0] = (5.0 / 3.0) * (1.0 + s) * kv / (1.0 + s + 5.0 * q / 3.0);
+        break;
+    }
+    case GP_KERNEL_RQ: {
+        double u = q / (2.0 * p->alpha);
+        c[0] = kv / (1.0 + u);
+        c[1] = kv * p->alpha * (u / (1.0 + u) - log1p(u));
+        break;
+    }
+    default: c[0] = NAN; break;
+    }
+}
+
+typedef struct known_task {
+    const prep_leaf *L;
+    size_t m, np, input_dim;
+    const size_t *bounds;
+    const double *K, *W;
+    size_t ldk, ldw;
+    const double *inv_ls;
+    double *partials; /* parts x np */
+    double *gzs;      /* parts x (input_dim x m), or NULL */
+} known_task;
+
+/* Points X_i, i in [bounds[t], bounds[t+1]), against every Z_j. */
+static void known_task_run(void *ctx, size_t t)
+{
+    const known_task *kt = ctx;
+    const prep_leaf *L = kt->L;
+    const gp_kernel *k = L->k;
+    size_t na = L->na, nl = k->n_lengthscale, m = kt->m;
+    double *g = kt->partials + t * kt->np;
+    double *gz = kt->gzs ? kt->gzs + t * kt->input_dim * m : NULL;
+    memset(g, 0, kt->np * sizeof *g);
+    if (gz)
+        memset(gz, 0, kt->input_dim * m * sizeof *gz);
+    double diff[64];
+    for (size_t i = kt->bounds[t]; i < kt->bounds[t + 1]; i++) {
+        const double *a = L->a + i * na, *kcol = kt->K + i * kt->ldk, *wcol = kt->W + i * kt->ldw;
+        for (size_t j = 0; j < m; j++) {
+            double w = wcol[j];
+            if (w == 0.0)
+                continue;
+            const double *b = L->b + j * na;
+            double q = 0.0, c[2] = {0.0, 0.0};
+            for (size_t cc = 0; cc < na; cc++) {
+                diff[cc] = a[cc] - b[cc];
+                q += diff[cc] * diff[cc];
+            }
+            leaf_factors_from_value(&L->p, q, kcol[j], c);
+            double wc0 = w * c[0];
+            g[0] += w * kcol[j];
+            if (!k->ard && nl)
+                g[1] += wc0 * q;
+            if (k->type == GP_KERNEL_RQ)
+                g[1 + nl] += w * c[1];
+            if (k->ard)
+                for (size_t cc = 0; cc < na; cc++)
+                    g[1 + cc] += wc0 * (diff[cc] * diff[cc]);
+            if (gz) {
+                double *gzj = gz + j * kt->input_dim;
+                for (size_t cc = 0; cc < na; cc++)
+                    gzj[dim_of(k, cc)] += wc0 * diff[cc] * kt->inv_ls[cc];
+            }
+        }
+    }
+}
+
+int gp_kernel_cross_grad_contract_known(const gp_kernel *k, const double *X, size_t n,
+                                        const double *Z, size_t m, const double *K, size_t ldk,
+                                        const double *W, size_t ldw, double *grad, double *gz,
+                                        gp_error *err)
+{
+    if (is_composite(k) || !is_scaled_type(k->type) || prep_na(k) > 64)
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type",
+                            "the cross contraction takes one stationary leaf "
+                            "(rbf, matern12, matern32, matern52, rq) on at most 64 dimensions, "
+                            "not %s", name_or_unknown((int)k->type));
+    size_t np = gp_kernel_n_params(k), na = prep_na(k), dm = k->input_dim * m;
+    memset(grad, 0, np * sizeof *grad);
+    if (gz)
+        memset(gz, 0, dm * sizeof *gz);
+    if (n == 0 || m == 0)
+        return GP_OK;
+    /* Ranges of X, the same for any thread count. */
+    size_t bounds[PAIR_PARTS + 1];
+    size_t parts = (double)n * (double)m >= PARALLEL_MIN_PAIRS ? PAIR_PARTS : 1;
+    if (parts > n)
+        parts = n;
+    for (size_t t = 0; t <= parts; t++)
+        bounds[t] = n * t / parts;
+    size_t extra = parts * np + na + (gz ? parts * dm : 0);
+    prep pr;
+    prep_args pa = {X, Z, n, m};
+    if (prep_build(&pr, k, &pa, extra) != 0)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory contracting %zu x %zu pairs",
+                            n, m);
+    double *inv_ls = pr.extra + parts * np;
+    for (size_t c = 0; c < na; c++)
+        inv_ls[c] = 1.0 / scale_of(k, c);
+    known_task kt = {.L = &pr.leaf[0], .m = m, .np = np, .input_dim = k->input_dim,
+                     .bounds = bounds, .K = K, .W = W, .ldk = ldk, .ldw = ldw, .inv_ls = inv_ls,
+                     .partials = pr.extra, .gzs = gz ? inv_ls + na : NULL};
+    gp_parallel_for(parts, known_task_run, &kt);
+    for (size_t t = 0; t < parts; t++) { /* in task order: thread-count independent */
+        for (size_t p = 0; p < np; p++)
+            grad[p] += pr.extra[t * np + p];
+        for (size_t i = 0; gz && i < dm; i++)
+            gz[i] += kt.gzs[t * dm + i];
+    }
+    prep_free(&pr);
+    return GP_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* the flat encoding                                                          */
 

@@ -150,6 +150,19 @@ int gp_kernel_cross_grad_contract(const gp_kernel *k, const double *X, size_t n,
                                   size_t m, const double *W, size_t ldw, double *grad,
                                   double *gz, gp_error *err);
 
+/* The same contraction for a block stored the other way round whose kernel
+ * values are known: K and W are m x n (leading dimensions ldk, ldw), with
+ * K[j + i ldk] = k(Z_j, X_i) (as gp_kernel_cross(k, Z, m, X, n, K, ldk)
+ * writes it) and W[j + i ldw] the weight of that pair. The derivative
+ * factors are taken from the known values (rbf needs no exp at all), which
+ * is where the inducing-point bounds spend their kernel time. Same kernels,
+ * outputs and determinism as gp_kernel_cross_grad_contract (tasks over
+ * ranges of X, each with its own gz, summed in task order). */
+int gp_kernel_cross_grad_contract_known(const gp_kernel *k, const double *X, size_t n,
+                                        const double *Z, size_t m, const double *K, size_t ldk,
+                                        const double *W, size_t ldw, double *grad, double *gz,
+                                        gp_error *err);
+
 /* Self-describing flat encoding of the whole tree (structure, active dims, fixed
  * bits and parameter values) as doubles, for export; decoding gives back an
  * identical kernel. gp_kernel_encode writes nothing when out is NULL and

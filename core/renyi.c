@@ -176,34 +176,34 @@ static int rb_value(rb_work *W, gp_error *err)
 }
 
 /* The low-rank (Q) part, note §2.4 step 9: with PRL = L^{-T} V RL and
- * Pw = L^{-T} mt, dL/dKfu = 2 H^T = a (RL PRL^T + w Pw^T) and
+ * Pw = L^{-T} mt, dL/dKuf = 2 H = a (PRL RL^T + Pw w^T) and
  * dL/dKuu = -H P^T = -a/2 (PRL PRL^T + Pw Pw^T). */
 static int rb_grad_q(rb_work *W, double *grad, double *gz, gp_error *err)
 {
     size_t n = W->n, m = W->m, nm = n * m;
     double *PRL = gp_alloc_doubles(m * m, err), *Pw = gp_alloc_doubles(m, err);
-    double *Wuu = gp_alloc_doubles(m * m, err), *Wfu = gp_alloc_doubles(nm, err);
-    int rc = PRL && Pw && Wuu && Wfu ? GP_OK : GP_ENOMEM;
+    double *Wuu = gp_alloc_doubles(m * m, err), *Wuf = gp_alloc_doubles(nm, err);
+    int rc = PRL && Pw && Wuu && Wuf ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK) {
         cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)m,
                     (blasint)n, 1.0, W->V, (blasint)m, W->R, (blasint)n, 0.0, PRL, (blasint)m);
         gp_trsm_lower(W->L, m, m, 1, PRL, m, m);
         memcpy(Pw, W->mt, m * sizeof *Pw);
         gp_trsm_lower(W->L, m, m, 1, Pw, 1, m);
-        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)m,
-                    W->a, W->R, (blasint)n, PRL, (blasint)m, 0.0, Wfu, (blasint)n);
-        cblas_dger(CblasColMajor, (blasint)n, (blasint)m, W->a, W->w, 1, Pw, 1, Wfu,
-                   (blasint)n);
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)n, (blasint)m,
+                    W->a, PRL, (blasint)m, W->R, (blasint)n, 0.0, Wuf, (blasint)m);
+        cblas_dger(CblasColMajor, (blasint)m, (blasint)n, W->a, Pw, 1, W->w, 1, Wuf,
+                   (blasint)m);
         cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)m, (blasint)m,
                     -0.5 * W->a, PRL, (blasint)m, PRL, (blasint)m, 0.0, Wuu, (blasint)m);
         cblas_dger(CblasColMajor, (blasint)m, (blasint)m, -0.5 * W->a, Pw, 1, Pw, 1, Wuu,
                    (blasint)m);
-        rc = gp_inducing_contract(W->k, W->X, n, W->Z, m, Wfu, Wuu, 0.0, grad, gz, err);
+        rc = gp_inducing_contract(W->k, W->X, n, W->Z, m, NULL, Wuf, Wuu, 0.0, grad, gz, err);
     }
     free(PRL);
     free(Pw);
     free(Wuu);
-    free(Wfu);
+    free(Wuf);
     return rc;
 }
 

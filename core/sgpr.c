@@ -26,11 +26,11 @@
 
 /* ---- the bound ---- */
 
-/* Buffers of one evaluation: two m x n (V and the sensitivity to Kfu, n x m),
- * a handful of m x m. */
+/* Buffers of one evaluation: three m x n (V, and for the gradient Kuf kept
+ * from before the solve and the sensitivity to it), a handful of m x m. */
 typedef struct sgpr_work {
     size_t n, m;
-    double *L, *V, *B, *Lb, *Binv, *T, *Wfu;
+    double *L, *V, *B, *Lb, *Binv, *T, *Kuf, *Wuf;
     double *vy, *c, *mw, *beta, *h;
 } sgpr_work;
 
@@ -42,7 +42,8 @@ static void work_free(sgpr_work *w)
     free(w->Lb);
     free(w->Binv);
     free(w->T);
-    free(w->Wfu);
+    free(w->Kuf);
+    free(w->Wuf);
     free(w->vy);
     free(w->c);
     free(w->mw);
@@ -72,10 +73,11 @@ static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error 
     int ok = w->L && w->V && w->B && w->Lb && w->Binv && w->vy && w->c && w->mw;
     if (ok && with_grad) {
         w->T = gp_alloc_doubles(mm, err);
-        w->Wfu = gp_alloc_doubles(mn, err);
+        w->Kuf = gp_alloc_doubles(mn, err);
+        w->Wuf = gp_alloc_doubles(mn, err);
         w->beta = gp_alloc_doubles(n, err);
         w->h = gp_alloc_doubles(m, err);
-        ok = w->T && w->Wfu && w->beta && w->h;
+        ok = w->T && w->Kuf && w->Wuf && w->beta && w->h;
     }
     if (!ok) {
         work_free(w);
@@ -104,6 +106,8 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
     if (rc)
         return rc == GP_EDATA ? rc : GP_ENOTPD;
     gp_kernel_cross(k, Z, m, X, n, w->V, m);
+    if (w->Kuf) /* the gradient's contraction reuses the values */
+        memcpy(w->Kuf, w->V, m * n * sizeof *w->V);
     gp_trsm_lower(w->L, m, m, 0, w->V, n, m);
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)n, 1.0 / s2, w->V,
                 (blasint)m, 0.0, w->B, (blasint)m);
@@ -144,8 +148,8 @@ static int invert_b(sgpr_work *w, gp_error *err)
     return GP_OK;
 }
 
-/* Wfu = 2 H^T = V^T (2 T^T) + beta (2 h)^T with T = L^{-T} (I - B^{-1}) / (2 s2)
- * and h = L^{-T} mw / 2; beta = (y - V^T mw) / s2. */
+/* Wuf = 2 H = 2 T V + 2 h beta^T with T = L^{-T} (I - B^{-1}) / (2 s2) and
+ * h = L^{-T} mw / 2; beta = (y - V^T mw) / s2. */
 static void sensitivity_fu(double s2, const double *y, sgpr_work *w)
 {
     size_t n = w->n, m = w->m;
@@ -163,10 +167,10 @@ static void sensitivity_fu(double s2, const double *y, sgpr_work *w)
         w->h[i] = 0.5 * w->mw[i];
     cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, w->L, (blasint)m,
                 w->h, 1);
-    cblas_dgemm(CblasColMajor, CblasTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)m, 2.0,
-                w->V, (blasint)m, w->T, (blasint)m, 0.0, w->Wfu, (blasint)n);
-    cblas_dger(CblasColMajor, (blasint)n, (blasint)m, 2.0, w->beta, 1, w->h, 1, w->Wfu,
-               (blasint)n);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)m,
+                2.0, w->T, (blasint)m, w->V, (blasint)m, 0.0, w->Wuf, (blasint)m);
+    cblas_dger(CblasColMajor, (blasint)m, (blasint)n, 2.0, w->h, 1, w->beta, 1, w->Wuf,
+               (blasint)m);
 }
 
 /* Wuu = -L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2 into T (reused). */
@@ -191,7 +195,8 @@ static int bound_gradient(const gp_kernel *k, double s2, const double *X, const 
     size_t n = w->n, m = w->m, np = gp_kernel_n_params(k);
     sensitivity_fu(s2, y, w);
     sensitivity_uu(w);
-    int rc = gp_inducing_contract(k, X, n, Z, m, w->Wfu, w->T, -1.0 / (2.0 * s2), grad, gz, err);
+    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, w->T, -1.0 / (2.0 * s2), grad,
+                                  gz, err);
     if (rc)
         return rc;
     double tr_binv = 0.0;
@@ -275,14 +280,14 @@ static void impl_free(void *p)
     free(im);
 }
 
-/* Memory checked before anything is allocated: two m x n buffers per
+/* Memory checked before anything is allocated: three m x n buffers per
  * evaluation plus the working copy of X, within the budget of an exact fit of
  * max_train_points points (as for the other methods). */
 static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
 {
     double cap = (double)(req->max_train_points ? req->max_train_points
                                                 : GP_DEFAULT_MAX_TRAIN_POINTS);
-    double need = (double)req->n * (2.0 * (double)m + (double)req->d + 4.0) +
+    double need = (double)req->n * (3.0 * (double)m + (double)req->d + 4.0) +
                   6.0 * (double)m * (double)m;
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, "options.inducing",

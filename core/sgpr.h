@@ -7,13 +7,14 @@
  *     = log N(y; 0, Q + s2 I) - t / (2 s2).
  * Gradient (derived in core/sgpr.c): with beta = (Q + s2 I)^{-1} y and
  * mw = B^{-1} V y / s2 (= V beta), the sensitivities are
- *   dF/dKfu = 2 E^T L^{-1},  E = ((I - B^{-1}) V / s2 + mw beta^T) / 2
+ *   dF/dKuf = 2 L^{-T} E,  E = ((I - B^{-1}) V / s2 + mw beta^T) / 2
  *   dF/dKuu = -L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2
  *   dF/dk_ii = -1 / (2 s2)
  *   dF/ds2 = ((N - M + tr B^{-1}) / s2 - beta.beta) (-1/2) + t / (2 s2^2)
  * O(N M^2 + M^3) time and O(N M) memory per evaluation (three M x N level-3
- * calls: the triangular solve for V, the syrk for B, the gemm for E); no
- * N x N matrix.
+ * calls: the triangular solve for V, the syrk for B, the gemm for E; the
+ * contraction to the kernel parameters and Z reuses Kuf's values, so rbf
+ * needs no second exp); no N x N matrix.
  *
  * Options (GET /v1/methods lists them):
  *   inducing            M (default min(N, 256))
