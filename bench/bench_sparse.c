@@ -25,7 +25,7 @@
  * split k subsampled to 4000 rows (gp_split_subsample_train, seed k) for every
  * method of that row group, so exact, sgpr and renyi fit the same rows.
  * Splits k = 0..K-1 (K = --splits, default 5, for the small sets; --big-splits,
- * default 2, for kin8nm and power). Methods, all on the same split and with
+ * default 1, for kin8nm and power: a renyi auto fit there takes 7-8 minutes). Methods, all on the same split and with
  * the same fit seed k: exact GP; sgpr; renyi alpha = 0.5; renyi alpha = auto
  * (nine alphas 0.30..0.70 scored on a seeded 80/20 split of the training rows,
  * then a refit; the chosen alpha is printed). sgpr and renyi use the same M
@@ -60,21 +60,13 @@
  * over the splits) at the same M on at least five of the six small datasets
  * concrete, energy, airfoil, wine_red, yacht, boston.
  *
- * Duration on the 2-core machine, idle (an estimate: renyi was not in the
- * build this was written in; timings move by ~20% between runs and double or
- * triple when the cores are shared). Measured (bench/results/exact.md and
- * the checks of this file): exact fits concrete
- * 0.5 s, wine_red 3 s, kin8nm at 4000 rows 14 s (19 evaluations, ~0.75 s
- * each; 32 s with the cores shared), power at 4000 20-30 s; sgpr M = 64
- * ~1 s everywhere; sgpr kin40k M = 256 5 s (24 iterations). renyi's dense
- * evaluation (an N x N Cholesky and inverse, like the exact GP's) with
- * ~50 evaluations per fit: ~60 s for alpha = 0.5 at 4000 rows; alpha = auto
- * is nine fits on 80% of the rows (0.8^3 = 0.51 of the cost each) plus the
- * refit, ~6x that, ~6 minutes. So: kin8nm and power, 2 splits each, ~35
- * minutes; the six small sets, 5 splits each, ~10 minutes (auto ~10-30 s a
- * fit); part 2 (kin40k M = 1024 and protein dominate) ~10 minutes; total
- * about an hour. --quick ~2 s without renyi, ~15 s with it. --big-splits 1
- * or --skip-large shorten the full run. */
+ * Duration on the 2-core machine, idle, as measured for
+ * bench/results/sparse.md: about 45 minutes. Part 1 ~35 minutes, of which
+ * kin8nm and power (one split each, 4000 rows) take ~23: renyi alpha = 0.5
+ * ~200 s and alpha = auto ~410-460 s there (the dense O(N^3) bound with Z
+ * optimised, 200 L-BFGS iterations); the six small sets ~12 minutes (renyi
+ * auto 2-45 s a fit). Part 2 ~10 minutes (kin40k M = 1024 ~210 s, protein
+ * ~270 s). --quick ~10 s. --skip-large or --datasets shorten the run. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -90,7 +82,7 @@
 
 #define DEFAULT_M 64
 #define DEFAULT_SPLITS 5
-#define DEFAULT_BIG_SPLITS 2
+#define DEFAULT_BIG_SPLITS 1
 #define QUICK_SPLITS 1
 #define MAX_SPLITS 20
 #define BIG_MAX_TRAIN 4000
