@@ -76,8 +76,8 @@ fi
 
 # Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
 # bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
-# see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, about an
-# hour), run without arguments, or with --quick when given.
+# see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
+# minutes), run without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue

@@ -319,6 +319,18 @@ int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
     return rc;
 }
 
+int gp_inducing_method_predict(const gp_model *model, const gp_predict_request *req,
+                               gp_prediction *out, gp_error *err)
+{
+    return gp_inducing_predict(model, (const gp_inducing_post *)model->impl, req, out, err);
+}
+
+int gp_inducing_method_sample(const gp_model *model, const gp_sample_request *req,
+                              double *samples, gp_error *err)
+{
+    return gp_inducing_sample(model, (const gp_inducing_post *)model->impl, req, samples, err);
+}
+
 /* ---- export / import ---- */
 
 int gp_inducing_post_export(const gp_inducing_post *p, gp_state *st, gp_error *err)

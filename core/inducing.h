@@ -159,6 +159,13 @@ int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
 int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
                        const gp_sample_request *req, double *samples, gp_error *err);
 
+/* gp_method.predict and .sample for a method whose impl struct begins with
+ * its gp_inducing_post (sgpr, renyi). */
+int gp_inducing_method_predict(const gp_model *model, const gp_predict_request *req,
+                               gp_prediction *out, gp_error *err);
+int gp_inducing_method_sample(const gp_model *model, const gp_sample_request *req,
+                              double *samples, gp_error *err);
+
 /* Arrays "Z" (d x m), "chol_kuu_packed", "mean_white" (m x 1),
  * "cov_white_packed" (the lower triangle of C) and "jitter" (1 x 1). Import
  * checks shapes, finiteness and the factor's diagonal (GP_EDATA naming the

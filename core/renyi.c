@@ -382,6 +382,7 @@ static const gp_option_spec renyi_options[] = {
      "stop when the relative change of the bound in an iteration falls below this"},
 };
 
+/* The posterior first: gp_inducing_method_predict/sample read it through impl. */
 typedef struct renyi_impl {
     gp_inducing_post post;
     double alpha;
@@ -834,20 +835,6 @@ static int renyi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 
 /* ---- predict, sample, export, import: the whitened posterior ---- */
 
-static int renyi_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                         gp_error *err)
-{
-    const renyi_impl *im = model->impl;
-    return gp_inducing_predict(model, &im->post, req, out, err);
-}
-
-static int renyi_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                        gp_error *err)
-{
-    const renyi_impl *im = model->impl;
-    return gp_inducing_sample(model, &im->post, req, samples, err);
-}
-
 static int renyi_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const renyi_impl *im = model->impl;
@@ -892,8 +879,8 @@ const gp_method gp_method_renyi = {
     .n_kernels = sizeof renyi_kernels / sizeof renyi_kernels[0],
     .single_leaf_kernel = 1,
     .fit = renyi_fit,
-    .predict = renyi_predict,
-    .sample = renyi_sample,
+    .predict = gp_inducing_method_predict,
+    .sample = gp_inducing_method_sample,
     .export_impl = renyi_export,
     .import_impl = renyi_import,
     .free_impl = impl_free,

@@ -267,6 +267,7 @@ static const gp_option_spec sgpr_options[] = {
      "stop when the relative change of the bound in an iteration falls below this"},
 };
 
+/* The posterior first: gp_inducing_method_predict/sample read it through impl. */
 typedef struct sgpr_impl {
     gp_inducing_post post;
 } sgpr_impl;
@@ -412,20 +413,6 @@ static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     return GP_OK;
 }
 
-static int sgpr_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
-{
-    const sgpr_impl *im = model->impl;
-    return gp_inducing_predict(model, &im->post, req, out, err);
-}
-
-static int sgpr_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                       gp_error *err)
-{
-    const sgpr_impl *im = model->impl;
-    return gp_inducing_sample(model, &im->post, req, samples, err);
-}
-
 static int sgpr_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const sgpr_impl *im = model->impl;
@@ -461,8 +448,8 @@ const gp_method gp_method_sgpr = {
     .n_kernels = sizeof sgpr_kernels / sizeof sgpr_kernels[0],
     .single_leaf_kernel = 1,
     .fit = sgpr_fit,
-    .predict = sgpr_predict,
-    .sample = sgpr_sample,
+    .predict = gp_inducing_method_predict,
+    .sample = gp_inducing_method_sample,
     .export_impl = sgpr_export,
     .import_impl = sgpr_import,
     .free_impl = impl_free,
