@@ -1253,7 +1253,6 @@ static void known_task_run(void *ctx, size_t t)
     memset(g, 0, kt->np * sizeof *g);
     if (gz)
         memset(gz, 0, kt->input_dim * m * sizeof *gz);
-    double diff[64];
     for (size_t i = kt->bounds[t]; i < kt->bounds[t + 1]; i++) {
         const double *a = L->a + i * na, *kcol = kt->K + i * kt->ldk, *wcol = kt->W + i * kt->ldw;
         for (size_t j = 0; j < m; j++) {
@@ -1261,11 +1260,7 @@ static void known_task_run(void *ctx, size_t t)
             if (w == 0.0)
                 continue;
             const double *b = L->b + j * na;
-            double q = 0.0, c[2] = {0.0, 0.0};
-            for (size_t cc = 0; cc < na; cc++) {
-                diff[cc] = a[cc] - b[cc];
-                q += diff[cc] * diff[cc];
-            }
+            double q = vec_q(L->p.type, a, b, na), c[2] = {0.0, 0.0};
             leaf_factors_from_value(&L->p, q, kcol[j], c);
             double wc0 = w * c[0];
             g[0] += w * kcol[j];
@@ -1273,13 +1268,14 @@ static void known_task_run(void *ctx, size_t t)
                 g[1] += wc0 * q;
             if (k->type == GP_KERNEL_RQ)
                 g[1 + nl] += w * c[1];
-            if (k->ard)
-                for (size_t cc = 0; cc < na; cc++)
-                    g[1 + cc] += wc0 * (diff[cc] * diff[cc]);
+            for (size_t cc = 0; k->ard && cc < na; cc++) {
+                double dc = a[cc] - b[cc];
+                g[1 + cc] += wc0 * (dc * dc);
+            }
             if (gz) {
                 double *gzj = gz + j * kt->input_dim;
                 for (size_t cc = 0; cc < na; cc++)
-                    gzj[dim_of(k, cc)] += wc0 * diff[cc] * kt->inv_ls[cc];
+                    gzj[dim_of(k, cc)] += wc0 * (a[cc] - b[cc]) * kt->inv_ls[cc];
             }
         }
     }
@@ -1290,11 +1286,11 @@ int gp_kernel_cross_grad_contract_known(const gp_kernel *k, const double *X, siz
                                         const double *W, size_t ldw, double *grad, double *gz,
                                         gp_error *err)
 {
-    if (is_composite(k) || !is_scaled_type(k->type) || prep_na(k) > 64)
+    if (is_composite(k) || !is_scaled_type(k->type))
         return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type",
                             "the cross contraction takes one stationary leaf "
-                            "(rbf, matern12, matern32, matern52, rq) on at most 64 dimensions, "
-                            "not %s", name_or_unknown((int)k->type));
+                            "(rbf, matern12, matern32, matern52, rq), not %s",
+                            name_or_unknown((int)k->type));
     size_t np = gp_kernel_n_params(k), na = prep_na(k), dm = k->input_dim * m;
     memset(grad, 0, np * sizeof *grad);
     if (gz)
