@@ -203,12 +203,7 @@ static void latent_covariance(const gp_kernel *k, const gp_inducing_post *p, con
         CAw[i] -= Aw[i];
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)m, (blasint)M, 1.0,
                 Aw, (blasint)M, CAw, (blasint)M, 1.0, S, (blasint)m);
-    /* Symmetrise against rounding in the gemm. */
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j + 1; i < m; i++) {
-            double v = 0.5 * (S[i + j * m] + S[j + i * m]);
-            S[i + j * m] = S[j + i * m] = v;
-        }
+    gp_symmetrize_average(S, m, m); /* against rounding in the gemm */
 }
 
 static double observed(const gp_model *model, double v, int include_noise, size_t *clamped)

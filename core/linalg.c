@@ -212,3 +212,12 @@ void gp_unpack_lower(const double *packed, size_t n, double *A, size_t lda)
         k += n - j;
     }
 }
+
+void gp_symmetrize_average(double *A, size_t n, size_t lda)
+{
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++) {
+            double v = 0.5 * (A[i + j * lda] + A[j + i * lda]);
+            A[i + j * lda] = A[j + i * lda] = v;
+        }
+}

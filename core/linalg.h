@@ -52,6 +52,9 @@ int gp_cholesky_jitter(double *A, size_t n, size_t lda, gp_chol_info *info, gp_e
 
 /* Copy the lower triangle of A onto its upper triangle (A symmetric afterwards). */
 void gp_symmetrize_from_lower(double *A, size_t n, size_t lda);
+/* Replace A_ij and A_ji by their mean: a product that is symmetric in exact
+ * arithmetic made symmetric against rounding. */
+void gp_symmetrize_average(double *A, size_t n, size_t lda);
 
 /* 2 * sum(log L_ii) for a lower Cholesky factor. */
 double gp_chol_logdet(const double *L, size_t n, size_t lda);

@@ -137,11 +137,7 @@ static int rb_factor_c(rb_work *W, gp_error *err)
         W->C[i * m + i] = 1.0;
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)m, (blasint)W->n,
                 -1.0, W->V, (blasint)m, W->R, (blasint)W->n, 1.0, W->C, (blasint)m);
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j + 1; i < m; i++) {
-            double v = 0.5 * (W->C[i + j * m] + W->C[j + i * m]);
-            W->C[i + j * m] = W->C[j + i * m] = v;
-        }
+    gp_symmetrize_average(W->C, m, m);
     memcpy(W->LC, W->C, m * m * sizeof *W->LC);
     lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)m, W->LC, (lapack_int)m);
     if (info != 0)

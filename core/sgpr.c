@@ -86,15 +86,6 @@ static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error 
     return GP_OK;
 }
 
-static void symmetrize_avg(double *A, size_t m)
-{
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j + 1; i < m; i++) {
-            double v = 0.5 * (A[i + j * m] + A[j + i * m]);
-            A[i + j * m] = A[j + i * m] = v;
-        }
-}
-
 /* L, V = L^{-1} Kuf, B = I + V V^T / s2 (full), Lb = chol(B), and the value
  * of F into terms. *jitter receives Kuu's. */
 static int bound_value(const gp_kernel *k, double s2, const double *X, const double *y,
@@ -185,7 +176,7 @@ static void sensitivity_uu(sgpr_work *w)
     gp_trsm_lower(w->L, m, m, 1, S, m, m);
     cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
                 (blasint)m, -0.5, w->L, (blasint)m, S, (blasint)m);
-    symmetrize_avg(S, m);
+    gp_symmetrize_average(S, m, m);
 }
 
 static int bound_gradient(const gp_kernel *k, double s2, const double *X, const double *y,
