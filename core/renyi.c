@@ -469,40 +469,60 @@ typedef struct fit_run {
     gp_diagnostics *diag;
 } fit_run;
 
+/* The driver's settings for maximising L_a (oc) on D; progress continues
+ * from the request's earlier fits. */
+static gp_inducing_fit_spec fit_spec(const fit_run *run, objective_ctx *oc, int optimize_z)
+{
+    gp_inducing_fit_spec spec = {
+        .fn = objective,
+        .ctx = oc,
+        .optimize_z = optimize_z,
+        .max_iterations = run->o->max_iterations,
+        .tolerance = run->o->tolerance,
+        .objective_offset = -(double)oc->data->n * log(run->y_scale),
+        .iteration_base = run->diag->iterations,
+        .max_total = run->max_total,
+    };
+    return spec;
+}
+
 /* Maximise L_a over k, *s2 (start: np->start) and, when optimised, Z. */
 static int fit_one(const fit_run *run, const fit_data *D, double a, gp_kernel *k,
                    const gp_noise_param *np, double *s2, double *Z, size_t m, int optimize_z,
                    gp_error *err)
 {
     objective_ctx oc = {D, a};
-    gp_inducing_fit_spec spec = {
-        .fn = objective,
-        .ctx = &oc,
-        .optimize_z = optimize_z,
-        .max_iterations = run->o->max_iterations,
-        .tolerance = run->o->tolerance,
-        .objective_offset = -(double)D->n * log(run->y_scale),
-        .iteration_base = run->diag->iterations,
-        .max_total = run->max_total,
-    };
+    gp_inducing_fit_spec spec = fit_spec(run, &oc, optimize_z);
     return gp_inducing_optimise(k, np, s2, Z, m, run->req, &spec, run->diag, err);
+}
+
+/* *Z (allocated here) with room for M = min(inducing, n) points of D. */
+static int alloc_z(const fit_run *run, const fit_data *D, size_t *M, double **Z, gp_error *err)
+{
+    size_t dm = 0;
+    *M = run->o->inducing < D->n ? run->o->inducing : D->n;
+    int rc = gp_checked_size(D->d, *M, &dm, err);
+    if (rc)
+        return rc;
+    return (*Z = gp_alloc_doubles(dm, err)) != NULL ? GP_OK : GP_ENOMEM;
+}
+
+static int check_chosen(size_t m, gp_error *err)
+{
+    return m > 0 ? GP_OK
+                 : gp_error_set(err, GP_EDATA, "X", "no inducing input could be chosen");
 }
 
 /* Z for the data set D, chosen with the initial kernel k0. */
 static int choose_z(const fit_run *run, const gp_kernel *k0, const fit_data *D, double **Z,
                     size_t *m, gp_error *err)
 {
-    size_t M = run->o->inducing < D->n ? run->o->inducing : D->n, dm = 0;
-    int rc = gp_checked_size(D->d, M, &dm, err);
-    if (rc)
-        return rc;
-    if ((*Z = gp_alloc_doubles(dm, err)) == NULL)
-        return GP_ENOMEM;
-    rc = gp_inducing_select(run->o->selection, k0, D->X, D->n, D->d, M, run->req->seed, *Z, m,
-                            err);
-    if (rc == GP_OK && *m == 0)
-        rc = gp_error_set(err, GP_EDATA, "X", "no inducing input could be chosen");
-    return rc;
+    size_t M;
+    int rc = alloc_z(run, D, &M, Z, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_select(run->o->selection, k0, D->X, D->n, D->d, M, run->req->seed, *Z,
+                                m, err);
+    return rc ? rc : check_chosen(*m, err);
 }
 
 /* The fit on all rows at order a: Z chosen under k (the request's kernel,
@@ -512,27 +532,15 @@ static int final_fit(const fit_run *run, const fit_data *D, double a, gp_kernel 
                      const gp_noise_param *np, double *s2, double **Z, size_t *m,
                      gp_error *err)
 {
-    size_t M = run->o->inducing < D->n ? run->o->inducing : D->n, dm = 0;
-    int rc = gp_checked_size(D->d, M, &dm, err);
+    size_t M;
+    int rc = alloc_z(run, D, &M, Z, err);
     if (rc)
         return rc;
-    if ((*Z = gp_alloc_doubles(dm, err)) == NULL)
-        return GP_ENOMEM;
     objective_ctx oc = {D, a};
-    gp_inducing_fit_spec spec = {
-        .fn = objective,
-        .ctx = &oc,
-        .optimize_z = run->o->optimize_z,
-        .max_iterations = run->o->max_iterations,
-        .tolerance = run->o->tolerance,
-        .objective_offset = -(double)D->n * log(run->y_scale),
-        .max_total = run->max_total,
-    };
+    gp_inducing_fit_spec spec = fit_spec(run, &oc, run->o->optimize_z);
     rc = gp_inducing_fit(k, np, s2, run->o->selection, M, run->o->reselect, D->X, D->n, *Z, m,
                          run->req, &spec, run->diag, err);
-    if (rc == GP_OK && *m == 0)
-        rc = gp_error_set(err, GP_EDATA, "X", "no inducing input could be chosen");
-    return rc;
+    return rc ? rc : check_chosen(*m, err);
 }
 
 /* ---- alpha = "auto" (note §4.5) ---- */
