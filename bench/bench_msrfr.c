@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "core/error.h"
@@ -172,9 +173,8 @@ static void usage(const char *prog)
 
 static int parse_int(const char *s, int lo, int hi, int *out)
 {
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < lo || v > hi)
+    long v;
+    if (gp_bench_parse_long(s, lo, hi, &v) != 0)
         return -1;
     *out = (int)v;
     return 0;
@@ -182,21 +182,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 
 static int parse_variants(const char *list, int *use)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    memset(use, 0, N_VARIANTS * sizeof *use);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-         t = strtok_r(NULL, ",", &save)) {
-        int known = 0;
-        for (int v = 0; v < N_VARIANTS; v++)
-            if (strcmp(t, variant_names[v]) == 0)
-                use[v] = known = 1;
-        if (!known) {
-            fprintf(stderr, "bad --variants entry '%s'\n", t);
-            return -1;
-        }
-    }
-    return 0;
+    return gp_bench_parse_names(list, variant_names, N_VARIANTS, use, "--variants");
 }
 
 static int parse_args(int argc, char **argv, options *o)
@@ -254,13 +240,7 @@ static int dataset_selected(const options *o, const dataset_config *c)
 {
     if (o->datasets[0] == '\0')
         return o->quick ? c->quick : 1;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", o->datasets);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-         t = strtok_r(NULL, ",", &save))
-        if (strcmp(t, c->name) == 0)
-            return 1;
-    return 0;
+    return gp_bench_list_has(o->datasets, c->name);
 }
 
 /* ---- data preparation (note §5.1) ---- */

@@ -73,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
@@ -162,33 +163,9 @@ static void usage(const char *prog)
             PREDICT_CALLS);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_methods(const char *list, int *use)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    memset(use, 0, N_VARIANTS * sizeof *use);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-         t = strtok_r(NULL, ",", &save)) {
-        int known = 0;
-        for (int v = 0; v < N_VARIANTS; v++)
-            if (strcmp(t, variant_names[v]) == 0)
-                use[v] = known = 1;
-        if (!known) {
-            fprintf(stderr, "bad --methods entry '%s'\n", t);
-            return -1;
-        }
-    }
-    return 0;
+    return gp_bench_parse_names(list, variant_names, N_VARIANTS, use, "--methods");
 }
 
 static int parse_m_list(const char *list, options *o)
@@ -199,7 +176,7 @@ static int parse_m_list(const char *list, options *o)
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
          t = strtok_r(NULL, ",", &save)) {
         long v;
-        if (parse_long(t, 1, 8192, &v) != 0 || o->n_large_m >= MAX_LARGE_M) {
+        if (gp_bench_parse_long(t, 1, 8192, &v) != 0 || o->n_large_m >= MAX_LARGE_M) {
             fprintf(stderr, "bad --large-m entry '%s' (1..8192, at most %d)\n", t,
                     MAX_LARGE_M);
             return -1;
@@ -229,14 +206,14 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (strcmp(a, "--skip-large") == 0) {
             o->skip_large = 1;
         } else if (strcmp(a, "--inducing") == 0 && has_value) {
-            if (parse_long(argv[++i], 1, 8192, &v) != 0) {
+            if (gp_bench_parse_long(argv[++i], 1, 8192, &v) != 0) {
                 fprintf(stderr, "bad --inducing '%s' (1..8192)\n", argv[i]);
                 return -1;
             }
             o->M = (size_t)v;
         } else if ((strcmp(a, "--splits") == 0 || strcmp(a, "--big-splits") == 0) &&
                    has_value) {
-            if (parse_long(argv[++i], 1, MAX_SPLITS, &v) != 0) {
+            if (gp_bench_parse_long(argv[++i], 1, MAX_SPLITS, &v) != 0) {
                 fprintf(stderr, "bad %s '%s' (1..%d)\n", a, argv[i], MAX_SPLITS);
                 return -1;
             }
@@ -251,13 +228,13 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_m_list(argv[++i], o) != 0)
                 return -1;
         } else if (strcmp(a, "--protein-m") == 0 && has_value) {
-            if (parse_long(argv[++i], 0, 8192, &v) != 0) {
+            if (gp_bench_parse_long(argv[++i], 0, 8192, &v) != 0) {
                 fprintf(stderr, "bad --protein-m '%s' (0..8192)\n", argv[i]);
                 return -1;
             }
             o->protein_m = (size_t)v;
         } else if (strcmp(a, "--predict-calls") == 0 && has_value) {
-            if (parse_long(argv[++i], PREDICT_BATCH, 100000000, &v) != 0) {
+            if (gp_bench_parse_long(argv[++i], PREDICT_BATCH, 100000000, &v) != 0) {
                 fprintf(stderr, "bad --predict-calls '%s' (at least %d)\n", argv[i],
                         PREDICT_BATCH);
                 return -1;
@@ -287,13 +264,7 @@ static int dataset_selected(const options *o, const dataset_config *c)
 {
     if (o->datasets[0] == '\0')
         return o->quick ? c->quick : 1;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", o->datasets);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-         t = strtok_r(NULL, ",", &save))
-        if (strcmp(t, c->name) == 0)
-            return 1;
-    return 0;
+    return gp_bench_list_has(o->datasets, c->name);
 }
 
 /* test20 when splits/<name>_test20.txt is readable, else fold10. */

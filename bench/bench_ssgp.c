@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
@@ -179,13 +180,7 @@ static int dataset_selected(const options *o, const dataset_config *c)
 {
     if (o->datasets[0] == '\0')
         return o->quick ? c->quick : 1;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", o->datasets);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-         t = strtok_r(NULL, ",", &save))
-        if (strcmp(t, c->name) == 0)
-            return 1;
-    return 0;
+    return gp_bench_list_has(o->datasets, c->name);
 }
 
 /* ---- one fit ---- */
