@@ -22,6 +22,7 @@
 #include "core/rng.h"
 #include "core/sgpr.h"
 #include "core/state.h"
+#include "tests/unit/method_testutil.h"
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -143,7 +144,6 @@ static double dense_bound(const gp_kernel *k, double s2, const double *X, size_t
     return -0.5 * ((double)n * LOG_2PI + ld + q) - t / (2.0 * s2);
 }
 
-
 /* ---- method-level helpers ---- */
 
 static const gp_method *sgpr(void)
@@ -152,52 +152,6 @@ static const gp_method *sgpr(void)
     if (m == NULL)
         fail_msg("method 'sgpr' is not registered");
     return m;
-}
-
-static void fit_request(gp_fit_request *req, const double *X, const double *y, size_t n,
-                        size_t d, const gp_kernel *k, const gp_option_value *opts, size_t n_opts)
-{
-    memset(req, 0, sizeof *req);
-    req->X = X;
-    req->y = y;
-    req->n = n;
-    req->d = d;
-    req->kernel = k;
-    req->standardize = 1;
-    req->seed = 1;
-    req->options = opts;
-    req->n_options = n_opts;
-}
-
-static gp_model *fit_ok(const gp_method *m, const gp_fit_request *req, const char *what)
-{
-    gp_model *model = NULL;
-    gp_error err;
-    int rc = gp_model_fit(m, req, &model, &err);
-    if (rc != GP_OK)
-        fail_msg("%s: fit failed: %s (%s, field '%s')", what, err.message, gp_status_name(rc),
-                 err.field);
-    return model;
-}
-
-static void predict_ok(const gp_model *model, const double *Xs, size_t m, size_t d,
-                       int include_noise, double *mu, double *var, double *cov)
-{
-    gp_predict_request pr = {.X = Xs, .m = m, .d = d, .include_noise = include_noise,
-                             .full_covariance = cov != NULL};
-    gp_prediction out = {.mean = mu, .variance = var, .covariance = cov};
-    gp_error err;
-    int rc = gp_model_predict(model, &pr, &out, &err);
-    if (rc != GP_OK)
-        fail_msg("predict failed: %s (%s)", err.message, gp_status_name(rc));
-}
-
-static const gp_info_item *find_info(const gp_model *model, const char *key)
-{
-    for (size_t i = 0; i < model->diag.n_info && i < GP_MODEL_INFO_MAX; i++)
-        if (model->diag.info[i].key && strcmp(model->diag.info[i].key, key) == 0)
-            return &model->diag.info[i];
-    return NULL;
 }
 
 /* Column-major n x d data on [-2, 2]^d with a smooth target plus noise. */
@@ -345,7 +299,6 @@ static void test_gradients(void **state)
     check_gradients(GP_KERNEL_MATERN32, 0, 24);
     check_gradients(GP_KERNEL_RQ, 1, 25);
 }
-
 
 /* ---- the method ---- */
 
