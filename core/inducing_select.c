@@ -471,10 +471,11 @@ int gp_inducing_select(gp_inducing_selection sel, const gp_kernel *k, const doub
                        gp_error *err)
 {
     if ((unsigned)sel >= N_SELECTIONS)
-        return gp_error_set(err, GP_EINVAL, "inducing.selection",
+        return gp_error_set(err, GP_EINVAL, "options.inducing_selection",
                             "unknown inducing selection %d", (int)sel);
     if (M < 1)
-        return gp_error_set(err, GP_EINVAL, "inducing.num", "need at least 1 inducing point");
+        return gp_error_set(err, GP_EINVAL, "options.inducing",
+                            "need at least 1 inducing point");
     if (n < 1)
         return gp_error_set(err, GP_EINVAL, "X", "need at least 1 point to choose from");
     if (d < 1)
