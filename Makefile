@@ -36,7 +36,9 @@ OPENBLAS_THREAD_TIMEOUT ?= 16
 export OPENBLAS_THREAD_TIMEOUT
 
 LAYERS  := core store api server
-$(foreach L,$(LAYERS),$(eval $(L)_SRC := $(filter-out server/main.c,$(wildcard $(L)/*.c))))
+# core/ has a folder per area (core/base, core/linalg, ..., core/methods); the
+# other layers are flat.
+$(foreach L,$(LAYERS),$(eval $(L)_SRC := $(filter-out server/main.c,$(shell find $(L) -name '*.c' | sort))))
 $(foreach L,$(LAYERS),$(eval $(L)_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$($(L)_SRC))))
 LIB_core   := $(BUILD)/libgpcore.a
 LIB_store  := $(BUILD)/libgpstore.a

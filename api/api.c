@@ -193,15 +193,9 @@ void gp_api_methods(gp_api *api, gp_response *out)
         json_object_set_new(o, "objective",
                             json_string(m->objective_name ? m->objective_name : ""));
         json_t *ks = json_array();
-        if (m->kernels == NULL) {
-            for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
+        for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
+            if (gp_method_accepts_kernel_type(m, (gp_kernel_type)t))
                 json_array_append_new(ks, json_string(gp_kernel_type_name((gp_kernel_type)t)));
-        } else {
-            for (size_t k = 0; k < m->n_kernels; k++)
-                json_array_append_new(ks, json_string(gp_kernel_type_name(m->kernels[k])));
-            json_array_append_new(ks, json_string("sum"));
-            json_array_append_new(ks, json_string("product"));
-        }
         json_object_set_new(o, "kernels", ks);
         json_t *opts = json_array();
         for (size_t k = 0; k < m->n_options; k++)

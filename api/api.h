@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
-#include "core/method.h"
+#include "core/base/error.h"
+#include "core/model/model.h"
 
 /* ---- configuration (flags / environment, set once at start-up) ---- */
 typedef struct gp_api_config {

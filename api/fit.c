@@ -79,15 +79,7 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
 
 int gp_fit_job_max_iterations(const gp_fit_job *job)
 {
-    gp_fit_request fr;
-    fill_request(job, &fr);
-    double it = gp_option_number(job->method, &fr, "max_iterations");
-    double restarts = gp_option_number(job->method, &fr, "restarts");
-    if (!isfinite(it) || it < 0)
-        return 0;
-    if (isfinite(restarts) && restarts > 0)
-        it *= restarts + 1.0;
-    return it > 2147483647.0 ? 2147483647 : (int)it;
+    return gp_method_max_iterations(job->method, job->options, job->n_options);
 }
 
 static const gp_option_spec *find_spec(const gp_method *m, const char *name)

@@ -10,8 +10,9 @@
 #include <stdint.h>
 
 #include "api/api.h"
-#include "core/kernel.h"
-#include "core/method.h"
+#include "core/kernel/kernel.h"
+#include "core/methods/registry.h"
+#include "core/model/model.h"
 #include "store/store.h"
 
 /* ---- the api object ---- */

@@ -50,12 +50,7 @@ static void sub(char *out, size_t len, const char *prefix, const char *key)
 
 static int type_accepted(const gp_method *m, gp_kernel_type t)
 {
-    if (m == NULL || m->kernels == NULL)
-        return 1;
-    for (size_t i = 0; i < m->n_kernels; i++)
-        if (m->kernels[i] == t)
-            return 1;
-    return 0;
+    return m == NULL || gp_method_accepts_kernel_type(m, t);
 }
 
 /* 422 unsupported naming the kernels the method accepts. */
@@ -74,7 +69,7 @@ static int unsupported(const gp_method *m, const char *field, const char *name, 
         snprintf(list, sizeof list, "%s", "any kernel");
     return gp_error_set(err, GP_EUNSUPPORTED, field,
                         "method '%s' does not accept a '%s' kernel; it accepts %s%s", m->name, name,
-                        m->single_leaf_kernel ? "a single kernel of type " : "", list);
+                        m->composite_kernels ? "" : "a single kernel of type ", list);
 }
 
 /* Re-label an error of gp_kernel_leaf/composite (field "active_dims", ...)
@@ -287,7 +282,7 @@ static int parse_node(json_t *v, const char *prefix, size_t input_dim, const gp_
             return unsupported(m, f, name, err);
         return parse_leaf(v, prefix, (gp_kernel_type)t, input_dim, out, err);
     }
-    if (m != NULL && m->single_leaf_kernel)
+    if (!type_accepted(m, (gp_kernel_type)t))
         return unsupported(m, f, name, err);
     int rc = gp_json_known_keys(v, composite_keys, prefix, err);
     if (rc)

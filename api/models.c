@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "api/internal.h"
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 #define MAX_QUANTILES 100
 
@@ -310,7 +310,7 @@ static int check_components(const gp_model *model, int comps, size_t *K, gp_erro
     *K = 0;
     if (!comps)
         return GP_OK;
-    if (model->method->components == NULL)
+    if (!gp_method_is_mixture(model->method))
         return gp_error_set(err, GP_EUNSUPPORTED, "components",
                             "components: method '%s' predicts with one Gaussian, not a mixture",
                             model->method->name);

@@ -28,11 +28,12 @@
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
-#include "core/error.h"
-#include "core/exact.h"
-#include "core/kernel.h"
-#include "core/method.h"
-#include "core/rng.h"
+#include "core/base/error.h"
+#include "core/kernel/lml.h"
+#include "core/kernel/kernel.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/base/rng.h"
 
 #define SUBSAMPLE_SEED 0
 #define FIT_SEED 0

@@ -40,11 +40,12 @@
 #include <string.h>
 
 #include "bench/support/clock.h"
-#include "core/error.h"
-#include "core/features.h"
-#include "core/kernel.h"
-#include "core/parallel.h"
-#include "core/rng.h"
+#include "core/base/error.h"
+#include "core/features/sample.h"
+#include "core/features/auto.h"
+#include "core/kernel/kernel.h"
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
 
 #define N_POINTS 1000
 #define N_NYS_SAMPLE 1000

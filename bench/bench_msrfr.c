@@ -62,11 +62,12 @@
 #include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
-#include "core/error.h"
-#include "core/kernel.h"
-#include "core/method.h"
-#include "core/mixture.h"
-#include "core/rng.h"
+#include "core/base/error.h"
+#include "core/kernel/kernel.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/model/mixture.h"
+#include "core/base/rng.h"
 
 #define MAX_SPLITS 50
 #define DEFAULT_SPLITS 10

@@ -77,9 +77,10 @@
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
-#include "core/error.h"
-#include "core/kernel.h"
-#include "core/method.h"
+#include "core/base/error.h"
+#include "core/kernel/kernel.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
 
 #define DEFAULT_M 64
 #define DEFAULT_SPLITS 5

@@ -36,9 +36,10 @@
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
-#include "core/error.h"
-#include "core/kernel.h"
-#include "core/method.h"
+#include "core/base/error.h"
+#include "core/kernel/kernel.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
 
 #define FIT_SEED 0
 /* Iteration caps that keep the full run within ~45 minutes on the 2-core VM:

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "core/parallel.h"
+#include "core/base/parallel.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/util.h"

@@ -42,8 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
-#include "core/state.h"
+#include "core/base/error.h"
+#include "core/base/state.h"
 
 #define GP_NAME_MAX 64
 #define GP_METHOD_NAME_MAX 31

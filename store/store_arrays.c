@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/linalg.h"
+#include "core/linalg/linalg.h"
 
 _Static_assert(sizeof(double) == 8, "the store writes IEEE 754 binary64 doubles");
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 30) /* 1 GiB: far above any shared dataset */
 #define MAX_COLUMNS 100000

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 #define GP_DATASET_NAME_LEN 64
 #define GP_DATASET_PATH_LEN 4096

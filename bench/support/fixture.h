@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 #define GP_FIXTURE_NAME_LEN 64
 

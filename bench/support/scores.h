@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 #include "bench/support/dataset.h"
-#include "core/error.h"
-#include "core/method.h"
+#include "core/base/error.h"
+#include "core/model/model.h"
 
 typedef struct gp_test_scores {
     double rmse, nlpd;

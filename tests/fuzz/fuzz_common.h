@@ -19,7 +19,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
-#include "core/parallel.h"
+#include "core/base/parallel.h"
 
 /* Inputs above this are ignored (make fuzz also passes -max_len=65536). */
 #define FUZZ_MAX_INPUT 65536

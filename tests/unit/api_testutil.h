@@ -20,7 +20,7 @@
 
 #include "api/api.h"
 #include "api/internal.h"
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 /* A temporary directory holding the test database. */
 static inline char *tmp_db(char *dir, size_t dirlen, char *path, size_t pathlen)

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "core/method.h"
+#include "core/model/model.h"
 
 static inline void fit_request(gp_fit_request *req, const double *X, const double *y,
                                size_t n, size_t d, const gp_kernel *k,

@@ -4,7 +4,8 @@
 
 #include <pthread.h>
 
-#include "core/method.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
 
 #define N 40
 #define D 2

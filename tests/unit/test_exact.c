@@ -13,11 +13,12 @@
 
 #include "bench/support/dataset.h"
 #include "bench/support/fixture.h"
-#include "core/exact.h"
-#include "core/linalg.h"
-#include "core/method.h"
-#include "core/parallel.h"
-#include "core/rng.h"
+#include "core/kernel/lml.h"
+#include "core/linalg/linalg.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
 
 /* ---- helpers ---- */
 

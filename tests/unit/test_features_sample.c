@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/features.h"
-#include "core/rng.h"
+#include "core/features/sample.h"
+#include "core/features/auto.h"
+#include "core/base/rng.h"
 
 /* ---- chi-square quantile ---------------------------------------------------- */
 

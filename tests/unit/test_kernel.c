@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "core/kernel.h"
-#include "core/rng.h"
+#include "core/kernel/kernel.h"
+#include "core/base/rng.h"
 
 #define DIM 3
 #define MAX_KERNELS 48

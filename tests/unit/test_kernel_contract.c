@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "core/kernel.h"
-#include "core/parallel.h"
-#include "core/rng.h"
+#include "core/kernel/kernel.h"
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
 
 #define DIM 3
 #define MAX_PARAMS 16

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/mixture.h"
-#include "core/rng.h"
+#include "core/model/mixture.h"
+#include "core/base/rng.h"
 
 #define LOG_2PI_L 1.8378770664093454836L
 

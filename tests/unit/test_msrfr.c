@@ -16,14 +16,16 @@
 #include <cmocka.h>
 
 #include "bench/support/fixture.h"
-#include "core/features.h"
-#include "core/method.h"
-#include "core/mixture.h"
-#include "core/msrfr.h"
-#include "core/optim.h"
-#include "core/parallel.h"
-#include "core/rng.h"
-#include "core/state.h"
+#include "core/features/rff.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/model/mixture.h"
+#include "core/methods/msrfr.h"
+#include "core/optim/optim.h"
+#include "core/optim/svgd.h"
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
+#include "core/base/state.h"
 
 #define N 60
 #define D 2
@@ -693,7 +695,7 @@ static void test_registered_and_bad_input(void **state)
         if (!found)
             fail_msg("option '%s' missing", names[i]);
     }
-    assert_non_null(m->components);
+    assert_true(gp_method_is_mixture(m));
     double X[N * D], y[N];
     toy_data(X, y, N, 9);
     gp_error err;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/optim.h"
+#include "core/optim/optim.h"
 
 /* ---- probe ----------------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/parallel.h"
+#include "core/base/parallel.h"
 
 #define OUTER 7
 #define INNER 50

@@ -16,13 +16,14 @@
 #include <cmocka.h>
 #include <lapacke.h>
 
-#include "core/exact.h"
-#include "core/inducing.h"
-#include "core/linalg.h"
-#include "core/method.h"
-#include "core/renyi.h"
-#include "core/rng.h"
-#include "core/state.h"
+#include "core/kernel/lml.h"
+#include "core/inducing/inducing.h"
+#include "core/linalg/linalg.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/methods/renyi.h"
+#include "core/base/rng.h"
+#include "core/base/state.h"
 
 /* ---- helpers ---- */
 

@@ -17,11 +17,13 @@
 #include <lapacke.h>
 
 #include "bench/support/fixture.h"
-#include "core/exact.h"
-#include "core/features.h"
-#include "core/kernel.h"
-#include "core/optim.h"
-#include "core/rng.h"
+#include "core/kernel/lml.h"
+#include "core/features/sample.h"
+#include "core/features/rff.h"
+#include "core/kernel/kernel.h"
+#include "core/optim/optim.h"
+#include "core/optim/svgd.h"
+#include "core/base/rng.h"
 
 /* ---- helpers (independent of the code under test) ---- */
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 #define SQRT2 1.4142135623730951
 #define PI 3.141592653589793

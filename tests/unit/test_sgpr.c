@@ -16,12 +16,13 @@
 #include <cmocka.h>
 #include <lapacke.h>
 
-#include "core/exact.h"
-#include "core/inducing.h"
-#include "core/method.h"
-#include "core/rng.h"
-#include "core/sgpr.h"
-#include "core/state.h"
+#include "core/kernel/lml.h"
+#include "core/inducing/inducing.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/base/rng.h"
+#include "core/methods/sgpr.h"
+#include "core/base/state.h"
 #include "tests/unit/method_testutil.h"
 
 #define LOG_2PI 1.8378770664093454836

@@ -16,11 +16,12 @@
 #include <lapacke.h>
 
 #include "bench/support/dataset.h"
-#include "core/exact.h"
-#include "core/features.h"
-#include "core/method.h"
-#include "core/rng.h"
-#include "core/state.h"
+#include "core/methods/exact.h"
+#include "core/features/sample.h"
+#include "core/model/model.h"
+#include "core/methods/registry.h"
+#include "core/base/rng.h"
+#include "core/base/state.h"
 #include "tests/unit/method_testutil.h"
 
 /* ---- helpers ---- */
@@ -163,11 +164,6 @@ static void test_registered_options(void **state)
     (void)state;
     const gp_method *m = ssgp();
     assert_string_equal(m->name, "ssgp");
-    assert_non_null(m->fit);
-    assert_non_null(m->predict);
-    assert_non_null(m->sample);
-    assert_non_null(m->export_impl);
-    assert_non_null(m->import_impl);
     const gp_option_spec *s;
 
     assert_non_null(s = find_spec(m, "features"));
@@ -240,7 +236,7 @@ static void test_kernel_restriction(void **state)
 {
     (void)state;
     const gp_method *m = ssgp();
-    assert_int_equal(m->single_leaf_kernel, 1);
+    assert_int_equal(m->composite_kernels, 0);
     assert_non_null(m->kernels);
     assert_int_equal(m->n_kernels, 4);
     int seen[GP_KERNEL_TYPE_COUNT] = {0};

@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/optim.h"
-#include "core/parallel.h"
-#include "core/rng.h"
+#include "core/optim/optim.h"
+#include "core/optim/svgd.h"
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
 
 /* ---- brute-force references ----------------------------------------------- */
 

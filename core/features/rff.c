@@ -1,0 +1,303 @@
+/* The sparse-spectrum GP of one frequency matrix: features, the low-rank LML
+ * and its analytic gradient (core/features.h part 2; methods note §1.2-1.4).
+ *
+ * Everything is O(N R d + N R^2 + R^3): the N x 2R design matrix Phi, the
+ * 2R x 2R matrix A = Phi^T Phi + s I and its Cholesky factor. The gradient with
+ * respect to Phi,
+ *   G_Phi = res alpha^T / s - Phi A^{-1},
+ * is formed a block of rows at a time and contracted straight away, so no
+ * second N x 2R matrix exists. */
+#include "core/features/rff.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/linalg/fastmath.h"
+#include "core/linalg/linalg.h"
+#include "core/base/parallel.h"
+
+#define LOG_2PI 1.8378770664093454836
+/* Rows per block of the gradient's Phi A^{-1} product: big enough for dsymm
+ * to run at level-3 speed, small enough to stay in cache-friendly memory. */
+#define GRAD_BLOCK_ROWS 512
+/* Rows per task of the feature map (the trigonometric loop). */
+#define FEATURE_TASK_ROWS 2048
+
+struct gp_rff_work {
+    size_t n, d, R, m;  /* m = 2R */
+    double *Xs;         /* n x d: X / l */
+    double *inv_ls;     /* d: 1 / l */
+    double *Phi;        /* n x m */
+    double *A;          /* m x m: lower = L, strict upper = Phi^T Phi */
+    double *Ainv;       /* m x m: A^{-1} (full symmetric), gradient only */
+    double *alpha;      /* m */
+    double *res;        /* n: y - Phi alpha */
+    double *B;          /* GRAD_BLOCK_ROWS x m */
+    double *GZ;         /* GRAD_BLOCK_ROWS x R */
+    double *dOmega;     /* R x d */
+    double jitter;
+};
+
+void gp_rff_work_free(gp_rff_work *w)
+{
+    if (w == NULL)
+        return;
+    free(w->Xs);
+    free(w->inv_ls);
+    free(w->Phi);
+    free(w->A);
+    free(w->Ainv);
+    free(w->alpha);
+    free(w->res);
+    free(w->B);
+    free(w->GZ);
+    free(w->dOmega);
+    free(w);
+}
+
+int gp_rff_work_new(size_t n, size_t d, size_t R, gp_rff_work **out, gp_error *err)
+{
+    *out = NULL;
+    if (n == 0 || d == 0 || R == 0)
+        return gp_error_set(err, GP_EINVAL, NULL, "empty random-feature problem (n, d, R > 0)");
+    size_t nd = 0, nm = 0, mm = 0, rd = 0, m = 0;
+    if (gp_checked_size(R, 2, &m, err) || gp_checked_size(n, d, &nd, err) ||
+        gp_checked_size(n, m, &nm, err) || gp_checked_size(m, m, &mm, err) ||
+        gp_checked_size(R, d, &rd, err))
+        return err ? err->code : GP_ETOOBIG;
+    gp_rff_work *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    w->n = n;
+    w->d = d;
+    w->R = R;
+    w->m = m;
+    size_t blk = n < GRAD_BLOCK_ROWS ? n : GRAD_BLOCK_ROWS;
+    if (!(w->Xs = gp_alloc_doubles(nd, err)) || !(w->inv_ls = gp_alloc_doubles(d, err)) ||
+        !(w->Phi = gp_alloc_doubles(nm, err)) ||
+        !(w->A = gp_alloc_doubles(mm, err)) || !(w->Ainv = gp_alloc_doubles(mm, err)) ||
+        !(w->alpha = gp_alloc_doubles(m, err)) || !(w->res = gp_alloc_doubles(n, err)) ||
+        !(w->B = gp_alloc_doubles(blk * m, err)) || !(w->GZ = gp_alloc_doubles(blk * R, err)) ||
+        !(w->dOmega = gp_alloc_doubles(rd, err))) {
+        gp_rff_work_free(w);
+        return err ? err->code : GP_ENOMEM;
+    }
+    *out = w;
+    return GP_OK;
+}
+
+const double *gp_rff_work_factor(const gp_rff_work *w)
+{
+    return w->A;
+}
+
+const double *gp_rff_work_alpha(const gp_rff_work *w)
+{
+    return w->alpha;
+}
+
+double gp_rff_work_jitter(const gp_rff_work *w)
+{
+    return w->jitter;
+}
+
+/* ---- the feature map ---- */
+
+typedef struct trig_task {
+    double *Phi;
+    size_t n, R, ld;
+    double scale;
+} trig_task;
+
+/* Z is in Phi's first R columns; overwrite them with scale cos Z and the next R
+ * with scale sin Z, for the task's rows (core/fastmath.h: libm's cos and sin
+ * were a third of one LML evaluation). */
+static void trig_rows(void *ctx, size_t task)
+{
+    const trig_task *t = ctx;
+    size_t lo = task * FEATURE_TASK_ROWS;
+    size_t hi = lo + FEATURE_TASK_ROWS < t->n ? lo + FEATURE_TASK_ROWS : t->n;
+    for (size_t r = 0; r < t->R; r++) {
+        double *c = t->Phi + r * t->ld;
+        double *s = t->Phi + (t->R + r) * t->ld;
+        gp_sincos_scaled(c + lo, s + lo, hi - lo, t->scale);
+    }
+}
+
+static void scale_columns(const double *X, size_t n, size_t d, const double *inv_ls, double *Xs)
+{
+    for (size_t k = 0; k < d; k++)
+        for (size_t i = 0; i < n; i++)
+            Xs[k * n + i] = X[k * n + i] * inv_ls[k];
+}
+
+/* Phi from already scaled points Xs (n x d). */
+static void features_scaled(const double *Xs, size_t n, size_t d, const double *omega, size_t R,
+                            double amplitude2, double *Phi, size_t ldphi)
+{
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)n, (int)R, (int)d, 1.0, Xs, (int)n,
+                omega, (int)R, 0.0, Phi, (int)ldphi);
+    trig_task t = {Phi, n, R, ldphi, sqrt(amplitude2 / (double)R)};
+    gp_parallel_for((n + FEATURE_TASK_ROWS - 1) / FEATURE_TASK_ROWS, trig_rows, &t);
+}
+
+int gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
+                    const double *omega, size_t R, double amplitude2, double *Phi,
+                    size_t ldphi)
+{
+    if (inv_ls == NULL) { /* X is already divided by the lengthscales */
+        features_scaled(X, n, d, omega, R, amplitude2, Phi, ldphi);
+        return GP_OK;
+    }
+    /* The scaled copy of X is small (n x d) next to Phi (n x 2R); scaling
+     * omega instead would change the rounding of the products. */
+    double *Xs = malloc(n * d * sizeof *Xs);
+    if (Xs == NULL)
+        return GP_ENOMEM;
+    scale_columns(X, n, d, inv_ls, Xs);
+    features_scaled(Xs, n, d, omega, R, amplitude2, Phi, ldphi);
+    free(Xs);
+    return GP_OK;
+}
+
+/* ---- the LML ---- */
+
+static int check_problem(const gp_rff_problem *p, const gp_rff_work *w, gp_error *err)
+{
+    if (p->n != w->n || p->d != w->d || p->R != w->R)
+        return gp_error_set(err, GP_EINVAL, NULL, "workspace made for another problem size");
+    size_t bad = 0;
+    if (!gp_all_finite(p->X, p->n * p->d, &bad))
+        return gp_error_set(err, GP_EDATA, "X", "X[%zu][%zu] is not finite", bad % p->n,
+                            bad / p->n);
+    if (!gp_all_finite(p->y, p->n, &bad))
+        return gp_error_set(err, GP_EDATA, "y", "y[%zu] is not finite", bad);
+    if (!gp_all_finite(p->omega, p->R * p->d, &bad) || !gp_all_finite(p->log_ls, p->d, &bad) ||
+        !isfinite(p->log_amplitude2) || !isfinite(p->log_noise))
+        return gp_error_set(err, GP_EDATA, NULL, "non-finite hyperparameters");
+    double s = exp(p->log_noise), a2 = exp(p->log_amplitude2);
+    if (!(s > 0) || !isfinite(s) || !(a2 > 0) || !isfinite(a2))
+        return gp_error_set(err, GP_ENOTPD, "noise_variance",
+                            "noise or signal variance out of the representable range");
+    return GP_OK;
+}
+
+/* A = Phi^T Phi + s I factored in place (lower); alpha, res. */
+static int factor_and_solve(const gp_rff_problem *p, gp_rff_work *w, double s, gp_error *err)
+{
+    size_t n = w->n, m = w->m;
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (int)m, (int)n, 1.0, w->Phi, (int)n, 0.0,
+                w->A, (int)m);
+    for (size_t i = 0; i < m; i++)
+        w->A[i * m + i] += s;
+    gp_symmetrize_from_lower(w->A, m, m);
+    gp_chol_info ci;
+    int rc = gp_cholesky_jitter(w->A, m, m, &ci, err);
+    if (rc)
+        return rc;
+    w->jitter = ci.jitter;
+    cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)m, 1.0, w->Phi, (int)n, p->y, 1, 0.0,
+                w->alpha, 1);
+    gp_chol_solve(w->A, m, m, w->alpha, 1, m);
+    memcpy(w->res, p->y, n * sizeof *w->res);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (int)n, (int)m, -1.0, w->Phi, (int)n, w->alpha, 1,
+                1.0, w->res, 1);
+    return GP_OK;
+}
+
+/* A^{-1} (full symmetric) from the factor; returns its trace. */
+static double inverse_from_factor(gp_rff_work *w)
+{
+    size_t m = w->m;
+    for (size_t j = 0; j < m; j++)
+        memcpy(w->Ainv + j * m + j, w->A + j * m + j, (m - j) * sizeof *w->Ainv);
+    LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)m, w->Ainv, (lapack_int)m);
+    gp_symmetrize_from_lower(w->Ainv, m, m);
+    double tr = 0;
+    for (size_t i = 0; i < m; i++)
+        tr += w->Ainv[i * m + i];
+    return tr;
+}
+
+/* dOmega = G_Z^T Xs with G_Z[i,r] = -Phi[i,R+r] G_Phi[i,r] + Phi[i,r] G_Phi[i,R+r]
+ * (the amplitude cancels: d(c cos z)/dz = -c sin z = -Phi_sin). */
+static void omega_gradient(gp_rff_work *w, double s)
+{
+    size_t n = w->n, R = w->R, m = w->m, d = w->d;
+    memset(w->dOmega, 0, R * d * sizeof *w->dOmega);
+    for (size_t lo = 0; lo < n; lo += GRAD_BLOCK_ROWS) {
+        size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
+        /* B = Phi_blk A^{-1} */
+        cblas_dsymm(CblasColMajor, CblasRight, CblasLower, (int)b, (int)m, 1.0, w->Ainv, (int)m,
+                    w->Phi + lo, (int)n, 0.0, w->B, (int)b);
+        for (size_t r = 0; r < R; r++) {
+            const double *pc = w->Phi + r * n + lo, *ps = w->Phi + (R + r) * n + lo;
+            const double *bc = w->B + r * b, *bs = w->B + (R + r) * b;
+            double ac = w->alpha[r] / s, as = w->alpha[R + r] / s;
+            double *gz = w->GZ + r * b;
+            for (size_t i = 0; i < b; i++) {
+                double rr = w->res[lo + i];
+                gz[i] = -ps[i] * (rr * ac - bc[i]) + pc[i] * (rr * as - bs[i]);
+            }
+        }
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)R, (int)d, (int)b, 1.0, w->GZ,
+                    (int)b, w->Xs + lo, (int)n, 1.0, w->dOmega, (int)R);
+    }
+}
+
+static void fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
+                          const gp_rff_grad *grad)
+{
+    size_t n = w->n, R = w->R, d = w->d;
+    double tr = inverse_from_factor(w);
+    double rr = cblas_ddot((int)n, w->res, 1, w->res, 1);
+    if (grad->log_noise)
+        *grad->log_noise = rr / (2 * s) - ((double)n - 2.0 * (double)R) / 2 - s * tr / 2;
+    if (grad->log_amplitude2) {
+        double fit_res = cblas_ddot((int)n, p->y, 1, w->res, 1) - rr; /* (Phi alpha)^T res */
+        *grad->log_amplitude2 = 0.5 * (fit_res / s - 2.0 * (double)R + s * tr);
+    }
+    if (grad->omega == NULL && grad->log_ls == NULL)
+        return;
+    omega_gradient(w, s);
+    if (grad->omega)
+        memcpy(grad->omega, w->dOmega, R * d * sizeof *grad->omega);
+    if (grad->log_ls)
+        for (size_t k = 0; k < d; k++) {
+            double g = 0;
+            for (size_t r = 0; r < R; r++)
+                g -= p->omega[k * R + r] * w->dOmega[k * R + r];
+            grad->log_ls[k] = g;
+        }
+}
+
+int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
+               gp_error *err)
+{
+    int rc = check_problem(p, w, err);
+    if (rc)
+        return rc;
+    size_t n = w->n, d = w->d, R = w->R, m = w->m;
+    double s = exp(p->log_noise), a2 = exp(p->log_amplitude2);
+    for (size_t k = 0; k < d; k++)
+        w->inv_ls[k] = exp(-p->log_ls[k]);
+    scale_columns(p->X, n, d, w->inv_ls, w->Xs);
+    features_scaled(w->Xs, n, d, p->omega, R, a2, w->Phi, n);
+    rc = factor_and_solve(p, w, s, err);
+    if (rc)
+        return rc;
+    /* y^T y - b^T alpha = ||res||^2 + s ||alpha||^2 avoids the cancellation. */
+    double q = cblas_ddot((int)n, w->res, 1, w->res, 1) +
+               s * cblas_ddot((int)m, w->alpha, 1, w->alpha, 1);
+    double v = -q / (2 * s) - 0.5 * gp_chol_logdet(w->A, m, m) + (double)R * p->log_noise -
+               0.5 * (double)n * (LOG_2PI + p->log_noise);
+    if (!isfinite(v))
+        return gp_error_set(err, GP_ENOTPD, NULL, "the log marginal likelihood is not finite");
+    *lml = v;
+    if (grad)
+        fill_gradient(p, w, s, grad);
+    return GP_OK;
+}

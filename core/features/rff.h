@@ -1,0 +1,61 @@
+/* gpserve core: random Fourier features and the sparse-spectrum GP of one
+ * frequency matrix (the second half of the feature machinery; the samplers
+ * are core/features/sample.h). See the description at the top of sample.h, part 2. */
+#ifndef GP_FEATURES_RFF_H
+#define GP_FEATURES_RFF_H
+
+#include <stddef.h>
+
+#include "core/base/error.h"
+
+/* ---- 2. the sparse-spectrum GP of one frequency matrix ---- */
+
+/* Phi (n x 2R, leading dimension ldphi >= n) = sqrt(a2/R) [cos Z, sin Z] with
+ * Z = (X diag(inv_ls)) Omega^T; X is n x d column-major (leading dimension n).
+ * inv_ls NULL: X is already divided by the lengthscales (no scaled copy is
+ * made, the prediction path; cannot fail). Otherwise GP_ENOMEM when the n x d
+ * scaled copy cannot be allocated.
+ * Runs on gp_parallel_for over row blocks (bit-identical for any thread count). */
+int gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
+                    const double *omega, size_t R, double amplitude2, double *Phi,
+                    size_t ldphi);
+
+typedef struct gp_rff_problem {
+    const double *X; /* n x d column-major, working units */
+    const double *y; /* n */
+    size_t n, d, R;
+    const double *omega;   /* R x d column-major */
+    const double *log_ls;  /* d log lengthscales (repeat one value for a shared lengthscale) */
+    double log_amplitude2; /* log a2 */
+    double log_noise;      /* log s */
+} gp_rff_problem;
+
+/* Gradient of the LML; any pointer may be NULL to skip that block (omega
+ * costs one extra O(N R d) product; the others are almost free once the
+ * O(N R^2) part is done). */
+typedef struct gp_rff_grad {
+    double *omega;  /* R x d */
+    double *log_ls; /* d */
+    double *log_amplitude2;
+    double *log_noise;
+} gp_rff_grad;
+
+/* Workspace of one problem size (n, d, R): owned by the caller. */
+typedef struct gp_rff_work gp_rff_work;
+int gp_rff_work_new(size_t n, size_t d, size_t R, gp_rff_work **out, gp_error *err);
+void gp_rff_work_free(gp_rff_work *w);
+
+/* The LML (and gradient when grad != NULL). GP_ENOTPD when A cannot be
+ * factored even with jitter (A's eigenvalues are >= s, so this means s has
+ * underflowed); GP_EDATA for non-finite values. */
+int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
+               gp_error *err);
+
+/* After a successful gp_rff_lml on w: the factor L (2R x 2R, lower, column-
+ * major, the strict upper triangle undefined), alpha (2R) and the absolute
+ * jitter added to A's diagonal. Pointers into w, valid until its next use. */
+const double *gp_rff_work_factor(const gp_rff_work *w);
+const double *gp_rff_work_alpha(const gp_rff_work *w);
+double gp_rff_work_jitter(const gp_rff_work *w);
+
+#endif

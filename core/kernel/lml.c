@@ -1,0 +1,83 @@
+/* The dense Gaussian log marginal likelihood: see core/kernel/lml.h. */
+#include "core/kernel/lml.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_2PI 1.8378770664093454836
+
+/* ---- the LML and its gradient on a caller-provided n x n buffer ---- */
+
+/* Factorise K + s2 I into A (lower) and solve alpha; returns the LML. */
+int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                            const double *y, double *A, double *alpha, double *lml,
+                            gp_chol_info *info, gp_error *err)
+{
+    gp_kernel_gram(k, Xt, n, A, n);
+    for (size_t i = 0; i < n; i++)
+        A[i * n + i] += s2;
+    int rc = gp_cholesky_jitter(A, n, n, info, err);
+    if (rc)
+        return rc;
+    memcpy(alpha, y, n * sizeof *alpha);
+    gp_chol_solve(A, n, n, alpha, 1, n);
+    *lml = -0.5 * cblas_ddot((blasint)n, y, 1, alpha, 1) - 0.5 * gp_chol_logdet(A, n, n) -
+           0.5 * (double)n * LOG_2PI;
+    return GP_OK;
+}
+
+/* grad_theta LML = 1/2 tr((alpha alpha^T - K^{-1}) dK/dtheta). A holds the
+ * factor on entry and is overwritten with W = alpha alpha^T - K^{-1} (lower). */
+static int lml_gradient(const gp_kernel *k, double s2, const double *Xt, size_t n, double *A,
+                        const double *alpha, double *grad, gp_error *err)
+{
+    lapack_int lrc = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)n, A, (lapack_int)n);
+    if (lrc != 0)
+        return gp_error_set(err, lrc > 0 ? GP_ENOTPD : GP_EINTERNAL, NULL,
+                            "dpotri failed (%d)", (int)lrc);
+    double trace = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        double aj = alpha[j];
+        double *col = A + j * n;
+        for (size_t i = j; i < n; i++)
+            col[i] = alpha[i] * aj - col[i];
+        trace += col[j];
+    }
+    size_t np = gp_kernel_n_params(k);
+    gp_kernel_gram_grad_contract(k, Xt, n, A, n, grad);
+    for (size_t i = 0; i < np; i++)
+        grad[i] *= 0.5;
+    grad[np] = 0.5 * s2 * trace; /* dK/dlog s2 = s2 I */
+    return GP_OK;
+}
+
+int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                       const double *y, double *A, double *alpha, double *lml, double *grad,
+                       gp_chol_info *info, gp_error *err)
+{
+    int rc = gp_exact_lml_factor(k, s2, Xt, n, y, A, alpha, lml, info, err);
+    if (rc == GP_OK && grad)
+        rc = lml_gradient(k, s2, Xt, n, A, alpha, grad, err);
+    return rc;
+}
+
+int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *Xt, size_t d,
+                      size_t n, const double *y, double *lml, double *grad, gp_error *err)
+{
+    size_t nn = 0;
+    if (k->input_dim != d)
+        return gp_error_set(err, GP_EDATA, "kernel", "kernel dimension %zu != %zu",
+                            k->input_dim, d);
+    int rc = gp_checked_size(n, n, &nn, err);
+    if (rc)
+        return rc;
+    double *A = gp_alloc_doubles(nn, err);
+    double *alpha = gp_alloc_doubles(n, err);
+    rc = A && alpha ? gp_exact_lml_grad_on(k, noise_variance, Xt, n, y, A, alpha, lml, grad, NULL, err)
+                    : GP_ENOMEM;
+    free(A);
+    free(alpha);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* gpserve core: the dense Gaussian log marginal likelihood of a kernel,
+ *   LML = -y^T (K + s2 I)^{-1} y / 2 - log|K + s2 I| / 2 - (n / 2) log(2 pi),
+ * and its analytic gradient. The objective of method exact, and the "exact
+ * LML" diagnostic the inducing-point methods report beside their bounds. */
+#ifndef GP_KERNEL_LML_H
+#define GP_KERNEL_LML_H
+
+#include <stddef.h>
+
+#include "core/base/error.h"
+#include "core/kernel/kernel.h"
+#include "core/linalg/linalg.h"
+
+/* LML of y ~ N(0, K + noise_variance I) and its gradient with respect to every
+ * kernel parameter (log space, gp_kernel_n_params entries) followed by
+ * d LML / d log(noise_variance). Xt is d x n point-major (each column a point).
+ * grad may be NULL (value only). Uses one n x n buffer allocated here; the
+ * jitter policy of gp_cholesky_jitter applies (GP_ENOTPD past its last step). */
+int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *Xt, size_t d,
+                      size_t n, const double *y, double *lml, double *grad, gp_error *err);
+
+/* The same on caller-provided workspaces: A (n x n) receives the Cholesky
+ * factor of K + s2 I (+ jitter, reported in info when non-NULL) and alpha (n)
+ * = (K + s2 I)^{-1} y. gp_exact_lml_grad_on with grad != NULL then
+ * overwrites A with alpha alpha^T - (K + s2 I)^{-1} (lower triangle). */
+int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                        const double *y, double *A, double *alpha, double *lml,
+                        gp_chol_info *info, gp_error *err);
+int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                         const double *y, double *A, double *alpha, double *lml, double *grad,
+                         gp_chol_info *info, gp_error *err);
+
+#endif

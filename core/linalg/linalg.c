@@ -1,0 +1,223 @@
+#include "core/linalg/linalg.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gp_checked_size(size_t rows, size_t cols, size_t *count, gp_error *err)
+{
+    if (cols != 0 && rows > SIZE_MAX / cols)
+        return gp_error_set(err, GP_ETOOBIG, NULL, "matrix of %zu x %zu overflows", rows, cols);
+    size_t c = rows * cols;
+    if (c > GP_MAX_ELEMENTS)
+        return gp_error_set(err, GP_ETOOBIG, NULL,
+                            "matrix of %zu x %zu exceeds the %zu-element allocation limit", rows,
+                            cols, (size_t)GP_MAX_ELEMENTS);
+    *count = c;
+    return GP_OK;
+}
+
+double *gp_alloc_doubles(size_t count, gp_error *err)
+{
+    if (count > GP_MAX_ELEMENTS) {
+        gp_error_set(err, GP_ETOOBIG, NULL, "allocation of %zu doubles exceeds the limit", count);
+        return NULL;
+    }
+    double *p = malloc((count ? count : 1) * sizeof *p);
+    if (p == NULL)
+        gp_error_set(err, GP_ENOMEM, NULL, "out of memory allocating %zu doubles", count);
+    return p;
+}
+
+int gp_matrix_alloc(gp_matrix *m, size_t rows, size_t cols, gp_error *err)
+{
+    size_t count = 0;
+    m->rows = m->cols = 0;
+    m->data = NULL;
+    int rc = gp_checked_size(rows, cols, &count, err);
+    if (rc)
+        return rc;
+    m->data = gp_alloc_doubles(count, err);
+    if (m->data == NULL)
+        return err ? err->code : GP_ENOMEM;
+    m->rows = rows;
+    m->cols = cols;
+    return GP_OK;
+}
+
+int gp_matrix_zeros(gp_matrix *m, size_t rows, size_t cols, gp_error *err)
+{
+    int rc = gp_matrix_alloc(m, rows, cols, err);
+    if (rc == GP_OK)
+        memset(m->data, 0, rows * cols * sizeof *m->data);
+    return rc;
+}
+
+void gp_matrix_free(gp_matrix *m)
+{
+    if (m == NULL)
+        return;
+    free(m->data);
+    m->data = NULL;
+    m->rows = m->cols = 0;
+}
+
+int gp_all_finite(const double *x, size_t count, size_t *bad_index)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (!isfinite(x[i])) {
+            if (bad_index)
+                *bad_index = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* NaN/Inf anywhere in the lower triangle (the part dpotrf reads). */
+static int lower_is_finite(const double *A, size_t n, size_t lda, size_t *bi, size_t *bj)
+{
+    for (size_t j = 0; j < n; j++) {
+        for (size_t i = j; i < n; i++) {
+            if (!isfinite(A[j * lda + i])) {
+                *bi = i;
+                *bj = j;
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Rebuild the lower triangle from the untouched strict upper triangle and the
+ * saved diagonal, plus jitter. */
+static void restore_lower(double *A, size_t n, size_t lda, const double *diag, double jitter)
+{
+    for (size_t j = 0; j < n; j++) {
+        A[j * lda + j] = diag[j] + jitter;
+        for (size_t i = j + 1; i < n; i++)
+            A[j * lda + i] = A[i * lda + j];
+    }
+}
+
+int gp_cholesky_jitter(double *A, size_t n, size_t lda, gp_chol_info *info, gp_error *err)
+{
+    gp_chol_info local = {0.0, 0};
+    if (info == NULL)
+        info = &local;
+    info->jitter = 0.0;
+    info->attempts = 0;
+    if (n == 0)
+        return GP_OK;
+    size_t bi, bj;
+    if (!lower_is_finite(A, n, lda, &bi, &bj))
+        return gp_error_set(err, GP_EDATA, NULL,
+                            "covariance matrix has a non-finite entry at (%zu, %zu)", bi, bj);
+    double *diag = gp_alloc_doubles(n, err);
+    if (diag == NULL)
+        return GP_ENOMEM;
+    double mean_diag = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        diag[j] = A[j * lda + j];
+        mean_diag += diag[j];
+    }
+    mean_diag /= (double)n;
+
+    /* Jitter sequence: 0, then 1e-8 .. 1e-2 times mean(diag), x10 per retry. */
+    double jitter = 0.0, rel = 1e-8;
+    int rc = GP_ENOTPD;
+    for (;;) {
+        if (info->attempts > 0)
+            restore_lower(A, n, lda, diag, jitter);
+        info->attempts++;
+        lapack_int lrc = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, A, (lapack_int)lda);
+        if (lrc == 0) {
+            rc = GP_OK;
+            break;
+        }
+        if (lrc < 0) {
+            rc = gp_error_set(err, GP_EINTERNAL, NULL, "dpotrf argument %d invalid", (int)-lrc);
+            break;
+        }
+        if (!(mean_diag > 0.0) || rel > 1e-2 * (1.0 + 1e-9)) {
+            rc = gp_error_set(err, GP_ENOTPD, NULL,
+                              "matrix of size %zu is not positive definite even with jitter %.3g "
+                              "(1e-2 x mean diagonal %.3g)",
+                              n, jitter, mean_diag);
+            restore_lower(A, n, lda, diag, 0.0);
+            break;
+        }
+        jitter = rel * mean_diag;
+        rel *= 10.0;
+    }
+    info->jitter = rc == GP_OK ? jitter : 0.0;
+    free(diag);
+    return rc;
+}
+
+void gp_symmetrize_from_lower(double *A, size_t n, size_t lda)
+{
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++)
+            A[i * lda + j] = A[j * lda + i];
+}
+
+double gp_chol_logdet(const double *L, size_t n, size_t lda)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += log(L[i * lda + i]);
+    return 2.0 * s;
+}
+
+void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, size_t nrhs,
+                   size_t ldb)
+{
+    if (n == 0 || nrhs == 0)
+        return;
+    if (nrhs == 1)
+        cblas_dtrsv(CblasColMajor, CblasLower, trans ? CblasTrans : CblasNoTrans, CblasNonUnit,
+                    (blasint)n, L, (blasint)lda, B, 1);
+    else
+        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, trans ? CblasTrans : CblasNoTrans,
+                    CblasNonUnit, (blasint)n, (blasint)nrhs, 1.0, L, (blasint)lda, B,
+                    (blasint)ldb);
+}
+
+void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs, size_t ldb)
+{
+    gp_trsm_lower(L, n, lda, 0, B, nrhs, ldb);
+    gp_trsm_lower(L, n, lda, 1, B, nrhs, ldb);
+}
+
+void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++) {
+        memcpy(packed + k, A + j * lda + j, (n - j) * sizeof *packed);
+        k += n - j;
+    }
+}
+
+void gp_unpack_lower(const double *packed, size_t n, double *A, size_t lda)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++) {
+        for (size_t i = 0; i < j; i++)
+            A[j * lda + i] = 0.0;
+        memcpy(A + j * lda + j, packed + k, (n - j) * sizeof *packed);
+        k += n - j;
+    }
+}
+
+void gp_symmetrize_average(double *A, size_t n, size_t lda)
+{
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++) {
+            double v = 0.5 * (A[i + j * lda] + A[j + i * lda]);
+            A[i + j * lda] = A[j + i * lda] = v;
+        }
+}

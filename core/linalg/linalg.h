@@ -1,0 +1,77 @@
+/* gpserve core: column-major dense matrices on CBLAS/LAPACKE.
+ *
+ * Every matrix is column-major with leading dimension equal to its row count
+ * (element (i, j) at data[j * rows + i]); every LAPACKE call uses
+ * LAPACK_COL_MAJOR so that no hidden transposed copy is made. */
+#ifndef GP_LINALG_H
+#define GP_LINALG_H
+
+#include <stddef.h>
+
+#include "core/base/error.h"
+
+typedef struct gp_matrix {
+    size_t rows;
+    size_t cols;
+    double *data; /* owned by the matrix; rows * cols doubles */
+} gp_matrix;
+
+#define GP_AT(m, i, j) ((m)->data[(size_t)(j) * (m)->rows + (size_t)(i)])
+
+/* Largest element count any single allocation may have (guards size_t overflow
+ * and absurd requests before malloc). */
+#define GP_MAX_ELEMENTS ((size_t)1 << 34)
+
+/* Overflow-checked rows*cols; returns GP_ETOOBIG on overflow or above GP_MAX_ELEMENTS. */
+int gp_checked_size(size_t rows, size_t cols, size_t *count, gp_error *err);
+
+/* Allocate an uninitialised (or zeroed) rows x cols matrix; m->data owned by m. */
+int gp_matrix_alloc(gp_matrix *m, size_t rows, size_t cols, gp_error *err);
+int gp_matrix_zeros(gp_matrix *m, size_t rows, size_t cols, gp_error *err);
+void gp_matrix_free(gp_matrix *m);
+
+/* Overflow-checked malloc of count doubles (NULL + err on failure). Free with free(). */
+double *gp_alloc_doubles(size_t count, gp_error *err);
+
+/* Outcome of a jittered Cholesky. */
+typedef struct gp_chol_info {
+    double jitter;  /* absolute value added to the diagonal (0 when none was needed) */
+    int attempts;   /* factorisations tried */
+} gp_chol_info;
+
+/* Jitter policy (DESIGN): NaN/Inf check first (GP_EDATA), then jitter 0, then
+ * 1e-8 * mean(diag), x10 per retry up to 1e-2 * mean(diag); GP_ENOTPD after that,
+ * naming the largest jitter tried.
+ *
+ * A (n x n, leading dimension lda) must hold the full symmetric matrix. On success
+ * its lower triangle holds L (A + jitter I = L L^T) and its strict upper triangle
+ * still holds the original off-diagonal entries; the original diagonal is lost
+ * (it is diag(L L^T) - jitter). Only n extra doubles are used: retries rebuild
+ * the lower triangle from the untouched upper one. */
+int gp_cholesky_jitter(double *A, size_t n, size_t lda, gp_chol_info *info, gp_error *err);
+
+/* Copy the lower triangle of A onto its upper triangle (A symmetric afterwards). */
+void gp_symmetrize_from_lower(double *A, size_t n, size_t lda);
+/* Replace A_ij and A_ji by their mean: a product that is symmetric in exact
+ * arithmetic made symmetric against rounding. */
+void gp_symmetrize_average(double *A, size_t n, size_t lda);
+
+/* 2 * sum(log L_ii) for a lower Cholesky factor. */
+double gp_chol_logdet(const double *L, size_t n, size_t lda);
+
+/* Solve L L^T X = B in place (B n x nrhs, leading dimension ldb). */
+void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs, size_t ldb);
+
+/* B <- L^{-1} B (trans = 0) or L^{-T} B (trans = 1), L lower n x n, B n x nrhs. */
+void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, size_t nrhs,
+                   size_t ldb);
+
+/* Pack / unpack the lower triangle of an n x n matrix column by column
+ * (n(n+1)/2 doubles), used to export Cholesky factors without the dead half. */
+void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed);
+void gp_unpack_lower(const double *packed, size_t n, double *A, size_t lda);
+
+/* 1 if every one of the count values is finite, else 0 and *bad_index set. */
+int gp_all_finite(const double *x, size_t count, size_t *bad_index);
+
+#endif

@@ -1,0 +1,37 @@
+/* The method registry: see core/methods/registry.h. */
+#include "core/methods/registry.h"
+
+#include <string.h>
+
+#include "core/methods/exact.h"
+#include "core/methods/msrfr.h"
+#include "core/methods/renyi.h"
+#include "core/methods/sgpr.h"
+#include "core/methods/ssgp.h"
+
+/* Registration order is the order of /v1/methods and of the docs. */
+static const gp_method *const registry[] = {
+    &gp_method_exact,
+    &gp_method_ssgp,
+    &gp_method_msrfr,
+    &gp_method_sgpr,
+    &gp_method_renyi,
+};
+
+size_t gp_method_count(void)
+{
+    return sizeof registry / sizeof registry[0];
+}
+
+const gp_method *gp_method_at(size_t i)
+{
+    return i < gp_method_count() ? registry[i] : NULL;
+}
+
+const gp_method *gp_method_find(const char *name)
+{
+    for (size_t i = 0; i < gp_method_count(); i++)
+        if (strcmp(registry[i]->name, name) == 0)
+            return registry[i];
+    return NULL;
+}

@@ -1,0 +1,323 @@
+/* Helpers for method authors (core/model/method.h): option values, data
+ * checks, model shells and standardisation, method_info, noise
+ * parameterisation, packed factors in a state, Gaussian joint draws. */
+#include "core/model/method.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "core/base/rng.h"
+#include "core/linalg/linalg.h"
+
+#define NOISE_FLOOR_REL 1e-8
+
+static const gp_option_value *find_value(const gp_fit_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->n_options; i++)
+        if (strcmp(req->options[i].name, name) == 0)
+            return &req->options[i];
+    return NULL;
+}
+
+double gp_option_number(const gp_method *m, const gp_fit_request *req, const char *name)
+{
+    const gp_option_value *v = find_value(req, name);
+    if (v)
+        return v->number;
+    const gp_option_spec *s = gp_method_option_spec(m, name);
+    return s ? s->default_number : NAN;
+}
+
+const char *gp_option_string(const gp_method *m, const gp_fit_request *req, const char *name)
+{
+    const gp_option_value *v = find_value(req, name);
+    if (v && v->string)
+        return v->string;
+    const gp_option_spec *s = gp_method_option_spec(m, name);
+    return s ? s->default_string : NULL;
+}
+
+int gp_check_training_data(const gp_fit_request *req, gp_error *err)
+{
+    if (req->n == 0 || req->X == NULL || req->y == NULL)
+        return gp_error_set(err, GP_EDATA, "X", "training data is empty");
+    if (req->d == 0)
+        return gp_error_set(err, GP_EDATA, "X", "training inputs have no columns");
+    size_t count = 0, bad = 0;
+    int rc = gp_checked_size(req->n, req->d, &count, err);
+    if (rc)
+        return rc;
+    if (!gp_all_finite(req->X, count, &bad)) {
+        char field[GP_ERROR_FIELD_LEN];
+        snprintf(field, sizeof field, "X[%zu][%zu]", bad % req->n, bad / req->n);
+        return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
+    }
+    if (!gp_all_finite(req->y, req->n, &bad)) {
+        char field[GP_ERROR_FIELD_LEN];
+        snprintf(field, sizeof field, "y[%zu]", bad);
+        return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
+    }
+    if (req->kernel == NULL)
+        return gp_error_set(err, GP_EINVAL, "kernel", "no kernel given");
+    if (req->kernel->input_dim != req->d)
+        return gp_error_set(err, GP_EDATA, "kernel",
+                            "kernel expects %zu input dimensions; X has %zu columns",
+                            req->kernel->input_dim, req->d);
+    if (req->noise_given && !(isfinite(req->noise_variance) && req->noise_variance > 0.0))
+        return gp_error_set(err, GP_EINVAL, "noise.variance",
+                            "noise variance must be a positive finite number");
+    return GP_OK;
+}
+
+gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err)
+{
+    gp_model *model = calloc(1, sizeof *model);
+    if (model == NULL) {
+        gp_error_set(err, GP_ENOMEM, NULL, "out of memory allocating a model");
+        return NULL;
+    }
+    model->method = m;
+    model->n_train = n;
+    model->input_dim = d;
+    model->x_mean = gp_alloc_doubles(d, err);
+    model->x_scale = gp_alloc_doubles(d, err);
+    model->diag.objective_name = m->objective_name;
+    if (model->x_mean == NULL || model->x_scale == NULL) {
+        gp_model_free(model);
+        return NULL;
+    }
+    return model;
+}
+
+int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
+{
+    gp_model *model = gp_model_alloc(m, req->n, req->d, err);
+    if (model == NULL)
+        return err ? err->code : GP_ENOMEM;
+    int rc = gp_kernel_copy(&model->kernel, req->kernel, err);
+    if (rc) {
+        gp_model_free(model);
+        return rc;
+    }
+    model->standardize = req->standardize ? 1 : 0;
+    if (model->standardize) {
+        gp_column_stats(req->X, req->n, req->d, model->x_mean, model->x_scale);
+        gp_column_stats(req->y, req->n, 1, &model->y_mean, &model->y_scale);
+    } else {
+        for (size_t k = 0; k < req->d; k++) {
+            model->x_mean[k] = 0.0;
+            model->x_scale[k] = 1.0;
+        }
+        model->y_mean = 0.0;
+        model->y_scale = 1.0;
+    }
+    model->noise_variance = req->noise_variance;
+    *out = model;
+    return GP_OK;
+}
+
+int gp_model_points(const gp_model *model, const double *X, size_t n, double **out,
+                    gp_error *err)
+{
+    size_t d = model->input_dim, count;
+    int rc = gp_checked_size(n, d, &count, err);
+    if (rc)
+        return rc;
+    double *P = gp_alloc_doubles(count, err);
+    if (P == NULL)
+        return GP_ENOMEM;
+    gp_model_standardize_points(model, X, n, P);
+    *out = P;
+    return GP_OK;
+}
+
+void gp_model_standardize_points(const gp_model *model, const double *X, size_t n, double *out)
+{
+    size_t d = model->input_dim;
+    for (size_t k = 0; k < d; k++) {
+        const double *col = X + k * n;
+        double mu = model->x_mean[k], scale = model->x_scale[k];
+        for (size_t i = 0; i < n; i++)
+            out[i * d + k] = (col[i] - mu) / scale;
+    }
+}
+
+static gp_info_item *info_slot(gp_model *model, const char *key)
+{
+    gp_diagnostics *dg = &model->diag;
+    for (size_t i = 0; i < dg->n_info; i++)
+        if (strcmp(dg->info[i].key, key) == 0)
+            return &dg->info[i];
+    if (dg->n_info == GP_MODEL_INFO_MAX)
+        return NULL;
+    dg->info[dg->n_info].key = key;
+    return &dg->info[dg->n_info++];
+}
+
+void gp_model_info_number(gp_model *model, const char *key, double value)
+{
+    gp_info_item *it = info_slot(model, key);
+    if (it) {
+        it->string = NULL;
+        it->number = value;
+    }
+}
+
+void gp_model_info_string(gp_model *model, const char *key, const char *value)
+{
+    gp_info_item *it = info_slot(model, key);
+    if (it) {
+        it->string = value;
+        it->number = 0;
+    }
+}
+
+int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
+                          gp_error *err)
+{
+    size_t packed_len = n * (n + 1) / 2;
+    double *packed = gp_alloc_doubles(packed_len, err);
+    if (packed == NULL)
+        return GP_ENOMEM;
+    gp_pack_lower(L, n, n, packed);
+    return gp_state_put_owned(st, name, packed_len, 1, packed, err);
+}
+
+int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,
+                          gp_error *err)
+{
+    const double *packed;
+    int rc = gp_state_get(st, name, n * (n + 1) / 2, 1, &packed, err);
+    if (rc)
+        return rc;
+    gp_unpack_lower(packed, n, L, n);
+    for (size_t i = 0; i < n; i++)
+        if (!(L[i * n + i] > 0.0) || !isfinite(L[i * n + i]))
+            return gp_error_set(err, GP_EDATA, name, "corrupt Cholesky factor");
+    return GP_OK;
+}
+
+static double target_power(const double *y, size_t n)
+{
+    double v = 0.0;
+    for (size_t i = 0; i < n; i++)
+        v += y[i] * y[i];
+    v /= (double)n;
+    return v > 0.0 ? v : 1.0;
+}
+
+void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const double *y,
+                         size_t n)
+{
+    double power = target_power(y, n);
+    np->learned = !req->noise_fixed;
+    np->floor = NOISE_FLOOR_REL * power;
+    np->start = req->noise_given ? req->noise_variance : power;
+}
+
+double gp_noise_param_x0(const gp_noise_param *np)
+{
+    double excess = np->start - np->floor;
+    return log(excess > np->floor ? excess : np->floor);
+}
+
+double gp_noise_param_value(const gp_noise_param *np, double x)
+{
+    return np->learned ? np->floor + exp(x) : np->start;
+}
+
+double gp_noise_param_grad(const gp_noise_param *np, double s, double dlog_s)
+{
+    return dlog_s * (s - np->floor) / s;
+}
+
+void gp_model_leaf_inputs(const gp_model *model, const size_t *dims, size_t d,
+                          const double *inv_ls, const double *X, size_t ldx, size_t start,
+                          size_t b, double *out)
+{
+    for (size_t j = 0; j < d; j++) {
+        size_t c = dims[j];
+        double mu = model->x_mean[c], sc = model->x_scale[c];
+        const double *col = X + c * ldx + start;
+        double *o = out + j * b;
+        if (inv_ls == NULL) {
+            for (size_t i = 0; i < b; i++)
+                o[i] = (col[i] - mu) / sc;
+        } else {
+            double il = inv_ls[j];
+            for (size_t i = 0; i < b; i++)
+                o[i] = (col[i] - mu) / sc * il;
+        }
+    }
+}
+
+void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (y[i] - model->y_mean) / model->y_scale;
+}
+
+size_t gp_predict_block_rows(size_t width, size_t m)
+{
+    size_t b = ((size_t)4 << 20) / (width ? width : 1);
+    if (b < 1)
+        b = 1;
+    return b < m ? b : m;
+}
+
+/* The accepted leaf types as "a, b or c" into list. */
+static void kernel_list(const gp_method *m, char *list, size_t size)
+{
+    size_t len = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < m->n_kernels && len < size; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == m->n_kernels ? " or " : ", ";
+        int w = snprintf(list + len, size - len, "%s%s", sep, gp_kernel_type_name(m->kernels[i]));
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
+int gp_method_check_kernel(const gp_method *m, const gp_kernel *k, gp_error *err)
+{
+    if (gp_method_accepts_kernel_type(m, k->type)) {
+        for (size_t i = 0; i < k->n_terms; i++) {
+            int rc = gp_method_check_kernel(m, k->terms[i], err);
+            if (rc)
+                return rc;
+        }
+        return GP_OK;
+    }
+    if (m->kernels == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type",
+                            "method '%s' does not accept a '%s' kernel", m->name,
+                            gp_kernel_type_name(k->type));
+    char list[128];
+    kernel_list(m, list, sizeof list);
+    return gp_error_set(err, GP_EUNSUPPORTED, "kernel.type", "method '%s' needs a %s%s kernel",
+                        m->name, m->composite_kernels ? "" : "single ", list);
+}
+
+int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
+                            const double *mean, double *S, double *samples, gp_error *err)
+{
+    size_t m = req->m, n = req->n_samples;
+    if (req->include_noise)
+        for (size_t j = 0; j < m; j++)
+            S[j * m + j] += model->noise_variance;
+    int rc = gp_cholesky_jitter(S, m, m, NULL, err);
+    if (rc)
+        return rc;
+    gp_rng rng;
+    gp_rng_seed(&rng, req->seed);
+    gp_rng_normal_fill(&rng, samples, m * n);
+    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
+                (blasint)n, 1.0, S, (blasint)m, samples, (blasint)m);
+    for (size_t s = 0; s < n; s++)
+        for (size_t j = 0; j < m; j++)
+            samples[s * m + j] = (mean[j] + samples[s * m + j]) * model->y_scale + model->y_mean;
+    return GP_OK;
+}

@@ -1,0 +1,123 @@
+/* gpserve core: the plug-in interface of a method, and the helpers method
+ * authors use. Included by core/ only (the methods, and shared pieces such
+ * as core/inducing that implement parts of methods); the service layers use
+ * core/model/model.h.
+ *
+ * A method is one file in core/methods/ defining a gp_method descriptor
+ * (facts, core/model/model.h) whose ops point to a gp_method_ops table, and
+ * one line in core/methods/registry.c. */
+#ifndef GP_MODEL_METHOD_H
+#define GP_MODEL_METHOD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/base/error.h"
+#include "core/base/state.h"
+#include "core/kernel/kernel.h"
+#include "core/model/model.h"
+
+struct gp_method_ops {
+    /* Fit: on success *out is a new model owned by the caller (gp_model_free). */
+    int (*fit)(const gp_fit_request *req, gp_model **out, gp_error *err);
+    int (*predict)(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                   gp_error *err);
+    /* samples: column-major m x n_samples, caller-owned, original units. */
+    int (*sample)(const gp_model *model, const gp_sample_request *req, double *samples,
+                  gp_error *err);
+    /* Add the method's own arrays (impl) to st; the common part is done by gp_model_export. */
+    int (*export_impl)(const gp_model *model, gp_state *st, gp_error *err);
+    /* Rebuild model->impl from st; the common fields are already filled. */
+    int (*import_impl)(gp_model *model, const gp_state *st, gp_error *err);
+    void (*free_impl)(void *impl);
+    /* Mixture methods: the number of equally weighted components of the
+     * predictive (each a Gaussian); their predict fills quantiles and, when
+     * asked, the components. NULL for single-Gaussian methods. */
+    size_t (*components)(const gp_model *model);
+};
+
+/* Value of option `name` from the request, or the spec default. For a NUMBER
+ * option given as one of its keywords, gp_option_number is NAN and
+ * gp_option_string the keyword (NULL when a number was given). */
+double gp_option_number(const gp_method *m, const gp_fit_request *req, const char *name);
+const char *gp_option_string(const gp_method *m, const gp_fit_request *req, const char *name);
+
+/* A model shell of method m for n points in d dimensions: the common fields
+ * zeroed, x_mean/x_scale allocated (caller: gp_model_free). */
+gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err);
+
+/* ---- helpers shared by the methods ---- */
+
+/* The noise variance as the methods optimise it: s = floor + exp(x) when
+ * learned, with floor = 1e-8 times the targets' power P = mean(y^2) (their
+ * variance once standardised; 1 if not positive), which keeps the covariance
+ * away from singular as an optimiser drives the noise down on near-noiseless
+ * data (as GPflow's variance lower bound does). Without a given value the
+ * noise starts at P, "all noise", as scikit-learn's WhiteKernel(1.0) and
+ * GPflow do on standardised data: it converged faster and to higher optima
+ * than 0.1 P on the shared datasets (bench/results/exact.md). */
+typedef struct gp_noise_param {
+    int learned;  /* 0: the noise is `start` throughout */
+    double start; /* the given value, or P */
+    double floor;
+} gp_noise_param;
+/* From the request's noise fields and the working-unit targets y (n > 0). */
+void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const double *y,
+                         size_t n);
+/* The unconstrained starting value x0 of a learned noise. */
+double gp_noise_param_x0(const gp_noise_param *np);
+/* s(x) (start when not learned). */
+double gp_noise_param_value(const gp_noise_param *np, double x);
+/* d/dx from d/dlog s at noise s: dlog_s (s - floor) / s. */
+double gp_noise_param_grad(const gp_noise_param *np, double s, double dlog_s);
+/* A lower Cholesky factor L (n x n, leading dimension n) in a state as the
+ * packed array `name` (n(n+1)/2 x 1, no dead upper half); the get side
+ * unpacks it into the caller's n x n buffer (upper triangle zeroed) and
+ * answers GP_EDATA naming the array when a diagonal entry is not positive and
+ * finite (a corrupt or foreign factor). */
+int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
+                          gp_error *err);
+int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,
+                          gp_error *err);
+/* GP_EUNSUPPORTED (field kernel.type, naming the accepted types) unless k's
+ * type is one of m->kernels (every type when m->kernels is NULL): for
+ * methods that take a single leaf of a few types, at fit and at import. */
+int gp_method_check_kernel(const gp_method *m, const gp_kernel *k, gp_error *err);
+/* Record a method-specific fact (static key/text); silently ignored beyond
+ * GP_MODEL_INFO_MAX items, and a repeated key overwrites. */
+void gp_model_info_number(gp_model *model, const char *key, double value);
+void gp_model_info_string(gp_model *model, const char *key, const char *value);
+/* Joint Gaussian draws for the Gaussian methods: samples (req->m x
+ * req->n_samples, original units) = mean + chol(S) e with e ~ N(0, I) from
+ * req->seed (one dtrmm for all draws), where mean (m) and S (m x m, full,
+ * overwritten by its factor) are the latent posterior in working units and
+ * S gets the noise variance on its diagonal when req->include_noise. The
+ * jitter policy of gp_cholesky_jitter applies. */
+int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
+                            const double *mean, double *S, double *samples, gp_error *err);
+/* Validate X/y: sizes, finiteness (GP_EDATA naming "X[i][j]" or "y[i]"). */
+int gp_check_training_data(const gp_fit_request *req, gp_error *err);
+/* Allocate a model shell for method m with the common fields set from req
+ * (kernel copied, standardisation statistics computed). */
+int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
+/* Standardised, point-major copy of X (n x d column-major, original units):
+ * d x n column-major (each column a point), the layout the kernels read.
+ * gp_model_points allocates it (caller frees); gp_model_standardize_points writes into out (n*d doubles). */
+int gp_model_points(const gp_model *model, const double *X, size_t n, double **out,
+                    gp_error *err);
+/* The standardised inputs a single-leaf kernel sees, column-major b x d:
+ * columns dims[0 .. d) of rows start .. start + b of X (original units,
+ * leading dimension ldx), each times inv_ls[j] unless inv_ls is NULL (the
+ * random-feature methods divide by the lengthscales in the same pass). */
+void gp_model_leaf_inputs(const gp_model *model, const size_t *dims, size_t d,
+                          const double *inv_ls, const double *X, size_t ldx, size_t start,
+                          size_t b, double *out);
+/* Standardised targets (working units) of y (n) into out. */
+void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out);
+/* Test points per prediction block of a feature method with width doubles
+ * per point: the block stays below 4M doubles (32 MB); between 1 and m. */
+size_t gp_predict_block_rows(size_t width, size_t m);
+void gp_model_standardize_points(const gp_model *model, const double *X, size_t n, double *out);
+
+
+#endif

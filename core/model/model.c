@@ -1,0 +1,405 @@
+/* The user API of a model (core/model/model.h): option validation, the
+ * descriptor's facts, the lifecycle, and the common part of export/import. */
+#include "core/model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "core/linalg/linalg.h"
+#include "core/model/method.h"
+
+#define GP_STATE_FORMAT 1
+#define GP_DIAG_FIELDS 7
+
+/* ---- options ---- */
+
+const gp_option_spec *gp_method_option_spec(const gp_method *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_options; i++)
+        if (strcmp(m->options[i].name, name) == 0)
+            return &m->options[i];
+    return NULL;
+}
+
+static int choice_listed(const char *choices, const char *value)
+{
+    size_t len = strlen(value);
+    const char *p = choices;
+    while (p && *p) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && strncmp(p, value, n) == 0)
+            return 1;
+        p = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+static int validate_one(const gp_option_spec *s, const gp_option_value *v, gp_error *err)
+{
+    char field[GP_ERROR_FIELD_LEN];
+    snprintf(field, sizeof field, "options.%s", s->name);
+    switch (s->type) {
+    case GP_OPTION_ENUM:
+        if (v->string == NULL || !choice_listed(s->choices, v->string))
+            return gp_error_set(err, GP_EINVAL, field, "option '%s' must be one of %s", s->name,
+                                s->choices);
+        return GP_OK;
+    case GP_OPTION_BOOL:
+        if (v->number != 0.0 && v->number != 1.0)
+            return gp_error_set(err, GP_EINVAL, field, "option '%s' must be true or false",
+                                s->name);
+        return GP_OK;
+    case GP_OPTION_INT:
+        if (!isfinite(v->number) || v->number != floor(v->number))
+            return gp_error_set(err, GP_EINVAL, field, "option '%s' must be an integer", s->name);
+        break;
+    case GP_OPTION_NUMBER:
+        if (v->string != NULL) {
+            if (s->choices == NULL || !choice_listed(s->choices, v->string))
+                return gp_error_set(err, GP_EINVAL, field,
+                                    "option '%s' must be a number%s%s", s->name,
+                                    s->choices ? " or one of " : "",
+                                    s->choices ? s->choices : "");
+            return GP_OK;
+        }
+        if (!isfinite(v->number))
+            return gp_error_set(err, GP_EINVAL, field, "option '%s' must be a finite number",
+                                s->name);
+        break;
+    }
+    if (v->number < s->min || v->number > s->max)
+        return gp_error_set(err, GP_EINVAL, field, "option '%s' must be in [%.17g, %.17g]",
+                            s->name, s->min, s->max);
+    return GP_OK;
+}
+
+int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const gp_option_spec *s = gp_method_option_spec(m, opts[i].name);
+        if (s == NULL) {
+            char field[GP_ERROR_FIELD_LEN];
+            snprintf(field, sizeof field, "options.%s", opts[i].name);
+            return gp_error_set(err, GP_EINVAL, field, "method '%s' has no option '%s'", m->name,
+                                opts[i].name);
+        }
+        int rc = validate_one(s, &opts[i], err);
+        if (rc)
+            return rc;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(opts[j].name, opts[i].name) == 0)
+                return gp_error_set(err, GP_EINVAL, "options", "option '%s' given twice",
+                                    opts[i].name);
+    }
+    return GP_OK;
+}
+
+/* ---- facts of a method ---- */
+
+int gp_method_accepts_kernel_type(const gp_method *m, gp_kernel_type t)
+{
+    if (t == GP_KERNEL_SUM || t == GP_KERNEL_PRODUCT)
+        return m->composite_kernels != 0;
+    if (m->kernels == NULL)
+        return t >= 0 && t < GP_KERNEL_TYPE_COUNT;
+    for (size_t i = 0; i < m->n_kernels; i++)
+        if (m->kernels[i] == t)
+            return 1;
+    return 0;
+}
+
+static double option_value_or_default(const gp_method *m, const gp_option_value *opts, size_t n,
+                                      const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return opts[i].number;
+    const gp_option_spec *s = gp_method_option_spec(m, name);
+    return s ? s->default_number : NAN;
+}
+
+int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, size_t n)
+{
+    if (m->iterations_option == NULL)
+        return 0;
+    double it = option_value_or_default(m, opts, n, m->iterations_option);
+    if (!isfinite(it) || it < 0)
+        return 0;
+    if (m->restarts_option) {
+        double r = option_value_or_default(m, opts, n, m->restarts_option);
+        if (isfinite(r) && r > 0)
+            it *= r + 1.0;
+    }
+    return it < 2e9 ? (int)it : 2000000000;
+}
+
+int gp_method_is_mixture(const gp_method *m)
+{
+    return m->ops->components != NULL;
+}
+
+const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key)
+{
+    for (size_t i = 0; i < m->n_info; i++)
+        if (strcmp(m->info[i].key, key) == 0)
+            return &m->info[i];
+    return NULL;
+}
+
+/* ---- data checks and standardisation ---- */
+
+void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale)
+{
+    for (size_t j = 0; j < d; j++) {
+        const double *c = X + j * n;
+        double m = 0.0;
+        for (size_t i = 0; i < n; i++)
+            m += c[i];
+        m = n > 0 ? m / (double)n : 0.0;
+        double ss = 0.0;
+        for (size_t i = 0; i < n; i++)
+            ss += (c[i] - m) * (c[i] - m);
+        double sd = n > 0 ? sqrt(ss / (double)n) : 0.0;
+        mean[j] = m;
+        /* A constant column gets scale 1: it passes through instead of dividing by 0. */
+        scale[j] = sd > 0.0 && isfinite(sd) ? sd : 1.0;
+    }
+}
+
+void gp_model_free(gp_model *model)
+{
+    if (model == NULL)
+        return;
+    if (model->impl && model->method && model->method->ops->free_impl)
+        model->method->ops->free_impl(model->impl);
+    gp_kernel_free(model->kernel);
+    free(model->x_mean);
+    free(model->x_scale);
+    free(model);
+}
+
+/* ---- lifecycle ---- */
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
+{
+    *out = NULL;
+    int rc = gp_options_validate(m, req->options, req->n_options, err);
+    if (rc == GP_OK)
+        rc = gp_check_training_data(req, err);
+    if (rc)
+        return rc;
+    double t0 = seconds_now();
+    rc = m->ops->fit(req, out, err);
+    if (rc == GP_OK)
+        (*out)->diag.fit_seconds = seconds_now() - t0;
+    return rc;
+}
+
+static int check_inputs(const gp_model *model, const double *X, size_t m, size_t d,
+                        gp_error *err)
+{
+    if (m == 0 || X == NULL)
+        return gp_error_set(err, GP_EDATA, "X", "no points given");
+    if (d != model->input_dim)
+        return gp_error_set(err, GP_EDATA, "X", "X has %zu columns; the model expects %zu", d,
+                            model->input_dim);
+    size_t count = 0, bad = 0;
+    int rc = gp_checked_size(m, d, &count, err);
+    if (rc)
+        return rc;
+    if (!gp_all_finite(X, count, &bad)) {
+        char field[GP_ERROR_FIELD_LEN];
+        snprintf(field, sizeof field, "X[%zu][%zu]", bad % m, bad / m);
+        return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
+    }
+    return GP_OK;
+}
+
+/* Quantiles of the Gaussian N(mean, variance) of each point. */
+static void gaussian_quantiles(const gp_predict_request *req, gp_prediction *out)
+{
+    for (size_t q = 0; q < req->n_quantiles; q++) {
+        double z = gp_normal_quantile(req->quantiles[q]);
+        for (size_t i = 0; i < req->m; i++)
+            out->quantiles[q * req->m + i] = out->mean[i] + sqrt(out->variance[i]) * z;
+    }
+}
+
+int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                     gp_error *err)
+{
+    int rc = check_inputs(model, req->X, req->m, req->d, err);
+    if (rc)
+        return rc;
+    if (req->full_covariance && out->covariance == NULL)
+        return gp_error_set(err, GP_EINVAL, "full_covariance", "no covariance buffer given");
+    for (size_t q = 0; q < req->n_quantiles; q++)
+        if (!(req->quantiles[q] > 0.0 && req->quantiles[q] < 1.0))
+            return gp_error_set(err, GP_EINVAL, "quantiles",
+                                "quantile levels must lie strictly between 0 and 1");
+    if (req->n_quantiles && out->quantiles == NULL)
+        return gp_error_set(err, GP_EINVAL, "quantiles", "no quantile buffer given");
+    if (req->components && model->method->ops->components == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "components",
+                            "components: method '%s' predicts with a single Gaussian, not a "
+                            "mixture", model->method->name);
+    if (req->components && (out->component_mean == NULL || out->component_variance == NULL))
+        return gp_error_set(err, GP_EINVAL, "components", "no component buffers given");
+    out->clamped = 0;
+    rc = model->method->ops->predict(model, req, out, err);
+    if (rc == GP_OK && req->n_quantiles && model->method->ops->components == NULL)
+        gaussian_quantiles(req, out);
+    return rc;
+}
+
+size_t gp_model_components(const gp_model *model)
+{
+    return model->method->ops->components ? model->method->ops->components(model) : 1;
+}
+
+int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                    gp_error *err)
+{
+    int rc = check_inputs(model, req->X, req->m, req->d, err);
+    if (rc)
+        return rc;
+    if (req->n_samples == 0)
+        return gp_error_set(err, GP_EINVAL, "n_samples", "n_samples must be at least 1");
+    size_t count = 0;
+    rc = gp_checked_size(req->m, req->n_samples, &count, err);
+    if (rc)
+        return rc;
+    return model->method->ops->sample(model, req, samples, err);
+}
+
+/* ---- export / import of the common part ---- */
+
+static int export_common(const gp_model *model, gp_state *st, gp_error *err)
+{
+    size_t klen = gp_kernel_encode(model->kernel, NULL);
+    double *code = gp_alloc_doubles(klen, err);
+    if (code == NULL)
+        return GP_ENOMEM;
+    gp_kernel_encode(model->kernel, code);
+    int rc = gp_state_put_owned(st, "kernel", klen, 1, code, err);
+    const gp_diagnostics *dg = &model->diag;
+    double shape[2] = {(double)model->n_train, (double)model->input_dim};
+    double ystats[2] = {model->y_mean, model->y_scale};
+    double diag[GP_DIAG_FIELDS] = {dg->objective,  (double)dg->iterations,
+                                   (double)dg->evaluations, (double)dg->restarts,
+                                   (double)dg->converged,   dg->fit_seconds,
+                                   dg->jitter};
+    if (rc == GP_OK)
+        rc = gp_state_put_scalar(st, "format_version", GP_STATE_FORMAT, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "shape", 2, 1, shape, err);
+    if (rc == GP_OK)
+        rc = gp_state_put_scalar(st, "noise_variance", model->noise_variance, err);
+    if (rc == GP_OK)
+        rc = gp_state_put_scalar(st, "standardize", model->standardize, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "x_mean", model->input_dim, 1, model->x_mean, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "x_scale", model->input_dim, 1, model->x_scale, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "y_stats", 2, 1, ystats, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "diagnostics", GP_DIAG_FIELDS, 1, diag, err);
+    return rc;
+}
+
+int gp_model_export(const gp_model *model, gp_state *st, gp_error *err)
+{
+    int rc = export_common(model, st, err);
+    if (rc == GP_OK)
+        rc = model->method->ops->export_impl(model, st, err);
+    return rc;
+}
+
+static int is_count(double v)
+{
+    return isfinite(v) && v >= 0.0 && v == floor(v) && v < 1e15;
+}
+
+static int import_common(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err)
+{
+    const double *shape, *p;
+    double version;
+    int rc = gp_state_get_scalar(st, "format_version", &version, err);
+    if (rc == GP_OK && version != GP_STATE_FORMAT)
+        return gp_error_set(err, GP_EDATA, "format_version", "unknown model format %g", version);
+    if (rc == GP_OK)
+        rc = gp_state_get(st, "shape", 2, 1, &shape, err);
+    if (rc)
+        return rc;
+    if (!is_count(shape[0]) || !is_count(shape[1]) || shape[1] < 1)
+        return gp_error_set(err, GP_EDATA, "shape", "corrupt model shape");
+    size_t n = (size_t)shape[0], d = (size_t)shape[1];
+    gp_model *model = gp_model_alloc(m, n, d, err);
+    if (model == NULL)
+        return err ? err->code : GP_ENOMEM;
+    const gp_named_array *kc = gp_state_find(st, "kernel");
+    double standardize = 0.0;
+    rc = kc ? gp_kernel_decode(kc->data, kc->rows * kc->cols, &model->kernel, err)
+            : gp_error_set(err, GP_EDATA, "kernel", "model state has no kernel");
+    if (rc == GP_OK && model->kernel->input_dim != d)
+        rc = gp_error_set(err, GP_EDATA, "kernel", "kernel dimension does not match the model");
+    if (rc == GP_OK)
+        rc = gp_state_get_scalar(st, "noise_variance", &model->noise_variance, err);
+    if (rc == GP_OK)
+        rc = gp_state_get_scalar(st, "standardize", &standardize, err);
+    if (rc == GP_OK && (rc = gp_state_get(st, "x_mean", d, 1, &p, err)) == GP_OK)
+        memcpy(model->x_mean, p, d * sizeof *p);
+    if (rc == GP_OK && (rc = gp_state_get(st, "x_scale", d, 1, &p, err)) == GP_OK)
+        memcpy(model->x_scale, p, d * sizeof *p);
+    if (rc == GP_OK && (rc = gp_state_get(st, "y_stats", 2, 1, &p, err)) == GP_OK) {
+        model->y_mean = p[0];
+        model->y_scale = p[1];
+    }
+    if (rc == GP_OK && (rc = gp_state_get(st, "diagnostics", GP_DIAG_FIELDS, 1, &p, err)) == 0) {
+        model->diag.objective = p[0];
+        model->diag.iterations = (int)p[1];
+        model->diag.evaluations = (int)p[2];
+        model->diag.restarts = (int)p[3];
+        model->diag.converged = (int)p[4];
+        model->diag.fit_seconds = p[5];
+        model->diag.jitter = p[6];
+    }
+    model->standardize = standardize != 0.0;
+    if (rc) {
+        gp_model_free(model);
+        return rc;
+    }
+    *out = model;
+    return GP_OK;
+}
+
+int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err)
+{
+    *out = NULL;
+    gp_model *model = NULL;
+    int rc = import_common(m, st, &model, err);
+    if (rc)
+        return rc;
+    rc = m->ops->import_impl(model, st, err);
+    if (rc) {
+        gp_model_free(model);
+        return rc;
+    }
+    *out = model;
+    return GP_OK;
+}
+

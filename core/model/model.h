@@ -1,0 +1,224 @@
+/* gpserve core: the user API of a fitted model, and the method descriptor.
+ *
+ * This is what the service layers (api/, store/, benchmarks) include: look a
+ * method up in the registry (core/methods/registry.h), read its facts (name,
+ * options, kernels, progress budget, the method_info keys it reports), fit a
+ * model, predict, sample, export and import it. How a method plugs in (its
+ * ops table and the helpers method authors use) is core/model/method.h, which
+ * only core/ includes: the split of libuv's uv.h and uv-common.h.
+ *
+ * Everything method-agnostic about a fitted model (its kernel, noise,
+ * standardisation, diagnostics) lives in gp_model, so api/ and store/ handle
+ * every method the same way; the method's own numbers hang off gp_model.impl.
+ *
+ * Units: requests and results are in the caller's original units. With
+ * standardisation, a method works in standardised units internally, and the
+ * kernel and noise in gp_model are in those working units (as the design
+ * says: given values are initial values in the units the model works in). */
+#ifndef GP_MODEL_MODEL_H
+#define GP_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/base/error.h"
+#include "core/base/state.h"
+#include "core/kernel/kernel.h"
+
+/* ---- method options ---- */
+typedef enum gp_option_type {
+    GP_OPTION_INT = 0,
+    GP_OPTION_NUMBER,
+    GP_OPTION_BOOL,
+    GP_OPTION_ENUM
+} gp_option_type;
+
+typedef struct gp_option_spec {
+    const char *name;
+    gp_option_type type;
+    double default_number;      /* INT, NUMBER, BOOL (0/1) */
+    const char *default_string; /* ENUM */
+    double min, max;            /* inclusive bounds for INT and NUMBER */
+    const char *choices;        /* ENUM: "a|b|c"; NUMBER: keywords it also accepts as
+                                   strings (e.g. "auto"), read by gp_option_string */
+    const char *help;
+} gp_option_spec;
+
+/* A value given by the caller, already type-checked by api/ against the spec. */
+typedef struct gp_option_value {
+    const char *name;
+    double number;      /* INT, NUMBER, BOOL */
+    const char *string; /* ENUM, or a NUMBER option's keyword (number is then NAN) */
+} gp_option_value;
+
+/* Progress of a fit: return nonzero to ask the fit to stop (cancellation). */
+typedef int (*gp_progress_fn)(void *ctx, int iteration, int max_iterations, double objective);
+
+typedef struct gp_fit_request {
+    const double *X; /* n x d, column-major */
+    const double *y; /* n */
+    size_t n, d;
+    const gp_kernel *kernel; /* initial values in working units; copied by the fit */
+    int noise_given;         /* 0: initialise from the data */
+    double noise_variance;   /* initial (or fixed) value in working units */
+    int noise_fixed;
+    int standardize;
+    uint64_t seed;
+    const gp_option_value *options; /* validated against the method's spec */
+    size_t n_options;
+    size_t max_train_points; /* cap on N for methods that build N x N matrices; 0 = default */
+    gp_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+} gp_fit_request;
+
+#define GP_DEFAULT_MAX_TRAIN_POINTS 20000
+
+/* A method-specific fact about a fit that the service reports with the model
+ * (e.g. the frequency sampler `auto` chose). key and string point to static
+ * text (string literals); string NULL means the value is number. */
+#define GP_MODEL_INFO_MAX 16
+typedef struct gp_info_item {
+    const char *key;
+    const char *string;
+    double number;
+} gp_info_item;
+
+typedef struct gp_diagnostics {
+    double objective;           /* in original units */
+    const char *objective_name; /* static, e.g. "log_marginal_likelihood" */
+    int iterations;
+    int evaluations;
+    int restarts;
+    int converged;
+    double fit_seconds;
+    double jitter;              /* absolute jitter of the cached factor, working units */
+    gp_info_item info[GP_MODEL_INFO_MAX]; /* method-specific facts, see gp_model_info_* */
+    size_t n_info;
+} gp_diagnostics;
+
+struct gp_method;
+
+typedef struct gp_model {
+    const struct gp_method *method;
+    size_t n_train, input_dim;
+    gp_kernel *kernel;     /* owned; fitted values, working units */
+    double noise_variance; /* working units */
+    int standardize;
+    double *x_mean, *x_scale; /* owned; input_dim each (0 and 1 without standardisation) */
+    double y_mean, y_scale;
+    gp_diagnostics diag;
+    void *impl; /* owned by the method */
+} gp_model;
+
+typedef struct gp_predict_request {
+    const double *X; /* m x d, column-major, original units */
+    size_t m, d;
+    int include_noise;   /* observation (1) or latent (0) variance */
+    int full_covariance; /* also fill covariance */
+    /* Quantile levels in (0, 1) of the predictive distribution (of y with
+     * include_noise, else of f): n_quantiles of them, out->quantiles gets
+     * m x n_quantiles. Gaussian methods: mean + sd z_q (gp_model_predict does
+     * it); mixture methods (gp_method.components) the mixture's own. */
+    const double *quantiles;
+    size_t n_quantiles;
+    /* Mixture methods only: also fill out->component_mean/variance. */
+    int components;
+} gp_predict_request;
+
+/* Caller-owned outputs, in original units: mean and variance m entries each,
+ * covariance m x m (only when full_covariance, else may be NULL). */
+typedef struct gp_prediction {
+    double *mean;
+    double *variance;
+    double *covariance;
+    double *quantiles; /* m x n_quantiles (column q = level q), when asked */
+    /* m x gp_model_components(model) each (column k = component k), when
+     * components is asked: each component's mean and variance. */
+    double *component_mean, *component_variance;
+    size_t clamped; /* variances that came out negative and were clamped at 0 */
+} gp_prediction;
+
+typedef struct gp_sample_request {
+    const double *X; /* m x d, column-major, original units */
+    size_t m, d;
+    size_t n_samples;
+    uint64_t seed;
+    int include_noise;
+} gp_sample_request;
+
+/* A method_info key a method reports (gp_diagnostics.info): the facts the
+ * service lists in /v1/methods and the docs. A fit reports only keys listed
+ * here (the contract test checks it). */
+typedef enum gp_info_type { GP_INFO_NUMBER = 0, GP_INFO_STRING } gp_info_type;
+
+typedef struct gp_info_spec {
+    const char *key;
+    gp_info_type type;
+    const char *help;
+} gp_info_spec;
+
+/* The method's implementation (core/model/method.h). */
+typedef struct gp_method_ops gp_method_ops;
+
+/* Everything the service says about a method is written here once:
+ * /v1/methods, job progress, the OpenAPI method section and the README's
+ * option tables are produced from it or checked against it. */
+typedef struct gp_method {
+    const char *name;
+    const char *summary;
+    const char *objective_name; /* what diagnostics.objective is, e.g. "log_marginal_likelihood" */
+    const gp_option_spec *options;
+    size_t n_options;
+    /* Kernels: the accepted leaf types (NULL = every leaf type) and whether
+     * sums and products of them are accepted (0: a single leaf only). */
+    const gp_kernel_type *kernels;
+    size_t n_kernels;
+    int composite_kernels;
+    /* Job progress: the option whose value is the iteration budget of one
+     * optimiser run, and the option counting extra runs (NULL: none); the
+     * budget of a fit is iterations x (restarts + 1) (gp_method_max_iterations). */
+    const char *iterations_option;
+    const char *restarts_option;
+    const gp_info_spec *info; /* the method_info keys a fit may report */
+    size_t n_info;
+    const gp_method_ops *ops;
+} gp_method;
+
+/* Check every given option exists in the spec and is within its bounds/choices. */
+int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err);
+
+/* Model lifecycle (method-agnostic). */
+int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
+int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                     gp_error *err);
+int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                    gp_error *err);
+/* Export everything (common fields and the method's arrays) into st (initialised
+ * by the caller); import builds a new model of method m from such a state (the
+ * method name is kept beside the state, e.g. in the store's models row). */
+int gp_model_export(const gp_model *model, gp_state *st, gp_error *err);
+int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err);
+void gp_model_free(gp_model *model);
+/* Components of the model's predictive distribution: 1 unless a mixture. */
+size_t gp_model_components(const gp_model *model);
+
+/* Facts of a method, read from its descriptor. */
+/* The spec of option `name`, NULL when m has no such option. */
+const gp_option_spec *gp_method_option_spec(const gp_method *m, const char *name);
+/* 1 when m accepts a leaf of type t (sum and product: m->composite_kernels). */
+int gp_method_accepts_kernel_type(const gp_method *m, gp_kernel_type t);
+/* The iteration budget of a fit with these options: the iterations option x
+ * (restarts + 1), 0 when the method names no iterations option. Options are
+ * assumed validated (gp_options_validate). */
+int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, size_t n);
+/* 1 when the method predicts with a mixture of Gaussians (gp_model_components). */
+int gp_method_is_mixture(const gp_method *m);
+/* The spec of method_info key `key`, NULL when m does not list it. */
+const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key);
+
+/* Mean and population standard deviation (ddof 0) of each column of the
+ * column-major n x d matrix X: the standardisation every model uses. A zero
+ * (or non-finite) deviation gives scale 1. */
+void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale);
+
+#endif
