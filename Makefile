@@ -52,6 +52,8 @@ TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c)) $(wi
 TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+GEN_METHOD_DOCS  := $(BUILD)/mk/gen_method_docs
+METHOD_DOC_FILES := README.md api/openapi.yaml
 GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
 # Every layer library that has sources, highest layer first (link order).
 ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
@@ -63,7 +65,7 @@ ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
 all: deps build-all
 
 .PHONY: build-all
-build-all: $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
+build-all: $(GEN_METHOD_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
            $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN)
 
 deps:
@@ -94,10 +96,22 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(CORE_LIBS)
 
 test: deps build-all
+	@$(GEN_METHOD_DOCS) --check $(METHOD_DOC_FILES)
 	@sh tests/run.sh $(BUILD)
 
 bench: deps build-all
 	@sh bench/run.sh $(BUILD)
+
+# The method reference of the README and the method schemas of the OpenAPI
+# document, generated from the method registry (mk/gen_method_docs.c); make
+# test fails while they are stale.
+.PHONY: docs
+docs: $(GEN_METHOD_DOCS)
+	$(GEN_METHOD_DOCS) --write $(METHOD_DOC_FILES)
+
+$(GEN_METHOD_DOCS): $(BUILD)/obj/mk/gen_method_docs.o $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
 
 run: deps build-all
 	@if [ -z "$(GPSERVE)" ]; then echo "run: the daemon (server/) is not built yet"; exit 1; fi

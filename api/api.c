@@ -181,28 +181,64 @@ static json_t *option_json(const gp_option_spec *s)
     return o;
 }
 
+/* The kernel types m accepts, sum and product included when it takes them. */
+static json_t *kernels_json(const gp_method *m)
+{
+    json_t *ks = json_array();
+    for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
+        if (gp_method_accepts_kernel_type(m, (gp_kernel_type)t))
+            json_array_append_new(ks, json_string(gp_kernel_type_name((gp_kernel_type)t)));
+    return ks;
+}
+
+static json_t *info_json(const gp_method *m)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < m->n_info; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "key", json_string(m->info[i].key));
+        json_object_set_new(o, "type",
+                            json_string(m->info[i].type == GP_INFO_STRING ? "string" : "number"));
+        json_object_set_new(o, "help", json_string(m->info[i].help));
+        json_array_append_new(list, o);
+    }
+    return list;
+}
+
+/* Which options make up the iteration budget a job's progress counts to. */
+static json_t *progress_json(const gp_method *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "iterations_option",
+                        m->iterations_option ? json_string(m->iterations_option) : json_null());
+    json_object_set_new(o, "restarts_option",
+                        m->restarts_option ? json_string(m->restarts_option) : json_null());
+    return o;
+}
+
+static json_t *method_json(const gp_method *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(m->name));
+    json_object_set_new(o, "summary", json_string(m->summary ? m->summary : ""));
+    json_object_set_new(o, "objective", json_string(m->objective_name ? m->objective_name : ""));
+    json_object_set_new(o, "kernels", kernels_json(m));
+    json_object_set_new(o, "mixture", json_boolean(gp_method_is_mixture(m)));
+    json_object_set_new(o, "progress", progress_json(m));
+    json_t *opts = json_array();
+    for (size_t k = 0; k < m->n_options; k++)
+        json_array_append_new(opts, option_json(&m->options[k]));
+    json_object_set_new(o, "options", opts);
+    json_object_set_new(o, "method_info", info_json(m));
+    return o;
+}
+
 void gp_api_methods(gp_api *api, gp_response *out)
 {
     (void)api;
     json_t *list = json_array();
-    for (size_t i = 0; i < gp_method_count(); i++) {
-        const gp_method *m = gp_method_at(i);
-        json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(m->name));
-        json_object_set_new(o, "summary", json_string(m->summary ? m->summary : ""));
-        json_object_set_new(o, "objective",
-                            json_string(m->objective_name ? m->objective_name : ""));
-        json_t *ks = json_array();
-        for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
-            if (gp_method_accepts_kernel_type(m, (gp_kernel_type)t))
-                json_array_append_new(ks, json_string(gp_kernel_type_name((gp_kernel_type)t)));
-        json_object_set_new(o, "kernels", ks);
-        json_t *opts = json_array();
-        for (size_t k = 0; k < m->n_options; k++)
-            json_array_append_new(opts, option_json(&m->options[k]));
-        json_object_set_new(o, "options", opts);
-        json_array_append_new(list, o);
-    }
+    for (size_t i = 0; i < gp_method_count(); i++)
+        json_array_append_new(list, method_json(gp_method_at(i)));
     json_t *root = json_object();
     json_object_set_new(root, "methods", list);
     gp_json_respond(root, 200, out);

@@ -558,6 +558,109 @@ static void test_methods_listing(void **state)
     gp_response_free(&res);
 }
 
+static int json_list_has(json_t *list, const char *s)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (strcmp(json_string_value(json_array_get(list, i)), s) == 0)
+            return 1;
+    return 0;
+}
+
+/* The listing states each method's kernels exactly as its descriptor accepts
+ * them: it once listed sum and product for the single-leaf methods, which
+ * then refused them with 422. */
+static void test_methods_listing_kernels(void **state)
+{
+    (void)state;
+    gp_response res = {0};
+    gp_api_methods(api, &res);
+    json_t *j = res_json(&res);
+    json_t *ms = json_object_get(j, "methods");
+    assert_int_equal(json_array_size(ms), gp_method_count());
+    for (size_t i = 0; i < json_array_size(ms); i++) {
+        json_t *o = json_array_get(ms, i);
+        const gp_method *m = gp_method_find(json_string_value(json_object_get(o, "name")));
+        assert_non_null(m);
+        json_t *ks = json_object_get(o, "kernels");
+        for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++) {
+            const char *name = gp_kernel_type_name((gp_kernel_type)t);
+            if (json_list_has(ks, name) != gp_method_accepts_kernel_type(m, (gp_kernel_type)t))
+                fail_msg("%s: kernel %s listed %d, accepted %d", m->name, name,
+                         json_list_has(ks, name),
+                         gp_method_accepts_kernel_type(m, (gp_kernel_type)t));
+        }
+        assert_int_equal(json_list_has(ks, "sum"), m->composite_kernels != 0);
+        assert_int_equal(json_is_true(json_object_get(o, "mixture")), gp_method_is_mixture(m));
+        json_t *info = json_object_get(o, "method_info");
+        assert_int_equal(json_array_size(info), m->n_info);
+        json_t *pr = json_object_get(o, "progress");
+        if (m->iterations_option)
+            assert_string_equal(json_string_value(json_object_get(pr, "iterations_option")),
+                                m->iterations_option);
+    }
+    /* The four single-leaf methods: no composites. */
+    const char *single[] = {"ssgp", "msrfr", "sgpr", "renyi"};
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(gp_method_find(single[i])->composite_kernels, 0);
+    json_decref(j);
+    gp_response_free(&res);
+}
+
+/* A single-leaf method refuses sum and product with 422 unsupported, and the
+ * listing does not offer them. */
+static void test_single_leaf_refuses_composite(void **state)
+{
+    (void)state;
+    const char *single[] = {"ssgp", "msrfr", "sgpr", "renyi"};
+    for (size_t i = 0; i < 4; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"c\",\"method\":\"%s\",\"kernel\":{\"type\":\"sum\",\"terms\":"
+                 "[{\"type\":\"rbf\"},{\"type\":\"rbf\"}]},\"X\":[1,2,3],\"y\":[1,2,1]}",
+                 single[i]);
+        gp_request req = make_req("application/json", body, NULL, 0);
+        gp_fit_job *job = NULL;
+        gp_error err;
+        assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_EUNSUPPORTED);
+        assert_string_equal(err.field, "kernel.type");
+        assert_null(job);
+    }
+}
+
+/* A queued job's budget comes from the method's own iteration option: msrfr's
+ * is `iterations` (it was reported as 0 when guessed from option names). */
+static void test_job_budget_from_descriptor(void **state)
+{
+    (void)state;
+    struct {
+        const char *options;
+        const char *method;
+        int budget;
+    } cases[] = {
+        {"{}", "msrfr", 1000},
+        {"{\"iterations\":37}", "msrfr", 37},
+        {"{}", "ssgp", 200},
+        {"{\"max_iterations\":9}", "sgpr", 9},
+        {"{\"restarts\":3,\"max_iterations\":10}", "exact", 40},
+        {"{}", "renyi", 200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"b\",\"method\":\"%s\",\"async\":true,\"options\":%s,"
+                 "\"X\":[1,2,3],\"y\":[1,2,1]}",
+                 cases[i].method, cases[i].options);
+        gp_request req = make_req("application/json", body, NULL, 0);
+        gp_fit_job *job = NULL;
+        gp_error err;
+        assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_OK);
+        if (gp_fit_job_max_iterations(job) != cases[i].budget)
+            fail_msg("%s %s: budget %d, want %d", cases[i].method, cases[i].options,
+                     gp_fit_job_max_iterations(job), cases[i].budget);
+        gp_fit_job_free(job);
+    }
+}
+
 static void test_openapi_matches_file(void **state)
 {
     (void)state;
@@ -944,6 +1047,9 @@ int main(void)
         cmocka_unit_test(test_samples_reproducible),
         cmocka_unit_test(test_delete_then_404),
         cmocka_unit_test(test_methods_listing),
+        cmocka_unit_test(test_methods_listing_kernels),
+        cmocka_unit_test(test_single_leaf_refuses_composite),
+        cmocka_unit_test(test_job_budget_from_descriptor),
         cmocka_unit_test(test_openapi_matches_file),
         cmocka_unit_test(test_cache_capacity_one),
         cmocka_unit_test(test_concurrent_predict),

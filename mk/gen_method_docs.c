@@ -1,0 +1,390 @@
+/* gen_method_docs: the method reference of README.md and the method section of
+ * api/openapi.yaml, generated from the method registry (core/methods/registry.h)
+ * so that the facts of a method are written once, in its descriptor.
+ *
+ *   gen_method_docs --write FILE...   replace each file's generated block
+ *   gen_method_docs --check FILE...   exit 1 (naming the file) when a block is stale
+ *
+ * A file's block lies between two marker lines, chosen by the file's name:
+ * "<!-- methods:begin ... -->" / "<!-- methods:end -->" in Markdown files and
+ * "    # methods:begin ..." / "    # methods:end" in YAML files (the block is a
+ * run of entries of components/schemas). `make docs` writes them, `make test`
+ * checks them. A build tool: it is not part of the daemon. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/methods/registry.h"
+
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        exit(2);
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + (size_t)n + 1)
+            cap *= 2;
+        char *b = realloc(t->buf, cap);
+        if (b == NULL) {
+            fprintf(stderr, "gen_method_docs: out of memory\n");
+            exit(2);
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->buf + t->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+/* The shortest %g form that reads back as v (what a person would write). */
+static const char *num(double v, char *out, size_t size)
+{
+    if (v == (double)(long long)v && fabs(v) < 1e15) {
+        snprintf(out, size, "%lld", (long long)v);
+        return out;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, size, "%.*g", p, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    return out;
+}
+
+static const char *const type_names[] = {"integer", "number", "boolean", "string"};
+
+static const char *option_type(const gp_option_spec *s)
+{
+    return (unsigned)s->type < 4 ? type_names[s->type] : "string";
+}
+
+/* "a|b|c" written as sep-separated items, each wrapped in quote. */
+static void put_choices(text *t, const char *choices, const char *sep, const char *quote)
+{
+    const char *p = choices;
+    int first = 1;
+    while (p && *p) {
+        const char *bar = strchr(p, '|');
+        int n = bar ? (int)(bar - p) : (int)strlen(p);
+        put(t, "%s%s%.*s%s", first ? "" : sep, quote, n, p, quote);
+        first = 0;
+        p = bar ? bar + 1 : NULL;
+    }
+}
+
+/* ---- README.md ---- */
+
+static void md_default(text *t, const gp_option_spec *s)
+{
+    char b[40];
+    switch (s->type) {
+    case GP_OPTION_BOOL:
+        put(t, "`%s`", s->default_number != 0.0 ? "true" : "false");
+        break;
+    case GP_OPTION_ENUM:
+        put(t, "`%s`", s->default_string ? s->default_string : "");
+        break;
+    default:
+        put(t, "%s", num(s->default_number, b, sizeof b));
+    }
+}
+
+static void md_range(text *t, const gp_option_spec *s)
+{
+    char a[40], b[40];
+    switch (s->type) {
+    case GP_OPTION_ENUM:
+        put_choices(t, s->choices, ", ", "`");
+        break;
+    case GP_OPTION_BOOL:
+        put(t, "true, false");
+        break;
+    default:
+        put(t, "%s to %s", num(s->min, a, sizeof a), num(s->max, b, sizeof b));
+        if (s->type == GP_OPTION_NUMBER && s->choices) {
+            put(t, ", or ");
+            put_choices(t, s->choices, ", ", "`");
+        }
+    }
+}
+
+static void md_kernels(text *t, const gp_method *m)
+{
+    int first = 1;
+    for (int k = 0; k < GP_KERNEL_TYPE_COUNT; k++) {
+        gp_kernel_type type = (gp_kernel_type)k;
+        if (type == GP_KERNEL_SUM || type == GP_KERNEL_PRODUCT ||
+            !gp_method_accepts_kernel_type(m, type))
+            continue;
+        put(t, "%s`%s`", first ? "" : ", ", gp_kernel_type_name(type));
+        first = 0;
+    }
+    put(t, m->composite_kernels ? ", and sums and products of them" : " (a single leaf)");
+}
+
+static void md_method(text *t, const gp_method *m)
+{
+    put(t, "\n### `%s`\n\n%s.\n\n", m->name, m->summary);
+    put(t, "- Objective (`diagnostics.objective`): `%s`.\n", m->objective_name);
+    put(t, "- Kernels: ");
+    md_kernels(t, m);
+    put(t, ".\n");
+    if (m->iterations_option)
+        put(t, "- Job progress: `%s`%s%s%s iterations.\n", m->iterations_option,
+            m->restarts_option ? " × (`" : "", m->restarts_option ? m->restarts_option : "",
+            m->restarts_option ? "` + 1)" : "");
+    if (gp_method_is_mixture(m))
+        put(t, "- Predicts with a mixture of Gaussians (`\"components\": true` returns them).\n");
+    put(t, "\n| option | type | default | accepts | meaning |\n|---|---|---|---|---|\n");
+    for (size_t i = 0; i < m->n_options; i++) {
+        const gp_option_spec *s = &m->options[i];
+        put(t, "| `%s` | %s | ", s->name, option_type(s));
+        md_default(t, s);
+        put(t, " | ");
+        md_range(t, s);
+        put(t, " | %s |\n", s->help);
+    }
+    if (m->n_info == 0)
+        return;
+    put(t, "\n| `method_info` key | type | meaning |\n|---|---|---|\n");
+    for (size_t i = 0; i < m->n_info; i++)
+        put(t, "| `%s` | %s | %s |\n", m->info[i].key,
+            m->info[i].type == GP_INFO_STRING ? "string" : "number", m->info[i].help);
+}
+
+static void md_block(text *t)
+{
+    put(t, "\nEvery method's facts as its descriptor in `core/methods/` states them (the same "
+           "data `GET /v1/methods` serves).\n");
+    for (size_t i = 0; i < gp_method_count(); i++)
+        md_method(t, gp_method_at(i));
+    put(t, "\n");
+}
+
+/* ---- api/openapi.yaml ---- */
+
+/* YAML double-quoted scalar. */
+static void yq(text *t, const char *s)
+{
+    put(t, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            put(t, "\\%c", *s);
+        else
+            put(t, "%c", *s);
+    }
+    put(t, "\"");
+}
+
+static void schema_name(char *out, size_t size, const char *method, const char *suffix)
+{
+    snprintf(out, size, "%c%s%s", method[0] >= 'a' && method[0] <= 'z' ? method[0] - 32 : method[0],
+             method + 1, suffix);
+}
+
+static void yaml_option(text *t, const gp_option_spec *s)
+{
+    char a[40], b[40], c[40];
+    put(t, "        %s:\n", s->name);
+    switch (s->type) {
+    case GP_OPTION_BOOL:
+        put(t, "          type: boolean\n          default: %s\n",
+            s->default_number != 0.0 ? "true" : "false");
+        break;
+    case GP_OPTION_ENUM:
+        put(t, "          type: string\n          enum: [");
+        put_choices(t, s->choices, ", ", "\"");
+        put(t, "]\n          default: ");
+        yq(t, s->default_string ? s->default_string : "");
+        put(t, "\n");
+        break;
+    case GP_OPTION_INT:
+        put(t, "          type: integer\n          default: %s\n          minimum: %s\n"
+               "          maximum: %s\n",
+            num(s->default_number, a, sizeof a), num(s->min, b, sizeof b),
+            num(s->max, c, sizeof c));
+        break;
+    case GP_OPTION_NUMBER:
+        if (s->choices) {
+            put(t, "          oneOf:\n            - {type: number, minimum: %s, maximum: %s}\n"
+                   "            - {type: string, enum: [",
+                num(s->min, b, sizeof b), num(s->max, c, sizeof c));
+            put_choices(t, s->choices, ", ", "\"");
+            put(t, "]}\n          default: %s\n", num(s->default_number, a, sizeof a));
+        } else {
+            put(t, "          type: number\n          default: %s\n          minimum: %s\n"
+                   "          maximum: %s\n",
+                num(s->default_number, a, sizeof a), num(s->min, b, sizeof b),
+                num(s->max, c, sizeof c));
+        }
+        break;
+    }
+    put(t, "          description: ");
+    yq(t, s->help);
+    put(t, "\n");
+}
+
+static void yaml_method(text *t, const gp_method *m)
+{
+    char name[64];
+    schema_name(name, sizeof name, m->name, "Options");
+    put(t, "    %s:\n      type: object\n      additionalProperties: false\n", name);
+    put(t, "      description: ");
+    yq(t, m->summary);
+    put(t, "\n      properties:\n");
+    for (size_t i = 0; i < m->n_options; i++)
+        yaml_option(t, &m->options[i]);
+    schema_name(name, sizeof name, m->name, "MethodInfo");
+    put(t, "    %s:\n      type: object\n      description: method_info of a %s model\n",
+        name, m->name);
+    if (m->n_info == 0) {
+        put(t, "      properties: {}\n");
+        return;
+    }
+    put(t, "      properties:\n");
+    for (size_t i = 0; i < m->n_info; i++) {
+        put(t, "        %s:\n          type: %s\n          description: ", m->info[i].key,
+            m->info[i].type == GP_INFO_STRING ? "string" : "number");
+        yq(t, m->info[i].help);
+        put(t, "\n");
+    }
+}
+
+static void yaml_block(text *t)
+{
+    put(t, "    MethodName:\n      type: string\n      enum: [");
+    for (size_t i = 0; i < gp_method_count(); i++)
+        put(t, "%s%s", i ? ", " : "", gp_method_at(i)->name);
+    put(t, "]\n");
+    for (size_t i = 0; i < gp_method_count(); i++)
+        yaml_method(t, gp_method_at(i));
+}
+
+/* ---- splicing ---- */
+
+typedef struct markers {
+    const char *begin, *end; /* line prefixes */
+    void (*generate)(text *t);
+} markers;
+
+static const markers md_markers = {"<!-- methods:begin", "<!-- methods:end", md_block};
+static const markers yaml_markers = {"    # methods:begin", "    # methods:end", yaml_block};
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    text t = {0};
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        put(&t, "%.*s", (int)n, chunk);
+    fclose(f);
+    *len = t.len;
+    return t.buf ? t.buf : calloc(1, 1);
+}
+
+/* Start of the line after the first line that begins with prefix, or NULL. */
+static const char *after_marker(const char *s, const char *prefix)
+{
+    for (const char *p = s; p && *p;) {
+        if (strncmp(p, prefix, strlen(prefix)) == 0) {
+            const char *nl = strchr(p, '\n');
+            return nl ? nl + 1 : p + strlen(p);
+        }
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return NULL;
+}
+
+static const char *line_start_of(const char *s, const char *prefix)
+{
+    for (const char *p = s; p && *p;) {
+        if (strncmp(p, prefix, strlen(prefix)) == 0)
+            return p;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return NULL;
+}
+
+static int process(const char *path, int write)
+{
+    const markers *mk = ends_with(path, ".md") ? &md_markers : &yaml_markers;
+    size_t len = 0;
+    char *old = read_file(path, &len);
+    if (old == NULL) {
+        fprintf(stderr, "gen_method_docs: cannot read %s\n", path);
+        return 2;
+    }
+    const char *body = after_marker(old, mk->begin);
+    const char *end = body ? line_start_of(body, mk->end) : NULL;
+    if (end == NULL) {
+        fprintf(stderr, "gen_method_docs: %s has no '%s' ... '%s' lines\n", path, mk->begin,
+                mk->end);
+        free(old);
+        return 2;
+    }
+    text gen = {0};
+    mk->generate(&gen);
+    size_t have = (size_t)(end - body);
+    int same = have == gen.len && memcmp(body, gen.buf, have) == 0;
+    int rc = 0;
+    if (!same && !write) {
+        fprintf(stderr, "gen_method_docs: the method block of %s is stale: run `make docs`\n",
+                path);
+        rc = 1;
+    } else if (!same) {
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(old, 1, (size_t)(body - old), f) != (size_t)(body - old) ||
+            fwrite(gen.buf, 1, gen.len, f) != gen.len ||
+            fwrite(end, 1, len - (size_t)(end - old), f) != len - (size_t)(end - old)) {
+            fprintf(stderr, "gen_method_docs: cannot write %s\n", path);
+            rc = 2;
+        }
+        if (f)
+            fclose(f);
+        if (rc == 0)
+            printf("gen_method_docs: wrote the method block of %s\n", path);
+    }
+    free(gen.buf);
+    free(old);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || (strcmp(argv[1], "--write") != 0 && strcmp(argv[1], "--check") != 0)) {
+        fprintf(stderr, "usage: gen_method_docs --write|--check FILE...\n");
+        return 2;
+    }
+    int write = strcmp(argv[1], "--write") == 0, rc = 0;
+    for (int i = 2; i < argc; i++) {
+        int r = process(argv[i], write);
+        rc = r > rc ? r : rc;
+    }
+    return rc;
+}
