@@ -5,6 +5,8 @@
 #   make bench      run the benchmarks and print their tables
 #   make deps       check / install the Debian packages
 #   make fuzz       libFuzzer targets (clang) in build/fuzz, each run FUZZ_SECONDS
+#   make docs       regenerate the documentation blocks written from the code
+#   make check-layers  the include rules (run by make test)
 
 CC      ?= cc
 SAN     ?= 0
@@ -40,6 +42,10 @@ LAYERS  := core store api server
 # other layers are flat.
 $(foreach L,$(LAYERS),$(eval $(L)_SRC := $(filter-out server/main.c,$(shell find $(L) -name '*.c' | sort))))
 $(foreach L,$(LAYERS),$(eval $(L)_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$($(L)_SRC))))
+# Generated sources live in $(BUILD)/gen and are never committed: the OpenAPI
+# document embedded in the daemon (api/gen_openapi.sh from api/openapi.yaml).
+OPENAPI_DOC_C := $(BUILD)/gen/api/openapi_doc.c
+api_OBJ += $(BUILD)/obj/gen/api/openapi_doc.o
 LIB_core   := $(BUILD)/libgpcore.a
 LIB_store  := $(BUILD)/libgpstore.a
 LIB_api    := $(BUILD)/libgpapi.a
@@ -52,8 +58,9 @@ TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c)) $(wi
 TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-GEN_METHOD_DOCS  := $(BUILD)/mk/gen_method_docs
-METHOD_DOC_FILES := README.md api/openapi.yaml
+GEN_DOCS   := $(BUILD)/mk/gen_docs
+# Files with blocks generated from the code (mk/gen_docs.c).
+GEN_DOC_FILES := README.md api/openapi.yaml docs/design/api.md
 GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
 # Every layer library that has sources, highest layer first (link order).
 ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
@@ -65,13 +72,21 @@ ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
 all: deps build-all
 
 .PHONY: build-all
-build-all: $(GEN_METHOD_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
+build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
            $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN)
 
 deps:
 	@sh mk/deps.sh
 
 $(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(OPENAPI_DOC_C): api/openapi.yaml api/gen_openapi.sh
+	@mkdir -p $(dir $@)
+	sh api/gen_openapi.sh api/openapi.yaml $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -95,21 +110,29 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(CORE_LIBS)
 
-test: deps build-all
-	@$(GEN_METHOD_DOCS) --check $(METHOD_DOC_FILES)
+test: deps build-all check-layers
+	@$(GEN_DOCS) --check $(GEN_DOC_FILES)
 	@sh tests/run.sh $(BUILD)
 
 bench: deps build-all
 	@sh bench/run.sh $(BUILD)
 
-# The method reference of the README and the method schemas of the OpenAPI
-# document, generated from the method registry (mk/gen_method_docs.c); make
-# test fails while they are stale.
-.PHONY: docs
-docs: $(GEN_METHOD_DOCS)
-	$(GEN_METHOD_DOCS) --write $(METHOD_DOC_FILES)
+# The method reference of the README, the method schemas and error enum of the
+# OpenAPI document and the error table of docs/design/api.md, generated from
+# the method registry and the error catalogue (mk/gen_docs.c); make test fails
+# while they are stale.
+# The include rules of ARCHITECTURE.md (mk/check_layers.sh), and proof that
+# each rule fails on a violation.
+.PHONY: check-layers
+check-layers:
+	@sh mk/check_layers.sh
+	@sh mk/check_layers.sh --self-test
 
-$(GEN_METHOD_DOCS): $(BUILD)/obj/mk/gen_method_docs.o $(LIB_core)
+.PHONY: docs
+docs: $(GEN_DOCS)
+	$(GEN_DOCS) --write $(GEN_DOC_FILES)
+
+$(GEN_DOCS): $(BUILD)/obj/mk/gen_docs.o $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
 
@@ -142,7 +165,8 @@ FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -g -O1 $(FUZZ_S
 FUZZ_LDFLAGS := $(FUZZ_SAN) -fsanitize=fuzzer
 FUZZ_LIB_SRC := $(core_SRC) $(store_SRC) $(api_SRC) \
                 $(wildcard server/route.c server/util.c)
-FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC)) \
+                $(FUZZ_DIR)/obj/gen/api/openapi_doc.o
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
@@ -160,6 +184,14 @@ fuzz-deps:
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/obj/gen/api/openapi_doc.o: $(FUZZ_DIR)/gen/api/openapi_doc.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/gen/api/openapi_doc.c: api/openapi.yaml api/gen_openapi.sh
+	@mkdir -p $(dir $@)
+	sh api/gen_openapi.sh api/openapi.yaml $@
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) $(FUZZ_LDFLAGS) -o $@ $^ $(SERVICE_LIBS) $(CORE_LIBS)

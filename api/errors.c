@@ -8,39 +8,12 @@
 
 int gp_api_http_status(int code)
 {
-    switch (code) {
-    case GP_OK: return 200;
-    case GP_EINVAL: return 400;
-    case GP_EMALFORMED: return 400;
-    case GP_EUNAUTHORIZED: return 401;
-    case GP_ENOTFOUND: return 404;
-    case GP_EMETHOD: return 405;
-    case GP_ECONFLICT: return 409;
-    case GP_ETOOBIG: return 413;
-    case GP_EMEDIATYPE: return 415;
-    case GP_EDATA: return 422;
-    case GP_ENOTPD: return 422;
-    case GP_EUNSUPPORTED: return 422;
-    case GP_EOVERLOADED: return 429;
-    case GP_ENOTREADY: return 503;
-    case GP_ENOMEM:
-    case GP_EINTERNAL:
-    default: return 500;
-    }
+    return gp_status_http(code);
 }
 
 int gp_api_code_from_name(const char *name)
 {
-    static const int codes[] = {GP_EINVAL,       GP_EDATA,        GP_ENOTPD,    GP_ETOOBIG,
-                                GP_EUNSUPPORTED, GP_ECANCELLED,   GP_ENOTFOUND, GP_ECONFLICT,
-                                GP_EOVERLOADED,  GP_ENOTREADY,    GP_EUNAUTHORIZED,
-                                GP_EMEDIATYPE,   GP_EMETHOD,      GP_EMALFORMED, GP_EINTERNAL};
-    if (name == NULL)
-        return GP_EINTERNAL;
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (strcmp(gp_status_name(codes[i]), name) == 0)
-            return codes[i];
-    return GP_EINTERNAL;
+    return gp_status_from_name(name);
 }
 
 json_t *gp_api_error_json(const gp_error *err)

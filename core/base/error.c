@@ -26,25 +26,57 @@ void gp_error_clear(gp_error *err)
     err->message[0] = '\0';
 }
 
+/* One catalogue row per code, generated from GP_ERROR_CATALOGUE. */
+typedef struct status_row {
+    int code;
+    const char *name;
+    int http;
+    const char *meaning;
+} status_row;
+
+#define GP_ERROR_ROW(code, value, name, http, meaning) {code, name, http, meaning},
+static const status_row catalogue[] = {GP_ERROR_CATALOGUE(GP_ERROR_ROW)};
+#undef GP_ERROR_ROW
+
+_Static_assert(sizeof catalogue / sizeof catalogue[0] == GP_ERROR_CODE_COUNT,
+               "every code of the catalogue has one row");
+
+static const status_row *find_row(int code)
+{
+    for (size_t i = 0; i < sizeof catalogue / sizeof catalogue[0]; i++)
+        if (catalogue[i].code == code)
+            return &catalogue[i];
+    return NULL;
+}
+
 const char *gp_status_name(int code)
 {
-    switch (code) {
-    case GP_OK: return "ok";
-    case GP_EINVAL: return "invalid_argument";
-    case GP_ENOMEM: return "internal";
-    case GP_EDATA: return "invalid_data";
-    case GP_ENOTPD: return "not_positive_definite";
-    case GP_ETOOBIG: return "payload_too_large";
-    case GP_EUNSUPPORTED: return "unsupported";
-    case GP_ECANCELLED: return "cancelled";
-    case GP_ENOTFOUND: return "not_found";
-    case GP_ECONFLICT: return "conflict";
-    case GP_EOVERLOADED: return "overloaded";
-    case GP_ENOTREADY: return "not_ready";
-    case GP_EUNAUTHORIZED: return "unauthorized";
-    case GP_EMEDIATYPE: return "unsupported_media_type";
-    case GP_EMETHOD: return "method_not_allowed";
-    case GP_EMALFORMED: return "malformed_json";
-    default: return "internal";
-    }
+    if (code == GP_OK)
+        return "ok";
+    const status_row *r = find_row(code);
+    return r ? r->name : "internal";
+}
+
+int gp_status_http(int code)
+{
+    if (code == GP_OK)
+        return 200;
+    const status_row *r = find_row(code);
+    return r ? r->http : 500;
+}
+
+const char *gp_status_meaning(int code)
+{
+    const status_row *r = find_row(code);
+    return r ? r->meaning : "";
+}
+
+int gp_status_from_name(const char *name)
+{
+    if (name == NULL)
+        return GP_EINTERNAL;
+    for (size_t i = 0; i < sizeof catalogue / sizeof catalogue[0]; i++)
+        if (strcmp(catalogue[i].name, name) == 0)
+            return catalogue[i].code == GP_ENOMEM ? GP_EINTERNAL : catalogue[i].code;
+    return GP_EINTERNAL;
 }

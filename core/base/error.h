@@ -2,31 +2,45 @@
  *
  * Functions return 0 on success or one of the negative codes below, and, when
  * given a non-NULL gp_error, fill it with the code, a human-readable message and
- * the request field the error is about (empty when none applies). The api layer
- * maps each code onto the DESIGN error catalogue. */
+ * the request field the error is about (empty when none applies). Every code
+ * is a row of the catalogue below (name, HTTP status, meaning). */
 #ifndef GP_ERROR_H
 #define GP_ERROR_H
 
-enum gp_status {
-    GP_OK = 0,
-    GP_EINVAL = -1,       /* invalid_argument (400): bad option, bad shape, bad name */
-    GP_ENOMEM = -2,       /* internal (500): allocation failed */
-    GP_EDATA = -3,        /* invalid_data (422): NaN/Inf in X/y, dimension mismatch */
-    GP_ENOTPD = -4,       /* not_positive_definite (422): PD not reached at the last jitter */
-    GP_ETOOBIG = -5,      /* payload_too_large (413): above a configured size limit */
-    GP_EUNSUPPORTED = -6, /* unsupported (422): option not valid for this method/kernel */
-    GP_ECANCELLED = -7,   /* the progress callback asked the fit to stop */
-    GP_EINTERNAL = -8,    /* internal (500): a bug or a library failure */
-    /* Codes of the service layers (store/, api/, server/); core never returns them. */
-    GP_ENOTFOUND = -9,      /* not_found (404): unknown model, version, job or route */
-    GP_ECONFLICT = -10,     /* conflict (409): e.g. cancelling a finished job */
-    GP_EOVERLOADED = -11,   /* overloaded (429): job queue full */
-    GP_ENOTREADY = -12,     /* not_ready (503): store not open, shutting down */
-    GP_EUNAUTHORIZED = -13, /* unauthorized (401): API key missing or wrong */
-    GP_EMEDIATYPE = -14,    /* unsupported_media_type (415) */
-    GP_EMETHOD = -15,       /* method_not_allowed (405): wrong HTTP verb */
-    GP_EMALFORMED = -16     /* malformed_json (400): the body is not JSON */
-};
+/* The error catalogue, written once: X(CODE, value, name, HTTP status, meaning).
+ * The enum, gp_status_name, gp_status_http, gp_status_meaning, the api's
+ * JSON errors, the OpenAPI error enum (checked by tests/unit/test_api_errors.c)
+ * and the tests all read this table, so a code cannot exist outside it.
+ * Codes below GP_EINTERNAL are service-layer codes (store/, api/, server/):
+ * core never returns them. GP_ECANCELLED never reaches HTTP (a cancelled fit
+ * has no synchronous caller): it is answered as internal. */
+#define GP_ERROR_CATALOGUE(X)                                                                     \
+    X(GP_EINVAL, -1, "invalid_argument", 400, "bad option, shape, name or value")                 \
+    X(GP_ENOMEM, -2, "internal", 500, "an allocation failed")                                     \
+    X(GP_EDATA, -3, "invalid_data", 422, "NaN/Inf in the data, or a dimension mismatch")          \
+    X(GP_ENOTPD, -4, "not_positive_definite", 422,                                                \
+      "the covariance is not positive definite at the largest jitter")                            \
+    X(GP_ETOOBIG, -5, "payload_too_large", 413, "above a configured size limit")                  \
+    X(GP_EUNSUPPORTED, -6, "unsupported", 422, "not valid for this method or kernel")             \
+    X(GP_ECANCELLED, -7, "cancelled", 500, "the fit was cancelled (never sent over HTTP)")        \
+    X(GP_EINTERNAL, -8, "internal", 500, "a bug or a library failure")                            \
+    X(GP_ENOTFOUND, -9, "not_found", 404, "unknown model, version, job or route")                 \
+    X(GP_ECONFLICT, -10, "conflict", 409, "the resource is in a state that forbids this")         \
+    X(GP_EOVERLOADED, -11, "overloaded", 429, "the fit queue is full")                            \
+    X(GP_ENOTREADY, -12, "not_ready", 503, "the store is not open, or the daemon is stopping")    \
+    X(GP_EUNAUTHORIZED, -13, "unauthorized", 401, "the API key is missing or wrong")              \
+    X(GP_EMEDIATYPE, -14, "unsupported_media_type", 415, "a Content-Type the route does not take") \
+    X(GP_EMETHOD, -15, "method_not_allowed", 405, "an HTTP verb the route does not take")         \
+    X(GP_EMALFORMED, -16, "malformed_json", 400, "the body is not JSON")
+
+#define GP_ERROR_ENUM_ENTRY(code, value, name, http, meaning) code = value,
+enum gp_status { GP_OK = 0, GP_ERROR_CATALOGUE(GP_ERROR_ENUM_ENTRY) };
+#undef GP_ERROR_ENUM_ENTRY
+
+/* Number of codes in the catalogue (GP_OK excluded). */
+#define GP_ERROR_COUNT_ENTRY(code, value, name, http, meaning) +1
+enum { GP_ERROR_CODE_COUNT = 0 GP_ERROR_CATALOGUE(GP_ERROR_COUNT_ENTRY) };
+#undef GP_ERROR_COUNT_ENTRY
 
 #define GP_ERROR_FIELD_LEN 64
 #define GP_ERROR_MESSAGE_LEN 256
@@ -44,7 +58,15 @@ int gp_error_set(gp_error *err, int code, const char *field, const char *fmt, ..
 /* Reset err to GP_OK with empty message and field. */
 void gp_error_clear(gp_error *err);
 
-/* Stable machine name of a code, as used in the API catalogue ("invalid_argument", ...). */
+/* Stable machine name of a code, as used in the API catalogue ("invalid_argument", ...);
+ * "ok" for GP_OK and "internal" for a code outside the catalogue. */
 const char *gp_status_name(int code);
+/* The HTTP status of a code (200 for GP_OK, 500 outside the catalogue). */
+int gp_status_http(int code);
+/* One line on what the code means ("" outside the catalogue). */
+const char *gp_status_meaning(int code);
+/* The code whose catalogue name is name (the first, for "internal": GP_ENOMEM
+ * and GP_EINTERNAL share it), GP_EINTERNAL when none. */
+int gp_status_from_name(const char *name);
 
 #endif

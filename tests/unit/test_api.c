@@ -661,6 +661,31 @@ static void test_job_budget_from_descriptor(void **state)
     }
 }
 
+/* Every catalogue code goes over HTTP as its name and status, and a name reads
+ * back as a code with that status; GP_ECANCELLED is answered as internal. */
+static void test_error_catalogue_table(void **state)
+{
+    (void)state;
+#define CHECK_ROW(code, value, name, http, meaning)                                             \
+    assert_int_equal(code, value);                                                               \
+    assert_string_equal(gp_status_name(code), name);                                             \
+    assert_int_equal(gp_api_http_status(code), http);                                            \
+    assert_int_equal(gp_api_http_status(gp_status_from_name(name)), http);                       \
+    assert_true(strlen(meaning) > 0);
+    GP_ERROR_CATALOGUE(CHECK_ROW)
+#undef CHECK_ROW
+    assert_int_equal(GP_ERROR_CODE_COUNT, 16);
+    assert_int_equal(gp_api_http_status(GP_OK), 200);
+    assert_int_equal(gp_api_http_status(-1000), 500);
+    assert_string_equal(gp_status_name(-1000), "internal");
+    gp_error err;
+    gp_error_set(&err, GP_ECANCELLED, NULL, "stopped");
+    gp_response res = {0};
+    gp_api_error(&err, &res);
+    expect_error(&res, 500, "internal", "");
+    gp_response_free(&res);
+}
+
 static void test_openapi_matches_file(void **state)
 {
     (void)state;
@@ -1048,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_delete_then_404),
         cmocka_unit_test(test_methods_listing),
         cmocka_unit_test(test_methods_listing_kernels),
+        cmocka_unit_test(test_error_catalogue_table),
         cmocka_unit_test(test_single_leaf_refuses_composite),
         cmocka_unit_test(test_job_budget_from_descriptor),
         cmocka_unit_test(test_openapi_matches_file),

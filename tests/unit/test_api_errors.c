@@ -320,6 +320,8 @@ static void run_case(void **state)
     print_message("%s -> %d %.*s\n", c->label, res.status, (int)res.body_len,
                   res.body ? res.body : "");
     expect_error(&res, c->status, c->code, c->field);
+    /* The case's status is the one the catalogue gives its code. */
+    assert_int_equal(gp_status_http(gp_status_from_name(c->code)), c->status);
     assert_string_equal(res.content_type, "application/json");
     if (c->message_part) {
         json_t *j = res_json(&res);

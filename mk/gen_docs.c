@@ -1,15 +1,18 @@
-/* gen_method_docs: the method reference of README.md and the method section of
- * api/openapi.yaml, generated from the method registry (core/methods/registry.h)
- * so that the facts of a method are written once, in its descriptor.
+/* gen_docs: the parts of the documentation that restate facts the code holds,
+ * generated from it so that each fact is written once: the method reference
+ * (from the method descriptors, core/methods/registry.h) and the error
+ * catalogue (GP_ERROR_CATALOGUE, core/base/error.h).
  *
- *   gen_method_docs --write FILE...   replace each file's generated block
- *   gen_method_docs --check FILE...   exit 1 (naming the file) when a block is stale
+ *   gen_docs --write FILE...   replace each file's generated blocks
+ *   gen_docs --check FILE...   exit 1 (naming the file) when a block is stale
  *
- * A file's block lies between two marker lines, chosen by the file's name:
- * "<!-- methods:begin ... -->" / "<!-- methods:end -->" in Markdown files and
- * "    # methods:begin ..." / "    # methods:end" in YAML files (the block is a
- * run of entries of components/schemas). `make docs` writes them, `make test`
- * checks them. A build tool: it is not part of the daemon. */
+ * A block lies between two marker lines. Markdown files: "<!-- methods:begin"
+ * / "<!-- methods:end" (the method reference) and "<!-- errors:begin" /
+ * "<!-- errors:end" (the catalogue as a table). YAML files: "    # methods:begin"
+ * / "    # methods:end" (entries of components/schemas) and
+ * "              # errors:begin" / "              # errors:end" (the enum of the
+ * Error schema's code). A file must hold at least one block. `make docs`
+ * writes them, `make test` checks them. A build tool, not part of the daemon. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,7 +42,7 @@ static void put(text *t, const char *fmt, ...)
             cap *= 2;
         char *b = realloc(t->buf, cap);
         if (b == NULL) {
-            fprintf(stderr, "gen_method_docs: out of memory\n");
+            fprintf(stderr, "gen_docs: out of memory\n");
             exit(2);
         }
         t->buf = b;
@@ -275,15 +278,58 @@ static void yaml_block(text *t)
         yaml_method(t, gp_method_at(i));
 }
 
+/* ---- the error catalogue ---- */
+
+typedef struct error_row {
+    int code;
+    const char *symbol, *name, *meaning;
+    int http;
+} error_row;
+
+#define ROW(code, value, name, http, meaning) {code, #code, name, meaning, http},
+static const error_row error_rows[] = {GP_ERROR_CATALOGUE(ROW)};
+#undef ROW
+#define N_ERROR_ROWS (sizeof error_rows / sizeof error_rows[0])
+
+static void md_errors(text *t)
+{
+    put(t, "\n| code | HTTP | meaning | C code |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < N_ERROR_ROWS; i++)
+        put(t, "| `%s` | %d | %s | `%s` |\n", error_rows[i].name, error_rows[i].http,
+            error_rows[i].meaning, error_rows[i].symbol);
+    put(t, "\n");
+}
+
+/* The names an HTTP client can see, each once (GP_ECANCELLED never goes out). */
+static void yaml_errors(text *t)
+{
+    put(t, "              enum: [");
+    int first = 1;
+    for (size_t i = 0; i < N_ERROR_ROWS; i++) {
+        int seen = error_rows[i].code == GP_ECANCELLED;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(error_rows[j].name, error_rows[i].name) == 0;
+        if (!seen)
+            put(t, "%s%s", first ? "" : ", ", error_rows[i].name);
+        first = first && seen;
+    }
+    put(t, "]\n");
+}
+
 /* ---- splicing ---- */
 
 typedef struct markers {
-    const char *begin, *end; /* line prefixes */
+    int yaml;                  /* 1: for .yaml files, 0: for .md files */
+    const char *begin, *end;   /* line prefixes */
     void (*generate)(text *t);
 } markers;
 
-static const markers md_markers = {"<!-- methods:begin", "<!-- methods:end", md_block};
-static const markers yaml_markers = {"    # methods:begin", "    # methods:end", yaml_block};
+static const markers all_markers[] = {
+    {0, "<!-- methods:begin", "<!-- methods:end", md_block},
+    {0, "<!-- errors:begin", "<!-- errors:end", md_errors},
+    {1, "    # methods:begin", "    # methods:end", yaml_block},
+    {1, "              # errors:begin", "              # errors:end", yaml_errors},
+};
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -331,54 +377,80 @@ static const char *line_start_of(const char *s, const char *prefix)
     return NULL;
 }
 
-static int process(const char *path, int write)
+/* Replace the block of mk in *doc (length *len) by the generated text; 1 when
+ * it changed, 0 when it was current, -1 when doc has no such block. */
+static int splice(char **doc, size_t *len, const markers *mk)
 {
-    const markers *mk = ends_with(path, ".md") ? &md_markers : &yaml_markers;
-    size_t len = 0;
-    char *old = read_file(path, &len);
-    if (old == NULL) {
-        fprintf(stderr, "gen_method_docs: cannot read %s\n", path);
-        return 2;
-    }
-    const char *body = after_marker(old, mk->begin);
+    const char *body = after_marker(*doc, mk->begin);
     const char *end = body ? line_start_of(body, mk->end) : NULL;
-    if (end == NULL) {
-        fprintf(stderr, "gen_method_docs: %s has no '%s' ... '%s' lines\n", path, mk->begin,
-                mk->end);
-        free(old);
-        return 2;
-    }
+    if (end == NULL)
+        return -1;
     text gen = {0};
     mk->generate(&gen);
     size_t have = (size_t)(end - body);
-    int same = have == gen.len && memcmp(body, gen.buf, have) == 0;
-    int rc = 0;
-    if (!same && !write) {
-        fprintf(stderr, "gen_method_docs: the method block of %s is stale: run `make docs`\n",
-                path);
-        rc = 1;
-    } else if (!same) {
-        FILE *f = fopen(path, "wb");
-        if (f == NULL || fwrite(old, 1, (size_t)(body - old), f) != (size_t)(body - old) ||
-            fwrite(gen.buf, 1, gen.len, f) != gen.len ||
-            fwrite(end, 1, len - (size_t)(end - old), f) != len - (size_t)(end - old)) {
-            fprintf(stderr, "gen_method_docs: cannot write %s\n", path);
-            rc = 2;
-        }
-        if (f)
-            fclose(f);
-        if (rc == 0)
-            printf("gen_method_docs: wrote the method block of %s\n", path);
+    if (have == gen.len && memcmp(body, gen.buf, have) == 0) {
+        free(gen.buf);
+        return 0;
     }
+    text out = {0};
+    put(&out, "%.*s", (int)(body - *doc), *doc);
+    put(&out, "%.*s", (int)gen.len, gen.buf ? gen.buf : "");
+    put(&out, "%.*s", (int)(*len - (size_t)(end - *doc)), end);
     free(gen.buf);
-    free(old);
+    free(*doc);
+    *doc = out.buf;
+    *len = out.len;
+    return 1;
+}
+
+static int write_file(const char *path, const char *doc, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f != NULL && fwrite(doc, 1, len, f) == len;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        fprintf(stderr, "gen_docs: cannot write %s\n", path);
+    return ok ? 0 : 2;
+}
+
+static int process(const char *path, int write)
+{
+    int yaml = ends_with(path, ".yaml") || ends_with(path, ".yml");
+    size_t len = 0;
+    char *doc = read_file(path, &len);
+    if (doc == NULL) {
+        fprintf(stderr, "gen_docs: cannot read %s\n", path);
+        return 2;
+    }
+    int blocks = 0, changed = 0;
+    for (size_t i = 0; i < sizeof all_markers / sizeof all_markers[0]; i++) {
+        if (all_markers[i].yaml != yaml)
+            continue;
+        int r = splice(&doc, &len, &all_markers[i]);
+        blocks += r >= 0;
+        changed += r > 0;
+    }
+    int rc = 0;
+    if (blocks == 0) {
+        fprintf(stderr, "gen_docs: %s has no generated block (marker lines)\n", path);
+        rc = 2;
+    } else if (changed && !write) {
+        fprintf(stderr, "gen_docs: generated text in %s is stale: run `make docs`\n", path);
+        rc = 1;
+    } else if (changed) {
+        rc = write_file(path, doc, len);
+        if (rc == 0)
+            printf("gen_docs: wrote %s\n", path);
+    }
+    free(doc);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "--write") != 0 && strcmp(argv[1], "--check") != 0)) {
-        fprintf(stderr, "usage: gen_method_docs --write|--check FILE...\n");
+        fprintf(stderr, "usage: gen_docs --write|--check FILE...\n");
         return 2;
     }
     int write = strcmp(argv[1], "--write") == 0, rc = 0;
