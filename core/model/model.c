@@ -199,6 +199,9 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     int rc = gp_options_validate(m, req->options, req->n_options, err);
     if (rc == GP_OK)
         rc = gp_check_training_data(req, err);
+    /* The descriptor's kernel facts are the rule, whatever the method checks itself. */
+    if (rc == GP_OK && req->kernel)
+        rc = gp_method_check_kernel(m, req->kernel, err);
     if (rc)
         return rc;
     double t0 = seconds_now();

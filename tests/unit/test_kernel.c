@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/testutil.h"
+
 #include "core/kernel/kernel.h"
 #include "core/base/rng.h"
 
@@ -127,13 +129,12 @@ static void check_close(double a, double b, double rel, double abs_tol, const gp
                         const char *what, size_t p)
 {
     double tol = rel * fmax(fabs(a), fabs(b)) + abs_tol;
-    if (!(fabs(a - b) <= tol)) {
-        char d[128], name[96];
-        describe(k, d, sizeof d);
-        gp_kernel_param_name(k, p, name, sizeof name);
-        print_error("%s [%s] %s: %.17g vs %.17g (tol %.3g)\n", d, name, what, a, b, tol);
-        fail();
-    }
+    if (fabs(a - b) <= tol)
+        return;
+    char d[128], name[96];
+    describe(k, d, sizeof d);
+    gp_kernel_param_name(k, p, name, sizeof name);
+    tu_assert_within(a, b, tol, "%s [%s] %s", d, name, what);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/testutil.h"
+
 #include "core/kernel/kernel.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
@@ -79,11 +81,22 @@ static double sym_objective(const gp_kernel *k, const double *Z, size_t m, const
 
 static void assert_close(double got, double want, double rtol, const char *what, size_t i)
 {
-    double tol = rtol * (1.0 + fabs(want));
-    if (!(fabs(got - want) <= tol)) {
-        print_error("%s[%zu]: got %.15g want %.15g (tol %.3g)\n", what, i, got, want, tol);
-        fail();
-    }
+    tu_assert_within(got, want, rtol * (1.0 + fabs(want)), "%s[%zu]", what, i);
+}
+
+typedef struct contract_fd {
+    gp_kernel *k;
+    const double *X, *W;
+    size_t np;
+} contract_fd;
+
+/* F at x = (kernel log-parameters, Z). */
+static double contract_at(void *ctx, const double *x)
+{
+    enum { N = 7, M = 5, LDW = N + 2 };
+    contract_fd *c = ctx;
+    gp_kernel_set_params(c->k, x);
+    return objective(c->k, c->X, N, x + c->np, M, c->W, LDW);
 }
 
 /* grad and gz against central differences of F. */
@@ -104,31 +117,20 @@ static void test_fd(void **state)
             gp_error err;
             assert_int_equal(gp_kernel_cross_grad_contract(k, X, N, Z, M, W, LDW, grad, gz, &err),
                              GP_OK);
-            double th[MAX_PARAMS];
-            gp_kernel_get_params(k, th);
-            for (size_t p = 0; p < np; p++) {
-                double save = th[p];
-                th[p] = save + FD_STEP;
-                gp_kernel_set_params(k, th);
-                double fp = objective(k, X, N, Z, M, W, LDW);
-                th[p] = save - FD_STEP;
-                gp_kernel_set_params(k, th);
-                double fm = objective(k, X, N, Z, M, W, LDW);
-                th[p] = save;
-                gp_kernel_set_params(k, th);
-                assert_close(grad[p], (fp - fm) / (2.0 * FD_STEP), FD_RTOL, "grad", p);
-            }
-            for (size_t i = 0; i < DIM * M; i++) {
-                double save = Z[i];
-                Z[i] = save + FD_STEP;
-                double fp = objective(k, X, N, Z, M, W, LDW);
-                Z[i] = save - FD_STEP;
-                double fm = objective(k, X, N, Z, M, W, LDW);
-                Z[i] = save;
-                assert_close(gz[i], (fp - fm) / (2.0 * FD_STEP), FD_RTOL, "gz", i);
+            /* One vector (theta, Z) and one gradient in the same order. */
+            double x[MAX_PARAMS + DIM * M], g[MAX_PARAMS + DIM * M];
+            gp_kernel_get_params(k, x);
+            memcpy(x + np, Z, sizeof Z);
+            memcpy(g, grad, np * sizeof *g);
+            memcpy(g + np, gz, sizeof gz);
+            contract_fd cf = {k, X, W, np};
+            tu_check_gradient(contract_at, &cf, x, np + DIM * M, g,
+                              (tu_fd_spec){.step = FD_STEP, .rtol = FD_RTOL, .atol = FD_RTOL},
+                              NULL, gp_kernel_type_name(k->type));
+            gp_kernel_set_params(k, x);
+            for (size_t i = 0; i < DIM * M; i++)
                 if ((c & 2) && i % DIM == 1) /* a dimension the kernel does not see */
                     assert_true(gz[i] == 0.0);
-            }
             /* gz may be NULL; grad is the same */
             double grad2[MAX_PARAMS];
             assert_int_equal(gp_kernel_cross_grad_contract(k, X, N, Z, M, W, LDW, grad2, NULL,

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "tests/unit/testutil.h"
 #include <lapacke.h>
 
 #include "bench/support/fixture.h"
@@ -653,10 +655,7 @@ static void expect_close(const double *got, const double *want, size_t count, do
                          const char *what)
 {
     for (size_t i = 0; i < count; i++)
-        if (!(rel_diff(got[i], want[i]) <= tol)) {
-            fprintf(stderr, "%s[%zu]: %.17g, reference %.17g\n", what, i, got[i], want[i]);
-            fail();
-        }
+        tu_assert_within(got[i], want[i], tol * fmax(1.0, fabs(want[i])), "%s[%zu]", what, i);
 }
 
 static void test_matches_numpy_reference(void **state)

@@ -1,0 +1,468 @@
+/* The contract every registered method keeps: one test body looped over the
+ * registry (the pattern of GSL's multimin/test.c), so a new method gets every
+ * check by being registered. On a small seeded problem, for each method:
+ *   fit; method_info keys as the descriptor lists them; predict shapes and
+ *   finite values, latent <= observation variance, covariance symmetric PSD
+ *   with the variances on its diagonal, quantiles monotone (the median is the
+ *   mean for a Gaussian predictive); samples seeded and reproducible, their
+ *   mean near the predictive mean; export/import bit-identical; cancellation
+ *   from the progress callback at every early iteration; progress within the
+ *   job budget; NaN/Inf refused naming the cell; identical results for 1 and 2
+ *   compute threads; the kernels the descriptor lists accepted, others refused.
+ *
+ * Budgets: a method's iterations option (its descriptor names it) is set to
+ * SMALL_ITERATIONS; a few methods have further size options made small by the
+ * table below (sizes only, so what is checked stays the method's behaviour). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <lapacke.h>
+
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
+#include "core/base/state.h"
+#include "core/methods/registry.h"
+#include "core/model/model.h"
+#include "tests/unit/testutil.h"
+
+#define N 40
+#define D 2
+#define M 7 /* test points */
+#define SMALL_ITERATIONS 8
+#define MAX_OPTS 8
+
+/* Size options that keep a fit of N points fast (not behaviour switches). */
+static const struct {
+    const char *method;
+    const char *option;
+    double value;
+} small_sizes[] = {
+    {"ssgp", "features", 16},         {"ssgp", "stein_iterations", 40},
+    {"msrfr", "particles", 3},        {"msrfr", "features", 10},
+    {"sgpr", "inducing", 8},          {"renyi", "inducing", 8},
+};
+
+typedef struct problem {
+    double X[N * D], y[N];
+    double Xs[M * D];
+} problem;
+
+static void make_problem(problem *p)
+{
+    gp_rng rng;
+    gp_rng_seed(&rng, 2024);
+    for (size_t i = 0; i < N * D; i++)
+        p->X[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
+    for (size_t i = 0; i < N; i++)
+        p->y[i] = sin(2.0 * p->X[i]) + 0.5 * cos(p->X[N + i]) + 0.1 * gp_rng_normal(&rng);
+    for (size_t i = 0; i < M * D; i++)
+        p->Xs[i] = 3.0 * gp_rng_uniform(&rng) - 1.5;
+}
+
+typedef struct fit_setup {
+    const gp_method *m;
+    gp_option_value opts[MAX_OPTS];
+    size_t n_opts;
+    gp_kernel *kernel;
+    problem p;
+} fit_setup;
+
+static void add_option(fit_setup *s, const char *name, double v)
+{
+    assert_true(s->n_opts < MAX_OPTS);
+    s->opts[s->n_opts++] = (gp_option_value){.name = name, .number = v, .string = NULL};
+}
+
+static void setup_for(fit_setup *s, const gp_method *m)
+{
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    make_problem(&s->p);
+    if (m->iterations_option)
+        add_option(s, m->iterations_option, SMALL_ITERATIONS);
+    for (size_t i = 0; i < sizeof small_sizes / sizeof small_sizes[0]; i++)
+        if (strcmp(small_sizes[i].method, m->name) == 0)
+            add_option(s, small_sizes[i].option, small_sizes[i].value);
+    gp_error err;
+    gp_kernel_type first = GP_KERNEL_RBF;
+    assert_true(gp_method_accepts_kernel_type(m, first));
+    assert_int_equal(gp_kernel_leaf(&s->kernel, first, D, 1, NULL, 0, &err), GP_OK);
+}
+
+static void request(const fit_setup *s, gp_fit_request *req)
+{
+    memset(req, 0, sizeof *req);
+    req->X = s->p.X;
+    req->y = s->p.y;
+    req->n = N;
+    req->d = D;
+    req->kernel = s->kernel;
+    req->standardize = 1;
+    req->seed = 7;
+    req->options = s->opts;
+    req->n_options = s->n_opts;
+}
+
+static gp_model *fit_or_fail(const fit_setup *s, const gp_fit_request *req)
+{
+    gp_model *model = NULL;
+    gp_error err;
+    int rc = gp_model_fit(s->m, req, &model, &err);
+    if (rc != GP_OK)
+        fail_msg("%s: fit failed: %s (%s, field '%s')", s->m->name, err.message,
+                 gp_status_name(rc), err.field);
+    return model;
+}
+
+/* ---- predictions ---- */
+
+typedef struct pred {
+    double mean[M], var[M], cov[M * M], q[M * 3];
+} pred;
+
+static const double levels[3] = {0.1, 0.5, 0.9};
+
+static void predict(const gp_model *model, const double *Xs, int noise, pred *out)
+{
+    gp_predict_request pr = {.X = Xs, .m = M, .d = D, .include_noise = noise,
+                             .full_covariance = 1, .quantiles = levels, .n_quantiles = 3};
+    gp_prediction o = {.mean = out->mean, .variance = out->var, .covariance = out->cov,
+                       .quantiles = out->q};
+    gp_error err;
+    int rc = gp_model_predict(model, &pr, &o, &err);
+    if (rc != GP_OK)
+        fail_msg("%s: predict failed: %s", model->method->name, err.message);
+}
+
+static void check_psd(const char *name, const double *cov)
+{
+    double a[M * M], scale = 0.0;
+    for (size_t i = 0; i < M; i++)
+        scale = fmax(scale, cov[i * M + i]);
+    for (size_t j = 0; j < M; j++)
+        for (size_t i = 0; i < M; i++) {
+            tu_assert_close(cov[j * M + i], cov[i * M + j], 0.0, 1e-12 * scale,
+                            "%s: covariance symmetric at (%zu, %zu)", name, i, j);
+            a[j * M + i] = cov[j * M + i] + (i == j ? 1e-10 * scale : 0.0);
+        }
+    lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', M, a, M);
+    if (info != 0)
+        fail_msg("%s: covariance not positive semi-definite (dpotrf %d)", name, (int)info);
+}
+
+static void check_prediction(const fit_setup *s, const gp_model *model)
+{
+    const char *name = s->m->name;
+    pred lat, obs;
+    predict(model, s->p.Xs, 0, &lat);
+    predict(model, s->p.Xs, 1, &obs);
+    for (size_t i = 0; i < M; i++) {
+        if (!isfinite(lat.mean[i]) || !isfinite(lat.var[i]) || !isfinite(obs.var[i]))
+            fail_msg("%s: non-finite prediction at point %zu", name, i);
+        assert_true(lat.var[i] >= 0.0);
+        if (lat.var[i] > obs.var[i])
+            fail_msg("%s: latent variance %.17g > observation variance %.17g at %zu", name,
+                     lat.var[i], obs.var[i], i);
+        tu_assert_close(lat.mean[i], obs.mean[i], 0.0, 0.0, "%s: mean at %zu", name, i);
+    }
+    const pred *both[2] = {&lat, &obs};
+    for (size_t b = 0; b < 2; b++) {
+        const pred *p = both[b];
+        check_psd(name, p->cov);
+        for (size_t i = 0; i < M; i++) {
+            tu_assert_close(p->cov[i * M + i], p->var[i], 1e-8, 1e-12,
+                            "%s: covariance diagonal vs variance at %zu (noise %zu)", name, i, b);
+            if (!(p->q[i] <= p->q[M + i] && p->q[M + i] <= p->q[2 * M + i]))
+                fail_msg("%s: quantiles not monotone at %zu: %g %g %g", name, i, p->q[i],
+                         p->q[M + i], p->q[2 * M + i]);
+            if (!gp_method_is_mixture(s->m))
+                tu_assert_close(p->q[M + i], p->mean[i], 1e-12, 1e-12,
+                                "%s: median vs mean at %zu", name, i);
+        }
+    }
+}
+
+/* ---- samples ---- */
+
+#define S 4000
+
+static void draw(const gp_model *model, const double *Xs, uint64_t seed, size_t n,
+                 double *out)
+{
+    gp_sample_request sr = {.X = Xs, .m = M, .d = D, .n_samples = n, .seed = seed};
+    gp_error err;
+    int rc = gp_model_sample(model, &sr, out, &err);
+    if (rc != GP_OK)
+        fail_msg("%s: sample failed: %s", model->method->name, err.message);
+}
+
+static void check_samples(const fit_setup *s, const gp_model *model)
+{
+    const char *name = s->m->name;
+    double *a = malloc(sizeof(double) * M * S), *b = malloc(sizeof(double) * M * S);
+    assert_non_null(a);
+    assert_non_null(b);
+    draw(model, s->p.Xs, 11, S, a);
+    draw(model, s->p.Xs, 11, S, b);
+    assert_memory_equal(a, b, sizeof(double) * M * S);
+    draw(model, s->p.Xs, 12, S, b);
+    assert_true(memcmp(a, b, sizeof(double) * M * S) != 0);
+    pred lat;
+    predict(model, s->p.Xs, 0, &lat);
+    for (size_t i = 0; i < M; i++) {
+        double sum = 0.0;
+        for (size_t k = 0; k < S; k++) {
+            if (!isfinite(a[k * M + i]))
+                fail_msg("%s: non-finite sample", name);
+            sum += a[k * M + i];
+        }
+        /* 6 standard errors: a wrong mean fails, chance does not. */
+        double se = sqrt(lat.var[i] / S);
+        tu_assert_close(sum / S, lat.mean[i], 0.0, 6.0 * se + 1e-9,
+                        "%s: sample mean at point %zu", name, i);
+    }
+    free(a);
+    free(b);
+}
+
+/* ---- export / import ---- */
+
+static void check_roundtrip(const fit_setup *s, const gp_model *model)
+{
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    gp_model *back = NULL;
+    int rc = gp_model_import(s->m, &st, &back, &err);
+    if (rc != GP_OK)
+        fail_msg("%s: import failed: %s", s->m->name, err.message);
+    pred a, b;
+    predict(model, s->p.Xs, 1, &a);
+    predict(back, s->p.Xs, 1, &b);
+    assert_memory_equal(&a, &b, sizeof a);
+    double sa[M * 5], sb[M * 5];
+    draw(model, s->p.Xs, 5, 5, sa);
+    draw(back, s->p.Xs, 5, 5, sb);
+    assert_memory_equal(sa, sb, sizeof sa);
+    gp_model_free(back);
+    gp_state_free(&st);
+}
+
+/* ---- progress and cancellation ---- */
+
+typedef struct progress_log {
+    int calls, last, max_seen, budget_seen, cancel_at, decreasing;
+} progress_log;
+
+static int on_progress(void *ctx, int iteration, int max_iterations, double objective)
+{
+    (void)objective;
+    progress_log *p = ctx;
+    p->calls++;
+    if (iteration < p->last)
+        p->decreasing = 1;
+    p->last = iteration;
+    if (iteration > p->max_seen)
+        p->max_seen = iteration;
+    if (max_iterations > p->budget_seen)
+        p->budget_seen = max_iterations;
+    return p->cancel_at > 0 && iteration >= p->cancel_at;
+}
+
+static void check_progress_and_cancel(const fit_setup *s)
+{
+    const char *name = s->m->name;
+    gp_fit_request req;
+    request(s, &req);
+    progress_log log = {0};
+    req.progress = on_progress;
+    req.progress_ctx = &log;
+    gp_model *model = fit_or_fail(s, &req);
+    gp_model_free(model);
+    assert_true(log.calls > 0);
+    assert_false(log.decreasing);
+    int budget = gp_method_max_iterations(s->m, s->opts, s->n_opts);
+    if (log.budget_seen > 0 && log.max_seen > log.budget_seen)
+        fail_msg("%s: progress iteration %d beyond its max_iterations %d", name, log.max_seen,
+                 log.budget_seen);
+    if (s->m->iterations_option && log.budget_seen <= budget && log.max_seen > budget)
+        fail_msg("%s: progress iteration %d beyond the job budget %d", name, log.max_seen,
+                 budget);
+    int last = log.max_seen; /* every iteration the fit reports */
+    print_message("%s: %d progress calls up to iteration %d of %d (job budget %d)\n", name,
+                  log.calls, log.max_seen, log.budget_seen, budget);
+    for (int k = 1; k <= last; k++) {
+        progress_log c = {.cancel_at = k};
+        req.progress_ctx = &c;
+        gp_model *m2 = NULL;
+        gp_error err;
+        int rc = gp_model_fit(s->m, &req, &m2, &err);
+        if (rc != GP_ECANCELLED)
+            fail_msg("%s: cancelling at iteration %d gave %s", name, k, gp_status_name(rc));
+        assert_null(m2);
+    }
+}
+
+/* ---- bad data ---- */
+
+static void check_refused(const fit_setup *s, double bad, int in_y, const char *field)
+{
+    fit_setup t = *s;
+    if (in_y)
+        t.p.y[5] = bad;
+    else
+        t.p.X[N + 3] = bad; /* row 3, column 1 */
+    gp_fit_request req;
+    request(&t, &req);
+    gp_model *model = NULL;
+    gp_error err;
+    assert_int_equal(gp_model_fit(s->m, &req, &model, &err), GP_EDATA);
+    assert_string_equal(err.field, field);
+    assert_null(model);
+}
+
+static void check_bad_data(const fit_setup *s)
+{
+    check_refused(s, NAN, 0, "X[3][1]");
+    check_refused(s, INFINITY, 0, "X[3][1]");
+    check_refused(s, NAN, 1, "y[5]");
+    check_refused(s, -INFINITY, 1, "y[5]");
+}
+
+/* ---- threads ---- */
+
+static void check_threads(const fit_setup *s)
+{
+    pred out[2];
+    double draws[2][M * 3];
+    for (int t = 1; t <= 2; t++) {
+        gp_parallel_set_threads(t);
+        gp_fit_request req;
+        request(s, &req);
+        gp_model *model = fit_or_fail(s, &req);
+        predict(model, s->p.Xs, 1, &out[t - 1]);
+        draw(model, s->p.Xs, 3, 3, draws[t - 1]);
+        gp_model_free(model);
+    }
+    gp_parallel_set_threads(0);
+    if (memcmp(&out[0], &out[1], sizeof out[0]) != 0)
+        fail_msg("%s: predictions differ between 1 and 2 compute threads", s->m->name);
+    assert_memory_equal(draws[0], draws[1], sizeof draws[0]);
+}
+
+/* ---- kernels ---- */
+
+static void check_kernels(const fit_setup *s)
+{
+    const char *name = s->m->name;
+    for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++) {
+        gp_kernel_type type = (gp_kernel_type)t;
+        gp_kernel *k = NULL;
+        gp_error err;
+        if (type == GP_KERNEL_SUM || type == GP_KERNEL_PRODUCT) {
+            gp_kernel *terms[2] = {NULL, NULL};
+            assert_int_equal(gp_kernel_leaf(&terms[0], GP_KERNEL_RBF, D, 1, NULL, 0, &err),
+                             GP_OK);
+            assert_int_equal(gp_kernel_leaf(&terms[1], GP_KERNEL_RBF, D, 0, NULL, 0, &err),
+                             GP_OK);
+            assert_int_equal(gp_kernel_composite(&k, type, terms, 2, &err), GP_OK);
+        } else if (type == GP_KERNEL_PERIODIC) {
+            /* On one input: over the Euclidean distance of several the
+             * exp-sine-squared kernel is not positive definite. */
+            static const size_t dim0[1] = {0};
+            assert_int_equal(gp_kernel_leaf(&k, type, D, 1, dim0, 1, &err), GP_OK);
+        } else {
+            assert_int_equal(gp_kernel_leaf(&k, type, D, 1, NULL, 0, &err), GP_OK);
+        }
+        fit_setup t2 = *s;
+        t2.kernel = k;
+        gp_fit_request req;
+        request(&t2, &req);
+        gp_model *model = NULL;
+        int rc = gp_model_fit(s->m, &req, &model, &err);
+        if (gp_method_accepts_kernel_type(s->m, type)) {
+            if (rc != GP_OK)
+                fail_msg("%s: listed kernel %s refused: %s", name, gp_kernel_type_name(type),
+                         err.message);
+        } else {
+            if (rc != GP_EUNSUPPORTED)
+                fail_msg("%s: unlisted kernel %s gave %s", name, gp_kernel_type_name(type),
+                         gp_status_name(rc));
+            assert_string_equal(err.field, "kernel.type");
+        }
+        gp_model_free(model);
+        gp_kernel_free(k);
+    }
+}
+
+/* ---- fit report ---- */
+
+static void check_report(const fit_setup *s, const gp_model *model)
+{
+    const char *name = s->m->name;
+    assert_true(isfinite(model->diag.objective));
+    assert_string_equal(model->diag.objective_name, s->m->objective_name);
+    assert_int_equal(model->n_train, N);
+    assert_int_equal(model->input_dim, D);
+    for (size_t i = 0; i < model->diag.n_info; i++) {
+        const gp_info_item *it = &model->diag.info[i];
+        const gp_info_spec *spec = gp_method_info_spec(s->m, it->key);
+        if (spec == NULL)
+            fail_msg("%s: method_info key '%s' is not in the descriptor", name, it->key);
+        if ((spec->type == GP_INFO_STRING) != (it->string != NULL))
+            fail_msg("%s: method_info '%s' has the wrong type", name, it->key);
+    }
+    for (size_t i = 0; i < s->m->n_options; i++)
+        assert_non_null(s->m->options[i].help);
+    for (size_t i = 0; i < s->m->n_info; i++)
+        assert_true(strlen(s->m->info[i].help) > 0);
+    if (s->m->iterations_option)
+        assert_non_null(gp_method_option_spec(s->m, s->m->iterations_option));
+    if (s->m->restarts_option)
+        assert_non_null(gp_method_option_spec(s->m, s->m->restarts_option));
+}
+
+/* ---- the one body ---- */
+
+static void method_contract(void **state)
+{
+    const gp_method *m = *state;
+    fit_setup s;
+    setup_for(&s, m);
+    gp_fit_request req;
+    request(&s, &req);
+    gp_model *model = fit_or_fail(&s, &req);
+    check_report(&s, model);
+    check_prediction(&s, model);
+    check_samples(&s, model);
+    check_roundtrip(&s, model);
+    gp_model_free(model);
+    check_progress_and_cancel(&s);
+    check_bad_data(&s);
+    check_threads(&s);
+    check_kernels(&s);
+    gp_kernel_free(s.kernel);
+}
+
+int main(void)
+{
+    size_t n = gp_method_count();
+    struct CMUnitTest *tests = calloc(n, sizeof *tests);
+    if (tests == NULL)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(method_contract,
+                                                                (void *)gp_method_at(i));
+        tests[i].name = gp_method_at(i)->name;
+    }
+    int rc = _cmocka_run_group_tests("method_contract", tests, n, NULL, NULL);
+    free(tests);
+    return rc;
+}

@@ -1,0 +1,107 @@
+/* The unit tests' shared checks: closeness of numbers and arrays, and one
+ * finite-difference gradient checker. Header-only (static inline), as
+ * api_testutil.h, so that the benchmarks, which link the tests' support
+ * objects without cmocka, never see it; include after cmocka.h.
+ *
+ * Closeness: |got - want| <= atol + rtol |want|, the rule of numpy.isclose.
+ * A failure names what was compared (a printf format) and both values with
+ * 17 digits, so a test's output shows the digit that differs. */
+#ifndef GP_TESTUTIL_H
+#define GP_TESTUTIL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* The one closeness check: fails unless |got - want| <= tol (NaN never passes;
+ * equal infinities do). Every rule of the tests (numpy's, relative to the
+ * larger value, relative with a floor) computes its tol and calls this. */
+static inline void tu_assert_within(double got, double want, double tol, const char *what, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static inline void tu_assert_within(double got, double want, double tol, const char *what, ...)
+{
+    if (got == want || fabs(got - want) <= tol)
+        return;
+    char label[256];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(label, sizeof label, what, ap);
+    va_end(ap);
+    fail_msg("%s: got %.17g, want %.17g (|diff| %.3g, tol %.3g)", label, got, want,
+             fabs(got - want), tol);
+}
+
+static inline int tu_close(double got, double want, double rtol, double atol)
+{
+    if (isnan(got) || isnan(want))
+        return 0;
+    if (got == want) /* equal infinities included */
+        return 1;
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+static inline void tu_assert_close(double got, double want, double rtol, double atol,
+                                   const char *what, ...) __attribute__((format(printf, 5, 6)));
+
+static inline void tu_assert_close(double got, double want, double rtol, double atol,
+                                   const char *what, ...)
+{
+    if (tu_close(got, want, rtol, atol))
+        return;
+    char label[256];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(label, sizeof label, what, ap);
+    va_end(ap);
+    tu_assert_within(got, want, atol + rtol * fabs(want), "%s", label);
+}
+
+/* Every entry of got against want (count entries each). */
+static inline void tu_assert_close_array(const double *got, const double *want, size_t count,
+                                         double rtol, double atol, const char *what)
+{
+    for (size_t i = 0; i < count; i++)
+        tu_assert_close(got[i], want[i], rtol, atol, "%s[%zu]", what, i);
+}
+
+/* ---- the finite-difference gradient checker ---- */
+
+/* f(ctx, x) at the point x (n entries); returns the value. */
+typedef double (*tu_scalar_fn)(void *ctx, const double *x);
+
+/* Names coordinate i into buf (for the failure message). */
+typedef void (*tu_name_fn)(void *ctx, size_t i, char *buf, size_t len);
+
+/* Central differences with step `step`; coordinate i passes when
+ *   |analytic_i - fd_i| <= atol + rtol * max(floor, |fd_i|). */
+typedef struct tu_fd_spec {
+    double step, rtol, atol, floor;
+} tu_fd_spec;
+
+/* Check the analytic gradient (n entries) of f at x (restored on return)
+ * against central differences, coordinate by coordinate. */
+static inline void tu_check_gradient(tu_scalar_fn f, void *ctx, double *x, size_t n,
+                                     const double *analytic, tu_fd_spec spec, tu_name_fn name,
+                                     const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        double xi = x[i];
+        x[i] = xi + spec.step;
+        double fp = f(ctx, x);
+        x[i] = xi - spec.step;
+        double fm = f(ctx, x);
+        x[i] = xi;
+        double fd = (fp - fm) / (2.0 * spec.step);
+        char label[128];
+        if (name)
+            name(ctx, i, label, sizeof label);
+        else
+            snprintf(label, sizeof label, "x[%zu]", i);
+        tu_assert_within(analytic[i], fd, spec.atol + spec.rtol * fmax(spec.floor, fabs(fd)),
+                         "%s: d/d %s (analytic vs central difference)", what, label);
+    }
+}
+
+#endif
