@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/linalg/linalg.h"
+#include "core/optim/driver.h"
 #include "core/optim/optim.h"
 #include "core/base/rng.h"
 
@@ -391,31 +392,30 @@ int gp_inducing_post_import(const gp_model *model, const gp_state *st, gp_induci
     return rc;
 }
 
-/* ---- the fit driver ---- */
+/* ---- the fit: the objective over (free kernel parameters, noise, Z) ---- */
 
-typedef struct driver {
+typedef struct inducing_problem {
     gp_kernel *k;
     const gp_noise_param *np;
     double *Z;
     size_t m, d;
-    const gp_fit_request *req;
     const gp_inducing_fit_spec *spec;
     size_t n_kparams, n_free;
     size_t *free_idx;
     double *theta, *grad, *gz;
-} driver;
+} inducing_problem;
 
-static size_t driver_dim(const driver *dr)
+static size_t problem_dim(const inducing_problem *dr)
 {
     return dr->n_free + (dr->np->learned ? 1 : 0) + (dr->spec->optimize_z ? dr->m * dr->d : 0);
 }
 
-static double driver_noise(const driver *dr, const double *x)
+static double problem_noise(const inducing_problem *dr, const double *x)
 {
     return gp_noise_param_value(dr->np, dr->np->learned ? x[dr->n_free] : 0.0);
 }
 
-static void driver_apply(driver *dr, const double *x)
+static void problem_apply(inducing_problem *dr, const double *x)
 {
     for (size_t i = 0; i < dr->n_free; i++)
         dr->theta[dr->free_idx[i]] = x[i];
@@ -425,11 +425,11 @@ static void driver_apply(driver *dr, const double *x)
 }
 
 /* -F and its gradient over the free parameters; +inf where F fails. */
-static double driver_objective(void *ctx, const double *x, double *g)
+static double problem_objective(void *ctx, const double *x, double *g)
 {
-    driver *dr = ctx;
-    driver_apply(dr, x);
-    double s2 = driver_noise(dr, x), f;
+    inducing_problem *dr = ctx;
+    problem_apply(dr, x);
+    double s2 = problem_noise(dr, x), f;
     if (!isfinite(s2))
         return INFINITY;
     int optz = dr->spec->optimize_z;
@@ -447,16 +447,7 @@ static double driver_objective(void *ctx, const double *x, double *g)
     return -f;
 }
 
-static int driver_progress(void *ctx, int iteration, double f)
-{
-    driver *dr = ctx;
-    if (dr->req == NULL || dr->req->progress == NULL)
-        return 0;
-    return dr->req->progress(dr->req->progress_ctx, dr->spec->iteration_base + iteration,
-                             dr->spec->max_total, -f + dr->spec->objective_offset);
-}
-
-static void driver_free(driver *dr)
+static void problem_free(inducing_problem *dr)
 {
     free(dr->free_idx);
     free(dr->theta);
@@ -464,9 +455,8 @@ static void driver_free(driver *dr)
     free(dr->gz);
 }
 
-static int driver_init(driver *dr, gp_kernel *k, const gp_noise_param *np, double *Z, size_t m,
-                       const gp_fit_request *req, const gp_inducing_fit_spec *spec,
-                       gp_error *err)
+static int problem_init(inducing_problem *dr, gp_kernel *k, const gp_noise_param *np, double *Z,
+                        size_t m, const gp_inducing_fit_spec *spec, gp_error *err)
 {
     memset(dr, 0, sizeof *dr);
     dr->k = k;
@@ -474,7 +464,6 @@ static int driver_init(driver *dr, gp_kernel *k, const gp_noise_param *np, doubl
     dr->Z = Z;
     dr->m = m;
     dr->d = k->input_dim;
-    dr->req = req;
     dr->spec = spec;
     dr->n_kparams = gp_kernel_n_params(k);
     unsigned char *mask = malloc(dr->n_kparams + 1);
@@ -484,7 +473,7 @@ static int driver_init(driver *dr, gp_kernel *k, const gp_noise_param *np, doubl
     dr->gz = gp_alloc_doubles(m * dr->d, err);
     if (!mask || !dr->free_idx || !dr->theta || !dr->grad || !dr->gz) {
         free(mask);
-        driver_free(dr);
+        problem_free(dr);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
     gp_kernel_get_params(k, dr->theta);
@@ -496,7 +485,7 @@ static int driver_init(driver *dr, gp_kernel *k, const gp_noise_param *np, doubl
     return GP_OK;
 }
 
-static void driver_start(const driver *dr, double *x)
+static void problem_start(const inducing_problem *dr, double *x)
 {
     for (size_t i = 0; i < dr->n_free; i++)
         x[i] = dr->theta[dr->free_idx[i]];
@@ -511,49 +500,51 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
                          const gp_fit_request *req, const gp_inducing_fit_spec *spec,
                          gp_diagnostics *diag, gp_error *err)
 {
-    driver dr;
-    int rc = driver_init(&dr, k, np, Z, m, req, spec, err);
+    inducing_problem dr;
+    int rc = problem_init(&dr, k, np, Z, m, spec, err);
     if (rc)
         return rc;
-    size_t dim = driver_dim(&dr);
+    size_t dim = problem_dim(&dr);
     double *x = gp_alloc_doubles(dim ? dim : 1, err);
     if (x == NULL) {
-        driver_free(&dr);
+        problem_free(&dr);
         return GP_ENOMEM;
     }
-    driver_start(&dr, x);
+    problem_start(&dr, x);
     if (dim == 0) {
         *s2 = np->start;
         diag->converged = 1;
         if (spec->result_f)
-            *spec->result_f = -driver_objective(&dr, x, x);
+            *spec->result_f = -problem_objective(&dr, x, x);
     } else {
-        gp_lbfgs_options opt;
-        gp_lbfgs_default_options(&opt);
+        gp_driver_options opt;
+        gp_driver_default_options(&opt);
         opt.max_iterations = spec->max_iterations;
-        opt.max_evaluations = 20 * spec->max_iterations;
-        opt.rel_tol = spec->tolerance;
-        gp_optim_result res;
-        memset(&res, 0, sizeof res);
-        rc = gp_lbfgs_minimize(driver_objective, &dr, x, dim, &opt, driver_progress, &dr, &res,
-                               err);
+        opt.tolerance = spec->tolerance;
+        if (req) {
+            opt.progress = req->progress;
+            opt.progress_ctx = req->progress_ctx;
+        }
+        opt.iteration_base = spec->iteration_base;
+        opt.max_total = spec->max_total;
+        opt.objective_offset = spec->objective_offset;
+        gp_driver_result res;
+        rc = gp_driver_minimize(problem_objective, &dr, x, dim, &opt, &res, err);
         diag->iterations += res.iterations;
         diag->evaluations += res.evaluations;
         diag->converged = res.converged;
-        if (rc == GP_ECANCELLED)
-            gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
-        else if (rc == GP_ENOTPD)
+        if (rc == GP_ENOTPD)
             gp_error_set(err, GP_ENOTPD, NULL,
                          "the bound cannot be evaluated at the starting point");
         if (rc == GP_OK) {
-            driver_apply(&dr, x); /* the best point: kernel and Z */
-            *s2 = driver_noise(&dr, x);
+            problem_apply(&dr, x); /* the best point: kernel and Z */
+            *s2 = problem_noise(&dr, x);
             if (spec->result_f)
                 *spec->result_f = -res.f;
         }
     }
     free(x);
-    driver_free(&dr);
+    problem_free(&dr);
     return rc;
 }
 

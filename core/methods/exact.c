@@ -14,7 +14,7 @@
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
-#include "core/optim/optim.h"
+#include "core/optim/driver.h"
 #include "core/base/rng.h"
 
 /* Predict works on blocks of test points whose N x B cross-covariance buffer
@@ -22,8 +22,6 @@
  * one dtrsm, the bound keeps memory flat for large N. */
 #define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
 #define PREDICT_BLOCK_MIN 16
-/* Restarts start from the initial log-parameters plus U(-RESTART_SPREAD, +RESTART_SPREAD). */
-#define RESTART_SPREAD 2.302585092994046 /* log(10) */
 
 typedef struct exact_impl {
     size_t n, d;
@@ -87,10 +85,7 @@ typedef struct fit_problem {
     double *theta;         /* all kernel parameters */
     double *grad;          /* n_kparams + 1 */
     double *A, *alpha;     /* n x n and n workspaces */
-    /* progress */
-    const gp_fit_request *req;
-    double lml_offset;     /* working -> original units */
-    int iteration_base, max_total;
+    double lml_offset;     /* working -> original units, for progress */
 } fit_problem;
 
 static size_t problem_dim(const fit_problem *p)
@@ -118,22 +113,14 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double s2 = problem_noise(p, x), lml;
     if (!isfinite(s2))
         return INFINITY;
-    if (gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->y, p->A, p->alpha, &lml, p->grad, NULL, NULL))
+    if (gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->y, p->A, p->alpha, &lml, p->grad, NULL,
+                             NULL))
         return INFINITY;
     for (size_t i = 0; i < p->n_free_kernel; i++)
         g[i] = -p->grad[p->free_idx[i]];
     if (p->noise.learned)
         g[p->n_free_kernel] = -gp_noise_param_grad(&p->noise, s2, p->grad[p->n_kparams]);
     return -lml;
-}
-
-static int problem_progress(void *ctx, int iteration, double f)
-{
-    fit_problem *p = ctx;
-    if (p->req->progress == NULL)
-        return 0;
-    return p->req->progress(p->req->progress_ctx, p->iteration_base + iteration, p->max_total,
-                            -f + p->lml_offset);
 }
 
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
@@ -143,7 +130,6 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
     p->Xt = Xt;
     p->y = y;
     p->n = req->n;
-    p->req = req;
     p->lml_offset = -(double)req->n * log(model->y_scale);
     int rc = gp_kernel_copy(&p->k, model->kernel, err);
     if (rc)
@@ -191,59 +177,27 @@ static void problem_start(const fit_problem *p, double *x)
         x[p->n_free_kernel] = gp_noise_param_x0(&p->noise);
 }
 
-/* Run L-BFGS from the initial point and from `restarts` seeded perturbations of it;
- * best holds the best point found. */
+/* The driver from the initial point and `restarts` seeded perturbations of it;
+ * best receives the best point found. */
 static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *req, double *best,
                     gp_diagnostics *diag, gp_error *err)
 {
-    size_t dim = problem_dim(p);
-    int restarts = (int)gp_option_number(m, req, "restarts");
-    gp_lbfgs_options opt;
-    gp_lbfgs_default_options(&opt);
+    gp_driver_options opt;
+    gp_driver_default_options(&opt);
     opt.max_iterations = (int)gp_option_number(m, req, "max_iterations");
-    opt.max_evaluations = 20 * opt.max_iterations;
-    opt.rel_tol = gp_option_number(m, req, "tolerance");
-    p->max_total = opt.max_iterations * (restarts + 1);
-
-    double *start = gp_alloc_doubles(dim, err), *x = gp_alloc_doubles(dim, err);
-    if (start == NULL || x == NULL) {
-        free(start);
-        free(x);
-        return GP_ENOMEM;
-    }
-    problem_start(p, start);
-    double best_f = INFINITY;
-    int rc = GP_OK;
-    for (int r = 0; r <= restarts && rc == GP_OK; r++) {
-        memcpy(x, start, dim * sizeof *x);
-        if (r > 0) {
-            gp_rng rng;
-            gp_rng_derive(&rng, req->seed, (uint64_t)r);
-            for (size_t i = 0; i < dim; i++)
-                x[i] += RESTART_SPREAD * (2.0 * gp_rng_uniform(&rng) - 1.0);
-        }
-        gp_optim_result res;
-        gp_error run_err;
-        int run_rc = gp_lbfgs_minimize(problem_objective, p, x, dim, &opt, problem_progress, p,
-                                       &res, &run_err);
-        p->iteration_base += res.iterations;
-        diag->iterations += res.iterations;
-        diag->evaluations += res.evaluations;
-        if (run_rc == GP_ECANCELLED)
-            rc = gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
-        else if (run_rc == GP_OK && res.f < best_f) {
-            best_f = res.f;
-            diag->converged = res.converged;
-            memcpy(best, x, dim * sizeof *x);
-        } else if (run_rc != GP_OK && r == 0 && restarts == 0)
-            rc = gp_error_set(err, run_rc, run_err.field, "%s", run_err.message);
-    }
-    diag->restarts = restarts;
-    if (rc == GP_OK && !isfinite(best_f))
-        rc = gp_error_set(err, GP_ENOTPD, NULL,
-                          "no starting point gave a positive definite covariance");
-    free(start);
-    free(x);
+    opt.tolerance = gp_option_number(m, req, "tolerance");
+    opt.restarts = (int)gp_option_number(m, req, "restarts");
+    opt.seed = req->seed;
+    opt.progress = req->progress;
+    opt.progress_ctx = req->progress_ctx;
+    opt.objective_offset = p->lml_offset;
+    problem_start(p, best);
+    gp_driver_result res;
+    int rc = gp_driver_minimize(problem_objective, p, best, problem_dim(p), &opt, &res, err);
+    diag->iterations += res.iterations;
+    diag->evaluations += res.evaluations;
+    diag->converged = res.converged;
+    diag->restarts = res.restarts;
     return rc;
 }
 

@@ -449,7 +449,8 @@ static const gp_info_spec sgpr_info[] = {
     {"trace_fraction", GP_INFO_NUMBER,
      "tr(Kff - Q) / tr(Kff)"},
     {"exact_lml", GP_INFO_NUMBER,
-     "the exact log marginal likelihood at the fitted hyperparameters (up to 5000 training points)"},
+     "the exact log marginal likelihood at the fitted hyperparameters (up to 5000 "
+     "training points)"},
     {"gap", GP_INFO_NUMBER,
      "exact_lml minus the bound: the KL divergence of q from the posterior (with exact_lml)"},
 };

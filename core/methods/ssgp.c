@@ -18,6 +18,7 @@
 #include "core/features/rff.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
+#include "core/optim/driver.h"
 #include "core/optim/optim.h"
 #include "core/base/rng.h"
 
@@ -125,7 +126,7 @@ typedef struct fit_problem {
     double noise;           /* the noise variance of the last problem_apply */
     const gp_fit_request *req;
     double lml_offset;
-    int iteration_base, max_total;
+    int iteration_base; /* progress continues over the fits of one request */
 } fit_problem;
 
 static size_t problem_dim(const fit_problem *p)
@@ -199,15 +200,6 @@ static double problem_objective(void *ctx, const double *x, double *g)
         for (size_t j = 0; j < p->rp.R * d; j++)
             g[i++] = -p->g_omega[j];
     return -lml;
-}
-
-static int problem_progress(void *ctx, int iteration, double f)
-{
-    fit_problem *p = ctx;
-    if (p->req->progress == NULL)
-        return 0;
-    return p->req->progress(p->req->progress_ctx, p->iteration_base + iteration, p->max_total,
-                            -f + p->lml_offset);
 }
 
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
@@ -290,21 +282,20 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
         best_lengthscale_start(p, x);
     int rc = GP_OK;
     if (dim > 0) {
-        gp_lbfgs_options opt;
-        gp_lbfgs_default_options(&opt);
+        gp_driver_options opt;
+        gp_driver_default_options(&opt);
         opt.max_iterations = (int)gp_option_number(m, req, "max_iterations");
-        opt.max_evaluations = 20 * opt.max_iterations;
-        opt.rel_tol = gp_option_number(m, req, "tolerance");
-        p->max_total = opt.max_iterations;
-        gp_optim_result res;
-        rc = gp_lbfgs_minimize(problem_objective, p, x, dim, &opt, problem_progress, p, &res,
-                               err);
+        opt.tolerance = gp_option_number(m, req, "tolerance");
+        opt.progress = req->progress;
+        opt.progress_ctx = req->progress_ctx;
+        opt.iteration_base = p->iteration_base;
+        opt.objective_offset = p->lml_offset;
+        gp_driver_result res;
+        rc = gp_driver_minimize(problem_objective, p, x, dim, &opt, &res, err);
         p->iteration_base += res.iterations;
         diag->iterations += res.iterations;
         diag->evaluations += res.evaluations;
         diag->converged = rc == GP_OK && res.converged;
-        if (rc == GP_ECANCELLED)
-            gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
     } else
         diag->converged = 1;
     if (rc == GP_OK)
@@ -746,7 +737,8 @@ static const gp_info_spec ssgp_info[] = {
     {"learn_frequencies", GP_INFO_STRING,
      "\"true\" when the frequencies were optimised as hyperparameters"},
     {"auto_redrawn", GP_INFO_STRING,
-     "auto only: \"true\" when the choice changed at the learned lengthscales and the frequencies were redrawn and refitted"},
+     "auto only: \"true\" when the choice changed at the learned lengthscales and the "
+     "frequencies were redrawn and refitted"},
 };
 
 const gp_method gp_method_ssgp = {
