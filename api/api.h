@@ -4,7 +4,7 @@
  * store, and fills a gp_response: a status code, a content type and a body.
  *
  * Every error, whatever the route, has one JSON shape and one status from the
- * DESIGN catalogue:
+ * error catalogue (docs/design/api.md):
  *   {"error": {"code": "invalid_argument", "message": "...", "field": "X[3]"}}
  * (field omitted when empty). JSON never carries NaN or Inf; numbers are
  * written with 17 significant digits.

@@ -1,5 +1,5 @@
 /* Request JSON: parsing (jansson), typed field access and numeric matrices,
- * with every error naming its field as the DESIGN does ("X[3][1]", "y[7]"). */
+ * with every error naming its field as docs/design/api.md says ("X[3][1]", "y[7]"). */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Kernels in JSON (DESIGN "Kernels in JSON"), both ways:
+/* Kernels in JSON (docs/design/api.md, "Kernels in JSON"), both ways:
  *   {"type": "rbf", "ard": true, "lengthscale": 1.0 | [..], "variance": 1.0,
  *    "alpha": 1.0 (rq), "period": 1.0 (periodic), "active_dims": [0, 2],
  *    "fixed": false | true | ["variance", "lengthscale", "alpha", "period"]}

@@ -1,8 +1,8 @@
-/* Benchmark of the random-feature frequency samplers (core/features.h) on
+/* Benchmark of the random-feature frequency samplers (core/features/sample.h) on
  * kernel approximation: the protocol of Figure 2 of "Stein Random Feature
- * Regression" (methods note stein-random-features.md §3.3), plus a Matérn-3/2
+ * Regression" (docs/methods/stein-random-features.md §3.3), plus a Matérn-3/2
  * extension (§3.4) and a sweep over the spread of the inputs (§2.2b) that sets
- * the thresholds of gp_freq_sampler_auto (core/features_auto.c).
+ * the thresholds of gp_freq_sampler_auto (core/features/auto.c).
  *
  * Run from the repository root:
  *   build/bench/bench_kernel_approx [--sweep r,d,matern,spread|all] [--seeds N]
@@ -602,7 +602,7 @@ static void print_cell(double ours, double paper)
     printf(" |");
 }
 
-/* ---- paper numbers (methods note §3.3: mean of the 5 runs of the CSVs) ---- */
+/* ---- paper numbers (docs/methods/stein-random-features.md §3.3: mean of the 5 runs of the CSVs) ---- */
 
 static const size_t r_values[] = {10, 50, 100, 200, 300, 500, 750, 1000};
 #define N_R (sizeof r_values / sizeof r_values[0])
@@ -948,7 +948,7 @@ int main(int argc, char **argv)
     gp_stein_options so;
     stein_options(&o, V_STEIN, &so);
     printf("# bench_kernel_approx\n\n");
-    printf("Kernel approximation (methods note §3.3 protocol): N = %zu, X ~ U[0,1]^d, unit "
+    printf("Kernel approximation (docs/methods/stein-random-features.md §3.3 protocol): N = %zu, X ~ U[0,1]^d, unit "
            "lengthscale, relative Frobenius error, mean of %d seeds%s. Stein: %d SVGD "
            "iterations, Adam step %g, anneal power %g, %d cycles, weight decay %g, init %s; "
            "gp_parallel threads %d.\n\n",

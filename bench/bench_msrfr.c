@@ -1,7 +1,7 @@
 /* Benchmark of the `msrfr` method (mixture Stein random feature regression):
  * Table 1 of Warren, Oliveira, Ramos (UAI 2024) on airfoil, concrete, energy
- * and wine_red with the paper's final settings (methods note
- * stein-random-features §5.1-5.5), next to learned-frequency `ssgp` at R and
+ * and wine_red with the paper's final settings (docs/methods/stein-random-features.md §5.1-5.5),
+ * next to learned-frequency `ssgp` at R and
  * at R* = floor((M R^3)^(1/3)) and the exact GP, with the paper's rows beside.
  *
  * Run from the repository root (bench/run.sh runs it without arguments: the
@@ -19,7 +19,7 @@
  * idle). The noise_calibrate row (learned noise and calibrate) runs only when
  * --variants names it.
  *
- * Data (note §5.1): $GPSERVE_DATASETS or ../shared/datasets (skipped with a
+ * Data (docs/methods/stein-random-features.md §5.1): $GPSERVE_DATASETS or ../shared/datasets (skipped with a
  * message when absent). X: MinMax to [0, 1] fit on the FULL dataset (wine:
  * standardised with the full data's mean and population std instead); energy:
  * its 6 continuous columns MinMax plus one-hot orientation (column 6, values
@@ -27,7 +27,7 @@
  * features. y standardised with the full data's mean and population std;
  * every fit gets standardize = 0, so the models see exactly these units.
  *
- * Splits (note §5.2): split k is a seeded permutation (gp_rng_seed(seed_base
+ * Splits (docs/methods/stein-random-features.md §5.2): split k is a seeded permutation (gp_rng_seed(seed_base
  * * 1000 + k), Fisher-Yates with gp_rng_below; seed_base 42 for airfoil, 2024
  * for the others, the paper's JAX keys, though the permutations differ from
  * theirs); its first floor(frac N) rows are the test set (frac 0.1, energy
@@ -78,7 +78,7 @@
 #define COVER_Z 1.95
 #define CALIB_NLPD_TOL 0.2
 
-/* ---- configuration (note §5.3, §5.5) ---- */
+/* ---- configuration (docs/methods/stein-random-features.md §5.3, §5.5) ---- */
 
 typedef struct paper_row {
     double rmse, rmse_sd, nlpd, nlpd_sd, cover; /* cover < 0: not reported */
@@ -244,7 +244,7 @@ static int dataset_selected(const options *o, const dataset_config *c)
     return gp_bench_list_has(o->datasets, c->name);
 }
 
-/* ---- data preparation (note §5.1) ---- */
+/* ---- data preparation (docs/methods/stein-random-features.md §5.1) ---- */
 
 /* Column j of X (n rows) scaled in place: MinMax to [0, 1] or standardised
  * (population std); a constant column becomes 0. */
@@ -357,7 +357,7 @@ static int prepare(const dataset_config *c, prepared *p, gp_error *err)
     return GP_OK;
 }
 
-/* ---- splits (note §5.2) ---- */
+/* ---- splits (docs/methods/stein-random-features.md §5.2) ---- */
 
 static int compare_size(const void *a, const void *b)
 {
@@ -834,9 +834,9 @@ int main(int argc, char **argv)
            "-log of the true predictive (the mixture of the M components for msrfr) in "
            "original units; NLPD paper: -log of the joint density of the whole test vector "
            "under the mixture of M joint diagonal Gaussians (a sum over the test set, "
-           "standardised units, note §5.4); coverage of mean ± 1.95 sd (moment-matched); "
+           "standardised units, docs/methods/stein-random-features.md §5.4); coverage of mean ± 1.95 sd (moment-matched); "
            "fit s: wall time of gp_model_fit; noise: the fitted noise variance in "
-           "standardised units. Paper rows: RMSE and NLPD from Table 1 (note §5.5; /pt = "
+           "standardised units. Paper rows: RMSE and NLPD from Table 1 (docs/methods/stein-random-features.md §5.5; /pt = "
            "the sum over n_test, standardised, not comparable with our per-point column), "
            "coverage from the note's unreported-coverage line. Our ssgp fits by L-BFGS (the "
            "paper's SSGP by Adam, 1000 epochs); it also learns the kernel variance.\n\n",

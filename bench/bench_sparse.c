@@ -1,6 +1,6 @@
 /* Benchmark of the inducing-point methods `sgpr` (sparse variational GP,
- * Titsias collapsed bound, core/sgpr.h) and `renyi` (Renyi alpha-divergence
- * sparse GP, dense O(N^3) path, core/renyi.h) next to the exact GP; the
+ * Titsias collapsed bound, core/methods/sgpr.h) and `renyi` (Renyi alpha-divergence
+ * sparse GP, dense O(N^3) path, core/methods/renyi.h) next to the exact GP; the
  * content of bench/results/sparse.md.
  *
  * Run from the repository root (bench/run.sh runs it without arguments: the

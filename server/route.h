@@ -1,4 +1,4 @@
-/* gpserve server: the HTTP API v1 route table (DESIGN "HTTP API (v1)").
+/* gpserve server: the HTTP API v1 route table (docs/design/api.md, "Routes").
  * Pure string work, no libmicrohttpd: testable on its own. */
 #ifndef GP_SERVER_ROUTE_H
 #define GP_SERVER_ROUTE_H

@@ -14,7 +14,7 @@
  * others wrote. (An in-memory database, path ":memory:", cannot be shared by
  * two connections: it uses one for both, so its reads wait for its writes.)
  *
- * Schema (DESIGN.md, with one departure: an array larger than GP_STORE_PART_BYTES
+ * Schema (docs/design/storage.md, with one departure from the original contract: an array larger than GP_STORE_PART_BYTES
  * (below SQLite's 1e9-byte default blob limit) is stored in several rows,
  * `part` 0, 1, ..., each a multiple of 8 bytes; an empty array is one part 0
  * with a zero-length blob), and jobs has a `result` column:
@@ -28,7 +28,7 @@
  *   jobs(id TEXT PRIMARY KEY, model_name TEXT, status TEXT, progress TEXT,
  *        error TEXT, result TEXT, created_at TEXT, updated_at TEXT)
  *
- * Every function returns 0 or a negative GP_E* code (core/error.h) and fills
+ * Every function returns 0 or a negative GP_E* code (core/base/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
  * or "id"), GP_ENOTREADY when the database cannot be used (cannot be opened,
  * is not a database, has a newer schema, or stays locked by another connection

@@ -18,7 +18,7 @@
  *
  * Every function returns 0 or a negative GP_E* code and fills err (may be
  * NULL). Nothing here aborts on a bad file: sizes and parse errors are checked.
- * Plain C11 + POSIX; uses gp_rng (core/rng.h) for subsampling. */
+ * Plain C11 + POSIX; uses gp_rng (core/base/rng.h) for subsampling. */
 #ifndef GP_BENCH_DATASET_H
 #define GP_BENCH_DATASET_H
 

@@ -1,5 +1,5 @@
 /* gpserve core: the spread of training inputs in lengthscale units and the
- * frequency sampler `auto` picks from it (core/features.h).
+ * frequency sampler `auto` picks from it (core/features/sample.h).
  *
  * Pure computation: no I/O, no allocation. The thresholds are measured by
  * bench/bench_kernel_approx (the spread sweep, bench/results/kernel_approx.md);

@@ -9,7 +9,7 @@
 #include "core/features/sample.h"
 
 /* The spread of training inputs in lengthscale units, the quantity that
- * decides which sampler approximates the kernel best (methods note §2.2b):
+ * decides which sampler approximates the kernel best (docs/methods/stein-random-features.md §2.2b):
  *   spread = sqrt(12 * mean_k var_k / l_k^2)
  * over the d columns of X (n x d column-major), with var_k the population
  * variance of column k and l_k = 1 / inv_ls[k]. Points uniform on [0, s]^d

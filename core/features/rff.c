@@ -1,5 +1,5 @@
 /* The sparse-spectrum GP of one frequency matrix: features, the low-rank LML
- * and its analytic gradient (core/features.h part 2; methods note §1.2-1.4).
+ * and its analytic gradient (core/features/rff.h; docs/methods/stein-random-features.md §1.2-1.4).
  *
  * Everything is O(N R d + N R^2 + R^3): the N x 2R design matrix Phi, the
  * 2R x 2R matrix A = Phi^T Phi + s I and its Cholesky factor. The gradient with
@@ -113,7 +113,7 @@ typedef struct trig_task {
 } trig_task;
 
 /* Z is in Phi's first R columns; overwrite them with scale cos Z and the next R
- * with scale sin Z, for the task's rows (core/fastmath.h: libm's cos and sin
+ * with scale sin Z, for the task's rows (core/linalg/fastmath.h: libm's cos and sin
  * were a third of one LML evaluation). */
 static void trig_rows(void *ctx, size_t task)
 {

@@ -1,5 +1,5 @@
 /* gpserve core: frequency samplers and the feature-kernel error (features.h
- * part 1; methods note §2-§3).
+ * part 1; docs/methods/stein-random-features.md §2-§3).
  *
  * Every sampler draws from its own fixed stream of the seed (gp_rng_derive
  * with the stream indices below), so a draw is a function of the seed alone
@@ -44,7 +44,7 @@ const char *gp_freq_sampler_name(gp_freq_sampler s)
 
 void gp_stein_default_options(gp_stein_options *opt)
 {
-    /* Tuned on the Figure 2 protocol (methods note §3.3; N = 1000 points
+    /* Tuned on the Figure 2 protocol (docs/methods/stein-random-features.md §3.3; N = 1000 points
      * U[0,1]^d, RBF), starting from scrambled Halton: no annealing converges
      * fastest (and annealing's repulsion-only restarts overdisperse heavy
      * Student-t tails); step 0.1 settles closer to the fixed point than 0.3

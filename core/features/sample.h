@@ -5,7 +5,7 @@
  * `auto` choice in core/features/auto.h); part 2 is core/features/rff.h.
  *
  * 1. Frequency samplers. R frequencies omega_r in R^d (an R x d column-major
- *    matrix, one frequency per row) for a spectral density of core/kernel.h
+ *    matrix, one frequency per row) for a spectral density of core/kernel/kernel.h
  *    (unit lengthscale: inputs are divided by their lengthscales first):
  *      mc     i.i.d. draws (gp_spectral_sample)
  *      qmc    scrambled Halton through the normal quantile; for Student-t one
@@ -19,11 +19,11 @@
  *      stein  Stein random features: start from qmc (or mc) and move the R
  *             frequencies by SVGD towards the density (its score only), with
  *             the Adam + weight decay + cyclic annealing step of the authors'
- *             code (methods note §2.3, §3.1) and the median bandwidth rule of
- *             gp_svgd_options (total by default: note §2.2a).
+ *             code (docs/methods/stein-random-features.md §2.3, §3.1) and the median bandwidth rule of
+ *             gp_svgd_options (total by default: docs/methods/stein-random-features.md §2.2a).
  *    Every draw is a function of the seed alone: same seed, same frequencies.
  *
- * 2. The sparse-spectrum GP of one frequency matrix (methods note §1.2-1.5),
+ * 2. The sparse-spectrum GP of one frequency matrix (docs/methods/stein-random-features.md §1.2-1.5),
  *    with an amplitude a2 (the kernel's variance) the note leaves as optional:
  *      phi(x) = sqrt(a2 / R) [cos(Omega x~), sin(Omega x~)],  x~ = x / l
  *      A = Phi^T Phi + s I_{2R},  alpha = A^{-1} Phi^T y

@@ -1,9 +1,9 @@
 /* gpserve core: the inducing-point machinery shared by sgpr and renyi.
  *
- * Notation (methods/renyi-gp.md §0): M inducing inputs Z, u = f(Z),
+ * Notation (docs/methods/renyi-gp.md §0): M inducing inputs Z, u = f(Z),
  *   Kuu + jitter I = L L^T,   V = L^{-1} Kuf (M x N),   Q = V^T V.
  * The jitter is GP_INDUCING_JITTER times the mean of diag k(Z, Z) (it scales
- * with the kernel variance, note §7.6) and the SAME jittered Kuu is used in
+ * with the kernel variance, docs/methods/renyi-gp.md §7.6) and the SAME jittered Kuu is used in
  * the bound, its gradient and prediction, so Kff - Q stays PSD. Its
  * derivative is part of every gradient (gp_inducing_contract).
  *
@@ -98,7 +98,7 @@ int gp_inducing_fit(gp_kernel *k, const gp_noise_param *np, double *s2,
                     double *Z, size_t *m, const gp_fit_request *req, gp_inducing_fit_spec *spec,
                     gp_diagnostics *diag, gp_error *err);
 
-/* ---- the fitted posterior over u, whitened (renyi note §1.2, §3.1) ----
+/* ---- the fitted posterior over u, whitened (docs/methods/renyi-gp.md §1.2, §3.1) ----
  * g = L^{-1} u ~ N(mt, C). At a test point x*, aw = L^{-1} k(Z, x*):
  *   mean  = aw . mt
  *   var_f = max(k** - aw.aw, 0) + max(aw^T C aw, 0)   (two non-negative terms)

@@ -1,4 +1,4 @@
-/* gpserve core: choosing the inducing inputs Z (see core/inducing.h).
+/* gpserve core: choosing the inducing inputs Z (see core/inducing/inducing.h).
  *
  *   greedy  pivoted Cholesky of Kff: the n x M partial factor and the
  *           residual diagonal, one kernel column k(X, x_p) per pivot.

@@ -898,7 +898,7 @@ static void mirror_lower(double *K, size_t n, size_t ld)
     }
 }
 
-/* Pair loops run as tasks over column ranges (core/parallel.h). The ranges
+/* Pair loops run as tasks over column ranges (core/base/parallel.h). The ranges
  * depend only on the sizes, so sums come out the same for any thread count. */
 #define PAIR_PARTS 32
 #define PARALLEL_MIN_PAIRS 32768.0

@@ -1,7 +1,7 @@
 /* gpserve core: fast elementary functions for the hot loops.
  *
  * gp_sincos_scaled replaces the libm cos()/sin() pair of the random-feature
- * map (core/rff.c), where the two calls were about a third of one LML
+ * map (core/features/rff.c), where the two calls were about a third of one LML
  * evaluation. Accuracy against libm (tests/unit/test_fastmath.c): absolute
  * error at most 1.5 ulp of 1 (3.4e-16) for every finite input; inputs with
  * |z| > GP_SINCOS_FAST_MAX and non-finite ones go through libm itself (NaN

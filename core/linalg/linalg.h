@@ -39,7 +39,7 @@ typedef struct gp_chol_info {
     int attempts;   /* factorisations tried */
 } gp_chol_info;
 
-/* Jitter policy (DESIGN): NaN/Inf check first (GP_EDATA), then jitter 0, then
+/* Jitter policy (docs/design/numerics.md): NaN/Inf check first (GP_EDATA), then jitter 0, then
  * 1e-8 * mean(diag), x10 per retry up to 1e-2 * mean(diag); GP_ENOTPD after that,
  * naming the largest jitter tried.
  *

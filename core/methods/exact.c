@@ -1,4 +1,4 @@
-/* Exact GP regression: see core/exact.h.
+/* Exact GP regression: see core/methods/exact.h.
  *
  * Working units: the fit and the cached factors live in the model's working
  * units (standardised unless "standardize": false); predictions and samples are

@@ -1,10 +1,10 @@
-/* Mixture Stein random feature regression: see core/msrfr.h.
+/* Mixture Stein random feature regression: see core/methods/msrfr.h.
  *
  * Working units as in ssgp (standardised inputs and targets unless
  * "standardize": false). The fit holds the M particles pooled as one
  * P x d matrix W (P = M R; component m in rows m R .. m R + R - 1), the
  * layout of the SVGD step, and gathers each component's R x d block into
- * its own contiguous matrix for the random-feature LML (core/rff.c). The M
+ * its own contiguous matrix for the random-feature LML (core/features/rff.c). The M
  * LMLs of an iteration are independent and run on the cores (one workspace
  * per thread; a component's result does not depend on which thread or
  * workspace computed it), then the pooled SVGD step runs once. */
@@ -26,7 +26,7 @@
 #include "core/base/rng.h"
 
 #define LOG_2PI 1.8378770664093454836
-#define WEIGHT_DECAY 1e-4 /* the authors' decoupled weight decay (note §2.3) */
+#define WEIGHT_DECAY 1e-4 /* the authors' decoupled weight decay (docs/methods/stein-random-features.md §2.3) */
 /* Streams of the fit seed (gp_rng_derive): the held-out rows of calibrate,
  * and component m's initial frequencies at STREAM_INIT + m. */
 #define STREAM_HOLDOUT 1
@@ -288,7 +288,7 @@ static int state_alloc(fit_state *fs, gp_error *err)
     return gp_adam_init(&fs->adam_h, fs->n_ls, fs->set->ls_step, err);
 }
 
-/* The authors' lengthscale init (note §1.1): l_k = the median over all n^2
+/* The authors' lengthscale init (docs/methods/stein-random-features.md §1.1): l_k = the median over all n^2
  * ordered pairs (self pairs included) of the squared difference of input k:
  * the squared, not the plain, distance, a quirk kept for reproduction. A
  * column where most pairs are equal (binary, discrete) has median 0; it
@@ -513,7 +513,7 @@ static void hyper_step(fit_state *fs)
     }
 }
 
-/* One iteration of Algorithm 1 (note §4.4): every gradient at the
+/* One iteration of Algorithm 1 (docs/methods/stein-random-features.md §4.4): every gradient at the
  * pre-update parameters, then the particle and hyperparameter steps. */
 static int iterate(fit_state *fs, int t, double *mean_lml, gp_error *err)
 {

@@ -1,21 +1,21 @@
 /* gpserve core: mixture Stein random feature regression (method "msrfr";
- * methods note stein-random-features §4-5).
+ * docs/methods/stein-random-features.md §4-5).
  *
  * A posterior over spectral measures held as M particles: each particle is a
  * whole R x d frequency matrix Omega_m, the empirical spectral measure
  * (1/R) sum_r delta(omega_mr), and defines its own sparse-spectrum GP (the
- * ssgp model of core/features.h with those frequencies). The particles move
+ * ssgp model of core/features/sample.h with those frequencies). The particles move
  * jointly by SVGD on
  *   log p(Omega_m | y) = c_lik log p(y | Omega_m, l, s) + log N(Omega_m; 0, tau^2 I)
  * which is exactly SVGD over the P = M R pooled frequencies, each carrying
- * the score of its own component (note §4.2):
+ * the score of its own component (docs/methods/stein-random-features.md §4.2):
  *   phi = (gamma_t K G + alpha (diag(K 1) W - K W) / h) / M,
  * K the RBF kernel between pooled frequencies with the median bandwidth h,
  * gamma_t the cyclic annealing of the attraction, then the authors' Adam step
- * with decoupled weight decay 1e-4 (note §2.3). Shared ARD lengthscales (and
+ * with decoupled weight decay 1e-4 (docs/methods/stein-random-features.md §2.3). Shared ARD lengthscales (and
  * the noise, when learned) follow Adam ascent on the mean component LML.
  * Prediction is the equally weighted mixture of the M components' Gaussians
- * (note §4.5): moment-matched mean and variance, the mixture's own
+ * (docs/methods/stein-random-features.md §4.5): moment-matched mean and variance, the mixture's own
  * quantiles, and the components on request.
  *
  * Options (GET /v1/methods lists them with their defaults):
@@ -33,7 +33,7 @@
  * Noise: learned with the correct LML unless the request fixes it
  * (noise.fixed: the paper's setting). Seed: the fit request's seed.
  *
- * calibrate (beyond the paper, which is poorly calibrated: note §2.2a):
+ * calibrate (beyond the paper, which is poorly calibrated: docs/methods/stein-random-features.md §2.2a):
  * the components' variances are too small for their errors, so the fit
  * holds out calibration_fraction of the rows (a seeded permutation), runs
  * the whole SVGD on the rest, finds the scale c of every component variance
@@ -52,7 +52,7 @@
  * Kernels: one leaf of type rbf, matern12, matern32 or matern52 (ARD or
  * shared lengthscale, active_dims). The kernel's spectral density gives the
  * initial frequencies; the prior is N(0, prior_std^2) per entry whatever the
- * kernel (note §4.1), and the kernel variance (1 on standardised targets)
+ * kernel (docs/methods/stein-random-features.md §4.1), and the kernel variance (1 on standardised targets)
  * stays fixed (there is no amplitude in the paper's model).
  *
  * Exported arrays: omega (M R x d: component m in rows m R .. m R + R - 1),
@@ -69,7 +69,7 @@
 extern const gp_method gp_method_msrfr;
 
 /* The log posterior of one particle Omega = p->omega (R x d) as the fit
- * scores it (note §4.4b):
+ * scores it (docs/methods/stein-random-features.md §4.4b):
  *   log_post = lik_weight * LML(Omega) + sum_rk log N(omega_rk; 0, prior_std^2)
  * with its gradient, the particle's score, in score (R x d). lml (may be
  * NULL) receives the LML itself; hyper (may be NULL; its omega member is
@@ -79,7 +79,7 @@ int gp_msrfr_log_posterior(const gp_rff_problem *p, gp_rff_work *w, double lik_w
                            double prior_std, double *log_post, double *score,
                            const gp_rff_grad *hyper, double *lml, gp_error *err);
 
-/* The pooled SVGD direction of the M particles (note §4.2): W and G are the
+/* The pooled SVGD direction of the M particles (docs/methods/stein-random-features.md §4.2): W and G are the
  * P x d (P = M R) pooled frequencies and scores, component m in rows
  * m R .. m R + R - 1;
  *   phi = (gamma K G + repulsion (diag(K 1) W - K W) / h) / M

@@ -1,4 +1,4 @@
-/* The Renyi GP (method "renyi"): see core/renyi.h and methods/renyi-gp.md.
+/* The Renyi GP (method "renyi"): see core/methods/renyi.h and docs/methods/renyi-gp.md.
  *
  * The bound is the dense algorithm of the note's §2.4: Xi (N x N) is built in
  * place over Kff, factorised once, and its inverse then overwritten by the
@@ -105,7 +105,7 @@ static int rb_build_xi(rb_work *W, gp_error *err)
     return GP_OK;
 }
 
-/* L_upper (note §5.1) needs y^T (Xi + a t I)^{-1} y: one more Cholesky, on
+/* L_upper (docs/methods/renyi-gp.md §5.1) needs y^T (Xi + a t I)^{-1} y: one more Cholesky, on
  * its own buffer, done only when the caller asks for the terms. */
 static int rb_upper_quad(const rb_work *W, double *quad, gp_error *err)
 {
@@ -172,7 +172,7 @@ static int rb_value(rb_work *W, gp_error *err)
     return GP_OK;
 }
 
-/* The low-rank (Q) part, note §2.4 step 9: with PRL = L^{-T} V RL and
+/* The low-rank (Q) part, docs/methods/renyi-gp.md §2.4 step 9: with PRL = L^{-T} V RL and
  * Pw = L^{-T} mt, dL/dKuf = 2 H = a (PRL RL^T + Pw w^T) and
  * dL/dKuu = -H P^T = -a/2 (PRL PRL^T + Pw Pw^T). */
 static int rb_grad_q(rb_work *W, double *grad, double *gz, gp_error *err)
@@ -206,7 +206,7 @@ static int rb_grad_q(rb_work *W, double *grad, double *gz, gp_error *err)
 
 /* The dense part: A (chol(Xi) on entry) becomes
  * G_K = -1/2 Xi^{-1} + (1-a)/2 w w^T - a/2 RL RL^T (lower), contracted with
- * dKff; and dL/dlog s2 = s2 g_s (note §2.4 step 8). R must already be RL. */
+ * dKff; and dL/dlog s2 = s2 g_s (docs/methods/renyi-gp.md §2.4 step 8). R must already be RL. */
 static int rb_grad_k(rb_work *W, double *gk, double *gs, gp_error *err)
 {
     size_t n = W->n, m = W->m;
@@ -544,7 +544,7 @@ static int final_fit(const fit_run *run, const fit_data *D, double a, gp_kernel 
     return rc ? rc : check_chosen(*m, err);
 }
 
-/* ---- alpha = "auto" (note §4.5) ---- */
+/* ---- alpha = "auto" (docs/methods/renyi-gp.md §4.5) ---- */
 
 /* RMSE (working units) of the posterior's latent means at the points of D. */
 static double validation_rmse(const gp_kernel *k, const gp_inducing_post *p, const fit_data *D,

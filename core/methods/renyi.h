@@ -1,12 +1,12 @@
 /* gpserve core: the Renyi Gaussian process (method "renyi"; Yue and Al
- * Kontar, methods/renyi-gp.md): inducing-point GP regression fitted by the
+ * Kontar, docs/methods/renyi-gp.md): inducing-point GP regression fitted by the
  * Renyi alpha-divergence bound
  *   L_a = log N(y; 0, Xi) - a/(2(1-a)) log|A|,
  *   Xi = s2 I + (1-a) Kff + a Q,   s2 A = Xi - Q   (the note's corrected
  *   identity, §2.2; the paper's (1-2a) form is wrong).
  * a = 0 is the exact LML, a -> 1 the sgpr bound; L_a is non-increasing in a.
  *
- * Dense algorithm with analytic gradients (note §2.4): one Cholesky of the
+ * Dense algorithm with analytic gradients (docs/methods/renyi-gp.md §2.4): one Cholesky of the
  * N x N Xi and its inverse per evaluation, O(N^3) time and three N x N
  * matrices; guarded by the option dense_max_points (default 5000 training
  * points; above it, 413 naming the option, or use sgpr).
@@ -22,7 +22,7 @@
  *   dense_max_points    the cap above
  *
  * Predict: the whitened state mt = V Xi^{-1} y, C = I - V Xi^{-1} V^T (note
- * §3.1), O(M^2) per point; samples §3.2 (core/inducing.h). Reported: L_a,
+ * §3.1), O(M^2) per point; samples §3.2 (core/inducing/inducing.h). Reported: L_a,
  * the exact LML and gap (log p(y) - L_a, the Renyi divergence of q* from the
  * posterior), the trace term t, t / (N v) and the certified bound G(a) of
  * §5.2, and the upper bound L_upper of §5.1. */
@@ -40,8 +40,8 @@ typedef struct gp_renyi_terms {
     double bound;      /* L_a */
     double trace;      /* t = tr(Kff - Q) */
     double logdet_c;   /* log|C| */
-    double upper;      /* L_upper (note §5.1) */
-    double certified;  /* G(a) (note §5.2) */
+    double upper;      /* L_upper (docs/methods/renyi-gp.md §5.1) */
+    double certified;  /* G(a) (docs/methods/renyi-gp.md §5.2) */
 } gp_renyi_terms;
 
 /* L_a at kernel k, noise s2, order a in [0, 1) and inducing inputs Z (d x m)

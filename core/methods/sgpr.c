@@ -1,4 +1,4 @@
-/* Sparse variational GP regression (Titsias' collapsed bound): see core/sgpr.h.
+/* Sparse variational GP regression (Titsias' collapsed bound): see core/methods/sgpr.h.
  *
  * Derivation of the gradient. With Sigma = Q + s2 I, beta = Sigma^{-1} y and
  * G_Q = -(Sigma^{-1} - beta beta^T)/2 + I/(2 s2) (the trace term's -tr(Q)

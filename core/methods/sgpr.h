@@ -1,11 +1,11 @@
 /* gpserve core: sparse variational GP regression with inducing points
- * (method "sgpr"; Titsias 2009, methods/sparse-variational-and-pls.md §5.4).
+ * (method "sgpr"; Titsias 2009, docs/methods/sparse-variational-and-pls.md §5.4).
  *
- * The collapsed bound, with V = L^{-1} Kuf (core/inducing.h), B = I + V V^T / s2,
+ * The collapsed bound, with V = L^{-1} Kuf (core/inducing/inducing.h), B = I + V V^T / s2,
  * Lb = chol(B), c = Lb^{-1} V y / s2 and the trace term t = sum_i k(x_i,x_i) - tr(V V^T):
  *   F = -N/2 log(2 pi s2) - sum log diag Lb - (y.y / s2 - c.c) / 2 - t / (2 s2)
  *     = log N(y; 0, Q + s2 I) - t / (2 s2).
- * Gradient (derived in core/sgpr.c): with beta = (Q + s2 I)^{-1} y and
+ * Gradient (derived in core/methods/sgpr.c): with beta = (Q + s2 I)^{-1} y and
  * mw = B^{-1} V y / s2 (= V beta), the sensitivities are
  *   dF/dKuf = 2 L^{-T} E,  E = ((I - B^{-1}) V / s2 + mw beta^T) / 2
  *   dF/dKuu = -L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2
@@ -18,7 +18,7 @@
  *
  * Options (GET /v1/methods lists them):
  *   inducing            M (default min(N, 256))
- *   inducing_selection  greedy (default) | kmeans | random (core/inducing.h)
+ *   inducing_selection  greedy (default) | kmeans | random (core/inducing/inducing.h)
  *   optimize_inducing   true (default): Z is optimised with the hyperparameters
  *                       (on kin40k, M = 512, this takes the test RMSE from 0.31
  *                       to 0.20); false: Z stays where selection put it
@@ -28,7 +28,7 @@
  *   max_iterations, tolerance   L-BFGS limits (per round)
  *
  * Predict: the whitened posterior g ~ N(B^{-1} V y / s2, B^{-1}), O(M^2) per
- * point (core/inducing.h). Reported: the bound (objective), the trace term
+ * point (core/inducing/inducing.h). Reported: the bound (objective), the trace term
  * and, for N <= GP_SGPR_EXACT_REPORT_MAX, the exact log marginal likelihood
  * and the gap (exact - bound, the KL of q from the posterior). */
 #ifndef GP_SGPR_H

@@ -1,4 +1,4 @@
-/* Sparse-spectrum GP regression: see core/ssgp.h.
+/* Sparse-spectrum GP regression: see core/methods/ssgp.h.
  *
  * Working units as in exact: standardised inputs and targets unless
  * "standardize": false; predictions are mapped back at the end. The model is

@@ -1,7 +1,7 @@
 /* gpserve core: sparse-spectrum GP regression (method "ssgp").
  *
  * GP regression on R random Fourier frequencies of the kernel's spectral
- * density (core/features.h), each giving a cos and a sin feature, so the model
+ * density (core/features/sample.h), each giving a cos and a sin feature, so the model
  * is a Bayesian linear model on 2R features with the kernel's variance as the
  * weights' prior variance. Kernels: one leaf of type rbf, matern12, matern32 or
  * matern52 (ARD or shared lengthscale, active_dims honoured).
@@ -15,14 +15,14 @@
  *   stein_iterations   SVGD iterations of the stein sampler (default 2000)
  *   stein_step         its Adam learning rate (default 0.1)
  *   bandwidth          total | per_dim: the SVGD median bandwidth rule
- *                      (default total; methods note §2.2a)
+ *                      (default total; docs/methods/stein-random-features.md §2.2a)
  *   learn_frequencies  false (default): the frequencies are a fixed
  *                      approximation of the chosen kernel and only the
  *                      lengthscales, variance and noise are learned; true: the
  *                      frequencies are hyperparameters too (the original SSGP)
  *   max_iterations, tolerance   L-BFGS limits, as for exact
  *
- * Fit: L-BFGS on the correct low-rank LML (methods note §1.3) with analytic
+ * Fit: L-BFGS on the correct low-rank LML (docs/methods/stein-random-features.md §1.3) with analytic
  * gradients, O(N R d + N R^2 + R^3) per evaluation, no N x N matrix. Learned
  * noise is floored at 1e-8 var(y) as in exact. The fit caches the Cholesky
  * factor L of A = Phi^T Phi + s I (2R x 2R) and alpha = A^{-1} Phi^T y.

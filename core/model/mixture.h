@@ -1,6 +1,6 @@
 /* gpserve core: equally weighted Gaussian mixtures, the predictive
- * distribution of mixture methods (msrfr: methods note stein-random-features
- * §4.5 and §5.4).
+ * distribution of mixture methods (msrfr:
+ * docs/methods/stein-random-features.md §4.5 and §5.4).
  *
  * K components at m points are given as two m x K column-major arrays: mu
  * (means) and var (variances), column k = component k, so point i of
@@ -37,7 +37,7 @@ void gp_mixture_log_density(const double *mu, const double *var, size_t m, size_
 
 /* The log density of the whole vector y under the mixture of K joint
  * diagonal Gaussians, log((1/K) sum_k prod_i N(y_i; mu_ik, var_ik)): what the
- * paper's Table 1 NLPD negates (note §5.4; not the per-point mixture).
+ * paper's Table 1 NLPD negates (docs/methods/stein-random-features.md §5.4; not the per-point mixture).
  * Variances must be > 0. */
 double gp_mixture_joint_log_density(const double *mu, const double *var, size_t m, size_t K,
                                     const double *y);

@@ -1,4 +1,4 @@
-/* gpserve core: the SVGD particle step (see optim.h, methods note §2).
+/* gpserve core: the SVGD particle step (see svgd.h, docs/methods/stein-random-features.md §2).
  *
  * One step costs one n x n kernel: the pair distances come from a Gram
  * matrix (dsyrk) rather than an O(n^2 d) double loop, the attraction and
@@ -208,7 +208,7 @@ static void select_ranks(double *a, size_t m, size_t k, double *first, double *s
 
 /* Median of the n(n-1)/2 values in u (destroyed) as the multiset of all n^2
  * ordered pairs would have it (with_self) or of the values themselves. The
- * with_self multiset is n zeros plus every value twice (note §2.2), so its
+ * with_self multiset is n zeros plus every value twice (docs/methods/stein-random-features.md §2.2), so its
  * rank r (1-based) is 0 for r <= n and u_(ceil((r - n) / 2)) above. */
 static double median_of_pairs(double *u, size_t n, int with_self)
 {

@@ -16,12 +16,12 @@
  *                                       + repulsion * (p_i - p_j) / h ]
  * with the RBF particle kernel k = exp(-sum_k (p_ik - p_jk)^2 / (2 h_k)),
  * Z_i = n (standard SVGD), the row sum sum_j k(p_i, p_j) (the functional
- * kernel learning variant, methods note §2.4) or a given divisor, and h from
+ * kernel learning variant, docs/methods/stein-random-features.md §2.4) or a given divisor, and h from
  * the median rule:
- *   TOTAL    one h = median over pairs a != b of ||p_a - p_b||^2 (note §2.2a:
+ *   TOTAL    one h = median over pairs a != b of ||p_a - p_b||^2 (docs/methods/stein-random-features.md §2.2a:
  *            the right rule for sampling a known density in any dimension)
  *   PER_DIM  h_k = median over all ordered pairs (a = b included) of
- *            (p_ak - p_bk)^2, the authors' code (note §2.2); collapses the
+ *            (p_ak - p_bk)^2, the authors' code (docs/methods/stein-random-features.md §2.2); collapses the
  *            particles above a few dimensions when sampling a density
  * times bandwidth_scale, clamped at min_bandwidth. The bandwidth is a
  * constant of each step (recomputed from the particles every call). The
@@ -43,7 +43,7 @@ typedef struct gp_svgd_options {
     int normalize_rowsum;        /* 0: divide by n (default); 1: by the kernel row sum */
     double divisor;              /* > 0: Z_i = divisor for every particle, overriding n and
                                     normalize_rowsum (msrfr pools M components' particles
-                                    and divides by M, note §4.2); default 0 */
+                                    and divides by M, docs/methods/stein-random-features.md §4.2); default 0 */
 } gp_svgd_options;
 
 void gp_svgd_default_options(gp_svgd_options *opt);
@@ -58,12 +58,12 @@ void gp_svgd_work_free(gp_svgd_work *w);
 void gp_svgd_direction(const double *P, const double *G, size_t n, size_t d,
                        const gp_svgd_options *opt, gp_svgd_work *w, double *phi, double *h);
 
-/* Cyclic annealing of the attraction (D'Angelo and Fortuin 2021, note §2.3):
+/* Cyclic annealing of the attraction (D'Angelo and Fortuin 2021, docs/methods/stein-random-features.md §2.3):
  * gamma_t = ((t mod (T/c)) / (T/c))^power for t = 0..T-1, with 0^0 = 1 (so
  * power 0 means no annealing). T/c is rounded down and at least 1. */
 double gp_svgd_anneal(int t, int iterations, int cycles, double power);
 
-/* The step of the authors' code (note §2.3): Adam on the ascent direction phi
+/* The step of the authors' code (docs/methods/stein-random-features.md §2.3): Adam on the ascent direction phi
  * with decoupled weight decay,
  *   P <- P + lr * mhat / (sqrt(vhat) + eps) - lr * weight_decay * P,
  * the Adam moments kept in adam (n*d entries, gp_adam_init). */

@@ -2,7 +2,7 @@
  * on the input parsed as JSON, for inputs of 1, 2 and 5 columns, with no method
  * restriction and with the kernels of "exact". An accepted kernel must come
  * back from gp_kernel_to_json in a shape the parser accepts again
- * (DESIGN: "the same shape comes back in responses"); a failure of that
+ * (docs/design/api.md: "the same shape comes back in responses"); a failure of that
  * round trip aborts with both texts. */
 #include "tests/fuzz/fuzz_common.h"
 

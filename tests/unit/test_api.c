@@ -703,7 +703,7 @@ static void test_openapi_matches_file(void **state)
     assert_string_equal(res.content_type, "application/yaml");
     assert_int_equal(res.body_len, (size_t)len);
     assert_memory_equal(res.body, text, (size_t)len);
-    /* every route of the DESIGN is in it */
+    /* every route of docs/design/api.md is in it */
     const char *paths[] = {"/healthz:", "/readyz:", "/metrics:", "/openapi.yaml:", "/v1/methods:",
                            "/v1/models:", "/v1/models/{name}:",
                            "/v1/models/{name}/versions/{version}:", "/v1/models/{name}/predict:",

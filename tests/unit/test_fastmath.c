@@ -1,4 +1,4 @@
-/* Unit tests for core/fastmath.c: gp_sincos_scaled against libm cos()/sin().
+/* Unit tests for core/linalg/fastmath.c: gp_sincos_scaled against libm cos()/sin().
  *
  * Bounds (measured on 4 million random inputs per range and on every 997th
  * multiple of pi/2 up to 6e6 with its neighbours): absolute error at most

@@ -1,5 +1,5 @@
-/* Unit tests for core/features_sample.c (frequency samplers, the feature-kernel
- * error) and gp_chisq_quantile of core/rng.c. */
+/* Unit tests for core/features/sample.c (frequency samplers, the feature-kernel
+ * error) and gp_chisq_quantile of core/base/rng.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

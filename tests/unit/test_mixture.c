@@ -1,4 +1,4 @@
-/* Unit tests for core/mixture.c: moments against a long double direct formula
+/* Unit tests for core/model/mixture.c: moments against a long double direct formula
  * and numerical integration, quantiles against a long double CDF (random
  * mixtures, tails, point masses, bimodal gaps), and the log densities against
  * direct summation and their log-sum-exp bounds. */

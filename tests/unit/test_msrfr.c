@@ -1,4 +1,4 @@
-/* Method "msrfr" (core/msrfr.h): the pooled SVGD step against a direct
+/* Method "msrfr" (core/methods/msrfr.h): the pooled SVGD step against a direct
  * per-pair implementation, the particle score against finite differences,
  * M = 1 without coupling as plain Adam ascent of the SSGP log posterior, the
  * mixture predictive (law of total variance, covariance, quantiles,
@@ -271,9 +271,9 @@ static void put_block(double *W, size_t P, size_t R, size_t d, size_t m, const d
         memcpy(W + k * P + m * R, in + k * R, R * sizeof *in);
 }
 
-/* T iterations of Algorithm 1 (note §4.4) from the fixture's start, built
+/* T iterations of Algorithm 1 (docs/methods/stein-random-features.md §4.4) from the fixture's start, built
  * from the pieces the fit uses, against the trajectory of
- * ../shared/methods/reference/msrfr_numpy.py (tests/fixtures/
+ * docs/methods/reference/msrfr_numpy.py (tests/fixtures/
  * make_msrfr_fixtures.py): per-dimension bandwidth, repulsion, annealing,
  * 1/M likelihood weight, trained ARD lengthscales. */
 static void test_trajectory_matches_numpy(void **state)

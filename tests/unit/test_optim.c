@@ -1,4 +1,4 @@
-/* Unit tests for core/optim.c: L-BFGS and Adam.
+/* Unit tests for core/optim/optim.c: L-BFGS and Adam.
  *
  * Every objective runs through a probe that counts calls and non-finite
  * returns and remembers the lowest finite value it handed out, so the tests can

@@ -1,4 +1,4 @@
-/* Unit tests for core/parallel.c: every task runs once, nested calls run
+/* Unit tests for core/base/parallel.c: every task runs once, nested calls run
  * inline on the calling thread, the triangle partition, and the BLAS serial
  * scope (nesting, concurrent scopes, the thread count restored). */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* Method "renyi" (core/renyi.h): the note's §9 reference values, the limits
+/* Method "renyi" (core/methods/renyi.h): the note's §9 reference values, the limits
  * and orderings of the bound (L_0 = exact, monotone in a, VFE as a -> 1,
  * gap <= G(a), L_a <= log p(y) <= L_upper), finite-difference gradients in
  * theta, log s2 and Z, the whitened posterior against the direct N x N

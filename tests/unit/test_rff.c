@@ -1,4 +1,4 @@
-/* Sparse-spectrum GP on one frequency matrix (core/features.h, part 2):
+/* Sparse-spectrum GP on one frequency matrix (core/features/sample.h, part 2):
  * the feature map against a direct loop, the low-rank LML against the dense
  * N x N GP of the feature kernel, finite-difference gradients (and NULL
  * blocks), convergence to the exact RBF GP as R grows, the cached factor and
@@ -642,7 +642,7 @@ static void test_bad_input(void **state)
 
 /* ---- against the independent numpy implementation of the methods note ----
  * tests/fixtures/rff_reference.txt, written by make_rff_fixtures.py with
- * ../shared/methods/reference/msrfr_numpy.py: its LML, d/dOmega, chain rule to
+ * docs/methods/reference/msrfr_numpy.py: its LML, d/dOmega, chain rule to
  * the log lengthscales, predictive mean and observation variance, and its
  * SVGD direction with both bandwidth rules. */
 

@@ -1,4 +1,4 @@
-/* Unit tests for core/rng.c: reference vectors, distribution moments, the
+/* Unit tests for core/base/rng.c: reference vectors, distribution moments, the
  * scrambled Halton sequence and the normal quantile.
  *
  * Statistical checks use fixed seeds and tolerances of about 5 standard errors,

@@ -1,4 +1,4 @@
-/* Method "sgpr" (core/sgpr.h): the collapsed bound against the renyi note's
+/* Method "sgpr" (core/methods/sgpr.h): the collapsed bound against the renyi note's
  * §9 reference value (VFE) and against a dense N x N evaluation, Z = X
  * against the exact GP (LML and predictions), finite-difference gradients for
  * the kernel, the noise and Z, the whitened predictive against the dense

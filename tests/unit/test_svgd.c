@@ -1,4 +1,4 @@
-/* Unit tests for core/svgd.c: the median helper, the SVGD direction (against
+/* Unit tests for core/optim/svgd.c: the median helper, the SVGD direction (against
  * a naive double loop), the annealing schedule and the Adam ascent step. */
 #include <setjmp.h>
 #include <stdarg.h>
