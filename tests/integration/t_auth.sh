@@ -1,0 +1,26 @@
+#!/bin/sh
+# Integration area "auth": a daemon with an API key
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+
+section "API key daemon"
+printf 'test-key-0123456789\n' >"$T/keyfile"
+if start_daemon "$T/key.log" --db "$T/key.db" --api-key-file "$T/keyfile" --max-train-points 10; then
+    pass "daemon with --api-key-file starts"
+    PORT=$DPORT
+    KEY='test-key-0123456789'
+    check "api key: /healthz without a key" 200 GET /healthz
+    check_err "api key: missing -> 401" 401 unauthorized - GET /v1/models
+    check_err "api key: wrong Bearer -> 401" 401 unauthorized - GET /v1/models -H 'Authorization: Bearer wrong-key'
+    check_err "api key: key prefix -> 401" 401 unauthorized - GET /v1/models -H "Authorization: Bearer ${KEY%?}"
+    check "api key: Authorization: Bearer KEY -> 200" 200 GET /v1/models -H "Authorization: Bearer $KEY"
+    check "api key: /readyz without a key" 200 GET /readyz
+    check_err "api key: other scheme -> 401" 401 unauthorized - GET /v1/models -H "Authorization: Basic $KEY"
+    check_err "api key: fit without key -> 401" 401 unauthorized - POST $M -H 'Content-Type: application/json' --data-binary "$SINE_BODY"
+    check_err "--max-train-points 10: 21 points -> 413" 413 payload_too_large - POST $M \
+        -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$SINE_BODY"
+    stop_daemon "$DPID"
+    [ "$STOP_RC" = 0 ]
+    verdict "api key daemon exits 0 on SIGTERM" $? "exit $STOP_RC"
+else
+    fail "daemon with --api-key-file starts"
+fi

@@ -1,0 +1,59 @@
+#!/bin/sh
+# Integration area "openapi": every path and verb of /openapi.yaml answers
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+
+section "OpenAPI"
+need_sine
+need_finished_job
+check "GET /openapi.yaml" 200 GET /openapi.yaml
+cp "$T/body" "$T/openapi.yaml"
+grep -q '^openapi: *["'"'"']\{0,1\}3' "$T/openapi.yaml"
+verdict "openapi.yaml declares openapi: 3.x" $? "no 'openapi: 3' line"
+# Every path and verb of the document's paths: section, as "VERB PATH".
+awk '/^paths:/ { on = 1; next }
+     on && /^[^[:space:]#]/ { on = 0 }
+     !on { next }
+     /^[[:space:]]*["'"'"']?\// {
+         p = $0; sub(/^[[:space:]]*["'"'"']?/, "", p); sub(/["'"'"']?[[:space:]]*:.*$/, "", p);
+         match($0, /^[[:space:]]*/); pind = RLENGTH; vind = -1; next }
+     p != "" && /^[[:space:]]*(get|put|post|delete|patch|options|head|trace):[[:space:]]*$/ {
+         match($0, /^[[:space:]]*/);
+         if (RLENGTH <= pind) next;
+         if (vind < 0) vind = RLENGTH;
+         if (RLENGTH == vind) { v = $0; gsub(/[[:space:]:]/, "", v); print toupper(v), p } }' \
+    "$T/openapi.yaml" >"$T/routes.txt"
+nroutes=$(count_lines <"$T/routes.txt")
+[ "$nroutes" -ge 15 ]
+verdict "openapi.yaml lists $nroutes path+verb pairs (docs/design/api.md has 15)" $? "too few"
+# Every route of docs/design/api.md is documented (placeholders compared as {}).
+sed 's/{[^}]*}/{}/g' "$T/routes.txt" | sort -u >"$T/routes.norm"
+missing=""
+for r in "GET /healthz" "GET /readyz" "GET /metrics" "GET /openapi.yaml" "GET /v1/methods" \
+    "POST /v1/models" "GET /v1/models" "GET /v1/models/{}" "GET /v1/models/{}/versions/{}" \
+    "DELETE /v1/models/{}" "POST /v1/models/{}/predict" "POST /v1/models/{}/sample" \
+    "POST /v1/models/{}/observe" "GET /v1/jobs/{}" "DELETE /v1/jobs/{}"; do
+    grep -qxF "$r" "$T/routes.norm" || missing="$missing, $r"
+done
+[ -z "$missing" ]
+verdict "openapi.yaml documents every route of docs/design/api.md" $? "missing ${missing#, }"
+# Each documented route answers (not a 404 for the route, not 405, not 5xx).
+jpost /v1/models '{"name":"oa-del","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
+while read -r verb path; do
+    p=$(printf '%s\n' "$path" | sed -e 's#/v1/jobs/{[^}]*}#/v1/jobs/'"$JOB"'#' \
+        -e 's#/versions/{[^}]*}#/versions/1#')
+    case "$verb $p" in
+    "DELETE /v1/models/{"*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-del/') ;;
+    *) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
+    esac
+    case "$verb $p" in
+    "POST /v1/models") set -- -H 'Content-Type: application/json' --data-binary '{"name":"oa-fit","X":[[0],[1],[2]],"y":[0,1,0]}' ;;
+    "POST "*/observe) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]],"y":[0.4]}' ;;
+    "POST "*) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]]}' ;;
+    *) set -- ;;
+    esac
+    req "$verb" "$p" "$@"
+    case $ST in
+    404 | 405 | 5?? | 000) fail "openapi route $verb $path answers" "$verb $p -> $ST" body ;;
+    *) pass "openapi route $verb $path answers ($verb $p -> $ST)" ;;
+    esac
+done <"$T/routes.txt"

@@ -1,0 +1,54 @@
+#!/bin/sh
+# Integration area "queue": a full fit queue (429) and SIGTERM during a fit
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+
+section "queue full, SIGTERM during a fit"
+if start_daemon "$T/busy.log" --db "$T/busy.db" --fit-workers 1 --queue-size 1; then
+    pass "daemon with --fit-workers 1 --queue-size 1 starts"
+    PORT=$DPORT
+    jpost $M @"$T/long.json"
+    BJOB=$(jstr job)
+    if [ "$ST" = 202 ] && [ -n "$BJOB" ] && wait_job "$BJOB" running; then
+        pass "busy daemon: long fit running"
+        got429=""
+        i=0
+        while [ $i -lt 4 ]; do
+            jpost $M @"$T/async.json"
+            if [ "$ST" = 429 ]; then
+                got429=yes
+                break
+            fi
+            i=$((i + 1))
+        done
+        if [ -n "$got429" ] && [ "$(jstr code)" = overloaded ] && [ -n "$(header Retry-After)" ]; then
+            pass "full queue -> 429 overloaded with Retry-After ($(header Retry-After))"
+        else
+            fail "full queue -> 429 overloaded with Retry-After" "last status $ST, code '$(jstr code)', Retry-After '$(header Retry-After)'" body
+        fi
+        check "busy daemon still answers /healthz" 200 GET /healthz
+        stop_daemon "$DPID"
+        if [ "$STOP_RC" = 0 ]; then pass "SIGTERM during a running fit: exit 0 (${STOP_SECS}s)"; else
+            fail "SIGTERM during a running fit: exit 0 within ${STOPWAIT}s" "exit $STOP_RC"
+            tail -n 5 "$T/busy.log" | sed 's/^/     | /'
+        fi
+        # The interrupted job must not stay "running" in the store for ever.
+        if start_daemon "$T/busy2.log" --db "$T/busy.db"; then
+            PORT=$DPORT
+            check "after the shutdown: GET the interrupted job" 200 GET "/v1/jobs/$BJOB"
+            st=$(jqb '.status')
+            case $st in
+            cancelled | failed) pass "interrupted job is reported $st" ;;
+            *) fail "interrupted job is reported cancelled or failed" "$st" body ;;
+            esac
+            check_err "the interrupted fit stored no model" 404 not_found - GET /v1/models/long
+            stop_daemon "$DPID"
+        else
+            fail "restart of the busy daemon's db"
+        fi
+    else
+        fail "busy daemon: long fit running" "status $ST, job '$JOB_STATUS'" body
+        stop_daemon "$DPID"
+    fi
+else
+    fail "daemon with --fit-workers 1 --queue-size 1 starts"
+fi
