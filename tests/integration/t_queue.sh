@@ -10,6 +10,14 @@ if start_daemon "$T/busy.log" --db "$T/busy.db" --fit-workers 1 --queue-size 1; 
     BJOB=$(jstr job)
     if [ "$ST" = 202 ] && [ -n "$BJOB" ] && wait_job "$BJOB" running; then
         pass "busy daemon: long fit running"
+        # A queued job reports the budget its method's descriptor names before
+        # it runs: msrfr's is its "iterations" option (it was once 0).
+        csv_to_json queued-ms '"method":"msrfr","async":true,"options":{"particles":2,"features":10,"iterations":37},' <"$T/ss.csv" >"$T/queued_ms.json"
+        jpost $M @"$T/queued_ms.json"
+        QJOB=$(jstr job)
+        req GET "/v1/jobs/$QJOB"
+        [ "$(jqb '.status')" = queued ] && [ "$(jqb '.progress.max_iterations')" = 37 ]
+        verdict "queued msrfr job reports max_iterations 37 (its iterations option)" $? "status '$(jqb '.status')', max_iterations '$(jqb '.progress.max_iterations')'"
         got429=""
         i=0
         while [ $i -lt 4 ]; do
