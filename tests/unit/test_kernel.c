@@ -304,16 +304,31 @@ static void test_composite_values(void **state)
 /* ------------------------------------------------------------------------ */
 /* gradients                                                                  */
 
-static double eval_at(gp_kernel *k, double *th, size_t p, double value, const double *x,
-                      const double *z, int same)
+/* What the finite differences of this file vary: a kernel's log-parameters,
+ * with either one pair (x, z) or a weighted Gram sum over X held fixed. */
+typedef struct kernel_fd {
+    gp_kernel *k;
+    const double *x, *z;
+    int same;
+    const double *X, *W;
+    size_t n;
+    double *K;
+} kernel_fd;
+
+static double eval_at(void *ctx, const double *th)
 {
-    double save = th[p];
-    th[p] = value;
-    gp_kernel_set_params(k, th);
-    double v = gp_kernel_eval(k, x, z, same);
-    th[p] = save;
-    gp_kernel_set_params(k, th);
-    return v;
+    kernel_fd *c = ctx;
+    gp_kernel_set_params(c->k, th);
+    return gp_kernel_eval(c->k, c->x, c->z, c->same);
+}
+
+static void param_name(void *ctx, size_t i, char *buf, size_t len)
+{
+    kernel_fd *c = ctx;
+    char d[128], name[96];
+    describe(c->k, d, sizeof d);
+    gp_kernel_param_name(c->k, i, name, sizeof name);
+    snprintf(buf, len, "%s [%s]", d, name);
 }
 
 static void check_eval_grad(gp_kernel *k, const double *x, const double *z, int same)
@@ -323,13 +338,13 @@ static void check_eval_grad(gp_kernel *k, const double *x, const double *z, int 
     gp_kernel_get_params(k, th);
     double v = gp_kernel_eval_grad(k, x, z, same, g);
     check_close(v, gp_kernel_eval(k, x, z, same), 1e-15, 1e-300, k, "eval_grad value", 0);
-    for (size_t p = 0; p < np; p++) {
-        double up = eval_at(k, th, p, th[p] + FD_STEP, x, z, same);
-        double dn = eval_at(k, th, p, th[p] - FD_STEP, x, z, same);
-        double fd = (up - dn) / (2.0 * FD_STEP);
+    for (size_t p = 0; p < np; p++)
         assert_true(isfinite(g[p]));
-        check_close(g[p], fd, 1e-6, 1e-9 * (1.0 + fabs(v)), k, "d k / d theta", p);
-    }
+    kernel_fd c = {.k = k, .x = x, .z = z, .same = same};
+    tu_check_gradient(eval_at, &c, th, np, g,
+                      (tu_fd_spec){.step = FD_STEP, .rtol = 1e-6, .atol = 1e-9 * (1.0 + fabs(v))},
+                      param_name, "d k / d theta");
+    gp_kernel_set_params(k, th);
 }
 
 static void test_eval_grad_fd(void **state)
@@ -384,6 +399,13 @@ static double weighted_gram(const gp_kernel *k, const double *X, size_t n, const
     return s;
 }
 
+static double weighted_gram_at(void *ctx, const double *th)
+{
+    kernel_fd *c = ctx;
+    gp_kernel_set_params(c->k, th);
+    return weighted_gram(c->k, c->X, c->n, c->W, c->K);
+}
+
 static void check_contract(gp_kernel *k, gp_rng *rng)
 {
     enum { N = 7, LDW = N + 2 };
@@ -414,20 +436,13 @@ static void check_contract(gp_kernel *k, gp_rng *rng)
     double scale = 0.0;
     for (size_t i = 0; i < N * N; i++)
         scale += fabs(W[i]);
-    for (size_t p = 0; p < np; p++) {
+    for (size_t p = 0; p < np; p++)
         check_close(g[p], want[p], 1e-12, 1e-13 * scale, k, "contract vs pairwise", p);
-        double save = th[p];
-        th[p] = save + FD_STEP;
-        gp_kernel_set_params(k, th);
-        double up = weighted_gram(k, X, N, W, K);
-        th[p] = save - FD_STEP;
-        gp_kernel_set_params(k, th);
-        double dn = weighted_gram(k, X, N, W, K);
-        th[p] = save;
-        gp_kernel_set_params(k, th);
-        check_close(g[p], (up - dn) / (2.0 * FD_STEP), 1e-6, 1e-8 * scale, k,
-                    "contract vs finite difference", p);
-    }
+    kernel_fd c = {.k = k, .X = X, .W = W, .n = N, .K = K};
+    tu_check_gradient(weighted_gram_at, &c, th, np, g,
+                      (tu_fd_spec){.step = FD_STEP, .rtol = 1e-6, .atol = 1e-8 * scale}, param_name,
+                      "contract vs finite difference");
+    gp_kernel_set_params(k, th);
 }
 
 static void test_contract_fd(void **state)

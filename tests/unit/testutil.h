@@ -74,10 +74,11 @@ typedef double (*tu_scalar_fn)(void *ctx, const double *x);
 /* Names coordinate i into buf (for the failure message). */
 typedef void (*tu_name_fn)(void *ctx, size_t i, char *buf, size_t len);
 
-/* Central differences with step `step`; coordinate i passes when
- *   |analytic_i - fd_i| <= atol + rtol * max(floor, |fd_i|). */
+/* Central differences with step `step` (times max(1, |x_i|) when relative);
+ * coordinate i passes when |analytic_i - fd_i| <= atol + rtol * max(floor, |fd_i|). */
 typedef struct tu_fd_spec {
     double step, rtol, atol, floor;
+    int relative;
 } tu_fd_spec;
 
 /* Check the analytic gradient (n entries) of f at x (restored on return)
@@ -87,13 +88,13 @@ static inline void tu_check_gradient(tu_scalar_fn f, void *ctx, double *x, size_
                                      const char *what)
 {
     for (size_t i = 0; i < n; i++) {
-        double xi = x[i];
-        x[i] = xi + spec.step;
+        double xi = x[i], h = spec.relative ? spec.step * fmax(1.0, fabs(xi)) : spec.step;
+        x[i] = xi + h;
         double fp = f(ctx, x);
-        x[i] = xi - spec.step;
+        x[i] = xi - h;
         double fm = f(ctx, x);
         x[i] = xi;
-        double fd = (fp - fm) / (2.0 * spec.step);
+        double fd = (fp - fm) / (2.0 * h);
         char label[128];
         if (name)
             name(ctx, i, label, sizeof label);
