@@ -29,11 +29,11 @@
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
 #include "core/base/error.h"
-#include "core/kernel/lml.h"
-#include "core/kernel/kernel.h"
-#include "core/model/model.h"
-#include "core/methods/registry.h"
 #include "core/base/rng.h"
+#include "core/kernel/kernel.h"
+#include "core/kernel/lml.h"
+#include "core/methods/registry.h"
+#include "core/model/model.h"
 
 #define SUBSAMPLE_SEED 0
 #define FIT_SEED 0

@@ -41,11 +41,11 @@
 
 #include "bench/support/clock.h"
 #include "core/base/error.h"
-#include "core/features/sample.h"
-#include "core/features/auto.h"
-#include "core/kernel/kernel.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/features/auto.h"
+#include "core/features/sample.h"
+#include "core/kernel/kernel.h"
 
 #define N_POINTS 1000
 #define N_NYS_SAMPLE 1000

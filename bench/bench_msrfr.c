@@ -63,11 +63,11 @@
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "core/base/error.h"
+#include "core/base/rng.h"
 #include "core/kernel/kernel.h"
-#include "core/model/model.h"
 #include "core/methods/registry.h"
 #include "core/model/mixture.h"
-#include "core/base/rng.h"
+#include "core/model/model.h"
 
 #define MAX_SPLITS 50
 #define DEFAULT_SPLITS 10

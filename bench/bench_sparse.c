@@ -79,8 +79,8 @@
 #include "bench/support/scores.h"
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
-#include "core/model/model.h"
 #include "core/methods/registry.h"
+#include "core/model/model.h"
 
 #define DEFAULT_M 64
 #define DEFAULT_SPLITS 5

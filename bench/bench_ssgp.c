@@ -38,8 +38,8 @@
 #include "bench/support/scores.h"
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
-#include "core/model/model.h"
 #include "core/methods/registry.h"
+#include "core/model/model.h"
 
 #define FIT_SEED 0
 /* Iteration caps that keep the full run within ~45 minutes on the 2-core VM:

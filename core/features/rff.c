@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/parallel.h"
 #include "core/linalg/fastmath.h"
 #include "core/linalg/linalg.h"
-#include "core/base/parallel.h"
 
 #define LOG_2PI 1.8378770664093454836
 /* Rows per block of the gradient's Phi A^{-1} product: big enough for dsymm

@@ -4,8 +4,8 @@
  * Every sampler draws from its own fixed stream of the seed (gp_rng_derive
  * with the stream indices below), so a draw is a function of the seed alone
  * and the samplers do not share random numbers by accident. */
-#include "core/features/sample.h"
 #include "core/features/rff.h"
+#include "core/features/sample.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/linalg/linalg.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/linalg/linalg.h"
 
 enum {
     STREAM_MC = 1,

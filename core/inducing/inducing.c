@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/rng.h"
 #include "core/linalg/linalg.h"
 #include "core/optim/driver.h"
 #include "core/optim/optim.h"
-#include "core/base/rng.h"
 
 /* ---- Kuu ---- */
 

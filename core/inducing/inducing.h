@@ -19,10 +19,10 @@
 #include <stdint.h>
 
 #include "core/base/error.h"
-#include "core/kernel/kernel.h"
-#include "core/model/method.h"
 #include "core/base/state.h"
 #include "core/inducing/select.h"
+#include "core/kernel/kernel.h"
+#include "core/model/method.h"
 
 #define GP_INDUCING_JITTER 1e-6
 

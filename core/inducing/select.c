@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/linalg/linalg.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/linalg/linalg.h"
 
 #define GREEDY_REL_TOL 1e-12
 #define KMEANS_MAX_ITER 100

@@ -15,8 +15,8 @@
  * sum of squared differences of those coordinates in the same order. So a
  * Gram entry equals the pairwise gp_kernel_eval bit for bit, and r^2 never
  * goes through |x|^2 + |z|^2 - 2 x^T z, which cancels digits for close points. */
-#include "core/kernel/kernel.h"
 #include "core/base/parallel.h"
+#include "core/kernel/kernel.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/rng.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
-#include "core/base/rng.h"
 
 /* Predict works on blocks of test points whose N x B cross-covariance buffer
  * holds at most this many doubles (32 MB): big blocks make one kernel call and

@@ -15,15 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/features/sample.h"
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
 #include "core/features/rff.h"
+#include "core/features/sample.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/model/mixture.h"
 #include "core/optim/optim.h"
 #include "core/optim/svgd.h"
-#include "core/base/parallel.h"
-#include "core/base/rng.h"
 
 #define LOG_2PI 1.8378770664093454836
 #define WEIGHT_DECAY 1e-4 /* the authors' decoupled weight decay (docs/methods/stein-random-features.md §2.3) */

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kernel/lml.h"
+#include "core/base/rng.h"
 #include "core/inducing/inducing.h"
+#include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
-#include "core/base/rng.h"
 
 #define LOG_2PI 1.8378770664093454836
 

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/kernel/lml.h"
 #include "core/inducing/inducing.h"
+#include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 

@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/features/sample.h"
+#include "core/base/rng.h"
 #include "core/features/auto.h"
 #include "core/features/rff.h"
+#include "core/features/sample.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
 #include "core/optim/optim.h"
-#include "core/base/rng.h"
 
 /* Stream indices of the fit's seed (gp_rng_derive): frequencies use the seed
  * itself through gp_frequencies_draw. */

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/parallel.h"
 #include "core/linalg/fastmath.h"
 #include "core/linalg/linalg.h"
-#include "core/base/parallel.h"
 
 /* Column ranges of the kernel's exp loop: a constant, so the split depends
  * only on n (and each entry is computed on its own anyway). */

@@ -5,6 +5,7 @@
 #ifndef GP_METHOD_TESTUTIL_H
 #define GP_METHOD_TESTUTIL_H
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/model/model.h"
@@ -55,6 +56,18 @@ static inline const gp_info_item *find_info(const gp_model *model, const char *k
         if (model->diag.info[i].key && strcmp(model->diag.info[i].key, key) == 0)
             return &model->diag.info[i];
     return NULL;
+}
+
+/* Names coordinate i of the vector (kernel log-parameters, log s2, Z) that
+ * the inducing-point gradient tests vary; np kernel parameters. */
+static inline void name_theta_s2_z(const gp_kernel *k, size_t np, size_t i, char *buf, size_t len)
+{
+    if (i < np)
+        gp_kernel_param_name(k, i, buf, len);
+    else if (i == np)
+        snprintf(buf, len, "log s2");
+    else
+        snprintf(buf, len, "Z[%zu]", i - np - 1);
 }
 
 #endif

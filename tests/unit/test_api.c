@@ -4,8 +4,8 @@
 
 #include <pthread.h>
 
-#include "core/model/model.h"
 #include "core/methods/registry.h"
+#include "core/model/model.h"
 
 #define N 40
 #define D 2

@@ -11,16 +11,15 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/testutil.h"
-
 #include "bench/support/dataset.h"
 #include "bench/support/fixture.h"
-#include "core/kernel/lml.h"
-#include "core/linalg/linalg.h"
-#include "core/model/model.h"
-#include "core/methods/registry.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/kernel/lml.h"
+#include "core/linalg/linalg.h"
+#include "core/methods/registry.h"
+#include "core/model/model.h"
+#include "tests/unit/testutil.h"
 
 /* ---- helpers ---- */
 

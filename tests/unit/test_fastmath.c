@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/linalg/fastmath.h"
 #include "core/base/rng.h"
+#include "core/linalg/fastmath.h"
 
 #define PIO2 1.5707963267948966
 #define ULP1 0x1p-52

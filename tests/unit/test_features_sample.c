@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/features/sample.h"
-#include "core/features/auto.h"
 #include "core/base/rng.h"
+#include "core/features/auto.h"
+#include "core/features/sample.h"
 
 /* ---- chi-square quantile ---------------------------------------------------- */
 

@@ -14,11 +14,11 @@
 
 #include <cmocka.h>
 
+#include "core/base/parallel.h"
+#include "core/base/rng.h"
 #include "core/inducing/inducing.h"
 #include "core/kernel/kernel.h"
 #include "core/linalg/linalg.h"
-#include "core/base/parallel.h"
-#include "core/base/rng.h"
 
 static gp_kernel *rbf(size_t d, int ard)
 {

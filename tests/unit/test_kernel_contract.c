@@ -15,11 +15,10 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/testutil.h"
-
-#include "core/kernel/kernel.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/kernel/kernel.h"
+#include "tests/unit/testutil.h"
 
 #define DIM 3
 #define MAX_PARAMS 16

@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "core/linalg/linalg.h"
 #include "core/base/state.h"
+#include "core/linalg/linalg.h"
 
 /* A = B B^T + shift I for a fixed pseudo-random B: SPD with known structure. */
 static double *spd_matrix(size_t n, double shift)

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/model/mixture.h"
 #include "core/base/rng.h"
+#include "core/model/mixture.h"
 
 #define LOG_2PI_L 1.8378770664093454836L
 

@@ -15,19 +15,18 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/testutil.h"
-
 #include "bench/support/fixture.h"
-#include "core/features/rff.h"
-#include "core/model/model.h"
-#include "core/methods/registry.h"
-#include "core/model/mixture.h"
-#include "core/methods/msrfr.h"
-#include "core/optim/optim.h"
-#include "core/optim/svgd.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
+#include "core/features/rff.h"
+#include "core/methods/msrfr.h"
+#include "core/methods/registry.h"
+#include "core/model/mixture.h"
+#include "core/model/model.h"
+#include "core/optim/optim.h"
+#include "core/optim/svgd.h"
+#include "tests/unit/testutil.h"
 
 #define N 60
 #define D 2

@@ -15,17 +15,18 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/testutil.h"
 #include <lapacke.h>
 
-#include "core/kernel/lml.h"
-#include "core/inducing/inducing.h"
-#include "core/linalg/linalg.h"
-#include "core/model/model.h"
-#include "core/methods/registry.h"
-#include "core/methods/renyi.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
+#include "core/inducing/inducing.h"
+#include "core/kernel/lml.h"
+#include "core/linalg/linalg.h"
+#include "core/methods/registry.h"
+#include "core/methods/renyi.h"
+#include "core/model/model.h"
+#include "tests/unit/method_testutil.h"
+#include "tests/unit/testutil.h"
 
 /* ---- helpers ---- */
 
@@ -282,12 +283,7 @@ static double renyi_at(void *ctx, const double *x)
 static void renyi_param_name(void *ctx, size_t i, char *buf, size_t len)
 {
     renyi_fd *c = ctx;
-    if (i < c->np)
-        gp_kernel_param_name(c->k, i, buf, len);
-    else if (i == c->np)
-        snprintf(buf, len, "log s2");
-    else
-        snprintf(buf, len, "Z[%zu]", i - c->np - 1);
+    name_theta_s2_z(c->k, c->np, i, buf, len);
 }
 
 static void fd_case(gp_kernel *k, double s2, double a, const problem *P)

@@ -15,17 +15,17 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/testutil.h"
 #include <lapacke.h>
 
 #include "bench/support/fixture.h"
-#include "core/kernel/lml.h"
-#include "core/features/sample.h"
+#include "core/base/rng.h"
 #include "core/features/rff.h"
+#include "core/features/sample.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel/lml.h"
 #include "core/optim/optim.h"
 #include "core/optim/svgd.h"
-#include "core/base/rng.h"
+#include "tests/unit/testutil.h"
 
 /* ---- helpers (independent of the code under test) ---- */
 

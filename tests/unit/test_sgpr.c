@@ -15,17 +15,17 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/testutil.h"
 #include <lapacke.h>
 
-#include "core/kernel/lml.h"
-#include "core/inducing/inducing.h"
-#include "core/model/model.h"
-#include "core/methods/registry.h"
 #include "core/base/rng.h"
-#include "core/methods/sgpr.h"
 #include "core/base/state.h"
+#include "core/inducing/inducing.h"
+#include "core/kernel/lml.h"
+#include "core/methods/registry.h"
+#include "core/methods/sgpr.h"
+#include "core/model/model.h"
 #include "tests/unit/method_testutil.h"
+#include "tests/unit/testutil.h"
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -250,12 +250,7 @@ static double bound_at(void *ctx, const double *x)
 static void bound_param_name(void *ctx, size_t i, char *buf, size_t len)
 {
     bound_fd *c = ctx;
-    if (i < c->np)
-        gp_kernel_param_name(c->k, i, buf, len);
-    else if (i == c->np)
-        snprintf(buf, len, "log s2");
-    else
-        snprintf(buf, len, "Z[%zu]", i - c->np - 1);
+    name_theta_s2_z(c->k, c->np, i, buf, len);
 }
 
 static void check_gradients(gp_kernel_type type, int ard, uint64_t seed)

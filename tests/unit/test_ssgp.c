@@ -16,12 +16,12 @@
 #include <lapacke.h>
 
 #include "bench/support/dataset.h"
-#include "core/methods/exact.h"
-#include "core/features/sample.h"
-#include "core/model/model.h"
-#include "core/methods/registry.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
+#include "core/features/sample.h"
+#include "core/methods/exact.h"
+#include "core/methods/registry.h"
+#include "core/model/model.h"
 #include "tests/unit/method_testutil.h"
 
 /* ---- helpers ---- */

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/optim/optim.h"
-#include "core/optim/svgd.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/optim/optim.h"
+#include "core/optim/svgd.h"
 
 /* ---- brute-force references ----------------------------------------------- */
 
