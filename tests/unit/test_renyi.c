@@ -424,7 +424,7 @@ static void synth(size_t n, uint64_t seed, double *X, double *y)
     }
 }
 
-static void fit_request(gp_fit_request *req, const double *X, const double *y, size_t n,
+static void renyi_fit_request(gp_fit_request *req, const double *X, const double *y, size_t n,
                         const gp_kernel *k, const gp_option_value *opts, size_t n_opts)
 {
     memset(req, 0, sizeof *req);
@@ -448,7 +448,7 @@ static const gp_info_item *info(const gp_model *model, const char *key)
     return NULL;
 }
 
-static void predict_ok(const gp_model *model, const double *Xs, size_t m, double *mu,
+static void renyi_predict_ok(const gp_model *model, const double *Xs, size_t m, double *mu,
                        double *var)
 {
     gp_predict_request pr = {.X = Xs, .m = m, .d = 2, .include_noise = 1};
@@ -472,7 +472,7 @@ static void check_model(const gp_model *model, const double *Xs, size_t m, doubl
     assert_true(info(model, "exact_lml")->number >= model->diag.objective - 1e-6);
     assert_true(info(model, "gap")->number <= info(model, "certified_gap")->number + 1e-6);
     double *mu = dalloc(m), *var = dalloc(m), *mu2 = dalloc(m), *var2 = dalloc(m), sse = 0;
-    predict_ok(model, Xs, m, mu, var);
+    renyi_predict_ok(model, Xs, m, mu, var);
     for (size_t i = 0; i < m; i++) {
         assert_true(isfinite(mu[i]) && isfinite(var[i]) && var[i] > 0);
         sse += (mu[i] - ys[i]) * (mu[i] - ys[i]);
@@ -486,7 +486,7 @@ static void check_model(const gp_model *model, const double *Xs, size_t m, doubl
     assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
     if (gp_model_import(renyi(), &st, &back, &err) != GP_OK)
         fail_msg("import: %s", err.message);
-    predict_ok(back, Xs, m, mu2, var2);
+    renyi_predict_ok(back, Xs, m, mu2, var2);
     assert_memory_equal(mu, mu2, m * sizeof *mu);
     assert_memory_equal(var, var2, m * sizeof *var);
     gp_model_free(back);
@@ -497,7 +497,7 @@ static void check_model(const gp_model *model, const double *Xs, size_t m, doubl
     free(var2);
 }
 
-static gp_model *fit_ok(const gp_fit_request *req)
+static gp_model *renyi_fit_ok(const gp_fit_request *req)
 {
     gp_model *model = NULL;
     gp_error err;
@@ -516,8 +516,8 @@ static void test_method_fit(void **state)
     synth(m, 6, Xs, ys);
     gp_kernel *k = leaf(GP_KERNEL_RBF, 2, 1);
     gp_fit_request req;
-    fit_request(&req, X, y, n, k, NULL, 0);
-    gp_model *model = fit_ok(&req);
+    renyi_fit_request(&req, X, y, n, k, NULL, 0);
+    gp_model *model = renyi_fit_ok(&req);
     assert_string_equal(model->diag.objective_name, "renyi_bound");
     near(info(model, "alpha")->number, 0.5, 0, "alpha");
     assert_string_equal(info(model, "alpha_selection")->string, "fixed");
@@ -527,8 +527,8 @@ static void test_method_fit(void **state)
 
     gp_option_value opts[2] = {{.name = "alpha", .number = NAN, .string = "auto"},
                                {.name = "inducing", .number = 20}};
-    fit_request(&req, X, y, n, k, opts, 2);
-    model = fit_ok(&req);
+    renyi_fit_request(&req, X, y, n, k, opts, 2);
+    model = renyi_fit_ok(&req);
     double a = info(model, "alpha")->number;
     int on_grid = 0;
     for (int i = 6; i <= 14; i++)
@@ -557,19 +557,19 @@ static void test_method_errors(void **state)
     gp_fit_request req;
     gp_model *model = NULL;
     gp_error err;
-    fit_request(&req, X, y, n, k, &cap, 1);
+    renyi_fit_request(&req, X, y, n, k, &cap, 1);
     assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_ETOOBIG);
     assert_string_equal(err.field, "options.dense_max_points");
     assert_non_null(strstr(err.message, "sgpr"));
-    fit_request(&req, X, y, n, k, NULL, 0);
+    renyi_fit_request(&req, X, y, n, k, NULL, 0);
     req.max_train_points = 50;
     assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_ETOOBIG);
     assert_string_equal(err.field, "X");
     gp_option_value bad = {.name = "alpha", .number = 1.0};
-    fit_request(&req, X, y, n, k, &bad, 1);
+    renyi_fit_request(&req, X, y, n, k, &bad, 1);
     assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_EINVAL);
     gp_kernel *lin = leaf(GP_KERNEL_LINEAR, 2, 0);
-    fit_request(&req, X, y, n, lin, NULL, 0);
+    renyi_fit_request(&req, X, y, n, lin, NULL, 0);
     assert_int_equal(gp_model_fit(renyi(), &req, &model, &err), GP_EUNSUPPORTED);
     assert_null(model);
     gp_kernel_free(lin);
@@ -605,11 +605,11 @@ static void test_progress_cancel(void **state)
     gp_option_value opts[2] = {{.name = "alpha", .number = NAN, .string = "auto"},
                                {.name = "max_iterations", .number = 30}};
     gp_fit_request req;
-    fit_request(&req, X, y, n, k, opts, 2);
+    renyi_fit_request(&req, X, y, n, k, opts, 2);
     progress_log pl = {0};
     req.progress = progress;
     req.progress_ctx = &pl;
-    gp_model *model = fit_ok(&req);
+    gp_model *model = renyi_fit_ok(&req);
     assert_int_equal(pl.max_total, 300);
     assert_true(pl.max_iteration <= 300 && pl.max_iteration == model->diag.iterations);
     int total = pl.calls;
@@ -642,8 +642,8 @@ static void test_method_selections(void **state)
                                    {.name = "inducing", .number = 15},
                                    {.name = "optimize_inducing", .number = i != 2}};
         gp_fit_request req;
-        fit_request(&req, X, y, n, k, opts, 3);
-        gp_model *model = fit_ok(&req);
+        renyi_fit_request(&req, X, y, n, k, opts, 3);
+        gp_model *model = renyi_fit_ok(&req);
         assert_string_equal(info(model, "inducing_selection")->string, sel[i]);
         near(info(model, "optimize_inducing")->number, i != 2, 0, "optimize_inducing");
         near(info(model, "inducing")->number, 15, 0, "inducing");
@@ -682,8 +682,8 @@ static void test_import_corrupt(void **state)
     gp_kernel *k = leaf(GP_KERNEL_RBF, 2, 0);
     gp_option_value opts[1] = {{.name = "inducing", .number = 10}};
     gp_fit_request req;
-    fit_request(&req, X, y, n, k, opts, 1);
-    gp_model *model = fit_ok(&req), *back = NULL;
+    renyi_fit_request(&req, X, y, n, k, opts, 1);
+    gp_model *model = renyi_fit_ok(&req), *back = NULL;
     gp_state st;
     gp_state_init(&st);
     gp_error err;
