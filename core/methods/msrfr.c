@@ -864,11 +864,7 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const msrfr_setti
 static int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
-    int rc = gp_check_training_data(req, err);
-    if (rc == GP_OK)
-        rc = gp_method_check_kernel(&gp_method_msrfr, req->kernel, err);
-    if (rc == GP_OK)
-        rc = size_guard(req, err);
+    int rc = size_guard(req, err);
     if (rc)
         return rc;
     rc = gp_model_new(&gp_method_msrfr, req, &model, err);
@@ -1133,10 +1129,8 @@ static int import_factors(msrfr_impl *im, const double *packed, gp_error *err)
 
 static int msrfr_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    int rc = gp_method_check_kernel(&gp_method_msrfr, model->kernel, err);
     double Md = 0, scale = 1;
-    if (rc == GP_OK)
-        rc = gp_state_get_scalar(st, "particles", &Md, err);
+    int rc = gp_state_get_scalar(st, "particles", &Md, err);
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "variance_scale", &scale, err);
     if (rc)

@@ -807,11 +807,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const fit_data 
 static int renyi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
-    int rc = gp_check_training_data(req, err);
-    if (rc == GP_OK)
-        rc = gp_method_check_kernel(&gp_method_renyi, req->kernel, err);
-    if (rc == GP_OK)
-        rc = size_guard(req, err);
+    int rc = size_guard(req, err);
     if (rc == GP_OK)
         rc = gp_model_new(&gp_method_renyi, req, &model, err);
     if (rc)
@@ -852,9 +848,7 @@ static int renyi_export(const gp_model *model, gp_state *st, gp_error *err)
 static int renyi_import(gp_model *model, const gp_state *st, gp_error *err)
 {
     double a = NAN;
-    int rc = gp_method_check_kernel(&gp_method_renyi, model->kernel, err);
-    if (rc == GP_OK)
-        rc = gp_state_get_scalar(st, "alpha", &a, err);
+    int rc = gp_state_get_scalar(st, "alpha", &a, err);
     if (rc == GP_OK && !(a >= 0.0 && a <= GP_RENYI_ALPHA_MAX))
         rc = gp_error_set(err, GP_EDATA, "alpha", "alpha must be in [0, 1 - 1e-6]");
     if (rc)

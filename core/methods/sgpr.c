@@ -374,9 +374,7 @@ static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     const gp_method *me = &gp_method_sgpr;
     size_t M = (size_t)gp_option_number(me, req, "inducing");
-    int rc = gp_method_check_kernel(me, req->kernel, err);
-    if (rc == GP_OK)
-        rc = size_guard(req, M < req->n ? M : req->n, err);
+    int rc = size_guard(req, M < req->n ? M : req->n, err);
     if (rc)
         return rc;
     gp_model *model;
@@ -413,13 +411,10 @@ static int sgpr_export(const gp_model *model, gp_state *st, gp_error *err)
 
 static int sgpr_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    int rc = gp_method_check_kernel(model->method, model->kernel, err);
-    if (rc)
-        return rc;
     sgpr_impl *im = calloc(1, sizeof *im);
     if (im == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    rc = gp_inducing_post_import(model, st, &im->post, err);
+    int rc = gp_inducing_post_import(model, st, &im->post, err);
     if (rc) {
         free(im);
         return rc;

@@ -471,11 +471,7 @@ static int size_guard(const gp_fit_request *req, gp_error *err)
 static int ssgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
-    int rc = gp_check_training_data(req, err);
-    if (rc == GP_OK)
-        rc = gp_method_check_kernel(&gp_method_ssgp, req->kernel, err);
-    if (rc == GP_OK)
-        rc = size_guard(req, err);
+    int rc = size_guard(req, err);
     if (rc)
         return rc;
     rc = gp_model_new(&gp_method_ssgp, req, &model, err);
@@ -685,9 +681,6 @@ static int ssgp_export(const gp_model *model, gp_state *st, gp_error *err)
 
 static int ssgp_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    int rc = gp_method_check_kernel(&gp_method_ssgp, model->kernel, err);
-    if (rc)
-        return rc;
     const gp_named_array *om = gp_state_find(st, "omega");
     if (om == NULL || om->rows == 0 || om->cols != model->kernel->n_active)
         return gp_error_set(err, GP_EDATA, "omega", "missing or malformed frequencies");
@@ -697,7 +690,7 @@ static int ssgp_import(gp_model *model, const gp_state *st, gp_error *err)
     const double *alpha;
     double sampler = 0;
     size_t m = im->m;
-    rc = gp_state_get_cholesky(st, "chol_packed", m, im->L, err);
+    int rc = gp_state_get_cholesky(st, "chol_packed", m, im->L, err);
     if (rc == GP_OK)
         rc = gp_state_get(st, "alpha", m, 1, &alpha, err);
     if (rc == GP_OK)

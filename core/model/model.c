@@ -397,7 +397,10 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
     int rc = import_common(m, st, &model, err);
     if (rc)
         return rc;
-    rc = m->ops->import_impl(model, st, err);
+    /* A stored kernel the method does not take is a foreign or corrupt state. */
+    rc = gp_method_check_kernel(m, model->kernel, err);
+    if (rc == GP_OK)
+        rc = m->ops->import_impl(model, st, err);
     if (rc) {
         gp_model_free(model);
         return rc;
