@@ -34,12 +34,12 @@
  * 0.2: 150, 103, 153, 159 test rows). Every model of split k sees the same
  * split and fit seed k.
  *
- * Rows (--variants): paper = msrfr with the note's §5.3 settings (noise fixed
+ * Rows (--variants): paper = msrfr with the settings of docs/methods/stein-random-features.md §5.3 (noise fixed
  * at sigma2, bandwidth per_dim, likelihood weight 1/M, QMC init, T = 1000,
  * c = 5); total = the same with bandwidth total; noise = the same with the
  * noise learned from the paper's sigma2 (noise_fixed = 0); calibrate = the
  * paper recipe with calibrate = true; noise_calibrate = both; ssgp / ssgp_star = ssgp with learned frequencies (QMC
- * start) at R and R*, noise fixed at the note's SSGP sigma2 (our ssgp uses
+ * start) at R and R*, noise fixed at the SSGP sigma2 of docs/methods/stein-random-features.md §5.3 (our ssgp uses
  * L-BFGS, the paper's Adam); exact = exact GP, noise learned. Kernel rbf ARD,
  * variance 1, lengthscales 1 at the start, for all.
  *

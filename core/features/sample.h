@@ -24,7 +24,7 @@
  *    Every draw is a function of the seed alone: same seed, same frequencies.
  *
  * 2. The sparse-spectrum GP of one frequency matrix (docs/methods/stein-random-features.md §1.2-1.5),
- *    with an amplitude a2 (the kernel's variance) the note leaves as optional:
+ *    with an amplitude a2 (the kernel's variance) docs/methods/stein-random-features.md leaves as optional:
  *      phi(x) = sqrt(a2 / R) [cos(Omega x~), sin(Omega x~)],  x~ = x / l
  *      A = Phi^T Phi + s I_{2R},  alpha = A^{-1} Phi^T y
  *      LML = -(||y - Phi alpha||^2 + s ||alpha||^2) / (2 s) - log|A| / 2

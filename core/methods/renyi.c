@@ -1,6 +1,6 @@
 /* The Renyi GP (method "renyi"): see core/methods/renyi.h and docs/methods/renyi-gp.md.
  *
- * The bound is the dense algorithm of the note's §2.4: Xi (N x N) is built in
+ * The bound is the dense algorithm of docs/methods/renyi-gp.md §2.4: Xi (N x N) is built in
  * place over Kff, factorised once, and its inverse then overwritten by the
  * dense gradient weight G_K; the low-rank weight G_Q is kept factored (never
  * N x N) and chained through Q = Kfu Kuu^{-1} Kuf by gp_inducing_contract. */

@@ -2,8 +2,8 @@
  * Kontar, docs/methods/renyi-gp.md): inducing-point GP regression fitted by the
  * Renyi alpha-divergence bound
  *   L_a = log N(y; 0, Xi) - a/(2(1-a)) log|A|,
- *   Xi = s2 I + (1-a) Kff + a Q,   s2 A = Xi - Q   (the note's corrected
- *   identity, §2.2; the paper's (1-2a) form is wrong).
+ *   Xi = s2 I + (1-a) Kff + a Q,   s2 A = Xi - Q   (the corrected
+ *   identity of docs/methods/renyi-gp.md §2.2; the paper's (1-2a) form is wrong).
  * a = 0 is the exact LML, a -> 1 the sgpr bound; L_a is non-increasing in a.
  *
  * Dense algorithm with analytic gradients (docs/methods/renyi-gp.md §2.4): one Cholesky of the
@@ -21,8 +21,8 @@
  *   inducing_selection, optimize_inducing, max_iterations, tolerance: as sgpr
  *   dense_max_points    the cap above
  *
- * Predict: the whitened state mt = V Xi^{-1} y, C = I - V Xi^{-1} V^T (note
- * §3.1), O(M^2) per point; samples §3.2 (core/inducing/inducing.h). Reported: L_a,
+ * Predict: the whitened state mt = V Xi^{-1} y, C = I - V Xi^{-1} V^T
+ * (docs/methods/renyi-gp.md §3.1), O(M^2) per point; samples §3.2 (core/inducing/inducing.h). Reported: L_a,
  * the exact LML and gap (log p(y) - L_a, the Renyi divergence of q* from the
  * posterior), the trace term t, t / (N v) and the certified bound G(a) of
  * §5.2, and the upper bound L_upper of §5.1. */

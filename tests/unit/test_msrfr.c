@@ -131,7 +131,7 @@ static double median_of(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The note's §4.2 formula pair by pair, with the per-dimension median over
+/* The formula of docs/methods/stein-random-features.md §4.2 pair by pair, with the per-dimension median over
  * all P^2 ordered pairs (self pairs included). */
 static void direct_direction(const double *W, const double *G, size_t M, size_t R, size_t d,
                              double gamma, double alpha, double *phi)

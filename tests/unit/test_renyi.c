@@ -1,4 +1,4 @@
-/* Method "renyi" (core/methods/renyi.h): the note's §9 reference values, the limits
+/* Method "renyi" (core/methods/renyi.h): the reference values of docs/methods/renyi-gp.md §9, the limits
  * and orderings of the bound (L_0 = exact, monotone in a, VFE as a -> 1,
  * gap <= G(a), L_a <= log p(y) <= L_upper), finite-difference gradients in
  * theta, log s2 and Z, the whitened posterior against the direct N x N
@@ -64,7 +64,7 @@ static double bound_ok(const gp_kernel *k, double s2, double a, const double *X,
     return terms ? terms->bound : t.bound;
 }
 
-/* ---- §9 reference values ---- */
+/* ---- docs/methods/renyi-gp.md §9 reference values ---- */
 
 static const double ref_x[8] = {-2, -1.4, -0.8, -0.2, 0.4, 1.0, 1.6, 2.2};
 static const double ref_z[3] = {-1.5, 0.0, 1.5};

@@ -1,4 +1,4 @@
-/* Method "sgpr" (core/methods/sgpr.h): the collapsed bound against the renyi note's
+/* Method "sgpr" (core/methods/sgpr.h): the collapsed bound against docs/methods/renyi-gp.md's
  * §9 reference value (VFE) and against a dense N x N evaluation, Z = X
  * against the exact GP (LML and predictions), finite-difference gradients for
  * the kernel, the noise and Z, the whitened predictive against the dense
@@ -47,7 +47,7 @@ static gp_kernel *leaf(gp_kernel_type t, size_t d, int ard)
     return k;
 }
 
-/* The renyi note's §9 problem: 8 points, Z = (-1.5, 0, 1.5), rbf v = 1.2,
+/* The problem of docs/methods/renyi-gp.md §9: 8 points, Z = (-1.5, 0, 1.5), rbf v = 1.2,
  * l = 0.8, s2 = 0.05. */
 static const double ref_x[8] = {-2, -1.4, -0.8, -0.2, 0.4, 1.0, 1.6, 2.2};
 static const double ref_z[3] = {-1.5, 0.0, 1.5};
@@ -176,7 +176,7 @@ static void test_reference_vfe(void **state)
     double y[8];
     ref_targets(y);
     gp_kernel *k = ref_kernel();
-    /* renyi-gp.md §9: VFE (a -> 1) = -33.23587962680718. */
+    /* docs/methods/renyi-gp.md §9: VFE (a -> 1) = -33.23587962680718. */
     double F = bound_of(k, 0.05, ref_x, 8, 1, y, ref_z, 3, NULL, NULL);
     assert_true(fabs(F - -33.23587962680718) < 1e-9);
     gp_sgpr_terms t;
