@@ -1,10 +1,13 @@
-/* The CSV reader of fit requests: a header row, then rows of numbers; the
- * target is the last column or the one named by ?target= (header name or
- * 0-based index). Separators are commas; LF or CRLF line ends; blank lines at
- * the end are ignored; quoted fields are not supported and rejected. Every
- * cell must be a finite number (strtod consuming the whole cell, surrounding
- * blanks allowed). Errors name "row 12, column 'cement'" (data rows counted
- * from 1, the header not counted) and the field "X[11][0]" or "y[11]". */
+/* The CSV reader of fit requests, RFC 4180: a header row, then rows of
+ * numbers; the target is the last column or the one named by ?target= (header
+ * name or 0-based index). Fields are separated by commas; records end with LF
+ * or CRLF; a field may be quoted ("a, b"), with "" standing for a quote inside
+ * it and line breaks allowed inside the quotes; a UTF-8 byte order mark is
+ * skipped; blank lines at the end are ignored. This reads what R's write.csv,
+ * Python's csv module and spreadsheets write. Every data cell must be a finite
+ * number, quoted or not (strtod consuming the whole cell, surrounding blanks
+ * allowed). Errors name "row 12, column 'cement'" (data rows counted from 1,
+ * the header not counted) and the field "X[11][0]" or "y[11]". */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,94 +19,182 @@
 #define CSV_MAX_COLUMNS 100000
 #define CSV_NAME_SHOWN 40
 
-typedef struct line {
+/* One field: its text without the enclosing quotes (doubled quotes still
+ * doubled when escapes is set). */
+typedef struct csv_field {
     const char *p;
     size_t len;
-} line;
+    int quoted, escapes;
+} csv_field;
 
-/* Next line of [*pos, end): without its "\n" or "\r\n". */
-static int next_line(const char **pos, const char *end, line *out)
+enum { FIELD_MORE = 0, FIELD_END = 1, FIELD_BAD = -1 };
+
+static int is_blank_char(char c)
 {
-    if (*pos >= end)
-        return 0;
-    const char *s = *pos;
-    const char *nl = memchr(s, '\n', (size_t)(end - s));
-    const char *e = nl ? nl : end;
-    *pos = nl ? nl + 1 : end;
-    if (e > s && e[-1] == '\r')
-        e--;
-    out->p = s;
-    out->len = (size_t)(e - s);
-    return 1;
+    return c == ' ' || c == '\t';
 }
 
-static int blank(const line *l)
+/* After a field's text at c: a comma (more fields), a line end or the end of
+ * the body (the record ends); anything else is malformed. */
+static int field_end(const char **pos, const char *c, const char *end)
 {
-    for (size_t i = 0; i < l->len; i++)
-        if (l->p[i] != ' ' && l->p[i] != '\t')
-            return 0;
-    return 1;
-}
-
-static size_t count_cells(const line *l)
-{
-    size_t n = 1;
-    for (size_t i = 0; i < l->len; i++)
-        n += l->p[i] == ',';
-    return n;
-}
-
-static void trim(const char **s, size_t *n)
-{
-    while (*n && (**s == ' ' || **s == '\t')) {
-        (*s)++;
-        (*n)--;
+    while (c < end && is_blank_char(*c))
+        c++;
+    if (c >= end) {
+        *pos = end;
+        return FIELD_END;
     }
-    while (*n && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t'))
-        (*n)--;
+    if (*c == ',') {
+        *pos = c + 1;
+        return FIELD_MORE;
+    }
+    if (*c == '\r' && c + 1 < end && c[1] == '\n') {
+        *pos = c + 2;
+        return FIELD_END;
+    }
+    if (*c == '\n') {
+        *pos = c + 1;
+        return FIELD_END;
+    }
+    return FIELD_BAD;
 }
 
-/* Column names of the header (pointers into the body, lengths). */
+/* The field at *pos (leading and trailing blanks dropped). FIELD_BAD for an
+ * unterminated quote, text after a closing quote, or a quote inside an
+ * unquoted field. */
+static int next_field(const char **pos, const char *end, csv_field *f)
+{
+    const char *s = *pos;
+    while (s < end && is_blank_char(*s))
+        s++;
+    f->quoted = f->escapes = 0;
+    if (s < end && *s == '"') {
+        const char *c = s + 1;
+        for (;; c++) {
+            if (c >= end)
+                return FIELD_BAD;
+            if (*c != '"')
+                continue;
+            if (c + 1 < end && c[1] == '"') {
+                f->escapes = 1;
+                c++;
+                continue;
+            }
+            break;
+        }
+        f->p = s + 1;
+        f->len = (size_t)(c - s - 1);
+        f->quoted = 1;
+        return field_end(pos, c + 1, end);
+    }
+    const char *c = s;
+    while (c < end && *c != ',' && *c != '\n') {
+        if (*c == '"')
+            return FIELD_BAD;
+        c++;
+    }
+    const char *e = c;
+    while (e > s && (is_blank_char(e[-1]) || e[-1] == '\r'))
+        e--;
+    f->p = s;
+    f->len = (size_t)(e - s);
+    return field_end(pos, c, end);
+}
+
+/* GP_EDATA for a malformed field in data row `row` (from 1; 0: the header). */
+static int malformed(size_t row, gp_error *err)
+{
+    static const char why[] = "has a malformed field (an unclosed quote, a quote inside an "
+                              "unquoted field, or text after a closing quote)";
+    if (row == 0)
+        return gp_error_set(err, GP_EDATA, "X", "the CSV header %s", why);
+    char where[GP_ERROR_FIELD_LEN];
+    snprintf(where, sizeof where, "X[%zu]", row - 1);
+    return gp_error_set(err, GP_EDATA, where, "row %zu of the CSV %s", row, why);
+}
+
+/* The record at *pos: its field count in *n, the first cap fields in out
+ * (out may be NULL). GP_OK, or GP_EDATA for a malformed field. */
+static int next_record(const char **pos, const char *end, csv_field *out, size_t cap, size_t *n,
+                       size_t row, gp_error *err)
+{
+    *n = 0;
+    for (;;) {
+        csv_field f;
+        int r = next_field(pos, end, &f);
+        if (r == FIELD_BAD)
+            return malformed(row, err);
+        if (out && *n < cap)
+            out[*n] = f;
+        (*n)++;
+        if (r == FIELD_END)
+            return GP_OK;
+    }
+}
+
+/* A record of one empty unquoted field: a blank line. */
+static int blank_record(const csv_field *f, size_t n)
+{
+    return n == 1 && !f[0].quoted && f[0].len == 0;
+}
+
+/* Column names of the header: unescaped copies in one block. */
 typedef struct header {
     const char **name;
     size_t *len;
     size_t n;
+    char *text;
 } header;
 
 static void header_free(header *h)
 {
     free(h->name);
     free(h->len);
+    free(h->text);
 }
 
-static int parse_header(const line *l, header *h, gp_error *err)
+/* Copy f's text into out with "" turned into ": returns the length. */
+static size_t unescape(const csv_field *f, char *out)
 {
-    size_t n = count_cells(l);
+    size_t k = 0;
+    for (size_t i = 0; i < f->len; i++) {
+        out[k++] = f->p[i];
+        if (f->escapes && f->p[i] == '"')
+            i++; /* the second quote of a pair */
+    }
+    return k;
+}
+
+static int parse_header(const char **pos, const char *end, header *h, gp_error *err)
+{
+    const char *start = *pos;
+    size_t n = 0;
+    int rc = next_record(pos, end, NULL, 0, &n, 0, err);
+    if (rc)
+        return rc;
     if (n > CSV_MAX_COLUMNS)
         return gp_error_set(err, GP_ETOOBIG, "X", "the CSV header has %zu columns; the limit is %d",
                             n, CSV_MAX_COLUMNS);
+    csv_field *f = malloc(n * sizeof *f);
     h->name = malloc(n * sizeof *h->name);
     h->len = malloc(n * sizeof *h->len);
+    h->text = malloc((size_t)(*pos - start) + 1);
     h->n = n;
-    if (h->name == NULL || h->len == NULL)
+    if (f == NULL || h->name == NULL || h->len == NULL || h->text == NULL) {
+        free(f);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    const char *s = l->p, *end = l->p + l->len;
-    for (size_t c = 0; c < n; c++) {
-        const char *comma = memchr(s, ',', (size_t)(end - s));
-        const char *e = comma ? comma : end;
-        const char *name = s;
-        size_t len = (size_t)(e - s);
-        trim(&name, &len);
-        if (memchr(name, '"', len))
-            return gp_error_set(err, GP_EDATA, "X",
-                                "the CSV header has a quoted field (column %zu); quoted fields "
-                                "are not supported",
-                                c);
-        h->name[c] = name;
-        h->len[c] = len;
-        s = comma ? comma + 1 : end;
     }
-    return GP_OK;
+    *pos = start;
+    next_record(pos, end, f, n, &n, 0, err);
+    char *t = h->text;
+    for (size_t c = 0; c < n; c++) {
+        h->name[c] = t;
+        h->len[c] = unescape(&f[c], t);
+        t += h->len[c];
+    }
+    int blank = blank_record(f, n);
+    free(f);
+    return blank ? gp_error_set(err, GP_EDATA, "X", "the CSV has no header row") : GP_OK;
 }
 
 static int find_target(const header *h, const char *target, size_t *col, gp_error *err)
@@ -149,6 +240,87 @@ static int cell_error(const header *h, size_t row, size_t col, size_t target, si
                         h->name[col], cl, cell, why);
 }
 
+/* Count the data rows after the header (a blank line ends the data; only
+ * blank lines may follow it). */
+static int count_rows(const char *pos, const char *end, size_t *rows, gp_error *err)
+{
+    *rows = 0;
+    int ended = 0;
+    while (pos < end) {
+        csv_field f;
+        size_t n = 0;
+        int rc = next_record(&pos, end, &f, 1, &n, *rows + 1, err);
+        if (rc)
+            return rc;
+        if (blank_record(&f, n)) {
+            ended = 1;
+            continue;
+        }
+        if (ended)
+            return gp_error_set(err, GP_EDATA, "X", "row %zu of the CSV follows a blank line",
+                                *rows + 1);
+        (*rows)++;
+    }
+    return GP_OK;
+}
+
+/* The number in a cell, or the reason it is not one. */
+static const char *cell_number(const csv_field *f, double *v)
+{
+    char buf[64];
+    if (f->len == 0)
+        return "is empty";
+    if (f->escapes || f->len >= sizeof buf)
+        return "is not a number";
+    memcpy(buf, f->p, f->len);
+    buf[f->len] = '\0';
+    const char *s = buf;
+    while (is_blank_char(*s))
+        s++;
+    size_t l = strlen(s);
+    while (l && is_blank_char(s[l - 1]))
+        l--;
+    if (l == 0)
+        return "is empty";
+    char *stop = NULL;
+    *v = strtod(s, &stop);
+    if (stop != s + l)
+        return "is not a number";
+    return isfinite(*v) ? NULL : "is not a finite number";
+}
+
+/* Fill X (rows x d, column-major) and y from the data records at pos. */
+static int read_rows(const char *pos, const char *end, const header *h, size_t tcol, size_t rows,
+                     double *Xm, double *yv, gp_error *err)
+{
+    csv_field *f = malloc(h->n * sizeof *f);
+    if (f == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    int rc = GP_OK;
+    for (size_t r = 0; r < rows && rc == GP_OK; r++) {
+        size_t cells = 0;
+        rc = next_record(&pos, end, f, h->n, &cells, r + 1, err);
+        if (rc == GP_OK && cells != h->n) {
+            char field_name[GP_ERROR_FIELD_LEN];
+            snprintf(field_name, sizeof field_name, "X[%zu]", r);
+            rc = gp_error_set(err, GP_EDATA, field_name,
+                              "row %zu has %zu cells; the header has %zu", r + 1, cells, h->n);
+        }
+        for (size_t c = 0, xc = 0; rc == GP_OK && c < h->n; c++) {
+            double v = 0.0;
+            const char *why = cell_number(&f[c], &v);
+            if (why)
+                rc = cell_error(h, r, c, tcol, xc, f[c].p, f[c].len, why, err);
+            else if (c == tcol)
+                yv[r] = v;
+            else
+                Xm[xc++ * rows + r] = v;
+        }
+    }
+    free(f);
+    return rc;
+}
+
 int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows, double **X,
                  double **y, size_t *n_out, size_t *d_out, gp_error *err)
 {
@@ -161,109 +333,33 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
     const char *pos = body, *end = body + len;
     if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
         pos += 3; /* UTF-8 byte order mark */
-    line hl;
-    if (!next_line(&pos, end, &hl) || blank(&hl))
-        return gp_error_set(err, GP_EDATA, "X", "the CSV has no header row");
-    header h = {NULL, NULL, 0};
-    int rc = parse_header(&hl, &h, err);
-    size_t tcol = 0;
+    header h = {NULL, NULL, 0, NULL};
+    int rc = parse_header(&pos, end, &h, err);
+    size_t tcol = 0, rows = 0;
     if (rc == GP_OK)
         rc = find_target(&h, target, &tcol, err);
     if (rc == GP_OK && h.n < 2)
         rc = gp_error_set(err, GP_EDATA, "X",
                           "the CSV has one column: no input columns besides the target");
-    if (rc) {
-        header_free(&h);
-        return rc;
-    }
-    /* Count data rows (a blank line ends the data; only blank lines may follow). */
-    size_t rows = 0;
-    {
-        const char *p = pos;
-        line l;
-        int ended = 0;
-        while (next_line(&p, end, &l)) {
-            if (blank(&l)) {
-                ended = 1;
-                continue;
-            }
-            if (ended) {
-                header_free(&h);
-                return gp_error_set(err, GP_EDATA, "X",
-                                    "row %zu of the CSV follows a blank line", rows + 1);
-            }
-            rows++;
-        }
-    }
-    if (rows == 0) {
-        header_free(&h);
-        return gp_error_set(err, GP_EDATA, "X", "the CSV has a header but no data rows");
-    }
-    if (rows > max_rows) {
-        header_free(&h);
-        return gp_error_set(err, GP_ETOOBIG, "X",
-                            "the CSV has %zu rows; the limit is max_points = %zu", rows,
-                            max_rows);
-    }
+    if (rc == GP_OK)
+        rc = count_rows(pos, end, &rows, err);
+    if (rc == GP_OK && rows == 0)
+        rc = gp_error_set(err, GP_EDATA, "X", "the CSV has a header but no data rows");
+    if (rc == GP_OK && rows > max_rows)
+        rc = gp_error_set(err, GP_ETOOBIG, "X",
+                          "the CSV has %zu rows; the limit is max_points = %zu", rows, max_rows);
     size_t d = h.n - 1;
-    double *Xm = NULL, *yv = malloc(rows * sizeof *yv);
-    if (d <= SIZE_MAX / sizeof(double) / rows)
-        Xm = malloc(rows * d * sizeof *Xm);
-    if (Xm == NULL || yv == NULL) {
-        free(Xm);
-        free(yv);
-        header_free(&h);
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu x %zu values", rows,
-                            d);
+    double *Xm = NULL, *yv = NULL;
+    if (rc == GP_OK) {
+        yv = malloc(rows * sizeof *yv);
+        if (d <= SIZE_MAX / sizeof(double) / rows)
+            Xm = malloc(rows * d * sizeof *Xm);
+        if (Xm == NULL || yv == NULL)
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu x %zu values", rows,
+                              d);
     }
-    char buf[64];
-    line l;
-    for (size_t r = 0; r < rows && rc == GP_OK; r++) {
-        next_line(&pos, end, &l);
-        size_t cells = count_cells(&l);
-        if (cells != h.n) {
-            char field[GP_ERROR_FIELD_LEN];
-            snprintf(field, sizeof field, "X[%zu]", r);
-            rc = gp_error_set(err, GP_EDATA, field, "row %zu has %zu cells; the header has %zu",
-                              r + 1, cells, h.n);
-            break;
-        }
-        const char *s = l.p, *le = l.p + l.len;
-        for (size_t c = 0, xc = 0; c < h.n; c++) {
-            const char *comma = memchr(s, ',', (size_t)(le - s));
-            const char *e = comma ? comma : le;
-            const char *cs = s;
-            size_t cl = (size_t)(e - s);
-            s = comma ? comma + 1 : le;
-            trim(&cs, &cl);
-            double v = 0.0;
-            const char *why = NULL;
-            if (cl == 0)
-                why = "is empty";
-            else if (memchr(cs, '"', cl))
-                why = "is quoted; quoted fields are not supported";
-            else if (cl >= sizeof buf)
-                why = "is not a number";
-            else {
-                memcpy(buf, cs, cl);
-                buf[cl] = '\0';
-                char *stop = NULL;
-                v = strtod(buf, &stop);
-                if (stop != buf + cl)
-                    why = "is not a number";
-                else if (!isfinite(v))
-                    why = "is not a finite number";
-            }
-            if (why) {
-                rc = cell_error(&h, r, c, tcol, xc, cs, cl, why, err);
-                break;
-            }
-            if (c == tcol)
-                yv[r] = v;
-            else
-                Xm[xc++ * rows + r] = v;
-        }
-    }
+    if (rc == GP_OK)
+        rc = read_rows(pos, end, &h, tcol, rows, Xm, yv, err);
     header_free(&h);
     if (rc) {
         free(Xm);

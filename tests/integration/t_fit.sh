@@ -45,6 +45,14 @@ verdict "fit CSV: n_train 40, input_dim 2" $? "wrong n_train / input_dim"
 # The target named explicitly (?target=a): then b and target are the inputs.
 check "fit CSV with ?target=COL" 201 POST '/v1/models?name=plane-t&target=a' \
     -H 'Content-Type: text/csv' --data-binary @"$T/plane_h.csv"
+# RFC 4180: the quoted header R's write.csv writes; the target named with a comma in it.
+check "fit CSV written by R's write.csv (quoted header)" 201 POST '/v1/models?name=r-csv' \
+    -H 'Content-Type: text/csv' --data-binary @tests/fixtures/csv/r_write_csv.csv
+[ "$(jnum n_train)" = 6 ] && [ "$(jnum input_dim)" = 2 ]
+verdict "R's CSV: n_train 6, input_dim 2" $? "wrong n_train / input_dim"
+check "fit CSV from Python (QUOTE_ALL, BOM, CRLF), ?target with a comma" 201 POST \
+    '/v1/models?name=py-csv&target=cement%2C%20kg' \
+    -H 'Content-Type: text/csv' --data-binary @tests/fixtures/csv/py_quote_all_bom.csv
 if [ -n "$CONCRETE" ]; then
     check "fit CSV concrete.csv (1030 x 8)" 201 POST '/v1/models?name=concrete&method=exact' \
         -H 'Content-Type: text/csv' --data-binary @"$CONCRETE"
