@@ -163,7 +163,9 @@ int gp_verb_of(const char *method)
 {
     if (method == NULL)
         return GP_VERB_OTHER;
-    if (strcmp(method, "GET") == 0)
+    /* HEAD is GET without the body (RFC 9110 §9.3.2): the same handler answers
+     * it, and libmicrohttpd leaves the body out. */
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         return GP_VERB_GET;
     if (strcmp(method, "POST") == 0)
         return GP_VERB_POST;
@@ -181,18 +183,19 @@ typedef struct route_info {
 } route_info;
 
 static const route_info routes[GP_ROUTE_COUNT] = {
-    [GP_ROUTE_HEALTHZ] = {"/healthz", GP_VERB_GET, "GET", 0, 0},
-    [GP_ROUTE_READYZ] = {"/readyz", GP_VERB_GET, "GET", 0, 0},
-    [GP_ROUTE_METRICS] = {"/metrics", GP_VERB_GET, "GET", 0, 0},
-    [GP_ROUTE_OPENAPI] = {"/openapi.yaml", GP_VERB_GET, "GET", 1, 0},
-    [GP_ROUTE_METHODS] = {"/v1/methods", GP_VERB_GET, "GET", 1, 0},
-    [GP_ROUTE_MODELS] = {"/v1/models", GP_VERB_GET | GP_VERB_POST, "GET, POST", 1, 3},
-    [GP_ROUTE_MODEL] = {"/v1/models/{name}", GP_VERB_GET | GP_VERB_DELETE, "GET, DELETE", 1, 0},
-    [GP_ROUTE_MODEL_VERSION] = {"/v1/models/{name}/versions/{v}", GP_VERB_GET, "GET", 1, 0},
+    [GP_ROUTE_HEALTHZ] = {"/healthz", GP_VERB_GET, "GET, HEAD", 0, 0},
+    [GP_ROUTE_READYZ] = {"/readyz", GP_VERB_GET, "GET, HEAD", 0, 0},
+    [GP_ROUTE_METRICS] = {"/metrics", GP_VERB_GET, "GET, HEAD", 0, 0},
+    [GP_ROUTE_OPENAPI] = {"/openapi.yaml", GP_VERB_GET, "GET, HEAD", 1, 0},
+    [GP_ROUTE_METHODS] = {"/v1/methods", GP_VERB_GET, "GET, HEAD", 1, 0},
+    [GP_ROUTE_MODELS] = {"/v1/models", GP_VERB_GET | GP_VERB_POST, "GET, HEAD, POST", 1, 3},
+    [GP_ROUTE_MODEL] = {"/v1/models/{name}", GP_VERB_GET | GP_VERB_DELETE, "GET, HEAD, DELETE", 1,
+                        0},
+    [GP_ROUTE_MODEL_VERSION] = {"/v1/models/{name}/versions/{v}", GP_VERB_GET, "GET, HEAD", 1, 0},
     [GP_ROUTE_PREDICT] = {"/v1/models/{name}/predict", GP_VERB_POST, "POST", 1, 1},
     [GP_ROUTE_SAMPLE] = {"/v1/models/{name}/sample", GP_VERB_POST, "POST", 1, 1},
     [GP_ROUTE_OBSERVE] = {"/v1/models/{name}/observe", GP_VERB_POST, "POST", 1, 1},
-    [GP_ROUTE_JOB] = {"/v1/jobs/{id}", GP_VERB_GET | GP_VERB_DELETE, "GET, DELETE", 1, 0},
+    [GP_ROUTE_JOB] = {"/v1/jobs/{id}", GP_VERB_GET | GP_VERB_DELETE, "GET, HEAD, DELETE", 1, 0},
 };
 
 static const route_info *info(gp_route_id r)

@@ -130,11 +130,12 @@ static void test_route_table(void **state)
     assert_int_equal(gp_verb_of("get"), GP_VERB_OTHER);
     assert_int_equal(gp_verb_of(NULL), GP_VERB_OTHER);
 
-    assert_string_equal(gp_route_allow(GP_ROUTE_MODELS), "GET, POST");
-    assert_string_equal(gp_route_allow(GP_ROUTE_MODEL), "GET, DELETE");
-    assert_string_equal(gp_route_allow(GP_ROUTE_JOB), "GET, DELETE");
+    assert_string_equal(gp_route_allow(GP_ROUTE_MODELS), "GET, HEAD, POST");
+    assert_string_equal(gp_route_allow(GP_ROUTE_MODEL), "GET, HEAD, DELETE");
+    assert_string_equal(gp_route_allow(GP_ROUTE_JOB), "GET, HEAD, DELETE");
     assert_string_equal(gp_route_allow(GP_ROUTE_PREDICT), "POST");
-    assert_string_equal(gp_route_allow(GP_ROUTE_HEALTHZ), "GET");
+    assert_string_equal(gp_route_allow(GP_ROUTE_HEALTHZ), "GET, HEAD");
+    assert_int_equal(gp_verb_of("HEAD"), GP_VERB_GET);
     assert_true(gp_route_verbs(GP_ROUTE_MODELS) & GP_VERB_POST);
     assert_false(gp_route_verbs(GP_ROUTE_PREDICT) & GP_VERB_GET);
     assert_int_equal(gp_route_verbs(GP_ROUTE_NONE), 0);
