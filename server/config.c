@@ -44,8 +44,8 @@ static const opt_def options[] = {
     {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
      "seconds an idle connection is kept; 0 = never closed"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
-     "file holding the API key; then every route but /healthz, /readyz and /metrics "
-     "needs 'Authorization: Bearer KEY'"},
+     "file holding the API key (16 bytes or more); then every route but /healthz, /readyz "
+     "and /metrics needs 'Authorization: Bearer KEY'"},
     {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
      "fitted models kept in memory (LRU)"},
     {"compute-threads", "GPSERVE_COMPUTE_THREADS", OPT_LONG, OFF(compute_threads), 0, 1024,
@@ -293,6 +293,15 @@ char *gp_read_api_key(const char *path, char *msg, size_t msg_size)
     }
     if (memchr(key, '\0', len) != NULL) {
         snprintf(msg, msg_size, "API key file '%s' holds a NUL byte", path);
+        free(key);
+        return NULL;
+    }
+    if (len < GP_API_KEY_MIN_BYTES) {
+        /* A short key can be guessed; refuse to start rather than serve with it. */
+        snprintf(msg, msg_size,
+                 "API key in '%s' has %zu bytes; at least %d are required (e.g. the output of "
+                 "'head -c 32 /dev/urandom | base64')",
+                 path, len, GP_API_KEY_MIN_BYTES);
         free(key);
         return NULL;
     }

@@ -50,9 +50,12 @@ void gp_config_usage(FILE *out, const char *prog);
  * blanks). Returns 0 and sets *out, or -1. */
 int gp_parse_long(const char *s, long min, long max, long *out);
 
+/* The shortest API key the daemon starts with. */
+#define GP_API_KEY_MIN_BYTES 16
+
 /* Read an API key file: its content with trailing whitespace (newline) cut.
  * Returns a malloc'ed key, or NULL with a message in msg (unreadable, empty,
- * or a NUL byte inside). */
+ * a NUL byte inside, or shorter than GP_API_KEY_MIN_BYTES). */
 char *gp_read_api_key(const char *path, char *msg, size_t msg_size);
 
 #endif

@@ -24,3 +24,19 @@ if start_daemon "$T/key.log" --db "$T/key.db" --api-key-file "$T/keyfile" --max-
 else
     fail "daemon with --api-key-file starts"
 fi
+# A key shorter than 16 bytes: the daemon refuses to start, naming the minimum.
+printf 'short-key\n' >"$T/shortkey"
+"$BIN" --bind 127.0.0.1 --port 0 --db "$T/short.db" --api-key-file "$T/shortkey" >"$T/short.log" 2>&1 &
+spid=$!
+PIDS="$PIDS $spid"
+i=0
+while alive "$spid" && [ $i -lt $((STARTUP * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+if alive "$spid"; then
+    fail "a 9-byte API key: the daemon refuses to start" "still running"
+    kill -TERM "$spid" 2>/dev/null
+else
+    wait "$spid"
+    rc=$?
+    [ "$rc" -ne 0 ] && grep -q 'at least 16' "$T/short.log"
+    verdict "a 9-byte API key: the daemon refuses to start (exit $rc), naming the minimum" $? "$(tail -n 1 "$T/short.log")"
+fi

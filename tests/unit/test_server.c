@@ -315,14 +315,26 @@ static void test_api_key_file(void **state)
     char path[] = "/tmp/gpserve_keyXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, "s3cret\r\n", 8), 8);
+    assert_int_equal(write(fd, "s3cret-0123456789\r\n", 19), 19);
     close(fd);
     char msg[256];
     char *key = gp_read_api_key(path, msg, sizeof msg);
     assert_non_null(key);
-    assert_string_equal(key, "s3cret");
+    assert_string_equal(key, "s3cret-0123456789");
     free(key);
+    /* 15 bytes: refused, with the minimum named. */
     FILE *f = fopen(path, "w");
+    fputs("0123456789abcde\n", f);
+    fclose(f);
+    assert_null(gp_read_api_key(path, msg, sizeof msg));
+    assert_non_null(strstr(msg, "at least 16"));
+    f = fopen(path, "w");
+    fputs("0123456789abcdef\n", f);
+    fclose(f);
+    key = gp_read_api_key(path, msg, sizeof msg);
+    assert_non_null(key);
+    free(key);
+    f = fopen(path, "w");
     fputs("\n", f);
     fclose(f);
     assert_null(gp_read_api_key(path, msg, sizeof msg));
