@@ -12,6 +12,7 @@ void gp_api_default_config(gp_api_config *cfg)
     cfg->db_path = "./gpserve.db";
     cfg->max_train_points = GP_DEFAULT_MAX_TRAIN_POINTS;
     cfg->max_points = 1000000;
+    cfg->max_input_dim = 1000;
     cfg->max_covariance_points = 5000;
     cfg->max_samples = 10000;
     cfg->max_sample_values = 10000000;
@@ -34,6 +35,8 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
         api->cfg.max_train_points = def.max_train_points;
     if (api->cfg.max_points == 0)
         api->cfg.max_points = def.max_points;
+    if (api->cfg.max_input_dim == 0)
+        api->cfg.max_input_dim = def.max_input_dim;
     if (api->cfg.max_covariance_points == 0)
         api->cfg.max_covariance_points = def.max_covariance_points;
     if (api->cfg.max_samples == 0)

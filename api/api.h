@@ -26,6 +26,7 @@ typedef struct gp_api_config {
     const char *db_path;          /* SQLite file; default "./gpserve.db" */
     size_t max_train_points;      /* N cap of methods that build N x N matrices; default 20000 */
     size_t max_points;            /* rows of X in one fit/predict/sample request; default 1000000 */
+    size_t max_input_dim;         /* input columns of a fit; default 1000 */
     size_t max_covariance_points; /* points of a full_covariance or sample request; default 5000 */
     size_t max_samples;           /* n_samples of one sample request; default 10000 */
     size_t max_sample_values;     /* n_samples x points of one sample request; default 10000000 */

@@ -16,7 +16,6 @@
 
 #include "api/internal.h"
 
-#define CSV_MAX_COLUMNS 100000
 #define CSV_NAME_SHOWN 40
 
 /* One field: its text without the enclosing quotes (doubled quotes still
@@ -165,16 +164,19 @@ static size_t unescape(const csv_field *f, char *out)
     return k;
 }
 
-static int parse_header(const char **pos, const char *end, header *h, gp_error *err)
+static int parse_header(const char **pos, const char *end, size_t max_inputs, header *h,
+                        gp_error *err)
 {
     const char *start = *pos;
     size_t n = 0;
     int rc = next_record(pos, end, NULL, 0, &n, 0, err);
     if (rc)
         return rc;
-    if (n > CSV_MAX_COLUMNS)
-        return gp_error_set(err, GP_ETOOBIG, "X", "the CSV header has %zu columns; the limit is %d",
-                            n, CSV_MAX_COLUMNS);
+    if (n > max_inputs + 1)
+        return gp_error_set(err, GP_ETOOBIG, "X",
+                            "the CSV has %zu input columns; the limit is max_input_dim = %zu "
+                            "(--max-input-dim)",
+                            n - 1, max_inputs);
     csv_field *f = malloc(n * sizeof *f);
     h->name = malloc(n * sizeof *h->name);
     h->len = malloc(n * sizeof *h->len);
@@ -321,8 +323,9 @@ static int read_rows(const char *pos, const char *end, const header *h, size_t t
     return rc;
 }
 
-int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows, double **X,
-                 double **y, size_t *n_out, size_t *d_out, gp_error *err)
+int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows,
+                 size_t max_inputs, double **X, double **y, size_t *n_out, size_t *d_out,
+                 gp_error *err)
 {
     *X = NULL;
     *y = NULL;
@@ -334,7 +337,7 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
     if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
         pos += 3; /* UTF-8 byte order mark */
     header h = {NULL, NULL, 0, NULL};
-    int rc = parse_header(&pos, end, &h, err);
+    int rc = parse_header(&pos, end, max_inputs, &h, err);
     size_t tcol = 0, rows = 0;
     if (rc == GP_OK)
         rc = find_target(&h, target, &tcol, err);

@@ -239,6 +239,11 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
             return gp_error_set(err, GP_EINVAL, "y", "y (the training targets) is missing");
         if ((rc = gp_json_matrix(X, "X", api->cfg.max_points, &job->X, &job->n, &job->d, err)))
             return rc;
+        if (job->d > api->cfg.max_input_dim)
+            return gp_error_set(err, GP_ETOOBIG, "X",
+                                "X has %zu input columns; the limit is max_input_dim = %zu "
+                                "(--max-input-dim)",
+                                job->d, api->cfg.max_input_dim);
         size_t ny = 0;
         if ((rc = gp_json_vector(y, "y", api->cfg.max_points, &job->y, &ny, err)))
             return rc;
@@ -360,8 +365,8 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
             rc = gp_error_set(err, GP_EINVAL, "name",
                               "name is missing (a CSV fit takes it as ?name=)");
         if (rc == GP_OK)
-            rc = gp_csv_parse(req->body, req->body_len, target, api->cfg.max_points, &job->X,
-                              &job->y, &job->n, &job->d, err);
+            rc = gp_csv_parse(req->body, req->body_len, target, api->cfg.max_points,
+                              api->cfg.max_input_dim, &job->X, &job->y, &job->n, &job->d, err);
         if (rc == GP_OK)
             rc = parse_fields(api, obj, job, 1, err);
     }

@@ -113,10 +113,12 @@ json_t *gp_kernel_to_json(const gp_kernel *k);
 int gp_kernel_default(size_t input_dim, gp_kernel **out, gp_error *err);
 
 /* ---- CSV (csv.c) ---- */
-/* Parse a CSV body: header row, then rows of numbers. target: column name or
- * 0-based index, NULL for the last column. X column-major n x (cols-1). */
-int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows, double **X,
-                 double **y, size_t *n, size_t *d, gp_error *err);
+/* Parse a CSV body (RFC 4180): header row, then rows of numbers. target:
+ * column name or 0-based index, NULL for the last column. X column-major
+ * n x (cols-1). More than max_rows rows, or more than max_inputs input
+ * columns, is GP_ETOOBIG before anything of that size is allocated. */
+int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows,
+                 size_t max_inputs, double **X, double **y, size_t *n, size_t *d, gp_error *err);
 
 /* ---- errors (errors.c) ---- */
 /* The GP_E* code of a catalogue name ("invalid_argument" -> GP_EINVAL). */

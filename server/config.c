@@ -39,6 +39,8 @@ static const opt_def options[] = {
      "largest request body in MiB; beyond it 413 payload_too_large"},
     {"max-train-points", "GPSERVE_MAX_TRAIN_POINTS", OPT_LONG, OFF(max_train_points), 1,
      100000000, "largest N of methods that build N x N matrices"},
+    {"max-input-dim", "GPSERVE_MAX_INPUT_DIM", OPT_LONG, OFF(max_input_dim), 1, 1000000,
+     "largest number of input columns of a fit; beyond it 413"},
     {"max-connections", "GPSERVE_MAX_CONNECTIONS", OPT_LONG, OFF(max_connections), 1, 1000000,
      "concurrent HTTP connections"},
     {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
@@ -69,6 +71,9 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->max_train_points = api.max_train_points > 0 && api.max_train_points <= 100000000
                                 ? (long)api.max_train_points
                                 : 20000;
+    cfg->max_input_dim = api.max_input_dim > 0 && api.max_input_dim <= 1000000
+                             ? (long)api.max_input_dim
+                             : 1000;
     cfg->max_connections = 1024;
     cfg->timeout = 30;
     cfg->api_key_file = NULL;

@@ -67,6 +67,7 @@ int main(int argc, char **argv)
     gp_api_default_config(&acfg);
     acfg.db_path = cfg.db;
     acfg.max_train_points = (size_t)cfg.max_train_points;
+    acfg.max_input_dim = (size_t)cfg.max_input_dim;
     acfg.model_cache = (size_t)cfg.model_cache;
     gp_api *api = NULL;
     gp_error err;

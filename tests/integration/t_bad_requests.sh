@@ -77,6 +77,13 @@ check_err "2 MB body (limit 1 MB)" 413 payload_too_large - POST $M -H 'Content-T
 check_err "2 MB body without Expect: 100-continue" 413 payload_too_large - POST $M -H 'Content-Type: application/json' -H 'Expect:' --data-binary @"$T/big.json"
 check_err "Content-Length above the cap" 413 payload_too_large - POST $M -H 'Content-Type: application/json' \
     -H 'Content-Length: 5000000' --data-binary '{"name":"x"}'
+# More input columns than --max-input-dim (default 1000), JSON and CSV: 413 naming X.
+awk 'BEGIN { printf "{\"name\":\"wide\",\"X\":[["; for (i = 0; i < 1001; i++) printf "%s%d", (i ? "," : ""), i; printf "]],\"y\":[1]}" }' >"$T/wide.json"
+check_jerr "1001 input columns (JSON)" 413 payload_too_large '^X$' $M @"$T/wide.json"
+awk 'BEGIN { for (i = 0; i <= 100000; i++) printf "%sc%d", (i ? "," : ""), i; printf "\n";
+             for (i = 0; i <= 100000; i++) printf "%s1", (i ? "," : ""); printf "\n" }' >"$T/wide.csv"
+check_err "100000 input columns (CSV)" 413 payload_too_large '^X$' POST "$M?name=wide" \
+    -H 'Content-Type: text/csv' --data-binary @"$T/wide.csv"
 check "daemon still healthy after the bad requests" 200 GET /healthz
 check "model sine still predicts after the bad requests" 200 POST $P -H 'Content-Type: application/json' --data-binary "{\"X\":$SINE_X}"
 cmp -s "$T/body" "$T/pred_noise.json"

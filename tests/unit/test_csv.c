@@ -40,7 +40,7 @@ typedef struct parsed {
 static void parse_ok(const char *body, size_t len, const char *target, parsed *p)
 {
     gp_error err;
-    int rc = gp_csv_parse(body, len, target, 1000, &p->X, &p->y, &p->n, &p->d, &err);
+    int rc = gp_csv_parse(body, len, target, 1000, 1000, &p->X, &p->y, &p->n, &p->d, &err);
     if (rc != GP_OK)
         fail_msg("parse failed: %s (field '%s')", err.message, err.field);
 }
@@ -138,13 +138,36 @@ static void test_malformed(void **state)
         double *X = NULL, *y = NULL;
         size_t n = 0, d = 0;
         gp_error err;
-        int rc = gp_csv_parse(cases[i].body, strlen(cases[i].body), NULL, 1000, &X, &y, &n, &d,
+        int rc = gp_csv_parse(cases[i].body, strlen(cases[i].body), NULL, 1000, 1000, &X, &y, &n, &d,
                               &err);
         if (rc != GP_EDATA || strcmp(err.field, cases[i].field) != 0)
             fail_msg("case %zu: rc %d field '%s' (%s)", i, rc, err.field, err.message);
         assert_null(X);
         assert_null(y);
     }
+}
+
+/* More input columns than the limit: 413 before the data are read. */
+static void test_input_column_limit(void **state)
+{
+    (void)state;
+    static const char body[] = "a,b,c,y\n1,2,3,4\n";
+    double *X = NULL, *y = NULL;
+    size_t n = 0, d = 0;
+    gp_error err;
+    assert_int_equal(gp_csv_parse(body, sizeof body - 1, NULL, 1000, 2, &X, &y, &n, &d, &err),
+                     GP_ETOOBIG);
+    assert_string_equal(err.field, "X");
+    assert_non_null(strstr(err.message, "max_input_dim = 2"));
+    assert_null(X);
+    parsed p;
+    gp_error e2;
+    assert_int_equal(gp_csv_parse(body, sizeof body - 1, NULL, 1000, 3, &p.X, &p.y, &p.n, &p.d,
+                                  &e2),
+                     GP_OK);
+    assert_int_equal(p.d, 3);
+    free(p.X);
+    free(p.y);
 }
 
 int main(void)
@@ -156,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_python_nonnumeric_newline_in_name),
         cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_input_column_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
