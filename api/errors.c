@@ -72,6 +72,12 @@ void gp_api_error(const gp_error *err, gp_response *out)
     }
     out->status = status;
     out->content_type = "application/json";
+    int retry = gp_status_retry_after(code);
+    if (retry > 0 && !b.failed) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", retry);
+        gp_response_header(out, "Retry-After", v);
+    }
 }
 
 void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt, ...)

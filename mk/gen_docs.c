@@ -283,20 +283,24 @@ static void yaml_block(text *t)
 typedef struct error_row {
     int code;
     const char *symbol, *name, *meaning;
-    int http;
+    int http, retry;
 } error_row;
 
-#define ROW(code, value, name, http, meaning) {code, #code, name, meaning, http},
+#define ROW(code, value, name, http, retry, meaning) {code, #code, name, meaning, http, retry},
 static const error_row error_rows[] = {GP_ERROR_CATALOGUE(ROW)};
 #undef ROW
 #define N_ERROR_ROWS (sizeof error_rows / sizeof error_rows[0])
 
 static void md_errors(text *t)
 {
-    put(t, "\n| code | HTTP | meaning | C code |\n|---|---|---|---|\n");
-    for (size_t i = 0; i < N_ERROR_ROWS; i++)
-        put(t, "| `%s` | %d | %s | `%s` |\n", error_rows[i].name, error_rows[i].http,
+    put(t, "\n| code | HTTP | Retry-After | meaning | C code |\n|---|---|---|---|---|\n");
+    for (size_t i = 0; i < N_ERROR_ROWS; i++) {
+        char retry[16] = "";
+        if (error_rows[i].retry > 0)
+            snprintf(retry, sizeof retry, "%d s", error_rows[i].retry);
+        put(t, "| `%s` | %d | %s | %s | `%s` |\n", error_rows[i].name, error_rows[i].http, retry,
             error_rows[i].meaning, error_rows[i].symbol);
+    }
     put(t, "\n");
 }
 

@@ -166,8 +166,6 @@ static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const ch
         gp_response_header(&res, "WWW-Authenticate", "Bearer");
     else if (code == GP_EMETHOD)
         gp_response_header(&res, "Allow", gp_route_allow(ctx->match.route));
-    else if (code == GP_EOVERLOADED)
-        gp_response_header(&res, "Retry-After", "5");
     return answer(ctx, &res);
 }
 

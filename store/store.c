@@ -14,6 +14,7 @@
  * calls. */
 #include "store/store_internal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,14 @@ int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what
         return gp_error_set(err, GP_ENOTREADY, NULL, "database busy while %s: %s", what, msg);
     case SQLITE_NOMEM:
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory while %s: %s", what, msg);
+    case SQLITE_FULL:
+        return gp_error_set(err, GP_ESTORAGE, NULL, "the disk is full while %s: %s", what, msg);
+    case SQLITE_IOERR:
+        /* A write the file system refused for want of space (WAL, journal). */
+        if (sqlite3_system_errno(c->db) == ENOSPC)
+            return gp_error_set(err, GP_ESTORAGE, NULL, "the disk is full while %s: %s", what,
+                                msg);
+        return gp_error_set(err, GP_EINTERNAL, NULL, "SQLite error while %s: %s", what, msg);
     default:
         return gp_error_set(err, GP_EINTERNAL, NULL, "SQLite error while %s: %s", what, msg);
     }

@@ -30,11 +30,11 @@ void gp_error_clear(gp_error *err)
 typedef struct status_row {
     int code;
     const char *name;
-    int http;
+    int http, retry_after;
     const char *meaning;
 } status_row;
 
-#define GP_ERROR_ROW(code, value, name, http, meaning) {code, name, http, meaning},
+#define GP_ERROR_ROW(code, value, name, http, retry, meaning) {code, name, http, retry, meaning},
 static const status_row catalogue[] = {GP_ERROR_CATALOGUE(GP_ERROR_ROW)};
 #undef GP_ERROR_ROW
 
@@ -65,6 +65,12 @@ int gp_status_http(int code)
     return r ? r->http : 500;
 }
 
+int gp_status_retry_after(int code)
+{
+    const status_row *r = find_row(code);
+    return r ? r->retry_after : 0;
+}
+
 const char *gp_status_meaning(int code)
 {
     const status_row *r = find_row(code);
@@ -73,10 +79,11 @@ const char *gp_status_meaning(int code)
 
 int gp_status_from_name(const char *name)
 {
+    int code = GP_EINTERNAL;
     if (name == NULL)
-        return GP_EINTERNAL;
+        return code;
     for (size_t i = 0; i < sizeof catalogue / sizeof catalogue[0]; i++)
         if (strcmp(catalogue[i].name, name) == 0)
-            return catalogue[i].code == GP_ENOMEM ? GP_EINTERNAL : catalogue[i].code;
-    return GP_EINTERNAL;
+            code = catalogue[i].code; /* the last row with the name */
+    return code;
 }

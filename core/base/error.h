@@ -7,38 +7,45 @@
 #ifndef GP_ERROR_H
 #define GP_ERROR_H
 
-/* The error catalogue, written once: X(CODE, value, name, HTTP status, meaning).
- * The enum, gp_status_name, gp_status_http, gp_status_meaning, the api's
- * JSON errors, the OpenAPI error enum (checked by tests/unit/test_api_errors.c)
- * and the tests all read this table, so a code cannot exist outside it.
- * Codes below GP_EINTERNAL are service-layer codes (store/, api/, server/):
- * core never returns them. GP_ECANCELLED never reaches HTTP (a cancelled fit
- * has no synchronous caller): it is answered as internal. */
+/* The error catalogue, written once:
+ *   X(CODE, value, name, HTTP status, Retry-After seconds (0: none), meaning).
+ * The enum, gp_status_name, gp_status_http, gp_status_retry_after,
+ * gp_status_meaning, the api's JSON errors, the OpenAPI error enum and the
+ * table of docs/design/api.md (make docs) and the tests all read this table,
+ * so a code cannot exist outside it. Codes below GP_EINTERNAL are
+ * service-layer codes (store/, api/, server/): core never returns them.
+ * GP_ECANCELLED never reaches HTTP (a cancelled fit has no synchronous
+ * caller): it is answered as internal. Two codes may share a name (an
+ * allocation failure is "overloaded" like a full queue, with its own status). */
 #define GP_ERROR_CATALOGUE(X)                                                                     \
-    X(GP_EINVAL, -1, "invalid_argument", 400, "bad option, shape, name or value")                 \
-    X(GP_ENOMEM, -2, "internal", 500, "an allocation failed")                                     \
-    X(GP_EDATA, -3, "invalid_data", 422, "NaN/Inf in the data, or a dimension mismatch")          \
-    X(GP_ENOTPD, -4, "not_positive_definite", 422,                                                \
+    X(GP_EINVAL, -1, "invalid_argument", 400, 0, "bad option, shape, name or value")              \
+    X(GP_ENOMEM, -2, "overloaded", 503, 5,                                                        \
+      "memory ran out during the work (sizes known in advance are refused with 413)")             \
+    X(GP_EDATA, -3, "invalid_data", 422, 0, "NaN/Inf in the data, or a dimension mismatch")       \
+    X(GP_ENOTPD, -4, "not_positive_definite", 422, 0,                                             \
       "the covariance is not positive definite at the largest jitter")                            \
-    X(GP_ETOOBIG, -5, "payload_too_large", 413, "above a configured size limit")                  \
-    X(GP_EUNSUPPORTED, -6, "unsupported", 422, "not valid for this method or kernel")             \
-    X(GP_ECANCELLED, -7, "cancelled", 500, "the fit was cancelled (never sent over HTTP)")        \
-    X(GP_EINTERNAL, -8, "internal", 500, "a bug or a library failure")                            \
-    X(GP_ENOTFOUND, -9, "not_found", 404, "unknown model, version, job or route")                 \
-    X(GP_ECONFLICT, -10, "conflict", 409, "the resource is in a state that forbids this")         \
-    X(GP_EOVERLOADED, -11, "overloaded", 429, "the fit queue is full")                            \
-    X(GP_ENOTREADY, -12, "not_ready", 503, "the store is not open, or the daemon is stopping")    \
-    X(GP_EUNAUTHORIZED, -13, "unauthorized", 401, "the API key is missing or wrong")              \
-    X(GP_EMEDIATYPE, -14, "unsupported_media_type", 415, "a Content-Type the route does not take") \
-    X(GP_EMETHOD, -15, "method_not_allowed", 405, "an HTTP verb the route does not take")         \
-    X(GP_EMALFORMED, -16, "malformed_json", 400, "the body is not JSON")
+    X(GP_ETOOBIG, -5, "payload_too_large", 413, 0, "above a configured size limit")               \
+    X(GP_EUNSUPPORTED, -6, "unsupported", 422, 0, "not valid for this method or kernel")          \
+    X(GP_ECANCELLED, -7, "cancelled", 500, 0, "the fit was cancelled (never sent over HTTP)")     \
+    X(GP_EINTERNAL, -8, "internal", 500, 0, "a bug or a library failure")                         \
+    X(GP_ENOTFOUND, -9, "not_found", 404, 0, "unknown model, version, job or route")              \
+    X(GP_ECONFLICT, -10, "conflict", 409, 0, "the resource is in a state that forbids this")      \
+    X(GP_EOVERLOADED, -11, "overloaded", 429, 5, "the fit queue is full")                         \
+    X(GP_ENOTREADY, -12, "not_ready", 503, 0, "the store is not open, or the daemon is stopping") \
+    X(GP_EUNAUTHORIZED, -13, "unauthorized", 401, 0, "the API key is missing or wrong")           \
+    X(GP_EMEDIATYPE, -14, "unsupported_media_type", 415, 0,                                       \
+      "a Content-Type the route does not take")                                                   \
+    X(GP_EMETHOD, -15, "method_not_allowed", 405, 0, "an HTTP verb the route does not take")      \
+    X(GP_EMALFORMED, -16, "malformed_json", 400, 0, "the body is not JSON")                       \
+    X(GP_ESTORAGE, -17, "insufficient_storage", 507, 30,                                          \
+      "the disk is full: writes are refused, reads still served")
 
-#define GP_ERROR_ENUM_ENTRY(code, value, name, http, meaning) code = value,
+#define GP_ERROR_ENUM_ENTRY(code, value, name, http, retry, meaning) code = value,
 enum gp_status { GP_OK = 0, GP_ERROR_CATALOGUE(GP_ERROR_ENUM_ENTRY) };
 #undef GP_ERROR_ENUM_ENTRY
 
 /* Number of codes in the catalogue (GP_OK excluded). */
-#define GP_ERROR_COUNT_ENTRY(code, value, name, http, meaning) +1
+#define GP_ERROR_COUNT_ENTRY(code, value, name, http, retry, meaning) +1
 enum { GP_ERROR_CODE_COUNT = 0 GP_ERROR_CATALOGUE(GP_ERROR_COUNT_ENTRY) };
 #undef GP_ERROR_COUNT_ENTRY
 
@@ -63,10 +70,12 @@ void gp_error_clear(gp_error *err);
 const char *gp_status_name(int code);
 /* The HTTP status of a code (200 for GP_OK, 500 outside the catalogue). */
 int gp_status_http(int code);
+/* Seconds a client should wait before retrying (the Retry-After header), 0 for none. */
+int gp_status_retry_after(int code);
 /* One line on what the code means ("" outside the catalogue). */
 const char *gp_status_meaning(int code);
-/* The code whose catalogue name is name (the first, for "internal": GP_ENOMEM
- * and GP_EINTERNAL share it), GP_EINTERNAL when none. */
+/* The code whose catalogue name is name (the last row with it, where two
+ * share a name: GP_EOVERLOADED for "overloaded"), GP_EINTERNAL when none. */
 int gp_status_from_name(const char *name);
 
 #endif

@@ -45,6 +45,8 @@ cleanup() {
         while alive "$p" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
         alive "$p" && kill -KILL "$p" 2>/dev/null
     done
+    # A tmpfs the resources area mounted, if a failure left it mounted.
+    mountpoint -q "$T/tmpfs" 2>/dev/null && umount "$T/tmpfs" 2>/dev/null
     rm -rf "$T"
 }
 trap cleanup EXIT

@@ -121,7 +121,8 @@ static void test_error_catalogue(void **state)
     assert_int_equal(gp_api_http_status(GP_EMEDIATYPE), 415);
     assert_int_equal(gp_api_http_status(GP_EOVERLOADED), 429);
     assert_int_equal(gp_api_http_status(GP_ENOTREADY), 503);
-    assert_int_equal(gp_api_http_status(GP_ENOMEM), 500);
+    assert_int_equal(gp_api_http_status(GP_ENOMEM), 503);
+    assert_int_equal(gp_api_http_status(GP_ESTORAGE), 507);
     assert_int_equal(gp_api_http_status(GP_EINTERNAL), 500);
     assert_int_equal(gp_api_http_status(GP_ECANCELLED), 500);
     assert_int_equal(gp_api_http_status(GP_EUNAUTHORIZED), 401);
@@ -666,15 +667,18 @@ static void test_job_budget_from_descriptor(void **state)
 static void test_error_catalogue_table(void **state)
 {
     (void)state;
-#define CHECK_ROW(code, value, name, http, meaning)                                             \
+#define CHECK_ROW(code, value, name, http, retry, meaning)                                      \
     assert_int_equal(code, value);                                                               \
     assert_string_equal(gp_status_name(code), name);                                             \
     assert_int_equal(gp_api_http_status(code), http);                                            \
-    assert_int_equal(gp_api_http_status(gp_status_from_name(name)), http);                       \
+    assert_string_equal(gp_status_name(gp_status_from_name(name)), name);                        \
+    assert_int_equal(gp_status_retry_after(code), retry);                                        \
     assert_true(strlen(meaning) > 0);
     GP_ERROR_CATALOGUE(CHECK_ROW)
 #undef CHECK_ROW
-    assert_int_equal(GP_ERROR_CODE_COUNT, 16);
+    assert_int_equal(GP_ERROR_CODE_COUNT, 17);
+    assert_int_equal(gp_status_from_name("overloaded"), GP_EOVERLOADED);
+    assert_int_equal(gp_status_from_name("internal"), GP_EINTERNAL);
     assert_int_equal(gp_api_http_status(GP_OK), 200);
     assert_int_equal(gp_api_http_status(-1000), 500);
     assert_string_equal(gp_status_name(-1000), "internal");
