@@ -43,6 +43,10 @@ static const opt_def options[] = {
      "largest number of input columns of a fit; beyond it 413"},
     {"max-connections", "GPSERVE_MAX_CONNECTIONS", OPT_LONG, OFF(max_connections), 1, 1000000,
      "concurrent HTTP connections"},
+    {"max-connections-per-ip", "GPSERVE_MAX_CONNECTIONS_PER_IP", OPT_LONG,
+     OFF(max_connections_per_ip), 0, 1000000,
+     "concurrent connections from one client address (one client holding many slow "
+     "connections cannot take every slot); 0 = no limit"},
     {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
      "seconds an idle connection is kept; 0 = never closed"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
@@ -75,6 +79,7 @@ void gp_config_defaults(gp_server_config *cfg)
                              ? (long)api.max_input_dim
                              : 1000;
     cfg->max_connections = 1024;
+    cfg->max_connections_per_ip = 256;
     cfg->timeout = 30;
     cfg->api_key_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache

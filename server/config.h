@@ -20,6 +20,7 @@ typedef struct gp_server_config {
     long max_train_points;    /* --max-train-points: api default (20000) */
     long max_input_dim;       /* --max-input-dim: input columns of a fit; api default (1000) */
     long max_connections;     /* --max-connections: 1024 */
+    long max_connections_per_ip; /* --max-connections-per-ip: 256; 0 = no limit */
     long timeout;             /* --timeout: idle seconds, 0 = none; 30 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */

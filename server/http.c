@@ -721,7 +721,8 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
             base | pollers[i], 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
             on_mhd_log, srv, MHD_OPTION_SOCK_ADDR, addr,
             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
             MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED,
             on_completed, srv, MHD_OPTION_END);

@@ -20,7 +20,7 @@ baddef=""
 while read -r f; do
     env=$(grep -A1 -- "^ *$f " "$T/help.txt" | grep -o 'GPSERVE_[A-Z_]*' | head -n 1)
     dflt=$(grep -A1 -- "^ *$f " "$T/help.txt" | sed -n 's/.*default \([^ ,]*\).*/\1/p' | head -n 1)
-    rrow=$(grep -- "^| \`$f" "$T/readme.table")
+    rrow=$(grep -- "^| \`$f[ \`]" "$T/readme.table")
     printf '%s\n' "$rrow" | grep -q "\`$env\`" || bad="$bad $f/$env"
     case $dflt in
     none) printf '%s\n' "$rrow" | grep -q '| none |' || baddef="$baddef $f=none" ;;

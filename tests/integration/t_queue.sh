@@ -60,3 +60,33 @@ if start_daemon "$T/busy.log" --db "$T/busy.db" --fit-workers 1 --queue-size 1; 
 else
     fail "daemon with --fit-workers 1 --queue-size 1 starts"
 fi
+
+section "connections per client address"
+# Two slow uploads from 127.0.0.2 hold that address's two slots: a third
+# connection from it is refused, while another address is served.
+if start_daemon "$T/perip.log" --db "$T/perip.db" --max-connections-per-ip 2; then
+    PORT=$DPORT
+    PERIP_PID=$DPID
+    awk 'BEGIN { for (i = 0; i < 20000; i++) printf "x" }' >"$T/slow.body"
+    slow=""
+    for i in 1 2; do
+        curl -s --interface 127.0.0.2 --max-time $((10 * SLOW)) --limit-rate 200 -o /dev/null \
+            -H 'Content-Type: application/json' --data-binary @"$T/slow.body" \
+            "http://127.0.0.1:$PORT/v1/models" 2>/dev/null &
+        slow="$slow $!"
+    done
+    sleep 1
+    st=$(curl -s --interface 127.0.0.2 --max-time 5 -o /dev/null -w '%{http_code}' \
+        "http://127.0.0.1:$PORT/healthz" 2>/dev/null)
+    [ "${st:-000}" = 000 ]
+    verdict "a third connection from 127.0.0.2 is refused" $? "status $st"
+    check "127.0.0.1 is served meanwhile" 200 GET /healthz
+    st=$(curl -s --interface 127.0.0.3 --max-time 5 -o /dev/null -w '%{http_code}' \
+        "http://127.0.0.1:$PORT/healthz" 2>/dev/null)
+    [ "$st" = 200 ]
+    verdict "127.0.0.3 is served meanwhile (the limit is per address)" $? "status $st"
+    for p in $slow; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    stop_daemon "$PERIP_PID"
+else
+    fail "daemon with --max-connections-per-ip 2 starts"
+fi
