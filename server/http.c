@@ -61,6 +61,7 @@ enum conn_state { CS_NEW = 0, CS_BODY, CS_DISCARD, CS_FIT_WAIT, CS_DEFERRED, CS_
 typedef struct conn_ctx {
     gp_server *srv;
     struct MHD_Connection *conn;
+    int fd; /* the socket, kept when a synchronous fit suspends the connection */
     uint64_t id;
     uint64_t t0_us;
     enum conn_state state;
@@ -287,7 +288,25 @@ static int get_query(struct MHD_Connection *conn, query_list *q)
 static void fit_before_queue(void *cookie)
 {
     conn_ctx *ctx = cookie;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(ctx->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    ctx->fd = ci ? ci->connect_fd : -1;
     MHD_suspend_connection(ctx->conn);
+}
+
+/* Whether the client of a suspended synchronous fit still waits: a peek at its
+ * socket (libmicrohttpd does not watch a suspended connection) sees an
+ * orderly close (0) or a reset. Pipelined bytes or nothing yet: still there. */
+static int fit_client_alive(void *cookie)
+{
+    const conn_ctx *ctx = cookie;
+    if (ctx->fd < 0)
+        return 1;
+    char c;
+    ssize_t r = recv(ctx->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0)
+        return 0;
+    return !(r < 0 && (errno == ECONNRESET || errno == ENOTCONN || errno == EPIPE));
 }
 
 static void fit_done(void *cookie, gp_response *res)
@@ -343,7 +362,8 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
     ctx->fit_pending = 1;
     atomic_fetch_add(&srv->sync_pending, 1);
     ctx->state = CS_FIT_WAIT;
-    int rc = gp_jobs_submit_sync(srv->jobs, fj, fit_before_queue, fit_done, ctx);
+    int rc = gp_jobs_submit_sync_watched(srv->jobs, fj, fit_before_queue, fit_done,
+                                         fit_client_alive, ctx);
     if (rc != 0) {
         ctx->fit_pending = 0;
         atomic_fetch_sub(&srv->sync_pending, 1);
@@ -597,6 +617,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             atomic_fetch_sub(&srv->sync_pending, 1);
         }
         *upload_data_size = 0;
+        if (res.status == 0) { /* the client went away: the fit was cancelled */
+            gp_response_free(&res);
+            return MHD_NO;
+        }
         return answer(ctx, &res);
     }
     case CS_DEFERRED:

@@ -23,6 +23,7 @@ typedef struct job_link {
 struct job {
     gp_jobs *owner;
     int async;
+    int client_gone; /* sync: the client closed its connection; nobody reads the answer */
     gp_fit_job *fit; /* owned until the fit has run (or the job is cancelled) */
     char method[32];
     atomic_int cancel;
@@ -43,6 +44,7 @@ struct job {
 
     /* Sync. */
     gp_job_done_fn done;
+    gp_job_alive_fn alive; /* may be NULL */
     void *cookie;
 
     /* Queue / running list (guarded by owner->lock). */
@@ -288,6 +290,9 @@ static int on_progress(void *ctx, int iteration, int max_iterations, double obje
         pthread_mutex_unlock(&js->lock);
         if (save)
             job_save(js, j);
+    } else if (j->alive && !j->alive(j->cookie)) {
+        j->client_gone = 1;
+        atomic_store(&j->cancel, 1); /* the client is gone: free the worker */
     }
     return atomic_load(&j->cancel) ? 1 : 0;
 }
@@ -304,6 +309,10 @@ static void run_job(gp_jobs *js, job *j)
     double secs = 0;
     double t0 = gp_monotonic_seconds();
     int rc;
+    if (!j->async && j->alive && !j->alive(j->cookie)) {
+        j->client_gone = 1;
+        atomic_store(&j->cancel, 1); /* gone while queued */
+    }
     if (atomic_load(&j->cancel))
         rc = GP_ECANCELLED;
     else
@@ -319,8 +328,12 @@ static void run_job(gp_jobs *js, job *j)
 
     if (!j->async) {
         if (rc == GP_ECANCELLED) {
+            /* Status 0 when the client is gone: no answer, the connection is
+             * closed; at shutdown the client still waits and reads why. */
             gp_response_free(&res);
-            respond_shutdown(&res);
+            memset(&res, 0, sizeof res);
+            if (!j->client_gone)
+                respond_shutdown(&res);
         } else if (res.status == 0) {
             gp_api_fail(&res, GP_EINTERNAL, NULL, "the fit produced no response");
         }
@@ -476,10 +489,17 @@ int gp_jobs_submit_async(gp_jobs *js, gp_fit_job *fj, char *id, size_t id_size)
 int gp_jobs_submit_sync(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
                         gp_job_done_fn done, void *cookie)
 {
+    return gp_jobs_submit_sync_watched(js, fj, before, done, NULL, cookie);
+}
+
+int gp_jobs_submit_sync_watched(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
+                                gp_job_done_fn done, gp_job_alive_fn alive, void *cookie)
+{
     job *j = job_new(js, fj, 0);
     if (j == NULL)
         return GP_ENOMEM;
     j->done = done;
+    j->alive = alive;
     j->cookie = cookie;
     j->refs = 1;
     pthread_mutex_lock(&js->lock);

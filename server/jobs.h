@@ -39,6 +39,10 @@ typedef void (*gp_job_done_fn)(void *cookie, gp_response *res);
 /* Runs under the queue lock right before a synchronous job becomes visible
  * to the workers (the HTTP layer suspends its connection there). */
 typedef void (*gp_job_before_fn)(void *cookie);
+/* Asked on the worker before a synchronous fit starts and at every progress
+ * report: 0 when nobody waits for the answer any more (the client closed its
+ * connection), which cancels the fit and frees the worker. */
+typedef int (*gp_job_alive_fn)(void *cookie);
 
 /* ops NULL: the api functions. metrics may be NULL. */
 gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics *metrics,
@@ -54,6 +58,11 @@ int gp_jobs_submit_async(gp_jobs *js, gp_fit_job *fj, char *id, size_t id_size);
  * called exactly once (after before(cookie), which runs only on 0). */
 int gp_jobs_submit_sync(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
                         gp_job_done_fn done, void *cookie);
+/* The same, with alive (may be NULL) watched while the fit waits and runs;
+ * done is still called once: with a response of status 0 (no body) when the
+ * client went away, which means "close the connection, answer nothing". */
+int gp_jobs_submit_sync_watched(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
+                                gp_job_done_fn done, gp_job_alive_fn alive, void *cookie);
 
 /* GET /v1/jobs/{id}: from memory, else the store (another daemon's job), else 404. */
 void gp_jobs_get(gp_jobs *js, const char *id, gp_response *out);

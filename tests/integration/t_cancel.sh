@@ -32,3 +32,17 @@ if [ -n "$LJOB" ] && wait_job "$LJOB" running; then
 else
     fail "long job is running" "status '$JOB_STATUS'" body
 fi
+
+section "a synchronous fit whose client gives up"
+# A synchronous fit whose client gives up is cancelled and frees the worker
+# (the main daemon has one): the long fit without "async", a client that
+# waits 2 s, then a small synchronous fit is answered (within --max-time).
+sed 's/"async":true,//' "$T/long.json" >"$T/long_sync.json"
+st=$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$T/long_sync.json" "http://127.0.0.1:$PORT/v1/models" 2>/dev/null)
+[ "${st:-000}" = 000 ]
+verdict "a synchronous long fit: the client gives up after 2 s" $? "status $st"
+section "after the client gave up"
+check_json "the worker is free again: a small synchronous fit is answered" 201 $M \
+    "{\"name\":\"after-gone\",\"X\":$X2,\"y\":[1,2,3]}"
+check_err "the abandoned fit stored nothing" 404 not_found - GET /v1/models/long

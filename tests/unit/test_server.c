@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -697,6 +698,85 @@ static void sync_done(void *cookie, gp_response *res)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* A synchronous fit's client that goes away after `calls` checks. */
+typedef struct watched {
+    sync_result r;
+    atomic_int calls, gone_after;
+} watched;
+
+static int watched_alive(void *cookie)
+{
+    watched *w = cookie;
+    return atomic_fetch_add(&w->calls, 1) < atomic_load(&w->gone_after);
+}
+
+static void watched_done(void *cookie, gp_response *res)
+{
+    sync_done(&((watched *)cookie)->r, res);
+}
+
+static void wait_done(sync_result *r)
+{
+    pthread_mutex_lock(&r->lock);
+    while (!r->done)
+        pthread_cond_wait(&r->cond, &r->lock);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* A synchronous fit whose client disconnects is cancelled at its next
+ * progress report and frees the worker: a long fit (100000 fake iterations)
+ * ends after the client goes, and the next fit runs on the one worker. */
+static void test_jobs_sync_client_gone(void **state)
+{
+    (void)state;
+    int freed = 0;
+    gp_metrics *m = gp_metrics_new();
+    gp_jobs *js = gp_jobs_new(NULL, 4, 1, m, &fake_ops);
+    assert_int_equal(gp_jobs_start(js), 0);
+    watched w;
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.r.lock, NULL);
+    pthread_cond_init(&w.r.cond, NULL);
+    atomic_init(&w.calls, 0);
+    atomic_init(&w.gone_after, 3); /* the start check and two progress reports */
+    assert_int_equal(gp_jobs_submit_sync_watched(js, fake_job("gone", 100000, 0, &freed), NULL,
+                                                 watched_done, watched_alive, &w),
+                     0);
+    wait_done(&w.r);
+    assert_int_equal(w.r.res.status, 0); /* no answer: the client is gone */
+    assert_int_equal(atomic_load(&w.calls), 4); /* cancelled at the first "gone" */
+    gp_response_free(&w.r.res);
+    /* Gone before it starts: never run. */
+    watched w2;
+    memset(&w2, 0, sizeof w2);
+    pthread_mutex_init(&w2.r.lock, NULL);
+    pthread_cond_init(&w2.r.cond, NULL);
+    atomic_init(&w2.calls, 0);
+    atomic_init(&w2.gone_after, 0);
+    int started = fake_started;
+    assert_int_equal(gp_jobs_submit_sync_watched(js, fake_job("gone2", 5, 0, &freed), NULL,
+                                                 watched_done, watched_alive, &w2),
+                     0);
+    wait_done(&w2.r);
+    assert_int_equal(fake_started, started);
+    assert_int_equal(w2.r.res.status, 0);
+    gp_response_free(&w2.r.res);
+    /* The worker is free: a plain synchronous fit completes. */
+    sync_result r;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.cond, NULL);
+    assert_int_equal(gp_jobs_submit_sync(js, fake_job("next", 2, 0, &freed), NULL, sync_done, &r),
+                     0);
+    wait_done(&r);
+    assert_int_equal(r.res.status, 201);
+    gp_response_free(&r.res);
+    gp_jobs_shutdown(js);
+    gp_jobs_free(js);
+    gp_metrics_free(m);
+    assert_int_equal(freed, 3);
+}
+
 static void wait_status(gp_jobs *js, const char *id, const char *status)
 {
     char want[40];
@@ -877,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_metrics_render),
         cmocka_unit_test(test_jobs_queue_without_workers),
         cmocka_unit_test(test_jobs_with_workers),
+        cmocka_unit_test(test_jobs_sync_client_gone),
         cmocka_unit_test(test_jobs_eviction),
     };
     return cmocka_run_group_tests_name("server", tests, NULL, NULL);
