@@ -56,6 +56,10 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 # Support code shared by tests and benchmarks (dataset loader, fixture reader).
 TESTLIB_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c)) $(wildcard bench/support/*.c)
 TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
+# Helper programs of the integration tests (tests/integration/*.c, e.g. the
+# slow client of the abuse area), one file each, no libraries.
+IT_HELPER_SRC := $(wildcard tests/integration/*.c)
+IT_HELPER_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_HELPER_SRC))
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 GEN_DOCS   := $(BUILD)/mk/gen_docs
@@ -73,7 +77,8 @@ all: deps build-all
 
 .PHONY: build-all
 build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
-           $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN)
+           $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN) \
+           $(IT_HELPER_BIN)
 
 deps:
 	@sh mk/deps.sh
@@ -102,6 +107,10 @@ $(LIB_server): $(server_OBJ)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
+
+$(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $<
 
 $(BUILD)/gpserve: $(BUILD)/obj/server/main.o $(ALL_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)

@@ -49,6 +49,10 @@ static const opt_def options[] = {
      "connections cannot take every slot); 0 = no limit"},
     {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
      "seconds an idle connection is kept; 0 = never closed"},
+    {"request-timeout", "GPSERVE_REQUEST_TIMEOUT", OPT_LONG, OFF(request_timeout), 0, 86400,
+     "seconds to receive a whole request (headers and body) from the moment the connection "
+     "is ready for it, however slowly the bytes trickle in; then 408 or closed; 0 = no "
+     "deadline"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz "
      "and /metrics needs 'Authorization: Bearer KEY'"},
@@ -81,6 +85,8 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->max_connections = 1024;
     cfg->max_connections_per_ip = 256;
     cfg->timeout = 30;
+    /* 64 MiB (the default body cap) at 1 Mbit/s takes ~540 s. */
+    cfg->request_timeout = 600;
     cfg->api_key_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;

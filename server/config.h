@@ -22,6 +22,7 @@ typedef struct gp_server_config {
     long max_connections;     /* --max-connections: 1024 */
     long max_connections_per_ip; /* --max-connections-per-ip: 256; 0 = no limit */
     long timeout;             /* --timeout: idle seconds, 0 = none; 30 */
+    long request_timeout;     /* --request-timeout: seconds to receive a request, 0 = none; 600 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */
     long compute_threads;     /* --compute-threads: threads of one fit; 0 = all CPUs */

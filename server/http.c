@@ -13,24 +13,42 @@
  *   DISCARD   the body outgrew the cap: the rest is dropped, 413 at the end;
  *   FIT_WAIT  a synchronous fit is queued and the connection suspended; the
  *             fit worker stores the response and resumes the connection;
- *   ANSWERED  a response is queued. */
+ *   ANSWERED  a response is queued.
+ *
+ * Per connection (gp_conn, made and freed by the connection-notify callback)
+ * the request deadline (--request-timeout): a request must arrive whole
+ * within it, counted from the moment the connection is ready for it (accepted,
+ * or the previous request finished), however slowly its bytes trickle in;
+ * libmicrohttpd's own timeout (--timeout) is idle time, which every byte
+ * resets. A sweeper thread closes connections past the deadline; one whose
+ * request line has arrived is first answered 408 request_timeout, written
+ * by the sweeper (nothing of an answer has been sent while a request is still
+ * arriving). conns_lock orders the sweeper against the request thread's claim
+ * to answer (claim_answer), so the two never both write.
+ *
+ * libmicrohttpd's own error pages (431, 414, a bad request line) are replaced
+ * by JSON (gp_http_library_error, through server/mhd_shim.h), and a
+ * Content-Length it would refuse reaches check_request. */
 #include "server/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "server/jobs.h"
 #include "server/metrics.h"
+#include "server/mhd_shim.h"
 #include "server/route.h"
 #include "server/util.h"
 
@@ -39,6 +57,15 @@
  * a client that keeps sending this much more is cut off instead. */
 #define DISCARD_LIMIT ((size_t)1 << 30)
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+/* libmicrohttpd's memory per connection: the request line and headers must
+ * fit in it (431 / 414 beyond), and responses' headers are built there. */
+#define CONN_MEMORY_KIB 64
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+/* How often the sweeper looks for requests past their deadline. */
+#define SWEEP_INTERVAL_MS 250
+
+typedef struct gp_conn gp_conn;
 
 struct gp_server {
     gp_server_config cfg;
@@ -54,6 +81,31 @@ struct gp_server {
     atomic_int stopping;
     atomic_uint_fast64_t next_request_id;
     atomic_int sync_pending; /* synchronous fits not answered yet */
+    /* The open connections, for the request deadline (under conns_lock). */
+    pthread_mutex_t conns_lock;
+    pthread_cond_t sweep_wake;
+    gp_conn *conns;
+    int sweep_stop;
+    int sweeper_running;
+    pthread_t sweeper;
+    char *timeout_body; /* the 408 body, made at start-up */
+    size_t timeout_body_len;
+};
+
+struct conn_ctx;
+
+/* One open connection. Fields marked (lock) are read and written under
+ * srv->conns_lock (the sweeper reads them); req only by the connection's
+ * request thread. */
+struct gp_conn {
+    gp_server *srv;
+    gp_conn *prev, *next; /* (lock) */
+    int fd;
+    uint64_t ready_us;    /* (lock) when the connection became ready for its request */
+    int receiving;        /* (lock) the request has not all arrived and is not answered */
+    uint64_t request_id;  /* (lock) its id once its request line arrived, else 0 */
+    int expired;          /* (lock) closed by the sweeper past the deadline */
+    struct conn_ctx *req; /* the request in progress */
 };
 
 enum conn_state { CS_NEW = 0, CS_BODY, CS_DISCARD, CS_FIT_WAIT, CS_DEFERRED, CS_ANSWERED };
@@ -61,6 +113,7 @@ enum conn_state { CS_NEW = 0, CS_BODY, CS_DISCARD, CS_FIT_WAIT, CS_DEFERRED, CS_
 typedef struct conn_ctx {
     gp_server *srv;
     struct MHD_Connection *conn;
+    gp_conn *gc; /* its connection (NULL when that could not be allocated) */
     int fd; /* the socket, kept when a synchronous fit suspends the connection */
     uint64_t id;
     uint64_t t0_us;
@@ -87,11 +140,194 @@ typedef struct conn_ctx {
     size_t resp_bytes;
 } conn_ctx;
 
+/* ---- connections and the request deadline ---- */
+
+/* The request thread is about to answer, or has the whole request: the
+ * sweeper leaves the connection alone from now on. -1 when the sweeper
+ * already closed it (its 408 is sent): then nothing more may be written. */
+static int claim_answer(gp_conn *gc)
+{
+    if (gc == NULL)
+        return 0;
+    pthread_mutex_lock(&gc->srv->conns_lock);
+    int expired = gc->expired;
+    gc->receiving = 0;
+    pthread_mutex_unlock(&gc->srv->conns_lock);
+    return expired ? -1 : 0;
+}
+
+/* The request of gc ended (answered or not): the deadline of the next one
+ * starts now. Returns whether the sweeper closed the connection. */
+static int request_finished(gp_conn *gc)
+{
+    pthread_mutex_lock(&gc->srv->conns_lock);
+    int expired = gc->expired;
+    gc->receiving = 1;
+    gc->ready_us = gp_monotonic_us();
+    gc->request_id = 0;
+    pthread_mutex_unlock(&gc->srv->conns_lock);
+    gc->req = NULL;
+    return expired;
+}
+
+static void conn_opened(gp_server *srv, struct MHD_Connection *conn, void **socket_context)
+{
+    gp_conn *gc = calloc(1, sizeof *gc);
+    *socket_context = gc;
+    if (gc == NULL)
+        return; /* served without a deadline */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    gc->srv = srv;
+    gc->fd = ci ? ci->connect_fd : -1;
+    gc->receiving = 1;
+    gc->ready_us = gp_monotonic_us();
+    pthread_mutex_lock(&srv->conns_lock);
+    gc->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = gc;
+    srv->conns = gc;
+    pthread_mutex_unlock(&srv->conns_lock);
+}
+
+/* libmicrohttpd calls this before it closes the socket, so the sweeper never
+ * touches a descriptor that may have been reused. */
+static void conn_closed(gp_server *srv, void **socket_context)
+{
+    gp_conn *gc = *socket_context;
+    if (gc == NULL)
+        return;
+    *socket_context = NULL;
+    pthread_mutex_lock(&srv->conns_lock);
+    if (gc->prev)
+        gc->prev->next = gc->next;
+    else
+        srv->conns = gc->next;
+    if (gc->next)
+        gc->next->prev = gc->prev;
+    pthread_mutex_unlock(&srv->conns_lock);
+    free(gc);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        conn_opened(cls, conn, socket_context);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        conn_closed(cls, socket_context);
+}
+
+static gp_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* Under conns_lock: close gc past its deadline, answering 408 first when its
+ * request line has arrived. Shutting the socket down (not closing it) wakes
+ * libmicrohttpd's poll, which then closes the connection itself. */
+static void expire(gp_server *srv, gp_conn *gc)
+{
+    gc->expired = 1;
+    if (gc->request_id != 0 && srv->timeout_body != NULL && gc->fd >= 0) {
+        char head[256];
+        int n = snprintf(head, sizeof head,
+                         "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                         "X-Request-Id: %llu\r\n\r\n",
+                         srv->timeout_body_len, (unsigned long long)gc->request_id);
+        struct iovec iov[2] = {{head, (size_t)n},
+                               {srv->timeout_body, srv->timeout_body_len}};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = 2;
+        /* Nothing has been written on this request yet, so the send buffer
+         * has room; a client that does not read loses the answer only. */
+        (void)sendmsg(gc->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    if (gc->fd >= 0)
+        shutdown(gc->fd, SHUT_RDWR);
+}
+
+/* The sweeper: every SWEEP_INTERVAL_MS, the connections whose request has
+ * not arrived within --request-timeout are closed. */
+static void *sweeper_main(void *arg)
+{
+    gp_server *srv = arg;
+    uint64_t limit_us = (uint64_t)srv->cfg.request_timeout * 1000000u;
+    pthread_mutex_lock(&srv->conns_lock);
+    while (!srv->sweep_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += SWEEP_INTERVAL_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&srv->sweep_wake, &srv->conns_lock, &ts);
+        if (srv->sweep_stop)
+            break;
+        uint64_t now = gp_monotonic_us();
+        size_t closed = 0, answered = 0;
+        for (gp_conn *gc = srv->conns; gc; gc = gc->next) {
+            if (!gc->receiving || gc->expired || now - gc->ready_us < limit_us)
+                continue;
+            answered += gc->request_id != 0;
+            expire(srv, gc);
+            closed++;
+        }
+        if (closed > 0) {
+            pthread_mutex_unlock(&srv->conns_lock);
+            gp_log("gpserve: %zu connections past the request deadline (%ld s, "
+                   "--request-timeout) closed, %zu of them answered 408",
+                   closed, srv->cfg.request_timeout, answered);
+            pthread_mutex_lock(&srv->conns_lock);
+        }
+    }
+    pthread_mutex_unlock(&srv->conns_lock);
+    return NULL;
+}
+
+static int sweeper_start(gp_server *srv)
+{
+    if (srv->cfg.request_timeout <= 0)
+        return 0;
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_api_fail(&res, GP_ETIMEOUT, NULL,
+                "the request did not arrive whole within %ld s (--request-timeout)",
+                srv->cfg.request_timeout);
+    srv->timeout_body = res.body;
+    srv->timeout_body_len = res.body_len;
+    if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0)
+        return -1;
+    srv->sweeper_running = 1;
+    return 0;
+}
+
+static void sweeper_stop(gp_server *srv)
+{
+    if (!srv->sweeper_running)
+        return;
+    pthread_mutex_lock(&srv->conns_lock);
+    srv->sweep_stop = 1;
+    pthread_cond_signal(&srv->sweep_wake);
+    pthread_mutex_unlock(&srv->conns_lock);
+    pthread_join(srv->sweeper, NULL);
+    srv->sweeper_running = 0;
+}
+
 /* ---- responses ---- */
 
 /* Queue res (its body is handed to libmicrohttpd). */
 static enum MHD_Result send_response(conn_ctx *ctx, gp_response *res)
 {
+    if (claim_answer(ctx->gc) != 0) {
+        gp_response_free(res);
+        ctx->state = CS_ANSWERED;
+        return MHD_NO; /* the sweeper answered 408 and closed it */
+    }
     struct MHD_Response *r;
     size_t len = res->body ? res->body_len : 0;
     if (len > 0) {
@@ -208,10 +444,25 @@ static conn_ctx *ctx_new(gp_server *srv, const char *uri)
     return ctx;
 }
 
+/* The request line has arrived: the request's context, known to its connection. */
+static void attach(conn_ctx *ctx, struct MHD_Connection *conn)
+{
+    gp_conn *gc = conn_of(conn);
+    ctx->gc = gc;
+    if (gc == NULL)
+        return;
+    gc->req = ctx;
+    pthread_mutex_lock(&gc->srv->conns_lock);
+    gc->request_id = ctx->id;
+    pthread_mutex_unlock(&gc->srv->conns_lock);
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    (void)conn;
-    return ctx_new(cls, uri);
+    conn_ctx *ctx = ctx_new(cls, uri);
+    if (ctx)
+        attach(ctx, conn);
+    return ctx;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -224,6 +475,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     uint64_t us = gp_monotonic_us() - ctx->t0_us;
+    if (ctx->gc && request_finished(ctx->gc) && ctx->status == 0) {
+        ctx->status = 408; /* the sweeper's answer */
+        ctx->resp_bytes = srv->timeout_body_len;
+    }
     if (ctx->status) {
         gp_metrics_request(srv->metrics, ctx->match.route, ctx->method, ctx->status,
                            (double)us * 1e-6);
@@ -513,12 +768,48 @@ static enum MHD_Result first_call(conn_ctx *ctx, const char *method)
     return ret;
 }
 
+/* Printable ASCII of s (at most size - 1 bytes), others as '?': header
+ * values may hold any byte, and a JSON message must be UTF-8. */
+static void printable(char *dst, size_t size, const char *s)
+{
+    size_t o = 0;
+    for (; s[o] != '\0' && o + 1 < size; o++)
+        dst[o] = (s[o] >= 0x20 && s[o] < 0x7f) ? s[o] : '?';
+    dst[o] = '\0';
+}
+
+/* A Content-Length libmicrohttpd would refuse (server/mhd_shim.h): the body's
+ * extent is unknown, so the answer closes the connection. */
+static enum MHD_Result refuse_length(conn_ctx *ctx, const char *value)
+{
+    char shown[48];
+    printable(shown, sizeof shown, value);
+    int digits = value[0] != '\0' && strspn(value, "0123456789") == strlen(value);
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    if (digits)
+        gp_api_fail(&res, GP_ETOOBIG, MHD_HTTP_HEADER_CONTENT_LENGTH,
+                    "Content-Length %s is beyond 64 bits; the body cap is %ld MiB "
+                    "(--max-body-mb)", shown, ctx->srv->cfg.max_body_mb);
+    else
+        gp_api_fail(&res, GP_EHTTP, MHD_HTTP_HEADER_CONTENT_LENGTH,
+                    "Content-Length '%s' is not a number of bytes (decimal digits only)",
+                    shown);
+    gp_response_header(&res, MHD_HTTP_HEADER_CONNECTION, "close");
+    return answer(ctx, &res);
+}
+
 /* The checks of first_call; errors are answered (or deferred) here. */
 static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
 {
     gp_server *srv = ctx->srv;
     struct MHD_Connection *conn = ctx->conn;
     gp_route_id r = ctx->match.route;
+    /* The request's framing first: nothing else of it can be trusted. */
+    const char *bad_cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, GP_MHD_BAD_CONTENT_LENGTH);
+    if (bad_cl)
+        return refuse_length(ctx, bad_cl);
     if (r == GP_ROUTE_NONE)
         return fail(ctx, GP_ENOTFOUND, NULL, "no route %s", ctx->path);
     if (gp_route_needs_auth(r) && !authorized(srv, conn))
@@ -602,6 +893,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ctx = ctx_new(srv, url);
         if (ctx == NULL)
             return MHD_NO;
+        attach(ctx, conn);
         *con_cls = ctx;
     }
     ctx->conn = conn;
@@ -659,12 +951,96 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
-    /* The whole request is in. */
+    /* The whole request is in: past the sweeper's reach from here. */
+    if (claim_answer(ctx->gc) != 0)
+        return MHD_NO;
     if (ctx->state == CS_DISCARD)
         return fail(ctx, GP_ETOOBIG, NULL,
                     "the request body is larger than %ld MiB (--max-body-mb)",
                     srv->cfg.max_body_mb);
     return dispatch(ctx);
+}
+
+/* ---- libmicrohttpd's own errors, in the JSON shape (server/mhd_shim.h) ---- */
+
+/* The catalogue code for a status libmicrohttpd answers by itself, and why. */
+static int library_error_code(unsigned status, const char **why)
+{
+    switch (status) {
+    case MHD_HTTP_URI_TOO_LONG:
+        *why = "the request line is longer than the " STRINGIFY(CONN_MEMORY_KIB)
+               " KiB a connection reads";
+        return GP_EURITOOLONG;
+    case MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE:
+        *why = "the request line and headers are larger than the " STRINGIFY(CONN_MEMORY_KIB)
+               " KiB a connection reads";
+        return GP_EHEADERS;
+    case MHD_HTTP_HTTP_VERSION_NOT_SUPPORTED:
+        *why = "HTTP version not supported: send HTTP/1.1 or HTTP/1.0";
+        return GP_EHTTPVERSION;
+    case MHD_HTTP_CONTENT_TOO_LARGE:
+        *why = "the request is larger than the daemon accepts";
+        return GP_ETOOBIG;
+    default:
+        break;
+    }
+    if (status >= 500) {
+        *why = "the HTTP layer could not process the request";
+        return GP_EINTERNAL;
+    }
+    *why = "malformed HTTP request: the request line, a header line or the chunked "
+           "encoding is not valid HTTP/1.1";
+    return GP_EHTTP;
+}
+
+/* Log and count a library error of a connection without a request context
+ * (its request line never arrived whole); on_completed does the others. */
+static void log_library_error(gp_conn *gc, uint64_t id, int status, size_t bytes)
+{
+    uint64_t us = gp_monotonic_us() - gc->ready_us;
+    gp_metrics_request(gc->srv->metrics, GP_ROUTE_NONE, "-", status, (double)us * 1e-6);
+    gp_log("- - %d %zu %lluus req=%llu (refused by the HTTP layer)", status, bytes,
+           (unsigned long long)us, (unsigned long long)id);
+}
+
+struct MHD_Response *gp_http_library_error(struct MHD_Connection *c, unsigned *status)
+{
+    gp_conn *gc = conn_of(c);
+    conn_ctx *ctx = gc ? gc->req : NULL;
+    const char *why = "";
+    int code = library_error_code(*status, &why);
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_api_fail(&res, code, NULL, "%s", why);
+    if (res.body == NULL)
+        return NULL;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(res.body_len, res.body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        gp_response_free(&res);
+        return NULL;
+    }
+    size_t len = res.body_len;
+    res.body = NULL;
+    uint64_t id = ctx ? ctx->id
+              : gc    ? atomic_fetch_add(&gc->srv->next_request_id, 1) + 1
+                      : 0;
+    char rid[24];
+    snprintf(rid, sizeof rid, "%llu", (unsigned long long)id);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, "X-Request-Id", rid);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    *status = (unsigned)res.status;
+    (void)claim_answer(gc); /* the library writes its answer now, whatever the sweeper did */
+    if (ctx) {
+        ctx->status = res.status;
+        ctx->resp_bytes = len;
+        ctx->state = CS_ANSWERED;
+    } else if (gc) {
+        log_library_error(gc, id, res.status, len);
+    }
+    gp_response_free(&res);
+    return r;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -675,16 +1051,115 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(buf);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
+    /* Its error pages are replaced by JSON and logged on the request's line. */
+    if (strncmp(buf, "Error processing request (HTTP response code is", 47) == 0)
+        return;
     gp_log("gpserve: libmicrohttpd: %s", buf);
 }
 
 /* ---- start / stop ---- */
+
+/* Free what gp_server_start made (the daemon and the sweeper stopped). */
+static void server_free(gp_server *srv)
+{
+    gp_jobs_free(srv->jobs);
+    gp_metrics_free(srv->metrics);
+    pthread_cond_destroy(&srv->sweep_wake);
+    pthread_mutex_destroy(&srv->conns_lock);
+    free(srv->timeout_body);
+    free(srv);
+}
+
+/* The sweeper waits on CLOCK_MONOTONIC, as gp_monotonic_us counts. */
+static int init_locks(gp_server *srv)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(&srv->sweep_wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0)
+        return -1;
+    if (pthread_mutex_init(&srv->conns_lock, NULL) != 0) {
+        pthread_cond_destroy(&srv->sweep_wake);
+        return -1;
+    }
+    return 0;
+}
+
+/* The listening address of cfg (sa4 or sa6 filled); NULL when --bind is neither. */
+static const struct sockaddr *listen_address(const gp_server_config *cfg,
+                                             struct sockaddr_in *a4, struct sockaddr_in6 *a6,
+                                             unsigned *ipv6)
+{
+    memset(a4, 0, sizeof *a4);
+    memset(a6, 0, sizeof *a6);
+    *ipv6 = 0;
+    if (inet_pton(AF_INET, cfg->bind, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->port);
+        return (const struct sockaddr *)a4;
+    }
+    if (inet_pton(AF_INET6, cfg->bind, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->port);
+        *ipv6 = MHD_USE_IPv6;
+        return (const struct sockaddr *)a6;
+    }
+    return NULL;
+}
+
+/* Start libmicrohttpd on addr: epoll, or poll where epoll is missing. */
+static struct MHD_Daemon *start_mhd(gp_server *srv, const struct sockaddr *addr, unsigned ipv6)
+{
+    const gp_server_config *cfg = &srv->cfg;
+    long threads = cfg->threads;
+    if (threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus > 0 ? cpus : 1;
+    }
+    unsigned base = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                    MHD_USE_ERROR_LOG | ipv6;
+    unsigned pollers[2] = {MHD_USE_EPOLL, MHD_USE_POLL};
+    int first = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? 0 : 1;
+    struct MHD_Daemon *d = NULL;
+    for (int i = first; i < 2 && d == NULL; i++) {
+        errno = 0;
+        d = MHD_start_daemon(
+            base | pollers[i], 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+            on_mhd_log, srv, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_THREAD_POOL_SIZE,
+            (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_KIB * 1024,
+            MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+            srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_END);
+        if (d == NULL && i == 0) {
+            if (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)
+                break;
+            gp_log("gpserve: starting with epoll failed; trying poll");
+        }
+    }
+    return d;
+}
+
 gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char *api_key,
                            char *msg, size_t msg_size)
 {
+    char shim_msg[160];
+    int shim = gp_mhd_shim_check(shim_msg, sizeof shim_msg);
+    if (shim < 0) {
+        snprintf(msg, msg_size, "%s", shim_msg);
+        return NULL;
+    }
+    if (shim > 0)
+        gp_log("gpserve: warning: %s", shim_msg);
     gp_server *srv = calloc(1, sizeof *srv);
-    if (srv == NULL) {
+    if (srv == NULL || init_locks(srv) != 0) {
         snprintf(msg, msg_size, "out of memory");
+        free(srv);
         return NULL;
     }
     srv->cfg = *cfg;
@@ -702,76 +1177,32 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
                              : NULL;
     if (srv->jobs == NULL) {
         snprintf(msg, msg_size, "out of memory");
-        gp_metrics_free(srv->metrics);
-        free(srv);
+        server_free(srv);
         return NULL;
     }
-
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
-    const struct sockaddr *addr;
     unsigned ipv6 = 0;
-    memset(&a4, 0, sizeof a4);
-    memset(&a6, 0, sizeof a6);
-    if (inet_pton(AF_INET, cfg->bind, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)cfg->port);
-        addr = (const struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, cfg->bind, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)cfg->port);
-        addr = (const struct sockaddr *)&a6;
-        ipv6 = MHD_USE_IPv6;
-    } else {
+    const struct sockaddr *addr = listen_address(cfg, &a4, &a6, &ipv6);
+    if (addr == NULL) {
         snprintf(msg, msg_size, "--bind '%s' is not an IPv4 or IPv6 address", cfg->bind);
-        gp_jobs_free(srv->jobs);
-        gp_metrics_free(srv->metrics);
-        free(srv);
+        server_free(srv);
         return NULL;
     }
-
-    long threads = cfg->threads;
-    if (threads <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cpus > 0 ? cpus : 1;
-    }
-    unsigned base = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                    MHD_USE_ERROR_LOG | ipv6;
-    unsigned pollers[2] = {MHD_USE_EPOLL, MHD_USE_POLL};
-    int first = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? 0 : 1;
-    for (int i = first; i < 2 && srv->daemon == NULL; i++) {
-        errno = 0;
-        srv->daemon = MHD_start_daemon(
-            base | pollers[i], 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-            on_mhd_log, srv, MHD_OPTION_SOCK_ADDR, addr,
-            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-            (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-            MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, srv, MHD_OPTION_END);
-        if (srv->daemon == NULL && i == 0) {
-            if (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)
-                break;
-            gp_log("gpserve: starting with epoll failed; trying poll");
-        }
-    }
+    srv->daemon = start_mhd(srv, addr, ipv6);
     if (srv->daemon == NULL) {
         snprintf(msg, msg_size, "cannot listen on %s:%ld: %s", cfg->bind, cfg->port,
                  errno ? strerror(errno) : "libmicrohttpd could not start");
-        gp_jobs_free(srv->jobs);
-        gp_metrics_free(srv->metrics);
-        free(srv);
+        server_free(srv);
         return NULL;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info && info->port ? info->port : (unsigned)cfg->port;
-    if (gp_jobs_start(srv->jobs) != 0) {
-        snprintf(msg, msg_size, "cannot start the fit workers");
+    if (gp_jobs_start(srv->jobs) != 0 || sweeper_start(srv) != 0) {
+        snprintf(msg, msg_size, "cannot start the fit workers or the request-deadline thread");
         MHD_stop_daemon(srv->daemon);
-        gp_jobs_free(srv->jobs);
-        gp_metrics_free(srv->metrics);
-        free(srv);
+        gp_jobs_shutdown(srv->jobs);
+        server_free(srv);
         return NULL;
     }
     return srv;
@@ -787,6 +1218,7 @@ void gp_server_stop(gp_server *srv)
     if (srv == NULL)
         return;
     atomic_store(&srv->stopping, 1);
+    sweeper_stop(srv);
     srv->listen_fd = MHD_quiesce_daemon(srv->daemon);
     size_t queued = 0, running = 0;
     gp_jobs_counts(srv->jobs, &queued, &running);
@@ -801,7 +1233,5 @@ void gp_server_stop(gp_server *srv)
     MHD_stop_daemon(srv->daemon);
     if (srv->listen_fd != MHD_INVALID_SOCKET)
         close(srv->listen_fd);
-    gp_jobs_free(srv->jobs);
-    gp_metrics_free(srv->metrics);
-    free(srv);
+    server_free(srv);
 }

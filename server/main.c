@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -16,6 +17,26 @@
 static const char *env_lookup(const char *name)
 {
     return getenv(name);
+}
+
+/* Every connection is a descriptor (--max-connections), besides the store's,
+ * the poll sets and the listening socket; the usual soft limit (1024) is too
+ * few for the default 1024 connections. Raise it to the hard limit. */
+static void raise_fd_limit(long max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) != 0)
+            return;
+    }
+    rlim_t want = (rlim_t)max_connections + 64;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        gp_log("gpserve: warning: the descriptor limit (%llu) is below --max-connections + 64 "
+               "(%llu): connections beyond it are refused",
+               (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
 int main(int argc, char **argv)
@@ -45,6 +66,7 @@ int main(int argc, char **argv)
         }
     }
     gp_parallel_set_threads((int)cfg.compute_threads);
+    raise_fd_limit(cfg.max_connections);
 
     /* Signals: SIGTERM/SIGINT go to sigwait below, in no other thread; threads
      * created from here on inherit the mask. */
@@ -89,9 +111,10 @@ int main(int argc, char **argv)
     const char *open_b = strchr(cfg.bind, ':') ? "[" : "";
     const char *close_b = strchr(cfg.bind, ':') ? "]" : "";
     gp_log("gpserve: db %s, %ld HTTP threads (0 = CPUs), %ld fit workers, queue %ld, "
-           "body cap %ld MiB, timeout %ld s, max connections %ld, auth %s",
+           "body cap %ld MiB, timeout %ld s, request timeout %ld s, max connections %ld, "
+           "auth %s",
            cfg.db, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
-           cfg.max_connections, api_key ? "on" : "off");
+           cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off");
     gp_log("gpserve listening on %s%s%s:%u", open_b, cfg.bind, close_b, gp_server_port(srv));
 
     int sig = 0;

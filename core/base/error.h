@@ -38,7 +38,17 @@
     X(GP_EMETHOD, -15, "method_not_allowed", 405, 0, "an HTTP verb the route does not take")      \
     X(GP_EMALFORMED, -16, "malformed_json", 400, 0, "the body is not JSON")                       \
     X(GP_ESTORAGE, -17, "insufficient_storage", 507, 30,                                          \
-      "the disk is full: writes are refused, reads still served")
+      "the disk is full: writes are refused, reads still served")                                 \
+    X(GP_EHTTP, -18, "malformed_request", 400, 0,                                                 \
+      "the HTTP request itself is malformed: request line, Content-Length, chunked encoding")     \
+    X(GP_ETIMEOUT, -19, "request_timeout", 408, 0,                                                \
+      "the request's headers and body did not arrive within --request-timeout")                   \
+    X(GP_EURITOOLONG, -20, "uri_too_long", 414, 0,                                                \
+      "the request line is longer than the daemon reads (64 KiB)")                                \
+    X(GP_EHEADERS, -21, "header_too_large", 431, 0,                                               \
+      "the request line and headers are larger than the daemon reads (64 KiB)")                   \
+    X(GP_EHTTPVERSION, -22, "http_version_not_supported", 505, 0,                                 \
+      "an HTTP version other than 1.0 and 1.1")
 
 #define GP_ERROR_ENUM_ENTRY(code, value, name, http, retry, meaning) code = value,
 enum gp_status { GP_OK = 0, GP_ERROR_CATALOGUE(GP_ERROR_ENUM_ENTRY) };

@@ -1,0 +1,176 @@
+#!/bin/sh
+# Integration area "abuse": requests the HTTP layer refuses by itself, answered
+# in the JSON error shape; 1,500 slow connections from one address while
+# another is served; the request deadline (--request-timeout).
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+# The misbehaving client is tests/integration/abuse_client.c (built by make).
+
+AC=$(dirname "$BIN")/tests/integration/abuse_client
+
+# raw_req NAME: send stdin as it is to the main daemon; the answer is split
+# into $T/raw.hdr (status line and headers, CR removed) and $T/body.
+raw_req() {
+    rm -f "$T/raw.hdr" "$T/body"
+    "$AC" raw "$PORT" "$MT" >"$T/raw" 2>"$T/curlerr"
+    tr -d '\r' <"$T/raw" | awk -v h="$T/raw.hdr" -v b="$T/body" '
+        !body && $0 == "" { body = 1; next }
+        { print > (body ? b : h) }'
+    [ -f "$T/raw.hdr" ] || : >"$T/raw.hdr"
+    [ -f "$T/body" ] || : >"$T/body"
+}
+
+# check_shape NAME STATUS CODE FIELD HDRFILE: the last answer (headers in
+# HDRFILE, body in $T/body) is one response with this status, Content-Type
+# application/json and {"error": {"code": CODE}}; FIELD as in check_err.
+check_shape() {
+    _why=""
+    _st=$(head -n 1 "$5" | awk '{ print $2 }')
+    _n=$(grep -c '^HTTP/1\.[01] ' "$5")
+    _ct=$(grep -i '^content-type:' "$5" | tail -n 1 | sed 's/^[^:]*:[[:space:]]*//' | tr -d '\r')
+    _gc=$(jqb '.error.code // empty')
+    _gf=$(jqb '.error.field // empty')
+    [ "$_st" = "$2" ] || _why="status '$_st' (expected $2)"
+    [ "$_n" = 1 ] || _why="$_why; $_n status lines (one response expected)"
+    [ "$_ct" = application/json ] || _why="$_why; Content-Type '$_ct'"
+    [ "$_gc" = "$3" ] || _why="$_why; code '$_gc' (expected $3)"
+    case $4 in
+    -) ;;
+    none) [ -z "$_gf" ] || _why="$_why; field '$_gf' (expected none)" ;;
+    *) [ "$_gf" = "$4" ] || _why="$_why; field '$_gf' (expected $4)" ;;
+    esac
+    if [ -z "$_why" ]; then pass "$1"; else fail "$1" "${_why#; }" body; fi
+}
+
+# curl_shape NAME STATUS CODE FIELD METHOD PATH [curl args...]
+curl_shape() {
+    _a1=$1 _a2=$2 _a3=$3 _a4=$4
+    shift 4
+    req "$@"
+    tr -d '\r' <"$T/hdr" >"$T/raw.hdr"
+    check_shape "$_a1" "$_a2" "$_a3" "$_a4" "$T/raw.hdr"
+}
+
+if [ ! -x "$AC" ]; then
+    fail "abuse_client" "$AC is not built (make build-all)"
+    return 0 2>/dev/null || exit 1
+fi
+
+section "the HTTP layer's own errors, in the JSON shape"
+curl_shape "Content-Length: -1 -> 400 malformed_request" 400 malformed_request Content-Length \
+    GET /healthz -H 'Content-Length: -1'
+curl_shape "Content-Length: abc on a fit -> 400 malformed_request" 400 malformed_request \
+    Content-Length POST /v1/models -H 'Content-Type: application/json' -H 'Content-Length: abc' \
+    --data-binary '{}'
+curl_shape "Content-Length beyond 64 bits -> 413 payload_too_large" 413 payload_too_large \
+    Content-Length POST /v1/models -H 'Content-Type: application/json' \
+    -H 'Content-Length: 99999999999999999999999' --data-binary '{}'
+# The same on the wire: libmicrohttpd 0.9.75 wrote its header block twice here.
+printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n' | raw_req
+check_shape "Content-Length: -1 on the wire: one response, JSON" 400 malformed_request \
+    Content-Length "$T/raw.hdr"
+awk 'BEGIN { s = "X-Big: "; for (i = 0; i < 200000; i++) s = s "a"; print s }' >"$T/bighdr"
+curl_shape "a 200 KB header -> 431 header_too_large" 431 header_too_large none \
+    GET /healthz -H @"$T/bighdr"
+curl_shape "a 100 KB request line -> 414 uri_too_long" 414 uri_too_long none \
+    GET "/healthz?q=$(awk 'BEGIN { for (i = 0; i < 100000; i++) printf "a" }')"
+printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nNoColonHere\r\n\r\n' | raw_req
+check_shape "a header line without a colon -> 400 malformed_request" 400 malformed_request none \
+    "$T/raw.hdr"
+printf 'GET /healthz HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n' | raw_req
+check_shape "HTTP/2.0 on the request line -> 505 http_version_not_supported" 505 \
+    http_version_not_supported none "$T/raw.hdr"
+printf 'POST /v1/models/x/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n' |
+    raw_req
+check_shape "a bad chunk size -> 400 malformed_request" 400 malformed_request none "$T/raw.hdr"
+check "the daemon serves after all of them" 200 GET /healthz
+
+section "1,500 slow connections from 127.0.0.2; /healthz from 127.0.0.1 meanwhile"
+# Default limits: 256 connections per address, request deadline 600 s, idle
+# timeout 30 s. The holder trickles a header byte a second on each connection.
+if start_daemon "$T/abuse.log" --db "$T/abuse.db"; then
+    APID=$DPID
+    APORT=$DPORT
+    "$AC" hold "$APORT" 127.0.0.2 1500 $((8 * SLOW)) 1000 >"$T/hold.out" 2>&1 &
+    HPID=$!
+    PIDS="$PIDS $HPID"
+    i=0
+    while ! grep -q '^ready' "$T/hold.out" && alive "$HPID" && [ $i -lt $((100 * SLOW)) ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ready=$(grep '^ready' "$T/hold.out")
+    note "holder: $ready"
+    refused=$(printf '%s\n' "$ready" | sed -n 's/.* refused=\([0-9]*\).*/\1/p')
+    held=$(printf '%s\n' "$ready" | sed -n 's/.* open=\([0-9]*\).*/\1/p')
+    [ "${refused:-0}" -ge 1000 ] && [ "${held:-0}" -ge 200 ] && [ "${held:-0}" -le 256 ]
+    verdict "the per-address limit refuses most of 1,500 connections; up to 256 are held" $? \
+        "holder: ${ready:-no ready line}"
+    : >"$T/healthz.times"
+    n=0
+    while [ $n -lt 10 ]; do
+        curl -sS --max-time "$MT" -o /dev/null -w '%{http_code} %{time_total}\n' \
+            "http://127.0.0.1:$APORT/healthz" >>"$T/healthz.times" 2>>"$T/curlerr"
+        n=$((n + 1))
+    done
+    note "/healthz status and seconds: $(tr '\n' ' ' <"$T/healthz.times")"
+    awk -v lim="$(awk -v s="$SLOW" 'BEGIN { print 0.1 * s }')" '
+        $1 == 200 && $2 <= lim { ok++ } END { exit ok == 10 ? 0 : 1 }' "$T/healthz.times"
+    verdict "10 calls of /healthz answer 200 within $((100 * SLOW)) ms each while they are held" $? \
+        "$(tr '\n' ' ' <"$T/healthz.times")"
+    wait "$HPID" 2>/dev/null
+    done_line=$(grep '^done' "$T/hold.out")
+    note "holder: $done_line"
+    still=$(printf '%s\n' "$done_line" | sed -n 's/.* open=\([0-9]*\).*/\1/p')
+    [ "${still:-0}" -ge 200 ]
+    verdict "the slow connections were still held after the calls (deadline 600 s)" $? \
+        "holder: ${done_line:-no done line}"
+    stop_daemon "$APID"
+    [ "$STOP_RC" = 0 ]
+    verdict "that daemon stops cleanly" $? "exit $STOP_RC after ${STOP_SECS}s"
+else
+    fail "a daemon for the slow connections" "it did not start"
+fi
+
+section "the request deadline: --request-timeout 3"
+# A trickle of bytes does not extend it: the held connections are answered
+# 408 and closed 3 s after they were accepted, although the idle timeout (30 s)
+# never ran out.
+if start_daemon "$T/deadline.log" --db "$T/deadline.db" --request-timeout 3; then
+    DLPID=$DPID
+    DLPORT=$DPORT
+    "$AC" hold "$DLPORT" 127.0.0.2 1500 $((10 * SLOW)) 1000 >"$T/hold2.out" 2>&1
+    done_line=$(grep '^done' "$T/hold2.out")
+    note "holder: $(grep '^ready' "$T/hold2.out"); $done_line"
+    val() { printf '%s\n' "$done_line" | sed -n "s/.* $1=\\(-*[0-9]*\\).*/\\1/p"; }
+    later=$(val closed_later)
+    [ "$(val open)" = 0 ] && [ "${later:-0}" -ge 200 ]
+    verdict "every held connection is closed by the daemon" $? "holder: ${done_line:-no done line}"
+    [ "$(val got_408)" = "$later" ]
+    verdict "each was answered 408 (request_timeout) first" $? "holder: $done_line"
+    lo=$(val close_min_ms)
+    hi=$(val close_max_ms)
+    [ "${lo:--1}" -ge 2900 ] && [ "${hi:-999999}" -le $((3000 + 2000 * SLOW)) ]
+    verdict "they are closed 3 s after the connect (within $((2 * SLOW)) s more)" $? \
+        "closed after ${lo} to ${hi} ms"
+    PORT_SAVE=$PORT
+    PORT=$DLPORT
+    # One request trickling past the deadline gets the JSON 408 (curl sends
+    # 3 KB at 600 bytes a second); one that arrives in time is served.
+    awk 'BEGIN { for (i = 0; i < 3000; i++) printf " " }' >"$T/slow.json"
+    printf '%s' "$SINE_BODY" >>"$T/slow.json"
+    curl_shape "an upload still arriving at the deadline -> 408 request_timeout" 408 \
+        request_timeout none POST /v1/models -H 'Content-Type: application/json' \
+        --limit-rate 600 --data-binary @"$T/slow.json"
+    check "an upload of 1.5 s within the deadline is served" 201 POST /v1/models \
+        -H 'Content-Type: application/json' --limit-rate 2500 --data-binary @"$T/slow.json"
+    PORT=$PORT_SAVE
+    grep -q 'past the request deadline' "$T/deadline.log" &&
+        grep -Eq '^(-|POST) /[^ ]* 408 ' "$T/deadline.log"
+    verdict "the daemon logs the closed connections and each 408" $? \
+        "$(grep -c ' 408 ' "$T/deadline.log") lines with 408"
+    stop_daemon "$DLPID"
+    [ "$STOP_RC" = 0 ]
+    verdict "that daemon stops cleanly" $? "exit $STOP_RC after ${STOP_SECS}s"
+else
+    fail "a daemon with --request-timeout 3" "it did not start"
+fi
