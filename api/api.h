@@ -135,6 +135,7 @@ typedef struct gp_job_info {
     gp_error error;   /* when failed */
     char created_at[32];
     char updated_at[32];
+    int attempts; /* runs started (a run interrupted by a daemon's death counts) */
 } gp_job_info;
 
 void gp_job_info_free(gp_job_info *job); /* frees model_json */
@@ -147,6 +148,62 @@ void gp_api_job_response(const gp_job_info *job, gp_response *out);
 int gp_api_job_save(gp_api *api, const gp_job_info *job, gp_error *err);
 /* A job this process does not hold in memory, from the store (GP_ENOTFOUND). */
 int gp_api_job_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err);
+
+/* ---- durable async jobs ----
+ * A job answered 202 is in the store with its request (the validated fit
+ * fields and the data) before the answer; the daemon holding it (owner, a
+ * string naming the process) keeps a lease alive until it ends, and a daemon
+ * that finds a lease expired takes the job over and runs it again from the
+ * stored request (store/store.h). Each holder's write answers GP_ECONFLICT
+ * once another daemon has taken the job over. Times are Unix seconds. */
+int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
+                      const char *owner, double lease_until, gp_error *err);
+/* Mark fj as the run of durable job id held by owner: gp_api_run_fit then
+ * saves the model and ends the job succeeded in one transaction (a crash
+ * between the two would run the job again and add a second version), and
+ * answers GP_ECONFLICT, saving nothing, when owner lost the job. */
+int gp_fit_job_hold(gp_fit_job *fj, const char *id, const char *owner);
+/* A holder's update: status queued or running, progress; started counts a run. */
+int gp_api_job_update(gp_api *api, const gp_job_info *job, const char *owner, int started,
+                      gp_error *err);
+/* A holder ends a job failed (job->error) or cancelled; the request is dropped. */
+int gp_api_job_finish(gp_api *api, const gp_job_info *job, const char *owner, gp_error *err);
+/* A holder hands a job back on a graceful stop (another daemon, or this one
+ * restarted, runs it). */
+int gp_api_job_release(gp_api *api, const char *id, const char *owner, gp_error *err);
+
+typedef struct gp_api_job_hold {
+    char id[40];
+    int cancel_requested; /* a DELETE reached another daemon */
+} gp_api_job_hold;
+/* Renew the leases of every job owner holds; list them (*held malloc'ed). */
+int gp_api_job_renew(gp_api *api, const char *owner, double lease_until,
+                     gp_api_job_hold **held, size_t *count, gp_error *err);
+
+enum gp_api_claim {
+    GP_API_CLAIM_NONE = 0, /* nothing to take over */
+    GP_API_CLAIM_RUN,      /* *fj and *job: run it (queued, ours) */
+    GP_API_CLAIM_ENDED     /* *job ended instead (attempts used up, cancel requested, or
+                              its request could not be read back): nothing to run */
+};
+/* Take over one job whose lease expired before now (the oldest first). A job
+ * whose runs were interrupted max_attempts times ends failed ("interrupted"). */
+int gp_api_job_claim(gp_api *api, const char *owner, double now, double lease_until,
+                     int max_attempts, gp_job_info *job, gp_fit_job **fj, int *outcome,
+                     gp_error *err);
+/* DELETE of a job this daemon does not hold: 409 when it has ended, 200 when
+ * nobody held it alive (cancelled here), 202 when its holder will cancel it. */
+void gp_api_job_cancel_stored(gp_api *api, const char *id, double now, gp_response *out);
+
+typedef struct gp_api_job_owner {
+    char id[40];
+    char owner[128];
+} gp_api_job_owner;
+/* Active jobs whose owner starts with prefix (*jobs malloc'ed). */
+int gp_api_job_owned(gp_api *api, const char *prefix, gp_api_job_owner **jobs, size_t *count,
+                     gp_error *err);
+/* Expire the lease of a job whose holder is known dead. */
+int gp_api_job_expire(gp_api *api, const char *id, const char *owner, gp_error *err);
 
 /* ---- figures for /metrics ---- */
 typedef struct gp_api_stats {

@@ -25,6 +25,9 @@ struct gp_fit_job {
     double *X, *y;
     size_t n, d;
     char *spec;
+    /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
+    char hold_id[40];
+    char *hold_owner;
 };
 
 static const char *const fit_keys[] = {"name", "method", "kernel", "noise", "options",
@@ -42,7 +45,32 @@ void gp_fit_job_free(gp_fit_job *job)
     free(job->X);
     free(job->y);
     free(job->spec);
+    free(job->hold_owner);
     free(job);
+}
+
+int gp_fit_job_hold(gp_fit_job *job, const char *id, const char *owner)
+{
+    char *o = owner ? strdup(owner) : NULL;
+    if (o == NULL || id == NULL || strlen(id) >= sizeof job->hold_id) {
+        free(o);
+        return GP_EINVAL;
+    }
+    free(job->hold_owner);
+    job->hold_owner = o;
+    snprintf(job->hold_id, sizeof job->hold_id, "%s", id);
+    return GP_OK;
+}
+
+int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **X,
+                       const double **y, size_t *n, size_t *d)
+{
+    *spec = job->spec;
+    *X = job->X;
+    *y = job->y;
+    *n = job->n;
+    *d = job->d;
+    return job->spec ? GP_OK : GP_EINVAL;
 }
 
 int gp_fit_job_async(const gp_fit_job *job)
@@ -379,6 +407,34 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
     return GP_OK;
 }
 
+int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
+                            size_t d, gp_fit_job **out, gp_error *err)
+{
+    *out = NULL;
+    gp_fit_job *job = calloc(1, sizeof *job);
+    if (job == NULL) {
+        free(X);
+        free(y);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    job->X = X;
+    job->y = y;
+    job->n = n;
+    job->d = d;
+    json_error_t je;
+    json_t *obj = spec ? json_loads(spec, JSON_DECODE_INT_AS_REAL, &je) : NULL;
+    int rc = json_is_object(obj) ? parse_fields(api, obj, job, 1, err)
+                                 : gp_error_set(err, GP_EDATA, NULL,
+                                                "the stored request is not a JSON object");
+    json_decref(obj);
+    if (rc) {
+        gp_fit_job_free(job);
+        return rc;
+    }
+    *out = job;
+    return GP_OK;
+}
+
 /* ---- the fitted model's metadata ---- */
 
 /* A method_info value: text, an integer when the number is one (counts), else
@@ -485,6 +541,16 @@ json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t
     return o;
 }
 
+/* A durable job's result: the fit response's body for the new row. */
+static char *job_result_text(const gp_model_meta *meta, void *ctx)
+{
+    (void)ctx;
+    json_t *res = gp_api_model_json(meta, NULL, 0, NULL);
+    char *text = res ? json_dumps(res, GP_JSON_FLAGS) : NULL;
+    json_decref(res);
+    return text;
+}
+
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds)
 {
@@ -514,9 +580,11 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
               : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
+    gp_job_done done = {.id = job->hold_id, .owner = job->hold_owner, .progress = NULL,
+                        .result = job_result_text, .ctx = NULL};
     if (rc == GP_OK)
-        rc = gp_store_save(api->store, job->name, job->method->name, job->spec, info, job->n,
-                           job->d, &st, &meta, &err);
+        rc = gp_store_save_job(api->store, job->name, job->method->name, job->spec, info, job->n,
+                               job->d, &st, job->hold_owner ? &done : NULL, &meta, &err);
     gp_state_free(&st);
     free(info);
     if (rc) {

@@ -46,6 +46,14 @@ void gp_cache_evict_name(gp_api *api, const char *name);
 void gp_cache_destroy(gp_api *api);
 size_t gp_cache_size(gp_api *api);
 
+/* ---- fit jobs (fit.c) ---- */
+/* The validated request of a fit job (borrowed): spec JSON and X (n x d), y. */
+int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **X,
+                       const double **y, size_t *n, size_t *d);
+/* A fit job rebuilt from a stored request (X and y are taken, even on failure). */
+int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
+                            size_t d, gp_fit_job **out, gp_error *err);
+
 /* ---- a growing output buffer and a small JSON writer (jsonw.c) ---- */
 typedef struct gp_buf {
     char *data;

@@ -49,6 +49,7 @@ void gp_api_job_response(const gp_job_info *job, gp_response *out)
     json_object_set_new(o, "name", json_string(job->model_name));
     json_object_set_new(o, "status", json_string(job->status ? job->status : "queued"));
     json_object_set_new(o, "progress", progress_json(job));
+    json_object_set_new(o, "attempts", json_integer(job->attempts));
     if (is_succeeded(job) && job->model_json) {
         json_error_t je;
         json_t *m = json_loads(job->model_json, 0, &je);
@@ -98,26 +99,19 @@ static double number_or(json_t *o, const char *key, double dflt)
     return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
-int gp_api_job_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err)
+static void info_from_row(gp_job_row *row, gp_job_info *job)
 {
-    memset(job, 0, sizeof *job);
-    gp_job_row row;
-    memset(&row, 0, sizeof row);
-    int rc = gp_store_job_get(api->store, id, &row, err);
-    if (rc) {
-        gp_job_row_free(&row);
-        return rc;
-    }
-    snprintf(job->id, sizeof job->id, "%s", row.id);
-    snprintf(job->model_name, sizeof job->model_name, "%s", row.model_name);
+    snprintf(job->id, sizeof job->id, "%s", row->id);
+    snprintf(job->model_name, sizeof job->model_name, "%s", row->model_name);
     job->status = "failed";
     for (size_t i = 0; i < sizeof job_statuses / sizeof job_statuses[0]; i++)
-        if (strcmp(row.status, job_statuses[i]) == 0)
+        if (strcmp(row->status, job_statuses[i]) == 0)
             job->status = job_statuses[i];
-    snprintf(job->created_at, sizeof job->created_at, "%s", row.created_at);
-    snprintf(job->updated_at, sizeof job->updated_at, "%s", row.updated_at);
+    snprintf(job->created_at, sizeof job->created_at, "%s", row->created_at);
+    snprintf(job->updated_at, sizeof job->updated_at, "%s", row->updated_at);
+    job->attempts = row->attempts;
     json_error_t je;
-    json_t *p = row.progress ? json_loads(row.progress, JSON_DECODE_INT_AS_REAL, &je) : NULL;
+    json_t *p = row->progress ? json_loads(row->progress, JSON_DECODE_INT_AS_REAL, &je) : NULL;
     if (p) {
         double it = number_or(p, "iteration", 0), mx = number_or(p, "max_iterations", 0);
         job->iteration = isfinite(it) && fabs(it) < 2e9 ? (int)it : 0;
@@ -129,7 +123,7 @@ int gp_api_job_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err
         json_decref(p);
     }
     gp_error_clear(&job->error);
-    json_t *e = row.error ? json_loads(row.error, 0, &je) : NULL;
+    json_t *e = row->error ? json_loads(row->error, 0, &je) : NULL;
     if (e) {
         job->error.code = gp_api_code_from_name(json_string_value(json_object_get(e, "code")));
         const char *msg = json_string_value(json_object_get(e, "message"));
@@ -140,10 +134,268 @@ int gp_api_job_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err
     } else if (job->status == job_statuses[3]) {
         gp_error_set(&job->error, GP_EINTERNAL, NULL, "the job failed");
     }
-    if (row.result) {
-        job->model_json = row.result; /* take it */
-        row.result = NULL;
+    if (row->result) {
+        job->model_json = row->result; /* take it */
+        row->result = NULL;
     }
-    gp_job_row_free(&row);
+    gp_job_row_free(row);
+}
+
+int gp_api_job_load(gp_api *api, const char *id, gp_job_info *job, gp_error *err)
+{
+    memset(job, 0, sizeof *job);
+    gp_job_row row;
+    memset(&row, 0, sizeof row);
+    int rc = gp_store_job_get(api->store, id, &row, err);
+    if (rc) {
+        gp_job_row_free(&row);
+        return rc;
+    }
+    info_from_row(&row, job);
     return GP_OK;
+}
+
+/* ---- durable jobs ---- */
+
+/* The row of job (id, name, status, progress text: owned by the caller). */
+static int row_of(const gp_job_info *job, gp_job_row *row, gp_error *err)
+{
+    memset(row, 0, sizeof *row);
+    snprintf(row->id, sizeof row->id, "%s", job->id);
+    snprintf(row->model_name, sizeof row->model_name, "%s", job->model_name);
+    snprintf(row->status, sizeof row->status, "%s", job->status ? job->status : "queued");
+    json_t *p = progress_json(job);
+    row->progress = p ? json_dumps(p, GP_JSON_FLAGS) : NULL;
+    json_decref(p);
+    return row->progress ? GP_OK : gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+}
+
+int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
+                      const char *owner, double lease_until, gp_error *err)
+{
+    const char *spec = NULL;
+    const double *X = NULL, *y = NULL;
+    size_t n = 0, d = 0;
+    if (gp_fit_job_request(fj, &spec, &X, &y, &n, &d) != GP_OK)
+        return gp_error_set(err, GP_EINTERNAL, NULL, "the fit job has no request to store");
+    /* The state borrows the job's arrays: it is never freed here. */
+    gp_named_array arrays[2];
+    memset(arrays, 0, sizeof arrays);
+    snprintf(arrays[0].name, sizeof arrays[0].name, "X");
+    arrays[0].rows = n;
+    arrays[0].cols = d;
+    arrays[0].data = (double *)X;
+    snprintf(arrays[1].name, sizeof arrays[1].name, "y");
+    arrays[1].rows = n;
+    arrays[1].cols = 1;
+    arrays[1].data = (double *)y;
+    gp_state data = {.arrays = arrays, .count = 2, .capacity = 2};
+    gp_job_row row;
+    int rc = row_of(job, &row, err);
+    if (rc == GP_OK)
+        rc = gp_store_job_create(api->store, &row, spec, &data, owner, lease_until, err);
+    gp_job_row_free(&row);
+    return rc;
+}
+
+int gp_api_job_update(gp_api *api, const gp_job_info *job, const char *owner, int started,
+                      gp_error *err)
+{
+    gp_job_row row;
+    int rc = row_of(job, &row, err);
+    if (rc == GP_OK)
+        rc = gp_store_job_update(api->store, &row, owner, started, err);
+    gp_job_row_free(&row);
+    return rc;
+}
+
+int gp_api_job_finish(gp_api *api, const gp_job_info *job, const char *owner, gp_error *err)
+{
+    gp_job_row row;
+    int rc = row_of(job, &row, err);
+    if (rc == GP_OK && is_failed(job)) {
+        json_t *e = gp_api_error_json(&job->error);
+        row.error = e ? json_dumps(e, GP_JSON_FLAGS) : NULL;
+        json_decref(e);
+        if (row.error == NULL)
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    if (rc == GP_OK && is_succeeded(job))
+        row.result = job->model_json;
+    if (rc == GP_OK)
+        rc = gp_store_job_finish(api->store, &row, owner, err);
+    if (is_succeeded(job))
+        row.result = NULL; /* not ours */
+    gp_job_row_free(&row);
+    return rc;
+}
+
+int gp_api_job_release(gp_api *api, const char *id, const char *owner, gp_error *err)
+{
+    return gp_store_job_release(api->store, id, owner, err);
+}
+
+int gp_api_job_renew(gp_api *api, const char *owner, double lease_until,
+                     gp_api_job_hold **held, size_t *count, gp_error *err)
+{
+    *held = NULL;
+    *count = 0;
+    gp_job_hold *h = NULL;
+    size_t n = 0;
+    int rc = gp_store_job_renew(api->store, owner, lease_until, &h, &n, err);
+    if (rc || n == 0) {
+        free(h);
+        return rc;
+    }
+    gp_api_job_hold *out = calloc(n, sizeof *out);
+    if (out == NULL) {
+        free(h);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out[i].id, sizeof out[i].id, "%s", h[i].id);
+        out[i].cancel_requested = h[i].cancel_requested;
+    }
+    free(h);
+    *held = out;
+    *count = n;
+    return GP_OK;
+}
+
+/* The stored request of a claimed job, rebuilt into a fit job. */
+static int load_request(gp_api *api, const char *id, gp_fit_job **fj, gp_error *err)
+{
+    gp_job_row row;
+    char *spec = NULL;
+    gp_state data;
+    gp_state_init(&data);
+    int rc = gp_store_job_request(api->store, id, &row, &spec, &data, err);
+    gp_job_row_free(&row);
+    const gp_named_array *X = rc ? NULL : gp_state_find(&data, "X");
+    const gp_named_array *y = rc ? NULL : gp_state_find(&data, "y");
+    if (rc == GP_OK && (X == NULL || y == NULL || y->rows != X->rows || y->cols != 1))
+        rc = gp_error_set(err, GP_EDATA, NULL, "job '%s''s stored data are incomplete", id);
+    if (rc == GP_OK) {
+        double *xd = X->data, *yd = y->data;
+        size_t n = X->rows, d = X->cols;
+        /* Take the arrays out of the state (it frees the rest). */
+        ((gp_named_array *)X)->data = NULL;
+        ((gp_named_array *)y)->data = NULL;
+        rc = gp_fit_job_from_request(api, spec, xd, yd, n, d, fj, err);
+    }
+    gp_state_free(&data);
+    free(spec);
+    return rc;
+}
+
+/* A claimed job whose request cannot be rebuilt ends failed with why. */
+static void fail_unloadable(gp_api *api, gp_job_info *job, const char *owner,
+                            const gp_error *why)
+{
+    job->status = "failed";
+    job->error = *why;
+    /* Should this write fail, the job stays held by nobody in memory: the
+     * server's lease keeper hands such jobs back. */
+    (void)gp_api_job_finish(api, job, owner, NULL);
+}
+
+int gp_api_job_claim(gp_api *api, const char *owner, double now, double lease_until,
+                     int max_attempts, gp_job_info *job, gp_fit_job **fj, int *outcome,
+                     gp_error *err)
+{
+    memset(job, 0, sizeof *job);
+    *fj = NULL;
+    *outcome = GP_API_CLAIM_NONE;
+    char gave_up[GP_ERROR_MESSAGE_LEN + 64];
+    snprintf(gave_up, sizeof gave_up,
+             "{\"code\":\"%s\",\"message\":\"the daemon running this fit stopped during it %d "
+             "time%s (the limit of attempts, --job-attempts); it is not run again\"}",
+             gp_status_name(GP_EINTERRUPTED), max_attempts, max_attempts == 1 ? "" : "s");
+    gp_job_row row;
+    int claim = GP_JOB_CLAIM_NONE;
+    int rc = gp_store_job_claim(api->store, owner, now, lease_until, max_attempts, gave_up, &row,
+                                &claim, err);
+    if (rc || claim == GP_JOB_CLAIM_NONE) {
+        gp_job_row_free(&row);
+        return rc;
+    }
+    char id[GP_JOB_ID_LEN];
+    snprintf(id, sizeof id, "%s", row.id);
+    gp_job_row_free(&row);
+    /* The row as stored now (status, texts, times). */
+    gp_job_info_free(job);
+    rc = gp_api_job_load(api, id, job, err);
+    if (rc)
+        return rc;
+    if (claim != GP_JOB_CLAIMED) {
+        *outcome = GP_API_CLAIM_ENDED;
+        return GP_OK;
+    }
+    gp_error why;
+    gp_error_clear(&why);
+    if (load_request(api, id, fj, &why) != GP_OK) {
+        fail_unloadable(api, job, owner, &why);
+        *outcome = GP_API_CLAIM_ENDED;
+        return GP_OK;
+    }
+    *outcome = GP_API_CLAIM_RUN;
+    return GP_OK;
+}
+
+void gp_api_job_cancel_stored(gp_api *api, const char *id, double now, gp_response *out)
+{
+    gp_job_row row;
+    int outcome = 0;
+    gp_error err;
+    gp_error_clear(&err);
+    int rc = gp_store_job_cancel(api->store, id, now, &row, &outcome, &err);
+    if (rc) {
+        gp_job_row_free(&row);
+        gp_api_error(&err, out);
+        return;
+    }
+    if (outcome == GP_JOB_CANCEL_ENDED) {
+        gp_api_fail(out, GP_ECONFLICT, "id", "job '%s' already finished (%s)", id, row.status);
+        gp_job_row_free(&row);
+        return;
+    }
+    gp_job_info info;
+    memset(&info, 0, sizeof info);
+    info_from_row(&row, &info);
+    gp_api_job_response(&info, out);
+    if (out->status == 200 && outcome == GP_JOB_CANCEL_REQUESTED)
+        out->status = 202;
+    gp_job_info_free(&info);
+}
+
+int gp_api_job_owned(gp_api *api, const char *prefix, gp_api_job_owner **jobs, size_t *count,
+                     gp_error *err)
+{
+    *jobs = NULL;
+    *count = 0;
+    gp_job_owner *o = NULL;
+    size_t n = 0;
+    int rc = gp_store_job_owned(api->store, prefix, &o, &n, err);
+    if (rc || n == 0) {
+        free(o);
+        return rc;
+    }
+    gp_api_job_owner *out = calloc(n, sizeof *out);
+    if (out == NULL) {
+        free(o);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(out[i].id, sizeof out[i].id, "%s", o[i].id);
+        snprintf(out[i].owner, sizeof out[i].owner, "%s", o[i].owner);
+    }
+    free(o);
+    *jobs = out;
+    *count = n;
+    return GP_OK;
+}
+
+int gp_api_job_expire(gp_api *api, const char *id, const char *owner, gp_error *err)
+{
+    return gp_store_job_expire(api->store, id, owner, err);
 }

@@ -592,10 +592,15 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
     }
     if (gp_fit_job_async(fj)) {
         char id[GP_ROUTE_ID_MAX];
-        int rc = gp_jobs_submit_async(srv->jobs, fj, id, sizeof id);
+        int rc = gp_jobs_submit_async(srv->jobs, fj, id, sizeof id, &err);
         if (rc != 0) {
             gp_fit_job_free(fj);
-            return queue_failure(ctx, rc);
+            if (rc == GP_EOVERLOADED || rc == GP_ENOTREADY)
+                return queue_failure(ctx, rc);
+            gp_response res; /* the store's answer, e.g. 507 for a full disk */
+            memset(&res, 0, sizeof res);
+            gp_api_error(&err, &res);
+            return answer(ctx, &res);
         }
         gp_response res;
         memset(&res, 0, sizeof res);

@@ -1,16 +1,27 @@
-/* gpserve server: the fit queue and its workers.
+/* gpserve server: the fit queue, its workers, and durable async jobs.
  *
  * Request threads never fit. A fit, synchronous or async, becomes a job in a
  * bounded FIFO queue; --fit-workers threads take jobs from it and run
- * gp_api_run_fit. Async jobs also live in an in-memory table (their
- * gp_job_info) and are saved to the store with gp_api_job_save on every state
- * change and, while running, at most about once a second for progress.
- * A synchronous job reports its response through a callback on the worker
- * thread (the HTTP layer resumes the suspended connection there).
+ * gp_api_run_fit. A synchronous job reports its response through a callback
+ * on the worker thread (the HTTP layer resumes the suspended connection
+ * there); it is never stored: a daemon that dies during it leaves nothing.
+ *
+ * An async job is durable (docs/design/architecture.md, "Durable jobs"): it
+ * is written to the store with its request before the 202 answer
+ * (gp_api_job_create), held by this daemon (its owner string, host:pid:nonce)
+ * under a lease that a keeper thread renews every tick, updated at start and
+ * about once a second for progress, and ended in the store (a success in the
+ * same transaction as the model). The keeper also cancels jobs whose DELETE
+ * reached another daemon, forgets jobs another daemon took over, and claims
+ * jobs whose lease expired (their daemon died) while the queue has room, so
+ * they run again from the stored request, up to --job-attempts runs. At
+ * start-up the jobs of dead daemons of this host (their pid is gone) are
+ * claimed at once; on a graceful stop the queued and running jobs are handed
+ * back, to run after the restart or on another daemon.
  *
  * Locking: one mutex guards the queue, the table and the counters; the
- * store is written outside it, one save at a time per job, newest state
- * last (a sequence number per job orders the saves). */
+ * store is written outside it, one write at a time per job, newest state
+ * last (a sequence number per job orders the progress writes). */
 #ifndef GP_SERVER_JOBS_H
 #define GP_SERVER_JOBS_H
 
@@ -27,8 +38,24 @@ typedef struct gp_fit_ops {
     const char *(*name)(const gp_fit_job *job);
     const char *(*method)(const gp_fit_job *job);
     int (*max_iterations)(const gp_fit_job *job);
-    int (*save)(gp_api *api, const gp_job_info *job, gp_error *err);
     int (*load)(gp_api *api, const char *id, gp_job_info *job, gp_error *err);
+    /* Durable jobs (api.h); a NULL entry is skipped (test fakes). */
+    int (*create)(gp_api *api, const gp_fit_job *fj, const gp_job_info *job, const char *owner,
+                  double lease_until, gp_error *err);
+    int (*hold)(gp_fit_job *fj, const char *id, const char *owner);
+    int (*update)(gp_api *api, const gp_job_info *job, const char *owner, int started,
+                  gp_error *err);
+    int (*finish)(gp_api *api, const gp_job_info *job, const char *owner, gp_error *err);
+    int (*release)(gp_api *api, const char *id, const char *owner, gp_error *err);
+    int (*renew)(gp_api *api, const char *owner, double lease_until, gp_api_job_hold **held,
+                 size_t *count, gp_error *err);
+    int (*claim)(gp_api *api, const char *owner, double now, double lease_until,
+                 int max_attempts, gp_job_info *job, gp_fit_job **fj, int *outcome,
+                 gp_error *err);
+    void (*cancel_stored)(gp_api *api, const char *id, double now, gp_response *out);
+    int (*owned)(gp_api *api, const char *prefix, gp_api_job_owner **jobs, size_t *count,
+                 gp_error *err);
+    int (*expire)(gp_api *api, const char *id, const char *owner, gp_error *err);
 } gp_fit_ops;
 
 typedef struct gp_jobs gp_jobs;
@@ -47,13 +74,24 @@ typedef int (*gp_job_alive_fn)(void *cookie);
 /* ops NULL: the api functions. metrics may be NULL. */
 gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics *metrics,
                      const gp_fit_ops *ops);
-/* Start the worker threads: 0, or -1 when none could be started. */
+/* Durability settings (before gp_jobs_start): the lease in seconds (a dead
+ * daemon's jobs are taken over that long after its last renewal; default 15)
+ * and the runs a job may start before it fails as interrupted (default 3). */
+void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts);
+/* This daemon's owner string (host:pid:nonce). */
+const char *gp_jobs_owner(const gp_jobs *js);
+/* Start the worker threads and the lease keeper, after claiming the jobs of
+ * this host's dead daemons: 0, or -1 when no worker could be started. */
 int gp_jobs_start(gp_jobs *js);
+/* One round of the keeper (renew, cancel requests, take-overs, claims); the
+ * keeper thread runs it every tick; tests call it directly. */
+void gp_jobs_keep(gp_jobs *js);
 
-/* Queue an async fit. On 0 the queue owns fj and id (33+ bytes) holds the
- * job id; else fj stays the caller's: GP_EOVERLOADED (queue full) or
- * GP_ENOTREADY (shutting down) or GP_ENOMEM. */
-int gp_jobs_submit_async(gp_jobs *js, gp_fit_job *fj, char *id, size_t id_size);
+/* Queue an async fit, stored durably first. On 0 the queue owns fj and id
+ * (33+ bytes) holds the job id; else fj stays the caller's and err says why:
+ * GP_EOVERLOADED (queue full), GP_ENOTREADY (shutting down), GP_ENOMEM, or
+ * the store's error (GP_ESTORAGE for a full disk). */
+int gp_jobs_submit_async(gp_jobs *js, gp_fit_job *fj, char *id, size_t id_size, gp_error *err);
 /* Queue a synchronous fit; same returns. On 0, done(cookie, res) will be
  * called exactly once (after before(cookie), which runs only on 0). */
 int gp_jobs_submit_sync(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
@@ -67,13 +105,16 @@ int gp_jobs_submit_sync_watched(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn be
 /* GET /v1/jobs/{id}: from memory, else the store (another daemon's job), else 404. */
 void gp_jobs_get(gp_jobs *js, const char *id, gp_response *out);
 /* DELETE /v1/jobs/{id}: queued -> removed and cancelled (200); running ->
- * cancel flag set, 202 with the current state; finished -> 409 conflict. */
+ * cancel flag set, 202 with the current state; finished -> 409 conflict.
+ * Another daemon's job: cancelled here when its daemon is dead (200), else
+ * requested (202; its daemon cancels it at its next keeper tick). */
 void gp_jobs_cancel(gp_jobs *js, const char *id, gp_response *out);
 
 void gp_jobs_counts(gp_jobs *js, size_t *queued, size_t *running);
 
-/* Stop: refuse new jobs, cancel the queued ones (synchronous ones complete
- * with 503 not_ready), ask the running fits to stop, join the workers. */
+/* Stop: refuse new jobs, hand the queued and running async jobs back to the
+ * store (they run after a restart or on another daemon), answer queued
+ * synchronous fits 503 not_ready, stop the running fits, join the threads. */
 void gp_jobs_shutdown(gp_jobs *js);
 /* After gp_jobs_shutdown (or when never started). */
 void gp_jobs_free(gp_jobs *js);

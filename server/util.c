@@ -333,3 +333,10 @@ void gp_log(const char *fmt, ...)
         off += (size_t)w;
     }
 }
+
+double gp_wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

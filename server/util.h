@@ -27,6 +27,8 @@ void gp_job_id_generate(char out[33]);
 
 /* Clocks. */
 double gp_monotonic_seconds(void);
+/* Unix time in seconds (leases of durable jobs: shared by the daemons of one database). */
+double gp_wall_seconds(void);
 uint64_t gp_monotonic_us(void);
 /* UTC time as "2026-01-02T03:04:05Z". */
 void gp_utc_now(char *out, size_t size);

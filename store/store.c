@@ -62,7 +62,39 @@ static int migrate_to_v1(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
-static const migration_fn migrations[] = {migrate_to_v1};
+/* Durable jobs (docs/design/storage.md): a job row keeps the validated
+ * request (`request`, the fit's fields without X and y, as JSON) and its data
+ * (`job_arrays`: X and y in the parts scheme of `arrays`) until it ends; a
+ * daemon holds it with `owner` until `lease_until` (Unix seconds), renewing
+ * the lease while it runs; `attempts` counts the runs started;
+ * `cancel_requested` is a DELETE seen by a daemon that does not hold it.
+ * Jobs of version 1 that were queued or running kept no request: they can
+ * never run, so they end as failed. */
+static int migrate_to_v2(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "ALTER TABLE jobs ADD COLUMN request TEXT;"
+        "ALTER TABLE jobs ADD COLUMN owner TEXT;"
+        "ALTER TABLE jobs ADD COLUMN lease_until REAL;"
+        "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
+        "CREATE TABLE job_arrays("
+        " job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+        " key TEXT,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(job_id, key, part));"
+        "CREATE INDEX jobs_active ON jobs(lease_until) WHERE status IN ('queued', 'running');"
+        "UPDATE jobs SET status = 'failed',"
+        " error = '{\"code\":\"interrupted\",\"message\":\"the daemon holding this job "
+        "stopped before gpserve kept jobs durably; submit the fit again\"}'"
+        " WHERE status IN ('queued', 'running');";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 static const char *const stmt_sql[GPS_STMT_COUNT] = {
@@ -98,7 +130,44 @@ static const char *const stmt_sql[GPS_STMT_COUNT] = {
                     " error = excluded.error, result = excluded.result,"
                     " updated_at = excluded.updated_at",
     [GPS_JOB_GET] = "SELECT id, model_name, status, progress, error, result, created_at,"
-                    " updated_at FROM jobs WHERE id = ?1",
+                    " updated_at, attempts FROM jobs WHERE id = ?1",
+#define ACTIVE " status IN ('queued', 'running')"
+    [GPS_JOB_CREATE] = "INSERT INTO jobs(id, model_name, status, progress, created_at,"
+                       " updated_at, request, owner, lease_until)"
+                       " VALUES(?1, ?2, 'queued', ?3, ?4, ?4, ?5, ?6, ?7)",
+    [GPS_JOB_INSERT_ARRAY] = "INSERT INTO job_arrays(job_id, key, part, rows, cols, data)"
+                             " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_JOB_ARRAYS] = "SELECT key, part, rows, cols, data FROM job_arrays WHERE job_id = ?1"
+                       " ORDER BY key, part",
+    [GPS_JOB_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                              " max(rows), min(cols), max(cols) FROM job_arrays"
+                              " WHERE job_id = ?1 AND key = ?2",
+    [GPS_JOB_DROP_ARRAYS] = "DELETE FROM job_arrays WHERE job_id = ?1",
+    [GPS_JOB_HELD] = "SELECT status FROM jobs WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    /* ?6: 1 when a run starts (an attempt). */
+    [GPS_JOB_UPDATE] = "UPDATE jobs SET status = ?3, progress = ?4, updated_at = ?5,"
+                       " attempts = attempts + ?6 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_FINISH] = "UPDATE jobs SET status = ?3, progress = COALESCE(?4, progress), error = ?5, result = ?6,"
+                       " updated_at = ?7, owner = NULL, lease_until = NULL, request = NULL"
+                       " WHERE id = ?1 AND (?2 IS NULL OR owner = ?2) AND" ACTIVE,
+    /* Handed back (graceful stop): queued, no owner, an interrupted run not counted. */
+    [GPS_JOB_RELEASE] = "UPDATE jobs SET status = 'queued', owner = NULL, lease_until = 0,"
+                        " attempts = attempts - (status = 'running'), updated_at = ?3"
+                        " WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_RENEW] = "UPDATE jobs SET lease_until = ?2 WHERE owner = ?1 AND" ACTIVE,
+    [GPS_JOB_HELD_LIST] = "SELECT id, cancel_requested FROM jobs WHERE owner = ?1 AND" ACTIVE,
+    [GPS_JOB_EXPIRED] = "SELECT id, status, attempts, cancel_requested, progress FROM jobs"
+                        " WHERE" ACTIVE " AND lease_until < ?1 ORDER BY lease_until, created_at"
+                        " LIMIT 1",
+    [GPS_JOB_TAKE] = "UPDATE jobs SET status = 'queued', owner = ?2, lease_until = ?3,"
+                     " updated_at = ?4 WHERE id = ?1 AND" ACTIVE " AND lease_until < ?5",
+    [GPS_JOB_STATE] = "SELECT status, lease_until, progress FROM jobs WHERE id = ?1",
+    [GPS_JOB_REQUEST_CANCEL] = "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND" ACTIVE,
+    [GPS_JOB_ACTIVE] = "SELECT id, owner FROM jobs WHERE" ACTIVE " AND owner IS NOT NULL",
+    [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_REQUEST] = "SELECT request, model_name, created_at, progress, attempts FROM jobs"
+                        " WHERE id = ?1",
+#undef ACTIVE
 };
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -142,8 +211,7 @@ int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what
     }
 }
 
-/* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
-static int exec_stmt(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what)
+int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what)
 {
     sqlite3_stmt *st = gp_store_stmt(c, id);
     int src = sqlite3_step(st);
@@ -153,8 +221,7 @@ static int exec_stmt(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, con
     return GP_OK;
 }
 
-/* Roll back c's open transaction, if any (after a failure: errors ignored). */
-static void rollback(gp_store_conn *c)
+void gp_store_rollback(gp_store_conn *c)
 {
     if (!sqlite3_get_autocommit(c->db)) {
         sqlite3_stmt *st = gp_store_stmt(c, GPS_ROLLBACK);
@@ -163,7 +230,7 @@ static void rollback(gp_store_conn *c)
     }
 }
 
-static char *dup_text(const char *text)
+char *gp_store_dup_text(const char *text)
 {
     size_t n = strlen(text) + 1;
     char *p = malloc(n);
@@ -172,9 +239,7 @@ static char *dup_text(const char *text)
     return p;
 }
 
-/* Copy column text into a fixed buffer; 0 if it does not fit (or is NULL and
- * allow_null is 0). */
-static int copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null)
+int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null)
 {
     const char *t = (const char *)sqlite3_column_text(st, col);
     if (t == NULL) {
@@ -188,14 +253,13 @@ static int copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow
     return 1;
 }
 
-/* Owned copy of column text (NULL stays NULL); -1 on allocation failure. */
-static int dup_col(sqlite3_stmt *st, int col, char **dst)
+int gp_store_dup_col(sqlite3_stmt *st, int col, char **dst)
 {
     const char *t = (const char *)sqlite3_column_text(st, col);
     *dst = NULL;
     if (t == NULL)
         return sqlite3_column_type(st, col) == SQLITE_NULL ? 0 : -1;
-    *dst = dup_text(t);
+    *dst = gp_store_dup_text(t);
     return *dst ? 0 : -1;
 }
 
@@ -217,8 +281,8 @@ static void sleep_ms(long ms)
  * already waits for locks; this covers the busy results it returns without
  * waiting (e.g. while another connection recovers the WAL). Called with the
  * writer's mutex held. */
-static int with_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
-                           gp_error *err)
+int gp_store_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                        gp_error *err)
 {
     const double start = now_seconds();
     long pause = 1;
@@ -506,9 +570,9 @@ static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, int with_texts, 
     const sqlite3_int64 version = sqlite3_column_int64(st, 2);
     const sqlite3_int64 n_train = sqlite3_column_int64(st, 6);
     const sqlite3_int64 input_dim = sqlite3_column_int64(st, 7);
-    if (!copy_col(st, 1, meta->name, sizeof meta->name, 0) || version < 1 ||
-        version > INT_MAX || !copy_col(st, 3, meta->method, sizeof meta->method, 0) ||
-        !copy_col(st, 8, meta->created_at, sizeof meta->created_at, 1) || n_train < 0 ||
+    if (!gp_store_copy_col(st, 1, meta->name, sizeof meta->name, 0) || version < 1 ||
+        version > INT_MAX || !gp_store_copy_col(st, 3, meta->method, sizeof meta->method, 0) ||
+        !gp_store_copy_col(st, 8, meta->created_at, sizeof meta->created_at, 1) || n_train < 0 ||
         input_dim < 0 || sqlite3_column_type(st, 4) == SQLITE_NULL ||
         sqlite3_column_type(st, 5) == SQLITE_NULL)
         return gp_error_set(err, GP_EDATA, "name", "model row %lld is corrupt",
@@ -516,7 +580,7 @@ static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, int with_texts, 
     meta->version = (int)version;
     meta->n_train = (size_t)n_train;
     meta->input_dim = (size_t)input_dim;
-    if (with_texts && (dup_col(st, 4, &meta->spec) || dup_col(st, 5, &meta->info))) {
+    if (with_texts && (gp_store_dup_col(st, 4, &meta->spec) || gp_store_dup_col(st, 5, &meta->info))) {
         gp_model_meta_free(meta);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading model metadata");
     }
@@ -535,16 +599,43 @@ typedef struct save_ctx {
     const char *name, *method, *spec, *info;
     size_t n_train, input_dim;
     const gp_state *state;
+    const gp_job_done *job; /* NULL, or the durable job this save ends */
     int64_t id;
     int version;
     char created_at[GP_TIME_LEN];
 } save_ctx;
 
+/* Inside a save's transaction: end c->job succeeded with its result (made
+ * from the new row), or GP_ECONFLICT when its owner no longer holds it. */
+static int end_job_in_save(gp_store *s, const save_ctx *c, gp_error *err)
+{
+    const gp_job_done *jd = c->job;
+    gp_model_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.id = c->id;
+    snprintf(meta.name, sizeof meta.name, "%s", c->name);
+    meta.version = c->version;
+    snprintf(meta.method, sizeof meta.method, "%s", c->method);
+    meta.spec = (char *)c->spec; /* read only: the callback takes const meta */
+    meta.info = (char *)c->info;
+    meta.n_train = c->n_train;
+    meta.input_dim = c->input_dim;
+    memcpy(meta.created_at, c->created_at, sizeof meta.created_at);
+    char *result = jd->result ? jd->result(&meta, jd->ctx) : NULL;
+    if (jd->result && result == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory writing job '%s''s result",
+                            jd->id);
+    int rc = gp_store_job_end_locked(s, jd->id, jd->owner, "succeeded", jd->progress, NULL,
+                                     result, err);
+    free(result);
+    return rc;
+}
+
 static int save_once(gp_store *s, void *vctx, gp_error *err)
 {
     save_ctx *c = vctx;
     gp_store_conn *w = s->w;
-    int rc = exec_stmt(w, GPS_BEGIN_IMMEDIATE, err, "starting a save");
+    int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a save");
     if (rc)
         return rc;
     sqlite3_stmt *st = gp_store_stmt(w, GPS_MAX_VERSION);
@@ -590,24 +681,35 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     }
     c->id = sqlite3_last_insert_rowid(w->db);
     if (c->state) {
-        rc = gp_store_write_arrays(s, c->id, c->state, err);
+        gp_array_owner owner = {.model_id = c->id, .job_id = NULL};
+        rc = gp_store_write_arrays(s, &owner, c->state, err);
         if (rc)
             goto fail;
     }
+    if (c->job && (rc = end_job_in_save(s, c, err)))
+        goto fail;
     if (s->save_hook)
         s->save_hook(s, c->id, s->save_hook_arg);
-    rc = exec_stmt(w, GPS_COMMIT, err, "committing a save");
+    rc = gp_store_exec(w, GPS_COMMIT, err, "committing a save");
     if (rc)
         goto fail;
     return GP_OK;
 fail:
-    rollback(w);
+    gp_store_rollback(w);
     return rc;
 }
 
 int gp_store_save(gp_store *store, const char *name, const char *method, const char *spec,
                   const char *info, size_t n_train, size_t input_dim, const gp_state *state,
                   gp_model_meta *meta, gp_error *err)
+{
+    return gp_store_save_job(store, name, method, spec, info, n_train, input_dim, state, NULL,
+                             meta, err);
+}
+
+int gp_store_save_job(gp_store *store, const char *name, const char *method, const char *spec,
+                      const char *info, size_t n_train, size_t input_dim, const gp_state *state,
+                      const gp_job_done *job, gp_model_meta *meta, gp_error *err)
 {
     if (meta)
         memset(meta, 0, sizeof *meta);
@@ -622,9 +724,9 @@ int gp_store_save(gp_store *store, const char *name, const char *method, const c
     if ((uint64_t)n_train > INT64_MAX || (uint64_t)input_dim > INT64_MAX)
         return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
     save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
-                  .n_train = n_train, .input_dim = input_dim, .state = state};
+                  .n_train = n_train, .input_dim = input_dim, .state = state, .job = job};
     pthread_mutex_lock(&store->w->mu);
-    rc = with_busy_retry(store, save_once, &c, err);
+    rc = gp_store_busy_retry(store, save_once, &c, err);
     pthread_mutex_unlock(&store->w->mu);
     if (rc || meta == NULL)
         return rc;
@@ -635,8 +737,8 @@ int gp_store_save(gp_store *store, const char *name, const char *method, const c
     memcpy(meta->created_at, c.created_at, sizeof meta->created_at);
     meta->n_train = n_train;
     meta->input_dim = input_dim;
-    meta->spec = dup_text(spec);
-    meta->info = dup_text(info);
+    meta->spec = gp_store_dup_text(spec);
+    meta->info = gp_store_dup_text(info);
     if (meta->spec == NULL || meta->info == NULL) {
         gp_model_meta_free(meta);
         /* The model is saved; only the copy for the caller failed. */
@@ -808,7 +910,7 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
      * one snapshot (a save commits a model's row and arrays together, so this
      * sees all of a model or none of it). Always ended before the mutex is
      * released, so the next read takes a fresh snapshot. */
-    int rc = exec_stmt(r, GPS_BEGIN, err, "starting a load");
+    int rc = gp_store_exec(r, GPS_BEGIN, err, "starting a load");
     if (rc == GP_OK) {
         sqlite3_stmt *st = gp_store_stmt(r, GPS_MODEL_EXISTS);
         int src = sqlite3_bind_int64(st, 1, model_id);
@@ -820,11 +922,12 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
         else if (src != SQLITE_ROW)
             rc = gp_store_sql_error(r, src, err, "loading a model");
         gp_store_stmt_done(st);
+        gp_array_owner owner = {.model_id = model_id, .job_id = NULL};
         if (rc == GP_OK)
-            rc = gp_store_read_arrays(store, model_id, &tmp, err);
+            rc = gp_store_read_arrays(store, &owner, &tmp, err);
         if (rc == GP_OK)
-            rc = exec_stmt(r, GPS_COMMIT, err, "ending a load");
-        rollback(r);
+            rc = gp_store_exec(r, GPS_COMMIT, err, "ending a load");
+        gp_store_rollback(r);
     }
     pthread_mutex_unlock(&r->mu);
     if (rc) {
@@ -856,7 +959,7 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
 {
     delete_ctx *c = vctx;
     gp_store_conn *w = s->w;
-    int rc = exec_stmt(w, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
+    int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
     if (rc)
         return rc;
     sqlite3_stmt *st = gp_store_stmt(w, GPS_DELETE);
@@ -866,13 +969,13 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     gp_store_stmt_done(st);
     if (src != SQLITE_DONE) {
         rc = gp_store_sql_error(w, src, err, "deleting a model");
-        rollback(w);
+        gp_store_rollback(w);
         return rc;
     }
     c->found = sqlite3_changes(w->db) > 0;
-    rc = exec_stmt(w, GPS_COMMIT, err, "committing a delete");
+    rc = gp_store_exec(w, GPS_COMMIT, err, "committing a delete");
     if (rc)
-        rollback(w);
+        gp_store_rollback(w);
     return rc;
 }
 
@@ -882,106 +985,9 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
         return not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
     pthread_mutex_lock(&store->w->mu);
-    int rc = with_busy_retry(store, delete_once, &c, err);
+    int rc = gp_store_busy_retry(store, delete_once, &c, err);
     pthread_mutex_unlock(&store->w->mu);
     if (rc == GP_OK && !c.found)
         rc = not_found_name(name, err);
-    return rc;
-}
-
-/* ---- jobs ---------------------------------------------------------------- */
-
-void gp_job_row_free(gp_job_row *job)
-{
-    if (job == NULL)
-        return;
-    free(job->progress);
-    free(job->error);
-    free(job->result);
-    job->progress = job->error = job->result = NULL;
-}
-
-static int bind_opt_text(sqlite3_stmt *st, int i, const char *text)
-{
-    return text ? sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
-
-static int job_put_once(gp_store *s, void *vctx, gp_error *err)
-{
-    const gp_job_row *job = vctx;
-    char now[GP_TIME_LEN];
-    gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PUT);
-    int src = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, job->model_name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, job->status, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 4, job->progress);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 5, job->error);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 6, job->result);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    gp_store_stmt_done(st);
-    if (src != SQLITE_DONE)
-        return gp_store_sql_error(s->w, src, err, "saving a job");
-    return GP_OK;
-}
-
-int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err)
-{
-    if (job == NULL || job->id[0] == '\0' || strnlen(job->id, sizeof job->id) == sizeof job->id)
-        return gp_error_set(err, GP_EINVAL, "id", "job id must have 1..%d characters",
-                            GP_JOB_ID_LEN - 1);
-    if (strnlen(job->model_name, sizeof job->model_name) == sizeof job->model_name)
-        return gp_error_set(err, GP_EINVAL, "name", "job model name too long");
-    if (job->status[0] == '\0' ||
-        strnlen(job->status, sizeof job->status) == sizeof job->status)
-        return gp_error_set(err, GP_EINVAL, "status", "job status must have 1..%zu characters",
-                            sizeof job->status - 1);
-    pthread_mutex_lock(&store->w->mu);
-    int rc = with_busy_retry(store, job_put_once, (void *)job, err);
-    pthread_mutex_unlock(&store->w->mu);
-    return rc;
-}
-
-int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error *err)
-{
-    memset(job, 0, sizeof *job);
-    if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
-        return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
-    sqlite3_stmt *st = gp_store_stmt(r, GPS_JOB_GET);
-    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    int rc = GP_OK;
-    if (src == SQLITE_ROW) {
-        if (!copy_col(st, 0, job->id, sizeof job->id, 0) ||
-            !copy_col(st, 1, job->model_name, sizeof job->model_name, 1) ||
-            !copy_col(st, 2, job->status, sizeof job->status, 0) ||
-            !copy_col(st, 6, job->created_at, sizeof job->created_at, 1) ||
-            !copy_col(st, 7, job->updated_at, sizeof job->updated_at, 1))
-            rc = gp_error_set(err, GP_EDATA, "id", "job '%s' is corrupt", id);
-        else if (dup_col(st, 3, &job->progress) || dup_col(st, 4, &job->error) ||
-                 dup_col(st, 5, &job->result))
-            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading job '%s'", id);
-    } else if (src == SQLITE_DONE) {
-        rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
-    } else {
-        rc = gp_store_sql_error(r, src, err, "reading a job");
-    }
-    gp_store_stmt_done(st);
-    pthread_mutex_unlock(&r->mu);
-    if (rc) {
-        gp_job_row_free(job);
-        memset(job, 0, sizeof *job);
-    }
     return rc;
 }

@@ -113,8 +113,8 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
  * name: GP_ENOTFOUND field "name". */
 int gp_store_delete(gp_store *store, const char *name, gp_error *err);
 
-/* Jobs. Texts are JSON (progress, error, result: the fitted model's
- * metadata) or NULL. */
+/* Jobs (store_jobs.c). Texts are JSON (progress, error, result: the fitted
+ * model's metadata) or NULL. */
 typedef struct gp_job_row {
     char id[GP_JOB_ID_LEN];
     char model_name[GP_NAME_MAX + 1];
@@ -124,6 +124,7 @@ typedef struct gp_job_row {
     char *result;    /* owned, may be NULL */
     char created_at[GP_TIME_LEN];
     char updated_at[GP_TIME_LEN];
+    int attempts;    /* runs started (durable jobs) */
 } gp_job_row;
 
 void gp_job_row_free(gp_job_row *job); /* frees the texts */
@@ -133,6 +134,107 @@ void gp_job_row_free(gp_job_row *job); /* frees the texts */
 int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err);
 /* Unknown id: GP_ENOTFOUND field "id". */
 int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error *err);
+
+/* ---- durable jobs ----
+ * A job is created queued together with its request (spec: the validated fit
+ * fields as JSON; data: the arrays "X" and "y") in one transaction, held by an
+ * owner (a daemon's identity) until lease_until (Unix seconds, the callers'
+ * clock). The holder renews the lease, moves the job to running (an attempt)
+ * and ends it; every write of a holder is conditional on still holding the
+ * job, and answers GP_ECONFLICT when another daemon has taken it over (the
+ * lease had expired). Ending a job drops its request data; the row keeps the
+ * outcome. */
+#define GP_JOB_OWNER_LEN 128
+
+/* The job's row (id, model_name, progress used; status is queued) with its
+ * request, held by owner until lease_until. */
+int gp_store_job_create(gp_store *store, const gp_job_row *job, const char *spec,
+                        const gp_state *data, const char *owner, double lease_until,
+                        gp_error *err);
+/* The stored request of a job (spec malloc'ed, arrays appended to data, an
+ * initialised state), with its model name, created_at, progress and attempts in
+ * row. GP_ENOTFOUND when the job has no request (it has ended). */
+int gp_store_job_request(gp_store *store, const char *id, gp_job_row *row, char **spec,
+                         gp_state *data, gp_error *err);
+/* A holder's update of status (queued | running) and progress; started = 1
+ * counts an attempt. */
+int gp_store_job_update(gp_store *store, const gp_job_row *job, const char *owner, int started,
+                        gp_error *err);
+/* End a job (status succeeded | failed | cancelled, with progress, error and
+ * result) and drop its request; owner NULL ends it whoever holds it. */
+int gp_store_job_finish(gp_store *store, const gp_job_row *job, const char *owner,
+                        gp_error *err);
+/* Hand a held job back (a graceful stop): queued, no owner, its lease expired,
+ * an interrupted run not counted as an attempt. */
+int gp_store_job_release(gp_store *store, const char *id, const char *owner, gp_error *err);
+
+/* One job an owner holds, as gp_store_job_renew reports it. */
+typedef struct gp_job_hold {
+    char id[GP_JOB_ID_LEN];
+    int cancel_requested;
+} gp_job_hold;
+
+/* Extend the lease of every job owner holds to lease_until and list them
+ * (*held malloc'ed, caller frees; NULL when none). */
+int gp_store_job_renew(gp_store *store, const char *owner, double lease_until,
+                       gp_job_hold **held, size_t *count, gp_error *err);
+
+/* What gp_store_job_claim did. */
+enum gp_job_claim_outcome {
+    GP_JOB_CLAIM_NONE = 0,  /* no job with an expired lease */
+    GP_JOB_CLAIMED,         /* row->id is ours now, queued: run it */
+    GP_JOB_CLAIM_GAVE_UP,   /* row->id had been started max_attempts times: now failed */
+    GP_JOB_CLAIM_CANCELLED  /* row->id had a cancel request: now cancelled */
+};
+/* Take over the oldest-expired job (lease_until < now) for owner until
+ * lease_until, in one write transaction: exactly one daemon gets it. A job
+ * whose interrupted runs reached max_attempts ends failed with gave_up_error
+ * (JSON text) instead, and one with a pending cancel request ends cancelled.
+ * *outcome says which; row gets the job's id, model name, status, progress
+ * and attempts. */
+int gp_store_job_claim(gp_store *store, const char *owner, double now, double lease_until,
+                       int max_attempts, const char *gave_up_error, gp_job_row *row,
+                       int *outcome, gp_error *err);
+
+/* What gp_store_job_cancel did to a job this process does not hold. */
+enum gp_job_cancel_outcome {
+    GP_JOB_CANCEL_ENDED = 1,     /* already finished: row->status says how */
+    GP_JOB_CANCELLED_NOW,        /* nobody held it alive (lease expired): cancelled */
+    GP_JOB_CANCEL_REQUESTED      /* its holder will cancel it at its next lease renewal */
+};
+/* DELETE of a job from any daemon. Unknown id: GP_ENOTFOUND field "id". */
+int gp_store_job_cancel(gp_store *store, const char *id, double now, gp_job_row *row,
+                        int *outcome, gp_error *err);
+
+/* The active jobs' (id, owner) pairs whose owner starts with prefix, for a
+ * daemon that reclaims its own dead jobs at start-up (*held malloc'ed). */
+typedef struct gp_job_owner {
+    char id[GP_JOB_ID_LEN];
+    char owner[GP_JOB_OWNER_LEN];
+} gp_job_owner;
+int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs, size_t *count,
+                       gp_error *err);
+/* Expire the lease of a job owner holds (its holder is known dead): the next
+ * claim takes it. */
+int gp_store_job_expire(gp_store *store, const char *id, const char *owner, gp_error *err);
+
+/* A model saved as the result of a durable job: gp_store_save_job saves the
+ * model and ends the job succeeded in the same transaction, so that a crash
+ * leaves either both or neither (a job that ran again would add a second
+ * version). result(meta, ctx) makes the job's result text (malloc'ed) from the
+ * new row; GP_ECONFLICT when owner no longer holds the job (nothing saved). */
+typedef char *(*gp_job_result_fn)(const gp_model_meta *meta, void *ctx);
+typedef struct gp_job_done {
+    const char *id;
+    const char *owner;
+    const char *progress; /* the job's final progress text */
+    gp_job_result_fn result;
+    void *ctx;
+} gp_job_done;
+
+int gp_store_save_job(gp_store *store, const char *name, const char *method, const char *spec,
+                      const char *info, size_t n_train, size_t input_dim, const gp_state *state,
+                      const gp_job_done *job, gp_model_meta *meta, gp_error *err);
 
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit

@@ -10,6 +10,7 @@
 #include "store/store_internal.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +63,23 @@ static int array_bytes(size_t rows, size_t cols, size_t *count, size_t *bytes, g
     return GP_OK;
 }
 
-int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, gp_error *err)
+/* Bind the owner of an array row (model row id or job id) to parameter 1. */
+static int bind_owner(sqlite3_stmt *st, const gp_array_owner *o)
+{
+    return o->job_id ? sqlite3_bind_text(st, 1, o->job_id, -1, SQLITE_STATIC)
+                     : sqlite3_bind_int64(st, 1, o->model_id);
+}
+
+void gp_array_owner_label(const gp_array_owner *o, char *out, size_t size)
+{
+    if (o->job_id)
+        snprintf(out, size, "job %s", o->job_id);
+    else
+        snprintf(out, size, "model row %lld", (long long)o->model_id);
+}
+
+int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_state *state,
+                          gp_error *err)
 {
     gp_store_conn *c = s->w;
     const int le = gp_store_host_is_le();
@@ -96,8 +113,9 @@ int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, 
         for (size_t p = 0; p < nparts && rc == GP_OK; p++) {
             const size_t off = p * pb;
             const size_t len = bytes - off < pb ? bytes - off : pb;
-            sqlite3_stmt *st = gp_store_stmt(c, GPS_INSERT_ARRAY);
-            int src = sqlite3_bind_int64(st, 1, model_id);
+            sqlite3_stmt *st =
+                gp_store_stmt(c, owner->job_id ? GPS_JOB_INSERT_ARRAY : GPS_INSERT_ARRAY);
+            int src = bind_owner(st, owner);
             if (src == SQLITE_OK)
                 src = sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
             if (src == SQLITE_OK)
@@ -136,17 +154,18 @@ typedef struct array_acc {
     size_t rows, cols, bytes, filled;
     int64_t next_part;
     double *data;
+    char who[64]; /* "model row 12" or "job ID", for messages */
 } array_acc;
 
-static int acc_finish(array_acc *acc, int64_t model_id, gp_state *tmp, gp_error *err)
+static int acc_finish(array_acc *acc, gp_state *tmp, gp_error *err)
 {
     if (acc->filled != acc->bytes) {
         free(acc->data);
         acc->data = NULL;
         return gp_error_set(err, GP_EDATA, acc->key,
-                            "stored array '%s' of model row %lld is corrupt: its parts hold %zu "
+                            "stored array '%s' of %s is corrupt: its parts hold %zu "
                             "of %zu bytes (%zu x %zu)",
-                            acc->key, (long long)model_id, acc->filled, acc->bytes, acc->rows,
+                            acc->key, acc->who, acc->filled, acc->bytes, acc->rows,
                             acc->cols);
     }
     double *data = acc->data;
@@ -156,11 +175,12 @@ static int acc_finish(array_acc *acc, int64_t model_id, gp_state *tmp, gp_error 
 
 /* Before allocating an array: do its parts (count, numbering, shapes, total
  * size) agree with rows x cols? Reads the sizes only, not the blobs. */
-static int check_summary(gp_store_conn *c, int64_t model_id, const array_acc *acc,
+static int check_summary(gp_store_conn *c, const gp_array_owner *owner, const array_acc *acc,
                          gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, GPS_ARRAY_SUMMARY);
-    int src = sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_stmt *st =
+        gp_store_stmt(c, owner->job_id ? GPS_JOB_ARRAY_SUMMARY : GPS_ARRAY_SUMMARY);
+    int src = bind_owner(st, owner);
     if (src == SQLITE_OK)
         src = sqlite3_bind_text(st, 2, acc->key, -1, SQLITE_STATIC);
     if (src == SQLITE_OK)
@@ -179,48 +199,49 @@ static int check_summary(gp_store_conn *c, int64_t model_id, const array_acc *ac
     gp_store_stmt_done(st);
     if (maxpart != n - 1)
         return gp_error_set(err, GP_EDATA, acc->key,
-                            "stored array '%s' of model row %lld is corrupt: %lld parts "
+                            "stored array '%s' of %s is corrupt: %lld parts "
                             "numbered up to %lld (a part is missing)",
-                            acc->key, (long long)model_id, (long long)n, (long long)maxpart);
+                            acc->key, acc->who, (long long)n, (long long)maxpart);
     if (!uniform)
         return gp_error_set(err, GP_EDATA, acc->key,
-                            "stored array '%s' of model row %lld is corrupt: its parts "
+                            "stored array '%s' of %s is corrupt: its parts "
                             "disagree on the shape",
-                            acc->key, (long long)model_id);
+                            acc->key, acc->who);
     if (total < 0 || (uint64_t)total != (uint64_t)acc->bytes)
         return gp_error_set(err, GP_EDATA, acc->key,
-                            "stored array '%s' of model row %lld is corrupt: its parts hold "
+                            "stored array '%s' of %s is corrupt: its parts hold "
                             "%lld of %zu bytes (%zu x %zu)",
-                            acc->key, (long long)model_id, (long long)total, acc->bytes,
+                            acc->key, acc->who, (long long)total, acc->bytes,
                             acc->rows, acc->cols);
     return GP_OK;
 }
 
 /* Start a new array from its first row (which must be part 0). */
 static int acc_start(gp_store_conn *c, array_acc *acc, const char *key, int64_t part,
-                     sqlite3_int64 rows, sqlite3_int64 cols, int64_t model_id, gp_error *err)
+                     sqlite3_int64 rows, sqlite3_int64 cols, const gp_array_owner *owner,
+                     gp_error *err)
 {
     memcpy(acc->key, key, strlen(key) + 1);
     acc->filled = 0;
     acc->next_part = 1;
     if (part != 0)
         return gp_error_set(err, GP_EDATA, key,
-                            "stored array '%s' of model row %lld is corrupt: part 0 is missing "
+                            "stored array '%s' of %s is corrupt: part 0 is missing "
                             "(first part %lld)",
-                            key, (long long)model_id, (long long)part);
+                            key, acc->who, (long long)part);
     if (rows < 0 || cols < 0 || (uint64_t)rows > SIZE_MAX || (uint64_t)cols > SIZE_MAX)
         return gp_error_set(err, GP_EDATA, key,
-                            "stored array '%s' of model row %lld has an invalid shape %lld x %lld",
-                            key, (long long)model_id, (long long)rows, (long long)cols);
+                            "stored array '%s' of %s has an invalid shape %lld x %lld",
+                            key, acc->who, (long long)rows, (long long)cols);
     acc->rows = (size_t)rows;
     acc->cols = (size_t)cols;
     size_t count = 0;
     int rc = array_bytes(acc->rows, acc->cols, &count, &acc->bytes, err);
     if (rc)
         return gp_error_set(err, GP_EDATA, key,
-                            "stored array '%s' of model row %lld has an invalid shape %zu x %zu",
-                            key, (long long)model_id, acc->rows, acc->cols);
-    rc = check_summary(c, model_id, acc, err);
+                            "stored array '%s' of %s has an invalid shape %zu x %zu",
+                            key, acc->who, acc->rows, acc->cols);
+    rc = check_summary(c, owner, acc, err);
     if (rc)
         return rc;
     acc->data = gp_alloc_doubles(count, err);
@@ -229,15 +250,16 @@ static int acc_start(gp_store_conn *c, array_acc *acc, const char *key, int64_t 
     return GP_OK;
 }
 
-int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error *err)
+int gp_store_read_arrays(gp_store *s, const gp_array_owner *owner, gp_state *tmp, gp_error *err)
 {
     gp_store_conn *c = s->r;
     const int le = gp_store_host_is_le();
     array_acc acc = {.data = NULL};
+    gp_array_owner_label(owner, acc.who, sizeof acc.who);
     int have = 0; /* acc holds an array being assembled */
     int rc = GP_OK;
-    sqlite3_stmt *st = gp_store_stmt(c, GPS_ARRAYS);
-    int src = sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_stmt *st = gp_store_stmt(c, owner->job_id ? GPS_JOB_ARRAYS : GPS_ARRAYS);
+    int src = bind_owner(st, owner);
     if (src != SQLITE_OK) {
         rc = gp_store_sql_error(c, src, err, "loading arrays");
         goto out;
@@ -247,8 +269,7 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
         const size_t keylen = key ? strlen(key) : 0;
         if (keylen == 0 || keylen >= GP_STATE_NAME_LEN) {
             rc = gp_error_set(err, GP_EDATA, NULL,
-                              "model row %lld has an array with an invalid name",
-                              (long long)model_id);
+                              "%s has an array with an invalid name", acc.who);
             goto out;
         }
         const int64_t part = sqlite3_column_int64(st, 1);
@@ -257,37 +278,37 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
         if (!have || strcmp(acc.key, key) != 0) {
             if (have) {
                 have = 0;
-                rc = acc_finish(&acc, model_id, tmp, err);
+                rc = acc_finish(&acc, tmp, err);
                 if (rc)
                     goto out;
             }
             have = 1;
-            rc = acc_start(c, &acc, key, part, rows, cols, model_id, err);
+            rc = acc_start(c, &acc, key, part, rows, cols, owner, err);
             if (rc)
                 goto out;
         } else {
             if (part != acc.next_part) {
                 rc = gp_error_set(err, GP_EDATA, acc.key,
-                                  "stored array '%s' of model row %lld is corrupt: part %lld "
+                                  "stored array '%s' of %s is corrupt: part %lld "
                                   "is missing",
-                                  acc.key, (long long)model_id, (long long)acc.next_part);
+                                  acc.key, acc.who, (long long)acc.next_part);
                 goto out;
             }
             acc.next_part++;
             if (rows != (sqlite3_int64)acc.rows || cols != (sqlite3_int64)acc.cols) {
                 rc = gp_error_set(err, GP_EDATA, acc.key,
-                                  "stored array '%s' of model row %lld is corrupt: part %lld "
+                                  "stored array '%s' of %s is corrupt: part %lld "
                                   "has shape %lld x %lld, part 0 %zu x %zu",
-                                  acc.key, (long long)model_id, (long long)part,
+                                  acc.key, acc.who, (long long)part,
                                   (long long)rows, (long long)cols, acc.rows, acc.cols);
                 goto out;
             }
         }
         if (sqlite3_column_type(st, 4) != SQLITE_BLOB) {
             rc = gp_error_set(err, GP_EDATA, acc.key,
-                              "stored array '%s' of model row %lld is corrupt: part %lld is "
+                              "stored array '%s' of %s is corrupt: part %lld is "
                               "not a blob",
-                              acc.key, (long long)model_id, (long long)part);
+                              acc.key, acc.who, (long long)part);
             goto out;
         }
         const unsigned char *blob = sqlite3_column_blob(st, 4);
@@ -298,9 +319,9 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
                 goto out;
             }
             rc = gp_error_set(err, GP_EDATA, acc.key,
-                              "stored array '%s' of model row %lld is corrupt: part %lld has "
+                              "stored array '%s' of %s is corrupt: part %lld has "
                               "%d bytes, %zu of %zu remain",
-                              acc.key, (long long)model_id, (long long)part, n,
+                              acc.key, acc.who, (long long)part, n,
                               acc.bytes - acc.filled, acc.bytes);
             goto out;
         }
@@ -318,7 +339,7 @@ int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error 
     }
     if (have) {
         have = 0;
-        rc = acc_finish(&acc, model_id, tmp, err);
+        rc = acc_finish(&acc, tmp, err);
     }
 out:
     if (have)

@@ -37,6 +37,25 @@ enum gp_store_stmt {
     GPS_DELETE,
     GPS_JOB_PUT,
     GPS_JOB_GET,
+    /* durable jobs (store_jobs.c) */
+    GPS_JOB_CREATE,
+    GPS_JOB_INSERT_ARRAY,
+    GPS_JOB_ARRAYS,
+    GPS_JOB_ARRAY_SUMMARY,
+    GPS_JOB_DROP_ARRAYS,
+    GPS_JOB_HELD,
+    GPS_JOB_UPDATE,
+    GPS_JOB_FINISH,
+    GPS_JOB_RELEASE,
+    GPS_JOB_RENEW,
+    GPS_JOB_HELD_LIST,
+    GPS_JOB_EXPIRED,
+    GPS_JOB_TAKE,
+    GPS_JOB_STATE,
+    GPS_JOB_REQUEST_CANCEL,
+    GPS_JOB_ACTIVE,
+    GPS_JOB_EXPIRE,
+    GPS_JOB_REQUEST,
     GPS_STMT_COUNT
 };
 
@@ -91,13 +110,46 @@ void gp_store_stmt_done(sqlite3_stmt *st);
  * done. */
 int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what);
 
+/* Whose arrays: a model row's (table `arrays`, job_id NULL) or a durable
+ * job's request data (table `job_arrays`). The same parts scheme serves both. */
+typedef struct gp_array_owner {
+    int64_t model_id;
+    const char *job_id;
+} gp_array_owner;
+
+/* "model row 12" or "job ID", for messages. */
+void gp_array_owner_label(const gp_array_owner *owner, char *out, size_t size);
 /* Arrays of a state, written on the writer connection inside the caller's
  * write transaction (caller holds s->w->mu), in parts of s->part_bytes. */
-int gp_store_write_arrays(gp_store *s, int64_t model_id, const gp_state *state, gp_error *err);
-/* Every array of model row model_id into tmp (empty, initialised), read on
- * the reader connection inside the caller's read transaction (caller holds
- * s->r->mu); GP_EDATA naming the array for a corrupt one. */
-int gp_store_read_arrays(gp_store *s, int64_t model_id, gp_state *tmp, gp_error *err);
+int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_state *state,
+                          gp_error *err);
+/* Every array of the owner into tmp (empty, initialised), read on the reader
+ * connection inside the caller's read transaction (caller holds s->r->mu);
+ * GP_EDATA naming the array for a corrupt one. */
+int gp_store_read_arrays(gp_store *s, const gp_array_owner *owner, gp_state *tmp, gp_error *err);
+
+/* Shared by store.c and store_jobs.c. */
+/* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
+int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what);
+/* Roll back c's open transaction, if any (errors ignored). */
+void gp_store_rollback(gp_store_conn *c);
+/* Run write(s, ctx, err), one whole transaction on the writer, again while it
+ * fails with SQLITE_BUSY, for up to GP_STORE_BUSY_MS (writer's mutex held). */
+int gp_store_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                        gp_error *err);
+/* Column text into a fixed buffer: 0 if it does not fit (or is NULL and
+ * allow_null is 0). */
+int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null);
+/* Owned copy of column text (NULL stays NULL); -1 on allocation failure. */
+int gp_store_dup_col(sqlite3_stmt *st, int col, char **dst);
+/* Inside the writer's open transaction: end job id (held by owner, or any
+ * holder for owner NULL) with status and texts, dropping its request data;
+ * GP_ECONFLICT when it is not an active job of owner. */
+int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, const char *status,
+                            const char *progress, const char *error, const char *result,
+                            gp_error *err);
+/* malloc'ed copy of text, or NULL. */
+char *gp_store_dup_text(const char *text);
 
 /* Portable little-endian float64 codec (IEEE 754 doubles whose byte order is
  * that of uint64_t, as on every platform we build for). */

@@ -48,7 +48,9 @@
     X(GP_EHEADERS, -21, "header_too_large", 431, 0,                                               \
       "the request line and headers are larger than the daemon reads (64 KiB)")                   \
     X(GP_EHTTPVERSION, -22, "http_version_not_supported", 505, 0,                                 \
-      "an HTTP version other than 1.0 and 1.1")
+      "an HTTP version other than 1.0 and 1.1")                                                  \
+    X(GP_EINTERRUPTED, -23, "interrupted", 500, 0,                                                \
+      "an async fit whose daemon stopped during it --job-attempts times (job errors only)")
 
 #define GP_ERROR_ENUM_ENTRY(code, value, name, http, retry, meaning) code = value,
 enum gp_status { GP_OK = 0, GP_ERROR_CATALOGUE(GP_ERROR_ENUM_ENTRY) };

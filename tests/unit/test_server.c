@@ -553,14 +553,46 @@ static int fake_max_iterations(const gp_fit_job *job)
     return ((const fake_fit *)job)->iterations;
 }
 
-static int fake_save(gp_api *api, const gp_job_info *job, gp_error *err)
+static int fake_releases;
+
+static void fake_record(const char *status)
 {
-    (void)api;
-    (void)err;
     pthread_mutex_lock(&fake_lock);
     fake_saves++;
-    snprintf(fake_last_status, sizeof fake_last_status, "%s", job->status);
+    snprintf(fake_last_status, sizeof fake_last_status, "%s", status);
     pthread_mutex_unlock(&fake_lock);
+}
+
+static int fake_update(gp_api *api, const gp_job_info *job, const char *owner, int started,
+                       gp_error *err)
+{
+    (void)api;
+    (void)owner;
+    (void)started;
+    (void)err;
+    fake_record(job->status);
+    return 0;
+}
+
+static int fake_finish(gp_api *api, const gp_job_info *job, const char *owner, gp_error *err)
+{
+    (void)api;
+    (void)owner;
+    (void)err;
+    fake_record(job->status);
+    return 0;
+}
+
+static int fake_release(gp_api *api, const char *id, const char *owner, gp_error *err)
+{
+    (void)api;
+    (void)id;
+    (void)owner;
+    (void)err;
+    pthread_mutex_lock(&fake_lock);
+    fake_releases++;
+    pthread_mutex_unlock(&fake_lock);
+    fake_record("released");
     return 0;
 }
 
@@ -576,8 +608,17 @@ static int fake_load(gp_api *api, const char *id, gp_job_info *job, gp_error *er
     return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
 }
 
-static const gp_fit_ops fake_ops = {fake_run,  fake_free, fake_name,     fake_method,
-                                    fake_max_iterations, fake_save, fake_load};
+/* No store: the durable-job entries that only write are recorded; renew and
+ * claim stay NULL (no keeper). */
+static const gp_fit_ops fake_ops = {.run = fake_run,
+                                    .free_job = fake_free,
+                                    .name = fake_name,
+                                    .method = fake_method,
+                                    .max_iterations = fake_max_iterations,
+                                    .load = fake_load,
+                                    .update = fake_update,
+                                    .finish = fake_finish,
+                                    .release = fake_release};
 
 static gp_fit_job *fake_job(const char *name, int iterations, int rc, int *freed)
 {
@@ -607,10 +648,10 @@ static void test_jobs_queue_without_workers(void **state)
     gp_jobs *js = gp_jobs_new(NULL, 2, 1, m, &fake_ops);
     assert_non_null(js);
     char id1[40], id2[40], id3[40];
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("a", 3, 0, &freed), id1, sizeof id1), 0);
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("b", 3, 0, &freed), id2, sizeof id2), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("a", 3, 0, &freed), id1, sizeof id1, NULL), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("b", 3, 0, &freed), id2, sizeof id2, NULL), 0);
     gp_fit_job *third = fake_job("c", 3, 0, &freed);
-    assert_int_equal(gp_jobs_submit_async(js, third, id3, sizeof id3), GP_EOVERLOADED);
+    assert_int_equal(gp_jobs_submit_async(js, third, id3, sizeof id3, NULL), GP_EOVERLOADED);
     assert_int_equal(gp_jobs_submit_sync(js, third, NULL, NULL, NULL), GP_EOVERLOADED);
     fake_free(third); /* still ours after a refusal */
     assert_int_equal(freed, 1);
@@ -659,15 +700,18 @@ static void test_jobs_queue_without_workers(void **state)
     gp_response_free(&res);
 
     /* a freed slot takes a new job */
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("d", 3, 0, &freed), id3, sizeof id3), 0);
-    gp_jobs_shutdown(js); /* cancels the two queued ones */
+    assert_int_equal(
+        gp_jobs_submit_async(js, fake_job("d", 3, 0, &freed), id3, sizeof id3, NULL), 0);
+    int released = fake_releases;
+    gp_jobs_shutdown(js); /* hands the two queued ones back to the store */
     assert_int_equal(freed, 4);
+    assert_int_equal(fake_releases, released + 2);
     gp_jobs_get(js, id2, &res);
-    assert_true(response_has(&res, "\"cancelled\""));
+    assert_true(response_has(&res, "\"queued\""));
     gp_response_free(&res);
     char id4[40];
     gp_fit_job *late = fake_job("e", 1, 0, &freed);
-    assert_int_equal(gp_jobs_submit_async(js, late, id4, sizeof id4), GP_ENOTREADY);
+    assert_int_equal(gp_jobs_submit_async(js, late, id4, sizeof id4, NULL), GP_ENOTREADY);
     assert_int_equal(freed, 4);
     fake_free(late);
     gp_jobs_free(js);
@@ -822,8 +866,8 @@ static void test_jobs_with_workers(void **state)
 
     /* async: success, failure */
     char ok_id[40], bad_id[40], slow_id[40], queued_id[40];
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("ok", 2, 0, &freed), ok_id, 40), 0);
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("bad", 1, GP_EDATA, &freed), bad_id, 40),
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("ok", 2, 0, &freed), ok_id, 40, NULL), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("bad", 1, GP_EDATA, &freed), bad_id, 40, NULL),
                      0);
     wait_status(js, ok_id, "succeeded");
     wait_status(js, bad_id, "failed");
@@ -842,9 +886,9 @@ static void test_jobs_with_workers(void **state)
     fake_gate_open = 0;
     int started = fake_started;
     pthread_mutex_unlock(&fake_lock);
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("slow", 1000000, 0, &freed), slow_id, 40),
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("slow", 1000000, 0, &freed), slow_id, 40, NULL),
                      0);
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("q", 5, 0, &freed), queued_id, 40), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("q", 5, 0, &freed), queued_id, 40, NULL), 0);
     pthread_mutex_lock(&fake_lock);
     while (fake_started == started)
         pthread_cond_wait(&fake_cond, &fake_lock);
@@ -872,7 +916,7 @@ static void test_jobs_with_workers(void **state)
     pthread_mutex_lock(&fake_lock);
     started = fake_started;
     pthread_mutex_unlock(&fake_lock);
-    assert_int_equal(gp_jobs_submit_async(js, fake_job("long", 1000000, 0, &freed), slow_id, 40),
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("long", 1000000, 0, &freed), slow_id, 40, NULL),
                      0);
     pthread_mutex_lock(&fake_lock);
     while (fake_started == started)
@@ -883,11 +927,14 @@ static void test_jobs_with_workers(void **state)
     assert_int_equal(gp_jobs_submit_sync(js, fake_job("s2", 2, 0, &freed), sync_before, sync_done,
                                          &r),
                      0);
+    int released = fake_releases;
     gp_jobs_shutdown(js);
     assert_int_equal(r.done, 1);
     assert_int_equal(r.res.status, 503);
     gp_response_free(&r.res);
-    wait_status(js, slow_id, "cancelled");
+    /* the running async fit was stopped and handed back, to run after a restart */
+    wait_status(js, slow_id, "queued");
+    assert_int_equal(fake_releases, released + 1);
     assert_int_equal(freed, 7);
     pthread_mutex_lock(&fake_lock);
     assert_true(fake_saves > 0);
@@ -917,7 +964,7 @@ static void test_jobs_eviction(void **state)
     memset(&res, 0, sizeof res);
     for (int i = 0; i < 1100; i++) {
         char id[40];
-        assert_int_equal(gp_jobs_submit_async(js, fake_job("x", 1, 0, &freed), id, sizeof id), 0);
+        assert_int_equal(gp_jobs_submit_async(js, fake_job("x", 1, 0, &freed), id, sizeof id, NULL), 0);
         gp_jobs_cancel(js, id, &res);
         assert_int_equal(res.status, 200);
         gp_response_free(&res);

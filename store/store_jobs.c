@@ -1,0 +1,753 @@
+/* gpserve store: jobs, and durable jobs (store.h).
+ *
+ * A durable job's row carries its request (the validated fit fields as JSON,
+ * and X and y in `job_arrays`) from the transaction that creates it until the
+ * one that ends it. The daemon holding it (owner) keeps a lease (lease_until,
+ * Unix seconds) alive; every write of a holder says `AND owner = ?`, so a
+ * daemon that lost its job to another (its lease expired while it was stopped
+ * or slow) changes nothing. Claims run in BEGIN IMMEDIATE transactions: the
+ * check that a lease expired and the take-over are one step, so of several
+ * daemons exactly one gets each job. */
+#include "store/store_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- plain rows ----------------------------------------------------------- */
+
+void gp_job_row_free(gp_job_row *job)
+{
+    if (job == NULL)
+        return;
+    free(job->progress);
+    free(job->error);
+    free(job->result);
+    job->progress = job->error = job->result = NULL;
+}
+
+static int bind_opt_text(sqlite3_stmt *st, int i, const char *text)
+{
+    return text ? sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+static int job_put_once(gp_store *s, void *vctx, gp_error *err)
+{
+    const gp_job_row *job = vctx;
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PUT);
+    int src = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, job->model_name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 3, job->status, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 4, job->progress);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 5, job->error);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 6, job->result);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE)
+        return gp_store_sql_error(s->w, src, err, "saving a job");
+    return GP_OK;
+}
+
+static int check_id(const char *id, gp_error *err)
+{
+    if (id == NULL || id[0] == '\0' || strnlen(id, GP_JOB_ID_LEN) == GP_JOB_ID_LEN)
+        return gp_error_set(err, GP_EINVAL, "id", "job id must have 1..%d characters",
+                            GP_JOB_ID_LEN - 1);
+    return GP_OK;
+}
+
+static int check_row(const gp_job_row *job, gp_error *err)
+{
+    if (job == NULL)
+        return gp_error_set(err, GP_EINVAL, "id", "no job given");
+    int rc = check_id(job->id, err);
+    if (rc)
+        return rc;
+    if (strnlen(job->model_name, sizeof job->model_name) == sizeof job->model_name)
+        return gp_error_set(err, GP_EINVAL, "name", "job model name too long");
+    if (job->status[0] == '\0' ||
+        strnlen(job->status, sizeof job->status) == sizeof job->status)
+        return gp_error_set(err, GP_EINVAL, "status", "job status must have 1..%zu characters",
+                            sizeof job->status - 1);
+    return GP_OK;
+}
+
+static int check_owner(const char *owner, gp_error *err)
+{
+    if (owner == NULL || owner[0] == '\0' || strnlen(owner, GP_JOB_OWNER_LEN) == GP_JOB_OWNER_LEN)
+        return gp_error_set(err, GP_EINVAL, "owner", "job owner must have 1..%d characters",
+                            GP_JOB_OWNER_LEN - 1);
+    return GP_OK;
+}
+
+int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err)
+{
+    int rc = check_row(job, err);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&store->w->mu);
+    rc = gp_store_busy_retry(store, job_put_once, (void *)job, err);
+    pthread_mutex_unlock(&store->w->mu);
+    return rc;
+}
+
+/* Columns 0..8 of GPS_JOB_GET into job. */
+static int read_job_row(sqlite3_stmt *st, const char *id, gp_job_row *job, gp_error *err)
+{
+    if (!gp_store_copy_col(st, 0, job->id, sizeof job->id, 0) ||
+        !gp_store_copy_col(st, 1, job->model_name, sizeof job->model_name, 1) ||
+        !gp_store_copy_col(st, 2, job->status, sizeof job->status, 0) ||
+        !gp_store_copy_col(st, 6, job->created_at, sizeof job->created_at, 1) ||
+        !gp_store_copy_col(st, 7, job->updated_at, sizeof job->updated_at, 1))
+        return gp_error_set(err, GP_EDATA, "id", "job '%s' is corrupt", id);
+    if (gp_store_dup_col(st, 3, &job->progress) || gp_store_dup_col(st, 4, &job->error) ||
+        gp_store_dup_col(st, 5, &job->result))
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading job '%s'", id);
+    job->attempts = sqlite3_column_int(st, 8);
+    return GP_OK;
+}
+
+/* The row of id on connection c (whose mutex the caller holds). */
+static int job_get_on(gp_store_conn *c, const char *id, gp_job_row *job, gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(c, GPS_JOB_GET);
+    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = GP_OK;
+    if (src == SQLITE_ROW)
+        rc = read_job_row(st, id, job, err);
+    else if (src == SQLITE_DONE)
+        rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
+    else
+        rc = gp_store_sql_error(c, src, err, "reading a job");
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error *err)
+{
+    memset(job, 0, sizeof *job);
+    if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
+        return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    int rc = job_get_on(r, id, job, err);
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        gp_job_row_free(job);
+        memset(job, 0, sizeof *job);
+    }
+    return rc;
+}
+
+/* ---- durable jobs: writes of one statement -------------------------------- */
+
+/* Step a write statement (bound by the caller) and return the rows it changed
+ * in *changed. */
+static int step_write(gp_store_conn *w, sqlite3_stmt *st, int src, int *changed, gp_error *err,
+                      const char *what)
+{
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE)
+        return gp_store_sql_error(w, src, err, what);
+    if (changed)
+        *changed = sqlite3_changes(w->db);
+    return GP_OK;
+}
+
+static int drop_arrays(gp_store_conn *w, const char *id, gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_DROP_ARRAYS);
+    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    return step_write(w, st, src, NULL, err, "dropping a job's data");
+}
+
+int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, const char *status,
+                            const char *progress, const char *error, const char *result,
+                            gp_error *err)
+{
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    gp_store_conn *w = s->w;
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_FINISH);
+    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 2, owner);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 3, status, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 4, progress);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 5, error);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 6, result);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    int changed = 0;
+    int rc = step_write(w, st, src, &changed, err, "ending a job");
+    if (rc)
+        return rc;
+    if (changed == 0)
+        return gp_error_set(err, GP_ECONFLICT, "id",
+                            "job '%s' is no longer held by this daemon (another took it over)",
+                            id);
+    return drop_arrays(w, id, err);
+}
+
+/* A write transaction around body(s, ctx, err) on the writer, retried while busy. */
+typedef struct txn_call {
+    int (*body)(gp_store *s, void *ctx, gp_error *err);
+    void *ctx;
+    const char *what;
+} txn_call;
+
+static int txn_once(gp_store *s, void *vcall, gp_error *err)
+{
+    txn_call *call = vcall;
+    int rc = gp_store_exec(s->w, GPS_BEGIN_IMMEDIATE, err, call->what);
+    if (rc)
+        return rc;
+    rc = call->body(s, call->ctx, err);
+    if (rc == GP_OK)
+        rc = gp_store_exec(s->w, GPS_COMMIT, err, call->what);
+    if (rc)
+        gp_store_rollback(s->w);
+    return rc;
+}
+
+static int in_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
+                        const char *what, gp_error *err)
+{
+    txn_call call = {body, ctx, what};
+    pthread_mutex_lock(&s->w->mu);
+    int rc = gp_store_busy_retry(s, txn_once, &call, err);
+    pthread_mutex_unlock(&s->w->mu);
+    return rc;
+}
+
+/* ---- create --------------------------------------------------------------- */
+
+typedef struct create_ctx {
+    const gp_job_row *job;
+    const char *spec, *owner;
+    const gp_state *data;
+    double lease_until;
+} create_ctx;
+
+static int create_body(gp_store *s, void *vctx, gp_error *err)
+{
+    create_ctx *c = vctx;
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_CREATE);
+    int src = sqlite3_bind_text(st, 1, c->job->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, c->job->model_name, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 3, c->job->progress);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 5, c->spec, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 6, c->owner, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_double(st, 7, c->lease_until);
+    int rc = step_write(s->w, st, src, NULL, err, "creating a job");
+    if (rc)
+        return rc;
+    gp_array_owner ao = {.model_id = 0, .job_id = c->job->id};
+    return gp_store_write_arrays(s, &ao, c->data, err);
+}
+
+int gp_store_job_create(gp_store *store, const gp_job_row *job, const char *spec,
+                        const gp_state *data, const char *owner, double lease_until,
+                        gp_error *err)
+{
+    int rc = check_row(job, err);
+    if (rc == GP_OK)
+        rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    if (spec == NULL || data == NULL)
+        return gp_error_set(err, GP_EINVAL, NULL, "a durable job needs its request");
+    create_ctx c = {job, spec, owner, data, lease_until};
+    return in_write_txn(store, create_body, &c, "creating a job", err);
+}
+
+/* ---- the stored request --------------------------------------------------- */
+
+static int read_request_row(gp_store_conn *r, const char *id, gp_job_row *row, char **spec,
+                            gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(r, GPS_JOB_REQUEST);
+    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = GP_OK;
+    if (src == SQLITE_DONE || (src == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL)) {
+        rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' has no stored request", id);
+    } else if (src != SQLITE_ROW) {
+        rc = gp_store_sql_error(r, src, err, "reading a job's request");
+    } else {
+        snprintf(row->id, sizeof row->id, "%s", id);
+        if (!gp_store_copy_col(st, 1, row->model_name, sizeof row->model_name, 1) ||
+            !gp_store_copy_col(st, 2, row->created_at, sizeof row->created_at, 1))
+            rc = gp_error_set(err, GP_EDATA, "id", "job '%s' is corrupt", id);
+        else if (gp_store_dup_col(st, 0, spec) || gp_store_dup_col(st, 3, &row->progress))
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading job '%s'", id);
+        row->attempts = sqlite3_column_int(st, 4);
+    }
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+int gp_store_job_request(gp_store *store, const char *id, gp_job_row *row, char **spec,
+                         gp_state *data, gp_error *err)
+{
+    memset(row, 0, sizeof *row);
+    *spec = NULL;
+    int rc = check_id(id, err);
+    if (rc)
+        return rc;
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    /* One snapshot for the row and its arrays. */
+    rc = gp_store_exec(r, GPS_BEGIN, err, "reading a job's request");
+    if (rc == GP_OK)
+        rc = read_request_row(r, id, row, spec, err);
+    if (rc == GP_OK) {
+        gp_array_owner ao = {.model_id = 0, .job_id = id};
+        rc = gp_store_read_arrays(store, &ao, data, err);
+    }
+    gp_store_rollback(r);
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        free(*spec);
+        *spec = NULL;
+        gp_job_row_free(row);
+    }
+    return rc;
+}
+
+/* ---- a holder's writes ---------------------------------------------------- */
+
+typedef struct update_ctx {
+    const gp_job_row *job;
+    const char *owner;
+    int started;
+} update_ctx;
+
+static int update_once(gp_store *s, void *vctx, gp_error *err)
+{
+    update_ctx *c = vctx;
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_UPDATE);
+    int src = sqlite3_bind_text(st, 1, c->job->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 3, c->job->status, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = bind_opt_text(st, 4, c->job->progress);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 5, now, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int(st, 6, c->started ? 1 : 0);
+    int changed = 0;
+    int rc = step_write(s->w, st, src, &changed, err, "updating a job");
+    if (rc == GP_OK && changed == 0)
+        rc = gp_error_set(err, GP_ECONFLICT, "id",
+                          "job '%s' is no longer held by this daemon (another took it over)",
+                          c->job->id);
+    return rc;
+}
+
+int gp_store_job_update(gp_store *store, const gp_job_row *job, const char *owner, int started,
+                        gp_error *err)
+{
+    int rc = check_row(job, err);
+    if (rc == GP_OK)
+        rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    update_ctx c = {job, owner, started};
+    pthread_mutex_lock(&store->w->mu);
+    rc = gp_store_busy_retry(store, update_once, &c, err);
+    pthread_mutex_unlock(&store->w->mu);
+    return rc;
+}
+
+typedef struct finish_ctx {
+    const gp_job_row *job;
+    const char *owner;
+} finish_ctx;
+
+static int finish_body(gp_store *s, void *vctx, gp_error *err)
+{
+    finish_ctx *c = vctx;
+    return gp_store_job_end_locked(s, c->job->id, c->owner, c->job->status, c->job->progress,
+                                   c->job->error, c->job->result, err);
+}
+
+int gp_store_job_finish(gp_store *store, const gp_job_row *job, const char *owner,
+                        gp_error *err)
+{
+    int rc = check_row(job, err);
+    if (rc == GP_OK && owner)
+        rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    finish_ctx c = {job, owner};
+    return in_write_txn(store, finish_body, &c, "ending a job", err);
+}
+
+typedef struct pair_ctx {
+    const char *id, *owner;
+} pair_ctx;
+
+static int release_once(gp_store *s, void *vctx, gp_error *err)
+{
+    pair_ctx *c = vctx;
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RELEASE);
+    int src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 3, now, -1, SQLITE_STATIC);
+    int changed = 0;
+    int rc = step_write(s->w, st, src, &changed, err, "releasing a job");
+    if (rc == GP_OK && changed == 0)
+        rc = gp_error_set(err, GP_ECONFLICT, "id", "job '%s' is not held by this daemon", c->id);
+    return rc;
+}
+
+static int expire_once(gp_store *s, void *vctx, gp_error *err)
+{
+    pair_ctx *c = vctx;
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_EXPIRE);
+    int src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
+    return step_write(s->w, st, src, NULL, err, "expiring a job's lease");
+}
+
+static int pair_write(gp_store *store, int (*once)(gp_store *, void *, gp_error *),
+                      const char *id, const char *owner, gp_error *err)
+{
+    int rc = check_id(id, err);
+    if (rc == GP_OK)
+        rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    pair_ctx c = {id, owner};
+    pthread_mutex_lock(&store->w->mu);
+    rc = gp_store_busy_retry(store, once, &c, err);
+    pthread_mutex_unlock(&store->w->mu);
+    return rc;
+}
+
+int gp_store_job_release(gp_store *store, const char *id, const char *owner, gp_error *err)
+{
+    return pair_write(store, release_once, id, owner, err);
+}
+
+int gp_store_job_expire(gp_store *store, const char *id, const char *owner, gp_error *err)
+{
+    return pair_write(store, expire_once, id, owner, err);
+}
+
+/* ---- renewal -------------------------------------------------------------- */
+
+typedef struct renew_ctx {
+    const char *owner;
+    double lease_until;
+    gp_job_hold *held;
+    size_t count, cap;
+} renew_ctx;
+
+static int hold_push(renew_ctx *c, const char *id, int cancel, gp_error *err)
+{
+    if (c->count == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        gp_job_hold *h = realloc(c->held, cap * sizeof *h);
+        if (h == NULL)
+            return gp_error_set(err, GP_ENOMEM, NULL, "out of memory listing held jobs");
+        c->held = h;
+        c->cap = cap;
+    }
+    gp_job_hold *h = &c->held[c->count++];
+    snprintf(h->id, sizeof h->id, "%s", id ? id : "");
+    h->cancel_requested = cancel;
+    return GP_OK;
+}
+
+static int renew_body(gp_store *s, void *vctx, gp_error *err)
+{
+    renew_ctx *c = vctx;
+    c->count = 0;
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RENEW);
+    int src = sqlite3_bind_text(st, 1, c->owner, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_double(st, 2, c->lease_until);
+    int rc = step_write(s->w, st, src, NULL, err, "renewing leases");
+    if (rc)
+        return rc;
+    st = gp_store_stmt(s->w, GPS_JOB_HELD_LIST);
+    src = sqlite3_bind_text(st, 1, c->owner, -1, SQLITE_STATIC);
+    while (rc == GP_OK && src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW)
+        rc = hold_push(c, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int(st, 1),
+                       err);
+    if (rc == GP_OK && src != SQLITE_DONE)
+        rc = gp_store_sql_error(s->w, src, err, "listing held jobs");
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+int gp_store_job_renew(gp_store *store, const char *owner, double lease_until,
+                       gp_job_hold **held, size_t *count, gp_error *err)
+{
+    *held = NULL;
+    *count = 0;
+    int rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    renew_ctx c = {owner, lease_until, NULL, 0, 0};
+    rc = in_write_txn(store, renew_body, &c, "renewing leases", err);
+    if (rc) {
+        free(c.held);
+        return rc;
+    }
+    *held = c.held;
+    *count = c.count;
+    return GP_OK;
+}
+
+/* ---- claims --------------------------------------------------------------- */
+
+typedef struct claim_ctx {
+    const char *owner, *gave_up_error;
+    double now, lease_until;
+    int max_attempts;
+    gp_job_row *row;
+    int outcome;
+} claim_ctx;
+
+/* The oldest-expired active job into row (GP_ENOTFOUND when none);
+ * *cancel_requested as stored. */
+static int find_expired(gp_store_conn *w, double now, gp_job_row *row, int *cancel_requested,
+                        gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_EXPIRED);
+    int src = sqlite3_bind_double(st, 1, now);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = GP_OK;
+    if (src == SQLITE_DONE) {
+        rc = GP_ENOTFOUND;
+    } else if (src != SQLITE_ROW) {
+        rc = gp_store_sql_error(w, src, err, "looking for expired jobs");
+    } else if (!gp_store_copy_col(st, 0, row->id, sizeof row->id, 0) ||
+               !gp_store_copy_col(st, 1, row->status, sizeof row->status, 0)) {
+        rc = gp_error_set(err, GP_EDATA, "id", "a stored job is corrupt");
+    } else {
+        row->attempts = sqlite3_column_int(st, 2);
+        *cancel_requested = sqlite3_column_int(st, 3);
+        if (gp_store_dup_col(st, 4, &row->progress))
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading a job");
+    }
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+static int take_job(gp_store *s, claim_ctx *c, gp_error *err)
+{
+    char now[GP_TIME_LEN];
+    gp_store_now(now);
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_TAKE);
+    int src = sqlite3_bind_text(st, 1, c->row->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_double(st, 3, c->lease_until);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_double(st, 5, c->now);
+    int changed = 0;
+    int rc = step_write(s->w, st, src, &changed, err, "claiming a job");
+    if (rc == GP_OK && changed != 1)
+        rc = gp_error_set(err, GP_EINTERNAL, "id", "claiming job '%s' changed %d rows",
+                          c->row->id, changed);
+    return rc;
+}
+
+static int claim_body(gp_store *s, void *vctx, gp_error *err)
+{
+    claim_ctx *c = vctx;
+    gp_job_row_free(c->row);
+    memset(c->row, 0, sizeof *c->row);
+    c->outcome = GP_JOB_CLAIM_NONE;
+    int cancel = 0;
+    int rc = find_expired(s->w, c->now, c->row, &cancel, err);
+    if (rc == GP_ENOTFOUND)
+        return GP_OK;
+    if (rc)
+        return rc;
+    /* A run that was interrupted counted an attempt when it started. */
+    int interrupted = strcmp(c->row->status, "running") == 0;
+    if (cancel) {
+        c->outcome = GP_JOB_CLAIM_CANCELLED;
+        snprintf(c->row->status, sizeof c->row->status, "cancelled");
+        rc = gp_store_job_end_locked(s, c->row->id, NULL, "cancelled", c->row->progress, NULL,
+                                     NULL, err);
+    } else if (interrupted && c->row->attempts >= c->max_attempts) {
+        c->outcome = GP_JOB_CLAIM_GAVE_UP;
+        snprintf(c->row->status, sizeof c->row->status, "failed");
+        rc = gp_store_job_end_locked(s, c->row->id, NULL, "failed", c->row->progress,
+                                     c->gave_up_error, NULL, err);
+    } else {
+        c->outcome = GP_JOB_CLAIMED;
+        snprintf(c->row->status, sizeof c->row->status, "queued");
+        rc = take_job(s, c, err);
+    }
+    return rc;
+}
+
+int gp_store_job_claim(gp_store *store, const char *owner, double now, double lease_until,
+                       int max_attempts, const char *gave_up_error, gp_job_row *row,
+                       int *outcome, gp_error *err)
+{
+    memset(row, 0, sizeof *row);
+    *outcome = GP_JOB_CLAIM_NONE;
+    int rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    claim_ctx c = {owner, gave_up_error, now, lease_until, max_attempts, row, 0};
+    rc = in_write_txn(store, claim_body, &c, "claiming a job", err);
+    if (rc) {
+        gp_job_row_free(row);
+        memset(row, 0, sizeof *row);
+        return rc;
+    }
+    *outcome = c.outcome;
+    return GP_OK;
+}
+
+/* ---- cancel from anywhere ------------------------------------------------- */
+
+typedef struct cancel_ctx {
+    const char *id;
+    double now;
+    gp_job_row *row;
+    int outcome;
+} cancel_ctx;
+
+static int cancel_body(gp_store *s, void *vctx, gp_error *err)
+{
+    cancel_ctx *c = vctx;
+    gp_job_row_free(c->row);
+    memset(c->row, 0, sizeof *c->row);
+    gp_store_conn *w = s->w;
+    int rc = job_get_on(w, c->id, c->row, err);
+    if (rc)
+        return rc;
+    if (strcmp(c->row->status, "queued") != 0 && strcmp(c->row->status, "running") != 0) {
+        c->outcome = GP_JOB_CANCEL_ENDED;
+        return GP_OK;
+    }
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_STATE);
+    int src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    double lease = src == SQLITE_ROW ? sqlite3_column_double(st, 1) : 0.0;
+    gp_store_stmt_done(st);
+    if (src != SQLITE_ROW)
+        return gp_store_sql_error(w, src, err, "reading a job");
+    if (lease < c->now) { /* nobody keeps it alive: end it here */
+        c->outcome = GP_JOB_CANCELLED_NOW;
+        snprintf(c->row->status, sizeof c->row->status, "cancelled");
+        return gp_store_job_end_locked(s, c->id, NULL, "cancelled", c->row->progress, NULL, NULL,
+                                       err);
+    }
+    c->outcome = GP_JOB_CANCEL_REQUESTED;
+    st = gp_store_stmt(w, GPS_JOB_REQUEST_CANCEL);
+    src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+    return step_write(w, st, src, NULL, err, "requesting a cancel");
+}
+
+int gp_store_job_cancel(gp_store *store, const char *id, double now, gp_job_row *row,
+                        int *outcome, gp_error *err)
+{
+    memset(row, 0, sizeof *row);
+    *outcome = 0;
+    if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
+        return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
+    cancel_ctx c = {id, now, row, 0};
+    int rc = in_write_txn(store, cancel_body, &c, "cancelling a job", err);
+    if (rc) {
+        gp_job_row_free(row);
+        memset(row, 0, sizeof *row);
+        return rc;
+    }
+    *outcome = c.outcome;
+    return GP_OK;
+}
+
+/* ---- start-up ------------------------------------------------------------- */
+
+int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs, size_t *count,
+                       gp_error *err)
+{
+    *jobs = NULL;
+    *count = 0;
+    size_t cap = 0, plen = prefix ? strlen(prefix) : 0;
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    sqlite3_stmt *st = gp_store_stmt(r, GPS_JOB_ACTIVE);
+    int src, rc = GP_OK;
+    while (rc == GP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(st, 0);
+        const char *owner = (const char *)sqlite3_column_text(st, 1);
+        if (id == NULL || owner == NULL || strncmp(owner, prefix ? prefix : "", plen) != 0)
+            continue;
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 16;
+            gp_job_owner *p = realloc(*jobs, cap * sizeof *p);
+            if (p == NULL) {
+                rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory listing jobs");
+                break;
+            }
+            *jobs = p;
+        }
+        snprintf((*jobs)[*count].id, GP_JOB_ID_LEN, "%s", id);
+        snprintf((*jobs)[*count].owner, GP_JOB_OWNER_LEN, "%s", owner);
+        (*count)++;
+    }
+    if (rc == GP_OK && src != SQLITE_DONE)
+        rc = gp_store_sql_error(r, src, err, "listing jobs");
+    gp_store_stmt_done(st);
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        free(*jobs);
+        *jobs = NULL;
+        *count = 0;
+    }
+    return rc;
+}
