@@ -19,7 +19,8 @@
  *       refused: closed by the server before "ready"; closed_later: closed by
  *       it after; got_408: closed connections whose answer began
  *       "HTTP/1.1 408"; close_min/max_ms: for the closed_later ones, the time
- *       from the connect to the close (-1 when none). */
+ *       from the call of connect (before the server can have accepted it) to
+ *       the close being seen (-1 when none). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +43,7 @@ enum slot_state { S_CONNECTING, S_OPEN, S_CLOSED, S_FAILED };
 typedef struct slot {
     int fd;
     enum slot_state state;
-    int64_t connected_ms, closed_ms;
+    int64_t started_ms, closed_ms; /* connect called; close seen */
     int closed_before_ready;
     size_t sent;        /* bytes of the trickled header sent */
     char head[16];      /* the first bytes of an answer */
@@ -142,6 +143,7 @@ static void slot_close(slot *s, int64_t t, int before_ready)
 
 static void slot_start(slot *s, const struct sockaddr_in *src, const struct sockaddr_in *dst)
 {
+    s->started_ms = now_ms();
     s->fd = socket(AF_INET, SOCK_STREAM, 0);
     s->state = S_FAILED;
     if (s->fd < 0)
@@ -174,7 +176,6 @@ static void slot_connected(slot *s, int64_t t, int ready)
         return;
     }
     s->state = S_OPEN;
-    s->connected_ms = t;
     if (send(s->fd, request_line, sizeof request_line - 1, MSG_NOSIGNAL) < 0)
         slot_close(s, t, !ready);
 }
@@ -269,7 +270,7 @@ static void report_done(const slot *slots, long n, int64_t t0)
         if (s->closed_before_ready)
             continue;
         later++;
-        int64_t d = s->closed_ms - s->connected_ms;
+        int64_t d = s->closed_ms - s->started_ms;
         lo = lo < 0 || d < lo ? d : lo;
         hi = d > hi ? d : hi;
     }
