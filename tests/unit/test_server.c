@@ -213,6 +213,7 @@ static void test_config_defaults(void **state)
     assert_int_equal(cfg.max_body_mb, 64);
     assert_int_equal(cfg.max_connections, 1024);
     assert_int_equal(cfg.timeout, 30);
+    assert_int_equal(cfg.request_timeout, 600);
     assert_null(cfg.api_key_file);
     assert_true(cfg.max_train_points > 0);
     assert_true(cfg.model_cache > 0);
@@ -228,6 +229,7 @@ static void test_config_env_and_flags(void **state)
     set_env("GPSERVE_FIT_WORKERS", "3");
     set_env("GPSERVE_DB", "/tmp/env.db");
     set_env("GPSERVE_QUEUE_SIZE", ""); /* empty: unset */
+    set_env("GPSERVE_REQUEST_TIMEOUT", "0");
     gp_server_config cfg;
     char *argv[] = {"gpserve", "--port", "0", "--db=/tmp/flag.db", "--max-body-mb", "2",
                     "--api-key-file", "/tmp/key", "--timeout=0", "--bind", "::1"};
@@ -239,7 +241,11 @@ static void test_config_env_and_flags(void **state)
     assert_int_equal(cfg.queue_size, 16);     /* default */
     assert_int_equal(cfg.max_body_mb, 2);
     assert_int_equal(cfg.timeout, 0);
+    assert_int_equal(cfg.request_timeout, 0); /* env: no deadline */
     assert_string_equal(cfg.api_key_file, "/tmp/key");
+    char *deadline[] = {"gpserve", "--request-timeout", "3"};
+    assert_int_equal(parse(&cfg, 3, deadline), GP_CONFIG_OK);
+    assert_int_equal(cfg.request_timeout, 3); /* flag over env */
     env_count = 0;
 }
 
@@ -256,6 +262,7 @@ static void test_config_errors(void **state)
         {"gpserve", "--nope", "1"},         {"gpserve", "positional", "1"},
         {"gpserve", "--max-body-mb", " 5"}, {"gpserve", "--db", ""},
         {"gpserve", "--queue-size", "99999999999999999999"},
+        {"gpserve", "--request-timeout", "-1"}, {"gpserve", "--request-timeout", "86401"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         assert_int_equal(parse(&cfg, 3, cases[i]), GP_CONFIG_ERROR);
@@ -289,6 +296,7 @@ static void test_config_help_text(void **state)
                             "--max-connections", "GPSERVE_MAX_CONNECTIONS", "--timeout",
                             "GPSERVE_TIMEOUT", "--api-key-file",      "GPSERVE_API_KEY_FILE",
                             "--model-cache",   "GPSERVE_MODEL_CACHE", "--compute-threads",
+                            "--request-timeout", "GPSERVE_REQUEST_TIMEOUT",
                             "default 8080",    "--help"};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
         assert_non_null(strstr(buf, expect[i]));
