@@ -883,11 +883,14 @@ static double prep_grad(const gp_kernel *k, const prep *pr, size_t i, size_t j, 
 }
 
 /* Copy the strict lower triangle onto the upper one, in tiles so that the
- * transposed writes stay in cache. */
-static void mirror_lower(double *K, size_t n, size_t ld)
+ * transposed writes stay in cache; polls the token every band of columns (a
+ * second of copying at n = 20000). */
+static int mirror_lower(double *K, size_t n, size_t ld, const gp_cancel *cancel)
 {
     enum { TILE = 64 };
     for (size_t jb = 0; jb < n; jb += TILE) {
+        if (jb % (4 * TILE) == 0 && gp_cancel_requested(cancel))
+            return GP_ECANCELLED;
         size_t je = jb + TILE < n ? jb + TILE : n;
         for (size_t ib = jb; ib < n; ib += TILE) {
             size_t ie = ib + TILE < n ? ib + TILE : n;
@@ -896,6 +899,7 @@ static void mirror_lower(double *K, size_t n, size_t ld)
                     K[j + i * ld] = K[i + j * ld];
         }
     }
+    return GP_OK;
 }
 
 /* Pair loops run as tasks over column ranges (core/base/parallel.h). The ranges
@@ -930,15 +934,29 @@ typedef struct pair_task {
     const double *W;     /* contraction only */
     size_t ldw, np;
     double *partials;    /* contraction: parts x np results, then scratch */
+    const gp_cancel *cancel; /* polled before every column (Gram, contraction) */
+    atomic_int stopped;      /* a task saw the token set and left its columns unfinished */
 } pair_task;
+
+/* Before column j of a task: 1 (and the task's stop recorded) when the token
+ * asks to stop. A column is at most n pairs, a millisecond at n = 20000. */
+static int task_cancelled(pair_task *pt)
+{
+    if (!gp_cancel_requested(pt->cancel))
+        return 0;
+    atomic_store(&pt->stopped, 1);
+    return 1;
+}
 
 /* Lower triangle of the Gram matrix, columns [bounds[t], bounds[t+1]). */
 static void gram_task(void *ctx, size_t t)
 {
-    const pair_task *pt = ctx;
+    pair_task *pt = ctx;
     int leaf = !is_composite(pt->k);
     const prep_leaf *L = &pt->pr->leaf[0];
     for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++) {
+        if (task_cancelled(pt))
+            return;
         double *col = pt->K + j * pt->ldk;
         if (leaf) { /* a leaf at the root: no tree walk and no callback per pair */
             const double *b = L->a + j * L->na;
@@ -954,24 +972,38 @@ static void gram_task(void *ctx, size_t t)
 
 void gp_kernel_gram(const gp_kernel *k, const double *X, size_t n, double *K, size_t ldk)
 {
+    gp_kernel_gram_cancellable(k, X, n, K, ldk, NULL); /* GP_ECANCELLED needs a token */
+}
+
+int gp_kernel_gram_cancellable(const gp_kernel *k, const double *X, size_t n, double *K,
+                               size_t ldk, const gp_cancel *cancel)
+{
     if (n == 0)
-        return;
+        return GP_OK;
     prep pr;
     prep_args pa = {X, NULL, n, 0};
+    int rc = GP_OK;
     if (prep_build(&pr, k, &pa, 0) != 0) {
         /* Out of memory for the scaled points: the slow path needs none. */
-        for (size_t j = 0; j < n; j++)
-            for (size_t i = j; i < n; i++)
+        for (size_t j = 0; j < n && rc == GP_OK; j++) {
+            if (gp_cancel_requested(cancel))
+                rc = GP_ECANCELLED;
+            for (size_t i = j; i < n && rc == GP_OK; i++)
                 K[i + j * ldk] = gp_kernel_eval(k, X + i * k->input_dim, X + j * k->input_dim,
                                                 i == j);
+        }
     } else {
         size_t bounds[PAIR_PARTS + 1];
         size_t parts = triangle_parts(n, bounds);
-        pair_task pt = {.k = k, .pr = &pr, .n = n, .bounds = bounds, .K = K, .ldk = ldk};
+        pair_task pt = {.k = k, .pr = &pr, .n = n, .bounds = bounds, .K = K, .ldk = ldk,
+                        .cancel = cancel};
+        atomic_init(&pt.stopped, 0);
         gp_parallel_for(parts, gram_task, &pt);
+        if (atomic_load(&pt.stopped))
+            rc = GP_ECANCELLED;
     }
     prep_free(&pr);
-    mirror_lower(K, n, ldk);
+    return rc ? rc : mirror_lower(K, n, ldk, cancel);
 }
 
 /* Cross block, columns [bounds[t], bounds[t+1]) (n rows each). */
@@ -1076,11 +1108,13 @@ static void contract_column(const gp_kernel *k, const prep *pr, size_t n, size_t
  * total (shorter running sums, fewer rounding errors over n^2/2 pairs). */
 static void contract_task(void *ctx, size_t t)
 {
-    const pair_task *pt = ctx;
+    pair_task *pt = ctx;
     size_t np = pt->np;
     double *sum = pt->partials + t * 3 * np, *g = sum + np, *col = g + np;
     memset(sum, 0, np * sizeof *sum);
     for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++) {
+        if (task_cancelled(pt))
+            return;
         contract_column(pt->k, pt->pr, pt->n, j, pt->W + j * pt->ldw, np, g, col);
         for (size_t p = 0; p < np; p++)
             sum[p] += col[p];
@@ -1090,10 +1124,17 @@ static void contract_task(void *ctx, size_t t)
 void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n, const double *W,
                                   size_t ldw, double *grad)
 {
+    gp_kernel_gram_grad_contract_cancellable(k, X, n, W, ldw, grad, NULL);
+}
+
+int gp_kernel_gram_grad_contract_cancellable(const gp_kernel *k, const double *X, size_t n,
+                                             const double *W, size_t ldw, double *grad,
+                                             const gp_cancel *cancel)
+{
     size_t np = gp_kernel_n_params(k);
     memset(grad, 0, np * sizeof *grad);
     if (n == 0)
-        return;
+        return GP_OK;
     prep pr;
     prep_args pa = {X, NULL, n, 0};
     size_t bounds[PAIR_PARTS + 1];
@@ -1103,15 +1144,17 @@ void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n,
          * fail loudly instead of stepping on a wrong gradient. */
         for (size_t p = 0; p < np; p++)
             grad[p] = NAN;
-        return;
+        return GP_OK;
     }
     pair_task pt = {.k = k, .pr = &pr, .n = n, .bounds = bounds, .W = W, .ldw = ldw,
-                    .np = np, .partials = pr.extra};
+                    .np = np, .partials = pr.extra, .cancel = cancel};
+    atomic_init(&pt.stopped, 0);
     gp_parallel_for(parts, contract_task, &pt);
     for (size_t t = 0; t < parts; t++) /* in task order: thread-count independent */
         for (size_t p = 0; p < np; p++)
             grad[p] += pr.extra[t * 3 * np + p];
     prep_free(&pr);
+    return atomic_load(&pt.stopped) ? GP_ECANCELLED : GP_OK;
 }
 
 /* ---- the cross contraction of the inducing-point bounds ---- */

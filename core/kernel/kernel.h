@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 
+#include "core/base/cancel.h"
 #include "core/base/error.h"
 #include "core/base/rng.h"
 
@@ -127,12 +128,21 @@ void gp_kernel_cross_points(const gp_kernel *k, const gp_kernel_points *Xp, cons
                             size_t m, double *K, size_t ldk);
 /* K (n x n) = k(X_i, X_j), full symmetric, `same` on the diagonal. */
 void gp_kernel_gram(const gp_kernel *k, const double *X, size_t n, double *K, size_t ldk);
+/* The same, polling cancel (may be NULL) before every column of every task and
+ * every band of the mirror copy: GP_OK, or GP_ECANCELLED with K unfinished. */
+int gp_kernel_gram_cancellable(const gp_kernel *k, const double *X, size_t n, double *K,
+                               size_t ldk, const gp_cancel *cancel);
 /* grad_i = sum_{a,b} W_ab d k(X_a, X_b) / d theta_i for symmetric W (n x n): the
  * contraction tr(W dK/dtheta) that the LML gradient needs, computed pair by pair
  * so that no dK/dtheta matrix is ever stored. Only W's lower triangle (with
  * diagonal) is read. grad has gp_kernel_n_params entries. */
 void gp_kernel_gram_grad_contract(const gp_kernel *k, const double *X, size_t n, const double *W,
                                   size_t ldw, double *grad);
+/* The same, polling cancel before every column: GP_OK, or GP_ECANCELLED with
+ * grad meaningless. */
+int gp_kernel_gram_grad_contract_cancellable(const gp_kernel *k, const double *X, size_t n,
+                                             const double *W, size_t ldw, double *grad,
+                                             const gp_cancel *cancel);
 
 /* The cross-covariance contraction the inducing-point bounds need (sgpr,
  * renyi): for one stationary leaf (rbf, matern12/32/52, rq; any lengthscales

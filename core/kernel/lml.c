@@ -2,9 +2,11 @@
 #include "core/kernel/lml.h"
 
 #include <cblas.h>
-#include <lapacke.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/linalg/blocked.h"
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -12,13 +14,14 @@
 
 /* Factorise K + s2 I into A (lower) and solve alpha; returns the LML. */
 int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t n,
-                            const double *y, double *A, double *alpha, double *lml,
-                            gp_chol_info *info, gp_error *err)
+                        const double *y, double *A, double *alpha, double *lml,
+                        const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
 {
-    gp_kernel_gram(k, Xt, n, A, n);
+    if (gp_kernel_gram_cancellable(k, Xt, n, A, n, cancel))
+        return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled building the kernel matrix");
     for (size_t i = 0; i < n; i++)
         A[i * n + i] += s2;
-    int rc = gp_cholesky_jitter(A, n, n, info, err);
+    int rc = gp_cholesky_jitter_cancellable(A, n, n, cancel, info, err);
     if (rc)
         return rc;
     memcpy(alpha, y, n * sizeof *alpha);
@@ -28,25 +31,39 @@ int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t 
     return GP_OK;
 }
 
-/* grad_theta LML = 1/2 tr((alpha alpha^T - K^{-1}) dK/dtheta). A holds the
- * factor on entry and is overwritten with W = alpha alpha^T - K^{-1} (lower). */
-static int lml_gradient(const gp_kernel *k, double s2, const double *Xt, size_t n, double *A,
-                        const double *alpha, double *grad, gp_error *err)
+/* A (the inverse, lower) := alpha alpha^T - A, a band of columns between
+ * polls; returns the trace of the result, or NAN when cancelled. */
+static double weights_from_inverse(double *A, size_t n, const double *alpha,
+                                   const gp_cancel *cancel)
 {
-    lapack_int lrc = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)n, A, (lapack_int)n);
-    if (lrc != 0)
-        return gp_error_set(err, lrc > 0 ? GP_ENOTPD : GP_EINTERNAL, NULL,
-                            "dpotri failed (%d)", (int)lrc);
     double trace = 0.0;
     for (size_t j = 0; j < n; j++) {
+        if (j % GP_BLOCK_ORDER == 0 && gp_cancel_requested(cancel))
+            return NAN;
         double aj = alpha[j];
         double *col = A + j * n;
         for (size_t i = j; i < n; i++)
             col[i] = alpha[i] * aj - col[i];
         trace += col[j];
     }
+    return trace;
+}
+
+/* grad_theta LML = 1/2 tr((alpha alpha^T - K^{-1}) dK/dtheta). A holds the
+ * factor on entry and is overwritten with W = alpha alpha^T - K^{-1} (lower).
+ * The inverse is the blocked one so that a cancellation reaches it. */
+static int lml_gradient(const gp_kernel *k, double s2, const double *Xt, size_t n, double *A,
+                        const double *alpha, double *grad, const gp_cancel *cancel,
+                        gp_error *err)
+{
+    int rc = gp_potri_blocked(A, n, n, cancel, err);
+    if (rc)
+        return rc;
+    double trace = weights_from_inverse(A, n, alpha, cancel);
     size_t np = gp_kernel_n_params(k);
-    gp_kernel_gram_grad_contract(k, Xt, n, A, n, grad);
+    if (isnan(trace) ||
+        gp_kernel_gram_grad_contract_cancellable(k, Xt, n, A, n, grad, cancel) != GP_OK)
+        return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled during the LML gradient");
     for (size_t i = 0; i < np; i++)
         grad[i] *= 0.5;
     grad[np] = 0.5 * s2 * trace; /* dK/dlog s2 = s2 I */
@@ -54,12 +71,12 @@ static int lml_gradient(const gp_kernel *k, double s2, const double *Xt, size_t 
 }
 
 int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
-                       const double *y, double *A, double *alpha, double *lml, double *grad,
-                       gp_chol_info *info, gp_error *err)
+                         const double *y, double *A, double *alpha, double *lml, double *grad,
+                         const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
 {
-    int rc = gp_exact_lml_factor(k, s2, Xt, n, y, A, alpha, lml, info, err);
+    int rc = gp_exact_lml_factor(k, s2, Xt, n, y, A, alpha, lml, cancel, info, err);
     if (rc == GP_OK && grad)
-        rc = lml_gradient(k, s2, Xt, n, A, alpha, grad, err);
+        rc = lml_gradient(k, s2, Xt, n, A, alpha, grad, cancel, err);
     return rc;
 }
 
@@ -75,7 +92,8 @@ int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *X
         return rc;
     double *A = gp_alloc_doubles(nn, err);
     double *alpha = gp_alloc_doubles(n, err);
-    rc = A && alpha ? gp_exact_lml_grad_on(k, noise_variance, Xt, n, y, A, alpha, lml, grad, NULL, err)
+    rc = A && alpha ? gp_exact_lml_grad_on(k, noise_variance, Xt, n, y, A, alpha, lml, grad,
+                                           NULL, NULL, err)
                     : GP_ENOMEM;
     free(A);
     free(alpha);

@@ -22,12 +22,15 @@ int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *X
 /* The same on caller-provided workspaces: A (n x n) receives the Cholesky
  * factor of K + s2 I (+ jitter, reported in info when non-NULL) and alpha (n)
  * = (K + s2 I)^{-1} y. gp_exact_lml_grad_on with grad != NULL then
- * overwrites A with alpha alpha^T - (K + s2 I)^{-1} (lower triangle). */
+ * overwrites A with alpha alpha^T - (K + s2 I)^{-1} (lower triangle).
+ * cancel (may be NULL) is polled between blocks of the kernel matrix, of the
+ * blocked factorisation and inverse (core/linalg/blocked.h) and of the
+ * gradient contraction: GP_ECANCELLED then, with A and alpha garbage. */
 int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t n,
                         const double *y, double *A, double *alpha, double *lml,
-                        gp_chol_info *info, gp_error *err);
+                        const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
 int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
                          const double *y, double *A, double *alpha, double *lml, double *grad,
-                         gp_chol_info *info, gp_error *err);
+                         const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
 
 #endif

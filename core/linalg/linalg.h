@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "core/base/cancel.h"
 #include "core/base/error.h"
 
 typedef struct gp_matrix {
@@ -49,6 +50,11 @@ typedef struct gp_chol_info {
  * (it is diag(L L^T) - jitter). Only n extra doubles are used: retries rebuild
  * the lower triangle from the untouched upper one. */
 int gp_cholesky_jitter(double *A, size_t n, size_t lda, gp_chol_info *info, gp_error *err);
+/* The same, polling cancel (may be NULL) between blocks of the factorisation
+ * (core/linalg/blocked.h) and of the retries' restores: GP_ECANCELLED leaves
+ * A's lower triangle garbage (the upper one is still the original). */
+int gp_cholesky_jitter_cancellable(double *A, size_t n, size_t lda, const gp_cancel *cancel,
+                                   gp_chol_info *info, gp_error *err);
 
 /* Copy the lower triangle of A onto its upper triangle (A symmetric afterwards). */
 void gp_symmetrize_from_lower(double *A, size_t n, size_t lda);

@@ -86,6 +86,7 @@ typedef struct fit_problem {
     double *grad;          /* n_kparams + 1 */
     double *A, *alpha;     /* n x n and n workspaces */
     double lml_offset;     /* working -> original units, for progress */
+    const gp_cancel *cancel; /* the request's: polled inside every evaluation */
 } fit_problem;
 
 static size_t problem_dim(const fit_problem *p)
@@ -105,7 +106,8 @@ static void problem_apply(fit_problem *p, const double *x)
     gp_kernel_set_params(p->k, p->theta);
 }
 
-/* Negative LML; +inf when the covariance cannot be factorised. */
+/* Negative LML; +inf when the covariance cannot be factorised, or when the
+ * evaluation was cancelled (the driver polls the same token and stops). */
 static double problem_objective(void *ctx, const double *x, double *g)
 {
     fit_problem *p = ctx;
@@ -113,8 +115,8 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double s2 = problem_noise(p, x), lml;
     if (!isfinite(s2))
         return INFINITY;
-    if (gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->y, p->A, p->alpha, &lml, p->grad, NULL,
-                             NULL))
+    if (gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->y, p->A, p->alpha, &lml, p->grad,
+                             p->cancel, NULL, NULL))
         return INFINITY;
     for (size_t i = 0; i < p->n_free_kernel; i++)
         g[i] = -p->grad[p->free_idx[i]];
@@ -131,6 +133,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
     p->y = y;
     p->n = req->n;
     p->lml_offset = -(double)req->n * log(model->y_scale);
+    p->cancel = &req->cancel;
     int rc = gp_kernel_copy(&p->k, model->kernel, err);
     if (rc)
         return rc;
@@ -191,6 +194,7 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
     opt.progress = req->progress;
     opt.progress_ctx = req->progress_ctx;
     opt.objective_offset = p->lml_offset;
+    opt.cancel = p->cancel;
     problem_start(p, best);
     gp_driver_result res;
     int rc = gp_driver_minimize(problem_objective, p, best, problem_dim(p), &opt, &res, err);
@@ -226,12 +230,13 @@ static double *working_targets(const gp_model *model, const double *y, size_t n,
 }
 
 /* Cache L and alpha at the fitted hyperparameters; fills the final LML. */
-static int cache_factor(gp_model *model, exact_impl *im, const double *y, gp_error *err)
+static int cache_factor(gp_model *model, exact_impl *im, const double *y,
+                        const gp_cancel *cancel, gp_error *err)
 {
     gp_chol_info info;
     double lml;
     int rc = gp_exact_lml_factor(model->kernel, model->noise_variance, im->Xt, im->n, y, im->L,
-                              im->alpha, &lml, &info, err);
+                                 im->alpha, &lml, cancel, &info, err);
     if (rc)
         return rc;
     /* Keep only the factor: zero the copy of K left in the upper triangle. */
@@ -262,7 +267,7 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
         im->L = p.A; /* the fit's n x n workspace becomes the cached factor */
         p.A = NULL;
         problem_free(&p);
-        rc = cache_factor(model, im, ys, err);
+        rc = cache_factor(model, im, ys, &req->cancel, err);
     } else
         problem_free(&p);
     free(best);

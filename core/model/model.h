@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/base/cancel.h"
 #include "core/base/error.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
@@ -69,6 +70,12 @@ typedef struct gp_fit_request {
     size_t max_train_points; /* cap on N for methods that build N x N matrices; 0 = default */
     gp_progress_fn progress; /* may be NULL */
     void *progress_ctx;
+    /* Cancellation inside an evaluation (zeroed: none): the owner's flag,
+     * polled between blocks of the long loops (kernel matrices, the blocked
+     * Cholesky factor and inverse, gradient contractions, feature maps), so a
+     * fit stops within a fraction of a second of the flag being set instead
+     * of at the next progress report; the fit then returns GP_ECANCELLED. */
+    gp_cancel cancel;
 } gp_fit_request;
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000

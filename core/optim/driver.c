@@ -54,6 +54,7 @@ int gp_driver_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n,
     lb.max_iterations = opt->max_iterations;
     lb.max_evaluations = 20 * opt->max_iterations;
     lb.rel_tol = opt->tolerance;
+    lb.cancel = opt->cancel;
     run_progress prog = {opt, opt->iteration_base,
                          opt->max_total > 0 ? opt->max_total
                                             : opt->iteration_base +
@@ -63,6 +64,10 @@ int gp_driver_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n,
     if (rc == GP_OK)
         memcpy(x0, x, n * sizeof *x0);
     for (int r = 0; rc == GP_OK && r <= opt->restarts; r++) {
+        if (gp_cancel_requested(opt->cancel)) {
+            rc = gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
+            break;
+        }
         run_start(opt, r, x0, xr, n);
         gp_optim_result run;
         memset(&run, 0, sizeof run);

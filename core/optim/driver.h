@@ -7,14 +7,16 @@
  * the best run, reports progress in the fit's terms (an iteration count that
  * continues across runs and across calls, the budget, the objective in the
  * caller's units) and stops with GP_ECANCELLED when the progress callback
- * asks. The objective is a plain gp_objective_fn: the driver knows nothing of
- * kernels or models, so shared numerics can use it. */
+ * or the cancellation token asks. The objective is a plain gp_objective_fn:
+ * the driver knows nothing of kernels or models, so shared numerics can use
+ * it. */
 #ifndef GP_OPTIM_DRIVER_H
 #define GP_OPTIM_DRIVER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/base/cancel.h"
 #include "core/base/error.h"
 #include "core/optim/optim.h"
 
@@ -36,6 +38,11 @@ typedef struct gp_driver_options {
     int max_total;            /* the max_iterations progress reports; default (0):
                                  iteration_base + max_iterations * (restarts + 1) */
     double objective_offset;  /* progress reports -f + objective_offset */
+    /* The fit's cancellation token (may be NULL), polled after every
+     * objective call and before every run: the objective may also poll it
+     * inside a long evaluation and return +inf, and the driver then ends with
+     * GP_ECANCELLED without waiting for the next iteration's progress. */
+    const gp_cancel *cancel;
 } gp_driver_options;
 
 typedef struct gp_driver_result {

@@ -47,6 +47,7 @@ void gp_lbfgs_default_options(gp_lbfgs_options *opt)
     opt->grad_tol = LBFGS_DEFAULT_GRAD_TOL;
     opt->rel_tol = LBFGS_DEFAULT_REL_TOL;
     opt->max_evaluations = LBFGS_DEFAULT_EVALS_PER_ITER * LBFGS_DEFAULT_MAX_ITER;
+    opt->cancel = NULL;
 }
 
 /* Zero, negative (or NaN) fields mean "use the default", so callers can set
@@ -65,6 +66,7 @@ static gp_lbfgs_options resolve_options(const gp_lbfgs_options *in)
         o.grad_tol = in->grad_tol;
     if (in->rel_tol > 0)
         o.rel_tol = in->rel_tol;
+    o.cancel = in->cancel;
     /* The evaluation default follows the (possibly overridden) iteration cap. */
     if (in->max_evaluations > 0)
         o.max_evaluations = in->max_evaluations;
@@ -152,6 +154,8 @@ typedef struct lbfgs_ws {
     double *s, *y, *rho, *alpha;
     int m, count, first;
     double *block; /* the single allocation behind all arrays above */
+    const gp_cancel *cancel; /* polled after every evaluation */
+    int cancelled;           /* it asked to stop: the search ends at once */
 } lbfgs_ws;
 
 static int ws_alloc(lbfgs_ws *w, size_t n, int m)
@@ -192,7 +196,10 @@ static int eval_trial(lbfgs_ws *w, double a)
         w->xt[i] = w->xc[i] + a * w->d[i];
     w->ft = w->fn(w->ctx, w->xt, w->gt);
     w->evals++;
-    if (!isfinite(w->ft) || !all_finite(w->gt, w->n)) {
+    /* A cancelled objective returns early with +inf; the point is not used. */
+    if (gp_cancel_requested(w->cancel))
+        w->cancelled = 1;
+    if (w->cancelled || !isfinite(w->ft) || !all_finite(w->gt, w->n)) {
         w->ft = INFINITY;
         return 0;
     }
@@ -286,7 +293,7 @@ static void store_pair(lbfgs_ws *w)
 
 /* ---- strong Wolfe line search (Nocedal & Wright, Alg. 3.5 / 3.6) --------- */
 
-enum ls_status { LS_OK, LS_FAIL, LS_MAXEVAL };
+enum ls_status { LS_OK, LS_FAIL, LS_MAXEVAL, LS_CANCEL };
 
 typedef struct ls_point {
     double a, f, dphi; /* step, objective, directional derivative */
@@ -329,6 +336,8 @@ static int zoom(lbfgs_ws *w, ls_point lo, ls_point hi, double f0, double dphi0)
             return LS_MAXEVAL;
         ls_point t = {zoom_trial(lo, hi), INFINITY, 0.0};
         if (!eval_trial(w, t.a)) {
+            if (w->cancelled)
+                return LS_CANCEL;
             hi = t; /* non-finite: the next trial is 10x closer to lo */
             continue;
         }
@@ -357,6 +366,8 @@ static int line_search(lbfgs_ws *w, double a, double dphi0)
         if (w->evals >= w->max_evals)
             return LS_MAXEVAL;
         if (!eval_trial(w, a)) {
+            if (w->cancelled)
+                return LS_CANCEL;
             /* Overstepped into a region the objective cannot evaluate. */
             a = prev.a + LS_NONFINITE_SHRINK * (a - prev.a);
             continue;
@@ -416,6 +427,8 @@ static int lbfgs_step(lbfgs_ws *w)
             accept_trial(w);
             return LS_OK;
         }
+        if (ls == LS_CANCEL)
+            return LS_CANCEL;
         int moved = move_to_best(w);
         if (ls == LS_MAXEVAL)
             return LS_MAXEVAL;
@@ -441,11 +454,24 @@ static int lbfgs_stop(lbfgs_ws *w, const lbfgs_run_args *r, int iters, int conve
     return GP_OK;
 }
 
+/* The objective was cancelled in the middle of an evaluation. */
+static int lbfgs_cancelled(lbfgs_ws *w, const lbfgs_run_args *r, int iters)
+{
+    set_result(r->res, w->fbest, iters, w->evals, 0, "cancelled");
+    return gp_error_set(r->err, GP_ECANCELLED, NULL,
+                        "optimisation cancelled during an evaluation after %d iterations",
+                        iters);
+}
+
 static int lbfgs_run(lbfgs_ws *w, const gp_lbfgs_options *o, const lbfgs_run_args *r)
 {
     copy(w->xc, w->xbest, w->n);
     w->fc = w->fn(w->ctx, w->xc, w->gc);
     w->evals = 1;
+    if (gp_cancel_requested(w->cancel)) {
+        w->fbest = INFINITY;
+        return lbfgs_cancelled(w, r, 0);
+    }
     if (!isfinite(w->fc) || !all_finite(w->gc, w->n)) {
         set_result(r->res, w->fc, 0, 1, 0, "objective not finite at the start");
         return gp_error_set(r->err, GP_ENOTPD, NULL,
@@ -464,6 +490,8 @@ static int lbfgs_run(lbfgs_ws *w, const gp_lbfgs_options *o, const lbfgs_run_arg
             return lbfgs_stop(w, r, iter, 0, "max evaluations");
         double f_prev = w->fc;
         int st = lbfgs_step(w);
+        if (st == LS_CANCEL)
+            return lbfgs_cancelled(w, r, iter);
         if (st == LS_MAXEVAL)
             return lbfgs_stop(w, r, iter, 0, "max evaluations");
         if (st == LS_FAIL)
@@ -505,7 +533,8 @@ int gp_lbfgs_minimize(gp_objective_fn fn, void *ctx, double *x, size_t n,
     if (arg_rc != GP_OK)
         return arg_rc;
     gp_lbfgs_options o = resolve_options(opt);
-    lbfgs_ws w = {.fn = fn, .ctx = ctx, .n = n, .max_evals = o.max_evaluations, .xbest = x};
+    lbfgs_ws w = {.fn = fn, .ctx = ctx, .n = n, .max_evals = o.max_evaluations, .xbest = x,
+                  .cancel = o.cancel};
     if (ws_alloc(&w, n, o.memory) != GP_OK) {
         set_result(res, NAN, 0, 0, 0, "out of memory");
         return gp_error_set(err, GP_ENOMEM, NULL,

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "core/base/cancel.h"
 #include "core/base/error.h"
 
 typedef double (*gp_objective_fn)(void *ctx, const double *x, double *grad);
@@ -22,6 +23,10 @@ typedef struct gp_lbfgs_options {
     double grad_tol;      /* stop when max|g_i| <= grad_tol * max(1, |f|); default 1e-6 */
     double rel_tol;       /* stop when |f_prev - f| <= rel_tol * max(|f_prev|, |f|, 1); default 1e-10 */
     int max_evaluations;  /* objective calls, default 20 * max_iterations */
+    /* Polled after every objective call (default NULL: never): an objective
+     * that stops early on it returns +inf, and the run ends with
+     * GP_ECANCELLED instead of searching on. */
+    const gp_cancel *cancel;
 } gp_lbfgs_options;
 
 typedef struct gp_optim_result {

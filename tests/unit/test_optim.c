@@ -394,7 +394,7 @@ static void test_lbfgs_max_evaluations(void **state)
 static void test_lbfgs_nonpositive_options_mean_default(void **state)
 {
     (void)state;
-    gp_lbfgs_options zero = {0}, neg = {-1, -5, -1.0, -1.0, -3};
+    gp_lbfgs_options zero = {0}, neg = {-1, -5, -1.0, -1.0, -3, NULL};
     const gp_lbfgs_options *opts[3] = {NULL, &zero, &neg};
     gp_optim_result res[3];
     double x[3][2];

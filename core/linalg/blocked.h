@@ -1,0 +1,40 @@
+/* gpserve core: the Cholesky factor and the inverse from it, blocked so that a
+ * cancellation reaches them within a fraction of a second.
+ *
+ * LAPACK's dpotrf and dpotri are single calls that run for tens of seconds at
+ * N = 20000 and cannot be interrupted. These do the same work recursively:
+ * a triangle of order above GP_BLOCK_ORDER is split in two (Cholesky: factor,
+ * triangular solve, symmetric update, factor), every large product is cut into
+ * level-3 BLAS tiles of bounded size, and the token is polled before each tile
+ * and each base-case LAPACK call. The large products are gemm tiles, so the
+ * speed is that of LAPACK's own blocked code (bench/bench_exact.c, "blocked");
+ * results agree with LAPACK's to rounding (the order of the sums differs),
+ * and they do not depend on the compute thread count. Only the lower triangle
+ * is read and written; the strict upper triangle is left as it was. */
+#ifndef GP_LINALG_BLOCKED_H
+#define GP_LINALG_BLOCKED_H
+
+#include <stddef.h>
+
+#include "core/base/cancel.h"
+#include "core/base/error.h"
+
+/* Order of the triangles handed to LAPACK/BLAS whole, and the size of the
+ * gemm tiles (outputs per side, inner terms per call): a tile is at most
+ * 2 x 2048 x 2048 x 1024 flops, under 0.2 s on one slow core. */
+#define GP_BLOCK_ORDER 256
+#define GP_BLOCK_TILE 2048
+#define GP_BLOCK_DEPTH 1024
+
+/* A = L L^T (lower) in place: GP_OK; GP_ENOTPD when a leading minor is not
+ * positive definite (the lower triangle is then partly overwritten);
+ * GP_ECANCELLED when the token asked to stop (the lower triangle is then
+ * garbage). err may be NULL. */
+int gp_potrf_blocked(double *A, size_t n, size_t lda, const gp_cancel *cancel, gp_error *err);
+
+/* From a lower Cholesky factor L in A, the lower triangle of (L L^T)^{-1} in
+ * place (LAPACK's dpotri 'L': the triangular inverse, then L^-T L^-1).
+ * GP_ENOTPD when L has a zero on its diagonal; GP_ECANCELLED as above. */
+int gp_potri_blocked(double *A, size_t n, size_t lda, const gp_cancel *cancel, gp_error *err);
+
+#endif
