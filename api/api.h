@@ -115,6 +115,9 @@ const char *gp_fit_job_name(const gp_fit_job *job);
 const char *gp_fit_job_method(const gp_fit_job *job);
 int gp_fit_job_max_iterations(const gp_fit_job *job);
 void gp_fit_job_free(gp_fit_job *job);
+/* The flag (owned by the caller, outliving the fit) whose nonzero value stops
+ * the fit inside an evaluation too, not only at a progress report. */
+void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag);
 
 /* Fit, persist the new version and fill out with the 201 fit response (or the
  * error response). progress (may be NULL) sees every iteration and may cancel:

@@ -28,6 +28,7 @@ struct gp_fit_job {
     /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
     char hold_id[40];
     char *hold_owner;
+    const atomic_int *cancel; /* the owner's flag, polled inside the fit (NULL: none) */
 };
 
 static const char *const fit_keys[] = {"name", "method", "kernel", "noise", "options",
@@ -103,6 +104,12 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
     fr->seed = job->seed;
     fr->options = job->options;
     fr->n_options = job->n_options;
+    fr->cancel.flag = job->cancel;
+}
+
+void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag)
+{
+    job->cancel = flag;
 }
 
 int gp_fit_job_max_iterations(const gp_fit_job *job)

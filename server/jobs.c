@@ -106,6 +106,7 @@ static const gp_fit_ops api_ops = {
     .method = gp_fit_job_method,
     .max_iterations = gp_fit_job_max_iterations,
     .load = gp_api_job_load,
+    .set_cancel = gp_fit_job_set_cancel,
     .create = gp_api_job_create,
     .hold = gp_fit_job_hold,
     .update = gp_api_job_update,
@@ -445,6 +446,8 @@ static void run_job(gp_jobs *js, job *j)
     int rc;
     if (!j->async && j->alive && !j->alive(j->cookie))
         atomic_store(&j->cancel, STOP_GONE); /* gone while queued */
+    if (js->ops.set_cancel) /* DELETE and SIGTERM reach inside an evaluation */
+        js->ops.set_cancel(j->fit, &j->cancel);
     if (atomic_load(&j->cancel) != STOP_NONE)
         rc = GP_ECANCELLED;
     else

@@ -56,6 +56,9 @@ typedef struct gp_fit_ops {
     int (*owned)(gp_api *api, const char *prefix, gp_api_job_owner **jobs, size_t *count,
                  gp_error *err);
     int (*expire)(gp_api *api, const char *id, const char *owner, gp_error *err);
+    /* Hands the job's cancel flag (nonzero: stop) to the fit, which polls it
+     * inside long evaluations; NULL: cancellation at progress reports only. */
+    void (*set_cancel)(gp_fit_job *job, const atomic_int *flag);
 } gp_fit_ops;
 
 typedef struct gp_jobs gp_jobs;
