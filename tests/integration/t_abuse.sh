@@ -2,12 +2,12 @@
 # Integration area "abuse": requests the HTTP layer refuses by itself, answered
 # in the JSON error shape; 1,500 slow connections from one address while
 # another is served; the request deadline (--request-timeout).
-# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
-# The misbehaving client is tests/integration/abuse_client.c (built by make).
+# Sourced by tests/integration/run.sh (lib.sh loaded). The area starts its own
+# daemons (an area before it may have stopped the main one). The misbehaving client is tests/integration/abuse_client.c (built by make).
 
 AC=$(dirname "$BIN")/tests/integration/abuse_client
 
-# raw_req NAME: send stdin as it is to the main daemon; the answer is split
+# raw_req: send stdin as it is to the daemon on $PORT; the answer is split
 # into $T/raw.hdr (status line and headers, CR removed) and $T/body.
 raw_req() {
     rm -f "$T/raw.hdr" "$T/body"
@@ -56,6 +56,14 @@ if [ ! -x "$AC" ]; then
 fi
 
 section "the HTTP layer's own errors, in the JSON shape"
+PORT_BEFORE=$PORT
+ERRPID=""
+if start_daemon "$T/abuse_err.log" --db "$T/abuse_err.db"; then
+    ERRPID=$DPID
+    PORT=$DPORT
+else
+    fail "a daemon for the refused requests" "it did not start"
+fi
 curl_shape "Content-Length: -1 -> 400 malformed_request" 400 malformed_request Content-Length \
     GET /healthz -H 'Content-Length: -1'
 curl_shape "Content-Length: abc on a fit -> 400 malformed_request" 400 malformed_request \
@@ -83,6 +91,8 @@ printf 'POST /v1/models/x/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: a
     raw_req
 check_shape "a bad chunk size -> 400 malformed_request" 400 malformed_request none "$T/raw.hdr"
 check "the daemon serves after all of them" 200 GET /healthz
+[ -n "$ERRPID" ] && stop_daemon "$ERRPID"
+PORT=$PORT_BEFORE
 
 section "1,500 slow connections from 127.0.0.2; /healthz from 127.0.0.1 meanwhile"
 # Default limits: 256 connections per address, request deadline 600 s, idle
@@ -156,7 +166,6 @@ if start_daemon "$T/deadline.log" --db "$T/deadline.db" --request-timeout 3; the
     [ "${lo:--1}" -ge 2990 ] && [ "${hi:-999999}" -le $((3000 + 2000 * SLOW)) ]
     verdict "they are closed 3 s after the connect (within $((2 * SLOW)) s more)" $? \
         "closed after ${lo} to ${hi} ms"
-    PORT_SAVE=$PORT
     PORT=$DLPORT
     # One request trickling past the deadline gets the JSON 408 (curl sends
     # 3 KB at 600 bytes a second); one that arrives in time is served.
@@ -167,7 +176,7 @@ if start_daemon "$T/deadline.log" --db "$T/deadline.db" --request-timeout 3; the
         --limit-rate 600 --data-binary @"$T/slow.json"
     check "an upload of 1.5 s within the deadline is served" 201 POST /v1/models \
         -H 'Content-Type: application/json' --limit-rate 2500 --data-binary @"$T/slow.json"
-    PORT=$PORT_SAVE
+    PORT=$PORT_BEFORE
     grep -q 'past the request deadline' "$T/deadline.log" &&
         grep -Eq '^(-|POST) /[^ ]* 408 ' "$T/deadline.log"
     verdict "the daemon logs the closed connections and each 408" $? \
