@@ -14,6 +14,13 @@
 #   sh bench/run.sh BUILD_DIR kernel_approx [--quick] [--sweep r,d,matern,spread] ...
 # (the same as running BUILD_DIR/bench/bench_kernel_approx directly; --help
 # lists its options).
+#
+# The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
+# its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
+# run writes bench/results/soak.md) runs after the HTTP benchmark for
+# $SOAK_SECONDS (default 600; 60 with --quick), e.g. `SOAK_SECONDS=120 make bench`;
+# only the soak:
+#   sh bench/run.sh BUILD_DIR soak [SECONDS]
 BUILD=${1:-build}
 # See the Makefile: keeps OpenBLAS's idle threads from spinning on our cores.
 : "${OPENBLAS_THREAD_TIMEOUT:=16}"
@@ -26,6 +33,10 @@ if [ "${1:-}" = kernel_approx ]; then
         exit 1
     fi
     exec "$BUILD/bench/bench_kernel_approx" "$@"
+fi
+if [ "${1:-}" = soak ]; then
+    shift
+    exec sh bench/soak.sh "$BUILD" "$@"
 fi
 EXTRA="$*"
 PYEXTRA=""
@@ -64,6 +75,11 @@ fi
 # shellcheck disable=SC2086
 sh bench/http/run.sh "$BUILD" $EXTRA || status=1
 
+# The soak: mixed traffic with the daemon's RSS sampled (bench/soak.sh).
+soak_seconds=${SOAK_SECONDS:-600}
+[ -n "$PYEXTRA" ] && soak_seconds=${SOAK_SECONDS:-60}
+sh bench/soak.sh "$BUILD" "$soak_seconds" || status=1
+
 # Kernel approximation by random features (all sweeps; ~15 minutes, --quick
 # for a smoke run of a few seconds).
 if [ -x "$BUILD/bench/bench_kernel_approx" ]; then
@@ -82,6 +98,7 @@ for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
+    [ "$(basename "$b")" = bench_soak ] && continue # the soak's client (above)
     # shellcheck disable=SC2086
     "$b" $PYEXTRA || status=1
 done
