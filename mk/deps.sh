@@ -5,7 +5,7 @@
 #   sh mk/deps.sh fuzz   only the extra ones of make fuzz (clang and libFuzzer's
 #                        runtime, which Debian bookworm ships in libclang-rt-14-dev)
 set -eu
-PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl jq"
+PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 if [ "${1:-}" = fuzz ]; then
     PKGS=$FUZZ_PKGS

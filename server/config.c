@@ -53,6 +53,11 @@ static const opt_def options[] = {
      "seconds to receive a whole request (headers and body) from the moment the connection "
      "is ready for it, however slowly the bytes trickle in; then 408 or closed; 0 = no "
      "deadline"},
+    {"job-lease", "GPSERVE_JOB_LEASE", OPT_LONG, OFF(job_lease), 2, 86400,
+     "seconds an async job stays held by a daemon that stops renewing it (it died); then "
+     "another daemon on the database runs it again from its stored request"},
+    {"job-attempts", "GPSERVE_JOB_ATTEMPTS", OPT_LONG, OFF(job_attempts), 1, 100,
+     "runs an async job may start before its daemons' deaths fail it as 'interrupted'"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz "
      "and /metrics needs 'Authorization: Bearer KEY'"},
@@ -87,6 +92,8 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->timeout = 30;
     /* 64 MiB (the default body cap) at 1 Mbit/s takes ~540 s. */
     cfg->request_timeout = 600;
+    cfg->job_lease = 15;
+    cfg->job_attempts = 3;
     cfg->api_key_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;

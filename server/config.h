@@ -23,6 +23,8 @@ typedef struct gp_server_config {
     long max_connections_per_ip; /* --max-connections-per-ip: 256; 0 = no limit */
     long timeout;             /* --timeout: idle seconds, 0 = none; 30 */
     long request_timeout;     /* --request-timeout: seconds to receive a request, 0 = none; 600 */
+    long job_lease;           /* --job-lease: seconds a dead daemon's async job stays held; 15 */
+    long job_attempts;        /* --job-attempts: runs an async job may start; 3 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */
     long compute_threads;     /* --compute-threads: threads of one fit; 0 = all CPUs */

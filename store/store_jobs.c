@@ -511,9 +511,10 @@ static int renew_body(gp_store *s, void *vctx, gp_error *err)
         return rc;
     st = gp_store_stmt(s->w, GPS_JOB_HELD_LIST);
     src = sqlite3_bind_text(st, 1, c->owner, -1, SQLITE_STATIC);
-    while (rc == GP_OK && src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW)
-        rc = hold_push(c, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int(st, 1),
-                       err);
+    if (src == SQLITE_OK)
+        while (rc == GP_OK && (src = sqlite3_step(st)) == SQLITE_ROW)
+            rc = hold_push(c, (const char *)sqlite3_column_text(st, 0),
+                           sqlite3_column_int(st, 1), err);
     if (rc == GP_OK && src != SQLITE_DONE)
         rc = gp_store_sql_error(s->w, src, err, "listing held jobs");
     gp_store_stmt_done(st);

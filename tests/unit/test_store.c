@@ -1406,6 +1406,332 @@ static void test_in_memory(void **state)
     gp_store_close(s);
 }
 
+/* ---- durable jobs -------------------------------------------------------- */
+
+/* A queued job "id" of model "m" held by owner until lease, with a request
+ * of X (n x 2) and y. */
+static void create_job(gp_store *s, const char *id, const char *owner, double lease,
+                       gp_state *req)
+{
+    gp_state_init(req);
+    put_random(req, "X", 5, 2);
+    put_random(req, "y", 5, 1);
+    gp_job_row row;
+    memset(&row, 0, sizeof row);
+    snprintf(row.id, sizeof row.id, "%s", id);
+    snprintf(row.model_name, sizeof row.model_name, "m-%s", id);
+    snprintf(row.status, sizeof row.status, "queued");
+    row.progress = "{\"iteration\":0}";
+    gp_error err;
+    assert_int_equal(gp_store_job_create(s, &row, "{\"name\":\"m\"}", req, owner, lease, &err),
+                     GP_OK);
+}
+
+static int update_as(gp_store *s, const char *id, const char *owner, const char *status,
+                     int started)
+{
+    gp_job_row row;
+    memset(&row, 0, sizeof row);
+    snprintf(row.id, sizeof row.id, "%s", id);
+    snprintf(row.status, sizeof row.status, "%s", status);
+    row.progress = "{\"iteration\":3}";
+    gp_error err;
+    return gp_store_job_update(s, &row, owner, started, &err);
+}
+
+static void assert_job_status(gp_store *s, const char *id, const char *status)
+{
+    gp_job_row row;
+    gp_error err;
+    assert_int_equal(gp_store_job_get(s, id, &row, &err), GP_OK);
+    assert_string_equal(row.status, status);
+    gp_job_row_free(&row);
+}
+
+/* The request comes back bit for bit; only the holder writes; ending drops it. */
+static void test_durable_job_request_and_holder(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "durable.db");
+    gp_store *s = open_store("durable.db");
+    gp_state req;
+    create_job(s, "j1", "host:1:a", 1e12, &req);
+    gp_job_row row;
+    char *spec = NULL;
+    gp_state back;
+    gp_state_init(&back);
+    gp_error err;
+    assert_int_equal(gp_store_job_request(s, "j1", &row, &spec, &back, &err), GP_OK);
+    assert_string_equal(spec, "{\"name\":\"m\"}");
+    assert_string_equal(row.model_name, "m-j1");
+    assert_states_equal(&req, &back);
+    free(spec);
+    gp_job_row_free(&row);
+    gp_state_free(&back);
+
+    assert_int_equal(update_as(s, "j1", "host:2:b", "running", 1), GP_ECONFLICT);
+    assert_int_equal(update_as(s, "j1", "host:1:a", "running", 1), GP_OK);
+    assert_job_status(s, "j1", "running");
+    assert_int_equal(raw_int(path, "SELECT attempts FROM jobs WHERE id = 'j1'", NULL), 1);
+
+    memset(&row, 0, sizeof row);
+    snprintf(row.id, sizeof row.id, "j1");
+    snprintf(row.status, sizeof row.status, "failed");
+    row.error = "{\"code\":\"invalid_data\",\"message\":\"bad\"}";
+    assert_int_equal(gp_store_job_finish(s, &row, "host:2:b", &err), GP_ECONFLICT);
+    assert_int_equal(gp_store_job_finish(s, &row, "host:1:a", &err), GP_OK);
+    assert_job_status(s, "j1", "failed");
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'j1'", NULL),
+                     0);
+    gp_state_init(&back);
+    assert_int_equal(gp_store_job_request(s, "j1", &row, &spec, &back, &err), GP_ENOTFOUND);
+    /* Ended: no holder can touch it again. */
+    assert_int_equal(update_as(s, "j1", "host:1:a", "running", 0), GP_ECONFLICT);
+    gp_state_free(&req);
+    gp_store_close(s);
+}
+
+static char *result_text(const gp_model_meta *meta, void *ctx)
+{
+    (void)ctx;
+    char *t = malloc(64);
+    snprintf(t, 64, "{\"version\":%d}", meta->version);
+    return t;
+}
+
+/* A job's model and its end are one transaction; a lost job saves nothing. */
+static void test_durable_job_save(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "durable_save.db");
+    gp_store *s = open_store("durable_save.db");
+    gp_state req, st;
+    create_job(s, "j2", "host:1:a", 1e12, &req);
+    make_state(&st);
+    gp_error err;
+    gp_job_done lost = {"j2", "host:9:z", NULL, result_text, NULL};
+    assert_int_equal(gp_store_save_job(s, "m-j2", "exact", "{}", "{}", 5, 2, &st, &lost, NULL,
+                                       &err),
+                     GP_ECONFLICT);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM models", NULL), 0);
+    gp_job_done held = {"j2", "host:1:a", "{\"iteration\":7}", result_text, NULL};
+    gp_model_meta meta;
+    assert_int_equal(gp_store_save_job(s, "m-j2", "exact", "{}", "{}", 5, 2, &st, &held, &meta,
+                                       &err),
+                     GP_OK);
+    assert_int_equal(meta.version, 1);
+    gp_model_meta_free(&meta);
+    gp_job_row row;
+    assert_int_equal(gp_store_job_get(s, "j2", &row, &err), GP_OK);
+    assert_string_equal(row.status, "succeeded");
+    assert_string_equal(row.result, "{\"version\":1}");
+    assert_string_equal(row.progress, "{\"iteration\":7}");
+    gp_job_row_free(&row);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM job_arrays", NULL), 0);
+    /* Saved once: running it again is refused. */
+    assert_int_equal(gp_store_save_job(s, "m-j2", "exact", "{}", "{}", 5, 2, &st, &held, NULL,
+                                       &err),
+                     GP_ECONFLICT);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM models", NULL), 1);
+    gp_state_free(&st);
+    gp_state_free(&req);
+    gp_store_close(s);
+}
+
+/* Leases: renewal lists what an owner holds; an expired job is claimed once;
+ * interrupted runs count up to the limit; cancels from anywhere. */
+static void test_durable_job_claims(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "durable_claim.db");
+    gp_store *s = open_store("durable_claim.db");
+    gp_store *s2 = open_store("durable_claim.db");
+    gp_state req;
+    gp_error err;
+    create_job(s, "alive", "A", 1000.0, &req);
+    gp_state_free(&req);
+    create_job(s, "dead", "B", 10.0, &req);
+    gp_state_free(&req);
+    gp_job_hold *held = NULL;
+    size_t n = 0;
+    assert_int_equal(gp_store_job_renew(s, "A", 2000.0, &held, &n, &err), GP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(held[0].id, "alive");
+    free(held);
+
+    /* At t = 500 only "dead" has expired: one claimer of two gets it. */
+    gp_job_row row;
+    int outcome = -1;
+    assert_int_equal(gp_store_job_claim(s2, "C", 500.0, 600.0, 3, "{}", &row, &outcome, &err),
+                     GP_OK);
+    assert_int_equal(outcome, GP_JOB_CLAIMED);
+    assert_string_equal(row.id, "dead");
+    gp_job_row_free(&row);
+    assert_int_equal(gp_store_job_claim(s, "D", 500.0, 600.0, 3, "{}", &row, &outcome, &err),
+                     GP_OK);
+    assert_int_equal(outcome, GP_JOB_CLAIM_NONE);
+    assert_int_equal(update_as(s, "dead", "B", "running", 1), GP_ECONFLICT);
+
+    /* "alive" ends; "dead" is run by C, which dies, and so do two more: the
+     * third interrupted run is the last. */
+    memset(&row, 0, sizeof row);
+    snprintf(row.id, sizeof row.id, "alive");
+    snprintf(row.status, sizeof row.status, "cancelled");
+    assert_int_equal(gp_store_job_finish(s, &row, "A", &err), GP_OK);
+    double t = 700.0;
+    for (int run = 1; run <= 3; run++) {
+        const char *owner = run == 1 ? "C" : run == 2 ? "E" : "F";
+        assert_int_equal(update_as(s2, "dead", owner, "running", 1), GP_OK);
+        t += 1000.0; /* its lease runs out */
+        const char *next = run == 1 ? "E" : run == 2 ? "F" : "G";
+        assert_int_equal(gp_store_job_claim(s, next, t, t + 100.0, 3,
+                                            "{\"code\":\"interrupted\",\"message\":\"x\"}", &row,
+                                            &outcome, &err),
+                         GP_OK);
+        if (run < 3) {
+            assert_int_equal(outcome, GP_JOB_CLAIMED);
+            assert_string_equal(row.id, "dead");
+        } else {
+            assert_int_equal(outcome, GP_JOB_CLAIM_GAVE_UP);
+            assert_string_equal(row.id, "dead");
+        }
+        gp_job_row_free(&row);
+    }
+    assert_job_status(s, "dead", "failed");
+    assert_int_equal(gp_store_job_get(s, "dead", &row, &err), GP_OK);
+    assert_non_null(strstr(row.error, "interrupted"));
+    assert_int_equal(row.attempts, 3);
+    gp_job_row_free(&row);
+
+    /* Cancel: a live holder gets a request (seen at its renewal); a dead one
+     * is cancelled at once; an ended job is refused. */
+    create_job(s, "c1", "H", 1e12, &req);
+    gp_state_free(&req);
+    create_job(s, "c2", "I", 5.0, &req);
+    gp_state_free(&req);
+    assert_int_equal(gp_store_job_cancel(s2, "c1", 100.0, &row, &outcome, &err), GP_OK);
+    assert_int_equal(outcome, GP_JOB_CANCEL_REQUESTED);
+    gp_job_row_free(&row);
+    assert_int_equal(gp_store_job_renew(s, "H", 1e12, &held, &n, &err), GP_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(held[0].cancel_requested, 1);
+    free(held);
+    assert_int_equal(gp_store_job_cancel(s2, "c2", 100.0, &row, &outcome, &err), GP_OK);
+    assert_int_equal(outcome, GP_JOB_CANCELLED_NOW);
+    gp_job_row_free(&row);
+    assert_job_status(s, "c2", "cancelled");
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'c2'", NULL),
+                     0);
+    assert_int_equal(gp_store_job_cancel(s2, "c2", 100.0, &row, &outcome, &err), GP_OK);
+    assert_int_equal(outcome, GP_JOB_CANCEL_ENDED);
+    gp_job_row_free(&row);
+    assert_int_equal(gp_store_job_cancel(s2, "nope", 100.0, &row, &outcome, &err),
+                     GP_ENOTFOUND);
+
+    /* Release: queued again, no owner, claimable at once; start-up listing. */
+    assert_int_equal(update_as(s, "c1", "H", "running", 1), GP_OK);
+    gp_job_owner *owned = NULL;
+    assert_int_equal(gp_store_job_owned(s, "H", &owned, &n, &err), GP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(owned[0].id, "c1");
+    free(owned);
+    assert_int_equal(gp_store_job_release(s, "c1", "H", &err), GP_OK);
+    assert_job_status(s, "c1", "queued");
+    assert_int_equal(raw_int(path, "SELECT attempts FROM jobs WHERE id = 'c1'", NULL), 0);
+    gp_store_close(s2);
+    gp_store_close(s);
+}
+
+typedef struct claimer {
+    const char *file, *owner;
+    int claimed;
+} claimer;
+
+static void *claim_all(void *arg)
+{
+    claimer *c = arg;
+    gp_store *s = open_store(c->file);
+    for (;;) {
+        gp_job_row row;
+        int outcome = 0;
+        gp_error err;
+        if (gp_store_job_claim(s, c->owner, 50.0, 1e12, 3, "{}", &row, &outcome, &err) != GP_OK)
+            fail_msg("claim: %s", err.message);
+        gp_job_row_free(&row);
+        if (outcome != GP_JOB_CLAIMED)
+            break;
+        c->claimed++;
+    }
+    gp_store_close(s);
+    return NULL;
+}
+
+/* Two threads with their own handles claim 40 expired jobs: each exactly once. */
+static void test_durable_job_claim_race(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "durable_race.db");
+    gp_store *s = open_store("durable_race.db");
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", i);
+        gp_state req;
+        create_job(s, id, "dead", 1.0, &req);
+        gp_state_free(&req);
+    }
+    claimer a = {"durable_race.db", "A", 0}, b = {"durable_race.db", "B", 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, claim_all, &a);
+    pthread_create(&tb, NULL, claim_all, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(a.claimed + b.claimed, 40);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'A'", NULL), a.claimed);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'B'", NULL), b.claimed);
+    gp_store_close(s);
+}
+
+/* A version 1 database whose jobs were queued or running when its daemon
+ * stopped: they kept no request, so the migration ends them failed. */
+static void test_durable_migration_from_v1(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "v1.db");
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "CREATE TABLE models(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                     " version INTEGER NOT NULL, method TEXT NOT NULL, spec TEXT NOT NULL,"
+                     " info TEXT NOT NULL, n_train INTEGER, input_dim INTEGER, created_at TEXT,"
+                     " UNIQUE(name, version));"
+                     "CREATE TABLE arrays(model_id INTEGER REFERENCES models(id) ON DELETE"
+                     " CASCADE, key TEXT, part INTEGER NOT NULL DEFAULT 0, rows INTEGER,"
+                     " cols INTEGER, data BLOB, PRIMARY KEY(model_id, key, part));"
+                     "CREATE TABLE jobs(id TEXT PRIMARY KEY, model_name TEXT, status TEXT,"
+                     " progress TEXT, error TEXT, result TEXT, created_at TEXT,"
+                     " updated_at TEXT);"
+                     "INSERT INTO jobs(id, status) VALUES('stuck', 'running'), ('done', 'succeeded');"
+                     "PRAGMA user_version = 1;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    gp_store *s = open_store("v1.db");
+    assert_job_status(s, "stuck", "failed");
+    assert_job_status(s, "done", "succeeded");
+    gp_job_row row;
+    gp_error err;
+    assert_int_equal(gp_store_job_get(s, "stuck", &row, &err), GP_OK);
+    assert_non_null(strstr(row.error, "\"interrupted\""));
+    gp_job_row_free(&row);
+    gp_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1418,6 +1744,11 @@ int main(void)
         cmocka_unit_test(test_not_found_and_invalid),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_jobs),
+        cmocka_unit_test(test_durable_job_request_and_holder),
+        cmocka_unit_test(test_durable_job_save),
+        cmocka_unit_test(test_durable_job_claims),
+        cmocka_unit_test(test_durable_job_claim_race),
+        cmocka_unit_test(test_durable_migration_from_v1),
         cmocka_unit_test(test_multipart),
         cmocka_unit_test(test_two_handles),
         cmocka_unit_test(test_threads_shared_handle),

@@ -1,0 +1,179 @@
+#!/bin/sh
+# Integration area "crash": nothing acknowledged is lost. Two daemons serve one
+# database (--job-lease 2); in each round async fits (exact, ssgp, msrfr on
+# concrete, or an 8-column synthetic stand-in) are submitted to both while
+# synchronous fits add versions and deletes run, then one daemon is killed
+# with SIGKILL at a random moment and restarted on the same file. Afterwards:
+# PRAGMA integrity_check, every acknowledged (202) job reaches succeeded (or
+# failed with a reason after its attempts), each succeeded job's model has
+# exactly one version (no run was saved twice), every listed version predicts,
+# and no ended job keeps its stored request.
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+
+CR_ROUNDS=${GPSERVE_CRASH_ROUNDS:-6}
+CR_LEASE=2
+
+section "crash: SIGKILL during fits, saves and deletes ($CR_ROUNDS rounds, two daemons, one database)"
+if ! command -v sqlite3 >/dev/null 2>&1; then
+    fail "sqlite3 (the command-line shell) is installed" "run make deps"
+    return 0 2>/dev/null || exit 0
+fi
+# The training rows: the first 300 of concrete (fits of about a second), else
+# a synthetic stand-in of the same shape.
+if [ -n "$CONCRETE" ]; then
+    sed -n '2,301p' "$CONCRETE" >"$T/cr.csv"
+else
+    gen_xy 300 8 41 >"$T/cr.csv"
+fi
+CRX='[[540,0,0,162,2.5,1040,676,28]]'
+CRDB=$T/crash.db
+CRJOBS=$T/crash.jobs
+: >"$CRJOBS"
+
+# cr_start SLOT: start daemon SLOT (a or b) on the crash database; sets
+# CR_PORT_<slot> and CR_PID_<slot>.
+cr_start() {
+    if start_daemon "$T/crash-$1.log.$(date +%s%N)" --db "$CRDB" --job-lease $CR_LEASE \
+        --fit-workers 1 --queue-size 64; then
+        eval "CR_PORT_$1=$DPORT CR_PID_$1=$DPID"
+        return 0
+    fi
+    return 1
+}
+
+# cr_fit_body NAME METHOD ASYNC: a fit body for the crash rows.
+cr_fit_body() {
+    case $2 in
+    ssgp) opts='"options":{"features":30},' ;;
+    msrfr) opts='"options":{"particles":2,"features":10,"iterations":60},' ;;
+    *) opts='' ;;
+    esac
+    csv_to_json "$1" "\"method\":\"$2\",\"seed\":1,$opts\"async\":$3," <"$T/cr.csv"
+}
+
+cr_rand() { # cr_rand N: an integer in 0..N-1
+    awk -v n="$1" -v s="$(date +%N)" 'BEGIN { srand(s); print int(rand() * n) }'
+}
+
+if cr_start a && cr_start b; then
+    pass "two daemons on one database (--job-lease $CR_LEASE)"
+    methods="exact ssgp msrfr"
+    r=0
+    while [ $r -lt "$CR_ROUNDS" ]; do
+        j=0
+        for m in $methods; do
+            for slot in a b; do
+                eval "PORT=\$CR_PORT_$slot"
+                name="cr-$r-$j"
+                cr_fit_body "$name" "$m" true >"$T/cr.body"
+                jpost $M @"$T/cr.body"
+                if [ "$ST" = 202 ]; then
+                    echo "$(jstr job) $name" >>"$CRJOBS"
+                else
+                    fail "async fit $name -> 202" "status $ST" body
+                fi
+                j=$((j + 1))
+            done
+        done
+        # Synchronous fits adding versions and a delete, in flight at the kill.
+        eval "PORT=\$CR_PORT_a"
+        cr_fit_body cr-sync exact false >"$T/cr.sync"
+        for slot in a b; do
+            eval "sp=\$CR_PORT_$slot"
+            curl -s --max-time "$MT" -o /dev/null -H 'Content-Type: application/json' \
+                --data-binary @"$T/cr.sync" "http://127.0.0.1:$sp$M" &
+        done
+        curl -s --max-time "$MT" -o /dev/null -X DELETE "http://127.0.0.1:$CR_PORT_b$M/cr-sync" &
+        # The victim is killed during a fit: once it runs one (bounded wait),
+        # after a random pause in which that fit, a save or a delete goes on.
+        if [ "$(cr_rand 2)" = 0 ]; then victim=a; else victim=b; fi
+        eval "vpid=\$CR_PID_$victim vport=\$CR_PORT_$victim"
+        w=0
+        while [ $w -lt 50 ]; do
+            running=$(curl -s --max-time 2 "http://127.0.0.1:$vport/metrics" |
+                sed -n 's/^gpserve_jobs_running \([0-9]*\).*/\1/p')
+            [ "${running:-0}" -gt 0 ] && break
+            sleep 0.1
+            w=$((w + 1))
+        done
+        sleep "$(awk -v ms="$(cr_rand 600)" 'BEGIN { printf "%.3f", ms / 1000 }')"
+        kill -KILL "$vpid" 2>/dev/null
+        wait "$vpid" 2>/dev/null
+        if ! cr_start "$victim"; then
+            fail "round $r: daemon $victim restarts on the database after SIGKILL"
+            break
+        fi
+        r=$((r + 1))
+    done
+    wait_bg=0
+    while [ -n "$(jobs -p)" ] && [ $wait_bg -lt $((MT * 10)) ]; do
+        sleep 0.1
+        wait_bg=$((wait_bg + 1))
+    done
+    pass "$r rounds of SIGKILL and restart ($(count_lines <"$CRJOBS") async fits acknowledged)"
+
+    # Every acknowledged job ends; ask either daemon (they share the store).
+    PORT=$CR_PORT_a
+    lost=0
+    ok=0
+    gave_up=0
+    bad=""
+    while read -r id name; do
+        if wait_job "$id" succeeded failed; then :; fi
+        case $JOB_STATUS in
+        succeeded)
+            ok=$((ok + 1))
+            req GET "$M/$name"
+            nv=$(jqb '.versions | length')
+            [ "$ST" = 200 ] && [ "$nv" = 1 ] || bad="$bad $name:versions=$nv"
+            ;;
+        failed)
+            code=$(jqb '.error.code')
+            msg=$(jqb '.error.message')
+            if [ -n "$msg" ] && [ "$code" = interrupted ]; then gave_up=$((gave_up + 1)); else
+                bad="$bad $name:failed:$code"
+            fi
+            ;;
+        *) lost=$((lost + 1)) bad="$bad $name:$JOB_STATUS" ;;
+        esac
+    done <"$CRJOBS"
+    [ $lost -eq 0 ]
+    verdict "every acknowledged job ended ($ok succeeded, $gave_up failed as interrupted after their attempts)" $? "lost:$bad"
+    [ -z "$bad" ]
+    verdict "each succeeded job's model has exactly one version; failures name their reason" $? "$bad"
+
+    ic=$(sqlite3 "$CRDB" 'PRAGMA integrity_check' 2>&1)
+    [ "$ic" = ok ]
+    verdict "PRAGMA integrity_check is ok" $? "$ic"
+    left=$(sqlite3 "$CRDB" "SELECT count(*) FROM job_arrays WHERE job_id IN (SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled'))" 2>&1)
+    [ "$left" = 0 ]
+    verdict "ended jobs keep no stored request" $? "$left rows"
+
+    # Every listed version predicts.
+    req GET $M
+    nbad=0
+    nver=0
+    for name in $(jqb '.models[].name'); do
+        req GET "$M/$name"
+        for v in $(jqb '.versions[]'); do
+            nver=$((nver + 1))
+            jpost "$M/$name/predict" "{\"X\":$CRX,\"version\":$v}"
+            [ "$ST" = 200 ] || {
+                nbad=$((nbad + 1))
+                note "$name version $v: predict answered $ST"
+            }
+        done
+    done
+    [ $nbad -eq 0 ] && [ $nver -gt 0 ]
+    verdict "every listed version predicts ($nver versions)" $? "$nbad failed"
+    # The kills hit running fits: some jobs ran again on a daemon that took
+    # them over (else this area would test nothing).
+    taken=$(cat "$T"/crash-*.log.* | grep -c 'taken over from a stopped gpserve')
+    [ "$taken" -gt 0 ]
+    verdict "jobs of killed daemons were taken over and run again ($taken take-overs)" $? "none"
+    stop_daemon "$CR_PID_a"
+    stop_daemon "$CR_PID_b"
+else
+    fail "two daemons on one database start"
+fi
+PORT=$DPORT
