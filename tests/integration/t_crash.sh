@@ -11,6 +11,7 @@
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
 CR_ROUNDS=${GPSERVE_CRASH_ROUNDS:-6}
+CR_MAIN_PORT=$PORT # the main daemon's, restored at the end
 CR_LEASE=2
 
 section "crash: SIGKILL during fits, saves and deletes ($CR_ROUNDS rounds, two daemons, one database)"
@@ -176,4 +177,51 @@ if cr_start a && cr_start b; then
 else
     fail "two daemons on one database start"
 fi
-PORT=$DPORT
+
+section "crash: the attempts limit, and a DELETE sent to another daemon"
+# --job-attempts 1: a job whose daemon dies during its run is not run again;
+# the restarted daemon (same host, the old pid gone) ends it at once, failed
+# with the code 'interrupted' and a message.
+if start_daemon "$T/att1.log" --db "$T/att.db" --job-attempts 1 --job-lease $CR_LEASE; then
+    PORT=$DPORT
+    jpost $M @"$T/long.json"
+    AJOB=$(jstr job)
+    if [ "$ST" = 202 ] && wait_job "$AJOB" running; then
+        kill -KILL "$DPID"
+        wait "$DPID" 2>/dev/null
+        if start_daemon "$T/att2.log" --db "$T/att.db" --job-attempts 1 --job-lease $CR_LEASE; then
+            PORT=$DPORT
+            wait_job "$AJOB" failed
+            [ "$JOB_STATUS" = failed ] && [ "$(jqb '.error.code')" = interrupted ] &&
+                [ -n "$(jqb '.error.message')" ]
+            verdict "after SIGKILL with --job-attempts 1: failed 'interrupted' with a message" $? \
+                "status '$JOB_STATUS', code '$(jqb '.error.code')'"
+            # Two daemons: a job running on one is cancelled by a DELETE sent to the other.
+            ATT_A=$DPID
+            ATT_PA=$DPORT
+            if start_daemon "$T/att3.log" --db "$T/att.db" --job-lease $CR_LEASE; then
+                ATT_B=$DPID
+                PORT=$ATT_PA
+                jpost $M @"$T/long.json"
+                XJOB=$(jstr job)
+                if [ "$ST" = 202 ] && wait_job "$XJOB" running; then
+                    PORT=$DPORT
+                    check "DELETE on the other daemon -> 202 (a request to the holder)" 202 \
+                        DELETE "/v1/jobs/$XJOB"
+                    wait_job "$XJOB" cancelled
+                    [ "$JOB_STATUS" = cancelled ]
+                    verdict "the holder cancels it at its next lease renewal" $? "status '$JOB_STATUS'"
+                    check_err "the cancelled job stored no model" 404 not_found - GET /v1/models/long
+                else
+                    fail "a long job runs on the first daemon" "status $ST, job '$JOB_STATUS'"
+                fi
+                stop_daemon "$ATT_B"
+            fi
+            stop_daemon "$ATT_A"
+        fi
+    else
+        fail "a long job runs" "status $ST, job '$JOB_STATUS'" body
+        stop_daemon "$DPID"
+    fi
+fi
+PORT=$CR_MAIN_PORT
