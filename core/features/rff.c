@@ -224,11 +224,13 @@ static double inverse_from_factor(gp_rff_work *w)
 
 /* dOmega = G_Z^T Xs with G_Z[i,r] = -Phi[i,R+r] G_Phi[i,r] + Phi[i,r] G_Phi[i,R+r]
  * (the amplitude cancels: d(c cos z)/dz = -c sin z = -Phi_sin). */
-static void omega_gradient(gp_rff_work *w, double s)
+static int omega_gradient(gp_rff_work *w, double s, const gp_cancel *cancel)
 {
     size_t n = w->n, R = w->R, m = w->m, d = w->d;
     memset(w->dOmega, 0, R * d * sizeof *w->dOmega);
     for (size_t lo = 0; lo < n; lo += GRAD_BLOCK_ROWS) {
+        if (gp_cancel_requested(cancel))
+            return GP_ECANCELLED;
         size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
         /* B = Phi_blk A^{-1} */
         cblas_dsymm(CblasColMajor, CblasRight, CblasLower, (int)b, (int)m, 1.0, w->Ainv, (int)m,
@@ -246,9 +248,10 @@ static void omega_gradient(gp_rff_work *w, double s)
         cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)R, (int)d, (int)b, 1.0, w->GZ,
                     (int)b, w->Xs + lo, (int)n, 1.0, w->dOmega, (int)R);
     }
+    return GP_OK;
 }
 
-static void fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
+static int fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
                           const gp_rff_grad *grad)
 {
     size_t n = w->n, R = w->R, d = w->d;
@@ -261,8 +264,9 @@ static void fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
         *grad->log_amplitude2 = 0.5 * (fit_res / s - 2.0 * (double)R + s * tr);
     }
     if (grad->omega == NULL && grad->log_ls == NULL)
-        return;
-    omega_gradient(w, s);
+        return GP_OK;
+    if (omega_gradient(w, s, p->cancel))
+        return GP_ECANCELLED;
     if (grad->omega)
         memcpy(grad->omega, w->dOmega, R * d * sizeof *grad->omega);
     if (grad->log_ls)
@@ -272,6 +276,7 @@ static void fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
                 g -= p->omega[k * R + r] * w->dOmega[k * R + r];
             grad->log_ls[k] = g;
         }
+    return GP_OK;
 }
 
 int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
@@ -286,6 +291,8 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
         w->inv_ls[k] = exp(-p->log_ls[k]);
     scale_columns(p->X, n, d, w->inv_ls, w->Xs);
     features_scaled(w->Xs, n, d, p->omega, R, a2, w->Phi, n);
+    if (gp_cancel_requested(p->cancel))
+        return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled after the feature map");
     rc = factor_and_solve(p, w, s, err);
     if (rc)
         return rc;
@@ -297,7 +304,7 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
     if (!isfinite(v))
         return gp_error_set(err, GP_ENOTPD, NULL, "the log marginal likelihood is not finite");
     *lml = v;
-    if (grad)
-        fill_gradient(p, w, s, grad);
+    if (grad && fill_gradient(p, w, s, grad))
+        return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled during the LML gradient");
     return GP_OK;
 }

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "core/base/cancel.h"
 #include "core/base/error.h"
 
 /* ---- 2. the sparse-spectrum GP of one frequency matrix ---- */
@@ -28,6 +29,9 @@ typedef struct gp_rff_problem {
     const double *log_ls;  /* d log lengthscales (repeat one value for a shared lengthscale) */
     double log_amplitude2; /* log a2 */
     double log_noise;      /* log s */
+    /* The fit's token (may be NULL), polled between the phases of an
+     * evaluation and between row blocks of the frequency gradient. */
+    const gp_cancel *cancel;
 } gp_rff_problem;
 
 /* Gradient of the LML; any pointer may be NULL to skip that block (omega
@@ -47,7 +51,8 @@ void gp_rff_work_free(gp_rff_work *w);
 
 /* The LML (and gradient when grad != NULL). GP_ENOTPD when A cannot be
  * factored even with jitter (A's eigenvalues are >= s, so this means s has
- * underflowed); GP_EDATA for non-finite values. */
+ * underflowed); GP_EDATA for non-finite values; GP_ECANCELLED when p->cancel
+ * asked to stop. */
 int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
                gp_error *err);
 

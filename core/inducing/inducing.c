@@ -524,6 +524,7 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
         if (req) {
             opt.progress = req->progress;
             opt.progress_ctx = req->progress_ctx;
+            opt.cancel = &req->cancel;
         }
         opt.iteration_base = spec->iteration_base;
         opt.max_total = spec->max_total;

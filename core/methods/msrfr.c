@@ -409,7 +409,7 @@ static void eval_component(fit_state *fs, size_t m, gp_rff_work *w)
 {
     size_t Rd = fs->R * fs->d;
     gp_rff_problem p = {fs->X, fs->y, fs->n, fs->d, fs->R, fs->comp_omega + m * Rd,
-                        fs->theta, fs->log_amp2, log(fs->noise)};
+                        fs->theta, fs->log_amp2, log(fs->noise), &fs->req->cancel};
     gp_rff_grad hyper = {NULL, fs->comp_gls + m * fs->d, NULL,
                          fs->np.learned ? fs->comp_gnoise + m : NULL};
     double lp;
@@ -564,6 +564,8 @@ static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, run_result *res
     double lml = 0.0, offset = (double)fs->n * fs->span->y_log_scale;
     fs->with_grad = 1;
     for (int t = 0; rc == GP_OK && t < fs->set->T; t++) {
+        if (gp_cancel_requested(&fs->req->cancel))
+            return gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
         rc = iterate(fs, t, &lml, err);
         fs->iterations = t + 1;
         if (rc == GP_OK && report_progress(fs, t + 1, lml - offset))

@@ -210,7 +210,8 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
     size_t n = req->n, d = im->d, R = im->R;
     p->req = req;
     p->lml_offset = -(double)n * log(model->y_scale);
-    p->rp = (gp_rff_problem){.X = Xw, .y = yw, .n = n, .d = d, .R = R, .omega = im->omega};
+    p->rp = (gp_rff_problem){.X = Xw, .y = yw, .n = n, .d = d, .R = R, .omega = im->omega,
+                             .cancel = &req->cancel};
     p->omega = im->omega;
     p->learn_omega = learn_omega;
     int rc = gp_kernel_copy(&p->k, model->kernel, err);
@@ -290,6 +291,7 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
         opt.progress_ctx = req->progress_ctx;
         opt.iteration_base = p->iteration_base;
         opt.objective_offset = p->lml_offset;
+        opt.cancel = &req->cancel;
         gp_driver_result res;
         rc = gp_driver_minimize(problem_objective, p, x, dim, &opt, &res, err);
         p->iteration_base += res.iterations;

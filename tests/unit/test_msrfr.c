@@ -235,7 +235,7 @@ static void test_score_finite_differences(void **state)
     for (size_t i = 0; i < R * d; i++)
         om[i] = gp_rng_normal(&r);
     double log_ls[3] = {log(0.4), log(1.3), log(0.8)};
-    gp_rff_problem p = {X, y, n, d, R, om, log_ls, 0.0, log(0.05)};
+    gp_rff_problem p = {X, y, n, d, R, om, log_ls, 0.0, log(0.05), NULL};
     gp_rff_work *w = NULL;
     gp_error err;
     assert_int_equal(gp_rff_work_new(n, d, R, &w, &err), GP_OK);
@@ -320,7 +320,7 @@ static void test_trajectory_matches_numpy(void **state)
         memset(gth, 0, d * sizeof *gth);
         for (size_t m = 0; m < M; m++) {
             take_block(W, P, R, d, m, om);
-            gp_rff_problem p = {X, y, n, d, R, om, theta, 0.0, log(s2)};
+            gp_rff_problem p = {X, y, n, d, R, om, theta, 0.0, log(s2), NULL};
             gp_rff_grad hyper = {NULL, gls, NULL, NULL};
             double lp, lml;
             assert_int_equal(gp_msrfr_log_posterior(&p, w, 1.0 / (double)M, *tau, &lp, sc,
@@ -398,7 +398,7 @@ static void test_single_particle_is_gradient_ascent(void **state)
     export_omega(m0, om, R * D);
     /* the direct loop from the same start */
     double log_ls[D] = {0.0, 0.0};
-    gp_rff_problem p = {X, y, N, D, R, om, log_ls, 0.0, log(0.01)};
+    gp_rff_problem p = {X, y, N, D, R, om, log_ls, 0.0, log(0.01), NULL};
     gp_rff_work *w = NULL;
     gp_adam adam;
     gp_error err;

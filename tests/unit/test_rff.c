@@ -695,7 +695,7 @@ static void test_matches_numpy_reference(void **state)
      * no amplitude: unit lengthscales and amplitude here. */
     double log_ls[8] = {0}, g_omega[64], g_ls[8], lml;
     assert_true(d <= 8 && R * d <= 64);
-    gp_rff_problem p = {X, y, n, d, R, omega, log_ls, 0.0, log(noise)};
+    gp_rff_problem p = {X, y, n, d, R, omega, log_ls, 0.0, log(noise), NULL};
     gp_rff_work *w;
     assert_int_equal(gp_rff_work_new(n, d, R, &w, &err), GP_OK);
     gp_rff_grad g = {g_omega, g_ls, NULL, NULL};
