@@ -961,6 +961,109 @@ static void test_jobs_with_workers(void **state)
     pthread_cond_destroy(&r.cond);
 }
 
+/* ---- the lease keeper, over a fake store ---- */
+
+static gp_api_job_hold fake_held[4]; /* what the fake store says we hold */
+static size_t fake_n_held;
+static int fake_claims_left;         /* jobs the fake store lets us take over */
+static int *fake_claim_freed;
+
+static int fake_renew(gp_api *api, const char *owner, double lease_until,
+                      gp_api_job_hold **held, size_t *count, gp_error *err)
+{
+    (void)api;
+    (void)owner;
+    (void)lease_until;
+    (void)err;
+    pthread_mutex_lock(&fake_lock);
+    *count = fake_n_held;
+    *held = fake_n_held ? calloc(fake_n_held, sizeof **held) : NULL;
+    if (fake_n_held)
+        memcpy(*held, fake_held, fake_n_held * sizeof **held);
+    pthread_mutex_unlock(&fake_lock);
+    return 0;
+}
+
+static int fake_claim(gp_api *api, const char *owner, double now, double lease_until,
+                      int max_attempts, gp_job_info *job, gp_fit_job **fj, int *outcome,
+                      gp_error *err)
+{
+    (void)api;
+    (void)owner;
+    (void)now;
+    (void)lease_until;
+    (void)max_attempts;
+    (void)err;
+    memset(job, 0, sizeof *job);
+    *fj = NULL;
+    *outcome = GP_API_CLAIM_NONE;
+    if (fake_claims_left == 0)
+        return 0;
+    fake_claims_left--;
+    snprintf(job->id, sizeof job->id, "taken-over");
+    snprintf(job->model_name, sizeof job->model_name, "t");
+    job->status = "queued";
+    job->attempts = 1;
+    *fj = fake_job("t", 2, 0, fake_claim_freed);
+    *outcome = GP_API_CLAIM_RUN;
+    return 0;
+}
+
+/* The keeper: a job missing from the store's list was taken over by another
+ * daemon (its fit stops and nothing is written; GETs read the store); a job
+ * with a cancel request is cancelled; a job whose lease expired is taken over
+ * and run. */
+static void test_jobs_keeper(void **state)
+{
+    (void)state;
+    int freed = 0;
+    fake_claim_freed = &freed;
+    fake_claims_left = 0;
+    gp_fit_ops ops = fake_ops;
+    ops.renew = fake_renew;
+    ops.claim = fake_claim;
+    gp_jobs *js = gp_jobs_new(NULL, 4, 1, NULL, &ops);
+    /* No worker yet: both jobs stay queued. */
+    char lost[40], asked[40];
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("l", 3, 0, &freed), lost, 40, NULL), 0);
+    assert_int_equal(gp_jobs_submit_async(js, fake_job("c", 3, 0, &freed), asked, 40, NULL), 0);
+    pthread_mutex_lock(&fake_lock);
+    fake_n_held = 1;
+    snprintf(fake_held[0].id, sizeof fake_held[0].id, "%s", asked);
+    fake_held[0].cancel_requested = 1;
+    snprintf(fake_last_status, sizeof fake_last_status, "-");
+    pthread_mutex_unlock(&fake_lock);
+    gp_jobs_keep(js);
+    size_t queued, running;
+    gp_jobs_counts(js, &queued, &running);
+    assert_int_equal(queued, 0);
+    assert_int_equal(freed, 2);
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_jobs_get(js, lost, &res); /* forgotten here: the (fake) store does not know it */
+    assert_int_equal(res.status, 404);
+    gp_response_free(&res);
+    gp_jobs_get(js, asked, &res);
+    assert_true(response_has(&res, "\"cancelled\""));
+    gp_response_free(&res);
+    pthread_mutex_lock(&fake_lock);
+    assert_string_equal(fake_last_status, "cancelled");
+    fake_n_held = 0;
+    pthread_mutex_unlock(&fake_lock);
+
+    /* A job of a dead daemon: taken over, run, succeeded. */
+    fake_claims_left = 1;
+    assert_int_equal(gp_jobs_start(js), 0); /* the keeper's first round claims it */
+    wait_status(js, "taken-over", "succeeded");
+    assert_int_equal(fake_claims_left, 0);
+    gp_jobs_get(js, "taken-over", &res);
+    assert_true(response_has(&res, "\"attempts\":2"));
+    gp_response_free(&res);
+    gp_jobs_shutdown(js);
+    gp_jobs_free(js);
+    assert_int_equal(freed, 3);
+}
+
 /* Finished jobs beyond the in-memory limit are answered from the store. */
 static void test_jobs_eviction(void **state)
 {
@@ -1014,6 +1117,7 @@ int main(void)
         cmocka_unit_test(test_jobs_with_workers),
         cmocka_unit_test(test_jobs_sync_client_gone),
         cmocka_unit_test(test_jobs_eviction),
+        cmocka_unit_test(test_jobs_keeper),
     };
     return cmocka_run_group_tests_name("server", tests, NULL, NULL);
 }
