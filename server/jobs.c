@@ -794,7 +794,7 @@ static void renew_and_reconcile(gp_jobs *js)
 }
 
 /* Queue a job claimed from the store (lock not held). 0, or -1 when it cannot
- * be queued now (it stays ours in the store: release_strays hands it back). */
+ * be queued now (it is handed back to the store). */
 static int enqueue_claimed(gp_jobs *js, gp_fit_job *fj, gp_job_info *info)
 {
     job *j = job_new(js, fj, 1);
@@ -803,6 +803,7 @@ static int enqueue_claimed(gp_jobs *js, gp_fit_job *fj, gp_job_info *info)
             job_destroy(j); /* frees fj */
         else if (js->ops.free_job)
             js->ops.free_job(fj);
+        job_release_write(js, info->id);
         return -1;
     }
     char *no_json = info->model_json;
@@ -815,7 +816,10 @@ static int enqueue_claimed(gp_jobs *js, gp_fit_job *fj, gp_job_info *info)
         j->info.max_iterations = max_it;
     pthread_mutex_lock(&js->lock);
     if (js->stopping || table_find_locked(js, j->info.id)) {
+        int stopping = js->stopping;
         pthread_mutex_unlock(&js->lock);
+        if (stopping) /* claimed as we stop: hand it straight back */
+            job_release_write(js, j->info.id);
         job_destroy(j);
         return -1;
     }
