@@ -10,6 +10,7 @@
  * daemons exactly one gets each job. */
 #include "store/store_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,25 +32,34 @@ static int bind_opt_text(sqlite3_stmt *st, int i, const char *text)
     return text ? sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
 }
 
+/* Bind parameters 1, 2, ... of st from the arguments, one per letter of
+ * types: 't' text (const char *, NULL binds NULL), 'd' double, 'i' int. The
+ * texts must outlive the statement's step (SQLITE_STATIC). */
+static int bind_values(sqlite3_stmt *st, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    int src = SQLITE_OK;
+    for (int i = 0; types[i] && src == SQLITE_OK; i++) {
+        if (types[i] == 't')
+            src = bind_opt_text(st, i + 1, va_arg(ap, const char *));
+        else if (types[i] == 'd')
+            src = sqlite3_bind_double(st, i + 1, va_arg(ap, double));
+        else
+            src = sqlite3_bind_int(st, i + 1, va_arg(ap, int));
+    }
+    va_end(ap);
+    return src;
+}
+
 static int job_put_once(gp_store *s, void *vctx, gp_error *err)
 {
     const gp_job_row *job = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PUT);
-    int src = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, job->model_name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, job->status, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 4, job->progress);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 5, job->error);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 6, job->result);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    int src = bind_values(st, "ttttttt", job->id, job->model_name, job->status, job->progress,
+                          job->error, job->result, now);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     gp_store_stmt_done(st);
@@ -183,19 +193,7 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
     gp_store_now(now);
     gp_store_conn *w = s->w;
     sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_FINISH);
-    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 2, owner);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, status, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 4, progress);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 5, error);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 6, result);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    int src = bind_values(st, "ttttttt", id, owner, status, progress, error, result, now);
     int changed = 0;
     int rc = step_write(w, st, src, &changed, err, "ending a job");
     if (rc)
@@ -253,19 +251,8 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     char now[GP_TIME_LEN];
     gp_store_now(now);
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_CREATE);
-    int src = sqlite3_bind_text(st, 1, c->job->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, c->job->model_name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 3, c->job->progress);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 5, c->spec, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 6, c->owner, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_double(st, 7, c->lease_until);
+    int src = bind_values(st, "ttttttd", c->job->id, c->job->model_name, c->job->progress, now,
+                          c->spec, c->owner, c->lease_until);
     int rc = step_write(s->w, st, src, NULL, err, "creating a job");
     if (rc)
         return rc;
@@ -357,17 +344,8 @@ static int update_once(gp_store *s, void *vctx, gp_error *err)
     char now[GP_TIME_LEN];
     gp_store_now(now);
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_UPDATE);
-    int src = sqlite3_bind_text(st, 1, c->job->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, c->job->status, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = bind_opt_text(st, 4, c->job->progress);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 5, now, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int(st, 6, c->started ? 1 : 0);
+    int src = bind_values(st, "ttttti", c->job->id, c->owner, c->job->status, c->job->progress,
+                          now, c->started ? 1 : 0);
     int changed = 0;
     int rc = step_write(s->w, st, src, &changed, err, "updating a job");
     if (rc == GP_OK && changed == 0)
@@ -426,11 +404,7 @@ static int release_once(gp_store *s, void *vctx, gp_error *err)
     char now[GP_TIME_LEN];
     gp_store_now(now);
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RELEASE);
-    int src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, now, -1, SQLITE_STATIC);
+    int src = bind_values(st, "ttt", c->id, c->owner, now);
     int changed = 0;
     int rc = step_write(s->w, st, src, &changed, err, "releasing a job");
     if (rc == GP_OK && changed == 0)
@@ -442,9 +416,7 @@ static int expire_once(gp_store *s, void *vctx, gp_error *err)
 {
     pair_ctx *c = vctx;
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_EXPIRE);
-    int src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
+    int src = bind_values(st, "tt", c->id, c->owner);
     return step_write(s->w, st, src, NULL, err, "expiring a job's lease");
 }
 
@@ -503,9 +475,7 @@ static int renew_body(gp_store *s, void *vctx, gp_error *err)
     renew_ctx *c = vctx;
     c->count = 0;
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RENEW);
-    int src = sqlite3_bind_text(st, 1, c->owner, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_double(st, 2, c->lease_until);
+    int src = bind_values(st, "td", c->owner, c->lease_until);
     int rc = step_write(s->w, st, src, NULL, err, "renewing leases");
     if (rc)
         return rc;
@@ -582,15 +552,7 @@ static int take_job(gp_store *s, claim_ctx *c, gp_error *err)
     char now[GP_TIME_LEN];
     gp_store_now(now);
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_TAKE);
-    int src = sqlite3_bind_text(st, 1, c->row->id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, c->owner, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_double(st, 3, c->lease_until);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_double(st, 5, c->now);
+    int src = bind_values(st, "ttdtd", c->row->id, c->owner, c->lease_until, now, c->now);
     int changed = 0;
     int rc = step_write(s->w, st, src, &changed, err, "claiming a job");
     if (rc == GP_OK && changed != 1)
