@@ -233,7 +233,11 @@ start_image() {
         i=$((i + 1))
     done
     if [ -z "$LISTEN" ]; then
-        fail "start $N of the image's command" "no 'gpserve listening on' line within 30 s"
+        if alive "$DPID"; then why="no 'gpserve listening on' line within 30 s"; else
+            wait "$DPID"
+            why="it exited ($?) without a 'gpserve listening on' line"
+        fi
+        fail "start $N of the image's command" "$why"
         tail_of "$LOG" 20
         return 1
     fi
@@ -449,7 +453,12 @@ EOF
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
-        --customize-hook='cp "$SMOKE_APT_CLEAN" "$1/etc/apt/apt.conf.d/docker-clean"'
+        --customize-hook='cp "$SMOKE_APT_CLEAN" "$1/etc/apt/apt.conf.d/docker-clean"' \
+        --customize-hook='rm -f "$1"/var/cache/apt/*.bin'
+    # Merged /usr by directory symlinks, as debootstrap (so the official images)
+    # makes it, rather than by the usrmerge package and the perl it needs.
+    hooks=/usr/share/mmdebstrap/hooks/merged-usr
+    [ -d "$hooks" ] && set -- "$@" --hook-dir="$hooks"
     key=$( {
         echo "$*"
         cat "$W/sources-$suite.list" "$W/docker-clean"
