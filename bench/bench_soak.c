@@ -1221,7 +1221,13 @@ int main(int argc, char **argv)
     int flat = m >= 2 && slope <= (double)max_slope && q4 - q2 <= (double)max_growth;
     int judged = D >= MIN_JUDGED;
     printf("## Verdict\n\n");
-    printf("Warm-up: the first quarter (%.0f s). After it, over %d samples, RSS grows by\n", warm, m);
+    int iw = 0;
+    while (iw + 1 < ns && samples[iw].t + 0.5 < warm)
+        iw++;
+    printf("Warm-up: the first quarter (%.0f s). RSS is %.2f MiB at t = %.0f s and %.2f MiB at the\n",
+           warm, ns ? (double)samples[iw].rss_kib / 1024.0 : 0.0, ns ? samples[iw].t : 0.0,
+           ns ? (double)samples[ns - 1].rss_kib / 1024.0 : 0.0);
+    printf("end. After the warm-up, over %d samples, RSS grows by\n", m);
     printf("**%.1f KiB/min** (least-squares slope; threshold %ld KiB/min); the mean RSS of the last\n",
            slope, max_slope);
     printf("quarter is %.2f MiB against %.2f MiB in the second quarter: **%+.0f KiB** (threshold\n",
