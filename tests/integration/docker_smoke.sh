@@ -18,8 +18,9 @@
 #      every mount (proc, sys, a /dev of the usual devices, the volume)
 #      vanishes with the namespace. Checked: the daemon's uid, the image's
 #      HEALTHCHECK command run inside the image, /healthz, the README's exact
-#      fit, a predict, SIGTERM (exit 0), a restart on the same /data (the model
-#      is there and predicts byte-identically), SIGTERM again, no 5xx logged.
+#      fit, a predict, SIGTERM (exit 0), a restart on the same /data with
+#      docker/compose.yaml's command and environment (the model is there and
+#      predicts byte-identically), SIGTERM again, no 5xx logged.
 # podman run is not used: crun cannot set the container's rlimits and cgroups
 # on machines like CI's (setrlimit RLIMIT_NOFILE refused; cgroups hybrid mode).
 #
@@ -219,7 +220,10 @@ start_image() {
     N=$1
     LOG=$W/daemon$N.log
     : >"$LOG"
-    eval "set -- $SMOKE_ENV $SMOKE_CMD"
+    if [ "$N" = 1 ]; then eval "set -- $SMOKE_ENV $SMOKE_CMD"; HOW="the image's command ($SMOKE_CMD_TEXT)"; else
+        eval "set -- $SMOKE_ENV2 $SMOKE_CMD2"
+        HOW=$SMOKE_HOW2
+    fi
     chroot --userspec="$SMOKE_UID:$SMOKE_GID" --groups="$SMOKE_GROUPS" "$R" \
         /usr/bin/env -i -C "$SMOKE_WORKDIR" "$@" >>"$LOG" 2>&1 &
     DPID=$!
@@ -237,14 +241,14 @@ start_image() {
             wait "$DPID"
             why="it exited ($?) without a 'gpserve listening on' line"
         fi
-        fail "start $N of the image's command" "$why"
+        fail "start $N: $HOW" "$why"
         tail_of "$LOG" 20
         return 1
     fi
     if [ "$LISTEN" = "$SMOKE_LISTEN" ]; then
-        pass "start $N: the image's command ($SMOKE_CMD_TEXT) listens on $LISTEN"
+        pass "start $N: $HOW listens on $LISTEN"
     else
-        fail "start $N: the image's command listens on $SMOKE_LISTEN" "it says $LISTEN"
+        fail "start $N: $HOW listens on $SMOKE_LISTEN" "it says $LISTEN"
     fi
     return 0
 }
@@ -505,7 +509,12 @@ timeout 120 $POD image inspect localhost/gpserve >"$W/image.json" 2>&1 || {
     fail "podman image inspect gpserve" "$(tail -n 2 "$W/image.json")"
     finish
 }
-jcfg() { jq -r ".[0].Config | $1" "$W/image.json"; }
+# jcfg FILTER [jq options]: FILTER on the image's Config.
+jcfg() {
+    _f=$1
+    shift
+    jq -r "$@" ".[0].Config | $_f" "$W/image.json"
+}
 hc=$(jq -c '.[0].Healthcheck.Test // .[0].HealthCheck.Test // .[0].Config.Healthcheck.Test // empty' "$W/image.json")
 case $hc in
 */healthz*) pass "the image keeps the HEALTHCHECK: $hc" ;;
@@ -586,16 +595,42 @@ SMOKE_LISTEN=$(jq -r '.[0].Config | ((.Entrypoint // []) + (.Cmd // [])) as $a |
       ((flag("--bind") // var("GPSERVE_BIND") // "127.0.0.1") + ":" + (flag("--port") // var("GPSERVE_PORT") // "8080"))' \
     "$W/image.json")
 SMOKE_PORT=${SMOKE_LISTEN##*:}
+# The restart runs as `docker compose -f docker/compose.yaml up` would: the
+# service's environment over the image's, its command instead of the CMD.
+DC=docker/compose.yaml
+SMOKE_ENV2=$SMOKE_ENV
+SMOKE_CMD2=$SMOKE_CMD
+SMOKE_HOW2="the image's command"
+if [ -f "$DC" ]; then
+    dc_env=$(awk '/^    environment:/ { on = 1; next }
+        on && /^      [A-Za-z_][A-Za-z0-9_]*:/ { k = $1; sub(/:$/, "", k); v = $0
+            sub(/^[^:]*:[[:space:]]*/, "", v); gsub(/^"|"$/, "", v); print k "=" v; next }
+        on { on = 0 }' "$DC" | jq -R . | jq -s -c .)
+    dc_cmd=$(sed -n 's/^    command:[[:space:]]*//p' "$DC" | jq -c 'select(type == "array")' 2>/dev/null)
+    if [ -n "$dc_cmd" ]; then
+        SMOKE_CMD2=$(jcfg '((.Entrypoint // []) + $c) | @sh' --argjson c "$dc_cmd")
+        SMOKE_HOW2="compose.yaml's command $(printf '%s' "$dc_cmd" | jq -r 'join(" ")')"
+    else
+        note "no command: [...] line in $DC: the restart uses the image's CMD"
+    fi
+    SMOKE_ENV2=$(jcfg '(.Env // []) as $i | ($e | map(sub("=.*"; ""))) as $k
+        | ($i | map(select((sub("=.*"; "")) as $n | $k | index([$n]) | not))) + $e
+        | if any(.[]; startswith("HOME=")) then . else . + ["HOME=" + $h] end | @sh' \
+        --argjson e "${dc_env:-[]}" --arg h "$SMOKE_HOME")
+    SMOKE_HOW2="$SMOKE_HOW2 and environment ($(printf '%s' "${dc_env:-[]}" | jq -r 'join(" ")'))"
+fi
 val=""
 {
     for v in SMOKE_USER SMOKE_UID SMOKE_GID SMOKE_GROUPS SMOKE_VOLUME SMOKE_CMD_TEXT SMOKE_PATH \
-        SMOKE_WORKDIR SMOKE_DB SMOKE_LISTEN SMOKE_PORT; do
+        SMOKE_WORKDIR SMOKE_DB SMOKE_LISTEN SMOKE_PORT SMOKE_HOW2; do
         eval "val=\$$v"
         printf "%s='%s'\n" "$v" "$(printf '%s' "$val" | sed "s/'/'\\\\''/g")"
     done
     # Already shell-quoted word lists (jq's @sh).
     printf "SMOKE_CMD=%s\n" "$(printf '%s' "$SMOKE_CMD" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"
     printf "SMOKE_ENV=%s\n" "$(printf '%s' "$SMOKE_ENV" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"
+    printf "SMOKE_CMD2=%s\n" "$(printf '%s' "$SMOKE_CMD2" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"
+    printf "SMOKE_ENV2=%s\n" "$(printf '%s' "$SMOKE_ENV2" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"
     printf "SMOKE_HEALTH=%s\n" "$(printf '%s' "$SMOKE_HEALTH" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"
 } >"$W/run.env"
 
