@@ -205,6 +205,9 @@ typedef struct gp_api_job_owner {
 /* Active jobs whose owner starts with prefix (*jobs malloc'ed). */
 int gp_api_job_owned(gp_api *api, const char *prefix, gp_api_job_owner **jobs, size_t *count,
                      gp_error *err);
+/* Remove ended jobs last updated more than age_seconds ago (up to 1000 a
+ * call; *deleted says how many). */
+int gp_api_job_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 /* Expire the lease of a job whose holder is known dead. */
 int gp_api_job_expire(gp_api *api, const char *id, const char *owner, gp_error *err);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/internal.h"
 
@@ -398,4 +399,17 @@ int gp_api_job_owned(gp_api *api, const char *prefix, gp_api_job_owner **jobs, s
 int gp_api_job_expire(gp_api *api, const char *id, const char *owner, gp_error *err)
 {
     return gp_store_job_expire(api->store, id, owner, err);
+}
+
+int gp_api_job_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err)
+{
+    *deleted = 0;
+    if (!(age_seconds > 0) || age_seconds > 1e11)
+        return gp_error_set(err, GP_EINVAL, NULL, "job retention out of range");
+    time_t cut = time(NULL) - (time_t)age_seconds;
+    struct tm tm;
+    char before[32];
+    if (gmtime_r(&cut, &tm) == NULL || strftime(before, sizeof before, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot format the retention cut-off");
+    return gp_store_job_prune(api->store, before, deleted, err);
 }

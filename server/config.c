@@ -58,6 +58,8 @@ static const opt_def options[] = {
      "another daemon on the database runs it again from its stored request"},
     {"job-attempts", "GPSERVE_JOB_ATTEMPTS", OPT_LONG, OFF(job_attempts), 1, 100,
      "runs an async job may start before its daemons' deaths fail it as 'interrupted'"},
+    {"job-retention-hours", "GPSERVE_JOB_RETENTION_HOURS", OPT_LONG, OFF(job_retention_hours), 0,
+     876000, "hours an ended async job stays readable in the database; 0 = for ever"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz "
      "and /metrics needs 'Authorization: Bearer KEY'"},
@@ -94,6 +96,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->request_timeout = 600;
     cfg->job_lease = 15;
     cfg->job_attempts = 3;
+    cfg->job_retention_hours = 168;
     cfg->api_key_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;

@@ -25,6 +25,7 @@ typedef struct gp_server_config {
     long request_timeout;     /* --request-timeout: seconds to receive a request, 0 = none; 600 */
     long job_lease;           /* --job-lease: seconds a dead daemon's async job stays held; 15 */
     long job_attempts;        /* --job-attempts: runs an async job may start; 3 */
+    long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */
     long compute_threads;     /* --compute-threads: threads of one fit; 0 = all CPUs */

@@ -1185,7 +1185,8 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
         server_free(srv);
         return NULL;
     }
-    gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts);
+    gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts,
+                           3600.0 * (double)cfg->job_retention_hours);
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     unsigned ipv6 = 0;

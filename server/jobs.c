@@ -19,6 +19,8 @@
 #define MAX_FINISHED 1024
 #define DEFAULT_LEASE_SECONDS 15.0
 #define DEFAULT_MAX_ATTEMPTS 3
+#define DEFAULT_RETENTION_SECONDS (7 * 24 * 3600.0)
+#define PRUNE_PERIOD_SECONDS 60.0
 
 /* Why a job's fit is being stopped (job.cancel). */
 enum {
@@ -83,6 +85,8 @@ struct gp_jobs {
     char host_prefix[80]; /* "host:" (this host's daemons) */
     double lease;
     int max_attempts;
+    double retention;  /* seconds ended jobs are kept; 0 = for ever */
+    double last_prune; /* monotonic seconds (keeper thread only) */
     pthread_t keeper;
     int keeper_started;
 
@@ -117,6 +121,7 @@ static const gp_fit_ops api_ops = {
     .cancel_stored = gp_api_job_cancel_stored,
     .owned = gp_api_job_owned,
     .expire = gp_api_job_expire,
+    .prune = gp_api_job_prune,
 };
 
 /* ---- lists ----
@@ -565,6 +570,7 @@ gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics 
     js->n_workers = workers ? workers : 1;
     js->lease = DEFAULT_LEASE_SECONDS;
     js->max_attempts = DEFAULT_MAX_ATTEMPTS;
+    js->retention = DEFAULT_RETENTION_SECONDS;
     make_owner(js);
     js->threads = calloc(js->n_workers, sizeof *js->threads);
     if (js->threads == NULL) {
@@ -577,12 +583,15 @@ gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics 
     return js;
 }
 
-void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts)
+void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts,
+                            double retention_seconds)
 {
     if (lease_seconds > 0)
         js->lease = lease_seconds;
     if (max_attempts > 0)
         js->max_attempts = max_attempts;
+    if (retention_seconds >= 0)
+        js->retention = retention_seconds;
 }
 
 const char *gp_jobs_owner(const gp_jobs *js)
@@ -873,12 +882,30 @@ static void claim_expired(gp_jobs *js)
     }
 }
 
+/* Ended jobs older than the retention leave the store, about once a minute
+ * (in batches, so a backlog goes over a few rounds). */
+static void prune_old(gp_jobs *js)
+{
+    double now = gp_monotonic_seconds();
+    if (js->ops.prune == NULL || js->retention <= 0 ||
+        (js->last_prune > 0 && now - js->last_prune < PRUNE_PERIOD_SECONDS))
+        return;
+    size_t deleted = 0;
+    gp_error err;
+    gp_error_clear(&err);
+    if (js->ops.prune(js->api, js->retention, &deleted, &err) != 0)
+        gp_log("gpserve: removing old jobs failed: %s", err.message);
+    /* A full batch: more may be waiting; come back next round. */
+    js->last_prune = deleted >= 1000 ? 0 : now;
+}
+
 void gp_jobs_keep(gp_jobs *js)
 {
     if (js->ops.renew == NULL)
         return;
     renew_and_reconcile(js);
     claim_expired(js);
+    prune_old(js);
 }
 
 /* ---- submitting ---- */

@@ -59,6 +59,7 @@ typedef struct gp_fit_ops {
     /* Hands the job's cancel flag (nonzero: stop) to the fit, which polls it
      * inside long evaluations; NULL: cancellation at progress reports only. */
     void (*set_cancel)(gp_fit_job *job, const atomic_int *flag);
+    int (*prune)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 } gp_fit_ops;
 
 typedef struct gp_jobs gp_jobs;
@@ -78,9 +79,12 @@ typedef int (*gp_job_alive_fn)(void *cookie);
 gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics *metrics,
                      const gp_fit_ops *ops);
 /* Durability settings (before gp_jobs_start): the lease in seconds (a dead
- * daemon's jobs are taken over that long after its last renewal; default 15)
- * and the runs a job may start before it fails as interrupted (default 3). */
-void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts);
+ * daemon's jobs are taken over that long after its last renewal; default 15),
+ * the runs a job may start before it fails as interrupted (default 3), and how
+ * long ended jobs are kept in the store (seconds; 0 = for ever; default 7
+ * days: the keeper removes older ones about once a minute). */
+void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts,
+                            double retention_seconds);
 /* This daemon's owner string (host:pid:nonce). */
 const char *gp_jobs_owner(const gp_jobs *js);
 /* Start the worker threads and the lease keeper, after claiming the jobs of

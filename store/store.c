@@ -87,6 +87,8 @@ static int migrate_to_v2(sqlite3 *db, char **errmsg)
         " data BLOB,"
         " PRIMARY KEY(job_id, key, part));"
         "CREATE INDEX jobs_active ON jobs(lease_until) WHERE status IN ('queued', 'running');"
+        "CREATE INDEX jobs_ended ON jobs(updated_at)"
+        " WHERE status IN ('succeeded', 'failed', 'cancelled');"
         "UPDATE jobs SET status = 'failed',"
         " error = '{\"code\":\"interrupted\",\"message\":\"the daemon holding this job "
         "stopped before gpserve kept jobs durably; submit the fit again\"}'"
@@ -167,6 +169,9 @@ static const char *const stmt_sql[GPS_STMT_COUNT] = {
     [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
     [GPS_JOB_REQUEST] = "SELECT request, model_name, created_at, progress, attempts FROM jobs"
                         " WHERE id = ?1",
+    /* At most 1000 rows a call, so the write lock is held briefly. */
+    [GPS_JOB_PRUNE] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN"
+                      " ('succeeded', 'failed', 'cancelled') AND updated_at < ?1 LIMIT 1000)",
 #undef ACTIVE
 };
 

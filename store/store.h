@@ -218,6 +218,10 @@ int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs,
  * claim takes it. */
 int gp_store_job_expire(gp_store *store, const char *id, const char *owner, gp_error *err);
 
+/* Delete up to 1000 ended jobs (succeeded, failed, cancelled) last updated
+ * before `before` (ISO 8601 UTC, as updated_at); *deleted says how many. */
+int gp_store_job_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err);
+
 /* A model saved as the result of a durable job: gp_store_save_job saves the
  * model and ends the job succeeded in the same transaction, so that a crash
  * leaves either both or neither (a job that ran again would add a second

@@ -56,6 +56,7 @@ enum gp_store_stmt {
     GPS_JOB_ACTIVE,
     GPS_JOB_EXPIRE,
     GPS_JOB_REQUEST,
+    GPS_JOB_PRUNE,
     GPS_STMT_COUNT
 };
 

@@ -673,6 +673,35 @@ int gp_store_job_cancel(gp_store *store, const char *id, double now, gp_job_row 
     return GP_OK;
 }
 
+/* ---- retention ------------------------------------------------------------ */
+
+typedef struct prune_ctx {
+    const char *before;
+    int deleted;
+} prune_ctx;
+
+static int prune_once(gp_store *s, void *vctx, gp_error *err)
+{
+    prune_ctx *c = vctx;
+    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PRUNE);
+    int src = bind_values(st, "t", c->before);
+    return step_write(s->w, st, src, &c->deleted, err, "removing old jobs");
+}
+
+int gp_store_job_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err)
+{
+    *deleted = 0;
+    if (before == NULL || before[0] == '\0')
+        return gp_error_set(err, GP_EINVAL, NULL, "no cut-off time given");
+    prune_ctx c = {before, 0};
+    pthread_mutex_lock(&store->w->mu);
+    int rc = gp_store_busy_retry(store, prune_once, &c, err);
+    pthread_mutex_unlock(&store->w->mu);
+    if (rc == GP_OK)
+        *deleted = (size_t)c.deleted;
+    return rc;
+}
+
 /* ---- start-up ------------------------------------------------------------- */
 
 int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs, size_t *count,

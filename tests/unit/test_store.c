@@ -1732,6 +1732,43 @@ static void test_durable_migration_from_v1(void **state)
     gp_store_close(s);
 }
 
+/* Retention: ended jobs older than the cut-off go, active and recent ones stay. */
+static void test_durable_job_prune(void **state)
+{
+    (void)state;
+    char path[256];
+    db_path(path, sizeof path, "durable_prune.db");
+    gp_store *s = open_store("durable_prune.db");
+    gp_state req;
+    gp_error err;
+    const char *ids[] = {"old-done", "new-done", "old-active"};
+    for (int i = 0; i < 3; i++) {
+        create_job(s, ids[i], "A", 1e12, &req);
+        gp_state_free(&req);
+    }
+    for (int i = 0; i < 2; i++) {
+        gp_job_row row;
+        memset(&row, 0, sizeof row);
+        snprintf(row.id, sizeof row.id, "%s", ids[i]);
+        snprintf(row.status, sizeof row.status, "succeeded");
+        assert_int_equal(gp_store_job_finish(s, &row, "A", &err), GP_OK);
+    }
+    raw_exec(path, "UPDATE jobs SET updated_at = '2020-01-01T00:00:00Z' WHERE id LIKE 'old-%'",
+             NULL);
+    size_t deleted = 99;
+    assert_int_equal(gp_store_job_prune(s, "2021-01-01T00:00:00Z", &deleted, &err), GP_OK);
+    assert_int_equal(deleted, 1);
+    gp_job_row row;
+    assert_int_equal(gp_store_job_get(s, "old-done", &row, &err), GP_ENOTFOUND);
+    assert_job_status(s, "new-done", "succeeded");
+    assert_job_status(s, "old-active", "queued");
+    assert_int_equal(
+        raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'old-active'", NULL), 2);
+    assert_int_equal(gp_store_job_prune(s, "2021-01-01T00:00:00Z", &deleted, &err), GP_OK);
+    assert_int_equal(deleted, 0);
+    gp_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1749,6 +1786,7 @@ int main(void)
         cmocka_unit_test(test_durable_job_claims),
         cmocka_unit_test(test_durable_job_claim_race),
         cmocka_unit_test(test_durable_migration_from_v1),
+        cmocka_unit_test(test_durable_job_prune),
         cmocka_unit_test(test_multipart),
         cmocka_unit_test(test_two_handles),
         cmocka_unit_test(test_threads_shared_handle),
