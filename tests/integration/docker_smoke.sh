@@ -321,6 +321,7 @@ if [ "${1:-}" = --inside ]; then
 fi
 
 # ============================================================ build phase
+T_START=$(date +%s)
 BUILD=${1:-build}
 case $BUILD in /*) W=$BUILD/container ;; *) W=$ROOT/$BUILD/container ;; esac
 cd "$ROOT" || exit 1
@@ -340,7 +341,7 @@ for t in podman:podman mmdebstrap:mmdebstrap ip:iproute2 unshare:util-linux chro
     command -v "${t%%:*}" >/dev/null 2>&1 || missing="$missing ${t#*:}"
 done
 if [ -n "$missing" ]; then
-    echo "# docker image: installing$missing with apt-get"
+    note "installing$missing with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     if ! timeout 600 apt-get update -qq >"$W/apt.log" 2>&1 ||
         ! timeout 900 apt-get install -y -qq --no-install-recommends $missing >>"$W/apt.log" 2>&1; then
@@ -646,5 +647,5 @@ nf=$((nf + if_))
 if [ "$ip" -eq 0 ] || [ $rc -ne 0 ] && [ "$if_" -eq 0 ]; then
     fail "the run phase" "exit $rc after $(($(date +%s) - t0)) s without a verdict"
 fi
-note "build $BUILD_SECS s, run phase $(($(date +%s) - t0)) s (logs in $W)"
+note "build $BUILD_SECS s, run phase $(($(date +%s) - t0)) s, $(($(date +%s) - T_START)) s in all (logs in $W)"
 finish
