@@ -78,19 +78,22 @@ int gp_all_finite(const double *x, size_t count, size_t *bad_index)
     return 1;
 }
 
-/* NaN/Inf anywhere in the lower triangle (the part dpotrf reads). */
-static int lower_is_finite(const double *A, size_t n, size_t lda, size_t *bi, size_t *bj)
+/* GP_EDATA for NaN/Inf anywhere in the lower triangle (the part dpotrf
+ * reads); a scan of n^2 / 2 doubles, so it polls the token every block of
+ * columns like the factorisation after it. */
+static int check_lower_finite(const double *A, size_t n, size_t lda, const gp_cancel *cancel,
+                              gp_error *err)
 {
     for (size_t j = 0; j < n; j++) {
-        for (size_t i = j; i < n; i++) {
-            if (!isfinite(A[j * lda + i])) {
-                *bi = i;
-                *bj = j;
-                return 0;
-            }
-        }
+        if (j % GP_BLOCK_ORDER == 0 && gp_cancel_requested(cancel))
+            return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled checking the matrix");
+        for (size_t i = j; i < n; i++)
+            if (!isfinite(A[j * lda + i]))
+                return gp_error_set(err, GP_EDATA, NULL,
+                                    "covariance matrix has a non-finite entry at (%zu, %zu)", i,
+                                    j);
     }
-    return 1;
+    return GP_OK;
 }
 
 /* Rebuild the lower triangle from the untouched strict upper triangle and the
@@ -124,10 +127,9 @@ int gp_cholesky_jitter_cancellable(double *A, size_t n, size_t lda, const gp_can
     info->attempts = 0;
     if (n == 0)
         return GP_OK;
-    size_t bi, bj;
-    if (!lower_is_finite(A, n, lda, &bi, &bj))
-        return gp_error_set(err, GP_EDATA, NULL,
-                            "covariance matrix has a non-finite entry at (%zu, %zu)", bi, bj);
+    int rc = check_lower_finite(A, n, lda, cancel, err);
+    if (rc)
+        return rc;
     double *diag = gp_alloc_doubles(n, err);
     if (diag == NULL)
         return GP_ENOMEM;
@@ -140,7 +142,6 @@ int gp_cholesky_jitter_cancellable(double *A, size_t n, size_t lda, const gp_can
 
     /* Jitter sequence: 0, then 1e-8 .. 1e-2 times mean(diag), x10 per retry. */
     double jitter = 0.0, rel = 1e-8;
-    int rc = GP_ENOTPD;
     for (;;) {
         if (info->attempts > 0 && restore_lower(A, n, lda, diag, jitter, cancel)) {
             rc = gp_error_set(err, GP_ECANCELLED, NULL, "cancelled between jitter retries");
