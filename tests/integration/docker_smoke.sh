@@ -499,8 +499,9 @@ timeout 1800 $POD build --pull=never --format docker --isolation=chroot -f "$DF"
 rc=$?
 BUILD_SECS=$(($(date +%s) - t0))
 # The mirror out of reach from the build's apt-get is this machine's state, not the image's.
-if [ $rc -ne 0 ] && ! grep -q 'Unable to locate package' "$W/build.log" &&
-    grep -Eq 'Temporary failure resolving|Could not resolve|Could not connect to|Unable to connect to|Failed to fetch' "$W/build.log"; then
+# (apt-get update only warns then, and the install cannot locate the packages.)
+if [ $rc -ne 0 ] &&
+    grep -Eq 'Temporary failure resolving|Could not resolve|Could not connect to|Unable to connect to|Connection timed out' "$W/build.log"; then
     tail_of "$W/build.log" 5
     skip "the build's apt-get cannot reach the Debian mirror ($W/build.log)"
 fi
