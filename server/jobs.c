@@ -52,6 +52,7 @@ struct job {
     int in_table;
     int queued;        /* on the queue list (not yet taken by a worker) */
     int creating;      /* being written to the store by its submitter */
+    int answered;      /* sync: done() is being called (its cookie may be gone) */
     int finished;      /* counted in owner->n_finished */
     double started;    /* monotonic seconds when the fit began */
     double last_save;  /* monotonic seconds of the last progress write */
@@ -386,8 +387,13 @@ static void respond_shutdown(gp_response *res)
     gp_api_fail(res, GP_ENOTREADY, NULL, "the server is shutting down; the fit was cancelled");
 }
 
-static void finish_sync(job *j, int rc, gp_response *res)
+static void finish_sync(gp_jobs *js, job *j, int rc, gp_response *res)
 {
+    /* From here the keeper no longer asks alive(cookie): done() hands the
+     * connection back, after which the cookie may be freed. */
+    pthread_mutex_lock(&js->lock);
+    j->answered = 1;
+    pthread_mutex_unlock(&js->lock);
     if (rc == GP_ECANCELLED) {
         /* Status 0 when the client is gone: no answer, the connection is
          * closed; at shutdown the client still waits and reads why. */
@@ -470,7 +476,7 @@ static void run_job(gp_jobs *js, job *j)
     if (j->async)
         finish_async(js, j, rc, &res, wall);
     else
-        finish_sync(j, rc, &res);
+        finish_sync(js, j, rc, &res);
     gp_response_free(&res);
 }
 
@@ -640,10 +646,26 @@ static void expire_dead_local(gp_jobs *js)
     free(jobs);
 }
 
+/* At most a second: the keeper also watches the clients of synchronous fits. */
 static double keeper_tick(const gp_jobs *js)
 {
     double t = js->lease / 4.0;
-    return t < 0.2 ? 0.2 : t > 2.0 ? 2.0 : t;
+    return t < 0.2 ? 0.2 : t > 1.0 ? 1.0 : t;
+}
+
+/* A running synchronous fit whose client closed its connection is cancelled
+ * now, not at its next progress report (the first evaluation of a large
+ * exact fit takes minutes): the fit polls the flag inside its loops. alive()
+ * is a non-blocking peek at the suspended socket, asked under the lock so
+ * that finish_sync cannot hand the connection back meanwhile. */
+static void watch_sync_clients(gp_jobs *js)
+{
+    pthread_mutex_lock(&js->lock);
+    for (job *j = js->running.head; j; j = j->qlink.next)
+        if (!j->async && !j->answered && j->alive && atomic_load(&j->cancel) == STOP_NONE &&
+            !j->alive(j->cookie))
+            atomic_store(&j->cancel, STOP_GONE);
+    pthread_mutex_unlock(&js->lock);
 }
 
 static void *keeper_main(void *arg)
@@ -677,11 +699,10 @@ int gp_jobs_start(gp_jobs *js)
     }
     if (js->n_started < js->n_workers)
         gp_log("gpserve: started %zu of %zu fit workers", js->n_started, js->n_workers);
-    if (js->n_started > 0 && js->ops.renew &&
-        pthread_create(&js->keeper, NULL, keeper_main, js) == 0)
+    if (js->n_started > 0 && pthread_create(&js->keeper, NULL, keeper_main, js) == 0)
         js->keeper_started = 1;
-    else if (js->n_started > 0 && js->ops.renew)
-        gp_log("gpserve: the job lease keeper could not start; async jobs are not renewed");
+    else if (js->n_started > 0)
+        gp_log("gpserve: the job keeper could not start; async jobs are not renewed");
     return js->n_started > 0 ? 0 : -1;
 }
 
@@ -901,6 +922,7 @@ static void prune_old(gp_jobs *js)
 
 void gp_jobs_keep(gp_jobs *js)
 {
+    watch_sync_clients(js);
     if (js->ops.renew == NULL)
         return;
     renew_and_reconcile(js);

@@ -70,9 +70,10 @@ typedef void (*gp_job_done_fn)(void *cookie, gp_response *res);
 /* Runs under the queue lock right before a synchronous job becomes visible
  * to the workers (the HTTP layer suspends its connection there). */
 typedef void (*gp_job_before_fn)(void *cookie);
-/* Asked on the worker before a synchronous fit starts and at every progress
- * report: 0 when nobody waits for the answer any more (the client closed its
- * connection), which cancels the fit and frees the worker. */
+/* Asked before a synchronous fit starts, at every progress report and by the
+ * keeper thread about once a second while it runs (under the queue lock, never
+ * after done() was called): 0 when nobody waits for the answer any more (the
+ * client closed its connection), which cancels the fit and frees the worker. */
 typedef int (*gp_job_alive_fn)(void *cookie);
 
 /* ops NULL: the api functions. metrics may be NULL. */

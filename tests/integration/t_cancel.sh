@@ -141,3 +141,26 @@ if big_fit_running "$T/big_term.log" "$T/big_term.db" 15; then
     verdict "the stopping daemon says it cancels the running fit" $? "no such line in its log"
 fi
 PORT=$MAIN_PORT
+
+section "a synchronous fit of $BIG_N points whose client disconnects"
+# The client of a synchronous fit gives up 3 s into its first evaluation: the
+# daemon (one fit worker) sees the closed socket within a keeper tick (1 s),
+# the fit stops inside its evaluation, and a small synchronous fit queued
+# behind it is answered. The bound adds the tick to the 2 s.
+SYNC_BOUND=$((3 * SLOW))
+if start_daemon "$T/big_sync.log" --db "$T/big_sync.db"; then
+    PORT=$DPORT
+    sed 's/"async":true,//' "$T/big.json" >"$T/big_sync.json"
+    st=$(curl -s --max-time 3 -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+        --data-binary @"$T/big_sync.json" "http://127.0.0.1:$PORT$M" 2>/dev/null)
+    t0=$(now_s)
+    jpost $M "{\"name\":\"after-big\",\"X\":$X2,\"y\":[1,2,3]}"
+    secs=$(seconds_since "$t0")
+    note "a synchronous fit of $BIG_N points whose client left: the next fit was answered after $secs s (bound $SYNC_BOUND s)"
+    [ "${st:-000}" = 000 ] && [ "$ST" = 201 ] && at_most "$secs" "$SYNC_BOUND"
+    verdict "the abandoned fit stops and frees the worker within $SYNC_BOUND s" $? \
+        "first client status ${st:-000}; the next fit $ST after $secs s"
+    check_err "the abandoned fit stored nothing" 404 not_found - GET /v1/models/big
+    stop_daemon "$DPID"
+fi
+PORT=$MAIN_PORT

@@ -796,7 +796,8 @@ static void test_jobs_sync_client_gone(void **state)
                      0);
     wait_done(&w.r);
     assert_int_equal(w.r.res.status, 0); /* no answer: the client is gone */
-    assert_int_equal(atomic_load(&w.calls), 4); /* cancelled at the first "gone" */
+    /* cancelled at the first "gone" (the keeper, once a second, may ask once more) */
+    assert_in_range(atomic_load(&w.calls), 4, 5);
     gp_response_free(&w.r.res);
     /* Gone before it starts: never run. */
     watched w2;
