@@ -52,11 +52,11 @@ void gp_fit_job_free(gp_fit_job *job)
 
 int gp_fit_job_hold(gp_fit_job *job, const char *id, const char *owner)
 {
-    char *o = owner ? strdup(owner) : NULL;
-    if (o == NULL || id == NULL || strlen(id) >= sizeof job->hold_id) {
-        free(o);
+    if (owner == NULL || id == NULL || strlen(id) >= sizeof job->hold_id)
         return GP_EINVAL;
-    }
+    char *o = strdup(owner);
+    if (o == NULL)
+        return GP_ENOMEM;
     free(job->hold_owner);
     job->hold_owner = o;
     snprintf(job->hold_id, sizeof job->hold_id, "%s", id);

@@ -324,7 +324,6 @@ int gp_api_job_claim(gp_api *api, const char *owner, double now, double lease_un
     snprintf(id, sizeof id, "%s", row.id);
     gp_job_row_free(&row);
     /* The row as stored now (status, texts, times). */
-    gp_job_info_free(job);
     rc = gp_api_job_load(api, id, job, err);
     if (rc)
         return rc;

@@ -260,12 +260,7 @@ static void *sweeper_main(void *arg)
     uint64_t limit_us = (uint64_t)srv->cfg.request_timeout * 1000000u;
     pthread_mutex_lock(&srv->conns_lock);
     while (!srv->sweep_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SWEEP_INTERVAL_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&srv->sweep_wake, &srv->conns_lock, &ts);
+        gp_cond_wait_ms(&srv->sweep_wake, &srv->conns_lock, SWEEP_INTERVAL_MS);
         if (srv->sweep_stop)
             break;
         uint64_t now = gp_monotonic_us();
@@ -1075,17 +1070,9 @@ static void server_free(gp_server *srv)
     free(srv);
 }
 
-/* The sweeper waits on CLOCK_MONOTONIC, as gp_monotonic_us counts. */
 static int init_locks(gp_server *srv)
 {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
-        return -1;
-    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (rc == 0)
-        rc = pthread_cond_init(&srv->sweep_wake, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc != 0)
+    if (gp_cond_init_monotonic(&srv->sweep_wake) != 0)
         return -1;
     if (pthread_mutex_init(&srv->conns_lock, NULL) != 0) {
         pthread_cond_destroy(&srv->sweep_wake);

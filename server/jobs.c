@@ -579,13 +579,13 @@ gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics 
     js->retention = DEFAULT_RETENTION_SECONDS;
     make_owner(js);
     js->threads = calloc(js->n_workers, sizeof *js->threads);
-    if (js->threads == NULL) {
+    if (js->threads == NULL || gp_cond_init_monotonic(&js->keeper_wake) != 0) {
+        free(js->threads);
         free(js);
         return NULL;
     }
     pthread_mutex_init(&js->lock, NULL);
     pthread_cond_init(&js->wake, NULL);
-    pthread_cond_init(&js->keeper_wake, NULL);
     return js;
 }
 
@@ -678,12 +678,7 @@ static void *keeper_main(void *arg)
         pthread_mutex_lock(&js->lock);
         if (js->keeper_stop)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + keeper_tick(js);
-        ts.tv_sec = (time_t)t;
-        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&js->keeper_wake, &js->lock, &ts);
+        gp_cond_wait_ms(&js->keeper_wake, &js->lock, (long)(keeper_tick(js) * 1000.0));
     }
     pthread_mutex_unlock(&js->lock);
     return NULL;
@@ -836,9 +831,7 @@ static int enqueue_claimed(gp_jobs *js, gp_fit_job *fj, gp_job_info *info)
         job_release_write(js, info->id);
         return -1;
     }
-    char *no_json = info->model_json;
-    info->model_json = NULL;
-    free(no_json);
+    gp_job_info_free(info); /* an active job has no model text */
     int max_it = j->info.max_iterations;
     j->info = *info;
     j->info.status = "queued";
@@ -1100,28 +1093,6 @@ void gp_jobs_get(gp_jobs *js, const char *id, gp_response *out)
     job_unref(js, j);
 }
 
-/* A job held elsewhere, or by nobody alive: the store decides. */
-static void cancel_stored(gp_jobs *js, const char *id, gp_response *out)
-{
-    if (js->ops.cancel_stored) {
-        js->ops.cancel_stored(js->api, id, gp_wall_seconds(), out);
-        return;
-    }
-    gp_job_info info;
-    memset(&info, 0, sizeof info);
-    gp_error err;
-    gp_error_clear(&err);
-    if (js->ops.load == NULL || js->ops.load(js->api, id, &info, &err) != 0) {
-        if (err.code == GP_OK)
-            gp_error_set(&err, GP_ENOTFOUND, "id", "no job '%s'", id);
-        gp_api_error(&err, out);
-        return;
-    }
-    gp_api_fail(out, GP_ECONFLICT, "id", "job '%s' already finished (%s)", id,
-                info.status ? info.status : "?");
-    gp_job_info_free(&info);
-}
-
 void gp_jobs_cancel(gp_jobs *js, const char *id, gp_response *out)
 {
     job_list dead = {NULL, NULL};
@@ -1129,7 +1100,8 @@ void gp_jobs_cancel(gp_jobs *js, const char *id, gp_response *out)
     job *j = table_find_locked(js, id);
     if (j == NULL) {
         pthread_mutex_unlock(&js->lock);
-        cancel_stored(js, id, out);
+        /* Held elsewhere, or by nobody alive: the store decides. */
+        js->ops.cancel_stored(js->api, id, gp_wall_seconds(), out);
         return;
     }
     j->refs++;

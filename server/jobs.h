@@ -39,7 +39,8 @@ typedef struct gp_fit_ops {
     const char *(*method)(const gp_fit_job *job);
     int (*max_iterations)(const gp_fit_job *job);
     int (*load)(gp_api *api, const char *id, gp_job_info *job, gp_error *err);
-    /* Durable jobs (api.h); a NULL entry is skipped (test fakes). */
+    /* Durable jobs (api.h); a NULL entry is skipped (test fakes), except
+     * cancel_stored, which answers DELETE for a job not held here. */
     int (*create)(gp_api *api, const gp_fit_job *fj, const gp_job_info *job, const char *owner,
                   double lease_until, gp_error *err);
     int (*hold)(gp_fit_job *fj, const char *id, const char *owner);

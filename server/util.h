@@ -4,6 +4,7 @@
 #ifndef GP_SERVER_UTIL_H
 #define GP_SERVER_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,12 @@ void gp_job_id_generate(char out[33]);
 
 /* Clocks. */
 double gp_monotonic_seconds(void);
+/* A condition variable whose timed waits count on CLOCK_MONOTONIC (a change
+ * of the wall clock neither wakes nor holds up a periodic thread): 0 or -1. */
+int gp_cond_init_monotonic(pthread_cond_t *cond);
+/* Wait on cond (made by gp_cond_init_monotonic; mutex held) for at most ms
+ * milliseconds. */
+void gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, long ms);
 /* Unix time in seconds (leases of durable jobs: shared by the daemons of one database). */
 double gp_wall_seconds(void);
 uint64_t gp_monotonic_us(void);

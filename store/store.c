@@ -163,7 +163,7 @@ static const char *const stmt_sql[GPS_STMT_COUNT] = {
                         " LIMIT 1",
     [GPS_JOB_TAKE] = "UPDATE jobs SET status = 'queued', owner = ?2, lease_until = ?3,"
                      " updated_at = ?4 WHERE id = ?1 AND" ACTIVE " AND lease_until < ?5",
-    [GPS_JOB_STATE] = "SELECT status, lease_until, progress FROM jobs WHERE id = ?1",
+    [GPS_JOB_LEASE] = "SELECT lease_until FROM jobs WHERE id = ?1",
     [GPS_JOB_REQUEST_CANCEL] = "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND" ACTIVE,
     [GPS_JOB_ACTIVE] = "SELECT id, owner FROM jobs WHERE" ACTIVE " AND owner IS NOT NULL",
     [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
@@ -286,8 +286,8 @@ static void sleep_ms(long ms)
  * already waits for locks; this covers the busy results it returns without
  * waiting (e.g. while another connection recovers the WAL). Called with the
  * writer's mutex held. */
-int gp_store_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
-                        gp_error *err)
+static int busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                      gp_error *err)
 {
     const double start = now_seconds();
     long pause = 1;
@@ -302,6 +302,15 @@ int gp_store_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *
         if (pause < 32)
             pause *= 2;
     }
+}
+
+int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                   gp_error *err)
+{
+    pthread_mutex_lock(&s->w->mu);
+    int rc = busy_retry(s, write, ctx, err);
+    pthread_mutex_unlock(&s->w->mu);
+    return rc;
 }
 
 void gp_store_now(char out[GP_TIME_LEN])
@@ -730,9 +739,7 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
         return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
     save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
                   .n_train = n_train, .input_dim = input_dim, .state = state, .job = job};
-    pthread_mutex_lock(&store->w->mu);
-    rc = gp_store_busy_retry(store, save_once, &c, err);
-    pthread_mutex_unlock(&store->w->mu);
+    rc = gp_store_write(store, save_once, &c, err);
     if (rc || meta == NULL)
         return rc;
     meta->id = c.id;
@@ -989,9 +996,7 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
         return not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
-    pthread_mutex_lock(&store->w->mu);
-    int rc = gp_store_busy_retry(store, delete_once, &c, err);
-    pthread_mutex_unlock(&store->w->mu);
+    int rc = gp_store_write(store, delete_once, &c, err);
     if (rc == GP_OK && !c.found)
         rc = not_found_name(name, err);
     return rc;

@@ -51,7 +51,7 @@ enum gp_store_stmt {
     GPS_JOB_HELD_LIST,
     GPS_JOB_EXPIRED,
     GPS_JOB_TAKE,
-    GPS_JOB_STATE,
+    GPS_JOB_LEASE,
     GPS_JOB_REQUEST_CANCEL,
     GPS_JOB_ACTIVE,
     GPS_JOB_EXPIRE,
@@ -134,10 +134,11 @@ int gp_store_read_arrays(gp_store *s, const gp_array_owner *owner, gp_state *tmp
 int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what);
 /* Roll back c's open transaction, if any (errors ignored). */
 void gp_store_rollback(gp_store_conn *c);
-/* Run write(s, ctx, err), one whole transaction on the writer, again while it
- * fails with SQLITE_BUSY, for up to GP_STORE_BUSY_MS (writer's mutex held). */
-int gp_store_busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
-                        gp_error *err);
+/* Run write(s, ctx, err), one whole transaction on the writer, under the
+ * writer's mutex (taken here), again while it fails with SQLITE_BUSY, for up
+ * to GP_STORE_BUSY_MS. */
+int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                   gp_error *err);
 /* Column text into a fixed buffer: 0 if it does not fit (or is NULL and
  * allow_null is 0). */
 int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null);

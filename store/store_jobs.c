@@ -105,9 +105,7 @@ int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err)
     int rc = check_row(job, err);
     if (rc)
         return rc;
-    pthread_mutex_lock(&store->w->mu);
-    rc = gp_store_busy_retry(store, job_put_once, (void *)job, err);
-    pthread_mutex_unlock(&store->w->mu);
+    rc = gp_store_write(store, job_put_once, (void *)job, err);
     return rc;
 }
 
@@ -230,9 +228,18 @@ static int in_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *)
                         const char *what, gp_error *err)
 {
     txn_call call = {body, ctx, what};
-    pthread_mutex_lock(&s->w->mu);
-    int rc = gp_store_busy_retry(s, txn_once, &call, err);
-    pthread_mutex_unlock(&s->w->mu);
+    return gp_store_write(s, txn_once, &call, err);
+}
+
+/* The same for a body that fills *row: on failure row is freed and zeroed. */
+static int row_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
+                   gp_job_row *row, const char *what, gp_error *err)
+{
+    int rc = in_write_txn(s, body, ctx, what, err);
+    if (rc) {
+        gp_job_row_free(row);
+        memset(row, 0, sizeof *row);
+    }
     return rc;
 }
 
@@ -364,9 +371,7 @@ int gp_store_job_update(gp_store *store, const gp_job_row *job, const char *owne
     if (rc)
         return rc;
     update_ctx c = {job, owner, started};
-    pthread_mutex_lock(&store->w->mu);
-    rc = gp_store_busy_retry(store, update_once, &c, err);
-    pthread_mutex_unlock(&store->w->mu);
+    rc = gp_store_write(store, update_once, &c, err);
     return rc;
 }
 
@@ -429,9 +434,7 @@ static int pair_write(gp_store *store, int (*once)(gp_store *, void *, gp_error 
     if (rc)
         return rc;
     pair_ctx c = {id, owner};
-    pthread_mutex_lock(&store->w->mu);
-    rc = gp_store_busy_retry(store, once, &c, err);
-    pthread_mutex_unlock(&store->w->mu);
+    rc = gp_store_write(store, once, &c, err);
     return rc;
 }
 
@@ -603,14 +606,10 @@ int gp_store_job_claim(gp_store *store, const char *owner, double now, double le
     if (rc)
         return rc;
     claim_ctx c = {owner, gave_up_error, now, lease_until, max_attempts, row, 0};
-    rc = in_write_txn(store, claim_body, &c, "claiming a job", err);
-    if (rc) {
-        gp_job_row_free(row);
-        memset(row, 0, sizeof *row);
-        return rc;
-    }
-    *outcome = c.outcome;
-    return GP_OK;
+    rc = row_txn(store, claim_body, &c, row, "claiming a job", err);
+    if (rc == GP_OK)
+        *outcome = c.outcome;
+    return rc;
 }
 
 /* ---- cancel from anywhere ------------------------------------------------- */
@@ -635,11 +634,11 @@ static int cancel_body(gp_store *s, void *vctx, gp_error *err)
         c->outcome = GP_JOB_CANCEL_ENDED;
         return GP_OK;
     }
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_STATE);
-    int src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_LEASE);
+    int src = bind_values(st, "t", c->id);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
-    double lease = src == SQLITE_ROW ? sqlite3_column_double(st, 1) : 0.0;
+    double lease = src == SQLITE_ROW ? sqlite3_column_double(st, 0) : 0.0;
     gp_store_stmt_done(st);
     if (src != SQLITE_ROW)
         return gp_store_sql_error(w, src, err, "reading a job");
@@ -651,7 +650,7 @@ static int cancel_body(gp_store *s, void *vctx, gp_error *err)
     }
     c->outcome = GP_JOB_CANCEL_REQUESTED;
     st = gp_store_stmt(w, GPS_JOB_REQUEST_CANCEL);
-    src = sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+    src = bind_values(st, "t", c->id);
     return step_write(w, st, src, NULL, err, "requesting a cancel");
 }
 
@@ -663,14 +662,10 @@ int gp_store_job_cancel(gp_store *store, const char *id, double now, gp_job_row 
     if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
         return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
     cancel_ctx c = {id, now, row, 0};
-    int rc = in_write_txn(store, cancel_body, &c, "cancelling a job", err);
-    if (rc) {
-        gp_job_row_free(row);
-        memset(row, 0, sizeof *row);
-        return rc;
-    }
-    *outcome = c.outcome;
-    return GP_OK;
+    int rc = row_txn(store, cancel_body, &c, row, "cancelling a job", err);
+    if (rc == GP_OK)
+        *outcome = c.outcome;
+    return rc;
 }
 
 /* ---- retention ------------------------------------------------------------ */
@@ -694,9 +689,7 @@ int gp_store_job_prune(gp_store *store, const char *before, size_t *deleted, gp_
     if (before == NULL || before[0] == '\0')
         return gp_error_set(err, GP_EINVAL, NULL, "no cut-off time given");
     prune_ctx c = {before, 0};
-    pthread_mutex_lock(&store->w->mu);
-    int rc = gp_store_busy_retry(store, prune_once, &c, err);
-    pthread_mutex_unlock(&store->w->mu);
+    int rc = gp_store_write(store, prune_once, &c, err);
     if (rc == GP_OK)
         *deleted = (size_t)c.deleted;
     return rc;

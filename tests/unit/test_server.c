@@ -616,8 +616,19 @@ static int fake_load(gp_api *api, const char *id, gp_job_info *job, gp_error *er
     return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
 }
 
+/* DELETE of a job not held here: the fake store has only "elsewhere", ended. */
+static void fake_cancel_stored(gp_api *api, const char *id, double now, gp_response *out)
+{
+    (void)api;
+    (void)now;
+    if (strcmp(id, "elsewhere") == 0)
+        gp_api_fail(out, GP_ECONFLICT, "id", "job '%s' already finished (succeeded)", id);
+    else
+        gp_api_fail(out, GP_ENOTFOUND, "id", "job '%s' not found", id);
+}
+
 /* No store: the durable-job entries that only write are recorded; renew and
- * claim stay NULL (no keeper). */
+ * claim stay NULL (no keeper rounds over a store). */
 static const gp_fit_ops fake_ops = {.run = fake_run,
                                     .free_job = fake_free,
                                     .name = fake_name,
@@ -626,7 +637,8 @@ static const gp_fit_ops fake_ops = {.run = fake_run,
                                     .load = fake_load,
                                     .update = fake_update,
                                     .finish = fake_finish,
-                                    .release = fake_release};
+                                    .release = fake_release,
+                                    .cancel_stored = fake_cancel_stored};
 
 static gp_fit_job *fake_job(const char *name, int iterations, int rc, int *freed)
 {
