@@ -6,8 +6,9 @@
  * a triangle of order above GP_BLOCK_ORDER is split in two (Cholesky: factor,
  * triangular solve, symmetric update, factor), every large product is cut into
  * level-3 BLAS tiles of bounded size, and the token is polled before each tile
- * and each base-case LAPACK call. The large products are gemm tiles, so the
- * speed is that of LAPACK's own blocked code (bench/bench_exact.c, "blocked");
+ * and each base-case LAPACK call. The large products are gemm tiles: the
+ * factor runs at dpotrf's speed, the inverse 6-11 % slower than dpotri
+ * (bench/bench_blocked.c, bench/results/blocked.md);
  * results agree with LAPACK's to rounding (the order of the sums differs),
  * and they do not depend on the compute thread count. Only the lower triangle
  * is read and written; the strict upper triangle is left as it was. */
