@@ -18,8 +18,13 @@
 #include "core/model/model.h"
 
 struct gp_method_ops {
-    /* Fit: on success *out is a new model owned by the caller (gp_model_free). */
+    /* Fit: on success *out is a new model owned by the caller (gp_model_free).
+     * req->likelihood is one the descriptor lists and the labels fit it
+     * (gp_model_fit checked both); gp_model_new sets model->likelihood. */
     int (*fit)(const gp_fit_request *req, gp_model **out, gp_error *err);
+    /* With a non-Gaussian likelihood gp_model_predict asks for the latent f
+     * only (include_noise 0, no quantiles; components when the method is a
+     * mixture) and derives every observation quantity itself. */
     int (*predict)(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                    gp_error *err);
     /* samples: column-major m x n_samples, caller-owned, original units. */

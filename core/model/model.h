@@ -25,6 +25,7 @@
 #include "core/base/error.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
+#include "core/likelihood/likelihood.h"
 
 /* ---- method options ---- */
 typedef enum gp_option_type {
@@ -76,6 +77,10 @@ typedef struct gp_fit_request {
      * fit stops within a fraction of a second of the flag being set instead
      * of at the next progress report; the fit then returns GP_ECANCELLED. */
     gp_cancel cancel;
+    /* The observation model (zeroed: gaussian). With another likelihood the
+     * labels y are checked against it (gp_likelihood_check_labels) and never
+     * standardised (y_mean 0, y_scale 1); noise_* fields are ignored. */
+    gp_likelihood likelihood;
 } gp_fit_request;
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000
@@ -113,6 +118,7 @@ typedef struct gp_model {
     int standardize;
     double *x_mean, *x_scale; /* owned; input_dim each (0 and 1 without standardisation) */
     double y_mean, y_scale;
+    gp_likelihood likelihood; /* the fit's; non-Gaussian models have noise_variance 0 */
     gp_diagnostics diag;
     void *impl; /* owned by the method */
 } gp_model;
@@ -142,6 +148,14 @@ typedef struct gp_prediction {
     /* m x gp_model_components(model) each (column k = component k), when
      * components is asked: each component's mean and variance. */
     double *component_mean, *component_variance;
+    /* Non-Gaussian likelihoods (gp_model_predict fills them; m each, all
+     * required then, NULL otherwise): the latent f's moments, the moments of
+     * y (bernoulli: obs_mean is p(y=1) integrated over f; Poisson: the
+     * count's), and the rate's moments (Poisson ones only, else untouched).
+     * mean and variance are then y's with include_noise, f's without. */
+    double *latent_mean, *latent_variance;
+    double *obs_mean, *obs_variance;
+    double *rate_mean, *rate_variance;
     size_t clamped; /* variances that came out negative and were clamped at 0 */
 } gp_prediction;
 
@@ -150,7 +164,7 @@ typedef struct gp_sample_request {
     size_t m, d;
     size_t n_samples;
     uint64_t seed;
-    int include_noise;
+    int include_noise; /* Gaussian likelihood only: draws of y instead of f */
 } gp_sample_request;
 
 /* A method_info key a method reports (gp_diagnostics.info): the facts the
@@ -186,6 +200,9 @@ typedef struct gp_method {
      * budget of a fit is iterations x (restarts + 1) (gp_method_max_iterations). */
     const char *iterations_option;
     const char *restarts_option;
+    /* The likelihoods it fits (NULL: gaussian only). */
+    const gp_likelihood *likelihoods;
+    size_t n_likelihoods;
     const gp_info_spec *info; /* the method_info keys a fit may report */
     size_t n_info;
     const gp_method_ops *ops;
@@ -198,8 +215,15 @@ int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t 
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err);
+/* samples: req->m x req->n_samples, joint draws of the latent f (of y with
+ * include_noise, Gaussian likelihood only). */
 int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                     gp_error *err);
+/* Draws of y given each latent draw (samples as gp_model_sample wrote them
+ * with include_noise 0) into obs (same shape), from a stream derived from
+ * req->seed: the observation model of the fit applied point by point. */
+int gp_model_sample_observations(const gp_model *model, const gp_sample_request *req,
+                                 const double *samples, double *obs, gp_error *err);
 /* Export everything (common fields and the method's arrays) into st (initialised
  * by the caller); import builds a new model of method m from such a state (the
  * method name is kept beside the state, e.g. in the store's models row). */
@@ -218,6 +242,8 @@ int gp_method_accepts_kernel_type(const gp_method *m, gp_kernel_type t);
  * (restarts + 1), 0 when the method names no iterations option. Options are
  * assumed validated (gp_options_validate). */
 int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, size_t n);
+/* 1 when m fits likelihood l. */
+int gp_method_accepts_likelihood(const gp_method *m, gp_likelihood l);
 /* 1 when the method predicts with a mixture of Gaussians (gp_model_components). */
 int gp_method_is_mixture(const gp_method *m);
 /* The spec of method_info key `key`, NULL when m does not list it. */
