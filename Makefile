@@ -70,7 +70,7 @@ GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
 ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
               $(if $(store_SRC),$(LIB_store)) $(LIB_core)
 
-.PHONY: all deps test unit-test bench clean run
+.PHONY: all deps bench-deps test unit-test bench clean run
 # Keep objects of test and bench programs (make would delete them as intermediates).
 .SECONDARY:
 all: deps build-all
@@ -82,6 +82,10 @@ build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SR
 
 deps:
 	@sh mk/deps.sh
+
+# The peers of make bench (scikit-learn, statsmodels); see mk/deps.sh.
+bench-deps:
+	@sh mk/deps.sh bench
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -123,7 +127,7 @@ test: deps build-all check-layers
 	@$(GEN_DOCS) --check $(GEN_DOC_FILES)
 	@sh tests/run.sh $(BUILD)
 
-bench: deps build-all
+bench: deps bench-deps build-all
 	@sh bench/run.sh $(BUILD)
 
 # The method reference of the README, the method schemas and error enum of the

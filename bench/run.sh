@@ -15,6 +15,14 @@
 # (the same as running BUILD_DIR/bench/bench_kernel_approx directly; --help
 # lists its options).
 #
+# Only the classification/count benchmark (svgp and pls with bernoulli and
+# poisson likelihoods against scikit-learn's GaussianProcessClassifier and
+# Poisson GLMs on the same rows; bench/results/classification.md):
+#   sh bench/run.sh BUILD_DIR classification [--quick] [--splits S] [--datasets a,b]
+# (bench_classification writes its rows and scores to a temporary folder, then
+# bench/sklearn_classification.py fits the peers on those rows and prints the
+# comparison and the verdict; ~20 minutes, GPC on spam the longest part).
+#
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
 # run writes bench/results/soak.md) runs after the HTTP benchmark for
@@ -26,6 +34,36 @@ BUILD=${1:-build}
 : "${OPENBLAS_THREAD_TIMEOUT:=16}"
 export OPENBLAS_THREAD_TIMEOUT
 [ $# -gt 0 ] && shift
+
+# bench_classification then its peers on the same rows (folder $1); the
+# remaining arguments go to bench_classification, --quick, --splits and
+# --datasets also to the Python side.
+run_classification() {
+    dir=$1
+    shift
+    if [ ! -x "$BUILD/bench/bench_classification" ]; then
+        echo "bench_classification: $BUILD/bench/bench_classification not built: skipped"
+        return 1
+    fi
+    "$BUILD/bench/bench_classification" --splits-dir "$dir" "$@" || return 1
+    py=""
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --quick) py="$py --quick" ;;
+        --splits) py="$py --n-splits ${2:-}"; shift ;;
+        --datasets) py="$py --datasets ${2:-}"; shift ;;
+        esac
+        [ $# -gt 0 ] && shift
+    done
+    if ! /usr/bin/python3 -c 'import sklearn' >/dev/null 2>&1; then
+        echo "## Peers: skipped (/usr/bin/python3 cannot import sklearn; install" \
+             "python3-sklearn python3-statsmodels: sh mk/deps.sh bench as root)"
+        echo
+        return 0
+    fi
+    # shellcheck disable=SC2086
+    /usr/bin/python3 bench/sklearn_classification.py --splits "$dir" $py
+}
 if [ "${1:-}" = kernel_approx ]; then
     shift
     if [ ! -x "$BUILD/bench/bench_kernel_approx" ]; then
@@ -33,6 +71,13 @@ if [ "${1:-}" = kernel_approx ]; then
         exit 1
     fi
     exec "$BUILD/bench/bench_kernel_approx" "$@"
+fi
+if [ "${1:-}" = classification ]; then
+    shift
+    ctmp=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-cls.XXXXXX") || exit 1
+    trap 'rm -rf "$ctmp"' EXIT INT TERM
+    run_classification "$ctmp" "$@"
+    exit $?
 fi
 if [ "${1:-}" = soak ]; then
     shift
@@ -90,6 +135,11 @@ else
     status=1
 fi
 
+# svgp and pls on the binary and count sets against their peers (~20 minutes).
+mkdir -p "$tmp/classification"
+# shellcheck disable=SC2086
+run_classification "$tmp/classification" $PYEXTRA || status=1
+
 # Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
 # bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
 # see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
@@ -98,6 +148,7 @@ for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
+    [ "$(basename "$b")" = bench_classification ] && continue # (above)
     [ "$(basename "$b")" = bench_soak ] && continue # the soak's client (above)
     # shellcheck disable=SC2086
     "$b" $PYEXTRA || status=1
