@@ -568,7 +568,7 @@ typedef struct chain {
     double *A, *Ap;      /* mk x J: particles, proposals (mala) */
     double *P, *Pp;      /* mk x J: Rb^{-1} grad V at A, at Ap */
     double *F;           /* n x J: f, then g */
-    double *Xi;          /* mk x J */
+    double *Xi, *T;      /* mk x J: normals, the step */
     double *E, *Ep;      /* J: energies */
     gp_rng *rng;         /* J streams */
     long accepted, proposed;
@@ -583,6 +583,7 @@ static void chain_free(chain *c)
     free(c->Pp);
     free(c->F);
     free(c->Xi);
+    free(c->T);
     free(c->E);
     free(c->Ep);
     free(c->rng);
@@ -602,9 +603,10 @@ static int chain_alloc(chain *c, size_t n, size_t mk, size_t J, int mala, gp_err
     c->P = gp_alloc_doubles(mk * J, err);
     c->F = gp_alloc_doubles(nJ, err);
     c->Xi = gp_alloc_doubles(mk * J, err);
+    c->T = gp_alloc_doubles(mk * J, err);
     c->E = gp_alloc_doubles(J, err);
     c->rng = malloc(J * sizeof *c->rng);
-    int ok = c->Rb && c->A && c->P && c->F && c->Xi && c->E && c->rng;
+    int ok = c->Rb && c->A && c->P && c->F && c->Xi && c->T && c->E && c->rng;
     if (ok && mala) {
         c->Ap = gp_alloc_doubles(mk * J, err);
         c->Pp = gp_alloc_doubles(mk * J, err);
@@ -660,22 +662,28 @@ typedef struct lik_task {
     double *E;
 } lik_task;
 
-/* Column j: f -> g in place and the energy of particle j (independent of
- * every other column, so the split over threads changes nothing). */
-static void lik_column(void *ctx, size_t j)
+#define LIK_TASKS 16
+
+/* Task t: columns t, t + LIK_TASKS, ...: f -> g in place and the energies
+ * of those particles. Each column depends on nothing else, so the split over
+ * threads changes no result. */
+static void lik_columns(void *ctx, size_t task)
 {
     lik_task *t = ctx;
     chain *c = t->c;
-    double *col = c->F + j * c->n, *g = malloc(c->n * sizeof *g);
-    if (g == NULL) {
-        t->E[j] = NAN;
-        return;
+    double *g = malloc(c->n * sizeof *g);
+    for (size_t j = task; j < c->J; j += LIK_TASKS) {
+        if (g == NULL) {
+            t->E[j] = NAN;
+            continue;
+        }
+        double *col = c->F + j * c->n;
+        double ll = loglik_and_g(c->lik, c->y, col, c->n, g, c->clip);
+        memcpy(col, g, c->n * sizeof *g);
+        const double *a = t->A + j * c->mk;
+        t->E[j] = -ll + 0.5 * cblas_ddot((blasint)c->mk, a, 1, a, 1);
     }
-    double ll = loglik_and_g(c->lik, c->y, col, c->n, g, c->clip);
-    memcpy(col, g, c->n * sizeof *g);
     free(g);
-    const double *a = t->A + j * c->mk;
-    t->E[j] = -ll + 0.5 * cblas_ddot((blasint)c->mk, a, 1, a, 1);
 }
 
 /* P = Rb^{-1} grad V(A) and E = V(A) for all particles: two dgemm and one
@@ -686,7 +694,7 @@ static void chain_gradient(chain *c, const double *A, double *P, double *E)
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, n, J, mk, 1.0, c->Phi, mk, A, mk, 0.0,
                 c->F, n);
     lik_task t = {c, A, E};
-    gp_parallel_for(c->J, lik_column, &t);
+    gp_parallel_for(c->J < LIK_TASKS ? c->J : LIK_TASKS, lik_columns, &t);
     memcpy(P, A, c->mk * c->J * sizeof *A);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, mk, J, n, 1.0, c->Phi, mk, c->F, n,
                 1.0, P, mk);
@@ -709,11 +717,11 @@ static void chain_move(chain *c, double eta, const double *base, double *out)
     double s = sqrt(2.0 * eta);
     for (size_t i = 0; i < cnt; i++)
         c->Xi[i] = s * c->Xi[i] - eta * c->P[i];
-    memcpy(out, c->Xi, cnt * sizeof *out);
+    memcpy(c->T, c->Xi, cnt * sizeof *c->T);
     cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (blasint)c->mk,
-                (blasint)c->J, 1.0, c->Rb, (blasint)c->mk, out, (blasint)c->mk);
+                (blasint)c->J, 1.0, c->Rb, (blasint)c->mk, c->T, (blasint)c->mk);
     for (size_t i = 0; i < cnt; i++)
-        out[i] += base[i];
+        out[i] = base[i] + c->T[i];
 }
 
 static void pula_step(chain *c, double eta)
