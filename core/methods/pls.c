@@ -32,6 +32,7 @@
 #define STREAM_SUBSET 1
 #define STREAM_PARTICLE 4096
 #define LANDMARKS_AUTO_MAX 2000
+#define LANDMARKS_AUTO_MIN 100
 /* poisson_sq: |d log p / df| is clipped here in the samplers (pitfall P19:
  * near f = 0 the gradient is ~ y / sqrt(eps) and one step would fling a
  * particle far across the mode). */
@@ -51,7 +52,7 @@ static const gp_likelihood pls_likelihoods[] = {GP_LIK_GAUSSIAN, GP_LIK_BERNOULL
 static const gp_option_spec pls_options[] = {
     {"landmarks", GP_OPTION_NUMBER, 0, NULL, 0, 8192, "auto",
      "M, landmarks chosen greedily by conditional variance (pivoted Cholesky); 0 or \"auto\": "
-     "floor(sqrt(N)), at most 2000"},
+     "max(floor(sqrt(N)), 100), at most N and 2000"},
     {"particles", GP_OPTION_INT, 100, NULL, 1, 10000, NULL,
      "J, independent Langevin chains (mixture components of the predictive); not used by the "
      "closed form"},
@@ -77,13 +78,16 @@ static const gp_option_spec pls_options[] = {
      "L-BFGS iterations per subset fit"},
     {"tolerance", GP_OPTION_NUMBER, 1e-9, NULL, 1e-16, 1, NULL,
      "stop a subset fit when the relative LML change of an iteration falls below this"},
+    {"amplitude", GP_OPTION_ENUM, 0, "laplace", 0, 0, "laplace|thesis",
+     "bernoulli with optimize: laplace ([D]) rescales the amplitude fitted on the 0/1 labels "
+     "to maximise the Laplace marginal likelihood on a subset; thesis keeps it"},
     {"eig_rel_tol", GP_OPTION_NUMBER, 1e-10, NULL, 0, 0.01, NULL,
      "drop Nystrom eigenvalues at or below this times the largest"},
 };
 
 typedef struct pls_settings {
     size_t M, J, subset, repeats;
-    int rmode, sampler, optimize, max_iterations;
+    int rmode, sampler, optimize, max_iterations, laplace_amp;
     long steps;
     double step, tolerance, eig_tol;
 } pls_settings;
@@ -205,7 +209,12 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
 {
     const gp_method *me = &gp_method_pls;
     int gauss = req->likelihood == GP_LIK_GAUSSIAN;
+    /* [D] auto = max(floor(sqrt(N)), 100): the thesis's sqrt(N) left 12-24
+     * eigenfunctions on the shared classification sets and test log losses
+     * of 0.20-0.59; 100 gave 0.14-0.48 (docs/methods/sparse-variational-and-pls.md §5.2). */
     size_t m_auto = (size_t)floor(sqrt((double)req->n));
+    if (m_auto < LANDMARKS_AUTO_MIN)
+        m_auto = LANDMARKS_AUTO_MIN;
     s->M = auto_number(req, "landmarks", m_auto > LANDMARKS_AUTO_MAX ? LANDMARKS_AUTO_MAX
                                                                       : (m_auto ? m_auto : 1));
     if (s->M > req->n)
@@ -231,6 +240,8 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
     s->max_iterations = (int)gp_option_number(me, req, "max_iterations");
     s->tolerance = gp_option_number(me, req, "tolerance");
     s->eig_tol = gp_option_number(me, req, "eig_rel_tol");
+    s->laplace_amp = req->likelihood == GP_LIK_BERNOULLI &&
+                     strcmp(gp_option_string(me, req, "amplitude"), "laplace") == 0;
     return GP_OK;
 }
 
@@ -252,6 +263,102 @@ static int size_guard(const gp_fit_request *req, const pls_settings *s, gp_error
                             "max_train_points = %.0f points (%.1f GB)",
                             s->M, s->J, req->n, need * 8e-9, cap, cap * cap * 8e-9);
     return GP_OK;
+}
+
+/* ---- [D] the latent amplitude of bernoulli (as implemented, §5.2) ----
+ * The thesis protocol (A1, P20) fits a regression marginal likelihood to the
+ * 0/1 labels: its amplitude is that of a function ranging over [0, 1], far
+ * too small for a logit (probabilities stay near 1/2; on the shared
+ * datasets the test log loss was 0.22-0.66). The lengthscales are kept and
+ * the amplitude scaled by the c that maximises the Laplace approximation of
+ * the bernoulli marginal likelihood on the first subset (Rasmussen and
+ * Williams Alg. 3.1-3.2; golden section over log c in [-2, 8]). */
+
+typedef struct laplace_ws {
+    size_t n;
+    const double *K, *y; /* K n x n: the unscaled Gram matrix */
+    double *B, *f, *a, *b, *sw, *t;
+    const gp_lik *lik;
+} laplace_ws;
+
+/* Laplace log marginal likelihood of c K; +-INFINITY never: NAN on failure. */
+static double laplace_lml(laplace_ws *w, double c)
+{
+    size_t n = w->n;
+    double obj = -INFINITY, logdet = 0.0;
+    memset(w->f, 0, n * sizeof *w->f);
+    for (int it = 0; it < 40; it++) {
+        for (size_t i = 0; i < n; i++) {
+            double d1, d2;
+            gp_lik_derivatives(w->lik, w->y[i], w->f[i], &d1, &d2);
+            w->sw[i] = sqrt(-d2 > 0.0 ? -d2 : 0.0);
+            w->b[i] = -d2 * w->f[i] + d1;
+        }
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = j; i < n; i++)
+                w->B[j * n + i] = (i == j) + c * w->sw[i] * w->K[j * n + i] * w->sw[j];
+        if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, w->B, (lapack_int)n) != 0)
+            return NAN;
+        cblas_dsymv(CblasColMajor, CblasLower, (blasint)n, c, w->K, (blasint)n, w->b, 1, 0.0,
+                    w->t, 1);
+        for (size_t i = 0; i < n; i++)
+            w->t[i] *= w->sw[i];
+        gp_chol_solve(w->B, n, n, w->t, 1, n);
+        for (size_t i = 0; i < n; i++)
+            w->a[i] = w->b[i] - w->sw[i] * w->t[i];
+        cblas_dsymv(CblasColMajor, CblasLower, (blasint)n, c, w->K, (blasint)n, w->a, 1, 0.0,
+                    w->f, 1);
+        double o = -0.5 * cblas_ddot((blasint)n, w->a, 1, w->f, 1) +
+                   gp_lik_log_density_sum(w->lik, w->y, w->f, n, NULL);
+        logdet = 0.5 * gp_chol_logdet(w->B, n, n);
+        if (fabs(o - obj) < 1e-9 * (1.0 + fabs(o))) {
+            obj = o;
+            break;
+        }
+        obj = o;
+    }
+    return obj - logdet;
+}
+
+static int laplace_amplitude(const gp_kernel *k, const double *Xs, const double *ys, size_t n,
+                             const gp_lik *lik, double *log_c, gp_error *err)
+{
+    size_t nn = 0;
+    int rc = gp_checked_size(n, n, &nn, err);
+    if (rc)
+        return rc;
+    double *K = gp_alloc_doubles(nn, err), *B = gp_alloc_doubles(nn, err),
+           *v = gp_alloc_doubles(5 * n, err);
+    rc = K && B && v ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK) {
+        gp_kernel_gram(k, Xs, n, K, n);
+        laplace_ws w = {n, K, ys, B, v, v + n, v + 2 * n, v + 3 * n, v + 4 * n, lik};
+        const double g = 0.5 * (sqrt(5.0) - 1.0);
+        double lo = -2.0, hi = 8.0, x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+        double f1 = laplace_lml(&w, exp(x1)), f2 = laplace_lml(&w, exp(x2));
+        for (int it = 0; it < 24; it++) { /* maximise; NAN loses */
+            if (!(f1 >= f2)) {
+                lo = x1;
+                x1 = x2;
+                f1 = f2;
+                x2 = lo + g * (hi - lo);
+                f2 = laplace_lml(&w, exp(x2));
+            } else {
+                hi = x2;
+                x2 = x1;
+                f2 = f1;
+                x1 = hi - g * (hi - lo);
+                f1 = laplace_lml(&w, exp(x1));
+            }
+        }
+        *log_c = 0.5 * (lo + hi);
+        if (!isfinite(f1) && !isfinite(f2))
+            *log_c = 0.0;
+    }
+    free(K);
+    free(B);
+    free(v);
+    return rc;
 }
 
 /* ---- A1: hyperparameters by the exact marginal likelihood on subsets ---- */
@@ -327,6 +434,7 @@ typedef struct hyp_run {
     int max_total;
     gp_diagnostics *diag;
     double lml_sum; /* of the subset fits, for the report */
+    double log_c;   /* the [D] amplitude correction (0: none) */
 } hyp_run;
 
 /* One subset fit from the start values; x gets the free log-parameters and,
@@ -420,6 +528,22 @@ static int hyp_subset(const hyp_run *run, const double *Xt, const double *t, siz
     return rc;
 }
 
+/* The [D] amplitude of bernoulli on subset 0 (see laplace_amplitude). */
+static int correct_amplitude(hyp_run *run, gp_model *model, const double *Xt, const double *t,
+                             size_t sub, double *Xs, double *ts, gp_error *err)
+{
+    size_t n = model->n_train, d = model->input_dim;
+    gp_lik lik = {GP_LIK_BERNOULLI, 0.0};
+    int rc = hyp_subset(run, Xt, t, n, d, sub, 0, Xs, ts, err);
+    if (rc == GP_OK)
+        rc = laplace_amplitude(model->kernel, Xs, ts, sub, &lik, &run->log_c, err);
+    if (rc == GP_OK && gp_cancel_requested(&run->req->cancel))
+        rc = gp_error_set(err, GP_ECANCELLED, NULL, "the fit was cancelled");
+    if (rc == GP_OK)
+        model->kernel->log_variance += run->log_c;
+    return rc;
+}
+
 /* A1 (§5.2): R subset fits of the regression target t, log-parameters
  * averaged into model->kernel; *s2 gets the averaged noise. */
 static int fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double *t,
@@ -458,6 +582,8 @@ static int fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const doub
         *s2 = gp_noise_param_value(np, np->learned ? avg[p.n_free] : 0.0);
         run->lml_sum /= (double)R;
     }
+    if (rc == GP_OK && run->set->laplace_amp)
+        rc = correct_amplitude(run, model, Xt, t, sub, Xs, ts, err);
     hyp_free(&p);
     free(Xs);
     free(ts);
@@ -960,6 +1086,8 @@ static void report(gp_model *model, const pls_settings *set, const pls_impl *im,
     gp_model_info_string(model, "hyper_target", target);
     if (model->likelihood != GP_LIK_GAUSSIAN)
         gp_model_info_number(model, "hyper_noise", hs2);
+    if (set->laplace_amp && set->optimize)
+        gp_model_info_number(model, "amplitude_scale", exp(run->log_c));
 }
 
 /* The energy of the closed form, E_q V(a) = V(mu) + mk / 2 for q = N(mu, H^{-1})
@@ -980,7 +1108,8 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
     size_t R = D->n > set->subset ? set->repeats : 1;
     long budget = (set->optimize ? (long)R * set->max_iterations : 0) +
                   (set->sampler == SAMPLER_CLOSED ? 0 : set->steps);
-    hyp_run run = {req, set, budget > 2000000000L ? 2000000000 : (int)budget, &model->diag, 0.0};
+    hyp_run run = {req, set, budget > 2000000000L ? 2000000000 : (int)budget, &model->diag, 0.0,
+                   0.0};
     double s2 = np.start;
     int rc = set->optimize ? fit_hyper(&run, model, D->Xt, D->t, &np, &s2, err) : GP_OK;
     if (rc)
@@ -1463,6 +1592,8 @@ static const gp_info_spec pls_info[] = {
      "the mean log marginal likelihood of the subset fits (of the regression target)"},
     {"hyper_target", GP_INFO_STRING,
      "the regression target of the hyperparameter fit: y, 0/1 labels, sqrt(y) or log(y + 1/2)"},
+    {"amplitude_scale", GP_INFO_NUMBER,
+     "bernoulli, amplitude laplace: the factor c on the kernel variance fitted to the labels"},
     {"hyper_noise", GP_INFO_NUMBER,
      "non-gaussian likelihoods: the fitted noise of the regression target (not used after)"},
 };
