@@ -8,6 +8,7 @@
 #include "core/methods/renyi.h"
 #include "core/methods/sgpr.h"
 #include "core/methods/ssgp.h"
+#include "core/methods/svgp.h"
 
 /* Registration order is the order of /v1/methods and of the docs. */
 static const gp_method *const registry[] = {
@@ -16,6 +17,7 @@ static const gp_method *const registry[] = {
     &gp_method_msrfr,
     &gp_method_sgpr,
     &gp_method_renyi,
+    &gp_method_svgp,
 };
 
 size_t gp_method_count(void)
