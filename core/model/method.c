@@ -104,6 +104,7 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         return rc;
     }
     model->standardize = req->standardize ? 1 : 0;
+    model->likelihood = req->likelihood;
     if (model->standardize) {
         gp_column_stats(req->X, req->n, req->d, model->x_mean, model->x_scale);
         gp_column_stats(req->y, req->n, 1, &model->y_mean, &model->y_scale);
@@ -116,6 +117,13 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         model->y_scale = 1.0;
     }
     model->noise_variance = req->noise_variance;
+    if (req->likelihood != GP_LIK_GAUSSIAN) {
+        /* Labels keep their meaning (0/1, counts): the latent f is in natural
+         * units, and there is no noise variance. */
+        model->y_mean = 0.0;
+        model->y_scale = 1.0;
+        model->noise_variance = 0.0;
+    }
     *out = model;
     return GP_OK;
 }

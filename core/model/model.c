@@ -10,8 +10,10 @@
 
 #include <cblas.h>
 
+#include "core/base/rng.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
+#include "core/model/mixture.h"
 
 #define GP_STATE_FORMAT 1
 #define GP_DIAG_FIELDS 7
@@ -139,6 +141,16 @@ int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, si
     return it < 2e9 ? (int)it : 2000000000;
 }
 
+int gp_method_accepts_likelihood(const gp_method *m, gp_likelihood l)
+{
+    if (m->likelihoods == NULL)
+        return l == GP_LIK_GAUSSIAN;
+    for (size_t i = 0; i < m->n_likelihoods; i++)
+        if (m->likelihoods[i] == l)
+            return 1;
+    return 0;
+}
+
 int gp_method_is_mixture(const gp_method *m)
 {
     return m->ops->components != NULL;
@@ -202,6 +214,12 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     /* The descriptor's kernel facts are the rule, whatever the method checks itself. */
     if (rc == GP_OK && req->kernel)
         rc = gp_method_check_kernel(m, req->kernel, err);
+    if (rc == GP_OK && !gp_method_accepts_likelihood(m, req->likelihood))
+        rc = gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
+                          "method '%s' does not fit the %s likelihood", m->name,
+                          gp_likelihood_name(req->likelihood));
+    if (rc == GP_OK && req->likelihood != GP_LIK_GAUSSIAN)
+        rc = gp_likelihood_check_labels(req->likelihood, req->y, req->n, err);
     if (rc)
         return rc;
     double t0 = seconds_now();
@@ -241,6 +259,79 @@ static void gaussian_quantiles(const gp_predict_request *req, gp_prediction *out
     }
 }
 
+static int check_observation_buffers(const gp_model *model, const gp_predict_request *req,
+                                     const gp_prediction *out, gp_error *err)
+{
+    int poisson = model->likelihood == GP_LIK_POISSON || model->likelihood == GP_LIK_POISSON_SQ;
+    if (!out->latent_mean || !out->latent_variance || !out->obs_mean || !out->obs_variance ||
+        (poisson && (!out->rate_mean || !out->rate_variance)))
+        return gp_error_set(err, GP_EINVAL, NULL, "no buffers for the observation quantities");
+    if (req->full_covariance && req->include_noise)
+        return gp_error_set(err, GP_EUNSUPPORTED, "full_covariance",
+                            "full_covariance: the covariance of %s observations has no closed "
+                            "form; ask \"include_noise\": false for the latent function's",
+                            gp_likelihood_name(model->likelihood));
+    return GP_OK;
+}
+
+/* Non-Gaussian likelihoods: the method predicts the latent f (a mixture of K
+ * Gaussians for mixture methods), and the likelihood turns it into y's
+ * predictive (docs/methods/sparse-variational-and-pls.md §5.2 A5). */
+static int predict_observations(const gp_model *model, const gp_predict_request *req,
+                                gp_prediction *out, gp_error *err)
+{
+    size_t m = req->m, K = gp_model_components(model), mk = 0;
+    int rc = check_observation_buffers(model, req, out, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(m, K, &mk, err);
+    gp_quadrature q;
+    if (rc == GP_OK)
+        rc = gp_quadrature_init(&q, GP_LIK_QUADRATURE_POINTS, err);
+    if (rc)
+        return rc;
+    /* A mixture's components: the caller's buffers when asked, else ours. */
+    double *own = NULL, *cm = out->latent_mean, *cv = out->latent_variance;
+    if (K > 1) {
+        cm = out->component_mean;
+        cv = out->component_variance;
+        if (!req->components) {
+            if ((own = gp_alloc_doubles(2 * mk, err)) == NULL)
+                return GP_ENOMEM;
+            cm = own;
+            cv = own + mk;
+        }
+    }
+    gp_predict_request lreq = *req;
+    lreq.include_noise = 0;
+    lreq.quantiles = NULL;
+    lreq.n_quantiles = 0;
+    lreq.components = K > 1;
+    gp_prediction lout = *out;
+    lout.mean = out->latent_mean;
+    lout.variance = out->latent_variance;
+    lout.quantiles = NULL;
+    lout.component_mean = K > 1 ? cm : NULL;
+    lout.component_variance = K > 1 ? cv : NULL;
+    rc = model->method->ops->predict(model, &lreq, &lout, err);
+    if (rc == GP_OK) {
+        out->clamped = lout.clamped;
+        gp_lik lik = {model->likelihood, 0.0};
+        gp_lik_predict(&lik, &q, cm, cv, m, K, out->obs_mean, out->obs_variance, out->rate_mean,
+                       out->rate_variance);
+        const double *mean = req->include_noise ? out->obs_mean : out->latent_mean;
+        const double *var = req->include_noise ? out->obs_variance : out->latent_variance;
+        memcpy(out->mean, mean, m * sizeof *mean);
+        memcpy(out->variance, var, m * sizeof *var);
+        if (req->n_quantiles && req->include_noise)
+            gp_lik_quantiles(&lik, &q, cm, cv, m, K, req->quantiles, req->n_quantiles,
+                             out->quantiles);
+        else if (req->n_quantiles)
+            gp_mixture_quantiles(cm, cv, m, K, req->quantiles, req->n_quantiles, out->quantiles);
+    }
+    free(own);
+    return rc;
+}
+
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err)
 {
@@ -262,6 +353,8 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
     if (req->components && (out->component_mean == NULL || out->component_variance == NULL))
         return gp_error_set(err, GP_EINVAL, "components", "no component buffers given");
     out->clamped = 0;
+    if (model->likelihood != GP_LIK_GAUSSIAN)
+        return predict_observations(model, req, out, err);
     rc = model->method->ops->predict(model, req, out, err);
     if (rc == GP_OK && req->n_quantiles && model->method->ops->components == NULL)
         gaussian_quantiles(req, out);
@@ -281,11 +374,35 @@ int gp_model_sample(const gp_model *model, const gp_sample_request *req, double 
         return rc;
     if (req->n_samples == 0)
         return gp_error_set(err, GP_EINVAL, "n_samples", "n_samples must be at least 1");
+    if (req->include_noise && model->likelihood != GP_LIK_GAUSSIAN)
+        return gp_error_set(err, GP_EUNSUPPORTED, "include_noise",
+                            "include_noise: draws of %s observations are asked with "
+                            "\"observations\": true",
+                            gp_likelihood_name(model->likelihood));
     size_t count = 0;
     rc = gp_checked_size(req->m, req->n_samples, &count, err);
     if (rc)
         return rc;
     return model->method->ops->sample(model, req, samples, err);
+}
+
+/* The stream of observation draws: derived from the request's seed, apart
+ * from the latent draws' own stream. */
+#define OBSERVATION_STREAM 0x0b5e7a710ULL
+
+int gp_model_sample_observations(const gp_model *model, const gp_sample_request *req,
+                                 const double *samples, double *obs, gp_error *err)
+{
+    size_t count = 0;
+    int rc = gp_checked_size(req->m, req->n_samples, &count, err);
+    if (rc)
+        return rc;
+    /* a Gaussian model's noise in original units, as its samples are */
+    gp_lik lik = {model->likelihood, model->noise_variance * model->y_scale * model->y_scale};
+    gp_rng rng;
+    gp_rng_derive(&rng, req->seed, OBSERVATION_STREAM);
+    gp_lik_draw(&lik, samples, count, &rng, obs);
+    return GP_OK;
 }
 
 /* ---- export / import of the common part ---- */
@@ -321,6 +438,8 @@ static int export_common(const gp_model *model, gp_state *st, gp_error *err)
         rc = gp_state_put(st, "y_stats", 2, 1, ystats, err);
     if (rc == GP_OK)
         rc = gp_state_put(st, "diagnostics", GP_DIAG_FIELDS, 1, diag, err);
+    if (rc == GP_OK)
+        rc = gp_state_put_scalar(st, "likelihood", (double)model->likelihood, err);
     return rc;
 }
 
@@ -335,6 +454,22 @@ int gp_model_export(const gp_model *model, gp_state *st, gp_error *err)
 static int is_count(double v)
 {
     return isfinite(v) && v >= 0.0 && v == floor(v) && v < 1e15;
+}
+
+/* "likelihood" (absent in states written before likelihoods: gaussian). */
+static int import_likelihood(const gp_state *st, gp_model *model, gp_error *err)
+{
+    model->likelihood = GP_LIK_GAUSSIAN;
+    if (gp_state_find(st, "likelihood") == NULL)
+        return GP_OK;
+    double v;
+    int rc = gp_state_get_scalar(st, "likelihood", &v, err);
+    if (rc)
+        return rc;
+    if (!is_count(v) || v >= GP_LIK_COUNT)
+        return gp_error_set(err, GP_EDATA, "likelihood", "unknown likelihood %g", v);
+    model->likelihood = (gp_likelihood)v;
+    return GP_OK;
 }
 
 static int import_common(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err)
@@ -382,6 +517,8 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
         model->diag.jitter = p[6];
     }
     model->standardize = standardize != 0.0;
+    if (rc == GP_OK)
+        rc = import_likelihood(st, model, err);
     if (rc) {
         gp_model_free(model);
         return rc;
