@@ -194,6 +194,16 @@ static json_t *kernels_json(const gp_method *m)
     return ks;
 }
 
+/* The likelihoods m fits, in the catalogue's order. */
+static json_t *likelihoods_json(const gp_method *m)
+{
+    json_t *ls = json_array();
+    for (int l = 0; l < GP_LIK_COUNT; l++)
+        if (gp_method_accepts_likelihood(m, (gp_likelihood)l))
+            json_array_append_new(ls, json_string(gp_likelihood_name((gp_likelihood)l)));
+    return ls;
+}
+
 static json_t *info_json(const gp_method *m)
 {
     json_t *list = json_array();
@@ -226,6 +236,7 @@ static json_t *method_json(const gp_method *m)
     json_object_set_new(o, "summary", json_string(m->summary ? m->summary : ""));
     json_object_set_new(o, "objective", json_string(m->objective_name ? m->objective_name : ""));
     json_object_set_new(o, "kernels", kernels_json(m));
+    json_object_set_new(o, "likelihoods", likelihoods_json(m));
     json_object_set_new(o, "mixture", json_boolean(gp_method_is_mixture(m)));
     json_object_set_new(o, "progress", progress_json(m));
     json_t *opts = json_array();

@@ -20,6 +20,7 @@ struct gp_fit_job {
     gp_option_value *options;
     size_t n_options;
     int standardize;
+    gp_likelihood likelihood;
     uint64_t seed;
     int async;
     double *X, *y;
@@ -31,8 +32,9 @@ struct gp_fit_job {
     const atomic_int *cancel; /* the owner's flag, polled inside the fit (NULL: none) */
 };
 
-static const char *const fit_keys[] = {"name", "method", "kernel", "noise", "options",
-                                       "standardize", "seed", "async", "X", "y", NULL};
+static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
+                                       "options", "standardize", "seed", "async", "X", "y",
+                                       NULL};
 static const char *const noise_keys[] = {"variance", "fixed", NULL};
 
 void gp_fit_job_free(gp_fit_job *job)
@@ -101,6 +103,7 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
     fr->noise_variance = job->noise_variance;
     fr->noise_fixed = job->noise_fixed;
     fr->standardize = job->standardize;
+    fr->likelihood = job->likelihood;
     fr->seed = job->seed;
     fr->options = job->options;
     fr->n_options = job->n_options;
@@ -207,6 +210,42 @@ static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
     return gp_options_validate(job->method, job->options, job->n_options, err);
 }
 
+/* The names of the methods that fit likelihood l, for the error message. */
+static void methods_fitting(gp_likelihood l, char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < gp_method_count() && pos < len; i++) {
+        const gp_method *m = gp_method_at(i);
+        if (!gp_method_accepts_likelihood(m, l))
+            continue;
+        int w = snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "", m->name);
+        if (w < 0)
+            break;
+        pos += (size_t)w;
+    }
+}
+
+/* "likelihood": a name of the catalogue the method fits (422 unsupported
+ * naming the methods that fit it otherwise). */
+static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
+{
+    const char *name = json_string_value(v);
+    int l = name ? gp_likelihood_from_name(name) : -1;
+    if (l < 0)
+        return gp_error_set(err, GP_EINVAL, "likelihood",
+                            "likelihood must be one of gaussian, bernoulli, poisson, poisson_sq");
+    job->likelihood = (gp_likelihood)l;
+    if (gp_method_accepts_likelihood(job->method, job->likelihood))
+        return GP_OK;
+    char names[256];
+    methods_fitting(job->likelihood, names, sizeof names);
+    return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
+                        "method '%s' does not fit the %s likelihood; %s fit%s it",
+                        job->method->name, name, names[0] ? names : "no method",
+                        strchr(names, ',') || !names[0] ? "" : "s");
+}
+
 static int parse_noise(gp_fit_job *job, json_t *v, gp_error *err)
 {
     if (!json_is_object(v))
@@ -264,8 +303,14 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     if ((e = json_object_get(obj, "options")) && (rc = parse_options(job, e, err)))
         return rc;
+    if ((e = json_object_get(obj, "likelihood")) && (rc = parse_likelihood(job, e, err)))
+        return rc;
     if ((e = json_object_get(obj, "noise")) && (rc = parse_noise(job, e, err)))
         return rc;
+    if (job->likelihood != GP_LIK_GAUSSIAN && json_object_get(obj, "noise"))
+        return gp_error_set(err, GP_EINVAL, "noise",
+                            "noise is for the gaussian likelihood; a %s model has none",
+                            gp_likelihood_name(job->likelihood));
     if (!have_data) {
         json_t *X = json_object_get(obj, "X"), *y = json_object_get(obj, "y");
         if (X == NULL)
@@ -286,6 +331,9 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
             return gp_error_set(err, GP_EDATA, "y", "y has %zu entries; X has %zu rows", ny,
                                 job->n);
     }
+    /* before the 202 of an async fit: labels that cannot be fitted never become a job */
+    if ((rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
+        return rc;
     if ((e = json_object_get(obj, "kernel")))
         rc = gp_kernel_from_json(e, "kernel", job->d, job->method, &job->kernel, err);
     else
@@ -337,7 +385,8 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target, 
             rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice", k);
         } else if (strcmp(k, "target") == 0) {
             *target = v;
-        } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0) {
+        } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0 ||
+                   strcmp(k, "likelihood") == 0) {
             json_t *s = json_string(v);
             if (s == NULL)
                 rc = gp_error_set(err, GP_EINVAL, k, "%s is not valid UTF-8", k);
@@ -359,8 +408,8 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target, 
         } else {
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
-                              "target, kernel, options, noise_variance, noise_fixed, "
-                              "standardize, seed, async)",
+                              "target, kernel, likelihood, options, noise_variance, "
+                              "noise_fixed, standardize, seed, async)",
                               k);
         }
     }
@@ -461,10 +510,14 @@ static json_t *info_json(const gp_model *m)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
+    int gaussian = m->likelihood == GP_LIK_GAUSSIAN;
     json_object_set_new(o, "kernel", gp_kernel_to_json(m->kernel));
-    json_object_set_new(o, "noise_variance", gp_json_real(m->noise_variance));
-    json_object_set_new(o, "noise_variance_original",
-                        gp_json_real(m->noise_variance * m->y_scale * m->y_scale));
+    json_object_set_new(o, "likelihood", json_string(gp_likelihood_name(m->likelihood)));
+    if (gaussian) { /* other likelihoods have no noise variance */
+        json_object_set_new(o, "noise_variance", gp_json_real(m->noise_variance));
+        json_object_set_new(o, "noise_variance_original",
+                            gp_json_real(m->noise_variance * m->y_scale * m->y_scale));
+    }
     json_t *hp = json_object();
     size_t np = gp_kernel_n_params(m->kernel);
     double *theta = np ? malloc(np * sizeof *theta) : NULL;
@@ -477,7 +530,8 @@ static json_t *info_json(const gp_model *m)
         }
         free(theta);
     }
-    json_object_set_new(hp, "noise_variance", gp_json_real(m->noise_variance));
+    if (gaussian)
+        json_object_set_new(hp, "noise_variance", gp_json_real(m->noise_variance));
     json_object_set_new(o, "hyperparameters", hp);
     const gp_diagnostics *dg = &m->diag;
     json_t *d = json_object();

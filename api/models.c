@@ -318,11 +318,12 @@ static int check_components(const gp_model *model, int comps, size_t *K, gp_erro
     return GP_OK;
 }
 
-/* One block for every output the request asked for (owner: *mem). */
-static int alloc_prediction(size_t m, int full, size_t nq, size_t K, double **mem,
+/* One block for every output the request asked for (owner: *mem); obs: the
+ * six observation-level outputs of a non-Gaussian model. */
+static int alloc_prediction(size_t m, int full, size_t nq, size_t K, int obs, double **mem,
                             gp_prediction *pr, gp_error *err)
 {
-    size_t total = 2 * m + (full ? m * m : 0) + nq * m + 2 * K * m;
+    size_t total = 2 * m + (full ? m * m : 0) + nq * m + 2 * K * m + (obs ? 6 * m : 0);
     *mem = malloc((total ? total : 1) * sizeof **mem);
     if (*mem == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu points", m);
@@ -336,7 +337,35 @@ static int alloc_prediction(size_t m, int full, size_t nq, size_t K, double **me
     p += nq * m;
     pr->component_mean = K ? p : NULL;
     pr->component_variance = K ? p + K * m : NULL;
+    p += 2 * K * m;
+    double **outs[6] = {&pr->latent_mean, &pr->latent_variance, &pr->obs_mean,
+                        &pr->obs_variance, &pr->rate_mean, &pr->rate_variance};
+    for (int k = 0; k < 6; k++)
+        *outs[k] = obs ? p + (size_t)k * m : NULL;
     return GP_OK;
+}
+
+/* The observation-level lists of a non-Gaussian model's prediction. */
+static void write_observation_fields(gp_buf *b, gp_likelihood l, const gp_prediction *pr,
+                                     size_t m)
+{
+    const char *keys[6] = {"latent_mean", "latent_variance", NULL, NULL, NULL, NULL};
+    const double *vals[6] = {pr->latent_mean, pr->latent_variance, pr->obs_mean,
+                             pr->obs_variance, pr->rate_mean, pr->rate_variance};
+    if (l == GP_LIK_BERNOULLI)
+        keys[2] = "probability";
+    else {
+        keys[2] = "count_mean";
+        keys[3] = "count_variance";
+        keys[4] = "rate_mean";
+        keys[5] = "rate_variance";
+    }
+    for (int k = 0; k < 6; k++) {
+        if (keys[k] == NULL)
+            continue;
+        gp_buf_printf(b, ",\"%s\":", keys[k]);
+        gp_buf_json_array(b, vals[k], m, 1);
+    }
 }
 
 /* "components": {"mean": [[m values] x K], "variance": [[m values] x K]} */
@@ -393,8 +422,9 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
     size_t K = 0;
     if (rc == GP_OK)
         rc = check_components(model, comps, &K, err);
+    int obs = rc == GP_OK && model->likelihood != GP_LIK_GAUSSIAN;
     if (rc == GP_OK)
-        rc = alloc_prediction(m, full, nq, K, &mem, &pr, err);
+        rc = alloc_prediction(m, full, nq, K, obs, &mem, &pr, err);
     if (rc == GP_OK) {
         gp_predict_request preq = {X, m, d, include_noise, full, q, nq, comps};
         rc = gp_model_predict(model, &preq, &pr, err);
@@ -410,6 +440,8 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
         gp_buf_json_array(&b, pr.mean, m, 1);
         gp_buf_puts(&b, ",\"variance\":");
         gp_buf_json_array(&b, pr.variance, m, 1);
+        if (obs)
+            write_observation_fields(&b, model->likelihood, &pr, m);
         if (full) {
             gp_buf_puts(&b, ",\"covariance\":[");
             for (size_t i = 0; i < m; i++) {
@@ -454,8 +486,19 @@ void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_res
 
 /* ---- sample ---- */
 
-static const char *const sample_keys[] = {"X", "version", "n_samples", "seed", "include_noise",
-                                          NULL};
+static const char *const sample_keys[] = {"X",           "version",      "n_samples", "seed",
+                                          "include_noise", "observations", NULL};
+
+static void write_draws(gp_buf *b, const char *key, const double *S, size_t m, size_t n)
+{
+    gp_buf_printf(b, ",\"%s\":[", key);
+    for (size_t s = 0; s < n; s++) {
+        if (s)
+            gp_buf_put(b, ",", 1);
+        gp_buf_json_array(b, S + s * m, m, 1);
+    }
+    gp_buf_put(b, "]", 1);
+}
 
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out)
 {
@@ -466,9 +509,15 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
     gp_cache_entry *entry = NULL;
     const gp_model *model = NULL;
     size_t m = 0, d = 0;
-    int version = 0, include_noise = 0;
+    int version = 0, include_noise = 0, observations = 0;
     uint64_t n_samples = 10, seed = 0;
     int rc = parse_point_request(req, sample_keys, &obj, &version, &include_noise, err);
+    if (rc == GP_OK && (e = json_object_get(obj, "observations")))
+        rc = gp_json_get_bool(e, "observations", &observations, err);
+    if (rc == GP_OK && observations && include_noise)
+        rc = gp_error_set(err, GP_EINVAL, "observations",
+                          "observations draws y beside the latent samples; it does not combine "
+                          "with include_noise (which makes the samples themselves draws of y)");
     if (rc == GP_OK && (e = json_object_get(obj, "seed")))
         rc = gp_json_get_uint(e, "seed", 9007199254740992.0, &seed, err);
     if (rc == GP_OK && (e = json_object_get(obj, "n_samples"))) {
@@ -498,23 +547,22 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
         rc = gp_cache_acquire(api, name, version, &entry, &model, err);
     if (rc == GP_OK)
         rc = check_dims(model, name, Xj, d, err);
-    if (rc == GP_OK && !(S = malloc(m * (size_t)n_samples * sizeof *S)))
+    size_t count = m * (size_t)n_samples; /* below max_sample_values, checked above */
+    if (rc == GP_OK && !(S = malloc((observations ? 2 : 1) * count * sizeof *S)))
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for the samples");
-    if (rc == GP_OK) {
-        gp_sample_request sr = {X, m, d, (size_t)n_samples, seed, include_noise};
+    gp_sample_request sr = {X, m, d, (size_t)n_samples, seed, include_noise};
+    if (rc == GP_OK)
         rc = gp_model_sample(model, &sr, S, err);
-    }
+    if (rc == GP_OK && observations)
+        rc = gp_model_sample_observations(model, &sr, S, S + count, err);
     if (rc == GP_OK) {
         gp_buf b;
         gp_buf_init(&b);
         head(&b, name, entry->version);
-        gp_buf_puts(&b, ",\"samples\":[");
-        for (size_t s = 0; s < (size_t)n_samples; s++) {
-            if (s)
-                gp_buf_put(&b, ",", 1);
-            gp_buf_json_array(&b, S + s * m, m, 1);
-        }
-        gp_buf_puts(&b, "]}");
+        write_draws(&b, "samples", S, m, (size_t)n_samples);
+        if (observations)
+            write_draws(&b, "observations", S + count, m, (size_t)n_samples);
+        gp_buf_put(&b, "}", 1);
         gp_buf_respond(&b, 200, out);
     }
     gp_cache_release(api, entry);

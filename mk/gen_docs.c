@@ -151,6 +151,13 @@ static void md_method(text *t, const gp_method *m)
         put(t, "- Job progress: `%s`%s%s%s iterations.\n", m->iterations_option,
             m->restarts_option ? " × (`" : "", m->restarts_option ? m->restarts_option : "",
             m->restarts_option ? "` + 1)" : "");
+    put(t, "- Likelihoods: ");
+    for (int l = 0, first = 1; l < GP_LIK_COUNT; l++)
+        if (gp_method_accepts_likelihood(m, (gp_likelihood)l)) {
+            put(t, "%s`%s`", first ? "" : ", ", gp_likelihood_name((gp_likelihood)l));
+            first = 0;
+        }
+    put(t, ".\n");
     if (gp_method_is_mixture(m))
         put(t, "- Predicts with a mixture of Gaussians (`\"components\": true` returns them).\n");
     put(t, "\n| option | type | default | accepts | meaning |\n|---|---|---|---|---|\n");

@@ -5,6 +5,7 @@
 
 #include "core/methods/exact.h"
 #include "core/methods/msrfr.h"
+#include "core/methods/pls.h"
 #include "core/methods/renyi.h"
 #include "core/methods/sgpr.h"
 #include "core/methods/ssgp.h"
@@ -17,6 +18,7 @@ static const gp_method *const registry[] = {
     &gp_method_msrfr,
     &gp_method_sgpr,
     &gp_method_renyi,
+    &gp_method_pls,
     &gp_method_svgp,
 };
 

@@ -15,6 +15,7 @@ METHOD_TABLE='ssgp|ssgp2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":
 msrfr|ms2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"particles":3,"features":20,"iterations":60}|frequencies|{"particles":2,"features":10,"iterations":9}
 sgpr|sg2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20}|particles|{"inducing":10,"max_iterations":6}
 renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5}|features|{"inducing":8,"max_iterations":5}
+pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}
 svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}'
 
 # The listing of method $1 in $T/methods.json (GET /v1/methods).
@@ -232,6 +233,14 @@ method_sgpr() {
     check_jerr "sgpr: inducing 0" 400 invalid_argument '^options\.inducing$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"options\":{\"inducing\":0},$SSB}"
     check_jerr "sgpr: unknown selection" 400 invalid_argument '^options\.inducing_selection$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"options\":{\"inducing_selection\":\"kdpp\"},$SSB}"
     check_jerr "sgpr: optimize_inducing not a bool" 400 invalid_argument '^options\.optimize_inducing$' $M "{\"name\":\"b\",\"method\":\"sgpr\",\"options\":{\"optimize_inducing\":1},$SSB}"
+}
+
+method_pls() {
+    req GET /v1/models/pl2d
+    [ "$(jstr sampler)" = closed_form ] && [ "$(jnum landmarks)" = 15 ] && [ -n "$(jnum eigenpairs)" ] &&
+        [ "$(jqb '.diagnostics.objective_name')" = negative_mean_energy ]
+    verdict "pls reports the closed form, landmarks and kept eigenpairs" $? "sampler '$(jstr sampler)'"
+    check_jerr "pls: unknown sampler" 400 invalid_argument '^options\.sampler$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"sampler\":\"hmc\"},$SSB}"
 }
 
 method_svgp() {

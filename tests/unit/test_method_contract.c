@@ -8,7 +8,16 @@
  *   mean near the predictive mean; export/import bit-identical; cancellation
  *   from the progress callback at every early iteration; progress within the
  *   job budget; NaN/Inf refused naming the cell; identical results for 1 and 2
- *   compute threads; the kernels the descriptor lists accepted, others refused.
+ *   compute threads; the kernels the descriptor lists accepted, others refused;
+ *   the likelihoods it does not list refused.
+ * And for every non-Gaussian likelihood a method lists (likelihood_contract):
+ *   labels kept raw and no noise; predict's latent and observation outputs
+ *   (probability in (0, 1) and pulled towards 1/2 from the plug-in value, or
+ *   the rate and count moments, counts as quantiles), y's moments with
+ *   include_noise and f's without, the latent covariance PSD and refused for
+ *   y; latent samples and observation draws centred on the predictive;
+ *   export/import bit-identical; labels that do not fit refused naming the
+ *   cell; 1 and 2 threads identical.
  *
  * Budgets: a method's iterations option (its descriptor names it) is set to
  * SMALL_ITERATIONS; a few methods have further size options made small by the
@@ -47,6 +56,7 @@ static const struct {
     {"msrfr", "particles", 3},        {"msrfr", "features", 10},
     {"sgpr", "inducing", 8},          {"renyi", "inducing", 8},
     {"svgp", "inducing", 8},
+    {"pls", "particles", 20},
 };
 
 typedef struct problem {
@@ -430,6 +440,222 @@ static void check_report(const fit_setup *s, const gp_model *model)
         assert_non_null(gp_method_option_spec(s->m, s->m->restarts_option));
 }
 
+/* ---- likelihoods ----
+ * Every likelihood the descriptor lists besides gaussian gets its own body
+ * (likelihood_contract); every method refuses the ones it does not list. */
+
+static void check_unlisted_likelihoods(const fit_setup *s)
+{
+    for (int l = 0; l < GP_LIK_COUNT; l++) {
+        if (gp_method_accepts_likelihood(s->m, (gp_likelihood)l))
+            continue;
+        fit_setup t = *s;
+        for (size_t i = 0; i < N; i++)
+            t.p.y[i] = (double)(i % 2); /* labels every likelihood takes */
+        gp_fit_request req;
+        request(&t, &req);
+        req.likelihood = (gp_likelihood)l;
+        gp_model *model = NULL;
+        gp_error err;
+        int rc = gp_model_fit(s->m, &req, &model, &err);
+        if (rc != GP_EUNSUPPORTED)
+            fail_msg("%s: unlisted likelihood %s gave %s", s->m->name,
+                     gp_likelihood_name((gp_likelihood)l), gp_status_name(rc));
+        assert_string_equal(err.field, "likelihood");
+        assert_null(model);
+    }
+}
+
+typedef struct lik_case {
+    const gp_method *m;
+    gp_likelihood lik;
+} lik_case;
+
+/* Labels of the likelihood from the same smooth function as the Gaussian problem. */
+static void make_labels(problem *p, gp_likelihood l)
+{
+    for (size_t i = 0; i < N; i++) {
+        double f = sin(2.0 * p->X[i]) + 0.5 * cos(p->X[N + i]);
+        if (l == GP_LIK_BERNOULLI)
+            p->y[i] = f + 0.3 * sin(7.0 * (double)i) > 0.0 ? 1.0 : 0.0;
+        else
+            p->y[i] = floor(exp(0.8 + f) + 0.5 * sin(5.0 * (double)i) + 0.5);
+    }
+}
+
+typedef struct obs_pred {
+    double mean[M], var[M], q[M * 3];
+    double lm[M], lv[M], om[M], ov[M], rm[M], rv[M];
+} obs_pred;
+
+static int obs_predict(const gp_model *model, const double *Xs, int noise, int full,
+                       obs_pred *out, double *cov, gp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    gp_predict_request pr = {.X = Xs, .m = M, .d = D, .include_noise = noise,
+                             .full_covariance = full, .quantiles = levels, .n_quantiles = 3};
+    gp_prediction o = {.mean = out->mean, .variance = out->var, .covariance = cov,
+                       .quantiles = out->q, .latent_mean = out->lm, .latent_variance = out->lv,
+                       .obs_mean = out->om, .obs_variance = out->ov, .rate_mean = out->rm,
+                       .rate_variance = out->rv};
+    return gp_model_predict(model, &pr, &o, err);
+}
+
+static void check_obs_prediction(const char *name, gp_likelihood l, const gp_model *model,
+                                 const double *Xs)
+{
+    obs_pred y, f;
+    double cov[M * M];
+    gp_error err;
+    if (obs_predict(model, Xs, 1, 0, &y, NULL, &err) != GP_OK ||
+        obs_predict(model, Xs, 0, 1, &f, cov, &err) != GP_OK)
+        fail_msg("%s/%s: predict failed: %s", name, gp_likelihood_name(l), err.message);
+    assert_int_equal(obs_predict(model, Xs, 1, 1, &y, cov, &err), GP_EUNSUPPORTED);
+    assert_string_equal(err.field, "full_covariance");
+    assert_int_equal(obs_predict(model, Xs, 1, 0, &y, NULL, &err), GP_OK);
+    check_psd(name, cov);
+    for (size_t i = 0; i < M; i++) {
+        if (!isfinite(y.lm[i]) || !(y.lv[i] >= 0.0) || !isfinite(y.om[i]) || !(y.ov[i] >= 0.0))
+            fail_msg("%s/%s: bad prediction at %zu", name, gp_likelihood_name(l), i);
+        tu_assert_close(y.mean[i], y.om[i], 0, 0, "%s: mean is y's with include_noise", name);
+        tu_assert_close(y.var[i], y.ov[i], 0, 0, "%s: variance is y's", name);
+        tu_assert_close(f.mean[i], f.lm[i], 0, 0, "%s: mean is f's without include_noise", name);
+        tu_assert_close(f.lm[i], y.lm[i], 0, 0, "%s: latent mean either way", name);
+        tu_assert_close(cov[i * M + i], f.lv[i], 1e-8, 1e-12, "%s: covariance diagonal", name);
+        for (int b = 0; b < 2; b++) {
+            const double *q = b ? y.q : f.q;
+            if (!(q[i] <= q[M + i] && q[M + i] <= q[2 * M + i]))
+                fail_msg("%s: quantiles not monotone at %zu", name, i);
+        }
+        if (l == GP_LIK_BERNOULLI) {
+            assert_true(y.om[i] > 0.0 && y.om[i] < 1.0);
+            tu_assert_close(y.ov[i], y.om[i] * (1.0 - y.om[i]), 1e-15, 0, "%s: p(1-p)", name);
+            /* integrating over f pulls p towards 1/2 from the plug-in value */
+            double plug = 1.0 / (1.0 + exp(-y.lm[i]));
+            if (gp_model_components(model) == 1 && fabs(y.om[i] - 0.5) > fabs(plug - 0.5) + 1e-12)
+                fail_msg("%s: p %.17g further from 1/2 than the plug-in %.17g", name, y.om[i],
+                         plug);
+            for (int j = 0; j < 3; j++)
+                assert_true(y.q[i + j * M] == 0.0 || y.q[i + j * M] == 1.0);
+        } else {
+            assert_true(y.rm[i] > 0.0 && y.rv[i] >= 0.0);
+            tu_assert_close(y.om[i], y.rm[i], 0, 0, "%s: count mean = rate mean", name);
+            tu_assert_close(y.ov[i], y.rm[i] + y.rv[i], 1e-15, 0, "%s: count variance", name);
+            for (int j = 0; j < 3; j++)
+                assert_true(y.q[i + j * M] >= 0 && y.q[i + j * M] == floor(y.q[i + j * M]));
+        }
+    }
+}
+
+static void check_obs_samples(const char *name, gp_likelihood l, const gp_model *model,
+                              const double *Xs)
+{
+    size_t n = 2000;
+    double *f = malloc(sizeof(double) * M * n), *y = malloc(sizeof(double) * M * n);
+    assert_non_null(f);
+    assert_non_null(y);
+    gp_sample_request sr = {.X = Xs, .m = M, .d = D, .n_samples = n, .seed = 21};
+    gp_error err;
+    assert_int_equal(gp_model_sample(model, &sr, f, &err), GP_OK);
+    assert_int_equal(gp_model_sample_observations(model, &sr, f, y, &err), GP_OK);
+    obs_pred p;
+    assert_int_equal(obs_predict(model, Xs, 1, 0, &p, NULL, &err), GP_OK);
+    for (size_t i = 0; i < M; i++) {
+        double sf = 0.0, sy = 0.0;
+        for (size_t k = 0; k < n; k++) {
+            double v = y[k * M + i];
+            if (l == GP_LIK_BERNOULLI ? !(v == 0.0 || v == 1.0) : !(v >= 0.0 && v == floor(v)))
+                fail_msg("%s: observation draw %g does not fit %s", name, v,
+                         gp_likelihood_name(l));
+            sf += f[k * M + i];
+            sy += v;
+        }
+        tu_assert_close(sf / n, p.lm[i], 0, 6.0 * sqrt(p.lv[i] / n) + 1e-9,
+                        "%s: latent sample mean at %zu", name, i);
+        tu_assert_close(sy / n, p.om[i], 0, 6.0 * sqrt(p.ov[i] / n) + 1e-9,
+                        "%s: observation draw mean at %zu", name, i);
+    }
+    sr.include_noise = 1;
+    assert_int_equal(gp_model_sample(model, &sr, f, &err), GP_EUNSUPPORTED);
+    assert_string_equal(err.field, "include_noise");
+    free(f);
+    free(y);
+}
+
+static void check_obs_roundtrip(const fit_setup *s, const gp_model *model)
+{
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    gp_model *back = NULL;
+    if (gp_model_import(s->m, &st, &back, &err) != GP_OK)
+        fail_msg("%s: import failed: %s", s->m->name, err.message);
+    assert_int_equal(back->likelihood, model->likelihood);
+    obs_pred a, b;
+    assert_int_equal(obs_predict(model, s->p.Xs, 1, 0, &a, NULL, &err), GP_OK);
+    assert_int_equal(obs_predict(back, s->p.Xs, 1, 0, &b, NULL, &err), GP_OK);
+    assert_memory_equal(&a, &b, sizeof a);
+    double sa[M * 5], sb[M * 5];
+    draw(model, s->p.Xs, 5, 5, sa);
+    draw(back, s->p.Xs, 5, 5, sb);
+    assert_memory_equal(sa, sb, sizeof sa);
+    gp_model_free(back);
+    gp_state_free(&st);
+}
+
+static void check_bad_labels(const fit_setup *s, gp_likelihood l)
+{
+    const double bern[2] = {2.0, 0.5}, counts[2] = {-1.0, 2.5};
+    for (int k = 0; k < 2; k++) {
+        fit_setup t = *s;
+        t.p.y[5] = l == GP_LIK_BERNOULLI ? bern[k] : counts[k];
+        gp_fit_request req;
+        request(&t, &req);
+        req.likelihood = l;
+        gp_model *model = NULL;
+        gp_error err;
+        assert_int_equal(gp_model_fit(s->m, &req, &model, &err), GP_EDATA);
+        assert_string_equal(err.field, "y[5]");
+        assert_null(model);
+    }
+}
+
+static void likelihood_contract(void **state)
+{
+    const lik_case *c = *state;
+    const char *name = c->m->name;
+    fit_setup s;
+    setup_for(&s, c->m);
+    make_labels(&s.p, c->lik);
+    gp_fit_request req;
+    request(&s, &req);
+    req.likelihood = c->lik;
+    gp_model *model = fit_or_fail(&s, &req);
+    assert_int_equal(model->likelihood, c->lik);
+    assert_true(model->y_mean == 0.0 && model->y_scale == 1.0 && model->noise_variance == 0.0);
+    check_report(&s, model);
+    check_obs_prediction(name, c->lik, model, s.p.Xs);
+    check_obs_samples(name, c->lik, model, s.p.Xs);
+    check_obs_roundtrip(&s, model);
+    gp_model_free(model);
+    check_bad_labels(&s, c->lik);
+    /* 1 and 2 threads */
+    obs_pred out[2];
+    for (int t = 1; t <= 2; t++) {
+        gp_parallel_set_threads(t);
+        gp_model *m2 = fit_or_fail(&s, &req);
+        gp_error err;
+        assert_int_equal(obs_predict(m2, s.p.Xs, 1, 0, &out[t - 1], NULL, &err), GP_OK);
+        gp_model_free(m2);
+    }
+    gp_parallel_set_threads(0);
+    if (memcmp(&out[0], &out[1], sizeof out[0]) != 0)
+        fail_msg("%s/%s: predictions differ between 1 and 2 threads", name,
+                 gp_likelihood_name(c->lik));
+    gp_kernel_free(s.kernel);
+}
+
 /* ---- the one body ---- */
 
 static void method_contract(void **state)
@@ -449,21 +675,37 @@ static void method_contract(void **state)
     check_bad_data(&s);
     check_threads(&s);
     check_kernels(&s);
+    check_unlisted_likelihoods(&s);
     gp_kernel_free(s.kernel);
 }
 
 int main(void)
 {
-    size_t n = gp_method_count();
-    struct CMUnitTest *tests = calloc(n, sizeof *tests);
-    if (tests == NULL)
+    size_t n = gp_method_count(), cap = n * GP_LIK_COUNT, count = 0;
+    struct CMUnitTest *tests = calloc(cap, sizeof *tests);
+    lik_case *cases = calloc(cap, sizeof *cases);
+    char(*names)[64] = calloc(cap, sizeof *names);
+    if (tests == NULL || cases == NULL || names == NULL)
         return 1;
     for (size_t i = 0; i < n; i++) {
-        tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(method_contract,
-                                                                (void *)gp_method_at(i));
-        tests[i].name = gp_method_at(i)->name;
+        const gp_method *m = gp_method_at(i);
+        tests[count] = (struct CMUnitTest)cmocka_unit_test_prestate(method_contract, (void *)m);
+        tests[count++].name = m->name;
+        for (int l = 1; l < GP_LIK_COUNT; l++) {
+            if (!gp_method_accepts_likelihood(m, (gp_likelihood)l))
+                continue;
+            cases[count] = (lik_case){m, (gp_likelihood)l};
+            snprintf(names[count], sizeof names[count], "%s/%s", m->name,
+                     gp_likelihood_name((gp_likelihood)l));
+            tests[count] = (struct CMUnitTest)cmocka_unit_test_prestate(likelihood_contract,
+                                                                        &cases[count]);
+            tests[count].name = names[count];
+            count++;
+        }
     }
-    int rc = _cmocka_run_group_tests("method_contract", tests, n, NULL, NULL);
+    int rc = _cmocka_run_group_tests("method_contract", tests, count, NULL, NULL);
     free(tests);
+    free(cases);
+    free(names);
     return rc;
 }
