@@ -18,8 +18,8 @@ static const gp_method *const registry[] = {
     &gp_method_msrfr,
     &gp_method_sgpr,
     &gp_method_renyi,
-    &gp_method_pls,
     &gp_method_svgp,
+    &gp_method_pls,
 };
 
 size_t gp_method_count(void)
