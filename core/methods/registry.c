@@ -9,6 +9,7 @@
 #include "core/methods/renyi.h"
 #include "core/methods/sgpr.h"
 #include "core/methods/ssgp.h"
+#include "core/methods/svgp.h"
 
 /* Registration order is the order of /v1/methods and of the docs. */
 static const gp_method *const registry[] = {
@@ -17,6 +18,7 @@ static const gp_method *const registry[] = {
     &gp_method_msrfr,
     &gp_method_sgpr,
     &gp_method_renyi,
+    &gp_method_svgp,
     &gp_method_pls,
 };
 

@@ -15,7 +15,8 @@ METHOD_TABLE='ssgp|ssgp2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":
 msrfr|ms2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"particles":3,"features":20,"iterations":60}|frequencies|{"particles":2,"features":10,"iterations":9}
 sgpr|sg2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20}|particles|{"inducing":10,"max_iterations":6}
 renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5}|features|{"inducing":8,"max_iterations":5}
-pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}'
+pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}
+svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}'
 
 # The listing of method $1 in $T/methods.json (GET /v1/methods).
 listing() {
@@ -240,6 +241,16 @@ method_pls() {
         [ "$(jqb '.diagnostics.objective_name')" = negative_mean_energy ]
     verdict "pls reports the closed form, landmarks and kept eigenpairs" $? "sampler '$(jstr sampler)'"
     check_jerr "pls: unknown sampler" 400 invalid_argument '^options\.sampler$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"sampler\":\"hmc\"},$SSB}"
+}
+
+method_svgp() {
+    req GET /v1/models/sv2d
+    [ "$(jnum inducing)" = 15 ] && [ "$(jstr optimizer)" = lbfgs ] && [ -n "$(jnum expected_log_lik)" ] &&
+        [ -n "$(jnum kl)" ] && [ "$(jqb '.diagnostics.objective_name')" = elbo ]
+    verdict "svgp reports inducing 15, lbfgs, the expected log-likelihood and the KL" $? "inducing '$(jnum inducing)' optimizer '$(jstr optimizer)'"
+    jhas 'any(.options[]; .name == "natgrad_step") and any(.options[]; .name == "quadrature_points")' "$T/listing.json"
+    verdict "/v1/methods lists svgp with natgrad_step and quadrature_points" $? "not listed"
+    check_jerr "svgp: optimizer sgd" 400 invalid_argument '^options\.optimizer$' $M "{\"name\":\"b\",\"method\":\"svgp\",\"options\":{\"optimizer\":\"sgd\"},$SSB}"
 }
 
 method_renyi() {

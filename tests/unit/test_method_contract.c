@@ -55,6 +55,7 @@ static const struct {
     {"ssgp", "features", 16},         {"ssgp", "stein_iterations", 40},
     {"msrfr", "particles", 3},        {"msrfr", "features", 10},
     {"sgpr", "inducing", 8},          {"renyi", "inducing", 8},
+    {"svgp", "inducing", 8},
     {"pls", "particles", 20},
 };
 
