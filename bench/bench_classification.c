@@ -28,7 +28,11 @@
  * to [1e-15, 1 - 1e-15]; counts: mean test log likelihood per point
  * (gp_lik_log_predictive on the latent predictive, every mixture component)
  * and RMSE of the count mean (obs_mean). fit s = wall time of gp_model_fit.
- * mean ± std (ddof 0) over the splits that ran. */
+ * mean ± std (ddof 0) over the splits that ran.
+ *
+ * Duration on the shared 2-core machine (bench/results/classification.md):
+ * --splits 3 about 9 minutes, of which pls on spam ~6; the default 10 splits
+ * about 30 minutes; the peers as long again. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

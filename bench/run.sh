@@ -21,7 +21,9 @@
 #   sh bench/run.sh BUILD_DIR classification [--quick] [--splits S] [--datasets a,b]
 # (bench_classification writes its rows and scores to a temporary folder, then
 # bench/sklearn_classification.py fits the peers on those rows and prints the
-# comparison and the verdict; ~20 minutes, GPC on spam the longest part).
+# comparison and the verdict). Duration on the shared 2-core machine: --splits 3
+# about 20 minutes (bench/results/classification.md); the default 10 splits
+# about an hour (pls on spam ~2 minutes a fit, GPC on spam ~5 minutes a fit).
 #
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
@@ -135,7 +137,7 @@ else
     status=1
 fi
 
-# svgp and pls on the binary and count sets against their peers (~20 minutes).
+# svgp and pls on the binary and count sets against their peers (about an hour).
 mkdir -p "$tmp/classification"
 # shellcheck disable=SC2086
 run_classification "$tmp/classification" $PYEXTRA || status=1

@@ -240,7 +240,8 @@ def print_peer_tables(names, results, missing):
 
 
 def read_gpserve(path):
-    """Per-split rows of the C side: dataset method split status acc auc logloss testll rmse fit."""
+    """Per-split rows of the C side (gpserve.tsv): dataset, method, split, status,
+    acc, auc, logloss, testll, rmse, fit."""
     ok, notes = {}, {}
     with open(path) as f:
         header = f.readline().rstrip("\n").split("\t")
@@ -297,10 +298,11 @@ def print_comparison(names, results, gp, notes):
 
 
 def print_thesis(names, gp):
+    n = max([len(v) for v in gp.values()] or [0])
     print("### Thesis Table 6.2 (binary) beside ours\n")
     print("Thesis: 5 splits 80/10/10, M = sqrt(N), shared hyperparameters of an exact-GP "
-          "regression fit (note §3.4); ours: 10 test20 splits, each method's defaults. "
-          "% (std).\n")
+          "regression fit (note §3.4); ours: %d test20 splits, each method's defaults. "
+          "% (std).\n" % n)
     print("| dataset | source | AUC pls | AUC svgp | acc pls | acc svgp |")
     print("|---|---|---:|---:|---:|---:|")
     for name in BINARY:
@@ -324,7 +326,8 @@ def met(ok):
 
 
 def verdict_binary(names, results, gp):
-    print("- Binary: log loss ≤ GPC's and accuracy ≥ GPC's − 1 point on at least 4 of 5 sets:")
+    print("- Binary: log loss ≤ GPC's and accuracy ≥ GPC's − 1 point on at least 4 of 5 "
+          "sets:")
     for m in ("svgp", "pls"):
         wins, seen, detail = 0, 0, []
         for name in [n for n in names if n in BINARY]:
@@ -441,9 +444,10 @@ def print_header(args, names):
         sm = statsmodels.__version__
     print("## Peers: scikit-learn %s, statsmodels %s\n" % (sklearn.__version__, sm))
     print("GaussianProcessClassifier (Laplace), ConstantKernel(1) * RBF(ones(d)) (ARD), "
-          "n_restarts_optimizer=0; spam: RBF with one length scale, first %d splits (ARD "
-          "costs 81 s and 19 GB per evaluation there). Counts: statsmodels GLM Poisson, "
-          "PoissonRegressor(alpha=1e-3). X standardised with training statistics (ddof 0). "
+          "n_restarts_optimizer=0; spam: RBF with one length scale, at most the first %d "
+          "split(s) (ARD costs 81 s and 19 GB per evaluation there). Counts: statsmodels "
+          "GLM Poisson, PoissonRegressor(alpha=1e-3). X standardised with training "
+          "statistics (ddof 0). "
           "Splits 0..%d of splits/<name>_test20.txt%s. mean ± std (ddof 0) over splits.\n"
           % (args.spam_splits, args.n_splits - 1,
              ", rows read from the C side's --splits-dir" if args.splits else ""))
