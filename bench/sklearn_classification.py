@@ -302,7 +302,7 @@ def print_thesis(names, gp):
     print("### Thesis Table 6.2 (binary) beside ours\n")
     print("Thesis: 5 splits 80/10/10, M = sqrt(N), shared hyperparameters of an exact-GP "
           "regression fit (note §3.4); ours: %d test20 splits, each method's defaults. "
-          "% (std).\n" % n)
+          "%% (std).\n" % n)
     print("| dataset | source | AUC pls | AUC svgp | acc pls | acc svgp |")
     print("|---|---|---:|---:|---:|---:|")
     for name in BINARY:
