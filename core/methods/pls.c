@@ -53,6 +53,9 @@ static const gp_option_spec pls_options[] = {
     {"landmarks", GP_OPTION_NUMBER, 0, NULL, 0, 8192, "auto",
      "M, landmarks chosen greedily by conditional variance (pivoted Cholesky); 0 or \"auto\": "
      "max(floor(sqrt(N)), 100), at most N and 2000"},
+    {"landmark_selection", GP_OPTION_ENUM, 0, "greedy", 0, 0, "greedy|kmeans|random",
+     "greedy: conditional variance (pivoted Cholesky; thesis); kmeans: k-means centres; random: "
+     "distinct training inputs (seeded)"},
     {"particles", GP_OPTION_INT, 100, NULL, 1, 10000, NULL,
      "J, independent Langevin chains (mixture components of the predictive); not used by the "
      "closed form"},
@@ -96,6 +99,7 @@ static const gp_option_spec pls_options[] = {
 
 typedef struct pls_settings {
     size_t M, J, subset, repeats;
+    int selection;
     int rmode, sampler, optimize, max_iterations, laplace_amp, laplace_start;
     long steps;
     double step, tolerance, eig_tol, noise_floor;
@@ -259,6 +263,7 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
                             gp_likelihood_name(req->likelihood));
     s->laplace_start = concave && strcmp(pre, "bound") != 0;
     s->noise_floor = gp_option_number(me, req, "noise_floor");
+    s->selection = gp_inducing_selection_from_name(gp_option_string(me, req, "landmark_selection"));
     return GP_OK;
 }
 
@@ -1095,6 +1100,7 @@ static const char *hyper_target(gp_likelihood l, const double *y, size_t n, doub
 typedef struct fit_data {
     double *Xt, *y, *t, *Phi;
     size_t n, d;
+    uint64_t seed; /* of the landmark selection (kmeans, random) */
 } fit_data;
 
 static void data_free(fit_data *D)
@@ -1110,6 +1116,7 @@ static int data_init(fit_data *D, gp_model *model, const gp_fit_request *req, gp
     memset(D, 0, sizeof *D);
     D->n = req->n;
     D->d = req->d;
+    D->seed = req->seed;
     int rc = gp_model_points(model, req->X, req->n, &D->Xt, err);
     if (rc)
         return rc;
@@ -1153,13 +1160,14 @@ static void hyper_noise_param(const gp_fit_request *req, const pls_settings *set
 static int build_basis(gp_model *model, const pls_settings *set, fit_data *D, pls_impl **out,
                        gp_error *err)
 {
+    uint64_t seed = D->seed;
     size_t M = set->M, m = 0, d = D->d, mk = 0;
     double *Z = gp_alloc_doubles(d * M, err), *V = gp_alloc_doubles(M * M, err),
            *lam = gp_alloc_doubles(M, err);
     int rc = Z && V && lam ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK)
-        rc = gp_inducing_select(GP_INDUCING_GREEDY, model->kernel, D->Xt, D->n, d, M,
-                                0, Z, &m, err); /* greedy: deterministic */
+        rc = gp_inducing_select((gp_inducing_selection)set->selection, model->kernel, D->Xt,
+                                D->n, d, M, seed, Z, &m, err);
     if (rc == GP_OK)
         rc = eigenbasis(model->kernel, Z, m, set->eig_tol, V, lam, &mk, err);
     pls_impl *im = NULL;
