@@ -53,9 +53,10 @@ static const gp_option_spec pls_options[] = {
     {"landmarks", GP_OPTION_NUMBER, 0, NULL, 0, 8192, "auto",
      "M, landmarks chosen greedily by conditional variance (pivoted Cholesky); 0 or \"auto\": "
      "max(floor(sqrt(N)), 100), at most N and 2000"},
-    {"landmark_selection", GP_OPTION_ENUM, 0, "greedy", 0, 0, "greedy|kmeans|random",
-     "greedy: conditional variance (pivoted Cholesky; thesis); kmeans: k-means centres; random: "
-     "distinct training inputs (seeded)"},
+    {"landmark_selection", GP_OPTION_ENUM, 0, "auto", 0, 0, "auto|greedy|kmeans|random",
+     "greedy: conditional variance (pivoted Cholesky; thesis); kmeans: k-means centres (seeded); "
+     "random: distinct training inputs (seeded); auto: greedy for gaussian, kmeans otherwise "
+     "([D]: greedy picks the outliers of heavy-tailed inputs first, P26)"},
     {"particles", GP_OPTION_INT, 100, NULL, 1, 10000, NULL,
      "J, independent Langevin chains (mixture components of the predictive); not used by the "
      "closed form"},
@@ -273,7 +274,9 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
     s->noise_floor = gp_option_number(me, req, "noise_floor");
     const char *ss = gp_option_string(me, req, "subset_selection");
     s->subset_random = strcmp(ss, "random") == 0 || (strcmp(ss, "auto") == 0 && !gauss);
-    s->selection = gp_inducing_selection_from_name(gp_option_string(me, req, "landmark_selection"));
+    const char *sel = gp_option_string(me, req, "landmark_selection");
+    s->selection = strcmp(sel, "auto") == 0 ? (gauss ? GP_INDUCING_GREEDY : GP_INDUCING_KMEANS)
+                                            : gp_inducing_selection_from_name(sel);
     return GP_OK;
 }
 
@@ -1195,7 +1198,8 @@ static void hyper_noise_param(const gp_fit_request *req, const pls_settings *set
         np->start = 2.0 * np->floor;
 }
 
-/* A2-A3: greedy landmarks under the fitted kernel, the eigenbasis, Phi_X. */
+/* A2-A3: landmarks (greedy under the fitted kernel, or k-means / random,
+ * seeded by the fit seed), the eigenbasis, Phi_X. */
 static int build_basis(gp_model *model, const pls_settings *set, fit_data *D, pls_impl **out,
                        gp_error *err)
 {
@@ -1273,6 +1277,7 @@ static void report(gp_model *model, const pls_settings *set, const pls_impl *im,
     if (im->J) {
         gp_model_info_number(model, "particles", (double)im->J);
         gp_model_info_number(model, "steps", (double)set->steps);
+        gp_model_info_string(model, "preconditioner", set->laplace_start ? "laplace" : "bound");
         gp_model_info_number(model, "final_mean_energy", so->energy);
         if (!isnan(so->acceptance))
             gp_model_info_number(model, "acceptance_rate", so->acceptance);
@@ -1797,7 +1802,11 @@ static const gp_info_spec pls_info[] = {
     {"hyper_target", GP_INFO_STRING,
      "the regression target of the hyperparameter fit: y, 0/1 labels, sqrt(y) or log(y + 1/2)"},
     {"amplitude_scale", GP_INFO_NUMBER,
-     "bernoulli, amplitude laplace: the factor c on the kernel variance fitted to the labels"},
+     "bernoulli and poisson, amplitude laplace: the factor c on the kernel variance fitted to "
+     "the transformed labels (maximises the Laplace marginal likelihood)"},
+    {"preconditioner", GP_INFO_STRING,
+     "samplers: laplace (Hessian at the mode, particles started from the Laplace "
+     "approximation) or bound (curvature bound, prior start)"},
     {"hyper_noise", GP_INFO_NUMBER,
      "non-gaussian likelihoods: the fitted noise of the regression target (not used after)"},
 };
