@@ -404,6 +404,18 @@ typedef struct hyp_run {
     double log_c;   /* the [D] amplitude correction (0: none) */
 } hyp_run;
 
+/* The job budget of a fit is the Langevin steps (the descriptor's
+ * iterations_option), so the subset fits of A1 report iteration 0 of it: a
+ * job shows them as under way, with their objective, and can be cancelled
+ * during them, and the progress never runs past the budget. */
+static int hyper_progress(void *ctx, int iteration, int max_iterations, double objective)
+{
+    (void)iteration;
+    (void)max_iterations;
+    const hyp_run *run = ctx;
+    return run->req->progress(run->req->progress_ctx, 0, run->max_total, objective);
+}
+
 /* One subset fit from the start values; x gets the free log-parameters and,
  * last, the noise's unconstrained value. */
 static int hyp_fit_one(hyp_run *run, hyp_problem *p, double *x, gp_error *err)
@@ -420,9 +432,9 @@ static int hyp_fit_one(hyp_run *run, hyp_problem *p, double *x, gp_error *err)
     opt.max_iterations = run->set->max_iterations;
     opt.tolerance = run->set->tolerance;
     opt.seed = run->req->seed;
-    opt.progress = run->req->progress;
-    opt.progress_ctx = run->req->progress_ctx;
-    opt.iteration_base = run->diag->iterations;
+    opt.progress = run->req->progress ? hyper_progress : NULL;
+    opt.progress_ctx = run;
+    opt.iteration_base = 0;
     opt.max_total = run->max_total;
     opt.cancel = &run->req->cancel;
     gp_driver_result res;
@@ -1312,9 +1324,8 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
     const char *target = hyper_target(model->likelihood, D->y, D->n, D->t);
     gp_noise_param np;
     hyper_noise_param(req, set, D, &np);
-    size_t R = D->n > set->subset ? set->repeats : 1;
-    long budget = (set->optimize ? (long)R * set->max_iterations : 0) +
-                  (set->sampler == SAMPLER_CLOSED ? 0 : set->steps);
+    /* gp_method_max_iterations: the steps option, whatever the sampler */
+    long budget = set->steps;
     hyp_run run = {req, set, budget > 2000000000L ? 2000000000 : (int)budget, &model->diag, 0.0,
                    0.0};
     double s2 = np.start;
@@ -1333,8 +1344,8 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
         rc = closed_form(im, D->Phi, D->n, D->y, s2, err);
         so.energy = rc == GP_OK ? closed_energy(im, D, s2) : NAN;
     } else if (rc == GP_OK) {
-        rc = sample_particles(im, &lik, D->Phi, D->n, D->y, set, req, model->diag.iterations,
-                              run.max_total, &so, err);
+        rc = sample_particles(im, &lik, D->Phi, D->n, D->y, set, req, 0, run.max_total, &so,
+                              err);
     }
     if (rc) {
         impl_free(im);
