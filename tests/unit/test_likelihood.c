@@ -340,7 +340,7 @@ static void test_log_gamma(void **state)
             logfact += log((double)n);
         tu_assert_close(gp_log_gamma(n + 1.0), logfact, 1e-14, 5e-14, "log Gamma(%d + 1)", n);
     }
-    tu_assert_close(gp_log_gamma(0.5), 0.5 * log(3.14159265358979323846), 1e-14, 0,
+    tu_assert_close(gp_log_gamma(0.5), 0.5 * log(3.14159265358979323846), 0, 5e-14,
                     "log Gamma(1/2)");
     tu_assert_close(gp_log_gamma(1e9 + 1.0), 19723265848.226982, 1e-15, 0, "log Gamma(1e9 + 1)");
 }
