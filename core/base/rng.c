@@ -415,6 +415,16 @@ static void incomplete_gamma(double a, double y, double lga, double *P, double *
     *P = 1.0 - *Q;
 }
 
+double gp_log_gamma(double a)
+{
+    return log_gamma_pos(a);
+}
+
+void gp_incomplete_gamma(double a, double y, double *P, double *Q)
+{
+    incomplete_gamma(a, y, log_gamma_pos(a), P, Q);
+}
+
 /* Solve P(a, y) = p for y (then x = 2y) by Halley's method on a bracket that
  * every evaluation narrows; a step leaving the bracket is replaced by
  * bisection (or doubling while no upper end is known), so it cannot diverge.

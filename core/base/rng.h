@@ -47,6 +47,14 @@ int gp_halton_scrambled(gp_rng *rng, size_t dim, size_t start, size_t count, dou
  * approximation refined by one Halley step (relative error ~1e-15). */
 double gp_normal_quantile(double p);
 
+/* log Gamma(a) for a > 0: our own (Stirling's series with the recurrence
+ * below 10), as lgamma writes the global signgam (not thread-safe in POSIX). */
+double gp_log_gamma(double a);
+/* The regularised incomplete gammas P(a, y) and Q(a, y) = 1 - P for a, y > 0,
+ * each to full relative accuracy where it is the smaller (the series below
+ * y = a + 1, the continued fraction above). */
+void gp_incomplete_gamma(double a, double y, double *P, double *Q);
+
 /* Chi-square quantile with k degrees of freedom: the x with P(k/2, x/2) = p
  * for the regularised lower incomplete gamma P, p in (0, 1), k > 0 (accurate
  * to ~1e-12 relative for k in [0.5, 1000]). p = 0 gives 0, p = 1 +INFINITY;

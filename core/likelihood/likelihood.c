@@ -99,9 +99,9 @@ double gp_lik_log_density(const gp_lik *lik, double y, double f)
     case GP_LIK_BERNOULLI:
         return y > 0.5 ? -softplus(-f) : -softplus(f);
     case GP_LIK_POISSON:
-        return y * f - exp(f) - lgamma(y + 1.0);
+        return y * f - exp(f) - gp_log_gamma(y + 1.0);
     case GP_LIK_POISSON_SQ:
-        return y * log(f * f + GP_LIK_SQ_EPS) - f * f - lgamma(y + 1.0);
+        return y * log(f * f + GP_LIK_SQ_EPS) - f * f - gp_log_gamma(y + 1.0);
     default: {
         double r = y - f;
         return -0.5 * (LOG_2PI + log(lik->noise)) - 0.5 * r * r / lik->noise;
@@ -227,7 +227,7 @@ double gp_lik_expected(const gp_lik *lik, const gp_quadrature *q, double y, doub
             *dmu = y - r;
         if (dv)
             *dv = -0.5 * r;
-        return y * mu - r - lgamma(y + 1.0);
+        return y * mu - r - gp_log_gamma(y + 1.0);
     }
     double sd = sqrt(v), e = 0.0, gm = 0.0, gv = 0.0;
     for (size_t i = 0; i < q->n; i++) {
@@ -547,43 +547,6 @@ void gp_lik_draw(const gp_lik *lik, const double *f, size_t count, gp_rng *rng, 
 
 /* ---- Poisson helpers ---- */
 
-/* Regularised lower incomplete gamma P(a, x) by its series (x < a + 1). */
-static double gamma_p_series(double a, double x)
-{
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 10000; n++) {
-        term *= x / (a + n);
-        sum += term;
-        if (fabs(term) < fabs(sum) * 1e-17)
-            break;
-    }
-    return sum * exp(-x + a * log(x) - lgamma(a));
-}
-
-/* Regularised upper incomplete gamma Q(a, x) by its continued fraction
- * (x >= a + 1; modified Lentz). */
-static double gamma_q_fraction(double a, double x)
-{
-    const double tiny = 1e-300;
-    double b = x + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
-    for (int i = 1; i < 10000; i++) {
-        double an = -i * (i - a);
-        b += 2.0;
-        d = an * d + b;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = b + an / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        double del = d * c;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-16)
-            break;
-    }
-    return exp(-x + a * log(x) - lgamma(a)) * h;
-}
-
 double gp_poisson_cdf(double k, double rate)
 {
     if (k < 0.0)
@@ -593,10 +556,9 @@ double gp_poisson_cdf(double k, double rate)
     if (!isfinite(rate))
         return 0.0;
     /* P(Y <= k) = Q(k + 1, rate) */
-    double a = floor(k) + 1.0;
-    if (rate < a + 1.0)
-        return 1.0 - gamma_p_series(a, rate);
-    return gamma_q_fraction(a, rate);
+    double P, Q;
+    gp_incomplete_gamma(floor(k) + 1.0, rate, &P, &Q);
+    return Q;
 }
 
 double gp_rng_poisson(gp_rng *rng, double rate)
@@ -626,7 +588,7 @@ double gp_rng_poisson(gp_rng *rng, double rate)
             return k;
         if (k < 0.0 || (us < 0.013 && V > us))
             continue;
-        if (log(V) + log(invalpha) - log(a / (us * us) + b) <= -rate + k * loglam - lgamma(k + 1.0))
+        if (log(V) + log(invalpha) - log(a / (us * us) + b) <= -rate + k * loglam - gp_log_gamma(k + 1.0))
             return k;
     }
 }

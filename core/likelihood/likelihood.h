@@ -76,7 +76,7 @@ int gp_quadrature_init(gp_quadrature *q, size_t n, gp_error *err);
 
 /* E[log p(y | f)] for f ~ N(mu, v), v >= 0: closed form for gaussian
  * (-(log 2 pi s2)/2 - ((y - mu)^2 + v) / (2 s2)) and poisson
- * (y mu - exp(mu + v/2) - lgamma(y + 1)), Gauss-Hermite with q otherwise.
+ * (y mu - exp(mu + v/2) - log Gamma(y + 1)), Gauss-Hermite with q otherwise.
  * dmu and dv (may be NULL) are the exact derivatives of the returned value
  * (of the quadrature sum itself, so finite differences of it agree). */
 double gp_lik_expected(const gp_lik *lik, const gp_quadrature *q, double y, double mu, double v,

@@ -42,4 +42,13 @@ extern const gp_method gp_method_pls;
 double gp_pls_potential(const gp_lik *lik, const double *Phi, size_t mk, size_t n,
                         const double *y, const double *a, double *grad);
 
+/* [D] The mode of V for a log-concave lik (gaussian, bernoulli, poisson) by
+ * Newton from a (mk, overwritten with the mode); H (mk x mk, may be NULL)
+ * gets the lower Cholesky factor of the Hessian I + Phi W Phi^T there (upper
+ * half unspecified). Returns V(a*), NAN on failure. The start and
+ * preconditioner of the samplers (docs/methods/sparse-variational-and-pls.md
+ * §5.2, as implemented), exposed for its test. */
+double gp_pls_laplace_mode(const gp_lik *lik, const double *Phi, size_t mk, size_t n,
+                           const double *y, double *a, double *H);
+
 #endif

@@ -331,6 +331,20 @@ static double pmf_sum_cdf(double k, double rate)
     return s;
 }
 
+static void test_log_gamma(void **state)
+{
+    (void)state;
+    double logfact = 0.0;
+    for (int n = 0; n <= 170; n++) {
+        if (n > 0)
+            logfact += log((double)n);
+        tu_assert_close(gp_log_gamma(n + 1.0), logfact, 1e-14, 5e-14, "log Gamma(%d + 1)", n);
+    }
+    tu_assert_close(gp_log_gamma(0.5), 0.5 * log(3.14159265358979323846), 0, 5e-14,
+                    "log Gamma(1/2)");
+    tu_assert_close(gp_log_gamma(1e9 + 1.0), 19723265848.226982, 1e-15, 0, "log Gamma(1e9 + 1)");
+}
+
 static void test_poisson_cdf(void **state)
 {
     (void)state;
@@ -473,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_expected_gradients),
         cmocka_unit_test(test_bernoulli_probability),
         cmocka_unit_test(test_rate_and_count_moments),
+        cmocka_unit_test(test_log_gamma),
         cmocka_unit_test(test_poisson_cdf),
         cmocka_unit_test(test_count_quantiles),
         cmocka_unit_test(test_log_predictive),

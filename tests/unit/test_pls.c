@@ -372,6 +372,30 @@ static void test_t3_samplers(void **state)
     gp_kernel_free(t.k);
 }
 
+/* The Laplace start (precondition = laplace, zero steps) on a Gaussian
+ * target draws N(a*, H*^{-1}) = the closed form exactly: no eta bias. */
+static void test_laplace_start(void **state)
+{
+    (void)state;
+    toy t;
+    make_toy(&t);
+    const size_t J = 4000;
+    gp_model *cf = fit_sampler(&t, "closed_form", 0.05, J);
+    gp_option_value o[] = {{"landmarks", 6, NULL},        {"optimize", 0, NULL},
+                           {"sampler", NAN, "pula"},       {"particles", (double)J, NULL},
+                           {"steps", 0, NULL},             {"precondition", NAN, "laplace"}};
+    gp_fit_request req;
+    fixed_request(&req, &t, o, 6);
+    gp_model *m = fit_ok(&gp_method_pls, &req, "laplace start");
+    coef_law c, p;
+    coefficient_law(cf, &c);
+    coefficient_law(m, &p);
+    compare_law(&p, &c, 1.0, "laplace start vs closed form");
+    gp_model_free(m);
+    gp_model_free(cf);
+    gp_kernel_free(t.k);
+}
+
 /* ---- non-Gaussian likelihoods ---- */
 
 typedef struct lik_pred {
@@ -564,6 +588,62 @@ static void test_potential_gradient(void **state)
     }
 }
 
+/* The Laplace mode: grad V(a*) = 0; the factor is of I + Phi W Phi^T at a*
+ * (W = -d2 log p); gaussian: a* = (I + Phi Phi^T / s2)^{-1} Phi y / s2. */
+static void test_laplace_mode(void **state)
+{
+    (void)state;
+    const gp_likelihood liks[3] = {GP_LIK_GAUSSIAN, GP_LIK_BERNOULLI, GP_LIK_POISSON};
+    gp_rng rng;
+    gp_rng_seed(&rng, 11);
+    for (size_t l = 0; l < 3; l++) {
+        pot_ctx c = {.lik = {liks[l], 0.3}};
+        double a[5] = {0}, g[5], L[25], H[25], f[12];
+        gp_rng_normal_fill(&rng, c.Phi, 5 * 12);
+        for (size_t i = 0; i < 12; i++)
+            c.y[i] = liks[l] == GP_LIK_GAUSSIAN    ? gp_rng_normal(&rng)
+                     : liks[l] == GP_LIK_BERNOULLI ? (double)(gp_rng_uniform(&rng) < 0.5)
+                                                   : (double)gp_rng_below(&rng, 6);
+        double V = gp_pls_laplace_mode(&c.lik, c.Phi, 5, 12, c.y, a, L);
+        assert_true(isfinite(V));
+        tu_assert_within(gp_pls_potential(&c.lik, c.Phi, 5, 12, c.y, a, g), V, 1e-10,
+                         "%s: V(a*)", gp_likelihood_name(liks[l]));
+        for (size_t m = 0; m < 5; m++)
+            tu_assert_within(g[m], 0.0, 1e-8, "%s: grad V(a*)[%zu]",
+                             gp_likelihood_name(liks[l]), m);
+        for (size_t i = 0; i < 12; i++) {
+            f[i] = 0.0;
+            for (size_t m = 0; m < 5; m++)
+                f[i] += c.Phi[i * 5 + m] * a[m];
+        }
+        for (size_t q = 0; q < 5; q++)
+            for (size_t r = 0; r <= q; r++) {
+                double h = q == r, llt = 0.0;
+                for (size_t i = 0; i < 12; i++) {
+                    double d2;
+                    gp_lik_derivatives(&c.lik, c.y[i], f[i], NULL, &d2);
+                    h -= c.Phi[i * 5 + q] * d2 * c.Phi[i * 5 + r];
+                }
+                for (size_t k = 0; k <= r; k++)
+                    llt += L[k * 5 + q] * L[k * 5 + r];
+                H[r * 5 + q] = h;
+                tu_assert_within(llt, h, 1e-9 * (1.0 + fabs(h)), "%s: H[%zu][%zu]",
+                                 gp_likelihood_name(liks[l]), q, r);
+            }
+        if (liks[l] == GP_LIK_GAUSSIAN) { /* direct solve: H a = Phi y / s2 */
+            double b[5];
+            for (size_t m = 0; m < 5; m++) {
+                b[m] = 0.0;
+                for (size_t i = 0; i < 12; i++)
+                    b[m] += c.Phi[i * 5 + m] * c.y[i] / 0.3;
+            }
+            assert_int_equal(LAPACKE_dposv(LAPACK_COL_MAJOR, 'L', 5, 1, H, 5, b, 5), 0);
+            for (size_t m = 0; m < 5; m++)
+                tu_assert_within(a[m], b[m], 1e-9, "gaussian: a*[%zu]", m);
+        }
+    }
+}
+
 /* ---- export / import, threads ---- */
 
 static void same_predictions(const gp_model *a, const gp_model *b, const double *Xs, size_t ms)
@@ -704,6 +784,8 @@ int main(void)
         cmocka_unit_test(test_t4_sgpr),
         cmocka_unit_test(test_t5_r_mode),
         cmocka_unit_test(test_t3_samplers),
+        cmocka_unit_test(test_laplace_start),
+        cmocka_unit_test(test_laplace_mode),
         cmocka_unit_test(test_bernoulli),
         cmocka_unit_test(test_t9_poisson_sq_bimodal),
         cmocka_unit_test(test_potential_gradient),
