@@ -344,9 +344,9 @@ def verdict_binary(names, results, gp):
         if seen == 0:
             print("  - %s: not measured." % m)
         else:
-            print("  - %s: %d of %d measured%s: %s. %s." % (
-                m, wins, seen, "" if seen == 5 else " (the target needs all 5)",
-                met(wins >= 4 and seen == 5), "; ".join(detail)))
+            print("  - %s: %d of %d measured: %s. %s." % (
+                m, wins, seen, met(wins >= 4) if seen == 5 else "not judged (needs all 5 sets)",
+                "; ".join(detail)))
 
 
 def verdict_speed(names, results, gp):
@@ -362,7 +362,7 @@ def verdict_speed(names, results, gp):
             ok &= r >= 5.0
             parts.append("%s %.3g×" % (name, r))
         print("  - %s: %s" % (m, "not measured." if seen == 0 else "%s: %s%s." % (
-            ", ".join(parts), met(ok and seen == 3), "" if seen == 3 else " (not all 3 ran)")))
+            ", ".join(parts), met(ok) if seen == 3 else "not judged (needs all 3 sets)", "")))
 
 
 def verdict_counts(names, results, gp):
