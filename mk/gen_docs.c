@@ -126,6 +126,17 @@ static void md_range(text *t, const gp_option_spec *s)
     }
 }
 
+/* Text in a markdown table cell: a '|' (as in p(y | f)) would end the cell. */
+static void md_cell(text *t, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            put(t, "\\|");
+        else
+            put(t, "%c", *s);
+    }
+}
+
 static void md_kernels(text *t, const gp_method *m)
 {
     int first = 1;
@@ -167,14 +178,19 @@ static void md_method(text *t, const gp_method *m)
         md_default(t, s);
         put(t, " | ");
         md_range(t, s);
-        put(t, " | %s |\n", s->help);
+        put(t, " | ");
+        md_cell(t, s->help);
+        put(t, " |\n");
     }
     if (m->n_info == 0)
         return;
     put(t, "\n| `method_info` key | type | meaning |\n|---|---|---|\n");
-    for (size_t i = 0; i < m->n_info; i++)
-        put(t, "| `%s` | %s | %s |\n", m->info[i].key,
-            m->info[i].type == GP_INFO_STRING ? "string" : "number", m->info[i].help);
+    for (size_t i = 0; i < m->n_info; i++) {
+        put(t, "| `%s` | %s | ", m->info[i].key,
+            m->info[i].type == GP_INFO_STRING ? "string" : "number");
+        md_cell(t, m->info[i].help);
+        put(t, " |\n");
+    }
 }
 
 static void md_block(text *t)
