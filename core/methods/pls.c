@@ -54,7 +54,8 @@ static const gp_option_spec pls_options[] = {
      "M, landmarks chosen greedily by conditional variance (pivoted Cholesky); 0 or \"auto\": "
      "max(floor(sqrt(N)), 100), at most N and 2000"},
     {"landmark_selection", GP_OPTION_ENUM, 0, "auto", 0, 0, "auto|greedy|kmeans|random",
-     "greedy: conditional variance (pivoted Cholesky; thesis); kmeans: k-means centres (seeded); "
+     "greedy: conditional variance (pivoted Cholesky; thesis); kmeans: k-means centres (seeded), "
+     "each moved to its nearest training input ([D]: discrete inputs keep their values); "
      "random: distinct training inputs (seeded); auto: greedy for gaussian, kmeans otherwise "
      "([D]: greedy picks the outliers of heavy-tailed inputs first, P26)"},
     {"particles", GP_OPTION_INT, 100, NULL, 1, 10000, NULL,
@@ -89,9 +90,9 @@ static const gp_option_spec pls_options[] = {
     {"tolerance", GP_OPTION_NUMBER, 1e-9, NULL, 1e-16, 1, NULL,
      "stop a subset fit when the relative LML change of an iteration falls below this"},
     {"amplitude", GP_OPTION_ENUM, 0, "laplace", 0, 0, "laplace|thesis",
-     "bernoulli and poisson with optimize: laplace ([D]) rescales the amplitude fitted on the "
-     "transformed labels to maximise the model's Laplace marginal likelihood on the training "
-     "features; thesis keeps it"},
+     "bernoulli with optimize: laplace ([D]) rescales the amplitude fitted on the 0/1 labels "
+     "to maximise the model's Laplace marginal likelihood on the training features; thesis "
+     "keeps it (poisson keeps it always: its A1 target is on the log-rate scale)"},
     {"noise_floor", GP_OPTION_NUMBER, 0.15, NULL, 0, 1, NULL,
      "non-gaussian likelihoods: least noise of the hyperparameter regression on the "
      "transformed labels, as a fraction of their variance ([D]: stops interpolating fits)"},
@@ -263,7 +264,7 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
     s->tolerance = gp_option_number(me, req, "tolerance");
     s->eig_tol = gp_option_number(me, req, "eig_rel_tol");
     int concave = req->likelihood != GP_LIK_POISSON_SQ;
-    s->laplace_amp = (req->likelihood == GP_LIK_BERNOULLI || req->likelihood == GP_LIK_POISSON) &&
+    s->laplace_amp = req->likelihood == GP_LIK_BERNOULLI &&
                      s->optimize && strcmp(gp_option_string(me, req, "amplitude"), "laplace") == 0;
     const char *pre = gp_option_string(me, req, "precondition");
     if (strcmp(pre, "laplace") == 0 && !concave)
@@ -705,8 +706,9 @@ static double laplace_lml(newton_ws *w, double s, double *a)
 }
 
 /* [D] The amplitude (as implemented, §5.2; P20): the A1 regression on the
- * transformed labels gives an amplitude for a function over [0, 1] (or
- * log counts), too small for a logit. The kernel's variance is multiplied by
+ * 0/1 labels gives an amplitude for a function over [0, 1], too small for a
+ * logit (poisson keeps its A1 amplitude: log(y + 1/2) is on the log-rate
+ * scale already). The kernel's variance is multiplied by
  * the c maximising the Laplace marginal likelihood of the model itself on
  * the training features (golden section over log c in [-2, 8]; the features
  * scale as c^(1/2) in k-mode and c in r-mode). a gets the mode at that c. */
@@ -1210,8 +1212,46 @@ static void hyper_noise_param(const gp_fit_request *req, const pls_settings *set
         np->start = 2.0 * np->floor;
 }
 
-/* A2-A3: landmarks (greedy under the fitted kernel, or k-means / random,
- * seeded by the fit seed), the eigenbasis, Phi_X. */
+/* [D] k-means centres moved to their nearest training inputs, distinct
+ * (each centre in turn takes the nearest input not taken yet). Landmarks
+ * that are data points keep the values of discrete inputs, on which A1 can
+ * fit a vanishing lengthscale (doctor_visits: 1e-25 on a count column): a
+ * centre between two such values is uncorrelated with every point, and the
+ * basis collapsed to the prior on whole test splits (test log likelihood
+ * -1.05 against -0.61). X and Z are point-major (d x n, d x m). */
+static int snap_to_data(const double *X, size_t n, size_t d, double *Z, size_t m,
+                        gp_error *err)
+{
+    unsigned char *taken = calloc(n ? n : 1, 1);
+    if (taken == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    for (size_t j = 0; j < m; j++) {
+        size_t best = n;
+        double best_d = INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            if (taken[i])
+                continue;
+            double s = 0.0;
+            for (size_t k = 0; k < d; k++) {
+                double t = X[i * d + k] - Z[j * d + k];
+                s += t * t;
+            }
+            if (s < best_d) {
+                best_d = s;
+                best = i;
+            }
+        }
+        if (best == n)
+            break; /* m <= n: not reached */
+        taken[best] = 1;
+        memcpy(Z + j * d, X + best * d, d * sizeof *Z);
+    }
+    free(taken);
+    return GP_OK;
+}
+
+/* A2-A3: landmarks (greedy under the fitted kernel, or k-means snapped to
+ * the data / random, seeded by the fit seed), the eigenbasis, Phi_X. */
 static int build_basis(gp_model *model, const pls_settings *set, fit_data *D, pls_impl **out,
                        gp_error *err)
 {
@@ -1223,6 +1263,8 @@ static int build_basis(gp_model *model, const pls_settings *set, fit_data *D, pl
     if (rc == GP_OK)
         rc = gp_inducing_select((gp_inducing_selection)set->selection, model->kernel, D->Xt,
                                 D->n, d, M, seed, Z, &m, err);
+    if (rc == GP_OK && set->selection == GP_INDUCING_KMEANS)
+        rc = snap_to_data(D->Xt, D->n, d, Z, m, err);
     if (rc == GP_OK)
         rc = eigenbasis(model->kernel, Z, m, set->eig_tol, V, lam, &mk, err);
     pls_impl *im = NULL;
@@ -1813,8 +1855,8 @@ static const gp_info_spec pls_info[] = {
     {"hyper_target", GP_INFO_STRING,
      "the regression target of the hyperparameter fit: y, 0/1 labels, sqrt(y) or log(y + 1/2)"},
     {"amplitude_scale", GP_INFO_NUMBER,
-     "bernoulli and poisson, amplitude laplace: the factor c on the kernel variance fitted to "
-     "the transformed labels (maximises the Laplace marginal likelihood)"},
+     "bernoulli, amplitude laplace: the factor c on the kernel variance fitted to the 0/1 "
+     "labels (maximises the Laplace marginal likelihood)"},
     {"preconditioner", GP_INFO_STRING,
      "samplers: laplace (Hessian at the mode, particles started from the Laplace "
      "approximation) or bound (curvature bound, prior start)"},

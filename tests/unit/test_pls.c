@@ -21,6 +21,7 @@
 
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/model/method.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
 #include "core/linalg/linalg.h"
@@ -493,6 +494,50 @@ static void test_bernoulli(void **state)
     gp_kernel_free(k);
 }
 
+/* k-means landmarks are moved onto the data ([D], §5.2 as implemented): every
+ * landmark of a bernoulli fit (auto = kmeans) is a training input, no two the
+ * same, and the inputs are on an integer grid so a centre between values
+ * would show. */
+static void test_kmeans_landmarks_on_data(void **state)
+{
+    (void)state;
+    double X[NB * 2], y[NB], Xt[TB * 2], pt[TB];
+    bernoulli_problem(X, y, Xt, pt, 2);
+    for (size_t i = 0; i < 2 * NB; i++)
+        X[i] = round(3.0 * X[i]); /* discrete inputs */
+    gp_kernel *k;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
+    gp_option_value o[] = {{"particles", 10, NULL}, {"steps", 5, NULL}, {"landmarks", 12, NULL}};
+    gp_fit_request req;
+    fit_request(&req, X, y, NB, 2, k, o, 3);
+    req.likelihood = GP_LIK_BERNOULLI;
+    gp_model *m = fit_ok(&gp_method_pls, &req, "kmeans landmarks");
+    gp_state st;
+    gp_state_init(&st);
+    assert_int_equal(gp_model_export(m, &st, &err), GP_OK);
+    const gp_named_array *z = gp_state_find(&st, "Z");
+    assert_non_null(z);
+    assert_int_equal(z->rows, 2);
+    double *P;
+    assert_int_equal(gp_model_points(m, X, NB, &P, &err), GP_OK); /* standardised, 2 x NB */
+    for (size_t j = 0; j < z->cols; j++) {
+        int found = 0;
+        for (size_t i = 0; i < NB && !found; i++)
+            found = P[2 * i] == z->data[2 * j] && P[2 * i + 1] == z->data[2 * j + 1];
+        if (!found)
+            fail_msg("landmark %zu (%g, %g) is not a training input", j, z->data[2 * j],
+                     z->data[2 * j + 1]);
+        for (size_t l = 0; l < j; l++)
+            if (z->data[2 * l] == z->data[2 * j] && z->data[2 * l + 1] == z->data[2 * j + 1])
+                fail_msg("landmarks %zu and %zu are the same input", l, j);
+    }
+    free(P);
+    gp_state_free(&st);
+    gp_model_free(m);
+    gp_kernel_free(k);
+}
+
 /* Poisson draws by inversion (small rates), so the test needs nothing else. */
 static double poisson_draw(gp_rng *rng, double rate)
 {
@@ -787,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_laplace_start),
         cmocka_unit_test(test_laplace_mode),
         cmocka_unit_test(test_bernoulli),
+        cmocka_unit_test(test_kmeans_landmarks_on_data),
         cmocka_unit_test(test_t9_poisson_sq_bimodal),
         cmocka_unit_test(test_potential_gradient),
         cmocka_unit_test(test_export_import),
