@@ -21,9 +21,9 @@
 #   sh bench/run.sh BUILD_DIR classification [--quick] [--splits S] [--datasets a,b]
 # (bench_classification writes its rows and scores to a temporary folder, then
 # bench/sklearn_classification.py fits the peers on those rows and prints the
-# comparison and the verdict). Duration on the shared 2-core machine: --splits 3
-# about 20 minutes (bench/results/classification.md); the default 10 splits
-# about an hour (pls on spam ~2 minutes a fit, GPC on spam ~5 minutes a fit).
+# comparison and the verdict). Duration on the shared 2-core machine with the
+# default 10 splits: about 22 minutes (gpserve 6, the peers 16, most of it GPC
+# on spam, ~4 minutes a fit; bench/results/classification.md).
 #
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
