@@ -248,42 +248,56 @@ double gp_lik_expected(const gp_lik *lik, const gp_quadrature *q, double y, doub
 
 /* ---- predictive expectations ---- */
 
-typedef struct grid {
+/* The rule of E h(f), f ~ N(mu, v), where h changes on the scale `feature`
+ * (see the file comment): Gauss-Hermite while the standard deviation is
+ * below it, else the trapezoid rule with a step of feature / 2 (coarser only
+ * past GRID_MAX nodes). Nodes and weights (summing to 1) are computed on
+ * demand (rule_node), so no expectation allocates. */
+typedef struct gauss_rule {
+    const gp_quadrature *q; /* NULL: trapezoid */
     size_t n;
-    double f[GRID_MAX], w[GRID_MAX];
-} grid;
+    double mu, sd, h, sum; /* trapezoid: step in z = (f - mu) / sd, and the weights' sum */
+} gauss_rule;
 
-/* Nodes and weights (summing to 1) for E h(f), f ~ N(mu, v), where h changes
- * on the scale `feature` (see the file comment): Gauss-Hermite while the
- * standard deviation is below it, else the trapezoid rule with a step of
- * feature / 2 (coarser only past GRID_MAX nodes). */
-static void grid_for(const gp_quadrature *q, double mu, double v, double feature, grid *g)
+static double trapezoid_z(const gauss_rule *r, size_t i)
 {
-    double sd = v > 0.0 ? sqrt(v) : 0.0;
-    if (sd <= feature) {
-        g->n = q->n;
-        for (size_t i = 0; i < q->n; i++) {
-            g->f[i] = mu + sd * q->x[i];
-            g->w[i] = q->w[i];
-        }
+    return -GRID_HALF_WIDTH + (double)i * r->h / r->sd;
+}
+
+static void rule_for(const gp_quadrature *q, double mu, double v, double feature, gauss_rule *r)
+{
+    r->mu = mu;
+    r->sd = v > 0.0 ? sqrt(v) : 0.0;
+    if (r->sd <= feature) {
+        r->q = q;
+        r->n = q->n;
         return;
     }
-    double h = 0.5 * feature, span = 2.0 * GRID_HALF_WIDTH * sd;
-    size_t n = (size_t)ceil(span / h) + 1;
-    if (n > GRID_MAX) {
-        n = GRID_MAX;
-        h = span / (double)(n - 1);
+    r->q = NULL;
+    r->h = 0.5 * feature;
+    double span = 2.0 * GRID_HALF_WIDTH * r->sd;
+    r->n = (size_t)ceil(span / r->h) + 1;
+    if (r->n > GRID_MAX) {
+        r->n = GRID_MAX;
+        r->h = span / (double)(r->n - 1);
     }
-    double sum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double z = -GRID_HALF_WIDTH + (double)i * h / sd;
-        g->f[i] = mu + sd * z;
-        g->w[i] = exp(-0.5 * z * z);
-        sum += g->w[i];
+    r->sum = 0.0;
+    for (size_t i = 0; i < r->n; i++) {
+        double z = trapezoid_z(r, i);
+        r->sum += exp(-0.5 * z * z);
     }
-    for (size_t i = 0; i < n; i++)
-        g->w[i] /= sum;
-    g->n = n;
+}
+
+static void rule_node(const gauss_rule *r, size_t i, double *f, double *w)
+{
+    if (r->q) {
+        *f = r->mu + r->sd * r->q->x[i];
+        *w = r->q->w[i];
+        return;
+    }
+    double z = trapezoid_z(r, i);
+    *f = r->mu + r->sd * z;
+    *w = exp(-0.5 * z * z) / r->sum;
 }
 
 /* The scale on which a likelihood's predictive integrands change in f. */
@@ -322,14 +336,13 @@ static void rate_moments(gp_likelihood l, double mu, double v, double *mean, dou
 
 static double logistic_expectation(const gp_quadrature *q, double mu, double v)
 {
-    grid *g = malloc(sizeof *g);
-    if (g == NULL)
-        return logistic(mu / sqrt(1.0 + PI * v / 8.0)); /* MacKay's probit approximation */
-    grid_for(q, mu, v, feature_scale(GP_LIK_BERNOULLI, 0.0), g);
-    double p = 0.0;
-    for (size_t i = 0; i < g->n; i++)
-        p += g->w[i] * logistic(g->f[i]);
-    free(g);
+    gauss_rule r;
+    rule_for(q, mu, v, feature_scale(GP_LIK_BERNOULLI, 0.0), &r);
+    double p = 0.0, f, w;
+    for (size_t i = 0; i < r.n; i++) {
+        rule_node(&r, i, &f, &w);
+        p += w * logistic(f);
+    }
     return p;
 }
 
@@ -379,13 +392,16 @@ void gp_lik_predict(const gp_lik *lik, const gp_quadrature *q, const double *mu,
 
 /* P(Y <= c) at one point for the mixed Poisson of the K components. */
 static double count_cdf(gp_likelihood l, const gp_quadrature *q, const double *mu,
-                        const double *var, size_t i, size_t m, size_t K, double c, grid *g)
+                        const double *var, size_t i, size_t m, size_t K, double c)
 {
-    double F = 0.0;
+    double F = 0.0, f, w;
     for (size_t k = 0; k < K; k++) {
-        grid_for(q, mu[i + k * m], var[i + k * m], feature_scale(l, c), g);
-        for (size_t j = 0; j < g->n; j++)
-            F += g->w[j] * gp_poisson_cdf(c, rate_of(l, g->f[j]));
+        gauss_rule r;
+        rule_for(q, mu[i + k * m], var[i + k * m], feature_scale(l, c), &r);
+        for (size_t j = 0; j < r.n; j++) {
+            rule_node(&r, j, &f, &w);
+            F += w * gp_poisson_cdf(c, rate_of(l, f));
+        }
     }
     return F / (double)K;
 }
@@ -394,19 +410,19 @@ static double count_cdf(gp_likelihood l, const gp_quadrature *q, const double *m
  * a start near the mean, then bisection. */
 static double count_quantile(gp_likelihood l, const gp_quadrature *q, const double *mu,
                              const double *var, size_t i, size_t m, size_t K, double level,
-                             double start, grid *g)
+                             double start)
 {
     double lo = -1.0, hi = floor(start);
     if (hi < 0.0)
         hi = 0.0;
-    if (count_cdf(l, q, mu, var, i, m, K, hi, g) >= level) {
+    if (count_cdf(l, q, mu, var, i, m, K, hi) >= level) {
         /* hi qualifies: the answer is in (lo, hi] */
     } else {
         double step = fmax(1.0, hi);
         lo = hi;
         for (;;) {
             hi = lo + step;
-            if (hi >= MAX_RATE || count_cdf(l, q, mu, var, i, m, K, hi, g) >= level)
+            if (hi >= MAX_RATE || count_cdf(l, q, mu, var, i, m, K, hi) >= level)
                 break;
             lo = hi;
             step *= 2.0;
@@ -414,7 +430,7 @@ static double count_quantile(gp_likelihood l, const gp_quadrature *q, const doub
     }
     while (hi - lo > 1.0) {
         double mid = floor(0.5 * (lo + hi));
-        if (count_cdf(l, q, mu, var, i, m, K, mid, g) >= level)
+        if (count_cdf(l, q, mu, var, i, m, K, mid) >= level)
             hi = mid;
         else
             lo = mid;
@@ -453,21 +469,17 @@ void gp_lik_quantiles(const gp_lik *lik, const gp_quadrature *q, const double *m
         free(p);
         return;
     }
-    grid *g = malloc(sizeof *g);
     double *mean = malloc(2 * m * sizeof *mean);
-    if (g == NULL || mean == NULL) {
+    if (mean == NULL) {
         for (size_t i = 0; i < m * nq; i++)
             out[i] = NAN;
-        free(g);
-        free(mean);
         return;
     }
     gp_lik_predict(lik, q, mu, var, m, K, mean, mean + m, NULL, NULL);
     for (size_t j = 0; j < nq; j++)
         for (size_t i = 0; i < m; i++)
             out[i + j * m] = count_quantile(lik->type, q, mu, var, i, m, K, levels[j],
-                                            mean[i], g);
-    free(g);
+                                            mean[i]);
     free(mean);
 }
 
@@ -488,40 +500,38 @@ static double log_sum_exp(const double *a, size_t n)
 }
 
 /* log E p(y | f) for one component, in logs throughout (a Poisson density of
- * a large count underflows long before its log does). */
+ * a large count underflows long before its log does); t holds GRID_MAX. */
 static double log_expected_density(const gp_lik *lik, const gp_quadrature *q, double y,
-                                   double mu, double v, grid *g)
+                                   double mu, double v, double *t)
 {
     if (lik->type == GP_LIK_GAUSSIAN) {
         double s = v + lik->noise, r = y - mu;
         return -0.5 * (LOG_2PI + log(s)) - 0.5 * r * r / s;
     }
-    grid_for(q, mu, v, feature_scale(lik->type, y), g);
-    double *t = malloc(g->n * sizeof *t);
-    if (t == NULL)
-        return NAN;
-    for (size_t j = 0; j < g->n; j++)
-        t[j] = log(g->w[j]) + gp_lik_log_density(lik, y, g->f[j]);
-    double r = log_sum_exp(t, g->n);
-    free(t);
-    return r;
+    gauss_rule r;
+    rule_for(q, mu, v, feature_scale(lik->type, y), &r);
+    double f, w;
+    for (size_t j = 0; j < r.n; j++) {
+        rule_node(&r, j, &f, &w);
+        t[j] = log(w) + gp_lik_log_density(lik, y, f);
+    }
+    return log_sum_exp(t, r.n);
 }
 
 void gp_lik_log_predictive(const gp_lik *lik, const gp_quadrature *q, const double *mu,
                            const double *var, size_t m, size_t K, const double *y, double *logp)
 {
-    grid *g = malloc(sizeof *g);
-    double *c = malloc((K ? K : 1) * sizeof *c);
+    double *t = malloc(GRID_MAX * sizeof *t), *c = malloc((K ? K : 1) * sizeof *c);
     for (size_t i = 0; i < m; i++) {
-        if (g == NULL || c == NULL) {
+        if (t == NULL || c == NULL) {
             logp[i] = NAN;
             continue;
         }
         for (size_t k = 0; k < K; k++)
-            c[k] = log_expected_density(lik, q, y[i], mu[i + k * m], var[i + k * m], g);
+            c[k] = log_expected_density(lik, q, y[i], mu[i + k * m], var[i + k * m], t);
         logp[i] = log_sum_exp(c, K) - log((double)K);
     }
-    free(g);
+    free(t);
     free(c);
 }
 
