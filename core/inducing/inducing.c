@@ -392,6 +392,25 @@ int gp_inducing_post_import(const gp_model *model, const gp_state *st, gp_induci
     return rc;
 }
 
+int gp_inducing_method_export(const gp_model *model, gp_state *st, gp_error *err)
+{
+    return gp_inducing_post_export((const gp_inducing_post *)model->impl, st, err);
+}
+
+int gp_inducing_method_import(gp_model *model, const gp_state *st, gp_error *err)
+{
+    gp_inducing_post *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    int rc = gp_inducing_post_import(model, st, p, err);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    model->impl = p;
+    return GP_OK;
+}
+
 /* ---- the fit: the objective over (free kernel parameters, noise, Z) ---- */
 
 typedef struct inducing_problem {

@@ -136,6 +136,11 @@ int gp_inducing_method_predict(const gp_model *model, const gp_predict_request *
                                gp_prediction *out, gp_error *err);
 int gp_inducing_method_sample(const gp_model *model, const gp_sample_request *req,
                               double *samples, gp_error *err);
+/* gp_method.export_impl and .import_impl for a method whose impl is its
+ * gp_inducing_post alone (sgpr, svgp): the arrays of gp_inducing_post_export;
+ * import allocates model->impl (free it with gp_inducing_post_free, then free). */
+int gp_inducing_method_export(const gp_model *model, gp_state *st, gp_error *err);
+int gp_inducing_method_import(gp_model *model, const gp_state *st, gp_error *err);
 
 /* Arrays "Z" (d x m), "chol_kuu_packed", "mean_white" (m x 1),
  * "cov_white_packed" (the lower triangle of C) and "jitter" (1 x 1). Import

@@ -259,7 +259,8 @@ static const gp_option_spec sgpr_options[] = {
      "stop when the relative change of the bound in an iteration falls below this"},
 };
 
-/* The posterior first: gp_inducing_method_predict/sample read it through impl. */
+/* The posterior alone: the gp_inducing_method_* ops read it through impl
+ * (import allocates it as a bare gp_inducing_post). */
 typedef struct sgpr_impl {
     gp_inducing_post post;
 } sgpr_impl;
@@ -403,32 +404,12 @@ static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     return GP_OK;
 }
 
-static int sgpr_export(const gp_model *model, gp_state *st, gp_error *err)
-{
-    const sgpr_impl *im = model->impl;
-    return gp_inducing_post_export(&im->post, st, err);
-}
-
-static int sgpr_import(gp_model *model, const gp_state *st, gp_error *err)
-{
-    sgpr_impl *im = calloc(1, sizeof *im);
-    if (im == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    int rc = gp_inducing_post_import(model, st, &im->post, err);
-    if (rc) {
-        free(im);
-        return rc;
-    }
-    model->impl = im;
-    return GP_OK;
-}
-
 static const gp_method_ops sgpr_ops = {
     .fit = sgpr_fit,
     .predict = gp_inducing_method_predict,
     .sample = gp_inducing_method_sample,
-    .export_impl = sgpr_export,
-    .import_impl = sgpr_import,
+    .export_impl = gp_inducing_method_export,
+    .import_impl = gp_inducing_method_import,
     .free_impl = impl_free,
 };
 

@@ -774,7 +774,8 @@ static const gp_option_spec svgp_options[] = {
      "the exact optimum)"},
 };
 
-/* The posterior first: gp_inducing_method_predict/sample read it through impl. */
+/* The posterior alone: the gp_inducing_method_* ops read it through impl
+ * (import allocates it as a bare gp_inducing_post). */
 typedef struct svgp_impl {
     gp_inducing_post post;
 } svgp_impl;
@@ -1089,26 +1090,6 @@ static int svgp_fit_op(const gp_fit_request *req, gp_model **out, gp_error *err)
     return GP_OK;
 }
 
-static int svgp_export(const gp_model *model, gp_state *st, gp_error *err)
-{
-    const svgp_impl *im = model->impl;
-    return gp_inducing_post_export(&im->post, st, err);
-}
-
-static int svgp_import(gp_model *model, const gp_state *st, gp_error *err)
-{
-    svgp_impl *im = calloc(1, sizeof *im);
-    if (im == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    int rc = gp_inducing_post_import(model, st, &im->post, err);
-    if (rc) {
-        free(im);
-        return rc;
-    }
-    model->impl = im;
-    return GP_OK;
-}
-
 /* With full_covariance the shared predictor takes a level-3 path whose mean
  * and variance differ from the per-point path in the last bits; the core
  * derives a non-Gaussian model's observation quantities from them, so they
@@ -1136,8 +1117,8 @@ static const gp_method_ops svgp_ops = {
     .fit = svgp_fit_op,
     .predict = svgp_predict,
     .sample = gp_inducing_method_sample,
-    .export_impl = svgp_export,
-    .import_impl = svgp_import,
+    .export_impl = gp_inducing_method_export,
+    .import_impl = gp_inducing_method_import,
     .free_impl = impl_free,
 };
 
