@@ -205,6 +205,14 @@ static double seconds_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* What a non-Gaussian model's predictions need beside the method's state. */
+static int prepare_likelihood(gp_model *model, gp_error *err)
+{
+    if (model->likelihood == GP_LIK_GAUSSIAN)
+        return GP_OK;
+    return gp_quadrature_init(&model->quadrature, GP_LIK_QUADRATURE_POINTS, err);
+}
+
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     *out = NULL;
@@ -226,6 +234,10 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     rc = m->ops->fit(req, out, err);
     if (rc == GP_OK)
         (*out)->diag.fit_seconds = seconds_now() - t0;
+    if (rc == GP_OK && (rc = prepare_likelihood(*out, err)) != GP_OK) {
+        gp_model_free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
@@ -284,9 +296,6 @@ static int predict_observations(const gp_model *model, const gp_predict_request 
     int rc = check_observation_buffers(model, req, out, err);
     if (rc == GP_OK)
         rc = gp_checked_size(m, K, &mk, err);
-    gp_quadrature q;
-    if (rc == GP_OK)
-        rc = gp_quadrature_init(&q, GP_LIK_QUADRATURE_POINTS, err);
     if (rc)
         return rc;
     /* A mixture's components: the caller's buffers when asked, else ours. */
@@ -316,15 +325,15 @@ static int predict_observations(const gp_model *model, const gp_predict_request 
     if (rc == GP_OK) {
         out->clamped = lout.clamped;
         gp_lik lik = {model->likelihood, 0.0};
-        gp_lik_predict(&lik, &q, cm, cv, m, K, out->obs_mean, out->obs_variance, out->rate_mean,
-                       out->rate_variance);
+        gp_lik_predict(&lik, &model->quadrature, cm, cv, m, K, out->obs_mean,
+                       out->obs_variance, out->rate_mean, out->rate_variance);
         const double *mean = req->include_noise ? out->obs_mean : out->latent_mean;
         const double *var = req->include_noise ? out->obs_variance : out->latent_variance;
         memcpy(out->mean, mean, m * sizeof *mean);
         memcpy(out->variance, var, m * sizeof *var);
         if (req->n_quantiles && req->include_noise)
-            gp_lik_quantiles(&lik, &q, cm, cv, m, K, req->quantiles, req->n_quantiles,
-                             out->quantiles);
+            gp_lik_quantiles(&lik, &model->quadrature, cm, cv, m, K, req->quantiles,
+                             req->n_quantiles, out->quantiles);
         else if (req->n_quantiles)
             gp_mixture_quantiles(cm, cv, m, K, req->quantiles, req->n_quantiles, out->quantiles);
     }
@@ -538,6 +547,8 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
     rc = gp_method_check_kernel(m, model->kernel, err);
     if (rc == GP_OK)
         rc = m->ops->import_impl(model, st, err);
+    if (rc == GP_OK)
+        rc = prepare_likelihood(model, err);
     if (rc) {
         gp_model_free(model);
         return rc;
