@@ -120,25 +120,21 @@ int gp_fit_job_max_iterations(const gp_fit_job *job)
     return gp_method_max_iterations(job->method, job->options, job->n_options);
 }
 
-static const gp_option_spec *find_spec(const gp_method *m, const char *name)
-{
-    for (size_t i = 0; i < m->n_options; i++)
-        if (strcmp(m->options[i].name, name) == 0)
-            return &m->options[i];
-    return NULL;
-}
-
-static int method_list(char *buf, size_t len)
+/* The names of the registered methods, comma separated; only those that fit
+ * likelihood `only` unless it is negative. */
+static void method_names(int only, char *buf, size_t len)
 {
     size_t pos = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < gp_method_count() && pos < len; i++) {
-        int w = snprintf(buf + pos, len - pos, "%s%s", i ? ", " : "", gp_method_at(i)->name);
+        const gp_method *m = gp_method_at(i);
+        if (only >= 0 && !gp_method_accepts_likelihood(m, (gp_likelihood)only))
+            continue;
+        int w = snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "", m->name);
         if (w < 0)
             break;
         pos += (size_t)w;
     }
-    return 0;
 }
 
 static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
@@ -156,7 +152,7 @@ static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
     json_object_foreach(v, key, val) {
         char field[GP_ERROR_FIELD_LEN];
         snprintf(field, sizeof field, "options.%.48s", key);
-        const gp_option_spec *s = find_spec(job->method, key);
+        const gp_option_spec *s = gp_method_option_spec(job->method, key);
         if (s == NULL) {
             char names[256] = "";
             size_t pos = 0;
@@ -210,22 +206,6 @@ static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
     return gp_options_validate(job->method, job->options, job->n_options, err);
 }
 
-/* The names of the methods that fit likelihood l, for the error message. */
-static void methods_fitting(gp_likelihood l, char *buf, size_t len)
-{
-    size_t pos = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < gp_method_count() && pos < len; i++) {
-        const gp_method *m = gp_method_at(i);
-        if (!gp_method_accepts_likelihood(m, l))
-            continue;
-        int w = snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "", m->name);
-        if (w < 0)
-            break;
-        pos += (size_t)w;
-    }
-}
-
 /* "likelihood": a name of the catalogue the method fits (422 unsupported
  * naming the methods that fit it otherwise). */
 static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
@@ -239,7 +219,7 @@ static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
     if (gp_method_accepts_likelihood(job->method, job->likelihood))
         return GP_OK;
     char names[256];
-    methods_fitting(job->likelihood, names, sizeof names);
+    method_names((int)job->likelihood, names, sizeof names);
     return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
                         "method '%s' does not fit the %s likelihood; %s fit%s it",
                         job->method->name, name, names[0] ? names : "no method",
@@ -285,7 +265,7 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         job->method = m ? gp_method_find(m) : NULL;
         if (job->method == NULL) {
             char names[256];
-            method_list(names, sizeof names);
+            method_names(-1, names, sizeof names);
             return gp_error_set(err, GP_EINVAL, "method", "method must be one of: %s", names);
         }
     }
