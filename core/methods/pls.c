@@ -120,6 +120,7 @@ typedef struct pls_impl {
     double *V;   /* M x mk eigenvectors of K_ZZ / M, eigenvalues descending */
     double *lam; /* mk */
     double *B;   /* M x mk: phi(x) = B^T k(Z, x); derived from V, lam */
+    gp_kernel_points *Zp; /* Z prepared for k(Z, x) under the model's kernel; derived */
     double *A;   /* mk x J particles */
     double *mu;  /* mk, closed form */
     double *R;   /* mk x mk lower factor of H, closed form */
@@ -130,6 +131,7 @@ static void impl_free(void *p)
     pls_impl *im = p;
     if (im == NULL)
         return;
+    gp_kernel_points_free(im->Zp);
     free(im->Z);
     free(im->V);
     free(im->lam);
@@ -167,10 +169,11 @@ static pls_impl *impl_alloc(size_t d, size_t M, size_t mk, size_t J, gp_error *e
     return im;
 }
 
-/* B from V and lambda (§5.2 A3): the same code at fit and import, so an
- * imported model predicts bit for bit as the fitted one. Scaling by the
- * number of landmarks M, not mk (pitfall P14). */
-static void impl_derive(pls_impl *im)
+/* B from V and lambda (§5.2 A3), and Z prepared for the kernel k of the
+ * model (k(Z, x) of every prediction block without rescaling Z): the same
+ * code at fit and import, so an imported model predicts bit for bit as the
+ * fitted one. Scaling by the number of landmarks M, not mk (pitfall P14). */
+static int impl_derive(pls_impl *im, const gp_kernel *k, gp_error *err)
 {
     double M = (double)im->M;
     for (size_t m = 0; m < im->mk; m++) {
@@ -178,6 +181,7 @@ static void impl_derive(pls_impl *im)
         for (size_t i = 0; i < im->M; i++)
             im->B[m * im->M + i] = im->V[m * im->M + i] * s;
     }
+    return gp_kernel_points_new(k, im->Z, im->M, &im->Zp, err);
 }
 
 /* ---- the potential (§5.2 A3) ---- */
@@ -782,11 +786,12 @@ static int eigenbasis(const gp_kernel *k, const double *Z, size_t M, double tol,
     return GP_OK;
 }
 
-/* Phi (mk x b) = B^T k(Z, X) for b points X (d x b); K (M x b) gets k(Z, X). */
+/* Phi (mk x b) = B^T k(Z, X) for b points X (d x b); K (M x b) gets k(Z, X).
+ * k is the kernel im->Zp was prepared with. */
 static void features(const gp_kernel *k, const pls_impl *im, const double *X, size_t b,
                      double *K, double *Phi)
 {
-    gp_kernel_cross(k, im->Z, im->M, X, b, K, im->M);
+    gp_kernel_cross_points(k, im->Zp, X, b, K, im->M);
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)im->mk, (blasint)b,
                 (blasint)im->M, 1.0, im->B, (blasint)im->M, K, (blasint)im->M, 0.0, Phi,
                 (blasint)im->mk);
@@ -1277,7 +1282,9 @@ static int build_basis(gp_model *model, const pls_settings *set, fit_data *D, pl
         memcpy(im->Z, Z, d * m * sizeof *Z);
         memcpy(im->V, V, m * mk * sizeof *V);
         memcpy(im->lam, lam, mk * sizeof *lam);
-        impl_derive(im);
+        rc = impl_derive(im, model->kernel, err);
+    }
+    if (rc == GP_OK) {
         size_t cnt = 0;
         rc = gp_checked_size(mk, D->n, &cnt, err);
         if (rc == GP_OK && (D->Phi = gp_alloc_doubles(cnt, err)) == NULL)
@@ -1812,11 +1819,12 @@ static int pls_import(gp_model *model, const gp_state *st, gp_error *err)
         memcpy(im->A, gp_state_find(st, "particles")->data, mk * J * sizeof *im->A);
     else
         rc = import_closed(im, st, err);
+    if (rc == GP_OK)
+        rc = impl_derive(im, model->kernel, err);
     if (rc) {
         impl_free(im);
         return rc;
     }
-    impl_derive(im);
     model->impl = im;
     return GP_OK;
 }
