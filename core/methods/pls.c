@@ -1650,9 +1650,9 @@ static void draw_coefficients(const pls_impl *im, gp_rng *rng, size_t S, double 
 }
 
 /* samples (m x S) += chol(S_res + jitter) zeta_s, zeta_s the next m normals
- * of draw s's stream. Nothing when the residual vanishes (every point on
- * the landmarks' span). */
-static int add_residual(const double *Sres, size_t m, gp_rng *rng, size_t S, double *samples,
+ * of draw s's stream; Sres is factored in place (its lower triangle). Nothing
+ * when the residual vanishes (every point on the landmarks' span). */
+static int add_residual(double *Sres, size_t m, gp_rng *rng, size_t S, double *samples,
                         gp_error *err)
 {
     double tr = 0.0;
@@ -1660,20 +1660,14 @@ static int add_residual(const double *Sres, size_t m, gp_rng *rng, size_t S, dou
         tr += Sres[i * m + i];
     if (!(tr > 1e-300))
         return GP_OK;
-    double *L = gp_alloc_doubles(m * m, err), *z = gp_alloc_doubles(m, err);
-    int rc = L && z ? GP_OK : GP_ENOMEM;
-    if (rc == GP_OK) {
-        memcpy(L, Sres, m * m * sizeof *L);
-        gp_chol_info info;
-        rc = gp_cholesky_jitter(L, m, m, &info, err);
-    }
+    double *z = gp_alloc_doubles(m, err);
+    int rc = z ? gp_cholesky_jitter(Sres, m, m, NULL, err) : GP_ENOMEM;
     for (size_t s = 0; rc == GP_OK && s < S; s++) {
         gp_rng_normal_fill(&rng[s], z, m);
-        cblas_dtrmv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, L,
+        cblas_dtrmv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, Sres,
                     (blasint)m, z, 1);
         cblas_daxpy((blasint)m, 1.0, z, 1, samples + s * m, 1);
     }
-    free(L);
     free(z);
     return rc;
 }
