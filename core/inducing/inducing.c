@@ -186,6 +186,20 @@ static void predict_block(const gp_kernel *k, const gp_inducing_post *p, const d
     }
 }
 
+/* The latent covariance (working units) of the m points P from their Aw
+ * and CAw = C Aw (M x m, CAw overwritten) into S (m x m, full):
+ * (K** - Aw^T Aw) + Aw^T C Aw, one gemm: Aw^T (C Aw - Aw). */
+static void covariance_from(const gp_kernel *k, size_t M, const double *P, size_t m,
+                            const double *Aw, double *CAw, double *S)
+{
+    gp_kernel_gram(k, P, m, S, m);
+    for (size_t i = 0; i < M * m; i++)
+        CAw[i] -= Aw[i];
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)m, (blasint)M, 1.0,
+                Aw, (blasint)M, CAw, (blasint)M, 1.0, S, (blasint)m);
+    gp_symmetrize_average(S, m, m); /* against rounding in the gemm */
+}
+
 /* Latent covariance (working units) of the m points P (d x m) into S (m x m,
  * full), means into mean. Aw, CAw (p->m x m) are scratch. */
 static void latent_covariance(const gp_kernel *k, const gp_inducing_post *p, const double *P,
@@ -198,13 +212,7 @@ static void latent_covariance(const gp_kernel *k, const gp_inducing_post *p, con
                 0.0, mean, 1);
     cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (blasint)M, (blasint)m, 1.0, p->C,
                 (blasint)M, Aw, (blasint)M, 0.0, CAw, (blasint)M);
-    gp_kernel_gram(k, P, m, S, m);
-    /* (K** - Aw^T Aw) + Aw^T C Aw, one gemm: Aw^T (C Aw - Aw). */
-    for (size_t i = 0; i < M * m; i++)
-        CAw[i] -= Aw[i];
-    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)m, (blasint)M, 1.0,
-                Aw, (blasint)M, CAw, (blasint)M, 1.0, S, (blasint)m);
-    gp_symmetrize_average(S, m, m); /* against rounding in the gemm */
+    covariance_from(k, M, P, m, Aw, CAw, S);
 }
 
 static double observed(const gp_model *model, double v, int include_noise, size_t *clamped)
@@ -218,39 +226,17 @@ static double observed(const gp_model *model, double v, int include_noise, size_
     return v * model->y_scale * model->y_scale;
 }
 
-static int predict_full(const gp_model *model, const gp_inducing_post *p, const double *P,
-                        const gp_predict_request *req, gp_prediction *out, gp_error *err)
-{
-    size_t m = req->m, Mm = 0;
-    int rc = gp_checked_size(p->m, m, &Mm, err);
-    double *Aw = rc ? NULL : gp_alloc_doubles(Mm, err);
-    double *CAw = rc ? NULL : gp_alloc_doubles(Mm, err);
-    if (Aw == NULL || CAw == NULL) {
-        free(Aw);
-        free(CAw);
-        return rc ? rc : GP_ENOMEM;
-    }
-    double *S = out->covariance, s = model->y_scale * model->y_scale;
-    latent_covariance(model->kernel, p, P, m, Aw, CAw, S, out->mean);
-    free(Aw);
-    free(CAw);
-    for (size_t j = 0; j < m; j++) {
-        double v = S[j * m + j]; /* clamped as a whole (the block path clamps each term) */
-        out->variance[j] = observed(model, v > 0.0 ? v : 0.0, req->include_noise,
-                                    &out->clamped);
-    }
-    for (size_t i = 0; i < m * m; i++)
-        S[i] *= s;
-    for (size_t j = 0; j < m; j++)
-        S[j * m + j] = out->variance[j];
-    return GP_OK;
-}
-
+/* Mean and variance of every point block by block; with full_covariance
+ * the blocks' Aw and C Aw are kept for all the points and give the
+ * covariance, whose diagonal is the variance. The mean and variance are the
+ * same numbers with or without the covariance (the core derives a
+ * non-Gaussian model's observation quantities from them). */
 static int predict_blocks(const gp_model *model, const gp_inducing_post *p, const double *P,
                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t block = gp_predict_block_rows(2 * p->m, req->m), nb = 0;
-    int rc = gp_checked_size(p->m, block, &nb, err);
+    size_t M = p->m, m = req->m, block = gp_predict_block_rows(2 * M, m), nb = 0;
+    int full = req->full_covariance;
+    int rc = gp_checked_size(M, full ? m : block, &nb, err);
     double *Aw = rc ? NULL : gp_alloc_doubles(nb, err);
     double *CAw = rc ? NULL : gp_alloc_doubles(nb, err);
     if (Aw == NULL || CAw == NULL) {
@@ -258,15 +244,27 @@ static int predict_blocks(const gp_model *model, const gp_inducing_post *p, cons
         free(CAw);
         return rc ? rc : GP_ENOMEM;
     }
-    for (size_t start = 0; start < req->m; start += block) {
-        size_t b = req->m - start < block ? req->m - start : block;
-        predict_block(model->kernel, p, P + start * p->d, b, Aw, CAw, out->mean + start,
-                      out->variance + start);
+    for (size_t start = 0; start < m; start += block) {
+        size_t b = m - start < block ? m - start : block, off = full ? start * M : 0;
+        predict_block(model->kernel, p, P + start * p->d, b, Aw + off, CAw + off,
+                      out->mean + start, out->variance + start);
+        if (full && b == 1) /* the level-2 path leaves its own vector, not C a */
+            cblas_dsymv(CblasColMajor, CblasLower, (blasint)M, 1.0, p->C, (blasint)M, Aw + off,
+                        1, 0.0, CAw + off, 1);
     }
+    if (full)
+        covariance_from(model->kernel, M, P, m, Aw, CAw, out->covariance);
     free(Aw);
     free(CAw);
-    for (size_t j = 0; j < req->m; j++)
+    for (size_t j = 0; j < m; j++)
         out->variance[j] = observed(model, out->variance[j], req->include_noise, &out->clamped);
+    if (full) {
+        double *S = out->covariance, s = model->y_scale * model->y_scale;
+        for (size_t i = 0; i < m * m; i++)
+            S[i] *= s;
+        for (size_t j = 0; j < m; j++)
+            S[j * m + j] = out->variance[j];
+    }
     return GP_OK;
 }
 
@@ -277,8 +275,7 @@ int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
     int rc = gp_model_points(model, req->X, req->m, &P, err);
     if (rc)
         return rc;
-    rc = req->full_covariance ? predict_full(model, p, P, req, out, err)
-                              : predict_blocks(model, p, P, req, out, err);
+    rc = predict_blocks(model, p, P, req, out, err);
     free(P);
     if (rc == GP_OK)
         for (size_t j = 0; j < req->m; j++)

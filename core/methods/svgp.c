@@ -1090,32 +1090,9 @@ static int svgp_fit_op(const gp_fit_request *req, gp_model **out, gp_error *err)
     return GP_OK;
 }
 
-/* With full_covariance the shared predictor takes a level-3 path whose mean
- * and variance differ from the per-point path in the last bits; the core
- * derives a non-Gaussian model's observation quantities from them, so they
- * must not depend on whether the covariance was asked: the per-point values
- * are kept, and put on the covariance's diagonal. */
-static int svgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
-{
-    int rc = gp_inducing_method_predict(model, req, out, err);
-    if (rc || !req->full_covariance)
-        return rc;
-    gp_predict_request pr = *req;
-    pr.full_covariance = 0;
-    gp_prediction po = *out;
-    po.covariance = NULL;
-    size_t clamped = out->clamped;
-    rc = gp_inducing_method_predict(model, &pr, &po, err);
-    out->clamped = clamped;
-    for (size_t j = 0; rc == GP_OK && j < req->m; j++)
-        out->covariance[j * req->m + j] = out->variance[j];
-    return rc;
-}
-
 static const gp_method_ops svgp_ops = {
     .fit = svgp_fit_op,
-    .predict = svgp_predict,
+    .predict = gp_inducing_method_predict,
     .sample = gp_inducing_method_sample,
     .export_impl = gp_inducing_method_export,
     .import_impl = gp_inducing_method_import,
