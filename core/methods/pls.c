@@ -184,6 +184,21 @@ static int impl_derive(pls_impl *im, const gp_kernel *k, gp_error *err)
     return gp_kernel_points_new(k, im->Z, im->M, &im->Zp, err);
 }
 
+/* H (mk x mk) = the lower Cholesky factor of I + alpha S S^T for S (mk x n),
+ * the upper half unspecified: the closed form's H, the Laplace Hessian and
+ * the bound preconditioner. GP_ENOTPD when it is not positive definite. */
+static int chol_identity_plus_gram(const double *S, size_t mk, size_t n, double alpha,
+                                   double *H)
+{
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)mk, (blasint)n, alpha, S,
+                (blasint)mk, 0.0, H, (blasint)mk);
+    for (size_t i = 0; i < mk; i++)
+        H[i * mk + i] += 1.0;
+    return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)mk, H, (lapack_int)mk) == 0
+               ? GP_OK
+               : GP_ENOTPD;
+}
+
 /* ---- the potential (§5.2 A3) ---- */
 
 /* log p(y | f) summed, g = -d log p / df (n); clipped for poisson_sq when clip. */
@@ -635,13 +650,7 @@ static int newton_hessian(newton_ws *w, const double *a)
         for (size_t m = 0; m < mk; m++)
             w->S[i * mk + m] = w->Phi[i * mk + m] * r;
     }
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)mk, (blasint)w->n, 1.0, w->S,
-                (blasint)mk, 0.0, w->H, (blasint)mk);
-    for (size_t i = 0; i < mk; i++)
-        w->H[i * mk + i] += 1.0;
-    return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)mk, w->H, (lapack_int)mk) == 0
-               ? GP_OK
-               : GP_ENOTPD;
+    return chol_identity_plus_gram(w->S, mk, w->n, 1.0, w->H);
 }
 
 /* Newton from a (mk, updated in place) to the mode; *V gets V(a*), w->H the
@@ -819,11 +828,7 @@ static int closed_form(pls_impl *im, const double *Phi, size_t n, const double *
                        gp_error *err)
 {
     size_t mk = im->mk;
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)mk, (blasint)n, 1.0 / s2, Phi,
-                (blasint)mk, 0.0, im->R, (blasint)mk);
-    for (size_t i = 0; i < mk; i++)
-        im->R[i * mk + i] += 1.0;
-    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)mk, im->R, (lapack_int)mk) != 0)
+    if (chol_identity_plus_gram(Phi, mk, n, 1.0 / s2, im->R) != GP_OK)
         return gp_error_set(err, GP_ENOTPD, NULL, "I + Phi Phi^T / s2 is not positive definite");
     for (size_t j = 0; j < mk; j++) /* zero the dead upper half: exported packed */
         for (size_t i = 0; i < j; i++)
@@ -925,12 +930,9 @@ static int chain_precondition(chain *c, gp_error *err)
         for (size_t m = 0; m < mk; m++)
             S[i * mk + m] = c->Phi[i * mk + m] * s;
     }
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)mk, (blasint)n, 1.0, S,
-                (blasint)mk, 0.0, c->Rb, (blasint)mk);
+    int rc = chol_identity_plus_gram(S, mk, n, 1.0, c->Rb);
     free(S);
-    for (size_t i = 0; i < mk; i++)
-        c->Rb[i * mk + i] += 1.0;
-    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)mk, c->Rb, (lapack_int)mk) != 0)
+    if (rc != GP_OK)
         return gp_error_set(err, GP_ENOTPD, NULL, "the preconditioner is not positive definite");
     return GP_OK;
 }
