@@ -54,7 +54,7 @@ typedef struct svgp_eval {
 
 /* Buffers: L and two m x m, three m x cap (Kuf, A, the sensitivity), four of cap. */
 typedef struct svgp_work {
-    size_t m, cap;
+    size_t cap;
     double *L, *D, *T, *Kuf, *A, *W;
     double *mu, *var, *gmu, *gv, *agmu;
     double jitter;
@@ -85,7 +85,6 @@ static int work_alloc(svgp_work *w, size_t m, size_t cap, gp_error *err)
         rc = gp_checked_size(m, m, &mm, err);
     if (rc)
         return rc;
-    w->m = m;
     w->cap = cap;
     w->L = gp_alloc_doubles(mm, err);
     w->D = gp_alloc_doubles(mm, err);
@@ -415,7 +414,7 @@ typedef struct svgp_fit {
     gp_quadrature quad;
     gp_noise_param np; /* gaussian only; learned 0 otherwise */
     const double *X, *y;
-    size_t n, d, m;
+    size_t n, d, m; /* m: the inducing points chosen (selection may return fewer than asked) */
     double *Z, *mq, *Lq;
     int optimize_z;
     const gp_cancel *cancel;
@@ -1032,7 +1031,6 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, svg
         rc = gp_inducing_select(sel, f->k, f->X, f->n, f->d, M, req->seed, f->Z, &f->m, err);
     if (rc)
         return rc;
-    f->w.m = f->m; /* selection may return fewer than M points (duplicates) */
     gp_kernel_get_params(f->k, f->theta);
     q_prior(f);
     rc = optimise(f, req, lbfgs, &st, &model->diag, err);
