@@ -207,12 +207,15 @@ static double kl_value(const double *mq, const double *Lq, size_t m)
     return 0.5 * (fro + cblas_ddot((blasint)m, mq, 1, mq, 1) - (double)m) - logdiag;
 }
 
-/* dF/dm = agmu - m and the lower triangle of dF/dLq = 2 D Lq - Lq + diag(1/Lq_ii). */
+/* dF/dm = agmu - m into gmean and the lower triangle of dF/dLq = 2 D Lq - Lq +
+ * diag(1/Lq_ii) into gchol (either may be NULL). */
 static void q_gradient(const svgp_eval *e, const svgp_work *w, double *gmean, double *gchol)
 {
     size_t m = e->m;
-    for (size_t j = 0; j < m; j++)
+    for (size_t j = 0; gmean && j < m; j++)
         gmean[j] = w->agmu[j] - e->mq[j];
+    if (gchol == NULL)
+        return;
     memcpy(gchol, w->D, m * m * sizeof *gchol);
     cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
                 (blasint)m, 2.0, e->Lq, (blasint)m, gchol, (blasint)m);
@@ -265,15 +268,8 @@ static int eval_full(const svgp_eval *e, const double *X, size_t n, const double
         if (out->theta)
             out->theta[np] = dlog_s2;
     }
-    if (out && (out->mean || out->chol)) {
-        double *gm = out->mean, *gc = out->chol;
-        double *tm = gm ? NULL : gp_alloc_doubles(e->m, err);
-        double *tc = gc ? NULL : gp_alloc_doubles(e->m * e->m, err);
-        if ((gm || tm) && (gc || tc))
-            q_gradient(e, w, gm ? gm : tm, gc ? gc : tc);
-        free(tm);
-        free(tc);
-    }
+    if (out && (out->mean || out->chol))
+        q_gradient(e, w, out->mean, out->chol);
     return GP_OK;
 }
 
