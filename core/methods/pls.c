@@ -547,8 +547,10 @@ static int fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const doub
         Xs = gp_alloc_doubles(sub * d, err);
         ts = gp_alloc_doubles(sub, err);
         x = gp_alloc_doubles(p.n_free + 1, err);
-        avg = calloc(p.n_free + 1, sizeof *avg);
+        avg = gp_alloc_doubles(p.n_free + 1, err);
         rc = Xs && ts && x && avg ? GP_OK : GP_ENOMEM;
+        if (avg)
+            memset(avg, 0, (p.n_free + 1) * sizeof *avg);
     }
     p.Xt = Xs;
     p.t = ts;
@@ -897,7 +899,9 @@ static int chain_alloc(chain *c, size_t n, size_t mk, size_t J, int mala, gp_err
         c->Ep = gp_alloc_doubles(J, err);
         ok = c->Ap && c->Pp && c->Ep;
     }
-    return ok ? GP_OK : GP_ENOMEM;
+    if (!ok)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu particles", (size_t)J);
+    return GP_OK;
 }
 
 /* Per-point curvature of -log p for the preconditioner (§5.2 A4 (iii)): the
