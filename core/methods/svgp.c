@@ -196,6 +196,21 @@ static void block_sens(const svgp_eval *e, size_t nb, int kernel_sens, svgp_work
     gp_symmetrize_average(w->T, m, m);
 }
 
+/* After block_sens with kernel_sens over the nb points X: dF/dtheta then
+ * dlog_s2 into theta (gp_kernel_n_params + 1) and dF/dZ into gz (may be NULL). */
+static int kernel_grad(const svgp_eval *e, const double *X, size_t nb, const svgp_work *w,
+                       double dlog_s2, double *theta, double *gz, gp_error *err)
+{
+    double wdiag = 0.0;
+    for (size_t i = 0; i < nb; i++)
+        wdiag += w->gv[i];
+    int rc = gp_inducing_contract(e->k, X, nb, e->Z, e->m, w->Kuf, w->W, w->T,
+                                  wdiag / (double)nb, theta, gz, err);
+    if (rc == GP_OK)
+        theta[gp_kernel_n_params(e->k)] = dlog_s2;
+    return rc;
+}
+
 static double kl_value(const double *mq, const double *Lq, size_t m)
 {
     double fro = 0.0, logdiag = 0.0;
@@ -252,21 +267,14 @@ static int eval_full(const svgp_eval *e, const double *X, size_t n, const double
     if (out && (kernel || out->mean || out->chol || out->sens))
         block_sens(e, n, kernel, w);
     if (kernel) {
-        double wdiag = 0.0;
-        for (size_t i = 0; i < n; i++)
-            wdiag += w->gv[i];
-        size_t np = gp_kernel_n_params(e->k);
         /* Z alone: the contraction still writes kernel gradients somewhere. */
-        double *gt = out->theta ? out->theta : gp_alloc_doubles(np + 1, err);
-        rc = gt ? gp_inducing_contract(e->k, X, n, e->Z, e->m, w->Kuf, w->W, w->T,
-                                       wdiag / (double)n, gt, out->z, err)
-                : GP_ENOMEM;
+        double *gt = out->theta ? out->theta
+                                : gp_alloc_doubles(gp_kernel_n_params(e->k) + 1, err);
+        rc = gt ? kernel_grad(e, X, n, w, dlog_s2, gt, out->z, err) : GP_ENOMEM;
         if (gt != out->theta)
             free(gt);
         if (rc)
             return rc;
-        if (out->theta)
-            out->theta[np] = dlog_s2;
     }
     if (out && (out->mean || out->chol))
         q_gradient(e, w, out->mean, out->chol);
@@ -633,17 +641,9 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, double *x, double *g, const do
     if (!isfinite(*est))
         return gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
     block_sens(&e, nb, h > 0, &f->w);
-    if (h > 0) {
-        double wdiag = 0.0;
-        for (size_t i = 0; i < nb; i++)
-            wdiag += f->w.gv[i];
-        rc = gp_inducing_contract(f->k, Xb, nb, f->Z, f->m, f->w.Kuf, f->w.W, f->w.T,
-                                  wdiag / (double)nb, f->gtheta, f->optimize_z ? f->gz : NULL,
-                                  err);
-        if (rc)
-            return rc;
-        f->gtheta[f->n_kp] = ds;
-    }
+    if (h > 0 && (rc = kernel_grad(&e, Xb, nb, &f->w, ds, f->gtheta,
+                                   f->optimize_z ? f->gz : NULL, err)) != GP_OK)
+        return rc;
     /* A step that would leave q improper is skipped (the next batch retries). */
     gp_error e2;
     rc = natgrad_update(f->m, f->w.D, f->w.agmu, st->natgrad_step, f->mq, f->Lq, &f->nb, &e2);
