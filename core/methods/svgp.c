@@ -894,12 +894,10 @@ static void settings_read(const gp_fit_request *req, const gp_model *model, svgp
 }
 
 /* The fitted posterior (mt = m, C = Lq Lq^T) and the bound's parts at the end. */
-static int build_post(svgp_fit *f, int lbfgs, svgp_impl *im, gp_svgp_terms *t, gp_error *err)
+static int build_post(svgp_fit *f, svgp_impl *im, gp_svgp_terms *t, gp_error *err)
 {
     svgp_eval e = fit_eval(f);
-    int rc = lbfgs ? eval_full(&e, f->X, f->n, f->y, &f->w, t, NULL, err)
-                   : expected_blocks(&e, f->X, f->d, f->n, f->y, &f->w, &t->expected_log_lik,
-                                     err);
+    int rc = expected_blocks(&e, f->X, f->d, f->n, f->y, &f->w, &t->expected_log_lik, err);
     if (rc)
         return rc;
     t->kl = kl_value(f->mq, f->Lq, f->m);
@@ -917,7 +915,7 @@ static int build_post(svgp_fit *f, int lbfgs, svgp_impl *im, gp_svgp_terms *t, g
     return gp_inducing_post_prepare(&im->post, f->k, err);
 }
 
-static void report(gp_model *model, const gp_fit_request *req, const svgp_fit *f, int lbfgs,
+static void report(gp_model *model, const svgp_fit *f, int lbfgs,
                    const svgp_settings *st, const gp_svgp_terms *t, const char *selection)
 {
     model->diag.objective = t->elbo + st->offset;
@@ -935,7 +933,6 @@ static void report(gp_model *model, const gp_fit_request *req, const svgp_fit *f
         gp_model_info_number(model, "epochs", (double)st->epochs);
         gp_model_info_number(model, "batch_size", (double)st->batch);
     }
-    (void)req;
 }
 
 /* The optimisation itself: L-BFGS from a q refined at the initial kernel,
@@ -1032,9 +1029,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, svg
     rc = optimise(f, req, lbfgs, &st, &model->diag, err);
     gp_svgp_terms t;
     if (rc == GP_OK)
-        rc = build_post(f, lbfgs, im, &t, err);
+        rc = build_post(f, im, &t, err);
     if (rc == GP_OK) {
-        report(model, req, f, lbfgs, &st, &t, gp_inducing_selection_name(sel));
+        report(model, f, lbfgs, &st, &t, gp_inducing_selection_name(sel));
         if (rescale != 1.0)
             gp_model_info_number(model, "lengthscale_rescaled", rescale);
     }
