@@ -41,6 +41,12 @@ const char *gp_option_string(const gp_method *m, const gp_fit_request *req, cons
     return s ? s->default_string : NULL;
 }
 
+const gp_value *gp_option_object(const gp_fit_request *req, const char *name)
+{
+    const gp_option_value *v = find_value(req, name);
+    return v ? v->object : NULL;
+}
+
 int gp_check_training_data(const gp_fit_request *req, gp_error *err)
 {
     if (req->n == 0 || req->X == NULL || req->y == NULL)

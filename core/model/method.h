@@ -39,6 +39,18 @@ struct gp_method_ops {
      * predictive (each a Gaussian); their predict fills quantiles and, when
      * asked, the components. NULL for single-Gaussian methods. */
     size_t (*components)(const gp_model *model);
+    /* Additive methods (gp_model_parts): the number of parts and their names;
+     * NULL for the others. Their predict fills component_mean/variance with
+     * the parts when req->components. */
+    size_t (*parts)(const gp_model *model);
+    /* Methods with OBJECT options: check option `name`'s value v, naming the
+     * offending member under `field` (e.g. "options.symmetry.generators[1]")
+     * in err. d is the number of input columns, or 0 when not known yet
+     * (request parsing; the checks that need d wait for
+     * gp_options_check_data). */
+    int (*check_option)(const char *name, const gp_value *v, size_t d, const char *field,
+                        gp_error *err);
+    void (*part_name)(const gp_model *model, size_t i, char *buf, size_t len);
 };
 
 /* Value of option `name` from the request, or the spec default. For a NUMBER
@@ -46,6 +58,8 @@ struct gp_method_ops {
  * gp_option_string the keyword (NULL when a number was given). */
 double gp_option_number(const gp_method *m, const gp_fit_request *req, const char *name);
 const char *gp_option_string(const gp_method *m, const gp_fit_request *req, const char *name);
+/* An OBJECT option's value, NULL when not given (the method's default). */
+const gp_value *gp_option_object(const gp_fit_request *req, const char *name);
 
 /* A model shell of method m for n points in d dimensions: the common fields
  * zeroed, x_mean/x_scale allocated (caller: gp_model_free). */

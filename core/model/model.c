@@ -42,11 +42,26 @@ static int choice_listed(const char *choices, const char *value)
     return 0;
 }
 
-static int validate_one(const gp_option_spec *s, const gp_option_value *v, gp_error *err)
+/* An OBJECT option's check by its method (d = 0: before the data is known). */
+static int check_object(const gp_method *m, const gp_option_spec *s, const gp_value *v, size_t d,
+                        const char *field, gp_error *err)
+{
+    if (m->ops == NULL || m->ops->check_option == NULL)
+        return gp_error_set(err, GP_EINTERNAL, field, "method '%s' cannot check option '%s'",
+                            m->name, s->name);
+    return m->ops->check_option(s->name, v, d, field, err);
+}
+
+static int validate_one(const gp_method *m, const gp_option_spec *s, const gp_option_value *v,
+                        gp_error *err)
 {
     char field[GP_ERROR_FIELD_LEN];
     snprintf(field, sizeof field, "options.%s", s->name);
     switch (s->type) {
+    case GP_OPTION_OBJECT:
+        if (v->object == NULL || v->object->type != GP_VALUE_OBJECT)
+            return gp_error_set(err, GP_EINVAL, field, "option '%s' must be an object", s->name);
+        return check_object(m, s, v->object, 0, field, err);
     case GP_OPTION_ENUM:
         if (v->string == NULL || !choice_listed(s->choices, v->string))
             return gp_error_set(err, GP_EINVAL, field, "option '%s' must be one of %s", s->name,
@@ -91,7 +106,7 @@ int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t 
             return gp_error_set(err, GP_EINVAL, field, "method '%s' has no option '%s'", m->name,
                                 opts[i].name);
         }
-        int rc = validate_one(s, &opts[i], err);
+        int rc = validate_one(m, s, &opts[i], err);
         if (rc)
             return rc;
         for (size_t j = 0; j < i; j++)
@@ -219,6 +234,8 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     int rc = gp_options_validate(m, req->options, req->n_options, err);
     if (rc == GP_OK)
         rc = gp_check_training_data(req, err);
+    if (rc == GP_OK)
+        rc = gp_options_check_data(m, req->options, req->n_options, req->d, err);
     /* The descriptor's kernel facts are the rule, whatever the method checks itself. */
     if (rc == GP_OK && req->kernel)
         rc = gp_method_check_kernel(m, req->kernel, err);
@@ -355,10 +372,11 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
                                 "quantile levels must lie strictly between 0 and 1");
     if (req->n_quantiles && out->quantiles == NULL)
         return gp_error_set(err, GP_EINVAL, "quantiles", "no quantile buffer given");
-    if (req->components && model->method->ops->components == NULL)
+    if (req->components && model->method->ops->components == NULL &&
+        model->method->ops->parts == NULL)
         return gp_error_set(err, GP_EUNSUPPORTED, "components",
                             "components: method '%s' predicts with a single Gaussian, not a "
-                            "mixture", model->method->name);
+                            "mixture or a sum of parts", model->method->name);
     if (req->components && (out->component_mean == NULL || out->component_variance == NULL))
         return gp_error_set(err, GP_EINVAL, "components", "no component buffers given");
     out->clamped = 0;
@@ -373,6 +391,36 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
 size_t gp_model_components(const gp_model *model)
 {
     return model->method->ops->components ? model->method->ops->components(model) : 1;
+}
+
+size_t gp_model_parts(const gp_model *model)
+{
+    return model->method->ops->parts ? model->method->ops->parts(model) : 0;
+}
+
+void gp_model_part_name(const gp_model *model, size_t i, char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    if (model->method->ops->part_name)
+        model->method->ops->part_name(model, i, buf, len);
+}
+
+int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
+                          gp_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const gp_option_spec *s = gp_method_option_spec(m, opts[i].name);
+        if (s == NULL || s->type != GP_OPTION_OBJECT || !opts[i].object)
+            continue;
+        char field[GP_ERROR_FIELD_LEN];
+        snprintf(field, sizeof field, "options.%s", s->name);
+        int rc = check_object(m, s, opts[i].object, d, field, err);
+        if (rc)
+            return rc;
+    }
+    return GP_OK;
 }
 
 int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,

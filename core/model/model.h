@@ -24,6 +24,7 @@
 #include "core/base/cancel.h"
 #include "core/base/error.h"
 #include "core/base/state.h"
+#include "core/base/value.h"
 #include "core/kernel/kernel.h"
 #include "core/likelihood/likelihood.h"
 
@@ -32,7 +33,8 @@ typedef enum gp_option_type {
     GP_OPTION_INT = 0,
     GP_OPTION_NUMBER,
     GP_OPTION_BOOL,
-    GP_OPTION_ENUM
+    GP_OPTION_ENUM,
+    GP_OPTION_OBJECT /* a JSON object (gp_value), checked by the method's check_option */
 } gp_option_type;
 
 typedef struct gp_option_spec {
@@ -42,7 +44,8 @@ typedef struct gp_option_spec {
     const char *default_string; /* ENUM */
     double min, max;            /* inclusive bounds for INT and NUMBER */
     const char *choices;        /* ENUM: "a|b|c"; NUMBER: keywords it also accepts as
-                                   strings (e.g. "auto"), read by gp_option_string */
+                                   strings (e.g. "auto"), read by gp_option_string;
+                                   OBJECT: its JSON Schema (for OpenAPI), YAML flow text */
     const char *help;
 } gp_option_spec;
 
@@ -51,6 +54,7 @@ typedef struct gp_option_value {
     const char *name;
     double number;      /* INT, NUMBER, BOOL */
     const char *string; /* ENUM, or a NUMBER option's keyword (number is then NAN) */
+    const gp_value *object; /* OBJECT (owned by whoever built the request) */
 } gp_option_value;
 
 /* Progress of a fit: return nonzero to ask the fit to stop (cancellation). */
@@ -212,8 +216,14 @@ typedef struct gp_method {
     const gp_method_ops *ops;
 } gp_method;
 
-/* Check every given option exists in the spec and is within its bounds/choices. */
+/* Check every given option exists in the spec and is within its bounds/choices
+ * (OBJECT options: their check with d = 0). */
 int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err);
+/* The checks of the OBJECT options that depend on the number of input columns
+ * d (e.g. a dimension index in range): run once X is known, before a fit is
+ * accepted (gp_model_fit runs it too). */
+int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
+                          gp_error *err);
 
 /* Model lifecycle (method-agnostic). */
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
@@ -236,6 +246,13 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
 void gp_model_free(gp_model *model);
 /* Components of the model's predictive distribution: 1 unless a mixture. */
 size_t gp_model_components(const gp_model *model);
+/* Additive parts of the latent function (hkd's blocks: f = sum of independent
+ * parts), 0 when the method has none. A predict request with `components`
+ * on such a model fills component_mean/variance with each part's latent
+ * mean and variance (the variances sum to the latent variance). */
+size_t gp_model_parts(const gp_model *model);
+/* The name of part i (e.g. "symmetric"), into buf. */
+void gp_model_part_name(const gp_model *model, size_t i, char *buf, size_t len);
 
 /* Facts of a method, read from its descriptor. */
 /* The spec of option `name`, NULL when m has no such option. */

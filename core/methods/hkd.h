@@ -1,0 +1,48 @@
+/* gpserve core: harmonic kernel decomposition (method "hkd": the HVGP of
+ * docs/methods/harmonic-kernel-decomposition.md, Sun, Shi, Wilson and Grosse
+ * 2021), a sparse variational GP that spends its inducing points on the
+ * symmetry of the kernel.
+ *
+ * When the kernel is invariant under a finite group G of transformations
+ * (negating axes or PCA directions, translating a periodic coordinate,
+ * rotating a plane, cycling coordinates), k = sum_t k_t with
+ *   k_t(x, x') = sum_s W[t, s] k(x, G^s x')
+ * (the real-resolved DFT along the orbit, note §1, §5 step 2), the k_t are
+ * PSD and orthogonal, and f = sum_t f_t is an additive GP with independent
+ * parts. hkd gives every part (block) m inducing points and an independent
+ * Gaussian q_t: T blocks of m points cost O(N T m^2) per data pass and
+ * O(T m^3) to factorise, against O(N T^2 m^2) and O(T^3 m^3) for one sparse
+ * GP with T m points.
+ *
+ * The fit (note §5 steps 1-10, Gaussian likelihood, fixed inducing inputs):
+ * working coordinates (standardised, rotated into the PCA basis for
+ * negate_pca, periodic coordinates embedded on a circle for translate),
+ * k-means on the data folded into a fundamental domain, the prior blocks
+ * K_t = chol factors L_t, a streaming data pass (Phi_t = L_t^{-1} K_t,uf,
+ * C_t = Phi_t Phi_t^T, g_t = Phi_t y, the Nystrom residual r0), the closed-form
+ * covariances S_t = (I + C_t / s2)^{-1}, the coupled means by block-Jacobi
+ * PCG (pitfall 8: never per-block solves), the collapsed bound
+ *   L* = -N/2 log(2 pi s2) - (y.y - sum_t m_t.g_t) / (2 s2)
+ *        - 1/2 sum_t log|I + C_t / s2| - r0 / (2 s2)
+ * and hyperparameters maximising L* by L-BFGS with its analytic gradient
+ * (core/methods/hkd.c derives it) on a subsample, then one full-data pass.
+ * For T = 1 (no generators) L* is Titsias' bound: hkd is sgpr with fixed Z.
+ *
+ * Options: see the method descriptor (GET /v1/methods). */
+#ifndef GP_HKD_H
+#define GP_HKD_H
+
+#include "core/model/model.h"
+
+extern const gp_method gp_method_hkd;
+
+/* The Nystrom trace error of the study of the paper's Fig. 6 (note §6.3):
+ * sum_t tr(K_t,ff - K_t,fu K_t^{-1} K_t,uf) / n over the request's training
+ * inputs, in the working units of the fit (standardised inputs, kernel
+ * variance as given), with the inducing inputs the fit would choose
+ * (req->options: symmetry, inducing, seed) and the request's kernel as given
+ * (no hyperparameter fit). With "generators": [] (one block) it is the
+ * trace error of a sparse GP with the same m points. */
+int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err);
+
+#endif
