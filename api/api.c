@@ -153,10 +153,12 @@ static json_t *choices_array(const char *choices)
 
 static json_t *option_json(const gp_option_spec *s)
 {
-    static const char *const types[] = {"integer", "number", "boolean", "string"};
+    static const char *const types[] = {"integer", "number", "boolean", "string", "object"};
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(s->name));
-    json_object_set_new(o, "type", json_string((unsigned)s->type < 4 ? types[s->type] : "string"));
+    json_object_set_new(o, "type", json_string((unsigned)s->type < sizeof types / sizeof types[0]
+                                                   ? types[s->type]
+                                                   : "string"));
     switch (s->type) {
     case GP_OPTION_INT:
         json_object_set_new(o, "default", json_integer((json_int_t)s->default_number));
@@ -179,6 +181,13 @@ static json_t *option_json(const gp_option_spec *s)
         json_object_set_new(o, "choices", choices_array(s->choices));
         break;
     }
+    case GP_OPTION_OBJECT:
+        /* no default value (absent: the method's documented default); the
+         * schema is the descriptor's JSON Schema text, as the OpenAPI document
+         * carries it (YAML flow) */
+        json_object_set_new(o, "default", json_null());
+        json_object_set_new(o, "schema", json_string(s->choices ? s->choices : "{type: object}"));
+        break;
     }
     json_object_set_new(o, "help", json_string(s->help ? s->help : ""));
     return o;
@@ -238,6 +247,7 @@ static json_t *method_json(const gp_method *m)
     json_object_set_new(o, "kernels", kernels_json(m));
     json_object_set_new(o, "likelihoods", likelihoods_json(m));
     json_object_set_new(o, "mixture", json_boolean(gp_method_is_mixture(m)));
+    json_object_set_new(o, "additive", json_boolean(gp_method_has_parts(m)));
     json_object_set_new(o, "progress", progress_json(m));
     json_t *opts = json_array();
     for (size_t k = 0; k < m->n_options; k++)

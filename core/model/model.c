@@ -171,6 +171,11 @@ int gp_method_is_mixture(const gp_method *m)
     return m->ops->components != NULL;
 }
 
+int gp_method_has_parts(const gp_method *m)
+{
+    return m->ops->parts != NULL;
+}
+
 const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key)
 {
     for (size_t i = 0; i < m->n_info; i++)

@@ -267,6 +267,8 @@ int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, si
 int gp_method_accepts_likelihood(const gp_method *m, gp_likelihood l);
 /* 1 when the method predicts with a mixture of Gaussians (gp_model_components). */
 int gp_method_is_mixture(const gp_method *m);
+/* 1 when the method predicts a sum of independent parts (gp_model_parts). */
+int gp_method_has_parts(const gp_method *m);
 /* The spec of method_info key `key`, NULL when m does not list it. */
 const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key);
 
