@@ -177,6 +177,8 @@ method_msrfr() {
     verdict "msrfr components: 3 mean arrays of 4 points" $? "wrong shape"
     jhas '(.components.variance | length) == 3'
     verdict "msrfr components carry variances" $? "no variances"
+    jhas '.components.kind == "mixture" and (.components | has("names") | not)'
+    verdict "msrfr components are of kind mixture" $? "kind $(jqb '.components.kind')"
     jhas '[.quantiles["0.05"], .quantiles["0.95"]] | transpose | all(.[0] < .[1]) and length == 4'
     verdict "msrfr quantiles: 0.05 below 0.95 at every point" $? "not ordered"
     remember msrfr-components /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":true,\"quantiles\":[0.05,0.5,0.95],\"full_covariance\":true}"
