@@ -549,7 +549,7 @@ static void test_duplicate_inputs(void **state)
                 X[j * n + r * base + i] = X0[j * base + i];
             y[r * base + i] = y0[i] + 0.01 * (double)r;
         }
-    const char *sels[] = {"greedy", "kmeans", "random"};
+    const char *sels[] = {"greedy", "kmeans", "random", NULL};
     gp_kernel *k = leaf(GP_KERNEL_RBF, d, 0);
     for (size_t s = 0; s < 3; s++) {
         gp_option_value o[] = {{"inducing", (double)n, NULL, NULL},
