@@ -2,7 +2,8 @@
  * type, key order, the depth and size limits, numbers beyond a double), the
  * options parser with a fake method that declares an OBJECT option (type
  * errors, the method's own checks at parse time and once d is known), the
- * methods listing and the components of a mixture (kind "mixture"). */
+ * methods listing, the components of a mixture (kind "mixture"), and an hkd
+ * job rebuilt from its stored request (the durable-job path). */
 #include "tests/unit/api_testutil.h"
 
 #include "core/base/value.h"
@@ -348,6 +349,87 @@ static void test_listing_and_mixture_kind(void **state)
     rm_tree(dir);
 }
 
+/* A durable job is rebuilt from its stored request (the spec JSON, X, y) after
+ * a restart: the object option comes back, is checked again against the
+ * data, and the rebuilt job fits the same model. */
+static void test_object_option_survives_job_rebuild(void **state)
+{
+    (void)state;
+    tmp_db(dir, sizeof dir, db, sizeof db);
+    gp_api_config cfg;
+    gp_api_default_config(&cfg);
+    cfg.db_path = db;
+    gp_api *api = NULL;
+    gp_error err;
+    assert_int_equal(gp_api_open(&cfg, &api, &err), GP_OK);
+    enum { n = 60 };
+    double X[2 * n], y[n];
+    toy_data(n, 2, 7, X, y);
+    char *body = fit_body("dj", "\"method\":\"hkd\",\"async\":true,\"seed\":2,\"options\":{"
+                                "\"inducing\":8,\"max_iterations\":10,\"symmetry\":{"
+                                "\"generators\":[{\"type\":\"negate\",\"dims\":[1,0]}],"
+                                "\"validate\":true}}",
+                          X, y, n, 2);
+    gp_request req = make_req("application/json", body, NULL, 0);
+    gp_fit_job *job = NULL;
+    assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_OK);
+    const char *spec;
+    const double *jX, *jy;
+    size_t jn, jd;
+    assert_int_equal(gp_fit_job_request(job, &spec, &jX, &jy, &jn, &jd), GP_OK);
+    assert_non_null(strstr(spec, "\"symmetry\""));
+    assert_null(strstr(spec, "\"X\""));
+    /* what the store keeps and gives back */
+    double *X2 = malloc(jn * jd * sizeof *X2), *y2 = malloc(jn * sizeof *y2);
+    assert_non_null(X2);
+    assert_non_null(y2);
+    memcpy(X2, jX, jn * jd * sizeof *X2);
+    memcpy(y2, jy, jn * sizeof *y2);
+    gp_fit_job *again = NULL;
+    assert_int_equal(gp_fit_job_from_request(api, spec, X2, y2, jn, jd, &again, &err), GP_OK);
+    gp_response r1 = {0}, r2 = {0};
+    assert_int_equal(gp_api_run_fit(api, job, NULL, NULL, &r1, NULL), GP_OK);
+    assert_int_equal(gp_api_run_fit(api, again, NULL, NULL, &r2, NULL), GP_OK);
+    gp_response_free(&r1);
+    gp_response_free(&r2);
+    gp_fit_job_free(job);
+    gp_fit_job_free(again);
+    predict_json(api, "dj", "{\"X\":[[0.3,0.1],[-1,2]],\"version\":1,\"components\":true}", &r1);
+    predict_json(api, "dj", "{\"X\":[[0.3,0.1],[-1,2]],\"version\":2,\"components\":true}", &r2);
+    expect_status(&r1, 200);
+    expect_status(&r2, 200);
+    /* the same numbers; only "version" differs */
+    json_t *a = res_json(&r1), *b = res_json(&r2);
+    json_object_del(a, "version");
+    json_object_del(b, "version");
+    assert_true(json_equal(a, b));
+    json_t *c = json_object_get(a, "components");
+    assert_string_equal(json_string_value(json_object_get(c, "kind")), "additive");
+    assert_int_equal(json_array_size(json_object_get(c, "names")), 2);
+    json_decref(a);
+    json_decref(b);
+    gp_response_free(&r1);
+    gp_response_free(&r2);
+    /* a stored request whose symmetry does not fit its data is refused again */
+    X2 = malloc(jn * sizeof *X2);
+    y2 = malloc(jn * sizeof *y2);
+    assert_non_null(X2);
+    assert_non_null(y2);
+    memcpy(X2, X, jn * sizeof *X2);
+    memcpy(y2, y, jn * sizeof *y2);
+    assert_int_equal(gp_fit_job_from_request(api,
+                                             "{\"name\":\"dj\",\"method\":\"hkd\",\"options\":"
+                                             "{\"symmetry\":{\"generators\":[{\"type\":"
+                                             "\"negate\",\"dims\":[1]}]}}}",
+                                             X2, y2, jn, 1, &again, &err),
+                     GP_EINVAL);
+    assert_null(again);
+    assert_string_equal(err.field, "options.symmetry.generators[0].dims[0]");
+    free(body);
+    gp_api_close(api);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_object_option_parse),
         cmocka_unit_test(test_object_option_errors),
         cmocka_unit_test(test_listing_and_mixture_kind),
+        cmocka_unit_test(test_object_option_survives_job_rebuild),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
