@@ -72,6 +72,7 @@ typedef struct hkd_impl {
     double *Mb;     /* T blocks of m x m: chol(I + C_t / s2) */
     double *mean;   /* P: the whitened means, stacked */
     double *jitter; /* T */
+    gp_kernel_points *Op; /* the orbit prepared for the fitted kernel (predictions) */
 } hkd_impl;
 
 static void impl_free(void *p)
@@ -93,6 +94,7 @@ static void impl_free(void *p)
     free(im->Mb);
     free(im->mean);
     free(im->jitter);
+    gp_kernel_points_free(im->Op);
     free(im);
 }
 
@@ -1117,6 +1119,8 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
                   (int)gp_option_number(me, req, "pcg_max_iterations"), &terms, err);
     if (rc == GP_OK)
         report(model, im, &w, &terms, data->n);
+    if (rc == GP_OK)
+        rc = gp_kernel_points_new(im->kin, im->O, orbit_points(im), &im->Op, err);
     work_free(&w);
     return rc;
 }
@@ -1188,7 +1192,7 @@ static void test_features(const hkd_impl *im, const double *Pw, size_t b, double
                           double *V)
 {
     size_t mS = orbit_points(im), m = im->m, P = im->P;
-    gp_kernel_cross(im->kin, im->O, mS, Pw, b, E, mS);
+    gp_kernel_cross_points(im->kin, im->Op, Pw, b, E, mS);
     features_from(im, E, b, A, P);
     memcpy(V, A, P * b * sizeof *A);
     for (size_t t = 0; t < im->group.blocks; t++)
@@ -1523,7 +1527,7 @@ static int import_arrays(const gp_model *model, const gp_state *st, hkd_impl *im
         return bad_state("mean_white", err);
     memcpy(im->mean, mean, im->P * sizeof *mean);
     memcpy(im->jitter, jit, im->group.blocks * sizeof *jit);
-    return GP_OK;
+    return gp_kernel_points_new(im->kin, im->O, orbit_points(im), &im->Op, err);
 }
 
 static int hkd_import(gp_model *model, const gp_state *st, gp_error *err)
@@ -1624,3 +1628,51 @@ const gp_method gp_method_hkd = {
     .n_info = sizeof hkd_info / sizeof hkd_info[0],
     .ops = &hkd_ops,
 };
+
+/* ---- the bound for tests ---- */
+
+int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kernel *k, double s2,
+                 double *bound, double *grad, gp_error *err)
+{
+    /* A copy of the structure with its own factors and kernel: the model stays as it was. */
+    const hkd_impl *src = model->impl;
+    hkd_impl im = *src;
+    size_t n = req->n, d = req->d, dw = src->frame.dw, T = src->group.blocks, m = src->m;
+    im.L = gp_alloc_doubles(T * m * m, err);
+    im.Mb = gp_alloc_doubles(T * m * m, err);
+    im.mean = gp_alloc_doubles(T * m, err);
+    im.jitter = gp_alloc_doubles(T, err);
+    im.kin = NULL;
+    im.Op = NULL;
+    double *Xs = gp_alloc_doubles(n * d, err), *Xw = gp_alloc_doubles(n * dw, err);
+    double *y = gp_alloc_doubles(n, err);
+    int rc = Xs && Xw && y && im.L && im.Mb && im.mean && im.jitter ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        rc = gp_kernel_copy(&im.kin, src->kin, err);
+    hkd_work w;
+    memset(&w, 0, sizeof w);
+    if (rc == GP_OK) {
+        memset(im.L, 0, T * m * m * sizeof *im.L);
+        memset(im.Mb, 0, T * m * m * sizeof *im.Mb);
+        gp_model_standardize_points(model, req->X, n, Xs);
+        gp_hkd_frame_apply(&im.frame, Xs, n, Xw);
+        gp_model_working_targets(model, req->y, n, y);
+        rc = work_alloc(&w, &im, n, 0.0, err);
+    }
+    if (rc == GP_OK) {
+        hkd_problem pb = {&im, &(hkd_data){Xw, y, n}, &w, 1e-13, 10000};
+        rc = hkd_objective(&pb, k, s2, im.Z, im.m, bound, grad, NULL);
+        if (rc)
+            gp_error_set(err, rc, NULL, "the bound cannot be evaluated there");
+    }
+    work_free(&w);
+    gp_kernel_free(im.kin);
+    free(im.L);
+    free(im.Mb);
+    free(im.mean);
+    free(im.jitter);
+    free(Xs);
+    free(Xw);
+    free(y);
+    return rc;
+}

@@ -45,4 +45,12 @@ extern const gp_method gp_method_hkd;
  * trace error of a sparse GP with the same m points. */
 int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err);
 
+/* The bound and its gradient for tests: at the fitted model's structure
+ * (symmetry, standardisation, Z and blocks) and the kernel k and noise s2
+ * (working units), over the request's training data. grad (may be NULL):
+ * gp_kernel_n_params(k) entries then dF/dlog s2. The bound is in working
+ * units (the model's objective minus -N log y_scale). */
+int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kernel *k, double s2,
+                 double *bound, double *grad, gp_error *err);
+
 #endif
