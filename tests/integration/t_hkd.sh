@@ -34,7 +34,9 @@ jq '.methods[] | select(.name == "hkd")' "$T/body" >"$T/hkd_listing.json"
 jhas '.additive == true and .mixture == false' "$T/hkd_listing.json"
 verdict "hkd: listed as additive, not a mixture" $? "$(jqb '{additive, mixture}' "$T/hkd_listing.json")"
 jhas '.options[] | select(.name == "symmetry") | .type == "object" and .default == null and
-      (.schema | startswith("{")) and (.help | length > 0)' "$T/hkd_listing.json"
+      .schema.type == "object" and .schema.additionalProperties == false and
+      (.schema.properties.generators.items.properties.type.enum | index("rotate2d")) and
+      (.help | length > 0)' "$T/hkd_listing.json"
 verdict "hkd: symmetry is an object option with its schema" $? "$(jqb '.options[0]' "$T/hkd_listing.json")"
 jhas '[.methods[] | select(.name != "hkd") | .additive] | all(. == false)'
 verdict "no other method is additive" $? "some is"

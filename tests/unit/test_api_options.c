@@ -276,6 +276,60 @@ static void test_object_option_errors(void **state)
     expect_opts_error(deep, GP_EINVAL, "options.sym");
 }
 
+/* ---- an object option's schema: YAML flow text as JSON ---- */
+
+static void expect_flow(const char *text, const char *json)
+{
+    json_error_t je;
+    json_t *got = gp_yaml_flow_to_json(text), *want = json_loads(json, 0, &je);
+    assert_non_null(want);
+    if (got == NULL || !json_equal(got, want)) {
+        char *g = got ? json_dumps(got, JSON_COMPACT) : NULL;
+        fail_msg("%s gave %s, expected %s", text, g ? g : "NULL", json);
+    }
+    json_decref(got);
+    json_decref(want);
+}
+
+static void test_yaml_flow_schema(void **state)
+{
+    (void)state;
+    expect_flow("{type: object}", "{\"type\": \"object\"}");
+    expect_flow("{type: object, additionalProperties: false, required: [type, dims], "
+                "properties: {n: {type: integer, minimum: 0, maximum: 64}, "
+                "x: {type: number, exclusiveMinimum: 0, default: 1.5e-3}, "
+                "s: {enum: [per_axis_real, \"a, b\", 'it''s'], nullable: true, d: null}}}",
+                "{\"type\": \"object\", \"additionalProperties\": false, "
+                "\"required\": [\"type\", \"dims\"], \"properties\": {"
+                "\"n\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 64}, "
+                "\"x\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"default\": 0.0015}, "
+                "\"s\": {\"enum\": [\"per_axis_real\", \"a, b\", \"it's\"], \"nullable\": true, "
+                "\"d\": null}}}");
+    expect_flow("[]", "[]");
+    expect_flow("{}", "{}");
+    /* outside the subset: NULL (the listing then serves the text) */
+    const char *bad[] = {"{type: object", "{type object}", "{a: 1} trailing", "[1, 2", "",
+                         "{: 1}", "{a: [1, }"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *v = gp_yaml_flow_to_json(bad[i]);
+        if (v != NULL)
+            fail_msg("'%s' parsed", bad[i]);
+    }
+    /* every registered object option's schema is in the subset */
+    for (size_t i = 0; i < gp_method_count(); i++) {
+        const gp_method *m = gp_method_at(i);
+        for (size_t k = 0; k < m->n_options; k++) {
+            if (m->options[k].type != GP_OPTION_OBJECT)
+                continue;
+            json_t *v = gp_yaml_flow_to_json(m->options[k].choices);
+            if (!json_is_object(v))
+                fail_msg("%s.%s: its schema is not YAML flow text of an object", m->name,
+                         m->options[k].name);
+            json_decref(v);
+        }
+    }
+}
+
 /* ---- over the api: listing, a mixture's components ---- */
 
 static char dir[64], db[128];
@@ -311,7 +365,10 @@ static void test_listing_and_mixture_kind(void **state)
             if (strcmp(json_string_value(json_object_get(o, "type")), "object") != 0)
                 continue;
             assert_true(json_is_null(json_object_get(o, "default")));
-            assert_true(json_is_string(json_object_get(o, "schema")));
+            /* the descriptor's schema text parsed (not served as text) */
+            json_t *schema = json_object_get(o, "schema");
+            assert_true(json_is_object(schema));
+            assert_string_equal(json_string_value(json_object_get(schema, "type")), "object");
         }
     }
     json_decref(j);
@@ -439,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_value_number_overflow),
         cmocka_unit_test(test_object_option_parse),
         cmocka_unit_test(test_object_option_errors),
+        cmocka_unit_test(test_yaml_flow_schema),
         cmocka_unit_test(test_listing_and_mixture_kind),
         cmocka_unit_test(test_object_option_survives_job_rebuild),
     };
