@@ -229,41 +229,39 @@ static json_t *flow_container(flow_parser *f, int mapping)
     f->p++; /* { or [ */
     flow_space(f);
     char close = mapping ? '}' : ']';
-    int first = 1;
-    while (out && *f->p != close) {
+    int bad = out == NULL;
+    for (int first = 1; !bad && *f->p != close; first = 0) {
+        if (!first && *f->p != ',') {
+            bad = 1;
+            break;
+        }
         if (!first) {
-            if (*f->p != ',')
-                break;
             f->p++;
             flow_space(f);
         }
-        first = 0;
-        json_t *key = NULL, *val = NULL;
+        json_t *key = NULL;
         if (mapping) {
             key = flow_scalar(f, 1);
             flow_space(f);
             if (key == NULL || *f->p != ':') {
                 json_decref(key);
+                bad = 1;
                 break;
             }
             f->p++;
-            flow_space(f);
         }
-        val = flow_value(f);
+        json_t *val = flow_value(f);
         flow_space(f);
-        if (val == NULL) {
-            json_decref(key);
-            break;
-        }
-        if (mapping) {
+        if (val == NULL)
+            bad = 1;
+        else if (mapping)
             json_object_set_new(out, json_string_value(key), val);
-            json_decref(key);
-        } else {
+        else
             json_array_append_new(out, val);
-        }
+        json_decref(key);
     }
     f->depth--;
-    if (out == NULL || *f->p != close) {
+    if (bad || *f->p != close) {
         json_decref(out);
         return NULL;
     }
