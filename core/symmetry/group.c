@@ -577,6 +577,20 @@ void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out)
     }
 }
 
+void gp_group_apply_transpose(const gp_group *g, size_t s, const double *v, double *out)
+{
+    double tmp[WORK_DIMS];
+    memcpy(out, v, g->dw * sizeof *v);
+    for (size_t j = 0; j < g->n_axes; j++) {
+        size_t T = g->axis[j].order, p = s % T;
+        s /= T;
+        if (p == 0)
+            continue;
+        memcpy(tmp, out, g->dw * sizeof *out);
+        gp_group_axis_apply(&g->axis[j], T - p, tmp, g->dw, out);
+    }
+}
+
 void gp_group_block_freqs(const gp_group *g, size_t t, size_t *r)
 {
     for (size_t j = 0; j < g->n_axes; j++) {

@@ -119,6 +119,9 @@ int gp_group_build(const gp_symmetry *s, const gp_hkd_frame *f, gp_group *g, gp_
 void gp_group_free(gp_group *g);
 /* out (dw) = G^s x; out must not alias x. */
 void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out);
+/* out = (G^s)^T v = G^{-s} v (every element is orthogonal): how a gradient
+ * with respect to G^s z becomes one with respect to z. */
+void gp_group_apply_transpose(const gp_group *g, size_t s, const double *v, double *out);
 /* One axis applied `power` times. */
 void gp_group_axis_apply(const gp_group_axis *a, size_t power, const double *x, size_t dw,
                          double *out);

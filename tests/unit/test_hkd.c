@@ -530,8 +530,38 @@ static void test_dense_reference(void **state)
     gp_kernel_free(k);
 }
 
+/* Central differences of the bound in Z (dw x m) against gz. */
+static void check_gz(const gp_model *model, const gp_fit_request *req, const gp_kernel *k,
+                     double s2, size_t c)
+{
+    gp_state st;
+    gp_error err;
+    gp_state_init(&st);
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    const gp_named_array *za = gp_state_find(&st, "Z");
+    size_t nz = za->rows * za->cols;
+    double *Z = malloc(nz * sizeof *Z), *gz = calloc(nz, sizeof *gz), f, fp, fm;
+    memcpy(Z, za->data, nz * sizeof *Z);
+    assert_int_equal(gp_hkd_bound(model, req, k, s2, Z, &f, NULL, gz, &err), GP_OK);
+    for (size_t i = 0; i < nz; i++) {
+        double h = 1e-5, z0 = Z[i];
+        Z[i] = z0 + h;
+        assert_int_equal(gp_hkd_bound(model, req, k, s2, Z, &fp, NULL, NULL, &err), GP_OK);
+        Z[i] = z0 - h;
+        assert_int_equal(gp_hkd_bound(model, req, k, s2, Z, &fm, NULL, NULL, &err), GP_OK);
+        Z[i] = z0;
+        double num = (fp - fm) / (2 * h);
+        if (fabs(num - gz[i]) > 1e-5 * (1.0 + fabs(num)))
+            fail_msg("case %zu Z[%zu]: analytic %.10g, differences %.10g", c, i, gz[i], num);
+    }
+    free(Z);
+    free(gz);
+    gp_state_free(&st);
+}
+
 /* The analytic gradient of the bound against central differences, for every
- * kernel parameter (ARD) and log s2, with 2 and 3 blocks. */
+ * kernel parameter (ARD), log s2 and every coordinate of Z, with 4, 2 and 3
+ * blocks (the rotation carries the orbit's gradient back through G^-s). */
 static void test_gradient_matches_differences(void **state)
 {
     (void)state;
@@ -539,10 +569,11 @@ static void test_gradient_matches_differences(void **state)
     make_toy(&t, 3, 9);
     gp_value g1[] = {gen_negate(2, (int[]){0, 2}), gen_negate(1, (int[]){1})};
     gp_value g2[] = {gen_negate(3, (int[]){0, 1, 2})};
-    gp_value *syms[] = {symmetry_of(2, g1), symmetry_of(1, g2)};
-    gp_kernel_type types[] = {GP_KERNEL_MATERN32, GP_KERNEL_RBF};
-    for (size_t c = 0; c < 2; c++) {
-        gp_kernel *k = leaf(types[c], 3, 1, 0.9);
+    gp_value g3[] = {gen_rotate(0, 2, 4)};
+    gp_value *syms[] = {symmetry_of(2, g1), symmetry_of(1, g2), symmetry_of(1, g3)};
+    gp_kernel_type types[] = {GP_KERNEL_MATERN32, GP_KERNEL_RBF, GP_KERNEL_MATERN52};
+    for (size_t c = 0; c < 3; c++) {
+        gp_kernel *k = leaf(types[c], 3, c < 2, 0.9);
         gp_model *model = fit_hkd(&t, k, syms[c], 9, 0, 0.0);
         gp_option_value o[] = {{"symmetry", 0, NULL, syms[c]}};
         gp_fit_request req;
@@ -553,7 +584,7 @@ static void test_gradient_matches_differences(void **state)
         gp_error err;
         assert_int_equal(gp_kernel_copy(&kk, model->kernel, &err), GP_OK);
         gp_kernel_get_params(kk, theta);
-        assert_int_equal(gp_hkd_bound(model, &req, kk, s2, &f, grad, &err), GP_OK);
+        assert_int_equal(gp_hkd_bound(model, &req, kk, s2, NULL, &f, grad, NULL, &err), GP_OK);
         for (size_t p = 0; p <= np; p++) {
             double h = 1e-5, num;
             if (p < np) {
@@ -561,22 +592,27 @@ static void test_gradient_matches_differences(void **state)
                 memcpy(th, theta, sizeof th);
                 th[p] += h;
                 gp_kernel_set_params(kk, th);
-                assert_int_equal(gp_hkd_bound(model, &req, kk, s2, &fp, NULL, &err), GP_OK);
+                assert_int_equal(gp_hkd_bound(model, &req, kk, s2, NULL, &fp, NULL, NULL, &err),
+                                 GP_OK);
                 th[p] -= 2 * h;
                 gp_kernel_set_params(kk, th);
-                assert_int_equal(gp_hkd_bound(model, &req, kk, s2, &fm, NULL, &err), GP_OK);
+                assert_int_equal(gp_hkd_bound(model, &req, kk, s2, NULL, &fm, NULL, NULL, &err),
+                                 GP_OK);
                 gp_kernel_set_params(kk, theta);
             } else {
-                assert_int_equal(gp_hkd_bound(model, &req, kk, s2 * exp(h), &fp, NULL, &err),
-                                 GP_OK);
-                assert_int_equal(gp_hkd_bound(model, &req, kk, s2 * exp(-h), &fm, NULL, &err),
-                                 GP_OK);
+                assert_int_equal(
+                    gp_hkd_bound(model, &req, kk, s2 * exp(h), NULL, &fp, NULL, NULL, &err),
+                    GP_OK);
+                assert_int_equal(
+                    gp_hkd_bound(model, &req, kk, s2 * exp(-h), NULL, &fm, NULL, NULL, &err),
+                    GP_OK);
             }
             num = (fp - fm) / (2 * h);
             if (fabs(num - grad[p]) > 1e-5 * (1.0 + fabs(num)))
                 fail_msg("kernel %zu parameter %zu: analytic %.10g, differences %.10g", c, p,
                          grad[p], num);
         }
+        check_gz(model, &req, kk, s2, c);
         gp_kernel_free(kk);
         gp_kernel_free(k);
         gp_model_free(model);
