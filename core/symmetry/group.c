@@ -314,6 +314,19 @@ void gp_sym_describe(const gp_symmetry *s, size_t g, char *buf, size_t len)
         snprintf(buf + pos, len - (size_t)pos, ")");
 }
 
+void gp_symmetry_counts(const gp_symmetry *s, size_t *size, size_t *blocks)
+{
+    *size = 1;
+    *blocks = 1;
+    for (size_t i = 0; i < s->n_gen; i++) {
+        const gp_sym_generator *g = &s->gen[i];
+        *size *= generator_size(g);
+        *blocks *= g->type == GP_SYM_NEGATE ? 2
+                   : g->type == GP_SYM_NEGATE_PCA ? ((size_t)1 << g->ways)
+                                                  : g->order / 2 + 1;
+    }
+}
+
 /* ---- encoding ---- */
 
 size_t gp_symmetry_encode(const gp_symmetry *s, double *out)
