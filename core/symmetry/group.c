@@ -71,7 +71,7 @@ static int get_dims(const gp_value *obj, const char *key, size_t min_n, size_t m
                             field, min_n, max_n);
     for (size_t i = 0; i < v->n; i++) {
         const gp_value *e = &v->items[i];
-        snprintf(field, sizeof field, "%.40s.%.8s[%zu]", gfield, key, i);
+        snprintf(field, sizeof field, "%.32s.%.8s[%zu]", gfield, key, i);
         if (e->type != GP_VALUE_NUMBER || e->number != floor(e->number) || e->number < 0 ||
             e->number >= GP_SYM_MAX_DIMS)
             return gp_error_set(err, GP_EINVAL, field,
