@@ -1075,9 +1075,21 @@ static int subsample(const double *Xw, const double *y, size_t n, size_t dw, siz
     return GP_OK;
 }
 
+/* The budget of an exact fit of max_train_points points (as for the other
+ * methods), in doubles. */
+static double budget_doubles(const gp_fit_request *req)
+{
+    double cap = (double)(req->max_train_points ? req->max_train_points
+                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    return cap * cap;
+}
+
+/* The feature cache: cache_mb, and never beyond the fit's memory budget. */
 static double cache_bytes(const gp_method *me, const gp_fit_request *req)
 {
-    return gp_option_number(me, req, "cache_mb") * 1048576.0;
+    double want = gp_option_number(me, req, "cache_mb") * 1048576.0;
+    double cap = 8.0 * budget_doubles(req);
+    return want < cap ? want : cap;
 }
 
 /* Hyperparameters by L-BFGS on the bound over (a subsample of) the data. */
@@ -1175,12 +1187,29 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
     return rc;
 }
 
-static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
+/* Memory checked before anything is allocated: the T blocks' four m x m
+ * matrices, the orbit's two m S x m ones, one chunk's buffers and the
+ * working copies of the data (the feature cache is optional and has its own
+ * limit, cache_bytes). */
+static int size_guard(const gp_fit_request *req, const gp_symmetry *sym, size_t m,
+                      gp_error *err)
 {
     if (req->kernel && req->kernel->n_active != req->d)
         return gp_error_set(err, GP_EUNSUPPORTED, "kernel.active_dims",
                             "hkd's kernel sees every input (the group acts on all of them)");
-    (void)m;
+    size_t S, T;
+    gp_symmetry_counts(sym, &S, &T);
+    double mm = (double)m * (double)m, chunk = 4096.0;
+    double need = 4.0 * (double)T * mm + 2.0 * (double)S * mm +
+                  chunk * (2.0 * (double)S * (double)m + 2.0 * (double)T * (double)m) +
+                  (double)req->n * (2.0 * (double)req->d + 12.0);
+    if (need > budget_doubles(req))
+        return gp_error_set(err, GP_ETOOBIG, "options.inducing",
+                            "hkd with %zu blocks of %zu inducing points (a group of %zu) on %zu "
+                            "points needs %.1f GB of workspace, above the budget of an exact fit "
+                            "of max_train_points points (%.1f GB): use fewer inducing points or "
+                            "a smaller group, or raise --max-train-points",
+                            T, m, S, req->n, need * 8e-9, budget_doubles(req) * 8e-9);
     return GP_OK;
 }
 
@@ -1217,7 +1246,7 @@ static int hkd_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     int rc = gp_symmetry_parse(gp_option_object(req, "symmetry"), req->d, "options.symmetry",
                                &im->sym, err);
     if (rc == GP_OK)
-        rc = size_guard(req, (size_t)gp_option_number(me, req, "inducing"), err);
+        rc = size_guard(req, &im->sym, (size_t)gp_option_number(me, req, "inducing"), err);
     gp_model *model = NULL;
     if (rc == GP_OK)
         rc = gp_model_new(me, req, &model, err);

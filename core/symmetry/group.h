@@ -69,6 +69,8 @@ typedef struct gp_symmetry {
  * (e.g. "options.symmetry.generators[1].dims"). */
 int gp_symmetry_parse(const gp_value *v, size_t d, const char *field, gp_symmetry *out,
                       gp_error *err);
+/* The group's size and its number of real blocks, from the generators alone. */
+void gp_symmetry_counts(const gp_symmetry *s, size_t *size, size_t *blocks);
 /* Flat encoding for a model's state, and back (GP_EDATA when malformed). */
 size_t gp_symmetry_encode(const gp_symmetry *s, double *out); /* out NULL: length */
 int gp_symmetry_decode(const double *code, size_t len, size_t d, gp_symmetry *out,

@@ -694,6 +694,14 @@ static void test_validation_rejects(void **state)
     *bs = vobj(2, ks, its);
     expect_status(fit_status(&t, iso, bs, &err), GP_EUNSUPPORTED, &err,
                   "options.symmetry.share_inducing", NULL);
+    /* the workspace is checked against the fit budget before anything is allocated */
+    gp_option_value o[] = {{"inducing", 2048, NULL, NULL}};
+    gp_fit_request req;
+    fit_request(&req, t.X, t.y, t.n, t.d, iso, o, 1);
+    req.max_train_points = 1000;
+    gp_model *model = NULL;
+    expect_status(gp_model_fit(hkd(), &req, &model, &err), GP_ETOOBIG, &err, "options.inducing",
+                  "budget");
     gp_kernel_free(ard);
     gp_kernel_free(ard_eq);
     gp_kernel_free(iso);
