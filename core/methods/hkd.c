@@ -51,7 +51,6 @@
 #define GP_HKD_DROP 1e-8
 #define KMEANS_ROWS 10000
 #define CHUNK_DOUBLES (1u << 21) /* the kernel values of one chunk: 16 MB */
-#define NO_POS ((size_t)-1)
 
 /* ---- the fitted state ---- */
 
@@ -67,7 +66,6 @@ typedef struct hkd_impl {
     size_t *mt;     /* T: block sizes */
     size_t *off;    /* T: first stacked row of each block */
     size_t *idx;    /* T x m: idx[t m + j] = the Z index of block t's point j */
-    size_t *pos;    /* T x m: pos[t m + i] = j, or NO_POS when z_i is dropped from t */
     double *L;      /* T blocks of m x m (ld m): chol(K_t + eps I) */
     double *Mb;     /* T blocks of m x m: chol(I + C_t / s2) */
     double *mean;   /* P: the whitened means, stacked */
@@ -89,7 +87,6 @@ static void impl_free(void *p)
     free(im->mt);
     free(im->off);
     free(im->idx);
-    free(im->pos);
     free(im->L);
     free(im->Mb);
     free(im->mean);
@@ -149,19 +146,12 @@ static void orbit_gram(const hkd_impl *im, double *Koz)
     gp_kernel_cross(im->kin, im->O, orbit_points(im), im->Z, im->m, Koz, orbit_points(im));
 }
 
+/* The first stacked row of every block, and P. */
 static void index_blocks(hkd_impl *im)
 {
-    size_t T = im->group.blocks, m = im->m, P = 0;
+    size_t T = im->group.blocks, P = 0;
     for (size_t t = 0; t < T; t++) {
         im->off[t] = P;
-        size_t j = 0;
-        for (size_t i = 0; i < m; i++) {
-            im->pos[t * m + i] = NO_POS;
-            for (size_t jj = 0; jj < im->mt[t]; jj++)
-                if (im->idx[t * m + jj] == i)
-                    im->pos[t * m + i] = jj;
-            (void)j;
-        }
         P += im->mt[t];
     }
     im->P = P;
@@ -944,12 +934,11 @@ static int alloc_blocks(hkd_impl *im, gp_error *err)
     im->mt = calloc(T, sizeof *im->mt);
     im->off = calloc(T, sizeof *im->off);
     im->idx = calloc(T * m, sizeof *im->idx);
-    im->pos = calloc(T * m, sizeof *im->pos);
     im->L = gp_alloc_doubles(tmm, err);
     im->Mb = gp_alloc_doubles(tmm, err);
     im->mean = gp_alloc_doubles(T * m, err);
     im->jitter = gp_alloc_doubles(T, err);
-    if (!im->O || !im->mt || !im->off || !im->idx || !im->pos || !im->L || !im->Mb ||
+    if (!im->O || !im->mt || !im->off || !im->idx || !im->L || !im->Mb ||
         !im->mean || !im->jitter)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for hkd's blocks");
     memset(im->L, 0, tmm * sizeof *im->L);
