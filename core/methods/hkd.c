@@ -1556,7 +1556,9 @@ static int import_blocks(const gp_state *st, hkd_impl *im, gp_error *err)
             return bad_state("blocks", err);
         im->mt[t] = (size_t)col[0];
         for (size_t j = 0; j < im->mt[t]; j++) {
-            if (!(col[1 + j] >= 0 && col[1 + j] < (double)m && col[1 + j] == floor(col[1 + j])))
+            /* increasing, as choose_blocks writes them */
+            if (!(col[1 + j] >= 0 && col[1 + j] < (double)m && col[1 + j] == floor(col[1 + j])) ||
+                (j > 0 && !(col[1 + j] > col[j])))
                 return bad_state("blocks", err);
             im->idx[t * m + j] = (size_t)col[1 + j];
         }
