@@ -220,7 +220,8 @@ typedef struct gp_method {
  * (OBJECT options: their check with d = 0). */
 int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err);
 /* The checks of the OBJECT options that depend on the number of input columns
- * d (e.g. a dimension index in range): run once X is known, before a fit is
+ * d (e.g. a dimension index in range), for every OBJECT option of the method
+ * (an absent one's default too): run once X is known, before a fit is
  * accepted (gp_model_fit runs it too). */
 int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
                           gp_error *err);

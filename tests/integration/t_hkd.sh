@@ -161,10 +161,10 @@ hbad() { # NAME STATUS CODE FIELD_REGEX OPTIONS_JSON [EXTRA_FIELDS]
 hbad "symmetry not an object (an array)" 400 invalid_argument '^options\.symmetry$' \
     '{"symmetry":[{"type":"negate","dims":[0]}]}'
 hbad "symmetry not an object (a string)" 400 invalid_argument '^options\.symmetry$' '{"symmetry":"negate"}'
-hbad "symmetry: unknown member" 400 invalid_argument '^options\.symmetry$' '{"symmetry":{"colour":1}}'
+hbad "symmetry: unknown member" 400 invalid_argument '^options\.symmetry\.colour$' '{"symmetry":{"colour":1}}'
 jqb .error.message | grep -q "colour"
 verdict "hkd: the refusal names the unknown member" $? "$(jqb .error.message)"
-hbad "generator: unknown member" 400 invalid_argument '^options\.symmetry\.generators\[0\]$' \
+hbad "generator: unknown member" 400 invalid_argument '^options\.symmetry\.generators\[0\]\.axis$' \
     '{"symmetry":{"generators":[{"type":"negate","dims":[0],"axis":1}]}}'
 hbad "generators not an array" 400 invalid_argument '^options\.symmetry\.generators$' \
     '{"symmetry":{"generators":{"type":"negate","dims":[0]}}}'

@@ -168,6 +168,8 @@ static int fake_check(const char *name, const gp_value *v, size_t d, const char 
     char f[GP_ERROR_FIELD_LEN];
     if (strcmp(name, "sym") != 0)
         return gp_error_set(err, GP_EINTERNAL, field, "no such object option");
+    if (v == NULL) /* not given: its default holds for any d */
+        return GP_OK;
     for (size_t i = 0; i < v->n; i++)
         if (strcmp(v->keys[i], "dims") != 0 && strcmp(v->keys[i], "mode") != 0) {
             snprintf(f, sizeof f, "%s.%s", field, v->keys[i]);
