@@ -50,6 +50,7 @@
 #define GP_HKD_JITTER 1e-6
 #define GP_HKD_DROP 1e-8
 #define KMEANS_ROWS 10000
+#define FINAL_PCG_TOL 1e-10 /* the posterior the model keeps */
 #define CHUNK_DOUBLES (1u << 21) /* the kernel values of one chunk: 16 MB */
 
 /* ---- the fitted state ---- */
@@ -810,10 +811,14 @@ static const gp_option_spec hkd_options[] = {
      "L-BFGS iterations of the hyperparameter search (0: keep the kernel as given)"},
     {"tolerance", GP_OPTION_NUMBER, 1e-8, NULL, 1e-16, 1, NULL,
      "stop when the relative change of the bound in an iteration falls below this"},
-    {"pcg_tolerance", GP_OPTION_NUMBER, 1e-8, NULL, 1e-14, 1e-2, NULL,
-     "relative residual at which the coupled means' PCG stops"},
-    {"pcg_max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
-     "PCG iterations per solve at most"},
+    {"pcg_tolerance", GP_OPTION_NUMBER, 1e-6, NULL, 1e-14, 1e-2, NULL,
+     "relative residual at which the coupled means' PCG stops during the hyperparameter "
+     "search (note §5 step 8; each step starts from the last solve, and the bound stays a "
+     "bound for an inexact mean); the final solve on every row goes to 1e-10 or this, "
+     "whichever is smaller"},
+    {"pcg_max_iterations", GP_OPTION_INT, 50, NULL, 1, 100000, NULL,
+     "PCG iterations per solve during the search at most; the final solve may take 20 times "
+     "as many"},
     {"cache_mb", GP_OPTION_INT, 1024, NULL, 0, 1048576, NULL,
      "memory for the features Phi of all rows (N x T m doubles), which spares a kernel "
      "pass per PCG iteration; beyond it the passes recompute them chunk by chunk"},
@@ -1194,8 +1199,9 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
     sync_kernel(model->kernel, im);
     hkd_terms terms;
     double tol = gp_option_number(me, req, "pcg_tolerance");
-    rc = evaluate(im, data, &w, model->noise_variance, tol,
-                  (int)gp_option_number(me, req, "pcg_max_iterations"), &terms, err);
+    int max_it = 20 * (int)gp_option_number(me, req, "pcg_max_iterations");
+    rc = evaluate(im, data, &w, model->noise_variance, tol < FINAL_PCG_TOL ? tol : FINAL_PCG_TOL,
+                  max_it, &terms, err);
     if (rc == GP_OK)
         report(model, im, &w, &terms, data->n);
     if (rc == GP_OK)
