@@ -173,6 +173,8 @@ static json_t *option_json(const gp_option_spec *s)
     case GP_OPTION_BOOL:
         json_object_set_new(o, "default", json_boolean(s->default_number != 0.0));
         break;
+    case GP_OPTION_OBJECT:
+        break;
     case GP_OPTION_ENUM: {
         json_object_set_new(o, "default",
                             s->default_string ? json_string(s->default_string) : json_null());

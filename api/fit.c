@@ -192,6 +192,9 @@ static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
                 return gp_error_set(err, GP_EINVAL, field, "%s must be true or false", field);
             o->number = json_is_true(val) ? 1.0 : 0.0;
             break;
+        case GP_OPTION_OBJECT:
+            return gp_error_set(err, GP_EUNSUPPORTED, field, "%s: object options are not read yet",
+                                field);
         case GP_OPTION_ENUM:
             if (!json_is_string(val))
                 return gp_error_set(err, GP_EINVAL, field, "%s must be one of %s", field,

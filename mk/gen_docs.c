@@ -239,6 +239,9 @@ static void yaml_option(text *t, const gp_option_spec *s)
         yq(t, s->default_string ? s->default_string : "");
         put(t, "\n");
         break;
+    case GP_OPTION_OBJECT:
+        put(t, "          %s\n", s->choices ? s->choices : "type: object");
+        break;
     case GP_OPTION_INT:
         put(t, "          type: integer\n          default: %s\n          minimum: %s\n"
                "          maximum: %s\n",

@@ -5,6 +5,7 @@
 
 #include "core/methods/exact.h"
 #include "core/methods/msrfr.h"
+#include "core/methods/hkd.h"
 #include "core/methods/pls.h"
 #include "core/methods/renyi.h"
 #include "core/methods/sgpr.h"
@@ -20,6 +21,7 @@ static const gp_method *const registry[] = {
     &gp_method_renyi,
     &gp_method_svgp,
     &gp_method_pls,
+    &gp_method_hkd,
 };
 
 size_t gp_method_count(void)

@@ -96,8 +96,8 @@ static gp_model *fit_ok(const gp_fit_request *req, const char *what)
 
 /* A small standard fit: M = 3 particles of R = 8 frequencies, T = 40. */
 static const gp_option_value small_opts[] = {
-    {"particles", 3, NULL}, {"features", 8, NULL}, {"iterations", 40, NULL},
-    {"repulsion", 0.5, NULL},
+    {"particles", 3, NULL, NULL}, {"features", 8, NULL, NULL}, {"iterations", 40, NULL, NULL},
+    {"repulsion", 0.5, NULL, NULL},
 };
 
 static gp_model *small_fit(const double *X, const double *y, gp_kernel *k)
@@ -382,11 +382,11 @@ static void test_single_particle_is_gradient_ascent(void **state)
     size_t R = 10, T = 25;
     const double tau = 2.0, lr = 0.05;
     gp_option_value o[] = {
-        {"particles", 1, NULL},        {"features", (double)R, NULL},
-        {"iterations", 0, NULL},       {"bandwidth", 0, "none"},
-        {"repulsion", 0, NULL},        {"anneal_power", 0, NULL},
-        {"learn_lengthscales", 0, NULL}, {"lengthscale_init", 0, "kernel"},
-        {"prior_std", tau, NULL},      {"step", lr, NULL},
+        {"particles", 1, NULL, NULL},        {"features", (double)R, NULL, NULL},
+        {"iterations", 0, NULL, NULL},       {"bandwidth", 0, "none", NULL},
+        {"repulsion", 0, NULL, NULL},        {"anneal_power", 0, NULL, NULL},
+        {"learn_lengthscales", 0, NULL, NULL}, {"lengthscale_init", 0, "kernel", NULL},
+        {"prior_std", tau, NULL, NULL},      {"step", lr, NULL, NULL},
     };
     gp_fit_request req;
     fit_request(&req, X, y, N, D, k, o, sizeof o / sizeof o[0]);
@@ -652,8 +652,8 @@ static void test_calibrate(void **state)
     double X[N * D], y[N];
     toy_data(X, y, N, 8);
     gp_kernel *k = rbf(D);
-    gp_option_value o[] = {{"particles", 3, NULL}, {"features", 8, NULL},
-                           {"iterations", 30, NULL}, {"calibrate", 1, NULL}};
+    gp_option_value o[] = {{"particles", 3, NULL, NULL}, {"features", 8, NULL, NULL},
+                           {"iterations", 30, NULL, NULL}, {"calibrate", 1, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, N, D, k, o, 4);
     gp_model *cal = fit_ok(&req, "calibrated");
@@ -722,7 +722,7 @@ static void test_registered_and_bad_input(void **state)
     assert_int_equal(gp_model_fit(m, &req, &model, &err), GP_EDATA);
     y[5] = 0.0;
     /* a workspace above the budget names the option */
-    gp_option_value big[] = {{"particles", 200, NULL}, {"features", 20000, NULL}};
+    gp_option_value big[] = {{"particles", 200, NULL, NULL}, {"features", 20000, NULL, NULL}};
     fit_request(&req, X, y, N, D, k, big, 2);
     assert_int_equal(gp_model_fit(m, &req, &model, &err), GP_ETOOBIG);
     assert_string_equal(err.field, "options.particles");

@@ -110,8 +110,8 @@ static void test_t1_exact_limit(void **state)
     (void)state;
     toy t;
     make_toy(&t);
-    gp_option_value o[] = {{"landmarks", N, NULL}, {"optimize", 0, NULL},
-                           {"eig_rel_tol", 0, NULL}};
+    gp_option_value o[] = {{"landmarks", N, NULL, NULL}, {"optimize", 0, NULL, NULL},
+                           {"eig_rel_tol", 0, NULL, NULL}};
     gp_fit_request req;
     fixed_request(&req, &t, o, 3);
     gp_model *m = fit_ok(&gp_method_pls, &req, "T1");
@@ -151,8 +151,8 @@ static void test_t2_nystrom_krr(void **state)
     (void)state;
     toy t;
     make_toy(&t);
-    gp_option_value o[] = {{"landmarks", 8, NULL}, {"optimize", 0, NULL},
-                           {"eig_rel_tol", 0, NULL}};
+    gp_option_value o[] = {{"landmarks", 8, NULL, NULL}, {"optimize", 0, NULL, NULL},
+                           {"eig_rel_tol", 0, NULL, NULL}};
     gp_fit_request req;
     fixed_request(&req, &t, o, 3);
     gp_model *m = fit_ok(&gp_method_pls, &req, "T2");
@@ -195,10 +195,10 @@ static void test_t4_sgpr(void **state)
     toy t;
     make_toy(&t);
     t.k->fixed = GP_FIX_ALL;
-    gp_option_value o[] = {{"landmarks", 8, NULL}, {"optimize", 0, NULL},
-                           {"eig_rel_tol", 0, NULL}};
-    gp_option_value os[] = {{"inducing", 8, NULL}, {"optimize_inducing", 0, NULL},
-                            {"reselect", 0, NULL}};
+    gp_option_value o[] = {{"landmarks", 8, NULL, NULL}, {"optimize", 0, NULL, NULL},
+                           {"eig_rel_tol", 0, NULL, NULL}};
+    gp_option_value os[] = {{"inducing", 8, NULL, NULL}, {"optimize_inducing", 0, NULL, NULL},
+                            {"reselect", 0, NULL, NULL}};
     gp_fit_request req, rs;
     fixed_request(&req, &t, o, 3);
     fixed_request(&rs, &t, os, 3);
@@ -224,8 +224,8 @@ static void test_t5_r_mode(void **state)
     (void)state;
     toy t;
     make_toy(&t);
-    gp_option_value o[] = {{"landmarks", N, NULL}, {"optimize", 0, NULL},
-                           {"eig_rel_tol", 0, NULL}, {"prior_mode", NAN, "r"}};
+    gp_option_value o[] = {{"landmarks", N, NULL, NULL}, {"optimize", 0, NULL, NULL},
+                           {"eig_rel_tol", 0, NULL, NULL}, {"prior_mode", NAN, "r", NULL}};
     gp_fit_request req;
     fixed_request(&req, &t, o, 4);
     gp_model *m = fit_ok(&gp_method_pls, &req, "T5");
@@ -331,9 +331,9 @@ static void compare_law(const coef_law *p, const coef_law *c, double inflate, co
 
 static gp_model *fit_sampler(const toy *t, const char *sampler, double eta, size_t J)
 {
-    gp_option_value o[] = {{"landmarks", 6, NULL}, {"optimize", 0, NULL},
-                           {"sampler", NAN, sampler}, {"step", eta, NULL},
-                           {"particles", (double)J, NULL}, {"steps", 400, NULL}};
+    gp_option_value o[] = {{"landmarks", 6, NULL, NULL}, {"optimize", 0, NULL, NULL},
+                           {"sampler", NAN, sampler, NULL}, {"step", eta, NULL, NULL},
+                           {"particles", (double)J, NULL, NULL}, {"steps", 400, NULL, NULL}};
     gp_fit_request req;
     fixed_request(&req, t, o, 6);
     return fit_ok(&gp_method_pls, &req, sampler);
@@ -382,9 +382,9 @@ static void test_laplace_start(void **state)
     make_toy(&t);
     const size_t J = 4000;
     gp_model *cf = fit_sampler(&t, "closed_form", 0.05, J);
-    gp_option_value o[] = {{"landmarks", 6, NULL},        {"optimize", 0, NULL},
-                           {"sampler", NAN, "pula"},       {"particles", (double)J, NULL},
-                           {"steps", 0, NULL},             {"precondition", NAN, "laplace"}};
+    gp_option_value o[] = {{"landmarks", 6, NULL, NULL},        {"optimize", 0, NULL, NULL},
+                           {"sampler", NAN, "pula", NULL},       {"particles", (double)J, NULL, NULL},
+                           {"steps", 0, NULL, NULL},             {"precondition", NAN, "laplace", NULL}};
     gp_fit_request req;
     fixed_request(&req, &t, o, 6);
     gp_model *m = fit_ok(&gp_method_pls, &req, "laplace start");
@@ -458,8 +458,8 @@ static void bernoulli_problem(double *X, double *y, double *Xt, double *pt, size
 
 static gp_model *fit_bernoulli(const double *X, const double *y, gp_kernel *k, const char *smp)
 {
-    gp_option_value o[] = {{"particles", 50, NULL}, {"steps", 300, NULL},
-                           {"sampler", NAN, smp}};
+    gp_option_value o[] = {{"particles", 50, NULL, NULL}, {"steps", 300, NULL, NULL},
+                           {"sampler", NAN, smp, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, NB, 2, k, o, 3);
     req.likelihood = GP_LIK_BERNOULLI;
@@ -508,7 +508,7 @@ static void test_kmeans_landmarks_on_data(void **state)
     gp_kernel *k;
     gp_error err;
     assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
-    gp_option_value o[] = {{"particles", 10, NULL}, {"steps", 5, NULL}, {"landmarks", 12, NULL}};
+    gp_option_value o[] = {{"particles", 10, NULL, NULL}, {"steps", 5, NULL, NULL}, {"landmarks", 12, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, NB, 2, k, o, 3);
     req.likelihood = GP_LIK_BERNOULLI;
@@ -565,7 +565,7 @@ static void test_t9_poisson_sq_bimodal(void **state)
     gp_kernel *k;
     gp_error err;
     assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
-    gp_option_value o[] = {{"particles", JP, NULL}, {"steps", 500, NULL}};
+    gp_option_value o[] = {{"particles", JP, NULL, NULL}, {"steps", 500, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, NP, 1, k, o, 2);
     req.likelihood = GP_LIK_POISSON_SQ;
@@ -766,7 +766,7 @@ static void test_export_import(void **state)
     }
     toy t;
     make_toy(&t);
-    gp_option_value o[] = {{"landmarks", 8, NULL}, {"prior_mode", NAN, "r"}};
+    gp_option_value o[] = {{"landmarks", 8, NULL, NULL}, {"prior_mode", NAN, "r", NULL}};
     gp_fit_request req;
     fit_request(&req, t.X, t.y, N, D, t.k, o, 2);
     gp_model *m = fit_ok(&gp_method_pls, &req, "closed form r");
@@ -810,7 +810,7 @@ static void test_closed_form_needs_gaussian(void **state)
     gp_kernel *k;
     gp_error err;
     assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
-    gp_option_value o[] = {{"sampler", NAN, "closed_form"}};
+    gp_option_value o[] = {{"sampler", NAN, "closed_form", NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, NB, 2, k, o, 1);
     req.likelihood = GP_LIK_BERNOULLI;

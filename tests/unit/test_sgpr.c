@@ -321,7 +321,7 @@ static void test_fit_z_equals_x_predicts_exact(void **state)
     k->log_lengthscale[0] = log(0.8);
     k->log_lengthscale[1] = log(1.2);
     k->fixed = GP_FIX_ALL;
-    gp_option_value o[] = {{"inducing", (double)n, NULL}, {"optimize_inducing", 0, NULL}};
+    gp_option_value o[] = {{"inducing", (double)n, NULL, NULL}, {"optimize_inducing", 0, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, n, d, k, o, 2);
     req.standardize = 0;
@@ -361,7 +361,7 @@ static void test_predict_matches_dense_formula(void **state)
     colmajor_data(n, d, 41, X, y);
     colmajor_data(m, d, 42, Xs, ys);
     gp_kernel *k = leaf(GP_KERNEL_MATERN52, d, 1);
-    gp_option_value o[] = {{"inducing", (double)M, NULL}, {"max_iterations", 30, NULL}};
+    gp_option_value o[] = {{"inducing", (double)M, NULL, NULL}, {"max_iterations", 30, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, n, d, k, o, 2);
     req.standardize = 0;
@@ -439,7 +439,7 @@ static void test_export_import_bit_identical(void **state)
 {
     (void)state;
     double *X, *y;
-    gp_option_value o[] = {{"inducing", 15, NULL}};
+    gp_option_value o[] = {{"inducing", 15, NULL, NULL}};
     gp_model *model = small_fit(120, 3, o, 1, 51, &X, &y);
     gp_state st;
     gp_state_init(&st);
@@ -479,7 +479,7 @@ static void test_samples_match_covariance(void **state)
 {
     (void)state;
     double *X, *y;
-    gp_option_value o[] = {{"inducing", 10, NULL}};
+    gp_option_value o[] = {{"inducing", 10, NULL, NULL}};
     gp_model *model = small_fit(80, 2, o, 1, 61, &X, &y);
     size_t m = 4, S = 20000;
     double Xs[8] = {-1.0, -0.5, 0.3, 1.5, 0.2, 0.9, -1.2, 0.0};
@@ -515,9 +515,9 @@ static void test_optimize_inducing_improves_bound(void **state)
 {
     (void)state;
     double *X, *y, *X2, *y2;
-    gp_option_value fixed[] = {{"inducing", 6, NULL}, {"optimize_inducing", 0, NULL},
-                               {"reselect", 0, NULL}};
-    gp_option_value moved[] = {{"inducing", 6, NULL}, {"optimize_inducing", 1, NULL}};
+    gp_option_value fixed[] = {{"inducing", 6, NULL, NULL}, {"optimize_inducing", 0, NULL, NULL},
+                               {"reselect", 0, NULL, NULL}};
+    gp_option_value moved[] = {{"inducing", 6, NULL, NULL}, {"optimize_inducing", 1, NULL, NULL}};
     gp_model *a = small_fit(150, 2, fixed, 3, 71, &X, &y);
     gp_model *b = small_fit(150, 2, moved, 2, 71, &X2, &y2);
     assert_true(b->diag.objective >= a->diag.objective - 1e-6);
@@ -549,11 +549,11 @@ static void test_duplicate_inputs(void **state)
                 X[j * n + r * base + i] = X0[j * base + i];
             y[r * base + i] = y0[i] + 0.01 * (double)r;
         }
-    const char *sels[] = {"greedy", "kmeans", "random"};
+    const char *sels[] = {"greedy", "kmeans", "random", NULL};
     gp_kernel *k = leaf(GP_KERNEL_RBF, d, 0);
     for (size_t s = 0; s < 3; s++) {
-        gp_option_value o[] = {{"inducing", (double)n, NULL},
-                               {"inducing_selection", 0, sels[s]}};
+        gp_option_value o[] = {{"inducing", (double)n, NULL, NULL},
+                               {"inducing_selection", 0, sels[s], NULL}};
         gp_fit_request req;
         fit_request(&req, X, y, n, d, k, o, 2);
         gp_model *model = fit_ok(sgpr(), &req, sels[s]);
@@ -581,12 +581,12 @@ static void test_bad_requests(void **state)
     fit_request(&req, X, y, n, d, lin, NULL, 0);
     assert_int_equal(gp_model_fit(sgpr(), &req, &model, &err), GP_EUNSUPPORTED);
     assert_string_equal(err.field, "kernel.type");
-    gp_option_value o[] = {{"inducing", 30, NULL}};
+    gp_option_value o[] = {{"inducing", 30, NULL, NULL}};
     fit_request(&req, X, y, n, d, k, o, 1);
     req.max_train_points = 20; /* budget 400 doubles */
     assert_int_equal(gp_model_fit(sgpr(), &req, &model, &err), GP_ETOOBIG);
     assert_string_equal(err.field, "options.inducing");
-    gp_option_value bad[] = {{"inducing_selection", 0, "kdpp"}};
+    gp_option_value bad[] = {{"inducing_selection", 0, "kdpp", NULL}};
     fit_request(&req, X, y, n, d, k, bad, 1);
     assert_int_equal(gp_model_fit(sgpr(), &req, &model, &err), GP_EINVAL);
     assert_string_equal(err.field, "options.inducing_selection");

@@ -194,10 +194,10 @@ static void test_fit_matches_sgpr(void **state)
         Xs[i] = -1.8 + 0.4 * (double)i;
     gp_kernel *k = rbf(d, 1);
     k->fixed = GP_FIX_ALL;
-    gp_option_value so[] = {{"inducing", 15, NULL},
-                            {"optimize_inducing", 0, NULL},
-                            {"reselect", 0, NULL}};
-    gp_option_value vo[] = {{"inducing", 15, NULL}, {"optimize_inducing", 0, NULL}};
+    gp_option_value so[] = {{"inducing", 15, NULL, NULL},
+                            {"optimize_inducing", 0, NULL, NULL},
+                            {"reselect", 0, NULL, NULL}};
+    gp_option_value vo[] = {{"inducing", 15, NULL, NULL}, {"optimize_inducing", 0, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, n, d, k, so, 3);
     req.noise_given = 1;
@@ -373,7 +373,7 @@ static void test_bernoulli_fit(void **state)
         for (size_t j = 0; j < d; j++)
             Xtc[i + j * nt] = Xt[i * d + j];
     gp_kernel *k = rbf(d, 1);
-    gp_option_value o[] = {{"inducing", 30, NULL}};
+    gp_option_value o[] = {{"inducing", 30, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, Xc, y, n, d, k, o, 1);
     req.likelihood = GP_LIK_BERNOULLI;
@@ -414,7 +414,7 @@ static void test_poisson_fit(void **state)
     for (size_t i = 0; i < ng; i++)
         Xg[i] = -1.8 + 3.6 * (double)i / (ng - 1);
     gp_kernel *k = rbf(1, 0);
-    gp_option_value o[] = {{"inducing", 20, NULL}};
+    gp_option_value o[] = {{"inducing", 20, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, n, 1, k, o, 1);
     req.likelihood = GP_LIK_POISSON;
@@ -444,10 +444,10 @@ static void test_adam_reaches_lbfgs(void **state)
     double *X = dalloc(n), *y = dalloc(n);
     problem(GP_LIK_GAUSSIAN, n, d, 51, X, y);
     gp_kernel *k = rbf(d, 0);
-    gp_option_value lo[] = {{"inducing", 15, NULL}, {"optimizer", 0, "lbfgs"}};
-    gp_option_value ao[] = {{"inducing", 15, NULL},       {"optimizer", 0, "adam"},
-                            {"batch_size", 100, NULL},    {"epochs", 200, NULL},
-                            {"learning_rate", 0.02, NULL}, {"natgrad_step", 0.1, NULL}};
+    gp_option_value lo[] = {{"inducing", 15, NULL, NULL}, {"optimizer", 0, "lbfgs", NULL}};
+    gp_option_value ao[] = {{"inducing", 15, NULL, NULL},       {"optimizer", 0, "adam", NULL},
+                            {"batch_size", 100, NULL, NULL},    {"epochs", 200, NULL, NULL},
+                            {"learning_rate", 0.02, NULL, NULL}, {"natgrad_step", 0.1, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, n, d, k, lo, 2);
     gp_model *ml = fit_ok(gp_method_find("svgp"), &req, "lbfgs");
@@ -479,7 +479,7 @@ static void test_export_import_bit_identical(void **state)
     for (size_t i = 0; i < ms * d; i++)
         Xs[i] = -1.0 + 0.3 * (double)i;
     gp_kernel *k = rbf(d, 0);
-    gp_option_value o[] = {{"inducing", 10, NULL}, {"max_iterations", 50, NULL}};
+    gp_option_value o[] = {{"inducing", 10, NULL, NULL}, {"max_iterations", 50, NULL, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, n, d, k, o, 2);
     req.likelihood = GP_LIK_BERNOULLI;
