@@ -494,6 +494,7 @@ typedef struct result {
     double rmse, nlpd, seconds, predict_us;
     int iterations, converged;
     size_t clamped;
+    char info[512]; /* diag.evaluations and diag.info, for the progress log */
 } result;
 
 /* matern32 isotropic with lengthscale ell and variance 1 (working units). */
@@ -553,6 +554,18 @@ static void fit_model(const char *mname, const gp_option_value *opts, size_t n_o
     }
     r->iterations = (*model)->diag.iterations;
     r->converged = (*model)->diag.converged;
+    /* the method's facts, for the progress log */
+    const gp_diagnostics *dg = &(*model)->diag;
+    int len = snprintf(r->info, sizeof r->info, "evals %d", dg->evaluations);
+    for (size_t i = 0; i < dg->n_info && len > 0 && (size_t)len < sizeof r->info; i++) {
+        const gp_info_item *it = &dg->info[i];
+        if (it->string != NULL)
+            len += snprintf(r->info + len, sizeof r->info - (size_t)len, ", %s %s", it->key,
+                            it->string);
+        else
+            len += snprintf(r->info + len, sizeof r->info - (size_t)len, ", %s %.4g", it->key,
+                            it->number);
+    }
 }
 
 static void score_model(const gp_model *model, const gp_dataset *test, result *r)
@@ -622,6 +635,8 @@ static void progress(const char *what, const result *r)
     if (isfinite(r->predict_us))
         fprintf(stderr, " predict %.1f us", r->predict_us);
     fprintf(stderr, "\n");
+    if (r->info[0] != '\0')
+        fprintf(stderr, "bench_hkd:     (%s)\n", r->info);
 }
 
 /* The options of an hkd fit: symmetry and m a block. */
