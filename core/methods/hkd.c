@@ -72,6 +72,7 @@ typedef struct hkd_impl {
     double *Mb;     /* T blocks of m x m: chol(I + C_t / s2) */
     double *mean;   /* P: the whitened means, stacked */
     double *jitter; /* T */
+    gp_kernel_points *Op; /* the orbit prepared for the fitted kernel (predictions) */
 } hkd_impl;
 
 static void impl_free(void *p)
@@ -93,6 +94,7 @@ static void impl_free(void *p)
     free(im->Mb);
     free(im->mean);
     free(im->jitter);
+    gp_kernel_points_free(im->Op);
     free(im);
 }
 
@@ -203,6 +205,7 @@ typedef struct hkd_work {
     double *C;    /* T x m x m */
     double *Sinv; /* T x m x m: S_t = B_t^{-1}, then the K_t sensitivity */
     double *g, *r, *pcg; /* P; n; 4 P */
+    double *gzo, *gzt;   /* dw x mS: dF/dO and one contraction's share (Z optimised) */
     double *cache;       /* P x n, or NULL */
     int cached;          /* the cache holds Phi at the current factors */
     double r0, yy;
@@ -224,6 +227,8 @@ static void work_free(hkd_work *w)
     free(w->g);
     free(w->r);
     free(w->pcg);
+    free(w->gzo);
+    free(w->gzt);
     free(w->cache);
     memset(w, 0, sizeof *w);
 }
@@ -239,7 +244,7 @@ static size_t chunk_rows(size_t mS, size_t n)
 }
 
 static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes,
-                      gp_error *err)
+                      int with_z, gp_error *err)
 {
     memset(w, 0, sizeof *w);
     size_t mS = orbit_points(im), m = im->m, T = im->group.blocks, P = im->P;
@@ -265,8 +270,12 @@ static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_by
     w->g = gp_alloc_doubles(P + 1, err);
     w->r = gp_alloc_doubles(n, err);
     w->pcg = gp_alloc_doubles(4 * P + 4, err);
+    if (with_z) {
+        w->gzo = gp_alloc_doubles(im->frame.dw * mS, err);
+        w->gzt = gp_alloc_doubles(im->frame.dw * (mS > m ? mS : m), err);
+    }
     if (!w->Koz || !w->E || !w->Phi || !w->Y || !w->Wo || !w->Wzo || !w->C || !w->Sinv ||
-        !w->g || !w->r || !w->pcg) {
+        !w->g || !w->r || !w->pcg || (with_z && (!w->gzo || !w->gzt))) {
         work_free(w);
         return GP_ENOMEM;
     }
@@ -589,7 +598,8 @@ static int prior_sensitivity(const hkd_impl *im, hkd_work *w, double s2, double 
 }
 
 /* The K_t sensitivities spread over the orbit pairs (z_a, O_o) and contracted. */
-static int contract_prior(const hkd_impl *im, hkd_work *w, double *grad, gp_error *err)
+static int contract_prior(const hkd_impl *im, hkd_work *w, double *grad, double *gz,
+                          gp_error *err)
 {
     size_t T = im->group.blocks, S = im->group.size, m = im->m, mS = orbit_points(im);
     memset(w->Wzo, 0, mS * m * sizeof *w->Wzo);
@@ -601,8 +611,18 @@ static int contract_prior(const hkd_impl *im, hkd_work *w, double *grad, gp_erro
                 for (size_t s = 0; s < S; s++)
                     w->Wzo[id[l] * S + s + id[j] * mS] += im->group.W[t + s * T] * G[j + l * m];
     }
-    return gp_kernel_cross_grad_contract_known(im->kin, im->Z, m, im->O, mS, w->Koz, mS, w->Wzo,
-                                               mS, grad, NULL, err);
+    int rc = gp_kernel_cross_grad_contract_known(im->kin, im->Z, m, im->O, mS, w->Koz, mS,
+                                                 w->Wzo, mS, grad, w->gzo, err);
+    if (rc || gz == NULL)
+        return rc;
+    /* the first argument of k(z_a, G^s z_b) moves too: the same weights read
+     * the other way round (grad's share is already counted above) */
+    double gscratch[1 + GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS];
+    rc = gp_kernel_cross_grad_contract(im->kin, im->O, mS, im->Z, m, w->Wzo, mS, gscratch,
+                                       w->gzt, err);
+    for (size_t i = 0; rc == GP_OK && i < im->frame.dw * m; i++)
+        gz[i] = w->gzt[i];
+    return rc;
 }
 
 /* Y_t = L_t^{-T} ((I - S_t) Phi_t / s2 + mt_t beta^T) for one chunk, spread
@@ -638,23 +658,41 @@ static int contract_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w,
                     wo[s] += im->group.W[t + s * T] * y;
             }
     int rc = gp_kernel_cross_grad_contract_known(im->kin, data->X + start * im->frame.dw, b,
-                                                 im->O, mS, w->E, mS, w->Wo, mS, gtmp, NULL, err);
+                                                 im->O, mS, w->E, mS, w->Wo, mS, gtmp,
+                                                 w->gzo ? w->gzt : NULL, err);
     size_t np = gp_kernel_n_params(im->kin);
     for (size_t p = 0; rc == GP_OK && p < np; p++)
         grad[p] += gtmp[p];
+    for (size_t i = 0; rc == GP_OK && w->gzo && i < im->frame.dw * mS; i++)
+        w->gzo[i] += w->gzt[i];
     return rc;
 }
 
+/* gz[:, i] += sum_s (G^s)^T gO[:, (i, s)]: the orbit's gradient carried back
+ * to the inducing inputs (O = G^s z with G linear). */
+static void orbit_to_inputs(const hkd_impl *im, const double *gO, double *gz)
+{
+    size_t S = im->group.size, dw = im->frame.dw;
+    double v[GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS];
+    for (size_t i = 0; i < im->m; i++)
+        for (size_t s = 0; s < S; s++) {
+            gp_group_apply_transpose(&im->group, s, gO + (i * S + s) * dw, v);
+            for (size_t j = 0; j < dw; j++)
+                gz[i * dw + j] += v[j];
+        }
+}
+
 /* dF/dtheta of the working kernel (np entries) then dF/dlog s2, at the state
- * evaluate() left. */
+ * evaluate() left; gz (dw x m, may be NULL; needs the work's orbit buffers):
+ * dF/dZ. */
 static int gradient(const hkd_impl *im, const hkd_data *data, hkd_work *w, double s2,
-                    const hkd_terms *terms, double *grad, gp_error *err)
+                    const hkd_terms *terms, double *grad, double *gz, gp_error *err)
 {
     size_t np = gp_kernel_n_params(im->kin), n = data->n;
     double gtmp[1 + GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS], tr_s, tr_g;
     int rc = prior_sensitivity(im, w, s2, &tr_s, &tr_g, err);
     if (rc == GP_OK)
-        rc = contract_prior(im, w, grad, err);
+        rc = contract_prior(im, w, grad, gz, err);
     for (size_t i = 0; i < n; i++)
         w->r[i] /= s2; /* beta */
     for (size_t start = 0; rc == GP_OK && start < n; start += w->chunk) {
@@ -673,6 +711,8 @@ static int gradient(const hkd_impl *im, const hkd_data *data, hkd_work *w, doubl
     gp_kernel_eval_grad(im->kin, data->X, data->X, 1, gtmp);
     for (size_t p = 0; p < np; p++)
         grad[p] += wdiag * gtmp[p];
+    if (gz)
+        orbit_to_inputs(im, w->gzo, gz);
     double P = (double)im->P;
     double ds2 = -(double)n / (2.0 * s2) +
                  (terms->rr + s2 * (P - tr_s) + terms->trace) / (2.0 * s2 * s2);
@@ -693,22 +733,26 @@ typedef struct hkd_problem {
 static int hkd_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
                          double *f, double *grad, double *gz)
 {
-    (void)Z;
-    (void)m;
-    (void)gz;
     hkd_problem *pb = ctx;
     gp_error err;
     hkd_terms terms;
+    if (Z != pb->im->Z) /* the driver moves im->Z itself; others pass their own */
+        memcpy(pb->im->Z, Z, pb->im->frame.dw * m * sizeof *Z);
+    orbit_of(pb->im);
     sync_kernel(k, pb->im);
     int rc = evaluate(pb->im, pb->data, pb->w, s2, pb->pcg_tol, pb->pcg_max, &terms, &err);
     *f = terms.bound;
-    if (rc || grad == NULL)
+    if (rc || (grad == NULL && gz == NULL))
         return rc;
     size_t npk = gp_kernel_n_params(k), npi = gp_kernel_n_params(pb->im->kin);
     double gi[2 + GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS];
     memset(gi, 0, sizeof gi);
-    if ((rc = gradient(pb->im, pb->data, pb->w, s2, &terms, gi, &err)) != GP_OK)
+    if (gz)
+        memset(gz, 0, pb->im->frame.dw * m * sizeof *gz);
+    if ((rc = gradient(pb->im, pb->data, pb->w, s2, &terms, gi, gz, &err)) != GP_OK)
         return rc;
+    if (grad == NULL)
+        return GP_OK;
     memset(grad, 0, (npk + 1) * sizeof *grad);
     for (size_t p = 0; p < npi; p++)
         grad[pb->im->pmap[p]] += gi[p];
@@ -738,6 +782,9 @@ static const gp_option_spec hkd_options[] = {
     {"inducing", GP_OPTION_INT, 128, NULL, 1, 2048, NULL,
      "m, the inducing points of every block (the shared k-means Z; at most the number of "
      "training points)"},
+    {"optimize_inducing", GP_OPTION_BOOL, 1, NULL, 0, 1, NULL,
+     "also move the inducing inputs Z with the hyperparameters (the bound's gradient "
+     "through the orbit; not with a translated input); false keeps the folded k-means Z"},
     {"inducing_selection", GP_OPTION_ENUM, 0, "kmeans", 0, 0, "kmeans|random",
      "kmeans: k-means centres of the data folded into a fundamental domain of the group; "
      "random: distinct folded training points (both seeded)"},
@@ -1028,9 +1075,21 @@ static int subsample(const double *Xw, const double *y, size_t n, size_t dw, siz
     return GP_OK;
 }
 
+/* The budget of an exact fit of max_train_points points (as for the other
+ * methods), in doubles. */
+static double budget_doubles(const gp_fit_request *req)
+{
+    double cap = (double)(req->max_train_points ? req->max_train_points
+                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    return cap * cap;
+}
+
+/* The feature cache: cache_mb, and never beyond the fit's memory budget. */
 static double cache_bytes(const gp_method *me, const gp_fit_request *req)
 {
-    return gp_option_number(me, req, "cache_mb") * 1048576.0;
+    double want = gp_option_number(me, req, "cache_mb") * 1048576.0;
+    double cap = 8.0 * budget_doubles(req);
+    return want < cap ? want : cap;
 }
 
 /* Hyperparameters by L-BFGS on the bound over (a subsample of) the data. */
@@ -1039,6 +1098,10 @@ static int fit_hyper(gp_model *model, const gp_fit_request *req, hkd_impl *im,
 {
     const gp_method *me = model->method;
     int iters = (int)gp_option_number(me, req, "max_iterations");
+    /* the driver's Z has the kernel's d rows: not the circle of a translated input */
+    int optimize_z = gp_option_number(me, req, "optimize_inducing") != 0.0 &&
+                     im->frame.dw == im->frame.d;
+    gp_model_info_number(model, "optimize_inducing", optimize_z);
     size_t rows = (size_t)gp_option_number(me, req, "hyper_subsample");
     if (rows == 0 || rows > full->n)
         rows = full->n;
@@ -1058,13 +1121,13 @@ static int fit_hyper(gp_model *model, const gp_fit_request *req, hkd_impl *im,
     }
     hkd_work w;
     if (rc == GP_OK)
-        rc = work_alloc(&w, im, sub.n, cache_bytes(me, req), err);
+        rc = work_alloc(&w, im, sub.n, cache_bytes(me, req), optimize_z, err);
     if (rc == GP_OK) {
         w.cancel = &req->cancel;
         hkd_problem pb = {im, &sub, &w, gp_option_number(me, req, "pcg_tolerance"),
                           (int)gp_option_number(me, req, "pcg_max_iterations")};
         gp_inducing_fit_spec spec = {
-            .fn = hkd_objective, .ctx = &pb, .optimize_z = 0, .max_iterations = iters,
+            .fn = hkd_objective, .ctx = &pb, .optimize_z = optimize_z, .max_iterations = iters,
             .tolerance = gp_option_number(me, req, "tolerance"),
             .objective_offset = -(double)sub.n * log(model->y_scale), .max_total = iters};
         rc = gp_inducing_optimise(model->kernel, &np, &model->noise_variance, im->Z, im->m, req,
@@ -1106,10 +1169,11 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
 {
     const gp_method *me = model->method;
     hkd_work w;
-    int rc = work_alloc(&w, im, data->n, cache_bytes(me, req), err);
+    int rc = work_alloc(&w, im, data->n, cache_bytes(me, req), 0, err);
     if (rc)
         return rc;
     w.cancel = &req->cancel;
+    orbit_of(im); /* Z as the search left it */
     sync_kernel(model->kernel, im);
     hkd_terms terms;
     double tol = gp_option_number(me, req, "pcg_tolerance");
@@ -1117,16 +1181,35 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
                   (int)gp_option_number(me, req, "pcg_max_iterations"), &terms, err);
     if (rc == GP_OK)
         report(model, im, &w, &terms, data->n);
+    if (rc == GP_OK)
+        rc = gp_kernel_points_new(im->kin, im->O, orbit_points(im), &im->Op, err);
     work_free(&w);
     return rc;
 }
 
-static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
+/* Memory checked before anything is allocated: the T blocks' four m x m
+ * matrices, the orbit's two m S x m ones, one chunk's buffers and the
+ * working copies of the data (the feature cache is optional and has its own
+ * limit, cache_bytes). */
+static int size_guard(const gp_fit_request *req, const gp_symmetry *sym, size_t m,
+                      gp_error *err)
 {
     if (req->kernel && req->kernel->n_active != req->d)
         return gp_error_set(err, GP_EUNSUPPORTED, "kernel.active_dims",
                             "hkd's kernel sees every input (the group acts on all of them)");
-    (void)m;
+    size_t S, T;
+    gp_symmetry_counts(sym, &S, &T);
+    double mm = (double)m * (double)m, chunk = 4096.0;
+    double need = 4.0 * (double)T * mm + 2.0 * (double)S * mm +
+                  chunk * (2.0 * (double)S * (double)m + 2.0 * (double)T * (double)m) +
+                  (double)req->n * (2.0 * (double)req->d + 12.0);
+    if (need > budget_doubles(req))
+        return gp_error_set(err, GP_ETOOBIG, "options.inducing",
+                            "hkd with %zu blocks of %zu inducing points (a group of %zu) on %zu "
+                            "points needs %.1f GB of workspace, above the budget of an exact fit "
+                            "of max_train_points points (%.1f GB): use fewer inducing points or "
+                            "a smaller group, or raise --max-train-points",
+                            T, m, S, req->n, need * 8e-9, budget_doubles(req) * 8e-9);
     return GP_OK;
 }
 
@@ -1163,7 +1246,7 @@ static int hkd_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     int rc = gp_symmetry_parse(gp_option_object(req, "symmetry"), req->d, "options.symmetry",
                                &im->sym, err);
     if (rc == GP_OK)
-        rc = size_guard(req, (size_t)gp_option_number(me, req, "inducing"), err);
+        rc = size_guard(req, &im->sym, (size_t)gp_option_number(me, req, "inducing"), err);
     gp_model *model = NULL;
     if (rc == GP_OK)
         rc = gp_model_new(me, req, &model, err);
@@ -1188,7 +1271,7 @@ static void test_features(const hkd_impl *im, const double *Pw, size_t b, double
                           double *V)
 {
     size_t mS = orbit_points(im), m = im->m, P = im->P;
-    gp_kernel_cross(im->kin, im->O, mS, Pw, b, E, mS);
+    gp_kernel_cross_points(im->kin, im->Op, Pw, b, E, mS);
     features_from(im, E, b, A, P);
     memcpy(V, A, P * b * sizeof *A);
     for (size_t t = 0; t < im->group.blocks; t++)
@@ -1523,7 +1606,7 @@ static int import_arrays(const gp_model *model, const gp_state *st, hkd_impl *im
         return bad_state("mean_white", err);
     memcpy(im->mean, mean, im->P * sizeof *mean);
     memcpy(im->jitter, jit, im->group.blocks * sizeof *jit);
-    return GP_OK;
+    return gp_kernel_points_new(im->kin, im->O, orbit_points(im), &im->Op, err);
 }
 
 static int hkd_import(gp_model *model, const gp_state *st, gp_error *err)
@@ -1598,6 +1681,7 @@ static const gp_info_spec hkd_info[] = {
     {"inducing_dropped", GP_INFO_NUMBER,
      "(block, point) pairs left out because k_t(z, z) is negligible (points near a fixed "
      "point of the group)"},
+    {"optimize_inducing", GP_INFO_NUMBER, "1 when Z moved with the hyperparameters"},
     {"hyper_rows", GP_INFO_NUMBER, "training rows the hyperparameter search used"},
     {"working_dims", GP_INFO_NUMBER,
      "inputs the kernel sees (one more per translated, circle-embedded input)"},
@@ -1624,3 +1708,58 @@ const gp_method gp_method_hkd = {
     .n_info = sizeof hkd_info / sizeof hkd_info[0],
     .ops = &hkd_ops,
 };
+
+/* ---- the bound for tests ---- */
+
+int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kernel *k, double s2,
+                 const double *Z, double *bound, double *grad, double *gz, gp_error *err)
+{
+    /* A copy of the structure with its own factors and kernel: the model stays as it was. */
+    const hkd_impl *src = model->impl;
+    hkd_impl im = *src;
+    size_t n = req->n, d = req->d, dw = src->frame.dw, T = src->group.blocks, m = src->m;
+    im.L = gp_alloc_doubles(T * m * m, err);
+    im.Mb = gp_alloc_doubles(T * m * m, err);
+    im.Z = gp_alloc_doubles(dw * m, err);
+    im.O = gp_alloc_doubles(dw * m * src->group.size, err);
+    im.mean = gp_alloc_doubles(T * m, err);
+    im.jitter = gp_alloc_doubles(T, err);
+    im.kin = NULL;
+    im.Op = NULL;
+    double *Xs = gp_alloc_doubles(n * d, err), *Xw = gp_alloc_doubles(n * dw, err);
+    double *y = gp_alloc_doubles(n, err);
+    int rc = Xs && Xw && y && im.L && im.Mb && im.mean && im.jitter && im.Z && im.O ? GP_OK
+                                                                                  : GP_ENOMEM;
+    if (rc == GP_OK)
+        memcpy(im.Z, Z ? Z : src->Z, dw * m * sizeof *im.Z);
+    if (rc == GP_OK)
+        rc = gp_kernel_copy(&im.kin, src->kin, err);
+    hkd_work w;
+    memset(&w, 0, sizeof w);
+    if (rc == GP_OK) {
+        memset(im.L, 0, T * m * m * sizeof *im.L);
+        memset(im.Mb, 0, T * m * m * sizeof *im.Mb);
+        gp_model_standardize_points(model, req->X, n, Xs);
+        gp_hkd_frame_apply(&im.frame, Xs, n, Xw);
+        gp_model_working_targets(model, req->y, n, y);
+        rc = work_alloc(&w, &im, n, 0.0, gz != NULL, err);
+    }
+    if (rc == GP_OK) {
+        hkd_problem pb = {&im, &(hkd_data){Xw, y, n}, &w, 1e-13, 10000};
+        rc = hkd_objective(&pb, k, s2, im.Z, im.m, bound, grad, gz);
+        if (rc)
+            gp_error_set(err, rc, NULL, "the bound cannot be evaluated there");
+    }
+    work_free(&w);
+    gp_kernel_free(im.kin);
+    free(im.Z);
+    free(im.O);
+    free(im.L);
+    free(im.Mb);
+    free(im.mean);
+    free(im.jitter);
+    free(Xs);
+    free(Xw);
+    free(y);
+    return rc;
+}

@@ -45,4 +45,14 @@ extern const gp_method gp_method_hkd;
  * trace error of a sparse GP with the same m points. */
 int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err);
 
+/* The bound and its gradient for tests: at the fitted model's structure
+ * (symmetry, standardisation and blocks), the inducing inputs Z (working
+ * coordinates, working_dims x m; NULL: the model's), the kernel k and noise
+ * s2 (working units), over the request's training data. grad (may be NULL):
+ * gp_kernel_n_params(k) entries then dF/dlog s2; gz (may be NULL): dF/dZ.
+ * The bound is in working units (the model's objective plus N log y_scale).
+ * The model is not changed. */
+int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kernel *k, double s2,
+                 const double *Z, double *bound, double *grad, double *gz, gp_error *err);
+
 #endif

@@ -71,7 +71,7 @@ static int get_dims(const gp_value *obj, const char *key, size_t min_n, size_t m
                             field, min_n, max_n);
     for (size_t i = 0; i < v->n; i++) {
         const gp_value *e = &v->items[i];
-        snprintf(field, sizeof field, "%.40s.%.8s[%zu]", gfield, key, i);
+        snprintf(field, sizeof field, "%.32s.%.8s[%zu]", gfield, key, i);
         if (e->type != GP_VALUE_NUMBER || e->number != floor(e->number) || e->number < 0 ||
             e->number >= GP_SYM_MAX_DIMS)
             return gp_error_set(err, GP_EINVAL, field,
@@ -312,6 +312,19 @@ void gp_sym_describe(const gp_symmetry *s, size_t g, char *buf, size_t len)
                         G->dims[i]);
     if (pos > 0 && (size_t)pos < len)
         snprintf(buf + pos, len - (size_t)pos, ")");
+}
+
+void gp_symmetry_counts(const gp_symmetry *s, size_t *size, size_t *blocks)
+{
+    *size = 1;
+    *blocks = 1;
+    for (size_t i = 0; i < s->n_gen; i++) {
+        const gp_sym_generator *g = &s->gen[i];
+        *size *= generator_size(g);
+        *blocks *= g->type == GP_SYM_NEGATE ? 2
+                   : g->type == GP_SYM_NEGATE_PCA ? ((size_t)1 << g->ways)
+                                                  : g->order / 2 + 1;
+    }
 }
 
 /* ---- encoding ---- */
@@ -574,6 +587,20 @@ void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out)
             continue;
         memcpy(tmp, out, g->dw * sizeof *out);
         gp_group_axis_apply(&g->axis[j], p, tmp, g->dw, out);
+    }
+}
+
+void gp_group_apply_transpose(const gp_group *g, size_t s, const double *v, double *out)
+{
+    double tmp[WORK_DIMS];
+    memcpy(out, v, g->dw * sizeof *v);
+    for (size_t j = 0; j < g->n_axes; j++) {
+        size_t T = g->axis[j].order, p = s % T;
+        s /= T;
+        if (p == 0)
+            continue;
+        memcpy(tmp, out, g->dw * sizeof *out);
+        gp_group_axis_apply(&g->axis[j], T - p, tmp, g->dw, out);
     }
 }
 

@@ -69,6 +69,8 @@ typedef struct gp_symmetry {
  * (e.g. "options.symmetry.generators[1].dims"). */
 int gp_symmetry_parse(const gp_value *v, size_t d, const char *field, gp_symmetry *out,
                       gp_error *err);
+/* The group's size and its number of real blocks, from the generators alone. */
+void gp_symmetry_counts(const gp_symmetry *s, size_t *size, size_t *blocks);
 /* Flat encoding for a model's state, and back (GP_EDATA when malformed). */
 size_t gp_symmetry_encode(const gp_symmetry *s, double *out); /* out NULL: length */
 int gp_symmetry_decode(const double *code, size_t len, size_t d, gp_symmetry *out,
@@ -119,6 +121,9 @@ int gp_group_build(const gp_symmetry *s, const gp_hkd_frame *f, gp_group *g, gp_
 void gp_group_free(gp_group *g);
 /* out (dw) = G^s x; out must not alias x. */
 void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out);
+/* out = (G^s)^T v = G^{-s} v (every element is orthogonal): how a gradient
+ * with respect to G^s z becomes one with respect to z. */
+void gp_group_apply_transpose(const gp_group *g, size_t s, const double *v, double *out);
 /* One axis applied `power` times. */
 void gp_group_axis_apply(const gp_group_axis *a, size_t power, const double *x, size_t dw,
                          double *out);
