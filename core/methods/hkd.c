@@ -51,7 +51,6 @@
 #define GP_HKD_DROP 1e-8
 #define KMEANS_ROWS 10000
 #define CHUNK_DOUBLES (1u << 21) /* the kernel values of one chunk: 16 MB */
-#define NO_POS ((size_t)-1)
 
 /* ---- the fitted state ---- */
 
@@ -67,7 +66,6 @@ typedef struct hkd_impl {
     size_t *mt;     /* T: block sizes */
     size_t *off;    /* T: first stacked row of each block */
     size_t *idx;    /* T x m: idx[t m + j] = the Z index of block t's point j */
-    size_t *pos;    /* T x m: pos[t m + i] = j, or NO_POS when z_i is dropped from t */
     double *L;      /* T blocks of m x m (ld m): chol(K_t + eps I) */
     double *Mb;     /* T blocks of m x m: chol(I + C_t / s2) */
     double *mean;   /* P: the whitened means, stacked */
@@ -89,7 +87,6 @@ static void impl_free(void *p)
     free(im->mt);
     free(im->off);
     free(im->idx);
-    free(im->pos);
     free(im->L);
     free(im->Mb);
     free(im->mean);
@@ -149,19 +146,12 @@ static void orbit_gram(const hkd_impl *im, double *Koz)
     gp_kernel_cross(im->kin, im->O, orbit_points(im), im->Z, im->m, Koz, orbit_points(im));
 }
 
+/* The first stacked row of every block, and P. */
 static void index_blocks(hkd_impl *im)
 {
-    size_t T = im->group.blocks, m = im->m, P = 0;
+    size_t T = im->group.blocks, P = 0;
     for (size_t t = 0; t < T; t++) {
         im->off[t] = P;
-        size_t j = 0;
-        for (size_t i = 0; i < m; i++) {
-            im->pos[t * m + i] = NO_POS;
-            for (size_t jj = 0; jj < im->mt[t]; jj++)
-                if (im->idx[t * m + jj] == i)
-                    im->pos[t * m + i] = jj;
-            (void)j;
-        }
         P += im->mt[t];
     }
     im->P = P;
@@ -201,6 +191,7 @@ typedef struct hkd_work {
     double *Phi;  /* P x chunk */
     double *Y;    /* P x chunk: the gradient's sensitivities */
     double *Wo;   /* mS x chunk */
+    double *K;    /* T x m x chunk: the blocks' orbit sums before the gather */
     double *Wzo;  /* mS x m */
     double *C;    /* T x m x m */
     double *Sinv; /* T x m x m: S_t = B_t^{-1}, then the K_t sensitivity */
@@ -208,6 +199,7 @@ typedef struct hkd_work {
     double *gzo, *gzt;   /* dw x mS: dF/dO and one contraction's share (Z optimised) */
     double *cache;       /* P x n, or NULL */
     int cached;          /* the cache holds Phi at the current factors */
+    int warm;            /* im->mean holds an earlier solution of this work's data */
     double r0, yy;
     int pcg_iterations;
     double pcg_residual;
@@ -221,6 +213,7 @@ static void work_free(hkd_work *w)
     free(w->Phi);
     free(w->Y);
     free(w->Wo);
+    free(w->K);
     free(w->Wzo);
     free(w->C);
     free(w->Sinv);
@@ -264,6 +257,7 @@ static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_by
     w->Phi = gp_alloc_doubles(cP, err);
     w->Y = gp_alloc_doubles(cP, err);
     w->Wo = gp_alloc_doubles(cmS, err);
+    w->K = gp_alloc_doubles(T * m * w->chunk, err);
     w->Wzo = gp_alloc_doubles(mmS, err);
     w->C = gp_alloc_doubles(tmm, err);
     w->Sinv = gp_alloc_doubles(tmm, err);
@@ -274,7 +268,7 @@ static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_by
         w->gzo = gp_alloc_doubles(im->frame.dw * mS, err);
         w->gzt = gp_alloc_doubles(im->frame.dw * (mS > m ? mS : m), err);
     }
-    if (!w->Koz || !w->E || !w->Phi || !w->Y || !w->Wo || !w->Wzo || !w->C || !w->Sinv ||
+    if (!w->Koz || !w->E || !w->Phi || !w->Y || !w->Wo || !w->K || !w->Wzo || !w->C || !w->Sinv ||
         !w->g || !w->r || !w->pcg || (with_z && (!w->gzo || !w->gzt))) {
         work_free(w);
         return GP_ENOMEM;
@@ -323,26 +317,22 @@ static int factor_prior(hkd_impl *im, const double *Koz, gp_error *err)
 
 /* Phi (P x b, leading dimension ldp) from the kernel values E (mS x b):
  * the weighted orbit sums gathered into the blocks, then L_t^{-1}. */
-static void features_from(const hkd_impl *im, const double *E, size_t b, double *Phi, size_t ldp)
+static void features_from(const hkd_impl *im, const double *E, size_t b, double *Phi, size_t ldp,
+                          double *K)
 {
-    size_t T = im->group.blocks, S = im->group.size, m = im->m, mS = orbit_points(im);
-    const double *W = im->group.W;
-    double kt[512];
+    size_t T = im->group.blocks, S = im->group.size, m = im->m;
+    /* K (T x m b) = W (T x S) E, E read as S x m b (each column one orbit):
+     * every block's weighted orbit sums in one level-3 call */
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)(m * b),
+                (blasint)S, 1.0, im->group.W, (blasint)T, E, (blasint)S, 0.0, K, (blasint)T);
     for (size_t c = 0; c < b; c++) {
-        const double *e = E + c * mS;
         double *phi = Phi + c * ldp;
-        for (size_t i = 0; i < m; i++) {
-            const double *ei = e + i * S;
-            for (size_t t = 0; t < T; t++)
-                kt[t] = 0.0;
-            for (size_t s = 0; s < S; s++)
-                for (size_t t = 0; t < T; t++)
-                    kt[t] += W[t + s * T] * ei[s];
-            for (size_t t = 0; t < T; t++) {
-                size_t j = im->pos[t * m + i];
-                if (j != NO_POS)
-                    phi[im->off[t] + j] = kt[t];
-            }
+        const double *kc = K + c * m * T;
+        for (size_t t = 0; t < T; t++) {
+            const size_t *id = im->idx + t * m;
+            double *pt = phi + im->off[t];
+            for (size_t j = 0; j < im->mt[t]; j++)
+                pt[j] = kc[t + id[j] * T];
         }
     }
     for (size_t t = 0; t < T; t++)
@@ -367,7 +357,7 @@ static const double *chunk_features(const hkd_impl *im, const hkd_data *data, hk
         return w->cache + start * P;
     }
     double *Phi = w->cache ? w->cache + start * P : w->Phi;
-    features_from(im, w->E, b, Phi, P);
+    features_from(im, w->E, b, Phi, P, w->K);
     *ldp = P;
     return Phi;
 }
@@ -425,22 +415,28 @@ static int factor_posterior(hkd_impl *im, hkd_work *w, double s2, gp_error *err)
 
 /* ---- the coupled means: PCG ---- */
 
-/* out = v + Phi (Phi^T v) / s2 over the data. */
+/* out = v + Phi (Phi^T v) / s2 over the data, in column blocks small enough
+ * that the second product reads Phi from cache, not memory. */
 static int apply_system(const hkd_impl *im, const hkd_data *data, hkd_work *w, double s2,
                         const double *v, double *out, gp_error *err)
 {
-    size_t P = im->P, n = data->n;
+    size_t P = im->P, n = data->n, sub = (1u << 17) / (P ? P : 1);
+    if (sub < 8)
+        sub = 8;
     memcpy(out, v, P * sizeof *v);
     for (size_t start = 0; start < n; start += w->chunk) {
         if (gp_cancel_requested(w->cancel))
             return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled");
         size_t b = n - start < w->chunk ? n - start : w->chunk, ldp;
         const double *Phi = chunk_features(im, data, w, start, b, 0, &ldp);
-        double *u = w->r + start;
-        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)P, (blasint)b, 1.0, Phi, (blasint)ldp, v,
-                    1, 0.0, u, 1);
-        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)P, (blasint)b, 1.0 / s2, Phi,
-                    (blasint)ldp, u, 1, 1.0, out, 1);
+        for (size_t c = 0; c < b; c += sub) {
+            size_t k = b - c < sub ? b - c : sub;
+            double *u = w->r + start + c;
+            cblas_dgemv(CblasColMajor, CblasTrans, (blasint)P, (blasint)k, 1.0, Phi + c * ldp,
+                        (blasint)ldp, v, 1, 0.0, u, 1);
+            cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)P, (blasint)k, 1.0 / s2,
+                        Phi + c * ldp, (blasint)ldp, u, 1, 1.0, out, 1);
+        }
     }
     return GP_OK;
 }
@@ -468,7 +464,10 @@ static int solve_means(hkd_impl *im, const hkd_data *data, hkd_work *w, double s
     for (size_t i = 0; i < P; i++)
         res[i] = w->g[i] / s2;
     double bnorm = cblas_dnrm2((blasint)P, res, 1);
-    precondition(im, res, x);
+    /* Start from the last solve of this search (the hyperparameters moved a
+     * little since), else from the block-diagonal solution. */
+    if (!w->warm)
+        precondition(im, res, x);
     int rc = apply_system(im, data, w, s2, x, q, err);
     if (rc)
         return rc;
@@ -498,6 +497,7 @@ static int solve_means(hkd_impl *im, const hkd_data *data, hkd_work *w, double s
     }
     w->pcg_iterations = it;
     w->pcg_residual = rel;
+    w->warm = 1;
     return GP_OK;
 }
 
@@ -648,15 +648,17 @@ static int contract_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w,
                    1, Yt, (blasint)P);
         gp_trsm_lower(im->L + t * m * m, k, m, 1, Yt, b, P);
     }
-    memset(w->Wo, 0, mS * b * sizeof *w->Wo);
+    /* Wo (S x m b, each column one orbit) = W^T Yk with Yk (T x m b) the
+     * blocks' sensitivities scattered back to Z's order (0 where dropped) */
+    memset(w->K, 0, T * m * b * sizeof *w->K);
     for (size_t c = 0; c < b; c++)
-        for (size_t t = 0; t < T; t++)
-            for (size_t j = 0; j < im->mt[t]; j++) {
-                double y = w->Y[im->off[t] + j + c * P];
-                double *wo = w->Wo + im->idx[t * m + j] * S + c * mS;
-                for (size_t s = 0; s < S; s++)
-                    wo[s] += im->group.W[t + s * T] * y;
-            }
+        for (size_t t = 0; t < T; t++) {
+            const double *yt = w->Y + im->off[t] + c * P;
+            for (size_t j = 0; j < im->mt[t]; j++)
+                w->K[t + (im->idx[t * m + j] + c * m) * T] = yt[j];
+        }
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)S, (blasint)(m * b), (blasint)T,
+                1.0, im->group.W, (blasint)T, w->K, (blasint)T, 0.0, w->Wo, (blasint)S);
     int rc = gp_kernel_cross_grad_contract_known(im->kin, data->X + start * im->frame.dw, b,
                                                  im->O, mS, w->E, mS, w->Wo, mS, gtmp,
                                                  w->gzo ? w->gzt : NULL, err);
@@ -932,12 +934,11 @@ static int alloc_blocks(hkd_impl *im, gp_error *err)
     im->mt = calloc(T, sizeof *im->mt);
     im->off = calloc(T, sizeof *im->off);
     im->idx = calloc(T * m, sizeof *im->idx);
-    im->pos = calloc(T * m, sizeof *im->pos);
     im->L = gp_alloc_doubles(tmm, err);
     im->Mb = gp_alloc_doubles(tmm, err);
     im->mean = gp_alloc_doubles(T * m, err);
     im->jitter = gp_alloc_doubles(T, err);
-    if (!im->O || !im->mt || !im->off || !im->idx || !im->pos || !im->L || !im->Mb ||
+    if (!im->O || !im->mt || !im->off || !im->idx || !im->L || !im->Mb ||
         !im->mean || !im->jitter)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for hkd's blocks");
     memset(im->L, 0, tmm * sizeof *im->L);
@@ -1266,13 +1267,14 @@ static int hkd_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 /* ---- predict ---- */
 
 /* For b working points Pw (dw x b): A (P x b) = the stacked L_t^{-1} k_t*,
- * V = the stacked M_t^{-1} of it, from the kernel values E (mS x b). */
+ * V = the stacked M_t^{-1} of it, from the kernel values E (mS x b); K
+ * (T m b) is scratch. */
 static void test_features(const hkd_impl *im, const double *Pw, size_t b, double *E, double *A,
-                          double *V)
+                          double *V, double *K)
 {
     size_t mS = orbit_points(im), m = im->m, P = im->P;
     gp_kernel_cross_points(im->kin, im->Op, Pw, b, E, mS);
-    features_from(im, E, b, A, P);
+    features_from(im, E, b, A, P, K);
     memcpy(V, A, P * b * sizeof *A);
     for (size_t t = 0; t < im->group.blocks; t++)
         if (im->mt[t])
@@ -1336,7 +1338,7 @@ static void covariance_of(const hkd_impl *im, const double *Pw, size_t n, const 
 }
 
 typedef struct test_work {
-    double *Pw, *E, *A, *V;
+    double *Pw, *E, *A, *V, *K;
     size_t block;
 } test_work;
 
@@ -1346,6 +1348,7 @@ static void test_work_free(test_work *tw)
     free(tw->E);
     free(tw->A);
     free(tw->V);
+    free(tw->K);
 }
 
 /* Working points of the request and buffers for `block` of them at once. */
@@ -1369,10 +1372,11 @@ static int test_work_alloc(const gp_model *model, const hkd_impl *im, const doub
     tw->E = gp_alloc_doubles(nb, err);
     tw->A = gp_alloc_doubles(na, err);
     tw->V = gp_alloc_doubles(na, err);
+    tw->K = gp_alloc_doubles(nb / im->group.size * im->group.blocks, err);
     if (tw->Pw)
         gp_hkd_frame_apply(&im->frame, Ps, m, tw->Pw);
     free(Ps);
-    if (!tw->Pw || !tw->E || !tw->A || !tw->V) {
+    if (!tw->Pw || !tw->E || !tw->A || !tw->V || !tw->K) {
         test_work_free(tw);
         return GP_ENOMEM;
     }
@@ -1398,7 +1402,7 @@ static int hkd_predict(const gp_model *model, const gp_predict_request *req, gp_
     int parts = req->components && out->component_mean && out->component_variance;
     for (size_t start = 0; start < m; start += block) {
         size_t b = m - start < block ? m - start : block;
-        test_features(im, tw.Pw + start * dw, b, tw.E, tw.A, tw.V);
+        test_features(im, tw.Pw + start * dw, b, tw.E, tw.A, tw.V, tw.K);
         predict_points(model, im, tw.Pw + start * dw, b, tw.A, tw.V, out->mean + start,
                        out->variance + start, parts ? out->component_mean + start : NULL,
                        parts ? out->component_variance + start : NULL, m);
@@ -1434,7 +1438,7 @@ static int hkd_sample(const gp_model *model, const gp_sample_request *req, doubl
         return rc;
     double *S = gp_alloc_doubles(mm, err), *mean = gp_alloc_doubles(m, err);
     if (S && mean) {
-        test_features(im, tw.Pw, m, tw.E, tw.A, tw.V);
+        test_features(im, tw.Pw, m, tw.E, tw.A, tw.V, tw.K);
         for (size_t c = 0; c < m; c++)
             mean[c] = im->P ? cblas_ddot((blasint)im->P, tw.A + c * im->P, 1, im->mean, 1) : 0.0;
         covariance_of(im, tw.Pw, m, tw.A, tw.V, S);
@@ -1552,7 +1556,9 @@ static int import_blocks(const gp_state *st, hkd_impl *im, gp_error *err)
             return bad_state("blocks", err);
         im->mt[t] = (size_t)col[0];
         for (size_t j = 0; j < im->mt[t]; j++) {
-            if (!(col[1 + j] >= 0 && col[1 + j] < (double)m && col[1 + j] == floor(col[1 + j])))
+            /* increasing, as choose_blocks writes them */
+            if (!(col[1 + j] >= 0 && col[1 + j] < (double)m && col[1 + j] == floor(col[1 + j])) ||
+                (j > 0 && !(col[1 + j] > col[j])))
                 return bad_state("blocks", err);
             im->idx[t * m + j] = (size_t)col[1 + j];
         }
