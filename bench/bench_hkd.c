@@ -95,7 +95,9 @@ int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err)
 
 #define DEFAULT_SPLITS 3
 #define MAX_SPLITS 10
-#define DEFAULT_MAX_TRAIN 12000
+#define DEFAULT_SLOW_SPLITS 1
+#define DEFAULT_OPT_SPLITS 1
+#define DEFAULT_MAX_TRAIN 6000
 #define MAX_M 8
 #define MEDIAN_ROWS 2000
 #define TRACE_ROWS 3000
@@ -123,17 +125,19 @@ int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err)
 typedef struct large_set {
     const char *name;
     const char *scheme;
+    int slow; /* --slow-splits splits instead of --splits (hkd's fit there: see the header) */
 } large_set;
 
 static const large_set large_sets[] = {
-    {"kin40k", "fold10"},    {"protein", "test20"}, {"elevators", "fold10"},
-    {"keggdirected", "fold10"}, {"bike", "fold10"},
+    {"kin40k", "fold10", 0},       {"protein", "test20", 0}, {"elevators", "fold10", 0},
+    {"keggdirected", "fold10", 1}, {"bike", "fold10", 0},
 };
 #define N_LARGE (sizeof large_sets / sizeof large_sets[0])
 
 /* Part 1 variants, in the order they are fitted on a split. */
-enum { V_SGPR_M = 0, V_SGPR_2M, V_HKD, N_VARIANTS };
-static const char *const variant_names[N_VARIANTS] = {"sgpr_m", "sgpr_2m", "hkd"};
+enum { V_SGPR_M = 0, V_SGPR_2M, V_HKD, V_SGPR_2M_OPT, V_HKD_OPT, N_VARIANTS };
+static const char *const variant_names[N_VARIANTS] = {"sgpr_m", "sgpr_2m", "hkd", "sgpr_2m_opt",
+                                                      "hkd_opt"};
 
 enum { P_LARGE = 0, P_TRACE, P_SYNTH, N_PARTS };
 static const char *const part_names[N_PARTS] = {"large", "trace", "synth"};
@@ -142,7 +146,7 @@ typedef struct options {
     int quick;
     int parts[N_PARTS];
     int use[N_VARIANTS];
-    int splits;
+    int splits, slow_splits, opt_splits;
     size_t max_train;
     size_t m[MAX_M], n_m;
     size_t trace_m[MAX_M], n_trace_m;
@@ -151,8 +155,11 @@ typedef struct options {
     size_t synth_train, synth_test;
     size_t trace_rows;
     int sgpr_optimize_inducing;
+    int hkd_optimize_inducing; /* -1: not passed (hkd's default) */
     size_t predict_calls;
-    char datasets[256]; /* empty: all five (--quick: kin40k) */
+    char datasets[256];     /* empty: all five (--quick: kin40k) */
+    char opt_datasets[256]; /* sets of the Z-optimised pair (default kin40k) */
+    size_t opt_m[MAX_M], n_opt_m;
 } options;
 
 static void usage(const char *prog)
@@ -202,7 +209,10 @@ static int parse_args(int argc, char **argv, options *o)
     int have_parts = 0, have_methods = 0, have_m = 0, have_trace_m = 0, have_synth_m = 0;
     long v;
     o->splits = 0;
+    o->slow_splits = -1;
+    o->opt_splits = -1;
     o->sgpr_optimize_inducing = 0;
+    o->hkd_optimize_inducing = 0;
     o->predict_calls = PREDICT_CALLS;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -226,6 +236,13 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->splits = (int)v;
+        } else if ((strcmp(a, "--slow-splits") == 0 || strcmp(a, "--opt-splits") == 0) &&
+                   has_value) {
+            if (gp_bench_parse_long(argv[++i], 0, MAX_SPLITS, &v) != 0) {
+                fprintf(stderr, "bad %s '%s' (0..%d)\n", a, argv[i], MAX_SPLITS);
+                return -1;
+            }
+            *(strcmp(a, "--slow-splits") == 0 ? &o->slow_splits : &o->opt_splits) = (int)v;
         } else if (strcmp(a, "--synth-seeds") == 0 && has_value) {
             if (gp_bench_parse_long(argv[++i], 1, 20, &v) != 0) {
                 fprintf(stderr, "bad --synth-seeds '%s' (1..20)\n", argv[i]);
@@ -238,12 +255,14 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->max_train = (size_t)v;
-        } else if (strcmp(a, "--sgpr-optimize-inducing") == 0 && has_value) {
+        } else if ((strcmp(a, "--sgpr-optimize-inducing") == 0 ||
+                    strcmp(a, "--hkd-optimize-inducing") == 0) &&
+                   has_value) {
             if (gp_bench_parse_long(argv[++i], 0, 1, &v) != 0) {
-                fprintf(stderr, "bad --sgpr-optimize-inducing '%s' (0 or 1)\n", argv[i]);
+                fprintf(stderr, "bad %s '%s' (0 or 1)\n", a, argv[i]);
                 return -1;
             }
-            o->sgpr_optimize_inducing = (int)v;
+            *(a[2] == 's' ? &o->sgpr_optimize_inducing : &o->hkd_optimize_inducing) = (int)v;
         } else if (strcmp(a, "--predict-calls") == 0 && has_value) {
             if (gp_bench_parse_long(argv[++i], 10, 10000000, &v) != 0) {
                 fprintf(stderr, "bad --predict-calls '%s' (at least 10)\n", argv[i]);
@@ -254,6 +273,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_size_list("--m", argv[++i], o->m, &o->n_m) != 0)
                 return -1;
             have_m = 1;
+        } else if (strcmp(a, "--opt-datasets") == 0 && has_value) {
+            snprintf(o->opt_datasets, sizeof o->opt_datasets, "%s", argv[++i]);
+        } else if (strcmp(a, "--opt-m") == 0 && has_value) {
+            if (parse_size_list("--opt-m", argv[++i], o->opt_m, &o->n_opt_m) != 0)
+                return -1;
         } else if (strcmp(a, "--trace-m") == 0 && has_value) {
             if (parse_size_list("--trace-m", argv[++i], o->trace_m, &o->n_trace_m) != 0)
                 return -1;
@@ -278,6 +302,16 @@ static int parse_args(int argc, char **argv, options *o)
             o->use[k] = 1;
     if (o->splits == 0)
         o->splits = o->quick ? 1 : DEFAULT_SPLITS;
+    if (o->slow_splits < 0)
+        o->slow_splits = o->splits < DEFAULT_SLOW_SPLITS ? o->splits : DEFAULT_SLOW_SPLITS;
+    if (o->opt_splits < 0)
+        o->opt_splits = DEFAULT_OPT_SPLITS;
+    if (o->opt_datasets[0] == '\0')
+        snprintf(o->opt_datasets, sizeof o->opt_datasets, "kin40k");
+    if (o->n_opt_m == 0) {
+        o->opt_m[0] = o->quick ? 32 : 128;
+        o->n_opt_m = 1;
+    }
     if (o->max_train == 0)
         o->max_train = o->quick ? 2000 : DEFAULT_MAX_TRAIN;
     if (!have_m) {
@@ -303,6 +337,14 @@ static int parse_args(int argc, char **argv, options *o)
     o->trace_rows = TRACE_ROWS;
     if (o->quick && o->datasets[0] == '\0')
         snprintf(o->datasets, sizeof o->datasets, "kin40k");
+    return 0;
+}
+
+static int size_listed(const size_t *list, size_t n, size_t x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == x)
+            return 1;
     return 0;
 }
 
@@ -639,12 +681,15 @@ static void progress(const char *what, const result *r)
         fprintf(stderr, "bench_hkd:     (%s)\n", r->info);
 }
 
-/* The options of an hkd fit: symmetry and m a block. */
-static size_t hkd_options(const gp_value *sym, size_t m, gp_option_value *o)
+/* The options of an hkd fit: symmetry and m a block; optimize_inducing when
+ * optimize is 0 or 1 (-1: hkd's default). */
+static size_t hkd_options(const gp_value *sym, size_t m, int optimize, gp_option_value *o)
 {
     size_t n = 0;
     o[n++] = (gp_option_value){.name = "symmetry", .object = sym};
     o[n++] = (gp_option_value){.name = "inducing", .number = (double)m};
+    if (optimize >= 0)
+        o[n++] = (gp_option_value){.name = "optimize_inducing", .number = optimize};
     return n;
 }
 
@@ -714,7 +759,7 @@ typedef struct large_cell { /* one (dataset, m, variant): all splits */
 } large_cell;
 
 typedef struct large_outcome {
-    int ran;
+    int ran, splits;
     size_t n_train, n_train_full, n_test, d;
     double ell[MAX_SPLITS];
     large_cell cell[MAX_M][N_VARIANTS];
@@ -726,6 +771,10 @@ static void variant_label(int v, size_t m, char *buf, size_t len)
         snprintf(buf, len, "sgpr M=%zu", m);
     else if (v == V_SGPR_2M)
         snprintf(buf, len, "sgpr M=%zu", 2 * m);
+    else if (v == V_SGPR_2M_OPT)
+        snprintf(buf, len, "sgpr M=%zu, Z optimised (default)", 2 * m);
+    else if (v == V_HKD_OPT)
+        snprintf(buf, len, "hkd %d×%zu, Z optimised (default)", HKD_BLOCKS, m);
     else
         snprintf(buf, len, "hkd %d×%zu", HKD_BLOCKS, m);
 }
@@ -754,7 +803,8 @@ static void run_large_set(const options *o, const large_set *ls, large_outcome *
         gp_value_free(sym);
         return;
     }
-    for (int k = 0; k < o->splits; k++) {
+    out->splits = ls->slow ? o->slow_splits : o->splits;
+    for (int k = 0; k < out->splits; k++) {
         gp_dataset train, test;
         gp_split sp;
         gp_error err;
@@ -798,15 +848,21 @@ static void run_large_set(const options *o, const large_set *ls, large_outcome *
             for (int v = 0; v < N_VARIANTS; v++) {
                 if (!o->use[v])
                     continue;
+                if ((v == V_SGPR_2M_OPT || v == V_HKD_OPT) &&
+                    (k >= o->opt_splits || !gp_bench_list_has(o->opt_datasets, ls->name) ||
+                     !size_listed(o->opt_m, o->n_opt_m, m)))
+                    continue;
                 result *r = &out->cell[mi][v].r[k];
                 gp_option_value opts[4];
                 size_t n_opts;
                 const char *method;
-                if (v == V_HKD) {
-                    n_opts = hkd_options(sym, m, opts);
+                if (v == V_HKD || v == V_HKD_OPT) {
+                    n_opts = hkd_options(sym, m, v == V_HKD_OPT ? 1 : o->hkd_optimize_inducing,
+                                         opts);
                     method = "hkd";
                 } else {
-                    n_opts = sgpr_options(v == V_SGPR_M ? m : 2 * m, o->sgpr_optimize_inducing,
+                    n_opts = sgpr_options(v == V_SGPR_M ? m : 2 * m,
+                                          v == V_SGPR_2M_OPT ? 1 : o->sgpr_optimize_inducing,
                                           opts);
                     method = "sgpr";
                 }
@@ -818,7 +874,7 @@ static void run_large_set(const options *o, const large_set *ls, large_outcome *
                         r->predict_us = predict_latency_us(model, &test, o->predict_calls);
                 }
                 gp_model_free(model);
-                char what[96], label[48];
+                char what[128], label[64];
                 variant_label(v, m, label, sizeof label);
                 snprintf(what, sizeof what, "%s split %d %s", ls->name, k, label);
                 progress(what, r);
@@ -836,7 +892,8 @@ static double ratio_vs_2m(const large_outcome *lo, size_t mi, int v, int splits,
 {
     double r[MAX_SPLITS];
     for (int k = 0; k < splits; k++) {
-        const result *a = &lo->cell[mi][v].r[k], *b = &lo->cell[mi][V_SGPR_2M].r[k];
+        int peer = v == V_HKD_OPT || v == V_SGPR_2M_OPT ? V_SGPR_2M_OPT : V_SGPR_2M;
+        const result *a = &lo->cell[mi][v].r[k], *b = &lo->cell[mi][peer].r[k];
         r[k] = NAN;
         if (a->ok && b->ok)
             r[k] = fit ? a->seconds / b->seconds : a->predict_us / b->predict_us;
@@ -864,7 +921,7 @@ static void print_large_table(const options *o, const large_set *ls, const large
     }
     double ell[MAX_SPLITS];
     memcpy(ell, lo->ell, sizeof ell);
-    stat2 se = stat_of(ell, o->splits);
+    stat2 se = stat_of(ell, lo->splits);
     char rows[96];
     if (lo->n_train < lo->n_train_full)
         snprintf(rows, sizeof rows, "%zu of %zu (subsampled, seed = split index)", lo->n_train,
@@ -873,7 +930,7 @@ static void print_large_table(const options *o, const large_set *ls, const large
         snprintf(rows, sizeof rows, "%zu (all rows)", lo->n_train);
     printf("%s splits 0..%d: N train %s, N test %zu, d %zu; median-heuristic "
            "lengthscale (standardised) %.3f.\n\n",
-           ls->scheme, o->splits - 1, rows, lo->n_test, lo->d, se.mean);
+           ls->scheme, lo->splits - 1, rows, lo->n_test, lo->d, se.mean);
     printf("| m | method | RMSE | NLPD | fit s | fit / sgpr 2m | predict µs (median) | "
            "predict / sgpr 2m | L-BFGS it | splits |\n");
     printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
@@ -881,13 +938,17 @@ static void print_large_table(const options *o, const large_set *ls, const large
         for (int v = 0; v < N_VARIANTS; v++) {
             if (!o->use[v])
                 continue;
+            int opt = v == V_SGPR_2M_OPT || v == V_HKD_OPT;
+            if (opt && (!gp_bench_list_has(o->opt_datasets, ls->name) ||
+                        !size_listed(o->opt_m, o->n_opt_m, o->m[mi])))
+                continue;
             const result *rs = lo->cell[mi][v].r;
-            char label[48];
+            char label[64];
             variant_label(v, o->m[mi], label, sizeof label);
             int ok = 0;
             const char *why = NULL;
             double it = 0.0;
-            for (int k = 0; k < o->splits; k++) {
+            for (int k = 0; k < lo->splits; k++) {
                 if (rs[k].ok) {
                     ok++;
                     it += rs[k].iterations;
@@ -896,24 +957,27 @@ static void print_large_table(const options *o, const large_set *ls, const large
             }
             printf("| %zu | %s |", o->m[mi], label);
             if (ok == 0) {
-                printf(" %s | | | | | | | 0 / %d |\n", why ? why : "not run", o->splits);
+                printf(" %s | | | | | | | 0 / %d |\n", why ? why : "not run",
+                       opt && o->opt_splits < lo->splits ? o->opt_splits : lo->splits);
                 continue;
             }
-            print_pm(field_stat(rs, o->splits, 0), 4);
-            print_pm(field_stat(rs, o->splits, 1), 3);
-            print_pm(field_stat(rs, o->splits, 2), 1);
-            double fr = ratio_vs_2m(lo, mi, v, o->splits, 1);
-            if (v == V_SGPR_2M || !isfinite(fr))
-                printf(" %s |", v == V_SGPR_2M ? "1" : "—");
+            print_pm(field_stat(rs, lo->splits, 0), 4);
+            print_pm(field_stat(rs, lo->splits, 1), 3);
+            print_pm(field_stat(rs, lo->splits, 2), 1);
+            double fr = ratio_vs_2m(lo, mi, v, lo->splits, 1);
+            if (v == V_SGPR_2M || v == V_SGPR_2M_OPT || !isfinite(fr))
+                printf(" %s |", v == V_SGPR_2M || v == V_SGPR_2M_OPT ? "1" : "—");
             else
                 printf(" %.2f |", fr);
-            print_pm(field_stat(rs, o->splits, 3), 1);
-            double pr = ratio_vs_2m(lo, mi, v, o->splits, 0);
-            if (v == V_SGPR_2M || !isfinite(pr))
-                printf(" %s |", v == V_SGPR_2M ? "1" : "—");
+            print_pm(field_stat(rs, lo->splits, 3), 1);
+            double pr = ratio_vs_2m(lo, mi, v, lo->splits, 0);
+            if (v == V_SGPR_2M || v == V_SGPR_2M_OPT || !isfinite(pr))
+                printf(" %s |", v == V_SGPR_2M || v == V_SGPR_2M_OPT ? "1" : "—");
             else
                 printf(" %.2f |", pr);
-            printf(" %.0f | %d / %d%s |\n", it / ok, ok, o->splits, why ? " (some failed)" : "");
+            int planned = opt && o->opt_splits < lo->splits ? o->opt_splits : lo->splits;
+            printf(" %.0f | %d / %d%s%s |\n", it / ok, ok, planned,
+                   planned < o->splits ? " (budget)" : "", why ? " (some failed)" : "");
         }
     printf("\n");
     fflush(stdout);
@@ -977,8 +1041,8 @@ static void run_trace_set(const options *o, const large_set *ls, double out[MAX_
     for (size_t mi = 0; mi < o->n_trace_m && rc == GP_OK; mi++) {
         for (int t = 0; t < N_TRACE; t++) {
             size_t M = o->trace_m[mi] * (t == T_SGPR_2M ? 2 : 1);
-            gp_option_value opts[2];
-            size_t n_opts = hkd_options(sym[t], M, opts);
+            gp_option_value opts[3];
+            size_t n_opts = hkd_options(sym[t], M, -1, opts);
             gp_fit_request req;
             memset(&req, 0, sizeof req);
             req.X = sub.X;
@@ -1101,26 +1165,55 @@ static int synth_make(gp_rng *rng, size_t n, gp_dataset *ds)
     return 0;
 }
 
+enum { S_HKD = 0, S_SGPR, S_HKD_FIXED, S_HKD_PLAIN_FIXED, S_SGPR_FIXED, N_SYNTH };
+
 typedef struct synth_outcome {
     int ran;
-    result hkd[MAX_M][20], sgpr[MAX_M][20];
-    double ell[20];
+    result r[MAX_M][N_SYNTH][20];
 } synth_outcome;
+
+static void synth_label(int v, size_t m, char *buf, size_t len)
+{
+    switch (v) {
+    case S_HKD:
+        snprintf(buf, len, "hkd %d×%zu, defaults (Z optimised)", SYNTH_BLOCKS, m);
+        break;
+    case S_SGPR:
+        snprintf(buf, len, "sgpr M=%zu, defaults (Z optimised)", SYNTH_BLOCKS * m);
+        break;
+    case S_HKD_FIXED:
+        snprintf(buf, len, "hkd %d×%zu, Z fixed (folded k-means)", SYNTH_BLOCKS, m);
+        break;
+    case S_HKD_PLAIN_FIXED:
+        snprintf(buf, len, "hkd 1×%zu, no symmetry, Z fixed (k-means)", SYNTH_BLOCKS * m);
+        break;
+    default:
+        snprintf(buf, len, "sgpr M=%zu, Z fixed (greedy + reselect)", SYNTH_BLOCKS * m);
+        break;
+    }
+}
 
 static void run_synth(const options *o, synth_outcome *so)
 {
     memset(so, 0, sizeof *so);
     printf("## Part 3: synthetic set with an exact 4-fold rotation symmetry\n\n");
     printf("f(x) = cos(4r) + 0.6 sin(2r) cos 4θ + 0.6 sin(1.5r) sin 8θ + 0.4 (r/3) cos 12θ "
-           "(invariant under rotations by 90° about 0), x uniform on the disc of radius %.0f, y = f + "
-           "N(0, %.1f²); %zu training and %zu test points per data set, seeds 0..%d (gp_rng). "
-           "hkd: rotate2d dims [0, 1] order 4 (%d real blocks), m points a block; sgpr: "
-           "%d·m points, greedy selection, optimize_inducing true (its defaults). NLPD of the "
-           "noiseless truth with the true noise: %.3f.\n\n",
+           "(invariant under rotations by 90° about 0), x uniform on the disc of radius %.0f, "
+           "y = f + N(0, %.1f²); %zu training and %zu test points per data set, seeds 0..%d "
+           "(gp_rng). hkd: rotate2d dims [0, 1] order 4 (%d real blocks), m points a block; "
+           "sgpr: %d·m points, greedy selection. Each with its defaults (Z optimised with the "
+           "hyperparameters) and with Z fixed (optimize_inducing false: hkd's folded k-means "
+           "Z, sgpr's greedy Z with reselect rounds); and hkd without the symmetry "
+           "(generators [], one block of %d·m points, Z fixed: a sparse GP on k-means Z, "
+           "which isolates what the symmetry adds). NLPD of the true f with the true noise: "
+           "%.3f.\n\n",
            SYNTH_RADIUS, SYNTH_NOISE, o->synth_train, o->synth_test, o->synth_seeds - 1,
-           SYNTH_BLOCKS, SYNTH_BLOCKS, 0.5 * log(2.0 * BENCH_PI * SYNTH_NOISE * SYNTH_NOISE) + 0.5);
-    gp_value *sym = make_symmetry(SYM_ROTATE2D, 2);
-    if (sym == NULL) {
+           SYNTH_BLOCKS, SYNTH_BLOCKS, SYNTH_BLOCKS,
+           0.5 * log(2.0 * BENCH_PI * SYNTH_NOISE * SYNTH_NOISE) + 0.5);
+    gp_value *sym = make_symmetry(SYM_ROTATE2D, 2), *none = make_symmetry(SYM_NONE, 2);
+    if (sym == NULL || none == NULL) {
+        gp_value_free(sym);
+        gp_value_free(none);
         printf("skipped: out of memory\n\n");
         return;
     }
@@ -1138,42 +1231,44 @@ static void run_synth(const options *o, synth_outcome *so)
             break;
         }
         double ell = median_heuristic(train.X, train.n, train.d, MEDIAN_ROWS, (uint64_t)s);
-        so->ell[s] = ell;
         for (size_t mi = 0; mi < o->n_synth_m; mi++) {
             size_t m = o->synth_m[mi];
-            gp_option_value opts[4];
-            gp_model *model = NULL;
-            char what[96];
-            size_t n_opts = hkd_options(sym, m, opts);
-            fit_model("hkd", opts, n_opts, &train, ell, (uint64_t)s, &model, &so->hkd[mi][s]);
-            if (model != NULL)
-                score_model(model, &test, &so->hkd[mi][s]);
-            gp_model_free(model);
-            snprintf(what, sizeof what, "synth seed %d hkd %d×%zu", s, SYNTH_BLOCKS, m);
-            progress(what, &so->hkd[mi][s]);
-            n_opts = sgpr_options(SYNTH_BLOCKS * m, 1, opts);
-            fit_model("sgpr", opts, n_opts, &train, ell, (uint64_t)s, &model, &so->sgpr[mi][s]);
-            if (model != NULL)
-                score_model(model, &test, &so->sgpr[mi][s]);
-            gp_model_free(model);
-            snprintf(what, sizeof what, "synth seed %d sgpr M=%zu", s, SYNTH_BLOCKS * m);
-            progress(what, &so->sgpr[mi][s]);
+            for (int v = 0; v < N_SYNTH; v++) {
+                gp_option_value opts[4];
+                size_t n_opts;
+                const char *method =
+                    v == S_HKD || v == S_HKD_FIXED || v == S_HKD_PLAIN_FIXED ? "hkd" : "sgpr";
+                if (v == S_HKD || v == S_HKD_FIXED)
+                    n_opts = hkd_options(sym, m, v == S_HKD ? -1 : 0, opts);
+                else if (v == S_HKD_PLAIN_FIXED)
+                    n_opts = hkd_options(none, SYNTH_BLOCKS * m, 0, opts);
+                else
+                    n_opts = sgpr_options(SYNTH_BLOCKS * m, v == S_SGPR, opts);
+                result *r = &so->r[mi][v][s];
+                gp_model *model = NULL;
+                fit_model(method, opts, n_opts, &train, ell, (uint64_t)s, &model, r);
+                if (model != NULL)
+                    score_model(model, &test, r);
+                gp_model_free(model);
+                char what[128], label[96];
+                synth_label(v, m, label, sizeof label);
+                snprintf(what, sizeof what, "synth seed %d %s", s, label);
+                progress(what, r);
+            }
         }
         so->ran = 1;
         gp_dataset_free(&train);
         gp_dataset_free(&test);
     }
     gp_value_free(sym);
+    gp_value_free(none);
     printf("| m | method | RMSE | NLPD | fit s | L-BFGS it | seeds |\n");
     printf("|---:|---|---:|---:|---:|---:|---|\n");
     for (size_t mi = 0; mi < o->n_synth_m; mi++)
-        for (int h = 0; h < 2; h++) {
-            const result *rs = h ? so->sgpr[mi] : so->hkd[mi];
-            char label[48];
-            if (h)
-                snprintf(label, sizeof label, "sgpr M=%zu", SYNTH_BLOCKS * o->synth_m[mi]);
-            else
-                snprintf(label, sizeof label, "hkd %d×%zu", SYNTH_BLOCKS, o->synth_m[mi]);
+        for (int v = 0; v < N_SYNTH; v++) {
+            const result *rs = so->r[mi][v];
+            char label[96];
+            synth_label(v, o->synth_m[mi], label, sizeof label);
             int ok = 0;
             double it = 0.0;
             const char *why = NULL;
@@ -1218,12 +1313,12 @@ static void print_targets(const options *o, const large_outcome *lo, const synth
             for (size_t i = 0; i < N_LARGE; i++) {
                 if (!lo[i].ran)
                     continue;
-                stat2 h = field_stat(lo[i].cell[mi][V_HKD].r, o->splits, 0);
-                stat2 s = field_stat(lo[i].cell[mi][V_SGPR_2M].r, o->splits, 0);
+                stat2 h = field_stat(lo[i].cell[mi][V_HKD].r, lo[i].splits, 0);
+                stat2 s = field_stat(lo[i].cell[mi][V_SGPR_2M].r, lo[i].splits, 0);
                 if (h.n == 0 || s.n == 0)
                     continue;
                 measured++;
-                double fr = ratio_vs_2m(&lo[i], mi, V_HKD, o->splits, 1);
+                double fr = ratio_vs_2m(&lo[i], mi, V_HKD, lo[i].splits, 1);
                 int acc = h.mean <= s.mean, fast = isfinite(fr) && fr <= 1.0;
                 wins += acc && fast;
                 char item[192];
@@ -1244,32 +1339,58 @@ static void print_targets(const options *o, const large_outcome *lo, const synth
                        wins >= TARGET_WINS ? met(1) : met(0), list);
         }
     }
+    /* (1) with Z optimised: the reference pair */
+    for (size_t i = 0; o->parts[P_LARGE] && i < N_LARGE; i++) {
+        if (!lo[i].ran || !gp_bench_list_has(o->opt_datasets, large_sets[i].name))
+            continue;
+        for (size_t mi = 0; mi < o->n_m; mi++) {
+            stat2 h = field_stat(lo[i].cell[mi][V_HKD_OPT].r, lo[i].splits, 0);
+            stat2 s = field_stat(lo[i].cell[mi][V_SGPR_2M_OPT].r, lo[i].splits, 0);
+            if (h.n == 0 || s.n == 0)
+                continue;
+            double fr = ratio_vs_2m(&lo[i], mi, V_HKD_OPT, lo[i].splits, 1);
+            printf("- (1, for reference) both with their defaults (Z optimised), %s, %d "
+                   "split%s: hkd %d×%zu RMSE %.4g vs sgpr M=%zu %.4g, fit ratio %.2f: %s.\n",
+                   large_sets[i].name, h.n, h.n == 1 ? "" : "s", HKD_BLOCKS, o->m[mi], h.mean,
+                   2 * o->m[mi], s.mean, fr,
+                   h.mean <= s.mean && fr <= 1.0 ? "would meet"
+                   : h.mean <= s.mean            ? "more accurate, slower"
+                                                 : "less accurate");
+        }
+    }
     /* (2) */
-    printf("- (2) synthetic: hkd %d×m NLPD lower than sgpr %d·m by at least %.2f nats at "
-           "every m: ",
-           SYNTH_BLOCKS, SYNTH_BLOCKS, SYNTH_MARGIN);
-    if (!o->parts[P_SYNTH] || !so->ran) {
-        printf("not measured.\n");
-    } else {
+    static const int mine[2] = {S_HKD, S_HKD_FIXED};
+    static const int peers[2] = {S_SGPR, S_SGPR_FIXED};
+    static const char *const regime[2] = {"both with their defaults (Z optimised)",
+                                          "both with Z fixed"};
+    for (int pi = 0; pi < 2; pi++) {
+        printf("- (2%s) synthetic: hkd %d×m NLPD lower than sgpr %d·m, %s, by at least "
+               "%.2f nats at every m: ",
+               pi ? "b" : "", SYNTH_BLOCKS, SYNTH_BLOCKS, regime[pi], SYNTH_MARGIN);
+        if (!o->parts[P_SYNTH] || !so->ran) {
+            printf("not measured.\n");
+            continue;
+        }
         int all = 1, any = 0;
         char list[512] = "";
         for (size_t mi = 0; mi < o->n_synth_m; mi++) {
-            stat2 h = field_stat(so->hkd[mi], o->synth_seeds, 1);
-            stat2 s = field_stat(so->sgpr[mi], o->synth_seeds, 1);
+            stat2 h = field_stat(so->r[mi][mine[pi]], o->synth_seeds, 1);
+            stat2 sg = field_stat(so->r[mi][peers[pi]], o->synth_seeds, 1);
             char item[128];
-            if (h.n == 0 || s.n == 0) {
+            if (h.n == 0 || sg.n == 0) {
                 all = 0;
                 snprintf(item, sizeof item, "%sm = %zu not measured", list[0] ? "; " : "",
                          o->synth_m[mi]);
             } else {
                 any = 1;
-                all &= s.mean - h.mean >= SYNTH_MARGIN;
-                snprintf(item, sizeof item, "%sm = %zu: %.3f vs %.3f (Δ %.3f)",
-                         list[0] ? "; " : "", o->synth_m[mi], h.mean, s.mean, s.mean - h.mean);
+                all &= sg.mean - h.mean >= SYNTH_MARGIN;
+                snprintf(item, sizeof item, "%sm = %zu: %.3f vs %.3f (Δ %+.3f)",
+                         list[0] ? "; " : "", o->synth_m[mi], h.mean, sg.mean, sg.mean - h.mean);
             }
             strncat(list, item, sizeof list - strlen(list) - 1);
         }
-        printf("%s. %s.\n", any ? met(all) : "not measured", list);
+        printf("%s%s. %s.\n", any ? met(all) : "not measured",
+               pi == 0 ? " (the target)" : " (for reference)", list);
     }
     /* (3) */
     printf("- (3) single-point predict under %.0f µs at %d×%d on kin40k (median): ",
@@ -1285,14 +1406,14 @@ static void print_targets(const options *o, const large_outcome *lo, const synth
     if (!o->parts[P_LARGE] || kin == NULL || at == MAX_M) {
         printf("not measured.\n");
     } else {
-        stat2 p = field_stat(kin->cell[at][V_HKD].r, o->splits, 3);
+        stat2 p = field_stat(kin->cell[at][V_HKD].r, kin->splits, 3);
         if (p.n == 0)
             printf("not measured (hkd did not run).\n");
         else
             printf("%.1f µs (mean over splits of the per-fit medians; sgpr M=%d: %.1f µs): "
                    "%s.\n",
                    p.mean, 2 * TARGET_PREDICT_M,
-                   field_stat(kin->cell[at][V_SGPR_2M].r, o->splits, 3).mean,
+                   field_stat(kin->cell[at][V_SGPR_2M].r, kin->splits, 3).mean,
                    met(p.mean < TARGET_PREDICT_US));
     }
     printf("\n");
@@ -1335,9 +1456,13 @@ int main(int argc, char **argv)
         printf("## Part 1: large sets, hkd %d×m against sgpr m and 2m\n\n", HKD_BLOCKS);
         printf("Training sets capped at %zu rows (seeded subsample, seed = split index, the "
                "same rows for every method); sgpr: greedy selection, optimize_inducing %s; "
-               "hkd: symmetry negate_pca ways %d, its defaults otherwise.\n\n",
+               "hkd: symmetry negate_pca ways %d, optimize_inducing %s, its defaults "
+               "otherwise.\n\n",
                o.max_train, o.sgpr_optimize_inducing ? "true" : "false (reselect rounds)",
-               HKD_WAYS);
+               HKD_WAYS,
+               o.hkd_optimize_inducing < 0   ? "as its default"
+               : o.hkd_optimize_inducing > 0 ? "true"
+                                             : "false (folded k-means Z)");
         for (size_t i = 0; i < N_LARGE; i++) {
             if (!set_selected(&o, large_sets[i].name))
                 continue;
