@@ -6,12 +6,15 @@
  * Run from the repository root (bench/run.sh: `sh bench/run.sh BUILD hkd
  * [--quick]`):
  *   build/bench/bench_hkd [--quick] [--parts large,trace,synth] [--datasets a,b]
- *                         [--splits K] [--m LIST] [--max-train N] [--methods LIST]
- *                         [--sgpr-optimize-inducing 0|1] [--trace-m LIST]
- *                         [--synth-m LIST] [--synth-seeds K] [--predict-calls N]
- * Prints markdown to stdout and progress to stderr. A build without hkd (before
- * its branch is merged) prints "hkd: not available in this build" rows and
- * "not measured" targets; the sgpr side still runs.
+ *                         [--splits K] [--slow-splits K] [--m LIST] [--max-train N]
+ *                         [--methods sgpr_m,sgpr_2m,hkd,sgpr_2m_opt,hkd_opt]
+ *                         [--sgpr-optimize-inducing 0|1] [--hkd-optimize-inducing 0|1]
+ *                         [--opt-datasets a,b] [--opt-m LIST] [--opt-splits K]
+ *                         [--trace-m LIST] [--synth-m LIST] [--synth-seeds K]
+ *                         [--predict-calls N]
+ * Prints markdown to stdout and progress (with each fit's diag.info) to
+ * stderr. A build without hkd prints "hkd: not available in this build" rows
+ * and "not measured" targets; the sgpr side still runs.
  *
  * Every fit: kernel matern32, isotropic (one lengthscale shared by all inputs,
  * as the paper), initial lengthscale = the median heuristic (median pairwise
@@ -23,22 +26,29 @@
  * Part 1 "large" (the paper's §6.3 protocol on our data): kin40k, protein,
  * elevators, keggdirected, bike (as distributed: bike's x16/x17 leak the
  * target, see the datasets README; kept for comparability with published
- * numbers). Splits k = 0..K-1 (--splits, default 3) of fold10 (train = the
- * nine other folds); protein has no fold10 file, so test20 lines 0..K-1 (about
- * 90/10, the same proportion). Training sets larger than --max-train
- * (default DEFAULT_MAX_TRAIN) are subsampled with gp_split_subsample_train,
- * seed k: the same rows for every method. At each m of --m (default
- * 128,256): hkd 8 x m (symmetry {"generators":[{"type":"negate_pca",
- * "ways":3}]}, inducing m, hkd's defaults otherwise), sgpr with m and with 2m
- * points (greedy selection; optimize_inducing as --sgpr-optimize-inducing,
- * default 0: Z fixed where greedy selection with reselect rounds puts it).
+ * numbers). Splits k = 0..K-1 (--splits, default 3; keggdirected
+ * --slow-splits, default 1: hkd's block-Jacobi PCG does not converge there and
+ * one hkd fit takes minutes) of fold10 (train = the nine other folds); protein
+ * has no fold10 file, so test20 lines 0..K-1 (about 90/10, the same
+ * proportion). Training sets larger than --max-train (default
+ * DEFAULT_MAX_TRAIN) are subsampled with gp_split_subsample_train, seed k: the
+ * same rows for every method. At each m of --m (default 128,256), with Z fixed
+ * for both methods (--hkd-optimize-inducing and --sgpr-optimize-inducing,
+ * default 0): hkd 8 x m (symmetry {"generators":[{"type":"negate_pca",
+ * "ways":3}]}, inducing m, Z = hkd's folded k-means centres), sgpr with m and
+ * with 2m points (greedy selection with reselect rounds). Then the pair with
+ * both methods' defaults (Z optimised with the hyperparameters): hkd 8 x m
+ * and sgpr 2m, on the first --opt-splits splits (default 1) of --opt-datasets
+ * (default kin40k) at --opt-m (default 128): an hkd fit with Z optimised costs
+ * ~100 s at N = 4000 here, too much for every split.
  * Reported: RMSE and NLPD (original units, include_noise = 1,
  * bench/support/scores.c), fit s (wall time of gp_model_fit), the in-process
  * single-point predict latency (gp_model_predict with m = 1, include_noise = 1,
  * PREDICT_WARMUP warm-up calls, then --predict-calls calls each timed alone:
- * the median), and the speed ratios against sgpr 2m fitted on the same rows
- * in the same run (the geometric mean over splits of hkd / sgpr 2m), since the
- * VM's absolute speed moves 10-30 % with the other work on it.
+ * the median), and the speed ratios against sgpr 2m of the same regime fitted
+ * on the same rows in the same run (the geometric mean over splits of
+ * hkd / sgpr 2m), since the VM's absolute speed moves 10-30 % with the other
+ * work on it.
  *
  * Part 2 "trace" (the paper's Fig. 6, the Nystrom study): TRACE_ROWS seeded
  * random rows of each large set, standardize on, matern32 with the median
@@ -56,15 +66,18 @@
  * disc of radius SYNTH_RADIUS, y = f + N(0, 0.1^2); SYNTH_TRAIN training and
  * SYNTH_TEST test points per seed (gp_rng, seeds 0..--synth-seeds-1). hkd with
  * {"generators":[{"type":"rotate2d","dims":[0,1],"order":4}]} (3 real blocks)
- * and m points a block against sgpr with 3m points (its defaults: greedy
- * selection, optimize_inducing true), m in --synth-m (default 16,32,64).
+ * and m points a block against sgpr with 3m points (greedy selection), m in
+ * --synth-m (default 16,32,64), each with its defaults (Z optimised) and with
+ * Z fixed; plus hkd with no generators (one block of 3m points, Z fixed: a
+ * sparse GP on k-means Z) to isolate what the symmetry adds.
  *
  * Targets (the issue): (1) hkd 8 x m RMSE <= sgpr 2m RMSE (means over the
  * splits) with a fit no slower (ratio <= 1) on at least 3 of the 5 large sets,
  * judged at each m; (2) on the synthetic set hkd 3 x m clearly better in NLPD
- * than sgpr 3m: lower by at least SYNTH_MARGIN nats per test point (means
- * over seeds) at every m; (3) single-point predict under 100 us at 8 x 128
- * on kin40k (median).
+ * than sgpr 3m (both with their defaults; with Z fixed reported beside it):
+ * lower by at least SYNTH_MARGIN nats per test point (means over seeds) at
+ * every m; (3) single-point predict under 100 us at 8 x 128 on kin40k
+ * (median, hkd with Z fixed).
  *
  * Duration on the shared 2-core machine: see bench/run.sh and
  * bench/results/hkd.md (about 40 minutes with the defaults; --quick about 2). */
