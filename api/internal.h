@@ -47,6 +47,13 @@ void gp_cache_destroy(gp_api *api);
 size_t gp_cache_size(gp_api *api);
 
 /* ---- fit jobs (fit.c) ---- */
+/* The "options" object of a fit request for method m, each option checked by
+ * type and by gp_options_validate (OBJECT options: converted by
+ * gp_json_to_value and checked by the method with d = 0). *opts (n entries)
+ * is freed by gp_api_free_options, also on failure. */
+int gp_api_parse_options(const gp_method *m, json_t *v, gp_option_value **opts, size_t *n,
+                         gp_error *err);
+void gp_api_free_options(gp_option_value *opts, size_t n);
 /* The validated request of a fit job (borrowed): spec JSON and X (n x d), y. */
 int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **X,
                        const double **y, size_t *n, size_t *d);
@@ -105,6 +112,16 @@ int gp_json_vector(json_t *v, const char *field, size_t max_len, double **y, siz
                    gp_error *err);
 /* snprintf for field names (truncation is acceptable: fields are bounded). */
 void gp_fieldf(char *out, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A structured option value (GP_OPTION_OBJECT) as core reads it: the JSON
+ * value v converted to a gp_value tree (*out malloc'ed, caller
+ * gp_value_free). Hostile input is bounded: nesting deeper than
+ * GP_VALUE_MAX_DEPTH levels (v itself is level 1) or more than
+ * GP_VALUE_MAX_NODES values in all is 400 invalid_argument naming field, as
+ * is a number that does not fit a double (naming its member, e.g.
+ * "options.symmetry.generators[0].period"). */
+#define GP_VALUE_MAX_DEPTH 16
+#define GP_VALUE_MAX_NODES 10000
+int gp_json_to_value(json_t *v, const char *field, gp_value **out, gp_error *err);
 /* Respond with a jansson value (takes the reference). */
 void gp_json_respond(json_t *v, int status, gp_response *out);
 /* json_real that never fails on NaN/Inf (those become null). */
@@ -119,6 +136,12 @@ int gp_kernel_from_json(json_t *v, const char *prefix, size_t input_dim, const g
 json_t *gp_kernel_to_json(const gp_kernel *k);
 /* Default: {"type": "rbf", "ard": true}. */
 int gp_kernel_default(size_t input_dim, gp_kernel **out, gp_error *err);
+
+/* ---- the methods listing (api.c) ---- */
+/* JSON of YAML flow text ({k: v}, [v], plain and quoted scalars): an object
+ * option's schema as the descriptor states it. NULL when the text is outside
+ * that subset. */
+json_t *gp_yaml_flow_to_json(const char *text);
 
 /* ---- CSV (csv.c) ---- */
 /* Parse a CSV body (RFC 4180): header row, then rows of numbers. target:

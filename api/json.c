@@ -307,3 +307,113 @@ void gp_json_respond(json_t *v, int status, gp_response *out)
     out->body = text;
     out->body_len = strlen(text);
 }
+
+/* ---- structured option values: jansson -> gp_value ---- */
+
+typedef struct value_walk {
+    size_t nodes; /* converted so far, against GP_VALUE_MAX_NODES */
+    const char *root;
+    gp_error *err;
+} value_walk;
+
+/* field = parent + ".key" or "[i]" (cut at the field length, as every field is). */
+static void child_field(char *out, size_t len, const char *parent, const char *key, size_t index)
+{
+    if (key)
+        snprintf(out, len, "%s.%s", parent, key);
+    else
+        snprintf(out, len, "%s[%zu]", parent, index);
+}
+
+static int to_value(value_walk *w, json_t *v, const char *field, int depth, gp_value *out)
+{
+    memset(out, 0, sizeof *out);
+    if (depth > GP_VALUE_MAX_DEPTH)
+        return gp_error_set(w->err, GP_EINVAL, w->root,
+                            "%s nests deeper than %d levels (at %s)", w->root,
+                            GP_VALUE_MAX_DEPTH, field);
+    if (++w->nodes > GP_VALUE_MAX_NODES)
+        return gp_error_set(w->err, GP_EINVAL, w->root, "%s has more than %d values", w->root,
+                            GP_VALUE_MAX_NODES);
+    switch (json_typeof(v)) {
+    case JSON_NULL:
+        out->type = GP_VALUE_NULL;
+        return GP_OK;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        out->type = GP_VALUE_BOOL;
+        out->number = json_is_true(v) ? 1.0 : 0.0;
+        return GP_OK;
+    case JSON_INTEGER:
+    case JSON_REAL:
+        out->type = GP_VALUE_NUMBER;
+        out->number = json_number_value(v);
+        if (!isfinite(out->number))
+            return gp_error_set(w->err, GP_EINVAL, field, "%s is not a finite number", field);
+        return GP_OK;
+    case JSON_STRING:
+        if (is_overflow_marker(v))
+            return gp_error_set(w->err, GP_EINVAL, field, "%s = %.40s does not fit a double",
+                                field, json_string_value(v) + 1);
+        out->type = GP_VALUE_STRING;
+        if ((out->string = strdup(json_string_value(v))) == NULL)
+            return gp_error_set(w->err, GP_ENOMEM, NULL, "out of memory");
+        return GP_OK;
+    case JSON_ARRAY:
+    case JSON_OBJECT:
+        break;
+    }
+    int object = json_is_object(v);
+    size_t n = object ? json_object_size(v) : json_array_size(v);
+    out->type = object ? GP_VALUE_OBJECT : GP_VALUE_ARRAY;
+    if (n == 0)
+        return GP_OK;
+    /* a container cannot hold more than the node budget left: checked before allocating */
+    if (n > GP_VALUE_MAX_NODES - w->nodes)
+        return gp_error_set(w->err, GP_EINVAL, w->root, "%s has more than %d values", w->root,
+                            GP_VALUE_MAX_NODES);
+    out->items = calloc(n, sizeof *out->items);
+    out->keys = object ? calloc(n, sizeof *out->keys) : NULL;
+    if (out->items == NULL || (object && out->keys == NULL))
+        return gp_error_set(w->err, GP_ENOMEM, NULL, "out of memory");
+    char f[GP_ERROR_FIELD_LEN];
+    if (object) {
+        const char *key;
+        json_t *item;
+        json_object_foreach(v, key, item) {
+            /* n counts the members converted, so that a failure frees just those */
+            if ((out->keys[out->n] = strdup(key)) == NULL)
+                return gp_error_set(w->err, GP_ENOMEM, NULL, "out of memory");
+            child_field(f, sizeof f, field, key, 0);
+            int rc = to_value(w, item, f, depth + 1, &out->items[out->n++]);
+            if (rc)
+                return rc;
+        }
+        return GP_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        child_field(f, sizeof f, field, NULL, i);
+        int rc = to_value(w, json_array_get(v, i), f, depth + 1, &out->items[out->n++]);
+        if (rc)
+            return rc;
+    }
+    return GP_OK;
+}
+
+int gp_json_to_value(json_t *v, const char *field, gp_value **out, gp_error *err)
+{
+    *out = NULL;
+    if (v == NULL)
+        return gp_error_set(err, GP_EINVAL, field, "%s is missing", field);
+    gp_value *root = calloc(1, sizeof *root);
+    if (root == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    value_walk w = {0, field, err};
+    int rc = to_value(&w, v, field, 1, root);
+    if (rc) {
+        gp_value_free(root);
+        return rc;
+    }
+    *out = root;
+    return GP_OK;
+}

@@ -304,15 +304,31 @@ static int parse_point_request(const gp_request *req, const char *const *keys, j
     return rc;
 }
 
-/* "components": true is for mixture methods; K = their component count. */
-static int check_components(const gp_model *model, int comps, size_t *K, gp_error *err)
+/* "components": true is for mixture methods (K = their component count) and
+ * additive ones (K = their part count, *parts set); others are 422. */
+static int check_components(const gp_model *model, int comps, size_t *K, int *parts,
+                            gp_error *err)
 {
     *K = 0;
+    *parts = 0;
     if (!comps)
         return GP_OK;
+    size_t P = gp_model_parts(model);
+    if (P > 0) {
+        /* the parts are of the latent f; a non-Gaussian model's predict goes
+         * through its likelihood, which does not split them */
+        if (model->likelihood != GP_LIK_GAUSSIAN)
+            return gp_error_set(err, GP_EUNSUPPORTED, "components",
+                                "components: the parts of a %s model are not predicted",
+                                gp_likelihood_name(model->likelihood));
+        *K = P;
+        *parts = 1;
+        return GP_OK;
+    }
     if (!gp_method_is_mixture(model->method))
         return gp_error_set(err, GP_EUNSUPPORTED, "components",
-                            "components: method '%s' predicts with one Gaussian, not a mixture",
+                            "components: method '%s' predicts with one Gaussian, not a mixture "
+                            "or a sum of parts",
                             model->method->name);
     *K = gp_model_components(model);
     return GP_OK;
@@ -368,14 +384,29 @@ static void write_observation_fields(gp_buf *b, gp_likelihood l, const gp_predic
     }
 }
 
-/* "components": {"mean": [[m values] x K], "variance": [[m values] x K]} */
-static void write_components(gp_buf *b, const gp_prediction *pr, size_t m, size_t K)
+/* "components": {"kind": "mixture" | "additive", "names": [K names] (additive),
+ * "mean": [[m values] x K], "variance": [[m values] x K]} */
+static void write_components(gp_buf *b, const gp_model *model, int parts,
+                             const gp_prediction *pr, size_t m, size_t K)
 {
     const char *names[2] = {"mean", "variance"};
     const double *src[2] = {pr->component_mean, pr->component_variance};
-    gp_buf_puts(b, ",\"components\":{");
+    gp_buf_printf(b, ",\"components\":{\"kind\":\"%s\"", parts ? "additive" : "mixture");
+    if (parts) {
+        gp_buf_puts(b, ",\"names\":[");
+        for (size_t k = 0; k < K; k++) {
+            char name[64];
+            gp_model_part_name(model, k, name, sizeof name);
+            if (name[0] == '\0')
+                snprintf(name, sizeof name, "part%zu", k);
+            if (k)
+                gp_buf_put(b, ",", 1);
+            gp_buf_json_string(b, name);
+        }
+        gp_buf_put(b, "]", 1);
+    }
     for (int t = 0; t < 2; t++) {
-        gp_buf_printf(b, "%s\"%s\":[", t ? "," : "", names[t]);
+        gp_buf_printf(b, ",\"%s\":[", names[t]);
         for (size_t k = 0; k < K; k++) {
             if (k)
                 gp_buf_put(b, ",", 1);
@@ -420,8 +451,9 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
         rc = check_dims(model, name, Xj, d, err);
     gp_prediction pr = {0};
     size_t K = 0;
+    int parts = 0;
     if (rc == GP_OK)
-        rc = check_components(model, comps, &K, err);
+        rc = check_components(model, comps, &K, &parts, err);
     int obs = rc == GP_OK && model->likelihood != GP_LIK_GAUSSIAN;
     if (rc == GP_OK)
         rc = alloc_prediction(m, full, nq, K, obs, &mem, &pr, err);
@@ -465,7 +497,7 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
             gp_buf_put(&b, "}", 1);
         }
         if (comps)
-            write_components(&b, &pr, m, K);
+            write_components(&b, model, parts, &pr, m, K);
         gp_buf_put(&b, "}", 1);
         gp_buf_respond(&b, 200, out);
     }

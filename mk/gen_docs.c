@@ -69,11 +69,12 @@ static const char *num(double v, char *out, size_t size)
     return out;
 }
 
-static const char *const type_names[] = {"integer", "number", "boolean", "string"};
+static const char *const type_names[] = {"integer", "number", "boolean", "string", "object"};
 
 static const char *option_type(const gp_option_spec *s)
 {
-    return (unsigned)s->type < 4 ? type_names[s->type] : "string";
+    return (unsigned)s->type < sizeof type_names / sizeof type_names[0] ? type_names[s->type]
+                                                                       : "string";
 }
 
 /* "a|b|c" written as sep-separated items, each wrapped in quote. */
@@ -102,6 +103,9 @@ static void md_default(text *t, const gp_option_spec *s)
     case GP_OPTION_ENUM:
         put(t, "`%s`", s->default_string ? s->default_string : "");
         break;
+    case GP_OPTION_OBJECT:
+        put(t, "see meaning");
+        break;
     default:
         put(t, "%s", num(s->default_number, b, sizeof b));
     }
@@ -116,6 +120,11 @@ static void md_range(text *t, const gp_option_spec *s)
         break;
     case GP_OPTION_BOOL:
         put(t, "true, false");
+        break;
+    case GP_OPTION_OBJECT:
+        /* the schema is in the OpenAPI document and GET /v1/methods */
+        put(t, "a JSON object (its schema: `api/openapi.yaml`, `schema` in `GET /v1/methods`; "
+               "`docs/design/api.md`, Structured options)");
         break;
     default:
         put(t, "%s to %s", num(s->min, a, sizeof a), num(s->max, b, sizeof b));
@@ -171,6 +180,9 @@ static void md_method(text *t, const gp_method *m)
     put(t, ".\n");
     if (gp_method_is_mixture(m))
         put(t, "- Predicts with a mixture of Gaussians (`\"components\": true` returns them).\n");
+    if (gp_method_has_parts(m))
+        put(t, "- Predicts a sum of independent parts (`\"components\": true` returns each "
+               "part's latent mean and variance).\n");
     put(t, "\n| option | type | default | accepts | meaning |\n|---|---|---|---|---|\n");
     for (size_t i = 0; i < m->n_options; i++) {
         const gp_option_spec *s = &m->options[i];
@@ -228,6 +240,16 @@ static void yaml_option(text *t, const gp_option_spec *s)
     char a[40], b[40], c[40];
     put(t, "        %s:\n", s->name);
     switch (s->type) {
+    case GP_OPTION_OBJECT:
+        /* the descriptor's JSON Schema, YAML flow text (one line), as the
+         * single item of an allOf so that the description can sit beside it */
+        if (s->choices == NULL || s->choices[0] != '{' || strchr(s->choices, '\n')) {
+            fprintf(stderr, "gen_docs: option '%s' of an object type needs its schema as one "
+                            "line of YAML flow text, {...}, in choices\n", s->name);
+            exit(2);
+        }
+        put(t, "          allOf:\n            - %s\n", s->choices);
+        break;
     case GP_OPTION_BOOL:
         put(t, "          type: boolean\n          default: %s\n",
             s->default_number != 0.0 ? "true" : "false");
@@ -238,9 +260,6 @@ static void yaml_option(text *t, const gp_option_spec *s)
         put(t, "]\n          default: ");
         yq(t, s->default_string ? s->default_string : "");
         put(t, "\n");
-        break;
-    case GP_OPTION_OBJECT:
-        put(t, "          %s\n", s->choices ? s->choices : "type: object");
         break;
     case GP_OPTION_INT:
         put(t, "          type: integer\n          default: %s\n          minimum: %s\n"

@@ -776,10 +776,11 @@ static const gp_option_spec hkd_options[] = {
      "minimum: 1, maximum: 8}, order: {type: integer, minimum: 2, maximum: 64}, period: {type: "
      "number, exclusiveMinimum: 0}, shift: {type: integer, minimum: 1}}}}, resolve: {type: "
      "string, enum: [per_axis_real]}, share_inducing: {type: boolean, enum: [true]}, validate: "
-     "{type: boolean}}}",
+     "{type: boolean}, center: {type: string, enum: [mean, origin]}}}",
      "the group the kernel is invariant under: {\"generators\": [...]} of negate {dims}, "
      "negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, "
-     "cycle_dims {dims, shift}; commuting, combined into their product. Absent: negate every "
+     "cycle_dims {dims, shift}; commuting, combined into their product; \"center\": \"mean\" "
+     "(default: the group acts about the training mean) or \"origin\". Absent: negate every "
      "input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z)"},
     {"inducing", GP_OPTION_INT, 128, NULL, 1, 2048, NULL,
      "m, the inducing points of every block (the shared k-means Z; at most the number of "
@@ -806,6 +807,7 @@ static const gp_option_spec hkd_options[] = {
      "pass per PCG iteration; beyond it the passes recompute them chunk by chunk"},
 };
 
+/* v NULL: the option is absent (its default is checked against d). */
 static int hkd_check_option(const char *name, const gp_value *v, size_t d, const char *field,
                             gp_error *err)
 {
@@ -824,6 +826,8 @@ static int hkd_check_option(const char *name, const gp_value *v, size_t d, const
 static void adjust_standardisation(gp_model *model, const gp_symmetry *s)
 {
     double *mu = model->x_mean, *sc = model->x_scale;
+    for (size_t j = 0; s->center_origin && j < model->input_dim; j++)
+        mu[j] = 0.0;
     for (size_t g = 0; model->standardize && g < s->n_gen; g++) {
         const gp_sym_generator *G = &s->gen[g];
         size_t n = G->n_dims;

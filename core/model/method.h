@@ -43,11 +43,11 @@ struct gp_method_ops {
      * NULL for the others. Their predict fills component_mean/variance with
      * the parts when req->components. */
     size_t (*parts)(const gp_model *model);
-    /* Methods with OBJECT options: check option `name`'s value v, naming the
-     * offending member under `field` (e.g. "options.symmetry.generators[1]")
-     * in err. d is the number of input columns, or 0 when not known yet
-     * (request parsing; the checks that need d wait for
-     * gp_options_check_data). */
+    /* Methods with OBJECT options: check option `name`'s value v (NULL: not
+     * given, so its default), naming the offending member under `field`
+     * (e.g. "options.symmetry.generators[1]") in err. d is the number of
+     * input columns, or 0 when not known yet (request parsing; the checks
+     * that need d wait for gp_options_check_data). */
     int (*check_option)(const char *name, const gp_value *v, size_t d, const char *field,
                         gp_error *err);
     void (*part_name)(const gp_model *model, size_t i, char *buf, size_t len);

@@ -171,6 +171,11 @@ int gp_method_is_mixture(const gp_method *m)
     return m->ops->components != NULL;
 }
 
+int gp_method_has_parts(const gp_method *m)
+{
+    return m->ops->parts != NULL;
+}
+
 const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key)
 {
     for (size_t i = 0; i < m->n_info; i++)
@@ -410,13 +415,18 @@ void gp_model_part_name(const gp_model *model, size_t i, char *buf, size_t len)
 int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
                           gp_error *err)
 {
-    for (size_t i = 0; i < n; i++) {
-        const gp_option_spec *s = gp_method_option_spec(m, opts[i].name);
-        if (s == NULL || s->type != GP_OPTION_OBJECT || !opts[i].object)
+    /* every OBJECT option of the method, given or not: a default can depend on d too */
+    for (size_t k = 0; k < m->n_options; k++) {
+        const gp_option_spec *s = &m->options[k];
+        if (s->type != GP_OPTION_OBJECT)
             continue;
+        const gp_value *v = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(opts[i].name, s->name) == 0)
+                v = opts[i].object;
         char field[GP_ERROR_FIELD_LEN];
         snprintf(field, sizeof field, "options.%s", s->name);
-        int rc = check_object(m, s, opts[i].object, d, field, err);
+        int rc = check_object(m, s, v, d, field, err);
         if (rc)
             return rc;
     }

@@ -220,7 +220,8 @@ typedef struct gp_method {
  * (OBJECT options: their check with d = 0). */
 int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err);
 /* The checks of the OBJECT options that depend on the number of input columns
- * d (e.g. a dimension index in range): run once X is known, before a fit is
+ * d (e.g. a dimension index in range), for every OBJECT option of the method
+ * (an absent one's default too): run once X is known, before a fit is
  * accepted (gp_model_fit runs it too). */
 int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
                           gp_error *err);
@@ -267,6 +268,8 @@ int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, si
 int gp_method_accepts_likelihood(const gp_method *m, gp_likelihood l);
 /* 1 when the method predicts with a mixture of Gaussians (gp_model_components). */
 int gp_method_is_mixture(const gp_method *m);
+/* 1 when the method predicts a sum of independent parts (gp_model_parts). */
+int gp_method_has_parts(const gp_method *m);
 /* The spec of method_info key `key`, NULL when m does not list it. */
 const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key);
 

@@ -31,9 +31,12 @@ static int known_keys(const gp_value *v, const char *const *keys, const char *fi
         int ok = 0;
         for (size_t k = 0; keys[k] && !ok; k++)
             ok = strcmp(v->keys[i], keys[k]) == 0;
-        if (!ok)
-            return gp_error_set(err, GP_EINVAL, field, "%s has no member '%.40s'", field,
+        if (!ok) {
+            char f[GP_ERROR_FIELD_LEN];
+            snprintf(f, sizeof f, "%.40s.%.20s", field, v->keys[i]);
+            return gp_error_set(err, GP_EINVAL, f, "%s has no member '%.40s'", field,
                                 v->keys[i]);
+        }
     }
     return GP_OK;
 }
@@ -75,7 +78,8 @@ static int get_dims(const gp_value *obj, const char *key, size_t min_n, size_t m
         if (e->type != GP_VALUE_NUMBER || e->number != floor(e->number) || e->number < 0 ||
             e->number >= GP_SYM_MAX_DIMS)
             return gp_error_set(err, GP_EINVAL, field,
-                                "%s must be an input index (an integer from 0)", field);
+                                "%s must be an input index (an integer from 0 to %d)", field,
+                                GP_SYM_MAX_DIMS - 1);
         size_t j = (size_t)e->number;
         if (d && j >= d)
             return gp_error_set(err, GP_EINVAL, field,
@@ -211,6 +215,16 @@ static int parse_flags(const gp_value *v, const char *field, gp_symmetry *out, g
                             "%s must be \"per_axis_real\" (each cyclic axis resolved into real "
                             "blocks separately, note §1)", f);
     }
+    if ((e = gp_value_get(v, "center"))) {
+        snprintf(f, sizeof f, "%.40s.center", field);
+        if (e->type != GP_VALUE_STRING ||
+            (strcmp(e->string, "mean") != 0 && strcmp(e->string, "origin") != 0))
+            return gp_error_set(err, GP_EINVAL, f,
+                                "%s must be \"mean\" (the group acts about the training "
+                                "inputs' mean) or \"origin\" (about 0 in the caller's units)",
+                                f);
+        out->center_origin = strcmp(e->string, "origin") == 0;
+    }
     if ((e = gp_value_get(v, "validate"))) {
         snprintf(f, sizeof f, "%.40s.validate", field);
         if (e->type != GP_VALUE_BOOL)
@@ -265,7 +279,7 @@ int gp_symmetry_parse(const gp_value *v, size_t d, const char *field, gp_symmetr
                       gp_error *err)
 {
     static const char *const keys[] = {"generators", "resolve", "share_inducing", "validate",
-                                       NULL};
+                                       "center", NULL};
     memset(out, 0, sizeof *out);
     out->validate = 1;
     if (d > GP_SYM_MAX_DIMS)
@@ -339,7 +353,7 @@ size_t gp_symmetry_encode(const gp_symmetry *s, double *out)
         pos++;                                                                                   \
     } while (0)
     PUT(s->n_gen);
-    PUT(s->validate);
+    PUT(s->validate + 2 * s->center_origin);
     for (size_t i = 0; i < s->n_gen; i++) {
         const gp_sym_generator *g = &s->gen[i];
         PUT(g->type);
@@ -377,10 +391,11 @@ int gp_symmetry_decode(const double *code, size_t len, size_t d, gp_symmetry *ou
     memset(out, 0, sizeof *out);
     size_t pos = 0, n, validate, type;
     if (code_count(code, len, &pos, GP_SYM_MAX_GENERATORS, &n) ||
-        code_count(code, len, &pos, 1, &validate))
+        code_count(code, len, &pos, 3, &validate))
         return bad_code(err);
     out->n_gen = n;
-    out->validate = (int)validate;
+    out->validate = (int)(validate & 1);
+    out->center_origin = (int)(validate >> 1);
     for (size_t i = 0; i < n; i++) {
         gp_sym_generator *g = &out->gen[i];
         if (code_count(code, len, &pos, GP_SYM_TYPE_COUNT - 1, &type) ||

@@ -61,6 +61,8 @@ typedef struct gp_symmetry {
     size_t n_gen;
     gp_sym_generator gen[GP_SYM_MAX_GENERATORS];
     int validate;       /* check the symmetry numerically at fit time (default 1) */
+    int center_origin;  /* "center": "origin": the group acts about 0 in the caller's units,
+                           not about the training mean (the default, as the paper centres) */
 } gp_symmetry;
 
 /* The symmetry of a request's option value v (NULL: negate every input, the

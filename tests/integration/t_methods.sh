@@ -16,7 +16,8 @@ msrfr|ms2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"particles":3,
 sgpr|sg2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20}|particles|{"inducing":10,"max_iterations":6}
 renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5}|features|{"inducing":8,"max_iterations":5}
 pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}
-svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}'
+svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
+hkd|hk2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}'
 
 # The listing of method $1 in $T/methods.json (GET /v1/methods).
 listing() {
@@ -177,6 +178,8 @@ method_msrfr() {
     verdict "msrfr components: 3 mean arrays of 4 points" $? "wrong shape"
     jhas '(.components.variance | length) == 3'
     verdict "msrfr components carry variances" $? "no variances"
+    jhas '.components.kind == "mixture" and (.components | has("names") | not)'
+    verdict "msrfr components are of kind mixture" $? "kind $(jqb '.components.kind')"
     jhas '[.quantiles["0.05"], .quantiles["0.95"]] | transpose | all(.[0] < .[1]) and length == 4'
     verdict "msrfr quantiles: 0.05 below 0.95 at every point" $? "not ordered"
     remember msrfr-components /v1/models/ms2d/predict "{\"X\":$SSX,\"components\":true,\"quantiles\":[0.05,0.5,0.95],\"full_covariance\":true}"
@@ -251,6 +254,16 @@ method_svgp() {
     jhas 'any(.options[]; .name == "natgrad_step") and any(.options[]; .name == "quadrature_points")' "$T/listing.json"
     verdict "/v1/methods lists svgp with natgrad_step and quadrature_points" $? "not listed"
     check_jerr "svgp: optimizer sgd" 400 invalid_argument '^options\.optimizer$' $M "{\"name\":\"b\",\"method\":\"svgp\",\"options\":{\"optimizer\":\"sgd\"},$SSB}"
+}
+
+method_hkd() {
+    req GET /v1/models/hk2d
+    [ "$(jnum n_blocks)" = 2 ] && [ "$(jnum inducing)" = 15 ] && [ -n "$(jnum collapsed_bound)" ] &&
+        [ "$(jqb '.diagnostics.objective_name')" = elbo ]
+    verdict "hkd reports 2 blocks (the default symmetry), inducing 15 and its bound" $? "n_blocks '$(jnum n_blocks)' inducing '$(jnum inducing)'"
+    jhas '.additive == true and (.options[] | select(.name == "symmetry") | .type == "object")' "$T/listing.json"
+    verdict "/v1/methods lists hkd as additive with an object option symmetry" $? "not listed"
+    # the rest of hkd (symmetries, components, their errors) is the hkd area
 }
 
 method_renyi() {

@@ -9,6 +9,15 @@ check "GET /openapi.yaml" 200 GET /openapi.yaml
 cp "$T/body" "$T/openapi.yaml"
 grep -q '^openapi: *["'"'"']\{0,1\}3' "$T/openapi.yaml"
 verdict "openapi.yaml declares openapi: 3.x" $? "no 'openapi: 3' line"
+# The whole document parses as YAML (the method schemas are generated, an
+# object option's schema spliced in as flow text), where a YAML parser is at hand.
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import yaml' 2>/dev/null; then
+    python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); sys.exit(not (isinstance(d, dict) and "paths" in d and "components" in d))' \
+        "$T/openapi.yaml" 2>"$T/yamlerr"
+    verdict "openapi.yaml parses as YAML (python3 yaml)" $? "$(tail -n 3 "$T/yamlerr" | tr '\n' ' ')"
+else
+    note "no python3 with the yaml module: openapi.yaml not parsed as YAML"
+fi
 # Every path and verb of the document's paths: section, as "VERB PATH".
 awk '/^paths:/ { on = 1; next }
      on && /^[^[:space:]#]/ { on = 0 }

@@ -694,6 +694,37 @@ static void test_validation_rejects(void **state)
     *bs = vobj(2, ks, its);
     expect_status(fit_status(&t, iso, bs, &err), GP_EUNSUPPORTED, &err,
                   "options.symmetry.share_inducing", NULL);
+    /* "center": "origin" keeps the caller's origin; an unknown member is named */
+    const char *kc[] = {"generators", "center"};
+    gp_value ic[] = {{.type = GP_VALUE_ARRAY}, vstr("origin")};
+    gp_value *vc = malloc(sizeof *vc);
+    *vc = vobj(2, kc, ic);
+    gp_option_value oc[] = {{"inducing", 6, NULL, NULL}, {"symmetry", 0, NULL, vc}};
+    gp_fit_request rc_req;
+    fit_request(&rc_req, t.X, t.y, t.n, t.d, iso, oc, 2);
+    gp_model *mc = fit_ok(hkd(), &rc_req, "center origin");
+    for (size_t j = 0; j < t.d; j++)
+        assert_true(mc->x_mean[j] == 0.0);
+    gp_model_free(mc);
+    gp_value_free(vc);
+    const char *ku[] = {"colour"};
+    gp_value iu[] = {vnum(1)};
+    gp_value *vu = malloc(sizeof *vu);
+    *vu = vobj(1, ku, iu);
+    expect_status(fit_status(&t, iso, vu, &err), GP_EINVAL, &err, "options.symmetry.colour",
+                  "no member");
+    /* the default symmetry is checked against the data too: at most 64 inputs */
+    {
+        size_t n = 4, d = 65;
+        double *X = calloc(n * d, sizeof *X), y[4] = {0, 1, 2, 3};
+        gp_kernel *k65 = leaf(GP_KERNEL_RBF, d, 0, 1.0);
+        gp_fit_request r65;
+        fit_request(&r65, X, y, n, d, k65, NULL, 0);
+        gp_model *m65 = NULL;
+        expect_status(gp_model_fit(hkd(), &r65, &m65, &err), GP_EUNSUPPORTED, &err, "X", "64");
+        gp_kernel_free(k65);
+        free(X);
+    }
     /* the workspace is checked against the fit budget before anything is allocated */
     gp_option_value o[] = {{"inducing", 2048, NULL, NULL}};
     gp_fit_request req;
