@@ -27,8 +27,9 @@
  * elevators, keggdirected, bike (as distributed: bike's x16/x17 leak the
  * target, see the datasets README; kept for comparability with published
  * numbers). Splits k = 0..K-1 (--splits, default 3; keggdirected
- * --slow-splits, default 1: hkd's block-Jacobi PCG does not converge there and
- * one hkd fit takes minutes) of fold10 (train = the nine other folds); protein
+ * --slow-splits, default the same: hkd's block-Jacobi PCG does not converge
+ * there, 200 iterations a solve, and before hkd's dgemm/warm-start commits one
+ * fit took minutes) of fold10 (train = the nine other folds); protein
  * has no fold10 file, so test20 lines 0..K-1 (about 90/10, the same
  * proportion). Training sets larger than --max-train (default
  * DEFAULT_MAX_TRAIN) are subsampled with gp_split_subsample_train, seed k: the
@@ -39,8 +40,8 @@
  * with 2m points (greedy selection with reselect rounds). Then the pair with
  * both methods' defaults (Z optimised with the hyperparameters): hkd 8 x m
  * and sgpr 2m, on the first --opt-splits splits (default 1) of --opt-datasets
- * (default kin40k) at --opt-m (default 128): an hkd fit with Z optimised costs
- * ~100 s at N = 4000 here, too much for every split.
+ * (default all five) at --opt-m (default 128): an hkd fit with Z optimised
+ * costs ~70 s at N = 6000 here, too much for every split and m.
  * Reported: RMSE and NLPD (original units, include_noise = 1,
  * bench/support/scores.c), fit s (wall time of gp_model_fit), the in-process
  * single-point predict latency (gp_model_predict with m = 1, include_noise = 1,
@@ -65,7 +66,8 @@
  * 12; sgpr needs a few hundred points for it on the disc), x uniform on the
  * disc of radius SYNTH_RADIUS, y = f + N(0, 0.1^2); SYNTH_TRAIN training and
  * SYNTH_TEST test points per seed (gp_rng, seeds 0..--synth-seeds-1). hkd with
- * {"generators":[{"type":"rotate2d","dims":[0,1],"order":4}]} (3 real blocks)
+ * {"generators":[{"type":"rotate2d","dims":[0,1],"order":4}],
+ * "center":"origin"} (3 real blocks; the symmetry is exactly about 0)
  * and m points a block against sgpr with 3m points (greedy selection), m in
  * --synth-m (default 16,32,64), each with its defaults (Z optimised) and with
  * Z fixed; plus hkd with no generators (one block of 3m points, Z fixed: a
@@ -108,7 +110,6 @@ int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err)
 
 #define DEFAULT_SPLITS 3
 #define MAX_SPLITS 10
-#define DEFAULT_SLOW_SPLITS 1
 #define DEFAULT_OPT_SPLITS 1
 #define DEFAULT_MAX_TRAIN 6000
 #define MAX_M 8
@@ -316,11 +317,12 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->splits == 0)
         o->splits = o->quick ? 1 : DEFAULT_SPLITS;
     if (o->slow_splits < 0)
-        o->slow_splits = o->splits < DEFAULT_SLOW_SPLITS ? o->splits : DEFAULT_SLOW_SPLITS;
+        o->slow_splits = o->splits;
     if (o->opt_splits < 0)
         o->opt_splits = DEFAULT_OPT_SPLITS;
     if (o->opt_datasets[0] == '\0')
-        snprintf(o->opt_datasets, sizeof o->opt_datasets, "kin40k");
+        snprintf(o->opt_datasets, sizeof o->opt_datasets, "%s",
+                 o->quick ? "kin40k" : "kin40k,protein,elevators,keggdirected,bike");
     if (o->n_opt_m == 0) {
         o->opt_m[0] = o->quick ? 32 : 128;
         o->n_opt_m = 1;
@@ -451,15 +453,18 @@ static int v_generator(gp_value *g, const char *type, const size_t *dims, size_t
 
 /* {"generators": [...]} for kind on d inputs (heap; gp_value_free), NULL on ENOMEM.
  * SYM_NEGATE_AXES: HKD_WAYS generators "negate", dims j, j + WAYS, j + 2 WAYS, ...
- * (the axis version of negate_pca's split of the PCA directions). */
+ * (the axis version of negate_pca's split of the PCA directions). SYM_ROTATE2D
+ * also has "center": "origin" (the synthetic set's symmetry is exactly about 0). */
 static gp_value *make_symmetry(sym_kind kind, size_t d)
 {
-    static const char *const root_keys[] = {"generators"};
+    static const char *const root_keys[] = {"generators", "center"};
     gp_value *root = calloc(1, sizeof *root);
     if (root == NULL)
         return NULL;
     size_t n_gen = kind == SYM_NONE ? 0 : kind == SYM_NEGATE_AXES ? HKD_WAYS : 1;
-    int bad = v_object(root, 1, root_keys) != 0 || v_array(&root->items[0], n_gen) != 0;
+    int bad = v_object(root, kind == SYM_ROTATE2D ? 2 : 1, root_keys) != 0 ||
+              v_array(&root->items[0], n_gen) != 0 ||
+              (kind == SYM_ROTATE2D && v_string(&root->items[1], "origin") != 0);
     gp_value *gens = bad ? NULL : &root->items[0];
     if (!bad && kind == SYM_NEGATE_PCA) {
         bad = v_generator(&gens->items[0], "negate_pca", NULL, 0, "ways", HKD_WAYS) != 0;
@@ -1213,7 +1218,7 @@ static void run_synth(const options *o, synth_outcome *so)
     printf("f(x) = cos(4r) + 0.6 sin(2r) cos 4θ + 0.6 sin(1.5r) sin 8θ + 0.4 (r/3) cos 12θ "
            "(invariant under rotations by 90° about 0), x uniform on the disc of radius %.0f, "
            "y = f + N(0, %.1f²); %zu training and %zu test points per data set, seeds 0..%d "
-           "(gp_rng). hkd: rotate2d dims [0, 1] order 4 (%d real blocks), m points a block; "
+           "(gp_rng). hkd: rotate2d dims [0, 1] order 4, center origin (%d real blocks), m points a block; "
            "sgpr: %d·m points, greedy selection. Each with its defaults (Z optimised with the "
            "hyperparameters) and with Z fixed (optimize_inducing false: hkd's folded k-means "
            "Z, sgpr's greedy Z with reselect rounds); and hkd without the symmetry "
