@@ -198,6 +198,9 @@ typedef struct hkd_work {
     double *g, *r, *pcg; /* P; n; 4 P */
     double *gzo, *gzt;   /* dw x mS: dF/dO and one contraction's share (Z optimised) */
     double *cache;       /* P x n, or NULL */
+    double *kcache;      /* mS x n: the kernel values of the data pass, for the gradient's
+                            contraction (only beside a Phi cache), or NULL */
+    const double *Ecur;  /* the current chunk's kernel values */
     int cached;          /* the cache holds Phi at the current factors */
     int warm;            /* im->mean holds an earlier solution of this work's data */
     double r0, yy;
@@ -223,6 +226,7 @@ static void work_free(hkd_work *w)
     free(w->gzo);
     free(w->gzt);
     free(w->cache);
+    free(w->kcache);
     memset(w, 0, sizeof *w);
 }
 
@@ -236,9 +240,11 @@ static size_t chunk_rows(size_t mS, size_t n)
     return c < n ? c : (n ? n : 1);
 }
 
-static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes,
-                      int with_z, gp_error *err)
+/* grad: 0 value only, 1 with the gradient, 2 also with respect to Z. */
+static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes, int grad,
+                      gp_error *err)
 {
+    int with_z = grad == 2;
     memset(w, 0, sizeof *w);
     size_t mS = orbit_points(im), m = im->m, T = im->group.blocks, P = im->P;
     w->chunk = chunk_rows(mS, n);
@@ -273,8 +279,11 @@ static int work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_by
         work_free(w);
         return GP_ENOMEM;
     }
+    /* optional: without them the passes recompute what they need chunk by chunk */
     if ((double)P * (double)n * 8.0 <= cache_bytes)
-        w->cache = malloc((P ? P : 1) * n * sizeof *w->cache); /* optional: NULL streams */
+        w->cache = malloc((P ? P : 1) * n * sizeof *w->cache);
+    if (w->cache && grad && (double)(P + mS) * (double)n * 8.0 <= cache_bytes)
+        w->kcache = malloc(mS * n * sizeof *w->kcache);
     return GP_OK;
 }
 
@@ -341,24 +350,27 @@ static void features_from(const hkd_impl *im, const double *E, size_t b, double 
 }
 
 /* Phi of rows start .. start + b: from the cache when it is filled, else
- * computed into w->Phi (and into the cache when there is one). E is left
- * holding the chunk's kernel values when with_kernel or when computed. */
+ * computed (into the cache when there is one, else into w->Phi). With
+ * with_kernel, w->Ecur points at the chunk's kernel values k(O, x): from the
+ * kernel cache when it is filled, else computed. */
 static const double *chunk_features(const hkd_impl *im, const hkd_data *data, hkd_work *w,
                                     size_t start, size_t b, int with_kernel, size_t *ldp)
 {
     size_t P = im->P, mS = orbit_points(im), dw = im->frame.dw;
-    if (w->cache && w->cached && !with_kernel) {
-        *ldp = P;
-        return w->cache + start * P;
-    }
-    gp_kernel_cross(im->kin, im->O, mS, data->X + start * dw, b, w->E, mS);
-    if (w->cache && w->cached) {
-        *ldp = P;
-        return w->cache + start * P;
-    }
-    double *Phi = w->cache ? w->cache + start * P : w->Phi;
-    features_from(im, w->E, b, Phi, P, w->K);
     *ldp = P;
+    if (w->cache && w->cached && !with_kernel)
+        return w->cache + start * P;
+    if (w->kcache && w->cached) {
+        w->Ecur = w->kcache + start * mS;
+        return w->cache + start * P;
+    }
+    double *E = w->kcache ? w->kcache + start * mS : w->E;
+    gp_kernel_cross(im->kin, im->O, mS, data->X + start * dw, b, E, mS);
+    w->Ecur = E;
+    if (w->cache && w->cached)
+        return w->cache + start * P;
+    double *Phi = w->cache ? w->cache + start * P : w->Phi;
+    features_from(im, E, b, Phi, P, w->K);
     return Phi;
 }
 
@@ -660,7 +672,7 @@ static int contract_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w,
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)S, (blasint)(m * b), (blasint)T,
                 1.0, im->group.W, (blasint)T, w->K, (blasint)T, 0.0, w->Wo, (blasint)S);
     int rc = gp_kernel_cross_grad_contract_known(im->kin, data->X + start * im->frame.dw, b,
-                                                 im->O, mS, w->E, mS, w->Wo, mS, gtmp,
+                                                 im->O, mS, w->Ecur, mS, w->Wo, mS, gtmp,
                                                  w->gzo ? w->gzt : NULL, err);
     size_t np = gp_kernel_n_params(im->kin);
     for (size_t p = 0; rc == GP_OK && p < np; p++)
@@ -1126,7 +1138,7 @@ static int fit_hyper(gp_model *model, const gp_fit_request *req, hkd_impl *im,
     }
     hkd_work w;
     if (rc == GP_OK)
-        rc = work_alloc(&w, im, sub.n, cache_bytes(me, req), optimize_z, err);
+        rc = work_alloc(&w, im, sub.n, cache_bytes(me, req), optimize_z ? 2 : 1, err);
     if (rc == GP_OK) {
         w.cancel = &req->cancel;
         hkd_problem pb = {im, &sub, &w, gp_option_number(me, req, "pcg_tolerance"),
@@ -1752,7 +1764,7 @@ int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kern
         gp_model_standardize_points(model, req->X, n, Xs);
         gp_hkd_frame_apply(&im.frame, Xs, n, Xw);
         gp_model_working_targets(model, req->y, n, y);
-        rc = work_alloc(&w, &im, n, 0.0, gz != NULL, err);
+        rc = work_alloc(&w, &im, n, 1e9, gz ? 2 : grad ? 1 : 0, err); /* the caches' paths */
     }
     if (rc == GP_OK) {
         hkd_problem pb = {&im, &(hkd_data){Xw, y, n}, &w, 1e-13, 10000};

@@ -591,7 +591,8 @@ void gp_group_axis_apply(const gp_group_axis *a, size_t power, const double *x, 
     }
 }
 
-void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out)
+/* out = G^s x, or G^-s x with inverse: each axis's power, or its complement. */
+static void apply_element(const gp_group *g, size_t s, const double *x, double *out, int inverse)
 {
     double tmp[WORK_DIMS];
     memcpy(out, x, g->dw * sizeof *x);
@@ -601,22 +602,18 @@ void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out)
         if (p == 0)
             continue;
         memcpy(tmp, out, g->dw * sizeof *out);
-        gp_group_axis_apply(&g->axis[j], p, tmp, g->dw, out);
+        gp_group_axis_apply(&g->axis[j], inverse ? T - p : p, tmp, g->dw, out);
     }
+}
+
+void gp_group_apply(const gp_group *g, size_t s, const double *x, double *out)
+{
+    apply_element(g, s, x, out, 0);
 }
 
 void gp_group_apply_transpose(const gp_group *g, size_t s, const double *v, double *out)
 {
-    double tmp[WORK_DIMS];
-    memcpy(out, v, g->dw * sizeof *v);
-    for (size_t j = 0; j < g->n_axes; j++) {
-        size_t T = g->axis[j].order, p = s % T;
-        s /= T;
-        if (p == 0)
-            continue;
-        memcpy(tmp, out, g->dw * sizeof *out);
-        gp_group_axis_apply(&g->axis[j], T - p, tmp, g->dw, out);
-    }
+    apply_element(g, s, v, out, 1);
 }
 
 void gp_group_block_freqs(const gp_group *g, size_t t, size_t *r)

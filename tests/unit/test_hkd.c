@@ -797,6 +797,35 @@ static void test_parts_and_roundtrip(void **state)
     gp_kernel_free(k);
 }
 
+/* Streaming (cache_mb 0: every pass recomputes the features chunk by chunk)
+ * gives the same bits as holding them in memory. */
+static void test_streaming_equals_cached(void **state)
+{
+    (void)state;
+    toy t;
+    make_toy(&t, 3, 17);
+    gp_kernel *k = leaf(GP_KERNEL_MATERN32, 3, 1, 0.8);
+    gp_value g[] = {gen_negate(1, (int[]){0}), gen_negate(2, (int[]){1, 2})};
+    gp_value *sym = symmetry_of(2, g);
+    double mu[2][NT], var[2][NT];
+    for (int c = 0; c < 2; c++) {
+        gp_option_value o[] = {{"inducing", 8, NULL, NULL},
+                               {"max_iterations", 10, NULL, NULL},
+                               {"cache_mb", c ? 0 : 64, NULL, NULL},
+                               {"symmetry", 0, NULL, sym}};
+        gp_fit_request req;
+        fit_request(&req, t.X, t.y, t.n, t.d, k, o, 4);
+        gp_model *model = fit_ok(hkd(), &req, "cache");
+        assert_true(info(model, "features_cached") == (c ? 0.0 : 1.0));
+        predict_ok(model, t.Xs, NT, 3, 1, mu[c], var[c], NULL);
+        gp_model_free(model);
+    }
+    assert_memory_equal(mu[0], mu[1], sizeof mu[0]);
+    assert_memory_equal(var[0], var[1], sizeof var[0]);
+    gp_value_free(sym);
+    gp_kernel_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -808,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_gradient_matches_differences),
         cmocka_unit_test(test_validation_rejects),
         cmocka_unit_test(test_parts_and_roundtrip),
+        cmocka_unit_test(test_streaming_equals_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
