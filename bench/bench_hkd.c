@@ -82,7 +82,7 @@
  * (median, hkd with Z fixed).
  *
  * Duration on the shared 2-core machine: see bench/run.sh and
- * bench/results/hkd.md (about 40 minutes with the defaults; --quick about 2). */
+ * bench/results/hkd.md (about 25 minutes with the defaults; --quick about 1). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -180,24 +180,32 @@ static void usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [--quick] [--parts large,trace,synth] [--datasets a,b] [--splits K]\n"
-            "          [--m LIST] [--max-train N] [--methods sgpr_m,sgpr_2m,hkd]\n"
-            "          [--sgpr-optimize-inducing 0|1] [--trace-m LIST] [--synth-m LIST]\n"
-            "          [--synth-seeds K] [--predict-calls N]\n"
-            "  --quick        ~2 minutes: kin40k 1 split, 2000 rows, m = 32; trace on kin40k\n"
+            "          [--slow-splits K] [--m LIST] [--max-train N]\n"
+            "          [--methods sgpr_m,sgpr_2m,hkd,sgpr_2m_opt,hkd_opt]\n"
+            "          [--sgpr-optimize-inducing 0|1] [--hkd-optimize-inducing 0|1]\n"
+            "          [--opt-datasets a,b] [--opt-m LIST] [--opt-splits K]\n"
+            "          [--trace-m LIST] [--synth-m LIST] [--synth-seeds K] [--predict-calls N]\n"
+            "  --quick        ~1 minute: kin40k 1 split, 2000 rows, m = 32; trace on kin40k\n"
             "                 M = 16,32; synthetic m = 16, 1 seed, 1000 rows\n"
             "  --parts        which parts (default all)\n"
             "  --datasets     large sets of parts 1 and 2 (default kin40k, protein,\n"
             "                 elevators, keggdirected, bike)\n"
-            "  --splits K     splits of part 1 (default %d)\n"
+            "  --splits K     splits of part 1 (default %d); --slow-splits K for keggdirected\n"
+            "                 (default the same)\n"
             "  --m LIST       m of part 1 (default 128,256)\n"
             "  --max-train N  part 1 training rows cap, seeded subsample (default %d)\n"
-            "  --methods      part 1 variants (default all)\n"
-            "  --sgpr-optimize-inducing  part 1 sgpr optimize_inducing (default 0)\n"
+            "  --methods      part 1 variants (default all): Z fixed sgpr_m, sgpr_2m, hkd;\n"
+            "                 Z optimised (both methods' defaults) sgpr_2m_opt, hkd_opt\n"
+            "  --sgpr-optimize-inducing, --hkd-optimize-inducing  Z of sgpr_m, sgpr_2m and\n"
+            "                 hkd (default 0)\n"
+            "  --opt-datasets, --opt-m, --opt-splits  where the Z-optimised pair runs (default\n"
+            "                 all five sets, m = 128, the first %d split)\n"
             "  --trace-m LIST M of part 2 (default 16,32,64,128,256)\n"
             "  --synth-m LIST m of part 3 (default 16,32,64)\n"
             "  --synth-seeds K  synthetic data sets (default %d)\n"
             "  --predict-calls N  timed single-point predict calls (default %d)\n",
-            prog, DEFAULT_SPLITS, DEFAULT_MAX_TRAIN, DEFAULT_SYNTH_SEEDS, PREDICT_CALLS);
+            prog, DEFAULT_SPLITS, DEFAULT_MAX_TRAIN, DEFAULT_OPT_SPLITS, DEFAULT_SYNTH_SEEDS,
+            PREDICT_CALLS);
 }
 
 static int parse_size_list(const char *flag, const char *list, size_t *out, size_t *n_out)

@@ -31,9 +31,10 @@
 #   sh bench/run.sh BUILD_DIR hkd [--quick] [--parts large,trace,synth] ...
 # (the same as running BUILD_DIR/bench/bench_hkd directly; --help lists its
 # options). Duration on the shared 2-core machine with the defaults (5 large
-# sets x 3 splits, training sets capped at 12000 rows, m = 128 and 256): about
-# 40 minutes (part 1 ~35, the trace study ~2, the synthetic set ~2;
-# bench/results/hkd.md); --quick about 2 minutes.
+# sets x 3 splits, training sets capped at 6000 rows, m = 128 and 256, both
+# methods with Z fixed, plus the Z-optimised pair on split 0 of each set): about
+# 25 minutes (part 1 ~23, the trace study under 1, the synthetic set ~1.5;
+# bench/results/hkd.md); --quick about 1 minute.
 #
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
@@ -163,7 +164,7 @@ run_classification "$tmp/classification" $PYEXTRA || status=1
 # Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
 # bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
 # see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
-# minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~40 minutes), run
+# minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
 # without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
