@@ -13,8 +13,7 @@
  *                         [--trace-m LIST] [--synth-m LIST] [--synth-seeds K]
  *                         [--predict-calls N]
  * Prints markdown to stdout and progress (with each fit's diag.info) to
- * stderr. A build without hkd prints "hkd: not available in this build" rows
- * and "not measured" targets; the sgpr side still runs.
+ * stderr.
  *
  * Every fit: kernel matern32, isotropic (one lengthscale shared by all inputs,
  * as the paper), initial lengthscale = the median heuristic (median pairwise
