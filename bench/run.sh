@@ -25,6 +25,17 @@
 # default 10 splits: about 22 minutes (gpserve 6, the peers 16, most of it GPC
 # on spam, ~4 minutes a fit; bench/results/classification.md).
 #
+# Only the hkd benchmark (harmonic kernel decomposition against sgpr: the large
+# sets, the Nystrom trace study and a synthetic rotation-invariant set;
+# bench/results/hkd.md), with its own arguments:
+#   sh bench/run.sh BUILD_DIR hkd [--quick] [--parts large,trace,synth] ...
+# (the same as running BUILD_DIR/bench/bench_hkd directly; --help lists its
+# options). Duration on the shared 2-core machine with the defaults (5 large
+# sets x 3 splits, training sets capped at 6000 rows, m = 128 and 256, both
+# methods with Z fixed, plus the Z-optimised pair on split 0 of each set): about
+# 25 minutes (part 1 ~23, the trace study under 1, the synthetic set ~1.5;
+# bench/results/hkd.md); --quick about 1 minute.
+#
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
 # run writes bench/results/soak.md) runs after the HTTP benchmark for
@@ -80,6 +91,14 @@ if [ "${1:-}" = classification ]; then
     trap 'rm -rf "$ctmp"' EXIT INT TERM
     run_classification "$ctmp" "$@"
     exit $?
+fi
+if [ "${1:-}" = hkd ]; then
+    shift
+    if [ ! -x "$BUILD/bench/bench_hkd" ]; then
+        echo "bench_hkd: $BUILD/bench/bench_hkd not built"
+        exit 1
+    fi
+    exec "$BUILD/bench/bench_hkd" "$@"
 fi
 if [ "${1:-}" = soak ]; then
     shift
@@ -145,7 +164,8 @@ run_classification "$tmp/classification" $PYEXTRA || status=1
 # Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
 # bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
 # see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
-# minutes), run without arguments, or with --quick when given.
+# minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
+# without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
