@@ -394,6 +394,15 @@ int gp_inducing_method_export(const gp_model *model, gp_state *st, gp_error *err
     return gp_inducing_post_export((const gp_inducing_post *)model->impl, st, err);
 }
 
+void gp_inducing_method_free(void *impl)
+{
+    gp_inducing_post *p = impl;
+    if (p == NULL)
+        return;
+    gp_inducing_post_free(p);
+    free(p);
+}
+
 int gp_inducing_method_import(gp_model *model, const gp_state *st, gp_error *err)
 {
     gp_inducing_post *p = calloc(1, sizeof *p);

@@ -141,6 +141,8 @@ int gp_inducing_method_sample(const gp_model *model, const gp_sample_request *re
  * import allocates model->impl (free it with gp_inducing_post_free, then free). */
 int gp_inducing_method_export(const gp_model *model, gp_state *st, gp_error *err);
 int gp_inducing_method_import(gp_model *model, const gp_state *st, gp_error *err);
+/* gp_method.free_impl for such a method: the posterior and the struct. */
+void gp_inducing_method_free(void *impl);
 
 /* Arrays "Z" (d x m), "chol_kuu_packed", "mean_white" (m x 1),
  * "cov_white_packed" (the lower triangle of C) and "jitter" (1 x 1). Import

@@ -209,7 +209,7 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
 
 static int size_guard(const gp_fit_request *req, gp_error *err)
 {
-    size_t cap = req->max_train_points ? req->max_train_points : GP_DEFAULT_MAX_TRAIN_POINTS;
+    size_t cap = gp_fit_point_cap(req);
     if (req->n > cap)
         return gp_error_set(err, GP_ETOOBIG, "X",
                             "exact GP needs an N x N matrix: %zu training points exceed "

@@ -1102,8 +1102,7 @@ static int subsample(const double *Xw, const double *y, size_t n, size_t dw, siz
  * methods), in doubles. */
 static double budget_doubles(const gp_fit_request *req)
 {
-    double cap = (double)(req->max_train_points ? req->max_train_points
-                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double cap = (double)gp_fit_point_cap(req);
     return cap * cap;
 }
 

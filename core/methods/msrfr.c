@@ -801,8 +801,7 @@ static int calibrate(const gp_fit_request *req, const msrfr_settings *set, const
  * exact fit of max_train_points points may use (as for ssgp). */
 static int size_guard(const gp_fit_request *req, gp_error *err)
 {
-    double cap = (double)(req->max_train_points ? req->max_train_points
-                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double cap = (double)gp_fit_point_cap(req);
     const gp_method *me = &gp_method_msrfr;
     double M = gp_option_number(me, req, "particles"), R = gp_option_number(me, req, "features");
     double m = 2.0 * R, P = M * R, d = (double)req->d;

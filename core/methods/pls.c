@@ -305,8 +305,7 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
  * a kernel block, the particles' f and g, and a subset fit's N_sub^2. */
 static int size_guard(const gp_fit_request *req, const pls_settings *s, gp_error *err)
 {
-    double cap = (double)(req->max_train_points ? req->max_train_points
-                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double cap = (double)gp_fit_point_cap(req);
     double n = (double)req->n, M = (double)s->M, J = s->sampler == SAMPLER_CLOSED ? 0 : s->J;
     double sub = s->optimize ? fmin(n, (double)s->subset) : 0.0;
     double need = n * (M + (double)req->d + 3.0 * J + 4.0) + M * FEATURE_BLOCK + 6.0 * M * M +

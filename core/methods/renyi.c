@@ -421,7 +421,7 @@ static void read_options(const gp_fit_request *req, renyi_opts *o)
 static int size_guard(const gp_fit_request *req, gp_error *err)
 {
     size_t dense = (size_t)gp_option_number(&gp_method_renyi, req, "dense_max_points");
-    size_t cap = req->max_train_points ? req->max_train_points : GP_DEFAULT_MAX_TRAIN_POINTS;
+    size_t cap = gp_fit_point_cap(req);
     if (req->n > dense)
         return gp_error_set(err, GP_ETOOBIG, "options.dense_max_points",
                             "the dense renyi bound is O(N^3) with three N x N matrices: %zu "

@@ -259,28 +259,12 @@ static const gp_option_spec sgpr_options[] = {
      "stop when the relative change of the bound in an iteration falls below this"},
 };
 
-/* The posterior alone: the gp_inducing_method_* ops read it through impl
- * (import allocates it as a bare gp_inducing_post). */
-typedef struct sgpr_impl {
-    gp_inducing_post post;
-} sgpr_impl;
-
-static void impl_free(void *p)
-{
-    sgpr_impl *im = p;
-    if (im == NULL)
-        return;
-    gp_inducing_post_free(&im->post);
-    free(im);
-}
-
 /* Memory checked before anything is allocated: three m x n buffers per
  * evaluation plus the working copy of X, within the budget of an exact fit of
  * max_train_points points (as for the other methods). */
 static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
 {
-    double cap = (double)(req->max_train_points ? req->max_train_points
-                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double cap = (double)gp_fit_point_cap(req);
     double need = (double)req->n * (3.0 * (double)m + (double)req->d + 4.0) +
                   6.0 * (double)m * (double)m;
     if (need > cap * cap)
@@ -322,7 +306,7 @@ static void report(gp_model *model, const gp_fit_request *req, const sgpr_data *
     gp_model_info_number(model, "trace_term", terms->trace);
     gp_model_info_number(model, "trace_fraction",
                          terms->trace / ((double)data->n * gp_kernel_diag(model->kernel, data->X)));
-    size_t cap = req->max_train_points ? req->max_train_points : GP_DEFAULT_MAX_TRAIN_POINTS;
+    size_t cap = gp_fit_point_cap(req);
     double lml;
     gp_error err;
     if (data->n <= GP_SGPR_EXACT_REPORT_MAX && data->n <= cap &&
@@ -335,7 +319,7 @@ static void report(gp_model *model, const gp_fit_request *req, const sgpr_data *
 
 /* Select Z, optimise, and build the posterior at the optimum. */
 static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data *data,
-                    sgpr_impl *im, gp_error *err)
+                    gp_inducing_post *im, gp_error *err)
 {
     const gp_method *me = model->method;
     const char *sel_name = gp_option_string(me, req, "inducing_selection");
@@ -360,11 +344,11 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data 
     gp_sgpr_terms terms;
     if (rc == GP_OK)
         rc = gp_sgpr_bound(model->kernel, model->noise_variance, data->X, data->n, d, data->y,
-                           Z, m, &terms, NULL, NULL, &im->post, err);
+                           Z, m, &terms, NULL, NULL, im, err);
     if (rc == GP_OK)
-        rc = gp_inducing_post_prepare(&im->post, model->kernel, err);
+        rc = gp_inducing_post_prepare(im, model->kernel, err);
     if (rc == GP_OK) {
-        model->diag.jitter = im->post.jitter;
+        model->diag.jitter = im->jitter;
         report(model, req, data, &terms, m, gp_inducing_selection_name(sel));
     }
     free(Z);
@@ -381,7 +365,7 @@ static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     gp_model *model;
     if ((rc = gp_model_new(me, req, &model, err)) != GP_OK)
         return rc;
-    sgpr_impl *im = calloc(1, sizeof *im);
+    gp_inducing_post *im = calloc(1, sizeof *im);
     size_t nd = 0;
     double *X = NULL, *y = gp_alloc_doubles(req->n, err);
     if (gp_checked_size(req->n, req->d, &nd, err) == GP_OK)
@@ -410,7 +394,7 @@ static const gp_method_ops sgpr_ops = {
     .sample = gp_inducing_method_sample,
     .export_impl = gp_inducing_method_export,
     .import_impl = gp_inducing_method_import,
-    .free_impl = impl_free,
+    .free_impl = gp_inducing_method_free,
 };
 
 static const gp_info_spec sgpr_info[] = {

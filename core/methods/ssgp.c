@@ -457,8 +457,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
  * more than the operator allowed for exact. */
 static int size_guard(const gp_fit_request *req, gp_error *err)
 {
-    double cap = (double)(req->max_train_points ? req->max_train_points
-                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double cap = (double)gp_fit_point_cap(req);
     double R = gp_option_number(&gp_method_ssgp, req, "features"), m = 2.0 * R;
     double need = (double)req->n * (m + 2.0 * (double)req->d) + 3.0 * m * m;
     if (need > cap * cap)

@@ -769,21 +769,6 @@ static const gp_option_spec svgp_options[] = {
      "the exact optimum)"},
 };
 
-/* The posterior alone: the gp_inducing_method_* ops read it through impl
- * (import allocates it as a bare gp_inducing_post). */
-typedef struct svgp_impl {
-    gp_inducing_post post;
-} svgp_impl;
-
-static void impl_free(void *p)
-{
-    svgp_impl *im = p;
-    if (im == NULL)
-        return;
-    gp_inducing_post_free(&im->post);
-    free(im);
-}
-
 /* Doubles held during a fit with m inducing points and b points per
  * evaluation (b = n for L-BFGS): three m x b buffers, the working copies of X
  * and y, the m x m matrices and, for L-BFGS, its history of 2 x 10 vectors
@@ -803,8 +788,7 @@ static double fit_need(size_t n, size_t d, size_t m, size_t b, int lbfgs)
 static int choose_optimizer(const gp_fit_request *req, size_t m, size_t batch, int *lbfgs,
                             gp_error *err)
 {
-    double cap = (double)(req->max_train_points ? req->max_train_points
-                                                : GP_DEFAULT_MAX_TRAIN_POINTS);
+    double cap = (double)gp_fit_point_cap(req);
     const char *name = gp_option_string(&gp_method_svgp, req, "optimizer");
     int fits = fit_need(req->n, req->d, m, req->n, 1) <= cap * cap;
     *lbfgs = strcmp(name, "lbfgs") == 0 || (strcmp(name, "auto") == 0 && fits);
@@ -894,7 +878,7 @@ static void settings_read(const gp_fit_request *req, const gp_model *model, svgp
 }
 
 /* The fitted posterior (mt = m, C = Lq Lq^T) and the bound's parts at the end. */
-static int build_post(svgp_fit *f, svgp_impl *im, gp_svgp_terms *t, gp_error *err)
+static int build_post(svgp_fit *f, gp_inducing_post *im, gp_svgp_terms *t, gp_error *err)
 {
     svgp_eval e = fit_eval(f);
     int rc = expected_blocks(&e, f->X, f->d, f->n, f->y, &f->w, &t->expected_log_lik, err);
@@ -903,16 +887,16 @@ static int build_post(svgp_fit *f, svgp_impl *im, gp_svgp_terms *t, gp_error *er
     t->kl = kl_value(f->mq, f->Lq, f->m);
     t->elbo = t->expected_log_lik - t->kl;
     size_t m = f->m;
-    if ((rc = gp_inducing_post_alloc(&im->post, m, f->d, err)) != GP_OK)
+    if ((rc = gp_inducing_post_alloc(im, m, f->d, err)) != GP_OK)
         return rc;
-    memcpy(im->post.Z, f->Z, f->d * m * sizeof *f->Z);
-    memcpy(im->post.L, f->w.L, m * m * sizeof *f->w.L);
-    memcpy(im->post.mt, f->mq, m * sizeof *f->mq);
+    memcpy(im->Z, f->Z, f->d * m * sizeof *f->Z);
+    memcpy(im->L, f->w.L, m * m * sizeof *f->w.L);
+    memcpy(im->mt, f->mq, m * sizeof *f->mq);
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)m, 1.0, f->Lq,
-                (blasint)m, 0.0, im->post.C, (blasint)m);
-    gp_symmetrize_from_lower(im->post.C, m, m);
-    im->post.jitter = f->w.jitter;
-    return gp_inducing_post_prepare(&im->post, f->k, err);
+                (blasint)m, 0.0, im->C, (blasint)m);
+    gp_symmetrize_from_lower(im->C, m, m);
+    im->jitter = f->w.jitter;
+    return gp_inducing_post_prepare(im, f->k, err);
 }
 
 static void report(gp_model *model, const svgp_fit *f, int lbfgs,
@@ -1001,7 +985,7 @@ static double rescue_lengthscales(gp_kernel *k, const double *X, size_t n, size_
 }
 
 /* Select Z, optimise, build the posterior. X (d x n) and y in working units. */
-static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, svgp_impl *im,
+static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_inducing_post *im,
                     gp_error *err)
 {
     const gp_method *me = &gp_method_svgp;
@@ -1045,7 +1029,7 @@ static int svgp_fit_op(const gp_fit_request *req, gp_model **out, gp_error *err)
     int rc = gp_model_new(me, req, &model, err);
     if (rc != GP_OK)
         return rc;
-    svgp_impl *im = calloc(1, sizeof *im);
+    gp_inducing_post *im = calloc(1, sizeof *im);
     size_t nd = 0;
     double *X = NULL, *y = gp_alloc_doubles(req->n, err);
     if (gp_checked_size(req->n, req->d, &nd, err) == GP_OK)
@@ -1087,7 +1071,7 @@ static const gp_method_ops svgp_ops = {
     .sample = gp_inducing_method_sample,
     .export_impl = gp_inducing_method_export,
     .import_impl = gp_inducing_method_import,
-    .free_impl = impl_free,
+    .free_impl = gp_inducing_method_free,
 };
 
 static const gp_info_spec svgp_info[] = {

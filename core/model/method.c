@@ -41,6 +41,11 @@ const char *gp_option_string(const gp_method *m, const gp_fit_request *req, cons
     return s ? s->default_string : NULL;
 }
 
+size_t gp_fit_point_cap(const gp_fit_request *req)
+{
+    return req->max_train_points ? req->max_train_points : GP_DEFAULT_MAX_TRAIN_POINTS;
+}
+
 const gp_value *gp_option_object(const gp_fit_request *req, const char *name)
 {
     const gp_option_value *v = find_value(req, name);

@@ -61,6 +61,11 @@ const char *gp_option_string(const gp_method *m, const gp_fit_request *req, cons
 /* An OBJECT option's value, NULL when not given (the method's default). */
 const gp_value *gp_option_object(const gp_fit_request *req, const char *name);
 
+/* The request's cap on N for methods that build N x N matrices
+ * (max_train_points, else GP_DEFAULT_MAX_TRAIN_POINTS); the other methods
+ * take cap^2 doubles, an exact fit's workspace, as their memory budget. */
+size_t gp_fit_point_cap(const gp_fit_request *req);
+
 /* A model shell of method m for n points in d dimensions: the common fields
  * zeroed, x_mean/x_scale allocated (caller: gp_model_free). */
 gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err);
