@@ -1303,15 +1303,14 @@ static void test_features(const hkd_impl *im, const double *Pw, size_t b, double
             gp_trsm_lower(im->Mb + t * m * m, im->mt[t], m, 0, V + im->off[t], b, P);
 }
 
-/* Part t's prior variance at x: k_t(x, x) = sum_s W[t, s] k(x, G^s x). */
-static double part_prior(const hkd_impl *im, size_t t, const double *x, double *gx)
+/* k(x, G^s x) for every group element s into ks (S): the parts' prior
+ * variances are k_t(x, x) = sum_s W[t, s] ks[s]. */
+static void orbit_self(const hkd_impl *im, const double *x, double *gx, double *ks)
 {
-    double v = 0.0;
     for (size_t s = 0; s < im->group.size; s++) {
         gp_group_apply(&im->group, s, x, gx);
-        v += im->group.W[t + s * im->group.blocks] * gp_kernel_eval(im->kin, x, gx, s == 0);
+        ks[s] = gp_kernel_eval(im->kin, x, gx, s == 0);
     }
-    return v;
 }
 
 static double sumsq(const double *v, size_t n)
@@ -1324,18 +1323,21 @@ static void predict_points(const gp_model *model, const hkd_impl *im, const doub
                            size_t b, const double *A, const double *V, double *mean,
                            double *var, double *part_mean, double *part_var, size_t ld_parts)
 {
-    size_t P = im->P, dw = im->frame.dw;
-    double gx[GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS];
+    size_t P = im->P, dw = im->frame.dw, T = im->group.blocks, S = im->group.size;
+    double gx[GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS], ks[GP_SYM_MAX_SIZE];
     for (size_t c = 0; c < b; c++) {
         const double *a = A + c * P, *v = V + c * P;
         double kxx = gp_kernel_diag(im->kin, Pw + c * dw);
         double prior = kxx - sumsq(a, P), post = sumsq(v, P);
         mean[c] = P ? cblas_ddot((blasint)P, a, 1, im->mean, 1) : 0.0;
         var[c] = (prior > 0.0 ? prior : 0.0) + post;
-        for (size_t t = 0; part_mean && t < im->group.blocks; t++) {
+        if (part_mean)
+            orbit_self(im, Pw + c * dw, gx, ks);
+        for (size_t t = 0; part_mean && t < T; t++) {
             size_t o = im->off[t], k = im->mt[t];
             double pm = k ? cblas_ddot((blasint)k, a + o, 1, im->mean + o, 1) : 0.0;
-            double pv = part_prior(im, t, Pw + c * dw, gx) - sumsq(a + o, k) + sumsq(v + o, k);
+            double kt = cblas_ddot((blasint)S, im->group.W + t, (blasint)T, ks, 1);
+            double pv = kt - sumsq(a + o, k) + sumsq(v + o, k);
             part_mean[c + t * ld_parts] = pm * model->y_scale +
                                           (t == 0 ? model->y_mean : 0.0);
             part_var[c + t * ld_parts] = (pv > 0.0 ? pv : 0.0) * model->y_scale *
@@ -1361,7 +1363,6 @@ static void covariance_of(const hkd_impl *im, const double *Pw, size_t n, const 
 
 typedef struct test_work {
     double *Pw, *E, *A, *V, *K;
-    size_t block;
 } test_work;
 
 static void test_work_free(test_work *tw)
@@ -1389,7 +1390,6 @@ static int test_work_alloc(const gp_model *model, const hkd_impl *im, const doub
         rc = gp_model_points(model, X, m, &Ps, err);
     if (rc)
         return rc;
-    tw->block = block;
     tw->Pw = gp_alloc_doubles(nw, err);
     tw->E = gp_alloc_doubles(nb, err);
     tw->A = gp_alloc_doubles(na, err);
