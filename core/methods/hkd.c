@@ -121,14 +121,21 @@ static int working_kernel(const gp_kernel *k, hkd_impl *im, gp_error *err)
     return GP_OK;
 }
 
-static void sync_kernel(const gp_kernel *k, hkd_impl *im)
+/* kin's parameters from the model kernel's parameter vector src. */
+static void set_working_params(hkd_impl *im, const double *src, gp_kernel *kin)
 {
-    double theta[1 + GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS], src[1 + GP_SYM_MAX_DIMS];
-    gp_kernel_get_params(k, src);
-    size_t np = gp_kernel_n_params(im->kin);
+    double theta[1 + GP_SYM_MAX_DIMS + GP_SYM_MAX_GENERATORS];
+    size_t np = gp_kernel_n_params(kin);
     for (size_t p = 0; p < np; p++)
         theta[p] = src[im->pmap[p]];
-    gp_kernel_set_params(im->kin, theta);
+    gp_kernel_set_params(kin, theta);
+}
+
+static void sync_kernel(const gp_kernel *k, hkd_impl *im)
+{
+    double src[1 + GP_SYM_MAX_DIMS];
+    gp_kernel_get_params(k, src);
+    set_working_params(im, src, im->kin);
 }
 
 /* ---- block structure ---- */
@@ -974,34 +981,18 @@ static int alloc_blocks(hkd_impl *im, gp_error *err)
 static int perturbed_kernel(const gp_model *model, hkd_impl *im, uint64_t seed, gp_kernel **out,
                             gp_error *err)
 {
-    gp_kernel *k;
-    int rc = gp_kernel_copy(&k, model->kernel, err);
+    int rc = gp_kernel_copy(out, im->kin, err);
     if (rc)
         return rc;
     double theta[1 + GP_SYM_MAX_DIMS];
-    size_t np = gp_kernel_n_params(k);
-    gp_kernel_get_params(k, theta);
+    size_t np = gp_kernel_n_params(model->kernel);
+    gp_kernel_get_params(model->kernel, theta);
     gp_rng rng;
     gp_rng_seed(&rng, seed ^ 0x2545f4914f6cdd1dULL);
-    for (size_t p = 1; p < np; p++)
+    for (size_t p = 1; p < np; p++) /* the lengthscales, around the inputs' scale */
         theta[p] = log(sqrt((double)model->input_dim)) + gp_rng_uniform(&rng) - 0.5;
-    gp_kernel_set_params(k, theta);
-    gp_kernel *keep = im->kin;
-    size_t *pmap = im->pmap;
-    im->kin = NULL;
-    im->pmap = NULL;
-    rc = working_kernel(k, im, err);
-    if (rc == GP_OK) {
-        sync_kernel(k, im);
-        *out = im->kin;
-    } else {
-        gp_kernel_free(im->kin);
-    }
-    free(im->pmap);
-    im->kin = keep;
-    im->pmap = pmap;
-    gp_kernel_free(k);
-    return rc;
+    set_working_params(im, theta, *out);
+    return GP_OK;
 }
 
 static int validate_symmetry(const gp_model *model, hkd_impl *im, const double *Xw, size_t n,
