@@ -69,6 +69,7 @@ typedef struct gp_model_meta {
     char *info; /* owned JSON text */
     size_t n_train, input_dim;
     char created_at[GP_TIME_LEN]; /* ISO 8601 UTC, e.g. 2026-11-21T06:12:20Z */
+    uint64_t obs_seq; /* entries in the version's observation log (0: none) */
 } gp_model_meta;
 
 void gp_model_meta_free(gp_model_meta *meta);          /* frees spec/info, not meta itself */
@@ -239,6 +240,42 @@ typedef struct gp_job_done {
 int gp_store_save_job(gp_store *store, const char *name, const char *method, const char *spec,
                       const char *info, size_t n_train, size_t input_dim, const gp_state *state,
                       const gp_job_done *job, gp_model_meta *meta, gp_error *err);
+
+/* ---- online models: the observation log and snapshots ----
+ * A model version that learns online (POST .../observe) keeps, beside its
+ * fitted arrays, an append-only log of the accepted batches: entry seq
+ * 1, 2, ... holds the rows of one request (arrays "X", k x input width, and
+ * "y", k x outputs, in the parts scheme of `arrays`), and the models row
+ * counts them (obs_seq) and the rows the model holds (n_train). Now and then
+ * the whole model state after entry s is written as the version's snapshot
+ * (one per version: a newer one replaces the older), so that a load reads
+ * the snapshot and replays only the entries after it. The log itself is kept
+ * (it is the data a re-fit needs) until the version is deleted. */
+
+/* Append one batch to version model_id's log in one transaction, as entry
+ * expected_seq + 1, and set the row's obs_seq and n_train (n_after). When
+ * snapshot is not NULL it becomes the version's snapshot, at the new entry,
+ * in the same transaction. GP_ECONFLICT (field "name") when the row's obs_seq
+ * is not expected_seq (another writer appended first: catch up and retry);
+ * GP_ENOTFOUND when the row is gone. *seq (may be NULL) gets the new entry's
+ * number. */
+int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                     const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                     uint64_t *seq, gp_error *err);
+
+/* The version's snapshot, if any: its arrays appended to state (initialised
+ * by the caller) and *seq its entry; none: state untouched, *seq 0. */
+int gp_store_load_snapshot(gp_store *store, int64_t model_id, gp_state *state, uint64_t *seq,
+                           gp_error *err);
+
+/* Call fn for every log entry after `after` up to and including `upto`, in
+ * order, with its arrays ("X" and "y" in batch, owned by the store for the
+ * call). fn returns 0 to go on, or an error code, which is returned. The
+ * entries are read in one snapshot. A missing entry in the range: GP_EDATA. */
+typedef int (*gp_observation_fn)(void *ctx, uint64_t seq, const gp_state *batch,
+                                 gp_error *err);
+int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uint64_t upto,
+                          gp_observation_fn fn, void *ctx, gp_error *err);
 
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit

@@ -52,32 +52,57 @@ const gp_value *gp_option_object(const gp_fit_request *req, const char *name)
     return v ? v->object : NULL;
 }
 
+/* Row i of y (n x p): "y[i]" for one output, "y[i][j]" for several. */
+static void y_field(char *field, size_t len, size_t bad, size_t n, size_t p)
+{
+    if (p > 1)
+        snprintf(field, len, "y[%zu][%zu]", bad % n, bad / n);
+    else
+        snprintf(field, len, "y[%zu]", bad);
+}
+
 int gp_check_training_data(const gp_fit_request *req, gp_error *err)
 {
+    size_t p = req->n_outputs ? req->n_outputs : 1;
+    int points = req->input.kind == GP_INPUT_POINT;
     if (req->n == 0 || req->X == NULL || req->y == NULL)
         return gp_error_set(err, GP_EDATA, "X", "training data is empty");
     if (req->d == 0)
         return gp_error_set(err, GP_EDATA, "X", "training inputs have no columns");
-    size_t count = 0, bad = 0;
+    if (!points && req->d != gp_input_width(&req->input))
+        return gp_error_set(err, GP_EDATA, "X", "%s inputs of this spec are %zu numbers, not %zu",
+                            gp_input_kind_name(req->input.kind), gp_input_width(&req->input),
+                            req->d);
+    size_t count = 0, ycount = 0, bad = 0;
     int rc = gp_checked_size(req->n, req->d, &count, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(req->n, p, &ycount, err);
     if (rc)
         return rc;
-    if (!gp_all_finite(req->X, count, &bad)) {
+    if (!points && (rc = gp_input_check(&req->input, req->X, req->n, "X", err)) != GP_OK)
+        return rc;
+    if (points && !gp_all_finite(req->X, count, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
         snprintf(field, sizeof field, "X[%zu][%zu]", bad % req->n, bad / req->n);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
-    if (!gp_all_finite(req->y, req->n, &bad)) {
+    if (!gp_all_finite(req->y, ycount, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
-        snprintf(field, sizeof field, "y[%zu]", bad);
+        y_field(field, sizeof field, bad, req->n, p);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
+    return gp_check_fit_settings(req, err);
+}
+
+int gp_check_fit_settings(const gp_fit_request *req, gp_error *err)
+{
+    size_t kdim = req->input.kind == GP_INPUT_POINT ? req->d : gp_input_point_dim(&req->input);
     if (req->kernel == NULL)
         return gp_error_set(err, GP_EINVAL, "kernel", "no kernel given");
-    if (req->kernel->input_dim != req->d)
+    if (req->kernel->input_dim != kdim)
         return gp_error_set(err, GP_EDATA, "kernel",
-                            "kernel expects %zu input dimensions; X has %zu columns",
-                            req->kernel->input_dim, req->d);
+                            "kernel expects %zu input dimensions; the inputs have %zu",
+                            req->kernel->input_dim, kdim);
     if (req->noise_given && !(isfinite(req->noise_variance) && req->noise_variance > 0.0))
         return gp_error_set(err, GP_EINVAL, "noise.variance",
                             "noise variance must be a positive finite number");
@@ -94,6 +119,8 @@ gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err)
     model->method = m;
     model->n_train = n;
     model->input_dim = d;
+    model->n_outputs = 1;
+    gp_input_spec_points(&model->input, d);
     model->x_mean = gp_alloc_doubles(d, err);
     model->x_scale = gp_alloc_doubles(d, err);
     model->diag.objective_name = m->objective_name;
@@ -116,7 +143,13 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     }
     model->standardize = req->standardize ? 1 : 0;
     model->likelihood = req->likelihood;
-    if (model->standardize) {
+    model->n_outputs = req->n_outputs ? req->n_outputs : 1;
+    if (req->input.kind != GP_INPUT_POINT)
+        model->input = req->input;
+    /* The common statistics standardise points and one output; a method of
+     * other inputs or several outputs keeps its own (these stay 0 and 1). */
+    if (model->standardize && req->n > 0 && req->input.kind == GP_INPUT_POINT &&
+        model->n_outputs == 1) {
         gp_column_stats(req->X, req->n, req->d, model->x_mean, model->x_scale);
         gp_column_stats(req->y, req->n, 1, &model->y_mean, &model->y_scale);
     } else {

@@ -51,6 +51,14 @@ struct gp_method_ops {
     int (*check_option)(const char *name, const gp_value *v, size_t d, const char *field,
                         gp_error *err);
     void (*part_name)(const gp_model *model, size_t i, char *buf, size_t len);
+    /* Online methods (gp_model_observe; NULL for the others): add k rows in
+     * place, all or nothing. X and Y are checked (sizes, finite, the input
+     * kind's constraints) before the call; model->n_train is the method's to
+     * update. */
+    int (*observe)(gp_model *model, const double *X, const double *Y, size_t k, gp_error *err);
+    /* What the model reports online beyond n_train (NULL: n_train, no
+     * warm-up, no gate). st is zeroed with n = n_train and kappa NAN. */
+    void (*online_status)(const gp_model *model, gp_online_status *st);
 };
 
 /* Value of option `name` from the request, or the spec default. For a NUMBER
@@ -119,8 +127,13 @@ void gp_model_info_string(gp_model *model, const char *key, const char *value);
  * jitter policy of gp_cholesky_jitter applies. */
 int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
                             const double *mean, double *S, double *samples, gp_error *err);
-/* Validate X/y: sizes, finiteness (GP_EDATA naming "X[i][j]" or "y[i]"). */
+/* Validate X/y: sizes, finiteness, the input kind's constraints (GP_EDATA
+ * naming "X[i][j]", "X[i].gaussian.var[j]", "y[i]" or "y[i][j]"), then
+ * gp_check_fit_settings. */
 int gp_check_training_data(const gp_fit_request *req, gp_error *err);
+/* The parts of a fit request that do not depend on rows: the kernel's input
+ * dimension (d, or the input kind's point dimension) and the noise. */
+int gp_check_fit_settings(const gp_fit_request *req, gp_error *err);
 /* Allocate a model shell for method m with the common fields set from req
  * (kernel copied, standardisation statistics computed). */
 int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);

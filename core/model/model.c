@@ -233,12 +233,41 @@ static int prepare_likelihood(gp_model *model, gp_error *err)
     return gp_quadrature_init(&model->quadrature, GP_LIK_QUADRATURE_POINTS, err);
 }
 
+/* What the descriptor allows: several outputs, an empty fit, inputs other
+ * than points, and an encoded width that matches the input spec. */
+static int check_fit_shape(const gp_method *m, const gp_fit_request *req, gp_error *err)
+{
+    size_t p = req->n_outputs ? req->n_outputs : 1;
+    if (p > 1 && !m->multi_output)
+        return gp_error_set(err, GP_EUNSUPPORTED, "y",
+                            "method '%s' fits one output: y must be a list of numbers", m->name);
+    if (req->n == 0 && !m->starts_empty)
+        return gp_error_set(err, GP_EDATA, "X", "training data is empty");
+    if (req->input.kind != GP_INPUT_POINT) {
+        if (!(m->input_kinds & (1u << req->input.kind)))
+            return gp_error_set(err, GP_EUNSUPPORTED, "options.input",
+                                "method '%s' takes points, not %s inputs", m->name,
+                                gp_input_kind_name(req->input.kind));
+        if (req->d != gp_input_width(&req->input))
+            return gp_error_set(err, GP_EDATA, "X",
+                                "%s inputs of this spec are %zu numbers, not %zu",
+                                gp_input_kind_name(req->input.kind),
+                                gp_input_width(&req->input), req->d);
+    }
+    if (req->d == 0)
+        return gp_error_set(err, GP_EDATA, "X", "the inputs have no columns");
+    return GP_OK;
+}
+
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     *out = NULL;
     int rc = gp_options_validate(m, req->options, req->n_options, err);
     if (rc == GP_OK)
-        rc = gp_check_training_data(req, err);
+        rc = check_fit_shape(m, req, err);
+    if (rc == GP_OK)
+        rc = req->n == 0 && m->starts_empty ? gp_check_fit_settings(req, err)
+                                            : gp_check_training_data(req, err);
     if (rc == GP_OK)
         rc = gp_options_check_data(m, req->options, req->n_options, req->d, err);
     /* The descriptor's kernel facts are the rule, whatever the method checks itself. */
@@ -275,6 +304,8 @@ static int check_inputs(const gp_model *model, const double *X, size_t m, size_t
     int rc = gp_checked_size(m, d, &count, err);
     if (rc)
         return rc;
+    if (model->input.kind != GP_INPUT_POINT)
+        return gp_input_check(&model->input, X, m, "X", err);
     if (!gp_all_finite(X, count, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
         snprintf(field, sizeof field, "X[%zu][%zu]", bad % m, bad / m);
@@ -284,13 +315,28 @@ static int check_inputs(const gp_model *model, const double *X, size_t m, size_t
 }
 
 /* Quantiles of the Gaussian N(mean, variance) of each point. */
-static void gaussian_quantiles(const gp_predict_request *req, gp_prediction *out)
+static void gaussian_quantiles(const gp_predict_request *req, size_t p, gp_prediction *out)
 {
-    for (size_t q = 0; q < req->n_quantiles; q++) {
-        double z = gp_normal_quantile(req->quantiles[q]);
-        for (size_t i = 0; i < req->m; i++)
-            out->quantiles[q * req->m + i] = out->mean[i] + sqrt(out->variance[i]) * z;
-    }
+    size_t m = req->m, nq = req->n_quantiles;
+    for (size_t j = 0; j < p; j++)
+        for (size_t q = 0; q < nq; q++) {
+            double z = gp_normal_quantile(req->quantiles[q]);
+            for (size_t i = 0; i < m; i++)
+                out->quantiles[(j * nq + q) * m + i] =
+                    out->mean[j * m + i] + sqrt(out->variance[j * m + i]) * z;
+        }
+}
+
+/* An online model still in warm-up has nothing to predict with yet. */
+static int check_not_warming_up(const gp_model *model, gp_error *err)
+{
+    gp_online_status st;
+    gp_model_online_status(model, &st);
+    if (!st.warmup)
+        return GP_OK;
+    return gp_error_set(err, GP_ECONFLICT, NULL,
+                        "the model is warming up: %zu of the %zu rows it needs before it "
+                        "predicts", st.n, st.warmup_target);
 }
 
 static int check_observation_buffers(const gp_model *model, const gp_predict_request *req,
@@ -385,11 +431,13 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
     if (req->components && (out->component_mean == NULL || out->component_variance == NULL))
         return gp_error_set(err, GP_EINVAL, "components", "no component buffers given");
     out->clamped = 0;
+    if ((rc = check_not_warming_up(model, err)) != GP_OK)
+        return rc;
     if (model->likelihood != GP_LIK_GAUSSIAN)
         return predict_observations(model, req, out, err);
     rc = model->method->ops->predict(model, req, out, err);
     if (rc == GP_OK && req->n_quantiles && model->method->ops->components == NULL)
-        gaussian_quantiles(req, out);
+        gaussian_quantiles(req, model->n_outputs, out);
     return rc;
 }
 
@@ -441,6 +489,8 @@ int gp_model_sample(const gp_model *model, const gp_sample_request *req, double 
         return rc;
     if (req->n_samples == 0)
         return gp_error_set(err, GP_EINVAL, "n_samples", "n_samples must be at least 1");
+    if ((rc = check_not_warming_up(model, err)) != GP_OK)
+        return rc;
     if (req->include_noise && model->likelihood != GP_LIK_GAUSSIAN)
         return gp_error_set(err, GP_EUNSUPPORTED, "include_noise",
                             "include_noise: draws of %s observations are asked with "
@@ -464,6 +514,9 @@ int gp_model_sample_observations(const gp_model *model, const gp_sample_request 
     int rc = gp_checked_size(req->m, req->n_samples, &count, err);
     if (rc)
         return rc;
+    if (model->n_outputs > 1) /* draws of y are the method's own (include_noise) */
+        return gp_error_set(err, GP_EUNSUPPORTED, "observations",
+                            "observations: ask \"include_noise\": true for draws of y");
     /* a Gaussian model's noise in original units, as its samples are */
     gp_lik lik = {model->likelihood, model->noise_variance * model->y_scale * model->y_scale};
     gp_rng rng;
@@ -507,6 +560,15 @@ static int export_common(const gp_model *model, gp_state *st, gp_error *err)
         rc = gp_state_put(st, "diagnostics", GP_DIAG_FIELDS, 1, diag, err);
     if (rc == GP_OK)
         rc = gp_state_put_scalar(st, "likelihood", (double)model->likelihood, err);
+    /* written only when not the default, so that states of point models of
+     * one output keep the arrays they always had */
+    if (rc == GP_OK && model->n_outputs > 1)
+        rc = gp_state_put_scalar(st, "n_outputs", (double)model->n_outputs, err);
+    if (rc == GP_OK && model->input.kind != GP_INPUT_POINT) {
+        double spec[GP_INPUT_CODE_LEN];
+        gp_input_spec_encode(&model->input, spec);
+        rc = gp_state_put(st, "input_spec", GP_INPUT_CODE_LEN, 1, spec, err);
+    }
     return rc;
 }
 
@@ -539,6 +601,27 @@ static int import_likelihood(const gp_state *st, gp_model *model, gp_error *err)
     return GP_OK;
 }
 
+/* "n_outputs" and "input_spec" (absent: one output, points). */
+static int import_shape(const gp_state *st, gp_model *model, gp_error *err)
+{
+    int rc = GP_OK;
+    if (gp_state_find(st, "n_outputs")) {
+        double p;
+        rc = gp_state_get_scalar(st, "n_outputs", &p, err);
+        if (rc == GP_OK && (!is_count(p) || p < 1 || p > 1e6))
+            rc = gp_error_set(err, GP_EDATA, "n_outputs", "corrupt output count");
+        if (rc == GP_OK)
+            model->n_outputs = (size_t)p;
+    }
+    const gp_named_array *a = gp_state_find(st, "input_spec");
+    if (rc == GP_OK && a) {
+        rc = gp_input_spec_decode(a->data, a->rows * a->cols, &model->input, err);
+        if (rc == GP_OK && gp_input_width(&model->input) != model->input_dim)
+            rc = gp_error_set(err, GP_EDATA, "input_spec", "input spec does not match the shape");
+    }
+    return rc;
+}
+
 static int import_common(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err)
 {
     const double *shape, *p;
@@ -558,9 +641,11 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
         return err ? err->code : GP_ENOMEM;
     const gp_named_array *kc = gp_state_find(st, "kernel");
     double standardize = 0.0;
-    rc = kc ? gp_kernel_decode(kc->data, kc->rows * kc->cols, &model->kernel, err)
-            : gp_error_set(err, GP_EDATA, "kernel", "model state has no kernel");
-    if (rc == GP_OK && model->kernel->input_dim != d)
+    rc = import_shape(st, model, err);
+    if (rc == GP_OK)
+        rc = kc ? gp_kernel_decode(kc->data, kc->rows * kc->cols, &model->kernel, err)
+                : gp_error_set(err, GP_EDATA, "kernel", "model state has no kernel");
+    if (rc == GP_OK && model->kernel->input_dim != gp_input_point_dim(&model->input))
         rc = gp_error_set(err, GP_EDATA, "kernel", "kernel dimension does not match the model");
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "noise_variance", &model->noise_variance, err);
@@ -615,3 +700,85 @@ int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_e
     return GP_OK;
 }
 
+
+/* ---- online learning ---- */
+
+int gp_method_can_observe(const gp_method *m)
+{
+    return m->ops->observe != NULL;
+}
+
+int gp_method_has_gate(const gp_method *m)
+{
+    return m->gate != 0;
+}
+
+void gp_model_online_status(const gp_model *model, gp_online_status *st)
+{
+    memset(st, 0, sizeof *st);
+    st->n = model->n_train;
+    st->kappa = NAN;
+    if (model->method->ops->online_status)
+        model->method->ops->online_status(model, st);
+}
+
+int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k,
+                     gp_error *err)
+{
+    const gp_method *m = model->method;
+    if (m->ops->observe == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, NULL,
+                            "method '%s' does not update online: fit a new version with all "
+                            "the data instead",
+                            m->name);
+    if (k == 0 || X == NULL || Y == NULL)
+        return gp_error_set(err, GP_EDATA, "X", "no rows given");
+    int rc = check_inputs(model, X, k, model->input_dim, err);
+    size_t count = 0, bad = 0;
+    if (rc == GP_OK)
+        rc = gp_checked_size(k, model->n_outputs, &count, err);
+    if (rc)
+        return rc;
+    if (!gp_all_finite(Y, count, &bad)) {
+        char field[GP_ERROR_FIELD_LEN];
+        if (model->n_outputs > 1)
+            snprintf(field, sizeof field, "y[%zu][%zu]", bad % k, bad / k);
+        else
+            snprintf(field, sizeof field, "y[%zu]", bad);
+        return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
+    }
+    if (model->likelihood != GP_LIK_GAUSSIAN &&
+        (rc = gp_likelihood_check_labels(model->likelihood, Y, k, err)) != GP_OK)
+        return rc;
+    return m->ops->observe(model, X, Y, k, err);
+}
+
+int gp_method_input_spec(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
+                         gp_input_spec *out, gp_error *err)
+{
+    gp_input_spec_points(out, d);
+    const gp_option_spec *s = gp_method_option_spec(m, "input");
+    if (s == NULL || s->type != GP_OPTION_OBJECT)
+        return GP_OK;
+    const gp_value *v = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(opts[i].name, "input") == 0)
+            v = opts[i].object;
+    gp_input_spec spec;
+    int rc = gp_input_spec_parse(v, "options.input", &spec, err);
+    if (rc)
+        return rc;
+    if (spec.kind != GP_INPUT_POINT && !(m->input_kinds & (1u << spec.kind)))
+        return gp_error_set(err, GP_EUNSUPPORTED, "options.input.kind",
+                            "method '%s' does not take %s inputs", m->name,
+                            gp_input_kind_name(spec.kind));
+    if (spec.kind == GP_INPUT_POINT) {
+        if (spec.dim != 0 && d != 0 && spec.dim != d)
+            return gp_error_set(err, GP_EDATA, "options.input.dim",
+                                "options.input.dim is %zu but X has %zu columns", spec.dim, d);
+        if (spec.dim == 0)
+            spec.dim = d;
+    }
+    *out = spec;
+    return GP_OK;
+}

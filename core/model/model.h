@@ -27,6 +27,7 @@
 #include "core/base/value.h"
 #include "core/kernel/kernel.h"
 #include "core/likelihood/likelihood.h"
+#include "core/model/inputs.h"
 
 /* ---- method options ---- */
 typedef enum gp_option_type {
@@ -85,6 +86,13 @@ typedef struct gp_fit_request {
      * labels y are checked against it (gp_likelihood_check_labels) and never
      * standardised (y_mean 0, y_scale 1); noise_* fields are ignored. */
     gp_likelihood likelihood;
+    /* Columns of y: y is n x n_outputs, column-major (0 means 1). More than
+     * one only for methods whose descriptor sets multi_output. */
+    size_t n_outputs;
+    /* What one row of X is (zeroed: points of d columns). d is then the
+     * encoded width, gp_input_width(&input); methods that take other kinds
+     * list them in their descriptor (input_kinds). */
+    gp_input_spec input;
 } gp_fit_request;
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000
@@ -128,6 +136,12 @@ typedef struct gp_model {
      * rather than by every prediction (a 20 x 20 eigenproblem, ~20 us). */
     gp_quadrature quadrature;
     gp_diagnostics diag;
+    /* Outputs (columns of y); 1 except for multi-output methods. Their
+     * predictions carry n_outputs columns (gp_prediction). */
+    size_t n_outputs;
+    /* What one input is; input_dim is its encoded width. Kind POINT for
+     * every model of points. */
+    gp_input_spec input;
     void *impl; /* owned by the method */
 } gp_model;
 
@@ -147,7 +161,10 @@ typedef struct gp_predict_request {
 } gp_predict_request;
 
 /* Caller-owned outputs, in original units: mean and variance m entries each,
- * covariance m x m (only when full_covariance, else may be NULL). */
+ * covariance m x m (only when full_covariance, else may be NULL).
+ * A model of p = n_outputs > 1 outputs fills p of each, one after the other
+ * (column-major): mean and variance m x p, quantiles m x n_quantiles x p,
+ * covariance m x m x p (output j's block at j m m), samples m x n_samples x p. */
 typedef struct gp_prediction {
     double *mean;
     double *variance;
@@ -165,6 +182,11 @@ typedef struct gp_prediction {
     double *obs_mean, *obs_variance;
     double *rate_mean, *rate_variance;
     size_t clamped; /* variances that came out negative and were clamped at 0 */
+    /* Methods with an uncertainty gate (gp_method_has_gate), filled when not
+     * NULL: one flag per point, 1 where the model asks for the true answer
+     * (its log observation variance reaches the threshold for some output,
+     * docs/methods/kernel-jit-online.md §2). */
+    unsigned char *ask_oracle;
 } gp_prediction;
 
 typedef struct gp_sample_request {
@@ -213,6 +235,16 @@ typedef struct gp_method {
     size_t n_likelihoods;
     const gp_info_spec *info; /* the method_info keys a fit may report */
     size_t n_info;
+    /* Online learning (gp_model_observe): the method's ops say whether it
+     * updates; these say what else it takes and gives. multi_output: y may have
+     * several columns. starts_empty: a fit may have no rows (the model then
+     * waits for observations; its dimensions come from the options).
+     * input_kinds: bit (1 << kind) for every gp_input_kind it takes besides
+     * points (0: points only), given by its OBJECT option "input". */
+    int multi_output;
+    int starts_empty;
+    unsigned input_kinds;
+    int gate; /* predictions fill ask_oracle (gp_method_has_gate) */
     const gp_method_ops *ops;
 } gp_method;
 
@@ -245,6 +277,46 @@ int gp_model_sample_observations(const gp_model *model, const gp_sample_request 
 int gp_model_export(const gp_model *model, gp_state *st, gp_error *err);
 int gp_model_import(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err);
 void gp_model_free(gp_model *model);
+/* ---- online learning (docs/design/architecture.md, "Online learning") ----
+ * A model whose method updates online takes new rows after its fit:
+ * gp_model_observe adds k rows (X: k x input_dim column-major in the model's
+ * input encoding, original units; Y: k x n_outputs column-major) in place,
+ * all or nothing: on any error the model is as it was. The result depends
+ * only on the model before and the rows (no clock, no global state), so
+ * replaying the same batches in the same order from the same state gives the
+ * same model, bit for bit. Methods that cannot: GP_EUNSUPPORTED. */
+int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k,
+                     gp_error *err);
+
+typedef struct gp_online_status {
+    size_t n;             /* rows the model holds (fit and observed) */
+    int warmup;           /* 1: still collecting its first rows; it cannot predict yet */
+    size_t warmup_target; /* rows it waits for before it can (0: none) */
+    /* The uncertainty gate (gp_method_has_gate), known once out of warm-up:
+     * per output, the threshold on the log observation variance in original
+     * units (has_threshold 0 before). kappa: the relative form's kappa
+     * (threshold = log noise + log(1 + kappa)), NAN when given absolutely. */
+    int has_threshold;
+    const double *threshold; /* n_outputs entries, owned by the model */
+    double kappa;
+    /* 1 when the threshold is at or below the log noise floor of an output,
+     * so every prediction asks (kernel-jit-online.md §8.2). */
+    int always_asks;
+} gp_online_status;
+
+/* What an online model reports about itself (any model: n = n_train, no
+ * warm-up, no gate). */
+void gp_model_online_status(const gp_model *model, gp_online_status *st);
+/* 1 when the method's models take gp_model_observe. */
+int gp_method_can_observe(const gp_method *m);
+/* 1 when the method's predictions carry ask_oracle. */
+int gp_method_has_gate(const gp_method *m);
+/* The input spec of a fit of method m with these (validated) options: its
+ * "input" option when it has one (kind and dimensions checked against
+ * m->input_kinds), else points of d columns (d may be 0: not known yet). */
+int gp_method_input_spec(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
+                         gp_input_spec *out, gp_error *err);
+
 /* Components of the model's predictive distribution: 1 unless a mixture. */
 size_t gp_model_components(const gp_model *model);
 /* Additive parts of the latent function (hkd's blocks: f = sum of independent
