@@ -681,11 +681,12 @@ static int ssgp_sample(const gp_model *model, const gp_sample_request *req, doub
  * its factor L) and their terms to Phi^T y, with the frequencies, the
  * hyperparameters, the standardisation and the jitter of the fit. */
 
-/* Blocks of rows whose features are at most 4M doubles, in blocks, into
- * phi_y += Phi^T yw; returns yw^T yw. Phi (block x m) and Xw (block x d)
- * are scratch; after each block `use` (when not NULL) gets its features. */
+/* What a path does with the features (b x m) of one block of rows. */
 typedef void (*rows_fn)(void *ctx, const double *Phi, size_t b);
 
+/* phi_y += Phi^T yw over n rows of X (original units), taken in blocks of
+ * `block` rows; returns yw^T yw. Phi (block x m) and Xw (block x d) are
+ * scratch; `use` (when not NULL) gets each block's features. */
 static double add_rows(const gp_model *model, const ssgp_impl *im, const double *X,
                        const double *yw, size_t n, size_t block, double *Phi, double *Xw,
                        double *phi_y, rows_fn use, void *ctx)
@@ -825,10 +826,13 @@ static int ssgp_observe(gp_model *model, const double *X, const double *Y, size_
     int whole = k >= refactor_rows(m);
     observe_work w;
     memset(&w, 0, sizeof w);
-    if (!(w.Phi = gp_alloc_doubles(block * m, err)) ||
+    if (whole)
+        w.A = gp_alloc_doubles(m * m, err);
+    else
+        w.T = gp_alloc_doubles(block * m, err);
+    if (!(whole ? w.A : w.T) || !(w.Phi = gp_alloc_doubles(block * m, err)) ||
         !(w.Xw = gp_alloc_doubles(block * im->d, err)) || !(w.yw = gp_alloc_doubles(k, err)) ||
-        !(w.b = gp_alloc_doubles(m, err)) || !(w.alpha = gp_alloc_doubles(m, err)) ||
-        (whole ? !(w.A = gp_alloc_doubles(m * m, err)) : !(w.T = gp_alloc_doubles(block * m, err)))) {
+        !(w.b = gp_alloc_doubles(m, err)) || !(w.alpha = gp_alloc_doubles(m, err))) {
         observe_work_free(&w);
         return GP_ENOMEM;
     }

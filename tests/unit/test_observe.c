@@ -641,7 +641,8 @@ static void exact_duplicate_rows(void **state)
         memcpy(p.X + j * p.n + 30, p.X + j * p.n, 10 * sizeof *p.X);
     memcpy(p.y + 30, p.y, 10 * sizeof *p.y);
     gp_kernel *k = fixed_leaf(GP_KERNEL_RBF, 2);
-    fit_spec s = {.method = "exact", .kernel = k, .noise = 1e-20}; /* below rounding: duplicates make K singular */
+    /* a noise below rounding: the repeated rows make K + s2 I singular */
+    fit_spec s = {.method = "exact", .kernel = k, .noise = 1e-20};
     gp_model *model = fit_rows(&s, &p, 0, p.n1);
     gp_model *full = fit_rows(&s, &p, 0, p.n);
     assert_true(full->diag.jitter > model->diag.jitter);
