@@ -18,6 +18,7 @@ void gp_api_default_config(gp_api_config *cfg)
     cfg->max_samples = 10000;
     cfg->max_sample_values = 10000000;
     cfg->model_cache = 32;
+    cfg->snapshot_interval = 10000;
 }
 
 int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
@@ -46,6 +47,8 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
         api->cfg.max_sample_values = def.max_sample_values;
     if (api->cfg.model_cache == 0)
         api->cfg.model_cache = def.model_cache;
+    if (api->cfg.snapshot_interval == 0)
+        api->cfg.snapshot_interval = def.snapshot_interval;
     api->db_path = strdup(api->cfg.db_path);
     api->cache = calloc(api->cfg.model_cache, sizeof *api->cache);
     if (api->db_path == NULL || api->cache == NULL) {
