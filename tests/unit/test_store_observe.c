@@ -567,6 +567,7 @@ static void test_snapshots(void **state)
     assert_int_equal(got.count, 4);
     assert_non_null(gp_state_find(&got, "mine"));
     assert_int_equal(gp_store_load_snapshot(s, id, &got, &at, &err), GP_EINVAL);
+    assert_int_equal(got.count, 4); /* unchanged */
     gp_state_free(&got);
     gp_state_free(&s1);
     gp_state_free(&s2);
