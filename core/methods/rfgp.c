@@ -1297,9 +1297,9 @@ static int take_rows(gp_model *model, const double *X, size_t ldx, const double 
     staged st;
     if (!im->online) {
         take = c->warmup - im->n_buf < k ? c->warmup - im->n_buf : k;
-        for (size_t j = 0; j < c->width; j++)
+        for (size_t j = 0; take > 0 && j < c->width; j++)
             memcpy(im->buf_x + j * c->warmup + im->n_buf, X + j * ldx, take * sizeof *X);
-        for (size_t q = 0; q < c->p; q++)
+        for (size_t q = 0; take > 0 && q < c->p; q++)
             memcpy(im->buf_y + q * c->warmup + im->n_buf, Y + q * ldy, take * sizeof *Y);
         im->n_buf += take;
         if (im->n_buf < c->warmup) {
