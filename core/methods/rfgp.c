@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/features/embed.h"
 #include "core/linalg/linalg.h"
@@ -1166,20 +1167,23 @@ static int run_selection(sel_ctx *s, gp_error *err)
     return rc;
 }
 
-static int warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
-                      staged *st, gp_error *err)
+/* The selection's context on the warm-up buffer: the staged map with the
+ * standardisation fixed from the buffer, the working targets, the unit draws
+ * and the heuristics' subsample. */
+static int sel_prepare(const gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
+                       staged *st, sel_ctx *s, gp_error *err)
 {
     const rfgp_cfg *c = &im->c;
     size_t n = im->n_buf, p = c->p;
     memset(st, 0, sizeof *st);
-    sel_ctx s = {.model = model, .c = c, .in = &model->input, .X = im->buf_x,
-                 .ldx = c->warmup ? c->warmup : 1, .n = n, .m = &st->m, .req = req,
-                 .noise0 = model->noise_variance, .s0 = exp(model->kernel->log_variance)};
-    s.noise = s.noise0;
+    *s = (sel_ctx){.model = model, .c = c, .in = &model->input, .X = im->buf_x,
+                   .ldx = c->warmup ? c->warmup : 1, .n = n, .m = &st->m, .req = req,
+                   .noise0 = model->noise_variance, .s0 = exp(model->kernel->log_variance)};
+    s->noise = s->noise0;
     int rc = map_alloc(c, &st->m, err);
-    if (rc == GP_OK && !(s.widths = gp_alloc_doubles(c->dk, err)))
+    if (rc == GP_OK && !(s->widths = gp_alloc_doubles(c->dk, err)))
         rc = GP_ENOMEM;
-    if (rc == GP_OK && !(s.Yw = gp_alloc_doubles((n ? n : 1) * p, err)))
+    if (rc == GP_OK && !(s->Yw = gp_alloc_doubles((n ? n : 1) * p, err)))
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
         /* the standardisation, from the buffer (n = warmup: its leading dimension) */
@@ -1196,11 +1200,29 @@ static int warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request
         }
         if (stand)
             gp_column_stats(im->buf_y, n, p, st->m.y_mean, st->m.y_scale);
-        working_targets(c, &st->m, im->buf_y, s.ldx, 0, n, s.Yw);
-        rc = unit_draw(c, &s.u, err);
+        working_targets(c, &st->m, im->buf_y, s->ldx, 0, n, s->Yw);
+        rc = unit_draw(c, &s->u, err);
     }
     if (rc == GP_OK)
-        rc = gather_subsample(&s, err);
+        rc = gather_subsample(s, err);
+    return rc;
+}
+
+static void sel_release(sel_ctx *s)
+{
+    unit_free(&s->u);
+    free(s->widths);
+    free(s->Yw);
+    free(s->Xs);
+}
+
+static int warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
+                      staged *st, gp_error *err)
+{
+    const rfgp_cfg *c = &im->c;
+    size_t n = im->n_buf;
+    sel_ctx s;
+    int rc = sel_prepare(model, im, req, st, &s, err);
     if (rc == GP_OK)
         rc = run_selection(&s, err);
     if (rc == GP_OK) {
@@ -1222,10 +1244,7 @@ static int warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request
     st->noise = s.noise;
     st->iterations = s.iterations;
     st->evaluations = s.evaluations;
-    unit_free(&s.u);
-    free(s.widths);
-    free(s.Yw);
-    free(s.Xs);
+    sel_release(&s);
     if (rc) {
         staged_free(st);
         if (rc == GP_ECANCELLED)
@@ -1430,9 +1449,10 @@ static int read_cfg(const gp_fit_request *req, rfgp_cfg *c, gp_error *err)
     c->refactor_batch = gp_option_string(m, req, "refactor_batch")
                             ? 0.0
                             : floor(gp_option_number(m, req, "refactor_batch"));
-    const char *gate = gp_option_string(m, req, "gate_threshold");
-    c->gate_absolute = gate == NULL;
-    c->gate_tau = gate ? 0.0 : gp_option_number(m, req, "gate_threshold");
+    /* a number given is an absolute tau; absent or "relative", the relative rule */
+    const gp_option_value *gate = given_option(req, "gate_threshold");
+    c->gate_absolute = gate != NULL && gate->string == NULL;
+    c->gate_tau = c->gate_absolute ? gate->number : 0.0;
     c->kappa = gp_option_number(m, req, "gate_kappa");
     c->max_iterations = (int)gp_option_number(m, req, "max_iterations");
     c->tolerance = gp_option_number(m, req, "tolerance");
@@ -1475,7 +1495,7 @@ static int impl_new(const rfgp_cfg *c, rfgp_impl **out, gp_error *err)
     return GP_OK;
 }
 
-static int rfgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int rfgp_fit_body(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     *out = NULL;
     if (gp_cancel_requested(&req->cancel))
@@ -1511,12 +1531,29 @@ static int rfgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     return GP_OK;
 }
 
-static int rfgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
+static int rfgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+{
+    gp_blas_serial_begin(); /* results independent of the BLAS thread count */
+    int rc = rfgp_fit_body(req, out, err);
+    gp_blas_serial_end();
+    return rc;
+}
+
+static int rfgp_observe_body(gp_model *model, const double *X, const double *Y, size_t k,
                         gp_error *err)
 {
     int rc = take_rows(model, X, k, Y, k, k, NULL, err);
     if (rc == GP_OK)
         set_info(model);
+    return rc;
+}
+
+static int rfgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
+                        gp_error *err)
+{
+    gp_blas_serial_begin(); /* results independent of the BLAS thread count */
+    int rc = rfgp_observe_body(model, X, Y, k, err);
+    gp_blas_serial_end();
     return rc;
 }
 
@@ -1585,7 +1622,7 @@ static void predict_covariance(const gp_model *model, const gp_predict_request *
     }
 }
 
-static int rfgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+static int rfgp_predict_body(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                         gp_error *err)
 {
     const rfgp_impl *im = model->impl;
@@ -1614,7 +1651,16 @@ static int rfgp_predict(const gp_model *model, const gp_predict_request *req, gp
     return rc;
 }
 
-static int rfgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+static int rfgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                        gp_error *err)
+{
+    gp_blas_serial_begin(); /* results independent of the BLAS thread count */
+    int rc = rfgp_predict_body(model, req, out, err);
+    gp_blas_serial_end();
+    return rc;
+}
+
+static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req, double *samples,
                        gp_error *err)
 {
     const rfgp_impl *im = model->impl;
@@ -1660,6 +1706,84 @@ static int rfgp_sample(const gp_model *model, const gp_sample_request *req, doub
     gp_embed_work_free(w);
     free(W);
     free(Psi);
+    return rc;
+}
+
+static int rfgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                       gp_error *err)
+{
+    gp_blas_serial_begin(); /* results independent of the BLAS thread count */
+    int rc = rfgp_sample_body(model, req, samples, err);
+    gp_blas_serial_end();
+    return rc;
+}
+
+/* ---- the marginal likelihood for tests (rfgp.h) ---- */
+
+static int primal_lml_body(const gp_fit_request *req, const double *x, double *lml, double *g,
+                       gp_error *err)
+{
+    rfgp_cfg c;
+    gp_model *model = NULL;
+    int rc = read_cfg(req, &c, err);
+    c.warmup = req->n;
+    if (rc == GP_OK)
+        rc = gp_model_new(&gp_method_rfgp, req, &model, err);
+    if (rc)
+        return rc;
+    model->n_outputs = c.p;
+    model->noise_variance = req->noise_given ? req->noise_variance : DEFAULT_NOISE;
+    rfgp_impl *im = NULL;
+    staged st;
+    sel_ctx s;
+    ml_prob m;
+    memset(&m, 0, sizeof m);
+    memset(&s, 0, sizeof s);
+    memset(&st, 0, sizeof st);
+    rc = impl_new(&c, &im, err);
+    model->impl = im;
+    if (rc == GP_OK) {
+        for (size_t j = 0; j < c.width; j++)
+            memcpy(im->buf_x + j * c.warmup, req->X + j * req->n, req->n * sizeof *req->X);
+        for (size_t q = 0; q < c.p; q++)
+            memcpy(im->buf_y + q * c.warmup, req->y + q * req->n, req->n * sizeof *req->y);
+        im->n_buf = req->n;
+        rc = sel_prepare(model, im, NULL, &st, &s, err);
+    }
+    if (rc == GP_OK)
+        rc = ml_init(&m, &s, err);
+    if (rc == GP_OK) {
+        size_t dk = c.dk, i = dk;
+        for (size_t k = 0; k < dk; k++)
+            m.w[k] = exp(x[k]);
+        m.gamma = c.two_stage ? exp(x[i++]) : 1.0;
+        m.s0 = exp(x[i++]);
+        m.noise = exp(x[i]);
+        double gg, gs0, gn;
+        rc = ml_eval(&m, lml, g != NULL, &gg, &gs0, &gn, err);
+        if (rc == GP_OK && g) {
+            memcpy(g, m.gw, dk * sizeof *g);
+            i = dk;
+            if (c.two_stage)
+                g[i++] = gg;
+            g[i++] = gs0;
+            g[i] = gn;
+        }
+    }
+    if (m.s)
+        ml_free(&m);
+    sel_release(&s);
+    staged_free(&st);
+    gp_model_free(model);
+    return rc;
+}
+
+int gp_rfgp_primal_lml(const gp_fit_request *req, const double *x, double *lml, double *g,
+                       gp_error *err)
+{
+    gp_blas_serial_begin();
+    int rc = primal_lml_body(req, x, lml, g, err);
+    gp_blas_serial_end();
     return rc;
 }
 

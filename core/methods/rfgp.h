@@ -36,4 +36,11 @@
 
 extern const gp_method gp_method_rfgp;
 
+/* For the gradient tests: the primal log marginal likelihood (working units,
+ * summed over the outputs) of the rows of req taken as a warm-up buffer, with
+ * the unit draws of req->seed, at x = [log widths (d_k), log gamma (two stages
+ * only), log s0, log s], and its gradient g (same layout; NULL: none). */
+int gp_rfgp_primal_lml(const gp_fit_request *req, const double *x, double *lml, double *g,
+                       gp_error *err);
+
 #endif
