@@ -31,9 +31,12 @@
 #define STREAM_OUTER 2
 #define STREAM_SUBSAMPLE 3
 #define STREAM_SAMPLE_NOISE 4
-/* The measured crossover of `refactor_batch` "auto" at D = 800, scaled with
- * D (bench/bench_rfgp.c; docs/methods/kernel-jit-online.md, "As implemented"). */
-#define AUTO_CROSSOVER_PER_D 0.1
+/* The crossover of `refactor_batch` "auto", as a fraction of D: measured at
+ * D = 800 (bench/bench_rfgp.c), k rank-one updates cost as much as one
+ * re-factorisation at k = 240-320, not the note's D / 10 (§7): the
+ * re-factorisation rebuilds P = L L^T, a D^3 product, before its dpotrf
+ * (docs/methods/kernel-jit-online.md, "As implemented"). */
+#define AUTO_CROSSOVER_PER_D (1.0 / 3.0)
 
 enum { SEL_MEDIAN = 0, SEL_LOOCV, SEL_ML, SEL_FIXED };
 static const char *const selection_names[] = {"median", "loocv", "ml", "fixed"};
@@ -78,7 +81,7 @@ static const gp_option_spec rfgp_options[] = {
     {"refactor_batch", GP_OPTION_NUMBER, 0, NULL, 0, 1e9, "auto",
      "rows per update from which a batch re-factorises the precision (dsyrk + Cholesky, "
      "O(D^2 k + D^3)) instead of k rank-one updates (O(k D^2)); 0 or \"auto\": the crossover "
-     "measured on the reference machine, D / 10"},
+     "measured on the reference machine, D / 3"},
     {"gate_threshold", GP_OPTION_NUMBER, 0, "relative", -1e300, 1e300, "relative",
      "tau, the gate: a prediction asks for the true answer where log var_y >= tau for some "
      "output (original units; §2). A number is an absolute tau; \"relative\" (the default) "
@@ -2048,7 +2051,7 @@ static const gp_info_spec rfgp_info[] = {
      "batches applied by re-factorising the precision (the warm-up's included)"},
     {"rank_one_updates", GP_INFO_NUMBER, "rows applied by a rank-one (Givens) update"},
     {"refactor_batch", GP_INFO_NUMBER,
-     "the batch size from which an update re-factorises (auto: D / 10)"},
+     "the batch size from which an update re-factorises (auto: D / 3)"},
     {"always_asks", GP_INFO_STRING,
      "\"true\" when an absolute gate_threshold is at or below the log noise of an output, so "
      "every prediction asks (§8.2)"},
