@@ -376,6 +376,7 @@ static int apply_refactor(const rfgp_cfg *c, const post *q, double noise, double
 {
     size_t D = c->D, p = c->p;
     double lam = c->forgetting, lk = pow(lam, (double)k);
+    memset(out, 0, sizeof *out);
     double *P = gp_alloc_doubles(D * D, err), *W = gp_alloc_doubles(D * k, err),
            *Yk = gp_alloc_doubles(k * p, err);
     int rc = P && W && Yk ? post_alloc(c, out, err) : GP_ENOMEM;
@@ -425,7 +426,7 @@ static int apply_refactor(const rfgp_cfg *c, const post *q, double noise, double
         out->refactorisations = q->refactorisations + 1.0;
         out->rank_one = q->rank_one;
     }
-    if (rc && out->L)
+    if (rc)
         post_free(out);
     free(P);
     free(W);
@@ -1968,8 +1969,8 @@ static int rfgp_import(gp_model *model, const gp_state *st, gp_error *err)
     if (c.p != model->n_outputs || c.width != model->input_dim ||
         c.dk != gp_input_point_dim(&model->input) ||
         c.two_stage != gp_embed_two_stage(&model->input) ||
-        !(s[0] == 0.0 || s[0] == 1.0) || !is_count(s[1], (double)c.warmup + (s[0] == 0.0)) ||
-        (s[0] == 0.0 && s[1] >= (double)c.warmup))
+        !(s[0] == 0.0 || s[0] == 1.0) || !is_count(s[1], 1e15) ||
+        (s[0] == 1.0 ? s[1] != 0.0 : s[1] >= (double)c.warmup))
         return gp_error_set(err, GP_EDATA, "rfgp_config", "configuration does not match the model");
     rfgp_impl *im = NULL;
     rc = impl_new(&c, &im, err);

@@ -896,6 +896,20 @@ static void test_roundtrip(void **state)
     (void)state;
     roundtrip_case(40, 43, "online: export, import, the same observes");
     roundtrip_case(10, 20, "in warm-up: export, import, the same observes");
+    /* a model online from its creation (warmup 0) */
+    size_t n = 30, d = 2, p = 2;
+    double X[60], Y[60];
+    toy_rows(52, n, d, p, X, Y);
+    gp_kernel *k;
+    gp_model *model = fixed_model(d, p, 20, 0.01, 0.95, 0, &k);
+    observe_rows(model, X, Y, n, d, p, 0, 10);
+    gp_model *back = reimport(model);
+    observe_rows(model, X, Y, n, d, p, 10, n);
+    observe_rows(back, X, Y, n, d, p, 10, n);
+    state_equal(model, back, "warmup 0: export, import, the same observes");
+    gp_model_free(model);
+    gp_model_free(back);
+    gp_kernel_free(k);
 }
 
 /* ---- BLAS threads ---- */
