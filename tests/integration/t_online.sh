@@ -117,6 +117,7 @@ jhas '.online.n == 9'
 verdict "rfgp: version 1 unchanged" $? "$(jqb '.online | tostring')"
 
 # ---- concurrent observes to one model are serialised; predictions meanwhile see whole batches
+ON_CC_PIDS=""
 check_json "rfgp: create for concurrent observes" 201 $M \
     '{"name":"on-cc","method":"rfgp","seed":6,"options":{"input":{"kind":"point","dim":1},"features":32,"warmup":2}}'
 for w in 1 2 3 4; do
@@ -129,6 +130,7 @@ for w in 1 2 3 4; do
             i=$((i + 1))
         done
     ) >"$T/on_cc_$w" &
+    ON_CC_PIDS="$ON_CC_PIDS $!"
 done
 (
     i=0
@@ -138,7 +140,9 @@ done
         i=$((i + 1))
     done
 ) >"$T/on_cc_pred" &
-wait
+ON_CC_PIDS="$ON_CC_PIDS $!"
+# (a bare wait would wait for the daemons this shell started too)
+for p in $ON_CC_PIDS; do wait "$p"; done
 [ "$(cat "$T"/on_cc_1 "$T"/on_cc_2 "$T"/on_cc_3 "$T"/on_cc_4 | grep -c '^200$')" = 40 ]
 verdict "rfgp: 40 concurrent observes (4 clients) all acknowledged" $? "$(sort "$T"/on_cc_[1-4] | uniq -c | tr '\n' ' ')"
 ! grep -qv -e '^online$' -e '^warmup$' "$T/on_cc_pred"
