@@ -18,6 +18,7 @@ void gp_api_default_config(gp_api_config *cfg)
     cfg->max_samples = 10000;
     cfg->max_sample_values = 10000000;
     cfg->model_cache = 32;
+    cfg->snapshot_interval = 10000;
 }
 
 int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
@@ -46,6 +47,8 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
         api->cfg.max_sample_values = def.max_sample_values;
     if (api->cfg.model_cache == 0)
         api->cfg.model_cache = def.model_cache;
+    if (api->cfg.snapshot_interval == 0)
+        api->cfg.snapshot_interval = def.snapshot_interval;
     api->db_path = strdup(api->cfg.db_path);
     api->cache = calloc(api->cfg.model_cache, sizeof *api->cache);
     if (api->db_path == NULL || api->cache == NULL) {
@@ -390,6 +393,15 @@ static json_t *method_json(const gp_method *m)
     json_object_set_new(o, "likelihoods", likelihoods_json(m));
     json_object_set_new(o, "mixture", json_boolean(gp_method_is_mixture(m)));
     json_object_set_new(o, "additive", json_boolean(gp_method_has_parts(m)));
+    /* online learning: observe, the gate, several outputs, the input kinds */
+    json_object_set_new(o, "online", json_boolean(gp_method_can_observe(m)));
+    json_object_set_new(o, "gate", json_boolean(gp_method_has_gate(m)));
+    json_object_set_new(o, "multi_output", json_boolean(m->multi_output != 0));
+    json_t *kinds = json_array();
+    for (int k = 0; kinds && k < GP_INPUT_KIND_COUNT; k++)
+        if (k == GP_INPUT_POINT || (m->input_kinds & (1u << k)))
+            json_array_append_new(kinds, json_string(gp_input_kind_name((gp_input_kind)k)));
+    json_object_set_new(o, "inputs", kinds ? kinds : json_null());
     json_object_set_new(o, "progress", progress_json(m));
     json_t *opts = json_array();
     for (size_t k = 0; k < m->n_options; k++)

@@ -31,6 +31,7 @@ typedef struct gp_api_config {
     size_t max_samples;           /* n_samples of one sample request; default 10000 */
     size_t max_sample_values;     /* n_samples x points of one sample request; default 10000000 */
     size_t model_cache;           /* fitted models kept in memory (LRU); default 32 */
+    size_t snapshot_interval;     /* observe: log entries between snapshots; default 10000 */
 } gp_api_config;
 
 void gp_api_default_config(gp_api_config *cfg);
@@ -101,7 +102,9 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
-/* No method updates online yet: 404 for an unknown model, else 422 unsupported. */
+/* Add rows to a model that learns online (docs/design/api.md, "Observe"):
+ * 200 {"name", "version", "n", "state", "observations"} once the batch is
+ * applied and durable; 422 unsupported for methods that cannot. */
 void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 
 /* ---- fits, in two steps so that the server runs the second on a fit worker ---- */

@@ -24,7 +24,8 @@ struct gp_fit_job {
     uint64_t seed;
     int async;
     double *X, *y;
-    size_t n, d;
+    size_t n, d, p;     /* p: outputs (columns of y) */
+    gp_input_spec input; /* what a row of X is */
     char *spec;
     /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
     char hold_id[40];
@@ -64,13 +65,14 @@ int gp_fit_job_hold(gp_fit_job *job, const char *id, const char *owner)
 }
 
 int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **X,
-                       const double **y, size_t *n, size_t *d)
+                       const double **y, size_t *n, size_t *d, size_t *p)
 {
     *spec = job->spec;
     *X = job->X;
     *y = job->y;
     *n = job->n;
     *d = job->d;
+    *p = job->p ? job->p : 1;
     return job->spec ? GP_OK : GP_EINVAL;
 }
 
@@ -106,6 +108,8 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
     fr->options = job->options;
     fr->n_options = job->n_options;
     fr->cancel.flag = job->cancel;
+    fr->n_outputs = job->p ? job->p : 1;
+    fr->input = job->input;
 }
 
 void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag)
@@ -277,6 +281,82 @@ static int parse_noise(gp_fit_job *job, json_t *v, gp_error *err)
     return rc;
 }
 
+/* The input spec of the job's method and options (points of d columns for
+ * most methods) for rows already parsed (CSV, a stored job's request). */
+static int stored_input_spec(gp_fit_job *job, gp_error *err)
+{
+    int rc = gp_method_input_spec(job->method, job->options, job->n_options, job->d,
+                                  &job->input, err);
+    if (rc == GP_OK && job->input.kind == GP_INPUT_POINT)
+        job->input.dim = job->d;
+    if (rc == GP_OK && job->n == 0 && job->d == 0)
+        job->d = gp_input_width(&job->input);
+    if (rc == GP_OK && job->d != gp_input_width(&job->input))
+        rc = gp_error_set(err, GP_EDATA, "X", "the rows have %zu numbers; %s inputs of "
+                          "options.input have %zu", job->d,
+                          gp_input_kind_name(job->input.kind), gp_input_width(&job->input));
+    if (rc == GP_OK && job->p == 0)
+        job->p = 1;
+    return rc;
+}
+
+/* An empty fit (methods that start empty, e.g. rfgp): no X and y, the
+ * dimensions from the options (input.dim, outputs). */
+static int empty_data(gp_fit_job *job, gp_error *err)
+{
+    if (!job->method->starts_empty)
+        return gp_error_set(err, GP_EINVAL, "X", "X (the training inputs) is missing");
+    if (job->input.kind == GP_INPUT_POINT && job->input.dim == 0)
+        return gp_error_set(err, GP_EINVAL, "options.input.dim",
+                            "an empty %s model needs options.input (its dim) to know its inputs",
+                            job->method->name);
+    job->d = gp_input_width(&job->input);
+    job->p = gp_method_declared_outputs(job->method, job->options, job->n_options);
+    job->n = 0;
+    return GP_OK;
+}
+
+/* X and y of a JSON fit: rows of numbers, or the input kind of options.input;
+ * y a list, or rows of outputs for multi-output methods. */
+static int parse_data(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
+{
+    json_t *X = json_object_get(obj, "X"), *y = json_object_get(obj, "y");
+    int rc = gp_method_input_spec(job->method, job->options, job->n_options, 0, &job->input, err);
+    if (rc)
+        return rc;
+    if (X == NULL && y == NULL)
+        return empty_data(job, err);
+    if (X == NULL)
+        return gp_error_set(err, GP_EINVAL, "X", "X (the training inputs) is missing");
+    if (y == NULL)
+        return gp_error_set(err, GP_EINVAL, "y", "y (the training targets) is missing");
+    if (job->input.kind == GP_INPUT_POINT) {
+        size_t want = job->input.dim;
+        if ((rc = gp_json_matrix(X, "X", api->cfg.max_points, &job->X, &job->n, &job->d, err)))
+            return rc;
+        if (want && want != job->d)
+            return gp_error_set(err, GP_EDATA, "X", "X has %zu columns; options.input.dim is %zu",
+                                job->d, want);
+        job->input.dim = job->d;
+    } else if ((rc = gp_json_inputs(X, &job->input, "X", api->cfg.max_points, &job->X, &job->n,
+                                    err)))
+        return rc;
+    else
+        job->d = gp_input_width(&job->input);
+    if (job->d > api->cfg.max_input_dim && job->input.kind == GP_INPUT_POINT)
+        return gp_error_set(err, GP_ETOOBIG, "X",
+                            "X has %zu input columns; the limit is max_input_dim = %zu "
+                            "(--max-input-dim)",
+                            job->d, api->cfg.max_input_dim);
+    size_t ny = 0;
+    if ((rc = gp_json_targets(y, "y", api->cfg.max_points, job->method->multi_output, &job->y,
+                              &ny, &job->p, err)))
+        return rc;
+    if (ny != job->n)
+        return gp_error_set(err, GP_EDATA, "y", "y has %zu entries; X has %zu rows", ny, job->n);
+    return GP_OK;
+}
+
 /* The fields of a fit request in obj; X and y are taken from obj unless given
  * (CSV). On success obj loses X and y and becomes the stored spec. */
 static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data, gp_error *err)
@@ -323,36 +403,21 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return gp_error_set(err, GP_EINVAL, "noise",
                             "noise is for the gaussian likelihood; a %s model has none",
                             gp_likelihood_name(job->likelihood));
-    if (!have_data) {
-        json_t *X = json_object_get(obj, "X"), *y = json_object_get(obj, "y");
-        if (X == NULL)
-            return gp_error_set(err, GP_EINVAL, "X", "X (the training inputs) is missing");
-        if (y == NULL)
-            return gp_error_set(err, GP_EINVAL, "y", "y (the training targets) is missing");
-        if ((rc = gp_json_matrix(X, "X", api->cfg.max_points, &job->X, &job->n, &job->d, err)))
-            return rc;
-        if (job->d > api->cfg.max_input_dim)
-            return gp_error_set(err, GP_ETOOBIG, "X",
-                                "X has %zu input columns; the limit is max_input_dim = %zu "
-                                "(--max-input-dim)",
-                                job->d, api->cfg.max_input_dim);
-        size_t ny = 0;
-        if ((rc = gp_json_vector(y, "y", api->cfg.max_points, &job->y, &ny, err)))
-            return rc;
-        if (ny != job->n)
-            return gp_error_set(err, GP_EDATA, "y", "y has %zu entries; X has %zu rows", ny,
-                                job->n);
-    }
+    if (!have_data && (rc = parse_data(api, obj, job, err)))
+        return rc;
+    if (have_data && (rc = stored_input_spec(job, err)))
+        return rc;
     /* before the 202 of an async fit: labels that cannot be fitted never become a job */
     if ((rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
         return rc;
     /* nor structured options that do not fit the data (a dimension index >= d) */
     if ((rc = gp_options_check_data(job->method, job->options, job->n_options, job->d, err)))
         return rc;
+    size_t kdim = gp_input_point_dim(&job->input);
     if ((e = json_object_get(obj, "kernel")))
-        rc = gp_kernel_from_json(e, "kernel", job->d, job->method, &job->kernel, err);
+        rc = gp_kernel_from_json(e, "kernel", kdim, job->method, &job->kernel, err);
     else
-        rc = gp_kernel_default(job->d, &job->kernel, err);
+        rc = gp_kernel_default(kdim, &job->kernel, err);
     if (rc)
         return rc;
     json_object_del(obj, "X");
@@ -479,7 +544,7 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
 }
 
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
-                            size_t d, gp_fit_job **out, gp_error *err)
+                            size_t d, size_t p, gp_fit_job **out, gp_error *err)
 {
     *out = NULL;
     gp_fit_job *job = calloc(1, sizeof *job);
@@ -492,6 +557,7 @@ int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y,
     job->y = y;
     job->n = n;
     job->d = d;
+    job->p = p;
     json_error_t je;
     json_t *obj = spec ? json_loads(spec, JSON_DECODE_INT_AS_REAL, &je) : NULL;
     int rc = json_is_object(obj) ? parse_fields(api, obj, job, 1, err)

@@ -54,12 +54,13 @@ size_t gp_cache_size(gp_api *api);
 int gp_api_parse_options(const gp_method *m, json_t *v, gp_option_value **opts, size_t *n,
                          gp_error *err);
 void gp_api_free_options(gp_option_value *opts, size_t n);
-/* The validated request of a fit job (borrowed): spec JSON and X (n x d), y. */
+/* The validated request of a fit job (borrowed): spec JSON and X (n x d),
+ * y (n x p). n may be 0 (an empty fit of a method that starts empty). */
 int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **X,
-                       const double **y, size_t *n, size_t *d);
+                       const double **y, size_t *n, size_t *d, size_t *p);
 /* A fit job rebuilt from a stored request (X and y are taken, even on failure). */
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
-                            size_t d, gp_fit_job **out, gp_error *err);
+                            size_t d, size_t p, gp_fit_job **out, gp_error *err);
 
 /* ---- a growing output buffer and a small JSON writer (jsonw.c) ---- */
 typedef struct gp_buf {
@@ -107,6 +108,19 @@ int gp_json_get_uint(json_t *v, const char *field, double max, uint64_t *out, gp
  * column-major n x d (malloc'ed). max_rows: 413 above it. */
 int gp_json_matrix(json_t *v, const char *field, size_t max_rows, double **X, size_t *n,
                    size_t *d, gp_error *err);
+/* Inputs of a model of spec s (core/model/inputs.h) as JSON rows of that
+ * kind ({"gaussian": ...}, {"samples": ...}, {"messages": [...]}), encoded
+ * into X (column-major n x gp_input_width(s), malloc'ed). */
+int gp_json_inputs(json_t *v, const gp_input_spec *s, const char *field, size_t max_rows,
+                   double **X, size_t *n, gp_error *err);
+/* Points (gp_json_matrix) or, for other kinds, gp_json_inputs; *d gets the
+ * encoded width. */
+int gp_json_model_inputs(json_t *v, const gp_input_spec *s, const char *field, size_t max_rows,
+                         double **y, size_t *n, size_t *d, gp_error *err);
+/* Targets: a list of numbers (p = 1) or, when several is set, rows of p
+ * numbers (column-major n x p); rows given to a one-output method are 422. */
+int gp_json_targets(json_t *v, const char *field, size_t max_rows, int several, double **y,
+                    size_t *n, size_t *p, gp_error *err);
 /* A numeric vector of n entries. */
 int gp_json_vector(json_t *v, const char *field, size_t max_len, double **y, size_t *n,
                    gp_error *err);

@@ -176,8 +176,8 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
 {
     const char *spec = NULL;
     const double *X = NULL, *y = NULL;
-    size_t n = 0, d = 0;
-    if (gp_fit_job_request(fj, &spec, &X, &y, &n, &d) != GP_OK)
+    size_t n = 0, d = 0, p = 1;
+    if (gp_fit_job_request(fj, &spec, &X, &y, &n, &d, &p) != GP_OK)
         return gp_error_set(err, GP_EINTERNAL, NULL, "the fit job has no request to store");
     /* The state borrows the job's arrays: it is never freed here. */
     gp_named_array arrays[2];
@@ -188,7 +188,7 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
     arrays[0].data = (double *)X;
     snprintf(arrays[1].name, sizeof arrays[1].name, "y");
     arrays[1].rows = n;
-    arrays[1].cols = 1;
+    arrays[1].cols = p;
     arrays[1].data = (double *)y;
     gp_state data = {.arrays = arrays, .count = 2, .capacity = 2};
     gp_job_row row;
@@ -274,15 +274,15 @@ static int load_request(gp_api *api, const char *id, gp_fit_job **fj, gp_error *
     gp_job_row_free(&row);
     const gp_named_array *X = rc ? NULL : gp_state_find(&data, "X");
     const gp_named_array *y = rc ? NULL : gp_state_find(&data, "y");
-    if (rc == GP_OK && (X == NULL || y == NULL || y->rows != X->rows || y->cols != 1))
+    if (rc == GP_OK && (X == NULL || y == NULL || y->rows != X->rows || y->cols < 1))
         rc = gp_error_set(err, GP_EDATA, NULL, "job '%s''s stored data are incomplete", id);
     if (rc == GP_OK) {
         double *xd = X->data, *yd = y->data;
-        size_t n = X->rows, d = X->cols;
+        size_t n = X->rows, d = X->cols, p = y->cols;
         /* Take the arrays out of the state (it frees the rest). */
         ((gp_named_array *)X)->data = NULL;
         ((gp_named_array *)y)->data = NULL;
-        rc = gp_fit_job_from_request(api, spec, xd, yd, n, d, fj, err);
+        rc = gp_fit_job_from_request(api, spec, xd, yd, n, d, p, fj, err);
     }
     gp_state_free(&data);
     free(spec);

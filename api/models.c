@@ -8,8 +8,10 @@
  * releases it. Every request asks the store for the row first (version 0: the
  * latest), so versions written by another daemon on the same database are
  * served, and a model deleted by another daemon is not. */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np: observes must not starve behind reads */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,10 @@
 #include "core/base/rng.h"
 
 #define MAX_QUANTILES 100
+/* Predicted points over which GET reports a gate model's oracle rate. */
+#define ORACLE_WINDOW 1000
+/* Tries of an observe that another daemon's append overtook (each catches up). */
+#define OBSERVE_TRIES 3
 
 struct gp_cache_entry {
     char name[GP_NAME_MAX + 1];
@@ -28,11 +34,29 @@ struct gp_cache_entry {
     int refs;
     int detached; /* out of the table; freed by the last release */
     uint64_t stamp;
+    /* Online models. Readers (predict, sample, get) hold `lock` shared while
+     * they use the model; an observe applies its batch holding it exclusive.
+     * `write_lock` serialises the writers of this entry (observes, and the
+     * catch-up that replays log entries written by another daemon). */
+    pthread_rwlock_t lock;
+    pthread_mutex_t write_lock;
+    uint64_t seq;          /* log entries applied (written under lock, exclusive) */
+    int stale;             /* the model differs from the store: never serve it again */
+    size_t since_snapshot; /* entries logged since the last snapshot (write_lock) */
+    size_t logged_bytes;   /* their bytes */
+    size_t state_bytes;    /* bytes of the model's last exported state, 0 unknown */
+    /* the gate's rolling oracle rate over the last ORACLE_WINDOW predicted points */
+    pthread_mutex_t gate_lock;
+    unsigned char ring[ORACLE_WINDOW];
+    size_t ring_pos, ring_filled, ring_ones;
 };
 
 static void entry_free(gp_cache_entry *e)
 {
     gp_model_free(e->model);
+    pthread_rwlock_destroy(&e->lock);
+    pthread_mutex_destroy(&e->write_lock);
+    pthread_mutex_destroy(&e->gate_lock);
     free(e);
 }
 
@@ -57,7 +81,7 @@ static void detach_slot(gp_api *api, size_t i)
 static gp_cache_entry *find_locked(gp_api *api, const gp_model_meta *meta)
 {
     for (size_t i = 0; i < api->cfg.model_cache; i++)
-        if (api->cache[i] && entry_matches(api->cache[i], meta))
+        if (api->cache[i] && !api->cache[i]->stale && entry_matches(api->cache[i], meta))
             return api->cache[i];
     return NULL;
 }
@@ -87,12 +111,39 @@ static gp_cache_entry *entry_new(const gp_model_meta *meta, gp_model *model)
     gp_cache_entry *e = calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rc = pthread_rwlock_init(&e->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (rc != 0) {
+        free(e);
+        return NULL;
+    }
+    pthread_mutex_init(&e->write_lock, NULL);
+    pthread_mutex_init(&e->gate_lock, NULL);
     snprintf(e->name, sizeof e->name, "%s", meta->name);
     snprintf(e->created_at, sizeof e->created_at, "%s", meta->created_at);
     e->version = meta->version;
     e->id = meta->id;
     e->model = model;
+    e->seq = meta->obs_seq;
     return e;
+}
+
+/* Take e out of the table (if still there) and mark it stale: its model no
+ * longer equals the store's, so the next request loads the version again. */
+static void entry_discard(gp_api *api, gp_cache_entry *e)
+{
+    pthread_mutex_lock(&api->cache_lock);
+    e->stale = 1;
+    for (size_t i = 0; i < api->cfg.model_cache; i++)
+        if (api->cache[i] == e) {
+            api->cache[i] = NULL;
+            api->cache_count--;
+            e->detached = 1;
+        }
+    pthread_mutex_unlock(&api->cache_lock);
 }
 
 void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model)
@@ -110,53 +161,131 @@ void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model)
     pthread_mutex_unlock(&api->cache_lock);
 }
 
-int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
-                     const gp_model **model, gp_error *err)
+/* ---- the observation log: replay ---- */
+
+typedef struct replay_ctx {
+    gp_model *model;
+    size_t bytes;
+} replay_ctx;
+
+static int replay_one(void *ctx, uint64_t seq, const gp_state *batch, gp_error *err)
 {
-    *entry = NULL;
-    *model = NULL;
-    if (!gp_api_valid_name(name))
-        return gp_error_set(err, GP_EINVAL, "name",
-                            "model names are 1 to 64 characters of A-Z a-z 0-9 . _ -");
-    gp_model_meta meta;
-    memset(&meta, 0, sizeof meta);
-    int rc = gp_store_meta_brief(api->store, name, version, &meta, err);
+    replay_ctx *r = ctx;
+    const gp_named_array *X = gp_state_find(batch, "X"), *Y = gp_state_find(batch, "y");
+    if (X == NULL || Y == NULL || X->rows != Y->rows || X->cols != r->model->input_dim ||
+        Y->cols != r->model->n_outputs)
+        return gp_error_set(err, GP_EDATA, NULL, "observation log entry %llu is malformed",
+                            (unsigned long long)seq);
+    r->bytes += (X->rows * (X->cols + Y->cols)) * sizeof(double);
+    int rc = gp_model_observe(r->model, X->data, Y->data, X->rows, err);
     if (rc)
+        /* the entry was accepted once: failing now is a bug or a corrupt log */
+        return gp_error_set(err, GP_EINTERNAL, NULL,
+                            "replaying observation log entry %llu failed: %s",
+                            (unsigned long long)seq, err ? err->message : "");
+    return GP_OK;
+}
+
+/* Apply the log entries (from, upto] to model. */
+static int replay(gp_api *api, int64_t id, gp_model *model, uint64_t from, uint64_t upto,
+                  size_t *bytes, gp_error *err)
+{
+    replay_ctx r = {model, 0};
+    int rc = gp_store_observations(api->store, id, from, upto, replay_one, &r, err);
+    if (bytes)
+        *bytes += r.bytes;
+    return rc;
+}
+
+/* Bring e up to log entry `target` (written by another daemon, or before a
+ * restart): the entries after e->seq applied under the exclusive lock. */
+static int catch_up(gp_api *api, gp_cache_entry *e, uint64_t target, gp_error *err)
+{
+    int rc = GP_OK;
+    pthread_mutex_lock(&e->write_lock);
+    if (!e->stale && e->seq < target) {
+        pthread_rwlock_wrlock(&e->lock);
+        rc = replay(api, e->id, e->model, e->seq, target, &e->logged_bytes, err);
+        if (rc == GP_OK) {
+            e->since_snapshot += (size_t)(target - e->seq);
+            e->seq = target;
+        }
+        pthread_rwlock_unlock(&e->lock);
+        if (rc)
+            entry_discard(api, e);
+    }
+    pthread_mutex_unlock(&e->write_lock);
+    return rc;
+}
+
+static size_t state_bytes(const gp_state *st)
+{
+    size_t b = 0;
+    for (size_t i = 0; i < st->count; i++)
+        b += st->arrays[i].rows * st->arrays[i].cols * sizeof(double);
+    return b;
+}
+
+/* A version loaded from the store: its snapshot (or its fitted arrays) and
+ * the log entries after it, up to meta->obs_seq. */
+static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **out,
+                      gp_error *err)
+{
+    const gp_method *m = gp_method_find(meta->method);
+    gp_state st;
+    gp_state_init(&st);
+    gp_model *loaded = NULL;
+    uint64_t snap = 0;
+    size_t logged = 0;
+    int rc = GP_OK;
+    if (m == NULL)
+        rc = gp_error_set(err, GP_EINTERNAL, NULL,
+                          "model '%s' version %d uses method '%s', unknown to this build",
+                          meta->name, meta->version, meta->method);
+    if (rc == GP_OK && meta->obs_seq > 0)
+        rc = gp_store_load_snapshot(api->store, meta->id, &st, &snap, err);
+    if (rc == GP_OK && snap == 0)
+        rc = gp_store_load_state(api->store, meta->id, &st, err);
+    if (rc == GP_OK)
+        rc = gp_model_import(m, &st, &loaded, err);
+    size_t sbytes = state_bytes(&st);
+    gp_state_free(&st);
+    if (rc == GP_OK && meta->obs_seq > snap)
+        rc = replay(api, meta->id, loaded, snap, meta->obs_seq, &logged, err);
+    gp_cache_entry *fresh = rc == GP_OK ? entry_new(meta, loaded) : NULL;
+    if (rc == GP_OK && fresh == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (rc) {
+        gp_model_free(loaded);
+        if (rc == GP_EDATA) /* a stored model that does not import is our bug */
+            rc = err ? (err->code = GP_EINTERNAL) : GP_EINTERNAL;
         return rc;
+    }
+    fresh->since_snapshot = (size_t)(meta->obs_seq - snap);
+    fresh->logged_bytes = logged;
+    fresh->state_bytes = sbytes;
+    *out = fresh;
+    return GP_OK;
+}
+
+/* The entry of the row meta, found or loaded, with a reference taken. */
+static int entry_get(gp_api *api, const gp_model_meta *meta, gp_cache_entry **out,
+                     gp_error *err)
+{
     pthread_mutex_lock(&api->cache_lock);
-    gp_cache_entry *e = find_locked(api, &meta);
+    gp_cache_entry *e = find_locked(api, meta);
     if (e) {
         e->refs++;
         e->stamp = ++api->cache_clock;
     }
     pthread_mutex_unlock(&api->cache_lock);
     if (e == NULL) {
-        const gp_method *m = gp_method_find(meta.method);
-        gp_state st;
-        gp_state_init(&st);
-        gp_model *loaded = NULL;
-        if (m == NULL)
-            rc = gp_error_set(err, GP_EINTERNAL, NULL,
-                              "model '%s' version %d uses method '%s', unknown to this build",
-                              meta.name, meta.version, meta.method);
-        if (rc == GP_OK)
-            rc = gp_store_load_state(api->store, meta.id, &st, err);
-        if (rc == GP_OK)
-            rc = gp_model_import(m, &st, &loaded, err);
-        gp_state_free(&st);
-        gp_cache_entry *fresh = rc == GP_OK ? entry_new(&meta, loaded) : NULL;
-        if (rc == GP_OK && fresh == NULL) {
-            gp_model_free(loaded);
-            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-        }
-        if (rc) {
-            if (rc == GP_EDATA) /* a stored model that does not import is our bug */
-                rc = err ? (err->code = GP_EINTERNAL) : GP_EINTERNAL;
-            gp_model_meta_free(&meta);
+        gp_cache_entry *fresh = NULL;
+        int rc = load_entry(api, meta, &fresh, err);
+        if (rc)
             return rc;
-        }
         pthread_mutex_lock(&api->cache_lock);
-        e = find_locked(api, &meta); /* loaded meanwhile by another request? */
+        e = find_locked(api, meta); /* loaded meanwhile by another request? */
         if (e)
             entry_free(fresh);
         else {
@@ -167,20 +296,86 @@ int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry 
         e->stamp = ++api->cache_clock;
         pthread_mutex_unlock(&api->cache_lock);
     }
-    *entry = e;
-    *model = e->model;
+    *out = e;
     return GP_OK;
+}
+
+static void entry_unref(gp_api *api, gp_cache_entry *e)
+{
+    pthread_mutex_lock(&api->cache_lock);
+    int gone = --e->refs == 0 && e->detached;
+    pthread_mutex_unlock(&api->cache_lock);
+    if (gone)
+        entry_free(e);
+}
+
+static int valid_name_or_fail(const char *name, gp_error *err)
+{
+    if (!gp_api_valid_name(name))
+        return gp_error_set(err, GP_EINVAL, "name",
+                            "model names are 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    return GP_OK;
+}
+
+/* The entry of (name, version), referenced and caught up with the store's
+ * log, but not locked; *meta_out (may be NULL) gets the row. */
+static int entry_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
+                         gp_model_meta *meta_out, gp_error *err)
+{
+    *entry = NULL;
+    int rc = valid_name_or_fail(name, err);
+    gp_model_meta meta;
+    memset(&meta, 0, sizeof meta);
+    gp_cache_entry *e = NULL;
+    if (rc == GP_OK)
+        rc = gp_store_meta_brief(api->store, name, version, &meta, err);
+    if (rc == GP_OK)
+        rc = entry_get(api, &meta, &e, err);
+    if (rc == GP_OK && meta.obs_seq > e->seq && (rc = catch_up(api, e, meta.obs_seq, err))) {
+        entry_unref(api, e);
+        e = NULL;
+    }
+    if (rc == GP_OK && meta_out)
+        *meta_out = meta;
+    else
+        gp_model_meta_free(&meta);
+    *entry = e;
+    return rc;
+}
+
+int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
+                     const gp_model **model, gp_error *err)
+{
+    *entry = NULL;
+    *model = NULL;
+    for (int tries = 0;; tries++) {
+        gp_cache_entry *e = NULL;
+        int rc = entry_acquire(api, name, version, &e, NULL, err);
+        if (rc)
+            return rc;
+        pthread_rwlock_rdlock(&e->lock);
+        if (!e->stale || tries >= OBSERVE_TRIES) {
+            if (e->stale) { /* discarded under us again and again: give up */
+                pthread_rwlock_unlock(&e->lock);
+                entry_unref(api, e);
+                return gp_error_set(err, GP_ENOTREADY, NULL,
+                                    "model '%s' is being reloaded; try again", name);
+            }
+            *entry = e;
+            *model = e->model;
+            return GP_OK;
+        }
+        pthread_rwlock_unlock(&e->lock);
+        entry_unref(api, e);
+    }
 }
 
 void gp_cache_release(gp_api *api, gp_cache_entry *e)
 {
     if (e == NULL)
         return;
-    pthread_mutex_lock(&api->cache_lock);
-    int gone = --e->refs == 0 && e->detached;
-    pthread_mutex_unlock(&api->cache_lock);
-    if (gone)
-        entry_free(e);
+    pthread_rwlock_unlock(&e->lock);
+    entry_unref(api, e);
 }
 
 void gp_cache_evict_name(gp_api *api, const char *name)
@@ -209,6 +404,38 @@ size_t gp_cache_size(gp_api *api)
     size_t n = api->cache_count;
     pthread_mutex_unlock(&api->cache_lock);
     return n;
+}
+
+/* ---- the gate's oracle rate ---- */
+
+static void gate_record(gp_cache_entry *e, const unsigned char *flags, size_t m)
+{
+    pthread_mutex_lock(&e->gate_lock);
+    for (size_t i = 0; i < m; i++) {
+        if (e->ring_filled == ORACLE_WINDOW)
+            e->ring_ones -= e->ring[e->ring_pos];
+        else
+            e->ring_filled++;
+        e->ring[e->ring_pos] = flags[i] ? 1 : 0;
+        e->ring_ones += e->ring[e->ring_pos];
+        e->ring_pos = (e->ring_pos + 1) % ORACLE_WINDOW;
+    }
+    pthread_mutex_unlock(&e->gate_lock);
+}
+
+static void gate_record_all(gp_cache_entry *e, size_t m)
+{
+    unsigned char ask = 1;
+    for (size_t i = 0; i < m && i < ORACLE_WINDOW; i++)
+        gate_record(e, &ask, 1);
+}
+
+static void gate_rate(gp_cache_entry *e, size_t *window, double *rate)
+{
+    pthread_mutex_lock(&e->gate_lock);
+    *window = e->ring_filled;
+    *rate = e->ring_filled ? (double)e->ring_ones / (double)e->ring_filled : NAN;
+    pthread_mutex_unlock(&e->gate_lock);
 }
 
 /* ---- shared request parts ---- */
@@ -247,6 +474,67 @@ static int check_dims(const gp_model *model, const char *name, json_t *X, size_t
     return gp_error_set(err, GP_EDATA, "X",
                         "X is a flat list (one column); model '%s' expects rows of %zu", name,
                         model->input_dim);
+}
+
+/* X of a predict, sample or observe body, in two steps: rows of numbers are
+ * parsed before the model is looked up (a malformed X is a 400 whatever the
+ * model), rows that are objects (distributional inputs) once the model's
+ * input spec is known. */
+static int parse_x_early(gp_api *api, json_t *Xj, double **X, size_t *m, size_t *d,
+                         gp_error *err)
+{
+    if (json_is_array(Xj) && json_is_object(json_array_get(Xj, 0)))
+        return GP_OK;
+    return gp_json_matrix(Xj, "X", api->cfg.max_points, X, m, d, err);
+}
+
+static int parse_x_late(gp_api *api, const gp_model *model, const char *name, json_t *Xj,
+                        double **X, size_t *m, size_t *d, gp_error *err)
+{
+    if (model->input.kind == GP_INPUT_POINT) {
+        if (*X == NULL) /* objects given to a model of points: gp_json_matrix says what is wrong */
+            return gp_json_matrix(Xj, "X", api->cfg.max_points, X, m, d, err);
+        return check_dims(model, name, Xj, *d, err);
+    }
+    if (*X != NULL)
+        return gp_error_set(err, GP_EDATA, "X[0]",
+                            "model '%s' takes %s inputs: rows like {\"%s\": ...}, not numbers",
+                            name, gp_input_kind_name(model->input.kind),
+                            gp_input_kind_name(model->input.kind));
+    *d = gp_input_width(&model->input);
+    return gp_json_inputs(Xj, &model->input, "X", api->cfg.max_points, X, m, err);
+}
+
+/* m values per output, p outputs one after the other (column-major m x p):
+ * a list of m numbers for one output, m rows of p numbers for several. */
+static void write_outputs(gp_buf *b, const double *v, size_t m, size_t p)
+{
+    if (p == 1) {
+        gp_buf_json_array(b, v, m, 1);
+        return;
+    }
+    gp_buf_put(b, "[", 1);
+    for (size_t i = 0; i < m; i++) {
+        if (i)
+            gp_buf_put(b, ",", 1);
+        gp_buf_json_array(b, v + i, p, m);
+    }
+    gp_buf_put(b, "]", 1);
+}
+
+/* The gate of a model whose method has one: "state", "ask_oracle" (m flags)
+ * and "oracle_threshold" (per output, original units; null before known). */
+static void write_gate(gp_buf *b, const gp_online_status *st, const unsigned char *flags,
+                       size_t m, size_t p)
+{
+    gp_buf_printf(b, ",\"state\":\"%s\",\"ask_oracle\":[", st->warmup ? "warmup" : "online");
+    for (size_t i = 0; i < m; i++)
+        gp_buf_printf(b, "%s%s", i ? "," : "", flags[i] ? "true" : "false");
+    gp_buf_puts(b, "],\"oracle_threshold\":");
+    if (!st->has_threshold)
+        gp_buf_puts(b, "null");
+    else
+        write_outputs(b, st->threshold, 1, p);
 }
 
 static void head(gp_buf *b, const char *name, int version)
@@ -336,21 +624,24 @@ static int check_components(const gp_model *model, int comps, size_t *K, int *pa
 
 /* One block for every output the request asked for (owner: *mem); obs: the
  * six observation-level outputs of a non-Gaussian model. */
-static int alloc_prediction(size_t m, int full, size_t nq, size_t K, int obs, double **mem,
-                            gp_prediction *pr, gp_error *err)
+static int alloc_prediction(size_t m, size_t np, int full, size_t nq, size_t K, int obs,
+                            double **mem, gp_prediction *pr, gp_error *err)
 {
-    size_t total = 2 * m + (full ? m * m : 0) + nq * m + 2 * K * m + (obs ? 6 * m : 0);
-    *mem = malloc((total ? total : 1) * sizeof **mem);
+    /* np outputs: m np means and variances, np covariances, m nq np quantiles
+     * (np is at most a few: the request's m is bounded, and np by the fit) */
+    size_t total = 2 * m * np + (full ? m * m * np : 0) + nq * m * np + 2 * K * m +
+                   (obs ? 6 * m : 0) + m; /* + m: the gate's flags */
+    *mem = malloc(total * sizeof **mem);
     if (*mem == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu points", m);
     double *p = *mem;
     pr->mean = p;
-    pr->variance = p + m;
-    p += 2 * m;
+    pr->variance = p + m * np;
+    p += 2 * m * np;
     pr->covariance = full ? p : NULL;
-    p += full ? m * m : 0;
+    p += full ? m * m * np : 0;
     pr->quantiles = nq ? p : NULL;
-    p += nq * m;
+    p += nq * m * np;
     pr->component_mean = K ? p : NULL;
     pr->component_variance = K ? p + K * m : NULL;
     p += 2 * K * m;
@@ -358,6 +649,8 @@ static int alloc_prediction(size_t m, int full, size_t nq, size_t K, int obs, do
                         &pr->obs_variance, &pr->rate_mean, &pr->rate_variance};
     for (int k = 0; k < 6; k++)
         *outs[k] = obs ? p + (size_t)k * m : NULL;
+    p += obs ? 6 * m : 0;
+    pr->ask_oracle = (unsigned char *)p;
     return GP_OK;
 }
 
@@ -417,6 +710,103 @@ static void write_components(gp_buf *b, const gp_model *model, int parts,
     gp_buf_put(b, "}", 1);
 }
 
+/* quantiles: {"level": values} with each level's values as write_outputs. */
+static void write_quantiles(gp_buf *b, const double *q, size_t nq, const double *Q, size_t m,
+                            size_t p)
+{
+    gp_buf_puts(b, ",\"quantiles\":{");
+    for (size_t k = 0; k < nq; k++) {
+        char key[32];
+        gp_format_shortest(q[k], key, sizeof key);
+        if (k)
+            gp_buf_put(b, ",", 1);
+        gp_buf_json_string(b, key);
+        gp_buf_put(b, ":", 1);
+        if (p == 1) {
+            gp_buf_json_array(b, Q + k * m, m, 1);
+            continue;
+        }
+        gp_buf_put(b, "[", 1);
+        for (size_t i = 0; i < m; i++) {
+            if (i)
+                gp_buf_put(b, ",", 1);
+            gp_buf_json_array(b, Q + k * m + i, p, nq * m); /* output j at (j nq + k) m + i */
+        }
+        gp_buf_put(b, "]", 1);
+    }
+    gp_buf_put(b, "}", 1);
+}
+
+/* covariance: m rows of m for one output; a list of p such matrices for several. */
+static void write_covariance(gp_buf *b, const double *C, size_t m, size_t p)
+{
+    gp_buf_puts(b, ",\"covariance\":");
+    if (p > 1)
+        gp_buf_put(b, "[", 1);
+    for (size_t j = 0; j < p; j++) {
+        gp_buf_puts(b, j ? ",[" : "[");
+        for (size_t i = 0; i < m; i++) {
+            if (i)
+                gp_buf_put(b, ",", 1);
+            gp_buf_json_array(b, C + j * m * m + i, m, m); /* row i (symmetric) */
+        }
+        gp_buf_put(b, "]", 1);
+    }
+    if (p > 1)
+        gp_buf_put(b, "]", 1);
+}
+
+/* A gate model in warm-up predicts nothing yet: every point asks the oracle. */
+static void respond_warmup(gp_buf *b, const gp_online_status *st, size_t m, size_t p)
+{
+    unsigned char *flags = malloc(m ? m : 1);
+    if (flags == NULL) {
+        b->failed = 1;
+        return;
+    }
+    memset(flags, 1, m);
+    gp_buf_puts(b, ",\"mean\":null,\"variance\":null");
+    write_gate(b, st, flags, m, p);
+    free(flags);
+}
+
+typedef struct predict_args {
+    int include_noise, full, comps;
+    double q[MAX_QUANTILES];
+    size_t nq;
+} predict_args;
+
+static int parse_predict_args(json_t *obj, predict_args *a, gp_error *err)
+{
+    json_t *e;
+    int rc = GP_OK;
+    if ((e = json_object_get(obj, "full_covariance")))
+        rc = gp_json_get_bool(e, "full_covariance", &a->full, err);
+    if (rc == GP_OK && (e = json_object_get(obj, "components")))
+        rc = gp_json_get_bool(e, "components", &a->comps, err);
+    if (rc == GP_OK && (e = json_object_get(obj, "quantiles")))
+        rc = parse_quantiles(e, a->q, &a->nq, err);
+    return rc;
+}
+
+static void write_prediction(gp_buf *b, const gp_model *model, const predict_args *a,
+                             const gp_prediction *pr, size_t m, size_t K, int parts)
+{
+    size_t p = model->n_outputs;
+    gp_buf_puts(b, ",\"mean\":");
+    write_outputs(b, pr->mean, m, p);
+    gp_buf_puts(b, ",\"variance\":");
+    write_outputs(b, pr->variance, m, p);
+    if (model->likelihood != GP_LIK_GAUSSIAN)
+        write_observation_fields(b, model->likelihood, pr, m);
+    if (a->full)
+        write_covariance(b, pr->covariance, m, p);
+    if (a->nq)
+        write_quantiles(b, a->q, a->nq, pr->quantiles, m, p);
+    if (a->comps)
+        write_components(b, model, parts, pr, m, K);
+}
+
 static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out,
                        gp_error *err)
 {
@@ -424,41 +814,41 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
     double *X = NULL, *mem = NULL;
     gp_cache_entry *entry = NULL;
     const gp_model *model = NULL;
-    size_t m = 0, d = 0, nq = 0;
-    int version = 0, include_noise = 1, full = 0, comps = 0;
-    double q[MAX_QUANTILES];
-    json_t *e;
-    int rc = parse_point_request(req, predict_keys, &obj, &version, &include_noise, err);
-    if (rc == GP_OK && (e = json_object_get(obj, "full_covariance")))
-        rc = gp_json_get_bool(e, "full_covariance", &full, err);
-    if (rc == GP_OK && (e = json_object_get(obj, "components")))
-        rc = gp_json_get_bool(e, "components", &comps, err);
-    if (rc == GP_OK && (e = json_object_get(obj, "quantiles")))
-        rc = parse_quantiles(e, q, &nq, err);
+    size_t m = 0, d = 0;
+    int version = 0;
+    predict_args a = {.include_noise = 1};
+    int rc = parse_point_request(req, predict_keys, &obj, &version, &a.include_noise, err);
+    if (rc == GP_OK)
+        rc = parse_predict_args(obj, &a, err);
     json_t *Xj = obj ? json_object_get(obj, "X") : NULL;
     if (rc == GP_OK && Xj == NULL)
         rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to predict at) is missing");
     if (rc == GP_OK)
-        rc = gp_json_matrix(Xj, "X", api->cfg.max_points, &X, &m, &d, err);
-    if (rc == GP_OK && full && m > api->cfg.max_covariance_points)
+        rc = parse_x_early(api, Xj, &X, &m, &d, err);
+    if (rc == GP_OK)
+        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
+    if (rc == GP_OK)
+        rc = parse_x_late(api, model, name, Xj, &X, &m, &d, err);
+    if (rc == GP_OK && a.full && m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "a full covariance of %zu points is above the limit "
                           "max_covariance_points = %zu",
                           m, api->cfg.max_covariance_points);
-    if (rc == GP_OK)
-        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
-    if (rc == GP_OK)
-        rc = check_dims(model, name, Xj, d, err);
     gp_prediction pr = {0};
     size_t K = 0;
-    int parts = 0;
+    int parts = 0, gate = rc == GP_OK && gp_method_has_gate(model->method);
+    gp_online_status st = {0};
+    if (gate)
+        gp_model_online_status(model, &st);
     if (rc == GP_OK)
-        rc = check_components(model, comps, &K, &parts, err);
+        rc = check_components(model, a.comps, &K, &parts, err);
     int obs = rc == GP_OK && model->likelihood != GP_LIK_GAUSSIAN;
-    if (rc == GP_OK)
-        rc = alloc_prediction(m, full, nq, K, obs, &mem, &pr, err);
-    if (rc == GP_OK) {
-        gp_predict_request preq = {X, m, d, include_noise, full, q, nq, comps};
+    if (rc == GP_OK && !st.warmup)
+        rc = alloc_prediction(m, model->n_outputs, a.full, a.nq, K, obs, &mem, &pr, err);
+    if (rc == GP_OK && !gate)
+        pr.ask_oracle = NULL;
+    if (rc == GP_OK && !st.warmup) {
+        gp_predict_request preq = {X, m, d, a.include_noise, a.full, a.q, a.nq, a.comps};
         rc = gp_model_predict(model, &preq, &pr, err);
     }
     if (rc == GP_OK) {
@@ -468,36 +858,16 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
         gp_buf_init(&b);
         /* entry's name/version are the row that was served */
         head(&b, name, entry->version);
-        gp_buf_puts(&b, ",\"mean\":");
-        gp_buf_json_array(&b, pr.mean, m, 1);
-        gp_buf_puts(&b, ",\"variance\":");
-        gp_buf_json_array(&b, pr.variance, m, 1);
-        if (obs)
-            write_observation_fields(&b, model->likelihood, &pr, m);
-        if (full) {
-            gp_buf_puts(&b, ",\"covariance\":[");
-            for (size_t i = 0; i < m; i++) {
-                if (i)
-                    gp_buf_put(&b, ",", 1);
-                gp_buf_json_array(&b, pr.covariance + i, m, m); /* row i (symmetric) */
-            }
-            gp_buf_put(&b, "]", 1);
+        if (st.warmup) {
+            respond_warmup(&b, &st, m, model->n_outputs);
+            gate_record_all(entry, m);
         }
-        if (nq) {
-            gp_buf_puts(&b, ",\"quantiles\":{");
-            for (size_t k = 0; k < nq; k++) {
-                char key[32];
-                gp_format_shortest(q[k], key, sizeof key);
-                if (k)
-                    gp_buf_put(&b, ",", 1);
-                gp_buf_json_string(&b, key);
-                gp_buf_put(&b, ":", 1);
-                gp_buf_json_array(&b, pr.quantiles + k * m, m, 1);
-            }
-            gp_buf_put(&b, "}", 1);
+        else
+            write_prediction(&b, model, &a, &pr, m, K, parts);
+        if (gate && !st.warmup) {
+            write_gate(&b, &st, pr.ask_oracle, m, model->n_outputs);
+            gate_record(entry, pr.ask_oracle, m);
         }
-        if (comps)
-            write_components(&b, model, parts, &pr, m, K);
         gp_buf_put(&b, "}", 1);
         gp_buf_respond(&b, 200, out);
     }
@@ -521,13 +891,26 @@ void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_res
 static const char *const sample_keys[] = {"X",           "version",      "n_samples", "seed",
                                           "include_noise", "observations", NULL};
 
-static void write_draws(gp_buf *b, const char *key, const double *S, size_t m, size_t n)
+/* n draws of m points: per draw a list of m numbers, or for p outputs m rows
+ * of p (output j of draw s at point i: S[(j n + s) m + i]). */
+static void write_draws(gp_buf *b, const char *key, const double *S, size_t m, size_t n,
+                        size_t p)
 {
     gp_buf_printf(b, ",\"%s\":[", key);
     for (size_t s = 0; s < n; s++) {
         if (s)
             gp_buf_put(b, ",", 1);
-        gp_buf_json_array(b, S + s * m, m, 1);
+        if (p == 1) {
+            gp_buf_json_array(b, S + s * m, m, 1);
+            continue;
+        }
+        gp_buf_put(b, "[", 1);
+        for (size_t i = 0; i < m; i++) {
+            if (i)
+                gp_buf_put(b, ",", 1);
+            gp_buf_json_array(b, S + s * m + i, p, n * m);
+        }
+        gp_buf_put(b, "]", 1);
     }
     gp_buf_put(b, "]", 1);
 }
@@ -565,21 +948,24 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
     if (rc == GP_OK && Xj == NULL)
         rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to sample at) is missing");
     if (rc == GP_OK)
-        rc = gp_json_matrix(Xj, "X", api->cfg.max_points, &X, &m, &d, err);
+        rc = parse_x_early(api, Xj, &X, &m, &d, err);
+    if (rc == GP_OK)
+        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
+    if (rc == GP_OK)
+        rc = parse_x_late(api, model, name, Xj, &X, &m, &d, err);
     if (rc == GP_OK && m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "joint samples at %zu points are above the limit "
                           "max_covariance_points = %zu",
                           m, api->cfg.max_covariance_points);
-    if (rc == GP_OK && (double)m * (double)n_samples > (double)api->cfg.max_sample_values)
+    size_t p = rc == GP_OK ? model->n_outputs : 1;
+    if (rc == GP_OK && (double)m * (double)n_samples * (double)p >
+                           (double)api->cfg.max_sample_values)
         rc = gp_error_set(err, GP_ETOOBIG, "n_samples",
-                          "%llu samples x %zu points is above the limit max_sample_values = %zu",
-                          (unsigned long long)n_samples, m, api->cfg.max_sample_values);
-    if (rc == GP_OK)
-        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
-    if (rc == GP_OK)
-        rc = check_dims(model, name, Xj, d, err);
-    size_t count = m * (size_t)n_samples; /* below max_sample_values, checked above */
+                          "%llu samples x %zu points x %zu outputs is above the limit "
+                          "max_sample_values = %zu",
+                          (unsigned long long)n_samples, m, p, api->cfg.max_sample_values);
+    size_t count = m * (size_t)n_samples * p; /* below max_sample_values, checked above */
     if (rc == GP_OK && !(S = malloc((observations ? 2 : 1) * count * sizeof *S)))
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for the samples");
     gp_sample_request sr = {X, m, d, (size_t)n_samples, seed, include_noise};
@@ -591,9 +977,9 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
         gp_buf b;
         gp_buf_init(&b);
         head(&b, name, entry->version);
-        write_draws(&b, "samples", S, m, (size_t)n_samples);
+        write_draws(&b, "samples", S, m, (size_t)n_samples, p);
         if (observations)
-            write_draws(&b, "observations", S + count, m, (size_t)n_samples);
+            write_draws(&b, "observations", S + count, m, (size_t)n_samples, p);
         gp_buf_put(&b, "}", 1);
         gp_buf_respond(&b, 200, out);
     }
@@ -612,6 +998,58 @@ static int check_name(const char *name, gp_error *err)
     if (!gp_api_valid_name(name))
         return gp_error_set(err, GP_EINVAL, "name",
                             "model names are 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    return GP_OK;
+}
+
+static json_t *real_list(const double *v, size_t p)
+{
+    if (p == 1)
+        return gp_json_real(v[0]);
+    json_t *a = json_array();
+    for (size_t j = 0; a && j < p; j++)
+        json_array_append_new(a, gp_json_real(v[j]));
+    return a;
+}
+
+/* "online": what a model that learns online reports about itself: the rows
+ * it holds, its state, the log entries applied and, for a gate model, the
+ * threshold and the oracle rate over the last predicted points. */
+static int add_online_status(gp_api *api, const char *name, int version, json_t *o,
+                             gp_error *err)
+{
+    gp_cache_entry *e = NULL;
+    const gp_model *model = NULL;
+    int rc = gp_cache_acquire(api, name, version, &e, &model, err);
+    if (rc)
+        return rc;
+    gp_online_status st;
+    gp_model_online_status(model, &st);
+    json_t *on = json_object();
+    if (on == NULL) {
+        gp_cache_release(api, e);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    json_object_set_new(on, "n", json_integer((json_int_t)st.n));
+    json_object_set_new(on, "state", json_string(st.warmup ? "warmup" : "online"));
+    json_object_set_new(on, "observations", json_integer((json_int_t)e->seq));
+    json_object_set_new(o, "n_train", json_integer((json_int_t)st.n));
+    if (gp_method_has_gate(model->method)) {
+        size_t window = 0;
+        double rate = NAN;
+        gate_rate(e, &window, &rate);
+        if (st.warmup)
+            json_object_set_new(on, "warmup_target", json_integer((json_int_t)st.warmup_target));
+        json_object_set_new(on, "oracle_threshold", st.has_threshold
+                                                         ? real_list(st.threshold, model->n_outputs)
+                                                         : json_null());
+        json_object_set_new(on, "gate_kappa", isfinite(st.kappa) ? gp_json_real(st.kappa)
+                                                                  : json_null());
+        json_object_set_new(on, "always_asks", json_boolean(st.always_asks));
+        json_object_set_new(on, "oracle_rate", window ? gp_json_real(rate) : json_null());
+        json_object_set_new(on, "oracle_window", json_integer((json_int_t)window));
+    }
+    json_object_set_new(o, "online", on);
+    gp_cache_release(api, e);
     return GP_OK;
 }
 
@@ -640,10 +1078,14 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
             rc = err.code;
     }
     free(versions);
+    const gp_method *method = rc == GP_OK ? gp_method_find(meta.method) : NULL;
+    if (method && gp_method_can_observe(method))
+        rc = add_online_status(api, name, meta.version, o, &err);
     gp_model_meta_free(&meta);
-    if (rc)
+    if (rc) {
+        json_decref(o);
         gp_api_error(&err, out);
-    else
+    } else
         gp_json_respond(o, 200, out);
 }
 
@@ -704,21 +1146,232 @@ void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
     out->content_type = "application/json";
 }
 
+/* ---- observe ---- */
+
+static const char *const observe_keys[] = {"X", "y", "version", "new_version", NULL};
+
+typedef struct observe_body {
+    json_t *obj;
+    int version, new_version;
+    double *X, *Y;
+    size_t k, d, p;
+} observe_body;
+
+static void observe_body_free(observe_body *ob)
+{
+    json_decref(ob->obj);
+    free(ob->X);
+    free(ob->Y);
+}
+
+static int parse_observe(gp_api *api, const gp_request *req, observe_body *ob, gp_error *err)
+{
+    json_t *e;
+    int rc = check_json(req, err);
+    if (rc == GP_OK)
+        rc = gp_json_parse_body(req, &ob->obj, err);
+    if (rc == GP_OK)
+        rc = gp_json_known_keys(ob->obj, observe_keys, NULL, err);
+    if (rc == GP_OK)
+        rc = get_version(ob->obj, &ob->version, err);
+    if (rc == GP_OK && (e = json_object_get(ob->obj, "new_version")))
+        rc = gp_json_get_bool(e, "new_version", &ob->new_version, err);
+    json_t *Xj = rc == GP_OK ? json_object_get(ob->obj, "X") : NULL;
+    if (rc == GP_OK && Xj == NULL)
+        rc = gp_error_set(err, GP_EINVAL, "X", "X (the inputs observed) is missing");
+    if (rc == GP_OK && json_object_get(ob->obj, "y") == NULL)
+        rc = gp_error_set(err, GP_EINVAL, "y", "y (the targets observed) is missing");
+    if (rc == GP_OK)
+        rc = parse_x_early(api, Xj, &ob->X, &ob->k, &ob->d, err);
+    return rc;
+}
+
+/* X and y against the model: the input kind and width, the output count. */
+static int observe_data(gp_api *api, const gp_model *model, const char *name, observe_body *ob,
+                        gp_error *err)
+{
+    size_t ny = 0;
+    int rc = parse_x_late(api, model, name, json_object_get(ob->obj, "X"), &ob->X, &ob->k,
+                          &ob->d, err);
+    if (rc == GP_OK)
+        rc = gp_json_targets(json_object_get(ob->obj, "y"), "y", api->cfg.max_points,
+                             model->n_outputs > 1, &ob->Y, &ny, &ob->p, err);
+    if (rc == GP_OK && ny != ob->k)
+        rc = gp_error_set(err, GP_EDATA, "y", "y has %zu rows; X has %zu", ny, ob->k);
+    if (rc == GP_OK && ob->p != model->n_outputs)
+        rc = gp_error_set(err, GP_EDATA, "y[0]", "y[0] has %zu outputs; model '%s' has %zu",
+                          ob->p, name, model->n_outputs);
+    return rc;
+}
+
+static void respond_observed(gp_buf *b, const char *name, int version, const gp_model *model,
+                             uint64_t seq)
+{
+    gp_online_status st;
+    gp_model_online_status(model, &st);
+    head(b, name, version);
+    gp_buf_printf(b, ",\"n\":%zu,\"state\":\"%s\",\"observations\":%llu}", st.n,
+                  st.warmup ? "warmup" : "online", (unsigned long long)seq);
+}
+
+/* The batch as the log stores it: "X" (k x width) and "y" (k x p), borrowed. */
+static void batch_state(const observe_body *ob, gp_named_array arrays[2], gp_state *st)
+{
+    memset(arrays, 0, 2 * sizeof *arrays);
+    snprintf(arrays[0].name, sizeof arrays[0].name, "X");
+    arrays[0].rows = ob->k;
+    arrays[0].cols = ob->d;
+    arrays[0].data = ob->X;
+    snprintf(arrays[1].name, sizeof arrays[1].name, "y");
+    arrays[1].rows = ob->k;
+    arrays[1].cols = ob->p;
+    arrays[1].data = ob->Y;
+    st->arrays = arrays;
+    st->count = st->capacity = 2;
+}
+
+/* When the log since the last snapshot outweighs the state, or holds more
+ * entries than the configured interval, the next entry carries a snapshot:
+ * the store's bytes stay within twice the log, and a load replays a bounded
+ * number of entries. */
+static int snapshot_due(const gp_api *api, const gp_cache_entry *e)
+{
+    return e->since_snapshot + 1 >= api->cfg.snapshot_interval ||
+           (e->state_bytes > 0 && e->logged_bytes >= e->state_bytes);
+}
+
+/* Apply the batch to the cached model and log it, under the entry's locks:
+ * the model changes and the entry is written in one step as readers see it;
+ * if the store refuses the entry the model is discarded (the next request
+ * reloads the store's version), so an unacknowledged batch is never served
+ * again. */
+static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *ob,
+                            uint64_t *seq, gp_error *err)
+{
+    gp_named_array arrays[2];
+    gp_state batch, snap;
+    batch_state(ob, arrays, &batch);
+    gp_state_init(&snap);
+    pthread_rwlock_wrlock(&e->lock);
+    int rc = e->stale ? gp_error_set(err, GP_ECONFLICT, NULL, "stale") : GP_OK;
+    if (rc == GP_OK)
+        rc = gp_model_observe(e->model, ob->X, ob->Y, ob->k, err);
+    int applied = rc == GP_OK, due = applied && snapshot_due(api, e);
+    if (due)
+        rc = gp_model_export(e->model, &snap, err);
+    gp_online_status st;
+    gp_model_online_status(e->model, &st);
+    if (rc == GP_OK)
+        rc = gp_store_observe(api->store, e->id, e->seq, &batch, st.n, due ? &snap : NULL, seq,
+                              err);
+    if (rc == GP_OK) {
+        e->seq = *seq;
+        e->since_snapshot = due ? 0 : e->since_snapshot + 1;
+        e->logged_bytes = due ? 0 : e->logged_bytes + ob->k * (ob->d + ob->p) * sizeof(double);
+        if (due)
+            e->state_bytes = state_bytes(&snap);
+    } else if (applied)
+        entry_discard(api, e); /* e->stale: readers waiting on the lock retry */
+    pthread_rwlock_unlock(&e->lock);
+    gp_state_free(&snap);
+    return rc;
+}
+
+/* "new_version": true: the model with the batch becomes a new version; the
+ * version observed stays as it was. */
+static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_body *ob,
+                               gp_buf *b, gp_error *err)
+{
+    gp_model_meta old, saved;
+    memset(&old, 0, sizeof old);
+    memset(&saved, 0, sizeof saved);
+    gp_state st;
+    gp_state_init(&st);
+    gp_model *copy = NULL;
+    pthread_rwlock_rdlock(&e->lock);
+    int rc = gp_model_export(e->model, &st, err);
+    pthread_rwlock_unlock(&e->lock);
+    if (rc == GP_OK)
+        rc = gp_model_import(e->model->method, &st, &copy, err);
+    gp_state_free(&st);
+    gp_state_init(&st);
+    if (rc == GP_OK)
+        rc = gp_model_observe(copy, ob->X, ob->Y, ob->k, err);
+    if (rc == GP_OK)
+        rc = gp_store_meta(api->store, e->name, e->version, &old, err);
+    if (rc == GP_OK)
+        rc = gp_model_export(copy, &st, err);
+    if (rc == GP_OK)
+        rc = gp_store_save(api->store, e->name, old.method, old.spec, old.info, copy->n_train,
+                           copy->input_dim, &st, &saved, err);
+    gp_state_free(&st);
+    gp_model_meta_free(&old);
+    if (rc == GP_OK) {
+        respond_observed(b, e->name, saved.version, copy, 0);
+        gp_cache_insert(api, &saved, copy); /* the cache owns it from here */
+        copy = NULL;
+    }
+    gp_model_meta_free(&saved);
+    gp_model_free(copy);
+    return rc;
+}
+
+static int do_observe(gp_api *api, const char *name, observe_body *ob, gp_buf *b,
+                      gp_error *err)
+{
+    for (int tries = 0;; tries++) {
+        gp_cache_entry *e = NULL;
+        int rc = entry_acquire(api, name, ob->version, &e, NULL, err);
+        if (rc)
+            return rc;
+        const gp_model *model = e->model; /* method, spec and outputs never change */
+        if (!gp_method_can_observe(model->method))
+            rc = gp_error_set(err, GP_EUNSUPPORTED, NULL,
+                              "method '%s' does not update online: fit a new version with all "
+                              "the data instead",
+                              model->method->name);
+        if (rc == GP_OK && ob->Y == NULL)
+            rc = observe_data(api, model, name, ob, err);
+        uint64_t seq = 0;
+        if (rc == GP_OK && ob->new_version) {
+            pthread_mutex_lock(&e->write_lock);
+            rc = observe_new_version(api, e, ob, b, err);
+            pthread_mutex_unlock(&e->write_lock);
+        } else if (rc == GP_OK) {
+            pthread_mutex_lock(&e->write_lock);
+            rc = observe_in_place(api, e, ob, &seq, err);
+            if (rc == GP_OK) {
+                pthread_rwlock_rdlock(&e->lock);
+                respond_observed(b, name, e->version, e->model, seq);
+                pthread_rwlock_unlock(&e->lock);
+            }
+            pthread_mutex_unlock(&e->write_lock);
+        }
+        entry_unref(api, e);
+        /* another daemon appended first (or our entry went stale): reload, retry */
+        if (rc != GP_ECONFLICT || tries + 1 >= OBSERVE_TRIES)
+            return rc;
+        gp_error_clear(err);
+    }
+}
+
 void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_response *out)
 {
-    (void)req;
     gp_error err;
     gp_error_clear(&err);
-    gp_model_meta meta;
-    memset(&meta, 0, sizeof meta);
-    int rc = check_name(name, &err);
+    observe_body ob;
+    memset(&ob, 0, sizeof ob);
+    gp_buf b;
+    gp_buf_init(&b);
+    int rc = valid_name_or_fail(name, &err);
     if (rc == GP_OK)
-        rc = gp_store_meta_brief(api->store, name, 0, &meta, &err);
+        rc = parse_observe(api, req, &ob, &err);
     if (rc == GP_OK)
-        rc = gp_error_set(&err, GP_EUNSUPPORTED, NULL,
-                          "method '%s' does not update online: fit a new version with all the "
-                          "data instead",
-                          meta.method);
-    gp_model_meta_free(&meta);
-    gp_api_error(&err, out);
+        rc = do_observe(api, name, &ob, &b, &err);
+    observe_body_free(&ob);
+    if (rc) {
+        gp_buf_free(&b);
+        gp_api_error(&err, out);
+    } else
+        gp_buf_respond(&b, 200, out);
 }

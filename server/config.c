@@ -65,6 +65,10 @@ static const opt_def options[] = {
      "and /metrics needs 'Authorization: Bearer KEY'"},
     {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
      "fitted models kept in memory (LRU)"},
+    {"snapshot-interval", "GPSERVE_SNAPSHOT_INTERVAL", OPT_LONG, OFF(snapshot_interval), 1,
+     100000000,
+     "observe log entries between snapshots of an online model (a restart replays at most "
+     "this many)"},
     {"compute-threads", "GPSERVE_COMPUTE_THREADS", OPT_LONG, OFF(compute_threads), 0, 1024,
      "threads one fit's pair loops use; 0 = all CPUs"},
 };
@@ -101,6 +105,9 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;
     cfg->compute_threads = 0;
+    cfg->snapshot_interval = api.snapshot_interval > 0 && api.snapshot_interval <= 100000000
+                                 ? (long)api.snapshot_interval
+                                 : 10000;
 }
 
 int gp_parse_long(const char *s, long min, long max, long *out)

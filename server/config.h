@@ -28,6 +28,7 @@ typedef struct gp_server_config {
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */
+    long snapshot_interval;   /* --snapshot-interval: api default (10000) */
     long compute_threads;     /* --compute-threads: threads of one fit; 0 = all CPUs */
 } gp_server_config;
 

@@ -91,6 +91,7 @@ int main(int argc, char **argv)
     acfg.max_train_points = (size_t)cfg.max_train_points;
     acfg.max_input_dim = (size_t)cfg.max_input_dim;
     acfg.model_cache = (size_t)cfg.model_cache;
+    acfg.snapshot_interval = (size_t)cfg.snapshot_interval;
     gp_api *api = NULL;
     gp_error err;
     gp_error_clear(&err);

@@ -1,10 +1,11 @@
 /* gpserve store: the connections, schema migrations, models and jobs.
  *
- * Two SQLite connections per gp_store, each serialised by its own mutex (see
+ * Three SQLite connections per gp_store, each serialised by its own mutex (see
  * struct gp_store in store_internal.h): a writer for saves, deletes, job
- * updates and migrations, and a query_only reader for everything else, so
- * that reads are not held up by a long save (WAL: the reader sees the last
- * committed state). Every statement is prepared once at open
+ * updates, observations and migrations, a query_only reader for everything
+ * else but the replay of an observation log, and a query_only log reader for
+ * that replay, so that reads are not held up by a long save or a long replay
+ * (WAL: the readers see the last committed state). Every statement is prepared once at open
  * (sqlite3_prepare_v2) on both connections and takes its values through
  * bindings. Writes run in BEGIN IMMEDIATE transactions (the write lock is taken
  * before the version number is read, so savers in several processes get
@@ -24,7 +25,7 @@
 /* ---- schema -------------------------------------------------------------- */
 
 /* Migration to version v + 1 is migrations[v]; each runs inside the migration
- * transaction, which also sets PRAGMA user_version. A version 2 is one more
+ * transaction, which also sets PRAGMA user_version. A new version is one more
  * function appended to the table. */
 typedef int (*migration_fn)(sqlite3 *db, char **errmsg);
 
@@ -96,7 +97,39 @@ static int migrate_to_v2(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
-static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2};
+/* Online models (docs/design/storage.md, "Observation log and snapshots"): a
+ * version's log of accepted batches, entry seq = 1, 2, ... (each entry's
+ * arrays in the parts scheme of `arrays`), the number of entries on the
+ * models row (obs_seq), and the version's latest snapshot (one per version:
+ * every row of it carries the entry it follows). Both go with their model row
+ * (ON DELETE CASCADE; the primary keys lead with model_id, which the cascade
+ * and every lookup use). */
+static int migrate_to_v3(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "ALTER TABLE models ADD COLUMN obs_seq INTEGER NOT NULL DEFAULT 0;"
+        "CREATE TABLE observations("
+        " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " key TEXT NOT NULL,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(model_id, seq, key, part));"
+        "CREATE TABLE snapshots("
+        " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " key TEXT NOT NULL,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(model_id, key, part));";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 static const char *const stmt_sql[GPS_STMT_COUNT] = {
@@ -109,14 +142,20 @@ static const char *const stmt_sql[GPS_STMT_COUNT] = {
                          " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [GPS_INSERT_ARRAY] = "INSERT INTO arrays(model_id, key, part, rows, cols, data)"
                          " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [GPS_META_LATEST] = "SELECT id, name, version, method, spec, info, n_train, input_dim,"
-                        " created_at FROM models WHERE name = ?1 ORDER BY version DESC LIMIT 1",
-    [GPS_META_VERSION] = "SELECT id, name, version, method, spec, info, n_train, input_dim,"
-                         " created_at FROM models WHERE name = ?1 AND version = ?2",
+    /* The columns read_meta_row reads; the brief forms leave spec and info
+     * NULL (the UNIQUE(name, version) index finds the row either way). */
+#define META_COLS "id, name, version, method, spec, info, n_train, input_dim, created_at, obs_seq"
+#define BRIEF_COLS "id, name, version, method, NULL, NULL, n_train, input_dim, created_at, obs_seq"
+    [GPS_META_LATEST] = "SELECT " META_COLS " FROM models WHERE name = ?1"
+                        " ORDER BY version DESC LIMIT 1",
+    [GPS_META_VERSION] = "SELECT " META_COLS " FROM models WHERE name = ?1 AND version = ?2",
+    [GPS_META_BRIEF_LATEST] = "SELECT " BRIEF_COLS " FROM models WHERE name = ?1"
+                              " ORDER BY version DESC LIMIT 1",
+    [GPS_META_BRIEF_VERSION] = "SELECT " BRIEF_COLS " FROM models WHERE name = ?1 AND"
+                               " version = ?2",
     [GPS_NAME_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 LIMIT 1",
     [GPS_VERSIONS] = "SELECT version FROM models WHERE name = ?1 ORDER BY version",
-    [GPS_LIST] = "SELECT id, name, version, method, spec, info, n_train, input_dim, created_at"
-                 " FROM models AS m WHERE version ="
+    [GPS_LIST] = "SELECT " META_COLS " FROM models AS m WHERE version ="
                  " (SELECT MAX(version) FROM models WHERE name = m.name) ORDER BY name",
     [GPS_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = ?1",
     [GPS_ARRAYS] = "SELECT key, part, rows, cols, data FROM arrays WHERE model_id = ?1"
@@ -173,6 +212,29 @@ static const char *const stmt_sql[GPS_STMT_COUNT] = {
     [GPS_JOB_PRUNE] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN"
                       " ('succeeded', 'failed', 'cancelled') AND updated_at < ?1 LIMIT 1000)",
 #undef ACTIVE
+    /* The observation log and snapshots (store_observe.c). Array statements
+     * bind the model row to ?1, the array's name to ?2 and the entry to ?7
+     * (store_arrays.c). */
+    [GPS_OBS_HEAD] = "SELECT obs_seq FROM models WHERE id = ?1",
+    [GPS_OBS_INSERT_ARRAY] = "INSERT INTO observations(model_id, seq, key, part, rows, cols,"
+                             " data) VALUES(?1, ?7, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_OBS_ARRAYS] = "SELECT key, part, rows, cols, data FROM observations"
+                       " WHERE model_id = ?1 AND seq = ?7 ORDER BY key, part",
+    [GPS_OBS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                              " max(rows), min(cols), max(cols) FROM observations"
+                              " WHERE model_id = ?1 AND seq = ?7 AND key = ?2",
+    [GPS_OBS_ADVANCE] = "UPDATE models SET obs_seq = ?2, n_train = ?3 WHERE id = ?1",
+    [GPS_SNAP_DROP] = "DELETE FROM snapshots WHERE model_id = ?1",
+    [GPS_SNAP_INSERT_ARRAY] = "INSERT INTO snapshots(model_id, seq, key, part, rows, cols, data)"
+                              " VALUES(?1, ?7, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_SNAP_ARRAYS] = "SELECT key, part, rows, cols, data FROM snapshots WHERE model_id = ?1"
+                        " ORDER BY key, part",
+    [GPS_SNAP_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                               " max(rows), min(cols), max(cols) FROM snapshots"
+                               " WHERE model_id = ?1 AND key = ?2",
+    [GPS_SNAP_SEQ] = "SELECT count(*), min(seq), max(seq) FROM snapshots WHERE model_id = ?1",
+#undef META_COLS
+#undef BRIEF_COLS
 };
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -313,6 +375,34 @@ int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), vo
     return rc;
 }
 
+/* A write transaction around body(s, ctx, err) on the writer, retried while busy. */
+typedef struct txn_call {
+    int (*body)(gp_store *s, void *ctx, gp_error *err);
+    void *ctx;
+    const char *what;
+} txn_call;
+
+static int txn_once(gp_store *s, void *vcall, gp_error *err)
+{
+    txn_call *call = vcall;
+    int rc = gp_store_exec(s->w, GPS_BEGIN_IMMEDIATE, err, call->what);
+    if (rc)
+        return rc;
+    rc = call->body(s, call->ctx, err);
+    if (rc == GP_OK)
+        rc = gp_store_exec(s->w, GPS_COMMIT, err, call->what);
+    if (rc)
+        gp_store_rollback(s->w);
+    return rc;
+}
+
+int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
+                       const char *what, gp_error *err)
+{
+    txn_call call = {body, ctx, what};
+    return gp_store_write(s, txn_once, &call, err);
+}
+
 void gp_store_now(char out[GP_TIME_LEN])
 {
     time_t t = time(NULL);
@@ -421,8 +511,9 @@ static void conn_close(gp_store_conn *c)
 
 static void free_store(gp_store *s)
 {
-    /* The reader first: the writer, closed last, checkpoints the WAL into the
+    /* The readers first: the writer, closed last, checkpoints the WAL into the
      * file (when no other process has the file open). */
+    conn_close(&s->conn[2]);
     conn_close(&s->conn[1]);
     conn_close(&s->conn[0]);
     free(s);
@@ -479,6 +570,20 @@ static int conn_prepare(gp_store_conn *c, const char *path, gp_error *err)
     return GP_OK;
 }
 
+/* Open a reader (the reader or the log reader) onto the migrated file. */
+static int reader_open(gp_store_conn *c, const char *path, gp_error *err)
+{
+    char mode[32];
+    int code = conn_open(c, path, 0, mode, sizeof mode, err);
+    /* A reader must never write (its statements include the writer's; a
+     * write stepped here fails with SQLITE_READONLY). */
+    if (code == GP_OK && exec_const(c->db, "PRAGMA query_only = ON") != SQLITE_OK)
+        code = open_fail(c->db, path, "configuring a reader", err);
+    if (code == GP_OK)
+        code = conn_prepare(c, path, err);
+    return code;
+}
+
 int gp_store_open(const char *path, gp_store **out, gp_error *err)
 {
     *out = NULL;
@@ -502,16 +607,12 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
         /* An in-memory database is private to its connection: read on the
          * writer (reads then wait for writes, as with one connection). */
         s->r = s->w;
+        s->log = s->w;
     } else {
         s->r = &s->conn[1];
-        char rmode[32];
-        code = conn_open(s->r, path, 0, rmode, sizeof rmode, err);
-        /* The reader must never write (its statements include the writer's;
-         * a write stepped here fails with SQLITE_READONLY). */
-        if (code == GP_OK && exec_const(s->r->db, "PRAGMA query_only = ON") != SQLITE_OK)
-            code = open_fail(s->r->db, path, "configuring the reader", err);
-        if (code == GP_OK)
-            code = conn_prepare(s->r, path, err);
+        s->log = &s->conn[2];
+        for (int i = 1; i <= 2 && code == GP_OK; i++)
+            code = reader_open(&s->conn[i], path, err);
         if (code)
             goto fail;
     }
@@ -576,7 +677,8 @@ void gp_model_meta_free_array(gp_model_meta *metas, size_t count)
 }
 
 /* Fill meta from a row of id, name, version, method, spec, info, n_train,
- * input_dim, created_at. On failure meta holds nothing to free. */
+ * input_dim, created_at, obs_seq (spec and info NULL in the brief forms, read
+ * with with_texts 0). On failure meta holds nothing to free. */
 static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, int with_texts, gp_error *err)
 {
     memset(meta, 0, sizeof *meta);
@@ -584,16 +686,19 @@ static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, int with_texts, 
     const sqlite3_int64 version = sqlite3_column_int64(st, 2);
     const sqlite3_int64 n_train = sqlite3_column_int64(st, 6);
     const sqlite3_int64 input_dim = sqlite3_column_int64(st, 7);
+    const sqlite3_int64 obs_seq = sqlite3_column_int64(st, 9);
     if (!gp_store_copy_col(st, 1, meta->name, sizeof meta->name, 0) || version < 1 ||
         version > INT_MAX || !gp_store_copy_col(st, 3, meta->method, sizeof meta->method, 0) ||
         !gp_store_copy_col(st, 8, meta->created_at, sizeof meta->created_at, 1) || n_train < 0 ||
-        input_dim < 0 || sqlite3_column_type(st, 4) == SQLITE_NULL ||
-        sqlite3_column_type(st, 5) == SQLITE_NULL)
+        input_dim < 0 || obs_seq < 0 ||
+        (with_texts && (sqlite3_column_type(st, 4) == SQLITE_NULL ||
+                        sqlite3_column_type(st, 5) == SQLITE_NULL)))
         return gp_error_set(err, GP_EDATA, "name", "model row %lld is corrupt",
                             (long long)meta->id);
     meta->version = (int)version;
     meta->n_train = (size_t)n_train;
     meta->input_dim = (size_t)input_dim;
+    meta->obs_seq = (uint64_t)obs_seq;
     if (with_texts && (gp_store_dup_col(st, 4, &meta->spec) || gp_store_dup_col(st, 5, &meta->info))) {
         gp_model_meta_free(meta);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading model metadata");
@@ -695,7 +800,7 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     }
     c->id = sqlite3_last_insert_rowid(w->db);
     if (c->state) {
-        gp_array_owner owner = {.model_id = c->id, .job_id = NULL};
+        gp_array_owner owner = {.table = GP_ARRAYS_MODEL, .model_id = c->id};
         rc = gp_store_write_arrays(s, &owner, c->state, err);
         if (rc)
             goto fail;
@@ -789,7 +894,10 @@ static int meta_lookup(gp_store *store, const char *name, int version, int with_
                             version);
     gp_store_conn *r = store->r;
     pthread_mutex_lock(&r->mu);
-    sqlite3_stmt *st = gp_store_stmt(r, version == 0 ? GPS_META_LATEST : GPS_META_VERSION);
+    sqlite3_stmt *st =
+        gp_store_stmt(r, with_texts ? (version == 0 ? GPS_META_LATEST : GPS_META_VERSION)
+                                    : (version == 0 ? GPS_META_BRIEF_LATEST
+                                                    : GPS_META_BRIEF_VERSION));
     int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     if (src == SQLITE_OK && version > 0)
         src = sqlite3_bind_int(st, 2, version);
@@ -934,9 +1042,9 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
         else if (src != SQLITE_ROW)
             rc = gp_store_sql_error(r, src, err, "loading a model");
         gp_store_stmt_done(st);
-        gp_array_owner owner = {.model_id = model_id, .job_id = NULL};
+        gp_array_owner owner = {.table = GP_ARRAYS_MODEL, .model_id = model_id};
         if (rc == GP_OK)
-            rc = gp_store_read_arrays(store, &owner, &tmp, err);
+            rc = gp_store_read_arrays(r, &owner, &tmp, err);
         if (rc == GP_OK)
             rc = gp_store_exec(r, GPS_COMMIT, err, "ending a load");
         gp_store_rollback(r);
@@ -946,20 +1054,7 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
         gp_state_free(&tmp);
         return rc;
     }
-    if (state->count == 0) {
-        free(state->arrays);
-        *state = tmp;
-        return GP_OK;
-    }
-    /* Append to a state that already holds arrays. */
-    size_t i = 0;
-    for (; i < tmp.count && rc == GP_OK; i++)
-        rc = gp_state_put_owned(state, tmp.arrays[i].name, tmp.arrays[i].rows,
-                                tmp.arrays[i].cols, tmp.arrays[i].data, err);
-    for (; i < tmp.count; i++)
-        free(tmp.arrays[i].data);
-    free(tmp.arrays);
-    return rc;
+    return gp_store_append_state(state, &tmp, err);
 }
 
 typedef struct delete_ctx {

@@ -1,4 +1,6 @@
-/* gpserve store: a model's named arrays as rows of `arrays`.
+/* gpserve store: named arrays as rows of `arrays` (a model's fitted state),
+ * `job_arrays` (a durable job's request data), `observations` (the entries of
+ * an online model's log) and `snapshots` (its latest snapshot).
  *
  * Each array is rows x cols float64, column-major, stored little-endian. An
  * array of more than part_bytes bytes is split into rows part = 0, 1, ..., k
@@ -63,19 +65,85 @@ static int array_bytes(size_t rows, size_t cols, size_t *count, size_t *bytes, g
     return GP_OK;
 }
 
-/* Bind the owner of an array row (model row id or job id) to parameter 1. */
+/* The statements of each table: insert one part; select every part of an
+ * owner in (key, part) order; summarise one array's parts. They all bind the
+ * owner to ?1 and the array's name to ?2; the log's and the snapshots' take
+ * the entry number as ?7 where they need it. */
+static const struct {
+    enum gp_store_stmt insert, select, summary;
+} table_stmts[] = {
+    [GP_ARRAYS_MODEL] = {GPS_INSERT_ARRAY, GPS_ARRAYS, GPS_ARRAY_SUMMARY},
+    [GP_ARRAYS_JOB] = {GPS_JOB_INSERT_ARRAY, GPS_JOB_ARRAYS, GPS_JOB_ARRAY_SUMMARY},
+    [GP_ARRAYS_OBSERVATIONS] = {GPS_OBS_INSERT_ARRAY, GPS_OBS_ARRAYS, GPS_OBS_ARRAY_SUMMARY},
+    [GP_ARRAYS_SNAPSHOT] = {GPS_SNAP_INSERT_ARRAY, GPS_SNAP_ARRAYS, GPS_SNAP_ARRAY_SUMMARY},
+};
+
+/* Bind the owner of an array row (model row id or job id) to parameter 1, and
+ * its entry number to ?7 when the statement has it. */
 static int bind_owner(sqlite3_stmt *st, const gp_array_owner *o)
 {
-    return o->job_id ? sqlite3_bind_text(st, 1, o->job_id, -1, SQLITE_STATIC)
-                     : sqlite3_bind_int64(st, 1, o->model_id);
+    int src = o->table == GP_ARRAYS_JOB ? sqlite3_bind_text(st, 1, o->job_id, -1, SQLITE_STATIC)
+                                        : sqlite3_bind_int64(st, 1, o->model_id);
+    if (src == SQLITE_OK && sqlite3_bind_parameter_index(st, "?7") == 7)
+        src = sqlite3_bind_int64(st, 7, o->seq);
+    return src;
 }
 
 void gp_array_owner_label(const gp_array_owner *o, char *out, size_t size)
 {
-    if (o->job_id)
+    switch (o->table) {
+    case GP_ARRAYS_JOB:
         snprintf(out, size, "job %s", o->job_id);
-    else
+        break;
+    case GP_ARRAYS_OBSERVATIONS:
+        snprintf(out, size, "entry %lld of model row %lld's log", (long long)o->seq,
+                 (long long)o->model_id);
+        break;
+    case GP_ARRAYS_SNAPSHOT:
+        snprintf(out, size, "model row %lld's snapshot", (long long)o->model_id);
+        break;
+    default:
         snprintf(out, size, "model row %lld", (long long)o->model_id);
+        break;
+    }
+}
+
+int gp_store_check_arrays(const gp_state *state, gp_error *err)
+{
+    for (size_t i = 0; i < state->count; i++) {
+        const gp_named_array *a = &state->arrays[i];
+        size_t count = 0, bytes = 0;
+        int rc = array_bytes(a->rows, a->cols, &count, &bytes, err);
+        if (rc)
+            return gp_error_set(err, rc, a->name, "array '%s' of %zu x %zu is too large",
+                                a->name, a->rows, a->cols);
+        if ((uint64_t)a->rows > INT64_MAX || (uint64_t)a->cols > INT64_MAX)
+            return gp_error_set(err, GP_ETOOBIG, a->name,
+                                "array '%s' has too many rows or columns", a->name);
+        if (count > 0 && a->data == NULL)
+            return gp_error_set(err, GP_EINVAL, a->name, "array '%s' has no data", a->name);
+    }
+    return GP_OK;
+}
+
+int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err)
+{
+    int rc = GP_OK;
+    if (state->count == 0) {
+        free(state->arrays);
+        *state = *tmp;
+        gp_state_init(tmp);
+        return GP_OK;
+    }
+    size_t i = 0;
+    for (; i < tmp->count && rc == GP_OK; i++)
+        rc = gp_state_put_owned(state, tmp->arrays[i].name, tmp->arrays[i].rows,
+                                tmp->arrays[i].cols, tmp->arrays[i].data, err);
+    for (; i < tmp->count; i++)
+        free(tmp->arrays[i].data);
+    free(tmp->arrays);
+    gp_state_init(tmp);
+    return rc;
 }
 
 int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_state *state,
@@ -113,8 +181,7 @@ int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_sta
         for (size_t p = 0; p < nparts && rc == GP_OK; p++) {
             const size_t off = p * pb;
             const size_t len = bytes - off < pb ? bytes - off : pb;
-            sqlite3_stmt *st =
-                gp_store_stmt(c, owner->job_id ? GPS_JOB_INSERT_ARRAY : GPS_INSERT_ARRAY);
+            sqlite3_stmt *st = gp_store_stmt(c, table_stmts[owner->table].insert);
             int src = bind_owner(st, owner);
             if (src == SQLITE_OK)
                 src = sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
@@ -154,7 +221,7 @@ typedef struct array_acc {
     size_t rows, cols, bytes, filled;
     int64_t next_part;
     double *data;
-    char who[64]; /* "model row 12" or "job ID", for messages */
+    char who[96]; /* gp_array_owner_label, for messages */
 } array_acc;
 
 static int acc_finish(array_acc *acc, gp_state *tmp, gp_error *err)
@@ -178,8 +245,7 @@ static int acc_finish(array_acc *acc, gp_state *tmp, gp_error *err)
 static int check_summary(gp_store_conn *c, const gp_array_owner *owner, const array_acc *acc,
                          gp_error *err)
 {
-    sqlite3_stmt *st =
-        gp_store_stmt(c, owner->job_id ? GPS_JOB_ARRAY_SUMMARY : GPS_ARRAY_SUMMARY);
+    sqlite3_stmt *st = gp_store_stmt(c, table_stmts[owner->table].summary);
     int src = bind_owner(st, owner);
     if (src == SQLITE_OK)
         src = sqlite3_bind_text(st, 2, acc->key, -1, SQLITE_STATIC);
@@ -250,15 +316,15 @@ static int acc_start(gp_store_conn *c, array_acc *acc, const char *key, int64_t 
     return GP_OK;
 }
 
-int gp_store_read_arrays(gp_store *s, const gp_array_owner *owner, gp_state *tmp, gp_error *err)
+int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state *tmp,
+                         gp_error *err)
 {
-    gp_store_conn *c = s->r;
     const int le = gp_store_host_is_le();
     array_acc acc = {.data = NULL};
     gp_array_owner_label(owner, acc.who, sizeof acc.who);
     int have = 0; /* acc holds an array being assembled */
     int rc = GP_OK;
-    sqlite3_stmt *st = gp_store_stmt(c, owner->job_id ? GPS_JOB_ARRAYS : GPS_ARRAYS);
+    sqlite3_stmt *st = gp_store_stmt(c, table_stmts[owner->table].select);
     int src = bind_owner(st, owner);
     if (src != SQLITE_OK) {
         rc = gp_store_sql_error(c, src, err, "loading arrays");

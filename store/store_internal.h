@@ -57,6 +57,19 @@ enum gp_store_stmt {
     GPS_JOB_EXPIRE,
     GPS_JOB_REQUEST,
     GPS_JOB_PRUNE,
+    /* online models: the observation log and snapshots (store_observe.c) */
+    GPS_META_BRIEF_LATEST,
+    GPS_META_BRIEF_VERSION,
+    GPS_OBS_HEAD,
+    GPS_OBS_INSERT_ARRAY,
+    GPS_OBS_ARRAYS,
+    GPS_OBS_ARRAY_SUMMARY,
+    GPS_OBS_ADVANCE,
+    GPS_SNAP_DROP,
+    GPS_SNAP_INSERT_ARRAY,
+    GPS_SNAP_ARRAYS,
+    GPS_SNAP_ARRAY_SUMMARY,
+    GPS_SNAP_SEQ,
     GPS_STMT_COUNT
 };
 
@@ -73,19 +86,26 @@ typedef struct gp_store_conn {
 /* Test hook (see gp_store_set_save_hook). */
 typedef void (*gp_store_save_hook_fn)(gp_store *store, int64_t model_id, void *arg);
 
-/* Two connections to one file (WAL): the writer runs gp_store_save,
- * gp_store_delete, gp_store_job_put and the migrations; the reader runs
- * gp_store_meta, gp_store_versions, gp_store_list, gp_store_load_state and
- * gp_store_job_get. No call holds both mutexes, so a long save (seconds for a
- * large model) does not hold up reads: they see the last committed state.
- * The reader never keeps a read transaction open between calls (statements are
- * reset after use, load's BEGIN is always ended), so a read that starts after a
- * save returned sees that save. An in-memory database (":memory:") cannot be
- * shared by two connections: there r == w (one connection, one mutex). */
+/* Three connections to one file (WAL): the writer runs gp_store_save,
+ * gp_store_delete, gp_store_observe, the job writes and the migrations; the
+ * reader runs gp_store_meta, gp_store_versions, gp_store_list,
+ * gp_store_load_state, gp_store_load_snapshot and the job reads; the log
+ * reader runs gp_store_observations only, whose read transaction lasts as long
+ * as its caller's callback takes over the whole replay (seconds for a long log
+ * on a large model): on the reader it would hold up every other read of the
+ * handle, the per-request gp_store_meta_brief of the prediction path first.
+ * No call holds two of the mutexes at once (gp_store_observations' callback
+ * may call the other functions), so a long save does not hold up reads: they
+ * see the last committed state. The readers never keep a read transaction
+ * open between calls (statements are reset after use, every BEGIN is ended),
+ * so a read that starts after a write returned sees that write. An in-memory
+ * database (":memory:") cannot be shared by several connections: there
+ * r == log == w (one connection, one mutex). */
 struct gp_store {
-    gp_store_conn conn[2]; /* [0] writer, [1] reader (unused for ":memory:") */
+    gp_store_conn conn[3]; /* [0] writer, [1] reader, [2] log reader (unused for ":memory:") */
     gp_store_conn *w;      /* &conn[0] */
     gp_store_conn *r;      /* &conn[1], or w for an in-memory database */
+    gp_store_conn *log;    /* &conn[2], or w for an in-memory database */
     /* Guarded by w->mu: */
     size_t part_bytes; /* largest blob of one `arrays` row (a multiple of 8) */
     gp_store_save_hook_fn save_hook;
@@ -111,25 +131,43 @@ void gp_store_stmt_done(sqlite3_stmt *st);
  * done. */
 int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what);
 
-/* Whose arrays: a model row's (table `arrays`, job_id NULL) or a durable
- * job's request data (table `job_arrays`). The same parts scheme serves both. */
+/* Whose arrays. The four tables share the parts scheme of `arrays`. */
+enum gp_array_table {
+    GP_ARRAYS_MODEL,        /* `arrays`: a model row's fitted state */
+    GP_ARRAYS_JOB,          /* `job_arrays`: a durable job's request data */
+    GP_ARRAYS_OBSERVATIONS, /* `observations`: one entry of a model row's log */
+    GP_ARRAYS_SNAPSHOT      /* `snapshots`: a model row's snapshot */
+};
 typedef struct gp_array_owner {
-    int64_t model_id;
-    const char *job_id;
+    enum gp_array_table table;
+    int64_t model_id;   /* every table but GP_ARRAYS_JOB */
+    const char *job_id; /* GP_ARRAYS_JOB */
+    int64_t seq;        /* the log entry (observations), or the entry a snapshot follows */
 } gp_array_owner;
 
-/* "model row 12" or "job ID", for messages. */
+/* "model row 12", "job ID", "entry 7 of model row 12's log" or "model row
+ * 12's snapshot", for messages. */
 void gp_array_owner_label(const gp_array_owner *owner, char *out, size_t size);
+/* Before a write transaction: GP_EINVAL (field = the array's name) for an
+ * array with count > 0 and no data, GP_ETOOBIG for one whose byte size
+ * overflows (what gp_store_write_arrays would refuse half-way). */
+int gp_store_check_arrays(const gp_state *state, gp_error *err);
 /* Arrays of a state, written on the writer connection inside the caller's
  * write transaction (caller holds s->w->mu), in parts of s->part_bytes. */
 int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_state *state,
                           gp_error *err);
-/* Every array of the owner into tmp (empty, initialised), read on the reader
- * connection inside the caller's read transaction (caller holds s->r->mu);
- * GP_EDATA naming the array for a corrupt one. */
-int gp_store_read_arrays(gp_store *s, const gp_array_owner *owner, gp_state *tmp, gp_error *err);
+/* Every array of the owner into tmp (empty, initialised), read on connection
+ * c (a reader) inside the caller's read transaction (caller holds c->mu);
+ * GP_EDATA naming the array for a corrupt one. An owner without arrays leaves
+ * tmp empty. */
+int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state *tmp,
+                         gp_error *err);
+/* Move the arrays of tmp (emptied, freed) to the end of state, as the load
+ * functions return them: GP_EINVAL on a name clash (state keeps what it had
+ * before the clash). */
+int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err);
 
-/* Shared by store.c and store_jobs.c. */
+/* Shared by store.c, store_jobs.c and store_observe.c. */
 /* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
 int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what);
 /* Roll back c's open transaction, if any (errors ignored). */
@@ -139,6 +177,10 @@ void gp_store_rollback(gp_store_conn *c);
  * to GP_STORE_BUSY_MS. */
 int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                    gp_error *err);
+/* gp_store_write of BEGIN IMMEDIATE, body(s, ctx, err), COMMIT; rolled back
+ * when body or the commit fails. */
+int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
+                       const char *what, gp_error *err);
 /* Column text into a fixed buffer: 0 if it does not fit (or is NULL and
  * allow_null is 0). */
 int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null);

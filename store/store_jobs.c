@@ -203,39 +203,11 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
     return drop_arrays(w, id, err);
 }
 
-/* A write transaction around body(s, ctx, err) on the writer, retried while busy. */
-typedef struct txn_call {
-    int (*body)(gp_store *s, void *ctx, gp_error *err);
-    void *ctx;
-    const char *what;
-} txn_call;
-
-static int txn_once(gp_store *s, void *vcall, gp_error *err)
-{
-    txn_call *call = vcall;
-    int rc = gp_store_exec(s->w, GPS_BEGIN_IMMEDIATE, err, call->what);
-    if (rc)
-        return rc;
-    rc = call->body(s, call->ctx, err);
-    if (rc == GP_OK)
-        rc = gp_store_exec(s->w, GPS_COMMIT, err, call->what);
-    if (rc)
-        gp_store_rollback(s->w);
-    return rc;
-}
-
-static int in_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
-                        const char *what, gp_error *err)
-{
-    txn_call call = {body, ctx, what};
-    return gp_store_write(s, txn_once, &call, err);
-}
-
 /* The same for a body that fills *row: on failure row is freed and zeroed. */
 static int row_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
                    gp_job_row *row, const char *what, gp_error *err)
 {
-    int rc = in_write_txn(s, body, ctx, what, err);
+    int rc = gp_store_write_txn(s, body, ctx, what, err);
     if (rc) {
         gp_job_row_free(row);
         memset(row, 0, sizeof *row);
@@ -263,7 +235,7 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     int rc = step_write(s->w, st, src, NULL, err, "creating a job");
     if (rc)
         return rc;
-    gp_array_owner ao = {.model_id = 0, .job_id = c->job->id};
+    gp_array_owner ao = {.table = GP_ARRAYS_JOB, .job_id = c->job->id};
     return gp_store_write_arrays(s, &ao, c->data, err);
 }
 
@@ -279,7 +251,7 @@ int gp_store_job_create(gp_store *store, const gp_job_row *job, const char *spec
     if (spec == NULL || data == NULL)
         return gp_error_set(err, GP_EINVAL, NULL, "a durable job needs its request");
     create_ctx c = {job, spec, owner, data, lease_until};
-    return in_write_txn(store, create_body, &c, "creating a job", err);
+    return gp_store_write_txn(store, create_body, &c, "creating a job", err);
 }
 
 /* ---- the stored request --------------------------------------------------- */
@@ -324,8 +296,8 @@ int gp_store_job_request(gp_store *store, const char *id, gp_job_row *row, char 
     if (rc == GP_OK)
         rc = read_request_row(r, id, row, spec, err);
     if (rc == GP_OK) {
-        gp_array_owner ao = {.model_id = 0, .job_id = id};
-        rc = gp_store_read_arrays(store, &ao, data, err);
+        gp_array_owner ao = {.table = GP_ARRAYS_JOB, .job_id = id};
+        rc = gp_store_read_arrays(r, &ao, data, err);
     }
     gp_store_rollback(r);
     pthread_mutex_unlock(&r->mu);
@@ -396,7 +368,7 @@ int gp_store_job_finish(gp_store *store, const gp_job_row *job, const char *owne
     if (rc)
         return rc;
     finish_ctx c = {job, owner};
-    return in_write_txn(store, finish_body, &c, "ending a job", err);
+    return gp_store_write_txn(store, finish_body, &c, "ending a job", err);
 }
 
 typedef struct pair_ctx {
@@ -503,7 +475,7 @@ int gp_store_job_renew(gp_store *store, const char *owner, double lease_until,
     if (rc)
         return rc;
     renew_ctx c = {owner, lease_until, NULL, 0, 0};
-    rc = in_write_txn(store, renew_body, &c, "renewing leases", err);
+    rc = gp_store_write_txn(store, renew_body, &c, "renewing leases", err);
     if (rc) {
         free(c.held);
         return rc;

@@ -782,3 +782,11 @@ int gp_method_input_spec(const gp_method *m, const gp_option_value *opts, size_t
     *out = spec;
     return GP_OK;
 }
+
+size_t gp_method_declared_outputs(const gp_method *m, const gp_option_value *opts, size_t n)
+{
+    if (gp_method_option_spec(m, "outputs") == NULL)
+        return 1;
+    double v = option_value_or_default(m, opts, n, "outputs");
+    return isfinite(v) && v >= 1 ? (size_t)v : 1;
+}

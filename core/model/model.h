@@ -317,6 +317,10 @@ int gp_method_has_gate(const gp_method *m);
 int gp_method_input_spec(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
                          gp_input_spec *out, gp_error *err);
 
+/* The outputs an empty fit of method m declares: its option "outputs" when
+ * it has one (given or default), else 1. */
+size_t gp_method_declared_outputs(const gp_method *m, const gp_option_value *opts, size_t n);
+
 /* Components of the model's predictive distribution: 1 unless a mixture. */
 size_t gp_model_components(const gp_model *model);
 /* Additive parts of the latent function (hkd's blocks: f = sum of independent

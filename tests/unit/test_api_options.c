@@ -434,8 +434,9 @@ static void test_object_option_survives_job_rebuild(void **state)
     assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_OK);
     const char *spec;
     const double *jX, *jy;
-    size_t jn, jd;
-    assert_int_equal(gp_fit_job_request(job, &spec, &jX, &jy, &jn, &jd), GP_OK);
+    size_t jn, jd, jp;
+    assert_int_equal(gp_fit_job_request(job, &spec, &jX, &jy, &jn, &jd, &jp), GP_OK);
+    assert_int_equal(jp, 1);
     assert_non_null(strstr(spec, "\"symmetry\""));
     assert_null(strstr(spec, "\"X\""));
     /* what the store keeps and gives back */
@@ -445,7 +446,7 @@ static void test_object_option_survives_job_rebuild(void **state)
     memcpy(X2, jX, jn * jd * sizeof *X2);
     memcpy(y2, jy, jn * sizeof *y2);
     gp_fit_job *again = NULL;
-    assert_int_equal(gp_fit_job_from_request(api, spec, X2, y2, jn, jd, &again, &err), GP_OK);
+    assert_int_equal(gp_fit_job_from_request(api, spec, X2, y2, jn, jd, 1, &again, &err), GP_OK);
     gp_response r1 = {0}, r2 = {0};
     assert_int_equal(gp_api_run_fit(api, job, NULL, NULL, &r1, NULL), GP_OK);
     assert_int_equal(gp_api_run_fit(api, again, NULL, NULL, &r2, NULL), GP_OK);
@@ -480,7 +481,7 @@ static void test_object_option_survives_job_rebuild(void **state)
                                              "{\"name\":\"dj\",\"method\":\"hkd\",\"options\":"
                                              "{\"symmetry\":{\"generators\":[{\"type\":"
                                              "\"negate\",\"dims\":[1]}]}}}",
-                                             X2, y2, jn, 1, &again, &err),
+                                             X2, y2, jn, 1, 1, &again, &err),
                      GP_EINVAL);
     assert_null(again);
     assert_string_equal(err.field, "options.symmetry.generators[0].dims[0]");

@@ -230,11 +230,12 @@ static void test_open_schema_and_reopen(void **state)
     char path[256];
     db_path(path, sizeof path, "schema.db");
     gp_store *s = open_store("schema.db");
-    assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 2);
+    assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 3);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                                   " AND name IN ('models', 'arrays', 'jobs', 'job_arrays')",
+                                   " AND name IN ('models', 'arrays', 'jobs', 'job_arrays',"
+                                   " 'observations', 'snapshots')",
                              NULL),
-                     4);
+                     6);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_stmt *st;
@@ -252,7 +253,7 @@ static void test_open_schema_and_reopen(void **state)
     /* Reopening is idempotent and keeps the data. */
     for (int i = 0; i < 2; i++) {
         s = open_store("schema.db");
-        assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 2);
+        assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 3);
         gp_model_meta m;
         gp_error err;
         assert_int_equal(gp_store_meta(s, "kept", 0, &m, &err), GP_OK);

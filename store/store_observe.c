@@ -1,0 +1,270 @@
+/* gpserve store: the observation log and snapshots of online models (store.h,
+ * docs/design/storage.md "Observation log and snapshots").
+ *
+ * An entry of the log is the arrays of one accepted batch in `observations`
+ * under (model_id, seq); the models row counts the entries (obs_seq). An
+ * append checks obs_seq and writes the entry, the new obs_seq and n_train,
+ * and the optional snapshot in one BEGIN IMMEDIATE transaction, so that of
+ * two writers that read the same obs_seq (two daemons on one file) exactly one
+ * appends and the other gets GP_ECONFLICT, and a failure anywhere leaves the
+ * log, the row and the previous snapshot as they were. Reads run in one read
+ * transaction each: the snapshot on the reader, like a model's arrays; the
+ * replay of the log on the log reader, entry by entry, so that neither the
+ * log nor the other reads of the handle wait for the caller's callback. */
+#include "store/store_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Step a statement that returns no rows, then reset it. */
+static int step_done(gp_store_conn *c, sqlite3_stmt *st, int src, gp_error *err,
+                     const char *what)
+{
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    gp_store_stmt_done(st);
+    if (src != SQLITE_DONE)
+        return gp_store_sql_error(c, src, err, what);
+    return GP_OK;
+}
+
+/* The row's obs_seq, on connection c inside its open transaction;
+ * GP_ENOTFOUND when the row is gone. */
+static int read_head(gp_store_conn *c, int64_t model_id, uint64_t *obs_seq, gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(c, GPS_OBS_HEAD);
+    int src = sqlite3_bind_int64(st, 1, model_id);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = GP_OK;
+    if (src == SQLITE_ROW) {
+        const sqlite3_int64 v = sqlite3_column_int64(st, 0);
+        if (v < 0)
+            rc = gp_error_set(err, GP_EDATA, "name", "model row %lld is corrupt (obs_seq %lld)",
+                              (long long)model_id, (long long)v);
+        else
+            *obs_seq = (uint64_t)v;
+    } else if (src == SQLITE_DONE) {
+        rc = gp_error_set(err, GP_ENOTFOUND, "name", "model row %lld not found",
+                          (long long)model_id);
+    } else {
+        rc = gp_store_sql_error(c, src, err, "reading a model's log");
+    }
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+/* ---- append --------------------------------------------------------------- */
+
+typedef struct observe_ctx {
+    int64_t model_id;
+    uint64_t expected, n_after;
+    const gp_state *batch, *snapshot;
+} observe_ctx;
+
+/* Inside the write transaction (gp_store_write_txn commits or rolls back). */
+static int observe_body(gp_store *s, void *vctx, gp_error *err)
+{
+    observe_ctx *c = vctx;
+    gp_store_conn *w = s->w;
+    uint64_t head = 0;
+    int rc = read_head(w, c->model_id, &head, err);
+    if (rc)
+        return rc;
+    if (head != c->expected)
+        return gp_error_set(err, GP_ECONFLICT, "name",
+                            "model row %lld's log has %llu entries, not %llu: another writer "
+                            "appended first",
+                            (long long)c->model_id, (unsigned long long)head,
+                            (unsigned long long)c->expected);
+    const int64_t seq = (int64_t)c->expected + 1;
+    const gp_array_owner entry = {.table = GP_ARRAYS_OBSERVATIONS, .model_id = c->model_id,
+                                  .seq = seq};
+    rc = gp_store_write_arrays(s, &entry, c->batch, err);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st = gp_store_stmt(w, GPS_OBS_ADVANCE);
+    int src = sqlite3_bind_int64(st, 1, c->model_id);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, 2, seq);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, 3, (sqlite3_int64)c->n_after);
+    rc = step_done(w, st, src, err, "counting an observation");
+    if (rc || c->snapshot == NULL)
+        return rc;
+    /* One snapshot per version: the new one replaces the old in this
+     * transaction, so a reader sees the old one or the new one, whole. */
+    st = gp_store_stmt(w, GPS_SNAP_DROP);
+    src = sqlite3_bind_int64(st, 1, c->model_id);
+    rc = step_done(w, st, src, err, "replacing a snapshot");
+    if (rc)
+        return rc;
+    const gp_array_owner snap = {.table = GP_ARRAYS_SNAPSHOT, .model_id = c->model_id,
+                                 .seq = seq};
+    return gp_store_write_arrays(s, &snap, c->snapshot, err);
+}
+
+int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                     const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                     uint64_t *seq, gp_error *err)
+{
+    if (seq)
+        *seq = 0;
+    /* Everything that can be refused is refused before the transaction. An
+     * entry is its arrays' rows: one without arrays could not be read back. */
+    if (batch == NULL || batch->count == 0)
+        return gp_error_set(err, GP_EINVAL, "batch", "an observation needs at least one array");
+    if (snapshot && snapshot->count == 0)
+        return gp_error_set(err, GP_EINVAL, "snapshot", "a snapshot needs at least one array");
+    if (expected_seq >= (uint64_t)INT64_MAX)
+        return gp_error_set(err, GP_EINVAL, "seq", "observation log entry %llu out of range",
+                            (unsigned long long)expected_seq);
+    if ((uint64_t)n_after > (uint64_t)INT64_MAX)
+        return gp_error_set(err, GP_EINVAL, "n_train", "n_train out of range");
+    int rc = gp_store_check_arrays(batch, err);
+    if (rc == GP_OK && snapshot)
+        rc = gp_store_check_arrays(snapshot, err);
+    if (rc)
+        return rc;
+    observe_ctx c = {.model_id = model_id, .expected = expected_seq, .n_after = n_after,
+                     .batch = batch, .snapshot = snapshot};
+    rc = gp_store_write_txn(store, observe_body, &c, "appending an observation", err);
+    if (rc == GP_OK && seq)
+        *seq = expected_seq + 1;
+    return rc;
+}
+
+/* ---- the snapshot --------------------------------------------------------- */
+
+/* The entry the row's snapshot follows (0: none), checked against the log's
+ * length head: every row of a snapshot carries the same entry, 1..head. */
+static int snapshot_seq(gp_store_conn *c, int64_t model_id, uint64_t head, uint64_t *at,
+                        gp_error *err)
+{
+    sqlite3_stmt *st = gp_store_stmt(c, GPS_SNAP_SEQ);
+    int src = sqlite3_bind_int64(st, 1, model_id);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
+        int rc = gp_store_sql_error(c, src, err, "reading a snapshot");
+        gp_store_stmt_done(st);
+        return rc;
+    }
+    const sqlite3_int64 n = sqlite3_column_int64(st, 0);
+    const sqlite3_int64 lo = sqlite3_column_int64(st, 1), hi = sqlite3_column_int64(st, 2);
+    gp_store_stmt_done(st);
+    *at = 0;
+    if (n == 0)
+        return GP_OK;
+    if (lo != hi)
+        return gp_error_set(err, GP_EDATA, "snapshot",
+                            "the snapshot of model row %lld is corrupt: its rows follow "
+                            "entries %lld to %lld",
+                            (long long)model_id, (long long)lo, (long long)hi);
+    if (lo < 1 || (uint64_t)lo > head)
+        return gp_error_set(err, GP_EDATA, "snapshot",
+                            "the snapshot of model row %lld is corrupt: it follows entry %lld "
+                            "of a log of %llu",
+                            (long long)model_id, (long long)lo, (unsigned long long)head);
+    *at = (uint64_t)lo;
+    return GP_OK;
+}
+
+int gp_store_load_snapshot(gp_store *store, int64_t model_id, gp_state *state, uint64_t *seq,
+                           gp_error *err)
+{
+    if (seq)
+        *seq = 0;
+    gp_state tmp;
+    gp_state_init(&tmp);
+    uint64_t head = 0, at = 0;
+    gp_store_conn *r = store->r;
+    pthread_mutex_lock(&r->mu);
+    /* One snapshot of the file: the row, the snapshot's entry and its arrays
+     * (an append replaces a snapshot in one transaction). */
+    int rc = gp_store_exec(r, GPS_BEGIN, err, "starting to load a snapshot");
+    if (rc == GP_OK) {
+        rc = read_head(r, model_id, &head, err);
+        if (rc == GP_OK)
+            rc = snapshot_seq(r, model_id, head, &at, err);
+        const gp_array_owner snap = {.table = GP_ARRAYS_SNAPSHOT, .model_id = model_id,
+                                     .seq = (int64_t)at};
+        if (rc == GP_OK && at > 0)
+            rc = gp_store_read_arrays(r, &snap, &tmp, err);
+        if (rc == GP_OK)
+            rc = gp_store_exec(r, GPS_COMMIT, err, "ending the load of a snapshot");
+        gp_store_rollback(r);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc == GP_OK && at > 0 && tmp.count == 0)
+        rc = gp_error_set(err, GP_EDATA, "snapshot",
+                          "the snapshot of model row %lld has no arrays", (long long)model_id);
+    if (rc) {
+        gp_state_free(&tmp);
+        return rc;
+    }
+    if (at == 0)
+        return GP_OK;
+    rc = gp_store_append_state(state, &tmp, err);
+    if (rc == GP_OK && seq)
+        *seq = at;
+    return rc;
+}
+
+/* ---- replay --------------------------------------------------------------- */
+
+/* Entries after+1 .. upto, one at a time, inside c's read transaction. */
+static int replay(gp_store_conn *c, int64_t model_id, uint64_t after, uint64_t upto,
+                  gp_observation_fn fn, void *ctx, gp_error *err)
+{
+    int rc = GP_OK;
+    for (uint64_t seq = after + 1; seq <= upto && rc == GP_OK; seq++) {
+        gp_state batch;
+        gp_state_init(&batch);
+        const gp_array_owner entry = {.table = GP_ARRAYS_OBSERVATIONS, .model_id = model_id,
+                                      .seq = (int64_t)seq};
+        rc = gp_store_read_arrays(c, &entry, &batch, err);
+        if (rc == GP_OK && batch.count == 0)
+            rc = gp_error_set(err, GP_EDATA, "seq",
+                              "the log of model row %lld is corrupt: entry %llu is missing",
+                              (long long)model_id, (unsigned long long)seq);
+        if (rc == GP_OK)
+            rc = fn(ctx, seq, &batch, err);
+        gp_state_free(&batch);
+    }
+    return rc;
+}
+
+int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uint64_t upto,
+                          gp_observation_fn fn, void *ctx, gp_error *err)
+{
+    if (fn == NULL)
+        return gp_error_set(err, GP_EINVAL, NULL, "no observation callback given");
+    if (upto > (uint64_t)INT64_MAX)
+        return gp_error_set(err, GP_EINVAL, "upto", "observation log entry %llu out of range",
+                            (unsigned long long)upto);
+    if (after > upto)
+        return gp_error_set(err, GP_EINVAL, "after",
+                            "observation log range starts after it ends (%llu > %llu)",
+                            (unsigned long long)after, (unsigned long long)upto);
+    uint64_t head = 0;
+    gp_store_conn *c = store->log;
+    pthread_mutex_lock(&c->mu);
+    int rc = gp_store_exec(c, GPS_BEGIN, err, "starting to read a log");
+    if (rc == GP_OK) {
+        rc = read_head(c, model_id, &head, err);
+        if (rc == GP_OK && upto > head)
+            rc = gp_error_set(err, GP_EINVAL, "upto",
+                              "model row %lld's log has %llu entries, not %llu",
+                              (long long)model_id, (unsigned long long)head,
+                              (unsigned long long)upto);
+        if (rc == GP_OK)
+            rc = replay(c, model_id, after, upto, fn, ctx, err);
+        if (rc == GP_OK)
+            rc = gp_store_exec(c, GPS_COMMIT, err, "ending the read of a log");
+        gp_store_rollback(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
