@@ -47,7 +47,8 @@ typedef struct gp_kjit_ep {
     double *mu;    /* d: Sigma h */
     double *tau, *nu; /* n sites */
     double *work;  /* 2 d */
-    size_t skipped; /* updates refused: an improper site or cavity */
+    size_t skipped; /* updates refused: a site or cavity not finite or not proper */
+    size_t clamped; /* improper sites set flat (gp_kjit_ep_update) */
 } gp_kjit_ep;
 
 /* Sites all zero (the posterior is the prior). */
@@ -57,13 +58,19 @@ void gp_kjit_ep_free(gp_kjit_ep *ep);
  * (not seen with the oracle: the logistic sites stay non-negative). */
 int gp_kjit_ep_cavity(const gp_kjit_ep *ep, size_t i, double *m, double *v);
 /* Site i from the projected tilted N(mean, var) against the cavity (m, v):
- * the damped step (1 - damping) old + damping new; returns 1 when applied,
- * 0 when refused (the new site precision would be negative or not finite:
- * an outgoing message that is not proper, §8.6), counted in ep->skipped. */
+ * the damped step (1 - damping) old + damping new; returns 1 when applied as
+ * is, 0 when the new site precision came out negative (an outgoing message
+ * that is not proper, §8.6: var above the cavity's v) and the site was set
+ * flat (tau = nu = 0; counted in ep->clamped), or was not finite and refused
+ * (ep->skipped). */
 int gp_kjit_ep_update(gp_kjit_ep *ep, size_t i, double m, double v, double mean, double var,
                       double damping);
 /* Sigma and mu recomputed from the sites (Cholesky of the precision). */
 int gp_kjit_ep_refresh(gp_kjit_ep *ep, gp_error *err);
+/* The share of n fresh points (x ~ N(0, x_scale^2 I), labels from w, gp_rng
+ * seed `seed`) that the posterior mean mu misclassifies (sign of mu^T x). */
+double gp_kjit_test_error(const double *w, const double *mu, size_t d, size_t n, double x_scale,
+                          uint64_t seed);
 /* KL[N(mu1, S1) || N(mu2, S2)] in d dimensions (S column-major, positive
  * definite); NAN when a Cholesky factorisation fails. */
 double gp_kjit_gauss_kl_d(const double *mu1, const double *S1, const double *mu2,
