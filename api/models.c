@@ -261,7 +261,10 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
             rc = err ? (err->code = GP_EINTERNAL) : GP_EINTERNAL;
         return rc;
     }
-    fresh->since_snapshot = (size_t)(meta->obs_seq - snap);
+    /* another daemon may have written a newer snapshot between the row read
+     * and the snapshot read: the model is then at snap, past obs_seq */
+    fresh->seq = snap > meta->obs_seq ? snap : meta->obs_seq;
+    fresh->since_snapshot = (size_t)(fresh->seq - snap);
     fresh->logged_bytes = logged;
     fresh->state_bytes = sbytes;
     *out = fresh;

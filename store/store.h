@@ -1,18 +1,21 @@
-/* gpserve store: SQLite persistence of fitted models (as named arrays) and jobs.
+/* gpserve store: SQLite persistence of fitted models (as named arrays), the
+ * observation logs of online models, and jobs.
  *
  * SQLite in WAL mode, foreign_keys=ON, a busy timeout, prepared statements
  * only, schema version in PRAGMA user_version with forward migrations. One
- * gp_store holds two connections to the file, each with its own mutex: a
- * writer (gp_store_save, gp_store_delete, gp_store_job_put, migrations; these
- * are serialised with each other) and a read-only reader (gp_store_meta,
- * gp_store_versions, gp_store_list, gp_store_load_state, gp_store_job_get;
- * serialised with each other). A read therefore does not wait for a write in
+ * gp_store holds three connections to the file, each with its own mutex: a
+ * writer (gp_store_save, gp_store_delete, gp_store_observe, the job writes,
+ * migrations; these are serialised with each other), a read-only reader
+ * (gp_store_meta, gp_store_versions, gp_store_list, gp_store_load_state,
+ * gp_store_load_snapshot, the job reads; serialised with each other) and a
+ * read-only log reader (gp_store_observations alone, whose replay lasts as
+ * long as its callback). A read therefore does not wait for a write in
  * progress, however long (saving a large model takes seconds): it sees the
  * last committed state, never part of a save; and a read that starts after a
  * write returned sees that write. The store is safe to use from many threads;
  * several processes may open the same file (WAL), and each sees the models the
  * others wrote. (An in-memory database, path ":memory:", cannot be shared by
- * two connections: it uses one for both, so its reads wait for its writes.)
+ * several connections: it uses one for all, so its reads wait for its writes.)
  *
  * Schema (docs/design/storage.md, with one departure from the original contract: an array larger than GP_STORE_PART_BYTES
  * (below SQLite's 1e9-byte default blob limit) is stored in several rows,
@@ -27,6 +30,10 @@
  *          PRIMARY KEY(model_id, key, part))
  *   jobs(id TEXT PRIMARY KEY, model_name TEXT, status TEXT, progress TEXT,
  *        error TEXT, result TEXT, created_at TEXT, updated_at TEXT)
+ * and, since version 2, the durable-job columns and job_arrays; since version
+ * 3, models.obs_seq, observations(model_id, seq, key, part, rows, cols, data)
+ * and snapshots(model_id, seq, key, part, rows, cols, data), in the parts
+ * scheme of arrays (see "online models" below).
  *
  * Every function returns 0 or a negative GP_E* code (core/base/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
@@ -245,33 +252,56 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
  * A model version that learns online (POST .../observe) keeps, beside its
  * fitted arrays, an append-only log of the accepted batches: entry seq
  * 1, 2, ... holds the rows of one request (arrays "X", k x input width, and
- * "y", k x outputs, in the parts scheme of `arrays`), and the models row
- * counts them (obs_seq) and the rows the model holds (n_train). Now and then
- * the whole model state after entry s is written as the version's snapshot
- * (one per version: a newer one replaces the older), so that a load reads
- * the snapshot and replays only the entries after it. The log itself is kept
- * (it is the data a re-fit needs) until the version is deleted. */
+ * "y", k x outputs, in the parts scheme of `arrays`; the store keeps whatever
+ * named arrays it is given, at least one), and the models row counts them
+ * (obs_seq) and the rows the model holds (n_train). Now and then the whole
+ * model state after entry s is written as the version's snapshot (one per
+ * version: a newer one replaces the older), so that a load reads the snapshot
+ * and replays only the entries after it. The log itself is kept (it is the
+ * data a re-fit needs) until the version is deleted (gp_store_delete: the
+ * cascade removes log and snapshot with the row). docs/design/storage.md,
+ * "Observation log and snapshots", has the costs and what is durable when. */
 
 /* Append one batch to version model_id's log in one transaction, as entry
  * expected_seq + 1, and set the row's obs_seq and n_train (n_after). When
  * snapshot is not NULL it becomes the version's snapshot, at the new entry,
- * in the same transaction. GP_ECONFLICT (field "name") when the row's obs_seq
- * is not expected_seq (another writer appended first: catch up and retry);
- * GP_ENOTFOUND when the row is gone. *seq (may be NULL) gets the new entry's
- * number. */
+ * in the same transaction (the previous one is deleted in it). GP_ECONFLICT
+ * (field "name") when the row's obs_seq is not expected_seq (another writer
+ * appended first: catch up and retry); GP_ENOTFOUND (field "name") when the
+ * row is gone. GP_EINVAL, before any write: batch NULL or without arrays
+ * (field "batch"), snapshot without arrays (field "snapshot"), an array with
+ * count > 0 and no data (field = its name), expected_seq or n_after out of
+ * range. On any failure nothing is written (the log, the row and the previous
+ * snapshot are as they were). Once it returns GP_OK the entry survives a
+ * crash of the process (WAL, synchronous = NORMAL); it survives a power loss
+ * once the WAL is next synced (a checkpoint). *seq (may be NULL) gets the new
+ * entry's number (0 on failure). */
 int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
                      const gp_state *batch, size_t n_after, const gp_state *snapshot,
                      uint64_t *seq, gp_error *err);
 
 /* The version's snapshot, if any: its arrays appended to state (initialised
- * by the caller) and *seq its entry; none: state untouched, *seq 0. */
+ * by the caller; GP_EINVAL on a name clash) and *seq (may be NULL) its entry;
+ * none: state untouched, *seq 0. Read in one snapshot of the file on the
+ * reader. Unknown row: GP_ENOTFOUND field "name". A missing, short or
+ * mis-shaped part: GP_EDATA with field = the array's name; rows that disagree
+ * on their entry, or an entry past the row's obs_seq: GP_EDATA field
+ * "snapshot". On failure state is unchanged. */
 int gp_store_load_snapshot(gp_store *store, int64_t model_id, gp_state *state, uint64_t *seq,
                            gp_error *err);
 
 /* Call fn for every log entry after `after` up to and including `upto`, in
  * order, with its arrays ("X" and "y" in batch, owned by the store for the
  * call). fn returns 0 to go on, or an error code, which is returned. The
- * entries are read in one snapshot. A missing entry in the range: GP_EDATA. */
+ * entries are read in one snapshot of the file (what is appended or deleted
+ * meanwhile does not change them), one entry in memory at a time, on the log
+ * reader: fn may call the store's other functions, not gp_store_observations
+ * on the same store (nor any function of an in-memory store, whose one
+ * connection the replay holds). Unknown row: GP_ENOTFOUND field "name";
+ * after > upto, or upto past the row's obs_seq: GP_EINVAL field "after" /
+ * "upto"; a missing entry in the range: GP_EDATA field "seq"; a missing,
+ * short or mis-shaped part: GP_EDATA with field = the array's name. The
+ * entries before the failing one have been given to fn. */
 typedef int (*gp_observation_fn)(void *ctx, uint64_t seq, const gp_state *batch,
                                  gp_error *err);
 int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uint64_t upto,
@@ -284,8 +314,9 @@ int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uin
 
 /* Test hook: split arrays into parts of `bytes` (rounded down to a multiple of
  * 8, at least 8, at most what SQLite's length limit allows; 0 restores
- * GP_STORE_PART_BYTES) for this handle's later saves. Loading accepts parts of
- * any sizes (multiples of 8) that add up. */
+ * GP_STORE_PART_BYTES) for this handle's later writes of arrays (saves, job
+ * requests, log entries, snapshots). Loading accepts parts of any sizes
+ * (multiples of 8) that add up. */
 void gp_store_set_part_bytes(gp_store *store, size_t bytes);
 
 /* Current UTC time as ISO 8601 with seconds ("2026-11-21T06:12:20Z"). */

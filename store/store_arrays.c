@@ -129,21 +129,32 @@ int gp_store_check_arrays(const gp_state *state, gp_error *err)
 int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err)
 {
     int rc = GP_OK;
-    if (state->count == 0) {
-        free(state->arrays);
-        *state = *tmp;
-        gp_state_init(tmp);
-        return GP_OK;
+    for (size_t i = 0; i < tmp->count && rc == GP_OK; i++)
+        if (gp_state_find(state, tmp->arrays[i].name))
+            rc = gp_error_set(err, GP_EINVAL, tmp->arrays[i].name,
+                              "the state already holds an array '%s'", tmp->arrays[i].name);
+    if (rc == GP_OK && state->count + tmp->count > state->capacity) {
+        /* One allocation for all of them, so that state is unchanged on
+         * failure. */
+        const size_t cap = state->count + tmp->count;
+        gp_named_array *a = realloc(state->arrays, cap * sizeof *a);
+        if (a == NULL)
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory growing a model state");
+        else {
+            state->arrays = a;
+            state->capacity = cap;
+        }
     }
-    size_t i = 0;
-    for (; i < tmp->count && rc == GP_OK; i++)
-        rc = gp_state_put_owned(state, tmp->arrays[i].name, tmp->arrays[i].rows,
-                                tmp->arrays[i].cols, tmp->arrays[i].data, err);
-    for (; i < tmp->count; i++)
-        free(tmp->arrays[i].data);
+    if (rc) {
+        gp_state_free(tmp);
+        return rc;
+    }
+    if (tmp->count > 0)
+        memcpy(state->arrays + state->count, tmp->arrays, tmp->count * sizeof *tmp->arrays);
+    state->count += tmp->count;
     free(tmp->arrays);
     gp_state_init(tmp);
-    return rc;
+    return GP_OK;
 }
 
 int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_state *state,

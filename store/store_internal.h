@@ -162,9 +162,9 @@ int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_sta
  * tmp empty. */
 int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state *tmp,
                          gp_error *err);
-/* Move the arrays of tmp (emptied, freed) to the end of state, as the load
- * functions return them: GP_EINVAL on a name clash (state keeps what it had
- * before the clash). */
+/* Move the arrays of tmp to the end of state, as the load functions return
+ * them; tmp is left empty (and freed) either way. GP_EINVAL (field = the
+ * name) on a name clash, GP_ENOMEM: state is then unchanged. */
 int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err);
 
 /* Shared by store.c, store_jobs.c and store_observe.c. */
