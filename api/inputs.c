@@ -18,12 +18,7 @@
 
 static int number_at(json_t *v, const char *f, double *out, gp_error *err)
 {
-    if (!json_is_number(v))
-        return gp_error_set(err, GP_EINVAL, f, "%s must be a number", f);
-    *out = json_number_value(v);
-    if (!isfinite(*out))
-        return gp_error_set(err, GP_EDATA, f, "%s is not a finite number", f);
-    return GP_OK;
+    return gp_json_cell(v, f, out, err);
 }
 
 /* A list of exactly len numbers into out[j * stride] (stride: the encoded

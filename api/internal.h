@@ -121,6 +121,9 @@ int gp_json_model_inputs(json_t *v, const gp_input_spec *s, const char *field, s
  * numbers (column-major n x p); rows given to a one-output method are 422. */
 int gp_json_targets(json_t *v, const char *field, size_t max_rows, int several, double **y,
                     size_t *n, size_t *p, gp_error *err);
+/* One number of the data (X, y): 422 invalid_data naming field for anything
+ * else (a string such as "NaN", null, an array, a non-finite value). */
+int gp_json_cell(json_t *v, const char *field, double *out, gp_error *err);
 /* A numeric vector of n entries. */
 int gp_json_vector(json_t *v, const char *field, size_t max_len, double **y, size_t *n,
                    gp_error *err);

@@ -155,7 +155,7 @@ int gp_json_get_uint(json_t *v, const char *field, double max, uint64_t *out, gp
 }
 
 /* One cell: a finite number, else invalid data naming it. */
-static int cell(json_t *v, const char *field, double *out, gp_error *err)
+int gp_json_cell(json_t *v, const char *field, double *out, gp_error *err)
 {
     if (json_is_number(v)) {
         *out = json_number_value(v);
@@ -215,7 +215,7 @@ int gp_json_matrix(json_t *v, const char *field, size_t max_rows, double **X, si
                                     f, field);
             }
             snprintf(f, sizeof f, "%s[%zu]", field, i);
-            int rc = cell(row, f, &M[i], err);
+            int rc = gp_json_cell(row, f, &M[i], err);
             if (rc) {
                 free(M);
                 return rc;
@@ -238,7 +238,7 @@ int gp_json_matrix(json_t *v, const char *field, size_t max_rows, double **X, si
                 continue;
             }
             snprintf(f, sizeof f, "%s[%zu][%zu]", field, i, j);
-            int rc = cell(c, f, &x, err);
+            int rc = gp_json_cell(c, f, &x, err);
             free(M);
             return rc ? rc : GP_EINTERNAL;
         }
@@ -267,7 +267,7 @@ int gp_json_vector(json_t *v, const char *field, size_t max_len, double **y, siz
     char f[GP_ERROR_FIELD_LEN];
     for (size_t i = 0; i < len; i++) {
         snprintf(f, sizeof f, "%s[%zu]", field, i);
-        int rc = cell(json_array_get(v, i), f, &out[i], err);
+        int rc = gp_json_cell(json_array_get(v, i), f, &out[i], err);
         if (rc) {
             free(out);
             return rc;

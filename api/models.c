@@ -536,8 +536,10 @@ static void write_gate(gp_buf *b, const gp_online_status *st, const unsigned cha
     gp_buf_puts(b, "],\"oracle_threshold\":");
     if (!st->has_threshold)
         gp_buf_puts(b, "null");
+    else if (p == 1)
+        gp_buf_json_number(b, st->threshold[0]);
     else
-        write_outputs(b, st->threshold, 1, p);
+        gp_buf_json_array(b, st->threshold, p, 1);
 }
 
 static void head(gp_buf *b, const char *name, int version)

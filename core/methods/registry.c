@@ -8,6 +8,7 @@
 #include "core/methods/hkd.h"
 #include "core/methods/pls.h"
 #include "core/methods/renyi.h"
+#include "core/methods/rfgp.h"
 #include "core/methods/sgpr.h"
 #include "core/methods/ssgp.h"
 #include "core/methods/svgp.h"
@@ -22,6 +23,7 @@ static const gp_method *const registry[] = {
     &gp_method_svgp,
     &gp_method_pls,
     &gp_method_hkd,
+    &gp_method_rfgp,
 };
 
 size_t gp_method_count(void)

@@ -31,8 +31,18 @@
  * variance adds s. O(R d + R^2) per point. Sample: exact joint draws of the
  * weight posterior N(alpha, s A^{-1}) evaluated at the points.
  *
+ * Online (gp_model_observe): new rows add their features' outer products to
+ * A (k Givens rank-one updates of L, or a re-factorisation of L L^T plus
+ * them for batches of 2R / 4 rows and more) and their terms to Phi^T y, with
+ * the fit's frequencies, hyperparameters, standardisation and jitter: the
+ * model a fit of all rows with those held (and the same seed) gives. O(k R
+ * (d + R)) per batch of k rows, plus O(R^3) when it re-factorises, whatever N.
+ *
  * Exported arrays: omega (R x d_active), chol_packed (the factor, packed lower),
- * alpha (2R), sampler (scalar: gp_freq_sampler of the frequencies). */
+ * alpha (2R), sampler (scalar: gp_freq_sampler of the frequencies), phi_y
+ * (Phi^T y, 2R) and y_sq (y^T y, working units: the LML after observe). A
+ * state without the last two (written before observe existed) imports with
+ * Phi^T y = A alpha and y^T y solved from the stored objective. */
 #ifndef GP_SSGP_H
 #define GP_SSGP_H
 

@@ -17,7 +17,8 @@ sgpr|sg2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20}|
 renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5}|features|{"inducing":8,"max_iterations":5}
 pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}
 svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
-hkd|hk2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}'
+hkd|hk2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
+rfgp|rf2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":64,"warmup":50}|inducing|{"features":32,"warmup":20,"width_selection":"ml","max_iterations":5}'
 
 # The listing of method $1 in $T/methods.json (GET /v1/methods).
 listing() {
@@ -264,6 +265,13 @@ method_hkd() {
     jhas '.additive == true and (.options[] | select(.name == "symmetry") | .type == "object")' "$T/listing.json"
     verdict "/v1/methods lists hkd as additive with an object option symmetry" $? "not listed"
     # the rest of hkd (symmetries, components, their errors) is the hkd area
+}
+
+method_rfgp() {
+    req GET /v1/models/rf2d
+    [ "$(jstr state)" = online ] && [ "$(jnum features)" = 64 ] && [ "$(jstr width_selection)" = median ]
+    verdict "rfgp reports state online, 64 features and median widths" $? "state '$(jstr state)' features '$(jnum features)'"
+    # observe, the warm-up and the gate are the online area (t_online.sh)
 }
 
 method_renyi() {

@@ -37,7 +37,7 @@ jq -c '{mean, variance, covariance}' "$T/body" >"$T/on_ex_b.json"
 jq -n --slurpfile a "$T/on_ex_a.json" --slurpfile b "$T/on_ex_b.json" -e '
     [$a[0].mean, $a[0].variance, ($a[0].covariance | flatten)] | flatten as $x |
     [$b[0].mean, $b[0].variance, ($b[0].covariance | flatten)] | flatten as $y |
-    [range($x | length)] | all(($x[.] - $y[.]) | fabs <= 1e-9 * (1 + ($y[.] | fabs)))' >/dev/null
+    ($x | length) == ($y | length) and ([range($x | length)] | all(. as $i | (($x[$i] - $y[$i]) | fabs) <= 1e-9 * (1 + ($y[$i] | fabs))))' >/dev/null
 verdict "exact: observed model == refit on all rows (1e-9 relative)" $? \
     "$(cat "$T/on_ex_a.json" "$T/on_ex_b.json" | head -c 400)"
 check "exact: GET reports n 9 and 2 observations" 200 GET $M/on-ex
@@ -79,7 +79,7 @@ check_json "ssgp: predict refit" 200 "$M/on-ss-ref/predict" '{"X":[0.25,3.2,6]}'
 jq -c '{mean, variance}' "$T/body" >"$T/on_ss_b.json"
 jq -n --slurpfile a "$T/on_ss_a.json" --slurpfile b "$T/on_ss_b.json" -e '
     ($a[0].mean + $a[0].variance) as $x | ($b[0].mean + $b[0].variance) as $y |
-    [range($x | length)] | all(($x[.] - $y[.]) | fabs <= 1e-9 * (1 + ($y[.] | fabs)))' >/dev/null
+    ($x | length) == ($y | length) and ([range($x | length)] | all(. as $i | (($x[$i] - $y[$i]) | fabs) <= 1e-9 * (1 + ($y[$i] | fabs))))' >/dev/null
 verdict "ssgp: observed model == refit (1e-9 relative)" $? "$(cat "$T/on_ss_a.json" "$T/on_ss_b.json")"
 
 # ---- rfgp: empty, warm-up, online, the gate

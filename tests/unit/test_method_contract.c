@@ -57,6 +57,10 @@ static const struct {
     {"sgpr", "inducing", 8},          {"renyi", "inducing", 8},
     {"svgp", "inducing", 8},
     {"pls", "particles", 20},
+    /* rfgp starts in warm-up (it cannot predict before `warmup` rows): a
+     * warm-up of half the rows ends inside the fit, and the rest go through
+     * the online update as an observe of them would */
+    {"rfgp", "warmup", N / 2},        {"rfgp", "features", 64},
 };
 
 typedef struct problem {
