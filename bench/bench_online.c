@@ -102,7 +102,7 @@
 #define STREAM_A_SEED 101
 #define STREAM_B_SEED 201
 #define STREAM_B_SCALE 3.0
-#define STREAM_WINDOW 1000
+#define STREAM_WINDOW 2000 /* one problem's messages: n x sweeps */
 #define STREAM_TEST_POINTS 10000
 #define STREAM_TEST_SEED 100000
 #define DEFAULT_OBSERVES 10000
