@@ -111,6 +111,7 @@
 #define SPEED_D_IN 400
 #define SPEED_WARMUP_ROWS 1000
 #define SPEED_PEER_ROWS 2000
+#define SPEED_BIG_BATCH 400 /* above rfgp's refactor_batch auto (D / 3 at D = 800) */
 #define PREDICT_CALLS 10000
 #define WHY_LEN 400 /* failure messages: a gp_error message and field fit */
 /* The targets. */
@@ -1421,16 +1422,19 @@ static void speed_case(const options *o, const speed_data *sd, int messages, spe
                        size_t *n_rows)
 {
     const char *kind = messages ? "messages (m, v, a, b), p = 2" : "points d = 4, p = 1";
-    enum { R_B1 = 0, R_B10, R_B100, R_B100_GIVENS, R_PREDICT1, R_PREDICT1000, N_R };
+    enum { R_B1 = 0, R_B10, R_B100, R_BIG, R_BIG_GIVENS, R_PREDICT1, R_PREDICT1000, N_R };
     speed_row *r = rows + *n_rows;
     *n_rows += N_R;
     memset(r, 0, N_R * sizeof *r);
     snprintf(r[R_B1].what, sizeof r[R_B1].what, "%s: observe 1 row a call", kind);
     snprintf(r[R_B10].what, sizeof r[R_B10].what, "%s: observe 10 rows a call (per row)", kind);
-    snprintf(r[R_B100].what, sizeof r[R_B100].what,
-             "%s: observe 100 rows a call (per row; refactor_batch auto)", kind);
-    snprintf(r[R_B100_GIVENS].what, sizeof r[R_B100_GIVENS].what,
-             "%s: observe 100 rows a call (per row; rank-one updates only)", kind);
+    snprintf(r[R_B100].what, sizeof r[R_B100].what, "%s: observe 100 rows a call (per row)",
+             kind);
+    snprintf(r[R_BIG].what, sizeof r[R_BIG].what,
+             "%s: observe %d rows a call (per row; refactor_batch auto)", kind, SPEED_BIG_BATCH);
+    snprintf(r[R_BIG_GIVENS].what, sizeof r[R_BIG_GIVENS].what,
+             "%s: observe %d rows a call (per row; rank-one updates only)", kind,
+             SPEED_BIG_BATCH);
     snprintf(r[R_PREDICT1].what, sizeof r[R_PREDICT1].what, "%s: predict 1 point a call", kind);
     snprintf(r[R_PREDICT1000].what, sizeof r[R_PREDICT1000].what,
              "%s: predict 1000 points a call (per point)", kind);
@@ -1450,17 +1454,23 @@ static void speed_case(const options *o, const speed_data *sd, int messages, spe
         return;
     }
     size_t from = SPEED_WARMUP_ROWS;
-    /* the peer, once per input kind: it updates one row at a time whatever the batch */
+    /* the peer, once per input kind: it updates one row at a time whatever the
+     * batch, with one BLAS thread, as rfgp's Givens updates run on one: its
+     * level-2 calls at D = 800 gain little from a second thread and their
+     * times scattered 2x from run to run with two on the shared machine */
     size_t peer_rows = o->observes < SPEED_PEER_ROWS ? o->observes : SPEED_PEER_ROWS;
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
     double t0 = gp_bench_seconds();
     for (size_t i = 0; i < peer_rows; i++) {
         size_t at = from + (i % (sd->count - from));
         sm_observe(&peer, sd->x + at * sd->width, sd->y + at * sd->p);
     }
     double peer_observe = 1e6 * (gp_bench_seconds() - t0) / (double)peer_rows;
-    static const size_t batch[4] = {1, 10, 100, 100};
-    for (int b = 0; b < 4; b++) {
-        gp_model *mm = b == R_B100_GIVENS ? givens : model;
+    openblas_set_num_threads(blas_threads);
+    static const size_t batch[5] = {1, 10, 100, SPEED_BIG_BATCH, SPEED_BIG_BATCH};
+    for (int b = 0; b < 5; b++) {
+        gp_model *mm = b == R_BIG_GIVENS ? givens : model;
         if (time_observes(mm, sd, batch[b], o->observes, &r[b].ours_us, r[b].why,
                           sizeof r[b].why) == 0) {
             r[b].peer_us = peer_observe;
@@ -1505,10 +1515,12 @@ static void speed_case(const options *o, const speed_data *sd, int messages, spe
     }
     /* the peer's predict: features, mean and variance, one point at a time */
     double v, acc = 0;
+    openblas_set_num_threads(1);
     t0 = gp_bench_seconds();
     for (size_t c = 0; c < PREDICT_CALLS; c++)
         acc += sm_predict(&peer, sd->x + (from + c % (sd->count - from)) * sd->width, &v);
     double peer_predict = 1e6 * (gp_bench_seconds() - t0) / (double)PREDICT_CALLS;
+    openblas_set_num_threads(blas_threads);
     if (!isfinite(acc))
         fprintf(stderr, "bench_online: the peer predicted a non-finite mean\n");
     r[R_PREDICT1].peer_us = r[R_PREDICT1000].peer_us = peer_predict;
@@ -1526,7 +1538,7 @@ static int part_speed(const options *o, gp_kjit_oracle *oracle)
     speed_data pts, msg;
     memset(&pts, 0, sizeof pts);
     memset(&msg, 0, sizeof msg);
-    speed_row rows[12];
+    speed_row rows[16];
     size_t n_rows = 0;
     if (speed_points(need, &pts) == 0)
         speed_case(o, &pts, 0, rows, &n_rows);
@@ -1536,12 +1548,13 @@ static int part_speed(const options *o, gp_kjit_oracle *oracle)
            "noise %.0e, fitted on %d rows; then %zu rows observed in each mode (mean per row, "
            "the gp_model_observe calls timed alone), and %d points predicted (include_noise, "
            "ask_oracle filled). \"rank-one updates only\": a second model with refactor_batch "
-           "1e9 (every row a Givens update); \"auto\": rfgp's default crossover. Peer, in the "
+           "1e9 (every row a Givens update); \"auto\": rfgp's default crossover, above which a "
+           "batch re-factorises the precision. Peer, in the "
            "same process on the same rows: the note's own update (§2, kernel-ep's online "
            "operator) on features of the same sizes: Sherman-Morrison on an explicit D x D "
            "covariance (dsymv + dsyr), the means recomputed by dsymm (shared by the outputs), "
-           "one row at a time whatever the batch (%zu rows); its predict: features, dsymv, two "
-           "dot products. \"ratio\" = peer / rfgp (above 1: rfgp is faster); \"target\" = "
+           "one row at a time whatever the batch (%zu rows), with one BLAS thread; its predict: "
+           "features, dsymv, two dot products. \"ratio\" = peer / rfgp (above 1: rfgp is faster); \"target\" = "
            "%.0f us / rfgp us per row (at or above 1: the issue's target is met).\n\n",
            SPEED_D, SPEED_D_IN, NOISE, SPEED_WARMUP_ROWS, o->observes, PREDICT_CALLS,
            o->observes < SPEED_PEER_ROWS ? o->observes : (size_t)SPEED_PEER_ROWS,
