@@ -150,6 +150,7 @@ typedef struct options {
     long features, inner_features; /* 0: rfgp's defaults */
     size_t observes;
     int stream_problems;
+    double gate_kappa; /* part 2's rfgp gate_kappa (0: rfgp's default) */
     char pairs_out[1024]; /* "" or a folder for the pairs (the scikit-learn side) */
 } options;
 
@@ -159,7 +160,7 @@ static void usage(const char *prog)
             "usage: %s [--quick] [--parts accuracy,stream,speed] [--peers LIST]\n"
             "          [--problems K] [--train N] [--test N] [--exact-train N] [--features D]\n"
             "          [--inner-features D] [--observes N] [--stream-problems K]\n"
-            "          [--pairs-out DIR]\n"
+            "          [--gate-kappa K] [--pairs-out DIR]\n"
             "  --quick            a smoke run of a minute: 4 problems, 1000/600 pairs,\n"
             "                     features 300/200, 2000 observes, 2 stream problems a kind\n"
             "  --peers            part 1 peers (default all): rfgp_median, rfgp_loocv,\n"
@@ -170,6 +171,7 @@ static void usage(const char *prog)
             "  --features D       rfgp outer features (default rfgp's); --inner-features D\n"
             "  --observes N       rows of each observe timing (default %d)\n"
             "  --stream-problems K  problems of each kind in part 2 (default %d)\n"
+            "  --gate-kappa K     gate_kappa of part 2's rfgp (default rfgp's, 1)\n"
             "  --pairs-out DIR    write the part 1 pairs (train.csv, test.csv) there\n",
             prog, DEFAULT_PROBLEMS, DEFAULT_TRAIN, DEFAULT_TEST, DEFAULT_EXACT_TRAIN,
             DEFAULT_OBSERVES,
@@ -223,6 +225,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (gp_bench_parse_long(argv[++i], 1, 1000, &v) != 0)
                 return -1;
             stream = (int)v;
+        } else if (strcmp(a, "--gate-kappa") == 0 && has) {
+            char *end = NULL;
+            o->gate_kappa = strtod(argv[++i], &end);
+            if (end == argv[i] || *end != '\0' || !(o->gate_kappa > 0) || !isfinite(o->gate_kappa))
+                return -1;
         } else if (strcmp(a, "--pairs-out") == 0 && has) {
             snprintf(o->pairs_out, sizeof o->pairs_out, "%s", argv[++i]);
         } else {
@@ -408,6 +415,7 @@ typedef struct rfgp_spec {
     size_t outputs;
     double refactor_batch; /* 0: rfgp's default (auto) */
     int standardize;       /* the request's standardize (0: the note's raw targets) */
+    double gate_kappa;     /* 0: rfgp's default */
 } rfgp_spec;
 
 typedef struct rfgp_request {
@@ -436,6 +444,8 @@ static void rfgp_request_make(rfgp_request *r, const rfgp_spec *s, const double 
         r->opts[r->n_opts++] = (gp_option_value){.name = "warmup", .number = (double)s->warmup};
     if (s->outputs > 1)
         r->opts[r->n_opts++] = (gp_option_value){.name = "outputs", .number = (double)s->outputs};
+    if (s->gate_kappa > 0)
+        r->opts[r->n_opts++] = (gp_option_value){.name = "gate_kappa", .number = s->gate_kappa};
     if (s->refactor_batch > 0)
         r->opts[r->n_opts++] =
             (gp_option_value){.name = "refactor_batch", .number = s->refactor_batch};
@@ -1055,7 +1065,8 @@ static int part_stream(const options *o, gp_kjit_oracle *oracle)
                    .features = o->features,
                    .inner = o->inner_features,
                    .warmup = -1,
-                   .outputs = OUT_COLS};
+                   .outputs = OUT_COLS,
+                   .gate_kappa = o->gate_kappa};
     jit_client c;
     memset(&c, 0, sizeof c);
     c.oracle = oracle;
@@ -1093,14 +1104,14 @@ static int part_stream(const options *o, gp_kjit_oracle *oracle)
     }
     if (status == 0 && kl != NULL) {
         printf("One rfgp model (input messages [normal, beta], median widths, warm-up %zu rows, "
-               "noise %.0e) as the message operator of sequential EP (%d sweeps, n = %d, d = %d); "
+               "noise %.0e, gate_kappa %g) as the message operator of sequential EP (%d sweeps, n = %d, d = %d); "
                "%d problems of kind A (x ~ N(0, I), seeds %d..) then %d of kind B (x ~ N(0, %.0f^2 "
                "I), seeds %d..). The client predicts each message; when ask_oracle is set (or "
                "during warm-up) it calls the oracle, observes the answer and uses it. %zu "
                "messages, %zu oracle calls (%zu in A, %zu in B); %zu outgoing messages not proper "
                "(the predicted variance above the cavity's, §8.6) were set flat, %zu updates "
                "refused.\n\n",
-               st0.warmup_target, NOISE, EXP_SWEEPS, EXP_N, EXP_D, K, STREAM_A_SEED, K,
+               st0.warmup_target, NOISE, st0.kappa, EXP_SWEEPS, EXP_N, EXP_D, K, STREAM_A_SEED, K,
                STREAM_B_SCALE, STREAM_B_SEED, c.seen, c.asked, asked_a, c.asked - asked_a,
                c.clamped, c.refused);
         printf("Oracle rate in windows of %d messages (`*` marks the window where kind B "
