@@ -308,8 +308,9 @@ static json_t *option_json(const gp_option_spec *s)
         json_object_set_new(o, "min", json_integer((json_int_t)s->min));
         json_object_set_new(o, "max", json_integer((json_int_t)s->max));
         break;
-    case GP_OPTION_NUMBER:
-        json_object_set_new(o, "default", gp_json_real(s->default_number));
+    case GP_OPTION_NUMBER: /* a keyword default (default_string) wins over the number */
+        json_object_set_new(o, "default", s->default_string ? json_string(s->default_string)
+                                                            : gp_json_real(s->default_number));
         json_object_set_new(o, "min", gp_json_real(s->min));
         json_object_set_new(o, "max", gp_json_real(s->max));
         if (s->choices)

@@ -106,6 +106,13 @@ static void md_default(text *t, const gp_option_spec *s)
     case GP_OPTION_OBJECT:
         put(t, "see meaning");
         break;
+    case GP_OPTION_NUMBER:
+        if (s->default_string) { /* a keyword default */
+            put(t, "`%s`", s->default_string);
+            break;
+        }
+        put(t, "%s", num(s->default_number, b, sizeof b));
+        break;
     default:
         put(t, "%s", num(s->default_number, b, sizeof b));
     }
@@ -273,7 +280,12 @@ static void yaml_option(text *t, const gp_option_spec *s)
                    "            - {type: string, enum: [",
                 num(s->min, b, sizeof b), num(s->max, c, sizeof c));
             put_choices(t, s->choices, ", ", "\"");
-            put(t, "]}\n          default: %s\n", num(s->default_number, a, sizeof a));
+            put(t, "]}\n          default: ");
+            if (s->default_string)
+                yq(t, s->default_string);
+            else
+                put(t, "%s", num(s->default_number, a, sizeof a));
+            put(t, "\n");
         } else {
             put(t, "          type: number\n          default: %s\n          minimum: %s\n"
                    "          maximum: %s\n",

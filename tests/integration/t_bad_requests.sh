@@ -63,7 +63,7 @@ check_jerr "seed is a string" 400 invalid_argument '^seed$' $M "{\"name\":\"b\",
 check_jerr "bad quantile (1.5)" 400 invalid_argument '^quantiles' $P "{\"X\":$SINE_X,\"quantiles\":[0.5,1.5]}"
 check_jerr "bad quantile (0)" 400 invalid_argument '^quantiles' $P "{\"X\":$SINE_X,\"quantiles\":[0]}"
 check_jerr "n_samples 0" 400 invalid_argument '^n_samples$' $S "{\"X\":$SINE_X,\"n_samples\":0,\"seed\":1}"
-check_jerr "observe on exact" 422 unsupported - /v1/models/sine/observe '{"X":[[0.5]],"y":[0.4]}'
+check_jerr "observe with a wrong arity" 422 invalid_data '^X\[0\]$' /v1/models/sine/observe '{"X":[[0.5,1]],"y":[0.4]}'
 check_err "CSV with a text cell" 422 invalid_data - POST "$M?name=b" -H 'Content-Type: text/csv' \
     --data-binary "$(printf 'a,y\n1,2\nzz,3\n4,5\n')"
 check_err "CSV with an unknown ?target" 400 invalid_argument '^target$' POST "$M?name=b&target=nosuch" \

@@ -116,6 +116,37 @@ check "rfgp: version 1 kept its 9 rows" 200 GET "$M/on-rf/versions/1"
 jhas '.online.n == 9'
 verdict "rfgp: version 1 unchanged" $? "$(jqb '.online | tostring')"
 
+# ---- concurrent observes to one model are serialised; predictions meanwhile see whole batches
+check_json "rfgp: create for concurrent observes" 201 $M \
+    '{"name":"on-cc","method":"rfgp","seed":6,"options":{"input":{"kind":"point","dim":1},"features":32,"warmup":2}}'
+for w in 1 2 3 4; do
+    (
+        i=0
+        while [ $i -lt 10 ]; do
+            curl -s --max-time "$MT" -o /dev/null -w '%{http_code}\n' -H 'Content-Type: application/json' \
+                --data-binary "{\"X\":[$w.$i,$w.$i],\"y\":[0.$i,0.$w]}" \
+                "http://127.0.0.1:$PORT$M/on-cc/observe" 2>/dev/null
+            i=$((i + 1))
+        done
+    ) >"$T/on_cc_$w" &
+done
+(
+    i=0
+    while [ $i -lt 20 ]; do
+        curl -s --max-time "$MT" -H 'Content-Type: application/json' --data-binary '{"X":[1.5]}' \
+            "http://127.0.0.1:$PORT$M/on-cc/predict" 2>/dev/null | jq -r '.state // .error.code' 2>/dev/null
+        i=$((i + 1))
+    done
+) >"$T/on_cc_pred" &
+wait
+[ "$(cat "$T"/on_cc_1 "$T"/on_cc_2 "$T"/on_cc_3 "$T"/on_cc_4 | grep -c '^200$')" = 40 ]
+verdict "rfgp: 40 concurrent observes (4 clients) all acknowledged" $? "$(sort "$T"/on_cc_[1-4] | uniq -c | tr '\n' ' ')"
+! grep -qv -e '^online$' -e '^warmup$' "$T/on_cc_pred"
+verdict "rfgp: predictions during them all answered" $? "$(sort "$T/on_cc_pred" | uniq -c | tr '\n' ' ')"
+check "rfgp: GET after the concurrent observes" 200 GET $M/on-cc
+jhas '.online.n == 80 and .online.observations == 40 and .n_train == 80'
+verdict "rfgp: 80 rows in 40 log entries, none lost or doubled" $? "$(jqb '.online | tostring')"
+
 # ---- rfgp: two outputs, Gaussian inputs, messages
 G2='"method":"rfgp","seed":4,"options":{"input":{"kind":"gaussian","dim":1},"features":64,"inner_features":32,"warmup":4,"outputs":2}'
 check_json "rfgp: create with Gaussian inputs and 2 outputs" 201 $M "{\"name\":\"on-g2\",$G2}"

@@ -56,7 +56,8 @@ while read -r verb path; do
     esac
     case "$verb $p" in
     "POST /v1/models") set -- -H 'Content-Type: application/json' --data-binary '{"name":"oa-fit","X":[[0],[1],[2]],"y":[0,1,0]}' ;;
-    "POST "*/observe) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]],"y":[0.4]}' ;;
+    # two columns: answered (422), and the shared sine model stays as it is
+    "POST "*/observe) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5,0.5]],"y":[0.4]}' ;;
     "POST "*) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]]}' ;;
     *) set -- ;;
     esac
