@@ -40,7 +40,7 @@
  *   exact_mv     an exact GP (rbf ARD, hyperparameters and noise by
  *                L-BFGS, standardize on) on the same stacked (m, v, a, b),
  *                one model per output
- * Every rfgp peer: noise variance NOISE (the note's sigma_y^2, fixed),
+ * Every rfgp peer: noise variance NOISE (the note's sigma_y^2, fixed; --noise),
  * features --features (default rfgp's 800 outer, 400 inner).
  *
  * Part 2 "stream" (the picture of Experiment 3): EP run by a client that
@@ -151,6 +151,7 @@ typedef struct options {
     size_t observes;
     int stream_problems;
     double gate_kappa; /* part 2's rfgp gate_kappa (0: rfgp's default) */
+    double noise;      /* part 1's rfgp noise variance */
     char pairs_out[1024]; /* "" or a folder for the pairs (the scikit-learn side) */
 } options;
 
@@ -160,7 +161,7 @@ static void usage(const char *prog)
             "usage: %s [--quick] [--parts accuracy,stream,speed] [--peers LIST]\n"
             "          [--problems K] [--train N] [--test N] [--exact-train N] [--features D]\n"
             "          [--inner-features D] [--observes N] [--stream-problems K]\n"
-            "          [--gate-kappa K] [--pairs-out DIR]\n"
+            "          [--noise S] [--gate-kappa K] [--pairs-out DIR]\n"
             "  --quick            a smoke run of a minute: 4 problems, 1000/600 pairs,\n"
             "                     features 300/200, 2000 observes, 2 stream problems a kind\n"
             "  --peers            part 1 peers (default all): rfgp_median, rfgp_loocv,\n"
@@ -171,6 +172,7 @@ static void usage(const char *prog)
             "  --features D       rfgp outer features (default rfgp's); --inner-features D\n"
             "  --observes N       rows of each observe timing (default %d)\n"
             "  --stream-problems K  problems of each kind in part 2 (default %d)\n"
+            "  --noise S          part 1's rfgp noise variance (default the note's 1e-4)\n"
             "  --gate-kappa K     gate_kappa of part 2's rfgp (default rfgp's, 1)\n"
             "  --pairs-out DIR    write the part 1 pairs (train.csv, test.csv) there\n",
             prog, DEFAULT_PROBLEMS, DEFAULT_TRAIN, DEFAULT_TEST, DEFAULT_EXACT_TRAIN,
@@ -225,6 +227,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (gp_bench_parse_long(argv[++i], 1, 1000, &v) != 0)
                 return -1;
             stream = (int)v;
+        } else if (strcmp(a, "--noise") == 0 && has) {
+            char *end = NULL;
+            o->noise = strtod(argv[++i], &end);
+            if (end == argv[i] || *end != '\0' || !(o->noise > 0) || !isfinite(o->noise))
+                return -1;
         } else if (strcmp(a, "--gate-kappa") == 0 && has) {
             char *end = NULL;
             o->gate_kappa = strtod(argv[++i], &end);
@@ -236,6 +243,8 @@ static int parse_args(int argc, char **argv, options *o)
             return -1;
         }
     }
+    if (!(o->noise > 0))
+        o->noise = NOISE;
     o->problems = problems > 0 ? problems : (o->quick ? 4 : DEFAULT_PROBLEMS);
     o->train = train > 0 ? (size_t)train : (o->quick ? 1000 : DEFAULT_TRAIN);
     o->test = test > 0 ? (size_t)test : (o->quick ? 600 : DEFAULT_TEST);
@@ -416,6 +425,7 @@ typedef struct rfgp_spec {
     double refactor_batch; /* 0: rfgp's default (auto) */
     int standardize;       /* the request's standardize (0: the note's raw targets) */
     double gate_kappa;     /* 0: rfgp's default */
+    double noise;          /* 0: NOISE */
 } rfgp_spec;
 
 typedef struct rfgp_request {
@@ -455,7 +465,7 @@ static void rfgp_request_make(rfgp_request *r, const rfgp_spec *s, const double 
     q->n = n;
     q->d = width;
     q->noise_given = 1;
-    q->noise_variance = NOISE;
+    q->noise_variance = s->noise > 0 ? s->noise : NOISE;
     q->noise_fixed = 1;
     q->standardize = s->standardize;
     q->seed = FIT_SEED;
@@ -599,6 +609,7 @@ static void run_rfgp_peer(const options *o, int peer, int standardize, const col
     memset(r, 0, sizeof *r);
     rfgp_spec s = {.messages = peer != PEER_RFGP_MV,
                    .standardize = standardize,
+                   .noise = o->noise,
                    .widths = peer == PEER_RFGP_LOOCV ? "loocv"
                              : peer == PEER_RFGP_ML  ? "ml"
                                                      : "median",
@@ -845,7 +856,7 @@ static int part_accuracy(const options *o, gp_kjit_oracle *oracle)
            "rfgp noise variance %.0e (fixed), features %s outer / %s inner.\n\n",
            EXP_D, EXP_N, EXP_SWEEPS, o->problems, o->problems, TRUE_W_SEED, all.n, st.skipped,
            st.refresh_failures, SHUFFLE_SEED, o->train, o->test,
-           1e6 * st.oracle_seconds / (double)st.oracle_calls, NOISE,
+           1e6 * st.oracle_seconds / (double)st.oracle_calls, o->noise,
            o->features ? "(--features)" : "the default", o->inner_features ? "(--inner-features)"
                                                                           : "the default");
     if (o->features || o->inner_features)
@@ -886,7 +897,7 @@ static int part_accuracy(const options *o, gp_kjit_oracle *oracle)
             printf("The rfgp peers again with standardize on (the API's default: outputs, and "
                    "point inputs, standardised with the warm-up rows' statistics, the noise "
                    "variance %.0e then in standardised units):\n\n",
-                   NOISE);
+                   o->noise);
         printf("| operator | mean log KL | SD | median | share <= %.1f | fit s | predict "
                "us/point | fit facts |\n",
                TARGET_LOG_KL);
