@@ -36,6 +36,14 @@
 # 25 minutes (part 1 ~23, the trace study under 1, the synthetic set ~1.5;
 # bench/results/hkd.md); --quick about 1 minute.
 #
+# Only the online benchmark (rfgp, KJIT, issue 16: message prediction for
+# the logistic factor, the oracle rate over a stream, observes per second in
+# process, then over HTTP with bench/online/http.sh; bench/results/online.md):
+#   sh bench/run.sh BUILD_DIR online [--quick] [bench_online's arguments]
+# (--quick is passed on to the HTTP part; BUILD_DIR/bench/bench_online --help
+# lists the rest). Duration on the shared 2-core machine: see
+# bench/results/online.md; --quick about a minute.
+#
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
 # run writes bench/results/soak.md) runs after the HTTP benchmark for
@@ -77,6 +85,26 @@ run_classification() {
     # shellcheck disable=SC2086
     /usr/bin/python3 bench/sklearn_classification.py --splits "$dir" $py
 }
+# bench_online then its HTTP part (bench/online/http.sh); arguments go to
+# bench_online, --quick to both.
+run_online() {
+    if [ ! -x "$BUILD/bench/bench_online" ]; then
+        echo "bench_online: $BUILD/bench/bench_online not built: skipped"
+        return 1
+    fi
+    ost=0
+    "$BUILD/bench/bench_online" "$@" || ost=1
+    oq=""
+    for a in "$@"; do [ "$a" = --quick ] && oq=--quick; done
+    # shellcheck disable=SC2086
+    sh bench/online/http.sh "$BUILD" $oq || ost=1
+    return $ost
+}
+if [ "${1:-}" = online ]; then
+    shift
+    run_online "$@"
+    exit $?
+fi
 if [ "${1:-}" = kernel_approx ]; then
     shift
     if [ ! -x "$BUILD/bench/bench_kernel_approx" ]; then
@@ -172,7 +200,12 @@ for b in "$BUILD"/bench/bench_*; do
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
     [ "$(basename "$b")" = bench_classification ] && continue # (above)
     [ "$(basename "$b")" = bench_soak ] && continue # the soak's client (above)
+    [ "$(basename "$b")" = bench_online ] && continue # with its HTTP part (below)
     # shellcheck disable=SC2086
     "$b" $PYEXTRA || status=1
 done
+
+# rfgp online (bench_online, then its HTTP part; bench/results/online.md).
+# shellcheck disable=SC2086
+run_online $PYEXTRA || status=1
 exit $status
