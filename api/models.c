@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/internal.h"
 #include "core/base/rng.h"
@@ -24,6 +25,11 @@
 #define ORACLE_WINDOW 1000
 /* Tries of an observe that another daemon's append overtook (each catches up). */
 #define OBSERVE_TRIES 3
+/* Seconds of updates since the last snapshot after which the next observe
+ * writes one: a load replays about this long at most, whatever the method's
+ * cost per row (bench/results/online.md measured 7 s for 10,000 entries of a
+ * two-stage rfgp before this bound). */
+#define SNAPSHOT_REPLAY_SECONDS 0.5
 
 struct gp_cache_entry {
     char name[GP_NAME_MAX + 1];
@@ -45,6 +51,7 @@ struct gp_cache_entry {
     size_t since_snapshot; /* entries logged since the last snapshot (write_lock) */
     size_t logged_bytes;   /* their bytes */
     size_t state_bytes;    /* bytes of the model's last exported state, 0 unknown */
+    double apply_seconds;  /* time spent applying them: about what replaying them costs */
     /* the gate's rolling oracle rate over the last ORACLE_WINDOW predicted points */
     pthread_mutex_t gate_lock;
     unsigned char ring[ORACLE_WINDOW];
@@ -161,6 +168,13 @@ void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model)
     pthread_mutex_unlock(&api->cache_lock);
 }
 
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ---- the observation log: replay ---- */
 
 typedef struct replay_ctx {
@@ -205,7 +219,9 @@ static int catch_up(gp_api *api, gp_cache_entry *e, uint64_t target, gp_error *e
     pthread_mutex_lock(&e->write_lock);
     if (!e->stale && e->seq < target) {
         pthread_rwlock_wrlock(&e->lock);
+        double t0 = seconds_now();
         rc = replay(api, e->id, e->model, e->seq, target, &e->logged_bytes, err);
+        e->apply_seconds += seconds_now() - t0;
         if (rc == GP_OK) {
             e->since_snapshot += (size_t)(target - e->seq);
             e->seq = target;
@@ -250,8 +266,10 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
         rc = gp_model_import(m, &st, &loaded, err);
     size_t sbytes = state_bytes(&st);
     gp_state_free(&st);
+    double t0 = seconds_now();
     if (rc == GP_OK && meta->obs_seq > snap)
         rc = replay(api, meta->id, loaded, snap, meta->obs_seq, &logged, err);
+    double replayed = seconds_now() - t0;
     gp_cache_entry *fresh = rc == GP_OK ? entry_new(meta, loaded) : NULL;
     if (rc == GP_OK && fresh == NULL)
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
@@ -267,6 +285,7 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
     fresh->since_snapshot = (size_t)(fresh->seq - snap);
     fresh->logged_bytes = logged;
     fresh->state_bytes = sbytes;
+    fresh->apply_seconds = replayed;
     *out = fresh;
     return GP_OK;
 }
@@ -1242,8 +1261,10 @@ static void batch_state(const observe_body *ob, gp_named_array arrays[2], gp_sta
 static int snapshot_due(const gp_api *api, const gp_cache_entry *e)
 {
     return e->since_snapshot + 1 >= api->cfg.snapshot_interval ||
-           (e->state_bytes > 0 && e->logged_bytes >= e->state_bytes);
+           (e->state_bytes > 0 && e->logged_bytes >= e->state_bytes) ||
+           e->apply_seconds >= SNAPSHOT_REPLAY_SECONDS;
 }
+
 
 /* Apply the batch to the cached model and log it, under the entry's locks:
  * the model changes and the entry is written in one step as readers see it;
@@ -1259,8 +1280,10 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
     gp_state_init(&snap);
     pthread_rwlock_wrlock(&e->lock);
     int rc = e->stale ? gp_error_set(err, GP_ECONFLICT, NULL, "stale") : GP_OK;
+    double t0 = seconds_now();
     if (rc == GP_OK)
         rc = gp_model_observe(e->model, ob->X, ob->Y, ob->k, err);
+    double took = seconds_now() - t0;
     int applied = rc == GP_OK, due = applied && snapshot_due(api, e);
     if (due)
         rc = gp_model_export(e->model, &snap, err);
@@ -1273,6 +1296,7 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
         e->seq = *seq;
         e->since_snapshot = due ? 0 : e->since_snapshot + 1;
         e->logged_bytes = due ? 0 : e->logged_bytes + ob->k * (ob->d + ob->p) * sizeof(double);
+        e->apply_seconds = due ? 0.0 : e->apply_seconds + took;
         if (due)
             e->state_bytes = state_bytes(&snap);
     } else if (applied)
