@@ -253,6 +253,6 @@ for k in pt msg; do
     echo "  first GET of it (the last snapshot loaded, the log entries after it replayed) took ${reload:-?} s."
 done
 echo "- obs_pt's version has $observations observation log entries (one an acknowledged request;"
-echo "  a snapshot every 10000)."
+echo "  a snapshot every 10000 entries or sooner: docs/design/api.md, \"Observe\")."
 echo
 exit 0
