@@ -28,102 +28,29 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
-
-static char tmpdir[64];
+#include "tests/unit/store_fixture.h"
 
 static int group_setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpstore-test-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return sf_tmpdir_make("gpstore-test");
 }
 
-static int group_teardown(void **state)
-{
-    (void)state;
-    DIR *d = opendir(tmpdir);
-    if (d) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    return rmdir(tmpdir);
-}
-
-static void db_path(char *out, size_t size, const char *file)
-{
-    snprintf(out, size, "%s/%s", tmpdir, file);
-}
-
-/* ---- helpers: a raw connection, random states ---------------------------- */
-
-/* First column of the first row of sql (with optional text parameter ?1) as
- * an integer; fails the test on error. */
-static long long raw_int(const char *path, const char *sql, const char *param)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    if (param)
-        assert_int_equal(sqlite3_bind_text(st, 1, param, -1, SQLITE_STATIC), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    long long v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
-
-/* Run a statement with optional text parameter ?1 on a raw connection. */
-static void raw_exec(const char *path, const char *sql, const char *param)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    if (param)
-        assert_int_equal(sqlite3_bind_text(st, 1, param, -1, SQLITE_STATIC), SQLITE_OK);
-    int rc = sqlite3_step(st);
-    assert_true(rc == SQLITE_DONE || rc == SQLITE_ROW);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-}
+/* ---- helpers: random states (the raw connection is store_fixture.h's) ---- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15u;
 
 static double rand_double(void)
 {
     /* xorshift64*, mapped to a wide, NaN-free range with full mantissas. */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545F4914F6CDD1Du;
+    uint64_t r = sf_xorshift64(&rng_state);
     double u = (double)(r >> 11) * 0x1.0p-53;
     return (u - 0.5) * 2e3 / (1.0 + (double)(r & 0xff));
 }
 
-static double *rand_array(size_t n)
-{
-    double *x = malloc((n ? n : 1) * sizeof *x);
-    assert_non_null(x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = rand_double();
-    return x;
-}
-
 static void put_random(gp_state *st, const char *name, size_t rows, size_t cols)
 {
-    gp_error err;
-    double *x = rand_array(rows * cols);
-    assert_int_equal(gp_state_put_owned(st, name, rows, cols, x, &err), GP_OK);
+    sf_put_generated(st, name, rows, cols, rand_double);
 }
 
 /* A state with a general matrix, a scalar, an empty array and special values. */
@@ -138,32 +65,6 @@ static void make_state(gp_state *st)
     const double special[6] = {-0.0, 4.9406564584124654e-324, 1.7976931348623157e308,
                                -2.2250738585072014e-308, 1.0 / 3.0, 0.0};
     assert_int_equal(gp_state_put(st, "special", 3, 2, special, &err), GP_OK);
-}
-
-static void assert_states_equal(const gp_state *a, const gp_state *b)
-{
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const gp_named_array *x = &a->arrays[i];
-        const gp_named_array *y = gp_state_find(b, x->name);
-        assert_non_null(y);
-        assert_int_equal(x->rows, y->rows);
-        assert_int_equal(x->cols, y->cols);
-        if (x->rows * x->cols != 0)
-            assert_memory_equal(x->data, y->data, x->rows * x->cols * sizeof(double));
-    }
-}
-
-static gp_store *open_store(const char *file)
-{
-    char path[256];
-    db_path(path, sizeof path, file);
-    gp_store *s = NULL;
-    gp_error err;
-    int rc = gp_store_open(path, &s, &err);
-    if (rc)
-        fail_msg("gp_store_open(%s): %s", path, err.message);
-    return s;
 }
 
 static int quiet_saves; /* set while failures are expected */
@@ -228,10 +129,10 @@ static void test_open_schema_and_reopen(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "schema.db");
-    gp_store *s = open_store("schema.db");
-    assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 3);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+    sf_db_path(path, sizeof path, "schema.db");
+    gp_store *s = sf_open_store("schema.db");
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                                    " AND name IN ('models', 'arrays', 'jobs', 'job_arrays',"
                                    " 'observations', 'snapshots')",
                              NULL),
@@ -252,8 +153,8 @@ static void test_open_schema_and_reopen(void **state)
 
     /* Reopening is idempotent and keeps the data. */
     for (int i = 0; i < 2; i++) {
-        s = open_store("schema.db");
-        assert_int_equal(raw_int(path, "PRAGMA user_version", NULL), 3);
+        s = sf_open_store("schema.db");
+        assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
         gp_model_meta m;
         gp_error err;
         assert_int_equal(gp_store_meta(s, "kept", 0, &m, &err), GP_OK);
@@ -261,7 +162,7 @@ static void test_open_schema_and_reopen(void **state)
         gp_state st2;
         gp_state_init(&st2);
         assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
-        assert_states_equal(&st1, &st2);
+        sf_assert_states_equal(&st1, &st2);
         gp_state_free(&st2);
         gp_model_meta_free(&m);
         gp_store_close(s);
@@ -278,14 +179,14 @@ static void test_open_failures(void **state)
     gp_error err;
 
     /* A directory that does not exist. */
-    db_path(path, sizeof path, "no/such/dir/x.db");
+    sf_db_path(path, sizeof path, "no/such/dir/x.db");
     assert_int_equal(gp_store_open(path, &s, &err), GP_ENOTREADY);
     assert_null(s);
     assert_int_equal(err.code, GP_ENOTREADY);
     assert_non_null(strstr(err.message, "no/such/dir/x.db"));
 
     /* A file that is not a database. */
-    db_path(path, sizeof path, "garbage.db");
+    sf_db_path(path, sizeof path, "garbage.db");
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     for (int i = 0; i < 4096; i++)
@@ -296,10 +197,10 @@ static void test_open_failures(void **state)
     assert_non_null(strstr(err.message, "garbage.db"));
 
     /* A schema newer than this code. */
-    db_path(path, sizeof path, "future.db");
-    s = open_store("future.db");
+    sf_db_path(path, sizeof path, "future.db");
+    s = sf_open_store("future.db");
     gp_store_close(s);
-    raw_exec(path, "PRAGMA user_version = 99", NULL);
+    sf_raw_exec(path, "PRAGMA user_version = 99", NULL);
     assert_int_equal(gp_store_open(path, &s, &err), GP_ENOTREADY);
     assert_null(s);
     assert_non_null(strstr(err.message, "99"));
@@ -312,8 +213,8 @@ static void test_round_trip(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "roundtrip.db");
-    gp_store *s = open_store("roundtrip.db");
+    sf_db_path(path, sizeof path, "roundtrip.db");
+    gp_store *s = sf_open_store("roundtrip.db");
     gp_state st1, st2;
     make_state(&st1);
     gp_model_meta m, m2;
@@ -343,20 +244,20 @@ static void test_round_trip(void **state)
 
     gp_state_init(&st2);
     assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
-    assert_states_equal(&st1, &st2);
+    sf_assert_states_equal(&st1, &st2);
     const gp_named_array *e = gp_state_find(&st2, "empty");
     assert_non_null(e);
     assert_int_equal(e->rows, 0);
     assert_int_equal(e->cols, 4);
 
     /* On disk: little-endian float64, one part each at the default part size. */
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays", NULL), 5);
-    assert_int_equal(raw_int(path, "SELECT max(part) FROM arrays", NULL), 0);
-    assert_int_equal(raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "alpha"),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays", NULL), 5);
+    assert_int_equal(sf_raw_int(path, "SELECT max(part) FROM arrays", NULL), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "alpha"),
                      37 * 3 * 8);
-    assert_int_equal(raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "empty"),
+    assert_int_equal(sf_raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "empty"),
                      0);
-    assert_int_equal(raw_int(path, "SELECT data = x'9A9999999999B93F' FROM arrays"
+    assert_int_equal(sf_raw_int(path, "SELECT data = x'9A9999999999B93F' FROM arrays"
                                    " WHERE key = ?1",
                              "noise"),
                      1);
@@ -389,7 +290,7 @@ static void test_round_trip(void **state)
 static void test_meta_brief(void **state)
 {
     (void)state;
-    gp_store *s = open_store("brief.db");
+    gp_store *s = sf_open_store("brief.db");
     assert_int_equal(save_simple(s, "m", NULL, NULL), GP_OK);
     assert_int_equal(save_simple(s, "m", NULL, NULL), GP_OK);
     gp_error err;
@@ -418,7 +319,7 @@ static void test_meta_brief(void **state)
 static void test_versions_and_list(void **state)
 {
     (void)state;
-    gp_store *s = open_store("versions.db");
+    gp_store *s = sf_open_store("versions.db");
     gp_error err;
     gp_state st;
     make_state(&st);
@@ -466,7 +367,7 @@ static void test_versions_and_list(void **state)
     gp_store_close(s);
 
     /* An empty store lists nothing. */
-    s = open_store("empty.db");
+    s = sf_open_store("empty.db");
     list = (gp_model_meta *)&list;
     assert_int_equal(gp_store_list(s, &list, &n, &err), GP_OK);
     assert_int_equal(n, 0);
@@ -477,7 +378,7 @@ static void test_versions_and_list(void **state)
 static void test_not_found_and_invalid(void **state)
 {
     (void)state;
-    gp_store *s = open_store("notfound.db");
+    gp_store *s = sf_open_store("notfound.db");
     gp_error err;
     gp_model_meta m;
     assert_int_equal(save_simple(s, "present", NULL, NULL), GP_OK);
@@ -545,8 +446,8 @@ static void test_delete(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "delete.db");
-    gp_store *s = open_store("delete.db");
+    sf_db_path(path, sizeof path, "delete.db");
+    gp_store *s = sf_open_store("delete.db");
     gp_error err;
     gp_state st;
     make_state(&st);
@@ -554,13 +455,13 @@ static void test_delete(void **state)
     assert_int_equal(save_simple(s, "doomed", &st, NULL), GP_OK);
     assert_int_equal(save_simple(s, "doomed", &st, NULL), GP_OK);
     assert_int_equal(save_simple(s, "kept", &st, NULL), GP_OK);
-    long long per_model = raw_int(path, "SELECT count(*) FROM arrays", NULL) / 3;
+    long long per_model = sf_raw_int(path, "SELECT count(*) FROM arrays", NULL) / 3;
     assert_true(per_model > (long long)st.count);
 
     assert_int_equal(gp_store_delete(s, "doomed", &err), GP_OK);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays", NULL), per_model);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM models WHERE name = ?1", "doomed"), 0);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE model_id NOT IN"
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays", NULL), per_model);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM models WHERE name = ?1", "doomed"), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays WHERE model_id NOT IN"
                                    " (SELECT id FROM models)",
                              NULL),
                      0);
@@ -571,7 +472,7 @@ static void test_delete(void **state)
     gp_state st2;
     gp_state_init(&st2);
     assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
-    assert_states_equal(&st, &st2);
+    sf_assert_states_equal(&st, &st2);
     gp_model_meta_free(&m);
     gp_state_free(&st2);
 
@@ -588,8 +489,8 @@ static void test_jobs(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "jobs.db");
-    gp_store *s = open_store("jobs.db");
+    sf_db_path(path, sizeof path, "jobs.db");
+    gp_store *s = sf_open_store("jobs.db");
     gp_error err;
     gp_job_row job, got;
     memset(&job, 0, sizeof job);
@@ -609,7 +510,7 @@ static void test_jobs(void **state)
     gp_job_row_free(&got);
 
     /* Age the row so that an update visibly keeps created_at and moves updated_at. */
-    raw_exec(path,
+    sf_raw_exec(path,
              "UPDATE jobs SET created_at = '2000-01-01T00:00:00Z',"
              " updated_at = '2000-01-01T00:00:00Z' WHERE id = ?1",
              job.id);
@@ -626,7 +527,7 @@ static void test_jobs(void **state)
     assert_true(is_iso_time(got.updated_at));
     assert_string_not_equal(got.updated_at, "2000-01-01T00:00:00Z");
     gp_job_row_free(&got);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM jobs", NULL), 1);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs", NULL), 1);
 
     /* Failed job with an error text; then a NULL-ing update. */
     job.error = "{\"code\":\"not_positive_definite\"}";
@@ -654,8 +555,8 @@ static void test_multipart(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "parts.db");
-    gp_store *s = open_store("parts.db");
+    sf_db_path(path, sizeof path, "parts.db");
+    gp_store *s = sf_open_store("parts.db");
     gp_error err;
     gp_state st, st2;
     gp_state_init(&st);
@@ -672,13 +573,13 @@ static void test_multipart(void **state)
         ids[i] = m.id;
         gp_model_meta_free(&m);
     }
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 1",
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 1",
                              "big"),
                      13);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 1",
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 1",
                              "exact"),
                      1);
-    assert_int_equal(raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1 AND"
+    assert_int_equal(sf_raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1 AND"
                                    " model_id = 1 AND part = 12",
                              "big"),
                      32);
@@ -686,24 +587,24 @@ static void test_multipart(void **state)
     for (int i = 0; i < 9; i++) {
         gp_state_init(&st2);
         assert_int_equal(gp_store_load_state(s, ids[i], &st2, &err), GP_OK);
-        assert_states_equal(&st, &st2);
+        sf_assert_states_equal(&st, &st2);
         gp_state_free(&st2);
     }
     /* Part size changes do not matter to loading; 0 restores the default. */
     gp_store_set_part_bytes(s, 100); /* rounded down to 96 */
     gp_model_meta m;
     assert_int_equal(save_simple(s, "parts96", &st, &m), GP_OK);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 10",
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 10",
                              "big"),
                      9);
     gp_state_init(&st2);
     assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
-    assert_states_equal(&st, &st2);
+    sf_assert_states_equal(&st, &st2);
     gp_state_free(&st2);
     gp_model_meta_free(&m);
     gp_store_set_part_bytes(s, 0);
     assert_int_equal(save_simple(s, "parts1", &st, &m), GP_OK);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 11",
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays WHERE key = ?1 AND model_id = 11",
                              "big"),
                      1);
     gp_model_meta_free(&m);
@@ -724,7 +625,7 @@ static void test_multipart(void **state)
     };
     for (int i = 0; i < 9; i++) {
         assert_int_equal(ids[i], i + 1);
-        raw_exec(path, corrupt[i], "big");
+        sf_raw_exec(path, corrupt[i], "big");
         gp_state_init(&st2);
         int rc = gp_store_load_state(s, ids[i], &st2, &err);
         if (rc != GP_EDATA)
@@ -739,7 +640,7 @@ static void test_multipart(void **state)
     /* A model whose array data is a text value, a part past the end. */
     gp_store_set_part_bytes(s, 64);
     assert_int_equal(save_simple(s, "parts", &st, &m), GP_OK);
-    raw_exec(path, "INSERT INTO arrays SELECT model_id, key, 13, rows, cols, x'0000000000000000'"
+    sf_raw_exec(path, "INSERT INTO arrays SELECT model_id, key, 13, rows, cols, x'0000000000000000'"
                    " FROM arrays WHERE model_id = (SELECT max(id) FROM models) AND key = ?1"
                    " AND part = 0",
              "big");
@@ -748,7 +649,7 @@ static void test_multipart(void **state)
     assert_string_equal(err.field, "big");
     gp_model_meta_free(&m);
     assert_int_equal(save_simple(s, "parts", &st, &m), GP_OK);
-    raw_exec(path, "UPDATE arrays SET data = 'text' WHERE key = ?1"
+    sf_raw_exec(path, "UPDATE arrays SET data = 'text' WHERE key = ?1"
                    " AND model_id = (SELECT max(id) FROM models)",
              "s");
     assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_EDATA);
@@ -762,8 +663,8 @@ static void test_multipart(void **state)
 static void test_two_handles(void **state)
 {
     (void)state;
-    gp_store *a = open_store("shared.db");
-    gp_store *b = open_store("shared.db");
+    gp_store *a = sf_open_store("shared.db");
+    gp_store *b = sf_open_store("shared.db");
     gp_error err;
     gp_state st;
     make_state(&st);
@@ -774,7 +675,7 @@ static void test_two_handles(void **state)
     gp_state st2;
     gp_state_init(&st2);
     assert_int_equal(gp_store_load_state(b, m.id, &st2, &err), GP_OK);
-    assert_states_equal(&st, &st2);
+    sf_assert_states_equal(&st, &st2);
     gp_state_free(&st2);
     gp_model_meta_free(&m);
 
@@ -813,7 +714,7 @@ static void *saver_main(void *arg)
     gp_error err;
     if (s == NULL) {
         char path[256];
-        db_path(path, sizeof path, sv->file);
+        sf_db_path(path, sizeof path, sv->file);
         if (gp_store_open(path, &s, &err)) {
             sv->failures++;
             snprintf(sv->message, sizeof sv->message, "%s", err.message);
@@ -870,7 +771,7 @@ static void check_versions(gp_store *s, const saver *sv, int total)
 
 static void run_savers(const char *file, int shared)
 {
-    gp_store *s = open_store(file);
+    gp_store *s = sf_open_store(file);
     gp_state st;
     make_state(&st);
     saver sv[N_THREADS];
@@ -894,7 +795,7 @@ static void run_savers(const char *file, int shared)
         gp_state st2;
         gp_state_init(&st2);
         assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_OK);
-        assert_states_equal(&st, &st2);
+        sf_assert_states_equal(&st, &st2);
         gp_state_free(&st2);
         gp_model_meta_free(&m);
     }
@@ -920,9 +821,9 @@ static void test_processes(void **state)
     (void)state;
     enum { PROCS = 3, SAVES = 15 };
     char path[256];
-    db_path(path, sizeof path, "procs.db");
+    sf_db_path(path, sizeof path, "procs.db");
     /* Create the schema, and close: a SQLite connection must not cross fork(). */
-    gp_store *s = open_store("procs.db");
+    gp_store *s = sf_open_store("procs.db");
     gp_store_close(s);
     pid_t pids[PROCS];
     for (int p = 0; p < PROCS; p++) {
@@ -953,13 +854,13 @@ static void test_processes(void **state)
     int *v;
     size_t n;
     gp_error err;
-    s = open_store("procs.db");
+    s = sf_open_store("procs.db");
     assert_int_equal(gp_store_versions(s, "proc", &v, &n, &err), GP_OK);
     assert_int_equal(n, PROCS * SAVES);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(v[i], (int)i + 1);
     free(v);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM arrays", NULL), PROCS * SAVES);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays", NULL), PROCS * SAVES);
     gp_store_close(s);
 }
 
@@ -978,9 +879,9 @@ static void test_corrupt_file(void **state)
     (void)state;
     enum { PAGE = 4096 };
     char path[256], bad[256];
-    db_path(path, sizeof path, "pristine.db");
-    db_path(bad, sizeof bad, "damaged.db");
-    gp_store *s = open_store("pristine.db");
+    sf_db_path(path, sizeof path, "pristine.db");
+    sf_db_path(bad, sizeof bad, "damaged.db");
+    gp_store *s = sf_open_store("pristine.db");
     gp_state st;
     gp_state_init(&st);
     put_random(&st, "w", 3000, 2);
@@ -1112,8 +1013,8 @@ static void test_waits_for_write_lock(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "locked.db");
-    gp_store *s = open_store("locked.db");
+    sf_db_path(path, sizeof path, "locked.db");
+    gp_store *s = sf_open_store("locked.db");
     assert_int_equal(save_simple(s, "before", NULL, NULL), GP_OK);
     locker lk = {.path = path, .hold_ms = 400, .locked = 0, .committing = 0, .rc = 0};
     pthread_mutex_init(&lk.mu, NULL);
@@ -1215,7 +1116,7 @@ static void check_committed(committed *c)
     gp_state got;
     gp_state_init(&got);
     assert_int_equal(gp_store_load_state(s, c->id, &got, &err), GP_OK);
-    assert_states_equal(c->state, &got);
+    sf_assert_states_equal(c->state, &got);
     gp_state_free(&got);
     if (c->pending_id > 0) {
         /* A model being written is not seen at all, not partly. */
@@ -1273,7 +1174,7 @@ static void save_hook(gp_store *s, int64_t model_id, void *arg)
 static void test_reads_during_write(void **state)
 {
     (void)state;
-    gp_store *s = open_store("busywriter.db");
+    gp_store *s = sf_open_store("busywriter.db");
     assert_true(s->r != s->w);
     gp_error err;
     gp_state a, b;
@@ -1349,7 +1250,7 @@ static void test_reads_during_write(void **state)
         gp_model_meta_free(&m);
         gp_state_init(&got);
         assert_int_equal(gp_store_load_state(s, id, &got, &err), GP_OK);
-        assert_states_equal(i % 2 ? &a : &b, &got);
+        sf_assert_states_equal(i % 2 ? &a : &b, &got);
         gp_state_free(&got);
         snprintf(job.status, sizeof job.status, "s%d", i);
         assert_int_equal(gp_store_job_put(s, &job, &err), GP_OK);
@@ -1372,7 +1273,7 @@ static void test_reads_during_write(void **state)
 static void test_reader_is_read_only(void **state)
 {
     (void)state;
-    gp_store *s = open_store("readonly.db");
+    gp_store *s = sf_open_store("readonly.db");
     assert_int_equal(sqlite3_exec(s->r->db, "INSERT INTO jobs(id, status) VALUES('x', 'queued')",
                                   NULL, NULL, NULL) &
                          0xff,
@@ -1400,7 +1301,7 @@ static void test_in_memory(void **state)
     assert_int_equal(m.version, 1);
     gp_state_init(&got);
     assert_int_equal(gp_store_load_state(s, m.id, &got, &err), GP_OK);
-    assert_states_equal(&a, &got);
+    sf_assert_states_equal(&a, &got);
     gp_state_free(&got);
     gp_model_meta_free(&m);
     gp_state_free(&a);
@@ -1454,8 +1355,8 @@ static void test_durable_job_request_and_holder(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "durable.db");
-    gp_store *s = open_store("durable.db");
+    sf_db_path(path, sizeof path, "durable.db");
+    gp_store *s = sf_open_store("durable.db");
     gp_state req;
     create_job(s, "j1", "host:1:a", 1e12, &req);
     gp_job_row row;
@@ -1466,7 +1367,7 @@ static void test_durable_job_request_and_holder(void **state)
     assert_int_equal(gp_store_job_request(s, "j1", &row, &spec, &back, &err), GP_OK);
     assert_string_equal(spec, "{\"name\":\"m\"}");
     assert_string_equal(row.model_name, "m-j1");
-    assert_states_equal(&req, &back);
+    sf_assert_states_equal(&req, &back);
     free(spec);
     gp_job_row_free(&row);
     gp_state_free(&back);
@@ -1474,7 +1375,7 @@ static void test_durable_job_request_and_holder(void **state)
     assert_int_equal(update_as(s, "j1", "host:2:b", "running", 1), GP_ECONFLICT);
     assert_int_equal(update_as(s, "j1", "host:1:a", "running", 1), GP_OK);
     assert_job_status(s, "j1", "running");
-    assert_int_equal(raw_int(path, "SELECT attempts FROM jobs WHERE id = 'j1'", NULL), 1);
+    assert_int_equal(sf_raw_int(path, "SELECT attempts FROM jobs WHERE id = 'j1'", NULL), 1);
 
     memset(&row, 0, sizeof row);
     snprintf(row.id, sizeof row.id, "j1");
@@ -1483,7 +1384,7 @@ static void test_durable_job_request_and_holder(void **state)
     assert_int_equal(gp_store_job_finish(s, &row, "host:2:b", &err), GP_ECONFLICT);
     assert_int_equal(gp_store_job_finish(s, &row, "host:1:a", &err), GP_OK);
     assert_job_status(s, "j1", "failed");
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'j1'", NULL),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'j1'", NULL),
                      0);
     gp_state_init(&back);
     assert_int_equal(gp_store_job_request(s, "j1", &row, &spec, &back, &err), GP_ENOTFOUND);
@@ -1506,8 +1407,8 @@ static void test_durable_job_save(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "durable_save.db");
-    gp_store *s = open_store("durable_save.db");
+    sf_db_path(path, sizeof path, "durable_save.db");
+    gp_store *s = sf_open_store("durable_save.db");
     gp_state req, st;
     create_job(s, "j2", "host:1:a", 1e12, &req);
     make_state(&st);
@@ -1516,7 +1417,7 @@ static void test_durable_job_save(void **state)
     assert_int_equal(gp_store_save_job(s, "m-j2", "exact", "{}", "{}", 5, 2, &st, &lost, NULL,
                                        &err),
                      GP_ECONFLICT);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM models", NULL), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM models", NULL), 0);
     gp_job_done held = {"j2", "host:1:a", "{\"iteration\":7}", result_text, NULL};
     gp_model_meta meta;
     assert_int_equal(gp_store_save_job(s, "m-j2", "exact", "{}", "{}", 5, 2, &st, &held, &meta,
@@ -1530,12 +1431,12 @@ static void test_durable_job_save(void **state)
     assert_string_equal(row.result, "{\"version\":1}");
     assert_string_equal(row.progress, "{\"iteration\":7}");
     gp_job_row_free(&row);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM job_arrays", NULL), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM job_arrays", NULL), 0);
     /* Saved once: running it again is refused. */
     assert_int_equal(gp_store_save_job(s, "m-j2", "exact", "{}", "{}", 5, 2, &st, &held, NULL,
                                        &err),
                      GP_ECONFLICT);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM models", NULL), 1);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM models", NULL), 1);
     gp_state_free(&st);
     gp_state_free(&req);
     gp_store_close(s);
@@ -1547,9 +1448,9 @@ static void test_durable_job_claims(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "durable_claim.db");
-    gp_store *s = open_store("durable_claim.db");
-    gp_store *s2 = open_store("durable_claim.db");
+    sf_db_path(path, sizeof path, "durable_claim.db");
+    gp_store *s = sf_open_store("durable_claim.db");
+    gp_store *s2 = sf_open_store("durable_claim.db");
     gp_state req;
     gp_error err;
     create_job(s, "alive", "A", 1000.0, &req);
@@ -1624,7 +1525,7 @@ static void test_durable_job_claims(void **state)
     assert_int_equal(outcome, GP_JOB_CANCELLED_NOW);
     gp_job_row_free(&row);
     assert_job_status(s, "c2", "cancelled");
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'c2'", NULL),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'c2'", NULL),
                      0);
     assert_int_equal(gp_store_job_cancel(s2, "c2", 100.0, &row, &outcome, &err), GP_OK);
     assert_int_equal(outcome, GP_JOB_CANCEL_ENDED);
@@ -1641,7 +1542,7 @@ static void test_durable_job_claims(void **state)
     free(owned);
     assert_int_equal(gp_store_job_release(s, "c1", "H", &err), GP_OK);
     assert_job_status(s, "c1", "queued");
-    assert_int_equal(raw_int(path, "SELECT attempts FROM jobs WHERE id = 'c1'", NULL), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT attempts FROM jobs WHERE id = 'c1'", NULL), 0);
     gp_store_close(s2);
     gp_store_close(s);
 }
@@ -1654,7 +1555,7 @@ typedef struct claimer {
 static void *claim_all(void *arg)
 {
     claimer *c = arg;
-    gp_store *s = open_store(c->file);
+    gp_store *s = sf_open_store(c->file);
     for (;;) {
         gp_job_row row;
         int outcome = 0;
@@ -1675,8 +1576,8 @@ static void test_durable_job_claim_race(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "durable_race.db");
-    gp_store *s = open_store("durable_race.db");
+    sf_db_path(path, sizeof path, "durable_race.db");
+    gp_store *s = sf_open_store("durable_race.db");
     for (int i = 0; i < 40; i++) {
         char id[16];
         snprintf(id, sizeof id, "r%d", i);
@@ -1691,8 +1592,8 @@ static void test_durable_job_claim_race(void **state)
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     assert_int_equal(a.claimed + b.claimed, 40);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'A'", NULL), a.claimed);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'B'", NULL), b.claimed);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'A'", NULL), a.claimed);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'B'", NULL), b.claimed);
     gp_store_close(s);
 }
 
@@ -1702,7 +1603,7 @@ static void test_durable_migration_from_v1(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "v1.db");
+    sf_db_path(path, sizeof path, "v1.db");
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(
@@ -1722,7 +1623,7 @@ static void test_durable_migration_from_v1(void **state)
                      NULL, NULL, NULL),
         SQLITE_OK);
     sqlite3_close(db);
-    gp_store *s = open_store("v1.db");
+    gp_store *s = sf_open_store("v1.db");
     assert_job_status(s, "stuck", "failed");
     assert_job_status(s, "done", "succeeded");
     gp_job_row row;
@@ -1738,8 +1639,8 @@ static void test_durable_job_prune(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "durable_prune.db");
-    gp_store *s = open_store("durable_prune.db");
+    sf_db_path(path, sizeof path, "durable_prune.db");
+    gp_store *s = sf_open_store("durable_prune.db");
     gp_state req;
     gp_error err;
     const char *ids[] = {"old-done", "new-done", "old-active"};
@@ -1754,7 +1655,7 @@ static void test_durable_job_prune(void **state)
         snprintf(row.status, sizeof row.status, "succeeded");
         assert_int_equal(gp_store_job_finish(s, &row, "A", &err), GP_OK);
     }
-    raw_exec(path, "UPDATE jobs SET updated_at = '2020-01-01T00:00:00Z' WHERE id LIKE 'old-%'",
+    sf_raw_exec(path, "UPDATE jobs SET updated_at = '2020-01-01T00:00:00Z' WHERE id LIKE 'old-%'",
              NULL);
     size_t deleted = 99;
     assert_int_equal(gp_store_job_prune(s, "2021-01-01T00:00:00Z", &deleted, &err), GP_OK);
@@ -1764,7 +1665,7 @@ static void test_durable_job_prune(void **state)
     assert_job_status(s, "new-done", "succeeded");
     assert_job_status(s, "old-active", "queued");
     assert_int_equal(
-        raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'old-active'", NULL), 2);
+        sf_raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'old-active'", NULL), 2);
     assert_int_equal(gp_store_job_prune(s, "2021-01-01T00:00:00Z", &deleted, &err), GP_OK);
     assert_int_equal(deleted, 0);
     gp_store_close(s);
@@ -1799,5 +1700,5 @@ int main(void)
         cmocka_unit_test(test_reader_is_read_only),
         cmocka_unit_test(test_in_memory),
     };
-    return cmocka_run_group_tests_name("store", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("store", tests, group_setup, sf_group_teardown);
 }

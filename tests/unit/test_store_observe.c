@@ -35,104 +35,24 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
-
-static char tmpdir[64];
+#include "tests/unit/store_fixture.h"
 
 static int group_setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpobs-test-XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return sf_tmpdir_make("gpobs-test");
 }
 
-static int group_teardown(void **state)
-{
-    (void)state;
-    DIR *d = opendir(tmpdir);
-    if (d) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    return rmdir(tmpdir);
-}
-
-static void db_path(char *out, size_t size, const char *file)
-{
-    snprintf(out, size, "%s/%s", tmpdir, file);
-}
-
-/* ---- helpers: a raw connection -------------------------------------------- */
-
-static sqlite3 *raw_open(const char *path)
-{
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
-                     SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
-    return db;
-}
-
-/* First column of the first row of sql as an integer. */
-static long long raw_int(const char *path, const char *sql)
-{
-    sqlite3 *db = raw_open(path);
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    long long v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
-
-static void raw_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = raw_open(path);
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK)
-        fail_msg("%s: %s", sql, msg ? msg : "?");
-    sqlite3_close(db);
-}
-
-/* raw_int with a printf-formatted statement. */
-static long long raw_intf(const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static long long raw_intf(const char *path, const char *fmt, ...)
-{
-    char sql[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    return raw_int(path, sql);
-}
-
-/* ---- helpers: data ---------------------------------------------------------- */
+/* ---- helpers: data (the raw connection is store_fixture.h's) ------------------ */
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Du;
-
-static uint64_t rand_u64(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Du;
-}
 
 /* Any bit pattern but a few special ones: full mantissas, -0, subnormals,
  * infinities and a NaN with a payload, so that a copy that is not bit for
  * bit shows. */
 static double rand_bits(void)
 {
-    uint64_t u = rand_u64();
+    uint64_t u = sf_xorshift64(&rng_state);
     switch (u % 16) {
     case 0: u = 0x8000000000000000u; break; /* -0.0 */
     case 1: u = 0x0000000000000001u; break; /* smallest subnormal */
@@ -147,13 +67,7 @@ static double rand_bits(void)
 
 static void put_bits(gp_state *st, const char *name, size_t rows, size_t cols)
 {
-    gp_error err;
-    size_t n = rows * cols;
-    double *x = malloc((n ? n : 1) * sizeof *x);
-    assert_non_null(x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = rand_bits();
-    assert_int_equal(gp_state_put_owned(st, name, rows, cols, x, &err), GP_OK);
+    sf_put_generated(st, name, rows, cols, rand_bits);
 }
 
 /* A batch of k rows of width d with one output: X (k x d), y (k x 1). */
@@ -173,33 +87,6 @@ static void copy_state(gp_state *dst, const gp_state *src)
         const gp_named_array *a = &src->arrays[i];
         assert_int_equal(gp_state_put(dst, a->name, a->rows, a->cols, a->data, &err), GP_OK);
     }
-}
-
-static int states_equal(const gp_state *a, const gp_state *b)
-{
-    if (a->count != b->count)
-        return 0;
-    for (size_t i = 0; i < a->count; i++) {
-        const gp_named_array *x = &a->arrays[i];
-        const gp_named_array *y = gp_state_find(b, x->name);
-        if (y == NULL || x->rows != y->rows || x->cols != y->cols)
-            return 0;
-        if (x->rows * x->cols != 0 &&
-            memcmp(x->data, y->data, x->rows * x->cols * sizeof(double)) != 0)
-            return 0;
-    }
-    return 1;
-}
-
-static gp_store *open_store(const char *file)
-{
-    char path[256];
-    db_path(path, sizeof path, file);
-    gp_store *s = NULL;
-    gp_error err;
-    if (gp_store_open(path, &s, &err))
-        fail_msg("gp_store_open(%s): %s", path, err.message);
-    return s;
 }
 
 /* A fitted version of name (one array), n_train 10, input_dim 4. */
@@ -277,33 +164,73 @@ static uint64_t meta_obs_seq(gp_store *s, const char *name, size_t *n_train)
     return m.obs_seq;
 }
 
+/* A store on file with one fitted version of model (save_model); path, when
+ * not NULL (256 bytes), gets the file's path for the raw connection. */
+static gp_store *open_with_model(const char *file, const char *model, char *path, int64_t *id)
+{
+    if (path)
+        sf_db_path(path, 256, file);
+    gp_store *s = sf_open_store(file);
+    *id = save_model(s, model);
+    return s;
+}
+
+/* A replay of the entries after..upto delivers n of them, entry i equal to
+ * want[i] where want and want[i] are not NULL. */
+static void expect_replay(gp_store *s, int64_t id, uint64_t after, uint64_t upto, size_t n,
+                          const gp_state *const *want)
+{
+    seen sn = {.n = 0};
+    gp_error err;
+    assert_int_equal(gp_store_observations(s, id, after, upto, record, &sn, &err), GP_OK);
+    assert_int_equal(sn.n, n);
+    for (size_t i = 0; want && i < n; i++)
+        if (want[i])
+            assert_true(sf_states_equal(&sn.batch[i], want[i]));
+    seen_free(&sn);
+}
+
+/* The snapshot loads, follows entry at and (when want is not NULL) equals want. */
+static void expect_snapshot(gp_store *s, int64_t id, uint64_t at, const gp_state *want)
+{
+    gp_state got;
+    gp_state_init(&got);
+    uint64_t got_at = 0;
+    gp_error err;
+    assert_int_equal(gp_store_load_snapshot(s, id, &got, &got_at, &err), GP_OK);
+    assert_int_equal(got_at, at);
+    if (want)
+        assert_true(sf_states_equal(&got, want));
+    gp_state_free(&got);
+}
+
 /* ---- schema ----------------------------------------------------------------- */
 
 static void test_schema_v3(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "schema.db");
-    gp_store *s = open_store("schema.db");
-    assert_int_equal(raw_int(path, "PRAGMA user_version"), 3);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM pragma_table_info('models')"
+    sf_db_path(path, sizeof path, "schema.db");
+    gp_store *s = sf_open_store("schema.db");
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM pragma_table_info('models')"
                                    " WHERE name = 'obs_seq' AND \"notnull\" = 1"
-                                   " AND dflt_value = '0'"),
+                                   " AND dflt_value = '0'", NULL),
                      1);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM pragma_foreign_key_list('observations')"
-                                   " WHERE \"table\" = 'models' AND on_delete = 'CASCADE'"),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM pragma_foreign_key_list('observations')"
+                                   " WHERE \"table\" = 'models' AND on_delete = 'CASCADE'", NULL),
                      1);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM pragma_foreign_key_list('snapshots')"
-                                   " WHERE \"table\" = 'models' AND on_delete = 'CASCADE'"),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM pragma_foreign_key_list('snapshots')"
+                                   " WHERE \"table\" = 'models' AND on_delete = 'CASCADE'", NULL),
                      1);
     /* The primary keys lead with model_id (the cascade and every lookup). */
-    assert_int_equal(raw_int(path, "SELECT group_concat(name, ',') = 'model_id,seq,key,part'"
+    assert_int_equal(sf_raw_int(path, "SELECT group_concat(name, ',') = 'model_id,seq,key,part'"
                                    " FROM (SELECT name FROM pragma_table_info('observations')"
-                                   " WHERE pk > 0 ORDER BY pk)"),
+                                   " WHERE pk > 0 ORDER BY pk)", NULL),
                      1);
-    assert_int_equal(raw_int(path, "SELECT group_concat(name, ',') = 'model_id,key,part'"
+    assert_int_equal(sf_raw_int(path, "SELECT group_concat(name, ',') = 'model_id,key,part'"
                                    " FROM (SELECT name FROM pragma_table_info('snapshots')"
-                                   " WHERE pk > 0 ORDER BY pk)"),
+                                   " WHERE pk > 0 ORDER BY pk)", NULL),
                      1);
     /* Foreign keys are on, on every connection; the readers cannot write. */
     gp_store_conn *conns[3] = {s->w, s->r, s->log};
@@ -324,13 +251,13 @@ static void test_schema_v3(void **state)
     gp_store_close(s);
 
     /* A newer schema is still refused (and the file left alone). */
-    raw_exec(path, "PRAGMA user_version = 4");
+    sf_raw_script(path, "PRAGMA user_version = 4");
     gp_error err;
     gp_store *s2 = (gp_store *)&s2;
     assert_int_equal(gp_store_open(path, &s2, &err), GP_ENOTREADY);
     assert_null(s2);
     assert_non_null(strstr(err.message, "schema version 4"));
-    assert_int_equal(raw_int(path, "PRAGMA user_version"), 4);
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 4);
 }
 
 /* A file written by schema version 2 (made here with that schema's SQL, a
@@ -340,8 +267,8 @@ static void test_migration_from_v2(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "v2.db");
-    raw_exec(path,
+    sf_db_path(path, sizeof path, "v2.db");
+    sf_raw_script(path,
              "PRAGMA journal_mode = WAL;"
              "CREATE TABLE models(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
              " version INTEGER NOT NULL, method TEXT NOT NULL, spec TEXT NOT NULL,"
@@ -369,8 +296,8 @@ static void test_migration_from_v2(void **state)
              " x'000000000000F03F0000000000000040');"
              "INSERT INTO jobs(id, model_name, status) VALUES('j1', 'old', 'succeeded');"
              "PRAGMA user_version = 2;");
-    gp_store *s = open_store("v2.db");
-    assert_int_equal(raw_int(path, "PRAGMA user_version"), 3);
+    gp_store *s = sf_open_store("v2.db");
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
     gp_model_meta m;
     gp_error err;
     assert_int_equal(gp_store_meta(s, "old", 0, &m, &err), GP_OK);
@@ -401,8 +328,8 @@ static void test_migration_from_v2(void **state)
     gp_state_free(&b);
     gp_store_close(s);
     /* Opened again: current, nothing to do. */
-    s = open_store("v2.db");
-    assert_int_equal(raw_int(path, "PRAGMA user_version"), 3);
+    s = sf_open_store("v2.db");
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
     assert_int_equal(meta_obs_seq(s, "old", NULL), 1);
     gp_store_close(s);
 }
@@ -412,8 +339,8 @@ static void test_migration_from_v2(void **state)
 static void test_append_and_replay(void **state)
 {
     (void)state;
-    gp_store *s = open_store("append.db");
-    const int64_t id = save_model(s, "m");
+    int64_t id;
+    gp_store *s = open_with_model("append.db", "m", NULL, &id);
     enum { N = 60 };
     gp_state sent[N];
     size_t n_train = 10;
@@ -433,7 +360,7 @@ static void test_append_and_replay(void **state)
     assert_int_equal(sn.n, N);
     for (int i = 0; i < N; i++) {
         assert_int_equal(sn.seq[i], (uint64_t)i + 1);
-        assert_true(states_equal(&sn.batch[i], &sent[i]));
+        assert_true(sf_states_equal(&sn.batch[i], &sent[i]));
     }
     seen_free(&sn);
     /* A range: after 20 up to 35. */
@@ -441,7 +368,7 @@ static void test_append_and_replay(void **state)
     assert_int_equal(sn.n, 15);
     for (int i = 0; i < 15; i++) {
         assert_int_equal(sn.seq[i], (uint64_t)i + 21);
-        assert_true(states_equal(&sn.batch[i], &sent[i + 20]));
+        assert_true(sf_states_equal(&sn.batch[i], &sent[i + 20]));
     }
     seen_free(&sn);
     /* An empty range calls nothing. */
@@ -485,9 +412,8 @@ static void test_conflict(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "conflict.db");
-    gp_store *s = open_store("conflict.db");
-    const int64_t id = save_model(s, "c");
+    int64_t id;
+    gp_store *s = open_with_model("conflict.db", "c", path, &id);
     gp_state a, b;
     make_batch(&a, 2, 4);
     make_batch(&b, 3, 4);
@@ -499,8 +425,8 @@ static void test_conflict(void **state)
     size_t nt = 0;
     assert_int_equal(meta_obs_seq(s, "c", &nt), 1);
     assert_int_equal(nt, 12);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM observations WHERE seq <> 1"), 0);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM snapshots"), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM observations WHERE seq <> 1", NULL), 0);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM snapshots", NULL), 0);
     /* Caught up, it goes in. */
     observe_ok(s, id, 1, &b, 15, NULL);
     assert_int_equal(meta_obs_seq(s, "c", &nt), 2);
@@ -516,9 +442,8 @@ static void test_snapshots(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "snap.db");
-    gp_store *s = open_store("snap.db");
-    const int64_t id = save_model(s, "s");
+    int64_t id;
+    gp_store *s = open_with_model("snap.db", "s", path, &id);
     gp_error err;
     gp_state b, got;
     uint64_t at = 99;
@@ -551,16 +476,16 @@ static void test_snapshots(void **state)
             assert_int_equal(tmp.count, 0);
         } else if (e < 4) {
             assert_int_equal(at, 3);
-            assert_true(states_equal(&tmp, &s1));
+            assert_true(sf_states_equal(&tmp, &s1));
         } else {
             /* Replaced whole: nothing of s1 is left (X_train). */
             assert_int_equal(at, 5);
-            assert_true(states_equal(&tmp, &s2));
+            assert_true(sf_states_equal(&tmp, &s2));
         }
         gp_state_free(&tmp);
     }
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM snapshots"), 3);
-    assert_int_equal(raw_int(path, "SELECT count(DISTINCT seq) FROM snapshots"), 1);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM snapshots", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "SELECT count(DISTINCT seq) FROM snapshots", NULL), 1);
     /* Appended to a state that holds arrays; a name clash is refused. */
     assert_int_equal(gp_store_load_snapshot(s, id, &got, &at, &err), GP_OK);
     assert_int_equal(at, 5);
@@ -579,7 +504,7 @@ static void test_snapshots(void **state)
 static void test_meta_and_list(void **state)
 {
     (void)state;
-    gp_store *s = open_store("meta.db");
+    gp_store *s = sf_open_store("meta.db");
     const int64_t v1 = save_model(s, "online");
     save_model(s, "zeta");
     gp_state b;
@@ -637,29 +562,29 @@ static void test_cascade_delete(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "cascade.db");
-    gp_store *s = open_store("cascade.db");
+    sf_db_path(path, sizeof path, "cascade.db");
+    gp_store *s = sf_open_store("cascade.db");
     int64_t ids[3] = {save_model(s, "gone"), save_model(s, "gone"), save_model(s, "kept")};
     gp_state b;
     make_batch(&b, 2, 4);
     for (int i = 0; i < 3; i++)
         for (uint64_t e = 0; e < 4; e++)
             observe_ok(s, ids[i], e, &b, 12, e == 2 ? &b : NULL);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM observations"), 3 * 4 * 2);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM snapshots"), 3 * 2);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM observations", NULL), 3 * 4 * 2);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM snapshots", NULL), 3 * 2);
     gp_error err;
     assert_int_equal(gp_store_delete(s, "gone", &err), GP_OK);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(
-            raw_intf(path, "SELECT count(*) FROM observations WHERE model_id = %lld",
+            sf_raw_intf(path, "SELECT count(*) FROM observations WHERE model_id = %lld",
                      (long long)ids[i]),
             0);
-        assert_int_equal(raw_intf(path, "SELECT count(*) FROM snapshots WHERE model_id = %lld",
+        assert_int_equal(sf_raw_intf(path, "SELECT count(*) FROM snapshots WHERE model_id = %lld",
                                   (long long)ids[i]),
                          0);
     }
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM observations"), 4 * 2);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM snapshots"), 2);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM observations", NULL), 4 * 2);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM snapshots", NULL), 2);
     seen sn = {.n = 0};
     assert_int_equal(gp_store_observations(s, ids[2], 0, 4, record, &sn, &err), GP_OK);
     assert_int_equal(sn.n, 4);
@@ -685,36 +610,23 @@ static void test_cascade_delete(void **state)
 static void test_two_handles(void **state)
 {
     (void)state;
-    gp_store *a = open_store("two.db");
-    gp_store *b = open_store("two.db");
+    gp_store *a = sf_open_store("two.db");
+    gp_store *b = sf_open_store("two.db");
     const int64_t id = save_model(a, "shared");
     gp_state x, y;
     make_batch(&x, 1, 4);
     make_batch(&y, 2, 4);
     observe_ok(a, id, 0, &x, 11, NULL);
     assert_int_equal(meta_obs_seq(b, "shared", NULL), 1);
-    seen sn = {.n = 0};
     gp_error err;
-    assert_int_equal(gp_store_observations(b, id, 0, 1, record, &sn, &err), GP_OK);
-    assert_int_equal(sn.n, 1);
-    assert_true(states_equal(&sn.batch[0], &x));
-    seen_free(&sn);
+    expect_replay(b, id, 0, 1, 1, (const gp_state *[]){&x});
     observe_ok(b, id, 1, &y, 13, &y);
     assert_int_equal(observe(a, id, 1, &x, 12, NULL, &err), GP_ECONFLICT);
     size_t nt = 0;
     assert_int_equal(meta_obs_seq(a, "shared", &nt), 2);
     assert_int_equal(nt, 13);
-    gp_state got;
-    gp_state_init(&got);
-    uint64_t at = 0;
-    assert_int_equal(gp_store_load_snapshot(a, id, &got, &at, &err), GP_OK);
-    assert_int_equal(at, 2);
-    assert_true(states_equal(&got, &y));
-    gp_state_free(&got);
-    assert_int_equal(gp_store_observations(a, id, 1, 2, record, &sn, &err), GP_OK);
-    assert_int_equal(sn.n, 1);
-    assert_true(states_equal(&sn.batch[0], &y));
-    seen_free(&sn);
+    expect_snapshot(a, id, 2, &y);
+    expect_replay(a, id, 1, 2, 1, (const gp_state *[]){&y});
     gp_state_free(&x);
     gp_state_free(&y);
     gp_store_close(a);
@@ -734,7 +646,7 @@ enum { RACERS = 4, RACES = 25 };
 static void *racer_main(void *arg)
 {
     racer *r = arg;
-    gp_store *s = open_store(r->file);
+    gp_store *s = sf_open_store(r->file);
     gp_error err;
     for (int i = 0; i < r->count; i++) {
         const double tag[2] = {(double)r->who, (double)i};
@@ -774,8 +686,8 @@ static int check_race_entry(void *ctx, uint64_t seq, const gp_state *batch, gp_e
 static void test_racing_writers(void **state)
 {
     (void)state;
-    gp_store *s = open_store("race.db");
-    const int64_t id = save_model(s, "race");
+    int64_t id;
+    gp_store *s = open_with_model("race.db", "race", NULL, &id);
     pthread_t th[RACERS];
     racer r[RACERS];
     for (int i = 0; i < RACERS; i++) {
@@ -804,27 +716,18 @@ static void assert_untouched(const char *path, gp_store *s, int64_t id, uint64_t
     size_t nt = 0;
     assert_int_equal(meta_obs_seq(s, "f", &nt), entries);
     assert_int_equal(nt, n_train);
-    assert_int_equal(raw_intf(path, "SELECT count(*) FROM observations WHERE seq > %llu",
+    assert_int_equal(sf_raw_intf(path, "SELECT count(*) FROM observations WHERE seq > %llu",
                               (unsigned long long)entries),
                      0);
-    gp_state got;
-    gp_state_init(&got);
-    uint64_t at = 0;
-    gp_error err;
-    assert_int_equal(gp_store_load_snapshot(s, id, &got, &at, &err), GP_OK);
-    assert_int_equal(at, snap_at);
-    if (snap)
-        assert_true(states_equal(&got, snap));
-    gp_state_free(&got);
+    expect_snapshot(s, id, snap_at, snap);
 }
 
 static void test_failed_writes_leave_nothing(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "fail.db");
-    gp_store *s = open_store("fail.db");
-    const int64_t id = save_model(s, "f");
+    int64_t id;
+    gp_store *s = open_with_model("fail.db", "f", path, &id);
     gp_state b, snap;
     make_batch(&b, 2, 4);
     gp_state_init(&snap);
@@ -857,13 +760,13 @@ static void test_failed_writes_leave_nothing(void **state)
      * trigger refuses "y"), and after the whole entry and the counts (one
      * refuses the snapshot's rows): the log, the row and the old snapshot are
      * as they were. */
-    raw_exec(path, "CREATE TRIGGER no_y BEFORE INSERT ON observations WHEN NEW.key = 'y'"
+    sf_raw_script(path, "CREATE TRIGGER no_y BEFORE INSERT ON observations WHEN NEW.key = 'y'"
                    " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;");
     int rc = observe(s, id, 1, &b, 13, NULL, &err);
     assert_true(rc < 0 && rc != GP_ECONFLICT);
     assert_non_null(strstr(err.message, "refused by the test"));
     assert_untouched(path, s, id, 1, 12, 1, &snap);
-    raw_exec(path, "DROP TRIGGER no_y;"
+    sf_raw_script(path, "DROP TRIGGER no_y;"
                    "CREATE TRIGGER no_snap BEFORE INSERT ON snapshots"
                    " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;");
     gp_state snap2;
@@ -873,7 +776,7 @@ static void test_failed_writes_leave_nothing(void **state)
     assert_true(rc < 0 && rc != GP_ECONFLICT);
     assert_untouched(path, s, id, 1, 12, 1, &snap);
     /* Without the trigger the same append goes in. */
-    raw_exec(path, "DROP TRIGGER no_snap;");
+    sf_raw_script(path, "DROP TRIGGER no_snap;");
     observe_ok(s, id, 1, &b, 13, &snap2);
     assert_untouched(path, s, id, 2, 13, 2, &snap2);
     gp_state_free(&b);
@@ -914,7 +817,7 @@ static void appender_child(const char *file, int64_t id, int ready_fd)
 {
     gp_store *s = NULL;
     char path[256];
-    db_path(path, sizeof path, file);
+    sf_db_path(path, sizeof path, file);
     gp_error err;
     if (gp_store_open(path, &s, &err))
         _exit(2);
@@ -948,7 +851,7 @@ static int check_killed_entry(void *ctx, uint64_t seq, const gp_state *batch, gp
     uint64_t *count = ctx;
     gp_state want;
     fill_entry(&want, seq);
-    assert_true(states_equal(batch, &want));
+    assert_true(sf_states_equal(batch, &want));
     gp_state_free(&want);
     (*count)++;
     (void)err;
@@ -959,9 +862,8 @@ static void test_killed_writer(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "killed.db");
-    gp_store *s = open_store("killed.db");
-    const int64_t id = save_model(s, "k");
+    int64_t id;
+    gp_store *s = open_with_model("killed.db", "k", path, &id);
     gp_store_close(s);
     uint64_t last = 0;
     for (int round = 0; round < 4; round++) {
@@ -984,12 +886,12 @@ static void test_killed_writer(void **state)
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFSIGNALED(status));
 
-        s = open_store("killed.db");
+        s = sf_open_store("killed.db");
         size_t nt = 0;
         const uint64_t n = meta_obs_seq(s, "k", &nt);
         assert_true(n > last);
         assert_int_equal(nt, 10 + KILL_X_ROWS * n);
-        assert_int_equal(raw_intf(path, "SELECT count(*) FROM observations WHERE seq > %llu",
+        assert_int_equal(sf_raw_intf(path, "SELECT count(*) FROM observations WHERE seq > %llu",
                                   (unsigned long long)n),
                          0);
         uint64_t count = 0;
@@ -1004,7 +906,7 @@ static void test_killed_writer(void **state)
         assert_int_equal(at, n - n % 3);
         if (at > 0) {
             fill_snapshot(&want, at);
-            assert_true(states_equal(&got, &want));
+            assert_true(sf_states_equal(&got, &want));
             gp_state_free(&want);
         }
         gp_state_free(&got);
@@ -1019,9 +921,8 @@ static void test_parts(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "parts.db");
-    gp_store *s = open_store("parts.db");
-    const int64_t id = save_model(s, "p");
+    int64_t id;
+    gp_store *s = open_with_model("parts.db", "p", path, &id);
     gp_store_set_part_bytes(s, 64);
     gp_state b1, b2, snap;
     make_batch(&b1, 20, 4); /* X: 640 bytes = 10 parts; y: 160 bytes = 3 parts */
@@ -1034,34 +935,24 @@ static void test_parts(void **state)
     put_bits(&snap, "one", 1, 1);
     observe_ok(s, id, 0, &b1, 30, NULL);
     observe_ok(s, id, 1, &b2, 30, &snap);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM observations WHERE seq = 1 AND key = 'X'"),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM observations WHERE seq = 1 AND key = 'X'", NULL),
                      10);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM observations WHERE seq = 1 AND key = 'y'"),
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM observations WHERE seq = 1 AND key = 'y'", NULL),
                      3);
-    assert_int_equal(raw_int(path, "SELECT max(length(data)) FROM observations"), 64);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM observations WHERE seq = 2"), 2);
-    assert_int_equal(raw_int(path, "SELECT length(data) FROM observations WHERE seq = 2 AND"
-                                   " key = 'X'"),
+    assert_int_equal(sf_raw_int(path, "SELECT max(length(data)) FROM observations", NULL), 64);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM observations WHERE seq = 2", NULL), 2);
+    assert_int_equal(sf_raw_int(path, "SELECT length(data) FROM observations WHERE seq = 2 AND"
+                                   " key = 'X'", NULL),
                      0);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM snapshots WHERE key = 'big'"), 38);
-    assert_int_equal(raw_int(path, "SELECT count(*) FROM snapshots WHERE seq = 2"), 39);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM snapshots WHERE key = 'big'", NULL), 38);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM snapshots WHERE seq = 2", NULL), 39);
     seen sn = {.n = 0};
-    assert_int_equal(gp_store_observations(s, id, 0, 2, record, &sn, &err), GP_OK);
-    assert_int_equal(sn.n, 2);
-    assert_true(states_equal(&sn.batch[0], &b1));
-    assert_true(states_equal(&sn.batch[1], &b2));
-    seen_free(&sn);
-    gp_state got;
-    gp_state_init(&got);
-    uint64_t at = 0;
-    assert_int_equal(gp_store_load_snapshot(s, id, &got, &at, &err), GP_OK);
-    assert_int_equal(at, 2);
-    assert_true(states_equal(&got, &snap));
-    gp_state_free(&got);
+    expect_replay(s, id, 0, 2, 2, (const gp_state *[]){&b1, &b2});
+    expect_snapshot(s, id, 2, &snap);
     /* Another handle with the default part size reads them as well. */
-    gp_store *s2 = open_store("parts.db");
+    gp_store *s2 = sf_open_store("parts.db");
     assert_int_equal(gp_store_observations(s2, id, 0, 2, record, &sn, &err), GP_OK);
-    assert_true(states_equal(&sn.batch[0], &b1));
+    assert_true(sf_states_equal(&sn.batch[0], &b1));
     seen_free(&sn);
     gp_store_close(s2);
     gp_state_free(&b1);
@@ -1095,27 +986,6 @@ static void expect_snapshot_edata(gp_store *s, int64_t id, const char *field)
     assert_int_equal(got.count, 0);
 }
 
-static void expect_replay_ok(gp_store *s, int64_t id, uint64_t n)
-{
-    seen sn = {.n = 0};
-    gp_error err;
-    assert_int_equal(gp_store_observations(s, id, 0, n, record, &sn, &err), GP_OK);
-    assert_int_equal(sn.n, n);
-    seen_free(&sn);
-}
-
-static void expect_snapshot_ok(gp_store *s, int64_t id, const gp_state *want)
-{
-    gp_state got;
-    gp_state_init(&got);
-    uint64_t at = 0;
-    gp_error err;
-    assert_int_equal(gp_store_load_snapshot(s, id, &got, &at, &err), GP_OK);
-    assert_int_equal(at, 4);
-    assert_true(states_equal(&got, want));
-    gp_state_free(&got);
-}
-
 /* A missing, mis-shaped or short part of an entry or of the snapshot, a
  * missing entry, a snapshot whose rows disagree on their entry or follow one
  * the log does not have: GP_EDATA naming the array (or "seq", "snapshot"),
@@ -1124,9 +994,8 @@ static void test_corrupt(void **state)
 {
     (void)state;
     char path[256];
-    db_path(path, sizeof path, "corrupt.db");
-    gp_store *s = open_store("corrupt.db");
-    const int64_t id = save_model(s, "c");
+    int64_t id;
+    gp_store *s = open_with_model("corrupt.db", "c", path, &id);
     gp_store_set_part_bytes(s, 64);
     gp_state b, snap;
     make_batch(&b, 20, 4);
@@ -1134,44 +1003,44 @@ static void test_corrupt(void **state)
     put_bits(&snap, "big", 100, 3);
     for (uint64_t e = 0; e < 4; e++)
         observe_ok(s, id, e, &b, 10, e == 3 ? &snap : NULL);
-    expect_replay_ok(s, id, 4);
-    expect_snapshot_ok(s, id, &snap);
+    expect_replay(s, id, 0, 4, 4, NULL);
+    expect_snapshot(s, id, 4, &snap);
 
     /* Entry 3 lacks part 4 of X. */
-    raw_exec(path, "UPDATE observations SET seq = 103 WHERE seq = 3 AND key = 'X' AND part = 4");
+    sf_raw_script(path, "UPDATE observations SET seq = 103 WHERE seq = 3 AND key = 'X' AND part = 4");
     expect_replay_edata(s, id, 4, "X", 2);
-    raw_exec(path, "UPDATE observations SET seq = 3 WHERE seq = 103");
-    expect_replay_ok(s, id, 4);
+    sf_raw_script(path, "UPDATE observations SET seq = 3 WHERE seq = 103");
+    expect_replay(s, id, 0, 4, 4, NULL);
     /* Entry 2's y has a part of another shape. */
-    raw_exec(path, "UPDATE observations SET rows = 21 WHERE seq = 2 AND key = 'y' AND part = 1");
+    sf_raw_script(path, "UPDATE observations SET rows = 21 WHERE seq = 2 AND key = 'y' AND part = 1");
     expect_replay_edata(s, id, 4, "y", 1);
-    raw_exec(path, "UPDATE observations SET rows = 20 WHERE seq = 2 AND key = 'y'");
-    expect_replay_ok(s, id, 4);
+    sf_raw_script(path, "UPDATE observations SET rows = 20 WHERE seq = 2 AND key = 'y'");
+    expect_replay(s, id, 0, 4, 4, NULL);
     /* Entry 2 is missing altogether. */
-    raw_exec(path, "UPDATE observations SET seq = 102 WHERE seq = 2");
+    sf_raw_script(path, "UPDATE observations SET seq = 102 WHERE seq = 2");
     expect_replay_edata(s, id, 4, "seq", 1);
-    raw_exec(path, "UPDATE observations SET seq = 2 WHERE seq = 102");
-    expect_replay_ok(s, id, 4);
+    sf_raw_script(path, "UPDATE observations SET seq = 2 WHERE seq = 102");
+    expect_replay(s, id, 0, 4, 4, NULL);
 
     /* The snapshot lacks part 5 of big. */
-    raw_exec(path, "UPDATE snapshots SET model_id = -model_id WHERE part = 5");
+    sf_raw_script(path, "UPDATE snapshots SET model_id = -model_id WHERE part = 5");
     expect_snapshot_edata(s, id, "big");
-    raw_exec(path, "UPDATE snapshots SET model_id = -model_id WHERE model_id < 0");
-    expect_snapshot_ok(s, id, &snap);
+    sf_raw_script(path, "UPDATE snapshots SET model_id = -model_id WHERE model_id < 0");
+    expect_snapshot(s, id, 4, &snap);
     /* Its rows disagree on the entry it follows. */
-    raw_exec(path, "UPDATE snapshots SET seq = 3 WHERE part = 7");
+    sf_raw_script(path, "UPDATE snapshots SET seq = 3 WHERE part = 7");
     expect_snapshot_edata(s, id, "snapshot");
     /* It follows an entry the log does not have. */
-    raw_exec(path, "UPDATE snapshots SET seq = 5");
+    sf_raw_script(path, "UPDATE snapshots SET seq = 5");
     expect_snapshot_edata(s, id, "snapshot");
-    raw_exec(path, "UPDATE snapshots SET seq = 4");
-    expect_snapshot_ok(s, id, &snap);
+    sf_raw_script(path, "UPDATE snapshots SET seq = 4");
+    expect_snapshot(s, id, 4, &snap);
 
     /* Short parts (cut to 56 bytes). */
-    raw_exec(path, "UPDATE observations SET data = substr(data, 1, 56) WHERE seq = 4 AND"
+    sf_raw_script(path, "UPDATE observations SET data = substr(data, 1, 56) WHERE seq = 4 AND"
                    " key = 'y' AND part = 0");
     expect_replay_edata(s, id, 4, "y", 3);
-    raw_exec(path, "UPDATE snapshots SET data = substr(data, 1, 56) WHERE part = 0");
+    sf_raw_script(path, "UPDATE snapshots SET data = substr(data, 1, 56) WHERE part = 0");
     expect_snapshot_edata(s, id, "big");
     gp_state_free(&b);
     gp_state_free(&snap);
@@ -1193,7 +1062,7 @@ typedef struct reentry {
 static int reenter(void *ctx, uint64_t seq, const gp_state *batch, gp_error *err)
 {
     reentry *r = ctx;
-    assert_true(states_equal(batch, r->batch));
+    assert_true(sf_states_equal(batch, r->batch));
     r->delivered++;
     gp_model_meta m;
     if (seq == 1) {
@@ -1218,8 +1087,8 @@ static int reenter(void *ctx, uint64_t seq, const gp_state *batch, gp_error *err
 static void test_replay_callback_uses_store(void **state)
 {
     (void)state;
-    gp_store *s = open_store("reenter.db");
-    const int64_t id = save_model(s, "re");
+    int64_t id;
+    gp_store *s = open_with_model("reenter.db", "re", NULL, &id);
     gp_state b;
     make_batch(&b, 1, 4);
     for (uint64_t e = 0; e < 3; e++)
@@ -1249,17 +1118,8 @@ static void test_in_memory(void **state)
     observe_ok(s, id, 1, &b, 16, &b);
     assert_int_equal(observe(s, id, 1, &b, 16, NULL, &err), GP_ECONFLICT);
     seen sn = {.n = 0};
-    assert_int_equal(gp_store_observations(s, id, 0, 2, record, &sn, &err), GP_OK);
-    assert_int_equal(sn.n, 2);
-    assert_true(states_equal(&sn.batch[1], &b));
-    seen_free(&sn);
-    gp_state got;
-    gp_state_init(&got);
-    uint64_t at = 0;
-    assert_int_equal(gp_store_load_snapshot(s, id, &got, &at, &err), GP_OK);
-    assert_int_equal(at, 2);
-    assert_true(states_equal(&got, &b));
-    gp_state_free(&got);
+    expect_replay(s, id, 0, 2, 2, (const gp_state *[]){NULL, &b});
+    expect_snapshot(s, id, 2, &b);
     assert_int_equal(gp_store_delete(s, "mem", &err), GP_OK);
     assert_int_equal(gp_store_observations(s, id, 0, 0, record, &sn, &err), GP_ENOTFOUND);
     gp_state_free(&b);
@@ -1341,8 +1201,8 @@ static void test_observe_timing(void **state)
     if (getenv("GP_STORE_OBSERVE_BENCH") == NULL)
         skip();
     char path[256];
-    db_path(path, sizeof path, "timing.db");
-    gp_store *s = open_store("timing.db");
+    sf_db_path(path, sizeof path, "timing.db");
+    gp_store *s = sf_open_store("timing.db");
     gp_error err;
     print_message("gp_store_observe on %s (WAL, synchronous = NORMAL unless said)\n", path);
     time_observes(s, "t1", "k=1 d=4, info 2 KB", 10000, 2048, NULL, 0);
@@ -1414,5 +1274,5 @@ int main(void)
         cmocka_unit_test(test_in_memory),
         cmocka_unit_test(test_observe_timing),
     };
-    return cmocka_run_group_tests_name("store_observe", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("store_observe", tests, group_setup, sf_group_teardown);
 }
