@@ -62,6 +62,12 @@ int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
                             size_t d, size_t p, gp_fit_job **out, gp_error *err);
 
+/* Rows as the store keeps them (a job's request, an observation log entry):
+ * a state of two borrowed arrays, "X" (n x d) and "y" (n x p), in arrays[2];
+ * never gp_state_free it. */
+void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
+                     gp_named_array arrays[2], gp_state *st);
+
 /* ---- a growing output buffer and a small JSON writer (jsonw.c) ---- */
 typedef struct gp_buf {
     char *data;

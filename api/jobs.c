@@ -171,6 +171,21 @@ static int row_of(const gp_job_info *job, gp_job_row *row, gp_error *err)
     return row->progress ? GP_OK : gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
 }
 
+void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
+                     gp_named_array arrays[2], gp_state *st)
+{
+    memset(arrays, 0, 2 * sizeof *arrays);
+    snprintf(arrays[0].name, sizeof arrays[0].name, "X");
+    arrays[0].rows = n;
+    arrays[0].cols = d;
+    arrays[0].data = (double *)X;
+    snprintf(arrays[1].name, sizeof arrays[1].name, "y");
+    arrays[1].rows = n;
+    arrays[1].cols = p;
+    arrays[1].data = (double *)y;
+    *st = (gp_state){.arrays = arrays, .count = 2, .capacity = 2};
+}
+
 int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
                       const char *owner, double lease_until, gp_error *err)
 {
@@ -181,16 +196,8 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
         return gp_error_set(err, GP_EINTERNAL, NULL, "the fit job has no request to store");
     /* The state borrows the job's arrays: it is never freed here. */
     gp_named_array arrays[2];
-    memset(arrays, 0, sizeof arrays);
-    snprintf(arrays[0].name, sizeof arrays[0].name, "X");
-    arrays[0].rows = n;
-    arrays[0].cols = d;
-    arrays[0].data = (double *)X;
-    snprintf(arrays[1].name, sizeof arrays[1].name, "y");
-    arrays[1].rows = n;
-    arrays[1].cols = p;
-    arrays[1].data = (double *)y;
-    gp_state data = {.arrays = arrays, .count = 2, .capacity = 2};
+    gp_state data;
+    gp_api_xy_state(X, y, n, d, p, arrays, &data);
     gp_job_row row;
     int rc = row_of(job, &row, err);
     if (rc == GP_OK)

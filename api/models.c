@@ -331,7 +331,7 @@ static void entry_unref(gp_api *api, gp_cache_entry *e)
         entry_free(e);
 }
 
-static int valid_name_or_fail(const char *name, gp_error *err)
+static int check_name(const char *name, gp_error *err)
 {
     if (!gp_api_valid_name(name))
         return gp_error_set(err, GP_EINVAL, "name",
@@ -345,7 +345,7 @@ static int entry_acquire(gp_api *api, const char *name, int version, gp_cache_en
                          gp_model_meta *meta_out, gp_error *err)
 {
     *entry = NULL;
-    int rc = valid_name_or_fail(name, err);
+    int rc = check_name(name, err);
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
     gp_cache_entry *e = NULL;
@@ -430,26 +430,22 @@ size_t gp_cache_size(gp_api *api)
 
 /* ---- the gate's oracle rate ---- */
 
+/* The flags of m predicted points (NULL: all asked, a model in warm-up);
+ * only the last ORACLE_WINDOW count. */
 static void gate_record(gp_cache_entry *e, const unsigned char *flags, size_t m)
 {
+    size_t from = m > ORACLE_WINDOW ? m - ORACLE_WINDOW : 0;
     pthread_mutex_lock(&e->gate_lock);
-    for (size_t i = 0; i < m; i++) {
+    for (size_t i = from; i < m; i++) {
         if (e->ring_filled == ORACLE_WINDOW)
             e->ring_ones -= e->ring[e->ring_pos];
         else
             e->ring_filled++;
-        e->ring[e->ring_pos] = flags[i] ? 1 : 0;
+        e->ring[e->ring_pos] = !flags || flags[i] ? 1 : 0;
         e->ring_ones += e->ring[e->ring_pos];
         e->ring_pos = (e->ring_pos + 1) % ORACLE_WINDOW;
     }
     pthread_mutex_unlock(&e->gate_lock);
-}
-
-static void gate_record_all(gp_cache_entry *e, size_t m)
-{
-    unsigned char ask = 1;
-    for (size_t i = 0; i < m && i < ORACLE_WINDOW; i++)
-        gate_record(e, &ask, 1);
 }
 
 static void gate_rate(gp_cache_entry *e, size_t *window, double *rate)
@@ -544,14 +540,15 @@ static void write_outputs(gp_buf *b, const double *v, size_t m, size_t p)
     gp_buf_put(b, "]", 1);
 }
 
-/* The gate of a model whose method has one: "state", "ask_oracle" (m flags)
- * and "oracle_threshold" (per output, original units; null before known). */
+/* The gate of a model whose method has one: "state", "ask_oracle" (m flags;
+ * NULL: all true, in warm-up) and "oracle_threshold" (per output, original
+ * units; null before known). */
 static void write_gate(gp_buf *b, const gp_online_status *st, const unsigned char *flags,
                        size_t m, size_t p)
 {
     gp_buf_printf(b, ",\"state\":\"%s\",\"ask_oracle\":[", st->warmup ? "warmup" : "online");
     for (size_t i = 0; i < m; i++)
-        gp_buf_printf(b, "%s%s", i ? "," : "", flags[i] ? "true" : "false");
+        gp_buf_printf(b, "%s%s", i ? "," : "", !flags || flags[i] ? "true" : "false");
     gp_buf_puts(b, "],\"oracle_threshold\":");
     if (!st->has_threshold)
         gp_buf_puts(b, "null");
@@ -783,15 +780,8 @@ static void write_covariance(gp_buf *b, const double *C, size_t m, size_t p)
 /* A gate model in warm-up predicts nothing yet: every point asks the oracle. */
 static void respond_warmup(gp_buf *b, const gp_online_status *st, size_t m, size_t p)
 {
-    unsigned char *flags = malloc(m ? m : 1);
-    if (flags == NULL) {
-        b->failed = 1;
-        return;
-    }
-    memset(flags, 1, m);
     gp_buf_puts(b, ",\"mean\":null,\"variance\":null");
-    write_gate(b, st, flags, m, p);
-    free(flags);
+    write_gate(b, st, NULL, m, p);
 }
 
 typedef struct predict_args {
@@ -884,7 +874,7 @@ static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_
         head(&b, name, entry->version);
         if (st.warmup) {
             respond_warmup(&b, &st, m, model->n_outputs);
-            gate_record_all(entry, m);
+            gate_record(entry, NULL, m);
         }
         else
             write_prediction(&b, model, &a, &pr, m, K, parts);
@@ -1017,13 +1007,6 @@ void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_resp
 
 /* ---- metadata routes ---- */
 
-static int check_name(const char *name, gp_error *err)
-{
-    if (!gp_api_valid_name(name))
-        return gp_error_set(err, GP_EINVAL, "name",
-                            "model names are 1 to 64 characters of A-Z a-z 0-9 . _ -");
-    return GP_OK;
-}
 
 static json_t *real_list(const double *v, size_t p)
 {
@@ -1238,22 +1221,6 @@ static void respond_observed(gp_buf *b, const char *name, int version, const gp_
                   st.warmup ? "warmup" : "online", (unsigned long long)seq);
 }
 
-/* The batch as the log stores it: "X" (k x width) and "y" (k x p), borrowed. */
-static void batch_state(const observe_body *ob, gp_named_array arrays[2], gp_state *st)
-{
-    memset(arrays, 0, 2 * sizeof *arrays);
-    snprintf(arrays[0].name, sizeof arrays[0].name, "X");
-    arrays[0].rows = ob->k;
-    arrays[0].cols = ob->d;
-    arrays[0].data = ob->X;
-    snprintf(arrays[1].name, sizeof arrays[1].name, "y");
-    arrays[1].rows = ob->k;
-    arrays[1].cols = ob->p;
-    arrays[1].data = ob->Y;
-    st->arrays = arrays;
-    st->count = st->capacity = 2;
-}
-
 /* When the log since the last snapshot outweighs the state, or holds more
  * entries than the configured interval, the next entry carries a snapshot:
  * the store's bytes stay within twice the log, and a load replays a bounded
@@ -1276,7 +1243,7 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
 {
     gp_named_array arrays[2];
     gp_state batch, snap;
-    batch_state(ob, arrays, &batch);
+    gp_api_xy_state(ob->X, ob->Y, ob->k, ob->d, ob->p, arrays, &batch);
     gp_state_init(&snap);
     pthread_rwlock_wrlock(&e->lock);
     int rc = e->stale ? gp_error_set(err, GP_ECONFLICT, NULL, "stale") : GP_OK;
@@ -1392,7 +1359,7 @@ void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_res
     memset(&ob, 0, sizeof ob);
     gp_buf b;
     gp_buf_init(&b);
-    int rc = valid_name_or_fail(name, &err);
+    int rc = check_name(name, &err);
     if (rc == GP_OK)
         rc = parse_observe(api, req, &ob, &err);
     if (rc == GP_OK)

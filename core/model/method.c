@@ -52,8 +52,7 @@ const gp_value *gp_option_object(const gp_fit_request *req, const char *name)
     return v ? v->object : NULL;
 }
 
-/* Row i of y (n x p): "y[i]" for one output, "y[i][j]" for several. */
-static void y_field(char *field, size_t len, size_t bad, size_t n, size_t p)
+void gp_y_field(char *field, size_t len, size_t bad, size_t n, size_t p)
 {
     if (p > 1)
         snprintf(field, len, "y[%zu][%zu]", bad % n, bad / n);
@@ -67,12 +66,7 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
     int points = req->input.kind == GP_INPUT_POINT;
     if (req->n == 0 || req->X == NULL || req->y == NULL)
         return gp_error_set(err, GP_EDATA, "X", "training data is empty");
-    if (req->d == 0)
-        return gp_error_set(err, GP_EDATA, "X", "training inputs have no columns");
-    if (!points && req->d != gp_input_width(&req->input))
-        return gp_error_set(err, GP_EDATA, "X", "%s inputs of this spec are %zu numbers, not %zu",
-                            gp_input_kind_name(req->input.kind), gp_input_width(&req->input),
-                            req->d);
+    /* the width of non-point rows and d > 0: gp_model_fit's shape check, first */
     size_t count = 0, ycount = 0, bad = 0;
     int rc = gp_checked_size(req->n, req->d, &count, err);
     if (rc == GP_OK)
@@ -88,7 +82,7 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
     }
     if (!gp_all_finite(req->y, ycount, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
-        y_field(field, sizeof field, bad, req->n, p);
+        gp_y_field(field, sizeof field, bad, req->n, p);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
     return gp_check_fit_settings(req, err);

@@ -127,6 +127,9 @@ void gp_model_info_string(gp_model *model, const char *key, const char *value);
  * jitter policy of gp_cholesky_jitter applies. */
 int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
                             const double *mean, double *S, double *samples, gp_error *err);
+/* The field of entry `bad` of y (n x p, column-major): "y[i]" for one output,
+ * "y[i][j]" for several. */
+void gp_y_field(char *field, size_t len, size_t bad, size_t n, size_t p);
 /* Validate X/y: sizes, finiteness, the input kind's constraints (GP_EDATA
  * naming "X[i][j]", "X[i].gaussian.var[j]", "y[i]" or "y[i][j]"), then
  * gp_check_fit_settings. */

@@ -741,10 +741,7 @@ int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k
         return rc;
     if (!gp_all_finite(Y, count, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
-        if (model->n_outputs > 1)
-            snprintf(field, sizeof field, "y[%zu][%zu]", bad % k, bad / k);
-        else
-            snprintf(field, sizeof field, "y[%zu]", bad);
+        gp_y_field(field, sizeof field, bad, k, model->n_outputs);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
     if (model->likelihood != GP_LIK_GAUSSIAN &&
