@@ -77,7 +77,6 @@ void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, 
 void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed);
 void gp_unpack_lower(const double *packed, size_t n, double *A, size_t lda);
 
-/* 1 if every one of the count values is finite, else 0 and *bad_index set. */
 /* Rank-one update of a lower Cholesky factor: on return L L^T is the old
  * L L^T + x x^T (L n x n, leading dimension lda, lower triangle used; x
  * overwritten). Givens rotations applied column by column (each one level-1
@@ -95,6 +94,7 @@ void gp_chol_update_rank1_packed(double *P, size_t n, double *x);
  * ldx, overwritten), one rank-one update per column. */
 void gp_chol_update(double *L, size_t n, size_t lda, double *X, size_t k, size_t ldx);
 
+/* 1 if every one of the count values is finite, else 0 and *bad_index set. */
 int gp_all_finite(const double *x, size_t count, size_t *bad_index);
 
 #endif
