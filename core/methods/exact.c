@@ -671,14 +671,8 @@ static int exact_observe(gp_model *model, const double *X, const double *Y, size
 static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const exact_impl *im = model->impl;
-    /* gp_state_put_cholesky's array, from a factor whose leading dimension
-     * may exceed n */
-    size_t n = im->n, len = n * (n + 1) / 2;
-    double *packed = gp_alloc_doubles(len, err);
-    if (packed == NULL)
-        return GP_ENOMEM;
-    gp_pack_lower(im->L, n, im->ld, packed);
-    int rc = gp_state_put_owned(st, "chol_packed", len, 1, packed, err);
+    /* the factor's leading dimension may exceed n (observe's spare rows) */
+    int rc = gp_state_put_cholesky_ld(st, "chol_packed", im->L, im->n, im->ld, err);
     if (rc == GP_OK)
         rc = gp_state_put(st, "X_train", im->d, im->n, im->Xt, err);
     if (rc == GP_OK)
