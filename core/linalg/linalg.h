@@ -56,6 +56,9 @@ int gp_cholesky_jitter(double *A, size_t n, size_t lda, gp_chol_info *info, gp_e
 int gp_cholesky_jitter_cancellable(double *A, size_t n, size_t lda, const gp_cancel *cancel,
                                    gp_chol_info *info, gp_error *err);
 
+/* Zero the strict upper triangle of A (n x n, leading dimension lda): what a
+ * factorisation leaves there, so that only the lower factor remains. */
+void gp_zero_upper(double *A, size_t n, size_t lda);
 /* Copy the lower triangle of A onto its upper triangle (A symmetric afterwards). */
 void gp_symmetrize_from_lower(double *A, size_t n, size_t lda);
 /* Replace A_ij and A_ji by their mean: a product that is symmetric in exact

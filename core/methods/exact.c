@@ -247,8 +247,7 @@ static int cache_factor(gp_model *model, exact_impl *im, const double *y,
     if (rc)
         return rc;
     /* Keep only the factor: zero the copy of K left in the upper triangle. */
-    for (size_t j = 1; j < im->n; j++)
-        memset(im->L + j * im->n, 0, j * sizeof *im->L);
+    gp_zero_upper(im->L, im->n, im->n);
     model->diag.jitter = info.jitter;
     model->diag.objective = lml - (double)im->n * log(model->y_scale);
     return gp_kernel_points_new(model->kernel, im->Xt, im->n, &im->Xp, err);
@@ -584,8 +583,7 @@ static int refactor(gp_model *model, size_t N, observe_work *w, double *lml, gp_
     }
     if (rc)
         return rc;
-    for (size_t j = 1; j < N; j++) /* keep only the factor, as the fit does */
-        memset(w->L + j * N, 0, j * sizeof *w->L);
+    gp_zero_upper(w->L, N, N); /* keep only the factor, as the fit does */
     model->diag.jitter = info.jitter;
     return GP_OK;
 }
