@@ -231,8 +231,7 @@ static double *working_targets(const gp_model *model, const double *y, size_t n,
 {
     double *ys = gp_alloc_doubles(n, err);
     if (ys)
-        for (size_t i = 0; i < n; i++)
-            ys[i] = (y[i] - model->y_mean) / model->y_scale;
+        gp_model_working_targets(model, y, n, ys);
     return ys;
 }
 
