@@ -278,14 +278,22 @@ int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what
     }
 }
 
-int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what)
+int gp_store_step_write(gp_store_conn *c, sqlite3_stmt *st, int src, int *changed,
+                        gp_error *err, const char *what)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, id);
-    int src = sqlite3_step(st);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
     gp_store_stmt_done(st);
     if (src != SQLITE_DONE)
         return gp_store_sql_error(c, src, err, what);
+    if (changed)
+        *changed = sqlite3_changes(c->db);
     return GP_OK;
+}
+
+int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what)
+{
+    return gp_store_step_write(c, gp_store_stmt(c, id), SQLITE_OK, NULL, err, what);
 }
 
 void gp_store_rollback(gp_store_conn *c)

@@ -168,6 +168,11 @@ int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state
 int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err);
 
 /* Shared by store.c, store_jobs.c and store_observe.c. */
+/* Step a statement that returns no rows, bound by the caller (src: the
+ * bindings' result; not SQLITE_OK skips the step), reset it, and put the rows
+ * it changed in *changed (may be NULL). */
+int gp_store_step_write(gp_store_conn *c, sqlite3_stmt *st, int src, int *changed,
+                        gp_error *err, const char *what);
 /* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
 int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what);
 /* Roll back c's open transaction, if any (errors ignored). */

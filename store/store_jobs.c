@@ -161,26 +161,11 @@ int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error 
 
 /* ---- durable jobs: writes of one statement -------------------------------- */
 
-/* Step a write statement (bound by the caller) and return the rows it changed
- * in *changed. */
-static int step_write(gp_store_conn *w, sqlite3_stmt *st, int src, int *changed, gp_error *err,
-                      const char *what)
-{
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    gp_store_stmt_done(st);
-    if (src != SQLITE_DONE)
-        return gp_store_sql_error(w, src, err, what);
-    if (changed)
-        *changed = sqlite3_changes(w->db);
-    return GP_OK;
-}
-
 static int drop_arrays(gp_store_conn *w, const char *id, gp_error *err)
 {
     sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_DROP_ARRAYS);
     int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    return step_write(w, st, src, NULL, err, "dropping a job's data");
+    return gp_store_step_write(w, st, src, NULL, err, "dropping a job's data");
 }
 
 int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, const char *status,
@@ -193,7 +178,7 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
     sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_FINISH);
     int src = bind_values(st, "ttttttt", id, owner, status, progress, error, result, now);
     int changed = 0;
-    int rc = step_write(w, st, src, &changed, err, "ending a job");
+    int rc = gp_store_step_write(w, st, src, &changed, err, "ending a job");
     if (rc)
         return rc;
     if (changed == 0)
@@ -232,7 +217,7 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_CREATE);
     int src = bind_values(st, "ttttttd", c->job->id, c->job->model_name, c->job->progress, now,
                           c->spec, c->owner, c->lease_until);
-    int rc = step_write(s->w, st, src, NULL, err, "creating a job");
+    int rc = gp_store_step_write(s->w, st, src, NULL, err, "creating a job");
     if (rc)
         return rc;
     gp_array_owner ao = {.table = GP_ARRAYS_JOB, .job_id = c->job->id};
@@ -326,7 +311,7 @@ static int update_once(gp_store *s, void *vctx, gp_error *err)
     int src = bind_values(st, "ttttti", c->job->id, c->owner, c->job->status, c->job->progress,
                           now, c->started ? 1 : 0);
     int changed = 0;
-    int rc = step_write(s->w, st, src, &changed, err, "updating a job");
+    int rc = gp_store_step_write(s->w, st, src, &changed, err, "updating a job");
     if (rc == GP_OK && changed == 0)
         rc = gp_error_set(err, GP_ECONFLICT, "id",
                           "job '%s' is no longer held by this daemon (another took it over)",
@@ -383,7 +368,7 @@ static int release_once(gp_store *s, void *vctx, gp_error *err)
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RELEASE);
     int src = bind_values(st, "ttt", c->id, c->owner, now);
     int changed = 0;
-    int rc = step_write(s->w, st, src, &changed, err, "releasing a job");
+    int rc = gp_store_step_write(s->w, st, src, &changed, err, "releasing a job");
     if (rc == GP_OK && changed == 0)
         rc = gp_error_set(err, GP_ECONFLICT, "id", "job '%s' is not held by this daemon", c->id);
     return rc;
@@ -394,7 +379,7 @@ static int expire_once(gp_store *s, void *vctx, gp_error *err)
     pair_ctx *c = vctx;
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_EXPIRE);
     int src = bind_values(st, "tt", c->id, c->owner);
-    return step_write(s->w, st, src, NULL, err, "expiring a job's lease");
+    return gp_store_step_write(s->w, st, src, NULL, err, "expiring a job's lease");
 }
 
 static int pair_write(gp_store *store, int (*once)(gp_store *, void *, gp_error *),
@@ -451,7 +436,7 @@ static int renew_body(gp_store *s, void *vctx, gp_error *err)
     c->count = 0;
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RENEW);
     int src = bind_values(st, "td", c->owner, c->lease_until);
-    int rc = step_write(s->w, st, src, NULL, err, "renewing leases");
+    int rc = gp_store_step_write(s->w, st, src, NULL, err, "renewing leases");
     if (rc)
         return rc;
     st = gp_store_stmt(s->w, GPS_JOB_HELD_LIST);
@@ -529,7 +514,7 @@ static int take_job(gp_store *s, claim_ctx *c, gp_error *err)
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_TAKE);
     int src = bind_values(st, "ttdtd", c->row->id, c->owner, c->lease_until, now, c->now);
     int changed = 0;
-    int rc = step_write(s->w, st, src, &changed, err, "claiming a job");
+    int rc = gp_store_step_write(s->w, st, src, &changed, err, "claiming a job");
     if (rc == GP_OK && changed != 1)
         rc = gp_error_set(err, GP_EINTERNAL, "id", "claiming job '%s' changed %d rows",
                           c->row->id, changed);
@@ -623,7 +608,7 @@ static int cancel_body(gp_store *s, void *vctx, gp_error *err)
     c->outcome = GP_JOB_CANCEL_REQUESTED;
     st = gp_store_stmt(w, GPS_JOB_REQUEST_CANCEL);
     src = bind_values(st, "t", c->id);
-    return step_write(w, st, src, NULL, err, "requesting a cancel");
+    return gp_store_step_write(w, st, src, NULL, err, "requesting a cancel");
 }
 
 int gp_store_job_cancel(gp_store *store, const char *id, double now, gp_job_row *row,
@@ -652,7 +637,7 @@ static int prune_once(gp_store *s, void *vctx, gp_error *err)
     prune_ctx *c = vctx;
     sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PRUNE);
     int src = bind_values(st, "t", c->before);
-    return step_write(s->w, st, src, &c->deleted, err, "removing old jobs");
+    return gp_store_step_write(s->w, st, src, &c->deleted, err, "removing old jobs");
 }
 
 int gp_store_job_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err)

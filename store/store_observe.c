@@ -17,18 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Step a statement that returns no rows, then reset it. */
-static int step_done(gp_store_conn *c, sqlite3_stmt *st, int src, gp_error *err,
-                     const char *what)
-{
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    gp_store_stmt_done(st);
-    if (src != SQLITE_DONE)
-        return gp_store_sql_error(c, src, err, what);
-    return GP_OK;
-}
-
 /* The row's obs_seq, on connection c inside its open transaction;
  * GP_ENOTFOUND when the row is gone. */
 static int read_head(gp_store_conn *c, int64_t model_id, uint64_t *obs_seq, gp_error *err)
@@ -90,14 +78,14 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
         src = sqlite3_bind_int64(st, 2, seq);
     if (src == SQLITE_OK)
         src = sqlite3_bind_int64(st, 3, (sqlite3_int64)c->n_after);
-    rc = step_done(w, st, src, err, "counting an observation");
+    rc = gp_store_step_write(w, st, src, NULL, err, "counting an observation");
     if (rc || c->snapshot == NULL)
         return rc;
     /* One snapshot per version: the new one replaces the old in this
      * transaction, so a reader sees the old one or the new one, whole. */
     st = gp_store_stmt(w, GPS_SNAP_DROP);
     src = sqlite3_bind_int64(st, 1, c->model_id);
-    rc = step_done(w, st, src, err, "replacing a snapshot");
+    rc = gp_store_step_write(w, st, src, NULL, err, "replacing a snapshot");
     if (rc)
         return rc;
     const gp_array_owner snap = {.table = GP_ARRAYS_SNAPSHOT, .model_id = c->model_id,

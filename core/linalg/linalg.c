@@ -293,3 +293,9 @@ void gp_chol_update(double *L, size_t n, size_t lda, double *X, size_t k, size_t
     for (size_t i = 0; i < k; i++)
         gp_chol_update_rank1(L, n, lda, X + i * ldx);
 }
+
+void gp_zero_upper(double *A, size_t n, size_t lda)
+{
+    for (size_t j = 1; j < n; j++)
+        memset(A + j * lda, 0, j * sizeof *A);
+}

@@ -56,6 +56,9 @@ int gp_cholesky_jitter(double *A, size_t n, size_t lda, gp_chol_info *info, gp_e
 int gp_cholesky_jitter_cancellable(double *A, size_t n, size_t lda, const gp_cancel *cancel,
                                    gp_chol_info *info, gp_error *err);
 
+/* Zero the strict upper triangle of A (n x n, leading dimension lda): what a
+ * factorisation leaves there, so that only the lower factor remains. */
+void gp_zero_upper(double *A, size_t n, size_t lda);
 /* Copy the lower triangle of A onto its upper triangle (A symmetric afterwards). */
 void gp_symmetrize_from_lower(double *A, size_t n, size_t lda);
 /* Replace A_ij and A_ji by their mean: a product that is symmetric in exact
@@ -77,7 +80,6 @@ void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, 
 void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed);
 void gp_unpack_lower(const double *packed, size_t n, double *A, size_t lda);
 
-/* 1 if every one of the count values is finite, else 0 and *bad_index set. */
 /* Rank-one update of a lower Cholesky factor: on return L L^T is the old
  * L L^T + x x^T (L n x n, leading dimension lda, lower triangle used; x
  * overwritten). Givens rotations applied column by column (each one level-1
@@ -95,6 +97,7 @@ void gp_chol_update_rank1_packed(double *P, size_t n, double *x);
  * ldx, overwritten), one rank-one update per column. */
 void gp_chol_update(double *L, size_t n, size_t lda, double *X, size_t k, size_t ldx);
 
+/* 1 if every one of the count values is finite, else 0 and *bad_index set. */
 int gp_all_finite(const double *x, size_t count, size_t *bad_index);
 
 #endif

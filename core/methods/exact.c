@@ -231,8 +231,7 @@ static double *working_targets(const gp_model *model, const double *y, size_t n,
 {
     double *ys = gp_alloc_doubles(n, err);
     if (ys)
-        for (size_t i = 0; i < n; i++)
-            ys[i] = (y[i] - model->y_mean) / model->y_scale;
+        gp_model_working_targets(model, y, n, ys);
     return ys;
 }
 
@@ -247,8 +246,7 @@ static int cache_factor(gp_model *model, exact_impl *im, const double *y,
     if (rc)
         return rc;
     /* Keep only the factor: zero the copy of K left in the upper triangle. */
-    for (size_t j = 1; j < im->n; j++)
-        memset(im->L + j * im->n, 0, j * sizeof *im->L);
+    gp_zero_upper(im->L, im->n, im->n);
     model->diag.jitter = info.jitter;
     model->diag.objective = lml - (double)im->n * log(model->y_scale);
     return gp_kernel_points_new(model->kernel, im->Xt, im->n, &im->Xp, err);
@@ -584,8 +582,7 @@ static int refactor(gp_model *model, size_t N, observe_work *w, double *lml, gp_
     }
     if (rc)
         return rc;
-    for (size_t j = 1; j < N; j++) /* keep only the factor, as the fit does */
-        memset(w->L + j * N, 0, j * sizeof *w->L);
+    gp_zero_upper(w->L, N, N); /* keep only the factor, as the fit does */
     model->diag.jitter = info.jitter;
     return GP_OK;
 }
@@ -671,14 +668,8 @@ static int exact_observe(gp_model *model, const double *X, const double *Y, size
 static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const exact_impl *im = model->impl;
-    /* gp_state_put_cholesky's array, from a factor whose leading dimension
-     * may exceed n */
-    size_t n = im->n, len = n * (n + 1) / 2;
-    double *packed = gp_alloc_doubles(len, err);
-    if (packed == NULL)
-        return GP_ENOMEM;
-    gp_pack_lower(im->L, n, im->ld, packed);
-    int rc = gp_state_put_owned(st, "chol_packed", len, 1, packed, err);
+    /* the factor's leading dimension may exceed n (observe's spare rows) */
+    int rc = gp_state_put_cholesky_ld(st, "chol_packed", im->L, im->n, im->ld, err);
     if (rc == GP_OK)
         rc = gp_state_put(st, "X_train", im->d, im->n, im->Xt, err);
     if (rc == GP_OK)

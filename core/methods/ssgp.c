@@ -812,8 +812,7 @@ static int refactor(gp_model *model, const ssgp_impl *im, const double *X, size_
     int rc = gp_cholesky_jitter(w->A, m, m, &ci, err);
     if (rc)
         return rc;
-    for (size_t j = 1; j < m; j++)
-        memset(w->A + j * m, 0, j * sizeof *w->A);
+    gp_zero_upper(w->A, m, m);
     model->diag.jitter += ci.jitter;
     return GP_OK;
 }

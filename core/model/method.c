@@ -222,15 +222,21 @@ void gp_model_info_string(gp_model *model, const char *key, const char *value)
     }
 }
 
-int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
-                          gp_error *err)
+int gp_state_put_cholesky_ld(gp_state *st, const char *name, const double *L, size_t n,
+                             size_t lda, gp_error *err)
 {
     size_t packed_len = n * (n + 1) / 2;
     double *packed = gp_alloc_doubles(packed_len, err);
     if (packed == NULL)
         return GP_ENOMEM;
-    gp_pack_lower(L, n, n, packed);
+    gp_pack_lower(L, n, lda, packed);
     return gp_state_put_owned(st, name, packed_len, 1, packed, err);
+}
+
+int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
+                          gp_error *err)
+{
+    return gp_state_put_cholesky_ld(st, name, L, n, n, err);
 }
 
 int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,

@@ -109,6 +109,9 @@ double gp_noise_param_grad(const gp_noise_param *np, double s, double dlog_s);
  * finite (a corrupt or foreign factor). */
 int gp_state_put_cholesky(gp_state *st, const char *name, const double *L, size_t n,
                           gp_error *err);
+/* The same from a factor of leading dimension lda >= n. */
+int gp_state_put_cholesky_ld(gp_state *st, const char *name, const double *L, size_t n,
+                             size_t lda, gp_error *err);
 int gp_state_get_cholesky(const gp_state *st, const char *name, size_t n, double *L,
                           gp_error *err);
 /* GP_EUNSUPPORTED (field kernel.type, naming the accepted types) unless k's
