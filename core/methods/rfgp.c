@@ -712,6 +712,7 @@ static void ml_free(ml_prob *m)
                       m->Z, m->A, m->R, m->Q, m->F, m->T, m->gw, m->w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    memset(m, 0, sizeof *m); /* m->s NULL: freed (primal_lml_body tests it) */
 }
 
 static int ml_init(ml_prob *m, sel_ctx *s, gp_error *err)
