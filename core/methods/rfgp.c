@@ -1892,9 +1892,9 @@ static int import_online(rfgp_impl *im, const gp_state *st, gp_error *err)
     const rfgp_cfg *c = &im->c;
     fmap *m = &im->map;
     size_t D = c->D, m1 = c->two_stage ? c->d_in : c->dk;
-    double xs[2 * GP_INPUT_MAX_DIM], counters[3];
-    double *ys = gp_alloc_doubles(2 * c->p, err);
-    int rc = ys ? map_alloc(c, m, err) : GP_ENOMEM;
+    const double *xs, *ys;
+    double counters[3];
+    int rc = map_alloc(c, m, err);
     if (rc == GP_OK)
         rc = post_alloc(c, &im->post, err);
     if (rc == GP_OK && c->two_stage && (rc = get_copy(st, "w_in", c->dk, c->d_in, m->w_in, err)) == 0)
@@ -1907,11 +1907,11 @@ static int import_online(rfgp_impl *im, const gp_state *st, gp_error *err)
         rc = get_copy(st, "widths", c->dk, 1, m->widths, err);
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "outer_width", &m->gamma, err);
-    if (rc == GP_OK && c->dk <= GP_INPUT_MAX_DIM && (rc = get_copy(st, "x_stats", c->dk, 2, xs, err)) == 0) {
+    if (rc == GP_OK && (rc = gp_state_get(st, "x_stats", c->dk, 2, &xs, err)) == 0) {
         memcpy(m->x_mean, xs, c->dk * sizeof *xs);
         memcpy(m->x_scale, xs + c->dk, c->dk * sizeof *xs);
     }
-    if (rc == GP_OK && (rc = get_copy(st, "output_stats", c->p, 2, ys, err)) == 0) {
+    if (rc == GP_OK && (rc = gp_state_get(st, "output_stats", c->p, 2, &ys, err)) == 0) {
         memcpy(m->y_mean, ys, c->p * sizeof *ys);
         memcpy(m->y_scale, ys + c->p, c->p * sizeof *ys);
     }
@@ -1933,7 +1933,6 @@ static int import_online(rfgp_impl *im, const gp_state *st, gp_error *err)
     for (size_t q = 0; rc == GP_OK && q < c->p; q++)
         if (!(m->y_scale[q] > 0.0) || !isfinite(m->y_scale[q]))
             rc = gp_error_set(err, GP_EDATA, "output_stats", "corrupt output scale");
-    free(ys);
     return rc;
 }
 
