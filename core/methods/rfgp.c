@@ -1685,6 +1685,9 @@ static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req,
     gp_rng_seed(&rng, req->seed);
     gp_rng_derive(&noise, req->seed, STREAM_SAMPLE_NOISE);
     double sd = sqrt(model->noise_variance);
+    /* one block holds every point: their features serve every output */
+    if (rc == GP_OK && block == m)
+        gp_embed_features_in(&e, w, req->X, m, 0, m, Psi);
     for (size_t q = 0; rc == GP_OK && q < p; q++) {
         /* weight draws w = L^{-T} (z_q + e): N(P^{-1} b_q, P^{-1}) */
         gp_rng_normal_fill(&rng, W, D * S);
@@ -1698,7 +1701,8 @@ static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req,
         double *out = samples + q * m * S, ys = im->map.y_scale[q], ym = im->map.y_mean[q];
         for (size_t start = 0; start < m; start += block) {
             size_t b = m - start < block ? m - start : block;
-            gp_embed_features_in(&e, w, req->X, m, start, b, Psi);
+            if (block < m)
+                gp_embed_features_in(&e, w, req->X, m, start, b, Psi);
             cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)b, (blasint)S,
                         (blasint)D, 1.0, Psi, (blasint)D, W, (blasint)D, 0.0, out + start,
                         (blasint)m);
