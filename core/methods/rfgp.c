@@ -393,7 +393,7 @@ static int apply_refactor(const rfgp_cfg *c, const post *q, double noise, double
             for (size_t j = 0; j < D; j++)
                 P[j * D + j] = lk / s0;
         } else {
-            /* l^k L L^T, with the old factor unpacked into out->... scratch */
+            /* l^k L L^T, with the old factor unpacked into the scratch F */
             double *F = gp_alloc_doubles(D * D, err);
             if (F == NULL)
                 rc = GP_ENOMEM;
