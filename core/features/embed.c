@@ -181,33 +181,52 @@ static void inner_quadratic(const gp_embed *e, const double *X, size_t ldx, size
     }
 }
 
+/* The terms of b rows from start, Gaussian kinds (and messages), shared by the
+ * map and its gradient: the moments in w->M, w->V, Q = w^T V w / 2 in w->Q,
+ * and of the phase A = W_in^T M + b_in, c0 cos(A) in A and c0 sin(A) in w->S
+ * (c0 = sqrt(2/d_in)). */
+static void gaussian_terms(const gp_embed *e, const double *X, size_t ldx, size_t start,
+                           size_t b, inner_work *w, double *A)
+{
+    size_t din = e->d_in;
+    gp_embed_moments(e, X, ldx, start, b, w->M, w->V);
+    inner_phase(e, w->M, b, A);
+    inner_quadratic(e, X, ldx, start, b, w);
+    gp_sincos_scaled(A, w->S, din * b, sqrt(2.0 / (double)din));
+}
+
 /* Phi (d_in x b) of b rows from start, Gaussian kinds (and messages). */
 static void inner_gaussian(const gp_embed *e, const double *X, size_t ldx, size_t start, size_t b,
                            inner_work *w, double *Phi)
 {
     size_t din = e->d_in;
-    gp_embed_moments(e, X, ldx, start, b, w->M, w->V);
-    inner_phase(e, w->M, b, Phi);
-    inner_quadratic(e, X, ldx, start, b, w);
-    double c0 = sqrt(2.0 / (double)din);
-    gp_sincos_scaled(Phi, w->S, din * b, c0);
+    gaussian_terms(e, X, ldx, start, b, w, Phi);
     for (size_t i = 0; i < din * b; i++)
         Phi[i] *= exp(-w->Q[i]);
+}
+
+/* Point t of each of b sampled rows from start into w->M, its phase's
+ * c0 cos into w->A and c0 sin into w->S (c0 = sqrt(2/d_in) / S): the map's
+ * and the gradient's shared step. */
+static void sample_terms(const gp_embed *e, const double *X, size_t ldx, size_t start, size_t b,
+                         size_t t, inner_work *w)
+{
+    size_t din = e->d_in, dk = e->dk;
+    for (size_t r = 0; r < b; r++)
+        for (size_t k = 0; k < dk; k++)
+            w->M[r * dk + k] = XR(t * dk + k, start + r);
+    inner_phase(e, w->M, b, w->A);
+    gp_sincos_scaled(w->A, w->S, din * b, sqrt(2.0 / (double)din) / (double)e->input.samples);
 }
 
 /* Phi of an empirical sample: the average over its points of the cosines. */
 static void inner_samples(const gp_embed *e, const double *X, size_t ldx, size_t start, size_t b,
                           inner_work *w, double *Phi)
 {
-    size_t din = e->d_in, dk = e->dk, S = e->input.samples;
-    double c0 = sqrt(2.0 / (double)din) / (double)S;
+    size_t din = e->d_in, S = e->input.samples;
     memset(Phi, 0, din * b * sizeof *Phi);
     for (size_t t = 0; t < S; t++) {
-        for (size_t r = 0; r < b; r++)
-            for (size_t k = 0; k < dk; k++)
-                w->M[r * dk + k] = XR(t * dk + k, start + r);
-        inner_phase(e, w->M, b, w->A);
-        gp_sincos_scaled(w->A, w->S, din * b, c0);
+        sample_terms(e, X, ldx, start, b, t, w);
         for (size_t i = 0; i < din * b; i++)
             Phi[i] += w->A[i];
     }
@@ -324,11 +343,7 @@ static void inner_grad_gaussian(const gp_embed *e, const double *X, size_t ldx, 
                                 size_t b, const double *F, inner_work *w, double *g)
 {
     size_t din = e->d_in, dk = e->dk;
-    double c0 = sqrt(2.0 / (double)din);
-    gp_embed_moments(e, X, ldx, start, b, w->M, w->V);
-    inner_phase(e, w->M, b, w->A);
-    inner_quadratic(e, X, ldx, start, b, w);
-    gp_sincos_scaled(w->A, w->S, din * b, c0); /* A: c0 cos, S: c0 sin */
+    gaussian_terms(e, X, ldx, start, b, w, w->A); /* A: c0 cos, S: c0 sin */
     for (size_t i = 0; i < din * b; i++) {
         double eq = exp(-w->Q[i]);
         w->S[i] = -F[i] * w->S[i] * eq; /* dL/dA */
@@ -367,13 +382,8 @@ static void inner_grad_samples(const gp_embed *e, const double *X, size_t ldx, s
                                size_t b, const double *F, inner_work *w, double *g)
 {
     size_t din = e->d_in, dk = e->dk, S = e->input.samples;
-    double c0 = sqrt(2.0 / (double)din) / (double)S;
     for (size_t t = 0; t < S; t++) {
-        for (size_t r = 0; r < b; r++)
-            for (size_t k = 0; k < dk; k++)
-                w->M[r * dk + k] = XR(t * dk + k, start + r);
-        inner_phase(e, w->M, b, w->A);
-        gp_sincos_scaled(w->A, w->S, din * b, c0);
+        sample_terms(e, X, ldx, start, b, t, w);
         for (size_t i = 0; i < din * b; i++)
             w->S[i] = -F[i] * w->S[i];
         gp_embed_width_grad_linear(e->w_in, dk, din, w->S, w->M, b, w->T, g);

@@ -393,7 +393,7 @@ static int apply_refactor(const rfgp_cfg *c, const post *q, double noise, double
             for (size_t j = 0; j < D; j++)
                 P[j * D + j] = lk / s0;
         } else {
-            /* l^k L L^T, with the old factor unpacked into out->... scratch */
+            /* l^k L L^T, with the old factor unpacked into the scratch F */
             double *F = gp_alloc_doubles(D * D, err);
             if (F == NULL)
                 rc = GP_ENOMEM;
@@ -712,6 +712,7 @@ static void ml_free(ml_prob *m)
                       m->Z, m->A, m->R, m->Q, m->F, m->T, m->gw, m->w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    memset(m, 0, sizeof *m); /* m->s NULL: freed (primal_lml_body tests it) */
 }
 
 static int ml_init(ml_prob *m, sel_ctx *s, gp_error *err)
@@ -1684,6 +1685,9 @@ static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req,
     gp_rng_seed(&rng, req->seed);
     gp_rng_derive(&noise, req->seed, STREAM_SAMPLE_NOISE);
     double sd = sqrt(model->noise_variance);
+    /* one block holds every point: their features serve every output */
+    if (rc == GP_OK && block == m)
+        gp_embed_features_in(&e, w, req->X, m, 0, m, Psi);
     for (size_t q = 0; rc == GP_OK && q < p; q++) {
         /* weight draws w = L^{-T} (z_q + e): N(P^{-1} b_q, P^{-1}) */
         gp_rng_normal_fill(&rng, W, D * S);
@@ -1697,7 +1701,8 @@ static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req,
         double *out = samples + q * m * S, ys = im->map.y_scale[q], ym = im->map.y_mean[q];
         for (size_t start = 0; start < m; start += block) {
             size_t b = m - start < block ? m - start : block;
-            gp_embed_features_in(&e, w, req->X, m, start, b, Psi);
+            if (block < m)
+                gp_embed_features_in(&e, w, req->X, m, start, b, Psi);
             cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)b, (blasint)S,
                         (blasint)D, 1.0, Psi, (blasint)D, W, (blasint)D, 0.0, out + start,
                         (blasint)m);
@@ -1891,9 +1896,9 @@ static int import_online(rfgp_impl *im, const gp_state *st, gp_error *err)
     const rfgp_cfg *c = &im->c;
     fmap *m = &im->map;
     size_t D = c->D, m1 = c->two_stage ? c->d_in : c->dk;
-    double xs[2 * GP_INPUT_MAX_DIM], counters[3];
-    double *ys = gp_alloc_doubles(2 * c->p, err);
-    int rc = ys ? map_alloc(c, m, err) : GP_ENOMEM;
+    const double *xs, *ys;
+    double counters[3];
+    int rc = map_alloc(c, m, err);
     if (rc == GP_OK)
         rc = post_alloc(c, &im->post, err);
     if (rc == GP_OK && c->two_stage && (rc = get_copy(st, "w_in", c->dk, c->d_in, m->w_in, err)) == 0)
@@ -1906,11 +1911,11 @@ static int import_online(rfgp_impl *im, const gp_state *st, gp_error *err)
         rc = get_copy(st, "widths", c->dk, 1, m->widths, err);
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "outer_width", &m->gamma, err);
-    if (rc == GP_OK && c->dk <= GP_INPUT_MAX_DIM && (rc = get_copy(st, "x_stats", c->dk, 2, xs, err)) == 0) {
+    if (rc == GP_OK && (rc = gp_state_get(st, "x_stats", c->dk, 2, &xs, err)) == 0) {
         memcpy(m->x_mean, xs, c->dk * sizeof *xs);
         memcpy(m->x_scale, xs + c->dk, c->dk * sizeof *xs);
     }
-    if (rc == GP_OK && (rc = get_copy(st, "output_stats", c->p, 2, ys, err)) == 0) {
+    if (rc == GP_OK && (rc = gp_state_get(st, "output_stats", c->p, 2, &ys, err)) == 0) {
         memcpy(m->y_mean, ys, c->p * sizeof *ys);
         memcpy(m->y_scale, ys + c->p, c->p * sizeof *ys);
     }
@@ -1932,7 +1937,6 @@ static int import_online(rfgp_impl *im, const gp_state *st, gp_error *err)
     for (size_t q = 0; rc == GP_OK && q < c->p; q++)
         if (!(m->y_scale[q] > 0.0) || !isfinite(m->y_scale[q]))
             rc = gp_error_set(err, GP_EDATA, "output_stats", "corrupt output scale");
-    free(ys);
     return rc;
 }
 
