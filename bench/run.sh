@@ -44,6 +44,18 @@
 # lists the rest). Duration on the shared 2-core machine: see
 # bench/results/online.md; --quick about a minute.
 #
+# Only the gwi benchmark (Gaussian Wasserstein inference, issue 17: GWI-SVGP
+# and GWI-net against our exact GP, sgpr at the same M and msrfr on the test20
+# splits of Table 4.1's nine sets, beside the thesis's figures;
+# bench/results/gwi.md), with its own arguments:
+#   sh bench/run.sh BUILD_DIR gwi [--quick] [--splits K] [--datasets a,b]
+#       [--methods gwi_svgp,gwi_net,exact,sgpr,msrfr] [--inducing M]
+#       [--gwi-opt NAME=VALUE]... [--gwi-svgp-opt NAME=VALUE]... [--gwi-net-opt NAME=VALUE]...
+# (the same as running BUILD_DIR/bench/bench_gwi directly; --help lists its
+# options). --quick (2 splits of boston and yacht, fewer gwi epochs) takes
+# about two minutes without gwi, most of it msrfr (~30-40 s a fit); the
+# full run's duration is in bench/results/gwi.md.
+#
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
 # run writes bench/results/soak.md) runs after the HTTP benchmark for
@@ -127,6 +139,14 @@ if [ "${1:-}" = hkd ]; then
         exit 1
     fi
     exec "$BUILD/bench/bench_hkd" "$@"
+fi
+if [ "${1:-}" = gwi ]; then
+    shift
+    if [ ! -x "$BUILD/bench/bench_gwi" ]; then
+        echo "bench_gwi: $BUILD/bench/bench_gwi not built"
+        exit 1
+    fi
+    exec "$BUILD/bench/bench_gwi" "$@"
 fi
 if [ "${1:-}" = soak ]; then
     shift

@@ -1,0 +1,55 @@
+/* Benchmark support: one regression fit of a benchmark, timed and scored,
+ * and the small pieces around it (options typed from text, diag.info as text,
+ * mean and std over splits).
+ *
+ * The fit is the protocol every side-by-side regression table needs: kernel
+ * rbf with ARD at its default start (all hyperparameters 1 in working units),
+ * noise learned from its default start, standardize = 1 on the raw rows (the
+ * method standardises X and y itself), a given seed; then the test scores of
+ * bench/support/scores.h in original units. A method missing from the
+ * registry is reported as unavailable rather than an error, so a benchmark
+ * can be built and run before every method it compares is merged. */
+#ifndef GP_BENCH_FIT_H
+#define GP_BENCH_FIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench/support/dataset.h"
+#include "bench/support/scores.h"
+#include "core/model/model.h"
+
+typedef struct gp_bench_run {
+    int ok;          /* fitted and scored */
+    int unavailable; /* the method is not in this build's registry */
+    char error[320]; /* why not ok */
+    double seconds;  /* wall time of gp_model_fit alone (CLOCK_MONOTONIC) */
+    gp_test_scores scores;
+} gp_bench_run;
+
+/* Fit method `name` (options opts[0..n_opts), validated first) on train as
+ * described above with fit seed `seed`, then score it on test. The model
+ * goes to *model when model is not NULL (the caller frees it; NULL when the
+ * fit failed), else it is freed here. Returns r->ok. */
+int gp_bench_fit_score(const char *name, const gp_option_value *opts, size_t n_opts,
+                       const gp_dataset *train, const gp_dataset *test, uint64_t seed,
+                       gp_model **model, gp_bench_run *r);
+
+/* The value text of option `name` of method m typed by its spec into *out
+ * (out->name = name, out->string may point into text; both must outlive
+ * out): INT and NUMBER as numbers (or a keyword the spec accepts, e.g.
+ * "auto"), BOOL as true/false/1/0, ENUM as its text. -1 with the reason in
+ * why when m has no such option or the text does not parse. */
+int gp_bench_option_from_text(const gp_method *m, const char *name, const char *text,
+                              gp_option_value *out, char *why, size_t why_len);
+
+/* The model's diag.info as "key value, key value" (numbers with %.6g). */
+void gp_bench_info_text(const gp_model *model, char *buf, size_t len);
+/* The number diag.info reports under key, NAN when absent or a string. */
+double gp_bench_info_number(const gp_model *model, const char *key);
+
+/* Mean and standard deviation (ddof 0) of the finite entries of x[0..n)
+ * into out[0], out[1]; NAN both when there is none. */
+void gp_bench_mean_std(const double *x, size_t n, double out[2]);
+
+#endif
