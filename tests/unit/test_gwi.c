@@ -641,8 +641,9 @@ static void samples_ok(const gp_model *model, const double *Xq, double *out)
 /* (a) epochs 0: the model is the start B3, rebuilt here from the model's
  * frozen prior, its standardisation and the exported Z and Kzz factor
  * (validation_fraction 0, so every row trains, in order). */
-/* 30 inducing points: with 10 or 20 the start's alpha on the training rows
- * is above GP_GWI_TEMPER_MAX (6.6, 9.9 unclipped) and the clip would hide it. */
+/* 30 inducing points: with 10 or 20 and prior "inducing" (the exact ML of
+ * the M inducing targets) the start's alpha on the training rows was above
+ * GP_GWI_TEMPER_MAX (6.6, 9.9 unclipped), and the clip would hide it. */
 enum { INDUCING0 = 30 };
 
 static void test_fit_epochs0_is_start(void **state)
