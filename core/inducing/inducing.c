@@ -113,6 +113,7 @@ int gp_inducing_post_alloc(gp_inducing_post *p, size_t m, size_t d, gp_error *er
         return rc;
     p->m = m;
     p->d = d;
+    p->scale = 1.0;
     p->Z = gp_alloc_doubles(md, err);
     p->L = gp_alloc_doubles(mm, err);
     p->C = gp_alloc_doubles(mm, err);
@@ -215,7 +216,8 @@ static void latent_covariance(const gp_kernel *k, const gp_inducing_post *p, con
     covariance_from(k, M, P, m, Aw, CAw, S);
 }
 
-static double observed(const gp_model *model, double v, int include_noise, size_t *clamped)
+static double observed(const gp_model *model, double scale, double v, int include_noise,
+                       size_t *clamped)
 {
     if (include_noise)
         v += model->noise_variance;
@@ -223,7 +225,7 @@ static double observed(const gp_model *model, double v, int include_noise, size_
         v = 0.0;
         (*clamped)++;
     }
-    return v * model->y_scale * model->y_scale;
+    return scale * v * model->y_scale * model->y_scale;
 }
 
 /* Mean and variance of every point block by block; with full_covariance
@@ -257,9 +259,10 @@ static int predict_blocks(const gp_model *model, const gp_inducing_post *p, cons
     free(Aw);
     free(CAw);
     for (size_t j = 0; j < m; j++)
-        out->variance[j] = observed(model, out->variance[j], req->include_noise, &out->clamped);
+        out->variance[j] =
+            observed(model, p->scale, out->variance[j], req->include_noise, &out->clamped);
     if (full) {
-        double *S = out->covariance, s = model->y_scale * model->y_scale;
+        double *S = out->covariance, s = p->scale * model->y_scale * model->y_scale;
         for (size_t i = 0; i < m * m; i++)
             S[i] *= s;
         for (size_t j = 0; j < m; j++)
@@ -302,7 +305,14 @@ int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
         latent_covariance(model->kernel, p, P, m, Aw, CAw, C, mean);
-        rc = gp_model_gaussian_draws(model, req, mean, C, samples, err);
+        /* the scale multiplies the noise too: it is added here, not by the draws */
+        for (size_t i = 0; p->scale != 1.0 && i < m * m; i++)
+            C[i] *= p->scale;
+        for (size_t j = 0; req->include_noise && j < m; j++)
+            C[j * m + j] += p->scale * model->noise_variance;
+        gp_sample_request latent = *req;
+        latent.include_noise = 0;
+        rc = gp_model_gaussian_draws(model, &latent, mean, C, samples, err);
     }
     free(P);
     free(Aw);

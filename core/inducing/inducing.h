@@ -113,6 +113,11 @@ typedef struct gp_inducing_post {
     double *mt; /* m */
     double *C;  /* m x m, full symmetric */
     double jitter;
+    /* Multiplies every predictive variance and covariance, latent and
+     * observed, and the random part of every draw: 1 (gp_inducing_post_alloc)
+     * except for gwi's tempering (core/methods/gwi.h). Not exported: a method
+     * that sets it keeps it with its own arrays. */
+    double scale;
     gp_kernel_points *Zp; /* Z prepared for the fitted kernel (gp_inducing_post_prepare) */
 } gp_inducing_post;
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/methods/exact.h"
+#include "core/methods/gwi.h"
 #include "core/methods/msrfr.h"
 #include "core/methods/hkd.h"
 #include "core/methods/pls.h"
@@ -24,6 +25,7 @@ static const gp_method *const registry[] = {
     &gp_method_pls,
     &gp_method_hkd,
     &gp_method_rfgp,
+    &gp_method_gwi,
 };
 
 size_t gp_method_count(void)
