@@ -22,8 +22,8 @@
 
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/inducing/hyper.h"
 #include "core/inducing/select.h"
-#include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/model/mixture.h"
@@ -321,34 +321,6 @@ static int size_guard(const gp_fit_request *req, const pls_settings *s, gp_error
 
 /* ---- A1: hyperparameters by the exact marginal likelihood on subsets ---- */
 
-typedef struct hyp_problem {
-    gp_kernel *k;
-    const double *Xt, *t; /* the subset */
-    size_t n, np, n_free;
-    size_t *free_idx;
-    gp_noise_param noise;
-    double *theta, *grad, *A, *alpha;
-    const gp_cancel *cancel;
-} hyp_problem;
-
-static double hyp_objective(void *ctx, const double *x, double *g)
-{
-    hyp_problem *p = ctx;
-    for (size_t i = 0; i < p->n_free; i++)
-        p->theta[p->free_idx[i]] = x[i];
-    gp_kernel_set_params(p->k, p->theta);
-    double s2 = gp_noise_param_value(&p->noise, p->noise.learned ? x[p->n_free] : 0.0), lml;
-    if (!isfinite(s2) ||
-        gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->t, p->A, p->alpha, &lml, p->grad,
-                             p->cancel, NULL, NULL))
-        return INFINITY;
-    for (size_t i = 0; i < p->n_free; i++)
-        g[i] = -p->grad[p->free_idx[i]];
-    if (p->noise.learned)
-        g[p->n_free] = -gp_noise_param_grad(&p->noise, s2, p->grad[p->np]);
-    return -lml;
-}
-
 /* Indices of the sub points nearest (Euclidean, standardised) to point c;
  * ties by index, so the choice is deterministic. */
 typedef struct dist_idx {
@@ -435,16 +407,14 @@ static int hyper_progress(void *ctx, int iteration, int max_iterations, double o
     return run->req->progress(run->req->progress_ctx, 0, run->max_total, objective);
 }
 
-/* One subset fit from the start values; x gets the free log-parameters and,
- * last, the noise's unconstrained value. */
-static int hyp_fit_one(hyp_run *run, hyp_problem *p, double *x, gp_error *err)
+/* One subset fit on Xs, ts; x gets the free log-parameters and, last, the
+ * noise's unconstrained value. It starts where the previous subset's fit left
+ * the problem's kernel (gp_hyper_problem_start), the noise from its start. */
+static int hyp_fit_one(hyp_run *run, gp_hyper_problem *p, const double *Xs, const double *ts,
+                       size_t sub, double *x, gp_error *err)
 {
-    size_t dim = p->n_free + (p->noise.learned ? 1 : 0);
-    for (size_t i = 0; i < p->n_free; i++)
-        x[i] = p->theta[p->free_idx[i]];
-    if (p->noise.learned)
-        x[p->n_free] = gp_noise_param_x0(&p->noise);
-    if (dim == 0)
+    gp_hyper_problem_start(p, x);
+    if (gp_hyper_problem_dim(p) == 0)
         return GP_OK;
     gp_driver_options opt;
     gp_driver_default_options(&opt);
@@ -457,50 +427,12 @@ static int hyp_fit_one(hyp_run *run, hyp_problem *p, double *x, gp_error *err)
     opt.max_total = run->max_total;
     opt.cancel = &run->req->cancel;
     gp_driver_result res;
-    int rc = gp_driver_minimize(hyp_objective, p, x, dim, &opt, &res, err);
+    int rc = gp_hyper_problem_fit(p, Xs, sub, ts, x, &opt, &res, err);
     run->diag->iterations += res.iterations;
     run->diag->evaluations += res.evaluations;
     run->diag->converged = res.converged;
     run->lml_sum += -res.f;
     return rc;
-}
-
-static int hyp_alloc(hyp_problem *p, const gp_kernel *k, size_t sub, gp_error *err)
-{
-    memset(p, 0, sizeof *p);
-    int rc = gp_kernel_copy(&p->k, k, err);
-    if (rc)
-        return rc;
-    p->np = gp_kernel_n_params(p->k);
-    size_t nn = 0;
-    unsigned char *mask = malloc(p->np + 1);
-    p->free_idx = malloc((p->np + 1) * sizeof *p->free_idx);
-    p->theta = gp_alloc_doubles(p->np + 1, err);
-    p->grad = gp_alloc_doubles(p->np + 1, err);
-    p->alpha = gp_alloc_doubles(sub, err);
-    if (gp_checked_size(sub, sub, &nn, err) == GP_OK)
-        p->A = gp_alloc_doubles(nn, err);
-    if (!mask || !p->free_idx || !p->theta || !p->grad || !p->alpha || !p->A) {
-        free(mask);
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for a subset of %zu", sub);
-    }
-    gp_kernel_get_params(p->k, p->theta);
-    gp_kernel_free_mask(p->k, mask);
-    for (size_t i = 0; i < p->np; i++)
-        if (mask[i])
-            p->free_idx[p->n_free++] = i;
-    free(mask);
-    return GP_OK;
-}
-
-static void hyp_free(hyp_problem *p)
-{
-    gp_kernel_free(p->k);
-    free(p->free_idx);
-    free(p->theta);
-    free(p->grad);
-    free(p->A);
-    free(p->alpha);
 }
 
 /* The subset of repeat r into Xs, ts (all points when there is one fit). */
@@ -536,38 +468,30 @@ static int fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const doub
     size_t R = n > sub ? run->set->repeats : 1;
     if (sub > n)
         sub = n;
-    hyp_problem p;
+    gp_hyper_problem p;
     double *Xs = NULL, *ts = NULL, *x = NULL, *avg = NULL;
-    int rc = hyp_alloc(&p, model->kernel, sub, err);
-    if (rc == GP_OK) {
-        p.noise = *np;
-        p.cancel = &run->req->cancel;
-        p.n = sub;
-        Xs = gp_alloc_doubles(sub * d, err);
-        ts = gp_alloc_doubles(sub, err);
-        x = gp_alloc_doubles(p.n_free + 1, err);
-        avg = gp_alloc_doubles(p.n_free + 1, err);
-        rc = Xs && ts && x && avg ? GP_OK : GP_ENOMEM;
-        if (avg)
-            memset(avg, 0, (p.n_free + 1) * sizeof *avg);
-    }
-    p.Xt = Xs;
-    p.t = ts;
+    int rc = gp_hyper_problem_init(&p, model->kernel, np, sub, err);
+    if (rc)
+        return rc;
+    Xs = gp_alloc_doubles(sub * d, err);
+    ts = gp_alloc_doubles(sub, err);
+    x = gp_alloc_doubles(p.n_free + 1, err);
+    avg = gp_alloc_doubles(p.n_free + 1, err);
+    rc = Xs && ts && x && avg ? GP_OK : GP_ENOMEM;
+    if (avg)
+        memset(avg, 0, (p.n_free + 1) * sizeof *avg);
     for (size_t r = 0; rc == GP_OK && r < R; r++) {
         rc = hyp_subset(run, Xt, t, n, d, sub, r, Xs, ts, err);
         if (rc == GP_OK)
-            rc = hyp_fit_one(run, &p, x, err);
+            rc = hyp_fit_one(run, &p, Xs, ts, sub, x, err);
         for (size_t i = 0; rc == GP_OK && i <= p.n_free; i++)
             avg[i] += x[i] / (double)R;
     }
     if (rc == GP_OK) {
-        for (size_t i = 0; i < p.n_free; i++)
-            p.theta[p.free_idx[i]] = avg[i];
-        gp_kernel_set_params(model->kernel, p.theta);
-        *s2 = gp_noise_param_value(np, np->learned ? avg[p.n_free] : 0.0);
+        gp_hyper_problem_apply(&p, avg, model->kernel, s2);
         run->lml_sum /= (double)R;
     }
-    hyp_free(&p);
+    gp_hyper_problem_free(&p);
     free(Xs);
     free(ts);
     free(x);
