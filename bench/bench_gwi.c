@@ -50,9 +50,12 @@
  * kin8nm gwi fits (split 0, both variants) under 60 s.
  *
  * Data: $GPSERVE_DATASETS or ../shared/datasets; skipped with a message when
- * absent. Duration: exact, sgpr and msrfr on --quick about a minute on the
- * shared 2-core machine; the full run is dominated by gwi and by sgpr/msrfr
- * on protein (see bench/results/gwi.md). */
+ * absent. Duration on the shared 2-core machine: --quick about 2-3 minutes,
+ * most of it msrfr (30-40 s a fit on boston and yacht; gwi with 100 epochs
+ * 1-4 s). The full run is dominated by msrfr's default fits on the large sets
+ * (~10 minutes a fit on naval under load) and by sgpr with Z optimised there
+ * (~40-50 s a fit on kin8nm and naval): hours; --methods or --splits shorten
+ * it (see bench/results/gwi.md). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -808,8 +811,11 @@ static void print_gwi_options(const options *o, int v)
     for (size_t i = 0; i < o->n_gwi[v]; i++) {
         const gp_option_value *x = &o->gwi[v][i];
         printf("%s\"%s\": ", i > 0 ? ", " : "", x->name);
+        const gp_option_spec *spec = gp_method_option_spec(gp_method_find("gwi"), x->name);
         if (x->string != NULL)
             printf("\"%s\"", x->string);
+        else if (spec != NULL && spec->type == GP_OPTION_BOOL)
+            printf("%s", x->number != 0 ? "true" : "false");
         else
             printf("%.6g", x->number);
     }

@@ -52,9 +52,10 @@
 #       [--methods gwi_svgp,gwi_net,exact,sgpr,msrfr] [--inducing M]
 #       [--gwi-opt NAME=VALUE]... [--gwi-svgp-opt NAME=VALUE]... [--gwi-net-opt NAME=VALUE]...
 # (the same as running BUILD_DIR/bench/bench_gwi directly; --help lists its
-# options). --quick (2 splits of boston and yacht, fewer gwi epochs) takes
-# about two minutes without gwi, most of it msrfr (~30-40 s a fit); the
-# full run's duration is in bench/results/gwi.md.
+# options). --quick (2 splits of boston and yacht, 100 gwi epochs) takes
+# 2-3 minutes, most of it msrfr (~30-40 s a fit); the full run takes hours
+# (msrfr's default fits on kin8nm, power, naval and protein; see
+# bench/results/gwi.md).
 #
 # The soak (bench/soak.sh: 10 minutes of mixed traffic against the daemon with
 # its RSS sampled every 10 s; fails on any error or RSS growth; a full-length
@@ -212,7 +213,9 @@ run_classification "$tmp/classification" $PYEXTRA || status=1
 # Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
 # bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
 # see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
-# minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
+# minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes;
+# bench_gwi: gwi against exact, sgpr and msrfr, bench/results/gwi.md, hours,
+# most of it msrfr on the large sets), run
 # without arguments, or with --quick when given.
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
