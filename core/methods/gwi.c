@@ -447,6 +447,54 @@ static size_t network_columns(const gp_gwi_setup *s, gp_gwi_work *w, const doubl
     return cols;
 }
 
+/* The forward pass in two tasks that share nothing but theta: the batch
+ * side (projections, r_bb, means at B) and the comparison side
+ * (projections, means at S and, for bures_sym, its two eigenproblems). The
+ * split does not depend on the thread count, so neither do the bits. */
+typedef struct forward_job {
+    const gp_gwi_setup *s;
+    gp_gwi_work *w;
+    const double *theta, *XB, *XS;
+    size_t nb, ns;
+    int rc;
+    double w2sq;
+    gp_error err;
+} forward_job;
+
+/* The network at columns [c0, c0 + n) of the workspace's inputs. */
+static void network_at(const forward_job *j, size_t c0, size_t n)
+{
+    const gp_gwi_setup *s = j->s;
+    gp_gwi_work *w = j->w;
+    size_t h = s->hidden;
+    mlp_forward(j->theta, s->d, h, w->Xc + c0 * s->d, n, w->H1 + c0 * h, w->H2 + c0 * h,
+                w->mean + c0);
+}
+
+static void forward_task(void *ctx, size_t task)
+{
+    forward_job *j = ctx;
+    const gp_gwi_setup *s = j->s;
+    gp_gwi_work *w = j->w;
+    int mlp = s->mean == GP_GWI_MEAN_MLP, bures = s->w2 == GP_GWI_W2_BURES_SYM;
+    if (task == 0) {
+        project(s, w, j->XB, j->nb, w->KB, w->AB, w->PB);
+        diag_r(s, j->XB, j->nb, w->AB, w->PB, w->rb);
+        if (mlp)
+            network_at(j, 0, j->nb);
+        else
+            mean_at(s, w, j->theta, j->XB, j->nb, w->KB, w->mean);
+        return;
+    }
+    project(s, w, j->XS, j->ns, w->KS, w->AS, w->PS);
+    if (mlp && bures)
+        network_at(j, j->nb, j->ns);
+    else if (!mlp)
+        mean_at(s, w, j->theta, j->XS, j->ns, w->KS, w->mean + j->nb);
+    if (bures)
+        j->rc = bures_sym(s, w, j->XS, j->ns, w->mean + j->nb, &j->w2sq, &j->err);
+}
+
 /* Forward pass: the means at B (and S), r_bb, the two terms. */
 static int forward(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, const double *XB,
                    const double *yB, size_t nb, const double *XS, size_t ns, gp_gwi_terms *t,
@@ -454,15 +502,12 @@ static int forward(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, c
 {
     double N = (double)s->n_total, s2 = s->s2;
     unpack_theta(s, w, theta);
-    project(s, w, XB, nb, w->KB, w->AB, w->PB);
-    project(s, w, XS, ns, w->KS, w->AS, w->PS);
-    diag_r(s, XB, nb, w->AB, w->PB, w->rb);
     *cols = network_columns(s, w, XB, nb, XS, ns);
-    if (s->mean == GP_GWI_MEAN_MLP) {
-        mlp_forward(theta, s->d, s->hidden, w->Xc, *cols, w->H1, w->H2, w->mean);
-    } else {
-        mean_at(s, w, theta, XB, nb, w->KB, w->mean);
-        mean_at(s, w, theta, XS, ns, w->KS, w->mean + nb);
+    forward_job job = {.s = s, .w = w, .theta = theta, .XB = XB, .XS = XS, .nb = nb, .ns = ns};
+    gp_parallel_for(2, forward_task, &job);
+    if (job.rc) {
+        *err = job.err;
+        return job.rc;
     }
     double sq = 0.0, rsum = 0.0, mb2 = 0.0;
     for (size_t b = 0; b < nb; b++) {
@@ -472,17 +517,15 @@ static int forward(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, c
         mb2 += w->mean[b] * w->mean[b];
     }
     t->nll = 0.5 * N * (LOG_2PI + log(s2)) + N / (double)nb * (sq + rsum) / (2.0 * s2);
-    int rc;
-    if (s->w2 == GP_GWI_W2_BURES_SYM) {
-        rc = bures_sym(s, w, XS, ns, w->mean + nb, &t->w2sq, err);
-    } else {
+    t->w2sq = job.w2sq;
+    if (s->w2 == GP_GWI_W2_THESIS_NONSYM) {
         double roots = 0.0;
-        rc = nonsym_root_sum(s, w, XB, nb, XS, ns, &roots, err);
+        int rc = nonsym_root_sum(s, w, XB, nb, XS, ns, &roots, err);
+        if (rc)
+            return rc;
         t->w2sq = (mb2 + rsum) / (double)nb + gp_kernel_diag(s->k, XB) -
                   2.0 / sqrt((double)nb * (double)ns) * roots;
     }
-    if (rc)
-        return rc;
     t->loss = objective_of(s, t->nll, t->w2sq);
     if (!isfinite(t->loss))
         return gp_error_set(err, GP_ENOTPD, NULL, "the gwi loss is not finite");
