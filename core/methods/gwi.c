@@ -35,10 +35,10 @@
 
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/inducing/collapsed.h"
 #include "core/inducing/hyper.h"
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"
-#include "core/methods/sgpr.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
 #include "core/optim/optim.h"
@@ -1086,9 +1086,10 @@ static void gather(const gwi_data *D, const size_t *idx, size_t k, double *X, do
     }
 }
 
-/* Mean predictive NLL per point (working units, untempered) of the
- * validation rows (the training rows when none are held out). */
-static int validation_nll(trainer *T, double *nll, gp_error *err)
+/* The validation rows' (the training rows' when none are held out) mean
+ * predictive NLL per point, untempered, and a = mean (y - m)^2 / (r + s2),
+ * the NLL's minimiser over a variance factor (working units). */
+static int validation_scores(trainer *T, double *nll, double *a, gp_error *err)
 {
     const gwi_data *D = T->D;
     const double *X = D->nva ? D->Xva : D->Xtr, *y = D->nva ? D->yva : D->ytr;
@@ -1096,13 +1097,38 @@ static int validation_nll(trainer *T, double *nll, gp_error *err)
     int rc = gp_gwi_latent(T->s, T->w, T->theta, X, n, T->vm, T->vv, err);
     if (rc)
         return rc;
-    double sum = 0.0;
+    double sum = 0.0, q = 0.0;
     for (size_t i = 0; i < n; i++) {
         double v = fmax(T->vv[i], 0.0) + T->s->s2, e = y[i] - T->vm[i];
         sum += 0.5 * (LOG_2PI + log(v)) + e * e / (2.0 * v);
+        q += e * e / v;
     }
     *nll = sum / (double)n;
+    *a = q / (double)n;
     return GP_OK;
+}
+
+/* B5: the tempering factor alpha from a (clipped; 1 without tempering) and
+ * the NLL with every variance times alpha: + log(alpha)/2, the squares over
+ * alpha. */
+static double tempered_nll(const trainer *T, double nll, double a, double *alpha)
+{
+    *alpha = T->st->temper ? fmin(fmax(a, GP_GWI_TEMPER_MIN), GP_GWI_TEMPER_MAX) : 1.0;
+    return nll + 0.5 * log(*alpha) + 0.5 * a * (1.0 / *alpha - 1.0);
+}
+
+/* What early stopping compares: the NLL the model would have if it stopped
+ * here, i.e. tempered when tempering is on (the fit keeps tempering's
+ * factor, so an epoch whose variances are only off by a common factor is
+ * not passed over: the SVGP covariance shrinks as the data term trains it,
+ * and the untempered NLL stopped GWI-net while its mean still improved). */
+static int epoch_score(trainer *T, double *score, double *untempered, gp_error *err)
+{
+    double a, alpha;
+    int rc = validation_scores(T, untempered, &a, err);
+    if (rc == GP_OK)
+        *score = tempered_nll(T, *untempered, a, &alpha);
+    return rc;
 }
 
 /* One pass over the shuffled training rows. */
@@ -1136,15 +1162,17 @@ static int run_epoch(trainer *T, gp_error *err)
  * NLL; T->theta ends at the best epoch's parameters. */
 static int train(trainer *T, gp_error *err)
 {
-    int since = 0, rc = validation_nll(T, &T->best_nll, err); /* epoch 0: the start */
+    double best = INFINITY, raw;
+    int since = 0, rc = epoch_score(T, &best, &T->best_nll, err); /* epoch 0: the start */
     memcpy(T->best, T->theta, T->np * sizeof *T->theta);
     for (int e = 1; rc == GP_OK && e <= T->st->epochs; e++) {
         double nll;
-        if ((rc = run_epoch(T, err)) != GP_OK || (rc = validation_nll(T, &nll, err)) != GP_OK)
+        if ((rc = run_epoch(T, err)) != GP_OK || (rc = epoch_score(T, &nll, &raw, err)) != GP_OK)
             break;
         T->epochs_run = e;
-        if (nll < T->best_nll) {
-            T->best_nll = nll;
+        if (nll < best) {
+            best = nll;
+            T->best_nll = raw;
             T->best_epoch = e;
             memcpy(T->best, T->theta, T->np * sizeof *T->theta);
             since = 0;
@@ -1166,27 +1194,14 @@ static int train(trainer *T, gp_error *err)
     return rc;
 }
 
-/* B5: alpha = mean[(y - m)^2 / (r + s2)] over the validation rows, clipped;
- * and the tempered NLL per point there (working units). */
+/* B5 at the kept parameters: alpha and the tempered NLL (working units). */
 static int temper(trainer *T, double *alpha, double *nll, gp_error *err)
 {
-    double untempered;
-    int rc = validation_nll(T, &untempered, err); /* leaves vm, vv at theta */
-    if (rc)
-        return rc;
-    const gwi_data *D = T->D;
-    const double *y = D->nva ? D->yva : D->ytr;
-    size_t n = D->nva ? D->nva : D->ntr;
-    double a = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double v = fmax(T->vv[i], 0.0) + T->s->s2, e = y[i] - T->vm[i];
-        a += e * e / v;
-    }
-    a /= (double)n;
-    *alpha = T->st->temper ? fmin(fmax(a, GP_GWI_TEMPER_MIN), GP_GWI_TEMPER_MAX) : 1.0;
-    /* NLL with v -> alpha v: + log(alpha)/2, the squares over alpha */
-    *nll = untempered + 0.5 * log(*alpha) + 0.5 * a * (1.0 / *alpha - 1.0);
-    return GP_OK;
+    double untempered, a;
+    int rc = validation_scores(T, &untempered, &a, err);
+    if (rc == GP_OK)
+        *nll = tempered_nll(T, untempered, a, alpha);
+    return rc;
 }
 
 /* ---- the fitted model ---- */

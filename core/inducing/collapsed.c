@@ -1,0 +1,236 @@
+/* Titsias' collapsed bound and its gradient: see core/inducing/collapsed.h.
+ *
+ * Derivation of the gradient. With Sigma = Q + s2 I, beta = Sigma^{-1} y and
+ * G_Q = -(Sigma^{-1} - beta beta^T)/2 + I/(2 s2) (the trace term's -tr(Q)
+ * contributes the identity), dF = tr(G_Q dQ) - sum_i dk_ii/(2 s2) + dF/ds2 ds2.
+ * Q = Kfu Kuu^{-1} Kuf with P = Kuu^{-1} Kuf = L^{-T} V gives
+ *   tr(G_Q dQ) = 2 tr(H dKfu) - tr(H P^T dKuu),   H = P G_Q (m x n).
+ * Woodbury (Sigma^{-1} = (I - V^T B^{-1} V / s2) / s2) makes V Sigma^{-1} =
+ * B^{-1} V / s2 and V beta = mw = B^{-1} V y / s2, so
+ *   H = L^{-T} E,   E = ((I - B^{-1}) V / s2 + mw beta^T) / 2,
+ *   H P^T = L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2     (V V^T = s2 (B - I)),
+ * all from m x m matrices and V: no n x n matrix. */
+#include "core/inducing/collapsed.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/inducing/inducing.h"
+#include "core/linalg/linalg.h"
+
+#define LOG_2PI 1.8378770664093454836
+
+/* ---- the bound ---- */
+
+/* Buffers of one evaluation: three m x n (V, and for the gradient Kuf kept
+ * from before the solve and the sensitivity to it), a handful of m x m. */
+typedef struct sgpr_work {
+    size_t n, m;
+    double *L, *V, *B, *Lb, *Binv, *T, *Kuf, *Wuf;
+    double *vy, *c, *mw, *beta, *h;
+} sgpr_work;
+
+static void work_free(sgpr_work *w)
+{
+    free(w->L);
+    free(w->V);
+    free(w->B);
+    free(w->Lb);
+    free(w->Binv);
+    free(w->T);
+    free(w->Kuf);
+    free(w->Wuf);
+    free(w->vy);
+    free(w->c);
+    free(w->mw);
+    free(w->beta);
+    free(w->h);
+}
+
+static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->n = n;
+    w->m = m;
+    size_t mn = 0, mm = 0;
+    int rc = gp_checked_size(m, n, &mn, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(m, m, &mm, err);
+    if (rc)
+        return rc;
+    w->L = gp_alloc_doubles(mm, err);
+    w->V = gp_alloc_doubles(mn, err);
+    w->B = gp_alloc_doubles(mm, err);
+    w->Lb = gp_alloc_doubles(mm, err);
+    w->Binv = gp_alloc_doubles(mm, err);
+    w->vy = gp_alloc_doubles(m, err);
+    w->c = gp_alloc_doubles(m, err);
+    w->mw = gp_alloc_doubles(m, err);
+    int ok = w->L && w->V && w->B && w->Lb && w->Binv && w->vy && w->c && w->mw;
+    if (ok && with_grad) {
+        w->T = gp_alloc_doubles(mm, err);
+        w->Kuf = gp_alloc_doubles(mn, err);
+        w->Wuf = gp_alloc_doubles(mn, err);
+        w->beta = gp_alloc_doubles(n, err);
+        w->h = gp_alloc_doubles(m, err);
+        ok = w->T && w->Kuf && w->Wuf && w->beta && w->h;
+    }
+    if (!ok) {
+        work_free(w);
+        return GP_ENOMEM;
+    }
+    return GP_OK;
+}
+
+/* L, V = L^{-1} Kuf, B = I + V V^T / s2 (full), Lb = chol(B), and the value
+ * of F into terms. *jitter receives Kuu's. */
+static int bound_value(const gp_kernel *k, double s2, const double *X, const double *y,
+                       const double *Z, sgpr_work *w, double *jitter, gp_sgpr_terms *terms,
+                       gp_error *err)
+{
+    size_t n = w->n, m = w->m;
+    int rc = gp_inducing_kuu_factor(k, Z, m, w->L, jitter, err);
+    if (rc)
+        return rc == GP_EDATA ? rc : GP_ENOTPD;
+    gp_kernel_cross(k, Z, m, X, n, w->V, m);
+    if (w->Kuf) /* the gradient's contraction reuses the values */
+        memcpy(w->Kuf, w->V, m * n * sizeof *w->V);
+    gp_trsm_lower(w->L, m, m, 0, w->V, n, m);
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)n, 1.0 / s2, w->V,
+                (blasint)m, 0.0, w->B, (blasint)m);
+    for (size_t i = 0; i < m; i++)
+        w->B[i * m + i] += 1.0;
+    gp_symmetrize_from_lower(w->B, m, m);
+    memcpy(w->Lb, w->B, m * m * sizeof *w->B);
+    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)m, w->Lb, (lapack_int)m) != 0)
+        return gp_error_set(err, GP_ENOTPD, NULL, "I + V V^T / s2 is not positive definite");
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)m, (blasint)n, 1.0, w->V, (blasint)m, y, 1,
+                0.0, w->vy, 1);
+    for (size_t i = 0; i < m; i++)
+        w->c[i] = w->vy[i] / s2;
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, w->Lb,
+                (blasint)m, w->c, 1);
+    memcpy(w->mw, w->c, m * sizeof *w->c);
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, w->Lb,
+                (blasint)m, w->mw, 1);
+    double trvv = cblas_ddot((blasint)(m * n), w->V, 1, w->V, 1);
+    double kdiag = (double)n * gp_kernel_diag(k, X); /* stationary: one point serves */
+    double yy = cblas_ddot((blasint)n, y, 1, y, 1), cc = cblas_ddot((blasint)m, w->c, 1, w->c, 1);
+    terms->trace = kdiag - trvv;
+    terms->bound = -0.5 * (double)n * (LOG_2PI + log(s2)) - 0.5 * gp_chol_logdet(w->Lb, m, m) -
+                   0.5 * (yy / s2 - cc) - terms->trace / (2.0 * s2);
+    if (!isfinite(terms->bound))
+        return gp_error_set(err, GP_ENOTPD, NULL, "the bound is not finite");
+    return GP_OK;
+}
+
+/* Binv = B^{-1} (full) from Lb. */
+static int invert_b(sgpr_work *w, gp_error *err)
+{
+    size_t m = w->m;
+    memcpy(w->Binv, w->Lb, m * m * sizeof *w->Lb);
+    if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)m, w->Binv, (lapack_int)m) != 0)
+        return gp_error_set(err, GP_ENOTPD, NULL, "B is singular");
+    gp_symmetrize_from_lower(w->Binv, m, m);
+    return GP_OK;
+}
+
+/* Wuf = 2 H = 2 T V + 2 h beta^T with T = L^{-T} (I - B^{-1}) / (2 s2) and
+ * h = L^{-T} mw / 2; beta = (y - V^T mw) / s2. */
+static void sensitivity_fu(double s2, const double *y, sgpr_work *w)
+{
+    size_t n = w->n, m = w->m;
+    for (size_t i = 0; i < n; i++)
+        w->beta[i] = y[i];
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)n, -1.0, w->V, (blasint)m, w->mw,
+                1, 1.0, w->beta, 1);
+    for (size_t i = 0; i < n; i++)
+        w->beta[i] /= s2;
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = 0; i < m; i++)
+            w->T[i + j * m] = ((i == j ? 1.0 : 0.0) - w->Binv[i + j * m]) / (2.0 * s2);
+    gp_trsm_lower(w->L, m, m, 1, w->T, m, m);
+    for (size_t i = 0; i < m; i++)
+        w->h[i] = 0.5 * w->mw[i];
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, w->L, (blasint)m,
+                w->h, 1);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)m,
+                2.0, w->T, (blasint)m, w->V, (blasint)m, 0.0, w->Wuf, (blasint)m);
+    cblas_dger(CblasColMajor, (blasint)m, (blasint)n, 2.0, w->h, 1, w->beta, 1, w->Wuf,
+               (blasint)m);
+}
+
+/* Wuu = -L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2 into T (reused). */
+static void sensitivity_uu(sgpr_work *w)
+{
+    size_t m = w->m;
+    double *S = w->T;
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = 0; i < m; i++)
+            S[i + j * m] = w->B[i + j * m] + w->Binv[i + j * m] + w->mw[i] * w->mw[j] -
+                           (i == j ? 2.0 : 0.0);
+    gp_trsm_lower(w->L, m, m, 1, S, m, m);
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
+                (blasint)m, -0.5, w->L, (blasint)m, S, (blasint)m);
+    gp_symmetrize_average(S, m, m);
+}
+
+static int bound_gradient(const gp_kernel *k, double s2, const double *X, const double *y,
+                          const double *Z, const gp_sgpr_terms *terms, sgpr_work *w,
+                          double *grad, double *gz, gp_error *err)
+{
+    size_t n = w->n, m = w->m, np = gp_kernel_n_params(k);
+    sensitivity_fu(s2, y, w);
+    sensitivity_uu(w);
+    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, w->T, -1.0 / (2.0 * s2), grad,
+                                  gz, err);
+    if (rc)
+        return rc;
+    double tr_binv = 0.0;
+    for (size_t i = 0; i < m; i++)
+        tr_binv += w->Binv[i * m + i];
+    double bb = cblas_ddot((blasint)n, w->beta, 1, w->beta, 1);
+    double gs = -0.5 * (((double)n - (double)m + tr_binv) / s2 - bb) +
+                terms->trace / (2.0 * s2 * s2);
+    grad[np] = s2 * gs;
+    return GP_OK;
+}
+
+static void fill_post(const sgpr_work *w, const double *Z, size_t d, double jitter,
+                      gp_inducing_post *post)
+{
+    size_t m = w->m;
+    memcpy(post->Z, Z, d * m * sizeof *Z);
+    memcpy(post->L, w->L, m * m * sizeof *w->L);
+    memcpy(post->C, w->Binv, m * m * sizeof *w->Binv);
+    memcpy(post->mt, w->mw, m * sizeof *w->mw);
+    post->jitter = jitter;
+}
+
+int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size_t d,
+                  const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
+                  double *grad, double *gz, gp_inducing_post *post, gp_error *err)
+{
+    if (n == 0 || m == 0 || !(s2 > 0.0))
+        return gp_error_set(err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
+    sgpr_work w;
+    double jitter = 0.0;
+    int rc = work_alloc(&w, n, m, grad != NULL, err);
+    if (rc == GP_OK)
+        rc = bound_value(k, s2, X, y, Z, &w, &jitter, terms, err);
+    if (rc == GP_OK && (grad || post))
+        rc = invert_b(&w, err);
+    if (rc == GP_OK && grad)
+        rc = bound_gradient(k, s2, X, y, Z, terms, &w, grad, gz, err);
+    if (rc == GP_OK && post) {
+        rc = gp_inducing_post_alloc(post, m, d, err);
+        if (rc == GP_OK)
+            fill_post(&w, Z, d, jitter, post);
+    }
+    work_free(&w);
+    return rc;
+}
+
