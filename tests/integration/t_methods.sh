@@ -18,7 +18,8 @@ renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,
 pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}
 svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
 hkd|hk2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
-rfgp|rf2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":64,"warmup":50}|inducing|{"features":32,"warmup":20,"width_selection":"ml","max_iterations":5}'
+rfgp|rf2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":64,"warmup":50}|inducing|{"features":32,"warmup":20,"width_selection":"ml","max_iterations":5}
+gwi|gw2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":12,"epochs":40}|particles|{"inducing":8,"epochs":6}'
 
 # The listing of method $1 in $T/methods.json (GET /v1/methods).
 listing() {
@@ -272,6 +273,33 @@ method_rfgp() {
     [ "$(jstr state)" = online ] && [ "$(jnum features)" = 64 ] && [ "$(jstr width_selection)" = median ]
     verdict "rfgp reports state online, 64 features and median widths" $? "state '$(jstr state)' features '$(jnum features)'"
     # observe, the warm-up and the gate are the online area (t_online.sh)
+}
+
+method_gwi() {
+    req GET /v1/models/gw2d
+    [ "$(jnum inducing)" = 12 ] && [ "$(jstr mean)" = kernel_sum ] && [ -n "$(jnum prior_objective)" ] &&
+        [ "$(jqb '.diagnostics.objective_name')" = validation_nll ] &&
+        awk -v a="$(jnum temper)" -v e="$(jnum best_epoch)" -v r="$(jnum epochs_run)" \
+            'BEGIN { exit !(a >= 1e-6 && a <= 2 && e >= 0 && e <= r && r <= 40) }'
+    verdict "gwi reports inducing 12, kernel_sum, the prior fit, temper in [1e-6, 2], best epoch <= epochs run" $? "inducing '$(jnum inducing)' temper '$(jnum temper)'"
+    # GWI-net, the thesis's estimator and objective: fit, predict, sample, remembered for restart
+    csv_to_json gw-net '"method":"gwi","kernel":{"type":"rbf","ard":true},"seed":3,"options":{"mean":"mlp","hidden":6,"w2_estimator":"thesis_nonsym","objective":"code_w","inducing":10,"epochs":30,"w2_points":20,"prior":"inducing","temper":false},' <"$T/ss.csv" >"$T/gw_net.json"
+    check_json "fit gwi mlp + thesis_nonsym + code_w" 201 /v1/models @"$T/gw_net.json"
+    [ "$(jstr mean)" = mlp ] && [ "$(jnum temper)" = 1 ] && [ "$(jnum w2_points)" = 20 ]
+    verdict "gwi mlp reports the network mean, no tempering, 20 W2 points" $? "mean '$(jstr mean)' temper '$(jnum temper)'"
+    check_json "predict gwi mlp" 200 /v1/models/gw-net/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.05,0.95]}"
+    jhas 'all(.mean[]; type == "number") and all(.variance[]; . > 0)'
+    verdict "gwi mlp predicts finite means and positive variances" $? "bad values"
+    remember gwi-mlp-predict /v1/models/gw-net/predict "{\"X\":$SSX,\"full_covariance\":true,\"quantiles\":[0.05,0.95]}"
+    remember gwi-mlp-sample /v1/models/gw-net/sample "{\"X\":$SSX,\"n_samples\":4,\"seed\":9,\"include_noise\":true}"
+    jhas '(.options[] | select(.name == "mean") | .choices == ["kernel_sum","mlp"]) and (.options[] | select(.name == "w2_estimator") | .choices == ["bures_sym","thesis_nonsym"])' "$T/listing.json"
+    verdict "/v1/methods lists the gwi means and W2 estimators" $? "choices differ"
+    check_jerr "gwi: mean foo" 400 invalid_argument '^options\.mean$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"mean\":\"foo\"},$SSB}"
+    check_jerr "gwi: hidden 0" 400 invalid_argument '^options\.hidden$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"hidden\":0},$SSB}"
+    check_jerr "gwi: validation_fraction 0.9" 400 invalid_argument '^options\.validation_fraction$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"validation_fraction\":0.9},$SSB}"
+    check_jerr "gwi: objective w2" 400 invalid_argument '^options\.objective$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"objective\":\"w2\"},$SSB}"
+    check_jerr "gwi: temper 1" 400 invalid_argument '^options\.temper$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"temper\":1},$SSB}"
+    check_jerr "gwi: w2_points 0" 400 invalid_argument '^options\.w2_points$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"w2_points\":0},$SSB}"
 }
 
 method_renyi() {
