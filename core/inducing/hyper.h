@@ -66,15 +66,16 @@ int gp_hyper_problem_fit(gp_hyper_problem *p, const double *Xt, size_t n, const 
 
 /* Put x into k's free parameters (k has the structure of the kernel p was made
  * from; its fixed parameters take p's values) and the noise it describes into
- * *s2 (the noise's start when not learned). x becomes the working copy's
- * current point. */
+ * *s2 (the noise's start when not learned). x's kernel part becomes the
+ * point gp_hyper_problem_start reads. */
 void gp_hyper_problem_apply(gp_hyper_problem *p, const double *x, gp_kernel *k, double *s2);
 
 /* Maximise the exact log marginal likelihood of t ~ N(0, K + s2 I) on the n
  * points Xt (d x n point-major, working units) over the free parameters of k
  * (updated in place) and the noise as np describes it (its value into *s2),
  * with gp_driver_minimize and the options opt (iterations, tolerance, seed,
- * progress, cancel). res (may be NULL) receives the driver's result. */
+ * progress, cancel). res (may be NULL) receives the driver's result. On an
+ * error (GP_ECANCELLED, GP_ENOTPD, GP_ENOMEM) k and *s2 are left as they were. */
 int gp_hyper_fit_points(gp_kernel *k, const gp_noise_param *np, double *s2, const double *Xt,
                         size_t n, const double *t, const gp_driver_options *opt,
                         gp_driver_result *res, gp_error *err);
