@@ -920,8 +920,8 @@ static int choose_inducing(const gwi_data *D, size_t M, uint64_t seed, double *Z
     return GP_OK;
 }
 
-/* The hyperparameter fit reports iteration 0 of the epoch budget: a job
- * shows it under way and can cancel it. */
+/* The prior's fit (either kind) reports iteration 0 of the epoch budget: a
+ * job shows it under way and can cancel it. */
 typedef struct progress_ctx {
     const gp_fit_request *req;
     int epochs;
@@ -935,17 +935,11 @@ static int hyper_progress(void *ctx, int iteration, int max_iterations, double o
     return pc->req->progress(pc->req->progress_ctx, 0, pc->epochs, objective);
 }
 
-/* The prior fit reports iteration 0 of the epoch budget through req. */
-static int zero_progress(void *ctx, int iteration, int max_iterations, double objective)
-{
-    return hyper_progress(ctx, iteration, max_iterations, objective);
-}
-
 static int sgpr_prior_objective(void *ctx, const gp_kernel *k, double s2, const double *Z,
                                 size_t m, double *f, double *grad, double *gz)
 {
     const gwi_data *D = ctx;
-    gp_sgpr_terms t;
+    gp_sgpr_terms t = {NAN, NAN};
     gp_error e;
     int rc = gp_sgpr_bound(k, s2, D->Xtr, D->ntr, D->d, D->ytr, Z, m, &t, grad, gz, NULL, &e);
     *f = t.bound;
@@ -964,7 +958,7 @@ static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_
     gp_noise_param_init(&np, req, D->ytr, D->ntr);
     progress_ctx pc = {req, st->epochs};
     gp_fit_request quiet = *req;
-    quiet.progress = req->progress ? zero_progress : NULL;
+    quiet.progress = req->progress ? hyper_progress : NULL;
     quiet.progress_ctx = &pc;
     double f = NAN;
     gp_inducing_fit_spec spec = {.fn = sgpr_prior_objective, .ctx = (void *)D,
@@ -1108,12 +1102,15 @@ static int validation_scores(trainer *T, double *nll, double *a, gp_error *err)
     return GP_OK;
 }
 
-/* B5: the tempering factor alpha from a (clipped; 1 without tempering) and
+/* B5: the tempering factor alpha from a (clipped; 1 without tempering, or
+ * with fewer than GP_GWI_TEMPER_MIN_ROWS rows to estimate it from) and
  * the NLL with every variance times alpha: + log(alpha)/2, the squares over
  * alpha. */
 static double tempered_nll(const trainer *T, double nll, double a, double *alpha)
 {
-    *alpha = T->st->temper ? fmin(fmax(a, GP_GWI_TEMPER_MIN), GP_GWI_TEMPER_MAX) : 1.0;
+    size_t rows = T->D->nva ? T->D->nva : T->D->ntr;
+    int on = T->st->temper && rows >= GP_GWI_TEMPER_MIN_ROWS;
+    *alpha = on ? fmin(fmax(a, GP_GWI_TEMPER_MIN), GP_GWI_TEMPER_MAX) : 1.0;
     return nll + 0.5 * log(*alpha) + 0.5 * a * (1.0 / *alpha - 1.0);
 }
 
@@ -1578,7 +1575,8 @@ static const gp_option_spec gwi_options[] = {
      "(prior inducing always keeps them, as the thesis's GWI-net)"},
     {"temper", GP_OPTION_BOOL, 1, NULL, 0, 1, NULL,
      "multiply the predictive variances by alpha = mean[(y - m)^2 / (r + s2)] over the "
-     "validation rows, clipped to [1e-6, 2] (the closed-form NLL minimiser)"},
+     "validation rows, clipped to [1e-6, 2] (the closed-form NLL minimiser; 1 when fewer than "
+     "10 rows are there to estimate it)"},
 };
 
 static const gp_method_ops gwi_ops = {

@@ -63,6 +63,10 @@ extern const gp_method gp_method_gwi;
  * widen its bands). */
 #define GP_GWI_TEMPER_MIN 1e-6
 #define GP_GWI_TEMPER_MAX 2.0
+/* Fewer validation rows than this leave alpha at 1: a variance factor
+ * estimated from a handful of residuals is noise (a 3-row fit holds out one
+ * row, and tempered its variance to 1e-6 of the prior's). */
+#define GP_GWI_TEMPER_MIN_ROWS 10
 
 typedef enum gp_gwi_mean_kind { GP_GWI_MEAN_KERNEL_SUM = 0, GP_GWI_MEAN_MLP } gp_gwi_mean_kind;
 typedef enum gp_gwi_w2_kind { GP_GWI_W2_BURES_SYM = 0, GP_GWI_W2_THESIS_NONSYM } gp_gwi_w2_kind;
