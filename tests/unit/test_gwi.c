@@ -774,6 +774,13 @@ static void test_fit_temper(void **state)
     }
     gp_model_free(on);
     gp_model_free(off);
+    /* 6 validation rows (5 % of 120): too few to estimate alpha, which stays 1 */
+    case_set(&c, "temper", 1);
+    case_set(&c, "validation_fraction", 0.05);
+    gp_model *few = case_fit(&c, "temper on, 6 validation rows");
+    assert_true(info_number(few, "validation_rows") < GP_GWI_TEMPER_MIN_ROWS);
+    assert_true(info_number(few, "temper") == 1.0);
+    gp_model_free(few);
 }
 
 /* (d) the same seed: bit-identical parameters and predictions (every
