@@ -288,7 +288,8 @@ int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
 
 /* ---- sample ---- */
 
-/* Joint draws (docs/methods/renyi-gp.md §3.2) from the latent covariance (gp_model_gaussian_draws). */
+/* Joint draws (docs/methods/renyi-gp.md §3.2) from the latent covariance
+ * (gp_model_gaussian_draws). */
 int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
                        const gp_sample_request *req, double *samples, gp_error *err)
 {

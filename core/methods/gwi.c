@@ -90,11 +90,11 @@ void gp_gwi_work_free(gp_gwi_work *w)
 {
     if (w == NULL)
         return;
-    double **bufs[] = {&w->L,  &w->KB, &w->AB, &w->PB,  &w->KS,  &w->AS,  &w->PS, &w->mean,
-                       &w->gout, &w->rb, &w->KSS, &w->RSS, &w->Kh, &w->Bm, &w->T1, &w->T2,
-                       &w->ev, &w->mu, &w->gL,  &w->Tm,  &w->Tm2, &w->Xc,  &w->H1,  &w->H2, &w->G1,
-                       &w->G2, &w->RSB, &w->KBS, &w->A,  &w->VL,  &w->VR,  &w->E,  &w->wr,
-                       &w->wi};
+    double **bufs[] = {&w->L,   &w->KB,  &w->AB,  &w->PB, &w->KS,  &w->AS, &w->PS,
+                       &w->mean, &w->gout, &w->rb, &w->KSS, &w->RSS, &w->Kh, &w->Bm,
+                       &w->T1,  &w->T2,  &w->ev,  &w->mu, &w->gL,  &w->Tm, &w->Tm2,
+                       &w->Xc,  &w->H1,  &w->H2,  &w->G1, &w->G2,  &w->RSB, &w->KBS,
+                       &w->A,   &w->VL,  &w->VR,  &w->E,  &w->wr,  &w->wi};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(*bufs[i]);
     free(w);
@@ -133,7 +133,8 @@ int gp_gwi_work_new(const gp_gwi_setup *s, size_t nb, size_t ns, gp_gwi_work **o
         {&w->KS, m, ns, 1},    {&w->AS, m, ns, 1},    {&w->PS, m, ns, 1},   {&w->mean, cols, 1, 1},
         {&w->gout, cols, 1, 1}, {&w->rb, nb, 1, 1},   {&w->KSS, ns, ns, 1}, {&w->RSS, ns, ns, 1},
         {&w->Kh, ns, ns, 1},   {&w->Bm, ns, ns, 1},   {&w->T1, ns, ns, 1},  {&w->T2, ns, ns, 1},
-        {&w->ev, ns, 1, 1},    {&w->mu, ns, 1, 1},    {&w->gL, m, m, 1},    {&w->Tm, big, m, 1},  {&w->Tm2, big, m, 1},
+        {&w->ev, ns, 1, 1},    {&w->mu, ns, 1, 1},    {&w->gL, m, m, 1},    {&w->Tm, big, m, 1},
+        {&w->Tm2, big, m, 1},
         {&w->Xc, s->d, cols, h > 0}, {&w->H1, h, cols, h > 0}, {&w->H2, h, cols, h > 0},
         {&w->G1, h, cols, h > 0}, {&w->G2, h, cols, h > 0},
         {&w->RSB, ns, nb, nonsym}, {&w->KBS, nb, ns, nonsym}, {&w->A, ns, ns, nonsym},
@@ -1262,7 +1263,8 @@ static int size_guard(const gp_fit_request *req, const gwi_settings *st, gp_erro
     double n = (double)req->n, d = (double)req->d, m = (double)inducing_count(st, req->n);
     double nb = (double)batch_size(st, req->n), ns = fmin((double)st->w2_points, n);
     double h = st->mean == GP_GWI_MEAN_MLP ? (double)st->hidden : 0.0;
-    double need = 3.0 * n * (d + 1.0) + (st->prior_sgpr ? 3.0 * m * n : 0.0) + 6.0 * m * (nb + ns) + 12.0 * ns * ns + 8.0 * m * m +
+    double need = 3.0 * n * (d + 1.0) + (st->prior_sgpr ? 3.0 * m * n : 0.0) +
+                  6.0 * m * (nb + ns) + 12.0 * ns * ns + 8.0 * m * m +
                   (4.0 * h + d) * (nb + ns) + 2.0 * nb * ns + 3.0 * (h * h + h * d);
     double cap = (double)gp_fit_point_cap(req);
     if (need > cap * cap)

@@ -804,7 +804,8 @@ static void test_fit_replay(void **state)
             size_t cnt = sa.arrays[i].rows * sa.arrays[i].cols;
             int diag = strcmp(sa.arrays[i].name, "diagnostics") == 0;
             for (size_t j = 0; j < cnt; j++)
-                if (!(diag && j == 5) && memcmp(&sa.arrays[i].data[j], &sb.arrays[i].data[j], sizeof(double)) != 0)
+                if (!(diag && j == 5) &&
+                    memcmp(&sa.arrays[i].data[j], &sb.arrays[i].data[j], sizeof(double)) != 0)
                     fail_msg("%s: replayed fit differs in %s[%zu]: %.17g vs %.17g", means[k],
                              sa.arrays[i].name, j, sa.arrays[i].data[j], sb.arrays[i].data[j]);
         }
