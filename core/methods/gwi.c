@@ -62,7 +62,12 @@ size_t gp_gwi_mean_size(const gp_gwi_setup *s)
 
 size_t gp_gwi_n_params(const gp_gwi_setup *s)
 {
-    return gp_gwi_mean_size(s) + s->m * (s->m + 1) / 2;
+    return gp_gwi_mean_size(s) + s->m * (s->m + 1) / 2 + (s->learn_noise ? 1 : 0);
+}
+
+double gp_gwi_noise(const gp_gwi_setup *s, const double *theta)
+{
+    return s->learn_noise ? GP_GWI_NOISE_FLOOR + exp(theta[gp_gwi_n_params(s) - 1]) : s->s2;
 }
 
 /* ---- the workspace ---- */
@@ -74,6 +79,7 @@ struct gp_gwi_work {
     double *KS, *AS, *PS;         /* m x ns */
     double *mean, *gout;          /* cols: m_Q at [B S], dloss/dm_Q there */
     double *rb;                   /* nb */
+    double s2, fit_sum;           /* the noise at theta; sum_b (y_b - m_b)^2 + r_bb */
     double *KSS, *RSS, *Kh, *Bm, *T1, *T2; /* ns x ns */
     double *ev, *mu;              /* ns */
     double *gL;                   /* m x m */
@@ -501,7 +507,8 @@ static int forward(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, c
                    const double *yB, size_t nb, const double *XS, size_t ns, gp_gwi_terms *t,
                    size_t *cols, gp_error *err)
 {
-    double N = (double)s->n_total, s2 = s->s2;
+    double N = (double)s->n_total, s2 = gp_gwi_noise(s, theta);
+    w->s2 = s2;
     unpack_theta(s, w, theta);
     *cols = network_columns(s, w, XB, nb, XS, ns);
     forward_job job = {.s = s, .w = w, .theta = theta, .XB = XB, .XS = XS, .nb = nb, .ns = ns};
@@ -517,6 +524,7 @@ static int forward(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, c
         rsum += w->rb[b];
         mb2 += w->mean[b] * w->mean[b];
     }
+    w->fit_sum = sq + rsum;
     t->nll = 0.5 * N * (LOG_2PI + log(s2)) + N / (double)nb * (sq + rsum) / (2.0 * s2);
     t->w2sq = job.w2sq;
     if (s->w2 == GP_GWI_W2_THESIS_NONSYM) {
@@ -540,7 +548,7 @@ static void grad_factor(const gp_gwi_setup *s, gp_gwi_work *w, size_t nb, size_t
     size_t m = s->m;
     blasint bm = (blasint)m, bb = (blasint)nb, bn = (blasint)ns;
     double N = (double)s->n_total;
-    double cB = c.data * N / (s->s2 * (double)nb); /* K_ZB P_B^T's coefficient */
+    double cB = c.data * N / (w->s2 * (double)nb); /* K_ZB P_B^T's coefficient */
     if (s->w2 == GP_GWI_W2_THESIS_NONSYM)
         cB += c.w2 * 2.0 / (double)nb;
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, bm, bm, bb, cB, w->KB, bm, w->PB, bm,
@@ -578,7 +586,7 @@ static void grad_outputs(const gp_gwi_setup *s, gp_gwi_work *w, const double *yB
     double N = (double)s->n_total;
     int bures = s->w2 == GP_GWI_W2_BURES_SYM;
     for (size_t b = 0; b < nb; b++) {
-        double g = -c.data * N / (double)nb * (yB[b] - w->mean[b]) / s->s2;
+        double g = -c.data * N / (double)nb * (yB[b] - w->mean[b]) / w->s2;
         if (!bures)
             g += c.w2 * 2.0 / (double)nb * w->mean[b];
         w->gout[b] = g;
@@ -617,6 +625,11 @@ int gp_gwi_loss(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, cons
     grad_outputs(s, w, yB, nb, ns, c);
     grad_mean(s, w, theta, nb, ns, cols, grad);
     grad_factor(s, w, nb, ns, c, grad + gp_gwi_mean_size(s));
+    if (s->learn_noise) { /* d nll / d s2 times d s2 / dx = s2 - floor */
+        double N = (double)s->n_total, s2 = w->s2;
+        double ds2 = 0.5 * N / s2 - N / (double)nb * w->fit_sum / (2.0 * s2 * s2);
+        grad[gp_gwi_n_params(s) - 1] = c.data * ds2 * (s2 - GP_GWI_NOISE_FLOOR);
+    }
     return GP_OK;
 }
 
@@ -729,6 +742,8 @@ int gp_gwi_init(const gp_gwi_setup *s, const double *X, const double *y, size_t 
         rc = initial_factor(s, B, S, theta + gp_gwi_mean_size(s), err);
     if (rc == GP_OK && s->mean == GP_GWI_MEAN_MLP)
         init_network(s, seed, theta);
+    if (rc == GP_OK && s->learn_noise)
+        theta[gp_gwi_n_params(s) - 1] = log(fmax(s->s2 - GP_GWI_NOISE_FLOOR, 1e-300));
     if (rc == GP_OK && s->mean == GP_GWI_MEAN_KERNEL_SUM) {
         /* beta = Lk^{-T} B^{-1} c / s2 */
         LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (lapack_int)m, 1, B, (lapack_int)m, c,
@@ -761,6 +776,7 @@ typedef struct gwi_settings {
     int epochs, patience, temper;
     int prior_sgpr; /* prior "sgpr": the collapsed bound on every training row */
     int optimize_inducing; /* with prior sgpr: Z moves with the hyperparameters */
+    int learn_noise;       /* the noise is trained with q (not when the request fixes it) */
     double learning_rate, validation_fraction;
 } gwi_settings;
 
@@ -785,6 +801,7 @@ static void read_settings(const gp_fit_request *req, gwi_settings *st)
     st->temper = gp_option_number(me, req, "temper") != 0.0;
     st->prior_sgpr = strcmp(gp_option_string(me, req, "prior"), "sgpr") == 0;
     st->optimize_inducing = gp_option_number(me, req, "optimize_inducing") != 0.0;
+    st->learn_noise = gp_option_number(me, req, "learn_noise") != 0.0 && !req->noise_fixed;
     st->learning_rate = gp_option_number(me, req, "learning_rate");
     st->validation_fraction = gp_option_number(me, req, "validation_fraction");
 }
@@ -1092,9 +1109,9 @@ static int validation_scores(trainer *T, double *nll, double *a, gp_error *err)
     int rc = gp_gwi_latent(T->s, T->w, T->theta, X, n, T->vm, T->vv, err);
     if (rc)
         return rc;
-    double sum = 0.0, q = 0.0;
+    double sum = 0.0, q = 0.0, s2 = gp_gwi_noise(T->s, T->theta);
     for (size_t i = 0; i < n; i++) {
-        double v = fmax(T->vv[i], 0.0) + T->s->s2, e = y[i] - T->vm[i];
+        double v = fmax(T->vv[i], 0.0) + s2, e = y[i] - T->vm[i];
         sum += 0.5 * (LOG_2PI + log(v)) + e * e / (2.0 * v);
         q += e * e / v;
     }
@@ -1209,6 +1226,7 @@ typedef struct gwi_impl {
                               scale = alpha (gp_inducing_predict reads it) */
     gp_gwi_mean_kind mean;
     size_t hidden;
+    int learn_noise; /* theta ends with the noise's unconstrained value */
     double *theta; /* the fitted parameters (gwi.h's layout) */
     size_t n_theta;
 } gwi_impl;
@@ -1329,6 +1347,8 @@ static int train_into(gp_model *model, const gp_fit_request *req, const gwi_sett
     }
     if (rc == GP_OK)
         rc = train(&T, err);
+    if (rc == GP_OK)
+        model->noise_variance = gp_gwi_noise(s, T.theta);
     double alpha = 1.0, nll = 0.0;
     if (rc == GP_OK)
         rc = temper(&T, &alpha, &nll, err);
@@ -1366,9 +1386,11 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     if (rc == GP_OK) {
         gp_gwi_setup s = {.k = model->kernel, .s2 = model->noise_variance, .Z = Z, .m = m,
                           .d = d, .Lk = Lk, .mean = st->mean, .hidden = st->hidden,
-                          .w2 = st->w2, .objective = st->objective, .n_total = D.ntr};
+                          .w2 = st->w2, .objective = st->objective, .n_total = D.ntr,
+                          .learn_noise = st->learn_noise};
         im->mean = st->mean;
         im->hidden = st->hidden;
+        im->learn_noise = st->learn_noise;
         model->diag.jitter = jitter;
         rc = train_into(model, req, st, &D, &s, jitter, im, err);
     }
@@ -1470,14 +1492,18 @@ static int gwi_export(const gp_model *model, gp_state *st, gp_error *err)
         rc = gp_state_put_scalar(st, "mean_mlp", im->mean == GP_GWI_MEAN_MLP ? 1.0 : 0.0, err);
     if (rc == GP_OK)
         rc = gp_state_put_scalar(st, "hidden", (double)im->hidden, err);
+    if (rc == GP_OK)
+        rc = gp_state_put_scalar(st, "noise_learned", im->learn_noise ? 1.0 : 0.0, err);
     return rc;
 }
 
 /* The mean kind and width, checked (GP_EDATA naming the array). */
 static int import_shape(const gp_state *st, gwi_impl *im, gp_error *err)
 {
-    double mlp, hidden, alpha;
+    double mlp, hidden, alpha, learned;
     int rc = gp_state_get_scalar(st, "mean_mlp", &mlp, err);
+    if (rc == GP_OK)
+        rc = gp_state_get_scalar(st, "noise_learned", &learned, err);
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "hidden", &hidden, err);
     if (rc == GP_OK)
@@ -1486,6 +1512,9 @@ static int import_shape(const gp_state *st, gwi_impl *im, gp_error *err)
         return rc;
     if (mlp != 0.0 && mlp != 1.0)
         return gp_error_set(err, GP_EDATA, "mean_mlp", "mean_mlp must be 0 or 1");
+    if (learned != 0.0 && learned != 1.0)
+        return gp_error_set(err, GP_EDATA, "noise_learned", "noise_learned must be 0 or 1");
+    im->learn_noise = learned == 1.0;
     if (!(hidden >= 1.0 && hidden <= 4096.0 && hidden == floor(hidden)))
         return gp_error_set(err, GP_EDATA, "hidden", "hidden must be a width from 1 to 4096");
     if (!(alpha >= GP_GWI_TEMPER_MIN && alpha <= GP_GWI_TEMPER_MAX))
@@ -1511,7 +1540,7 @@ static int gwi_import(gp_model *model, const gp_state *st, gp_error *err)
     const double *theta = NULL;
     if (rc == GP_OK) {
         gp_gwi_setup s = {.m = im->post.m, .d = model->input_dim, .mean = im->mean,
-                          .hidden = im->hidden};
+                          .hidden = im->hidden, .learn_noise = im->learn_noise};
         im->n_theta = gp_gwi_n_params(&s);
         rc = gp_state_get(st, "params", im->n_theta, 1, &theta, err);
     }
@@ -1575,6 +1604,10 @@ static const gp_option_spec gwi_options[] = {
      "with prior sgpr: the inducing inputs move with the hyperparameters in that fit (as "
      "sgpr's do), then stay fixed while the W2 loss is trained; false keeps the drawn inputs "
      "(prior inducing always keeps them, as the thesis's GWI-net)"},
+    {"learn_noise", GP_OPTION_BOOL, 0, NULL, 0, 1, NULL,
+     "also train the noise variance with q (Adam on its log, from the prior fit's value); "
+     "false (default) keeps the prior fit's noise, as the thesis does. A fixed noise in the "
+     "request is kept either way"},
     {"temper", GP_OPTION_BOOL, 1, NULL, 0, 1, NULL,
      "multiply the predictive variances by alpha = mean[(y - m)^2 / (r + s2)] over the "
      "validation rows, clipped to [1e-6, 2] (the closed-form NLL minimiser; 1 when fewer than "

@@ -87,15 +87,23 @@ typedef struct gp_gwi_setup {
     gp_gwi_w2_kind w2;
     gp_gwi_objective_kind objective;
     size_t n_total;     /* N, the training rows (the data term's N / nb) */
+    /* [D] 1: the noise is a parameter too (theta's last entry x, noise
+     * GP_GWI_NOISE_FLOOR + exp(x); s2 is then only its start). */
+    int learn_noise;
 } gp_gwi_setup;
+
+#define GP_GWI_NOISE_FLOOR 1e-8
 
 /* The parameter vector theta: the mean's parameters first, then the lower
  * triangle of L column by column (gp_pack_lower's layout, m(m+1)/2).
  * kernel_sum: beta (m). mlp: W1 (h x d), b1 (h), W2 (h x h), b2 (h),
- * W3 (1 x h), b3 (1), each column-major, in that order. */
+ * W3 (1 x h), b3 (1), each column-major, in that order. With learn_noise,
+ * one more entry last: the noise's unconstrained value. */
 size_t gp_gwi_mlp_size(size_t d, size_t h);
 size_t gp_gwi_mean_size(const gp_gwi_setup *s);
 size_t gp_gwi_n_params(const gp_gwi_setup *s);
+/* The noise variance at theta (s->s2 unless learn_noise). */
+double gp_gwi_noise(const gp_gwi_setup *s, const double *theta);
 
 typedef struct gp_gwi_terms {
     double loss; /* what the fit minimises (objective above) */

@@ -311,25 +311,31 @@ static void test_t7_gradients(void **state)
     (void)state;
     static const char *w2_names[] = {"bures_sym", "thesis_nonsym"};
     static const char *obj_names[] = {"thesis_w2sq", "code_w"};
-    for (int mk = 0; mk < 2; mk++)
-        for (int wk = 0; wk < 2; wk++)
-            for (int ok = 0; ok < 2; ok++) {
-                gp_gwi_mean_kind mean = mk ? GP_GWI_MEAN_MLP : GP_GWI_MEAN_KERNEL_SUM;
-                toy t;
-                toy_init(&t, mean, (gp_gwi_w2_kind)wk, (gp_gwi_objective_kind)ok);
-                double *theta = toy_theta(&t, 0.1, 100 + (uint64_t)(4 * mk + 2 * wk + ok));
-                gp_gwi_terms terms = toy_loss(&t, theta, NULL);
-                fd_stats st = fd_check(&t, theta);
-                print_message("T7 %-10s %-13s %-11s: loss %.6g, w2sq %.4g, max rel err %.2e "
-                              "(theta[%zu] of %zu)\n",
-                              mean_label(mean), w2_names[wk], obj_names[ok], terms.loss,
-                              terms.w2sq, st.worst, st.where, t.np);
-                if (st.worst >= 1e-5)
-                    fail_msg("T7 %s %s %s: relative error %.3g at theta[%zu]", mean_label(mean),
-                             w2_names[wk], obj_names[ok], st.worst, st.where);
-                free(theta);
-                toy_free(&t);
-            }
+    for (int ln = 0; ln < 2; ln++) /* the noise a parameter too (its entry is theta's last) */
+        for (int mk = 0; mk < 2; mk++)
+            for (int wk = 0; wk < 2; wk++)
+                for (int ok = 0; ok < 2; ok++) {
+                    gp_gwi_mean_kind mean = mk ? GP_GWI_MEAN_MLP : GP_GWI_MEAN_KERNEL_SUM;
+                    toy t;
+                    toy_init(&t, mean, (gp_gwi_w2_kind)wk, (gp_gwi_objective_kind)ok);
+                    t.s.learn_noise = ln;
+                    t.np = gp_gwi_n_params(&t.s);
+                    double *theta =
+                        toy_theta(&t, 0.1, 100 + (uint64_t)(8 * ln + 4 * mk + 2 * wk + ok));
+                    gp_gwi_terms terms = toy_loss(&t, theta, NULL);
+                    fd_stats st = fd_check(&t, theta);
+                    print_message("T7 %-10s %-13s %-11s noise %s: loss %.6g, w2sq %.4g, max rel "
+                                  "err %.2e (theta[%zu] of %zu)\n",
+                                  mean_label(mean), w2_names[wk], obj_names[ok],
+                                  ln ? "learned" : "fixed", terms.loss, terms.w2sq, st.worst,
+                                  st.where, t.np);
+                    if (st.worst >= 1e-5)
+                        fail_msg("T7 %s %s %s noise %d: relative error %.3g at theta[%zu]",
+                                 mean_label(mean), w2_names[wk], obj_names[ok], ln, st.worst,
+                                 st.where);
+                    free(theta);
+                    toy_free(&t);
+                }
 }
 
 /* ---- bures_sym against a direct computation ---- */
@@ -654,6 +660,7 @@ static void test_fit_epochs0_is_start(void **state)
     case_set(&c, "epochs", 0);
     case_set(&c, "validation_fraction", 0);
     case_set(&c, "inducing", INDUCING0);
+    case_set(&c, "learn_noise", 0); /* the start's noise, bit for bit */
     gp_model *model = case_fit(&c, "gwi epochs 0");
     assert_int_equal((int)info_number(model, "best_epoch"), 0);
     assert_int_equal((int)info_number(model, "epochs_run"), 0);
