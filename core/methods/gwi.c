@@ -74,6 +74,8 @@ double gp_gwi_noise(const gp_gwi_setup *s, const double *theta)
 
 struct gp_gwi_work {
     size_t nb, ns, m, d, h, cols; /* cols: the network's columns, nb + ns */
+    gp_gwi_mean_kind kind;        /* the setup it was made for (gp_gwi_loss checks) */
+    gp_gwi_w2_kind w2;
     double *L;                    /* m x m, theta's factor unpacked */
     double *KB, *AB, *PB;         /* m x nb */
     double *KS, *AS, *PS;         /* m x ns */
@@ -129,6 +131,7 @@ int gp_gwi_work_new(const gp_gwi_setup *s, size_t nb, size_t ns, gp_gwi_work **o
     size_t m = s->m, h = s->mean == GP_GWI_MEAN_MLP ? s->hidden : 0, cols = nb + ns;
     size_t big = nb > ns ? nb : ns;
     w->nb = nb, w->ns = ns, w->m = m, w->d = s->d, w->h = h, w->cols = cols;
+    w->kind = s->mean, w->w2 = s->w2;
     int nonsym = s->w2 == GP_GWI_W2_THESIS_NONSYM, rc = GP_OK;
     struct {
         double **p;
@@ -611,11 +614,19 @@ static void grad_mean(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta
                     1, 1.0, g, 1);
 }
 
+/* 1 when the workspace was made for a setup of s's shape. */
+static int same_shape(const gp_gwi_setup *s, const gp_gwi_work *w)
+{
+    size_t h = s->mean == GP_GWI_MEAN_MLP ? s->hidden : 0;
+    return s->m == w->m && s->d == w->d && h == w->h && s->mean == w->kind &&
+           (s->w2 == w->w2 || s->w2 == GP_GWI_W2_BURES_SYM);
+}
+
 int gp_gwi_loss(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, const double *XB,
                 const double *yB, size_t nb, const double *XS, size_t ns, gp_gwi_terms *t,
                 double *grad, gp_error *err)
 {
-    if (nb == 0 || nb > w->nb || ns == 0 || ns > w->ns || s->m != w->m)
+    if (nb == 0 || nb > w->nb || ns == 0 || ns > w->ns || !same_shape(s, w))
         return gp_error_set(err, GP_EINVAL, NULL, "gwi loss: batch sizes beyond the workspace");
     size_t cols = 0;
     int rc = forward(s, w, theta, XB, yB, nb, XS, ns, t, &cols, err);
@@ -636,7 +647,7 @@ int gp_gwi_loss(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, cons
 int gp_gwi_latent(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta, const double *X,
                   size_t n, double *mean, double *var, gp_error *err)
 {
-    if (s->m != w->m)
+    if (!same_shape(s, w))
         return gp_error_set(err, GP_EINVAL, NULL, "gwi latent: workspace of another size");
     unpack_theta(s, w, theta);
     size_t block = w->cols < w->nb ? w->cols : w->nb;
@@ -806,13 +817,16 @@ static void read_settings(const gp_fit_request *req, gwi_settings *st)
     st->validation_fraction = gp_option_number(me, req, "validation_fraction");
 }
 
-/* Rows held out for validation: round(fraction n), leaving at least 2 to train on. */
+/* Rows held out for validation: round(fraction n) (at least 1 when fraction
+ * > 0 and n >= 3), leaving at least 2 to train on; none below 3 rows. */
 static size_t validation_rows(size_t n, double fraction)
 {
+    if (n < 3)
+        return 0;
     size_t v = (size_t)floor(fraction * (double)n + 0.5);
-    if (fraction > 0.0 && v == 0 && n >= 3)
+    if (fraction > 0.0 && v == 0)
         v = 1;
-    return n >= 2 && v > n - 2 ? n - 2 : v;
+    return v > n - 2 ? n - 2 : v;
 }
 
 /* N_B for a training set of n rows: the option, or N/10 within [100, 1000]. */
@@ -1161,7 +1175,10 @@ static int run_epoch(trainer *T, gp_error *err)
         gp_gwi_terms t;
         int rc = gp_gwi_loss(T->s, T->w, T->theta, T->XB, T->yB, b, T->XS, T->ns, &t, T->grad,
                              err);
-        if (rc == GP_ENOTPD) { /* a failed eigensolver or an overflow: skip the step */
+        size_t bad;
+        if (rc == GP_ENOTPD || (rc == GP_OK && !gp_all_finite(T->grad, T->np, &bad))) {
+            /* a failed eigensolver, an overflow, a degenerate eigenvector pair: skip the
+             * step rather than let Adam take part of one */
             T->skipped++;
             continue;
         }
@@ -1282,7 +1299,7 @@ static int size_guard(const gp_fit_request *req, const gwi_settings *st, gp_erro
     double nb = (double)batch_size(st, req->n), ns = fmin((double)st->w2_points, n);
     double h = st->mean == GP_GWI_MEAN_MLP ? (double)st->hidden : 0.0;
     double need = 3.0 * n * (d + 1.0) + (st->prior_sgpr ? 3.0 * m * n : 0.0) +
-                  6.0 * m * (nb + ns) + 12.0 * ns * ns + 8.0 * m * m +
+                  6.0 * m * (nb + ns) + 2.0 * m * fmax(nb, ns) + 12.0 * ns * ns + 8.0 * m * m +
                   (4.0 * h + d) * (nb + ns) + 2.0 * nb * ns + 3.0 * (h * h + h * d);
     double cap = (double)gp_fit_point_cap(req);
     if (need > cap * cap)

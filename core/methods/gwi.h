@@ -26,9 +26,11 @@
  *         - 2 / sqrt(nb ns) sum_s sqrt(max(Re lambda_s, 0)), lambda the
  *         eigenvalues of r(S, B) k(B, S);
  *   loss: thesis_w2sq  nll + w2sq
- *         code_w [C]   (nll - (N/2) log(2 pi s2)) / N + sqrt(max(w2sq, 0))
+ *         code_w [C]   (nll - (N/2) log(2 pi s2_0)) / N + sqrt(max(w2sq, 0))
  *                      (the released code: the batch's mean expected NLL
- *                      plus the unsquared distance, P1).
+ *                      plus the unsquared distance, P1; s2_0 is the
+ *                      setup's s2, so with learn_noise the noise's own
+ *                      log term stays in the loss, as it must).
  * The gradients are analytic (derived in core/methods/gwi.c) and checked
  * against finite differences (tests/unit/test_gwi.c, T7).
  *

@@ -790,6 +790,43 @@ static void test_fit_temper(void **state)
     gp_model_free(few);
 }
 
+/* Fits of 1, 2 and 3 rows with the most validation allowed: at least one
+ * row always trains (no validation rows below 3), and the fit predicts. */
+static void test_fit_tiny(void **state)
+{
+    (void)state;
+    const char *means[] = {"kernel_sum", "mlp"};
+    for (size_t n = 1; n <= 3; n++)
+        for (size_t k = 0; k < 2; k++) {
+            fit_case c;
+            case_init(&c, means[k]);
+            case_set(&c, "validation_fraction", 0.5);
+            case_set(&c, "inducing", 0);
+            gp_kernel *kern = rbf_ard(FD);
+            gp_fit_request req;
+            memset(&req, 0, sizeof req);
+            double X[3 * FD];
+            for (size_t j = 0; j < FD; j++)
+                for (size_t i = 0; i < n; i++)
+                    X[j * n + i] = c.X[j * FN + i];
+            req.X = X, req.y = c.y, req.n = n, req.d = FD, req.kernel = kern;
+            req.standardize = 1, req.seed = 3, req.options = c.o, req.n_options = c.no;
+            gp_model *model = NULL;
+            gp_error err;
+            if (gp_model_fit(gwi(), &req, &model, &err) != GP_OK)
+                fail_msg("%s fit of %zu rows: %s", means[k], n, err.message);
+            assert_true(info_number(model, "train_rows") >= 1.0);
+            assert_true(info_number(model, "validation_rows") == (n < 3 ? 0.0 : 1.0));
+            double m1[NQ], v1[NQ], Xq[NQ * FD];
+            query_points(Xq);
+            predict_ok(model, Xq, NQ, FD, 1, m1, v1, NULL);
+            for (size_t i = 0; i < NQ; i++)
+                assert_true(isfinite(m1[i]) && v1[i] > 0.0);
+            gp_model_free(model);
+            gp_kernel_free(kern);
+        }
+}
+
 /* (d) the same seed: bit-identical parameters and predictions (every
  * exported number but diagnostics[5], the fit's wall-clock seconds). */
 static void test_fit_replay(void **state)
@@ -906,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_fit_export_import),
         cmocka_unit_test(test_fit_temper),
         cmocka_unit_test(test_fit_replay),
+        cmocka_unit_test(test_fit_tiny),
         cmocka_unit_test(test_bad_imports),
         cmocka_unit_test(test_bad_options),
     };
