@@ -788,6 +788,7 @@ typedef struct gwi_settings {
     int prior_sgpr; /* prior "sgpr": the collapsed bound on every training row */
     int optimize_inducing; /* with prior sgpr: Z moves with the hyperparameters */
     int learn_noise;       /* the noise is trained with q (not when the request fixes it) */
+    int greedy;            /* inducing_selection greedy (prior sgpr only) */
     double learning_rate, validation_fraction;
 } gwi_settings;
 
@@ -813,6 +814,7 @@ static void read_settings(const gp_fit_request *req, gwi_settings *st)
     st->prior_sgpr = strcmp(gp_option_string(me, req, "prior"), "sgpr") == 0;
     st->optimize_inducing = gp_option_number(me, req, "optimize_inducing") != 0.0;
     st->learn_noise = gp_option_number(me, req, "learn_noise") != 0.0 && !req->noise_fixed;
+    st->greedy = strcmp(gp_option_string(me, req, "inducing_selection"), "greedy") == 0;
     st->learning_rate = gp_option_number(me, req, "learning_rate");
     st->validation_fraction = gp_option_number(me, req, "validation_fraction");
 }
@@ -1392,7 +1394,10 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     rc = alloc2(&Z, d, M, err);
     if (rc == GP_OK)
         rc = alloc2(&yZ, M, 1, err);
-    if (rc == GP_OK)
+    if (rc == GP_OK && st->greedy) /* [D] sgpr's choice, under the starting kernel */
+        rc = gp_inducing_select(GP_INDUCING_GREEDY, model->kernel, D.Xtr, D.ntr, d, M, req->seed,
+                                Z, &m, err);
+    else if (rc == GP_OK)
         rc = choose_inducing(&D, M, req->seed, Z, yZ, &m, err);
     if (rc == GP_OK)
         rc = fit_prior(model, req, st, &D, Z, yZ, m, err);
@@ -1422,6 +1427,11 @@ static int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gwi_settings st;
     read_settings(req, &st);
+    if (st.greedy && !st.prior_sgpr) /* greedy points have no targets of their own to fit on */
+        return gp_error_set(err, GP_EINVAL, "options.inducing_selection",
+                            "inducing_selection greedy needs prior sgpr (prior inducing fits "
+                            "the inducing points' own targets, so they must be training rows "
+                            "drawn at random)");
     int rc = size_guard(req, &st, err);
     if (rc)
         return rc;
@@ -1617,6 +1627,9 @@ static const gp_option_spec gwi_options[] = {
      "Titsias' collapsed bound on every training row with Z held (O(N M^2) per evaluation); "
      "inducing, the exact marginal likelihood of the M inducing points' targets alone (the "
      "thesis, (B.58): boston's test NLL 2.77 against 2.45)"},
+    {"inducing_selection", GP_OPTION_ENUM, 0, "random", 0, 0, "random|greedy",
+     "how Z starts: random, distinct training inputs drawn uniformly (the thesis); greedy, "
+     "sgpr's maximum residual variance under the starting kernel (prior sgpr only)"},
     {"optimize_inducing", GP_OPTION_BOOL, 1, NULL, 0, 1, NULL,
      "with prior sgpr: the inducing inputs move with the hyperparameters in that fit (as "
      "sgpr's do), then stay fixed while the W2 loss is trained; false keeps the drawn inputs "

@@ -300,6 +300,7 @@ method_gwi() {
     check_jerr "gwi: objective w2" 400 invalid_argument '^options\.objective$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"objective\":\"w2\"},$SSB}"
     check_jerr "gwi: temper 1" 400 invalid_argument '^options\.temper$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"temper\":1},$SSB}"
     check_jerr "gwi: w2_points 0" 400 invalid_argument '^options\.w2_points$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"w2_points\":0},$SSB}"
+    check_jerr "gwi: greedy selection with prior inducing" 400 invalid_argument '^options\.inducing_selection$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"inducing_selection\":\"greedy\",\"prior\":\"inducing\"},$SSB}"
 }
 
 method_renyi() {

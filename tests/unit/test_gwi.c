@@ -827,6 +827,29 @@ static void test_fit_tiny(void **state)
         }
 }
 
+/* inducing_selection greedy: sgpr's choice with prior sgpr; refused with
+ * prior inducing (whose fit needs the points' own targets), naming it. */
+static void test_fit_greedy(void **state)
+{
+    (void)state;
+    fit_case c;
+    case_init(&c, "kernel_sum");
+    c.o[c.no++] = (gp_option_value){"inducing_selection", NAN, "greedy", NULL};
+    gp_model *model = case_fit(&c, "greedy selection");
+    assert_int_equal((int)info_number(model, "inducing"), 10);
+    gp_model_free(model);
+    c.o[c.no++] = (gp_option_value){"prior", NAN, "inducing", NULL};
+    gp_kernel *k = rbf_ard(FD);
+    gp_fit_request req;
+    fit_request(&req, c.X, c.y, FN, FD, k, c.o, c.no);
+    gp_error err;
+    gp_model *bad = NULL;
+    assert_int_equal(gp_model_fit(gwi(), &req, &bad, &err), GP_EINVAL);
+    assert_string_equal(err.field, "options.inducing_selection");
+    assert_null(bad);
+    gp_kernel_free(k);
+}
+
 /* (d) the same seed: bit-identical parameters and predictions (every
  * exported number but diagnostics[5], the fit's wall-clock seconds). */
 static void test_fit_replay(void **state)
@@ -944,6 +967,7 @@ int main(void)
         cmocka_unit_test(test_fit_temper),
         cmocka_unit_test(test_fit_replay),
         cmocka_unit_test(test_fit_tiny),
+        cmocka_unit_test(test_fit_greedy),
         cmocka_unit_test(test_bad_imports),
         cmocka_unit_test(test_bad_options),
     };
