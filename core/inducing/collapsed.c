@@ -234,3 +234,14 @@ int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size
     return rc;
 }
 
+int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
+                           double *f, double *grad, double *gz)
+{
+    const gp_collapsed_data *data = ctx;
+    gp_sgpr_terms terms = {NAN, NAN};
+    gp_error err;
+    int rc = gp_sgpr_bound(k, s2, data->X, data->n, data->d, data->y, Z, m, &terms, grad, gz,
+                           NULL, &err);
+    *f = terms.bound;
+    return rc;
+}

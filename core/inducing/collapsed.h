@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "core/base/error.h"
+#include "core/inducing/inducing.h"
 #include "core/kernel/kernel.h"
 
 typedef struct gp_sgpr_terms {
@@ -36,5 +37,17 @@ struct gp_inducing_post;
 int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size_t d,
                   const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
                   double *grad, double *gz, struct gp_inducing_post *post, gp_error *err);
+
+/* The training data of a collapsed-bound fit (working units, point-major
+ * X: d x n), and the bound as the gp_inducing_objective that
+ * gp_inducing_optimise / gp_inducing_fit maximise (ctx: a gp_collapsed_data):
+ * sgpr's objective, and gwi's prior fit. */
+typedef struct gp_collapsed_data {
+    const double *X, *y;
+    size_t n, d;
+} gp_collapsed_data;
+
+int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
+                           double *f, double *grad, double *gz);
 
 #endif

@@ -969,17 +969,6 @@ static int hyper_progress(void *ctx, int iteration, int max_iterations, double o
     return pc->req->progress(pc->req->progress_ctx, 0, pc->epochs, objective);
 }
 
-static int sgpr_prior_objective(void *ctx, const gp_kernel *k, double s2, const double *Z,
-                                size_t m, double *f, double *grad, double *gz)
-{
-    const gwi_data *D = ctx;
-    gp_sgpr_terms t = {NAN, NAN};
-    gp_error e;
-    int rc = gp_sgpr_bound(k, s2, D->Xtr, D->ntr, D->d, D->ytr, Z, m, &t, grad, gz, NULL, &e);
-    *f = t.bound;
-    return rc;
-}
-
 /* [D] prior "sgpr" (P7): Titsias' collapsed bound on every training row,
  * with Z moving too when optimize_inducing (the thesis learns GWI-SVGP's Z,
  * B.7; here it is learned by the bound, before the W2 training); the
@@ -995,7 +984,8 @@ static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_
     quiet.progress = req->progress ? hyper_progress : NULL;
     quiet.progress_ctx = &pc;
     double f = NAN;
-    gp_inducing_fit_spec spec = {.fn = sgpr_prior_objective, .ctx = (void *)D,
+    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d};
+    gp_inducing_fit_spec spec = {.fn = gp_collapsed_objective, .ctx = &data,
                                  .optimize_z = st->optimize_inducing,
                                  .max_iterations = 200, .tolerance = 1e-9,
                                  .max_total = st->epochs, .result_f = &f};

@@ -52,24 +52,7 @@ static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
     return GP_OK;
 }
 
-typedef struct sgpr_data {
-    const double *X, *y;
-    size_t n, d;
-} sgpr_data;
-
-static int sgpr_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
-                          double *f, double *grad, double *gz)
-{
-    const sgpr_data *data = ctx;
-    gp_sgpr_terms terms;
-    gp_error err;
-    int rc = gp_sgpr_bound(k, s2, data->X, data->n, data->d, data->y, Z, m, &terms, grad, gz,
-                           NULL, &err);
-    *f = terms.bound;
-    return rc;
-}
-
-static void report(gp_model *model, const gp_fit_request *req, const sgpr_data *data,
+static void report(gp_model *model, const gp_fit_request *req, const gp_collapsed_data *data,
                    const gp_sgpr_terms *terms, size_t m, const char *selection)
 {
     double offset = -(double)data->n * log(model->y_scale);
@@ -93,7 +76,7 @@ static void report(gp_model *model, const gp_fit_request *req, const sgpr_data *
 }
 
 /* Select Z, optimise, and build the posterior at the optimum. */
-static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data *data,
+static int fit_into(gp_model *model, const gp_fit_request *req, const gp_collapsed_data *data,
                     gp_inducing_post *im, gp_error *err)
 {
     const gp_method *me = model->method;
@@ -108,7 +91,7 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const sgpr_data 
     gp_noise_param np;
     gp_noise_param_init(&np, req, data->y, data->n);
     gp_inducing_fit_spec spec = {
-        .fn = sgpr_objective, .ctx = (void *)data,
+        .fn = gp_collapsed_objective, .ctx = (void *)data,
         .optimize_z = gp_option_number(me, req, "optimize_inducing") != 0.0,
         .max_iterations = (int)gp_option_number(me, req, "max_iterations"),
         .tolerance = gp_option_number(me, req, "tolerance"),
@@ -150,7 +133,7 @@ static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     if (rc == GP_OK) {
         gp_model_standardize_points(model, req->X, req->n, X);
         gp_model_working_targets(model, req->y, req->n, y);
-        sgpr_data data = {X, y, req->n, req->d};
+        gp_collapsed_data data = {X, y, req->n, req->d};
         rc = fit_into(model, req, &data, im, err);
     }
     free(X);
