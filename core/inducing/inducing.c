@@ -271,6 +271,17 @@ static int predict_blocks(const gp_model *model, const gp_inducing_post *p, cons
     return GP_OK;
 }
 
+int gp_inducing_predict_points(const gp_model *model, const gp_inducing_post *p,
+                               const double *P, const gp_predict_request *req,
+                               gp_prediction *out, gp_error *err)
+{
+    int rc = predict_blocks(model, p, P, req, out, err);
+    if (rc == GP_OK)
+        for (size_t j = 0; j < req->m; j++)
+            out->mean[j] = out->mean[j] * model->y_scale + model->y_mean;
+    return rc;
+}
+
 int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
                         const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
@@ -278,28 +289,22 @@ int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
     int rc = gp_model_points(model, req->X, req->m, &P, err);
     if (rc)
         return rc;
-    rc = predict_blocks(model, p, P, req, out, err);
+    rc = gp_inducing_predict_points(model, p, P, req, out, err);
     free(P);
-    if (rc == GP_OK)
-        for (size_t j = 0; j < req->m; j++)
-            out->mean[j] = out->mean[j] * model->y_scale + model->y_mean;
     return rc;
 }
 
 /* ---- sample ---- */
 
-/* Joint draws (docs/methods/renyi-gp.md §3.2) from the latent covariance
- * (gp_model_gaussian_draws). */
-int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
-                       const gp_sample_request *req, double *samples, gp_error *err)
+int gp_inducing_sample_points(const gp_model *model, const gp_inducing_post *p,
+                              const double *P, const gp_sample_request *req, double *samples,
+                              gp_error *err)
 {
     size_t m = req->m, Mm, mm;
-    double *P = NULL, *Aw = NULL, *CAw = NULL, *C = NULL, *mean = NULL;
+    double *Aw = NULL, *CAw = NULL, *C = NULL, *mean = NULL;
     int rc = gp_checked_size(p->m, m, &Mm, err);
     if (rc == GP_OK)
         rc = gp_checked_size(m, m, &mm, err);
-    if (rc == GP_OK)
-        rc = gp_model_points(model, req->X, m, &P, err);
     if (rc == GP_OK &&
         (!(Aw = gp_alloc_doubles(Mm, err)) || !(CAw = gp_alloc_doubles(Mm, err)) ||
          !(C = gp_alloc_doubles(mm, err)) || !(mean = gp_alloc_doubles(m, err))))
@@ -315,11 +320,24 @@ int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
         latent.include_noise = 0;
         rc = gp_model_gaussian_draws(model, &latent, mean, C, samples, err);
     }
-    free(P);
     free(Aw);
     free(CAw);
     free(C);
     free(mean);
+    return rc;
+}
+
+/* Joint draws (docs/methods/renyi-gp.md §3.2) from the latent covariance
+ * (gp_model_gaussian_draws). */
+int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
+                       const gp_sample_request *req, double *samples, gp_error *err)
+{
+    double *P;
+    int rc = gp_model_points(model, req->X, req->m, &P, err);
+    if (rc)
+        return rc;
+    rc = gp_inducing_sample_points(model, p, P, req, samples, err);
+    free(P);
     return rc;
 }
 

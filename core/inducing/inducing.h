@@ -135,6 +135,16 @@ int gp_inducing_predict(const gp_model *model, const gp_inducing_post *p,
 int gp_inducing_sample(const gp_model *model, const gp_inducing_post *p,
                        const gp_sample_request *req, double *samples, gp_error *err);
 
+/* The same on points already standardised (P: d x req->m, gp_model_points),
+ * for a method that needs them for more than the posterior (gwi's network
+ * mean): the inputs are standardised once per request. */
+int gp_inducing_predict_points(const gp_model *model, const gp_inducing_post *p,
+                               const double *P, const gp_predict_request *req,
+                               gp_prediction *out, gp_error *err);
+int gp_inducing_sample_points(const gp_model *model, const gp_inducing_post *p,
+                              const double *P, const gp_sample_request *req, double *samples,
+                              gp_error *err);
+
 /* gp_method.predict and .sample for a method whose impl struct begins with
  * its gp_inducing_post (sgpr, renyi). */
 int gp_inducing_method_predict(const gp_model *model, const gp_predict_request *req,

@@ -1448,19 +1448,14 @@ static int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 /* ---- predict and sample ---- */
 
 /* Adds y_scale net(x) to the n_cols columns (m each) of out, for the
- * network mean; X in original units. */
-static int add_network_mean(const gp_model *model, const gwi_impl *im, const double *X, size_t m,
+ * network mean; P the standardised points (d x m). */
+static int add_network_mean(const gp_model *model, const gwi_impl *im, const double *P, size_t m,
                             double *out, size_t n_cols, gp_error *err)
 {
     size_t d = model->input_dim, h = im->hidden, block = m < 1024 ? m : 1024;
-    double *P = NULL, *H1 = NULL, *H2 = NULL, *f = NULL;
-    int rc = gp_model_points(model, X, m, &P, err);
-    if (rc == GP_OK)
-        rc = alloc2(&H1, h, block, err);
-    if (rc == GP_OK)
-        rc = alloc2(&H2, h, block, err);
-    if (rc == GP_OK)
-        rc = alloc2(&f, block, 1, err);
+    double *buf = NULL; /* H1, H2 (h x block each), f (block) */
+    int rc = alloc2(&buf, 2 * h + 1, block, err);
+    double *H1 = buf, *H2 = buf + h * block, *f = buf + 2 * h * block;
     for (size_t start = 0; rc == GP_OK && start < m; start += block) {
         size_t b = m - start < block ? m - start : block;
         mlp_forward(im->theta, d, h, P + start * d, b, H1, H2, f);
@@ -1468,10 +1463,7 @@ static int add_network_mean(const gp_model *model, const gwi_impl *im, const dou
             for (size_t j = 0; j < b; j++)
                 out[c * m + start + j] += model->y_scale * f[j];
     }
-    free(P);
-    free(H1);
-    free(H2);
-    free(f);
+    free(buf);
     return rc;
 }
 
@@ -1479,9 +1471,14 @@ static int gwi_predict(const gp_model *model, const gp_predict_request *req, gp_
                        gp_error *err)
 {
     const gwi_impl *im = model->impl;
-    int rc = gp_inducing_predict(model, &im->post, req, out, err);
+    double *P;
+    int rc = gp_model_points(model, req->X, req->m, &P, err);
+    if (rc)
+        return rc;
+    rc = gp_inducing_predict_points(model, &im->post, P, req, out, err);
     if (rc == GP_OK && im->mean == GP_GWI_MEAN_MLP)
-        rc = add_network_mean(model, im, req->X, req->m, out->mean, 1, err);
+        rc = add_network_mean(model, im, P, req->m, out->mean, 1, err);
+    free(P);
     return rc;
 }
 
@@ -1489,9 +1486,14 @@ static int gwi_sample(const gp_model *model, const gp_sample_request *req, doubl
                       gp_error *err)
 {
     const gwi_impl *im = model->impl;
-    int rc = gp_inducing_sample(model, &im->post, req, samples, err);
+    double *P;
+    int rc = gp_model_points(model, req->X, req->m, &P, err);
+    if (rc)
+        return rc;
+    rc = gp_inducing_sample_points(model, &im->post, P, req, samples, err);
     if (rc == GP_OK && im->mean == GP_GWI_MEAN_MLP)
-        rc = add_network_mean(model, im, req->X, req->m, samples, req->n_samples, err);
+        rc = add_network_mean(model, im, P, req->m, samples, req->n_samples, err);
+    free(P);
     return rc;
 }
 
