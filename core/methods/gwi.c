@@ -497,12 +497,13 @@ static void forward_task(void *ctx, size_t task)
         return;
     }
     project(s, w, j->XS, j->ns, w->KS, w->AS, w->PS);
-    if (mlp && bures)
+    if (!bures) /* the thesis estimator reads neither the mean at S nor its eigenproblems */
+        return;
+    if (mlp)
         network_at(j, j->nb, j->ns);
-    else if (!mlp)
+    else
         mean_at(s, w, j->theta, j->XS, j->ns, w->KS, w->mean + j->nb);
-    if (bures)
-        j->rc = bures_sym(s, w, j->XS, j->ns, w->mean + j->nb, &j->w2sq, &j->err);
+    j->rc = bures_sym(s, w, j->XS, j->ns, w->mean + j->nb, &j->w2sq, &j->err);
 }
 
 /* Forward pass: the means at B (and S), r_bb, the two terms. */
@@ -866,6 +867,16 @@ static void data_free(gwi_data *D)
     memset(D, 0, sizeof *D);
 }
 
+/* Fisher-Yates over the first k places of idx[0..n): idx[0..k) a uniform draw. */
+static void draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        size_t j = i + (size_t)gp_rng_below(rng, n - i), x = idx[i];
+        idx[i] = idx[j];
+        idx[j] = x;
+    }
+}
+
 /* Standardise, then split by a seeded permutation (rows keep their order). */
 static int data_split(const gp_model *model, const gp_fit_request *req, double fraction,
                       gwi_data *D, gp_error *err)
@@ -898,12 +909,9 @@ static int data_split(const gp_model *model, const gp_fit_request *req, double f
         gp_rng_derive(&rng, req->seed, STREAM_SPLIT);
         for (size_t i = 0; i < n; i++)
             perm[i] = i;
-        for (size_t i = 0; i < D->nva; i++) {
-            size_t j = i + (size_t)gp_rng_below(&rng, n - i), x = perm[i];
-            perm[i] = perm[j];
-            perm[j] = x;
+        draw_prefix(&rng, perm, n, D->nva);
+        for (size_t i = 0; i < D->nva; i++)
             held[perm[i]] = 1;
-        }
         size_t a = 0, b = 0;
         for (size_t i = 0; i < n; i++) {
             double *X = held[i] ? D->Xva + b * d : D->Xtr + a * d;
@@ -937,9 +945,7 @@ static int choose_inducing(const gwi_data *D, size_t M, uint64_t seed, double *Z
     for (size_t i = 0; i < n; i++)
         perm[i] = i;
     for (size_t i = 0; i < n && taken < M; i++) {
-        size_t j = i + (size_t)gp_rng_below(&rng, n - i), x = perm[i];
-        perm[i] = perm[j];
-        perm[j] = x;
+        draw_prefix(&rng, perm + i, n - i, 1); /* one more draw, until M distinct inputs */
         const double *p = D->Xtr + perm[i] * d;
         int dup = 0;
         for (size_t k = 0; k < taken && !dup; k++)
@@ -1083,16 +1089,6 @@ static int trainer_init(trainer *T, gp_error *err)
     gp_rng_derive(&T->rng, T->req->seed, STREAM_TRAIN);
     T->best_nll = INFINITY;
     return rc;
-}
-
-/* Fisher-Yates over the first k places of idx[0..n): idx[0..k) a uniform draw. */
-static void draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k)
-{
-    for (size_t i = 0; i < k; i++) {
-        size_t j = i + (size_t)gp_rng_below(rng, n - i), x = idx[i];
-        idx[i] = idx[j];
-        idx[j] = x;
-    }
 }
 
 static void gather(const gwi_data *D, const size_t *idx, size_t k, double *X, double *y)
@@ -1547,13 +1543,11 @@ static int import_shape(const gp_state *st, gwi_impl *im, gp_error *err)
 
 static int gwi_import(gp_model *model, const gp_state *st, gp_error *err)
 {
-    int rc = gp_method_check_kernel(&gp_method_gwi, model->kernel, err);
-    if (rc)
-        return rc;
+    /* the kernel type was checked by gp_model_import */
     gwi_impl *im = calloc(1, sizeof *im);
     if (im == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    rc = gp_inducing_post_import(model, st, &im->post, err);
+    int rc = gp_inducing_post_import(model, st, &im->post, err);
     if (rc == GP_OK)
         rc = import_shape(st, im, err);
     const double *theta = NULL;
