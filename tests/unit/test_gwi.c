@@ -54,32 +54,6 @@ static gp_kernel *rbf_ard(size_t d)
     return k;
 }
 
-/* Points in [-2, 2]^d (point-major) and a smooth target plus noise. */
-static void random_problem(size_t n, size_t d, uint64_t seed, double *X, double *y)
-{
-    gp_rng rng;
-    gp_rng_seed(&rng, seed);
-    for (size_t i = 0; i < n * d; i++)
-        X[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
-    for (size_t i = 0; i < n; i++) {
-        double s = 0.0;
-        for (size_t j = 0; j < d; j++)
-            s += sin(1.3 * X[i * d + j] + (double)j);
-        y[i] = s + 0.1 * gp_rng_normal(&rng);
-    }
-}
-
-/* The same data column-major (n x d), as a fit request takes it. */
-static void colmajor_problem(size_t n, size_t d, uint64_t seed, double *X, double *y)
-{
-    double *P = dalloc(n * d);
-    random_problem(n, d, seed, P, y);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < d; j++)
-            X[j * n + i] = P[i * d + j];
-    free(P);
-}
-
 /* C (n x n) = A B, all n x n column-major (plain loops: no BLAS in the references). */
 static void matmul(const double *A, const double *B, size_t n, double *C)
 {
@@ -159,9 +133,9 @@ static void toy_init(toy *t, gp_gwi_mean_kind mean, gp_gwi_w2_kind w2,
                      gp_gwi_objective_kind objective)
 {
     memset(t, 0, sizeof *t);
-    random_problem(TN, TD, 17, t->X, t->y);
+    tu_random_problem(TN, TD, 17, t->X, t->y);
     double yz[TM];
-    random_problem(TM, TD, 18, t->Z, yz);
+    tu_random_problem(TM, TD, 18, t->Z, yz);
     t->k = rbf_ard(TD);
     t->k->log_variance = log(1.1);
     t->k->log_lengthscale[0] = log(0.8);
@@ -483,7 +457,7 @@ static void test_init_is_sgpr(void **state)
     double *theta = toy_theta(&t, 0.0, 0);
     enum { NT = 15 };
     double Xt[NT * TD], yt[NT], mean[NT], var[NT];
-    random_problem(NT, TD, 19, Xt, yt);
+    tu_random_problem(NT, TD, 19, Xt, yt);
     assert_int_equal(gp_gwi_latent(&t.s, t.w, theta, Xt, NT, mean, var, &err), GP_OK);
     double worst_m = 0.0, worst_v = 0.0;
     for (size_t j = 0; j < NT; j++) {
@@ -526,7 +500,7 @@ static void test_mlp_mean_by_hand(void **state)
     assert_int_equal((size_t)(b3 + 1 - theta), gp_gwi_mean_size(&t.s));
     enum { NP = 9 };
     double Xp[NP * TD], yp[NP], mean[NP];
-    random_problem(NP, TD, 21, Xp, yp);
+    tu_random_problem(NP, TD, 21, Xp, yp);
     gp_error err;
     assert_int_equal(gp_gwi_latent(&t.s, t.w, theta, Xp, NP, mean, NULL, &err), GP_OK);
     double worst = 0.0;
@@ -577,7 +551,7 @@ typedef struct fit_case {
 static void case_init(fit_case *c, const char *mean)
 {
     memset(c, 0, sizeof *c);
-    colmajor_problem(FN, FD, 41, c->X, c->y);
+    tu_random_problem_colmajor(FN, FD, 41, c->X, c->y);
     gp_option_value base[] = {{"inducing", 10, NULL, NULL},     {"epochs", 30, NULL, NULL},
                               {"batch", 32, NULL, NULL},        {"w2_points", 16, NULL, NULL},
                               {"mean", 0, mean, NULL},          {"hidden", 4, NULL, NULL},

@@ -77,21 +77,6 @@ static double bound_of(const gp_kernel *k, double s2, const double *X, size_t n,
     return t.bound;
 }
 
-/* Random points in [-2, 2]^d and a smooth target. */
-static void random_problem(size_t n, size_t d, uint64_t seed, double *X, double *y)
-{
-    gp_rng rng;
-    gp_rng_seed(&rng, seed);
-    for (size_t i = 0; i < n * d; i++)
-        X[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
-    for (size_t i = 0; i < n; i++) {
-        double s = 0.0;
-        for (size_t j = 0; j < d; j++)
-            s += sin(1.3 * X[i * d + j] + (double)j);
-        y[i] = s + 0.1 * gp_rng_normal(&rng);
-    }
-}
-
 /* Dense Kuu (with the method's jitter), Kuf for checks. */
 static void dense_q(const gp_kernel *k, const double *X, size_t n, const double *Z, size_t m,
                     double *Q)
@@ -157,17 +142,6 @@ static const gp_method *sgpr(void)
     return m;
 }
 
-/* Column-major n x d data on [-2, 2]^d with a smooth target plus noise. */
-static void colmajor_data(size_t n, size_t d, uint64_t seed, double *X, double *y)
-{
-    double *P = dalloc(n * d);
-    random_problem(n, d, seed, P, y);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < d; j++)
-            X[j * n + i] = P[i * d + j];
-    free(P);
-}
-
 /* ---- the bound ---- */
 
 static void test_reference_vfe(void **state)
@@ -192,9 +166,9 @@ static void test_dense_agreement(void **state)
     (void)state;
     size_t n = 60, d = 2, m = 12;
     double *X = dalloc(n * d), *y = dalloc(n), *Z = dalloc(m * d);
-    random_problem(n, d, 7, X, y);
-    random_problem(m, d, 8, Z, y + 0); /* Z random too; y reset below */
-    random_problem(n, d, 7, X, y);
+    tu_random_problem(n, d, 7, X, y);
+    tu_random_problem(m, d, 8, Z, y + 0); /* Z random too; y reset below */
+    tu_random_problem(n, d, 7, X, y);
     gp_kernel *k = leaf(GP_KERNEL_MATERN52, d, 1);
     k->log_lengthscale[0] = log(0.7);
     k->log_lengthscale[1] = log(1.4);
@@ -215,7 +189,7 @@ static void test_z_equals_x_is_exact(void **state)
     (void)state;
     size_t n = 40, d = 2;
     double *X = dalloc(n * d), *y = dalloc(n);
-    random_problem(n, d, 11, X, y);
+    tu_random_problem(n, d, 11, X, y);
     gp_kernel *k = leaf(GP_KERNEL_RBF, d, 1);
     k->log_lengthscale[0] = log(0.9);
     k->log_lengthscale[1] = log(1.3);
@@ -257,8 +231,8 @@ static void check_gradients(gp_kernel_type type, int ard, uint64_t seed)
 {
     size_t n = 50, d = 2, m = 8;
     double *X = dalloc(n * d), *y = dalloc(n), *Z = dalloc(m * d), *yz = dalloc(m);
-    random_problem(n, d, seed, X, y);
-    random_problem(m, d, seed + 100, Z, yz);
+    tu_random_problem(n, d, seed, X, y);
+    tu_random_problem(m, d, seed + 100, Z, yz);
     gp_kernel *k = leaf(type, d, ard);
     size_t np = gp_kernel_n_params(k);
     double *theta = dalloc(np), *grad = dalloc(np + 1), *gz = dalloc(m * d);
@@ -314,9 +288,9 @@ static void test_fit_z_equals_x_predicts_exact(void **state)
     (void)state;
     size_t n = 50, d = 2, m = 7;
     double *X = dalloc(n * d), *y = dalloc(n), *Xs = dalloc(m * d);
-    colmajor_data(n, d, 31, X, y);
-    colmajor_data(m, d, 32, Xs, y + 0);
-    colmajor_data(n, d, 31, X, y);
+    tu_random_problem_colmajor(n, d, 31, X, y);
+    tu_random_problem_colmajor(m, d, 32, Xs, y + 0);
+    tu_random_problem_colmajor(n, d, 31, X, y);
     gp_kernel *k = leaf(GP_KERNEL_RBF, d, 1);
     k->log_lengthscale[0] = log(0.8);
     k->log_lengthscale[1] = log(1.2);
@@ -358,8 +332,8 @@ static void test_predict_matches_dense_formula(void **state)
     (void)state;
     size_t n = 70, d = 2, m = 6, M = 9;
     double *X = dalloc(n * d), *y = dalloc(n), *Xs = dalloc(m * d), *ys = dalloc(m);
-    colmajor_data(n, d, 41, X, y);
-    colmajor_data(m, d, 42, Xs, ys);
+    tu_random_problem_colmajor(n, d, 41, X, y);
+    tu_random_problem_colmajor(m, d, 42, Xs, ys);
     gp_kernel *k = leaf(GP_KERNEL_MATERN52, d, 1);
     gp_option_value o[] = {{"inducing", (double)M, NULL, NULL}, {"max_iterations", 30, NULL, NULL}};
     gp_fit_request req;
@@ -424,7 +398,7 @@ static gp_model *small_fit(size_t n, size_t d, const gp_option_value *o, size_t 
                            double **Xout, double **yout)
 {
     double *X = dalloc(n * d), *y = dalloc(n);
-    colmajor_data(n, d, s, X, y);
+    tu_random_problem_colmajor(n, d, s, X, y);
     gp_kernel *k = leaf(GP_KERNEL_RBF, d, 1);
     gp_fit_request req;
     fit_request(&req, X, y, n, d, k, o, no);
@@ -542,7 +516,7 @@ static void test_duplicate_inputs(void **state)
     (void)state;
     size_t base = 20, n = 3 * base, d = 2;
     double *X0 = dalloc(base * d), *y0 = dalloc(base), *X = dalloc(n * d), *y = dalloc(n);
-    colmajor_data(base, d, 81, X0, y0);
+    tu_random_problem_colmajor(base, d, 81, X0, y0);
     for (size_t r = 0; r < 3; r++)
         for (size_t i = 0; i < base; i++) {
             for (size_t j = 0; j < d; j++)
@@ -573,7 +547,7 @@ static void test_bad_requests(void **state)
     (void)state;
     size_t n = 30, d = 2;
     double *X = dalloc(n * d), *y = dalloc(n);
-    colmajor_data(n, d, 91, X, y);
+    tu_random_problem_colmajor(n, d, 91, X, y);
     gp_kernel *lin = leaf(GP_KERNEL_LINEAR, d, 0), *k = leaf(GP_KERNEL_RBF, d, 0);
     gp_fit_request req;
     gp_model *model = NULL;

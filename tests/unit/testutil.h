@@ -1,5 +1,5 @@
-/* The unit tests' shared checks: closeness of numbers and arrays, and one
- * finite-difference gradient checker. Header-only (static inline), as
+/* The unit tests' shared checks: closeness of numbers and arrays, one
+ * finite-difference gradient checker, and one seeded regression problem. Header-only (static inline), as
  * api_testutil.h, so that the benchmarks, which link the tests' support
  * objects without cmocka, never see it; include after cmocka.h.
  *
@@ -13,6 +13,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "core/base/rng.h"
 
 /* The one closeness check: fails unless |got - want| <= tol (NaN never passes;
  * equal infinities do). Every rule of the tests (numpy's, relative to the
@@ -103,6 +106,35 @@ static inline void tu_check_gradient(tu_scalar_fn f, void *ctx, double *x, size_
         tu_assert_within(analytic[i], fd, spec.atol + spec.rtol * fmax(spec.floor, fabs(fd)),
                          "%s: d/d %s (analytic vs central difference)", what, label);
     }
+}
+
+/* n random points in [-2, 2]^d (point-major: X is d x n) and a smooth target
+ * sum_j sin(1.3 x_j + j) plus N(0, 0.01) noise, from gp_rng_seed(seed). */
+static inline void tu_random_problem(size_t n, size_t d, uint64_t seed, double *X, double *y)
+{
+    gp_rng rng;
+    gp_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n * d; i++)
+        X[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0.0;
+        for (size_t j = 0; j < d; j++)
+            s += sin(1.3 * X[i * d + j] + (double)j);
+        y[i] = s + 0.1 * gp_rng_normal(&rng);
+    }
+}
+
+/* The same data column-major (X n x d), as a fit request takes it. */
+static inline void tu_random_problem_colmajor(size_t n, size_t d, uint64_t seed, double *X,
+                                              double *y)
+{
+    double *P = (double *)malloc((n * d > 0 ? n * d : 1) * sizeof *P);
+    assert_non_null(P);
+    tu_random_problem(n, d, seed, P, y);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            X[j * n + i] = P[i * d + j];
+    free(P);
 }
 
 #endif
