@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <unistd.h>
 
 /* Configuration, written once at start-up by gp_parallel_set_threads. */
@@ -22,38 +23,175 @@ int gp_parallel_threads(void)
     return cpus > 0 ? (int)(cpus < 64 ? cpus : 64) : 1;
 }
 
-/* Set while this thread runs tasks of a gp_parallel_for that uses more than
- * one thread: a nested gp_parallel_for then runs inline. The outer level
- * already keeps every configured thread busy, so a nested one that spawned
- * its own threads would only oversubscribe the cores (threads x threads
- * runnable threads, each thread creation paid per inner call); inline, the
- * inner tasks still run in task order, so results are unchanged. Thread-local
- * rather than global because independent callers (two fits on two workers)
- * must not serialise each other. */
+/* Set while this thread runs tasks of a gp_parallel_for that other threads
+ * help with: a nested gp_parallel_for then runs inline. The outer level
+ * already keeps the pool busy, so a nested one that asked for helpers would
+ * only contend for them; inline, the inner tasks still run in task order, so
+ * results are unchanged. Thread-local rather than global because independent
+ * callers (two fits, a fit and a batch of predictions) must not serialise
+ * each other. */
 static _Thread_local int in_parallel_task = 0;
 
-typedef struct pool_job {
+/* ---- the shared pool ----------------------------------------------------------
+ *
+ * One pool of worker threads for the whole process, sized to the cores
+ * (gp_parallel_threads()), started on first use and kept: fits' loops and the
+ * daemon's request work (gp_pool_run) share it, so that concurrent callers use
+ * the cores once instead of each starting threads of its own. A caller of
+ * gp_parallel_for runs its own tasks and is helped by the workers that are
+ * idle at that moment; when they are all busy (other requests, another fit) it
+ * simply runs every task itself. Like OpenBLAS's own thread pool this is
+ * process-wide state: the threads are a property of the process, and the
+ * bookkeeping below is all under one mutex.
+ *
+ * Lock order: pool.lock only (tasks never run under it). */
+typedef struct fj_job {
     void (*fn)(void *ctx, size_t task);
     void *ctx;
     size_t n_tasks;
-    size_t next;
-    pthread_mutex_t lock;
-} pool_job;
+    size_t next;      /* next task to hand out */
+    size_t finished;  /* tasks done */
+    int helpers;      /* workers inside this job now */
+    int max_helpers;  /* the caller's thread count - 1 */
+    struct fj_job *prev, *nxt;
+} fj_job;
 
-/* Tasks are handed out one at a time: the order they run in does not matter
- * because each writes only its own outputs. */
-static void *worker(void *arg)
+typedef struct async_task {
+    void (*fn)(void *ctx);
+    void *ctx;
+    struct async_task *next;
+} async_task;
+
+#define POOL_MAX 64
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work; /* a job or task was posted */
+    pthread_cond_t done; /* a helper left a job */
+    int workers;         /* started */
+    int idle;            /* waiting for work */
+    fj_job *jobs;        /* fork-join jobs with tasks left to hand out */
+    async_task *head, *tail;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          0, 0, NULL, NULL, NULL};
+
+static void job_unlink(fj_job *j)
 {
-    pool_job *job = arg;
-    in_parallel_task = 1; /* a spawned thread exits afterwards; the caller restores it */
-    for (;;) {
-        pthread_mutex_lock(&job->lock);
-        size_t t = job->next++;
-        pthread_mutex_unlock(&job->lock);
-        if (t >= job->n_tasks)
-            return NULL;
-        job->fn(job->ctx, t);
+    if (j->prev)
+        j->prev->nxt = j->nxt;
+    else if (pool.jobs == j)
+        pool.jobs = j->nxt;
+    if (j->nxt)
+        j->nxt->prev = j->prev;
+    j->prev = j->nxt = NULL;
+}
+
+/* A job a worker may join (lock held). */
+static fj_job *job_to_help(void)
+{
+    for (fj_job *j = pool.jobs; j; j = j->nxt)
+        if (j->next < j->n_tasks && j->helpers < j->max_helpers)
+            return j;
+    return NULL;
+}
+
+/* Run tasks of j until none are left to hand out (lock held on entry and exit). */
+static void run_tasks_locked(fj_job *j)
+{
+    while (j->next < j->n_tasks) {
+        size_t t = j->next++;
+        if (j->next >= j->n_tasks)
+            job_unlink(j); /* nothing left to hand out: no one else joins */
+        pthread_mutex_unlock(&pool.lock);
+        j->fn(j->ctx, t);
+        pthread_mutex_lock(&pool.lock);
+        j->finished++;
     }
+}
+
+static void *pool_worker(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        fj_job *j = job_to_help();
+        if (j) {
+            j->helpers++;
+            in_parallel_task = 1;
+            run_tasks_locked(j);
+            in_parallel_task = 0;
+            j->helpers--;
+            pthread_cond_broadcast(&pool.done);
+            continue;
+        }
+        async_task *a = pool.head;
+        if (a) {
+            pool.head = a->next;
+            if (pool.head == NULL)
+                pool.tail = NULL;
+            pthread_mutex_unlock(&pool.lock);
+            a->fn(a->ctx);
+            free(a);
+            pthread_mutex_lock(&pool.lock);
+            continue;
+        }
+        pool.idle++;
+        pthread_cond_wait(&pool.work, &pool.lock);
+        pool.idle--;
+    }
+    return NULL;
+}
+
+/* Start workers up to `want` (lock held); returns how many run. */
+static int pool_grow_locked(int want)
+{
+    if (want > POOL_MAX)
+        want = POOL_MAX;
+    while (pool.workers < want) {
+        pthread_t tid;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&tid, &attr, pool_worker, NULL);
+        pthread_attr_destroy(&attr);
+        if (rc != 0)
+            break;
+        pool.workers++;
+    }
+    return pool.workers;
+}
+
+int gp_pool_start(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    int want = gp_parallel_threads();
+    int got = pool_grow_locked(want);
+    pthread_mutex_unlock(&pool.lock);
+    return got >= want ? 0 : -1;
+}
+
+int gp_pool_run(void (*fn)(void *ctx), void *ctx)
+{
+    async_task *a = malloc(sizeof *a);
+    if (a == NULL)
+        return -1;
+    a->fn = fn;
+    a->ctx = ctx;
+    a->next = NULL;
+    pthread_mutex_lock(&pool.lock);
+    if (pool_grow_locked(gp_parallel_threads()) == 0) {
+        pthread_mutex_unlock(&pool.lock);
+        free(a);
+        return -1;
+    }
+    if (pool.tail)
+        pool.tail->next = a;
+    else
+        pool.head = a;
+    pool.tail = a;
+    pthread_cond_signal(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    return 0;
 }
 
 void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *ctx)
@@ -66,20 +204,23 @@ void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *c
             fn(ctx, t);
         return;
     }
-    pool_job job = {.fn = fn, .ctx = ctx, .n_tasks = n_tasks, .next = 0};
-    pthread_mutex_init(&job.lock, NULL);
-    pthread_t tid[64];
-    size_t started = 0;
-    for (size_t i = 0; i + 1 < threads && i < 64; i++) {
-        if (pthread_create(&tid[i], NULL, worker, &job) != 0)
-            break;
-        started++;
-    }
-    worker(&job);
-    in_parallel_task = 0; /* only reached from the top level (nested calls run inline) */
-    for (size_t i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    pthread_mutex_destroy(&job.lock);
+    fj_job job = {.fn = fn, .ctx = ctx, .n_tasks = n_tasks, .max_helpers = (int)threads - 1};
+    pthread_mutex_lock(&pool.lock);
+    pool_grow_locked((int)threads);
+    job.nxt = pool.jobs; /* newest first: a fresh caller's helpers are the idle ones */
+    if (pool.jobs)
+        pool.jobs->prev = &job;
+    pool.jobs = &job;
+    if (pool.idle > 0)
+        pthread_cond_broadcast(&pool.work);
+    int outer = in_parallel_task;
+    in_parallel_task = 1;
+    run_tasks_locked(&job);
+    in_parallel_task = outer;
+    /* Every task is handed out: wait for the helpers still running theirs. */
+    while (job.finished < job.n_tasks || job.helpers > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
 }
 
 /* ---- BLAS threading scope ----------------------------------------------------

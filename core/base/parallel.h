@@ -14,16 +14,30 @@ void gp_parallel_set_threads(int threads);
 int gp_parallel_threads(void);
 
 /* Run fn(ctx, t) for t = 0 .. n_tasks-1 on up to gp_parallel_threads() threads
- * (the caller's thread included) and return when all are done. Falls back to
- * running every task on the calling thread if a thread cannot be started.
+ * (the caller's thread included) and return when all are done. The threads
+ * other than the caller's are workers of the process's one shared pool
+ * (sized to gp_parallel_threads(), started on first use): the caller is
+ * helped by those idle at the time, and runs every task itself when they are
+ * all busy with other callers' work, so concurrent callers (fits, request
+ * work) never use more threads than the pool has. Falls back to the calling
+ * thread alone if no worker can be started.
  *
- * Nesting: a gp_parallel_for called from inside a task of another one that
- * runs on more than one thread runs all its tasks inline, in task order, on
- * the calling thread (the outer level already has the cores; spawning again
- * would oversubscribe them). An outer call that runs on one thread only (one
- * task, or one configured thread) leaves its tasks free to spread. Results
- * do not change either way: task boundaries never depend on threads. */
+ * Nesting: a gp_parallel_for called from inside a task of another one runs
+ * all its tasks inline, in task order, on the calling thread (the outer level
+ * already has the pool). Results do not change either way: task boundaries
+ * never depend on threads. */
 void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *ctx);
+
+/* Start the shared pool's workers now (a daemon calls it at start-up, after
+ * gp_parallel_set_threads); returns 0, or -1 when fewer could be started. */
+int gp_pool_start(void);
+
+/* Run fn(ctx) once on a worker of the shared pool, later (FIFO among such
+ * tasks; workers help waiting gp_parallel_for callers first). fn may call
+ * gp_parallel_for, which spreads over the idle workers. Returns 0, or -1 when
+ * the task cannot be queued (out of memory, no worker could be started): the
+ * caller then runs it itself. */
+int gp_pool_run(void (*fn)(void *ctx), void *ctx);
 
 /* BLAS threading scope for regions that call BLAS from several threads at
  * once (e.g. the M random-feature LMLs of one msrfr step as parallel tasks):

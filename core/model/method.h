@@ -59,6 +59,14 @@ struct gp_method_ops {
     /* What the model reports online beyond n_train (NULL: n_train, no
      * warm-up, no gate). st is zeroed with n = n_train and kappa NAN. */
     void (*online_status)(const gp_model *model, gp_online_status *st);
+    /* 1 when predict's result for a point is bitwise independent of the
+     * other points of the call (their number, order and values): the method
+     * uses only per-point arithmetic in a fixed order (exact: its own
+     * multi-column solve). 0 (the default) makes gp_model_predict pad every
+     * call to a multiple of GP_PREDICT_LANES points, which is what BLAS
+     * kernels need to give each point the same bits wherever it sits
+     * (gp_model_predict_batch). */
+    int batch_invariant;
 };
 
 /* Value of option `name` from the request, or the spec default. For a NUMBER

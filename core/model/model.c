@@ -409,8 +409,9 @@ static int predict_observations(const gp_model *model, const gp_predict_request 
     return rc;
 }
 
-int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                     gp_error *err)
+/* Every check of a predict request, before any work. */
+static int predict_checks(const gp_model *model, const gp_predict_request *req,
+                          const gp_prediction *out, gp_error *err)
 {
     int rc = check_inputs(model, req->X, req->m, req->d, err);
     if (rc)
@@ -430,15 +431,273 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
                             "mixture or a sum of parts", model->method->name);
     if (req->components && (out->component_mean == NULL || out->component_variance == NULL))
         return gp_error_set(err, GP_EINVAL, "components", "no component buffers given");
-    out->clamped = 0;
-    if ((rc = check_not_warming_up(model, err)) != GP_OK)
-        return rc;
+    return check_not_warming_up(model, err);
+}
+
+/* The method's answer for exactly the points of req. */
+static int predict_points(const gp_model *model, const gp_predict_request *req,
+                          gp_prediction *out, gp_error *err)
+{
     if (model->likelihood != GP_LIK_GAUSSIAN)
         return predict_observations(model, req, out, err);
-    rc = model->method->ops->predict(model, req, out, err);
+    int rc = model->method->ops->predict(model, req, out, err);
     if (rc == GP_OK && req->n_quantiles && model->method->ops->components == NULL)
         gaussian_quantiles(req, model->n_outputs, out);
     return rc;
+}
+
+/* ---- predictions of many points held in one buffer ----
+ *
+ * The per-point outputs a request asked for (which pointers of its
+ * gp_prediction are set) and their widths: mean and variance m x p, quantiles
+ * m x nq x p, components m x K, the six observation fields m each, the gate's
+ * flags m. A "row range" copy moves points [off, off + m) of one such set of
+ * buffers (of M points) to another of m points. */
+typedef struct pred_shape {
+    size_t p, nq, K;
+    int fields; /* observation fields the likelihood writes (bernoulli: no rates) */
+    int cov;    /* a covariance too */
+} pred_shape;
+
+static pred_shape shape_of(const gp_model *model, const gp_predict_request *req)
+{
+    size_t parts = gp_model_parts(model);
+    pred_shape sh = {model->n_outputs, req->n_quantiles, 0, 0, req->full_covariance};
+    if (model->likelihood != GP_LIK_GAUSSIAN)
+        sh.fields = model->likelihood == GP_LIK_BERNOULLI ? 4 : 6;
+    if (req->components)
+        sh.K = parts ? parts : gp_model_components(model);
+    return sh;
+}
+
+static double **obs_field(gp_prediction *pr, int k)
+{
+    double **f[6] = {&pr->latent_mean, &pr->latent_variance, &pr->obs_mean,
+                     &pr->obs_variance, &pr->rate_mean, &pr->rate_variance};
+    return f[k];
+}
+
+/* Buffers for M points shaped like `like` (the same pointers set), in one
+ * block *mem (caller frees); returns GP_OK or GP_ENOMEM. */
+static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_prediction *pr,
+                      double **mem, gp_error *err)
+{
+    memset(pr, 0, sizeof *pr);
+    gp_prediction *src = (gp_prediction *)like; /* read only: obs_field takes a mutable one */
+    size_t n_obs = 0;
+    for (int k = 0; k < sh.fields; k++)
+        n_obs += *obs_field(src, k) != NULL;
+    /* + 1: the flags; a covariance is M x M per output */
+    size_t per_point = 2 * sh.p + sh.nq * sh.p + 2 * sh.K + n_obs + 1 + (sh.cov ? M * sh.p : 0);
+    size_t total = 0;
+    if (gp_checked_size(M, per_point, &total, err))
+        return GP_ENOMEM;
+    double *p = *mem = gp_alloc_doubles(total, err);
+    if (p == NULL)
+        return GP_ENOMEM;
+    pr->mean = p;
+    pr->variance = p + M * sh.p;
+    p += 2 * M * sh.p;
+    if (like->quantiles) {
+        pr->quantiles = p;
+        p += M * sh.nq * sh.p;
+    }
+    if (like->component_mean) {
+        pr->component_mean = p;
+        pr->component_variance = p + M * sh.K;
+        p += 2 * M * sh.K;
+    }
+    for (int k = 0; k < sh.fields; k++)
+        if (*obs_field(src, k)) {
+            *obs_field(pr, k) = p;
+            p += M;
+        }
+    if (sh.cov) {
+        pr->covariance = p;
+        p += M * M * sh.p;
+    }
+    if (like->ask_oracle)
+        pr->ask_oracle = (unsigned char *)p;
+    return GP_OK;
+}
+
+static void copy_block(double *dst, const double *src, size_t m, size_t M, size_t off,
+                       size_t blocks)
+{
+    for (size_t b = 0; b < blocks; b++)
+        memcpy(dst + b * m, src + b * M + off, m * sizeof *dst);
+}
+
+/* Points [off, off + m) of src (M points) into dst (m points). */
+static void pred_copy_rows(gp_prediction *dst, size_t m, gp_prediction *src, size_t M,
+                           size_t off, pred_shape sh)
+{
+    copy_block(dst->mean, src->mean, m, M, off, sh.p);
+    copy_block(dst->variance, src->variance, m, M, off, sh.p);
+    if (dst->quantiles)
+        copy_block(dst->quantiles, src->quantiles, m, M, off, sh.nq * sh.p);
+    if (dst->component_mean) {
+        copy_block(dst->component_mean, src->component_mean, m, M, off, sh.K);
+        copy_block(dst->component_variance, src->component_variance, m, M, off, sh.K);
+    }
+    for (int k = 0; k < sh.fields; k++)
+        if (*obs_field(dst, k))
+            memcpy(*obs_field(dst, k), *obs_field(src, k) + off, m * sizeof(double));
+    if (sh.cov) /* the block of points [off, off + m) of each output's covariance */
+        for (size_t j = 0; j < sh.p; j++)
+            for (size_t c = 0; c < m; c++)
+                memcpy(dst->covariance + j * m * m + c * m,
+                       src->covariance + j * M * M + (off + c) * M + off, m * sizeof(double));
+    if (dst->ask_oracle)
+        memcpy(dst->ask_oracle, src->ask_oracle + off, m);
+}
+
+/* predict_points on a multiple of GP_PREDICT_LANES points: the request's,
+ * then copies of its last point (method.h, batch_invariant, says why). A
+ * covariance request is padded too, so that its means and variances are
+ * those of the same points asked without one; its leading block is kept. */
+static int predict_lanes(const gp_model *model, const gp_predict_request *req,
+                         gp_prediction *out, gp_error *err)
+{
+    size_t m = req->m, d = req->d, mp = (m + GP_PREDICT_LANES - 1) / GP_PREDICT_LANES *
+                                         GP_PREDICT_LANES;
+    if (model->method->ops->batch_invariant || mp == m)
+        return predict_points(model, req, out, err);
+    size_t count = 0;
+    if (gp_checked_size(mp, d, &count, err))
+        return GP_ENOMEM;
+    double *X = gp_alloc_doubles(count, err), *mem = NULL;
+    pred_shape sh = shape_of(model, req);
+    gp_prediction pad;
+    int rc = X ? pred_alloc(out, sh, mp, &pad, &mem, err) : GP_ENOMEM;
+    if (rc == GP_OK) {
+        for (size_t c = 0; c < d; c++) {
+            memcpy(X + c * mp, req->X + c * m, m * sizeof *X);
+            for (size_t i = m; i < mp; i++)
+                X[c * mp + i] = req->X[c * m + m - 1];
+        }
+        gp_predict_request preq = *req;
+        preq.X = X;
+        preq.m = mp;
+        rc = predict_points(model, &preq, &pad, err);
+    }
+    if (rc == GP_OK) {
+        pred_copy_rows(out, m, &pad, mp, 0, sh);
+        out->clamped = pad.clamped; /* the copies of the last point may count too */
+    }
+    free(mem);
+    free(X);
+    return rc;
+}
+
+int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                     gp_error *err)
+{
+    int rc = predict_checks(model, req, out, err);
+    if (rc)
+        return rc;
+    out->clamped = 0;
+    return predict_lanes(model, req, out, err);
+}
+
+/* ---- batches ---- */
+
+static int same_options(const gp_predict_request *a, const gp_prediction *oa,
+                        const gp_predict_request *b, const gp_prediction *ob)
+{
+    if (a->full_covariance || b->full_covariance)
+        return 0;
+    if (a->include_noise != b->include_noise || a->components != b->components ||
+        a->n_quantiles != b->n_quantiles || a->d != b->d)
+        return 0;
+    if (a->n_quantiles && memcmp(a->quantiles, b->quantiles, a->n_quantiles * sizeof(double)))
+        return 0;
+    /* the same outputs asked for */
+    gp_prediction *pa = (gp_prediction *)oa, *pb = (gp_prediction *)ob;
+    for (int k = 0; k < 6; k++)
+        if ((*obs_field(pa, k) == NULL) != (*obs_field(pb, k) == NULL))
+            return 0;
+    return (oa->ask_oracle == NULL) == (ob->ask_oracle == NULL);
+}
+
+/* Requests g[0..k) answered by one call over their concatenated points. */
+static int predict_group(const gp_model *model, const gp_predict_request *reqs,
+                         gp_prediction *outs, const size_t *g, size_t k, gp_error *err)
+{
+    const gp_predict_request *first = &reqs[g[0]];
+    size_t M = 0, d = first->d, count = 0;
+    for (size_t i = 0; i < k; i++)
+        M += reqs[g[i]].m;
+    if (gp_checked_size(M, d, &count, err))
+        return GP_ENOMEM;
+    double *X = gp_alloc_doubles(count, err), *mem = NULL;
+    pred_shape sh = shape_of(model, first);
+    gp_prediction all;
+    int rc = X ? pred_alloc(&outs[g[0]], sh, M, &all, &mem, err) : GP_ENOMEM;
+    if (rc == GP_OK) {
+        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++)
+            for (size_t c = 0; c < d; c++)
+                memcpy(X + c * M + off, reqs[g[i]].X + c * reqs[g[i]].m,
+                       reqs[g[i]].m * sizeof *X);
+        gp_predict_request breq = *first;
+        breq.X = X;
+        breq.m = M;
+        all.clamped = 0;
+        rc = predict_lanes(model, &breq, &all, err);
+    }
+    if (rc == GP_OK)
+        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++) {
+            pred_copy_rows(&outs[g[i]], reqs[g[i]].m, &all, M, off, sh);
+            outs[g[i]].clamped = i == 0 ? all.clamped : 0;
+        }
+    free(mem);
+    free(X);
+    return rc;
+}
+
+int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs,
+                           gp_prediction *outs, int *rcs, gp_error *errs, size_t n)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    size_t *g = malloc((n ? n : 1) * sizeof *g);
+    unsigned char *done = calloc(n ? n : 1, 1);
+    if (g == NULL || done == NULL) {
+        free(g);
+        free(done);
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = gp_error_set(&errs[i], GP_ENOMEM, NULL, "out of memory for a batch");
+        return GP_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        gp_error_clear(&errs[i]);
+        outs[i].clamped = 0;
+        rcs[i] = predict_checks(model, &reqs[i], &outs[i], &errs[i]);
+        done[i] = rcs[i] != GP_OK;
+    }
+    int status = GP_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        size_t k = 0;
+        for (size_t j = i; j < n; j++)
+            if (!done[j] && (j == i || same_options(&reqs[i], &outs[i], &reqs[j], &outs[j]))) {
+                g[k++] = j;
+                done[j] = 1;
+            }
+        int rc = k == 1 ? predict_lanes(model, &reqs[i], &outs[i], &err)
+                        : predict_group(model, reqs, outs, g, k, &err);
+        if (rc == GP_ENOMEM)
+            status = GP_ENOMEM;
+        for (size_t j = 0; j < k; j++) {
+            rcs[g[j]] = rc;
+            if (rc)
+                errs[g[j]] = err;
+        }
+    }
+    free(g);
+    free(done);
+    return status;
 }
 
 size_t gp_model_components(const gp_model *model)

@@ -262,6 +262,25 @@ int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err);
+/* Several predict requests of one model answered by one call of the method
+ * (dynamic batching): each out[i] gets bit for bit what gp_model_predict
+ * gives reqs[i] alone. Each request is checked on its own first (rcs[i] and
+ * errs[i] get its result; those that fail are left out). Requests whose
+ * options agree (include_noise, quantile levels, components) and that ask no
+ * covariance are answered together over their concatenated points; the
+ * others one by one. Returns GP_OK, or GP_ENOMEM when the joint buffers
+ * cannot be allocated (then every rcs[i] says so). out[i].clamped counts the
+ * clamps of its own call group (the group's total on its first member, 0 on
+ * the others).
+ *
+ * Why the answers agree: BLAS kernels give a point the same bits wherever it
+ * sits only when the point count is a multiple of their unroll widths, so
+ * gp_model_predict pads every call (batched or not) to a multiple of
+ * GP_PREDICT_LANES points, repeating the last, unless the method's
+ * arithmetic is per point already (method.h, batch_invariant). */
+#define GP_PREDICT_LANES 16
+int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs,
+                           gp_prediction *outs, int *rcs, gp_error *errs, size_t n);
 /* samples: req->m x req->n_samples, joint draws of the latent f (of y with
  * include_noise, Gaussian likelihood only). */
 int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,

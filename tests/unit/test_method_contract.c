@@ -203,6 +203,153 @@ static void check_prediction(const fit_setup *s, const gp_model *model)
     }
 }
 
+/* ---- dynamic batching: a point's answer does not depend on its company ---- */
+
+#define BM 23 /* points: crosses GP_PREDICT_LANES */
+static const size_t batch_sizes[] = {1, 2, 1, 5, 1, 3, 1, 9};
+#define NB (sizeof batch_sizes / sizeof batch_sizes[0])
+
+typedef struct bufs {
+    double *mem;
+    gp_prediction pr;
+} bufs;
+
+/* Buffers for m points of model with the outputs the request asks. */
+static void bufs_alloc(bufs *b, const gp_model *model, const gp_predict_request *r)
+{
+    size_t m = r->m, p = model->n_outputs, K = 0;
+    if (r->components)
+        K = gp_model_parts(model) ? gp_model_parts(model) : gp_model_components(model);
+    size_t n = m * (2 * p + 3 * p + 2 * K + 6 + 1);
+    b->mem = calloc(n, sizeof(double));
+    assert_non_null(b->mem);
+    double *q = b->mem;
+    memset(&b->pr, 0, sizeof b->pr);
+    b->pr.mean = q;
+    b->pr.variance = q + m * p;
+    q += 2 * m * p;
+    if (r->n_quantiles)
+        b->pr.quantiles = q;
+    q += 3 * m * p;
+    if (K) {
+        b->pr.component_mean = q;
+        b->pr.component_variance = q + m * K;
+    }
+    q += 2 * m * K;
+    if (model->likelihood != GP_LIK_GAUSSIAN) {
+        double **f[6] = {&b->pr.latent_mean, &b->pr.latent_variance, &b->pr.obs_mean,
+                         &b->pr.obs_variance, &b->pr.rate_mean, &b->pr.rate_variance};
+        for (int k = 0; k < 6; k++)
+            *f[k] = q + (size_t)k * m;
+    }
+    q += 6 * m;
+    if (gp_method_has_gate(model->method))
+        b->pr.ask_oracle = (unsigned char *)q;
+}
+
+static void same_bits(const char *name, const char *what, size_t r, const void *a,
+                      const void *b, size_t bytes)
+{
+    if ((a == NULL) != (b == NULL) || (a && memcmp(a, b, bytes) != 0))
+        fail_msg("%s: request %zu: batched %s differs from the request alone", name, r, what);
+}
+
+static void compare_bufs(const char *name, size_t r, const gp_model *model,
+                         const gp_predict_request *req, const bufs *x, const bufs *y)
+{
+    size_t m = req->m, p = model->n_outputs, K = 0, dbl = sizeof(double);
+    if (req->components)
+        K = gp_model_parts(model) ? gp_model_parts(model) : gp_model_components(model);
+    same_bits(name, "mean", r, x->pr.mean, y->pr.mean, m * p * dbl);
+    same_bits(name, "variance", r, x->pr.variance, y->pr.variance, m * p * dbl);
+    same_bits(name, "quantiles", r, x->pr.quantiles, y->pr.quantiles,
+              m * p * req->n_quantiles * dbl);
+    same_bits(name, "component means", r, x->pr.component_mean, y->pr.component_mean,
+              m * K * dbl);
+    same_bits(name, "component variances", r, x->pr.component_variance,
+              y->pr.component_variance, m * K * dbl);
+    same_bits(name, "latent mean", r, x->pr.latent_mean, y->pr.latent_mean, m * dbl);
+    same_bits(name, "latent variance", r, x->pr.latent_variance, y->pr.latent_variance,
+              m * dbl);
+    same_bits(name, "observation mean", r, x->pr.obs_mean, y->pr.obs_mean, m * dbl);
+    same_bits(name, "observation variance", r, x->pr.obs_variance, y->pr.obs_variance,
+              m * dbl);
+    same_bits(name, "rate mean", r, x->pr.rate_mean, y->pr.rate_mean, m * dbl);
+    same_bits(name, "rate variance", r, x->pr.rate_variance, y->pr.rate_variance, m * dbl);
+    same_bits(name, "oracle flags", r, x->pr.ask_oracle, y->pr.ask_oracle, m);
+}
+
+/* Requests of several sizes and options (latent or observation variance,
+ * quantiles, components where the method has them) answered by
+ * gp_model_predict_batch and each alone by gp_model_predict: bit for bit the
+ * same. Also every point alone against all BM points in one call. */
+static void check_batch(const gp_model *model)
+{
+    const char *name = model->method->name;
+    gp_rng rng;
+    gp_rng_seed(&rng, 99);
+    double X[BM * D];
+    for (size_t i = 0; i < BM * D; i++)
+        X[i] = 3.4 * gp_rng_uniform(&rng) - 1.7;
+    int comps_ok = gp_method_is_mixture(model->method) ||
+                   (gp_model_parts(model) && model->likelihood == GP_LIK_GAUSSIAN);
+    gp_predict_request reqs[NB];
+    double Xr[NB][BM * D];
+    bufs alone[NB], batched[NB];
+    gp_prediction outs[NB];
+    for (size_t r = 0, off = 0; r < NB; off += batch_sizes[r], r++) {
+        size_t m = batch_sizes[r];
+        for (size_t c = 0; c < D; c++)
+            memcpy(Xr[r] + c * m, X + c * BM + off, m * sizeof(double));
+        reqs[r] = (gp_predict_request){.X = Xr[r], .m = m, .d = D,
+                                       .include_noise = (int)(r % 3 != 1),
+                                       .quantiles = r % 2 ? levels : NULL,
+                                       .n_quantiles = r % 2 ? 3 : 0,
+                                       .components = comps_ok && r % 4 == 3};
+        bufs_alloc(&alone[r], model, &reqs[r]);
+        bufs_alloc(&batched[r], model, &reqs[r]);
+        outs[r] = batched[r].pr;
+        gp_error err;
+        if (gp_model_predict(model, &reqs[r], &alone[r].pr, &err) != GP_OK)
+            fail_msg("%s: predict of request %zu failed: %s", name, r, err.message);
+    }
+    int rcs[NB];
+    gp_error errs[NB];
+    assert_int_equal(gp_model_predict_batch(model, reqs, outs, rcs, errs, NB), GP_OK);
+    for (size_t r = 0; r < NB; r++) {
+        if (rcs[r] != GP_OK)
+            fail_msg("%s: batched request %zu failed: %s", name, r, errs[r].message);
+        compare_bufs(name, r, model, &reqs[r], &batched[r], &alone[r]);
+    }
+    /* all points in one request against each point alone */
+    gp_predict_request all = {.X = X, .m = BM, .d = D, .include_noise = 1};
+    bufs whole;
+    bufs_alloc(&whole, model, &all);
+    gp_error err;
+    assert_int_equal(gp_model_predict(model, &all, &whole.pr, &err), GP_OK);
+    for (size_t i = 0; i < BM; i++) {
+        double x1[D];
+        for (size_t c = 0; c < D; c++)
+            x1[c] = X[c * BM + i];
+        gp_predict_request one = {.X = x1, .m = 1, .d = D, .include_noise = 1};
+        bufs b;
+        bufs_alloc(&b, model, &one);
+        assert_int_equal(gp_model_predict(model, &one, &b.pr, &err), GP_OK);
+        size_t p = model->n_outputs;
+        for (size_t j = 0; j < p; j++)
+            if (memcmp(&b.pr.mean[j], &whole.pr.mean[j * BM + i], sizeof(double)) ||
+                memcmp(&b.pr.variance[j], &whole.pr.variance[j * BM + i], sizeof(double)))
+                fail_msg("%s: point %zu alone differs from the same point among %d", name, i,
+                         BM);
+        free(b.mem);
+    }
+    free(whole.mem);
+    for (size_t r = 0; r < NB; r++) {
+        free(alone[r].mem);
+        free(batched[r].mem);
+    }
+}
+
 /* ---- samples ---- */
 
 #define S 4000
@@ -637,6 +784,7 @@ static void likelihood_contract(void **state)
     assert_true(model->y_mean == 0.0 && model->y_scale == 1.0 && model->noise_variance == 0.0);
     check_report(&s, model);
     check_obs_prediction(name, c->lik, model, s.p.Xs);
+    check_batch(model);
     check_obs_samples(name, c->lik, model, s.p.Xs);
     check_obs_roundtrip(&s, model);
     gp_model_free(model);
@@ -669,6 +817,7 @@ static void method_contract(void **state)
     gp_model *model = fit_or_fail(&s, &req);
     check_report(&s, model);
     check_prediction(&s, model);
+    check_batch(model);
     check_samples(&s, model);
     check_roundtrip(&s, model);
     gp_model_free(model);
