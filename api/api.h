@@ -102,6 +102,29 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
+/* ---- predict and sample in two steps, for dynamic batching (server/batcher.c):
+ * the body is parsed on the request thread; calls to the same model are then
+ * answered together, each response exactly what gp_api_predict or
+ * gp_api_sample would give it alone. */
+typedef struct gp_point_call gp_point_call;
+enum { GP_CALL_PREDICT = 0, GP_CALL_SAMPLE = 1 };
+/* GP_OK and *out (caller: gp_api_point_calls_run or gp_api_point_call_free),
+ * or an error code with the error response in *res. */
+int gp_api_point_call_parse(gp_api *api, int kind, const char *name, const gp_request *req,
+                            gp_point_call **out, gp_response *res);
+/* Points in the call (0 until known, for inputs given as objects). */
+size_t gp_api_point_call_points(const gp_point_call *c);
+/* 1 for a predict whose points may join others' (no full covariance). */
+int gp_api_point_call_batchable(const gp_point_call *c);
+/* 1 when a and b may be answered in one gp_api_point_calls_run: the same
+ * kind, model name and version, and for predicts the same options. */
+int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b);
+/* Answer calls[0..n) (pairwise joinable with calls[0]) into res[0..n)
+ * (zeroed), and free the calls: predicts by one model look-up and one
+ * batched prediction, samples one after the other. */
+void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_response *res);
+void gp_api_point_call_free(gp_point_call *c);
+
 /* Add rows to a model that learns online (docs/design/api.md, "Observe"):
  * 200 {"name", "version", "n", "state", "observations"} once the batch is
  * applied and durable; 422 unsupported for methods that cannot. */

@@ -821,83 +821,256 @@ static void write_prediction(gp_buf *b, const gp_model *model, const predict_arg
         write_components(b, model, parts, pr, m, K);
 }
 
-static void do_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out,
-                       gp_error *err)
+/* ---- predict and sample calls: parsed on the request thread, answered in
+ * batches (server/batcher.c) or at once ---- */
+
+struct gp_point_call {
+    int kind;                /* GP_CALL_PREDICT or GP_CALL_SAMPLE */
+    char name[GP_NAME_MAX + 1];
+    int version;             /* 0: the latest */
+    json_t *obj;             /* the parsed body (owned); Xj points into it */
+    json_t *Xj;
+    double *X;               /* rows of numbers, parsed early (owned); NULL for objects */
+    size_t m, d;
+    predict_args a;          /* predict */
+    gp_request req;          /* sample: the body, answered by gp_api_sample's own code */
+    char *body;              /* sample: owned copy of the body */
+};
+
+void gp_api_point_call_free(gp_point_call *c)
 {
-    json_t *obj = NULL;
-    double *X = NULL, *mem = NULL;
-    gp_cache_entry *entry = NULL;
-    const gp_model *model = NULL;
-    size_t m = 0, d = 0;
-    int version = 0;
-    predict_args a = {.include_noise = 1};
-    int rc = parse_point_request(req, predict_keys, &obj, &version, &a.include_noise, err);
+    if (c == NULL)
+        return;
+    json_decref(c->obj);
+    free(c->X);
+    free(c->body);
+    free(c);
+}
+
+static int parse_predict_call(gp_api *api, const gp_request *req, gp_point_call *c,
+                              gp_error *err)
+{
+    c->a.include_noise = 1;
+    int rc = parse_point_request(req, predict_keys, &c->obj, &c->version, &c->a.include_noise,
+                                 err);
     if (rc == GP_OK)
-        rc = parse_predict_args(obj, &a, err);
-    json_t *Xj = obj ? json_object_get(obj, "X") : NULL;
-    if (rc == GP_OK && Xj == NULL)
+        rc = parse_predict_args(c->obj, &c->a, err);
+    c->Xj = c->obj ? json_object_get(c->obj, "X") : NULL;
+    if (rc == GP_OK && c->Xj == NULL)
         rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to predict at) is missing");
     if (rc == GP_OK)
-        rc = parse_x_early(api, Xj, &X, &m, &d, err);
-    if (rc == GP_OK)
-        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
-    if (rc == GP_OK)
-        rc = parse_x_late(api, model, name, Xj, &X, &m, &d, err);
-    if (rc == GP_OK && a.full && m > api->cfg.max_covariance_points)
+        rc = parse_x_early(api, c->Xj, &c->X, &c->m, &c->d, err);
+    return rc;
+}
+
+int gp_api_point_call_parse(gp_api *api, int kind, const char *name, const gp_request *req,
+                            gp_point_call **out, gp_response *res)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    *out = NULL;
+    gp_point_call *c = calloc(1, sizeof *c);
+    int rc = c ? GP_OK : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+    if (rc == GP_OK) {
+        c->kind = kind;
+        snprintf(c->name, sizeof c->name, "%s", name);
+    }
+    if (rc == GP_OK && kind == GP_CALL_PREDICT)
+        rc = parse_predict_call(api, req, c, &err);
+    else if (rc == GP_OK) { /* a sample is parsed where it runs; its body is kept */
+        c->req = *req;
+        c->req.query = NULL;
+        c->req.n_query = 0;
+        c->body = malloc(req->body_len ? req->body_len : 1);
+        if (c->body == NULL)
+            rc = gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+        else if (req->body_len)
+            memcpy(c->body, req->body, req->body_len);
+        c->req.body = c->body;
+    }
+    if (rc) {
+        gp_api_point_call_free(c);
+        gp_api_error(&err, res);
+        return rc;
+    }
+    *out = c;
+    return GP_OK;
+}
+
+size_t gp_api_point_call_points(const gp_point_call *c)
+{
+    return c->m;
+}
+
+int gp_api_point_call_batchable(const gp_point_call *c)
+{
+    return c->kind == GP_CALL_PREDICT && !c->a.full;
+}
+
+int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b)
+{
+    if (a->kind != b->kind || strcmp(a->name, b->name) != 0 || a->version != b->version)
+        return 0;
+    if (a->kind != GP_CALL_PREDICT || a->a.full || b->a.full)
+        return 1; /* the same model: answered one after the other under one look-up */
+    const predict_args *x = &a->a, *y = &b->a;
+    return x->include_noise == y->include_noise && x->comps == y->comps && x->nq == y->nq &&
+           memcmp(x->q, y->q, x->nq * sizeof x->q[0]) == 0;
+}
+
+/* One predict call's state between its checks and its answer. */
+typedef struct call_state {
+    int rc;
+    gp_error err;
+    double *mem;
+    gp_prediction pr;
+    size_t K;
+    int parts;
+} call_state;
+
+/* The checks of call c against the model, and its buffers (st->rc). */
+static void predict_prepare(gp_api *api, const gp_model *model, gp_point_call *c, int gate,
+                            const gp_online_status *ost, call_state *st)
+{
+    gp_error *err = &st->err;
+    const predict_args *a = &c->a;
+    int rc = parse_x_late(api, model, c->name, c->Xj, &c->X, &c->m, &c->d, err);
+    if (rc == GP_OK && a->full && c->m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "a full covariance of %zu points is above the limit "
                           "max_covariance_points = %zu",
-                          m, api->cfg.max_covariance_points);
-    gp_prediction pr = {0};
-    size_t K = 0;
-    int parts = 0, gate = rc == GP_OK && gp_method_has_gate(model->method);
-    gp_online_status st = {0};
-    if (gate)
-        gp_model_online_status(model, &st);
+                          c->m, api->cfg.max_covariance_points);
     if (rc == GP_OK)
-        rc = check_components(model, a.comps, &K, &parts, err);
-    int obs = rc == GP_OK && model->likelihood != GP_LIK_GAUSSIAN;
-    if (rc == GP_OK && !st.warmup)
-        rc = alloc_prediction(m, model->n_outputs, a.full, a.nq, K, obs, &mem, &pr, err);
+        rc = check_components(model, a->comps, &st->K, &st->parts, err);
+    int obs = model->likelihood != GP_LIK_GAUSSIAN;
+    if (rc == GP_OK && !ost->warmup)
+        rc = alloc_prediction(c->m, model->n_outputs, a->full, a->nq, st->K, obs, &st->mem,
+                              &st->pr, err);
     if (rc == GP_OK && !gate)
-        pr.ask_oracle = NULL;
-    if (rc == GP_OK && !st.warmup) {
-        gp_predict_request preq = {X, m, d, a.include_noise, a.full, a.q, a.nq, a.comps};
-        rc = gp_model_predict(model, &preq, &pr, err);
+        st->pr.ask_oracle = NULL;
+    st->rc = rc;
+}
+
+static void predict_respond(gp_api *api, gp_cache_entry *entry, const gp_model *model,
+                            const gp_point_call *c, int gate, const gp_online_status *ost,
+                            call_state *st, gp_response *out)
+{
+    if (st->rc) {
+        gp_api_error(&st->err, out);
+        return;
     }
-    if (rc == GP_OK) {
-        if (pr.clamped)
-            atomic_fetch_add(&api->variance_clamps, (uint64_t)pr.clamped);
-        gp_buf b;
-        gp_buf_init(&b);
-        /* entry's name/version are the row that was served */
-        head(&b, name, entry->version);
-        if (st.warmup) {
-            respond_warmup(&b, &st, m, model->n_outputs);
-            gate_record(entry, NULL, m);
+    size_t m = c->m;
+    if (st->pr.clamped)
+        atomic_fetch_add(&api->variance_clamps, (uint64_t)st->pr.clamped);
+    gp_buf b;
+    gp_buf_init(&b);
+    /* entry's name/version are the row that was served */
+    head(&b, c->name, entry->version);
+    if (ost->warmup) {
+        respond_warmup(&b, ost, m, model->n_outputs);
+        gate_record(entry, NULL, m);
+    } else
+        write_prediction(&b, model, &c->a, &st->pr, m, st->K, st->parts);
+    if (gate && !ost->warmup) {
+        write_gate(&b, ost, st->pr.ask_oracle, m, model->n_outputs);
+        gate_record(entry, st->pr.ask_oracle, m);
+    }
+    gp_buf_put(&b, "}", 1);
+    gp_buf_respond(&b, 200, out);
+}
+
+/* Predict calls of one model and version: one look-up, one batched predict
+ * (gp_model_predict_batch answers each as it would be answered alone). */
+static void run_predicts(gp_api *api, gp_point_call **calls, size_t n, gp_response *res)
+{
+    gp_cache_entry *entry = NULL;
+    const gp_model *model = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    call_state *st = calloc(n, sizeof *st);
+    gp_predict_request *reqs = calloc(n, sizeof *reqs);
+    gp_prediction *outs = calloc(n, sizeof *outs);
+    int *rcs = calloc(n, sizeof *rcs);
+    gp_error *errs = calloc(n, sizeof *errs);
+    size_t *idx = calloc(n, sizeof *idx);
+    int rc = st && reqs && outs && rcs && errs && idx
+                 ? GP_OK
+                 : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+    if (rc == GP_OK)
+        rc = gp_cache_acquire(api, calls[0]->name, calls[0]->version, &entry, &model, &err);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            gp_api_error(&err, &res[i]);
+    } else {
+        int gate = gp_method_has_gate(model->method);
+        gp_online_status ost = {0};
+        if (gate)
+            gp_model_online_status(model, &ost);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            predict_prepare(api, model, calls[i], gate, &ost, &st[i]);
+            if (st[i].rc || ost.warmup)
+                continue;
+            const predict_args *a = &calls[i]->a;
+            reqs[k] = (gp_predict_request){calls[i]->X, calls[i]->m, calls[i]->d,
+                                           a->include_noise, a->full, a->q, a->nq, a->comps};
+            outs[k] = st[i].pr;
+            idx[k++] = i;
         }
-        else
-            write_prediction(&b, model, &a, &pr, m, K, parts);
-        if (gate && !st.warmup) {
-            write_gate(&b, &st, pr.ask_oracle, m, model->n_outputs);
-            gate_record(entry, pr.ask_oracle, m);
+        if (k)
+            gp_model_predict_batch(model, reqs, outs, rcs, errs, k);
+        for (size_t j = 0; j < k; j++) {
+            st[idx[j]].pr = outs[j];
+            st[idx[j]].rc = rcs[j];
+            if (rcs[j])
+                st[idx[j]].err = errs[j];
         }
-        gp_buf_put(&b, "}", 1);
-        gp_buf_respond(&b, 200, out);
+        for (size_t i = 0; i < n; i++)
+            predict_respond(api, entry, model, calls[i], gate, &ost, &st[i], &res[i]);
     }
     gp_cache_release(api, entry);
-    free(mem);
-    free(X);
-    json_decref(obj);
-    if (rc)
-        gp_api_error(err, out);
+    for (size_t i = 0; st && i < n; i++)
+        free(st[i].mem);
+    free(st);
+    free(reqs);
+    free(outs);
+    free(rcs);
+    free(errs);
+    free(idx);
+}
+
+static void sample_body(gp_api *api, const char *name, const gp_request *req,
+                        gp_response *out);
+
+void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_response *res)
+{
+    if (n == 0)
+        return;
+    if (calls[0]->kind == GP_CALL_PREDICT)
+        run_predicts(api, calls, n, res);
+    else
+        for (size_t i = 0; i < n; i++)
+            sample_body(api, calls[i]->name, &calls[i]->req, &res[i]);
+    for (size_t i = 0; i < n; i++)
+        gp_api_point_call_free(calls[i]);
+}
+
+static void run_one(gp_api *api, int kind, const char *name, const gp_request *req,
+                    gp_response *out)
+{
+    gp_point_call *c = NULL;
+    if (gp_api_point_call_parse(api, kind, name, req, &c, out) == GP_OK)
+        gp_api_point_calls_run(api, &c, 1, out);
 }
 
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out)
 {
-    gp_error err;
-    gp_error_clear(&err);
-    do_predict(api, name, req, out, &err);
+    run_one(api, GP_CALL_PREDICT, name, req, out);
+}
+
+void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out)
+{
+    run_one(api, GP_CALL_SAMPLE, name, req, out);
 }
 
 /* ---- sample ---- */
@@ -929,7 +1102,8 @@ static void write_draws(gp_buf *b, const char *key, const double *S, size_t m, s
     gp_buf_put(b, "]", 1);
 }
 
-void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out)
+static void sample_body(gp_api *api, const char *name, const gp_request *req,
+                        gp_response *out)
 {
     gp_error errs, *err = &errs;
     gp_error_clear(err);

@@ -70,7 +70,13 @@ static const opt_def options[] = {
      "observe log entries between snapshots of an online model (a restart replays at most "
      "this many)"},
     {"compute-threads", "GPSERVE_COMPUTE_THREADS", OPT_LONG, OFF(compute_threads), 0, 1024,
-     "threads one fit's pair loops use; 0 = all CPUs"},
+     "threads of the shared compute pool (fits' loops, batched predictions); 0 = all CPUs"},
+    {"batch-delay-us", "GPSERVE_BATCH_DELAY_US", OPT_LONG, OFF(batch_delay_us), 0, 1000000,
+     "dynamic batching: the longest a predict waits for others to the same model to join "
+     "it, in microseconds (only while other requests are in progress); 0 = no batching: "
+     "each request is answered on its own thread"},
+    {"batch-max-points", "GPSERVE_BATCH_MAX_POINTS", OPT_LONG, OFF(batch_max_points), 1,
+     1000000, "dynamic batching: the most points one batched prediction takes"},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -105,6 +111,8 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;
     cfg->compute_threads = 0;
+    cfg->batch_delay_us = 300;
+    cfg->batch_max_points = 64;
     cfg->snapshot_interval = api.snapshot_interval > 0 && api.snapshot_interval <= 100000000
                                  ? (long)api.snapshot_interval
                                  : 10000;

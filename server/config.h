@@ -29,7 +29,9 @@ typedef struct gp_server_config {
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */
     long snapshot_interval;   /* --snapshot-interval: api default (10000) */
-    long compute_threads;     /* --compute-threads: threads of one fit; 0 = all CPUs */
+    long compute_threads;     /* --compute-threads: the shared compute pool; 0 = all CPUs */
+    long batch_delay_us;      /* --batch-delay-us: longest wait for a batch; 0 = no batching; 300 */
+    long batch_max_points;    /* --batch-max-points: points per batch; 64 */
 } gp_server_config;
 
 /* Result of gp_config_parse. */

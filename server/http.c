@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/batcher.h"
 #include "server/jobs.h"
 #include "server/metrics.h"
 #include "server/mhd_shim.h"
@@ -77,6 +78,7 @@ struct gp_server {
     MHD_socket listen_fd;
     unsigned port;
     gp_jobs *jobs;
+    gp_batcher *batcher; /* NULL: batching off (--batch-delay-us 0) */
     gp_metrics *metrics;
     atomic_int stopping;
     atomic_uint_fast64_t next_request_id;
@@ -127,9 +129,10 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     size_t discarded;
-    /* synchronous fit */
+    /* synchronous fit, or a predict/sample queued for a batch */
     int fit_pending;        /* counted in srv->sync_pending */
     gp_response fit_res;    /* written by the worker before it resumes us */
+    int batch_counted;      /* counted in the batcher's requests in progress */
     /* An error found in the first call of a request without a body is sent
      * in the final call: answered earlier, libmicrohttpd closes the
      * connection (it cannot tell that no body follows). */
@@ -494,6 +497,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         ctx->fit_pending = 0;
         atomic_fetch_sub(&srv->sync_pending, 1);
     }
+    if (ctx->batch_counted)
+        gp_batcher_end(srv->batcher);
     gp_response_free(&ctx->fit_res);
     gp_response_free(&ctx->deferred);
     free(ctx->body);
@@ -629,6 +634,38 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
     return MHD_YES; /* suspended; fit_done resumes us */
 }
 
+/* ---- predict and sample: batched on the shared pool (server/batcher.h) ---- */
+
+static void point_done(void *cookie, gp_response *res)
+{
+    conn_ctx *ctx = cookie;
+    struct MHD_Connection *conn = ctx->conn;
+    ctx->fit_res = *res;
+    memset(res, 0, sizeof *res);
+    /* From here on the request thread owns ctx again. */
+    MHD_resume_connection(conn);
+}
+
+static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *req)
+{
+    gp_server *srv = ctx->srv;
+    gp_point_call *c = NULL;
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    if (gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res) != 0)
+        return answer(ctx, &res);
+    /* Suspended before it is queued: point_done may resume it at once. */
+    ctx->fit_pending = 1;
+    atomic_fetch_add(&srv->sync_pending, 1);
+    ctx->state = CS_FIT_WAIT;
+    MHD_suspend_connection(ctx->conn);
+    if (gp_batcher_submit(srv->batcher, c, point_done, ctx) != 0) {
+        gp_api_point_calls_run(srv->api, &c, 1, &res); /* shutting down: answer here */
+        point_done(ctx, &res);
+    }
+    return MHD_YES;
+}
+
 /* ---- metrics ---- */
 static void handle_metrics(gp_server *srv, gp_response *res)
 {
@@ -641,6 +678,14 @@ static void handle_metrics(gp_server *srv, gp_response *res)
     g.models_loaded = st.models_loaded;
     g.jitter_escalations = st.jitter_escalations;
     g.variance_clamps = st.variance_clamps;
+    if (srv->batcher) {
+        gp_batcher_stats bs;
+        gp_batcher_get_stats(srv->batcher, &bs);
+        g.batches = bs.batches;
+        g.batched_requests = bs.calls;
+        g.batched_points = bs.points;
+        g.batch_max_requests = bs.max_calls;
+    }
     size_t len = 0;
     char *text = gp_metrics_render(srv->metrics, &g, &len);
     if (text == NULL) {
@@ -711,10 +756,17 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
         gp_api_get_model(api, m->name, m->version, &res);
         break;
     case GP_ROUTE_PREDICT:
-        gp_api_predict(api, m->name, &req, &res);
-        break;
     case GP_ROUTE_SAMPLE:
-        gp_api_sample(api, m->name, &req, &res);
+        if (srv->batcher) {
+            ret = handle_point(ctx, m->route == GP_ROUTE_PREDICT ? GP_CALL_PREDICT
+                                                                 : GP_CALL_SAMPLE, &req);
+            free(q.items);
+            return ret;
+        }
+        if (m->route == GP_ROUTE_PREDICT)
+            gp_api_predict(api, m->name, &req, &res);
+        else
+            gp_api_sample(api, m->name, &req, &res);
         break;
     case GP_ROUTE_OBSERVE:
         gp_api_observe(api, m->name, &req, &res);
@@ -758,6 +810,11 @@ static enum MHD_Result first_call(conn_ctx *ctx, const char *method)
     snprintf(ctx->method, sizeof ctx->method, "%s", method ? method : "?");
     ctx->verb = gp_verb_of(method);
     ctx->state = CS_BODY;
+    gp_route_id r = ctx->match.route;
+    if (ctx->srv->batcher && (r == GP_ROUTE_PREDICT || r == GP_ROUTE_SAMPLE)) {
+        gp_batcher_begin(ctx->srv->batcher);
+        ctx->batch_counted = 1;
+    }
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *te =
@@ -1062,6 +1119,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 /* Free what gp_server_start made (the daemon and the sweeper stopped). */
 static void server_free(gp_server *srv)
 {
+    gp_batcher_free(srv->batcher);
     gp_jobs_free(srv->jobs);
     gp_metrics_free(srv->metrics);
     pthread_cond_destroy(&srv->sweep_wake);
@@ -1172,6 +1230,13 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
         server_free(srv);
         return NULL;
     }
+    if (cfg->batch_delay_us > 0 &&
+        (srv->batcher = gp_batcher_new(api, cfg->batch_delay_us,
+                                       (size_t)cfg->batch_max_points)) == NULL) {
+        snprintf(msg, msg_size, "out of memory");
+        server_free(srv);
+        return NULL;
+    }
     gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts,
                            3600.0 * (double)cfg->job_retention_hours);
     struct sockaddr_in a4;
@@ -1219,6 +1284,7 @@ void gp_server_stop(gp_server *srv)
     gp_log("gpserve: stopped accepting connections; cancelling %zu queued and %zu running fits",
            queued, running);
     gp_jobs_shutdown(srv->jobs);
+    gp_batcher_stop(srv->batcher); /* answers every queued predict and sample */
     /* Every suspended request is resumed now; give them a moment to be answered. */
     for (int i = 0; i < 500 && atomic_load(&srv->sync_pending) > 0; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};

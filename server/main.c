@@ -66,6 +66,13 @@ int main(int argc, char **argv)
         }
     }
     gp_parallel_set_threads((int)cfg.compute_threads);
+    /* All parallelism lives in the shared pool: OpenBLAS runs on the calling
+     * thread (bench/results/blas_threads.md: concurrent callers of a threaded
+     * OpenBLAS 0.3.21 oversubscribe the cores, and a request's BLAS call must
+     * not spread while other requests run). Set before any thread starts. */
+    gp_blas_set_threads(1);
+    if (gp_pool_start() != 0)
+        fprintf(stderr, "gpserve: warning: not every compute thread could be started\n");
     raise_fd_limit(cfg.max_connections);
 
     /* Signals: SIGTERM/SIGINT go to sigwait below, in no other thread; threads

@@ -276,6 +276,24 @@ char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len)
              "# TYPE gpserve_variance_clamps_total counter\n"
              "gpserve_variance_clamps_total %llu\n",
          (unsigned long long)g->variance_clamps);
+    emit(&b, "# HELP gpserve_batches_total Batched runs of predict or sample requests "
+             "(dynamic batching; 0 with --batch-delay-us 0).\n"
+             "# TYPE gpserve_batches_total counter\n"
+             "gpserve_batches_total %llu\n",
+         (unsigned long long)g->batches);
+    emit(&b, "# HELP gpserve_batched_requests_total Predict and sample requests answered in "
+             "batches.\n"
+             "# TYPE gpserve_batched_requests_total counter\n"
+             "gpserve_batched_requests_total %llu\n",
+         (unsigned long long)g->batched_requests);
+    emit(&b, "# HELP gpserve_batched_points_total Points predicted in batches.\n"
+             "# TYPE gpserve_batched_points_total counter\n"
+             "gpserve_batched_points_total %llu\n",
+         (unsigned long long)g->batched_points);
+    emit(&b, "# HELP gpserve_batch_max_requests The most requests one batch has answered.\n"
+             "# TYPE gpserve_batch_max_requests gauge\n"
+             "gpserve_batch_max_requests %llu\n",
+         (unsigned long long)g->batch_max_requests);
     if (b.failed) {
         free(b.data);
         return NULL;

@@ -24,6 +24,7 @@ typedef struct gp_metrics_gauges {
     size_t jobs_queued, jobs_running;
     size_t models_loaded;
     uint64_t jitter_escalations, variance_clamps;
+    uint64_t batches, batched_requests, batched_points, batch_max_requests;
 } gp_metrics_gauges;
 
 /* The exposition text (malloc'ed, *len bytes), or NULL when out of memory. */

@@ -243,6 +243,11 @@ static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 static int blas_serial_depth = 0;
 static int blas_saved_threads = 1;
 
+void gp_blas_set_threads(int threads)
+{
+    openblas_set_num_threads(threads > 0 ? threads : 1);
+}
+
 void gp_blas_serial_begin(void)
 {
     pthread_mutex_lock(&blas_lock);

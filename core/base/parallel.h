@@ -39,6 +39,10 @@ int gp_pool_start(void);
  * caller then runs it itself. */
 int gp_pool_run(void (*fn)(void *ctx), void *ctx);
 
+/* OpenBLAS's own thread count, process-wide (a daemon sets 1 at start-up,
+ * before any thread runs: all its parallelism is then the shared pool's). */
+void gp_blas_set_threads(int threads);
+
 /* BLAS threading scope for regions that call BLAS from several threads at
  * once (e.g. the M random-feature LMLs of one msrfr step as parallel tasks):
  * between begin and end OpenBLAS runs single-threaded. Scopes nest and may be

@@ -1063,6 +1063,91 @@ static void test_shortest_format(void **state)
     gp_buf_free(&b);
 }
 
+/* Dynamic batching at the api: predict calls with different options (and one
+ * with a wrong shape) answered by one gp_api_point_calls_run give the bytes
+ * each gets alone from gp_api_predict; samples too. For a single-Gaussian
+ * method (exact) and a mixture with components (msrfr). */
+static void check_batched_calls(const char *model)
+{
+    static const char *const bodies[] = {
+        "{\"X\":[[0.1,0.2]]}",
+        "{\"X\":[[0.3,-0.2],[1.1,0.4]],\"include_noise\":false}",
+        "{\"X\":[[-0.7,0.9]],\"quantiles\":[0.1,0.9]}",
+        "{\"X\":[[0.5,0.5],[0.6,0.6],[-1.5,1.0]]}",
+        "{\"X\":[[0.2,0.1],[0.9,-0.4]],\"full_covariance\":true}",
+        "{\"X\":[[1.7,-1.2]],\"include_noise\":false}",
+        "{\"X\":[[1.0,2.0,3.0]]}",
+        "{\"X\":[[0.4,0.4]],\"components\":true}",
+        "{\"X\":[[0.1,0.2]],\"version\":1}",
+    };
+    enum { NC = sizeof bodies / sizeof bodies[0] };
+    gp_point_call *calls[NC];
+    gp_response alone[NC], batched[NC];
+    for (size_t i = 0; i < NC; i++) {
+        predict_json(api, model, bodies[i], &alone[i]);
+        memset(&batched[i], 0, sizeof batched[i]);
+        gp_request req = make_req("application/json", bodies[i], NULL, 0);
+        gp_response res = {0};
+        assert_int_equal(gp_api_point_call_parse(api, GP_CALL_PREDICT, model, &req, &calls[i],
+                                                 &res), GP_OK);
+    }
+    assert_true(gp_api_point_call_joinable(calls[0], calls[3]));
+    assert_false(gp_api_point_call_joinable(calls[0], calls[1])); /* include_noise */
+    assert_false(gp_api_point_call_joinable(calls[0], calls[8])); /* version */
+    assert_false(gp_api_point_call_batchable(calls[4]));          /* a covariance */
+    gp_api_point_calls_run(api, calls, NC - 1, batched); /* the same model row */
+    gp_api_point_calls_run(api, &calls[NC - 1], 1, &batched[NC - 1]);
+    for (size_t i = 0; i < NC; i++) {
+        if (alone[i].status != batched[i].status || alone[i].body_len != batched[i].body_len ||
+            memcmp(alone[i].body, batched[i].body, alone[i].body_len) != 0)
+            fail_msg("%s call %zu: batched %d %.*s\nalone %d %.*s", model, i, batched[i].status,
+                     (int)batched[i].body_len, batched[i].body, alone[i].status,
+                     (int)alone[i].body_len, alone[i].body);
+        gp_response_free(&alone[i]);
+        gp_response_free(&batched[i]);
+    }
+    /* samples: one after the other under one look-up, each as alone */
+    const char *sb[2] = {"{\"X\":[[0.1,0.2],[0.3,0.4]],\"seed\":5,\"n_samples\":3}",
+                         "{\"X\":[[0.1,0.2]],\"seed\":6}"};
+    gp_point_call *sc[2];
+    gp_response sa[2], sbat[2] = {{0}};
+    for (size_t i = 0; i < 2; i++) {
+        sample_json(api, model, sb[i], &sa[i]);
+        gp_request req = make_req("application/json", sb[i], NULL, 0);
+        gp_response res = {0};
+        assert_int_equal(gp_api_point_call_parse(api, GP_CALL_SAMPLE, model, &req, &sc[i], &res),
+                         GP_OK);
+    }
+    gp_api_point_calls_run(api, sc, 2, sbat);
+    for (size_t i = 0; i < 2; i++) {
+        expect_status(&sbat[i], 200);
+        assert_int_equal(sa[i].body_len, sbat[i].body_len);
+        assert_memory_equal(sa[i].body, sbat[i].body, sa[i].body_len);
+        gp_response_free(&sa[i]);
+        gp_response_free(&sbat[i]);
+    }
+}
+
+static void test_batched_calls_match_alone(void **state)
+{
+    (void)state;
+    fit_toy(api, "batch-exact", "");
+    check_batched_calls("batch-exact");
+    fit_toy(api, "batch-msrfr",
+            "\"method\":\"msrfr\",\"options\":{\"particles\":3,\"features\":10,"
+            "\"iterations\":10}");
+    check_batched_calls("batch-msrfr");
+    /* a parse error is answered at once, as gp_api_predict answers it */
+    gp_request req = make_req("application/json", "{\"X\":[[0.1,", NULL, 0);
+    gp_point_call *c = NULL;
+    gp_response res = {0};
+    assert_int_not_equal(gp_api_point_call_parse(api, GP_CALL_PREDICT, "batch-exact", &req, &c,
+                                                 &res), GP_OK);
+    assert_null(c);
+    expect_status(&res, 400);
+    gp_response_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1083,6 +1168,7 @@ int main(void)
         cmocka_unit_test(test_openapi_matches_file),
         cmocka_unit_test(test_cache_capacity_one),
         cmocka_unit_test(test_concurrent_predict),
+        cmocka_unit_test(test_batched_calls_match_alone),
         cmocka_unit_test(test_kernel_json_roundtrip),
         cmocka_unit_test(test_flat_1d_and_limits),
         cmocka_unit_test(test_async_parse),

@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -218,6 +219,103 @@ static void test_blas_scope_concurrent(void **state)
     openblas_set_num_threads(original);
 }
 
+/* ---- the shared pool ---- */
+
+#define CALLERS 4
+#define ROUNDS 200
+#define TASKS 37
+
+typedef struct count_ctx {
+    atomic_int runs[TASKS];
+    atomic_int helped; /* runs on a thread other than the caller's */
+    pthread_t caller;
+} count_ctx;
+
+static void count_task(void *ctx, size_t t)
+{
+    count_ctx *c = ctx;
+    atomic_fetch_add(&c->runs[t], 1);
+    if (!pthread_equal(pthread_self(), c->caller))
+        atomic_fetch_add(&c->helped, 1);
+}
+
+static void *caller_main(void *arg)
+{
+    int *bad = arg;
+    for (int r = 0; r < ROUNDS; r++) {
+        count_ctx c;
+        memset(&c, 0, sizeof c);
+        c.caller = pthread_self();
+        gp_parallel_for(TASKS, count_task, &c);
+        for (size_t t = 0; t < TASKS; t++)
+            if (atomic_load(&c.runs[t]) != 1)
+                (*bad)++;
+    }
+    return NULL;
+}
+
+/* Several threads calling gp_parallel_for at once (fits and request work on
+ * one pool): every task of every call runs exactly once, and each call
+ * returns only when its tasks are done (checked right after the return). */
+static void test_concurrent_callers(void **state)
+{
+    (void)state;
+    gp_parallel_set_threads(2);
+    pthread_t tid[CALLERS];
+    int bad[CALLERS] = {0};
+    for (int i = 0; i < CALLERS; i++)
+        assert_int_equal(pthread_create(&tid[i], NULL, caller_main, &bad[i]), 0);
+    for (int i = 0; i < CALLERS; i++) {
+        pthread_join(tid[i], NULL);
+        assert_int_equal(bad[i], 0);
+    }
+    gp_parallel_set_threads(0);
+}
+
+typedef struct async_ctx {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+    int inner_ok;
+} async_ctx;
+
+static void async_job(void *arg)
+{
+    async_ctx *a = arg;
+    count_ctx c;
+    memset(&c, 0, sizeof c);
+    c.caller = pthread_self();
+    gp_parallel_for(TASKS, count_task, &c); /* a pool task may start a parallel loop */
+    int ok = 1;
+    for (size_t t = 0; t < TASKS; t++)
+        ok &= atomic_load(&c.runs[t]) == 1;
+    pthread_mutex_lock(&a->lock);
+    a->inner_ok += ok;
+    a->done++;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* gp_pool_run: every task runs once, on a pool worker. */
+static void test_pool_run(void **state)
+{
+    (void)state;
+    async_ctx a;
+    memset(&a, 0, sizeof a);
+    pthread_mutex_init(&a.lock, NULL);
+    pthread_cond_init(&a.cond, NULL);
+    assert_int_equal(gp_pool_start(), 0);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(gp_pool_run(async_job, &a), 0);
+    pthread_mutex_lock(&a.lock);
+    while (a.done < 50)
+        pthread_cond_wait(&a.cond, &a.lock);
+    pthread_mutex_unlock(&a.lock);
+    assert_int_equal(a.inner_ok, 50);
+    pthread_cond_destroy(&a.cond);
+    pthread_mutex_destroy(&a.lock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +325,8 @@ int main(void)
         cmocka_unit_test(test_triangle_partition),
         cmocka_unit_test(test_blas_scope_nesting),
         cmocka_unit_test(test_blas_scope_concurrent),
+        cmocka_unit_test(test_concurrent_callers),
+        cmocka_unit_test(test_pool_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

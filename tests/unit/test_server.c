@@ -447,7 +447,7 @@ static void test_metrics_render(void **state)
     gp_metrics_request(m, GP_ROUTE_NONE, "BREW", 404, 20);
     gp_metrics_fit(m, "exact", "succeeded", 1.5);
     gp_metrics_fit(m, "exact", "cancelled", 0.5);
-    gp_metrics_gauges g = {2, 1, 3, 4, 5};
+    gp_metrics_gauges g = {2, 1, 3, 4, 5, 6, 7, 8, 9};
     size_t len = 0;
     char *text = gp_metrics_render(m, &g, &len);
     assert_non_null(text);
@@ -479,6 +479,10 @@ static void test_metrics_render(void **state)
         "gpserve_models_loaded 3\n",
         "gpserve_jitter_escalations_total 4\n",
         "gpserve_variance_clamps_total 5\n",
+        "gpserve_batches_total 6\n",
+        "gpserve_batched_requests_total 7\n",
+        "gpserve_batched_points_total 8\n",
+        "gpserve_batch_max_requests 9\n",
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
         if (strstr(text, expect[i]) == NULL)
@@ -962,7 +966,7 @@ static void test_jobs_with_workers(void **state)
     pthread_mutex_unlock(&fake_lock);
 
     size_t len;
-    gp_metrics_gauges g = {0, 0, 0, 0, 0};
+    gp_metrics_gauges g = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     char *text = gp_metrics_render(m, &g, &len);
     assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"succeeded\"} 3"));
     assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"failed\"} 1"));
