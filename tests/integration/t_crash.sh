@@ -43,10 +43,13 @@ cr_start() {
 }
 
 # cr_fit_body NAME METHOD ASYNC: a fit body for the crash rows.
+# The fits must last long enough for a kill to land inside one (msrfr at 1000
+# iterations: about half a second here; at 60 every round's fits were done
+# before the kill once the shared pool removed the thread start-ups).
 cr_fit_body() {
     case $2 in
     ssgp) opts='"options":{"features":30},' ;;
-    msrfr) opts='"options":{"particles":2,"features":10,"iterations":60},' ;;
+    msrfr) opts='"options":{"particles":2,"features":10,"iterations":1000},' ;;
     *) opts='' ;;
     esac
     csv_to_json "$1" "\"method\":\"$2\",\"seed\":1,$opts\"async\":$3," <"$T/cr.csv"
