@@ -5,12 +5,13 @@
 #   sh mk/deps.sh fuzz   only the extra ones of make fuzz (clang and libFuzzer's
 #                        runtime, which Debian bookworm ships in libclang-rt-14-dev)
 #   sh mk/deps.sh bench  only the peers of make bench (scikit-learn, statsmodels
-#                        for /usr/bin/python3); without root a missing one is a
-#                        warning, not a failure: those comparisons are skipped
+#                        for /usr/bin/python3; wrk, Flask and gunicorn for the
+#                        HTTP benchmark, bench/http); without root a missing one
+#                        is a warning, not a failure: those comparisons are skipped
 set -eu
 PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
-BENCH_PKGS="python3-sklearn python3-statsmodels"
+BENCH_PKGS="python3-sklearn python3-statsmodels wrk python3-flask gunicorn"
 if [ "${1:-}" = fuzz ]; then
     PKGS=$FUZZ_PKGS
 elif [ "${1:-}" = bench ]; then
