@@ -208,6 +208,23 @@ static void runner(void *arg)
     free(g);
 }
 
+int gp_batcher_try_alone(gp_batcher *b)
+{
+    pthread_mutex_lock(&b->lock);
+    int alone = !b->stopping && b->in_progress <= 1 && b->queued == 0 && b->running == 0;
+    if (alone)
+        b->running++;
+    pthread_mutex_unlock(&b->lock);
+    return alone;
+}
+
+void gp_batcher_alone_done(gp_batcher *b)
+{
+    pthread_mutex_lock(&b->lock);
+    b->running--;
+    pthread_mutex_unlock(&b->lock);
+}
+
 int gp_batcher_submit(gp_batcher *b, gp_point_call *c, gp_batch_done_fn done, void *cookie)
 {
     item *it = calloc(1, sizeof *it);

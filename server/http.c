@@ -654,6 +654,11 @@ static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *r
     memset(&res, 0, sizeof res);
     if (gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res) != 0)
         return answer(ctx, &res);
+    if (gp_batcher_try_alone(srv->batcher)) {
+        gp_api_point_calls_run(srv->api, &c, 1, &res);
+        gp_batcher_alone_done(srv->batcher);
+        return answer(ctx, &res);
+    }
     /* Suspended before it is queued: point_done may resume it at once. */
     ctx->fit_pending = 1;
     atomic_fetch_add(&srv->sync_pending, 1);
