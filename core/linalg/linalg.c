@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/parallel.h"
 #include "core/linalg/blocked.h"
 
 int gp_checked_size(size_t rows, size_t cols, size_t *count, gp_error *err)
@@ -207,6 +208,257 @@ void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs
 {
     gp_trsm_lower(L, n, lda, 0, B, nrhs, ldb);
     gp_trsm_lower(L, n, lda, 1, B, nrhs, ldb);
+}
+
+/* ---- the batch-invariant solve (gp_solve_lower_columns) and dot product ----
+ *
+ * Every column goes through forward substitution in column order, one fma at a
+ * time: b_i <- fma(-L_ik, x_k, b_i) for k = 0, 1, ..., i - 1, then x_i = b_i / L_ii.
+ * The blocking below only decides when these operations run, never their
+ * order on any one b_i, and no operation mixes two columns: a column's bits do
+ * not depend on the other columns, on its position, on the block sizes or on
+ * which vector lane does the work. fma() rounds once whether it is a vfmadd
+ * or libm's, so every clone gives the same bits too (dtrsv and dtrsm do not:
+ * their kernels change with the number of columns, docs/design/numerics.md).
+ *
+ * x86-64 GCC builds carry AVX-512 and AVX2+FMA clones chosen at load time by
+ * the CPU's features. "arch=haswell" would not do: target_clones dispatches
+ * arch= clones on the CPU model, so every other x86-64 CPU would get the
+ * default clone, where fma() is a libm call (~25 times slower). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GP_FMA_CLONES \
+    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
+#else
+#define GP_FMA_CLONES
+#endif
+/* Kernels inlined into their cloned caller, so that they are compiled for its target. */
+#define GP_KERNEL static inline __attribute__((always_inline))
+
+/* Columns of L per block (kb below): the 4 x kb values of x a block applies
+ * stay in vector registers next to the 4 accumulators. AVX-512's 32 registers
+ * hold kb = 4 (~13 us per column at N = 927 on the reference machine, ~14.5
+ * with 3); AVX2's 16 hold kb = 3 (~18 us, ~22 with 4). Any kb gives the same
+ * bits. */
+#define TRS_KB_WIDE 4
+#define TRS_KB_NARROW 3
+#define TRS_KB_MAX 4
+/* Right-hand sides per task (gp_parallel_for). A task whose n x 64 columns
+ * exceed TRS_CACHE_DOUBLES (128 KB) works in panels of TRS_ROWS rows (a
+ * multiple of both block widths), each taking the updates from the rows above
+ * it TRS_KC columns of L at a time: 4 columns of a panel (15 KB) stay in L1
+ * while they take a whole chunk, the chunk of L (480 x 60, 225 KB) in L2 while
+ * the groups of 4 take it in turn, and L streams from memory once per task.
+ * On the reference machine this took N = 3000 from ~250 to ~150 us per column
+ * (16..128 columns); smaller tasks stream L column by column (one panel),
+ * which is faster for 1 or 2 columns. */
+#define TRS_COLS 64
+#define TRS_ROWS 480
+#define TRS_KC 60
+#define TRS_CACHE_DOUBLES ((size_t)16 << 10)
+
+/* b_r[i] += sum_k l[i + k ldl] x[r kb + k] over i < m, k in increasing order,
+ * for r < 4 (x holds the negated solved values). The loop over i is the
+ * vectorised one; each lane is one b_r[i]. kb is a constant once inlined, so
+ * the loop over k unrolls. */
+GP_KERNEL void trs_update4(size_t m, const double *restrict l, size_t ldl, size_t kb,
+                           const double *restrict x, double *restrict b0, double *restrict b1,
+                           double *restrict b2, double *restrict b3)
+{
+    for (size_t i = 0; i < m; i++) {
+        double a0 = b0[i], a1 = b1[i], a2 = b2[i], a3 = b3[i];
+        for (size_t k = 0; k < kb; k++) {
+            double v = l[i + k * ldl];
+            a0 = fma(v, x[k], a0);
+            a1 = fma(v, x[kb + k], a1);
+            a2 = fma(v, x[2 * kb + k], a2);
+            a3 = fma(v, x[3 * kb + k], a3);
+        }
+        b0[i] = a0;
+        b1[i] = a1;
+        b2[i] = a2;
+        b3[i] = a3;
+    }
+}
+
+GP_KERNEL void trs_update2(size_t m, const double *restrict l, size_t ldl, size_t kb,
+                           const double *restrict x, double *restrict b0, double *restrict b1)
+{
+    for (size_t i = 0; i < m; i++) {
+        double a0 = b0[i], a1 = b1[i];
+        for (size_t k = 0; k < kb; k++) {
+            double v = l[i + k * ldl];
+            a0 = fma(v, x[k], a0);
+            a1 = fma(v, x[kb + k], a1);
+        }
+        b0[i] = a0;
+        b1[i] = a1;
+    }
+}
+
+GP_KERNEL void trs_update1(size_t m, const double *restrict l, size_t ldl, size_t kb,
+                           const double *restrict x, double *restrict b0)
+{
+    for (size_t i = 0; i < m; i++) {
+        double a0 = b0[i];
+        for (size_t k = 0; k < kb; k++)
+            a0 = fma(l[i + k * ldl], x[k], a0);
+        b0[i] = a0;
+    }
+}
+
+/* -x for rows k0 .. k0 + kb of nr columns of B (negation is exact). */
+GP_KERNEL void trs_gather(const double *B, size_t ldb, size_t k0, size_t kb, size_t nr,
+                          double *x)
+{
+    for (size_t r = 0; r < nr; r++)
+        for (size_t k = 0; k < kb; k++)
+            x[r * kb + k] = -B[r * ldb + k0 + k];
+}
+
+/* Rows r0 .. r0 + m of the nrhs columns of B minus L(those rows, k0 .. k1)
+ * times B(k0 .. k1, :), rows that are already solved (k1 - k0 a multiple of
+ * kb). Columns go 4 at a time (each load of L serves 4 of them), the last 1
+ * to 3 by 2 and 1; each group takes the whole range k0 .. k1, block after
+ * block, while its rows stay in L1 and L(rows, k0 .. k1) in L2. */
+GP_KERNEL void trs_update(const double *L, size_t ldl, size_t k0, size_t k1, size_t kb, size_t r0,
+                          size_t m, double *B, size_t nrhs, size_t ldb)
+{
+    double x[4 * TRS_KB_MAX];
+    size_t j = 0;
+    for (; j + 4 <= nrhs; j += 4) {
+        double *b = B + j * ldb;
+        for (size_t k = k0; k < k1; k += kb) {
+            trs_gather(b, ldb, k, kb, 4, x);
+            trs_update4(m, L + r0 + k * ldl, ldl, kb, x, b + r0, b + ldb + r0,
+                        b + 2 * ldb + r0, b + 3 * ldb + r0);
+        }
+    }
+    for (; j + 2 <= nrhs; j += 2) {
+        double *b = B + j * ldb;
+        for (size_t k = k0; k < k1; k += kb) {
+            trs_gather(b, ldb, k, kb, 2, x);
+            trs_update2(m, L + r0 + k * ldl, ldl, kb, x, b + r0, b + ldb + r0);
+        }
+    }
+    if (j < nrhs) {
+        double *b = B + j * ldb;
+        for (size_t k = k0; k < k1; k += kb) {
+            trs_gather(b, ldb, k, kb, 1, x);
+            trs_update1(m, L + r0 + k * ldl, ldl, kb, x, b + r0);
+        }
+    }
+}
+
+/* Rows k0 .. k1 of one column b: the diagonal block, in the same order. */
+GP_KERNEL void trs_diagonal(const double *L, size_t ldl, size_t k0, size_t k1, double *b)
+{
+    for (size_t k = k0; k < k1; k++) {
+        double x = b[k] / L[k + k * ldl];
+        b[k] = x;
+        for (size_t i = k + 1; i < k1; i++)
+            b[i] = fma(-L[i + k * ldl], x, b[i]);
+    }
+}
+
+/* The solve of nrhs columns in row panels of `rows` rows (a multiple of kb,
+ * or n: one panel): a panel first takes the updates of every row above it, kb
+ * columns of L at a time, then solves its own triangle the same way. */
+GP_KERNEL void trs_panels(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                          size_t ldb, size_t rows, size_t kb)
+{
+    for (size_t i0 = 0; i0 < n; i0 += rows) {
+        size_t i1 = n - i0 < rows ? n : i0 + rows;
+        for (size_t k0 = 0; k0 < i0; k0 += TRS_KC)
+            trs_update(L, ldl, k0, i0 - k0 < TRS_KC ? i0 : k0 + TRS_KC, kb, i0, i1 - i0, B,
+                       nrhs, ldb);
+        for (size_t k0 = i0; k0 < i1; k0 += kb) {
+            size_t k1 = i1 - k0 < kb ? i1 : k0 + kb;
+            for (size_t j = 0; j < nrhs; j++)
+                trs_diagonal(L, ldl, k0, k1, B + j * ldb);
+            if (k1 < i1)
+                trs_update(L, ldl, k0, k1, kb, k1, i1 - k1, B, nrhs, ldb);
+        }
+    }
+}
+
+/* The clones: each holds both block widths, each compiled for a constant. */
+GP_FMA_CLONES
+static void trs_solve(const double *L, size_t n, size_t ldl, double *B, size_t nrhs, size_t ldb,
+                      size_t rows, int wide)
+{
+    if (wide)
+        trs_panels(L, n, ldl, B, nrhs, ldb, rows, TRS_KB_WIDE);
+    else
+        trs_panels(L, n, ldl, B, nrhs, ldb, rows, TRS_KB_NARROW);
+}
+
+/* 1 where the AVX-512 clone runs (32 vector registers), else 0. */
+static int trs_wide(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 1;
+#endif
+}
+
+typedef struct trs_job {
+    const double *L;
+    size_t n, ldl, ldb, nrhs;
+    double *B;
+    int wide;
+} trs_job;
+
+/* Columns t TRS_COLS .. (t + 1) TRS_COLS. One panel (the whole triangle, L
+ * streamed column by column) while they fit the cache, else TRS_ROWS. */
+static void trs_task(void *ctx, size_t t)
+{
+    const trs_job *j = ctx;
+    size_t c0 = t * TRS_COLS, w = j->nrhs - c0 < TRS_COLS ? j->nrhs - c0 : TRS_COLS;
+    size_t rows = j->n * w <= TRS_CACHE_DOUBLES ? j->n : TRS_ROWS;
+    trs_solve(j->L, j->n, j->ldl, j->B + c0 * j->ldb, w, j->ldb, rows, j->wide);
+}
+
+void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                  size_t ldb, int wide)
+{
+    if (n == 0 || nrhs == 0)
+        return;
+    trs_job job = {L, n, ldl, ldb, nrhs, B, wide};
+    size_t tasks = (nrhs + TRS_COLS - 1) / TRS_COLS;
+    if (tasks == 1)
+        trs_task(&job, 0);
+    else
+        gp_parallel_for(tasks, trs_task, &job);
+}
+
+void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                            size_t ldb)
+{
+    gp_solve_lower_columns_width(L, n, ldl, B, nrhs, ldb, trs_wide());
+}
+
+/* Eight interleaved partial sums (eight independent fma chains, so the loop
+ * does not wait on each fma's latency), combined pairwise, then the n mod 8
+ * last terms in order. */
+GP_FMA_CLONES
+static double dot_fixed(const double *restrict x, const double *restrict y, size_t n)
+{
+    double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (size_t r = 0; r < 8; r++)
+            s[r] = fma(x[i + r], y[i + r], s[r]);
+    double t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++)
+        t = fma(x[i], y[i], t);
+    return t;
+}
+
+double gp_dot(const double *x, const double *y, size_t n)
+{
+    return dot_fixed(x, y, n);
 }
 
 void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed)

@@ -75,6 +75,26 @@ void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs
 void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, size_t nrhs,
                    size_t ldb);
 
+/* Solve L X = B in place, L lower triangular with a non-unit diagonal (n x n,
+ * leading dimension ldl), B n x nrhs (leading dimension ldb). Batch-invariant:
+ * each column gets the same sequence of floating-point operations (forward
+ * substitution in column order, one fma() per multiply-add) whatever nrhs, the
+ * column's position, the other columns and the thread count, so a column's
+ * result is bitwise the one it gets solved alone; gp_trsm_lower's is not
+ * (dtrsv and dtrsm change kernels with nrhs). L streams through the cache once
+ * per 64 columns; groups of 64 columns run as gp_parallel_for tasks. */
+void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                            size_t ldb);
+/* The same with the block width chosen by the caller instead of by the CPU:
+ * wide 1 takes L 4 columns at a time (what AVX-512 machines run), 0 takes 3
+ * (AVX2). Same bits either way; it exists so that tests check it on any CPU. */
+void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                  size_t ldb, int wide);
+/* x . y (n entries, unit stride) in an order fixed by n alone, with fma(): the
+ * same bits for the same vectors wherever they sit in memory, in any thread
+ * (OpenBLAS's ddot splits vectors of more than 10000 entries over its threads). */
+double gp_dot(const double *x, const double *y, size_t n);
+
 /* Pack / unpack the lower triangle of an n x n matrix column by column
  * (n(n+1)/2 doubles), used to export Cholesky factors without the dead half. */
 void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed);

@@ -19,7 +19,7 @@
 
 /* Predict works on blocks of test points whose N x B cross-covariance buffer
  * holds at most this many doubles (32 MB): big blocks make one kernel call and
- * one dtrsm, the bound keeps memory flat for large N. */
+ * one triangular solve, the bound keeps memory flat for large N. */
 #define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
 #define PREDICT_BLOCK_MIN 16
 #define LOG_2PI 1.8378770664093454836
@@ -312,18 +312,22 @@ static int exact_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 /* ---- predict ---- */
 
 /* Latent mean and variance of one block of b points P (d x b, working units).
- * Ks (n x b) is scratch. */
+ * Ks (n x b) is scratch. Each point's arithmetic involves its own column only
+ * and runs in an order fixed by n (gp_dot, gp_solve_lower_columns): a point
+ * gets the same bits whatever the block and whatever points share it, which
+ * is what lets the server batch concurrent requests (dgemv and dtrsm change
+ * kernels with the number of columns). */
 static void predict_block(const gp_model *model, const exact_impl *im, const double *P, size_t b,
                           double *Ks, double *mean, double *var)
 {
     size_t n = im->n;
     gp_kernel_cross_points(model->kernel, im->Xp, P, b, Ks, n);
-    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)b, 1.0, Ks, (blasint)n,
-                im->alpha, 1, 0.0, mean, 1);
-    gp_trsm_lower(im->L, n, im->ld, 0, Ks, b, n);
+    for (size_t j = 0; j < b; j++)
+        mean[j] = gp_dot(Ks + j * n, im->alpha, n);
+    gp_solve_lower_columns(im->L, n, im->ld, Ks, b, n);
     for (size_t j = 0; j < b; j++) {
         const double *v = Ks + j * n;
-        var[j] = gp_kernel_diag(model->kernel, P + j * im->d) - cblas_ddot((blasint)n, v, 1, v, 1);
+        var[j] = gp_kernel_diag(model->kernel, P + j * im->d) - gp_dot(v, v, n);
     }
 }
 
@@ -761,6 +765,10 @@ static const gp_method_ops exact_ops = {
     .import_impl = exact_import,
     .free_impl = impl_free,
     .observe = exact_observe,
+    /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns):
+     * no padding to GP_PREDICT_LANES points, which would solve 16 columns for
+     * one point. */
+    .batch_invariant = 1,
 };
 
 const gp_method gp_method_exact = {

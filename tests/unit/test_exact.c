@@ -678,11 +678,26 @@ static void test_export_import_exact(void **state)
     gp_model_free(copy);
 }
 
+/* Point i of X (m x 2) predicted alone gives the bits mu, var. */
+static void check_single(const gp_model *model, const double *X, size_t m, size_t i, double mu,
+                         double var)
+{
+    double x1[2] = {X[i], X[m + i]}, mu1, v1;
+    gp_predict_request p1 = {.X = x1, .m = 1, .d = 2};
+    gp_prediction o1 = {.mean = &mu1, .variance = &v1};
+    gp_error err;
+    assert_int_equal(gp_model_predict(model, &p1, &o1, &err), GP_OK);
+    assert_memory_equal(&mu1, &mu, sizeof mu);
+    assert_memory_equal(&v1, &var, sizeof var);
+    assert_true(var >= 0.0);
+}
+
 static void test_blocked_predict_matches_single(void **state)
 {
     (void)state;
     /* More test points than one block (N = 50: blocks of 4M/50 = 83886 points):
-     * each point equals its single-point prediction. */
+     * each point, those on either side of a block boundary included, is the
+     * same bits as its single-point prediction. */
     gp_model *model = toy_model(50, 2, 12);
     size_t m = 170000;
     double *Xs = malloc(m * 2 * sizeof *Xs), *mu = malloc(m * sizeof *mu),
@@ -693,18 +708,66 @@ static void test_blocked_predict_matches_single(void **state)
     gp_prediction out = {.mean = mu, .variance = var};
     gp_error err;
     assert_int_equal(gp_model_predict(model, &pr, &out, &err), GP_OK);
-    for (size_t i = 0; i < m; i += 9973) {
-        double x1[2] = {Xs[i], Xs[m + i]}, mu1, v1;
-        gp_predict_request p1 = {.X = x1, .m = 1, .d = 2};
-        gp_prediction o1 = {.mean = &mu1, .variance = &v1};
-        assert_int_equal(gp_model_predict(model, &p1, &o1, &err), GP_OK);
-        assert_float_equal(mu1, mu[i], 1e-12 * (1 + fabs(mu1)));
-        assert_float_equal(v1, var[i], 1e-12 * (1 + fabs(v1)));
-        assert_true(var[i] >= 0.0);
-    }
+    static const size_t edges[] = {83885, 83886, 83887, 167771, 167772, 169999};
+    for (size_t i = 0; i < m; i += 9973)
+        check_single(model, Xs, m, i, mu[i], var[i]);
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
+        check_single(model, Xs, m, edges[e], mu[edges[e]], var[edges[e]]);
     free(Xs);
     free(mu);
     free(var);
+    gp_model_free(model);
+}
+
+/* m points (m x d, column-major) predicted in one call, then in contiguous
+ * slices of g points: mean, variance and quantiles are the same bits, as the
+ * server's batching of concurrent requests needs. */
+static void check_slices(const gp_model *model, const double *X, size_t m, size_t d,
+                         int include_noise, size_t g)
+{
+    static const double levels[] = {0.05, 0.5, 0.975};
+    size_t nq = sizeof levels / sizeof levels[0];
+    double *mu = malloc(m * sizeof *mu), *var = malloc(m * sizeof *var),
+           *q = malloc(m * nq * sizeof *q), *Xs = malloc(g * d * sizeof *Xs);
+    double smu[8], svar[8], sq[8 * 3];
+    assert_true(g <= 8);
+    gp_error err;
+    gp_predict_request pr = {.X = X, .m = m, .d = d, .include_noise = include_noise,
+                             .quantiles = levels, .n_quantiles = nq};
+    gp_prediction all = {.mean = mu, .variance = var, .quantiles = q};
+    assert_int_equal(gp_model_predict(model, &pr, &all, &err), GP_OK);
+    for (size_t s0 = 0; s0 < m; s0 += g) {
+        size_t c = m - s0 < g ? m - s0 : g;
+        for (size_t k = 0; k < d; k++)
+            memcpy(Xs + k * c, X + k * m + s0, c * sizeof *Xs);
+        gp_predict_request ps = pr;
+        ps.X = Xs;
+        ps.m = c;
+        gp_prediction part = {.mean = smu, .variance = svar, .quantiles = sq};
+        assert_int_equal(gp_model_predict(model, &ps, &part, &err), GP_OK);
+        assert_memory_equal(smu, mu + s0, c * sizeof *mu);
+        assert_memory_equal(svar, var + s0, c * sizeof *var);
+        for (size_t l = 0; l < nq; l++)
+            assert_memory_equal(sq + l * c, q + l * m + s0, c * sizeof *q);
+    }
+    free(mu);
+    free(var);
+    free(q);
+    free(Xs);
+}
+
+static void test_predict_batch_invariant(void **state)
+{
+    (void)state;
+    gp_model *model = toy_model(90, 3, 31);
+    size_t m = 23, d = 3;
+    double X[23 * 3];
+    for (size_t i = 0; i < m * d; i++)
+        X[i] = 2.0 * sin(0.61 * (double)i + 0.2);
+    static const size_t groups[] = {1, 2, 3, 5, 7};
+    for (int noise = 0; noise <= 1; noise++)
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+            check_slices(model, X, m, d, noise, groups[g]);
     gp_model_free(model);
 }
 
@@ -725,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_restarts_deterministic),
         cmocka_unit_test(test_export_import_exact),
         cmocka_unit_test(test_blocked_predict_matches_single),
+        cmocka_unit_test(test_predict_batch_invariant),
     };
     return cmocka_run_group_tests_name("exact", tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* linalg: jitter policy, solves, log-determinant, packing, state arrays. */
+/* linalg: jitter policy, solves (the batch-invariant one against dtrsm and against
+ * itself), log-determinant, packing, state arrays. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,10 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <cmocka.h>
 
+#include "core/base/parallel.h"
 #include "core/base/state.h"
 #include "core/linalg/linalg.h"
+#include "tests/unit/testutil.h"
 
 /* A = B B^T + shift I for a fixed pseudo-random B: SPD with known structure. */
 static double *spd_matrix(size_t n, double shift)
@@ -126,6 +130,199 @@ static void test_solve_and_logdet(void **state)
     free(orig);
 }
 
+/* ---- gp_solve_lower_columns ---- */
+
+/* The sizes of L tried: the edge cases, the remainders of the 4-column blocks,
+ * and 1100, where a group of 64 columns no longer fits the solve's cache
+ * budget and it works in row panels of 480 (core/linalg/linalg.c). */
+static const size_t solve_sizes[] = {1, 2, 3, 5, 8, 63, 200, 1100};
+#define N_SOLVE_SIZES (sizeof solve_sizes / sizeof solve_sizes[0])
+
+/* L = chol(K + 0.1 I), K an rbf kernel on n seeded points of [0, 10) (a factor
+ * exact caches), with leading dimension ldl > n; its strict upper triangle and
+ * the rows below n hold NaN, which a solve reading them would spread. */
+static double *factor_with_nan(size_t n, size_t ldl)
+{
+    double *x = malloc(n * sizeof *x), *L = malloc(ldl * n * sizeof *L);
+    uint64_t s = 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        x[i] = 10.0 * (double)(s >> 11) / 9007199254740992.0;
+    }
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < ldl; i++) {
+            double d = i < n ? x[i] - x[j] : 0.0;
+            L[j * ldl + i] = i < n ? exp(-0.5 * d * d) + (i == j ? 0.1 : 0.0) : NAN;
+        }
+    assert_int_equal(gp_cholesky_jitter(L, n, ldl, NULL, NULL), GP_OK);
+    for (size_t j = 1; j < n; j++)
+        for (size_t i = 0; i < j; i++)
+            L[j * ldl + i] = NAN;
+    free(x);
+    return L;
+}
+
+/* n x k right-hand sides (leading dimension ldb) of seeded values, the rows
+ * below n set to a sentinel the solve must leave alone. */
+static double *rhs(size_t n, size_t k, size_t ldb, double sentinel)
+{
+    double *B = malloc(ldb * k * sizeof *B);
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < ldb; i++)
+            B[j * ldb + i] = i < n ? sin(0.7 * (double)i + 1.3 * (double)j) + 0.1 : sentinel;
+    return B;
+}
+
+static void test_solve_columns_against_dtrsm(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {1, 2, 3, 4, 7, 17, 70};
+    for (size_t a = 0; a < N_SOLVE_SIZES; a++) {
+        size_t n = solve_sizes[a], ldl = n + 3, ldb = n + 2;
+        double *L = factor_with_nan(n, ldl), *Lc = malloc(n * n * sizeof *Lc);
+        /* dtrsm gets a clean copy: its kernels may read the upper triangle's padding. */
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i < n; i++)
+                Lc[j * n + i] = i >= j ? L[j * ldl + i] : 0.0;
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            size_t k = counts[c];
+            double *B = rhs(n, k, ldb, -7.5), *R = rhs(n, k, ldb, -7.5);
+            gp_solve_lower_columns(L, n, ldl, B, k, ldb);
+            cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit,
+                        (blasint)n, (blasint)k, 1.0, Lc, (blasint)n, R, (blasint)ldb);
+            for (size_t j = 0; j < k; j++) {
+                double scale = 0.0;
+                for (size_t i = 0; i < n; i++)
+                    scale = fmax(scale, fabs(R[j * ldb + i]));
+                for (size_t i = 0; i < n; i++)
+                    tu_assert_within(B[j * ldb + i], R[j * ldb + i], 1e-12 * scale,
+                                     "n %zu, %zu columns: x[%zu, %zu]", n, k, i, j);
+                for (size_t i = n; i < ldb; i++)
+                    assert_true(B[j * ldb + i] == -7.5);
+            }
+            free(B);
+            free(R);
+        }
+        free(L);
+        free(Lc);
+    }
+}
+
+/* The order of operations gp_solve_lower_columns promises, one column at a
+ * time and unblocked: b_i <- fma(-L_ik, x_k, b_i) for k < i in increasing k,
+ * then x_i = b_i / L_ii (fma here is libm's: the same bits as any vfmadd). */
+static void forward_substitution(const double *L, size_t n, size_t ldl, double *b)
+{
+    for (size_t k = 0; k < n; k++) {
+        b[k] /= L[k * ldl + k];
+        for (size_t i = k + 1; i < n; i++)
+            b[i] = fma(-L[k * ldl + i], b[k], b[i]);
+    }
+}
+
+/* Solve columns [c0, c0 + g) of B (leading dimension ldb) on their own. */
+static void solve_group(const double *L, size_t n, size_t ldl, double *B, size_t ldb, size_t c0,
+                        size_t g)
+{
+    gp_solve_lower_columns(L, n, ldl, B + c0 * ldb, g, ldb);
+}
+
+static void test_solve_columns_batch_invariant(void **state)
+{
+    (void)state;
+    size_t k = 70; /* more than one task of 64 columns */
+    for (size_t a = 0; a < N_SOLVE_SIZES; a++) {
+        size_t n = solve_sizes[a], ldl = n + 1, ldb = n + 5, col = n * sizeof(double);
+        double *L = factor_with_nan(n, ldl), *ref = rhs(n, k, ldb, 0.0);
+        double *B = malloc(ldb * k * sizeof *B), *one = malloc(col);
+        gp_solve_lower_columns(L, n, ldl, ref, k, ldb);
+
+        /* Each column alone, in a buffer of its own (leading dimension n), and
+         * by the unblocked loop: the same bits. */
+        for (size_t j = 0; j < k; j++) {
+            double *B0 = rhs(n, k, ldb, 0.0);
+            memcpy(one, B0 + j * ldb, col);
+            gp_solve_lower_columns(L, n, ldl, one, 1, n);
+            assert_memory_equal(one, ref + j * ldb, col);
+            forward_substitution(L, n, ldl, B0 + j * ldb);
+            assert_memory_equal(B0 + j * ldb, ref + j * ldb, col);
+            free(B0);
+        }
+        /* Consecutive groups of every size 1..17: a column sits at every
+         * position of a group, next to every other column. */
+        for (size_t g = 1; g <= 17; g++) {
+            double *B0 = rhs(n, k, ldb, 0.0);
+            for (size_t c0 = 0; c0 < k; c0 += g)
+                solve_group(L, n, ldl, B0, ldb, c0, k - c0 < g ? k - c0 : g);
+            for (size_t j = 0; j < k; j++)
+                assert_memory_equal(B0 + j * ldb, ref + j * ldb, col);
+            free(B0);
+        }
+        /* The columns in reverse order, and one column copied into all 17
+         * places of a group. */
+        double *B0 = rhs(n, k, ldb, 0.0);
+        for (size_t j = 0; j < k; j++)
+            memcpy(B + j * ldb, B0 + (k - 1 - j) * ldb, col);
+        gp_solve_lower_columns(L, n, ldl, B, k, ldb);
+        for (size_t j = 0; j < k; j++)
+            assert_memory_equal(B + j * ldb, ref + (k - 1 - j) * ldb, col);
+        for (size_t j = 0; j < 17; j++)
+            memcpy(B + j * ldb, B0 + 5 * ldb, col);
+        gp_solve_lower_columns(L, n, ldl, B, 17, ldb);
+        for (size_t j = 0; j < 17; j++)
+            assert_memory_equal(B + j * ldb, ref + 5 * ldb, col);
+        /* Both block widths of L (the solve picks one by the CPU). */
+        for (int wide = 0; wide <= 1; wide++) {
+            memcpy(B, B0, ldb * k * sizeof *B);
+            gp_solve_lower_columns_width(L, n, ldl, B, k, ldb, wide);
+            for (size_t j = 0; j < k; j++)
+                assert_memory_equal(B + j * ldb, ref + j * ldb, col);
+        }
+        /* One thread and two: the tasks of 64 columns split differently. */
+        for (int t = 1; t <= 2; t++) {
+            gp_parallel_set_threads(t);
+            memcpy(B, B0, ldb * k * sizeof *B);
+            gp_solve_lower_columns(L, n, ldl, B, k, ldb);
+            for (size_t j = 0; j < k; j++)
+                assert_memory_equal(B + j * ldb, ref + j * ldb, col);
+        }
+        gp_parallel_set_threads(0);
+        free(B0);
+        free(B);
+        free(one);
+        free(ref);
+        free(L);
+    }
+}
+
+static void test_dot_fixed_order(void **state)
+{
+    (void)state;
+    /* Exact sums (small integers) for every remainder of the 8 partial sums,
+     * then the same bits wherever the vectors sit in memory. */
+    double x[45], y[45], xs[46], ys[46];
+    for (size_t i = 0; i < 45; i++) {
+        x[i] = (double)(i % 7) - 3.0;
+        y[i] = (double)(i % 5) + 1.0;
+    }
+    for (size_t n = 0; n <= 45; n++) {
+        double want = 0.0;
+        for (size_t i = 0; i < n; i++)
+            want += x[i] * y[i];
+        assert_true(gp_dot(x, y, n) == want);
+    }
+    for (size_t i = 0; i < 45; i++) {
+        x[i] = sin(1.1 * (double)i) * 1e3;
+        y[i] = cos(0.3 * (double)i) / 7.0;
+    }
+    memcpy(xs + 1, x, sizeof x);
+    memcpy(ys, y, sizeof y);
+    for (size_t n = 0; n <= 45; n++) {
+        double a = gp_dot(x, y, n), b = gp_dot(xs + 1, ys, n);
+        assert_memory_equal(&a, &b, sizeof a);
+    }
+}
+
 static void test_pack_roundtrip(void **state)
 {
     (void)state;
@@ -173,6 +370,9 @@ int main(void)
         cmocka_unit_test(test_cholesky_jitter_on_singular),
         cmocka_unit_test(test_cholesky_nan_and_indefinite),
         cmocka_unit_test(test_solve_and_logdet),
+        cmocka_unit_test(test_solve_columns_against_dtrsm),
+        cmocka_unit_test(test_solve_columns_batch_invariant),
+        cmocka_unit_test(test_dot_fixed_order),
         cmocka_unit_test(test_pack_roundtrip),
         cmocka_unit_test(test_sizes_and_state),
     };
