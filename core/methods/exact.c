@@ -352,12 +352,18 @@ static void posterior_covariance(const gp_model *model, const exact_impl *im, co
 {
     size_t n = im->n;
     gp_kernel_cross_points(model->kernel, im->Xp, P, m, V, n);
-    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)m, 1.0, V, (blasint)n, im->alpha,
-                1, 0.0, mean, 1);
-    gp_trsm_lower(im->L, n, im->ld, 0, V, m, n);
+    for (size_t j = 0; j < m; j++)
+        mean[j] = gp_dot(V + j * n, im->alpha, n);
+    gp_solve_lower_columns(im->L, n, im->ld, V, m, n);
     gp_kernel_gram(model->kernel, P, m, C, m);
     cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)m, (blasint)n, -1.0, V,
                 (blasint)n, 1.0, C, (blasint)m);
+    /* The diagonal as predict_block computes it, so that a covariance request's
+     * means and variances are those of the same points asked without one (the
+     * syrk's sums differ in the last bits) */
+    for (size_t j = 0; j < m; j++)
+        C[j * m + j] = gp_kernel_diag(model->kernel, P + j * im->d) -
+                       gp_dot(V + j * n, V + j * n, n);
     gp_symmetrize_from_lower(C, m, m);
 }
 

@@ -554,8 +554,9 @@ static void pred_copy_rows(gp_prediction *dst, size_t m, gp_prediction *src, siz
 
 /* predict_points on a multiple of GP_PREDICT_LANES points: the request's,
  * then copies of its last point (method.h, batch_invariant, says why). A
- * covariance request is padded too, so that its means and variances are
- * those of the same points asked without one; its leading block is kept. */
+ * covariance request is padded too (its leading block is kept), so that the
+ * padding never depends on the options; whether its means and variances equal
+ * those asked without one is the method's affair (exact: bit for bit). */
 static int predict_lanes(const gp_model *model, const gp_predict_request *req,
                          gp_prediction *out, gp_error *err)
 {

@@ -768,6 +768,21 @@ static void test_predict_batch_invariant(void **state)
     for (int noise = 0; noise <= 1; noise++)
         for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
             check_slices(model, X, m, d, noise, groups[g]);
+    /* a covariance request's means and variances are those asked without one */
+    for (int noise = 0; noise <= 1; noise++) {
+        double mean[23], var[23], cmean[23], cvar[23], cov[23 * 23];
+        gp_predict_request r = {.X = X, .m = m, .d = d, .include_noise = noise};
+        gp_prediction plain = {.mean = mean, .variance = var};
+        gp_prediction full = {.mean = cmean, .variance = cvar, .covariance = cov};
+        gp_error err;
+        assert_int_equal(gp_model_predict(model, &r, &plain, &err), GP_OK);
+        r.full_covariance = 1;
+        assert_int_equal(gp_model_predict(model, &r, &full, &err), GP_OK);
+        assert_memory_equal(mean, cmean, sizeof mean);
+        assert_memory_equal(var, cvar, sizeof var);
+        for (size_t j = 0; j < m; j++)
+            assert_memory_equal(&cov[j * m + j], &var[j], sizeof(double));
+    }
     gp_model_free(model);
 }
 
