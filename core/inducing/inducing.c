@@ -147,42 +147,35 @@ int gp_inducing_post_prepare(gp_inducing_post *p, const gp_kernel *k, gp_error *
 /* ---- predict ---- */
 
 /* ca[0..m) such that a . ca = a^T C a for symmetric C (lower triangle read):
- * ca_j = C_jj a_j + 2 sum_{i>j} C_ij a_i, column by column with short dots.
- * For one point this stays on the calling thread: dsymv hands the 1 MB of a
- * 512 x 512 C to OpenBLAS's threads, whose wake-up cost more than the work
- * (single-point predict 59 us against 47 us at M = 512). */
+ * ca_j = C_jj a_j + 2 sum_{i>j} C_ij a_i, column by column with short dots
+ * in a fixed order (gp_dot), so that a point's variance is the same bits
+ * whatever other points share its call (dynamic batching; dsymm's results
+ * depend on how many columns it is given). */
 static void quad_form_lower(const double *C, size_t m, const double *a, double *ca)
 {
     for (size_t j = 0; j < m; j++) {
         const double *col = C + j * m;
-        double off = j + 1 < m ? cblas_ddot((blasint)(m - j - 1), col + j + 1, 1, a + j + 1, 1)
-                               : 0.0;
+        double off = j + 1 < m ? gp_dot(col + j + 1, a + j + 1, m - j - 1) : 0.0;
         ca[j] = col[j] * a[j] + 2.0 * off;
     }
 }
 
-/* Latent mean and variance (working units) of b points P (d x b). Aw and CAw
- * (m x b) are scratch. One point takes the level-2 path (the single-point
- * request is the latency that matters), blocks the level-3 one. */
+/* Latent mean and variance (working units) of b points P (d x b); Aw (m x b)
+ * gets A^T w = L^-1 K_uf, ca (m) is scratch. Every point's arithmetic is its
+ * own, in a fixed order (the kernel row, gp_solve_lower_columns, gp_dot), so
+ * the methods on this path are batch_invariant (core/model/method.h). */
 static void predict_block(const gp_kernel *k, const gp_inducing_post *p, const double *P,
-                          size_t b, double *Aw, double *CAw, double *mean, double *var)
+                          size_t b, double *Aw, double *ca, double *mean, double *var)
 {
     size_t m = p->m;
     gp_kernel_cross_points(k, p->Zp, P, b, Aw, m);
-    if (b == 1) {
-        cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, p->L,
-                    (blasint)m, Aw, 1);
-        quad_form_lower(p->C, m, Aw, CAw);
-    } else {
-        gp_trsm_lower(p->L, m, m, 0, Aw, b, m);
-        cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (blasint)m, (blasint)b, 1.0, p->C,
-                    (blasint)m, Aw, (blasint)m, 0.0, CAw, (blasint)m);
-    }
+    gp_solve_lower_columns(p->L, m, m, Aw, b, m);
     for (size_t j = 0; j < b; j++) {
-        const double *a = Aw + j * m, *ca = CAw + j * m;
-        double prior = gp_kernel_diag(k, P + j * p->d) - cblas_ddot((blasint)m, a, 1, a, 1);
-        double post = cblas_ddot((blasint)m, a, 1, ca, 1);
-        mean[j] = cblas_ddot((blasint)m, a, 1, p->mt, 1);
+        const double *a = Aw + j * m;
+        quad_form_lower(p->C, m, a, ca);
+        double prior = gp_kernel_diag(k, P + j * p->d) - gp_dot(a, a, m);
+        double post = gp_dot(a, ca, m);
+        mean[j] = gp_dot(a, p->mt, m);
         var[j] = (prior > 0.0 ? prior : 0.0) + (post > 0.0 ? post : 0.0);
     }
 }
@@ -240,7 +233,7 @@ static int predict_blocks(const gp_model *model, const gp_inducing_post *p, cons
     int full = req->full_covariance;
     int rc = gp_checked_size(M, full ? m : block, &nb, err);
     double *Aw = rc ? NULL : gp_alloc_doubles(nb, err);
-    double *CAw = rc ? NULL : gp_alloc_doubles(nb, err);
+    double *CAw = rc ? NULL : gp_alloc_doubles(full ? nb : M, err);
     if (Aw == NULL || CAw == NULL) {
         free(Aw);
         free(CAw);
@@ -248,14 +241,14 @@ static int predict_blocks(const gp_model *model, const gp_inducing_post *p, cons
     }
     for (size_t start = 0; start < m; start += block) {
         size_t b = m - start < block ? m - start : block, off = full ? start * M : 0;
-        predict_block(model->kernel, p, P + start * p->d, b, Aw + off, CAw + off,
-                      out->mean + start, out->variance + start);
-        if (full && b == 1) /* the level-2 path leaves its own vector, not C a */
-            cblas_dsymv(CblasColMajor, CblasLower, (blasint)M, 1.0, p->C, (blasint)M, Aw + off,
-                        1, 0.0, CAw + off, 1);
+        predict_block(model->kernel, p, P + start * p->d, b, Aw + off, CAw, out->mean + start,
+                      out->variance + start);
     }
-    if (full)
+    if (full) { /* C Aw for every point, then the covariance; its diagonal is set below */
+        cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (blasint)M, (blasint)m, 1.0, p->C,
+                    (blasint)M, Aw, (blasint)M, 0.0, CAw, (blasint)M);
         covariance_from(model->kernel, M, P, m, Aw, CAw, out->covariance);
+    }
     free(Aw);
     free(CAw);
     for (size_t j = 0; j < m; j++)

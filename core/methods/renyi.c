@@ -869,6 +869,7 @@ static int renyi_import(gp_model *model, const gp_state *st, gp_error *err)
 static const gp_method_ops renyi_ops = {
     .fit = renyi_fit,
     .predict = gp_inducing_method_predict,
+    .batch_invariant = 1, /* core/inducing's predict: per-point arithmetic */
     .sample = gp_inducing_method_sample,
     .export_impl = renyi_export,
     .import_impl = renyi_import,

@@ -149,6 +149,7 @@ static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 static const gp_method_ops sgpr_ops = {
     .fit = sgpr_fit,
     .predict = gp_inducing_method_predict,
+    .batch_invariant = 1, /* core/inducing's predict: per-point arithmetic */
     .sample = gp_inducing_method_sample,
     .export_impl = gp_inducing_method_export,
     .import_impl = gp_inducing_method_import,

@@ -1068,6 +1068,7 @@ static int svgp_fit_op(const gp_fit_request *req, gp_model **out, gp_error *err)
 static const gp_method_ops svgp_ops = {
     .fit = svgp_fit_op,
     .predict = gp_inducing_method_predict,
+    .batch_invariant = 1, /* core/inducing's predict: per-point arithmetic */
     .sample = gp_inducing_method_sample,
     .export_impl = gp_inducing_method_export,
     .import_impl = gp_inducing_method_import,
