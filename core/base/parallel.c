@@ -15,12 +15,23 @@ void gp_parallel_set_threads(int threads)
     configured_threads = threads;
 }
 
+/* The online CPUs, read once: sysconf reads /sys on every call (an open and
+ * a read per request of a daemon that asks on every parallel loop). */
+static int online_cpus = 1;
+static pthread_once_t online_once = PTHREAD_ONCE_INIT;
+
+static void read_online_cpus(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    online_cpus = cpus > 0 ? (int)(cpus < 64 ? cpus : 64) : 1;
+}
+
 int gp_parallel_threads(void)
 {
     if (configured_threads > 0)
         return configured_threads;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 0 ? (int)(cpus < 64 ? cpus : 64) : 1;
+    pthread_once(&online_once, read_online_cpus);
+    return online_cpus;
 }
 
 /* Set while this thread runs tasks of a gp_parallel_for that other threads
