@@ -190,6 +190,13 @@ fi
 # shellcheck disable=SC2086
 sh bench/http/run.sh "$BUILD" $EXTRA || status=1
 
+# The batch-invariant triangular solve behind exact's predictions against
+# OpenBLAS's dtrsv/dtrsm (bench/results/trsolve.md).
+if [ -x "$BUILD/bench/bench_trsolve" ]; then
+    # shellcheck disable=SC2086
+    OPENBLAS_NUM_THREADS=1 "$BUILD/bench/bench_trsolve" $EXTRA || status=1
+fi
+
 # The soak: mixed traffic with the daemon's RSS sampled (bench/soak.sh).
 soak_seconds=${SOAK_SECONDS:-600}
 [ -n "$PYEXTRA" ] && soak_seconds=${SOAK_SECONDS:-60}
