@@ -7,6 +7,7 @@
  * sets the flag from another thread as the server does. Nothing here looks at
  * the clock: how soon a cancellation takes effect is measured by the
  * integration area "cancel" and by bench_exact. */
+#include <cblas.h>
 #include <lapacke.h>
 #include <limits.h>
 #include <math.h>
@@ -103,11 +104,13 @@ static void test_blocked_matches_lapack(void **state)
         check_against_lapack(orders[i], (unsigned)i);
 }
 
-/* An order whose off-diagonal blocks exceed the gemm tile (2048) both ways. */
+/* An order whose symmetric updates cut their rows into more than one gemm
+ * call (2440 - 256 rows below a panel of the factor's, 2560 - 256 in the
+ * inverse's, beyond the tile of 2048) and their inner terms into three. */
 static void test_blocked_matches_lapack_beyond_one_tile(void **state)
 {
     (void)state;
-    check_against_lapack(4400, 99);
+    check_against_lapack(5000, 99);
 }
 
 static void test_blocked_not_positive_definite(void **state)
@@ -135,6 +138,42 @@ static long polls_of(blocked_fn fn, const double *A0, size_t n)
     assert_int_equal(fn(A, n, n, &c, NULL), GP_OK);
     free(A);
     return LONG_MAX / 2 - atomic_load(&left);
+}
+
+/* The panels of every product are parallel tasks fixed by the sizes: with
+ * OpenBLAS single-threaded, as the daemon runs it, 1, 2 and 3 compute threads
+ * give the same bits and poll the token as often. Order 2100 splits at 1280:
+ * the products have 4-5 panels of up to 256, those of the halves narrower
+ * ones (a quarter of their count each). */
+static void test_blocked_same_bits_any_thread_count(void **state)
+{
+    (void)state;
+    size_t n = 2100;
+    int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    double *A = random_spd(n, 21), *ref = NULL, *got = malloc(n * n * sizeof *got);
+    long ref_polls[2] = {0, 0};
+    for (int threads = 1; threads <= 3; threads++) {
+        gp_parallel_set_threads(threads);
+        memcpy(got, A, n * n * sizeof *got);
+        assert_int_equal(gp_potrf_blocked(got, n, n, NULL, NULL), GP_OK);
+        long polls[2] = {polls_of(gp_potrf_blocked, A, n), polls_of(gp_potri_blocked, got, n)};
+        assert_int_equal(gp_potri_blocked(got, n, n, NULL, NULL), GP_OK);
+        if (ref == NULL) {
+            ref = copy_of(got, n * n);
+            memcpy(ref_polls, polls, sizeof polls);
+            continue;
+        }
+        if (memcmp(got, ref, n * n * sizeof *got) != 0)
+            fail_msg("%d threads: the factor and inverse differ from 1 thread's", threads);
+        assert_int_equal(polls[0], ref_polls[0]);
+        assert_int_equal(polls[1], ref_polls[1]);
+    }
+    gp_parallel_set_threads(0);
+    openblas_set_num_threads(blas);
+    free(A);
+    free(ref);
+    free(got);
 }
 
 /* Cancelling at poll k (every k below the count) gives GP_ECANCELLED; a
@@ -424,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_blocked_matches_lapack),
         cmocka_unit_test(test_blocked_matches_lapack_beyond_one_tile),
         cmocka_unit_test(test_blocked_not_positive_definite),
+        cmocka_unit_test(test_blocked_same_bits_any_thread_count),
         cmocka_unit_test(test_blocked_cancel_at_every_poll),
         cmocka_unit_test(test_flag_from_another_thread),
         cmocka_unit_test(test_gram_cancel),
