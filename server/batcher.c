@@ -27,7 +27,7 @@ struct gp_batcher {
     item *head, *tail;
     size_t queued;          /* items in the queue */
     size_t running;         /* calls being answered */
-    size_t in_progress;     /* predict/sample requests begun and not ended */
+    size_t in_progress;     /* predict/sample requests arriving: begun, not yet queued */
     int runners, max_runners;
     int waiting;            /* runners in a timed wait */
     int stopping;
@@ -109,17 +109,17 @@ static size_t take_group(gp_batcher *b, item **out, size_t cap, size_t *points, 
 
 /* Whether the runner should wait for more calls to join the head (lock held):
  * the batch has room, the delay has not run out since the head was queued,
- * and requests are in progress that are neither queued nor being answered. */
+ * and requests are arriving (received or being parsed, not yet queued). Not
+ * for the next requests of the clients being answered: waiting a round trip
+ * for them made batches wait in step with the clients (measured: 16
+ * connections to one model at times served at half the rate). */
 static int worth_waiting(gp_batcher *b, size_t points, uint64_t *deadline)
 {
     if (b->stopping || b->delay_us == 0 || points >= b->max_points ||
         !gp_api_point_call_batchable(b->head->call))
         return 0;
-    size_t elsewhere = b->in_progress > b->queued + b->running
-                           ? b->in_progress - b->queued - b->running
-                           : 0;
     *deadline = b->head->queued_us + b->delay_us;
-    return elsewhere > 0 && gp_monotonic_us() < *deadline;
+    return b->in_progress > 0 && gp_monotonic_us() < *deadline;
 }
 
 static void wait_until(gp_batcher *b, uint64_t deadline_us)

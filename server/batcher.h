@@ -11,8 +11,8 @@
  *
  * Waiting: a runner whose batch is not full waits for more calls, at most
  * delay_us after the oldest one was queued, but only while other predict or
- * sample requests are in progress in the daemon (gp_batcher_begin/_end
- * count them): a lone request never waits. At most as many runners as the
+ * sample requests are arriving (gp_batcher_begin/_end count them from their
+ * first byte to their parse): a lone request never waits. At most as many runners as the
  * pool has workers run at once, so request work and fits share the cores
  * instead of each request starting threads of its own. */
 #ifndef GP_SERVER_BATCHER_H
@@ -33,8 +33,8 @@ typedef void (*gp_batch_done_fn)(void *cookie, gp_response *res);
  * the request thread); max_points >= 1. NULL when out of memory. */
 gp_batcher *gp_batcher_new(gp_api *api, long delay_us, size_t max_points);
 
-/* A predict or sample request began / ended (the in-progress count that
- * decides whether waiting can pay). */
+/* A predict or sample request began arriving / was parsed (queued, answered
+ * or refused): the count that decides whether waiting can pay. */
 void gp_batcher_begin(gp_batcher *b);
 void gp_batcher_end(gp_batcher *b);
 

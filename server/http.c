@@ -646,19 +646,32 @@ static void point_done(void *cookie, gp_response *res)
     MHD_resume_connection(conn);
 }
 
+/* The request is no longer arriving (queued, answered here, or refused). */
+static void arrived(conn_ctx *ctx)
+{
+    if (ctx->batch_counted) {
+        ctx->batch_counted = 0;
+        gp_batcher_end(ctx->srv->batcher);
+    }
+}
+
 static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *req)
 {
     gp_server *srv = ctx->srv;
     gp_point_call *c = NULL;
     gp_response res;
     memset(&res, 0, sizeof res);
-    if (gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res) != 0)
+    if (gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res) != 0) {
+        arrived(ctx);
         return answer(ctx, &res);
+    }
     if (gp_batcher_try_alone(srv->batcher)) {
+        arrived(ctx);
         gp_api_point_calls_run(srv->api, &c, 1, &res);
         gp_batcher_alone_done(srv->batcher);
         return answer(ctx, &res);
     }
+    arrived(ctx);
     /* Suspended before it is queued: point_done may resume it at once. */
     ctx->fit_pending = 1;
     atomic_fetch_add(&srv->sync_pending, 1);
