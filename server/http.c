@@ -636,16 +636,6 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
 
 /* ---- predict and sample: batched on the shared pool (server/batcher.h) ---- */
 
-static void point_done(void *cookie, gp_response *res)
-{
-    conn_ctx *ctx = cookie;
-    struct MHD_Connection *conn = ctx->conn;
-    ctx->fit_res = *res;
-    memset(res, 0, sizeof *res);
-    /* From here on the request thread owns ctx again. */
-    MHD_resume_connection(conn);
-}
-
 /* The request is no longer arriving (queued, answered here, or refused). */
 static void arrived(conn_ctx *ctx)
 {
@@ -672,14 +662,15 @@ static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *r
         return answer(ctx, &res);
     }
     arrived(ctx);
-    /* Suspended before it is queued: point_done may resume it at once. */
+    /* Suspended before it is queued: fit_done (a batch answers like a fit)
+     * may resume it at once. */
     ctx->fit_pending = 1;
     atomic_fetch_add(&srv->sync_pending, 1);
     ctx->state = CS_FIT_WAIT;
     MHD_suspend_connection(ctx->conn);
-    if (gp_batcher_submit(srv->batcher, c, point_done, ctx) != 0) {
+    if (gp_batcher_submit(srv->batcher, c, fit_done, ctx) != 0) {
         gp_api_point_calls_run(srv->api, &c, 1, &res); /* shutting down: answer here */
-        point_done(ctx, &res);
+        fit_done(ctx, &res);
     }
     return MHD_YES;
 }
