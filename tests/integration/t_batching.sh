@@ -30,10 +30,10 @@ PORT=$A_PORT
 # The models: exact, ssgp and msrfr (a mixture: components) on the 200 x 2
 # rows of ss.csv, and svgp on 0/1 labels (probabilities, latent fields).
 ssfit() { csv_to_json "$1" "$2" <"$T/ss.csv"; }
-# exact on 1500 rows: a call costs ~50 us, so that its requests are batched
+# exact on 2500 rows: a call costs ~150 us, so that requests overlap and batch
 # (a model whose lone call takes under ~20 us is answered on the request
 # thread, server/batcher.h)
-gen_xy 1500 2 29 | csv_to_json b-exact '"method":"exact","seed":1,"options":{"max_iterations":5},' \
+gen_xy 2500 2 29 | csv_to_json b-exact '"method":"exact","seed":1,"options":{"max_iterations":5},' \
     >"$T/b_exact.json"
 ssfit b-ssgp '"method":"ssgp","seed":1,"options":{"features":32},' >"$T/b_ssgp.json"
 ssfit b-msrfr '"method":"msrfr","seed":1,"options":{"particles":3,"features":16,"iterations":30},' \
@@ -128,13 +128,22 @@ done
 jhas '.error.field == "X[1]"' "$T/got_exact.10"
 verdict "a bad request in a burst gets its own error" $? "$(head -c 200 "$T/got_exact.10")"
 
-# Batches of several requests formed (a burst of 13 from one process: retried
-# a few times, since how the requests interleave is up to the scheduler).
-k=0
-while [ $k -lt 5 ] && [ "$(batch_max)" -lt 2 ] 2>/dev/null; do
-    fire b-exact "$A_PORT" "$T/again" >/dev/null
-    k=$((k + 1))
-done
+# Under load: 24 clients at once (curl processes) ask b-exact the same point
+# 320 times; the daemon answers them in batches of several requests (the
+# metric), and every answer is byte for byte B's answer to the request alone.
+LOADB='{"X":[[0.25,-0.75]]}'
+curl -sS --max-time "$MT" -o "$T/load_ref" -H 'Content-Type: application/json' \
+    --data-binary "$LOADB" "http://127.0.0.1:$B_PORT/v1/models/b-exact/predict" 2>/dev/null
+mkdir -p "$T/load"
+# shellcheck disable=SC2016
+seq 1 320 | xargs -P 24 -I{} curl -sS --max-time "$MT" -o "$T/load/{}" \
+    -H 'Content-Type: application/json' --data-binary "$LOADB" \
+    "http://127.0.0.1:$A_PORT/v1/models/b-exact/predict" 2>/dev/null
+same=0
+for f in "$T"/load/*; do cmp -s "$f" "$T/load_ref" && same=$((same + 1)); done
+[ "$same" = 320 ]
+verdict "320 requests from 24 clients at once: every answer equals the request alone" $? \
+    "$same of 320"
 bm=$(batch_max)
 [ "${bm:-0}" -ge 2 ]
 verdict "batches of several requests formed (largest: ${bm:-?})" $? "gpserve_batch_max_requests ${bm:-missing}"
