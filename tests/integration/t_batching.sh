@@ -1,12 +1,12 @@
 #!/bin/sh
 # Integration area "batching": dynamic batching of predict and sample requests
-# (server/batcher.h). Two daemons of its own on one database: A batches with a
-# long delay (50 ms, so that a burst of concurrent requests is answered in
-# batches), B does not batch (--batch-delay-us 0). Every body A gives a burst
-# of concurrent requests that differ in options (latent or observation
-# variance, quantiles, components, a covariance, several points, samples) must
-# be byte for byte what B answers to each request alone; A's /metrics must
-# show batches of several requests.
+# (server/batcher.h). Two daemons of its own on one database: A batches (with
+# a long --batch-delay-us), B does not (--batch-delay-us 0). Every body A gives
+# a burst of concurrent requests that differ in options (latent or observation
+# variance, quantiles, components, a covariance, several points, a bad one,
+# samples) must be byte for byte what B answers to each request alone; so must
+# every answer to 320 requests from 24 clients at once, which A answers in
+# batches of several requests (its /metrics).
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
 section "dynamic batching"
