@@ -83,7 +83,8 @@ build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SR
 deps:
 	@sh mk/deps.sh
 
-# The peers of make bench (scikit-learn, statsmodels); see mk/deps.sh.
+# The peers and tools of make bench (scikit-learn, statsmodels, Flask, gunicorn, wrk);
+# see mk/deps.sh.
 bench-deps:
 	@sh mk/deps.sh bench
 
