@@ -47,6 +47,7 @@
 #include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
+#include "bench/support/fit.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/kernel/kernel.h"
@@ -537,31 +538,15 @@ static double fit_seconds(const char *name, const gp_option_value *opts, size_t 
                           const gp_dataset *train, int *evals)
 {
     const gp_method *m = gp_method_find(name);
-    gp_kernel *k = NULL;
     gp_model *model = NULL;
     gp_error err;
     gp_error_clear(&err);
-    int rc = m ? gp_kernel_leaf(&k, GP_KERNEL_RBF, train->d, 1, NULL, 0, &err) : GP_EINVAL;
-    gp_fit_request req;
-    memset(&req, 0, sizeof req);
-    req.X = train->X;
-    req.y = train->y;
-    req.n = train->n;
-    req.d = train->d;
-    req.kernel = k;
-    req.standardize = 1;
-    req.seed = 0;
-    req.options = opts;
-    req.n_options = n_opts;
-    double t0 = gp_bench_seconds();
-    if (rc == GP_OK)
-        rc = gp_model_fit(m, &req, &model, &err);
-    double t = gp_bench_seconds() - t0;
+    double t = NAN;
+    int rc = m ? gp_bench_fit_timed(m, opts, n_opts, train, 0, &model, &t, &err) : GP_EINVAL;
     if (rc != GP_OK)
         fprintf(stderr, "%s fit failed: %s\n", name, m ? err.message : "unknown method");
     *evals = model ? model->diag.evaluations : 0;
     gp_model_free(model);
-    gp_kernel_free(k);
     return rc == GP_OK ? t : NAN;
 }
 

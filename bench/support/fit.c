@@ -13,9 +13,9 @@
 
 /* gp_model_fit of m on train (the protocol of fit.h); the wall time of the
  * fit alone goes to *seconds. */
-static int fit_timed(const gp_method *m, const gp_option_value *opts, size_t n_opts,
-                     const gp_dataset *train, uint64_t seed, gp_model **model, double *seconds,
-                     gp_error *err)
+int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n_opts,
+                       const gp_dataset *train, uint64_t seed, gp_model **model, double *seconds,
+                       gp_error *err)
 {
     gp_kernel *k = NULL;
     int rc = gp_kernel_leaf(&k, GP_KERNEL_RBF, train->d, 1, NULL, 0, err);
@@ -57,7 +57,7 @@ int gp_bench_fit_score(const char *name, const gp_option_value *opts, size_t n_o
     gp_error err;
     gp_error_clear(&err);
     gp_model *fitted = NULL;
-    int rc = fit_timed(m, opts, n_opts, train, seed, &fitted, &r->seconds, &err);
+    int rc = gp_bench_fit_timed(m, opts, n_opts, train, seed, &fitted, &r->seconds, &err);
     if (rc != GP_OK) {
         snprintf(r->error, sizeof r->error, "fit failed: %s (%s)", gp_status_name(rc),
                  err.message);

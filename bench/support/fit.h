@@ -27,6 +27,12 @@ typedef struct gp_bench_run {
     gp_test_scores scores;
 } gp_bench_run;
 
+/* The fit alone, as described above: options validated, then gp_model_fit
+ * timed into *seconds; the model (caller frees) into *model. */
+int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n_opts,
+                       const gp_dataset *train, uint64_t seed, gp_model **model, double *seconds,
+                       gp_error *err);
+
 /* Fit method `name` (options opts[0..n_opts), validated first) on train as
  * described above with fit seed `seed`, then score it on test. The model
  * goes to *model when model is not NULL (the caller frees it; NULL when the
