@@ -4,7 +4,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <unistd.h>
 
 /* Configuration, written once at start-up by gp_parallel_set_threads. */
@@ -61,8 +60,7 @@ typedef struct fj_job {
     void *ctx;
     size_t n_tasks;
     size_t next;      /* next task to hand out */
-    size_t finished;  /* tasks done */
-    int helpers;      /* workers inside this job now */
+    int helpers;      /* workers inside this job now (running a task or about to) */
     int max_helpers;  /* the caller's thread count - 1 */
     struct fj_job *prev, *nxt;
 } fj_job;
@@ -116,7 +114,6 @@ static void run_tasks_locked(fj_job *j)
         pthread_mutex_unlock(&pool.lock);
         j->fn(j->ctx, t);
         pthread_mutex_lock(&pool.lock);
-        j->finished++;
     }
 }
 
@@ -224,12 +221,12 @@ void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *c
     pool.jobs = &job;
     if (pool.idle > 0)
         pthread_cond_broadcast(&pool.work);
-    int outer = in_parallel_task;
-    in_parallel_task = 1;
+    in_parallel_task = 1; /* 0 here: a nested call ran inline above */
     run_tasks_locked(&job);
-    in_parallel_task = outer;
-    /* Every task is handed out: wait for the helpers still running theirs. */
-    while (job.finished < job.n_tasks || job.helpers > 0)
+    in_parallel_task = 0;
+    /* Every task is handed out and the caller's are done: a task still running
+     * is a helper's, and a helper leaves the job only after its last task. */
+    while (job.helpers > 0)
         pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
 }
