@@ -477,16 +477,22 @@ static double **obs_field(gp_prediction *pr, int k)
     return f[k];
 }
 
+static const double *obs_value(const gp_prediction *pr, int k)
+{
+    const double *f[6] = {pr->latent_mean, pr->latent_variance, pr->obs_mean,
+                          pr->obs_variance, pr->rate_mean, pr->rate_variance};
+    return f[k];
+}
+
 /* Buffers for M points shaped like `like` (the same pointers set), in one
  * block *mem (caller frees); returns GP_OK or GP_ENOMEM. */
 static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_prediction *pr,
                       double **mem, gp_error *err)
 {
     memset(pr, 0, sizeof *pr);
-    gp_prediction *src = (gp_prediction *)like; /* read only: obs_field takes a mutable one */
     size_t n_obs = 0;
     for (int k = 0; k < sh.fields; k++)
-        n_obs += *obs_field(src, k) != NULL;
+        n_obs += obs_value(like, k) != NULL;
     /* + 1: the flags; a covariance is M x M per output */
     size_t per_point = 2 * sh.p + sh.nq * sh.p + 2 * sh.K + n_obs + 1 + (sh.cov ? M * sh.p : 0);
     size_t total = 0;
@@ -508,7 +514,7 @@ static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_pre
         p += 2 * M * sh.K;
     }
     for (int k = 0; k < sh.fields; k++)
-        if (*obs_field(src, k)) {
+        if (obs_value(like, k)) {
             *obs_field(pr, k) = p;
             p += M;
         }
@@ -529,7 +535,7 @@ static void copy_block(double *dst, const double *src, size_t m, size_t M, size_
 }
 
 /* Points [off, off + m) of src (M points) into dst (m points). */
-static void pred_copy_rows(gp_prediction *dst, size_t m, gp_prediction *src, size_t M,
+static void pred_copy_rows(gp_prediction *dst, size_t m, const gp_prediction *src, size_t M,
                            size_t off, pred_shape sh)
 {
     copy_block(dst->mean, src->mean, m, M, off, sh.p);
@@ -542,7 +548,7 @@ static void pred_copy_rows(gp_prediction *dst, size_t m, gp_prediction *src, siz
     }
     for (int k = 0; k < sh.fields; k++)
         if (*obs_field(dst, k))
-            memcpy(*obs_field(dst, k), *obs_field(src, k) + off, m * sizeof(double));
+            memcpy(*obs_field(dst, k), obs_value(src, k) + off, m * sizeof(double));
     if (sh.cov) /* the block of points [off, off + m) of each output's covariance */
         for (size_t j = 0; j < sh.p; j++)
             for (size_t c = 0; c < m; c++)
@@ -552,40 +558,51 @@ static void pred_copy_rows(gp_prediction *dst, size_t m, gp_prediction *src, siz
         memcpy(dst->ask_oracle, src->ask_oracle + off, m);
 }
 
-/* predict_points on a multiple of GP_PREDICT_LANES points: the request's,
- * then copies of its last point (method.h, batch_invariant, says why). A
- * covariance request is padded too (its leading block is kept), so that the
- * padding never depends on the options; whether its means and variances equal
- * those asked without one is the method's affair (exact: bit for bit). */
-static int predict_lanes(const gp_model *model, const gp_predict_request *req,
-                         gp_prediction *out, gp_error *err)
+/* Requests g[0..k) (options alike, same_options) answered by one
+ * predict_points over their concatenated points, padded with copies of the
+ * last one to a multiple of GP_PREDICT_LANES unless the method is
+ * batch_invariant (method.h says why). A covariance request (alone) is padded
+ * too, its leading block kept, so that the padding never depends on the
+ * options; whether its means and variances equal those asked without one is
+ * the method's affair (exact: bit for bit). outs[g[0]].clamped gets the
+ * call's clamps (the padding's copies included), the others 0. */
+static int predict_joined(const gp_model *model, const gp_predict_request *reqs,
+                          gp_prediction *outs, const size_t *g, size_t k, gp_error *err)
 {
-    size_t m = req->m, d = req->d, mp = (m + GP_PREDICT_LANES - 1) / GP_PREDICT_LANES *
-                                         GP_PREDICT_LANES;
-    if (model->method->ops->batch_invariant || mp == m)
-        return predict_points(model, req, out, err);
-    size_t count = 0;
-    if (gp_checked_size(mp, d, &count, err))
+    const gp_predict_request *first = &reqs[g[0]], *last = &reqs[g[k - 1]];
+    size_t M = 0, d = first->d, count = 0;
+    for (size_t i = 0; i < k; i++)
+        M += reqs[g[i]].m;
+    size_t Mp = model->method->ops->batch_invariant
+                    ? M
+                    : (M + GP_PREDICT_LANES - 1) / GP_PREDICT_LANES * GP_PREDICT_LANES;
+    if (k == 1 && Mp == M) /* nothing to join or pad: the caller's buffers */
+        return predict_points(model, first, &outs[g[0]], err);
+    if (gp_checked_size(Mp, d, &count, err))
         return GP_ENOMEM;
     double *X = gp_alloc_doubles(count, err), *mem = NULL;
-    pred_shape sh = shape_of(model, req);
-    gp_prediction pad;
-    int rc = X ? pred_alloc(out, sh, mp, &pad, &mem, err) : GP_ENOMEM;
+    pred_shape sh = shape_of(model, first);
+    gp_prediction all;
+    int rc = X ? pred_alloc(&outs[g[0]], sh, Mp, &all, &mem, err) : GP_ENOMEM;
     if (rc == GP_OK) {
-        for (size_t c = 0; c < d; c++) {
-            memcpy(X + c * mp, req->X + c * m, m * sizeof *X);
-            for (size_t i = m; i < mp; i++)
-                X[c * mp + i] = req->X[c * m + m - 1];
+        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++)
+            for (size_t c = 0; c < d; c++)
+                memcpy(X + c * Mp + off, reqs[g[i]].X + c * reqs[g[i]].m,
+                       reqs[g[i]].m * sizeof *X);
+        for (size_t c = 0; c < d; c++)
+            for (size_t i = M; i < Mp; i++)
+                X[c * Mp + i] = last->X[c * last->m + last->m - 1];
+        gp_predict_request joint = *first;
+        joint.X = X;
+        joint.m = Mp;
+        all.clamped = 0;
+        rc = predict_points(model, &joint, &all, err);
+    }
+    if (rc == GP_OK)
+        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++) {
+            pred_copy_rows(&outs[g[i]], reqs[g[i]].m, &all, Mp, off, sh);
+            outs[g[i]].clamped = i == 0 ? all.clamped : 0;
         }
-        gp_predict_request preq = *req;
-        preq.X = X;
-        preq.m = mp;
-        rc = predict_points(model, &preq, &pad, err);
-    }
-    if (rc == GP_OK) {
-        pred_copy_rows(out, m, &pad, mp, 0, sh);
-        out->clamped = pad.clamped; /* the copies of the last point may count too */
-    }
     free(mem);
     free(X);
     return rc;
@@ -598,7 +615,8 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
     if (rc)
         return rc;
     out->clamped = 0;
-    return predict_lanes(model, req, out, err);
+    const size_t only = 0;
+    return predict_joined(model, req, out, &only, 1, err);
 }
 
 /* ---- batches ---- */
@@ -613,47 +631,10 @@ static int same_options(const gp_predict_request *a, const gp_prediction *oa,
         return 0;
     if (a->n_quantiles && memcmp(a->quantiles, b->quantiles, a->n_quantiles * sizeof(double)))
         return 0;
-    /* the same outputs asked for */
-    gp_prediction *pa = (gp_prediction *)oa, *pb = (gp_prediction *)ob;
-    for (int k = 0; k < 6; k++)
-        if ((*obs_field(pa, k) == NULL) != (*obs_field(pb, k) == NULL))
+    for (int k = 0; k < 6; k++) /* the same outputs asked for */
+        if ((obs_value(oa, k) == NULL) != (obs_value(ob, k) == NULL))
             return 0;
     return (oa->ask_oracle == NULL) == (ob->ask_oracle == NULL);
-}
-
-/* Requests g[0..k) answered by one call over their concatenated points. */
-static int predict_group(const gp_model *model, const gp_predict_request *reqs,
-                         gp_prediction *outs, const size_t *g, size_t k, gp_error *err)
-{
-    const gp_predict_request *first = &reqs[g[0]];
-    size_t M = 0, d = first->d, count = 0;
-    for (size_t i = 0; i < k; i++)
-        M += reqs[g[i]].m;
-    if (gp_checked_size(M, d, &count, err))
-        return GP_ENOMEM;
-    double *X = gp_alloc_doubles(count, err), *mem = NULL;
-    pred_shape sh = shape_of(model, first);
-    gp_prediction all;
-    int rc = X ? pred_alloc(&outs[g[0]], sh, M, &all, &mem, err) : GP_ENOMEM;
-    if (rc == GP_OK) {
-        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++)
-            for (size_t c = 0; c < d; c++)
-                memcpy(X + c * M + off, reqs[g[i]].X + c * reqs[g[i]].m,
-                       reqs[g[i]].m * sizeof *X);
-        gp_predict_request breq = *first;
-        breq.X = X;
-        breq.m = M;
-        all.clamped = 0;
-        rc = predict_lanes(model, &breq, &all, err);
-    }
-    if (rc == GP_OK)
-        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++) {
-            pred_copy_rows(&outs[g[i]], reqs[g[i]].m, &all, M, off, sh);
-            outs[g[i]].clamped = i == 0 ? all.clamped : 0;
-        }
-    free(mem);
-    free(X);
-    return rc;
 }
 
 int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs,
@@ -686,8 +667,7 @@ int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs
                 g[k++] = j;
                 done[j] = 1;
             }
-        int rc = k == 1 ? predict_lanes(model, &reqs[i], &outs[i], &err)
-                        : predict_group(model, reqs, outs, g, k, &err);
+        int rc = predict_joined(model, reqs, outs, g, k, &err);
         if (rc == GP_ENOMEM)
             status = GP_ENOMEM;
         for (size_t j = 0; j < k; j++) {
