@@ -311,24 +311,37 @@ static int exact_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 
 /* ---- predict ---- */
 
-/* Latent mean and variance of one block of b points P (d x b, working units).
- * Ks (n x b) is scratch. Each point's arithmetic involves its own column only
- * and runs in an order fixed by n (gp_dot, gp_solve_lower_columns): a point
- * gets the same bits whatever the block and whatever points share it, which
- * is what lets the server batch concurrent requests (dgemv and dtrsm change
- * kernels with the number of columns). */
+/* Latent means of b points P (d x b, working units) into mean, and
+ * V = L^-1 K(X, P) into V (n x b). Each point's arithmetic involves its own
+ * column only and runs in an order fixed by n (gp_dot, gp_solve_lower_columns):
+ * a point gets the same bits whatever the block and whatever points share it,
+ * which is what lets the server batch concurrent requests (dgemv and dtrsm
+ * change kernels with the number of columns). */
+static void mean_and_whiten(const gp_model *model, const exact_impl *im, const double *P,
+                            size_t b, double *V, double *mean)
+{
+    size_t n = im->n;
+    gp_kernel_cross_points(model->kernel, im->Xp, P, b, V, n);
+    for (size_t j = 0; j < b; j++)
+        mean[j] = gp_dot(V + j * n, im->alpha, n);
+    gp_solve_lower_columns(im->L, n, im->ld, V, b, n);
+}
+
+/* The latent variance of point j (of P) from its whitened column V_j. */
+static double latent_variance(const gp_model *model, const exact_impl *im, const double *P,
+                              const double *V, size_t j)
+{
+    const double *v = V + j * im->n;
+    return gp_kernel_diag(model->kernel, P + j * im->d) - gp_dot(v, v, im->n);
+}
+
+/* Latent mean and variance of one block of b points P; Ks (n x b) is scratch. */
 static void predict_block(const gp_model *model, const exact_impl *im, const double *P, size_t b,
                           double *Ks, double *mean, double *var)
 {
-    size_t n = im->n;
-    gp_kernel_cross_points(model->kernel, im->Xp, P, b, Ks, n);
+    mean_and_whiten(model, im, P, b, Ks, mean);
     for (size_t j = 0; j < b; j++)
-        mean[j] = gp_dot(Ks + j * n, im->alpha, n);
-    gp_solve_lower_columns(im->L, n, im->ld, Ks, b, n);
-    for (size_t j = 0; j < b; j++) {
-        const double *v = Ks + j * n;
-        var[j] = gp_kernel_diag(model->kernel, P + j * im->d) - gp_dot(v, v, n);
-    }
+        var[j] = latent_variance(model, im, P, Ks, j);
 }
 
 /* Latent variance (working units) plus the noise when asked, clamped at 0 with
@@ -351,10 +364,7 @@ static void posterior_covariance(const gp_model *model, const exact_impl *im, co
                                  size_t m, double *V, double *C, double *mean)
 {
     size_t n = im->n;
-    gp_kernel_cross_points(model->kernel, im->Xp, P, m, V, n);
-    for (size_t j = 0; j < m; j++)
-        mean[j] = gp_dot(V + j * n, im->alpha, n);
-    gp_solve_lower_columns(im->L, n, im->ld, V, m, n);
+    mean_and_whiten(model, im, P, m, V, mean);
     gp_kernel_gram(model->kernel, P, m, C, m);
     cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)m, (blasint)n, -1.0, V,
                 (blasint)n, 1.0, C, (blasint)m);
@@ -362,8 +372,7 @@ static void posterior_covariance(const gp_model *model, const exact_impl *im, co
      * means and variances are those of the same points asked without one (the
      * syrk's sums differ in the last bits) */
     for (size_t j = 0; j < m; j++)
-        C[j * m + j] = gp_kernel_diag(model->kernel, P + j * im->d) -
-                       gp_dot(V + j * n, V + j * n, n);
+        C[j * m + j] = latent_variance(model, im, P, V, j);
     gp_symmetrize_from_lower(C, m, m);
 }
 
