@@ -909,10 +909,9 @@ int gp_api_point_call_batchable(const gp_point_call *c)
 
 int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b)
 {
-    if (a->kind != b->kind || strcmp(a->name, b->name) != 0 || a->version != b->version)
+    if (!gp_api_point_call_batchable(a) || !gp_api_point_call_batchable(b) ||
+        strcmp(a->name, b->name) != 0 || a->version != b->version)
         return 0;
-    if (a->kind != GP_CALL_PREDICT || a->a.full || b->a.full)
-        return 1; /* the same model: answered one after the other under one look-up */
     const predict_args *x = &a->a, *y = &b->a;
     return x->include_noise == y->include_noise && x->comps == y->comps && x->nq == y->nq &&
            memcmp(x->q, y->q, x->nq * sizeof x->q[0]) == 0;

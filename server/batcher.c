@@ -1,10 +1,8 @@
 #include "server/batcher.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/base/parallel.h"
 #include "server/util.h"
@@ -69,42 +67,50 @@ void gp_batcher_end(gp_batcher *b)
     pthread_mutex_unlock(&b->lock);
 }
 
-/* The calls that join h, h first, unlinked from the queue into out (lock
- * held); returns how many. Each joins while the points stay within the cap;
- * a call not batchable (a covariance, a sample) goes alone. */
-static size_t take_group(gp_batcher *b, item **out, size_t cap, size_t *points, int dry)
+/* Whether it may join the batch of the head h, which holds pts points. A
+ * call that is not batchable (a covariance, a sample) goes alone. */
+static int joins(const gp_batcher *b, const item *h, const item *it, size_t pts)
 {
-    item *h = b->head;
-    size_t n = 0, pts = 0;
+    return gp_api_point_call_joinable(h->call, it->call) &&
+           pts + gp_api_point_call_points(it->call) <= b->max_points;
+}
+
+/* The points the head's batch would hold now (lock held). */
+static size_t group_points(const gp_batcher *b)
+{
+    const item *h = b->head;
+    size_t pts = gp_api_point_call_points(h->call);
+    for (const item *it = h->next; it; it = it->next)
+        if (joins(b, h, it, pts))
+            pts += gp_api_point_call_points(it->call);
+    return pts;
+}
+
+/* Unlink the head and the calls that join it, in queue order, as a list
+ * (lock held); *n and *points get its length and points. */
+static item *take_group(gp_batcher *b, size_t *n, size_t *points)
+{
+    item *h = b->head, *tail = h;
+    size_t pts = gp_api_point_call_points(h->call), k = 1;
+    b->head = h->next;
     item **link = &b->head, *prev = NULL;
-    int alone = !gp_api_point_call_batchable(h->call);
-    for (item *it = b->head; it && n < cap;) {
-        item *nx = it->next;
-        size_t m = gp_api_point_call_points(it->call);
-        int join = it == h || (!alone && gp_api_point_call_batchable(it->call) &&
-                               gp_api_point_call_joinable(h->call, it->call) &&
-                               pts + m <= b->max_points);
-        if (join) {
-            pts += m;
-            if (!dry) {
-                out[n] = it;
-                *link = nx;
-                if (b->tail == it)
-                    b->tail = prev;
-                it->next = NULL;
-            }
-            n++;
-            if (alone)
-                break;
-        }
-        if (!join || dry) {
+    for (item *it = b->head; it; it = *link) {
+        if (!joins(b, h, it, pts)) {
             prev = it;
             link = &it->next;
+            continue;
         }
-        it = nx;
+        pts += gp_api_point_call_points(it->call);
+        *link = it->next; /* out of the queue, onto the group */
+        tail->next = it;
+        tail = it;
+        k++;
     }
+    tail->next = NULL;
+    b->tail = prev;
+    *n = k;
     *points = pts;
-    return n;
+    return h;
 }
 
 /* Whether the runner should wait for more calls to join the head (lock held):
@@ -113,83 +119,59 @@ static size_t take_group(gp_batcher *b, item **out, size_t cap, size_t *points, 
  * for the next requests of the clients being answered: waiting a round trip
  * for them made batches wait in step with the clients (measured: 16
  * connections to one model at times served at half the rate). */
-static int worth_waiting(gp_batcher *b, size_t points, uint64_t *deadline)
+static int worth_waiting(const gp_batcher *b, uint64_t *deadline)
 {
-    if (b->stopping || b->delay_us == 0 || points >= b->max_points ||
-        !gp_api_point_call_batchable(b->head->call))
+    if (b->stopping || b->delay_us == 0 || b->in_progress == 0 ||
+        !gp_api_point_call_batchable(b->head->call) || group_points(b) >= b->max_points)
         return 0;
     *deadline = b->head->queued_us + b->delay_us;
-    return b->in_progress > 0 && gp_monotonic_us() < *deadline;
+    return gp_monotonic_us() < *deadline;
 }
 
-static void wait_until(gp_batcher *b, uint64_t deadline_us)
-{
-    struct timespec now, ts;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t now_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
-    uint64_t left = deadline_us > now_us ? deadline_us - now_us : 0;
-    ts.tv_sec = now.tv_sec + (time_t)(left / 1000000u);
-    ts.tv_nsec = now.tv_nsec + (long)(left % 1000000u) * 1000;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    b->waiting++;
-    pthread_cond_timedwait(&b->wake, &b->lock, &ts);
-    b->waiting--;
-}
-
-/* Answer one group (lock not held). */
-static void answer_group(gp_batcher *b, item **g, size_t n)
+/* Answer the group of n calls g (lock not held), and free its items. */
+static void answer_group(gp_batcher *b, item *g, size_t n)
 {
     gp_point_call **calls = malloc(n * sizeof *calls);
     gp_response *res = calloc(n, sizeof *res);
-    if (calls == NULL || res == NULL) {
-        for (size_t i = 0; i < n; i++) {
-            gp_response r;
-            memset(&r, 0, sizeof r);
-            gp_api_fail(&r, GP_ENOMEM, NULL, "out of memory");
-            gp_api_point_call_free(g[i]->call);
-            g[i]->done(g[i]->cookie, &r);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++)
-            calls[i] = g[i]->call;
+    size_t i = 0;
+    if (calls && res) {
+        for (item *it = g; it; it = it->next)
+            calls[i++] = it->call;
         gp_api_point_calls_run(b->api, calls, n, res); /* frees the calls */
-        for (size_t i = 0; i < n; i++)
-            g[i]->done(g[i]->cookie, &res[i]);
+    }
+    i = 0;
+    for (item *it = g, *nx; it; it = nx, i++) {
+        nx = it->next;
+        gp_response r;
+        memset(&r, 0, sizeof r);
+        if (calls && res)
+            r = res[i];
+        else {
+            gp_api_point_call_free(it->call);
+            gp_api_fail(&r, GP_ENOMEM, NULL, "out of memory");
+        }
+        it->done(it->cookie, &r);
+        free(it);
     }
     free(calls);
     free(res);
-    for (size_t i = 0; i < n; i++)
-        free(g[i]);
 }
 
 static void runner(void *arg)
 {
     gp_batcher *b = arg;
-    size_t cap = 0;
-    item **g = NULL;
     pthread_mutex_lock(&b->lock);
     while (b->head) {
-        size_t points = 0, n = take_group(b, NULL, SIZE_MAX, &points, 1);
         uint64_t deadline = 0;
-        if (worth_waiting(b, points, &deadline)) {
-            wait_until(b, deadline);
+        if (worth_waiting(b, &deadline)) {
+            uint64_t now = gp_monotonic_us();
+            b->waiting++;
+            gp_cond_wait_us(&b->wake, &b->lock, deadline > now ? deadline - now : 0);
+            b->waiting--;
             continue;
         }
-        if (n > cap) {
-            item **grown = realloc(g, n * sizeof *g);
-            if (grown == NULL)
-                n = cap ? cap : 0;
-            else {
-                g = grown;
-                cap = n;
-            }
-            if (n == 0)
-                break; /* out of memory: the next submit starts another runner */
-        }
-        n = take_group(b, g, n, &points, 0);
+        size_t n = 0, points = 0;
+        item *g = take_group(b, &n, &points);
         b->queued -= n;
         b->running += n;
         b->stats.batches++;
@@ -205,7 +187,6 @@ static void runner(void *arg)
     b->runners--;
     pthread_cond_broadcast(&b->idle);
     pthread_mutex_unlock(&b->lock);
-    free(g);
 }
 
 int gp_batcher_try_alone(gp_batcher *b)

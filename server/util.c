@@ -354,13 +354,18 @@ int gp_cond_init_monotonic(pthread_cond_t *cond)
     return rc == 0 ? 0 : -1;
 }
 
-void gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, long ms)
+void gp_cond_wait_us(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t us)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
+    ts.tv_sec += (time_t)(us / 1000000u);
+    ts.tv_nsec += (long)(us % 1000000u) * 1000L;
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_cond_timedwait(cond, mutex, &ts);
+}
+
+void gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, long ms)
+{
+    gp_cond_wait_us(cond, mutex, ms > 0 ? (uint64_t)ms * 1000u : 0);
 }

@@ -34,6 +34,8 @@ int gp_cond_init_monotonic(pthread_cond_t *cond);
 /* Wait on cond (made by gp_cond_init_monotonic; mutex held) for at most ms
  * milliseconds. */
 void gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, long ms);
+/* The same for at most us microseconds. */
+void gp_cond_wait_us(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t us);
 /* Unix time in seconds (leases of durable jobs: shared by the daemons of one database). */
 double gp_wall_seconds(void);
 uint64_t gp_monotonic_us(void);
