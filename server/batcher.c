@@ -192,7 +192,7 @@ static void runner(void *arg)
 int gp_batcher_try_alone(gp_batcher *b)
 {
     pthread_mutex_lock(&b->lock);
-    int alone = !b->stopping && b->in_progress <= 1 && b->queued == 0 && b->running == 0;
+    int alone = !b->stopping && b->in_progress == 0 && b->queued == 0 && b->running == 0;
     if (alone)
         b->running++;
     pthread_mutex_unlock(&b->lock);

@@ -38,8 +38,8 @@ gp_batcher *gp_batcher_new(gp_api *api, long delay_us, size_t max_points);
 void gp_batcher_begin(gp_batcher *b);
 void gp_batcher_end(gp_batcher *b);
 
-/* A request with no company: no other predict or sample request in progress,
- * none queued or being answered. Then it is answered on its own thread (a
+/* A request (parsed, so no longer counted as arriving) with no company: no
+ * other predict or sample request arriving, none queued or being answered. Then it is answered on its own thread (a
  * hand-off to the pool would only add latency) and counted as being answered
  * until gp_batcher_alone_done: a request arriving meanwhile is queued. Returns
  * 1 (call gp_batcher_alone_done afterwards) or 0 (submit it). */

@@ -463,6 +463,16 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return ctx;
 }
 
+/* A predict or sample request is no longer arriving (parsed: queued, answered
+ * here or refused; or ended some other way), for the batcher's count. */
+static void arrived(conn_ctx *ctx)
+{
+    if (ctx->batch_counted) {
+        ctx->batch_counted = 0;
+        gp_batcher_end(ctx->srv->batcher);
+    }
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -497,8 +507,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         ctx->fit_pending = 0;
         atomic_fetch_sub(&srv->sync_pending, 1);
     }
-    if (ctx->batch_counted)
-        gp_batcher_end(srv->batcher);
+    arrived(ctx);
     gp_response_free(&ctx->fit_res);
     gp_response_free(&ctx->deferred);
     free(ctx->body);
@@ -636,32 +645,21 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
 
 /* ---- predict and sample: batched on the shared pool (server/batcher.h) ---- */
 
-/* The request is no longer arriving (queued, answered here, or refused). */
-static void arrived(conn_ctx *ctx)
-{
-    if (ctx->batch_counted) {
-        ctx->batch_counted = 0;
-        gp_batcher_end(ctx->srv->batcher);
-    }
-}
-
 static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *req)
 {
     gp_server *srv = ctx->srv;
     gp_point_call *c = NULL;
     gp_response res;
     memset(&res, 0, sizeof res);
-    if (gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res) != 0) {
-        arrived(ctx);
+    int rc = gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res);
+    arrived(ctx);
+    if (rc != 0)
         return answer(ctx, &res);
-    }
     if (gp_batcher_try_alone(srv->batcher)) {
-        arrived(ctx);
         gp_api_point_calls_run(srv->api, &c, 1, &res);
         gp_batcher_alone_done(srv->batcher);
         return answer(ctx, &res);
     }
-    arrived(ctx);
     /* Suspended before it is queued: fit_done (a batch answers like a fit)
      * may resume it at once. */
     ctx->fit_pending = 1;
