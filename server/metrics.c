@@ -268,32 +268,30 @@ char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len)
     emit(&b, "# HELP gpserve_models_loaded Fitted models held in the model cache.\n"
              "# TYPE gpserve_models_loaded gauge\ngpserve_models_loaded %zu\n",
          g->models_loaded);
-    emit(&b, "# HELP gpserve_jitter_escalations_total Fits whose cached factor needed jitter.\n"
-             "# TYPE gpserve_jitter_escalations_total counter\n"
-             "gpserve_jitter_escalations_total %llu\n",
-         (unsigned long long)g->jitter_escalations);
-    emit(&b, "# HELP gpserve_variance_clamps_total Predictive variances clamped at zero.\n"
-             "# TYPE gpserve_variance_clamps_total counter\n"
-             "gpserve_variance_clamps_total %llu\n",
-         (unsigned long long)g->variance_clamps);
-    emit(&b, "# HELP gpserve_batches_total Batched runs of predict or sample requests "
-             "(dynamic batching; 0 with --batch-delay-us 0).\n"
-             "# TYPE gpserve_batches_total counter\n"
-             "gpserve_batches_total %llu\n",
-         (unsigned long long)g->batches);
-    emit(&b, "# HELP gpserve_batched_requests_total Predict and sample requests answered in "
-             "batches.\n"
-             "# TYPE gpserve_batched_requests_total counter\n"
-             "gpserve_batched_requests_total %llu\n",
-         (unsigned long long)g->batched_requests);
-    emit(&b, "# HELP gpserve_batched_points_total Points predicted in batches.\n"
-             "# TYPE gpserve_batched_points_total counter\n"
-             "gpserve_batched_points_total %llu\n",
-         (unsigned long long)g->batched_points);
-    emit(&b, "# HELP gpserve_batch_max_requests The most requests one batch has answered.\n"
-             "# TYPE gpserve_batch_max_requests gauge\n"
-             "gpserve_batch_max_requests %llu\n",
-         (unsigned long long)g->batch_max_requests);
+    /* The counters and gauges sampled from elsewhere: one line each. */
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } sampled[] = {
+        {"gpserve_jitter_escalations_total", "counter",
+         "Fits whose cached factor needed jitter.", g->jitter_escalations},
+        {"gpserve_variance_clamps_total", "counter", "Predictive variances clamped at zero.",
+         g->variance_clamps},
+        {"gpserve_batches_total", "counter",
+         "Batched runs of predict or sample requests (dynamic batching; 0 with "
+         "--batch-delay-us 0).",
+         g->batches},
+        {"gpserve_batched_requests_total", "counter",
+         "Predict and sample requests answered in batches.", g->batched_requests},
+        {"gpserve_batched_points_total", "counter", "Points predicted in batches.",
+         g->batched_points},
+        {"gpserve_batch_max_requests", "gauge", "The most requests one batch has answered.",
+         g->batch_max_requests},
+    };
+    for (size_t k = 0; k < sizeof sampled / sizeof sampled[0]; k++)
+        emit(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", sampled[k].name, sampled[k].help,
+             sampled[k].name, sampled[k].type, sampled[k].name,
+             (unsigned long long)sampled[k].value);
     if (b.failed) {
         free(b.data);
         return NULL;
