@@ -82,6 +82,7 @@ build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SR
 
 deps:
 	@sh mk/deps.sh
+	@sh mk/deps.sh node
 
 # The peers and tools of make bench (scikit-learn, statsmodels, Flask, gunicorn, wrk);
 # see mk/deps.sh.
@@ -193,6 +194,7 @@ fuzz-build: $(FUZZ_BIN)
 # The main packages (make deps) plus what libFuzzer needs (mk/deps.sh fuzz).
 fuzz-deps:
 	@sh mk/deps.sh
+	@sh mk/deps.sh node
 	@sh mk/deps.sh fuzz
 
 $(FUZZ_DIR)/obj/%.o: %.c

@@ -8,7 +8,15 @@
 #                        for /usr/bin/python3; wrk, Flask and gunicorn for the
 #                        HTTP benchmark, bench/http); without root a missing one
 #                        is a warning, not a failure: those comparisons are skipped
+#   sh mk/deps.sh node   the tools of the browser, OpenAPI-lint and client tests:
+#                        Debian's chromium and Node.js, and the pinned npm packages
+#                        of tests/js and clients/typescript (npm ci from their
+#                        package-lock.json files); anything that cannot be had is
+#                        a warning, and those tests skip with a message
 set -eu
+if [ "${1:-}" = node ]; then
+    exec sh "$(dirname "$0")/deps_node.sh"
+fi
 PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 BENCH_PKGS="python3-sklearn python3-statsmodels wrk python3-flask gunicorn"
