@@ -1,0 +1,329 @@
+"""The low-level client: one method per route of gpserve's v1 API.
+
+Standard library only.  Request bodies take lists, tuples and, when numpy is
+installed, numpy arrays and scalars (pandas frames too); answers are the
+daemon's JSON decoded into dicts and lists (numbers written with 17
+significant digits decode to the exact doubles the daemon computed).
+Fields left as None are not sent, so the daemon's defaults apply.
+"""
+
+import http.client
+import json
+import socket
+import time
+import urllib.parse
+
+from . import errors
+
+__all__ = ["Client", "DEFAULT_URL"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+USER_AGENT = "gpserve-python-client"
+JOB_ENDED = ("succeeded", "failed", "cancelled")
+
+
+def to_plain(value):
+    """Lists of plain numbers from numpy arrays, pandas frames and series;
+    anything else unchanged (json's default hook handles numpy scalars)."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def _json_default(value):
+    if hasattr(value, "tolist"):      # numpy scalars and arrays nested in lists
+        return value.tolist()
+    raise TypeError("%s is not JSON serialisable" % type(value).__name__)
+
+
+def encode_json(body):
+    """The JSON text of a request body; NaN and Inf are refused here, since
+    JSON cannot carry them (the daemon would answer malformed_json)."""
+    try:
+        return json.dumps(body, allow_nan=False, default=_json_default,
+                          separators=(",", ":")).encode("utf-8")
+    except ValueError as exc:
+        raise ValueError("request body holds NaN or Inf, which JSON cannot carry "
+                         "(remove or impute those values)") from exc
+
+
+def _drop_none(fields):
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _query_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+class Response:
+    """A 2xx answer: status, headers (lower-case names) and raw body."""
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body.decode("utf-8")) if self.body else None
+
+
+class Client:
+    """A client of one gpserve daemon.
+
+    ``url`` is the daemon's base URL (``http://host:port``, or https, with an
+    optional path prefix); ``api_key`` is sent as ``Authorization: Bearer``;
+    ``timeout`` is the socket timeout of every request in seconds (a
+    synchronous fit may take a while: pass ``timeout=`` to ``fit`` or use
+    ``fit_async``).  The client keeps no connection open between requests, so
+    one instance may be shared by threads.
+    """
+
+    def __init__(self, url=DEFAULT_URL, api_key=None, timeout=60.0):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("url must be http://HOST[:PORT] or https://..., not %r" % url)
+        self.url = url
+        self.api_key = api_key
+        self.timeout = timeout
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+
+    def __repr__(self):
+        return "Client(%r%s)" % (self.url, ", api_key=***" if self.api_key else "")
+
+    # ------------------------------------------------------------ transport
+
+    def request(self, method, path, body=None, content_type="application/json",
+                query=None, timeout=None):
+        """Send one request; return a Response for a 2xx answer, raise the
+        typed GPServeError for any other.  ``body`` is a JSON-able object, or
+        bytes/str sent as they are with ``content_type``."""
+        target = self._prefix + path
+        if query:
+            target += "?" + urllib.parse.urlencode(
+                [(k, _query_value(v)) for k, v in query.items() if v is not None])
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        data = None
+        if body is not None:
+            if isinstance(body, str):
+                data = body.encode("utf-8")
+            elif isinstance(body, (bytes, bytearray)):
+                data = bytes(body)
+            else:
+                data = encode_json(body)
+            headers["Content-Type"] = content_type
+        conn_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = conn_class(self._host, self._port,
+                          timeout=self.timeout if timeout is None else timeout)
+        try:
+            conn.request(method, target, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            status = resp.status
+            resp_headers = {k.lower(): v for k, v in resp.getheaders()}
+        except socket.timeout as exc:
+            raise errors.TransportTimeout("%s %s: no answer within %s s" % (
+                method, path, self.timeout if timeout is None else timeout)) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise errors.TransportError("%s %s: %s" % (method, path, exc)) from exc
+        finally:
+            conn.close()
+        if 200 <= status < 300:
+            return Response(status, resp_headers, raw)
+        raise self._error(status, resp_headers, raw)
+
+    @staticmethod
+    def _error(status, headers, raw):
+        retry = headers.get("retry-after")
+        retry_after = int(retry) if retry and retry.isdigit() else None
+        request_id = headers.get("x-request-id")
+        try:
+            err = json.loads(raw.decode("utf-8"))["error"]
+            if not isinstance(err, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            return errors.GPServeError(raw[:200].decode("utf-8", "replace") or "HTTP %d" % status,
+                                       status=status, request_id=request_id,
+                                       retry_after=retry_after)
+        return errors.error_from_body(err, status=status, request_id=request_id,
+                                      retry_after=retry_after)
+
+    def _get(self, path):
+        return self.request("GET", path).json()
+
+    def _post(self, path, body, timeout=None):
+        return self.request("POST", path, body=body, timeout=timeout).json()
+
+    @staticmethod
+    def _model_path(name, suffix=""):
+        return "/v1/models/" + urllib.parse.quote(str(name), safe="") + suffix
+
+    # ------------------------------------------------------------ service
+
+    def health(self):
+        """``GET /healthz``: ``{"status": "ok"}``."""
+        return self._get("/healthz")
+
+    def ready(self):
+        """``GET /readyz``: ``{"status": "ready"}`` (NotReady otherwise)."""
+        return self._get("/readyz")
+
+    def metrics(self):
+        """``GET /metrics``: the Prometheus text."""
+        return self.request("GET", "/metrics").body.decode("utf-8")
+
+    def openapi(self):
+        """``GET /openapi.yaml``: the OpenAPI 3 document, as text."""
+        return self.request("GET", "/openapi.yaml").body.decode("utf-8")
+
+    def methods(self):
+        """``GET /v1/methods``: the list of methods with their options."""
+        return self._get("/v1/methods")["methods"]
+
+    # ------------------------------------------------------------ fits
+
+    @staticmethod
+    def fit_body(name, X=None, y=None, method=None, kernel=None, likelihood=None,
+                 noise=None, options=None, standardize=None, seed=None, **fields):
+        """The JSON body of a fit (fields left None are not sent)."""
+        body = _drop_none(dict(name=name, method=method, kernel=kernel, likelihood=likelihood,
+                               noise=noise, options=options, standardize=standardize,
+                               seed=seed, **fields))
+        if X is not None:
+            body["X"] = to_plain(X)
+        if y is not None:
+            body["y"] = to_plain(y)
+        return body
+
+    def fit(self, name, X=None, y=None, *, method=None, kernel=None, likelihood=None,
+            noise=None, options=None, standardize=None, seed=None, timeout=None, **fields):
+        """Synchronous fit (``POST /v1/models``): the fitted model (201).
+
+        ``kernel`` and ``options`` are dicts as in the API
+        (``{"type": "rbf", "ard": True, "fixed": True}``); ``noise`` is
+        ``{"variance": v, "fixed": bool}``.  Other API fields may be passed
+        by keyword.  A fit under an existing name adds a version."""
+        body = self.fit_body(name, X, y, method, kernel, likelihood, noise, options,
+                             standardize, seed, **fields)
+        return self._post("/v1/models", body, timeout=timeout)
+
+    def fit_async(self, name, X=None, y=None, *, method=None, kernel=None, likelihood=None,
+                  noise=None, options=None, standardize=None, seed=None, **fields):
+        """Asynchronous fit (202): the job id; follow it with ``get_job``,
+        ``wait_job`` or ``cancel_job``."""
+        body = self.fit_body(name, X, y, method, kernel, likelihood, noise, options,
+                             standardize, seed, **fields)
+        body["async"] = True
+        return self._post("/v1/models", body)["job"]
+
+    def fit_csv(self, name, data, *, target=None, method=None, kernel=None,
+                likelihood=None, options=None, noise_variance=None, noise_fixed=None,
+                standardize=None, seed=None, async_=False, timeout=None):
+        """Fit from CSV text (str, bytes or a binary/text file object): a
+        header row, then rows of numbers; the target is the last column or
+        ``target`` (a header name or 0-based index).  Returns the model, or
+        the job id when ``async_``."""
+        if hasattr(data, "read"):
+            data = data.read()
+        query = dict(name=name, target=target, method=method, kernel=kernel,
+                     likelihood=likelihood, options=options, noise_variance=noise_variance,
+                     noise_fixed=noise_fixed, standardize=standardize, seed=seed,
+                     **{"async": True if async_ else None})
+        answer = self.request("POST", "/v1/models", body=data, content_type="text/csv",
+                              query=query, timeout=timeout).json()
+        return answer["job"] if async_ else answer
+
+    # ------------------------------------------------------------ jobs
+
+    def get_job(self, job_id):
+        """``GET /v1/jobs/{id}``: the job (status, progress, model or error)."""
+        return self._get("/v1/jobs/" + urllib.parse.quote(str(job_id), safe=""))
+
+    def cancel_job(self, job_id):
+        """``DELETE /v1/jobs/{id}``: the job as the daemon saw it (cancelled
+        when it was queued; still running, asked to stop, when it ran).
+        Raises Conflict once the job has ended."""
+        return self.request("DELETE", "/v1/jobs/" + urllib.parse.quote(str(job_id), safe="")).json()
+
+    def wait_job(self, job_id, poll_interval=0.2, timeout=None):
+        """Poll a job until it ends; return its fitted model.
+
+        A failed job raises the typed error of its ``error`` (e.g.
+        Unsupported), a cancelled one Cancelled, each with ``.job`` set;
+        ``timeout`` seconds without an end raise JobTimeout (the job goes on).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.get_job(job_id)
+            status = job.get("status")
+            if status == "succeeded":
+                return job["model"]
+            if status == "failed":
+                raise errors.error_from_body(job.get("error") or {}, job=job)
+            if status == "cancelled":
+                raise errors.Cancelled("job %s was cancelled" % job_id, job=job)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise errors.JobTimeout("job %s still %s after %s s" % (job_id, status, timeout),
+                                        job=job)
+            time.sleep(poll_interval)
+
+    # ------------------------------------------------------------ models
+
+    def list_models(self):
+        """``GET /v1/models``: the latest version of each model (summaries)."""
+        return self._get("/v1/models")["models"]
+
+    def get_model(self, name, version=None):
+        """``GET /v1/models/{name}`` (the latest, with ``versions``) or
+        ``GET /v1/models/{name}/versions/{version}``."""
+        if version is None:
+            return self._get(self._model_path(name))
+        return self._get(self._model_path(name, "/versions/%d" % int(version)))
+
+    def versions(self, name):
+        """The version numbers of a model."""
+        return self.get_model(name)["versions"]
+
+    def delete_model(self, name):
+        """``DELETE /v1/models/{name}``: every version."""
+        self.request("DELETE", self._model_path(name))
+
+    # ------------------------------------------------------------ serving
+
+    def predict(self, name, X, *, version=None, include_noise=None, full_covariance=None,
+                quantiles=None, components=None, timeout=None, **fields):
+        """``POST /v1/models/{name}/predict``: ``mean``, ``variance`` and,
+        when asked, ``covariance``, ``quantiles`` (keyed by the level as the
+        daemon writes it, e.g. ``"0.05"``), ``components``; non-Gaussian
+        likelihoods add ``probability``, ``latent_mean``, ... (see the API)."""
+        body = _drop_none(dict(X=to_plain(X), version=version, include_noise=include_noise,
+                               full_covariance=full_covariance, quantiles=to_plain(quantiles),
+                               components=components, **fields))
+        return self._post(self._model_path(name, "/predict"), body, timeout=timeout)
+
+    def sample(self, name, X, *, n_samples=None, seed=None, version=None, include_noise=None,
+               observations=None, timeout=None, **fields):
+        """``POST /v1/models/{name}/sample``: ``samples``, one list of
+        values over the points per draw (the same seed, the same draws)."""
+        body = _drop_none(dict(X=to_plain(X), n_samples=n_samples, seed=seed, version=version,
+                               include_noise=include_noise, observations=observations,
+                               **fields))
+        return self._post(self._model_path(name, "/sample"), body, timeout=timeout)
+
+    def observe(self, name, X, y, *, version=None, new_version=None, timeout=None):
+        """``POST /v1/models/{name}/observe``: add rows to a model that
+        learns online (exact, ssgp, rfgp); ``{name, version, n, state,
+        observations}``."""
+        body = _drop_none(dict(X=to_plain(X), y=to_plain(y), version=version,
+                               new_version=new_version))
+        return self._post(self._model_path(name, "/observe"), body, timeout=timeout)

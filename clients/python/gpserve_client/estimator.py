@@ -1,0 +1,387 @@
+"""scikit-learn-style estimators that fit on a gpserve daemon and predict
+from it.
+
+They follow scikit-learn's conventions without needing it: the constructor
+only stores its parameters, ``get_params``/``set_params`` (so
+``sklearn.base.clone``, pipelines and grid searches work), fitted attributes
+end with an underscore, ``fit`` returns self.  With numpy installed the
+results are numpy arrays, otherwise lists.
+
+Each ``fit`` stores a model on the daemon, under ``name`` or a fresh
+``sklearn-<hex>`` name; a fit under an existing name adds a version.  The
+estimator remembers the version it fitted (``version_``) and always predicts
+from that one.  ``delete_model()`` removes the model from the daemon.
+"""
+
+import inspect
+import math
+import random
+import uuid
+
+from .client import DEFAULT_URL, Client, to_plain
+
+try:
+    import numpy as _np
+except ImportError:  # the estimators work on lists without numpy
+    _np = None
+
+__all__ = ["GPServeRegressor", "GPServeClassifier", "NotFittedError"]
+
+
+def _rows(X):
+    """X as a list of rows (2-D, as scikit-learn requires); rows may also be
+    the distributional-input objects of rfgp."""
+    X = to_plain(X)
+    if not isinstance(X, (list, tuple)) or len(X) == 0:
+        raise ValueError("X must be a non-empty 2-D array-like (n_samples, n_features)")
+    if not all(isinstance(row, (list, tuple, dict)) for row in X):
+        raise ValueError("Expected a 2-D array, got a 1-D one: reshape your data with "
+                         "X.reshape(-1, 1) for a single feature, or X.reshape(1, -1) for "
+                         "a single sample")
+    return list(X)
+
+
+def _targets(y, n):
+    y = to_plain(y)
+    if not isinstance(y, (list, tuple)) or len(y) != n:
+        raise ValueError("y must be an array-like of %d targets (one per row of X)" % n)
+    return list(y)
+
+
+def _array(values):
+    return _np.asarray(values, dtype=float) if _np is not None else values
+
+
+def _seed_from(random_state):
+    """An API seed (an integer in [0, 2^53]) from scikit-learn's random_state:
+    None (a fresh seed each call), an int, or a numpy RandomState/Generator."""
+    if random_state is None:
+        return random.SystemRandom().randrange(2 ** 53)
+    if isinstance(random_state, bool):
+        raise ValueError("random_state must be None, an int or a numpy random generator")
+    if isinstance(random_state, int) or (_np is not None and isinstance(random_state, _np.integer)):
+        seed = int(random_state)
+        if not 0 <= seed <= 2 ** 53:
+            raise ValueError("random_state must be in [0, 2**53], not %d" % seed)
+        return seed
+    if hasattr(random_state, "integers"):            # numpy Generator
+        return int(random_state.integers(0, 2 ** 53))
+    if hasattr(random_state, "randint"):             # numpy RandomState, random.Random
+        return int(random_state.randint(0, 2 ** 31 - 1)) * (2 ** 22) + \
+            int(random_state.randint(0, 2 ** 22))
+    raise ValueError("random_state must be None, an int or a numpy random generator")
+
+
+def _r2(y_true, y_pred, sample_weight=None):
+    """scikit-learn's r2_score for one output (1 for a perfect fit of
+    constant targets, 0 for an imperfect one)."""
+    w = [1.0] * len(y_true) if sample_weight is None else [float(v) for v in to_plain(sample_weight)]
+    total = sum(w)
+    mean = sum(wi * yi for wi, yi in zip(w, y_true)) / total
+    ss_res = sum(wi * (yi - pi) ** 2 for wi, yi, pi in zip(w, y_true, y_pred))
+    ss_tot = sum(wi * (yi - mean) ** 2 for wi, yi in zip(w, y_true))
+    if ss_tot == 0.0:
+        return 1.0 if ss_res == 0.0 else 0.0
+    return 1.0 - ss_res / ss_tot
+
+
+class _GPServeEstimator:
+    """What both estimators share: parameters, the client, the fit on the
+    daemon and the fitted attributes."""
+
+    _likelihood = None
+
+    # ---------------------------------------------------------- parameters
+
+    @classmethod
+    def _get_param_names(cls):
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values()
+                      if p.name != "self" and p.kind == p.POSITIONAL_OR_KEYWORD)
+
+    def get_params(self, deep=True):
+        """The constructor's parameters, as scikit-learn's BaseEstimator."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Set constructor parameters; returns self."""
+        valid = self._get_param_names()
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError("invalid parameter %r for %s; valid ones: %s"
+                                 % (key, type(self).__name__, ", ".join(valid)))
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self):
+        params = [p for p in inspect.signature(type(self).__init__).parameters.values()
+                  if p.name != "self"]
+        changed = ["%s=%r" % (p.name, getattr(self, p.name)) for p in params
+                   if p.name != "api_key" and getattr(self, p.name) != p.default]
+        if self.api_key is not None:
+            changed.append("api_key='***'")
+        return "%s(%s)" % (type(self).__name__, ", ".join(changed))
+
+    # ---------------------------------------------------------- daemon
+
+    def _client(self):
+        return Client(self.url, api_key=self.api_key, timeout=self.timeout)
+
+    def _check_fitted(self):
+        if not hasattr(self, "version_"):
+            raise _not_fitted_error(self)
+
+    def _fit_on_daemon(self, X, y):
+        """Fit X, y on the daemon (sync or async) and set the fitted
+        attributes from the model it answers."""
+        client = self._client()
+        name = self.name if self.name is not None else "sklearn-" + uuid.uuid4().hex[:16]
+        body = dict(method=self.method, kernel=self.kernel, likelihood=self._likelihood,
+                    options=self.options, standardize=self.standardize, seed=self.seed)
+        body.update(self._extra_fit_fields())
+        if self.async_fit:
+            self.job_id_ = client.fit_async(name, X, y, **body)
+            model = client.wait_job(self.job_id_, poll_interval=self.poll_interval,
+                                    timeout=self.fit_timeout)
+        else:
+            model = client.fit(name, X, y, timeout=self.fit_timeout, **body)
+        self.model_ = model
+        self.name_ = model["name"]
+        self.version_ = model["version"]
+        self.kernel_ = model.get("kernel")
+        self.n_features_in_ = model.get("input_dim")
+        return self
+
+    def _extra_fit_fields(self):
+        return {}
+
+    def _predict_raw(self, X, **fields):
+        self._check_fitted()
+        return self._client().predict(self.name_, _rows(X), version=self.version_, **fields)
+
+    def delete_model(self):
+        """Delete the fitted model (every version of ``name_``) from the
+        daemon; the estimator is then no longer fitted."""
+        self._check_fitted()
+        self._client().delete_model(self.name_)
+        for attr in ("model_", "name_", "version_", "kernel_", "n_features_in_", "job_id_"):
+            self.__dict__.pop(attr, None)
+
+
+class GPServeRegressor(_GPServeEstimator):
+    """Gaussian-process regression on a gpserve daemon, shaped like
+    scikit-learn's GaussianProcessRegressor.
+
+    Parameters
+    ----------
+    url, api_key, timeout : the daemon, its key (``Authorization: Bearer``)
+        and the socket timeout of a request in seconds.
+    name : the model name on the daemon (default: a fresh ``sklearn-<hex>``
+        per fit; a fit under an existing name adds a version).
+    method : ``exact`` (default), ``ssgp``, ``sgpr``, ... (``GET /v1/methods``).
+    kernel : the API's kernel dict, e.g. ``{"type": "matern52", "ard": True}``;
+        values are initial values, ``"fixed": True`` holds them.
+    noise_variance, noise_fixed : the initial (or, fixed, the final) noise
+        variance; None lets the daemon start from the data.
+    options : the method's options dict.
+    standardize, seed : as in the API (working units are standardised).
+    include_noise : True (default): ``predict``'s std and covariance and
+        ``sample_y`` are of y, the latent f plus the noise, as in
+        scikit-learn with the noise as a WhiteKernel term; False: of the
+        latent f, as scikit-learn with the noise given as ``alpha``.
+    async_fit : fit through an async job polled every ``poll_interval`` s.
+    fit_timeout : seconds a fit may take (None: no limit).
+
+    Fitted attributes: ``name_``, ``version_``, ``model_`` (the model JSON),
+    ``kernel_`` (the fitted kernel dict, working units), ``noise_variance_``
+    (original units), ``n_features_in_``, ``log_marginal_likelihood_value_``
+    (for methods whose objective is the log marginal likelihood), ``job_id_``
+    (async fits).
+    """
+
+    _estimator_type = "regressor"
+    _likelihood = None
+
+    def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="exact", kernel=None,
+                 noise_variance=None, noise_fixed=False, options=None, standardize=True,
+                 seed=0, include_noise=True, async_fit=False, timeout=60.0, fit_timeout=None,
+                 poll_interval=0.2):
+        self.url = url
+        self.api_key = api_key
+        self.name = name
+        self.method = method
+        self.kernel = kernel
+        self.noise_variance = noise_variance
+        self.noise_fixed = noise_fixed
+        self.options = options
+        self.standardize = standardize
+        self.seed = seed
+        self.include_noise = include_noise
+        self.async_fit = async_fit
+        self.timeout = timeout
+        self.fit_timeout = fit_timeout
+        self.poll_interval = poll_interval
+
+    def _extra_fit_fields(self):
+        noise = {}
+        if self.noise_variance is not None:
+            noise["variance"] = self.noise_variance
+        if self.noise_fixed:
+            noise["fixed"] = True
+        return {"noise": noise or None}
+
+    def fit(self, X, y):
+        """Fit on the daemon; returns self."""
+        rows = _rows(X)
+        self._fit_on_daemon(rows, _targets(y, len(rows)))
+        self.noise_variance_ = self.model_.get("noise_variance_original")
+        diag = self.model_.get("diagnostics") or {}
+        if diag.get("objective_name") == "log_marginal_likelihood":
+            self.log_marginal_likelihood_value_ = diag.get("objective")
+        return self
+
+    def predict(self, X, return_std=False, return_cov=False):
+        """The predictive mean, and with ``return_std`` its standard
+        deviation or with ``return_cov`` the covariance of the points, as
+        GaussianProcessRegressor.predict (of y or f: see include_noise)."""
+        if return_std and return_cov:
+            raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        answer = self._predict_raw(X, include_noise=self.include_noise,
+                                   full_covariance=True if return_cov else None)
+        mean = _array(answer["mean"])
+        if return_std:
+            var = answer["variance"]
+            std = _np.sqrt(_array(var)) if _np is not None else _sqrt_nested(var)
+            return mean, std
+        if return_cov:
+            return mean, _array(answer["covariance"])
+        return mean
+
+    def predict_quantiles(self, X, quantiles=(0.05, 0.95)):
+        """Predictive quantiles: an array (n_points, len(quantiles)) in the
+        order of ``quantiles`` (for mixture methods, the mixture's own)."""
+        levels = [float(q) for q in to_plain(quantiles)]
+        answer = self._predict_raw(X, include_noise=self.include_noise, quantiles=levels)
+        by_level = answer["quantiles"]
+        keys = list(by_level.keys())
+        # The daemon keys each level by its shortest decimal text ("0.05").
+        columns = [by_level[_level_key(q, keys)] for q in levels]
+        rows = [list(r) for r in zip(*columns)]
+        return _array(rows)
+
+    def sample_y(self, X, n_samples=1, random_state=None):
+        """Joint draws over the points, shape (n_points, n_samples) as
+        scikit-learn's (``(n_points, n_outputs, n_samples)`` for several
+        outputs).  The same integer random_state gives the same draws; None
+        draws a fresh seed."""
+        self._check_fitted()
+        answer = self._client().sample(self.name_, _rows(X), version=self.version_,
+                                       n_samples=int(n_samples), seed=_seed_from(random_state),
+                                       include_noise=self.include_noise or None)
+        draws = answer["samples"]
+        if _np is not None:
+            return _np.moveaxis(_np.asarray(draws, dtype=float), 0, -1)
+        return [list(col) for col in zip(*draws)]
+
+    def score(self, X, y, sample_weight=None):
+        """R² of the predictive mean, as scikit-learn's RegressorMixin."""
+        y_true = [float(v) for v in to_plain(y)]
+        y_pred = [float(v) for v in to_plain(self.predict(X))]
+        return _r2(y_true, y_pred, sample_weight)
+
+
+class GPServeClassifier(_GPServeEstimator):
+    """Binary Gaussian-process classification on a gpserve daemon
+    (``"likelihood": "bernoulli"``): p(y = 1) = logistic(f), integrated
+    over the latent posterior by the daemon.
+
+    ``y`` takes any two labels (``classes_``, sorted; the second is the
+    positive class).  Parameters as GPServeRegressor's, without the noise;
+    ``method`` is ``svgp`` (default) or ``pls``.  Fitted attributes:
+    ``classes_``, ``name_``, ``version_``, ``model_``, ``kernel_``,
+    ``n_features_in_``.
+    """
+
+    _estimator_type = "classifier"
+    _likelihood = "bernoulli"
+
+    def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="svgp", kernel=None,
+                 options=None, standardize=True, seed=0, async_fit=False, timeout=60.0,
+                 fit_timeout=None, poll_interval=0.2):
+        self.url = url
+        self.api_key = api_key
+        self.name = name
+        self.method = method
+        self.kernel = kernel
+        self.options = options
+        self.standardize = standardize
+        self.seed = seed
+        self.async_fit = async_fit
+        self.timeout = timeout
+        self.fit_timeout = fit_timeout
+        self.poll_interval = poll_interval
+
+    def fit(self, X, y):
+        """Fit on the daemon; returns self."""
+        rows = _rows(X)
+        labels = _targets(y, len(rows))
+        classes = sorted(set(labels))
+        if len(classes) != 2:
+            raise ValueError("GPServeClassifier is binary: y has %d distinct labels (%r)"
+                             % (len(classes), classes[:5]))
+        self._fit_on_daemon(rows, [classes.index(v) for v in labels])
+        self.classes_ = _np.asarray(classes) if _np is not None else classes
+        return self
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n_points, 2): [p(classes_[0]),
+        p(classes_[1])], with p(classes_[1]) the daemon's ``probability``."""
+        p1 = self._predict_raw(X)["probability"]
+        rows = [[1.0 - p, p] for p in p1]
+        return _array(rows)
+
+    def predict(self, X):
+        """The more probable label of each point (classes_[1] when its
+        probability is above 0.5)."""
+        p1 = self._predict_raw(X)["probability"]
+        labels = [self.classes_[1] if p > 0.5 else self.classes_[0] for p in p1]
+        return _np.asarray(labels) if _np is not None else labels
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy, as scikit-learn's ClassifierMixin."""
+        truth = to_plain(y)
+        pred = to_plain(self.predict(X))
+        w = [1.0] * len(truth) if sample_weight is None else [float(v) for v in to_plain(sample_weight)]
+        return sum(wi for wi, t, p in zip(w, truth, pred) if t == p) / sum(w)
+
+
+def _sqrt_nested(values):
+    if isinstance(values, list):
+        return [_sqrt_nested(v) for v in values]
+    return math.sqrt(values)
+
+
+def _level_key(level, keys):
+    for key in keys:
+        if float(key) == level:
+            return key
+    raise KeyError("quantile level %r missing from the answer (%s)" % (level, ", ".join(keys)))
+
+
+class NotFittedError(ValueError, AttributeError):
+    """Raised by an estimator used before fit (scikit-learn's own
+    NotFittedError when scikit-learn is installed)."""
+
+
+def _not_fitted_error(estimator):
+    """NotFittedError, which is also scikit-learn's when scikit-learn is
+    installed (so either name catches it)."""
+    message = ("This %s instance is not fitted yet. Call 'fit' with appropriate arguments "
+               "before using this estimator." % type(estimator).__name__)
+    try:
+        from sklearn.exceptions import NotFittedError as sklearn_not_fitted
+    except ImportError:
+        return NotFittedError(message)
+    both = type("NotFittedError", (NotFittedError, sklearn_not_fitted),
+                {"__module__": __name__})
+    return both(message)

@@ -1,0 +1,353 @@
+"""The low-level Client against a live daemon: every route, its answers
+compared with the same request made with urllib, and the typed errors."""
+
+import re
+import socket
+import threading
+import unittest
+
+import support
+from support import need_auth, need_daemon, raw, raw_ok, unique
+
+from gpserve_client import Client, errors
+
+
+@need_daemon
+class ServiceTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(support.URL)
+
+    def test_health_ready_metrics_openapi(self):
+        self.assertEqual(self.client.health(), {"status": "ok"})
+        self.assertEqual(self.client.ready(), {"status": "ready"})
+        self.assertIn("gpserve_http_requests_total", self.client.metrics())
+        self.assertTrue(self.client.openapi().startswith("openapi: 3"))
+
+    def test_methods_listing(self):
+        methods = {m["name"]: m for m in self.client.methods()}
+        self.assertEqual(methods, {m["name"]: m for m in raw_ok("GET", "/v1/methods")["methods"]})
+        self.assertIn("exact", methods)
+        self.assertIn("bernoulli", methods["svgp"]["likelihoods"])
+
+    def test_every_catalogue_code_has_its_exception(self):
+        text = self.client.openapi()
+        match = re.search(r"Error:.*?code:.*?enum: \[([^\]]*)\]", text, re.S)
+        self.assertIsNotNone(match, "no Error code enum in /openapi.yaml")
+        codes = [c.strip() for c in match.group(1).split(",")]
+        self.assertGreater(len(codes), 15)
+        for code in codes:
+            cls = errors.ERROR_CLASSES.get(code)
+            self.assertIsNotNone(cls, "no exception class for the code %r" % code)
+            self.assertTrue(issubclass(cls, errors.GPServeError))
+            self.assertEqual(cls.code, code)
+
+
+@need_daemon
+class ModelsTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(support.URL)
+
+    def test_fit_get_versions_list_delete(self):
+        name = unique("py-models")
+        m1 = self.client.fit(name, support.SINE_X, support.SINE_Y, kernel={"type": "rbf"}, seed=3)
+        self.assertEqual((m1["name"], m1["version"], m1["method"]), (name, 1, "exact"))
+        self.assertEqual((m1["n_train"], m1["input_dim"]), (21, 1))
+        m2 = self.client.fit(name, support.SINE_X[:10], support.SINE_Y[:10], seed=3)
+        self.assertEqual(m2["version"], 2)
+        self.assertEqual(self.client.versions(name), [1, 2])
+        latest = self.client.get_model(name)
+        self.assertEqual(latest, raw_ok("GET", "/v1/models/" + name))
+        self.assertEqual(latest["version"], 2)
+        v1 = self.client.get_model(name, version=1)
+        self.assertEqual((v1["version"], v1["n_train"]), (1, 21))
+        listed = {m["name"]: m for m in self.client.list_models()}
+        self.assertEqual(listed[name]["version"], 2)
+        self.client.delete_model(name)
+        with self.assertRaises(errors.NotFound) as cm:
+            self.client.get_model(name)
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        self.assertNotIn(name, {m["name"] for m in self.client.list_models()})
+
+    def test_csv_fit_equals_json_fit(self):
+        X, y = support.plane(30)
+        name = unique("py-csv")
+        lines = ["a,b,target"] + ["%r,%r,%r" % (r[0], r[1], t) for r, t in zip(X, y)]
+        csv_model = self.client.fit_csv(name + "-c", "\n".join(lines) + "\n", seed=4,
+                                        kernel={"type": "matern52"}, options={"max_iterations": 50})
+        json_model = self.client.fit(name + "-j", X, y, seed=4, kernel={"type": "matern52"},
+                                     options={"max_iterations": 50})
+        self.assertEqual(csv_model["kernel"], json_model["kernel"])
+        a = self.client.predict(name + "-c", [[0.3, -0.2], [1.0, 1.0]])
+        b = self.client.predict(name + "-j", [[0.3, -0.2], [1.0, 1.0]])
+        self.assertEqual((a["mean"], a["variance"]), (b["mean"], b["variance"]))
+        # target by name, the CSV as bytes from a file-like object
+        import io
+        reordered = ["target,a,b"] + ["%r,%r,%r" % (t, r[0], r[1]) for r, t in zip(X, y)]
+        c = self.client.fit_csv(name + "-t", io.BytesIO("\n".join(reordered).encode()),
+                                target="target", seed=4, kernel={"type": "matern52"},
+                                options={"max_iterations": 50})
+        self.assertEqual(c["kernel"], json_model["kernel"])
+        job = self.client.fit_csv(name + "-a", "\n".join(lines), seed=4, async_=True,
+                                  kernel={"type": "matern52"}, options={"max_iterations": 50})
+        self.assertEqual(self.client.wait_job(job)["kernel"], json_model["kernel"])
+
+
+@need_daemon
+class PredictSampleObserveTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = Client(support.URL)
+        cls.name = unique("py-sine")
+        cls.model = cls.client.fit(cls.name, support.SINE_X, support.SINE_Y,
+                                   kernel={"type": "rbf"}, seed=3)
+
+    def test_predict_equals_raw_answer(self):
+        for opts in ({}, {"include_noise": False, "full_covariance": True},
+                     {"quantiles": [0.05, 0.5, 0.95]}):
+            got = self.client.predict(self.name, support.TEST_X, **opts)
+            want = raw_ok("POST", "/v1/models/%s/predict" % self.name,
+                          dict(X=support.TEST_X, **opts))
+            self.assertEqual(got, want, opts)
+
+    def test_predict_options(self):
+        noisy = self.client.predict(self.name, support.TEST_X)
+        latent = self.client.predict(self.name, support.TEST_X, include_noise=False,
+                                     full_covariance=True, quantiles=[0.05, 0.95])
+        self.assertEqual(noisy["mean"], latent["mean"])
+        for vn, vl in zip(noisy["variance"], latent["variance"]):
+            self.assertGreater(vn, vl)
+        cov = latent["covariance"]
+        self.assertEqual([cov[i][i] for i in range(len(cov))], latent["variance"])
+        self.assertEqual(sorted(latent["quantiles"]), ["0.05", "0.95"])
+        for lo, mu, hi in zip(latent["quantiles"]["0.05"], latent["mean"],
+                              latent["quantiles"]["0.95"]):
+            self.assertLess(lo, mu)
+            self.assertLess(mu, hi)
+        v1 = self.client.predict(self.name, support.TEST_X, version=1)
+        self.assertEqual(v1["version"], 1)
+
+    @support.need_numpy
+    def test_numpy_inputs(self):
+        np = support.np
+        a = self.client.predict(self.name, np.asarray(support.TEST_X))
+        b = self.client.predict(self.name, [[np.float64(r[0])] for r in support.TEST_X])
+        c = self.client.predict(self.name, support.TEST_X)
+        self.assertEqual(a, c)
+        self.assertEqual(b, c)
+
+    def test_sample_seeded(self):
+        X = [[0.0], [1.0], [2.0], [3.0]]
+        a = self.client.sample(self.name, X, n_samples=3, seed=7)
+        b = self.client.sample(self.name, X, n_samples=3, seed=7)
+        c = self.client.sample(self.name, X, n_samples=3, seed=8)
+        self.assertEqual(a, b)
+        self.assertNotEqual(a["samples"], c["samples"])
+        self.assertEqual(len(a["samples"]), 3)
+        self.assertTrue(all(len(s) == 4 for s in a["samples"]))
+        self.assertEqual(a, raw_ok("POST", "/v1/models/%s/sample" % self.name,
+                                   {"X": X, "n_samples": 3, "seed": 7}))
+        noisy = self.client.sample(self.name, X, n_samples=2, seed=7, include_noise=True)
+        self.assertNotEqual(noisy["samples"], a["samples"][:2])
+
+    def test_observe(self):
+        name = unique("py-observe")
+        self.client.fit(name, support.SINE_X[:15], support.SINE_Y[:15], seed=3)
+        answer = self.client.observe(name, support.SINE_X[15:], support.SINE_Y[15:])
+        self.assertEqual((answer["name"], answer["version"], answer["n"]), (name, 1, 21))
+        self.assertEqual(answer["observations"], 1)
+        again = self.client.observe(name, [[5.5]], [-0.7055], new_version=True)
+        self.assertEqual((again["version"], again["n"], again["observations"]), (2, 22, 0))
+        with self.assertRaises(errors.InvalidData) as cm:
+            self.client.observe(name, [[1.0, 2.0]], [0.5])
+        self.assertEqual(cm.exception.field, "X[0]")
+
+
+@need_daemon
+class ErrorsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = Client(support.URL)
+        cls.name = unique("py-err")
+        cls.client.fit(cls.name, support.SINE_X, support.SINE_Y, seed=3)
+
+    def assertApiError(self, cls, code, field, status, call, *args, **kwargs):
+        with self.assertRaises(cls) as cm:
+            call(*args, **kwargs)
+        err = cm.exception
+        self.assertIsInstance(err, errors.GPServeError)
+        self.assertEqual((err.code, err.field, err.status), (code, field, status), str(err))
+        self.assertTrue(err.message)
+        self.assertTrue(err.request_id)
+        return err
+
+    def test_invalid_data_names_the_cell(self):
+        err = self.assertApiError(errors.InvalidData, "invalid_data", "X[1]", 422,
+                                  self.client.predict, self.name, [[1.0], [1.0, 2.0]])
+        status, body = raw("POST", "/v1/models/%s/predict" % self.name, {"X": [[1.0], [1.0, 2.0]]})
+        self.assertEqual((status, body["error"]["message"]), (err.status, err.message))
+
+    def test_invalid_argument_unknown_field(self):
+        self.assertApiError(errors.InvalidArgument, "invalid_argument", "bogus", 400,
+                            self.client.predict, self.name, [[1.0]], bogus=1)
+        self.assertApiError(errors.InvalidArgument, "invalid_argument", "kernel.type", 400,
+                            self.client.fit, unique("py-bad"), [[0.0], [1.0]], [0.0, 1.0],
+                            kernel={"type": "nonsense"})
+
+    def test_not_found(self):
+        self.assertApiError(errors.NotFound, "not_found", "name", 404,
+                            self.client.predict, unique("py-missing"), [[1.0]])
+        self.assertApiError(errors.NotFound, "not_found", "version", 404,
+                            self.client.get_model, self.name, version=99)
+        self.assertApiError(errors.NotFound, "not_found", "id", 404,
+                            self.client.get_job, "0123456789abcdef")
+
+    def test_unsupported(self):
+        self.assertApiError(errors.Unsupported, "unsupported", "components", 422, self.client.predict,
+                            self.name, [[1.0]], components=True)
+        X, y = support.labels(12)
+        self.assertApiError(errors.InvalidData, "invalid_data", "y[0]", 422, self.client.fit,
+                            unique("py-lab"), X, [2] + y[1:], method="svgp",
+                            likelihood="bernoulli")
+
+    def test_malformed_json_and_media_type(self):
+        with self.assertRaises(errors.MalformedJson) as cm:
+            self.client.request("POST", "/v1/models/%s/predict" % self.name, body="{nope")
+        self.assertEqual((cm.exception.status, cm.exception.code), (400, "malformed_json"))
+        with self.assertRaises(errors.UnsupportedMediaType) as cm:
+            self.client.request("POST", "/v1/models/%s/predict" % self.name, body="X=1",
+                                content_type="text/plain")
+        self.assertEqual(cm.exception.status, 415)
+        with self.assertRaises(errors.MethodNotAllowed) as cm:
+            self.client.request("PUT", "/v1/models")
+        self.assertEqual(cm.exception.status, 405)
+
+    def test_nan_refused_before_sending(self):
+        with self.assertRaises(ValueError):
+            self.client.predict(self.name, [[float("nan")]])
+
+    def test_unauthorized_is_typed(self):
+        # any daemon: a 401 needs a key daemon (AuthTest); here the mapping itself
+        err = errors.error_from_body({"code": "unauthorized", "message": "no"}, status=401)
+        self.assertIsInstance(err, errors.Unauthorized)
+        odd = errors.error_from_body({"code": "future_code", "message": "m", "field": "f"})
+        self.assertEqual((type(odd), odd.code, odd.field), (errors.GPServeError, "future_code", "f"))
+
+    def test_transport_errors(self):
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()                     # nothing listens there now
+        with self.assertRaises(errors.TransportError) as cm:
+            Client("http://127.0.0.1:%d" % port, timeout=5).health()
+        self.assertIsNone(cm.exception.status)
+        # a socket that accepts and never answers: the client's timeout
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        try:
+            with self.assertRaises(errors.TransportTimeout):
+                Client("http://127.0.0.1:%d" % silent.getsockname()[1], timeout=0.3).health()
+        finally:
+            silent.close()
+        with self.assertRaises(ValueError):
+            Client("ftp://example")
+
+
+@need_daemon
+class JobsTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(support.URL)
+
+    def test_async_fit_and_poll(self):
+        X, y = support.plane(50)
+        name = unique("py-async")
+        job = self.client.fit_async(name, X, y, seed=1)
+        self.assertRegex(job, r"^[A-Za-z0-9._-]+$")
+        state = self.client.get_job(job)
+        self.assertIn(state["status"], ("queued", "running", "succeeded"))
+        model = self.client.wait_job(job, poll_interval=0.05, timeout=120)
+        self.assertEqual((model["name"], model["version"]), (name, 1))
+        done = self.client.get_job(job)
+        self.assertEqual(done["status"], "succeeded")
+        self.assertEqual(done["model"], model)
+        sync = self.client.fit(name, X, y, seed=1)
+        self.assertEqual(sync["kernel"], model["kernel"])
+        with self.assertRaises(errors.Conflict) as cm:
+            self.client.cancel_job(job)
+        self.assertEqual((cm.exception.status, cm.exception.field), (409, "id"))
+
+    def test_cancel_a_running_fit(self):
+        X, y, options = support.long_fit_data()
+        job = self.client.fit_async(unique("py-long"), X, y, options=options)
+        with self.assertRaises(errors.JobTimeout) as cm:
+            self.client.wait_job(job, poll_interval=0.05, timeout=0.3)
+        self.assertIn(cm.exception.job["status"], ("queued", "running"))
+        answer = self.client.cancel_job(job)
+        self.assertEqual(answer["id"], job)
+        self.assertIn(answer["status"], ("running", "cancelled"))
+        with self.assertRaises(errors.Cancelled) as cm:
+            self.client.wait_job(job, poll_interval=0.05, timeout=120)
+        self.assertEqual(cm.exception.job["status"], "cancelled")
+        self.assertEqual(self.client.get_job(job)["status"], "cancelled")
+
+    def test_failed_job_raises_its_error(self):
+        # a symmetry the ARD kernel breaks is only known while fitting
+        job = self.client.fit_async(
+            unique("py-fail"), [[0, 1], [1, 0], [2, 1], [1, 2]], [1, 2, 3, 4], method="hkd",
+            kernel={"type": "rbf", "ard": True},
+            options={"symmetry": {"generators": [{"type": "rotate2d", "dims": [0, 1],
+                                                  "order": 4}]}})
+        with self.assertRaises(errors.Unsupported) as cm:
+            self.client.wait_job(job, poll_interval=0.05, timeout=120)
+        err = cm.exception
+        self.assertEqual(err.code, "unsupported")
+        self.assertEqual(err.field, "options.symmetry.generators[0]")
+        self.assertEqual(err.job["status"], "failed")
+
+
+@need_daemon
+@need_auth
+class AuthTest(unittest.TestCase):
+    def test_key_required_and_accepted(self):
+        open_client = Client(support.AUTH_URL)
+        self.assertEqual(open_client.health(), {"status": "ok"})
+        with self.assertRaises(errors.Unauthorized) as cm:
+            open_client.list_models()
+        self.assertEqual((cm.exception.status, cm.exception.code), (401, "unauthorized"))
+        with self.assertRaises(errors.Unauthorized):
+            Client(support.AUTH_URL, api_key=support.API_KEY + "x").list_models()
+        client = Client(support.AUTH_URL, api_key=support.API_KEY)
+        name = unique("py-auth")
+        client.fit(name, support.SINE_X[:8], support.SINE_Y[:8], seed=3)
+        got = client.predict(name, support.TEST_X)
+        self.assertEqual(got, raw_ok("POST", "/v1/models/%s/predict" % name,
+                                     {"X": support.TEST_X}, url=support.AUTH_URL,
+                                     key=support.API_KEY))
+        with self.assertRaises(errors.Unauthorized):
+            open_client.predict(name, support.TEST_X)
+        self.assertNotIn(support.API_KEY, repr(client))
+
+
+@need_daemon
+class ThreadsTest(unittest.TestCase):
+    def test_one_client_shared_by_threads(self):
+        client = Client(support.URL)
+        name = unique("py-threads")
+        client.fit(name, support.SINE_X, support.SINE_Y, seed=3)
+        want = client.predict(name, support.TEST_X)
+        results = []
+
+        def work():
+            for _ in range(5):
+                results.append(client.predict(name, support.TEST_X) == want)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(results, [True] * 20)
+
+
+if __name__ == "__main__":
+    unittest.main()

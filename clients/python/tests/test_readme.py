@@ -1,0 +1,42 @@
+"""The example of clients/python/README.md runs as written (only the
+daemon's URL replaced by the one under test)."""
+
+import contextlib
+import io
+import os
+import re
+import unittest
+
+import support
+from support import need_daemon, need_numpy
+
+README = os.path.join(support.PACKAGE_ROOT, "README.md")
+README_URL = "http://127.0.0.1:8080"
+
+
+def python_blocks():
+    with open(README, encoding="utf-8") as f:
+        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+
+
+@need_daemon
+@need_numpy
+class ReadmeTest(unittest.TestCase):
+    def test_example_runs(self):
+        blocks = python_blocks()
+        self.assertTrue(blocks, "no python block in README.md")
+        out = io.StringIO()
+        scope = {"__name__": "readme_example"}
+        for block in blocks:
+            self.assertIn(README_URL, block)
+            code = compile(block.replace(README_URL, support.URL), README, "exec")
+            with contextlib.redirect_stdout(out):
+                exec(code, scope)
+        text = out.getvalue()
+        self.assertIn("422 invalid_data X[0]", text)
+        self.assertEqual(scope["draws"].shape, (2, 3))
+        self.assertEqual(scope["clf"].classes_.tolist(), ["down", "up"])
+
+
+if __name__ == "__main__":
+    unittest.main()
