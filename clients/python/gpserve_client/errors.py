@@ -26,7 +26,8 @@ class GPServeError(Exception):
     Attributes: ``code`` (the catalogue's code, e.g. ``"invalid_data"``;
     None when the answer was not the JSON error shape), ``message``,
     ``field`` (the request field it is about, e.g. ``"X[0]"``, or None),
-    ``status`` (the HTTP status, or None when there was no answer),
+    ``status`` (the HTTP status; None when there was no answer, and for the
+    error of a failed async job, which ``wait_job`` raises),
     ``request_id`` (the ``X-Request-Id`` the daemon logged it under),
     ``retry_after`` (seconds, from ``Retry-After``, or None) and ``job``
     (the job object when an async fit failed).

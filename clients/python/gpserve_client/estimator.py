@@ -122,6 +122,14 @@ class _GPServeEstimator:
             changed.append("api_key='***'")
         return "%s(%s)" % (type(self).__name__, ", ".join(changed))
 
+    def __sklearn_tags__(self):
+        # scikit-learn >= 1.6 asks for the tags (older versions read _estimator_type).
+        from sklearn import utils
+        kind = {"regressor_tags": utils.RegressorTags()} if self._estimator_type == "regressor" \
+            else {"classifier_tags": utils.ClassifierTags()}
+        return utils.Tags(estimator_type=self._estimator_type,
+                          target_tags=utils.TargetTags(required=True), **kind)
+
     # ---------------------------------------------------------- daemon
 
     def _client(self):

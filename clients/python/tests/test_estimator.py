@@ -251,6 +251,11 @@ class SklearnConventionsTest(unittest.TestCase):
         self.assertTrue(is_regressor(est))
         self.assertTrue(is_classifier(GPServeClassifier(support.URL)))
         self.assertEqual(clone(GPServeClassifier(support.URL, method="pls")).method, "pls")
+        import sklearn.utils
+        if hasattr(sklearn.utils, "Tags"):      # scikit-learn >= 1.6
+            from sklearn.utils import get_tags
+            self.assertEqual(get_tags(est).estimator_type, "regressor")
+            self.assertEqual(get_tags(GPServeClassifier()).estimator_type, "classifier")
 
     @need_sklearn
     def test_cross_val_score_and_pipeline(self):
