@@ -117,7 +117,7 @@ class _GPServeEstimator:
         params = [p for p in inspect.signature(type(self).__init__).parameters.values()
                   if p.name != "self"]
         changed = ["%s=%r" % (p.name, getattr(self, p.name)) for p in params
-                   if p.name != "api_key" and getattr(self, p.name) != p.default]
+                   if p.name != "api_key" and _differs(getattr(self, p.name), p.default)]
         if self.api_key is not None:
             changed.append("api_key='***'")
         return "%s(%s)" % (type(self).__name__, ", ".join(changed))
@@ -152,7 +152,8 @@ class _GPServeEstimator:
             model = client.wait_job(self.job_id_, poll_interval=self.poll_interval,
                                     timeout=self.fit_timeout)
         else:
-            model = client.fit(name, X, y, timeout=self.fit_timeout, **body)
+            timeout = self.timeout if self.fit_timeout is None else self.fit_timeout
+            model = client.fit(name, X, y, timeout=timeout, **body)
         self.model_ = model
         self.name_ = model["name"]
         self.version_ = model["version"]
@@ -198,7 +199,8 @@ class GPServeRegressor(_GPServeEstimator):
         scikit-learn with the noise as a WhiteKernel term; False: of the
         latent f, as scikit-learn with the noise given as ``alpha``.
     async_fit : fit through an async job polled every ``poll_interval`` s.
-    fit_timeout : seconds a fit may take (None: no limit).
+    fit_timeout : seconds a fit may take (None: ``timeout`` for a synchronous
+        fit, no limit for an async one).
 
     Fitted attributes: ``name_``, ``version_``, ``model_`` (the model JSON),
     ``kernel_`` (the fitted kernel dict, working units), ``noise_variance_``
@@ -361,6 +363,13 @@ class GPServeClassifier(_GPServeEstimator):
         pred = to_plain(self.predict(X))
         w = [1.0] * len(truth) if sample_weight is None else [float(v) for v in to_plain(sample_weight)]
         return sum(wi for wi, t, p in zip(w, truth, pred) if t == p) / sum(w)
+
+
+def _differs(value, default):
+    try:
+        return bool(value != default)
+    except (TypeError, ValueError):   # e.g. a numpy array, whose != is elementwise
+        return True
 
 
 def _sqrt_nested(values):
