@@ -9,7 +9,9 @@
  * A block lies between two marker lines. Markdown files: "<!-- methods:begin"
  * / "<!-- methods:end" (the method reference) and "<!-- errors:begin" /
  * "<!-- errors:end" (the catalogue as a table). YAML files: "    # methods:begin"
- * / "    # methods:end" (entries of components/schemas) and
+ * / "    # methods:end" (entries of components/schemas: MethodName, each method's
+ * <Method>Options and <Method>MethodInfo, and their unions MethodOptions and
+ * MethodInfo) and
  * "              # errors:begin" / "              # errors:end" (the enum of the
  * Error schema's code). A file must hold at least one block. `make docs`
  * writes them, `make test` checks them. A build tool, not part of the daemon. */

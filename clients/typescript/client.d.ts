@@ -10,7 +10,7 @@ export type Schemas = components["schemas"];
 export type GpserveClient = Client<paths>;
 
 export interface ClientOptions extends FetchClientOptions {
-    /** The daemon, e.g. "http://127.0.0.1:8080" (a trailing slash is dropped). */
+    /** The daemon, e.g. "http://127.0.0.1:8080" (openapi-fetch drops a trailing slash). */
     baseUrl: string;
     /** The daemon's API key (--api-key-file), sent as `Authorization: Bearer KEY`. */
     apiKey?: string;

@@ -2,7 +2,7 @@
 // openapi-typescript generated from api/openapi.yaml (schema.d.ts). This file
 // adds what the document cannot say: the daemon's base URL, its optional API
 // key, and the polling of an async fit's job. Its types are in client.d.ts.
-import createFetchClient from "openapi-fetch";
+import createFetchClient, { mergeHeaders } from "openapi-fetch";
 
 const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -25,9 +25,9 @@ export class GpserveError extends Error {
 export const createClient = ({ baseUrl, apiKey, headers, ...rest }) =>
     createFetchClient({
         ...rest,
-        baseUrl: baseUrl.replace(/\/+$/, ""),
-        // The key as a bearer token; a caller's own Authorization wins.
-        headers: { ...(apiKey ? { Authorization: `Bearer ${apiKey}` } : {}), ...headers },
+        baseUrl,
+        // The key as a bearer token; a caller's own Authorization header wins.
+        headers: mergeHeaders(apiKey ? { Authorization: `Bearer ${apiKey}` } : undefined, headers),
     });
 
 /** @type {typeof import("./client.js").waitForJob} */
