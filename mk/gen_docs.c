@@ -9,7 +9,9 @@
  * A block lies between two marker lines. Markdown files: "<!-- methods:begin"
  * / "<!-- methods:end" (the method reference) and "<!-- errors:begin" /
  * "<!-- errors:end" (the catalogue as a table). YAML files: "    # methods:begin"
- * / "    # methods:end" (entries of components/schemas) and
+ * / "    # methods:end" (entries of components/schemas: MethodName, each method's
+ * <Method>Options and <Method>MethodInfo, and their unions MethodOptions and
+ * MethodInfo) and
  * "              # errors:begin" / "              # errors:end" (the enum of the
  * Error schema's code). A file must hold at least one block. `make docs`
  * writes them, `make test` checks them. A build tool, not part of the daemon. */
@@ -325,6 +327,19 @@ static void yaml_method(text *t, const gp_method *m)
     }
 }
 
+/* A schema that is any of the methods' <Method>suffix schemas: what a fit's
+ * options or a model's method_info are when the method is not known (the
+ * request's "method" decides which one applies). */
+static void yaml_any_method(text *t, const char *schema, const char *suffix, const char *what)
+{
+    char name[64];
+    put(t, "    %s:\n      description: \"%s\"\n      anyOf:\n", schema, what);
+    for (size_t i = 0; i < gp_method_count(); i++) {
+        schema_name(name, sizeof name, gp_method_at(i)->name, suffix);
+        put(t, "        - $ref: \"#/components/schemas/%s\"\n", name);
+    }
+}
+
 static void yaml_block(text *t)
 {
     put(t, "    MethodName:\n      type: string\n      enum: [");
@@ -333,6 +348,10 @@ static void yaml_block(text *t)
     put(t, "]\n");
     for (size_t i = 0; i < gp_method_count(); i++)
         yaml_method(t, gp_method_at(i));
+    yaml_any_method(t, "MethodOptions", "Options",
+                    "the options of a fit: those of its method, <Method>Options");
+    yaml_any_method(t, "MethodInfo", "MethodInfo",
+                    "method_info of a model: that of its method, <Method>MethodInfo");
 }
 
 /* ---- the error catalogue ---- */

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Integration area "openapi": every path and verb of /openapi.yaml answers
+# Integration area "openapi": /openapi.yaml is valid YAML, lints clean under
+# Redocly's recommended rules (redocly.yaml), and every path and verb answers.
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
 section "OpenAPI"
@@ -17,6 +18,28 @@ if command -v python3 >/dev/null 2>&1 && python3 -c 'import yaml' 2>/dev/null; t
     verdict "openapi.yaml parses as YAML (python3 yaml)" $? "$(tail -n 3 "$T/yamlerr" | tr '\n' ' ')"
 else
     note "no python3 with the yaml module: openapi.yaml not parsed as YAML"
+fi
+# Redocly's linter, recommended rules (redocly.yaml), on the document served:
+# no error and no warning. Needs node and the package of tests/js (make deps).
+REDOCLY=$ROOT/tests/js/node_modules/.bin/redocly
+if ! command -v node >/dev/null 2>&1; then
+    note "no node: openapi.yaml not linted (make deps installs nodejs and @redocly/cli)"
+elif [ ! -x "$REDOCLY" ]; then
+    note "no $REDOCLY: openapi.yaml not linted (make deps runs npm ci in tests/js)"
+else
+    REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_NOTIFICATIONS=true \
+        "$REDOCLY" lint --config "$ROOT/redocly.yaml" --format=json "$T/openapi.yaml" \
+        >"$T/lint.json" 2>"$T/lint.err"
+    lint_rc=$?
+    lint_totals=$(jq -r '.totals | "\(.errors) errors, \(.warnings) warnings"' "$T/lint.json" 2>/dev/null)
+    if [ "$lint_rc" -eq 0 ] && [ "$lint_totals" = "0 errors, 0 warnings" ]; then
+        pass "openapi.yaml lints clean (redocly, recommended rules)"
+    else
+        fail "openapi.yaml lints clean (redocly, recommended rules)" \
+            "exit $lint_rc, ${lint_totals:-no report}; $(jq -r '.problems[:5][] |
+                "\(.ruleId) at \(.location[0].pointer): \(.message)"' "$T/lint.json" 2>/dev/null |
+                tr '\n' ';') $(tail -n 2 "$T/lint.err" | tr '\n' ' ')"
+    fi
 fi
 # Every path and verb of the document's paths: section, as "VERB PATH".
 awk '/^paths:/ { on = 1; next }
