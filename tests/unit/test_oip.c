@@ -55,8 +55,10 @@ static int group_teardown(void **state)
 
 /* ---- helpers ---- */
 
+/* res holds a response or is zeroed (every response here starts as {0}). */
 static void infer(const char *name, int version, const char *body, gp_response *res)
 {
+    gp_response_free(res);
     memset(res, 0, sizeof *res);
     gp_request req = make_req("application/json", body, NULL, 0);
     gp_api_oip_infer(api, name, version, &req, res);
@@ -120,6 +122,12 @@ static char *infer_body(const double *X, size_t m, size_t d, int nested, const c
     gp_buf_printf(&b, "}]%s%s}", extra[0] ? "," : "", extra);
     assert_false(b.failed);
     return b.data;
+}
+
+static void predict(const char *name, const char *body, gp_response *res)
+{
+    gp_response_free(res);
+    predict_json(api, name, body, res);
 }
 
 static json_t *body_json(const gp_response *res)
@@ -205,7 +213,7 @@ static void test_infer_equals_predict(void **state)
     (void)state;
     gp_response v1 = {0}, v2 = {0};
     char *pb = points_body(Xte, M, D, "");
-    predict_json(api, "toy", pb, &v1);
+    predict("toy", pb, &v1);
     expect_status(&v1, 200);
     for (int nested = 0; nested < 2; nested++) {
         char *ib = infer_body(Xte, M, D, nested, "\"id\":\"42\"");
@@ -236,7 +244,7 @@ static void test_infer_equals_predict(void **state)
 
     /* include_noise false, version 1, the outputs asked in their order */
     pb = points_body(Xte, M, D, "\"include_noise\":false,\"version\":1");
-    predict_json(api, "toy", pb, &v1);
+    predict("toy", pb, &v1);
     expect_status(&v1, 200);
     char *ib = infer_body(Xte, M, D, 0,
                           "\"parameters\":{\"include_noise\":false},"
@@ -357,7 +365,7 @@ static void test_likelihood_outputs(void **state)
     } models[] = {{"cls", cls, 5}, {"cnt", cnt, 8}};
     for (size_t t = 0; t < 2; t++) {
         gp_response v1 = {0}, v2 = {0};
-        predict_json(api, models[t].name, pb, &v1);
+        predict(models[t].name, pb, &v1);
         expect_status(&v1, 200);
         infer(models[t].name, 0, ib, &v2);
         expect_status(&v2, 200);
@@ -407,7 +415,7 @@ static void test_gate_model(void **state)
     observe("gate", "{\"X\":[0.0,0.5,1.0,1.5,2.0],\"y\":[0.02,0.47,0.86,0.99,0.90]}");
     gp_api_oip_model_ready(api, "gate", 0, &res);
     expect_status(&res, 200);
-    predict_json(api, "gate", "{\"X\":[1.1,40]}", &v1);
+    predict("gate", "{\"X\":[1.1,40]}", &v1);
     expect_status(&v1, 200);
     infer("gate", 0, ib, &res);
     expect_status(&res, 200);
@@ -440,7 +448,7 @@ static void test_several_outputs_and_distributions(void **state)
     assert_non_null(strstr(res.body, "{\"name\":\"X\",\"datatype\":\"FP64\",\"shape\":[-1,2]}"));
     assert_non_null(strstr(res.body, "{\"name\":\"mean\",\"datatype\":\"FP64\",\"shape\":[-1,2]}"));
     assert_non_null(strstr(res.body, "{\"name\":\"ask_oracle\",\"datatype\":\"BOOL\",\"shape\":[-1]}"));
-    predict_json(api, "two", "{\"X\":[[0.5,0.5],[2,1],[0,0]]}", &v1);
+    predict("two", "{\"X\":[[0.5,0.5],[2,1],[0,0]]}", &v1);
     expect_status(&v1, 200);
     infer("two", 0,
           "{\"inputs\":[{\"name\":\"X\",\"shape\":[3,2],\"datatype\":\"FP64\","
