@@ -137,7 +137,7 @@ void gp_api_oip_live(gp_response *out);             /* 200 {"live": true} */
 void gp_api_oip_ready(gp_api *api, gp_response *out); /* 200 {"ready": true} or 503 */
 /* version 0: the latest. {"name", "versions", "platform", "inputs", "outputs"}. */
 void gp_api_oip_model_metadata(gp_api *api, const char *name, int version, gp_response *out);
-/* 200 {"name", "ready": true}; 404 unknown; 503 while a gate model warms up. */
+/* 200 {"name", "ready": true}; 404 unknown; 409 while a gate model warms up. */
 void gp_api_oip_model_ready(gp_api *api, const char *name, int version, gp_response *out);
 /* An infer request as a predict call (answered by gp_api_point_calls_run,
  * batched with v1 predicts whose options agree); as gp_api_point_call_parse. */

@@ -245,8 +245,10 @@ void gp_api_oip_model_ready(gp_api *api, const char *name, int version, gp_respo
     int rc = gp_cache_acquire(api, name, version, &entry, &model, &err);
     int warming = rc == GP_OK && warming_up(model);
     gp_cache_release(api, entry);
+    /* Not ready is a 4xx in the protocol (200 true, 4xx false), and not the
+     * server's fault: 409, as v1 answers samples of a model in warm-up. */
     if (warming)
-        rc = gp_error_set(&err, GP_ENOTREADY, NULL,
+        rc = gp_error_set(&err, GP_ECONFLICT, NULL,
                           "model '%s' is warming up: it predicts once it holds its warmup rows",
                           name);
     if (rc) {
@@ -352,19 +354,6 @@ static int parse_shape(gp_api *api, json_t *v, size_t *n, size_t *d, gp_error *e
     return GP_OK;
 }
 
-/* One number of the data: a JSON number (anything else is named by its path). */
-static int data_value(json_t *v, const char *path, double *out, gp_error *err)
-{
-    if (json_is_number(v)) {
-        *out = json_number_value(v);
-        return GP_OK;
-    }
-    int rc = gp_json_get_number(v, path, out, err);
-    if (rc == GP_OK) /* unreachable: not a number above */
-        rc = gp_error_set(err, GP_EINVAL, path, "%s must be a number", path);
-    return rc;
-}
-
 /* "data": n x d numbers in row-major order, flat ([x00, x01, x10, ...]) or
  * as n rows of d; into X, column-major n x d (malloc'ed). */
 static int parse_data(json_t *v, size_t n, size_t d, double **X, gp_error *err)
@@ -385,18 +374,23 @@ static int parse_data(json_t *v, size_t n, size_t d, double **X, gp_error *err)
         return gp_error_set(err, GP_EINVAL, f,
                             "%s has %zu values; shape [%zu, %zu] needs n x d = %.0f", f, len, n,
                             d, (double)n * (double)d);
-    double *M = malloc(n * d * sizeof *M); /* n * d = len (flat) or checked row by row below */
+    /* Every row checked before anything is allocated: n x d values are then
+     * in the body (as flat data are), whatever the shape claimed. */
+    for (size_t i = 0; nested && i < n; i++) {
+        json_t *row = json_array_get(v, i);
+        if (!json_is_array(row) || json_array_size(row) != d) {
+            snprintf(path, sizeof path, "%s[%zu]", f, i);
+            return gp_error_set(err, GP_EINVAL, path,
+                                "%s must be a row of %zu numbers (shape [%zu, %zu])", path, d, n,
+                                d);
+        }
+    }
+    double *M = malloc(n * d * sizeof *M);
     if (M == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu x %zu values", n, d);
     int rc = GP_OK;
     for (size_t i = 0; i < n && rc == GP_OK; i++) {
         json_t *row = nested ? json_array_get(v, i) : NULL;
-        if (nested && (!json_is_array(row) || json_array_size(row) != d)) {
-            snprintf(path, sizeof path, "%s[%zu]", f, i);
-            rc = gp_error_set(err, GP_EINVAL, path, "%s must be a row of %zu numbers (shape [%zu, %zu])",
-                              path, d, n, d);
-            break;
-        }
         for (size_t j = 0; j < d && rc == GP_OK; j++) {
             json_t *c = nested ? json_array_get(row, j) : json_array_get(v, i * d + j);
             if (json_is_number(c)) {
@@ -407,7 +401,7 @@ static int parse_data(json_t *v, size_t n, size_t d, double **X, gp_error *err)
                 snprintf(path, sizeof path, "%s[%zu][%zu]", f, i, j);
             else
                 snprintf(path, sizeof path, "%s[%zu]", f, i * d + j);
-            rc = data_value(c, path, &M[j * n + i], err);
+            rc = gp_json_get_number(c, path, &M[j * n + i], err); /* says what it is instead */
         }
     }
     if (rc) {
@@ -629,7 +623,8 @@ int gp_oip_prepare(gp_oip_call *o, const gp_model *model, const char *name, int 
         char mine[256], f[GP_ERROR_FIELD_LEN];
         list_outputs(model, mine, sizeof mine);
         snprintf(f, sizeof f, "outputs[%zu].name", j);
-        return gp_error_set(err, GP_EINVAL, f, "%s: model '%s' has no output '%s' (its outputs: %s)",
+        return gp_error_set(err, GP_EINVAL, f,
+                            "%s: model '%s' has no output '%s' (its outputs: %s)",
                             f, name, out_names[o->asked[j]], mine);
     }
     if (o->n_asked == 0)
@@ -702,7 +697,8 @@ void gp_oip_write_response(gp_buf *b, const gp_oip_call *o, const gp_model *mode
         size_t cols = output_columns(model, k);
         gp_buf_puts(b, j ? ",{\"name\":\"" : "{\"name\":\"");
         gp_buf_puts(b, out_names[k]);
-        gp_buf_printf(b, "\",\"datatype\":\"%s\",\"shape\":", k == OUT_ASK_ORACLE ? "BOOL" : "FP64");
+        gp_buf_printf(b, "\",\"datatype\":\"%s\",\"shape\":",
+                      k == OUT_ASK_ORACLE ? "BOOL" : "FP64");
         if (cols > 1)
             gp_buf_printf(b, "[%zu,%zu],\"data\":", m, cols);
         else

@@ -206,10 +206,10 @@ jpost /v1/models/oipcls/predict '{"X":[[0.25],[3.25],[9]]}'
     [ "$(out latent_mean "$T/oip_cls.json")" = "$(jq -c .latent_mean "$T/body")" ]
 verdict "classifier infer: probability and latent_mean = v1 predict's" $? "$(jq -c . "$T/oip_cls.json" | head -c 300)"
 
-# ---- a model with an uncertainty gate: not ready while it warms up, then ask_oracle (BOOL)
+# ---- a model with an uncertainty gate: not ready (4xx) while it warms up, then ask_oracle (BOOL)
 check_json "rfgp for the gate" 201 /v1/models \
     '{"name":"oipgate","method":"rfgp","seed":1,"options":{"input":{"kind":"point","dim":1},"features":64,"warmup":4}}'
-oip_err "gate model warming up: ready 503" 503 "warming up" GET /v2/models/oipgate/ready
+oip_err "gate model warming up: ready 409 (4xx: not ready)" 409 "warming up" GET /v2/models/oipgate/ready
 oip_jerr "gate model warming up: infer 409" 409 "warming up" /v2/models/oipgate/infer "$(infer_json '[2,1]' '[1.1,40]')"
 check_json "gate model: observe its warmup rows" 200 /v1/models/oipgate/observe \
     '{"X":[0.0,0.5,1.0,1.5,2.0],"y":[0.02,0.47,0.86,0.99,0.90]}'

@@ -405,7 +405,7 @@ static void test_gate_model(void **state)
     gp_response res = {0}, v1 = {0};
     /* warming up: not ready, no inference */
     gp_api_oip_model_ready(api, "gate", 0, &res);
-    expect_error(&res, 503, "not_ready", "");
+    expect_error(&res, 409, "conflict", "");
     infer("gate", 0, ib, &res);
     expect_error(&res, 409, "conflict", "");
     expect_oip_error(&res, 409, "warming up");
@@ -447,7 +447,8 @@ static void test_several_outputs_and_distributions(void **state)
     expect_status(&res, 200);
     assert_non_null(strstr(res.body, "{\"name\":\"X\",\"datatype\":\"FP64\",\"shape\":[-1,2]}"));
     assert_non_null(strstr(res.body, "{\"name\":\"mean\",\"datatype\":\"FP64\",\"shape\":[-1,2]}"));
-    assert_non_null(strstr(res.body, "{\"name\":\"ask_oracle\",\"datatype\":\"BOOL\",\"shape\":[-1]}"));
+    assert_non_null(
+        strstr(res.body, "{\"name\":\"ask_oracle\",\"datatype\":\"BOOL\",\"shape\":[-1]}"));
     predict("two", "{\"X\":[[0.5,0.5],[2,1],[0,0]]}", &v1);
     expect_status(&v1, 200);
     infer("two", 0,
@@ -557,6 +558,11 @@ static const struct err_case {
      400, "invalid_argument", "inputs[0].data[1]", "does not fit a double"},
     {"nested: a row too short", "application/json", IN("[2,2]", "FP64", "[[1,2],[3]]") "}",
      "toy", 400, "invalid_argument", "inputs[0].data[1]", "row of 2 numbers"},
+    {"nested: a huge d (refused before any allocation)", "application/json",
+     IN("[2,1000000000000000]", "FP64", "[[1],[2]]") "}", "toy", 400, "invalid_argument",
+     "inputs[0].data[0]", "row of 1000000000000000 numbers"},
+    {"flat: a huge n x d", "application/json", IN("[1000,1000000000000]", "FP64", "[1]") "}",
+     "toy", 400, "invalid_argument", "inputs[0].data", "needs n x d = 1000000000000000"},
     {"nested: too many rows", "application/json", IN("[1,2]", "FP64", "[[1,2],[3,4]]") "}",
      "toy", 400, "invalid_argument", "inputs[0].data", "2 rows"},
     {"nested: a text cell", "application/json", IN("[1,2]", "FP64", "[[1,\"x\"]]") "}", "toy",
