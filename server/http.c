@@ -292,24 +292,26 @@ static void *sweeper_main(void *arg)
     return NULL;
 }
 
-static int sweeper_start(gp_server *srv)
+/* The 408 body the sweeper sends (v2: in the Open Inference Protocol's shape). */
+static char *timeout_body(const gp_server *srv, int v2, size_t *len)
 {
-    if (srv->cfg.request_timeout <= 0)
-        return 0;
     gp_response res;
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, GP_ETIMEOUT, NULL,
                 "the request did not arrive whole within %ld s (--request-timeout)",
                 srv->cfg.request_timeout);
-    srv->timeout_body = res.body;
-    srv->timeout_body_len = res.body_len;
-    memset(&res, 0, sizeof res);
-    gp_api_fail(&res, GP_ETIMEOUT, NULL,
-                "the request did not arrive whole within %ld s (--request-timeout)",
-                srv->cfg.request_timeout);
-    gp_api_oip_error(&res);
-    srv->timeout_body_v2 = res.body;
-    srv->timeout_body_v2_len = res.body_len;
+    if (v2)
+        gp_api_oip_error(&res);
+    *len = res.body_len;
+    return res.body;
+}
+
+static int sweeper_start(gp_server *srv)
+{
+    if (srv->cfg.request_timeout <= 0)
+        return 0;
+    srv->timeout_body = timeout_body(srv, 0, &srv->timeout_body_len);
+    srv->timeout_body_v2 = timeout_body(srv, 1, &srv->timeout_body_v2_len);
     if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0)
         return -1;
     srv->sweeper_running = 1;

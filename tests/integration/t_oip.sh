@@ -234,7 +234,9 @@ verdict "/metrics counts the V2 routes by pattern" $? "$(grep '/v2' "$T/body" | 
 section "Open Inference Protocol V2 with an API key"
 printf 'oip-key-0123456789\n' >"$T/oipkey"
 MAIN_PORT=$PORT
-if start_daemon "$T/oipkey.log" --db "$T/oipkey.db" --api-key-file "$T/oipkey" --request-timeout 2; then
+# (and no batching: an infer is then answered on its request thread)
+if start_daemon "$T/oipkey.log" --db "$T/oipkey.db" --api-key-file "$T/oipkey" --request-timeout 2 \
+    --batch-delay-us 0; then
     PORT=$DPORT
     OK='Authorization: Bearer oip-key-0123456789'
     check "key: /v2/health/live without the key" 200 GET /v2/health/live
@@ -249,6 +251,13 @@ if start_daemon "$T/oipkey.log" --db "$T/oipkey.db" --api-key-file "$T/oipkey" -
     check "key: /v2 with the key" 200 GET /v2 -H "$OK"
     oip_err "key: infer of an unknown model with the key: 404" 404 sine POST /v2/models/sine/infer \
         -H "$OK" -H 'Content-Type: application/json' --data-binary "$(infer_json '[1,1]' '[1]')"
+    check_json "key: fit sine" 201 /v1/models "$SINE_BODY" -H "$OK"
+    jpost /v2/models/sine/infer "$(infer_json '[4,1]' '[0.1,1.3,2.7,4.9]')" -H "$OK"
+    cp "$T/body" "$T/oip_nobatch.json"
+    jpost /v1/models/sine/predict "{\"X\":$SINE_X}" -H "$OK"
+    [ "$(out mean "$T/oip_nobatch.json")" = "$(jq -c .mean "$T/body")" ] &&
+        [ "$(out variance "$T/oip_nobatch.json")" = "$(jq -c .variance "$T/body")" ]
+    verdict "no batching (--batch-delay-us 0): infer = v1 predict" $? "$(jq -c . "$T/oip_nobatch.json" | head -c 300)"
     # a body that never comes whole: 408 after --request-timeout, in each API's shape
     oip_err "408 on a /v2 path: the protocol's shape" 408 request-timeout POST /v2/models/sine/infer \
         -H "$OK" -H 'Content-Type: application/json' -H 'Content-Length: 100' --data-binary '{'
@@ -258,6 +267,6 @@ if start_daemon "$T/oipkey.log" --db "$T/oipkey.db" --api-key-file "$T/oipkey" -
     [ "$STOP_RC" = 0 ]
     verdict "key daemon exits 0 on SIGTERM" $? "exit $STOP_RC"
 else
-    fail "daemon with --api-key-file and --request-timeout 2 starts"
+    fail "daemon with --api-key-file, --request-timeout 2 and --batch-delay-us 0 starts"
 fi
 PORT=$MAIN_PORT
