@@ -45,8 +45,8 @@ enum {
 
 /* The names v1 predict gives the same values (docs/design/api.md, "Predict"). */
 static const char *const out_names[OUT_COUNT] = {
-    "mean",      "variance",   "latent_mean",   "latent_variance", "probability",
-    "count_mean", "count_variance", "rate_mean", "rate_variance",  "ask_oracle"};
+    "mean",       "variance",       "latent_mean", "latent_variance", "probability",
+    "count_mean", "count_variance", "rate_mean",   "rate_variance",   "ask_oracle"};
 
 /* Whether a model's prediction carries output k, as its v1 predict answer does. */
 static int model_has_output(const gp_model *model, int k)
@@ -123,8 +123,8 @@ void gp_api_oip_error(gp_response *res)
     gp_buf_init(&b);
     /* The field is kept in the message, where the message does not start with it. */
     size_t fl = field ? strlen(field) : 0;
-    int named = fl == 0 || (strncmp(msg, field, fl) == 0 && !(msg[fl] == '_' ||
-                                                            (msg[fl] >= 'a' && msg[fl] <= 'z')));
+    int named = fl == 0 || (strncmp(msg, field, fl) == 0 && msg[fl] != '_' &&
+                            !(msg[fl] >= 'a' && msg[fl] <= 'z'));
     char text[GP_ERROR_FIELD_LEN + GP_ERROR_MESSAGE_LEN + 4];
     snprintf(text, sizeof text, "%s%s%s", named ? "" : field, named ? "" : ": ", msg);
     gp_buf_puts(&b, "{\"error\":");
