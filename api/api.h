@@ -126,6 +126,27 @@ int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b);
 void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_response *res);
 void gp_api_point_call_free(gp_point_call *c);
 
+/* ---- the Open Inference Protocol V2 (KServe / Triton REST "v2"; api/oip.c,
+ * docs/design/api.md "Open Inference Protocol V2"). Errors are made in the
+ * catalogue's shape like every route's; gp_api_oip_error turns an answer
+ * into the protocol's {"error": "<field>: <message>"}, status and headers
+ * kept (the server applies it to every answer on a /v2 path). */
+void gp_api_oip_error(gp_response *res);
+void gp_api_oip_server_metadata(gp_response *out); /* {"name", "version", "extensions": []} */
+void gp_api_oip_live(gp_response *out);             /* 200 {"live": true} */
+void gp_api_oip_ready(gp_api *api, gp_response *out); /* 200 {"ready": true} or 503 */
+/* version 0: the latest. {"name", "versions", "platform", "inputs", "outputs"}. */
+void gp_api_oip_model_metadata(gp_api *api, const char *name, int version, gp_response *out);
+/* 200 {"name", "ready": true}; 404 unknown; 409 while a gate model warms up. */
+void gp_api_oip_model_ready(gp_api *api, const char *name, int version, gp_response *out);
+/* An infer request as a predict call (answered by gp_api_point_calls_run,
+ * batched with v1 predicts whose options agree); as gp_api_point_call_parse. */
+int gp_api_oip_infer_parse(gp_api *api, const char *name, int version, const gp_request *req,
+                           gp_point_call **out, gp_response *res);
+/* Parse and answer at once (no batching). */
+void gp_api_oip_infer(gp_api *api, const char *name, int version, const gp_request *req,
+                      gp_response *out);
+
 /* Add rows to a model that learns online (docs/design/api.md, "Observe"):
  * 200 {"name", "version", "n", "state", "observations"} once the batch is
  * applied and durable; 422 unsupported for methods that cannot. */

@@ -186,4 +186,24 @@ json_t *gp_api_error_json(const gp_error *err);
 json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t n_versions,
                           gp_error *err);
 
+/* ---- predict calls (models.c) ---- */
+typedef struct gp_oip_call gp_oip_call;
+/* A predict call of points already parsed (an Open Inference Protocol
+ * infer): X (column-major m x d) and oip are taken, also on failure; the
+ * call answers in the protocol's shape (gp_oip_write_response). */
+int gp_point_call_from_points(const char *name, int version, double *X, size_t m, size_t d,
+                              int include_noise, gp_oip_call *oip, gp_point_call **out,
+                              gp_error *err);
+
+/* ---- the Open Inference Protocol V2 (oip.c) ---- */
+void gp_oip_call_free(gp_oip_call *o);
+/* The checks of an infer that need its model (inputs of points, the shape's
+ * d, the outputs asked; warmup: a gate model in warm-up, 409); fixes the
+ * outputs to answer (every output of the model when none were asked). */
+int gp_oip_prepare(gp_oip_call *o, const gp_model *model, const char *name, int warmup,
+                   gp_error *err);
+/* The inference response of m points of model (name, version served). */
+void gp_oip_write_response(gp_buf *b, const gp_oip_call *o, const gp_model *model,
+                           const char *name, int version, const gp_prediction *pr, size_t m);
+
 #endif

@@ -835,6 +835,7 @@ struct gp_point_call {
     predict_args a;          /* predict */
     gp_request req;          /* sample: the body, answered by gp_api_sample's own code */
     char *body;              /* sample: owned copy of the body */
+    gp_oip_call *oip;        /* an Open Inference Protocol infer (owned), else NULL */
 };
 
 void gp_api_point_call_free(gp_point_call *c)
@@ -844,7 +845,31 @@ void gp_api_point_call_free(gp_point_call *c)
     json_decref(c->obj);
     free(c->X);
     free(c->body);
+    gp_oip_call_free(c->oip);
     free(c);
+}
+
+int gp_point_call_from_points(const char *name, int version, double *X, size_t m, size_t d,
+                              int include_noise, gp_oip_call *oip, gp_point_call **out,
+                              gp_error *err)
+{
+    *out = NULL;
+    gp_point_call *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        free(X);
+        gp_oip_call_free(oip);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    c->kind = GP_CALL_PREDICT;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->version = version;
+    c->X = X;
+    c->m = m;
+    c->d = d;
+    c->a.include_noise = include_noise;
+    c->oip = oip;
+    *out = c;
+    return GP_OK;
 }
 
 static int parse_predict_call(gp_api *api, const gp_request *req, gp_point_call *c,
@@ -933,7 +958,8 @@ static void predict_prepare(gp_api *api, const gp_model *model, gp_point_call *c
 {
     gp_error *err = &st->err;
     const predict_args *a = &c->a;
-    int rc = parse_x_late(api, model, c->name, c->Xj, &c->X, &c->m, &c->d, err);
+    int rc = c->oip ? gp_oip_prepare(c->oip, model, c->name, ost->warmup, err)
+                    : parse_x_late(api, model, c->name, c->Xj, &c->X, &c->m, &c->d, err);
     if (rc == GP_OK && a->full && c->m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "a full covariance of %zu points is above the limit "
@@ -963,6 +989,13 @@ static void predict_respond(gp_api *api, gp_cache_entry *entry, const gp_model *
         atomic_fetch_add(&api->variance_clamps, (uint64_t)st->pr.clamped);
     gp_buf b;
     gp_buf_init(&b);
+    if (c->oip) { /* an infer is never answered in warm-up (gp_oip_prepare) */
+        gp_oip_write_response(&b, c->oip, model, c->name, entry->version, &st->pr, m);
+        if (gate)
+            gate_record(entry, st->pr.ask_oracle, m);
+        gp_buf_respond(&b, 200, out);
+        return;
+    }
     /* entry's name/version are the row that was served */
     head(&b, c->name, entry->version);
     if (ost->warmup) {

@@ -92,6 +92,8 @@ struct gp_server {
     pthread_t sweeper;
     char *timeout_body; /* the 408 body, made at start-up */
     size_t timeout_body_len;
+    char *timeout_body_v2; /* the same in the Open Inference Protocol's shape */
+    size_t timeout_body_v2_len;
 };
 
 struct conn_ctx;
@@ -106,6 +108,7 @@ struct gp_conn {
     uint64_t ready_us;    /* (lock) when the connection became ready for its request */
     int receiving;        /* (lock) the request has not all arrived and is not answered */
     uint64_t request_id;  /* (lock) its id once its request line arrived, else 0 */
+    int v2;               /* (lock) that request is on a /v2 path (its 408 in that shape) */
     int expired;          /* (lock) closed by the sweeper past the deadline */
     struct conn_ctx *req; /* the request in progress */
 };
@@ -168,6 +171,7 @@ static int request_finished(gp_conn *gc)
     gc->receiving = 1;
     gc->ready_us = gp_monotonic_us();
     gc->request_id = 0;
+    gc->v2 = 0;
     pthread_mutex_unlock(&gc->srv->conns_lock);
     gc->req = NULL;
     return expired;
@@ -234,15 +238,16 @@ static gp_conn *conn_of(struct MHD_Connection *conn)
 static void expire(gp_server *srv, gp_conn *gc)
 {
     gc->expired = 1;
-    if (gc->request_id != 0 && srv->timeout_body != NULL && gc->fd >= 0) {
+    char *body = gc->v2 ? srv->timeout_body_v2 : srv->timeout_body;
+    size_t body_len = gc->v2 ? srv->timeout_body_v2_len : srv->timeout_body_len;
+    if (gc->request_id != 0 && body != NULL && gc->fd >= 0) {
         char head[256];
         int n = snprintf(head, sizeof head,
                          "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
                          "Content-Type: application/json\r\nContent-Length: %zu\r\n"
                          "X-Request-Id: %llu\r\n\r\n",
-                         srv->timeout_body_len, (unsigned long long)gc->request_id);
-        struct iovec iov[2] = {{head, (size_t)n},
-                               {srv->timeout_body, srv->timeout_body_len}};
+                         body_len, (unsigned long long)gc->request_id);
+        struct iovec iov[2] = {{head, (size_t)n}, {body, body_len}};
         struct msghdr mh;
         memset(&mh, 0, sizeof mh);
         mh.msg_iov = iov;
@@ -287,17 +292,26 @@ static void *sweeper_main(void *arg)
     return NULL;
 }
 
-static int sweeper_start(gp_server *srv)
+/* The 408 body the sweeper sends (v2: in the Open Inference Protocol's shape). */
+static char *timeout_body(const gp_server *srv, int v2, size_t *len)
 {
-    if (srv->cfg.request_timeout <= 0)
-        return 0;
     gp_response res;
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, GP_ETIMEOUT, NULL,
                 "the request did not arrive whole within %ld s (--request-timeout)",
                 srv->cfg.request_timeout);
-    srv->timeout_body = res.body;
-    srv->timeout_body_len = res.body_len;
+    if (v2)
+        gp_api_oip_error(&res);
+    *len = res.body_len;
+    return res.body;
+}
+
+static int sweeper_start(gp_server *srv)
+{
+    if (srv->cfg.request_timeout <= 0)
+        return 0;
+    srv->timeout_body = timeout_body(srv, 0, &srv->timeout_body_len);
+    srv->timeout_body_v2 = timeout_body(srv, 1, &srv->timeout_body_v2_len);
     if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0)
         return -1;
     srv->sweeper_running = 1;
@@ -374,6 +388,10 @@ static void log_server_error(conn_ctx *ctx, const gp_response *res)
 static enum MHD_Result answer(conn_ctx *ctx, gp_response *res)
 {
     log_server_error(ctx, res);
+    /* Every answer on a /v2 path, whoever made it (the early checks, a
+     * handler, a batch), carries the Open Inference Protocol's error shape. */
+    if (ctx->match.v2)
+        gp_api_oip_error(res);
     if (ctx->defer) {
         ctx->defer = 0;
         ctx->deferred = *res;
@@ -452,6 +470,7 @@ static void attach(conn_ctx *ctx, struct MHD_Connection *conn)
     gc->req = ctx;
     pthread_mutex_lock(&gc->srv->conns_lock);
     gc->request_id = ctx->id;
+    gc->v2 = ctx->match.v2;
     pthread_mutex_unlock(&gc->srv->conns_lock);
 }
 
@@ -645,13 +664,22 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
 
 /* ---- predict and sample: batched on the shared pool (server/batcher.h) ---- */
 
+static int is_infer(gp_route_id r)
+{
+    return r == GP_ROUTE_V2_INFER || r == GP_ROUTE_V2_VERSION_INFER;
+}
+
+/* kind: GP_CALL_PREDICT or GP_CALL_SAMPLE; an infer (V2) is a predict. */
 static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *req)
 {
     gp_server *srv = ctx->srv;
+    const gp_route_match *m = &ctx->match;
     gp_point_call *c = NULL;
     gp_response res;
     memset(&res, 0, sizeof res);
-    int rc = gp_api_point_call_parse(srv->api, kind, ctx->match.name, req, &c, &res);
+    int rc = is_infer(m->route)
+                 ? gp_api_oip_infer_parse(srv->api, m->name, m->version, req, &c, &res)
+                 : gp_api_point_call_parse(srv->api, kind, m->name, req, &c, &res);
     arrived(ctx);
     if (rc != 0)
         return answer(ctx, &res);
@@ -784,6 +812,35 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
         else
             gp_jobs_get(srv->jobs, m->id, &res);
         break;
+    case GP_ROUTE_V2_SERVER:
+        gp_api_oip_server_metadata(&res);
+        break;
+    case GP_ROUTE_V2_LIVE:
+        gp_api_oip_live(&res);
+        break;
+    case GP_ROUTE_V2_READY:
+    case GP_ROUTE_V2_MODEL_READY:
+    case GP_ROUTE_V2_VERSION_READY:
+        if (atomic_load(&srv->stopping))
+            gp_api_fail(&res, GP_ENOTREADY, NULL, "the server is shutting down");
+        else if (m->route == GP_ROUTE_V2_READY)
+            gp_api_oip_ready(api, &res);
+        else
+            gp_api_oip_model_ready(api, m->name, m->version, &res);
+        break;
+    case GP_ROUTE_V2_MODEL:
+    case GP_ROUTE_V2_MODEL_VERSION:
+        gp_api_oip_model_metadata(api, m->name, m->version, &res);
+        break;
+    case GP_ROUTE_V2_INFER:
+    case GP_ROUTE_V2_VERSION_INFER:
+        if (srv->batcher) {
+            ret = handle_point(ctx, GP_CALL_PREDICT, &req);
+            free(q.items);
+            return ret;
+        }
+        gp_api_oip_infer(api, m->name, m->version, &req, &res);
+        break;
     default:
         gp_api_fail(&res, GP_ENOTFOUND, NULL, "no route %s %s", ctx->method, ctx->path);
         break;
@@ -818,7 +875,7 @@ static enum MHD_Result first_call(conn_ctx *ctx, const char *method)
     ctx->verb = gp_verb_of(method);
     ctx->state = CS_BODY;
     gp_route_id r = ctx->match.route;
-    if (ctx->srv->batcher && (r == GP_ROUTE_PREDICT || r == GP_ROUTE_SAMPLE)) {
+    if (ctx->srv->batcher && (r == GP_ROUTE_PREDICT || r == GP_ROUTE_SAMPLE || is_infer(r))) {
         gp_batcher_begin(ctx->srv->batcher);
         ctx->batch_counted = 1;
     }
@@ -1076,6 +1133,8 @@ struct MHD_Response *gp_http_library_error(struct MHD_Connection *c, unsigned *s
     gp_response res;
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, code, NULL, "%s", why);
+    if (ctx && ctx->match.v2)
+        gp_api_oip_error(&res);
     if (res.body == NULL)
         return NULL;
     struct MHD_Response *r =
@@ -1132,6 +1191,7 @@ static void server_free(gp_server *srv)
     pthread_cond_destroy(&srv->sweep_wake);
     pthread_mutex_destroy(&srv->conns_lock);
     free(srv->timeout_body);
+    free(srv->timeout_body_v2);
     free(srv);
 }
 

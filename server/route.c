@@ -104,14 +104,59 @@ static void take_id(const segment *s, gp_route_match *m)
     memcpy(m->id, buf, (size_t)n + 1);
 }
 
+/* Whether path is /v2 or below it (query and fragment aside). */
+static int under_v2(const char *path)
+{
+    return path != NULL && strncmp(path, "/v2", 3) == 0 &&
+           (path[3] == '\0' || path[3] == '/' || path[3] == '?' || path[3] == '#');
+}
+
+/* The V2 routes (s[0] is "v2"): /v2, /v2/health/{live,ready},
+ * /v2/models/{name}[/versions/{v}][/ready | /infer]. */
+static void match_v2(const segment *s, int n, gp_route_match *m)
+{
+    if (n == 1) {
+        m->route = GP_ROUTE_V2_SERVER;
+        return;
+    }
+    if (n == 3 && seg_is(&s[1], "health")) {
+        if (seg_is(&s[2], "live"))
+            m->route = GP_ROUTE_V2_LIVE;
+        else if (seg_is(&s[2], "ready"))
+            m->route = GP_ROUTE_V2_READY;
+        return;
+    }
+    if (n < 3 || !seg_is(&s[1], "models"))
+        return;
+    /* after the name: nothing, or "versions" {v}, then nothing, "ready" or "infer" */
+    int versioned = n >= 5 && seg_is(&s[3], "versions");
+    int tail = versioned ? 5 : 3; /* index of the segment after the name or version */
+    if (n == tail)
+        m->route = versioned ? GP_ROUTE_V2_MODEL_VERSION : GP_ROUTE_V2_MODEL;
+    else if (n == tail + 1 && seg_is(&s[tail], "ready"))
+        m->route = versioned ? GP_ROUTE_V2_VERSION_READY : GP_ROUTE_V2_MODEL_READY;
+    else if (n == tail + 1 && seg_is(&s[tail], "infer"))
+        m->route = versioned ? GP_ROUTE_V2_VERSION_INFER : GP_ROUTE_V2_INFER;
+    if (m->route == GP_ROUTE_NONE)
+        return;
+    take_name(&s[2], m);
+    if (m->param_error == GP_PARAM_OK && versioned)
+        take_version(&s[4], m);
+}
+
 gp_route_id gp_route_match_path(const char *path, gp_route_match *m)
 {
     memset(m, 0, sizeof *m);
     m->route = GP_ROUTE_NONE;
+    m->v2 = under_v2(path);
     segment s[MAX_SEGMENTS];
     int n = split(path, s);
     if (n <= 0)
         return m->route;
+    if (m->v2) {
+        match_v2(s, n, m);
+        return m->route;
+    }
     if (n == 1) {
         if (seg_is(&s[0], "healthz"))
             m->route = GP_ROUTE_HEALTHZ;
@@ -196,6 +241,18 @@ static const route_info routes[GP_ROUTE_COUNT] = {
     [GP_ROUTE_SAMPLE] = {"/v1/models/{name}/sample", GP_VERB_POST, "POST", 1, 1},
     [GP_ROUTE_OBSERVE] = {"/v1/models/{name}/observe", GP_VERB_POST, "POST", 1, 1},
     [GP_ROUTE_JOB] = {"/v1/jobs/{id}", GP_VERB_GET | GP_VERB_DELETE, "GET, HEAD, DELETE", 1, 0},
+    [GP_ROUTE_V2_SERVER] = {"/v2", GP_VERB_GET, "GET, HEAD", 1, 0},
+    [GP_ROUTE_V2_LIVE] = {"/v2/health/live", GP_VERB_GET, "GET, HEAD", 0, 0},
+    [GP_ROUTE_V2_READY] = {"/v2/health/ready", GP_VERB_GET, "GET, HEAD", 0, 0},
+    [GP_ROUTE_V2_MODEL] = {"/v2/models/{name}", GP_VERB_GET, "GET, HEAD", 1, 0},
+    [GP_ROUTE_V2_MODEL_VERSION] = {"/v2/models/{name}/versions/{v}", GP_VERB_GET, "GET, HEAD", 1,
+                                   0},
+    [GP_ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready", GP_VERB_GET, "GET, HEAD", 1, 0},
+    [GP_ROUTE_V2_VERSION_READY] = {"/v2/models/{name}/versions/{v}/ready", GP_VERB_GET,
+                                   "GET, HEAD", 1, 0},
+    [GP_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", GP_VERB_POST, "POST", 1, 1},
+    [GP_ROUTE_V2_VERSION_INFER] = {"/v2/models/{name}/versions/{v}/infer", GP_VERB_POST, "POST",
+                                   1, 1},
 };
 
 static const route_info *info(gp_route_id r)

@@ -1,5 +1,6 @@
-/* gpserve server: the HTTP API v1 route table (docs/design/api.md, "Routes").
- * Pure string work, no libmicrohttpd: testable on its own. */
+/* gpserve server: the route table of the HTTP API v1 and of the Open
+ * Inference Protocol V2 (docs/design/api.md, "Routes" and "Open Inference
+ * Protocol V2"). Pure string work, no libmicrohttpd: testable on its own. */
 #ifndef GP_SERVER_ROUTE_H
 #define GP_SERVER_ROUTE_H
 
@@ -19,6 +20,16 @@ typedef enum gp_route_id {
     GP_ROUTE_SAMPLE,        /* /v1/models/{name}/sample */
     GP_ROUTE_OBSERVE,       /* /v1/models/{name}/observe */
     GP_ROUTE_JOB,           /* /v1/jobs/{id} */
+    /* Open Inference Protocol V2 */
+    GP_ROUTE_V2_SERVER,        /* /v2 (server metadata) */
+    GP_ROUTE_V2_LIVE,          /* /v2/health/live */
+    GP_ROUTE_V2_READY,         /* /v2/health/ready */
+    GP_ROUTE_V2_MODEL,         /* /v2/models/{name} (model metadata) */
+    GP_ROUTE_V2_MODEL_VERSION, /* /v2/models/{name}/versions/{v} */
+    GP_ROUTE_V2_MODEL_READY,   /* /v2/models/{name}/ready */
+    GP_ROUTE_V2_VERSION_READY, /* /v2/models/{name}/versions/{v}/ready */
+    GP_ROUTE_V2_INFER,         /* /v2/models/{name}/infer */
+    GP_ROUTE_V2_VERSION_INFER, /* /v2/models/{name}/versions/{v}/infer */
     GP_ROUTE_COUNT
 } gp_route_id;
 
@@ -47,6 +58,9 @@ typedef struct gp_route_match {
     char name[GP_ROUTE_NAME_MAX]; /* {name}, decoded (valid only when param_error == OK) */
     char id[GP_ROUTE_ID_MAX];     /* {id} of a job */
     int version;                  /* {v}, >= 1 */
+    /* The path is under /v2 (a V2 route, or none): its errors take the
+     * protocol's shape {"error": "..."}. */
+    int v2;
 } gp_route_match;
 
 /* Match a raw request path (as sent: percent-encoded, no query string; a
@@ -65,7 +79,8 @@ const char *gp_route_allow(gp_route_id r);
 /* The route pattern used as the metrics label ("/v1/models/{name}/predict");
  * "unmatched" for GP_ROUTE_NONE. */
 const char *gp_route_pattern(gp_route_id r);
-/* 0 for the routes open without an API key (/healthz, /readyz, /metrics). */
+/* 0 for the routes open without an API key (/healthz, /readyz, /metrics,
+ * /v2/health/live, /v2/health/ready). */
 int gp_route_needs_auth(gp_route_id r);
 /* Media types accepted by (route, verb) bodies: 0 none (no body expected),
  * 1 application/json, 3 application/json or text/csv. */

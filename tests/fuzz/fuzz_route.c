@@ -3,7 +3,8 @@
  * the bearer token of an Authorization header, the media type of a
  * Content-Type, and the JSON string scanner used on response bodies.
  * Checks: a matched {name} passes gp_api_valid_name, a {v} is >= 1, an {id}
- * is [A-Za-z0-9._-]{1,39}, and every route answers its table lookups. */
+ * is [A-Za-z0-9._-]{1,39}, a V2 route is marked v2, and every route
+ * answers its table lookups. */
 #include "tests/fuzz/fuzz_common.h"
 
 #include "server/route.h"
@@ -45,10 +46,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fail("route id out of range", s);
     if (r != GP_ROUTE_NONE && m.param_error == GP_PARAM_OK) {
         int named = r == GP_ROUTE_MODEL || r == GP_ROUTE_MODEL_VERSION || r == GP_ROUTE_PREDICT ||
-                    r == GP_ROUTE_SAMPLE || r == GP_ROUTE_OBSERVE;
+                    r == GP_ROUTE_SAMPLE || r == GP_ROUTE_OBSERVE || r >= GP_ROUTE_V2_MODEL;
+        int versioned = r == GP_ROUTE_MODEL_VERSION || r == GP_ROUTE_V2_MODEL_VERSION ||
+                        r == GP_ROUTE_V2_VERSION_READY || r == GP_ROUTE_V2_VERSION_INFER;
         if (named && !gp_api_valid_name(m.name))
             fail("matched a route with an invalid {name}", s);
-        if (r == GP_ROUTE_MODEL_VERSION && m.version < 1)
+        if (versioned && m.version < 1)
             fail("matched a version < 1", s);
         if (r == GP_ROUTE_JOB && !valid_id(m.id))
             fail("matched a job with an invalid {id}", s);
@@ -60,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (r != GP_ROUTE_NONE && (gp_route_verbs(r) == 0 || gp_route_allow(r)[0] == '\0'))
         fail("a route without verbs", s);
+    if (r >= GP_ROUTE_V2_SERVER && !m.v2)
+        fail("a V2 route not marked v2 (its errors would take the v1 shape)", s);
     (void)gp_route_pattern(r);
     (void)gp_route_needs_auth(r);
     (void)gp_verb_of(s);

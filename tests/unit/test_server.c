@@ -160,6 +160,118 @@ static void test_route_table(void **state)
     assert_int_equal(gp_route_body_types(GP_ROUTE_JOB, GP_VERB_DELETE), 0);
 }
 
+/* ---- the Open Inference Protocol V2 routes ---- */
+
+static void test_route_v2(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    struct {
+        const char *path;
+        gp_route_id route;
+        const char *name;
+        int version;
+    } ok[] = {
+        {"/v2", GP_ROUTE_V2_SERVER, "", 0},
+        {"/v2?x=1", GP_ROUTE_V2_SERVER, "", 0},
+        {"/v2/health/live", GP_ROUTE_V2_LIVE, "", 0},
+        {"/v2/health/ready", GP_ROUTE_V2_READY, "", 0},
+        {"/v2/models/sine", GP_ROUTE_V2_MODEL, "sine", 0},
+        {"/v2/models/sine/versions/3", GP_ROUTE_V2_MODEL_VERSION, "sine", 3},
+        {"/v2/models/sine/ready", GP_ROUTE_V2_MODEL_READY, "sine", 0},
+        {"/v2/models/sine/versions/12/ready", GP_ROUTE_V2_VERSION_READY, "sine", 12},
+        {"/v2/models/a.b_c-9/infer", GP_ROUTE_V2_INFER, "a.b_c-9", 0},
+        {"/v2/models/%41b/versions/2147483647/infer", GP_ROUTE_V2_VERSION_INFER, "Ab",
+         2147483647},
+        /* words of the grammar are names where a name stands */
+        {"/v2/models/infer/infer", GP_ROUTE_V2_INFER, "infer", 0},
+        {"/v2/models/versions/ready", GP_ROUTE_V2_MODEL_READY, "versions", 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (gp_route_match_path(ok[i].path, &m) != ok[i].route)
+            fail_msg("%s: route %d, expected %d", ok[i].path, m.route, ok[i].route);
+        assert_int_equal(m.param_error, GP_PARAM_OK);
+        assert_true(m.v2);
+        assert_string_equal(m.name, ok[i].name);
+        assert_int_equal(m.version, ok[i].version);
+    }
+    /* under /v2 but no route: 404 in the protocol's error shape */
+    const char *none[] = {"/v2/",
+                          "/v2/models",
+                          "/v2/health",
+                          "/v2/health/live/x",
+                          "/v2/models/a/versions",
+                          "/v2/models/a/versions/1/x",
+                          "/v2/models/a/predict",
+                          "/v2/models/a/x/infer",
+                          "/v2/models/a/versions/1/infer/x/y",
+                          "/v2/models/a/versions/1/ready/x/y/z/w",
+                          "/v2/repository/index"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        if (gp_route_match_path(none[i], &m) != GP_ROUTE_NONE)
+            fail_msg("%s matched route %d", none[i], m.route);
+        assert_true(m.v2);
+    }
+    /* not under /v2: the v1 error shape */
+    const char *other[] = {"/v21", "/v2x/models/a", "/V2", "/v1/models/a", "/x/v2"};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        gp_route_match_path(other[i], &m);
+        assert_false(m.v2);
+    }
+    /* a bad name or version: matched, its parameter refused */
+    assert_int_equal(gp_route_match_path("/v2/models/a%20b/infer", &m), GP_ROUTE_V2_INFER);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_NAME);
+    assert_int_equal(gp_route_match_path("/v2/models/a/versions/v1/infer", &m),
+                     GP_ROUTE_V2_VERSION_INFER);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_VERSION);
+    assert_int_equal(gp_route_match_path("/v2/models/a/versions/0", &m),
+                     GP_ROUTE_V2_MODEL_VERSION);
+    assert_int_equal(m.param_error, GP_PARAM_BAD_VERSION);
+    assert_int_equal(gp_route_match_path("/v2/models/a/versions/1", &m),
+                     GP_ROUTE_V2_MODEL_VERSION);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+}
+
+static void test_route_v2_table(void **state)
+{
+    (void)state;
+    /* health is open like /healthz and /readyz; everything else needs the key */
+    assert_false(gp_route_needs_auth(GP_ROUTE_V2_LIVE));
+    assert_false(gp_route_needs_auth(GP_ROUTE_V2_READY));
+    for (int r = GP_ROUTE_V2_SERVER; r < GP_ROUTE_COUNT; r++) {
+        if (r != GP_ROUTE_V2_LIVE && r != GP_ROUTE_V2_READY)
+            assert_true(gp_route_needs_auth((gp_route_id)r));
+        /* every pattern is a /v2 path the matcher takes back to its route */
+        const char *pat = gp_route_pattern((gp_route_id)r);
+        assert_int_equal(strncmp(pat, "/v2", 3), 0);
+        char path[128];
+        size_t o = 0;
+        for (const char *p = pat; *p && o + 8 < sizeof path; p++) {
+            if (*p != '{') {
+                path[o++] = *p;
+                continue;
+            }
+            const char *val = p[1] == 'v' ? "7" : "mod";
+            memcpy(path + o, val, strlen(val));
+            o += strlen(val);
+            p = strchr(p, '}');
+        }
+        path[o] = '\0';
+        gp_route_match m;
+        if (gp_route_match_path(path, &m) != (gp_route_id)r)
+            fail_msg("pattern %s (path %s) matched %d, not %d", pat, path, m.route, r);
+    }
+    assert_string_equal(gp_route_pattern(GP_ROUTE_V2_VERSION_INFER),
+                        "/v2/models/{name}/versions/{v}/infer");
+    assert_string_equal(gp_route_allow(GP_ROUTE_V2_INFER), "POST");
+    assert_string_equal(gp_route_allow(GP_ROUTE_V2_MODEL), "GET, HEAD");
+    assert_int_equal(gp_route_verbs(GP_ROUTE_V2_INFER), GP_VERB_POST);
+    assert_int_equal(gp_route_verbs(GP_ROUTE_V2_MODEL_READY), GP_VERB_GET);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_V2_INFER, GP_VERB_POST), 1);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_V2_VERSION_INFER, GP_VERB_POST), 1);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_V2_MODEL, GP_VERB_GET), 0);
+}
+
 /* ---- config ---- */
 
 static const char *env_names[8];
@@ -1119,6 +1231,8 @@ int main(void)
         cmocka_unit_test(test_route_names),
         cmocka_unit_test(test_route_versions_and_jobs),
         cmocka_unit_test(test_route_table),
+        cmocka_unit_test(test_route_v2),
+        cmocka_unit_test(test_route_v2_table),
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_env_and_flags),
         cmocka_unit_test(test_config_errors),
