@@ -231,10 +231,261 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v2": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: server metadata */
+        get: operations["v2ServerMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/health/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: liveness */
+        get: operations["v2Live"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/health/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: readiness */
+        get: operations["v2Ready"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/models/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: model metadata (latest version) */
+        get: operations["v2ModelMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/models/{name}/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: model readiness (latest version) */
+        get: operations["v2ModelReady"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/models/{name}/infer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Open Inference Protocol V2: inference (latest version)
+         * @description A v1 predict in the protocol's form: the numbers are those of POST /v1/models/{name}/predict for the same points, bit for bit.
+         */
+        post: operations["v2Infer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/models/{name}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: metadata of one version */
+        get: operations["v2ModelVersionMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/models/{name}/versions/{version}/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        /** Open Inference Protocol V2: readiness of one version */
+        get: operations["v2ModelVersionReady"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v2/models/{name}/versions/{version}/infer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Open Inference Protocol V2: inference with one version */
+        post: operations["v2InferVersion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description The Open Inference Protocol's error shape, on every /v2 path. */
+        V2Error: {
+            error: string;
+        };
+        V2ServerMetadata: {
+            /** @example gpserve */
+            name: string;
+            /** @example 1 */
+            version: string;
+            extensions: string[];
+        };
+        V2TensorMetadata: {
+            /** @example mean */
+            name: string;
+            /** @enum {string} */
+            datatype: "FP64" | "BOOL";
+            /** @description -1 for the number of points. */
+            shape: number[];
+        };
+        V2ModelMetadata: {
+            name: string;
+            versions?: string[];
+            /** @example gpserve */
+            platform: string;
+            /** @description One tensor X of shape [-1, d]; none for a model whose inputs are distributions. */
+            inputs: components["schemas"]["V2TensorMetadata"][];
+            /** @description mean and variance; latent_mean, latent_variance and probability (bernoulli) or count_mean, count_variance, rate_mean, rate_variance (poisson); ask_oracle (BOOL) for a gated model. */
+            outputs: components["schemas"]["V2TensorMetadata"][];
+        };
+        V2InferRequest: {
+            id?: string;
+            parameters?: {
+                /**
+                 * @description As in v1 predict.
+                 * @default true
+                 */
+                include_noise?: boolean;
+            };
+            inputs: {
+                name: string;
+                /** @enum {string} */
+                datatype: "FP64";
+                shape: number[];
+                /** @description n*d numbers in row-major order, flat or as n rows of d. */
+                data: (number | number[])[];
+                parameters?: {
+                    /** @enum {boolean} */
+                    binary_data?: false;
+                };
+            }[];
+            outputs?: {
+                name: string;
+                parameters?: {
+                    /** @enum {boolean} */
+                    binary_data?: false;
+                };
+            }[];
+        };
+        V2InferResponse: {
+            model_name: string;
+            model_version: string;
+            /** @description The request's id, when it had one. */
+            id?: string;
+            outputs: {
+                name: string;
+                /** @enum {string} */
+                datatype: "FP64" | "BOOL";
+                shape: number[];
+                data: (number | boolean)[];
+            }[];
+        };
         Error: {
             error: {
                 /** @enum {string} */
@@ -1555,6 +1806,71 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description A refused infer request (malformed JSON, an unknown field or parameter, not exactly one input, a datatype other than FP64, a shape that is not [n, d], data whose count is not n*d or that is not numbers, an unknown output); the message starts with the field. */
+        V2BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description The API key is missing or wrong. */
+        V2Unauthorized: {
+            headers: {
+                /** @description Bearer */
+                "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description An unknown model or version (or no route under /v2). */
+        V2NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description A model with an uncertainty gate (rfgp) still in warm-up. */
+        V2Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description Any other refusal, in the protocol's error shape with the status of the v1 catalogue (405, 408, 413, 414, 415, 422, 431). */
+        V2ClientError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description The daemon is not ready or failed (500, 503, 507), in the protocol's error shape. */
+        V2ServerError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description The requested output tensors (all the model's when none were asked). */
+        V2InferResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2InferResponse"];
+            };
+        };
     };
     parameters: {
         /** @description The model name. */
@@ -1564,7 +1880,40 @@ export interface components {
         /** @description The job id the 202 of an async fit gave (32 hex characters). */
         JobId: string;
     };
-    requestBodies: never;
+    requestBodies: {
+        V2InferRequest: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "42",
+                 *       "inputs": [
+                 *         {
+                 *           "name": "X",
+                 *           "datatype": "FP64",
+                 *           "shape": [
+                 *             2,
+                 *             1
+                 *           ],
+                 *           "data": [
+                 *             0.5,
+                 *             2.5
+                 *           ]
+                 *         }
+                 *       ],
+                 *       "outputs": [
+                 *         {
+                 *           "name": "mean"
+                 *         },
+                 *         {
+                 *           "name": "variance"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["V2InferRequest"];
+            };
+        };
+    };
     headers: {
         /** @description Seconds to wait before trying again. */
         RetryAfter: number;
@@ -2107,6 +2456,222 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    v2ServerMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server's name, version and protocol extensions (none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["V2ServerMetadata"];
+                };
+            };
+            401: components["responses"]["V2Unauthorized"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    v2Live: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process answers (empty body). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            "4XX": components["responses"]["V2ClientError"];
+        };
+    };
+    v2Ready: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready for inference (the same readiness as /readyz; empty body). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            503: components["responses"]["V2ServerError"];
+            "4XX": components["responses"]["V2ClientError"];
+        };
+    };
+    v2ModelMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model's versions, input tensor and output tensors. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["V2ModelMetadata"];
+                };
+            };
+            401: components["responses"]["V2Unauthorized"];
+            404: components["responses"]["V2NotFound"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    v2ModelReady: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model loads and serves (empty body). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["V2Unauthorized"];
+            404: components["responses"]["V2NotFound"];
+            409: components["responses"]["V2Conflict"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    v2Infer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["V2InferRequest"];
+        responses: {
+            200: components["responses"]["V2InferResponse"];
+            400: components["responses"]["V2BadRequest"];
+            401: components["responses"]["V2Unauthorized"];
+            404: components["responses"]["V2NotFound"];
+            409: components["responses"]["V2Conflict"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    v2ModelVersionMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description That version's metadata (versions lists it alone). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["V2ModelMetadata"];
+                };
+            };
+            401: components["responses"]["V2Unauthorized"];
+            404: components["responses"]["V2NotFound"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    v2ModelVersionReady: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description That version loads and serves (empty body). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["V2Unauthorized"];
+            404: components["responses"]["V2NotFound"];
+            409: components["responses"]["V2Conflict"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    v2InferVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["V2InferRequest"];
+        responses: {
+            200: components["responses"]["V2InferResponse"];
+            400: components["responses"]["V2BadRequest"];
+            401: components["responses"]["V2Unauthorized"];
+            404: components["responses"]["V2NotFound"];
+            409: components["responses"]["V2Conflict"];
+            "4XX": components["responses"]["V2ClientError"];
+            "5XX": components["responses"]["V2ServerError"];
         };
     };
 }

@@ -236,6 +236,35 @@ test("predict: the same numbers as curl gets from the same daemon", async () => 
     assert.deepEqual(data, curlJson(`/v1/models/${SYNC}/predict`, body));
 });
 
+// ---- the Open Inference Protocol V2 through the same generated client ----
+
+test("v2 infer: the numbers of v1 predict, bit for bit; v2 errors in the protocol's shape", async () => {
+    const meta = await client.GET("/v2/models/{name}", { params: { path: { name: SYNC } } });
+    assert.equal(meta.response.status, 200, JSON.stringify(meta.error));
+    assert.deepEqual(meta.data?.inputs, [{ name: "X", datatype: "FP64", shape: [-1, 1] }]);
+    const infer = await client.POST("/v2/models/{name}/infer", {
+        params: { path: { name: SYNC } },
+        body: { id: "ts-1", inputs: [{ name: "X", datatype: "FP64", shape: [XS.length, 1], data: XS }] },
+    });
+    assert.equal(infer.response.status, 200, JSON.stringify(infer.error));
+    assert.equal(infer.data?.id, "ts-1");
+    const v1 = await client.POST("/v1/models/{name}/predict", {
+        params: { path: { name: SYNC } },
+        body: { X: XS.map((x) => [x]) },
+    });
+    const byName = Object.fromEntries((infer.data?.outputs ?? []).map((o) => [o.name, o]));
+    assert.deepEqual(byName.mean.shape, [XS.length]);
+    assert.deepEqual(byName.mean.data, v1.data?.mean);
+    assert.deepEqual(byName.variance.data, v1.data?.variance);
+    const bad = await client.POST("/v2/models/{name}/infer", {
+        params: { path: { name: SYNC } },
+        body: { inputs: [{ name: "X", datatype: "FP64", shape: [2, 1], data: [0.5] }] },
+    });
+    assert.equal(bad.response.status, 400);
+    assert.equal(typeof bad.error?.error, "string");
+    assert.match(bad.error?.error ?? "", /inputs\[0\]/);
+});
+
 // ---- sample ----
 
 test("sample: shape, the same draws for the same seed, their mean", async () => {
