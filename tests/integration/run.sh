@@ -11,8 +11,8 @@
 #   An area makes what it needs from another (a model, a finished job) itself.
 #
 # Areas, one file each (tests/integration/t_AREA.sh; tests/integration/README.md):
-#   health readme fit models predict sample jobs methods likelihood hkd online openapi
-#   bad_requests cancel metrics second_daemon restart crash auth queue abuse logs resources docker config
+#   health readme fit models predict sample batching jobs methods likelihood hkd online openapi
+#   browser bad_requests cancel metrics second_daemon restart crash auth queue abuse logs resources docker config
 #
 # POSIX sh; needs curl, jq, awk, sed, grep, cmp. Every request has a --max-time
 # and every wait is bounded, so the suite cannot hang. Under the sanitizers
@@ -20,7 +20,7 @@
 # asserts on time but the abuse area's, which the issue asks for: /healthz within
 # 100 ms while 1,500 slow connections are held, and the 3 s request deadline.
 
-AREAS="health readme fit models predict sample batching jobs methods likelihood hkd online openapi bad_requests cancel metrics
+AREAS="health readme fit models predict sample batching jobs methods likelihood hkd online openapi browser bad_requests cancel metrics
 second_daemon restart crash auth queue abuse logs resources docker config"
 
 BUILD=${1:-build}
