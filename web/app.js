@@ -470,6 +470,8 @@
     }
   }
 
+  let summaryTimer = 0; /* the pending summary of the pasted CSV */
+
   function setJobUi(running) {
     $('fit-submit').disabled = running;
     $('fit-cancel').disabled = !running;
@@ -538,10 +540,13 @@
       return;
     }
     let rows = null;
+    clearTimeout(summaryTimer);
     try {
       rows = csvTable(text, $('fit-target').value);
+      $('fit-data-summary').textContent = describeRows(rows);
     } catch (e) {
       rows = null; /* the daemon's parser decides; only the plot's points are lost */
+      $('fit-data-summary').textContent = `Not read here (${e.message}); the daemon will say what it finds.`;
     }
     const q = [['name', name], ['method', $('fit-method').value], ['async', 'true'],
       ['likelihood', $('fit-likelihood').value]];
@@ -606,7 +611,6 @@
   $('fit-file').addEventListener('change', summarizeFitData);
   /* Summarised while typing, so that the line does not appear (moving the
    * buttons under the pointer) only when the text area loses focus. */
-  let summaryTimer = 0;
   $('fit-csv').addEventListener('input', () => {
     clearTimeout(summaryTimer);
     summaryTimer = setTimeout(summarizeFitData, 250);
@@ -628,6 +632,10 @@
     destroyChart('posterior-chart');
     destroyChart('pvo-chart');
     $('pvo-figure').hidden = true;
+    if (!state.model || state.model.name !== name) {
+      $('model-rows-csv').value = ''; /* another model's rows stay with it (state.rows) */
+      $('model-rows-file').value = '';
+    }
     state.model = null;
     let latest;
     let model;
