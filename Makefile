@@ -46,6 +46,11 @@ $(foreach L,$(LAYERS),$(eval $(L)_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$($(L)_
 # document embedded in the daemon (api/gen_openapi.sh from api/openapi.yaml).
 OPENAPI_DOC_C := $(BUILD)/gen/api/openapi_doc.c
 api_OBJ += $(BUILD)/obj/gen/api/openapi_doc.o
+# And every file of the browser view (mk/gen_assets.sh from web/); the folders
+# are prerequisites too, so that a file added or removed remakes the table.
+UI_ASSETS_C := $(BUILD)/gen/api/ui_assets.c
+UI_FILES    := $(shell find web -type f ! -name '.*' 2>/dev/null) $(shell find web -type d 2>/dev/null)
+api_OBJ += $(BUILD)/obj/gen/api/ui_assets.o
 LIB_core   := $(BUILD)/libgpcore.a
 LIB_store  := $(BUILD)/libgpstore.a
 LIB_api    := $(BUILD)/libgpapi.a
@@ -96,6 +101,10 @@ $(BUILD)/obj/%.o: %.c
 $(OPENAPI_DOC_C): api/openapi.yaml api/gen_openapi.sh
 	@mkdir -p $(dir $@)
 	sh api/gen_openapi.sh api/openapi.yaml $@
+
+$(UI_ASSETS_C): $(UI_FILES) mk/gen_assets.sh
+	@mkdir -p $(dir $@)
+	sh mk/gen_assets.sh web $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -181,7 +190,7 @@ FUZZ_LDFLAGS := $(FUZZ_SAN) -fsanitize=fuzzer
 FUZZ_LIB_SRC := $(core_SRC) $(store_SRC) $(api_SRC) \
                 $(wildcard server/route.c server/util.c)
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC)) \
-                $(FUZZ_DIR)/obj/gen/api/openapi_doc.o
+                $(FUZZ_DIR)/obj/gen/api/openapi_doc.o $(FUZZ_DIR)/obj/gen/api/ui_assets.o
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
@@ -201,9 +210,13 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
-$(FUZZ_DIR)/obj/gen/api/openapi_doc.o: $(FUZZ_DIR)/gen/api/openapi_doc.c
+$(FUZZ_DIR)/obj/gen/api/%.o: $(FUZZ_DIR)/gen/api/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/gen/api/ui_assets.c: $(UI_FILES) mk/gen_assets.sh
+	@mkdir -p $(dir $@)
+	sh mk/gen_assets.sh web $@
 
 $(FUZZ_DIR)/gen/api/openapi_doc.c: api/openapi.yaml api/gen_openapi.sh
 	@mkdir -p $(dir $@)

@@ -59,7 +59,7 @@ typedef struct gp_request {
     size_t n_query;
 } gp_request;
 
-#define GP_RESPONSE_MAX_HEADERS 3
+#define GP_RESPONSE_MAX_HEADERS 6
 
 typedef struct gp_header {
     char name[32];
@@ -71,7 +71,8 @@ typedef struct gp_response {
     const char *content_type; /* static string, e.g. "application/json" */
     char *body;               /* owned (malloc'ed), body_len bytes; NULL for an empty body */
     size_t body_len;
-    gp_header headers[GP_RESPONSE_MAX_HEADERS]; /* extra headers: Allow, Retry-After, Location */
+    /* extra headers: Allow, Retry-After, Location; the browser view's caching and security */
+    gp_header headers[GP_RESPONSE_MAX_HEADERS];
     size_t n_headers;
 } gp_response;
 
@@ -95,6 +96,15 @@ int gp_api_valid_name(const char *name);
 void gp_api_health(gp_response *out);                 /* 200 {"status":"ok"} */
 void gp_api_readiness(gp_api *api, gp_response *out); /* 200 {"status":"ready"} or 503 */
 void gp_api_openapi(gp_response *out);                /* the OpenAPI 3 document (YAML) */
+/* A file of the browser view (web/, embedded at build time) by its path
+ * under web/ ("index.html" for GET /): 200 with its bytes, content type,
+ * ETag, Cache-Control: no-cache, X-Content-Type-Options: nosniff and the
+ * page's Content-Security-Policy; 304 without a body when if_none_match
+ * (the request's If-None-Match, or NULL) names its ETag; 404 not_found for
+ * a path no file has. */
+void gp_api_ui_asset(const char *path, const char *if_none_match, gp_response *out);
+/* The Content-Type the browser view serves a file of this path with. */
+const char *gp_api_ui_content_type(const char *path);
 void gp_api_methods(gp_api *api, gp_response *out);   /* methods, options, defaults, kernels */
 void gp_api_list_models(gp_api *api, gp_response *out);
 /* version 0: the latest, with "versions": [...]. */

@@ -62,7 +62,8 @@ static const opt_def options[] = {
      876000, "hours an ended async job stays readable in the database; 0 = for ever"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz, "
-     "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY'"},
+     "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
+     "password of HTTP Basic auth (what a browser sends for the browser view at /)"},
     {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
      "fitted models kept in memory (LRU)"},
     {"snapshot-interval", "GPSERVE_SNAPSHOT_INTERVAL", OPT_LONG, OFF(snapshot_interval), 1,

@@ -405,6 +405,17 @@ static enum MHD_Result answer(conn_ctx *ctx, gp_response *res)
 static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The challenge of a 401. The browser view's routes ask for Basic, so that a
+ * browser prompts for the key (as the password) and then sends it with the
+ * page's own requests too; the API's routes ask for the Bearer token its
+ * clients send (either is accepted on every route: authorized()). */
+static const char *auth_challenge(gp_route_id r)
+{
+    if (r == GP_ROUTE_UI_INDEX || r == GP_ROUTE_UI_ASSET)
+        return "Basic realm=\"gpserve\", charset=\"UTF-8\"";
+    return "Bearer realm=\"gpserve\"";
+}
+
 static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
 {
     char message[GP_ERROR_MESSAGE_LEN];
@@ -416,7 +427,7 @@ static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const ch
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, code, field, "%s", message);
     if (code == GP_EUNAUTHORIZED)
-        gp_response_header(&res, "WWW-Authenticate", "Bearer");
+        gp_response_header(&res, "WWW-Authenticate", auth_challenge(ctx->match.route));
     else if (code == GP_EMETHOD)
         gp_response_header(&res, "Allow", gp_route_allow(ctx->match.route));
     return answer(ctx, &res);
@@ -841,6 +852,13 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
         }
         gp_api_oip_infer(api, m->name, m->version, &req, &res);
         break;
+    case GP_ROUTE_UI_INDEX:
+    case GP_ROUTE_UI_ASSET:
+        gp_api_ui_asset(m->route == GP_ROUTE_UI_INDEX ? "index.html" : m->asset,
+                        MHD_lookup_connection_value(ctx->conn, MHD_HEADER_KIND,
+                                                    MHD_HTTP_HEADER_IF_NONE_MATCH),
+                        &res);
+        break;
     default:
         gp_api_fail(&res, GP_ENOTFOUND, NULL, "no route %s %s", ctx->method, ctx->path);
         break;
@@ -860,9 +878,20 @@ static int authorized(gp_server *srv, struct MHD_Connection *conn)
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *tok = "";
     size_t toklen = 0;
+    /* A Bearer token, or the password of Basic credentials (what a browser
+     * can send on navigation); the user name is not looked at. Decoded
+     * credentials are shorter than the header that carries them. */
+    char *basic = NULL;
     int have = gp_bearer_token(h, &tok, &toklen);
+    if (!have && h != NULL && (basic = malloc(strlen(h) + 1)) != NULL)
+        have = gp_basic_password(h, basic, strlen(h) + 1, &tok, &toklen);
+    if (!have) {
+        tok = "";
+        toklen = 0;
+    }
     /* Compare even without a token, so that timing says nothing. */
     int same = gp_ct_equal(tok, toklen, srv->api_key, srv->api_key_len);
+    free(basic);
     return have && same;
 }
 
@@ -935,7 +964,8 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
         return fail(ctx, GP_ENOTFOUND, NULL, "no route %s", ctx->path);
     if (gp_route_needs_auth(r) && !authorized(srv, conn))
         return fail(ctx, GP_EUNAUTHORIZED, NULL,
-                    "missing or wrong API key (send 'Authorization: Bearer KEY')");
+                    "missing or wrong API key (send 'Authorization: Bearer KEY', or the key "
+                    "as the password of Basic credentials)");
     if ((gp_route_verbs(r) & ctx->verb) == 0)
         return fail(ctx, GP_EMETHOD, NULL, "%s is not allowed on %s (allowed: %s)", ctx->method,
                     gp_route_pattern(r), gp_route_allow(r));

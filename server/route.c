@@ -144,6 +144,14 @@ static void match_v2(const segment *s, int n, gp_route_match *m)
         take_version(&s[4], m);
 }
 
+/* The rest of a /ui/ path (rest points past "/ui/"), up to its query. */
+static void take_asset(const char *rest, gp_route_match *m)
+{
+    size_t n = strcspn(rest, "?#");
+    if (gp_percent_decode(rest, n, m->asset, sizeof m->asset) < 0)
+        m->asset[0] = '\0';
+}
+
 gp_route_id gp_route_match_path(const char *path, gp_route_match *m)
 {
     memset(m, 0, sizeof *m);
@@ -158,7 +166,9 @@ gp_route_id gp_route_match_path(const char *path, gp_route_match *m)
         return m->route;
     }
     if (n == 1) {
-        if (seg_is(&s[0], "healthz"))
+        if (s[0].n == 0)
+            m->route = GP_ROUTE_UI_INDEX;
+        else if (seg_is(&s[0], "healthz"))
             m->route = GP_ROUTE_HEALTHZ;
         else if (seg_is(&s[0], "readyz"))
             m->route = GP_ROUTE_READYZ;
@@ -166,6 +176,11 @@ gp_route_id gp_route_match_path(const char *path, gp_route_match *m)
             m->route = GP_ROUTE_METRICS;
         else if (seg_is(&s[0], "openapi.yaml"))
             m->route = GP_ROUTE_OPENAPI;
+        return m->route;
+    }
+    if (seg_is(&s[0], "ui")) {
+        m->route = GP_ROUTE_UI_ASSET;
+        take_asset(path + 4, m);
         return m->route;
     }
     if (!seg_is(&s[0], "v1"))
@@ -253,6 +268,9 @@ static const route_info routes[GP_ROUTE_COUNT] = {
     [GP_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", GP_VERB_POST, "POST", 1, 1},
     [GP_ROUTE_V2_VERSION_INFER] = {"/v2/models/{name}/versions/{v}/infer", GP_VERB_POST, "POST",
                                    1, 1},
+    /* The browser view needs the key like the API (as a Basic password). */
+    [GP_ROUTE_UI_INDEX] = {"/", GP_VERB_GET, "GET, HEAD", 1, 0},
+    [GP_ROUTE_UI_ASSET] = {"/ui/{file}", GP_VERB_GET, "GET, HEAD", 1, 0},
 };
 
 static const route_info *info(gp_route_id r)

@@ -30,6 +30,8 @@ typedef enum gp_route_id {
     GP_ROUTE_V2_VERSION_READY, /* /v2/models/{name}/versions/{v}/ready */
     GP_ROUTE_V2_INFER,         /* /v2/models/{name}/infer */
     GP_ROUTE_V2_VERSION_INFER, /* /v2/models/{name}/versions/{v}/infer */
+    GP_ROUTE_UI_INDEX,      /* / : the browser view's page (web/index.html) */
+    GP_ROUTE_UI_ASSET,      /* /ui/{file} : the page's other files (web/...) */
     GP_ROUTE_COUNT
 } gp_route_id;
 
@@ -51,6 +53,7 @@ typedef enum gp_route_param_error {
 
 #define GP_ROUTE_NAME_MAX 65 /* [A-Za-z0-9._-]{1,64} + NUL */
 #define GP_ROUTE_ID_MAX 40   /* gp_job_info.id */
+#define GP_ROUTE_ASSET_MAX 128 /* {file} of /ui/{file}, decoded, + NUL */
 
 typedef struct gp_route_match {
     gp_route_id route;
@@ -61,13 +64,18 @@ typedef struct gp_route_match {
     /* The path is under /v2 (a V2 route, or none): its errors take the
      * protocol's shape {"error": "..."}. */
     int v2;
+    /* {file} of /ui/{file}: the rest of the path, percent-decoded, slashes
+     * kept ("vendor/chart.umd.min.js"); "" when it cannot be decoded or is
+     * too long (then no file has that name: 404). */
+    char asset[GP_ROUTE_ASSET_MAX];
 } gp_route_match;
 
 /* Match a raw request path (as sent: percent-encoded, no query string; a
  * "?query" suffix is ignored). Returns m->route (GP_ROUTE_NONE when no route
  * matches). Segments are percent-decoded; a {name} must pass
  * gp_api_valid_name, a {v} must be an integer in 1..INT_MAX, an {id} must be
- * [A-Za-z0-9._-]{1,39}; else m->param_error says which. */
+ * [A-Za-z0-9._-]{1,39}; else m->param_error says which. "/" is the page
+ * and every path under "/ui/" an asset of it (m->asset). */
 gp_route_id gp_route_match_path(const char *path, gp_route_match *m);
 
 /* Verb bit of a method string ("GET" -> GP_VERB_GET, unknown -> OTHER). */

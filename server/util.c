@@ -66,6 +66,85 @@ int gp_bearer_token(const char *header, const char **tok, size_t *toklen)
     return 1;
 }
 
+/* The value of a standard base64 character, or -1. */
+static int base64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Decode src[0..n) (base64, '=' padding optional, only at the end) into
+ * dst; the decoded length, or -1 when it is not base64 or does not fit in
+ * size bytes. */
+static long base64_decode(const char *src, size_t n, char *dst, size_t size)
+{
+    size_t pad = 0;
+    while (pad < 2 && n > 0 && src[n - 1] == '=') {
+        n--;
+        pad++;
+    }
+    if (n % 4 == 1 || (pad > 0 && (n + pad) % 4 != 0))
+        return -1;
+    size_t o = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = base64_value(src[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o >= size)
+                return -1;
+            dst[o++] = (char)((acc >> bits) & 0xffu);
+        }
+    }
+    /* The bits left over must be zero (one encoding per byte string). */
+    if ((acc & ((1u << bits) - 1u)) != 0)
+        return -1;
+    return (long)o;
+}
+
+int gp_basic_password(const char *header, char *buf, size_t size, const char **pw,
+                      size_t *pwlen)
+{
+    if (header == NULL || buf == NULL || size == 0)
+        return 0;
+    while (is_blank(*header))
+        header++;
+    if (!prefix_nocase(header, "basic") || !is_blank(header[5]))
+        return 0;
+    const char *p = header + 5;
+    while (is_blank(*p))
+        p++;
+    size_t n = strlen(p);
+    while (n > 0 && is_blank(p[n - 1]))
+        n--;
+    if (n == 0)
+        return 0;
+    long len = base64_decode(p, n, buf, size - 1);
+    if (len < 0)
+        return 0;
+    buf[len] = '\0';
+    const char *colon = memchr(buf, ':', (size_t)len);
+    if (colon == NULL)
+        return 0;
+    *pw = colon + 1;
+    *pwlen = (size_t)(buf + len - *pw);
+    return 1;
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')

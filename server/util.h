@@ -1,5 +1,5 @@
 /* gpserve server: small pure helpers (no libmicrohttpd): constant-time
- * comparison, bearer-token parsing, percent-decoding, job ids, clocks and
+ * comparison, bearer-token and Basic-password parsing, percent-decoding, job ids, clocks and
  * one-write log lines. */
 #ifndef GP_SERVER_UTIL_H
 #define GP_SERVER_UTIL_H
@@ -16,6 +16,17 @@ int gp_ct_equal(const char *a, size_t alen, const char *b, size_t blen);
  * case-insensitively, blanks around the token ignored). Returns 1 and sets
  * *tok and *toklen, or 0 when the header is NULL, has another scheme or no token. */
 int gp_bearer_token(const char *header, const char **tok, size_t *toklen);
+
+/* The password of an "Authorization: Basic BASE64(user:password)" header
+ * value (RFC 7617; scheme matched case-insensitively, blanks around the
+ * credentials ignored, any user name). The credentials are decoded into
+ * buf[0..size) (standard base64 alphabet, padding optional but never in the
+ * middle). Returns 1 and sets *pw (inside buf) and *pwlen, or 0 when the
+ * header is NULL, has another scheme, is not base64, decodes to more than
+ * size - 1 bytes or holds no ':'. A browser sends this on navigation, where
+ * it cannot send a Bearer token. */
+int gp_basic_password(const char *header, char *buf, size_t size, const char **pw,
+                      size_t *pwlen);
 
 /* Percent-decode src[0..len) into dst (dstsize bytes, NUL-terminated).
  * '+' stays '+' (path segments). Returns the decoded length, or -1 on a bad

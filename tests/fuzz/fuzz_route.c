@@ -1,10 +1,11 @@
 /* libFuzzer target: server route matching (server/route.h) and the small
  * string parsers of server/util.h that see request data: percent-decoding,
- * the bearer token of an Authorization header, the media type of a
+ * the bearer token and the Basic password of an Authorization header, the media type of a
  * Content-Type, and the JSON string scanner used on response bodies.
  * Checks: a matched {name} passes gp_api_valid_name, a {v} is >= 1, an {id}
  * is [A-Za-z0-9._-]{1,39}, a V2 route is marked v2, and every route
- * answers its table lookups. */
+ * answers its table lookups. A /ui/{file} path matches whatever the file
+ * (the handler answers 404). */
 #include "tests/fuzz/fuzz_common.h"
 
 #include "server/route.h"
@@ -79,6 +80,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (gp_bearer_token(s, &tok, &toklen) &&
         (tok < s || toklen == 0 || tok + toklen > s + strlen(s)))
         fail("gp_bearer_token out of the header", s);
+    /* Basic credentials decode into a buffer, never past it; the password
+     * lies inside what was decoded. */
+    char cred[64];
+    const char *pw = NULL;
+    size_t pwlen = 0;
+    if (gp_basic_password(s, cred, sizeof cred, &pw, &pwlen) &&
+        (pw <= cred || pw + pwlen >= cred + sizeof cred || pw[pwlen] != '\0' || pw[-1] != ':'))
+        fail("gp_basic_password out of its buffer", s);
     (void)gp_media_type_is(s, "application/json");
     (void)gp_media_type_is(s, "text/csv");
     char out[256];

@@ -14,7 +14,11 @@ if start_daemon "$T/key.log" --db "$T/key.db" --api-key-file "$T/keyfile" --max-
     check_err "api key: key prefix -> 401" 401 unauthorized - GET /v1/models -H "Authorization: Bearer ${KEY%?}"
     check "api key: Authorization: Bearer KEY -> 200" 200 GET /v1/models -H "Authorization: Bearer $KEY"
     check "api key: /readyz without a key" 200 GET /readyz
-    check_err "api key: other scheme -> 401" 401 unauthorized - GET /v1/models -H "Authorization: Basic $KEY"
+    check_err "api key: Basic with the raw key (not base64) -> 401" 401 unauthorized - GET /v1/models -H "Authorization: Basic $KEY"
+    [ "$(header WWW-Authenticate)" = 'Bearer realm="gpserve"' ]
+    verdict "api key: an API 401 asks for Bearer" $? "'$(header WWW-Authenticate)'"
+    check "api key: the key as a Basic password (curl -u) -> 200" 200 GET /v1/models -u "anyone:$KEY"
+    check_err "api key: a wrong Basic password -> 401" 401 unauthorized - GET /v1/models -u "anyone:${KEY}x"
     check_err "api key: fit without key -> 401" 401 unauthorized - POST $M -H 'Content-Type: application/json' --data-binary "$SINE_BODY"
     check_err "--max-train-points 10: 21 points -> 413" 413 payload_too_large - POST $M \
         -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$SINE_BODY"

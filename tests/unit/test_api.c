@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "core/methods/registry.h"
+#include "api/ui_assets.h"
 #include "core/model/model.h"
 
 #define N 40
@@ -720,6 +721,143 @@ static void test_openapi_matches_file(void **state)
     gp_response_free(&res);
 }
 
+/* ---- the browser view's files (api/ui.c, mk/gen_assets.sh) ---- */
+
+static const char *header_of(const gp_response *res, const char *name)
+{
+    for (size_t i = 0; i < res->n_headers; i++)
+        if (strcmp(res->headers[i].name, name) == 0)
+            return res->headers[i].value;
+    return NULL;
+}
+
+/* Regular, non-hidden files under dir (recursively). */
+static size_t count_files(const char *folder)
+{
+    DIR *d = opendir(folder);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        DIR *sub = opendir(path);
+        if (sub != NULL) {
+            closedir(sub);
+            n += count_files(path);
+        } else {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return text;
+}
+
+/* Every file of web/ is served byte for byte, with its type and headers. */
+static void test_ui_assets_match_files(void **state)
+{
+    (void)state;
+    size_t count = 0;
+    const gp_ui_asset *all = gp_ui_assets(&count);
+    assert_int_equal(count, count_files("web"));
+    const char *must[] = {"index.html", "app.js", "style.css", "vendor/chart.umd.min.js"};
+    for (size_t k = 0; k < sizeof must / sizeof must[0]; k++) {
+        size_t i = 0;
+        while (i < count && strcmp(all[i].path, must[k]) != 0)
+            i++;
+        if (i == count)
+            fail_msg("web/%s is not embedded", must[k]);
+    }
+    for (size_t i = 0; i < count; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "web/%s", all[i].path);
+        size_t len = 0;
+        char *text = read_file(path, &len);
+        gp_response res = {0};
+        gp_api_ui_asset(all[i].path, NULL, &res);
+        expect_status(&res, 200);
+        assert_int_equal(res.body_len, len);
+        assert_memory_equal(res.body, text, len);
+        assert_string_equal(res.content_type, gp_api_ui_content_type(all[i].path));
+        assert_string_equal(header_of(&res, "ETag"), all[i].etag);
+        assert_int_equal(strlen(all[i].etag), 34); /* 32 hex digits, quoted */
+        assert_string_equal(header_of(&res, "Cache-Control"), "no-cache");
+        assert_string_equal(header_of(&res, "X-Content-Type-Options"), "nosniff");
+        const char *csp = header_of(&res, "Content-Security-Policy");
+        assert_non_null(csp);
+        assert_non_null(strstr(csp, "default-src 'self'"));
+        assert_null(strstr(csp, "unsafe"));
+        free(text);
+        gp_response_free(&res);
+    }
+}
+
+static void test_ui_asset_types_etags_and_404(void **state)
+{
+    (void)state;
+    assert_string_equal(gp_api_ui_content_type("index.html"), "text/html; charset=utf-8");
+    assert_string_equal(gp_api_ui_content_type("app.js"), "text/javascript; charset=utf-8");
+    assert_string_equal(gp_api_ui_content_type("vendor/chart.umd.min.js"),
+                        "text/javascript; charset=utf-8");
+    assert_string_equal(gp_api_ui_content_type("style.css"), "text/css; charset=utf-8");
+    assert_string_equal(gp_api_ui_content_type("vendor/LICENSE"), "text/plain; charset=utf-8");
+
+    gp_response res = {0};
+    gp_api_ui_asset("index.html", NULL, &res);
+    expect_status(&res, 200);
+    char etag[64];
+    snprintf(etag, sizeof etag, "%s", header_of(&res, "ETag"));
+    /* the browser's copy is current: 304, no body, the same ETag */
+    char weak[80], list[160];
+    snprintf(weak, sizeof weak, "W/%s", etag);
+    snprintf(list, sizeof list, "\"0123\", %s", etag);
+    const char *current[] = {etag, weak, list, "*"};
+    for (size_t i = 0; i < 4; i++) {
+        gp_api_ui_asset("index.html", current[i], &res);
+        expect_status(&res, 304);
+        assert_int_equal(res.body_len, 0);
+        assert_null(res.body);
+        assert_string_equal(header_of(&res, "ETag"), etag);
+    }
+    /* an older copy, or the tag unquoted: the file again */
+    char bare[64];
+    snprintf(bare, sizeof bare, "%.32s", etag + 1);
+    const char *stale[] = {"\"0123\"", bare, ""};
+    for (size_t i = 0; i < 3; i++) {
+        gp_api_ui_asset("index.html", stale[i], &res);
+        expect_status(&res, 200);
+        assert_true(res.body_len > 0);
+    }
+    /* no such file: 404 in the usual shape; nothing outside the table */
+    const char *missing[] = {"", "nope.js", "../Makefile", "/index.html", "vendor",
+                             "index.html/", "INDEX.HTML"};
+    for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+        gp_api_ui_asset(missing[i], NULL, &res);
+        expect_error(&res, 404, "not_found", "");
+    }
+    gp_api_ui_asset(NULL, NULL, &res);
+    expect_error(&res, 404, "not_found", "");
+    gp_response_free(&res);
+}
+
 /* Capacity 1: two models alternate, each answer still right. */
 static void test_cache_capacity_one(void **state)
 {
@@ -1166,6 +1304,8 @@ int main(void)
         cmocka_unit_test(test_single_leaf_refuses_composite),
         cmocka_unit_test(test_job_budget_from_descriptor),
         cmocka_unit_test(test_openapi_matches_file),
+        cmocka_unit_test(test_ui_assets_match_files),
+        cmocka_unit_test(test_ui_asset_types_etags_and_404),
         cmocka_unit_test(test_cache_capacity_one),
         cmocka_unit_test(test_concurrent_predict),
         cmocka_unit_test(test_batched_calls_match_alone),

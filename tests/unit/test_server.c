@@ -42,16 +42,50 @@ static void test_route_unknown(void **state)
 {
     (void)state;
     gp_route_match m;
-    const char *bad[] = {"",          "healthz",        "/",          "/healthz/",
+    const char *bad[] = {"",          "healthz",        "//",         "/healthz/",
                          "/HEALTHZ",  "/v1",            "/v2/models", "/v1/model",
                          "/v1/jobs",  "/v1/models/a/b", "/v1/models/a/versions",
                          "/v1/models/a/versions/1/x",   "/v1/jobs/a/b",
-                         "/v1/models/a/predict/x/y/z/w", "/metrics/x"};
+                         "/v1/models/a/predict/x/y/z/w", "/metrics/x", "/ui", "/UI/app.js",
+                         "/index.html", "/ui/a/b/c/d/e/f"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(gp_route_match_path(bad[i], &m), GP_ROUTE_NONE);
         assert_int_equal(m.route, GP_ROUTE_NONE);
     }
     assert_int_equal(gp_route_match_path(NULL, &m), GP_ROUTE_NONE);
+}
+
+static void test_route_ui(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    assert_int_equal(gp_route_match_path("/", &m), GP_ROUTE_UI_INDEX);
+    assert_int_equal(gp_route_match_path("/?x=1", &m), GP_ROUTE_UI_INDEX);
+    assert_int_equal(gp_route_match_path("/ui/app.js", &m), GP_ROUTE_UI_ASSET);
+    assert_string_equal(m.asset, "app.js");
+    assert_int_equal(gp_route_match_path("/ui/vendor/chart.umd.min.js?v=2", &m),
+                     GP_ROUTE_UI_ASSET);
+    assert_string_equal(m.asset, "vendor/chart.umd.min.js");
+    assert_int_equal(gp_route_match_path("/ui/style%2Ecss", &m), GP_ROUTE_UI_ASSET);
+    assert_string_equal(m.asset, "style.css");
+    /* matched, but no file has these names: the handler answers 404 */
+    assert_int_equal(gp_route_match_path("/ui/", &m), GP_ROUTE_UI_ASSET);
+    assert_string_equal(m.asset, "");
+    assert_int_equal(gp_route_match_path("/ui/%zz", &m), GP_ROUTE_UI_ASSET);
+    assert_string_equal(m.asset, "");
+    char longp[300] = "/ui/";
+    memset(longp + 4, 'a', 200);
+    longp[204] = '\0';
+    assert_int_equal(gp_route_match_path(longp, &m), GP_ROUTE_UI_ASSET);
+    assert_string_equal(m.asset, "");
+    assert_string_equal(gp_route_pattern(GP_ROUTE_UI_INDEX), "/");
+    assert_string_equal(gp_route_pattern(GP_ROUTE_UI_ASSET), "/ui/{file}");
+    assert_string_equal(gp_route_allow(GP_ROUTE_UI_ASSET), "GET, HEAD");
+    assert_int_equal(gp_route_verbs(GP_ROUTE_UI_INDEX), GP_VERB_GET);
+    /* the same auth rules as the API */
+    assert_true(gp_route_needs_auth(GP_ROUTE_UI_INDEX));
+    assert_true(gp_route_needs_auth(GP_ROUTE_UI_ASSET));
+    assert_int_equal(gp_route_body_types(GP_ROUTE_UI_INDEX, GP_VERB_POST), 0);
 }
 
 static void test_route_names(void **state)
@@ -496,6 +530,62 @@ static void test_bearer(void **state)
     assert_false(gp_bearer_token("Bearer", &tok, &n));
     assert_false(gp_bearer_token("Bearer   ", &tok, &n));
     assert_false(gp_bearer_token("Bearerabc", &tok, &n));
+}
+
+static void test_basic_password(void **state)
+{
+    (void)state;
+    char buf[64];
+    const char *pw;
+    size_t n;
+    /* "user:test-key-0123456789" */
+    assert_true(gp_basic_password("Basic dXNlcjp0ZXN0LWtleS0wMTIzNDU2Nzg5", buf, sizeof buf,
+                                  &pw, &n));
+    assert_int_equal(n, 19);
+    assert_memory_equal(pw, "test-key-0123456789", 19);
+    /* an empty user name; scheme case and blanks; a colon inside the password */
+    assert_true(gp_basic_password("  bAsIc   OmE6Yg==  ", buf, sizeof buf, &pw, &n)); /* ":a:b" */
+    assert_int_equal(n, 3);
+    assert_memory_equal(pw, "a:b", 3);
+    /* padding may be left out */
+    assert_true(gp_basic_password("Basic OmE6Yg", buf, sizeof buf, &pw, &n));
+    assert_int_equal(n, 3);
+    /* an empty password */
+    assert_true(gp_basic_password("Basic dTo=", buf, sizeof buf, &pw, &n)); /* "u:" */
+    assert_int_equal(n, 0);
+    /* one to three bytes after the last full group */
+    assert_true(gp_basic_password("Basic YTpi", buf, sizeof buf, &pw, &n)); /* "a:b" */
+    assert_int_equal(n, 1);
+    assert_memory_equal(pw, "b", 1);
+    assert_true(gp_basic_password("Basic YTpiYw==", buf, sizeof buf, &pw, &n)); /* "a:bc" */
+    assert_int_equal(n, 2);
+    assert_true(gp_basic_password("Basic YTpiY2Q=", buf, sizeof buf, &pw, &n)); /* "a:bcd" */
+    assert_int_equal(n, 3);
+    assert_memory_equal(pw, "bcd", 3);
+    /* + and / of the standard alphabet: "?>:?>" is Pz46Pz4= */
+    assert_true(gp_basic_password("Basic Pz46Pz4=", buf, sizeof buf, &pw, &n));
+    assert_memory_equal(pw, "?>", 2);
+    assert_true(gp_basic_password("Basic +/8=", buf, sizeof buf, &pw, &n) == 0); /* no colon */
+
+    assert_false(gp_basic_password(NULL, buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Bearer dXNlcjpwdw==", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic    ", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("BasicdXNlcjpwdw==", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic dXNlcg==", buf, sizeof buf, &pw, &n)); /* "user" */
+    /* not base64: other alphabets, padding inside, wrong lengths, stray bits */
+    assert_false(gp_basic_password("Basic test-key-0123456789", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic dXNl_jpwdw==", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic dX=lcjpwdw==", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic dXNlcjpwd", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic YTpiYw=", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic YTpiYw===", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic YTpiYx==", buf, sizeof buf, &pw, &n));
+    assert_false(gp_basic_password("Basic dXNl cjpwdw==", buf, sizeof buf, &pw, &n));
+    /* too long for the buffer: refused, never cut */
+    char small[4];
+    assert_false(gp_basic_password("Basic YTpiY2Q=", small, sizeof small, &pw, &n));
+    assert_true(gp_basic_password("Basic YTpi", small, sizeof small, &pw, &n));
 }
 
 static void test_percent_decode_and_media(void **state)
@@ -1228,6 +1318,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_static),
         cmocka_unit_test(test_route_unknown),
+        cmocka_unit_test(test_route_ui),
         cmocka_unit_test(test_route_names),
         cmocka_unit_test(test_route_versions_and_jobs),
         cmocka_unit_test(test_route_table),
@@ -1241,6 +1332,7 @@ int main(void)
         cmocka_unit_test(test_api_key_file),
         cmocka_unit_test(test_ct_equal),
         cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_basic_password),
         cmocka_unit_test(test_percent_decode_and_media),
         cmocka_unit_test(test_job_id_and_json_scan),
         cmocka_unit_test(test_metrics_render),
