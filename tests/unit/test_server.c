@@ -272,7 +272,7 @@ static void test_route_v2_table(void **state)
     /* health is open like /healthz and /readyz; everything else needs the key */
     assert_false(gp_route_needs_auth(GP_ROUTE_V2_LIVE));
     assert_false(gp_route_needs_auth(GP_ROUTE_V2_READY));
-    for (int r = GP_ROUTE_V2_SERVER; r < GP_ROUTE_COUNT; r++) {
+    for (int r = GP_ROUTE_V2_SERVER; r <= GP_ROUTE_V2_VERSION_INFER; r++) {
         if (r != GP_ROUTE_V2_LIVE && r != GP_ROUTE_V2_READY)
             assert_true(gp_route_needs_auth((gp_route_id)r));
         /* every pattern is a /v2 path the matcher takes back to its route */
