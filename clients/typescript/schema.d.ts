@@ -4,6 +4,46 @@
  */
 
 export interface paths {
+    "/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The browser view (web/index.html)
+         * @description The page of the browser view: the models, a fit form and plots of the posterior, all read through this API. With an API key, a browser sends it as the password of HTTP Basic auth (any user name); a 401 here asks for it with a Basic challenge.
+         */
+        get: operations["uiIndex"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ui/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A file of the page (app.js, style.css, vendor/chart.umd.min.js, ...). */
+                file: string;
+            };
+            cookie?: never;
+        };
+        /** A file of the browser view (web/FILE, embedded in the binary) */
+        get: operations["uiAsset"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1687,7 +1727,18 @@ export interface components {
         /** @description unauthorized, the API key is missing or wrong. */
         Unauthorized: {
             headers: {
-                /** @description Bearer */
+                /** @description Bearer realm="gpserve" */
+                "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description unauthorized, the API key is missing or wrong; the challenge asks a browser for it as a Basic password. */
+        UnauthorizedBrowser: {
+            headers: {
+                /** @description Basic realm="gpserve", charset="UTF-8" */
                 "WWW-Authenticate"?: string;
                 [name: string]: unknown;
             };
@@ -1818,7 +1869,7 @@ export interface components {
         /** @description The API key is missing or wrong. */
         V2Unauthorized: {
             headers: {
-                /** @description Bearer */
+                /** @description Bearer realm="gpserve" */
                 "WWW-Authenticate"?: string;
                 [name: string]: unknown;
             };
@@ -1922,6 +1973,75 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    uiIndex: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page, with a strict Content-Security-Policy and an ETag. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Not modified (If-None-Match named the page's ETag). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["UnauthorizedBrowser"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    uiAsset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A file of the page (app.js, style.css, vendor/chart.umd.min.js, ...). */
+                file: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file, with its content type and an ETag. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/javascript": string;
+                    "text/css": string;
+                    "image/svg+xml": string;
+                    "text/markdown": string;
+                };
+            };
+            /** @description Not modified (If-None-Match named the file's ETag). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["UnauthorizedBrowser"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
     health: {
         parameters: {
             query?: never;

@@ -242,8 +242,8 @@ if start_daemon "$T/oipkey.log" --db "$T/oipkey.db" --api-key-file "$T/oipkey" -
     check "key: /v2/health/live without the key" 200 GET /v2/health/live
     check "key: /v2/health/ready without the key" 200 GET /v2/health/ready
     oip_err "key: /v2 without the key: 401" 401 "API key" GET /v2
-    [ "$(header WWW-Authenticate)" = Bearer ]
-    verdict "key: 401 carries WWW-Authenticate: Bearer" $? "'$(header WWW-Authenticate)'"
+    [ "$(header WWW-Authenticate)" = 'Bearer realm="gpserve"' ]
+    verdict "key: 401 carries WWW-Authenticate: Bearer realm=\"gpserve\"" $? "'$(header WWW-Authenticate)'"
     oip_err "key: model metadata without the key: 401" 401 "API key" GET /v2/models/sine
     oip_err "key: infer with a wrong key: 401" 401 "API key" POST /v2/models/sine/infer \
         -H 'Authorization: Bearer wrong' -H 'Content-Type: application/json' --data-binary "$(infer_json '[1,1]' '[1]')"

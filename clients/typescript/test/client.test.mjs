@@ -360,7 +360,7 @@ test("auth: without the key 401, with it 200; /healthz open", { skip: noAuth }, 
     const denied = await anonymous.GET("/v1/models");
     assert.equal(denied.response.status, 401);
     assert.equal(denied.error?.error.code, "unauthorized");
-    assert.equal(denied.response.headers.get("WWW-Authenticate"), "Bearer");
+    assert.equal(denied.response.headers.get("WWW-Authenticate"), 'Bearer realm="gpserve"');
     const wrong = await createClient({ baseUrl: base, apiKey: `${AUTH_KEY}-wrong` }).GET("/v1/models");
     assert.equal(wrong.response.status, 401);
     const open = await anonymous.GET("/healthz");
