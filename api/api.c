@@ -112,7 +112,7 @@ void gp_api_get_stats(gp_api *api, gp_api_stats *out)
     out->models_loaded = gp_cache_size(api);
 }
 
-static void respond_text(gp_response *out, int status, const char *text)
+void gp_api_respond_text(gp_response *out, int status, const char *text)
 {
     size_t n = strlen(text);
     free(out->body);
@@ -130,13 +130,13 @@ static void respond_text(gp_response *out, int status, const char *text)
 
 void gp_api_health(gp_response *out)
 {
-    respond_text(out, 200, "{\"status\":\"ok\"}");
+    gp_api_respond_text(out, 200, "{\"status\":\"ok\"}");
 }
 
 void gp_api_readiness(gp_api *api, gp_response *out)
 {
     if (gp_api_ready(api))
-        respond_text(out, 200, "{\"status\":\"ready\"}");
+        gp_api_respond_text(out, 200, "{\"status\":\"ready\"}");
     else
         gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
 }

@@ -91,6 +91,8 @@ void gp_buf_json_array(gp_buf *b, const double *v, size_t n, size_t stride);
 /* Hand the buffer to a response (status, application/json); on allocation
  * failure the response becomes a 500. */
 void gp_buf_respond(gp_buf *b, int status, gp_response *out);
+/* A JSON answer whose body is a copy of text (out of memory: the catalogue's 500). */
+void gp_api_respond_text(gp_response *out, int status, const char *text);
 /* Shortest "%.*g" text of v that reads back as v (e.g. "0.05"). */
 void gp_format_shortest(double v, char *out, size_t len);
 

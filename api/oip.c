@@ -142,29 +142,21 @@ void gp_api_oip_error(gp_response *res)
 
 /* ---- health and server metadata ---- */
 
-static void respond_literal(gp_response *out, int status, const char *text)
-{
-    gp_buf b;
-    gp_buf_init(&b);
-    gp_buf_puts(&b, text);
-    gp_buf_respond(&b, status, out);
-}
-
 void gp_api_oip_server_metadata(gp_response *out)
 {
-    respond_literal(out, 200,
+    gp_api_respond_text(out, 200,
                     "{\"name\":\"gpserve\",\"version\":\"" SERVER_VERSION "\",\"extensions\":[]}");
 }
 
 void gp_api_oip_live(gp_response *out)
 {
-    respond_literal(out, 200, "{\"live\":true}");
+    gp_api_respond_text(out, 200, "{\"live\":true}");
 }
 
 void gp_api_oip_ready(gp_api *api, gp_response *out)
 {
     if (gp_api_ready(api))
-        respond_literal(out, 200, "{\"ready\":true}");
+        gp_api_respond_text(out, 200, "{\"ready\":true}");
     else
         gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
 }

@@ -45,25 +45,35 @@ static int prefix_nocase(const char *s, const char *prefix)
     return 1;
 }
 
-int gp_bearer_token(const char *header, const char **tok, size_t *toklen)
+/* The credentials of an Authorization header value of this scheme (matched
+ * case-insensitively, blanks around them cut): 1 with *cred and *n, or 0 for
+ * a NULL header, another scheme or no credentials. */
+static int auth_credentials(const char *header, const char *scheme, const char **cred,
+                            size_t *n)
 {
     if (header == NULL)
         return 0;
     while (is_blank(*header))
         header++;
-    if (!prefix_nocase(header, "bearer") || !is_blank(header[6]))
+    size_t k = strlen(scheme);
+    if (!prefix_nocase(header, scheme) || !is_blank(header[k]))
         return 0;
-    const char *p = header + 6;
+    const char *p = header + k;
     while (is_blank(*p))
         p++;
-    size_t n = strlen(p);
-    while (n > 0 && is_blank(p[n - 1]))
-        n--;
-    if (n == 0)
+    size_t len = strlen(p);
+    while (len > 0 && is_blank(p[len - 1]))
+        len--;
+    if (len == 0)
         return 0;
-    *tok = p;
-    *toklen = n;
+    *cred = p;
+    *n = len;
     return 1;
+}
+
+int gp_bearer_token(const char *header, const char **tok, size_t *toklen)
+{
+    return auth_credentials(header, "bearer", tok, toklen);
 }
 
 /* The value of a standard base64 character, or -1. */
@@ -119,19 +129,9 @@ static long base64_decode(const char *src, size_t n, char *dst, size_t size)
 int gp_basic_password(const char *header, char *buf, size_t size, const char **pw,
                       size_t *pwlen)
 {
-    if (header == NULL || buf == NULL || size == 0)
-        return 0;
-    while (is_blank(*header))
-        header++;
-    if (!prefix_nocase(header, "basic") || !is_blank(header[5]))
-        return 0;
-    const char *p = header + 5;
-    while (is_blank(*p))
-        p++;
-    size_t n = strlen(p);
-    while (n > 0 && is_blank(p[n - 1]))
-        n--;
-    if (n == 0)
+    const char *p = NULL;
+    size_t n = 0;
+    if (buf == NULL || size == 0 || !auth_credentials(header, "basic", &p, &n))
         return 0;
     long len = base64_decode(p, n, buf, size - 1);
     if (len < 0)

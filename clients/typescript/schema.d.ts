@@ -459,6 +459,16 @@ export interface components {
         V2Error: {
             error: string;
         };
+        V2Live: {
+            live: boolean;
+        };
+        V2Ready: {
+            ready: boolean;
+        };
+        V2ModelReady: {
+            name: string;
+            ready: boolean;
+        };
         V2ServerMetadata: {
             /** @example gpserve */
             name: string;
@@ -2610,12 +2620,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The process answers (empty body). */
+            /** @description The process answers. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["V2Live"];
+                };
             };
             "4XX": components["responses"]["V2ClientError"];
         };
@@ -2629,12 +2641,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Ready for inference (the same readiness as /readyz; empty body). */
+            /** @description Ready for inference (the same readiness as /readyz). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["V2Ready"];
+                };
             };
             503: components["responses"]["V2ServerError"];
             "4XX": components["responses"]["V2ClientError"];
@@ -2679,12 +2693,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The model loads and serves (empty body). */
+            /** @description The model loads and serves. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["V2ModelReady"];
+                };
             };
             401: components["responses"]["V2Unauthorized"];
             404: components["responses"]["V2NotFound"];
@@ -2757,12 +2773,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description That version loads and serves (empty body). */
+            /** @description That version loads and serves. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["V2ModelReady"];
+                };
             };
             401: components["responses"]["V2Unauthorized"];
             404: components["responses"]["V2NotFound"];

@@ -141,6 +141,13 @@ inside() {
         else
             fail "predict" "status $ST: $(head -c 300 "$W/body3")"
         fi
+        # The browser view is embedded in the image's binary, byte for byte web/.
+        req GET /ui/app.js 4
+        if [ "$ST" = 200 ] && cmp -s "$W/body4" "$ROOT/web/app.js"; then
+            pass "GET /ui/app.js: 200, the browser view's web/app.js byte for byte"
+        else
+            fail "GET /ui/app.js" "status $ST, $(wc -c <"$W/body4") bytes"
+        fi
         stop_image "first daemon"
         db=${SMOKE_DB:-}
         if [ -n "$db" ] && [ -s "$W/data/${db#"$SMOKE_VOLUME"/}" ]; then
