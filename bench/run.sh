@@ -189,6 +189,10 @@ fi
 # The HTTP service against scikit-learn behind Flask/gunicorn (wrk on loopback).
 # shellcheck disable=SC2086
 sh bench/http/run.sh "$BUILD" $EXTRA || status=1
+# The Open Inference Protocol V2, the Python client and the browser view's
+# files against v1 predict (bench/results/protocols.md).
+# shellcheck disable=SC2086
+sh bench/http/protocols.sh "$BUILD" $EXTRA || status=1
 
 # The batch-invariant triangular solve behind exact's predictions against
 # OpenBLAS's dtrsv/dtrsm (bench/results/trsolve.md).

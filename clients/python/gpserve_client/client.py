@@ -10,6 +10,7 @@ Fields left as None are not sent, so the daemon's defaults apply.
 import http.client
 import json
 import socket
+import threading
 import time
 import urllib.parse
 
@@ -80,8 +81,11 @@ class Client:
     optional path prefix); ``api_key`` is sent as ``Authorization: Bearer``;
     ``timeout`` is the socket timeout of every request in seconds (a
     synchronous fit may take a while: pass ``timeout=`` to ``fit`` or use
-    ``fit_async``).  The client keeps no connection open between requests, so
-    one instance may be shared by threads.
+    ``fit_async``).  Each thread that uses the client keeps one connection
+    to the daemon open between its requests (HTTP keep-alive: half the cost of
+    a small request is a new connection), so one instance may be shared by
+    threads; ``close()`` closes the calling thread's connection, and a
+    connection the daemon closed while idle is replaced, once, by a new one.
     """
 
     def __init__(self, url=DEFAULT_URL, api_key=None, timeout=60.0):
@@ -95,6 +99,43 @@ class Client:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
+        self._local = threading.local()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["_local"]                       # connections stay with their process
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Close the calling thread's kept-alive connection (the next request
+        opens a new one)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    def _connection(self, timeout):
+        """The calling thread's connection, and whether it is new."""
+        conn = getattr(self._local, "conn", None)
+        fresh = conn is None
+        if fresh:
+            conn_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = conn_class(self._host, self._port, timeout=timeout)
+            self._local.conn = conn
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn, fresh
 
     def __repr__(self):
         return "Client(%r%s)" % (self.url, ", api_key=***" if self.api_key else "")
@@ -122,22 +163,32 @@ class Client:
             else:
                 data = encode_json(body)
             headers["Content-Type"] = content_type
-        conn_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = conn_class(self._host, self._port,
-                          timeout=self.timeout if timeout is None else timeout)
-        try:
-            conn.request(method, target, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-            status = resp.status
-            resp_headers = {k.lower(): v for k, v in resp.getheaders()}
-        except socket.timeout as exc:
-            raise errors.TransportTimeout("%s %s: no answer within %s s" % (
-                method, path, self.timeout if timeout is None else timeout)) from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise errors.TransportError("%s %s: %s" % (method, path, exc)) from exc
-        finally:
-            conn.close()
+        wait = self.timeout if timeout is None else timeout
+        for attempt in (0, 1):
+            conn, fresh = self._connection(wait)
+            try:
+                conn.request(method, target, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                status = resp.status
+                resp_headers = {k.lower(): v for k, v in resp.getheaders()}
+                if resp.will_close:
+                    self.close()
+                break
+            except socket.timeout as exc:
+                self.close()
+                raise errors.TransportTimeout("%s %s: no answer within %s s" % (
+                    method, path, wait)) from exc
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                # RemoteDisconnected is a ConnectionResetError: a kept-alive
+                # connection the daemon closed while idle (--timeout) fails at
+                # once, before the daemon read the request; try once more anew.
+                self.close()
+                if fresh or attempt:
+                    raise errors.TransportError("%s %s: %s" % (method, path, exc)) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                raise errors.TransportError("%s %s: %s" % (method, path, exc)) from exc
         if 200 <= status < 300:
             return Response(status, resp_headers, raw)
         raise self._error(status, resp_headers, raw)

@@ -133,7 +133,19 @@ class _GPServeEstimator:
     # ---------------------------------------------------------- daemon
 
     def _client(self):
-        return Client(self.url, api_key=self.api_key, timeout=self.timeout)
+        """A client of the current url, key and timeout, kept between calls
+        (so its kept-alive connections are too); never pickled or cloned."""
+        key = (self.url, self.api_key, self.timeout)
+        cached = self.__dict__.get("_client_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, Client(self.url, api_key=self.api_key, timeout=self.timeout))
+            self.__dict__["_client_cache"] = cached
+        return cached[1]
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_client_cache", None)
+        return state
 
     def _check_fitted(self):
         if not hasattr(self, "version_"):

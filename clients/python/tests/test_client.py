@@ -23,6 +23,26 @@ class ServiceTest(unittest.TestCase):
         self.assertIn("gpserve_http_requests_total", self.client.metrics())
         self.assertTrue(self.client.openapi().startswith("openapi: 3"))
 
+    def test_keepalive_connection_reused_and_replaced(self):
+        # One kept-alive connection per thread, reused; one the daemon closed
+        # (here: this side shut down) is replaced by a new one, once.
+        self.client.health()
+        conn = self.client._local.conn
+        self.assertIsNotNone(conn)
+        self.client.health()
+        self.assertIs(self.client._local.conn, conn)
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        self.assertEqual(self.client.health(), {"status": "ok"})
+        self.assertIsNot(self.client._local.conn, conn)
+        # Threads have their own connections.
+        seen = []
+        t = threading.Thread(target=lambda: (self.client.health(), seen.append(self.client._local.conn)))
+        t.start()
+        t.join()
+        self.assertIsNot(seen[0], self.client._local.conn)
+        self.client.close()
+        self.assertIsNone(self.client._local.conn)
+
     def test_methods_listing(self):
         methods = {m["name"]: m for m in self.client.methods()}
         self.assertEqual(methods, {m["name"]: m for m in raw_ok("GET", "/v1/methods")["methods"]})
