@@ -28,6 +28,9 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
+
+/* The SQLite handle of a store connection (these tests inspect it). */
+#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
 
 static int group_setup(void **state)
@@ -1055,9 +1058,9 @@ static void test_waits_for_write_lock(void **state)
  * (checked between calls: a read left open would pin an old snapshot). */
 static void assert_reader_idle(gp_store *s)
 {
-    assert_int_equal(sqlite3_get_autocommit(s->r->db), 1);
-    for (sqlite3_stmt *st = sqlite3_next_stmt(s->r->db, NULL); st != NULL;
-         st = sqlite3_next_stmt(s->r->db, st))
+    assert_int_equal(sqlite3_get_autocommit(SQ(s->r)), 1);
+    for (sqlite3_stmt *st = sqlite3_next_stmt(SQ(s->r), NULL); st != NULL;
+         st = sqlite3_next_stmt(SQ(s->r), st))
         assert_int_equal(sqlite3_stmt_busy(st), 0);
 }
 
@@ -1066,7 +1069,7 @@ static void assert_reader_idle(gp_store *s)
 static long long writer_int(gp_store *s, const char *sql, int64_t param)
 {
     sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(s->w->db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(SQ(s->w), sql, -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_bind_int64(st, 1, param), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     long long v = sqlite3_column_int64(st, 0);
@@ -1145,7 +1148,7 @@ static void *check_committed_main(void *arg)
 static void assert_writer_busy(gp_store *s)
 {
     assert_int_equal(pthread_mutex_trylock(&s->w->mu), EBUSY);
-    assert_int_equal(sqlite3_get_autocommit(s->w->db), 0);
+    assert_int_equal(sqlite3_get_autocommit(SQ(s->w)), 0);
     assert_int_equal(pthread_mutex_trylock(&s->r->mu), 0);
     pthread_mutex_unlock(&s->r->mu);
 }
@@ -1210,7 +1213,7 @@ static void test_reads_during_write(void **state)
      * save, delete or job update would) that changes the job and deletes the
      * model: reads still see the committed state. */
     pthread_mutex_lock(&s->w->mu);
-    assert_int_equal(sqlite3_exec(s->w->db,
+    assert_int_equal(sqlite3_exec(SQ(s->w),
                                   "BEGIN IMMEDIATE;"
                                   " UPDATE jobs SET status = 'succeeded' WHERE id = 'j1';"
                                   " DELETE FROM models WHERE name = 'm';",
@@ -1223,7 +1226,7 @@ static void test_reads_during_write(void **state)
     assert_int_equal(pthread_create(&th, NULL, check_committed_main, &c), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_int_equal(c.checks, 2);
-    assert_int_equal(sqlite3_exec(s->w->db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(SQ(s->w), "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     pthread_mutex_unlock(&s->w->mu);
     /* After the commit the reads see the change. */
     gp_job_row jr;
@@ -1274,7 +1277,7 @@ static void test_reader_is_read_only(void **state)
 {
     (void)state;
     gp_store *s = sf_open_store("readonly.db");
-    assert_int_equal(sqlite3_exec(s->r->db, "INSERT INTO jobs(id, status) VALUES('x', 'queued')",
+    assert_int_equal(sqlite3_exec(SQ(s->r), "INSERT INTO jobs(id, status) VALUES('x', 'queued')",
                                   NULL, NULL, NULL) &
                          0xff,
                      SQLITE_READONLY);

@@ -35,6 +35,9 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
+
+/* The SQLite handle of a store connection (these tests inspect it). */
+#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
 
 static int group_setup(void **state)
@@ -238,13 +241,13 @@ static void test_schema_v3(void **state)
     assert_ptr_not_equal(s->log, s->w);
     for (int i = 0; i < 3; i++) {
         sqlite3_stmt *st = NULL;
-        assert_int_equal(sqlite3_prepare_v2(conns[i]->db, "PRAGMA foreign_keys", -1, &st, NULL),
+        assert_int_equal(sqlite3_prepare_v2(SQ(conns[i]), "PRAGMA foreign_keys", -1, &st, NULL),
                          SQLITE_OK);
         assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(st, 0), 1);
         sqlite3_finalize(st);
         if (i > 0)
-            assert_int_equal(sqlite3_exec(conns[i]->db, "DELETE FROM observations", NULL, NULL,
+            assert_int_equal(sqlite3_exec(SQ(conns[i]), "DELETE FROM observations", NULL, NULL,
                                           NULL) & 0xff,
                              SQLITE_READONLY);
     }
@@ -1209,7 +1212,7 @@ static void test_observe_timing(void **state)
     const long long before = file_bytes(path);
     time_observes(s, "t2", "k=1 d=4, info 64 KB", 10000, 65536, NULL, 0);
     /* Size of the log: checkpoint the WAL into the file and compare. */
-    sqlite3_exec(s->w->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_exec(SQ(s->w), "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     print_message("  file: %lld bytes after t1, %lld after t2 (~%lld bytes per 1-row entry"
                   " incl. the checkpointed row rewrites)\n",
                   before, file_bytes(path), (file_bytes(path) - before) / 10000);
@@ -1247,7 +1250,7 @@ static void test_observe_timing(void **state)
     print_message("  gp_store_load_snapshot of 5 MB: %.2f ms\n", 1e3 * (now_s() - t0) / 20);
 
     /* What a per-commit fsync (power-loss durability) would cost. */
-    assert_int_equal(sqlite3_exec(s->w->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL),
+    assert_int_equal(sqlite3_exec(SQ(s->w), "PRAGMA synchronous = FULL", NULL, NULL, NULL),
                      SQLITE_OK);
     time_observes(s, "t5", "k=1 d=4, info 2 KB, synchronous = FULL", 2000, 2048, NULL, 0);
     gp_state_free(&snap);
