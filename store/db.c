@@ -24,8 +24,7 @@ static int is_pg_url(const char *target)
 
 const gp_db_driver *gp_db_driver_for(const char *target)
 {
-    (void)is_pg_url(target);
-    return &gp_db_sqlite_driver;
+    return is_pg_url(target) ? &gp_db_pg_driver : &gp_db_sqlite_driver;
 }
 
 /* Append text[0..n) to out (of size size, *len used), truncating. */

@@ -284,6 +284,11 @@ fail:
     return code;
 }
 
+void gp_store_redact(const char *path, char *out, size_t size)
+{
+    gp_db_redact(path, out, size);
+}
+
 void gp_store_close(gp_store *store)
 {
     if (store == NULL)
