@@ -1,5 +1,9 @@
-/* gpserve store: SQLite persistence of fitted models (as named arrays), the
- * observation logs of online models, and jobs.
+/* gpserve store: persistence of fitted models (as named arrays), the
+ * observation logs of online models, and jobs, in a SQLite file or a
+ * PostgreSQL database (a postgresql:// URL; store/db.h, db_pg.c: the same
+ * transactions with PostgreSQL's row and advisory locks where SQLite's write
+ * lock serialised writers; what follows says SQLite, and holds for both but
+ * where docs/design/storage.md, "Two back ends", says otherwise).
  *
  * SQLite in WAL mode, foreign_keys=ON, a busy timeout, prepared statements
  * only, schema version in PRAGMA user_version with forward migrations. One
