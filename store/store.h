@@ -323,10 +323,10 @@ int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uin
 #define GP_STORE_PART_BYTES ((size_t)256 << 20)
 
 /* Test hook: split arrays into parts of `bytes` (rounded down to a multiple of
- * 8, at least 8, at most what SQLite's length limit allows; 0 restores
- * GP_STORE_PART_BYTES) for this handle's later writes of arrays (saves, job
- * requests, log entries, snapshots). Loading accepts parts of any sizes
- * (multiples of 8) that add up. */
+ * 8, at least 8, at most what the back end allows: SQLite's length limit,
+ * PostgreSQL's 1 GB field; 0 restores GP_STORE_PART_BYTES) for this handle's
+ * later writes of arrays (saves, job requests, log entries, snapshots).
+ * Loading accepts parts of any sizes (multiples of 8) that add up. */
 void gp_store_set_part_bytes(gp_store *store, size_t bytes);
 
 /* Current UTC time as ISO 8601 with seconds ("2026-11-21T06:12:20Z"). */

@@ -151,7 +151,7 @@ static inline int sf_teardown_pg(void **state)
     char sql[512];
     snprintf(sql, sizeof sql,
              "DO $$ DECLARE r record; BEGIN FOR r IN SELECT nspname FROM pg_namespace"
-             " WHERE nspname LIKE '%s%%' LOOP EXECUTE 'DROP SCHEMA ' ||"
+             " WHERE starts_with(nspname, '%s') LOOP EXECUTE 'DROP SCHEMA ' ||"
              " quote_ident(r.nspname) || ' CASCADE'; END LOOP; END $$",
              sf_schema_prefix);
     PGconn *c = PQconnectdb(sf_pg_url);
