@@ -189,7 +189,7 @@ FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -g -O1 $(FUZZ_SAN) \
-                -fsanitize=fuzzer-no-link -I. -MMD -MP
+                -fsanitize=fuzzer-no-link -I. $(PQ_CFLAGS) -MMD -MP
 FUZZ_LDFLAGS := $(FUZZ_SAN) -fsanitize=fuzzer
 FUZZ_LIB_SRC := $(core_SRC) $(store_SRC) $(api_SRC) \
                 $(wildcard server/route.c server/util.c)
