@@ -1576,6 +1576,29 @@ static void test_durable_job_claims(void **state)
     assert_int_equal(gp_store_job_release(s, "c1", "H", &err), GP_OK);
     assert_job_status(s, "c1", "queued");
     assert_int_equal(sf_raw_int(path, "SELECT attempts FROM jobs WHERE id = 'c1'", NULL), 0);
+    /* Claimable at once; its pending cancel request is carried out by the claimer. */
+    assert_int_equal(gp_store_job_claim(s2, "J", 100.0, 1e12, 3, "{}", &row, &outcome, &err),
+                     GP_OK);
+    assert_int_equal(outcome, GP_JOB_CLAIM_CANCELLED);
+    assert_string_equal(row.id, "c1");
+    gp_job_row_free(&row);
+    assert_job_status(s, "c1", "cancelled");
+
+    /* Expire: the lease of a holder known dead ends at once (only its own). */
+    create_job(s, "e1", "K", 1e12, &req);
+    gp_state_free(&req);
+    assert_int_equal(gp_store_job_expire(s, "e1", "not-K", &err), GP_OK);
+    assert_int_equal(gp_store_job_claim(s2, "L", 100.0, 1e12, 3, "{}", &row, &outcome, &err),
+                     GP_OK);
+    assert_int_equal(outcome, GP_JOB_CLAIM_NONE);
+    assert_int_equal(gp_store_job_expire(s, "e1", "K", &err), GP_OK);
+    assert_int_equal(gp_store_job_claim(s2, "L", 100.0, 1e12, 3, "{}", &row, &outcome, &err),
+                     GP_OK);
+    assert_int_equal(outcome, GP_JOB_CLAIMED);
+    assert_string_equal(row.id, "e1");
+    gp_job_row_free(&row);
+    assert_int_equal(update_as(s, "e1", "K", "running", 1), GP_ECONFLICT);
+    assert_int_equal(update_as(s, "e1", "L", "running", 1), GP_OK);
     gp_store_close(s2);
     gp_store_close(s);
 }
