@@ -20,14 +20,18 @@ SANFLAGS :=
 OPT     := -O2 -g
 endif
 
+# libpq, the PostgreSQL back end of the store (store/db_pg.c); only store/
+# (and the store's tests) include its header (mk/check_layers.sh).
+PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
            -Wstrict-prototypes -Wmissing-prototypes \
-           $(OPT) $(SANFLAGS) -I. -MMD -MP
+           $(OPT) $(SANFLAGS) -I. $(PQ_CFLAGS) -MMD -MP
 LDFLAGS := $(SANFLAGS)
 # OpenBLAS provides CBLAS (and LAPACK through Debian's alternatives); LAPACKE is its own library.
 BLAS_LIBS := -llapacke -lopenblas -lm
 CORE_LIBS := $(BLAS_LIBS) -lpthread
-SERVICE_LIBS := -lmicrohttpd -ljansson -lsqlite3
+SERVICE_LIBS := -lmicrohttpd -ljansson -lsqlite3 $(PQ_LIBS)
 TEST_LIBS := -lcmocka
 
 # OpenBLAS worker threads spin for 2^28 cycles (~0.1 s) after every call and

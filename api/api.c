@@ -90,6 +90,11 @@ void gp_api_close(gp_api *api)
     free(api);
 }
 
+void gp_api_redact_db(const char *db, char *out, size_t size)
+{
+    gp_store_redact(db, out, size);
+}
+
 int gp_api_ready(gp_api *api)
 {
     if (api == NULL || api->store == NULL)

@@ -23,7 +23,7 @@
 
 /* ---- configuration (flags / environment, set once at start-up) ---- */
 typedef struct gp_api_config {
-    const char *db_path;          /* SQLite file; default "./gpserve.db" */
+    const char *db_path;          /* SQLite file or postgresql:// URL; default "./gpserve.db" */
     size_t max_train_points;      /* N cap of methods that build N x N matrices; default 20000 */
     size_t max_points;            /* rows of X in one fit/predict/sample request; default 1000000 */
     size_t max_input_dim;         /* input columns of a fit; default 1000 */
@@ -44,6 +44,8 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err);
 void gp_api_close(gp_api *api);
 /* 1 when the store is open and answers. */
 int gp_api_ready(gp_api *api);
+/* db (a db_path) as it may be logged: a PostgreSQL URL's password hidden. */
+void gp_api_redact_db(const char *db, char *out, size_t size);
 
 /* ---- requests and responses ---- */
 typedef struct gp_query_param {

@@ -2,7 +2,8 @@
 # The include rules of the architecture (ARCHITECTURE.md), checked on the
 # #include lines of the tree:
 #   - layers point one way: server -> api -> {core, store}, store -> core;
-#   - core/ does no I/O: no jansson, SQLite or libmicrohttpd header;
+#   - core/ does no I/O: no jansson, SQLite, libpq or libmicrohttpd header;
+#   - only store/ talks to a database: no sqlite3.h or libpq-fe.h in api/ or server/;
 #   - a method (core/methods/X) never includes another method's header; only
 #     the registry (core/methods/registry.c) names them all;
 #   - shared core code (every core/ folder but methods/) never includes a method;
@@ -35,7 +36,7 @@ check() {
     while IFS="$(printf '\t')" read -r f h; do
         case $h in
         api/* | store/* | server/*) report "$f includes $h: core/ includes no higher layer" ;;
-        jansson.h | sqlite3.h | microhttpd.h) report "$f includes <$h>: core/ does no I/O" ;;
+        jansson.h | sqlite3.h | libpq-fe.h | microhttpd.h) report "$f includes <$h>: core/ does no I/O" ;;
         esac
         case $f in
         core/methods/registry.c) ;;
@@ -67,6 +68,19 @@ check() {
         microhttpd.h) report "$f includes <$h>: api/ knows nothing of sockets" ;;
         esac
     done <"$tmp/api"
+
+    cat "$tmp/api" "$tmp/server" |
+        while IFS="$(printf '\t')" read -r f h; do
+            case $h in
+            sqlite3.h | libpq-fe.h | store/db.h | store/store_internal.h)
+                echo "check-layers: $f includes $h: only store/ talks to a database"
+                ;;
+            esac
+        done >"$tmp/db"
+    if [ -s "$tmp/db" ]; then
+        cat "$tmp/db"
+        bad=1
+    fi
 
     cat "$tmp/store" "$tmp/api" "$tmp/server" "$tmp/bench" |
         while IFS="$(printf '\t')" read -r f h; do
@@ -114,6 +128,8 @@ self_test() {
     expect_fail "store includes api" 'add_include store/store.c api/api.h'
     expect_fail "api includes server" 'add_include api/fit.c server/http.h'
     expect_fail "api includes microhttpd" 'printf "#include <microhttpd.h>\n" >>api/json.c'
+    expect_fail "server includes libpq" 'printf "#include <libpq-fe.h>\n" >>server/main.c'
+    expect_fail "api includes the store's driver" 'add_include api/fit.c store/db.h'
     expect_fail "server includes the plug-in interface" 'add_include server/main.c core/model/method.h'
     expect_fail "core source without header" 'printf "int gp_x;\n" >core/base/orphan.c'
     expect_fail "core header without source" 'printf "int gp_y(void);\n" >core/linalg/orphan.h'
@@ -125,7 +141,7 @@ self_test() {
         echo "check-layers self-test: the intact tree fails"
         failures=$((failures + 1))
     fi
-    [ "$failures" -eq 0 ] && echo "check-layers self-test: 10 violations caught, the intact tree passes"
+    [ "$failures" -eq 0 ] && echo "check-layers self-test: 12 violations caught, the intact tree passes"
     return "$failures"
 }
 

@@ -8,16 +8,20 @@
 #                        for /usr/bin/python3; wrk, Flask and gunicorn for the
 #                        HTTP benchmark, bench/http); without root a missing one
 #                        is a warning, not a failure: those comparisons are skipped
-#   sh mk/deps.sh node   the tools of the browser, OpenAPI-lint and client tests:
-#                        Debian's chromium and Node.js, and the pinned npm packages
-#                        of tests/js and clients/typescript (npm ci from their
-#                        package-lock.json files); anything that cannot be had is
-#                        a warning, and those tests skip with a message
+#   sh mk/deps.sh node   the test tools (mk/deps_node.sh): Debian's chromium and
+#                        Node.js, the pinned npm packages of tests/js and
+#                        clients/typescript (npm ci from their package-lock.json
+#                        files), PostgreSQL 15 (the store's tests on PostgreSQL)
+#                        and haproxy (the multi-replica test); anything that
+#                        cannot be had is a warning, and those tests skip with a
+#                        message
+# libpq-dev: the daemon links libpq, the client library of its PostgreSQL back
+# end (--db postgresql://...).
 set -eu
 if [ "${1:-}" = node ]; then
     exec sh "$(dirname "$0")/deps_node.sh"
 fi
-PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libcmocka-dev pkg-config curl jq sqlite3"
+PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev libcmocka-dev pkg-config curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 BENCH_PKGS="python3-sklearn python3-statsmodels wrk python3-flask gunicorn"
 if [ "${1:-}" = fuzz ]; then

@@ -1,10 +1,12 @@
 #!/bin/sh
-# The client-side tools of make test (mk/deps.sh node): Debian's chromium
-# (headless browser tests), nodejs and npm where node is missing, Debian's
-# scikit-learn, venv and pip for the Python client's tests (its estimators are
-# compared with scikit-learn's GaussianProcessRegressor, and it is pip-installed
-# into a venv), then `npm ci` of every package directory below whose
-# node_modules is older than its lock file.
+# The test tools of make test (mk/deps.sh node): Debian's chromium (headless
+# browser tests), nodejs and npm where node is missing, Debian's scikit-learn,
+# venv and pip for the Python client's tests (its estimators are compared with
+# scikit-learn's GaussianProcessRegressor, and it is pip-installed into a
+# venv), postgresql-15 (a throw-away cluster for the store's tests on
+# PostgreSQL, tests/support/pgtmp.sh) and haproxy (in front of the replicas of
+# the multi-replica test), then `npm ci` of every package directory below
+# whose node_modules is older than its lock file.
 # Never fails: a tool that cannot be had makes its tests skip with a message.
 set -u
 warn() { echo "deps(node): $*" >&2; }
@@ -12,7 +14,7 @@ missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
-for p in python3-sklearn python3-venv python3-pip; do
+for p in python3-sklearn python3-venv python3-pip postgresql-15 haproxy; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $p"
 done

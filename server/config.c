@@ -28,7 +28,7 @@ static const opt_def options[] = {
      "address to listen on (IPv4 or IPv6 literal; 0.0.0.0 in the container)"},
     {"port", "GPSERVE_PORT", OPT_LONG, OFF(port), 0, 65535,
      "TCP port; 0 picks a free port (the start-up line shows it)"},
-    {"db", "GPSERVE_DB", OPT_STRING, OFF(db), 0, 0, "SQLite database file"},
+    {"db", "GPSERVE_DB", OPT_STRING, OFF(db), 0, 0, "SQLite database file, or a postgresql:// URL"},
     {"threads", "GPSERVE_THREADS", OPT_LONG, OFF(threads), 0, 1024,
      "HTTP request threads; 0 = online CPUs"},
     {"fit-workers", "GPSERVE_FIT_WORKERS", OPT_LONG, OFF(fit_workers), 1, 256,

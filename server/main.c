@@ -102,8 +102,10 @@ int main(int argc, char **argv)
     gp_api *api = NULL;
     gp_error err;
     gp_error_clear(&err);
+    char db_shown[512]; /* a PostgreSQL URL without its password */
+    gp_api_redact_db(cfg.db, db_shown, sizeof db_shown);
     if (gp_api_open(&acfg, &api, &err) != 0 || api == NULL) {
-        gp_log("gpserve: cannot open the database '%s': %s", cfg.db, err.message);
+        gp_log("gpserve: cannot open the database '%s': %s", db_shown, err.message);
         free(api_key);
         return 1;
     }
@@ -121,7 +123,7 @@ int main(int argc, char **argv)
     gp_log("gpserve: db %s, %ld HTTP threads (0 = CPUs), %ld fit workers, queue %ld, "
            "body cap %ld MiB, timeout %ld s, request timeout %ld s, max connections %ld, "
            "auth %s",
-           cfg.db, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
+           db_shown, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
            cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off");
     gp_log("gpserve listening on %s%s%s:%u", open_b, cfg.bind, close_b, gp_server_port(srv));
 

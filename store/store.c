@@ -1,306 +1,84 @@
-/* gpserve store: the connections, schema migrations, models and jobs.
+/* gpserve store: the connections, models and jobs, on either back end
+ * (db.h: SQLite or PostgreSQL).
  *
- * Three SQLite connections per gp_store, each serialised by its own mutex (see
+ * Three connections per gp_store, each serialised by its own mutex (see
  * struct gp_store in store_internal.h): a writer for saves, deletes, job
- * updates, observations and migrations, a query_only reader for everything
- * else but the replay of an observation log, and a query_only log reader for
- * that replay, so that reads are not held up by a long save or a long replay
- * (WAL: the readers see the last committed state). Every statement is prepared once at open
- * (sqlite3_prepare_v2) on both connections and takes its values through
- * bindings. Writes run in BEGIN IMMEDIATE transactions (the write lock is taken
- * before the version number is read, so savers in several processes get
- * distinct versions), retried as a whole if SQLite reports SQLITE_BUSY before
+ * updates, observations and migrations, a reader for everything else but the
+ * replay of an observation log, and a log reader for that replay, so that
+ * reads are not held up by a long save or a long replay (they see the last
+ * committed state). Every statement is prepared once at open on each
+ * connection and takes its values through bindings. Writes run in write
+ * transactions (SQLite: BEGIN IMMEDIATE, the file's one write lock taken
+ * before the version number is read; PostgreSQL: READ COMMITTED with a lock
+ * on the model name, GPS_LOCK_NAME), so savers in several processes get
+ * distinct versions; a transaction is retried as a whole if the database
+ * reports it busy (or, for a save, a version taken meanwhile) before
  * GP_STORE_BUSY_MS have passed. Reads reset every statement they step before
  * returning, so the reader holds no read transaction (no snapshot) between
  * calls. */
 #include "store/store_internal.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ---- schema -------------------------------------------------------------- */
-
-/* Migration to version v + 1 is migrations[v]; each runs inside the migration
- * transaction, which also sets PRAGMA user_version. A new version is one more
- * function appended to the table. */
-typedef int (*migration_fn)(sqlite3 *db, char **errmsg);
-
-static int migrate_to_v1(sqlite3 *db, char **errmsg)
-{
-    static const char sql[] =
-        "CREATE TABLE models("
-        " id INTEGER PRIMARY KEY,"
-        " name TEXT NOT NULL,"
-        " version INTEGER NOT NULL,"
-        " method TEXT NOT NULL,"
-        " spec TEXT NOT NULL,"
-        " info TEXT NOT NULL,"
-        " n_train INTEGER,"
-        " input_dim INTEGER,"
-        " created_at TEXT,"
-        " UNIQUE(name, version));"
-        "CREATE TABLE arrays("
-        " model_id INTEGER REFERENCES models(id) ON DELETE CASCADE,"
-        " key TEXT,"
-        " part INTEGER NOT NULL DEFAULT 0,"
-        " rows INTEGER,"
-        " cols INTEGER,"
-        " data BLOB,"
-        " PRIMARY KEY(model_id, key, part));"
-        "CREATE TABLE jobs("
-        " id TEXT PRIMARY KEY,"
-        " model_name TEXT,"
-        " status TEXT,"
-        " progress TEXT,"
-        " error TEXT,"
-        " result TEXT,"
-        " created_at TEXT,"
-        " updated_at TEXT);";
-    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
-}
-
-/* Durable jobs (docs/design/storage.md): a job row keeps the validated
- * request (`request`, the fit's fields without X and y, as JSON) and its data
- * (`job_arrays`: X and y in the parts scheme of `arrays`) until it ends; a
- * daemon holds it with `owner` until `lease_until` (Unix seconds), renewing
- * the lease while it runs; `attempts` counts the runs started;
- * `cancel_requested` is a DELETE seen by a daemon that does not hold it.
- * Jobs of version 1 that were queued or running kept no request: they can
- * never run, so they end as failed. */
-static int migrate_to_v2(sqlite3 *db, char **errmsg)
-{
-    static const char sql[] =
-        "ALTER TABLE jobs ADD COLUMN request TEXT;"
-        "ALTER TABLE jobs ADD COLUMN owner TEXT;"
-        "ALTER TABLE jobs ADD COLUMN lease_until REAL;"
-        "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;"
-        "ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
-        "CREATE TABLE job_arrays("
-        " job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
-        " key TEXT,"
-        " part INTEGER NOT NULL DEFAULT 0,"
-        " rows INTEGER,"
-        " cols INTEGER,"
-        " data BLOB,"
-        " PRIMARY KEY(job_id, key, part));"
-        "CREATE INDEX jobs_active ON jobs(lease_until) WHERE status IN ('queued', 'running');"
-        "CREATE INDEX jobs_ended ON jobs(updated_at)"
-        " WHERE status IN ('succeeded', 'failed', 'cancelled');"
-        "UPDATE jobs SET status = 'failed',"
-        " error = '{\"code\":\"interrupted\",\"message\":\"the daemon holding this job "
-        "stopped before gpserve kept jobs durably; submit the fit again\"}'"
-        " WHERE status IN ('queued', 'running');";
-    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
-}
-
-/* Online models (docs/design/storage.md, "Observation log and snapshots"): a
- * version's log of accepted batches, entry seq = 1, 2, ... (each entry's
- * arrays in the parts scheme of `arrays`), the number of entries on the
- * models row (obs_seq), and the version's latest snapshot (one per version:
- * every row of it carries the entry it follows). Both go with their model row
- * (ON DELETE CASCADE; the primary keys lead with model_id, which the cascade
- * and every lookup use). */
-static int migrate_to_v3(sqlite3 *db, char **errmsg)
-{
-    static const char sql[] =
-        "ALTER TABLE models ADD COLUMN obs_seq INTEGER NOT NULL DEFAULT 0;"
-        "CREATE TABLE observations("
-        " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
-        " seq INTEGER NOT NULL,"
-        " key TEXT NOT NULL,"
-        " part INTEGER NOT NULL DEFAULT 0,"
-        " rows INTEGER,"
-        " cols INTEGER,"
-        " data BLOB,"
-        " PRIMARY KEY(model_id, seq, key, part));"
-        "CREATE TABLE snapshots("
-        " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
-        " seq INTEGER NOT NULL,"
-        " key TEXT NOT NULL,"
-        " part INTEGER NOT NULL DEFAULT 0,"
-        " rows INTEGER,"
-        " cols INTEGER,"
-        " data BLOB,"
-        " PRIMARY KEY(model_id, key, part));";
-    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
-}
-
-static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3};
-#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
-
-static const char *const stmt_sql[GPS_STMT_COUNT] = {
-    [GPS_BEGIN] = "BEGIN",
-    [GPS_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
-    [GPS_COMMIT] = "COMMIT",
-    [GPS_ROLLBACK] = "ROLLBACK",
-    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = ?1",
-    [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
-                         " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    [GPS_INSERT_ARRAY] = "INSERT INTO arrays(model_id, key, part, rows, cols, data)"
-                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    /* The columns read_meta_row reads; the brief forms leave spec and info
-     * NULL (the UNIQUE(name, version) index finds the row either way). */
-#define META_COLS "id, name, version, method, spec, info, n_train, input_dim, created_at, obs_seq"
-#define BRIEF_COLS "id, name, version, method, NULL, NULL, n_train, input_dim, created_at, obs_seq"
-    [GPS_META_LATEST] = "SELECT " META_COLS " FROM models WHERE name = ?1"
-                        " ORDER BY version DESC LIMIT 1",
-    [GPS_META_VERSION] = "SELECT " META_COLS " FROM models WHERE name = ?1 AND version = ?2",
-    [GPS_META_BRIEF_LATEST] = "SELECT " BRIEF_COLS " FROM models WHERE name = ?1"
-                              " ORDER BY version DESC LIMIT 1",
-    [GPS_META_BRIEF_VERSION] = "SELECT " BRIEF_COLS " FROM models WHERE name = ?1 AND"
-                               " version = ?2",
-    [GPS_NAME_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 LIMIT 1",
-    [GPS_VERSIONS] = "SELECT version FROM models WHERE name = ?1 ORDER BY version",
-    [GPS_LIST] = "SELECT " META_COLS " FROM models AS m WHERE version ="
-                 " (SELECT MAX(version) FROM models WHERE name = m.name) ORDER BY name",
-    [GPS_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = ?1",
-    [GPS_ARRAYS] = "SELECT key, part, rows, cols, data FROM arrays WHERE model_id = ?1"
-                   " ORDER BY key, part",
-    /* length() reads a blob's size without reading its content. */
-    [GPS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows), max(rows),"
-                          " min(cols), max(cols) FROM arrays WHERE model_id = ?1 AND key = ?2",
-    [GPS_DELETE] = "DELETE FROM models WHERE name = ?1",
-    [GPS_JOB_PUT] = "INSERT INTO jobs(id, model_name, status, progress, error, result,"
-                    " created_at, updated_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)"
-                    " ON CONFLICT(id) DO UPDATE SET model_name = excluded.model_name,"
-                    " status = excluded.status, progress = excluded.progress,"
-                    " error = excluded.error, result = excluded.result,"
-                    " updated_at = excluded.updated_at",
-    [GPS_JOB_GET] = "SELECT id, model_name, status, progress, error, result, created_at,"
-                    " updated_at, attempts FROM jobs WHERE id = ?1",
-#define ACTIVE " status IN ('queued', 'running')"
-    [GPS_JOB_CREATE] = "INSERT INTO jobs(id, model_name, status, progress, created_at,"
-                       " updated_at, request, owner, lease_until)"
-                       " VALUES(?1, ?2, 'queued', ?3, ?4, ?4, ?5, ?6, ?7)",
-    [GPS_JOB_INSERT_ARRAY] = "INSERT INTO job_arrays(job_id, key, part, rows, cols, data)"
-                             " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [GPS_JOB_ARRAYS] = "SELECT key, part, rows, cols, data FROM job_arrays WHERE job_id = ?1"
-                       " ORDER BY key, part",
-    [GPS_JOB_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
-                              " max(rows), min(cols), max(cols) FROM job_arrays"
-                              " WHERE job_id = ?1 AND key = ?2",
-    [GPS_JOB_DROP_ARRAYS] = "DELETE FROM job_arrays WHERE job_id = ?1",
-    [GPS_JOB_HELD] = "SELECT status FROM jobs WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
-    /* ?6: 1 when a run starts (an attempt). */
-    [GPS_JOB_UPDATE] = "UPDATE jobs SET status = ?3, progress = ?4, updated_at = ?5,"
-                       " attempts = attempts + ?6 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
-    [GPS_JOB_FINISH] = "UPDATE jobs SET status = ?3, progress = COALESCE(?4, progress), error = ?5, result = ?6,"
-                       " updated_at = ?7, owner = NULL, lease_until = NULL, request = NULL"
-                       " WHERE id = ?1 AND (?2 IS NULL OR owner = ?2) AND" ACTIVE,
-    /* Handed back (graceful stop): queued, no owner, an interrupted run not counted. */
-    [GPS_JOB_RELEASE] = "UPDATE jobs SET status = 'queued', owner = NULL, lease_until = 0,"
-                        " attempts = attempts - (status = 'running'), updated_at = ?3"
-                        " WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
-    [GPS_JOB_RENEW] = "UPDATE jobs SET lease_until = ?2 WHERE owner = ?1 AND" ACTIVE,
-    [GPS_JOB_HELD_LIST] = "SELECT id, cancel_requested FROM jobs WHERE owner = ?1 AND" ACTIVE,
-    [GPS_JOB_EXPIRED] = "SELECT id, status, attempts, cancel_requested, progress FROM jobs"
-                        " WHERE" ACTIVE " AND lease_until < ?1 ORDER BY lease_until, created_at"
-                        " LIMIT 1",
-    [GPS_JOB_TAKE] = "UPDATE jobs SET status = 'queued', owner = ?2, lease_until = ?3,"
-                     " updated_at = ?4 WHERE id = ?1 AND" ACTIVE " AND lease_until < ?5",
-    [GPS_JOB_LEASE] = "SELECT lease_until FROM jobs WHERE id = ?1",
-    [GPS_JOB_REQUEST_CANCEL] = "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND" ACTIVE,
-    [GPS_JOB_ACTIVE] = "SELECT id, owner FROM jobs WHERE" ACTIVE " AND owner IS NOT NULL",
-    [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
-    [GPS_JOB_REQUEST] = "SELECT request, model_name, created_at, progress, attempts FROM jobs"
-                        " WHERE id = ?1",
-    /* At most 1000 rows a call, so the write lock is held briefly. */
-    [GPS_JOB_PRUNE] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN"
-                      " ('succeeded', 'failed', 'cancelled') AND updated_at < ?1 LIMIT 1000)",
-#undef ACTIVE
-    /* The observation log and snapshots (store_observe.c). Array statements
-     * bind the model row to ?1, the array's name to ?2 and the entry to ?7
-     * (store_arrays.c). */
-    [GPS_OBS_HEAD] = "SELECT obs_seq FROM models WHERE id = ?1",
-    [GPS_OBS_INSERT_ARRAY] = "INSERT INTO observations(model_id, seq, key, part, rows, cols,"
-                             " data) VALUES(?1, ?7, ?2, ?3, ?4, ?5, ?6)",
-    [GPS_OBS_ARRAYS] = "SELECT key, part, rows, cols, data FROM observations"
-                       " WHERE model_id = ?1 AND seq = ?7 ORDER BY key, part",
-    [GPS_OBS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
-                              " max(rows), min(cols), max(cols) FROM observations"
-                              " WHERE model_id = ?1 AND seq = ?7 AND key = ?2",
-    [GPS_OBS_ADVANCE] = "UPDATE models SET obs_seq = ?2, n_train = ?3 WHERE id = ?1",
-    [GPS_SNAP_DROP] = "DELETE FROM snapshots WHERE model_id = ?1",
-    [GPS_SNAP_INSERT_ARRAY] = "INSERT INTO snapshots(model_id, seq, key, part, rows, cols, data)"
-                              " VALUES(?1, ?7, ?2, ?3, ?4, ?5, ?6)",
-    [GPS_SNAP_ARRAYS] = "SELECT key, part, rows, cols, data FROM snapshots WHERE model_id = ?1"
-                        " ORDER BY key, part",
-    [GPS_SNAP_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
-                               " max(rows), min(cols), max(cols) FROM snapshots"
-                               " WHERE model_id = ?1 AND key = ?2",
-    [GPS_SNAP_SEQ] = "SELECT count(*), min(seq), max(seq) FROM snapshots WHERE model_id = ?1",
-#undef META_COLS
-#undef BRIEF_COLS
-};
-
 /* ---- helpers ------------------------------------------------------------- */
 
-sqlite3_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id)
+gp_db_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id)
 {
-    sqlite3_stmt *st = c->stmt[id];
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return st;
+    return gp_db_get(c->db, (int)id);
 }
 
-void gp_store_stmt_done(sqlite3_stmt *st)
+void gp_store_stmt_done(gp_db_stmt *st)
 {
-    if (st == NULL)
-        return;
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
+    gp_db_reset(st);
 }
 
 int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what)
 {
     c->last_rc = rc;
-    const char *msg = sqlite3_errmsg(c->db);
-    switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
+    const char *msg = gp_db_errmsg(c->db);
+    const char *name = c->db->drv->name;
+    switch (rc) {
+    case GP_DB_EBUSY:
         return gp_error_set(err, GP_ENOTREADY, NULL, "database busy while %s: %s", what, msg);
-    case SQLITE_NOMEM:
+    case GP_DB_EDOWN:
+        return gp_error_set(err, GP_ENOTREADY, NULL, "database unavailable while %s: %s", what,
+                            msg);
+    case GP_DB_ENOMEM:
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory while %s: %s", what, msg);
-    case SQLITE_FULL:
+    case GP_DB_EFULL:
         return gp_error_set(err, GP_ESTORAGE, NULL, "the disk is full while %s: %s", what, msg);
-    case SQLITE_IOERR:
-        /* A write the file system refused for want of space (WAL, journal). */
-        if (sqlite3_system_errno(c->db) == ENOSPC)
-            return gp_error_set(err, GP_ESTORAGE, NULL, "the disk is full while %s: %s", what,
-                                msg);
-        return gp_error_set(err, GP_EINTERNAL, NULL, "SQLite error while %s: %s", what, msg);
     default:
-        return gp_error_set(err, GP_EINTERNAL, NULL, "SQLite error while %s: %s", what, msg);
+        return gp_error_set(err, GP_EINTERNAL, NULL, "%s error while %s: %s", name, what, msg);
     }
 }
 
-int gp_store_step_write(gp_store_conn *c, sqlite3_stmt *st, int src, int *changed,
+int gp_store_step_write(gp_store_conn *c, gp_db_stmt *st, int src, int *changed,
                         gp_error *err, const char *what)
 {
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     gp_store_stmt_done(st);
-    if (src != SQLITE_DONE)
-        return gp_store_sql_error(c, src, err, what);
+    if (src != GP_DB_DONE)
+        return gp_store_sql_error(c, src < 0 ? src : GP_DB_EOTHER, err, what);
     if (changed)
-        *changed = sqlite3_changes(c->db);
+        *changed = (int)gp_db_changes(c->db);
     return GP_OK;
 }
 
 int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what)
 {
-    return gp_store_step_write(c, gp_store_stmt(c, id), SQLITE_OK, NULL, err, what);
+    return gp_store_step_write(c, gp_store_stmt(c, id), GP_DB_OK, NULL, err, what);
 }
 
 void gp_store_rollback(gp_store_conn *c)
 {
-    if (!sqlite3_get_autocommit(c->db)) {
-        sqlite3_stmt *st = gp_store_stmt(c, GPS_ROLLBACK);
-        (void)sqlite3_step(st);
+    if (gp_db_in_txn(c->db)) {
+        gp_db_stmt *st = gp_store_stmt(c, GPS_ROLLBACK);
+        (void)gp_db_step(st);
         gp_store_stmt_done(st);
     }
 }
@@ -314,9 +92,9 @@ char *gp_store_dup_text(const char *text)
     return p;
 }
 
-int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null)
+int gp_store_copy_col(gp_db_stmt *st, int col, char *dst, size_t size, int allow_null)
 {
-    const char *t = (const char *)sqlite3_column_text(st, col);
+    const char *t = gp_db_col_text(st, col);
     if (t == NULL) {
         dst[0] = '\0';
         return allow_null;
@@ -328,12 +106,12 @@ int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int all
     return 1;
 }
 
-int gp_store_dup_col(sqlite3_stmt *st, int col, char **dst)
+int gp_store_dup_col(gp_db_stmt *st, int col, char **dst)
 {
-    const char *t = (const char *)sqlite3_column_text(st, col);
+    const char *t = gp_db_col_text(st, col);
     *dst = NULL;
     if (t == NULL)
-        return sqlite3_column_type(st, col) == SQLITE_NULL ? 0 : -1;
+        return gp_db_col_type(st, col) == GP_DB_NULL ? 0 : -1;
     *dst = gp_store_dup_text(t);
     return *dst ? 0 : -1;
 }
@@ -352,19 +130,24 @@ static void sleep_ms(long ms)
 }
 
 /* Run write(s, ctx, err) (one whole transaction on the writer) again while it
- * fails with SQLITE_BUSY, for up to GP_STORE_BUSY_MS. SQLite's busy handler
- * already waits for locks; this covers the busy results it returns without
- * waiting (e.g. while another connection recovers the WAL). Called with the
+ * fails busy, for up to GP_STORE_BUSY_MS; with retry_unique, also while it
+ * fails on a UNIQUE constraint (a save's version number taken by another
+ * process meanwhile). The drivers already wait for locks (SQLite's busy
+ * handler, PostgreSQL's lock_timeout); this covers the busy results returned
+ * without waiting (e.g. while another connection recovers the WAL, or a
+ * deadlock PostgreSQL broke by failing this transaction). Called with the
  * writer's mutex held. */
 static int busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
-                      gp_error *err)
+                      int retry_unique, gp_error *err)
 {
     const double start = now_seconds();
     long pause = 1;
     for (;;) {
-        s->w->last_rc = SQLITE_OK;
+        s->w->last_rc = GP_DB_OK;
         int rc = write(s, ctx, err);
-        if (rc == GP_OK || (s->w->last_rc & 0xff) != SQLITE_BUSY)
+        const int again = s->w->last_rc == GP_DB_EBUSY ||
+                          (retry_unique && s->w->last_rc == GP_DB_EUNIQUE);
+        if (rc == GP_OK || !again)
             return rc;
         if ((now_seconds() - start) * 1000.0 >= GP_STORE_BUSY_MS)
             return rc;
@@ -374,13 +157,19 @@ static int busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *),
     }
 }
 
+static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                          int retry_unique, gp_error *err)
+{
+    pthread_mutex_lock(&s->w->mu);
+    int rc = busy_retry(s, write, ctx, retry_unique, err);
+    pthread_mutex_unlock(&s->w->mu);
+    return rc;
+}
+
 int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                    gp_error *err)
 {
-    pthread_mutex_lock(&s->w->mu);
-    int rc = busy_retry(s, write, ctx, err);
-    pthread_mutex_unlock(&s->w->mu);
-    return rc;
+    return write_retrying(s, write, ctx, 0, err);
 }
 
 /* A write transaction around body(s, ctx, err) on the writer, retried while busy. */
@@ -421,97 +210,11 @@ void gp_store_now(char out[GP_TIME_LEN])
 
 /* ---- open / close -------------------------------------------------------- */
 
-static int open_fail(sqlite3 *db, const char *path, const char *what, gp_error *err)
-{
-    return gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s: %s", path, what,
-                        db ? sqlite3_errmsg(db) : "out of memory");
-}
-
-/* Run a PRAGMA (constant text) and return its first column as text in out. */
-static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t size)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return rc;
-    out[0] = '\0';
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(st, 0);
-        if (t)
-            snprintf(out, size, "%s", t);
-        rc = sqlite3_step(st);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-static int exec_const(sqlite3 *db, const char *sql)
-{
-    return sqlite3_exec(db, sql, NULL, NULL, NULL);
-}
-
-/* Bring the schema to SCHEMA_VERSION in one IMMEDIATE transaction (two
- * processes opening a new file concurrently migrate it once). */
-static int migrate(sqlite3 *db, const char *path, gp_error *err)
-{
-    char buf[32];
-    /* Already current (the usual case): no write lock needed. */
-    int rc = pragma_text(db, "PRAGMA user_version", buf, sizeof buf);
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, "reading the schema version", err);
-    if (strtol(buf, NULL, 10) == SCHEMA_VERSION)
-        return GP_OK;
-    rc = exec_const(db, "BEGIN IMMEDIATE");
-    if (rc != SQLITE_OK)
-        return open_fail(db, path, "starting the migration", err);
-    rc = pragma_text(db, "PRAGMA user_version", buf, sizeof buf);
-    if (rc != SQLITE_OK) {
-        int code = open_fail(db, path, "reading the schema version", err);
-        exec_const(db, "ROLLBACK");
-        return code;
-    }
-    long version = strtol(buf, NULL, 10);
-    if (version < 0 || version > SCHEMA_VERSION) {
-        exec_const(db, "ROLLBACK");
-        return gp_error_set(err, GP_ENOTREADY, NULL,
-                            "cannot open database '%s': its schema version %ld is not one this "
-                            "gpserve knows (0..%d)",
-                            path, version, SCHEMA_VERSION);
-    }
-    for (int v = (int)version; v < SCHEMA_VERSION; v++) {
-        char *msg = NULL;
-        rc = migrations[v](db, &msg);
-        if (rc == SQLITE_OK) {
-            /* PRAGMA takes no bound parameters; the value is our own integer. */
-            char sql[64];
-            snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
-            rc = exec_const(db, sql);
-        }
-        if (rc != SQLITE_OK) {
-            int code = gp_error_set(err, GP_ENOTREADY, NULL,
-                                    "cannot open database '%s': migration to schema version %d "
-                                    "failed: %s",
-                                    path, v + 1, msg ? msg : sqlite3_errmsg(db));
-            sqlite3_free(msg);
-            exec_const(db, "ROLLBACK");
-            return code;
-        }
-    }
-    rc = exec_const(db, "COMMIT");
-    if (rc != SQLITE_OK) {
-        int code = open_fail(db, path, "committing the migration", err);
-        exec_const(db, "ROLLBACK");
-        return code;
-    }
-    return GP_OK;
-}
-
 static void conn_close(gp_store_conn *c)
 {
-    for (int i = 0; i < GPS_STMT_COUNT; i++)
-        sqlite3_finalize(c->stmt[i]);
-    sqlite3_close(c->db);
+    if (c->db)
+        c->db->drv->close(c->db);
+    c->db = NULL;
     if (c->mu_ready)
         pthread_mutex_destroy(&c->mu);
     c->mu_ready = 0;
@@ -519,76 +222,29 @@ static void conn_close(gp_store_conn *c)
 
 static void free_store(gp_store *s)
 {
-    /* The readers first: the writer, closed last, checkpoints the WAL into the
-     * file (when no other process has the file open). */
+    /* The readers first: the SQLite writer, closed last, checkpoints the WAL
+     * into the file (when no other process has the file open). */
     conn_close(&s->conn[2]);
     conn_close(&s->conn[1]);
     conn_close(&s->conn[0]);
     free(s);
 }
 
-/* Open connection c to path and apply the settings both connections share
- * (extended result codes, busy timeout, synchronous, foreign keys, WAL size
- * limit). The writer (create = 1, which may create the file) switches the file
- * to WAL; the reader only checks that it is in WAL. mode receives the journal
- * mode ("wal", or "memory" for an in-memory database). */
-static int conn_open(gp_store_conn *c, const char *path, int create, char *mode, size_t mode_size,
+/* Open connection c to target; the writer migrates the schema before it
+ * prepares its statements. */
+static int conn_open(gp_store *s, gp_store_conn *c, const char *target, enum gp_db_role role,
                      gp_error *err)
 {
     if (pthread_mutex_init(&c->mu, NULL) != 0)
         return gp_error_set(err, GP_EINTERNAL, NULL, "cannot create the store's mutex");
     c->mu_ready = 1;
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-    int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
-    if (rc != SQLITE_OK)
-        return open_fail(c->db, path, "open", err);
-    sqlite3_extended_result_codes(c->db, 1);
-    sqlite3_busy_timeout(c->db, GP_STORE_BUSY_MS);
-    /* journal_mode is the first statement that reads the file: a file that is
-     * not a database fails here. */
-    rc = pragma_text(c->db, create ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode", mode,
-                     mode_size);
-    if (rc != SQLITE_OK)
-        return open_fail(c->db, path, create ? "setting WAL mode" : "reading the journal mode",
-                         err);
-    if (strcmp(mode, "wal") != 0 && (!create || strcmp(mode, "memory") != 0))
-        return gp_error_set(err, GP_ENOTREADY, NULL,
-                            "cannot open database '%s': WAL mode unavailable (journal mode %s)",
-                            path, mode);
-    /* journal_size_limit: truncate the WAL to 64 MiB after a checkpoint (a
-     * large model would otherwise leave a WAL file of its size behind). */
-    if (exec_const(c->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
-        exec_const(c->db, "PRAGMA foreign_keys = ON") != SQLITE_OK ||
-        exec_const(c->db, "PRAGMA journal_size_limit = 67108864") != SQLITE_OK)
-        return open_fail(c->db, path, "configuring the connection", err);
-    char fk[8];
-    if (pragma_text(c->db, "PRAGMA foreign_keys", fk, sizeof fk) != SQLITE_OK ||
-        strcmp(fk, "1") != 0)
-        return gp_error_set(err, GP_ENOTREADY, NULL,
-                            "cannot open database '%s': this SQLite has no foreign keys", path);
-    return GP_OK;
-}
-
-static int conn_prepare(gp_store_conn *c, const char *path, gp_error *err)
-{
-    for (int i = 0; i < GPS_STMT_COUNT; i++) {
-        if (sqlite3_prepare_v2(c->db, stmt_sql[i], -1, &c->stmt[i], NULL) != SQLITE_OK)
-            return open_fail(c->db, path, "preparing statements", err);
-    }
-    return GP_OK;
-}
-
-/* Open a reader (the reader or the log reader) onto the migrated file. */
-static int reader_open(gp_store_conn *c, const char *path, gp_error *err)
-{
-    char mode[32];
-    int code = conn_open(c, path, 0, mode, sizeof mode, err);
-    /* A reader must never write (its statements include the writer's; a
-     * write stepped here fails with SQLITE_READONLY). */
-    if (code == GP_OK && exec_const(c->db, "PRAGMA query_only = ON") != SQLITE_OK)
-        code = open_fail(c->db, path, "configuring a reader", err);
+    char shown[512];
+    gp_db_redact(target, shown, sizeof shown);
+    int code = s->drv->open(target, role, &c->db, err);
+    if (code == GP_OK && role == GP_DB_WRITER)
+        code = s->drv->migrate(c->db, shown, err);
     if (code == GP_OK)
-        code = conn_prepare(c, path, err);
+        code = s->drv->prepare(c->db, shown, err);
     return code;
 }
 
@@ -600,18 +256,14 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
     gp_store *s = calloc(1, sizeof *s);
     if (s == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
+    s->drv = gp_db_driver_for(path);
     s->w = &s->conn[0];
-    char mode[32];
-    /* The writer creates the file, switches it to WAL and migrates the schema;
-     * the reader is opened after that, onto the current schema. */
-    int code = conn_open(s->w, path, 1, mode, sizeof mode, err);
-    if (code == GP_OK)
-        code = migrate(s->w->db, path, err);
-    if (code == GP_OK)
-        code = conn_prepare(s->w, path, err);
+    /* The writer creates the database and migrates the schema; the readers
+     * are opened after that, onto the current schema. */
+    int code = conn_open(s, s->w, path, GP_DB_WRITER, err);
     if (code)
         goto fail;
-    if (strcmp(mode, "memory") == 0) {
+    if (s->drv->private_db(s->w->db)) {
         /* An in-memory database is private to its connection: read on the
          * writer (reads then wait for writes, as with one connection). */
         s->r = s->w;
@@ -620,18 +272,21 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
         s->r = &s->conn[1];
         s->log = &s->conn[2];
         for (int i = 1; i <= 2 && code == GP_OK; i++)
-            code = reader_open(&s->conn[i], path, err);
+            code = conn_open(s, &s->conn[i], path, GP_DB_READER, err);
         if (code)
             goto fail;
     }
-    /* One blob per row, below SQLite's length limit (which covers the whole
-     * row: leave room for the other columns). */
     gp_store_set_part_bytes(s, 0);
     *out = s;
     return GP_OK;
 fail:
     free_store(s);
     return code;
+}
+
+void gp_store_redact(const char *path, char *out, size_t size)
+{
+    gp_db_redact(path, out, size);
 }
 
 void gp_store_close(gp_store *store)
@@ -646,8 +301,7 @@ void gp_store_set_part_bytes(gp_store *store, size_t bytes)
     pthread_mutex_lock(&store->w->mu);
     if (bytes == 0)
         bytes = GP_STORE_PART_BYTES;
-    int limit = sqlite3_limit(store->w->db, SQLITE_LIMIT_LENGTH, -1);
-    size_t max = limit > 4096 ? (size_t)limit - 1024 : 8;
+    size_t max = store->drv->max_blob(store->w->db);
     if (bytes > max)
         bytes = max;
     bytes -= bytes % 8;
@@ -687,20 +341,20 @@ void gp_model_meta_free_array(gp_model_meta *metas, size_t count)
 /* Fill meta from a row of id, name, version, method, spec, info, n_train,
  * input_dim, created_at, obs_seq (spec and info NULL in the brief forms, read
  * with with_texts 0). On failure meta holds nothing to free. */
-static int read_meta_row(sqlite3_stmt *st, gp_model_meta *meta, int with_texts, gp_error *err)
+static int read_meta_row(gp_db_stmt *st, gp_model_meta *meta, int with_texts, gp_error *err)
 {
     memset(meta, 0, sizeof *meta);
-    meta->id = sqlite3_column_int64(st, 0);
-    const sqlite3_int64 version = sqlite3_column_int64(st, 2);
-    const sqlite3_int64 n_train = sqlite3_column_int64(st, 6);
-    const sqlite3_int64 input_dim = sqlite3_column_int64(st, 7);
-    const sqlite3_int64 obs_seq = sqlite3_column_int64(st, 9);
+    meta->id = gp_db_col_int64(st, 0);
+    const int64_t version = gp_db_col_int64(st, 2);
+    const int64_t n_train = gp_db_col_int64(st, 6);
+    const int64_t input_dim = gp_db_col_int64(st, 7);
+    const int64_t obs_seq = gp_db_col_int64(st, 9);
     if (!gp_store_copy_col(st, 1, meta->name, sizeof meta->name, 0) || version < 1 ||
         version > INT_MAX || !gp_store_copy_col(st, 3, meta->method, sizeof meta->method, 0) ||
         !gp_store_copy_col(st, 8, meta->created_at, sizeof meta->created_at, 1) || n_train < 0 ||
         input_dim < 0 || obs_seq < 0 ||
-        (with_texts && (sqlite3_column_type(st, 4) == SQLITE_NULL ||
-                        sqlite3_column_type(st, 5) == SQLITE_NULL)))
+        (with_texts && (gp_db_col_type(st, 4) == GP_DB_NULL ||
+                        gp_db_col_type(st, 5) == GP_DB_NULL)))
         return gp_error_set(err, GP_EDATA, "name", "model row %lld is corrupt",
                             (long long)meta->id);
     meta->version = (int)version;
@@ -758,6 +412,22 @@ static int end_job_in_save(gp_store *s, const save_ctx *c, gp_error *err)
     return rc;
 }
 
+/* Inside a write transaction: hold name until the transaction ends, so that
+ * saves and deletes of one name run one after the other (PostgreSQL: an
+ * advisory lock on the name's hash; nothing in SQLite, whose write
+ * transaction already excludes every other writer). */
+static int lock_name(gp_store_conn *w, const char *name, gp_error *err)
+{
+    gp_db_stmt *st = gp_store_stmt(w, GPS_LOCK_NAME);
+    int src = gp_db_bind_text(st, 1, name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    gp_store_stmt_done(st);
+    if (src != GP_DB_ROW && src != GP_DB_DONE)
+        return gp_store_sql_error(w, src, err, "locking a model name");
+    return GP_OK;
+}
+
 static int save_once(gp_store *s, void *vctx, gp_error *err)
 {
     save_ctx *c = vctx;
@@ -765,16 +435,18 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a save");
     if (rc)
         return rc;
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_MAX_VERSION);
-    int src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    if (src != SQLITE_ROW) {
+    if ((rc = lock_name(w, c->name, err)))
+        goto fail;
+    gp_db_stmt *st = gp_store_stmt(w, GPS_MAX_VERSION);
+    int src = gp_db_bind_text(st, 1, c->name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    if (src != GP_DB_ROW) {
         rc = gp_store_sql_error(w, src, err, "reading the latest version");
         gp_store_stmt_done(st);
         goto fail;
     }
-    sqlite3_int64 max = sqlite3_column_int64(st, 0);
+    int64_t max = gp_db_col_int64(st, 0);
     gp_store_stmt_done(st);
     if (max < 0 || max >= INT_MAX) {
         rc = gp_error_set(err, GP_EINTERNAL, "name", "model '%s' has no free version number",
@@ -784,29 +456,30 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     c->version = (int)max + 1;
     gp_store_now(c->created_at);
     st = gp_store_stmt(w, GPS_INSERT_MODEL);
-    src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int(st, 2, c->version);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, c->method, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 4, c->spec, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 5, c->info, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, 6, (sqlite3_int64)c->n_train);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, 7, (sqlite3_int64)c->input_dim);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 8, c->created_at, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    src = gp_db_bind_text(st, 1, c->name);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_int64(st, 2, c->version);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_text(st, 3, c->method);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_text(st, 4, c->spec);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_text(st, 5, c->info);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_int64(st, 6, (int64_t)c->n_train);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_int64(st, 7, (int64_t)c->input_dim);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_text(st, 8, c->created_at);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st); /* RETURNING id */
+    if (src == GP_DB_ROW)
+        c->id = gp_db_col_int64(st, 0);
     gp_store_stmt_done(st);
-    if (src != SQLITE_DONE) {
+    if (src != GP_DB_ROW) {
         rc = gp_store_sql_error(w, src, err, "saving a model");
         goto fail;
     }
-    c->id = sqlite3_last_insert_rowid(w->db);
     if (c->state) {
         gp_array_owner owner = {.table = GP_ARRAYS_MODEL, .model_id = c->id};
         rc = gp_store_write_arrays(s, &owner, c->state, err);
@@ -852,7 +525,9 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
         return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
     save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
                   .n_train = n_train, .input_dim = input_dim, .state = state, .job = job};
-    rc = gp_store_write(store, save_once, &c, err);
+    /* A version number taken by another process meanwhile (a UNIQUE(name,
+     * version) violation) is retried like a busy database. */
+    rc = write_retrying(store, save_once, &c, 1, err);
     if (rc || meta == NULL)
         return rc;
     meta->id = c.id;
@@ -875,12 +550,12 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
 /* 1 if a model called name exists, 0 if not, a negative GP code on failure. */
 static int name_exists(gp_store_conn *c, const char *name, gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, GPS_NAME_EXISTS);
-    int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    int rc = src == SQLITE_ROW    ? 1
-             : src == SQLITE_DONE ? 0
+    gp_db_stmt *st = gp_store_stmt(c, GPS_NAME_EXISTS);
+    int src = gp_db_bind_text(st, 1, name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    int rc = src == GP_DB_ROW    ? 1
+             : src == GP_DB_DONE ? 0
                                   : gp_store_sql_error(c, src, err, "looking up a model");
     gp_store_stmt_done(st);
     return rc;
@@ -902,20 +577,20 @@ static int meta_lookup(gp_store *store, const char *name, int version, int with_
                             version);
     gp_store_conn *r = store->r;
     pthread_mutex_lock(&r->mu);
-    sqlite3_stmt *st =
+    gp_db_stmt *st =
         gp_store_stmt(r, with_texts ? (version == 0 ? GPS_META_LATEST : GPS_META_VERSION)
                                     : (version == 0 ? GPS_META_BRIEF_LATEST
                                                     : GPS_META_BRIEF_VERSION));
-    int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK && version > 0)
-        src = sqlite3_bind_int(st, 2, version);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    int src = gp_db_bind_text(st, 1, name);
+    if (src == GP_DB_OK && version > 0)
+        src = gp_db_bind_int64(st, 2, version);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     int rc;
-    if (src == SQLITE_ROW) {
+    if (src == GP_DB_ROW) {
         rc = read_meta_row(st, meta, with_texts, err);
         gp_store_stmt_done(st);
-    } else if (src == SQLITE_DONE) {
+    } else if (src == GP_DB_DONE) {
         gp_store_stmt_done(st);
         rc = version == 0 ? 0 : name_exists(r, name, err);
         if (rc == 0)
@@ -955,10 +630,10 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
     int rc = GP_OK;
     gp_store_conn *r = store->r;
     pthread_mutex_lock(&r->mu);
-    sqlite3_stmt *st = gp_store_stmt(r, GPS_VERSIONS);
-    int src = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK) {
-        while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    gp_db_stmt *st = gp_store_stmt(r, GPS_VERSIONS);
+    int src = gp_db_bind_text(st, 1, name);
+    if (src == GP_DB_OK) {
+        while ((src = gp_db_step(st)) == GP_DB_ROW) {
             if (n == cap) {
                 size_t ncap = cap ? 2 * cap : 8;
                 int *nv = realloc(v, ncap * sizeof *nv);
@@ -969,11 +644,11 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
                 v = nv;
                 cap = ncap;
             }
-            sqlite3_int64 x = sqlite3_column_int64(st, 0);
+            int64_t x = gp_db_col_int64(st, 0);
             v[n++] = x < 0 || x > INT_MAX ? 0 : (int)x;
         }
     }
-    if (rc == GP_OK && src != SQLITE_DONE)
+    if (rc == GP_OK && src != GP_DB_DONE)
         rc = gp_store_sql_error(r, src, err, "listing versions");
     gp_store_stmt_done(st);
     pthread_mutex_unlock(&r->mu);
@@ -997,9 +672,9 @@ int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_erro
     int rc = GP_OK;
     gp_store_conn *r = store->r;
     pthread_mutex_lock(&r->mu);
-    sqlite3_stmt *st = gp_store_stmt(r, GPS_LIST);
+    gp_db_stmt *st = gp_store_stmt(r, GPS_LIST);
     int src;
-    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((src = gp_db_step(st)) == GP_DB_ROW) {
         if (n == cap) {
             size_t ncap = cap ? 2 * cap : 16;
             gp_model_meta *nm = realloc(m, ncap * sizeof *nm);
@@ -1015,7 +690,7 @@ int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_erro
             break;
         n++;
     }
-    if (rc == GP_OK && src != SQLITE_DONE)
+    if (rc == GP_OK && src != GP_DB_DONE)
         rc = gp_store_sql_error(r, src, err, "listing models");
     gp_store_stmt_done(st);
     pthread_mutex_unlock(&r->mu);
@@ -1040,14 +715,14 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
      * released, so the next read takes a fresh snapshot. */
     int rc = gp_store_exec(r, GPS_BEGIN, err, "starting a load");
     if (rc == GP_OK) {
-        sqlite3_stmt *st = gp_store_stmt(r, GPS_MODEL_EXISTS);
-        int src = sqlite3_bind_int64(st, 1, model_id);
-        if (src == SQLITE_OK)
-            src = sqlite3_step(st);
-        if (src == SQLITE_DONE)
+        gp_db_stmt *st = gp_store_stmt(r, GPS_MODEL_EXISTS);
+        int src = gp_db_bind_int64(st, 1, model_id);
+        if (src == GP_DB_OK)
+            src = gp_db_step(st);
+        if (src == GP_DB_DONE)
             rc = gp_error_set(err, GP_ENOTFOUND, "name", "model row %lld not found",
                               (long long)model_id);
-        else if (src != SQLITE_ROW)
+        else if (src != GP_DB_ROW)
             rc = gp_store_sql_error(r, src, err, "loading a model");
         gp_store_stmt_done(st);
         gp_array_owner owner = {.table = GP_ARRAYS_MODEL, .model_id = model_id};
@@ -1077,17 +752,21 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
     if (rc)
         return rc;
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_DELETE);
-    int src = sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    if ((rc = lock_name(w, c->name, err))) {
+        gp_store_rollback(w);
+        return rc;
+    }
+    gp_db_stmt *st = gp_store_stmt(w, GPS_DELETE);
+    int src = gp_db_bind_text(st, 1, c->name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     gp_store_stmt_done(st);
-    if (src != SQLITE_DONE) {
+    if (src != GP_DB_DONE) {
         rc = gp_store_sql_error(w, src, err, "deleting a model");
         gp_store_rollback(w);
         return rc;
     }
-    c->found = sqlite3_changes(w->db) > 0;
+    c->found = gp_db_changes(w->db) > 0;
     rc = gp_store_exec(w, GPS_COMMIT, err, "committing a delete");
     if (rc)
         gp_store_rollback(w);

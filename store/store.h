@@ -59,10 +59,16 @@
 
 typedef struct gp_store gp_store;
 
-/* Open (creating if needed) and migrate the database at path. *out is NULL on
- * failure (GP_ENOTREADY with the path and SQLite's message; GP_EINVAL for an
- * empty path). */
+/* Open (creating if needed) and migrate the database at path: a SQLite file
+ * (or ":memory:"), or a PostgreSQL database for a postgresql:// or
+ * postgres:// URL (what libpq's PQconnectdb takes). *out is NULL on failure
+ * (GP_ENOTREADY with the path, its password hidden, and the database's
+ * message; GP_EINVAL for an empty path). */
 int gp_store_open(const char *path, gp_store **out, gp_error *err);
+/* path as it may be logged or shown: a URL's password (user:PASSWORD@ and
+ * password=PASSWORD in the query) replaced by "***"; a file path as is.
+ * Truncated to size - 1 characters. */
+void gp_store_redact(const char *path, char *out, size_t size);
 /* NULL is ignored. Not concurrently with other calls on the same store. */
 void gp_store_close(gp_store *store);
 

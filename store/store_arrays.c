@@ -67,25 +67,29 @@ static int array_bytes(size_t rows, size_t cols, size_t *count, size_t *bytes, g
 
 /* The statements of each table: insert one part; select every part of an
  * owner in (key, part) order; summarise one array's parts. They all bind the
- * owner to ?1 and the array's name to ?2; the log's and the snapshots' take
- * the entry number as ?7 where they need it. */
+ * owner to parameter 1 and the array's name to 2 (insert, summary); the
+ * log's and the snapshots' take the entry number as the parameter *_seq
+ * says (0: none). */
 static const struct {
     enum gp_store_stmt insert, select, summary;
+    int insert_seq, select_seq, summary_seq;
 } table_stmts[] = {
-    [GP_ARRAYS_MODEL] = {GPS_INSERT_ARRAY, GPS_ARRAYS, GPS_ARRAY_SUMMARY},
-    [GP_ARRAYS_JOB] = {GPS_JOB_INSERT_ARRAY, GPS_JOB_ARRAYS, GPS_JOB_ARRAY_SUMMARY},
-    [GP_ARRAYS_OBSERVATIONS] = {GPS_OBS_INSERT_ARRAY, GPS_OBS_ARRAYS, GPS_OBS_ARRAY_SUMMARY},
-    [GP_ARRAYS_SNAPSHOT] = {GPS_SNAP_INSERT_ARRAY, GPS_SNAP_ARRAYS, GPS_SNAP_ARRAY_SUMMARY},
+    [GP_ARRAYS_MODEL] = {GPS_INSERT_ARRAY, GPS_ARRAYS, GPS_ARRAY_SUMMARY, 0, 0, 0},
+    [GP_ARRAYS_JOB] = {GPS_JOB_INSERT_ARRAY, GPS_JOB_ARRAYS, GPS_JOB_ARRAY_SUMMARY, 0, 0, 0},
+    [GP_ARRAYS_OBSERVATIONS] = {GPS_OBS_INSERT_ARRAY, GPS_OBS_ARRAYS, GPS_OBS_ARRAY_SUMMARY, 7, 2,
+                                3},
+    [GP_ARRAYS_SNAPSHOT] = {GPS_SNAP_INSERT_ARRAY, GPS_SNAP_ARRAYS, GPS_SNAP_ARRAY_SUMMARY, 7, 0,
+                            0},
 };
 
 /* Bind the owner of an array row (model row id or job id) to parameter 1, and
- * its entry number to ?7 when the statement has it. */
-static int bind_owner(sqlite3_stmt *st, const gp_array_owner *o)
+ * its entry number to parameter seq_param when the statement has one. */
+static int bind_owner(gp_db_stmt *st, const gp_array_owner *o, int seq_param)
 {
-    int src = o->table == GP_ARRAYS_JOB ? sqlite3_bind_text(st, 1, o->job_id, -1, SQLITE_STATIC)
-                                        : sqlite3_bind_int64(st, 1, o->model_id);
-    if (src == SQLITE_OK && sqlite3_bind_parameter_index(st, "?7") == 7)
-        src = sqlite3_bind_int64(st, 7, o->seq);
+    int src = o->table == GP_ARRAYS_JOB ? gp_db_bind_text(st, 1, o->job_id)
+                                        : gp_db_bind_int64(st, 1, o->model_id);
+    if (src == GP_DB_OK && seq_param > 0)
+        src = gp_db_bind_int64(st, seq_param, o->seq);
     return src;
 }
 
@@ -192,32 +196,30 @@ int gp_store_write_arrays(gp_store *s, const gp_array_owner *owner, const gp_sta
         for (size_t p = 0; p < nparts && rc == GP_OK; p++) {
             const size_t off = p * pb;
             const size_t len = bytes - off < pb ? bytes - off : pb;
-            sqlite3_stmt *st = gp_store_stmt(c, table_stmts[owner->table].insert);
-            int src = bind_owner(st, owner);
-            if (src == SQLITE_OK)
-                src = sqlite3_bind_text(st, 2, a->name, -1, SQLITE_STATIC);
-            if (src == SQLITE_OK)
-                src = sqlite3_bind_int64(st, 3, (sqlite3_int64)p);
-            if (src == SQLITE_OK)
-                src = sqlite3_bind_int64(st, 4, (sqlite3_int64)a->rows);
-            if (src == SQLITE_OK)
-                src = sqlite3_bind_int64(st, 5, (sqlite3_int64)a->cols);
-            if (src == SQLITE_OK) {
+            gp_db_stmt *st = gp_store_stmt(c, table_stmts[owner->table].insert);
+            int src = bind_owner(st, owner, table_stmts[owner->table].insert_seq);
+            if (src == GP_DB_OK)
+                src = gp_db_bind_text(st, 2, a->name);
+            if (src == GP_DB_OK)
+                src = gp_db_bind_int64(st, 3, (int64_t)p);
+            if (src == GP_DB_OK)
+                src = gp_db_bind_int64(st, 4, (int64_t)a->rows);
+            if (src == GP_DB_OK)
+                src = gp_db_bind_int64(st, 5, (int64_t)a->cols);
+            if (src == GP_DB_OK) {
                 if (len == 0) {
-                    /* A NULL pointer would bind SQL NULL: bind an empty blob. */
-                    src = sqlite3_bind_zeroblob(st, 6, 0);
+                    src = gp_db_bind_blob(st, 6, NULL, 0); /* an empty blob, not NULL */
                 } else if (le) {
-                    src = sqlite3_bind_blob64(st, 6, (const unsigned char *)a->data + off, len,
-                                              SQLITE_STATIC);
+                    src = gp_db_bind_blob(st, 6, (const unsigned char *)a->data + off, len);
                 } else {
                     gp_store_le_encode(a->data + off / sizeof(double), len / sizeof(double),
                                        buf);
-                    src = sqlite3_bind_blob64(st, 6, buf, len, SQLITE_STATIC);
+                    src = gp_db_bind_blob(st, 6, buf, len);
                 }
             }
-            if (src == SQLITE_OK)
-                src = sqlite3_step(st);
-            if (src != SQLITE_DONE)
+            if (src == GP_DB_OK)
+                src = gp_db_step(st);
+            if (src != GP_DB_DONE)
                 rc = gp_store_sql_error(c, src, err, "saving an array");
             gp_store_stmt_done(st);
         }
@@ -256,23 +258,23 @@ static int acc_finish(array_acc *acc, gp_state *tmp, gp_error *err)
 static int check_summary(gp_store_conn *c, const gp_array_owner *owner, const array_acc *acc,
                          gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, table_stmts[owner->table].summary);
-    int src = bind_owner(st, owner);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, acc->key, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    if (src != SQLITE_ROW) {
+    gp_db_stmt *st = gp_store_stmt(c, table_stmts[owner->table].summary);
+    int src = bind_owner(st, owner, table_stmts[owner->table].summary_seq);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_text(st, 2, acc->key);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    if (src != GP_DB_ROW) {
         int rc = gp_store_sql_error(c, src, err, "checking an array");
         gp_store_stmt_done(st);
         return rc;
     }
-    const sqlite3_int64 n = sqlite3_column_int64(st, 0), maxpart = sqlite3_column_int64(st, 1);
-    const sqlite3_int64 total = sqlite3_column_int64(st, 2);
-    const int uniform = sqlite3_column_int64(st, 3) == (sqlite3_int64)acc->rows &&
-                        sqlite3_column_int64(st, 4) == (sqlite3_int64)acc->rows &&
-                        sqlite3_column_int64(st, 5) == (sqlite3_int64)acc->cols &&
-                        sqlite3_column_int64(st, 6) == (sqlite3_int64)acc->cols;
+    const int64_t n = gp_db_col_int64(st, 0), maxpart = gp_db_col_int64(st, 1);
+    const int64_t total = gp_db_col_int64(st, 2);
+    const int uniform = gp_db_col_int64(st, 3) == (int64_t)acc->rows &&
+                        gp_db_col_int64(st, 4) == (int64_t)acc->rows &&
+                        gp_db_col_int64(st, 5) == (int64_t)acc->cols &&
+                        gp_db_col_int64(st, 6) == (int64_t)acc->cols;
     gp_store_stmt_done(st);
     if (maxpart != n - 1)
         return gp_error_set(err, GP_EDATA, acc->key,
@@ -295,7 +297,7 @@ static int check_summary(gp_store_conn *c, const gp_array_owner *owner, const ar
 
 /* Start a new array from its first row (which must be part 0). */
 static int acc_start(gp_store_conn *c, array_acc *acc, const char *key, int64_t part,
-                     sqlite3_int64 rows, sqlite3_int64 cols, const gp_array_owner *owner,
+                     int64_t rows, int64_t cols, const gp_array_owner *owner,
                      gp_error *err)
 {
     memcpy(acc->key, key, strlen(key) + 1);
@@ -335,23 +337,23 @@ int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state
     gp_array_owner_label(owner, acc.who, sizeof acc.who);
     int have = 0; /* acc holds an array being assembled */
     int rc = GP_OK;
-    sqlite3_stmt *st = gp_store_stmt(c, table_stmts[owner->table].select);
-    int src = bind_owner(st, owner);
-    if (src != SQLITE_OK) {
+    gp_db_stmt *st = gp_store_stmt(c, table_stmts[owner->table].select);
+    int src = bind_owner(st, owner, table_stmts[owner->table].select_seq);
+    if (src != GP_DB_OK) {
         rc = gp_store_sql_error(c, src, err, "loading arrays");
         goto out;
     }
-    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *key = (const char *)sqlite3_column_text(st, 0);
+    while ((src = gp_db_step(st)) == GP_DB_ROW) {
+        const char *key = gp_db_col_text(st, 0);
         const size_t keylen = key ? strlen(key) : 0;
         if (keylen == 0 || keylen >= GP_STATE_NAME_LEN) {
             rc = gp_error_set(err, GP_EDATA, NULL,
                               "%s has an array with an invalid name", acc.who);
             goto out;
         }
-        const int64_t part = sqlite3_column_int64(st, 1);
-        const sqlite3_int64 rows = sqlite3_column_int64(st, 2);
-        const sqlite3_int64 cols = sqlite3_column_int64(st, 3);
+        const int64_t part = gp_db_col_int64(st, 1);
+        const int64_t rows = gp_db_col_int64(st, 2);
+        const int64_t cols = gp_db_col_int64(st, 3);
         if (!have || strcmp(acc.key, key) != 0) {
             if (have) {
                 have = 0;
@@ -372,7 +374,7 @@ int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state
                 goto out;
             }
             acc.next_part++;
-            if (rows != (sqlite3_int64)acc.rows || cols != (sqlite3_int64)acc.cols) {
+            if (rows != (int64_t)acc.rows || cols != (int64_t)acc.cols) {
                 rc = gp_error_set(err, GP_EDATA, acc.key,
                                   "stored array '%s' of %s is corrupt: part %lld "
                                   "has shape %lld x %lld, part 0 %zu x %zu",
@@ -381,36 +383,36 @@ int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state
                 goto out;
             }
         }
-        if (sqlite3_column_type(st, 4) != SQLITE_BLOB) {
+        if (gp_db_col_type(st, 4) != GP_DB_BLOB) {
             rc = gp_error_set(err, GP_EDATA, acc.key,
                               "stored array '%s' of %s is corrupt: part %lld is "
                               "not a blob",
                               acc.key, acc.who, (long long)part);
             goto out;
         }
-        const unsigned char *blob = sqlite3_column_blob(st, 4);
-        const int n = sqlite3_column_bytes(st, 4);
-        if (n < 0 || (size_t)n > acc.bytes - acc.filled || n % 8 != 0 || (n > 0 && !blob)) {
+        const unsigned char *blob = gp_db_col_blob(st, 4);
+        const size_t n = gp_db_col_bytes(st, 4);
+        if (n > acc.bytes - acc.filled || n % 8 != 0 || (n > 0 && !blob)) {
             if (blob == NULL && n > 0) {
-                rc = gp_store_sql_error(c, sqlite3_errcode(c->db), err, "reading an array");
+                rc = gp_store_sql_error(c, GP_DB_ENOMEM, err, "reading an array");
                 goto out;
             }
             rc = gp_error_set(err, GP_EDATA, acc.key,
                               "stored array '%s' of %s is corrupt: part %lld has "
-                              "%d bytes, %zu of %zu remain",
+                              "%zu bytes, %zu of %zu remain",
                               acc.key, acc.who, (long long)part, n,
                               acc.bytes - acc.filled, acc.bytes);
             goto out;
         }
         if (n > 0) {
             if (le)
-                memcpy((unsigned char *)acc.data + acc.filled, blob, (size_t)n);
+                memcpy((unsigned char *)acc.data + acc.filled, blob, n);
             else
-                gp_store_le_decode(blob, (size_t)n / 8, acc.data + acc.filled / 8);
+                gp_store_le_decode(blob, n / 8, acc.data + acc.filled / 8);
         }
         acc.filled += (size_t)n;
     }
-    if (src != SQLITE_DONE) {
+    if (src != GP_DB_DONE) {
         rc = gp_store_sql_error(c, src, err, "loading arrays");
         goto out;
     }

@@ -5,19 +5,24 @@
 #define GP_STORE_INTERNAL_H
 
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/db.h"
 #include "store/store.h"
 
 /* Milliseconds a write waits for another connection's lock (SQLite's busy
- * handler, plus our own retry of a whole write transaction within the same
- * budget). */
+ * handler, PostgreSQL's lock_timeout, plus our own retry of a whole write
+ * transaction within the same budget). */
 #define GP_STORE_BUSY_MS 5000
 
-/* Prepared statements, prepared once at open on each connection (the reader
- * is query_only: a write statement stepped on it fails with SQLITE_READONLY). */
+/* The schema version every driver migrates to (SQLite: PRAGMA user_version;
+ * PostgreSQL: the table gpserve_schema). */
+#define GP_STORE_SCHEMA_VERSION 3
+
+/* Prepared statements, prepared once at open on each connection (a reader
+ * never writes: a write statement stepped on it fails). Each driver has the
+ * SQL of each in its dialect (db_sqlite.c, db_pg.c). */
 enum gp_store_stmt {
     GPS_BEGIN,           /* read transaction (one snapshot for several SELECTs) */
     GPS_BEGIN_IMMEDIATE, /* write transaction: takes the write lock up front */
@@ -70,23 +75,30 @@ enum gp_store_stmt {
     GPS_SNAP_ARRAYS,
     GPS_SNAP_ARRAY_SUMMARY,
     GPS_SNAP_SEQ,
+    /* What SQLite's single write lock gives for free and PostgreSQL takes
+     * explicitly: a lock on a model name held to the end of the write
+     * transaction (saves and deletes of one name in turn), and the reads of
+     * a job row and of a log's head that lock the row (FOR UPDATE). */
+    GPS_LOCK_NAME,
+    GPS_JOB_GET_LOCK,
+    GPS_OBS_HEAD_LOCK,
     GPS_STMT_COUNT
 };
 
-/* One SQLite connection, its statements, and the mutex that serialises every
- * use of both. */
+/* One database connection with its prepared statements, and the mutex that
+ * serialises every use of it. */
 typedef struct gp_store_conn {
-    sqlite3 *db;
+    gp_db *db;
     pthread_mutex_t mu;
     int mu_ready; /* mu was initialised (for cleanup after a failed open) */
-    sqlite3_stmt *stmt[GPS_STMT_COUNT];
-    int last_rc; /* SQLite code of the last failure (for the busy retry) */
+    int last_rc;  /* gp_db class of the last failure (for the busy retry) */
 } gp_store_conn;
 
 /* Test hook (see gp_store_set_save_hook). */
 typedef void (*gp_store_save_hook_fn)(gp_store *store, int64_t model_id, void *arg);
 
-/* Three connections to one file (WAL): the writer runs gp_store_save,
+/* Three connections to one database (a SQLite file in WAL, or a PostgreSQL
+ * database): the writer runs gp_store_save,
  * gp_store_delete, gp_store_observe, the job writes and the migrations; the
  * reader runs gp_store_meta, gp_store_versions, gp_store_list,
  * gp_store_load_state, gp_store_load_snapshot and the job reads; the log
@@ -106,6 +118,7 @@ struct gp_store {
     gp_store_conn *w;      /* &conn[0] */
     gp_store_conn *r;      /* &conn[1], or w for an in-memory database */
     gp_store_conn *log;    /* &conn[2], or w for an in-memory database */
+    const gp_db_driver *drv;
     /* Guarded by w->mu: */
     size_t part_bytes; /* largest blob of one `arrays` row (a multiple of 8) */
     gp_store_save_hook_fn save_hook;
@@ -121,14 +134,14 @@ struct gp_store {
 void gp_store_set_save_hook(gp_store *store, gp_store_save_hook_fn fn, void *arg);
 
 /* The statement `id` of connection c, reset and with its bindings cleared. */
-sqlite3_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id);
+gp_db_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id);
 /* Reset and clear the bindings of st (ends its implicit read, drops pointers to
- * caller buffers bound with SQLITE_STATIC). NULL is ignored. */
-void gp_store_stmt_done(sqlite3_stmt *st);
-/* Map the SQLite failure rc on connection c onto a GP code and fill err with
- * sqlite3_errmsg: SQLITE_BUSY/LOCKED -> GP_ENOTREADY, SQLITE_NOMEM ->
- * GP_ENOMEM, everything else -> GP_EINTERNAL. `what` says what was being
- * done. */
+ * caller buffers bound). NULL is ignored. */
+void gp_store_stmt_done(gp_db_stmt *st);
+/* Map the failure rc (a negative gp_db result) on connection c onto a GP code
+ * and fill err with the driver's message: busy and a lost server ->
+ * GP_ENOTREADY, no memory -> GP_ENOMEM, a full disk -> GP_ESTORAGE,
+ * everything else -> GP_EINTERNAL. `what` says what was being done. */
 int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what);
 
 /* Whose arrays. The four tables share the parts scheme of `arrays`. */
@@ -169,17 +182,17 @@ int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err);
 
 /* Shared by store.c, store_jobs.c and store_observe.c. */
 /* Step a statement that returns no rows, bound by the caller (src: the
- * bindings' result; not SQLITE_OK skips the step), reset it, and put the rows
+ * bindings' result; not GP_DB_OK skips the step), reset it, and put the rows
  * it changed in *changed (may be NULL). */
-int gp_store_step_write(gp_store_conn *c, sqlite3_stmt *st, int src, int *changed,
+int gp_store_step_write(gp_store_conn *c, gp_db_stmt *st, int src, int *changed,
                         gp_error *err, const char *what);
 /* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
 int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what);
 /* Roll back c's open transaction, if any (errors ignored). */
 void gp_store_rollback(gp_store_conn *c);
 /* Run write(s, ctx, err), one whole transaction on the writer, under the
- * writer's mutex (taken here), again while it fails with SQLITE_BUSY, for up
- * to GP_STORE_BUSY_MS. */
+ * writer's mutex (taken here), again while it fails busy (GP_DB_EBUSY: a lock
+ * wait ran out, a deadlock), for up to GP_STORE_BUSY_MS. */
 int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                    gp_error *err);
 /* gp_store_write of BEGIN IMMEDIATE, body(s, ctx, err), COMMIT; rolled back
@@ -188,9 +201,9 @@ int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
                        const char *what, gp_error *err);
 /* Column text into a fixed buffer: 0 if it does not fit (or is NULL and
  * allow_null is 0). */
-int gp_store_copy_col(sqlite3_stmt *st, int col, char *dst, size_t size, int allow_null);
+int gp_store_copy_col(gp_db_stmt *st, int col, char *dst, size_t size, int allow_null);
 /* Owned copy of column text (NULL stays NULL); -1 on allocation failure. */
-int gp_store_dup_col(sqlite3_stmt *st, int col, char **dst);
+int gp_store_dup_col(gp_db_stmt *st, int col, char **dst);
 /* Inside the writer's open transaction: end job id (held by owner, or any
  * holder for owner NULL) with status and texts, dropping its request data;
  * GP_ECONFLICT when it is not an active job of owner. */

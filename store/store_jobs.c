@@ -27,26 +27,21 @@ void gp_job_row_free(gp_job_row *job)
     job->progress = job->error = job->result = NULL;
 }
 
-static int bind_opt_text(sqlite3_stmt *st, int i, const char *text)
-{
-    return text ? sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
-
 /* Bind parameters 1, 2, ... of st from the arguments, one per letter of
  * types: 't' text (const char *, NULL binds NULL), 'd' double, 'i' int. The
- * texts must outlive the statement's step (SQLITE_STATIC). */
-static int bind_values(sqlite3_stmt *st, const char *types, ...)
+ * texts must outlive the statement's step (they are not copied). */
+static int bind_values(gp_db_stmt *st, const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    int src = SQLITE_OK;
-    for (int i = 0; types[i] && src == SQLITE_OK; i++) {
+    int src = GP_DB_OK;
+    for (int i = 0; types[i] && src == GP_DB_OK; i++) {
         if (types[i] == 't')
-            src = bind_opt_text(st, i + 1, va_arg(ap, const char *));
+            src = gp_db_bind_text(st, i + 1, va_arg(ap, const char *));
         else if (types[i] == 'd')
-            src = sqlite3_bind_double(st, i + 1, va_arg(ap, double));
+            src = gp_db_bind_double(st, i + 1, va_arg(ap, double));
         else
-            src = sqlite3_bind_int(st, i + 1, va_arg(ap, int));
+            src = gp_db_bind_int64(st, i + 1, va_arg(ap, int));
     }
     va_end(ap);
     return src;
@@ -57,13 +52,13 @@ static int job_put_once(gp_store *s, void *vctx, gp_error *err)
     const gp_job_row *job = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PUT);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_PUT);
     int src = bind_values(st, "ttttttt", job->id, job->model_name, job->status, job->progress,
                           job->error, job->result, now);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     gp_store_stmt_done(st);
-    if (src != SQLITE_DONE)
+    if (src != GP_DB_DONE)
         return gp_store_sql_error(s->w, src, err, "saving a job");
     return GP_OK;
 }
@@ -110,7 +105,7 @@ int gp_store_job_put(gp_store *store, const gp_job_row *job, gp_error *err)
 }
 
 /* Columns 0..8 of GPS_JOB_GET into job. */
-static int read_job_row(sqlite3_stmt *st, const char *id, gp_job_row *job, gp_error *err)
+static int read_job_row(gp_db_stmt *st, const char *id, gp_job_row *job, gp_error *err)
 {
     if (!gp_store_copy_col(st, 0, job->id, sizeof job->id, 0) ||
         !gp_store_copy_col(st, 1, job->model_name, sizeof job->model_name, 1) ||
@@ -121,21 +116,24 @@ static int read_job_row(sqlite3_stmt *st, const char *id, gp_job_row *job, gp_er
     if (gp_store_dup_col(st, 3, &job->progress) || gp_store_dup_col(st, 4, &job->error) ||
         gp_store_dup_col(st, 5, &job->result))
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading job '%s'", id);
-    job->attempts = sqlite3_column_int(st, 8);
+    job->attempts = gp_db_col_int(st, 8);
     return GP_OK;
 }
 
-/* The row of id on connection c (whose mutex the caller holds). */
-static int job_get_on(gp_store_conn *c, const char *id, gp_job_row *job, gp_error *err)
+/* The row of id on connection c (whose mutex the caller holds), read with
+ * GPS_JOB_GET, or GPS_JOB_GET_LOCK inside a write transaction that goes on
+ * to change the row. */
+static int job_get_on(gp_store_conn *c, enum gp_store_stmt which, const char *id,
+                      gp_job_row *job, gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, GPS_JOB_GET);
-    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    gp_db_stmt *st = gp_store_stmt(c, which);
+    int src = gp_db_bind_text(st, 1, id);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     int rc = GP_OK;
-    if (src == SQLITE_ROW)
+    if (src == GP_DB_ROW)
         rc = read_job_row(st, id, job, err);
-    else if (src == SQLITE_DONE)
+    else if (src == GP_DB_DONE)
         rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id);
     else
         rc = gp_store_sql_error(c, src, err, "reading a job");
@@ -150,7 +148,7 @@ int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error 
         return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
     gp_store_conn *r = store->r;
     pthread_mutex_lock(&r->mu);
-    int rc = job_get_on(r, id, job, err);
+    int rc = job_get_on(r, GPS_JOB_GET, id, job, err);
     pthread_mutex_unlock(&r->mu);
     if (rc) {
         gp_job_row_free(job);
@@ -163,8 +161,8 @@ int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error 
 
 static int drop_arrays(gp_store_conn *w, const char *id, gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_DROP_ARRAYS);
-    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    gp_db_stmt *st = gp_store_stmt(w, GPS_JOB_DROP_ARRAYS);
+    int src = gp_db_bind_text(st, 1, id);
     return gp_store_step_write(w, st, src, NULL, err, "dropping a job's data");
 }
 
@@ -175,7 +173,7 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
     char now[GP_TIME_LEN];
     gp_store_now(now);
     gp_store_conn *w = s->w;
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_FINISH);
+    gp_db_stmt *st = gp_store_stmt(w, GPS_JOB_FINISH);
     int src = bind_values(st, "ttttttt", id, owner, status, progress, error, result, now);
     int changed = 0;
     int rc = gp_store_step_write(w, st, src, &changed, err, "ending a job");
@@ -214,7 +212,7 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     create_ctx *c = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_CREATE);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_CREATE);
     int src = bind_values(st, "ttttttd", c->job->id, c->job->model_name, c->job->progress, now,
                           c->spec, c->owner, c->lease_until);
     int rc = gp_store_step_write(s->w, st, src, NULL, err, "creating a job");
@@ -244,14 +242,14 @@ int gp_store_job_create(gp_store *store, const gp_job_row *job, const char *spec
 static int read_request_row(gp_store_conn *r, const char *id, gp_job_row *row, char **spec,
                             gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(r, GPS_JOB_REQUEST);
-    int src = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    gp_db_stmt *st = gp_store_stmt(r, GPS_JOB_REQUEST);
+    int src = gp_db_bind_text(st, 1, id);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     int rc = GP_OK;
-    if (src == SQLITE_DONE || (src == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL)) {
+    if (src == GP_DB_DONE || (src == GP_DB_ROW && gp_db_col_type(st, 0) == GP_DB_NULL)) {
         rc = gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' has no stored request", id);
-    } else if (src != SQLITE_ROW) {
+    } else if (src != GP_DB_ROW) {
         rc = gp_store_sql_error(r, src, err, "reading a job's request");
     } else {
         snprintf(row->id, sizeof row->id, "%s", id);
@@ -260,7 +258,7 @@ static int read_request_row(gp_store_conn *r, const char *id, gp_job_row *row, c
             rc = gp_error_set(err, GP_EDATA, "id", "job '%s' is corrupt", id);
         else if (gp_store_dup_col(st, 0, spec) || gp_store_dup_col(st, 3, &row->progress))
             rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading job '%s'", id);
-        row->attempts = sqlite3_column_int(st, 4);
+        row->attempts = gp_db_col_int(st, 4);
     }
     gp_store_stmt_done(st);
     return rc;
@@ -307,7 +305,7 @@ static int update_once(gp_store *s, void *vctx, gp_error *err)
     update_ctx *c = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_UPDATE);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_UPDATE);
     int src = bind_values(st, "ttttti", c->job->id, c->owner, c->job->status, c->job->progress,
                           now, c->started ? 1 : 0);
     int changed = 0;
@@ -365,7 +363,7 @@ static int release_once(gp_store *s, void *vctx, gp_error *err)
     pair_ctx *c = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RELEASE);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_RELEASE);
     int src = bind_values(st, "ttt", c->id, c->owner, now);
     int changed = 0;
     int rc = gp_store_step_write(s->w, st, src, &changed, err, "releasing a job");
@@ -377,7 +375,7 @@ static int release_once(gp_store *s, void *vctx, gp_error *err)
 static int expire_once(gp_store *s, void *vctx, gp_error *err)
 {
     pair_ctx *c = vctx;
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_EXPIRE);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_EXPIRE);
     int src = bind_values(st, "tt", c->id, c->owner);
     return gp_store_step_write(s->w, st, src, NULL, err, "expiring a job's lease");
 }
@@ -434,18 +432,18 @@ static int renew_body(gp_store *s, void *vctx, gp_error *err)
 {
     renew_ctx *c = vctx;
     c->count = 0;
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_RENEW);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_RENEW);
     int src = bind_values(st, "td", c->owner, c->lease_until);
     int rc = gp_store_step_write(s->w, st, src, NULL, err, "renewing leases");
     if (rc)
         return rc;
     st = gp_store_stmt(s->w, GPS_JOB_HELD_LIST);
-    src = sqlite3_bind_text(st, 1, c->owner, -1, SQLITE_STATIC);
-    if (src == SQLITE_OK)
-        while (rc == GP_OK && (src = sqlite3_step(st)) == SQLITE_ROW)
-            rc = hold_push(c, (const char *)sqlite3_column_text(st, 0),
-                           sqlite3_column_int(st, 1), err);
-    if (rc == GP_OK && src != SQLITE_DONE)
+    src = gp_db_bind_text(st, 1, c->owner);
+    if (src == GP_DB_OK)
+        while (rc == GP_OK && (src = gp_db_step(st)) == GP_DB_ROW)
+            rc = hold_push(c, gp_db_col_text(st, 0),
+                           gp_db_col_int(st, 1), err);
+    if (rc == GP_OK && src != GP_DB_DONE)
         rc = gp_store_sql_error(s->w, src, err, "listing held jobs");
     gp_store_stmt_done(st);
     return rc;
@@ -485,21 +483,21 @@ typedef struct claim_ctx {
 static int find_expired(gp_store_conn *w, double now, gp_job_row *row, int *cancel_requested,
                         gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_EXPIRED);
-    int src = sqlite3_bind_double(st, 1, now);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    gp_db_stmt *st = gp_store_stmt(w, GPS_JOB_EXPIRED);
+    int src = gp_db_bind_double(st, 1, now);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     int rc = GP_OK;
-    if (src == SQLITE_DONE) {
+    if (src == GP_DB_DONE) {
         rc = GP_ENOTFOUND;
-    } else if (src != SQLITE_ROW) {
+    } else if (src != GP_DB_ROW) {
         rc = gp_store_sql_error(w, src, err, "looking for expired jobs");
     } else if (!gp_store_copy_col(st, 0, row->id, sizeof row->id, 0) ||
                !gp_store_copy_col(st, 1, row->status, sizeof row->status, 0)) {
         rc = gp_error_set(err, GP_EDATA, "id", "a stored job is corrupt");
     } else {
-        row->attempts = sqlite3_column_int(st, 2);
-        *cancel_requested = sqlite3_column_int(st, 3);
+        row->attempts = gp_db_col_int(st, 2);
+        *cancel_requested = gp_db_col_int(st, 3);
         if (gp_store_dup_col(st, 4, &row->progress))
             rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading a job");
     }
@@ -511,7 +509,7 @@ static int take_job(gp_store *s, claim_ctx *c, gp_error *err)
 {
     char now[GP_TIME_LEN];
     gp_store_now(now);
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_TAKE);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_TAKE);
     int src = bind_values(st, "ttdtd", c->row->id, c->owner, c->lease_until, now, c->now);
     int changed = 0;
     int rc = gp_store_step_write(s->w, st, src, &changed, err, "claiming a job");
@@ -584,20 +582,20 @@ static int cancel_body(gp_store *s, void *vctx, gp_error *err)
     gp_job_row_free(c->row);
     memset(c->row, 0, sizeof *c->row);
     gp_store_conn *w = s->w;
-    int rc = job_get_on(w, c->id, c->row, err);
+    int rc = job_get_on(w, GPS_JOB_GET_LOCK, c->id, c->row, err);
     if (rc)
         return rc;
     if (strcmp(c->row->status, "queued") != 0 && strcmp(c->row->status, "running") != 0) {
         c->outcome = GP_JOB_CANCEL_ENDED;
         return GP_OK;
     }
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_JOB_LEASE);
+    gp_db_stmt *st = gp_store_stmt(w, GPS_JOB_LEASE);
     int src = bind_values(st, "t", c->id);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    double lease = src == SQLITE_ROW ? sqlite3_column_double(st, 0) : 0.0;
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    double lease = src == GP_DB_ROW ? gp_db_col_double(st, 0) : 0.0;
     gp_store_stmt_done(st);
-    if (src != SQLITE_ROW)
+    if (src != GP_DB_ROW)
         return gp_store_sql_error(w, src, err, "reading a job");
     if (lease < c->now) { /* nobody keeps it alive: end it here */
         c->outcome = GP_JOB_CANCELLED_NOW;
@@ -635,7 +633,7 @@ typedef struct prune_ctx {
 static int prune_once(gp_store *s, void *vctx, gp_error *err)
 {
     prune_ctx *c = vctx;
-    sqlite3_stmt *st = gp_store_stmt(s->w, GPS_JOB_PRUNE);
+    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_PRUNE);
     int src = bind_values(st, "t", c->before);
     return gp_store_step_write(s->w, st, src, &c->deleted, err, "removing old jobs");
 }
@@ -662,11 +660,11 @@ int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs,
     size_t cap = 0, plen = prefix ? strlen(prefix) : 0;
     gp_store_conn *r = store->r;
     pthread_mutex_lock(&r->mu);
-    sqlite3_stmt *st = gp_store_stmt(r, GPS_JOB_ACTIVE);
+    gp_db_stmt *st = gp_store_stmt(r, GPS_JOB_ACTIVE);
     int src, rc = GP_OK;
-    while (rc == GP_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *id = (const char *)sqlite3_column_text(st, 0);
-        const char *owner = (const char *)sqlite3_column_text(st, 1);
+    while (rc == GP_OK && (src = gp_db_step(st)) == GP_DB_ROW) {
+        const char *id = gp_db_col_text(st, 0);
+        const char *owner = gp_db_col_text(st, 1);
         if (id == NULL || owner == NULL || strncmp(owner, prefix ? prefix : "", plen) != 0)
             continue;
         if (*count == cap) {
@@ -682,7 +680,7 @@ int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs,
         snprintf((*jobs)[*count].owner, GP_JOB_OWNER_LEN, "%s", owner);
         (*count)++;
     }
-    if (rc == GP_OK && src != SQLITE_DONE)
+    if (rc == GP_OK && src != GP_DB_DONE)
         rc = gp_store_sql_error(r, src, err, "listing jobs");
     gp_store_stmt_done(st);
     pthread_mutex_unlock(&r->mu);

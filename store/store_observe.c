@@ -17,23 +17,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The row's obs_seq, on connection c inside its open transaction;
- * GP_ENOTFOUND when the row is gone. */
-static int read_head(gp_store_conn *c, int64_t model_id, uint64_t *obs_seq, gp_error *err)
+/* The row's obs_seq, on connection c inside its open transaction (with
+ * GPS_OBS_HEAD, or GPS_OBS_HEAD_LOCK in a write transaction, which holds the
+ * row until it ends); GP_ENOTFOUND when the row is gone. */
+static int read_head(gp_store_conn *c, enum gp_store_stmt which, int64_t model_id,
+                     uint64_t *obs_seq, gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, GPS_OBS_HEAD);
-    int src = sqlite3_bind_int64(st, 1, model_id);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
+    gp_db_stmt *st = gp_store_stmt(c, which);
+    int src = gp_db_bind_int64(st, 1, model_id);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
     int rc = GP_OK;
-    if (src == SQLITE_ROW) {
-        const sqlite3_int64 v = sqlite3_column_int64(st, 0);
+    if (src == GP_DB_ROW) {
+        const int64_t v = gp_db_col_int64(st, 0);
         if (v < 0)
             rc = gp_error_set(err, GP_EDATA, "name", "model row %lld is corrupt (obs_seq %lld)",
                               (long long)model_id, (long long)v);
         else
             *obs_seq = (uint64_t)v;
-    } else if (src == SQLITE_DONE) {
+    } else if (src == GP_DB_DONE) {
         rc = gp_error_set(err, GP_ENOTFOUND, "name", "model row %lld not found",
                           (long long)model_id);
     } else {
@@ -57,7 +59,7 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
     observe_ctx *c = vctx;
     gp_store_conn *w = s->w;
     uint64_t head = 0;
-    int rc = read_head(w, c->model_id, &head, err);
+    int rc = read_head(w, GPS_OBS_HEAD_LOCK, c->model_id, &head, err);
     if (rc)
         return rc;
     if (head != c->expected)
@@ -72,19 +74,19 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
     rc = gp_store_write_arrays(s, &entry, c->batch, err);
     if (rc)
         return rc;
-    sqlite3_stmt *st = gp_store_stmt(w, GPS_OBS_ADVANCE);
-    int src = sqlite3_bind_int64(st, 1, c->model_id);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, 2, seq);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, 3, (sqlite3_int64)c->n_after);
+    gp_db_stmt *st = gp_store_stmt(w, GPS_OBS_ADVANCE);
+    int src = gp_db_bind_int64(st, 1, c->model_id);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_int64(st, 2, seq);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_int64(st, 3, (int64_t)c->n_after);
     rc = gp_store_step_write(w, st, src, NULL, err, "counting an observation");
     if (rc || c->snapshot == NULL)
         return rc;
     /* One snapshot per version: the new one replaces the old in this
      * transaction, so a reader sees the old one or the new one, whole. */
     st = gp_store_stmt(w, GPS_SNAP_DROP);
-    src = sqlite3_bind_int64(st, 1, c->model_id);
+    src = gp_db_bind_int64(st, 1, c->model_id);
     rc = gp_store_step_write(w, st, src, NULL, err, "replacing a snapshot");
     if (rc)
         return rc;
@@ -130,17 +132,17 @@ int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
 static int snapshot_seq(gp_store_conn *c, int64_t model_id, uint64_t head, uint64_t *at,
                         gp_error *err)
 {
-    sqlite3_stmt *st = gp_store_stmt(c, GPS_SNAP_SEQ);
-    int src = sqlite3_bind_int64(st, 1, model_id);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    if (src != SQLITE_ROW) {
+    gp_db_stmt *st = gp_store_stmt(c, GPS_SNAP_SEQ);
+    int src = gp_db_bind_int64(st, 1, model_id);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    if (src != GP_DB_ROW) {
         int rc = gp_store_sql_error(c, src, err, "reading a snapshot");
         gp_store_stmt_done(st);
         return rc;
     }
-    const sqlite3_int64 n = sqlite3_column_int64(st, 0);
-    const sqlite3_int64 lo = sqlite3_column_int64(st, 1), hi = sqlite3_column_int64(st, 2);
+    const int64_t n = gp_db_col_int64(st, 0);
+    const int64_t lo = gp_db_col_int64(st, 1), hi = gp_db_col_int64(st, 2);
     gp_store_stmt_done(st);
     *at = 0;
     if (n == 0)
@@ -173,7 +175,7 @@ int gp_store_load_snapshot(gp_store *store, int64_t model_id, gp_state *state, u
      * (an append replaces a snapshot in one transaction). */
     int rc = gp_store_exec(r, GPS_BEGIN, err, "starting to load a snapshot");
     if (rc == GP_OK) {
-        rc = read_head(r, model_id, &head, err);
+        rc = read_head(r, GPS_OBS_HEAD, model_id, &head, err);
         if (rc == GP_OK)
             rc = snapshot_seq(r, model_id, head, &at, err);
         const gp_array_owner snap = {.table = GP_ARRAYS_SNAPSHOT, .model_id = model_id,
@@ -241,7 +243,7 @@ int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uin
     pthread_mutex_lock(&c->mu);
     int rc = gp_store_exec(c, GPS_BEGIN, err, "starting to read a log");
     if (rc == GP_OK) {
-        rc = read_head(c, model_id, &head, err);
+        rc = read_head(c, GPS_OBS_HEAD, model_id, &head, err);
         if (rc == GP_OK && upto > head)
             rc = gp_error_set(err, GP_EINVAL, "upto",
                               "model row %lld's log has %llu entries, not %llu",

@@ -1,17 +1,48 @@
 #!/bin/sh
 # Run every test binary of a build and finish with the line "N passed, N failed".
 # Usage: tests/run.sh BUILD_DIR
+#
+# When PostgreSQL 15 is installed, a throw-away cluster (tests/support/pgtmp.sh)
+# runs for the unit binaries, which find it in GPSERVE_TEST_PG_URL (the store's
+# tests then run on PostgreSQL as well as SQLite); it is stopped and removed at
+# the end, whatever happens. Without it those tests print a skip.
 BUILD=${1:-build}
 passed=0
 failed=0
 broken=""
+HERE=$(cd "$(dirname "$0")" && pwd) || exit 1
+pgparent=""
+stop_pg() {
+    if [ -n "$pgparent" ]; then
+        sh "$HERE/support/pgtmp.sh" stop "$pgparent/pg"
+        rmdir "$pgparent" 2>/dev/null
+        pgparent=""
+    fi
+}
+trap stop_pg EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if [ -z "${GPSERVE_TEST_PG_URL:-}" ] && [ -x "${PGBIN:-/usr/lib/postgresql/15/bin}/initdb" ]; then
+    pgparent=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-pg.XXXXXX") || exit 1
+    chmod 755 "$pgparent" # the cluster may run as the user postgres
+    if url=$(sh "$HERE/support/pgtmp.sh" start "$pgparent/pg"); then
+        GPSERVE_TEST_PG_URL=$url
+        export GPSERVE_TEST_PG_URL
+    else
+        echo "tests/run.sh: no PostgreSQL for the store's tests (pgtmp.sh failed); they skip"
+        stop_pg
+    fi
+fi
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     out=$("$t" 2>&1)
     rc=$?
     printf '%s\n' "$out"
-    p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9][0-9]*\) test.*/\1/p' | tail -n 1)
-    f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9][0-9]*\) test.*/\1/p' | tail -n 1)
+    # A binary may run several groups (the store's: one per back end): add them up.
+    p=$(printf '%s\n' "$out" | sed -n 's/.*\[  PASSED  \] \([0-9][0-9]*\) test.*/\1/p' |
+        awk '{ s += $1 } END { if (NR) print s }')
+    f=$(printf '%s\n' "$out" | sed -n 's/.*\[  FAILED  \] \([0-9][0-9]*\) test.*/\1/p' |
+        awk '{ s += $1 } END { if (NR) print s }')
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0}))
     # A binary that crashed or failed without a cmocka summary still counts as a failure.
@@ -20,6 +51,10 @@ for t in "$BUILD"/tests/test_*; do
         broken="$broken $(basename "$t")"
     fi
 done
+if [ -n "$pgparent" ]; then # ours: the integration tests do not use it
+    stop_pg
+    unset GPSERVE_TEST_PG_URL
+fi
 if [ -d tests/integration ] && [ -x tests/integration/run.sh ]; then
     out=$(sh tests/integration/run.sh "$BUILD" 2>&1)
     printf '%s\n' "$out"

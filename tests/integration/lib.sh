@@ -5,7 +5,10 @@
 #
 # Environment: GPSERVE_DATASETS (default ../shared/datasets) for concrete.csv;
 # GPSERVE_TEST_VERBOSE=1 prints every response body of a failed case in full;
-# GPSERVE_TEST_SLOW=N multiplies every bound (default 4 under build/san).
+# GPSERVE_TEST_SLOW=N multiplies every bound (default 4 under build/san);
+# GPSERVE_TEST_DB_URL=postgresql://... runs the daemons of the main database
+# and of the online area on that PostgreSQL database (a schema per database
+# name, db_for below; needs psql) instead of SQLite files.
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 cd "$ROOT" || exit 1
@@ -41,6 +44,30 @@ PIDS=""
 # (e.g. stopping a PostgreSQL cluster it started), each ending with ';'.
 CLEANUP_CMDS=""
 
+# ---------------------------------------------------------------- databases
+
+DB_URL=${GPSERVE_TEST_DB_URL:-}
+# db_for NAME: the --db of this run's database NAME: the file $T/NAME.db, or,
+# with GPSERVE_TEST_DB_URL, that URL with its search_path set to the schema
+# gpit<pid>_NAME (made here; this run's schemas are dropped at the end).
+db_for() {
+    if [ -z "$DB_URL" ]; then
+        echo "$T/$1.db"
+        return 0
+    fi
+    _s="gpit$$_$1"
+    psql "$DB_URL" -qAt -c "CREATE SCHEMA IF NOT EXISTS $_s" >/dev/null 2>&1 || return 1
+    case $DB_URL in *\?*) _sep='&' ;; *) _sep='?' ;; esac
+    echo "$DB_URL${_sep}options=-csearch_path%3D$_s"
+}
+drop_db_schemas() {
+    [ -n "$DB_URL" ] || return 0
+    psql "$DB_URL" -qAt -c "SET client_min_messages = warning; DO \$\$ DECLARE r record; BEGIN
+        FOR r IN SELECT nspname FROM pg_namespace WHERE starts_with(nspname, 'gpit$$_') LOOP
+        EXECUTE 'DROP SCHEMA ' || quote_ident(r.nspname) || ' CASCADE'; END LOOP; END \$\$" \
+        >/dev/null 2>&1
+}
+
 cleanup() {
     eval "$CLEANUP_CMDS"
     for p in $PIDS; do
@@ -51,6 +78,7 @@ cleanup() {
         while alive "$p" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
         alive "$p" && kill -KILL "$p" 2>/dev/null
     done
+    drop_db_schemas
     # A tmpfs the resources area mounted, if a failure left it mounted.
     mountpoint -q "$T/tmpfs" 2>/dev/null && umount "$T/tmpfs" 2>/dev/null
     rm -rf "$T"

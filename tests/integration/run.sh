@@ -53,8 +53,14 @@ echo "# gpserve integration tests ($BIN, slowness x$SLOW${WANT:+, areas: $WANT})
 
 # ================================================================ main daemon
 section "main daemon"
+# Its database: $T/main.db, or a schema of GPSERVE_TEST_DB_URL (lib.sh, db_for).
+if ! MAIN_DB=$(db_for main); then
+    fail "main database" "cannot make a schema in GPSERVE_TEST_DB_URL (psql)"
+    finish
+fi
+[ -n "$DB_URL" ] && note "the daemons of the main database and of online run on PostgreSQL"
 # --max-body-mb 1 for the body-limit cases.
-if ! start_daemon "$T/main.log" --db "$T/main.db" --max-body-mb 1; then
+if ! start_daemon "$T/main.log" --db "$MAIN_DB" --max-body-mb 1; then
     fail "main daemon starts" "no 'gpserve listening on 127.0.0.1:PORT' line within ${STARTUP}s"
     finish
 fi

@@ -189,7 +189,7 @@ check_jerr "fit: an input kind rfgp's spec refuses" 400 invalid_argument '^optio
 check_jerr "fit: an empty exact model" 400 invalid_argument '^X$' $M '{"name":"on-bad","method":"exact"}'
 
 # ---- crash safety: kill -9 mid-stream, restart, compare
-ON_DB=$T/online.db
+ON_DB=$(db_for online)
 on_batch() { # on_batch I: the I-th batch of 1 row (deterministic)
     awk -v i="$1" 'BEGIN { x = (i * 37 % 101) / 25.0; printf "{\"X\":[%.4f],\"y\":[%.6f]}", x, sin(x) }'
 }

@@ -16,7 +16,7 @@ if [ "$STOP_RC" = 0 ]; then pass "SIGTERM: main daemon exits 0 (${STOP_SECS}s)";
     fail "SIGTERM: main daemon exits 0" "exit $STOP_RC"
     tail -n 5 "$T/main.log" | sed 's/^/     | /'
 fi
-if start_daemon "$T/main2.log" --db "$T/main.db" --max-body-mb 1; then
+if start_daemon "$T/main2.log" --db "$MAIN_DB" --max-body-mb 1; then
     pass "restart on the same db"
     PORT=$DPORT
     for r in "$T"/refs/*.req; do

@@ -8,7 +8,7 @@ check_json "predict sine (reference for other daemons)" 200 $P "{\"X\":$SINE_X,\
 cp "$T/body" "$T/ref_pred.json"
 check_json "sample sine (reference)" 200 $S "{\"X\":$SINE_X,\"n_samples\":3,\"seed\":99}"
 cp "$T/body" "$T/ref_sample.json"
-if start_daemon "$T/second.log" --db "$T/main.db"; then
+if start_daemon "$T/second.log" --db "$MAIN_DB"; then
     pass "second daemon on the same db starts"
     SECOND_PID=$DPID
     MPORT=$PORT

@@ -1,8 +1,19 @@
 /* Scaffolding shared by the store's unit tests (test_store.c,
- * test_store_observe.c): a temporary directory for the databases, handles on
- * files in it, a raw sqlite3 connection that inspects and corrupts the files
- * behind the store's back, a xorshift64* stream and array builders for
- * states, and a bit-for-bit comparison of states.
+ * test_store_observe.c): the back end under test, a temporary directory for
+ * the SQLite databases (or a PostgreSQL schema per database name), handles
+ * on them, a raw connection (sqlite3 or libpq) that inspects and corrupts
+ * the data behind the store's back, a xorshift64* stream and array builders
+ * for states, and a bit-for-bit comparison of states.
+ *
+ * One test body runs over every back end (as GSL's multimin tests run one
+ * body over every minimiser): a test opens its databases by name
+ * (sf_open_store("x.db"), sf_db_path) and inspects them with the sf_raw_*
+ * helpers, which take what sf_db_path gave: a file path under SQLite, a
+ * postgresql:// URL whose search_path is the schema of that name under
+ * PostgreSQL (sf_pg = 1; the server is GPSERVE_TEST_PG_URL, which
+ * tests/run.sh sets to a throw-away cluster, tests/support/pgtmp.sh). The
+ * raw SQL is written to run on both (numbered parameters are written ?1 and
+ * become $1 for PostgreSQL).
  *
  * Header-only (static inline), as testutil.h and api_testutil.h: the
  * benchmarks link every support object of tests/unit without cmocka, sqlite
@@ -12,6 +23,7 @@
 #define GP_STORE_FIXTURE_H
 
 #include <dirent.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -61,15 +73,120 @@ static inline int sf_group_teardown(void **state)
     return sf_tmpdir_remove();
 }
 
-static inline void sf_db_path(char *out, size_t size, const char *file)
+/* ---- the back end -------------------------------------------------------- */
+
+static int sf_pg;                   /* 1 while the tests run on PostgreSQL */
+static const char *sf_pg_url;       /* GPSERVE_TEST_PG_URL */
+static char sf_schema_prefix[32];   /* gp<pid>_: this program's schemas */
+
+static inline int sf_is_url(const char *path)
 {
-    snprintf(out, size, "%s/%s", sf_tmpdir, file);
+    return strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0;
 }
 
-/* A store on file in the temporary directory; fails the test on error. */
+/* A raw libpq connection to url; fails the test when it cannot connect. */
+static inline PGconn *sf_pg_connect(const char *url)
+{
+    PGconn *c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("cannot connect to the test PostgreSQL: %s", PQerrorMessage(c));
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    return c;
+}
+
+/* Run a script of statements (simple protocol); fails the test on error. */
+static inline void sf_pg_script(const char *url, const char *sql)
+{
+    PGconn *c = sf_pg_connect(url);
+    PGresult *res = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(res));
+    PQclear(res);
+    PQfinish(c);
+}
+
+/* The URL of the database named file: the schema gp<pid>_<file> (the
+ * characters other than letters and digits as '_'), made if need be. */
+static inline void sf_pg_db_url(char *out, size_t size, const char *file)
+{
+    char schema[64];
+    snprintf(schema, sizeof schema, "%s%s", sf_schema_prefix, file);
+    for (char *p = schema; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+            *p = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : '_';
+    char sql[128];
+    snprintf(sql, sizeof sql, "CREATE SCHEMA IF NOT EXISTS %s", schema);
+    sf_pg_script(sf_pg_url, sql);
+    snprintf(out, size, "%s%soptions=-csearch_path%%3D%s", sf_pg_url,
+             strchr(sf_pg_url, '?') ? "&" : "?", schema);
+}
+
+/* Group setups: the SQLite group keeps its files in a temporary directory;
+ * the PostgreSQL group uses schemas of the server at GPSERVE_TEST_PG_URL. */
+static inline int sf_setup_sqlite(const char *name)
+{
+    sf_pg = 0;
+    return sf_tmpdir_make(name);
+}
+
+static inline int sf_setup_pg(const char *name)
+{
+    sf_pg = 1;
+    sf_pg_url = getenv("GPSERVE_TEST_PG_URL");
+    snprintf(sf_schema_prefix, sizeof sf_schema_prefix, "gp%ld_", (long)getpid());
+    return sf_pg_url && sf_pg_url[0] ? sf_tmpdir_make(name) : -1;
+}
+
+/* 1 when a PostgreSQL server is given to test against. */
+static inline int sf_pg_available(void)
+{
+    const char *u = getenv("GPSERVE_TEST_PG_URL");
+    return u && u[0];
+}
+
+/* The PostgreSQL group's teardown: drop this program's schemas. */
+static inline int sf_teardown_pg(void **state)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "DO $$ DECLARE r record; BEGIN FOR r IN SELECT nspname FROM pg_namespace"
+             " WHERE nspname LIKE '%s%%' LOOP EXECUTE 'DROP SCHEMA ' ||"
+             " quote_ident(r.nspname) || ' CASCADE'; END LOOP; END $$",
+             sf_schema_prefix);
+    PGconn *c = PQconnectdb(sf_pg_url);
+    if (PQstatus(c) == CONNECTION_OK) {
+        PQclear(PQexec(c, "SET client_min_messages = warning"));
+        PQclear(PQexec(c, sql));
+    }
+    PQfinish(c);
+    sf_pg = 0;
+    return sf_group_teardown(state);
+}
+
+/* The test of the PostgreSQL group when no server is given: a skip. */
+static inline void sf_test_pg_unavailable(void **state)
+{
+    (void)state;
+    print_message("[  SKIP    ] PostgreSQL tests: no server (GPSERVE_TEST_PG_URL unset; "
+                  "tests/run.sh starts one when PostgreSQL 15 is installed)\n");
+    skip();
+}
+
+/* Where the database named file lives: a file in the temporary directory, or
+ * a PostgreSQL schema of that name (as a URL). */
+static inline void sf_db_path(char *out, size_t size, const char *file)
+{
+    if (sf_pg)
+        sf_pg_db_url(out, size, file);
+    else
+        snprintf(out, size, "%s/%s", sf_tmpdir, file);
+}
+
+/* A store on the database named file; fails the test on error. */
 static inline gp_store *sf_open_store(const char *file)
 {
-    char path[256];
+    char path[512];
     sf_db_path(path, sizeof path, file);
     gp_store *s = NULL;
     gp_error err;
@@ -101,10 +218,48 @@ static inline sqlite3_stmt *sf_raw_prepare(sqlite3 *db, const char *sql, const c
     return st;
 }
 
+/* sql with ?N written $N, for libpq (malloc'ed). */
+static inline char *sf_pg_sql(const char *sql)
+{
+    char *out = strdup(sql);
+    assert_non_null(out);
+    for (char *p = out; *p; p++)
+        if (*p == '?' && p[1] >= '1' && p[1] <= '9')
+            *p = '$';
+    return out;
+}
+
+/* Run sql (text parameter $1 when param is not NULL) on a raw PostgreSQL
+ * connection; the first column of the first row as an integer (a boolean
+ * as 0/1, NULL as 0), or 0 when there is no row. */
+static inline long long sf_pg_run(const char *url, const char *sql, const char *param,
+                                  int want_row)
+{
+    PGconn *c = sf_pg_connect(url);
+    char *q = sf_pg_sql(sql);
+    PGresult *res = PQexecParams(c, q, param ? 1 : 0, NULL, param ? &param : NULL, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", q, PQresultErrorMessage(res));
+    long long v = 0;
+    if (want_row) {
+        if (st != PGRES_TUPLES_OK || PQntuples(res) < 1)
+            fail_msg("%s: no row", q);
+        const char *t = PQgetisnull(res, 0, 0) ? "0" : PQgetvalue(res, 0, 0);
+        v = strcmp(t, "t") == 0 ? 1 : strcmp(t, "f") == 0 ? 0 : strtoll(t, NULL, 10);
+    }
+    PQclear(res);
+    PQfinish(c);
+    free(q);
+    return v;
+}
+
 /* First column of the first row of sql (with optional text parameter ?1) as
  * an integer; fails the test on error. */
 static inline long long sf_raw_int(const char *path, const char *sql, const char *param)
 {
+    if (sf_is_url(path))
+        return sf_pg_run(path, sql, param, 1);
     sqlite3 *db = sf_raw_open(path);
     sqlite3_stmt *st = sf_raw_prepare(db, sql, param);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -130,6 +285,10 @@ static inline long long sf_raw_intf(const char *path, const char *fmt, ...)
 /* Run one statement with optional text parameter ?1. */
 static inline void sf_raw_exec(const char *path, const char *sql, const char *param)
 {
+    if (sf_is_url(path)) {
+        sf_pg_run(path, sql, param, 0);
+        return;
+    }
     sqlite3 *db = sf_raw_open(path);
     sqlite3_stmt *st = sf_raw_prepare(db, sql, param);
     int rc = sqlite3_step(st);
@@ -141,6 +300,10 @@ static inline void sf_raw_exec(const char *path, const char *sql, const char *pa
 /* Run a script of several statements (sqlite3_exec); the failure names it. */
 static inline void sf_raw_script(const char *path, const char *sql)
 {
+    if (sf_is_url(path)) {
+        sf_pg_script(path, sql);
+        return;
+    }
     sqlite3 *db = sf_raw_open(path);
     char *msg = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);

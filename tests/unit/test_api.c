@@ -2,6 +2,7 @@
  * bit-identical responses, delete, methods, OpenAPI, cache eviction, jobs. */
 #include "tests/unit/api_testutil.h"
 
+#include <libpq-fe.h>
 #include <pthread.h>
 
 #include "core/methods/registry.h"
@@ -517,6 +518,104 @@ static void test_delete_then_404(void **state)
     expect_status(&res, 200);
     gp_response_free(&res);
     free(pb);
+}
+
+/* Two api instances on one database, as two replicas behind a load
+ * balancer: every predict looks the latest version up in the store (not only
+ * in its own cache), so what one replica fits or deletes the other serves at
+ * once, with the same bytes. */
+static void two_replicas(const char *path)
+{
+    gp_api_config cfg;
+    gp_api_default_config(&cfg);
+    cfg.db_path = path;
+    cfg.max_train_points = 100;
+    gp_api *a = NULL, *b = NULL;
+    gp_error err;
+    if (gp_api_open(&cfg, &a, &err) != GP_OK || gp_api_open(&cfg, &b, &err) != GP_OK)
+        fail_msg("gp_api_open: %s", err.message);
+    double y2[N];
+    for (size_t i = 0; i < N; i++)
+        y2[i] = 2.0 * ytr[i] + 1.0;
+    char *pb = points_body(Xte, M, D, "");
+    gp_response ra = {0}, rb = {0};
+    fit_toy(a, "rep", "");
+    predict_json(b, "rep", pb, &rb); /* b loads version 1 into its cache */
+    expect_status(&rb, 200);
+    assert_non_null(strstr(rb.body, "\"version\":1,"));
+    gp_response_free(&rb);
+    char *body = fit_body("rep", "", Xtr, y2, N, D);
+    fit_ok(a, body, &ra);
+    free(body);
+    gp_response_free(&ra);
+    predict_json(a, "rep", pb, &ra);
+    predict_json(b, "rep", pb, &rb);
+    expect_status(&ra, 200);
+    expect_status(&rb, 200);
+    assert_non_null(strstr(rb.body, "\"version\":2,"));
+    assert_int_equal(ra.body_len, rb.body_len);
+    assert_memory_equal(ra.body, rb.body, ra.body_len);
+    gp_response_free(&ra);
+    gp_response_free(&rb);
+    /* Deleted by a: gone from b; fitted again by b: a serves the new row.
+     * (A model of a higher row id stays: SQLite gives a new row the largest
+     * id + 1, so with "rep"'s rows the last ones it would reuse id 1, and b,
+     * whose cache still holds the old version 1 under (name, version, id,
+     * created_at), would serve it if the refit fell in the same second.
+     * PostgreSQL's BIGSERIAL never reuses an id.) */
+    fit_toy(a, "rep-keeper", "");
+    gp_api_delete_model(a, "rep", &ra);
+    expect_status(&ra, 204);
+    gp_response_free(&ra);
+    predict_json(b, "rep", pb, &rb);
+    expect_error(&rb, 404, "not_found", "name");
+    gp_response_free(&rb);
+    fit_toy(b, "rep", "\"standardize\":false");
+    predict_json(a, "rep", pb, &ra);
+    predict_json(b, "rep", pb, &rb);
+    expect_status(&ra, 200);
+    assert_non_null(strstr(ra.body, "\"version\":1,"));
+    assert_int_equal(ra.body_len, rb.body_len);
+    assert_memory_equal(ra.body, rb.body, ra.body_len);
+    gp_response_free(&ra);
+    gp_response_free(&rb);
+    free(pb);
+    gp_api_close(a);
+    gp_api_close(b);
+}
+
+static void test_two_replicas_sqlite(void **state)
+{
+    (void)state;
+    char path[200];
+    snprintf(path, sizeof path, "%s/replicas.db", dir);
+    two_replicas(path);
+}
+
+/* The same on PostgreSQL (GPSERVE_TEST_PG_URL, a schema of its own). */
+static void test_two_replicas_pg(void **state)
+{
+    (void)state;
+    const char *url = getenv("GPSERVE_TEST_PG_URL");
+    if (url == NULL || url[0] == '\0') {
+        print_message("[  SKIP    ] no PostgreSQL (GPSERVE_TEST_PG_URL unset)\n");
+        skip();
+    }
+    char schema[32], sql[96], path[600];
+    snprintf(schema, sizeof schema, "gpapi%ld", (long)getpid());
+    PGconn *c = PQconnectdb(url);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    snprintf(sql, sizeof sql, "CREATE SCHEMA %s", schema);
+    PGresult *r = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    snprintf(path, sizeof path, "%s%soptions=-csearch_path%%3D%s", url,
+             strchr(url, '?') ? "&" : "?", schema);
+    two_replicas(path);
+    snprintf(sql, sizeof sql, "SET client_min_messages = warning; DROP SCHEMA %s CASCADE",
+             schema);
+    PQclear(PQexec(c, sql));
+    PQfinish(c);
 }
 
 static void test_methods_listing(void **state)
@@ -1298,6 +1397,8 @@ int main(void)
         cmocka_unit_test(test_reopen_bit_identical),
         cmocka_unit_test(test_samples_reproducible),
         cmocka_unit_test(test_delete_then_404),
+        cmocka_unit_test(test_two_replicas_sqlite),
+        cmocka_unit_test(test_two_replicas_pg),
         cmocka_unit_test(test_methods_listing),
         cmocka_unit_test(test_methods_listing_kernels),
         cmocka_unit_test(test_error_catalogue_table),

@@ -1,13 +1,18 @@
 /* Unit tests for store/: schema and migrations, bit-exact round trips of
  * model states (single- and multi-part arrays), versions, listing, deletion,
  * jobs, error codes, concurrent savers (threads on one handle, threads on
- * their own handles, and separate processes), and reads that go on (and see
- * the last committed data) while the handle's writer is in the middle of a
- * save or holds a write transaction.
+ * their own handles, and separate processes), concurrent claimers, and reads
+ * that go on (and see the last committed data) while the handle's writer is
+ * in the middle of a save or holds a write transaction.
  *
- * Every database lives in a directory made with mkdtemp under /tmp and removed
- * by the group teardown. A second, raw sqlite3 connection inspects and
- * corrupts the files behind the store's back. */
+ * The tests of the back-end-independent behaviour run twice (store_fixture.h):
+ * on SQLite files in a directory made with mkdtemp under /tmp (removed by the
+ * group teardown), and on PostgreSQL when GPSERVE_TEST_PG_URL names a server
+ * (a schema per database name, dropped by the group teardown; without a
+ * server that group is one skipped test). A second, raw connection inspects
+ * and corrupts the data behind the store's back. The tests of one back end's
+ * own machinery (SQLite's files, WAL and write lock; PostgreSQL's migration
+ * table, authentication and reconnects) run on it alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,12 +33,21 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
+
+/* The SQLite handle of a store connection (these tests inspect it). */
+#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
 
 static int group_setup(void **state)
 {
     (void)state;
-    return sf_tmpdir_make("gpstore-test");
+    return sf_setup_sqlite("gpstore-test");
+}
+
+static int group_setup_pg(void **state)
+{
+    (void)state;
+    return sf_setup_pg("gpstore-test");
 }
 
 /* ---- helpers: random states (the raw connection is store_fixture.h's) ---- */
@@ -257,9 +271,12 @@ static void test_round_trip(void **state)
                      37 * 3 * 8);
     assert_int_equal(sf_raw_int(path, "SELECT length(data) FROM arrays WHERE key = ?1", "empty"),
                      0);
-    assert_int_equal(sf_raw_int(path, "SELECT data = x'9A9999999999B93F' FROM arrays"
-                                   " WHERE key = ?1",
-                             "noise"),
+    assert_int_equal(sf_raw_int(path,
+                                sf_pg ? "SELECT data = '\\x9A9999999999B93F'::bytea FROM arrays"
+                                        " WHERE key = ?1"
+                                      : "SELECT data = x'9A9999999999B93F' FROM arrays"
+                                        " WHERE key = ?1",
+                                "noise"),
                      1);
 
     /* Loading appends to a state that already has arrays; a clash is GP_EINVAL. */
@@ -618,14 +635,19 @@ static void test_multipart(void **state)
         " AND part = 5",                                                     /* short */
         "UPDATE arrays SET data = NULL WHERE model_id = 5 AND key = ?1 AND part = 2",
         "UPDATE arrays SET rows = 11 WHERE model_id = 6 AND key = ?1 AND part = 7",
-        "UPDATE arrays SET data = data || x'00' WHERE model_id = 7 AND key = ?1 AND part = 12",
+        NULL, /* data || one byte: in the dialect, below */
         "UPDATE arrays SET rows = -1 WHERE model_id = 8 AND key = ?1",
         /* 2^30 x 10: within the element limit, refused before allocating 80 GiB */
         "UPDATE arrays SET rows = 1073741824 WHERE model_id = 9 AND key = ?1",
     };
     for (int i = 0; i < 9; i++) {
         assert_int_equal(ids[i], i + 1);
-        sf_raw_exec(path, corrupt[i], "big");
+        const char *sql = corrupt[i] ? corrupt[i]
+                          : sf_pg    ? "UPDATE arrays SET data = data || '\\x00'::bytea"
+                                       " WHERE model_id = 7 AND key = ?1 AND part = 12"
+                                     : "UPDATE arrays SET data = data || x'00'"
+                                       " WHERE model_id = 7 AND key = ?1 AND part = 12";
+        sf_raw_exec(path, sql, "big");
         gp_state_init(&st2);
         int rc = gp_store_load_state(s, ids[i], &st2, &err);
         if (rc != GP_EDATA)
@@ -640,10 +662,14 @@ static void test_multipart(void **state)
     /* A model whose array data is a text value, a part past the end. */
     gp_store_set_part_bytes(s, 64);
     assert_int_equal(save_simple(s, "parts", &st, &m), GP_OK);
-    sf_raw_exec(path, "INSERT INTO arrays SELECT model_id, key, 13, rows, cols, x'0000000000000000'"
-                   " FROM arrays WHERE model_id = (SELECT max(id) FROM models) AND key = ?1"
-                   " AND part = 0",
-             "big");
+    sf_raw_exec(path,
+                sf_pg ? "INSERT INTO arrays SELECT model_id, key, 13, rows, cols,"
+                        " '\\x0000000000000000'::bytea FROM arrays"
+                        " WHERE model_id = (SELECT max(id) FROM models) AND key = ?1 AND part = 0"
+                      : "INSERT INTO arrays SELECT model_id, key, 13, rows, cols,"
+                        " x'0000000000000000' FROM arrays"
+                        " WHERE model_id = (SELECT max(id) FROM models) AND key = ?1 AND part = 0",
+                "big");
     gp_state_init(&st2);
     assert_int_equal(gp_store_load_state(s, m.id, &st2, &err), GP_EDATA);
     assert_string_equal(err.field, "big");
@@ -705,6 +731,7 @@ typedef struct saver {
     int versions[SAVES_PER_THREAD];
     int failures;
     char message[GP_ERROR_MESSAGE_LEN];
+    pthread_barrier_t *start; /* every thread ready before the first save */
 } saver;
 
 static void *saver_main(void *arg)
@@ -718,9 +745,11 @@ static void *saver_main(void *arg)
         if (gp_store_open(path, &s, &err)) {
             sv->failures++;
             snprintf(sv->message, sizeof sv->message, "%s", err.message);
-            return NULL;
         }
     }
+    pthread_barrier_wait(sv->start);
+    if (s == NULL)
+        return NULL;
     for (int i = 0; i < SAVES_PER_THREAD; i++) {
         gp_model_meta m;
         if (gp_store_save(s, "hot", "exact", "{}", "{}", 5, 2, sv->state, &m, &err)) {
@@ -776,8 +805,11 @@ static void run_savers(const char *file, int shared)
     make_state(&st);
     saver sv[N_THREADS];
     pthread_t th[N_THREADS];
+    pthread_barrier_t start;
+    assert_int_equal(pthread_barrier_init(&start, NULL, N_THREADS), 0);
     memset(sv, 0, sizeof sv);
     for (int t = 0; t < N_THREADS; t++) {
+        sv[t].start = &start;
         sv[t].store = shared ? s : NULL;
         sv[t].file = file;
         sv[t].state = &st;
@@ -785,6 +817,7 @@ static void run_savers(const char *file, int shared)
     }
     for (int t = 0; t < N_THREADS; t++)
         assert_int_equal(pthread_join(th[t], NULL), 0);
+    pthread_barrier_destroy(&start);
     check_versions(s, sv, N_THREADS * SAVES_PER_THREAD);
 
     /* Every version's arrays are complete. */
@@ -1055,9 +1088,9 @@ static void test_waits_for_write_lock(void **state)
  * (checked between calls: a read left open would pin an old snapshot). */
 static void assert_reader_idle(gp_store *s)
 {
-    assert_int_equal(sqlite3_get_autocommit(s->r->db), 1);
-    for (sqlite3_stmt *st = sqlite3_next_stmt(s->r->db, NULL); st != NULL;
-         st = sqlite3_next_stmt(s->r->db, st))
+    assert_int_equal(sqlite3_get_autocommit(SQ(s->r)), 1);
+    for (sqlite3_stmt *st = sqlite3_next_stmt(SQ(s->r), NULL); st != NULL;
+         st = sqlite3_next_stmt(SQ(s->r), st))
         assert_int_equal(sqlite3_stmt_busy(st), 0);
 }
 
@@ -1066,7 +1099,7 @@ static void assert_reader_idle(gp_store *s)
 static long long writer_int(gp_store *s, const char *sql, int64_t param)
 {
     sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(s->w->db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(SQ(s->w), sql, -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_bind_int64(st, 1, param), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     long long v = sqlite3_column_int64(st, 0);
@@ -1145,7 +1178,7 @@ static void *check_committed_main(void *arg)
 static void assert_writer_busy(gp_store *s)
 {
     assert_int_equal(pthread_mutex_trylock(&s->w->mu), EBUSY);
-    assert_int_equal(sqlite3_get_autocommit(s->w->db), 0);
+    assert_int_equal(sqlite3_get_autocommit(SQ(s->w)), 0);
     assert_int_equal(pthread_mutex_trylock(&s->r->mu), 0);
     pthread_mutex_unlock(&s->r->mu);
 }
@@ -1210,7 +1243,7 @@ static void test_reads_during_write(void **state)
      * save, delete or job update would) that changes the job and deletes the
      * model: reads still see the committed state. */
     pthread_mutex_lock(&s->w->mu);
-    assert_int_equal(sqlite3_exec(s->w->db,
+    assert_int_equal(sqlite3_exec(SQ(s->w),
                                   "BEGIN IMMEDIATE;"
                                   " UPDATE jobs SET status = 'succeeded' WHERE id = 'j1';"
                                   " DELETE FROM models WHERE name = 'm';",
@@ -1223,7 +1256,7 @@ static void test_reads_during_write(void **state)
     assert_int_equal(pthread_create(&th, NULL, check_committed_main, &c), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_int_equal(c.checks, 2);
-    assert_int_equal(sqlite3_exec(s->w->db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(SQ(s->w), "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     pthread_mutex_unlock(&s->w->mu);
     /* After the commit the reads see the change. */
     gp_job_row jr;
@@ -1274,7 +1307,7 @@ static void test_reader_is_read_only(void **state)
 {
     (void)state;
     gp_store *s = sf_open_store("readonly.db");
-    assert_int_equal(sqlite3_exec(s->r->db, "INSERT INTO jobs(id, status) VALUES('x', 'queued')",
+    assert_int_equal(sqlite3_exec(SQ(s->r), "INSERT INTO jobs(id, status) VALUES('x', 'queued')",
                                   NULL, NULL, NULL) &
                          0xff,
                      SQLITE_READONLY);
@@ -1550,12 +1583,14 @@ static void test_durable_job_claims(void **state)
 typedef struct claimer {
     const char *file, *owner;
     int claimed;
+    pthread_barrier_t *start; /* all handles open before the first claim */
 } claimer;
 
 static void *claim_all(void *arg)
 {
     claimer *c = arg;
     gp_store *s = sf_open_store(c->file);
+    pthread_barrier_wait(c->start);
     for (;;) {
         gp_job_row row;
         int outcome = 0;
@@ -1571,7 +1606,8 @@ static void *claim_all(void *arg)
     return NULL;
 }
 
-/* Two threads with their own handles claim 40 expired jobs: each exactly once. */
+/* Four threads with their own handles claim 40 expired jobs: each exactly
+ * once (SQLite: the write lock; PostgreSQL: FOR UPDATE SKIP LOCKED). */
 static void test_durable_job_claim_race(void **state)
 {
     (void)state;
@@ -1585,15 +1621,30 @@ static void test_durable_job_claim_race(void **state)
         create_job(s, id, "dead", 1.0, &req);
         gp_state_free(&req);
     }
-    claimer a = {"durable_race.db", "A", 0}, b = {"durable_race.db", "B", 0};
-    pthread_t ta, tb;
-    pthread_create(&ta, NULL, claim_all, &a);
-    pthread_create(&tb, NULL, claim_all, &b);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
-    assert_int_equal(a.claimed + b.claimed, 40);
-    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'A'", NULL), a.claimed);
-    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs WHERE owner = 'B'", NULL), b.claimed);
+    enum { CLAIMERS = 4 };
+    static const char *const owners[CLAIMERS] = {"A", "B", "C", "D"};
+    claimer c[CLAIMERS];
+    pthread_t th[CLAIMERS];
+    pthread_barrier_t start;
+    assert_int_equal(pthread_barrier_init(&start, NULL, CLAIMERS), 0);
+    for (int i = 0; i < CLAIMERS; i++) {
+        c[i] = (claimer){"durable_race.db", owners[i], 0, &start};
+        assert_int_equal(pthread_create(&th[i], NULL, claim_all, &c[i]), 0);
+    }
+    int total = 0;
+    for (int i = 0; i < CLAIMERS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        total += c[i].claimed;
+        assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs WHERE owner = ?1", owners[i]),
+                         c[i].claimed);
+    }
+    pthread_barrier_destroy(&start);
+    /* Every job once: 40 claims, and each job has exactly one of the owners. */
+    assert_int_equal(total, 40);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM jobs WHERE owner IN ('A', 'B', 'C',"
+                                      " 'D') AND lease_until > 1e11",
+                                NULL),
+                     40);
     gp_store_close(s);
 }
 
@@ -1671,12 +1722,180 @@ static void test_durable_job_prune(void **state)
     gp_store_close(s);
 }
 
+/* ---- PostgreSQL's own machinery ------------------------------------------ */
+
+typedef struct opener {
+    const char *path;
+    int rc;
+    char message[GP_ERROR_MESSAGE_LEN];
+} opener;
+
+static void *open_and_save(void *arg)
+{
+    opener *o = arg;
+    gp_store *s = NULL;
+    gp_error err;
+    o->rc = gp_store_open(o->path, &s, &err);
+    if (o->rc == GP_OK)
+        o->rc = gp_store_save(s, "first", "exact", "{}", "{}", 1, 1, NULL, NULL, &err);
+    if (o->rc)
+        snprintf(o->message, sizeof o->message, "%s", err.message);
+    gp_store_close(s);
+    return NULL;
+}
+
+/* A fresh database is migrated once however many open it at the same time
+ * (the advisory lock); the version is in gpserve_schema; a newer one is
+ * refused. */
+static void test_pg_open_and_migrate(void **state)
+{
+    (void)state;
+    enum { OPENERS = 6 };
+    char path[512];
+    sf_db_path(path, sizeof path, "fresh.db");
+    opener o[OPENERS];
+    pthread_t th[OPENERS];
+    for (int i = 0; i < OPENERS; i++) {
+        o[i] = (opener){.path = path, .rc = -1};
+        assert_int_equal(pthread_create(&th[i], NULL, open_and_save, &o[i]), 0);
+    }
+    for (int i = 0; i < OPENERS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        if (o[i].rc)
+            fail_msg("opener %d: %s", i, o[i].message);
+    }
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM gpserve_schema", NULL), 1);
+    assert_int_equal(sf_raw_int(path, "SELECT version FROM gpserve_schema", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM information_schema.tables"
+                                      " WHERE table_schema = current_schema() AND table_name IN"
+                                      " ('models', 'arrays', 'jobs', 'job_arrays',"
+                                      " 'observations', 'snapshots')",
+                                NULL),
+                     6);
+    /* The six savers each got their own version. */
+    assert_int_equal(sf_raw_int(path, "SELECT count(DISTINCT version) FROM models", NULL), 6);
+    assert_int_equal(sf_raw_int(path, "SELECT max(version) FROM models", NULL), 6);
+    /* Reopened: nothing to do, the data are kept. */
+    gp_store *s = sf_open_store("fresh.db");
+    gp_model_meta m;
+    gp_error err;
+    assert_int_equal(gp_store_meta(s, "first", 0, &m, &err), GP_OK);
+    assert_int_equal(m.version, 6);
+    gp_model_meta_free(&m);
+    gp_store_close(s);
+    sf_raw_exec(path, "UPDATE gpserve_schema SET version = 99", NULL);
+    s = (gp_store *)&s;
+    assert_int_equal(gp_store_open(path, &s, &err), GP_ENOTREADY);
+    assert_null(s);
+    assert_non_null(strstr(err.message, "99"));
+}
+
+/* A wrong password: not ready, and no password in the message. */
+static void test_pg_wrong_password(void **state)
+{
+    (void)state;
+    char path[512];
+    sf_db_path(path, sizeof path, "auth.db");
+    /* postgresql://gptest:PASSWORD@host...: swap the password. */
+    const char *colon = strchr(path + strlen("postgresql://"), ':');
+    const char *at = strchr(path, '@');
+    assert_non_null(colon);
+    assert_non_null(at);
+    char right[128], bad[600];
+    snprintf(right, sizeof right, "%.*s", (int)(at - colon - 1), colon + 1);
+    assert_true(strlen(right) >= 8);
+    snprintf(bad, sizeof bad, "%.*sWrongPassword42%s", (int)(colon + 1 - path), path, at);
+    gp_store *s = (gp_store *)&s;
+    gp_error err;
+    assert_int_equal(gp_store_open(bad, &s, &err), GP_ENOTREADY);
+    assert_null(s);
+    assert_null(strstr(err.message, "WrongPassword42"));
+    assert_null(strstr(err.message, right));
+    assert_non_null(strstr(err.message, "***"));
+    assert_non_null(strstr(err.message, "password authentication failed"));
+    /* A server that is not there: not ready too. */
+    assert_int_equal(gp_store_open("postgresql://gptest:secret9@127.0.0.1:1/x", &s, &err),
+                     GP_ENOTREADY);
+    assert_null(strstr(err.message, "secret9"));
+}
+
+/* The server drops the store's connections (as a restart does): the next
+ * calls reconnect, without a new gp_store. */
+static void test_pg_reconnect(void **state)
+{
+    (void)state;
+    char path[512], tagged[600], app[64];
+    sf_db_path(path, sizeof path, "reconnect.db");
+    snprintf(app, sizeof app, "gp_reconnect_%ld", (long)getpid());
+    snprintf(tagged, sizeof tagged, "%s&application_name=%s", path, app);
+    gp_store *s = NULL;
+    gp_error err;
+    assert_int_equal(gp_store_open(tagged, &s, &err), GP_OK);
+    gp_state st;
+    make_state(&st);
+    assert_int_equal(save_simple(s, "r", &st, NULL), GP_OK);
+    for (int round = 0; round < 2; round++) {
+        /* The writer and the two readers; the second time the log reader,
+         * unused since, is still down. */
+        assert_int_equal(sf_raw_int(path, "SELECT count(pg_terminate_backend(pid))"
+                                          " FROM pg_stat_activity WHERE application_name = ?1",
+                                    app),
+                         round == 0 ? 3 : 2);
+        /* Gone for sure (the signal is asynchronous) before the store is used. */
+        for (int i = 0; i < 500 && sf_raw_int(path, "SELECT count(*) FROM pg_stat_activity"
+                                                     " WHERE application_name = ?1",
+                                               app) > 0;
+             i++)
+            nanosleep(&(struct timespec){.tv_nsec = 10000000L}, NULL);
+        assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM pg_stat_activity"
+                                          " WHERE application_name = ?1",
+                                    app),
+                         0);
+        /* Reads (the reader's statement runs again on a new connection), a
+         * save (its BEGIN does), a load. */
+        gp_model_meta m;
+        assert_int_equal(gp_store_meta(s, "r", 0, &m, &err), GP_OK);
+        assert_int_equal(m.version, round + 1);
+        gp_model_meta_free(&m);
+        assert_int_equal(save_simple(s, "r", &st, &m), GP_OK);
+        gp_state got;
+        gp_state_init(&got);
+        assert_int_equal(gp_store_load_state(s, m.id, &got, &err), GP_OK);
+        sf_assert_states_equal(&st, &got);
+        gp_state_free(&got);
+        gp_model_meta_free(&m);
+    }
+    gp_state_free(&st);
+    gp_store_close(s);
+}
+
+/* The password never shows (what the daemon logs). */
+static void test_redact(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"postgresql://u:pw@h:5432/db", "postgresql://u:***@h:5432/db"},
+        {"postgres://u:p%40w@h/db?sslmode=require&password=x&a=b",
+         "postgres://u:***@h/db?sslmode=require&password=***&a=b"},
+        {"postgresql://u@h/db", "postgresql://u@h/db"},
+        {"postgresql://h/db?password=abc", "postgresql://h/db?password=***"},
+        {"POSTGRESQL://u:pw@h", "POSTGRESQL://u:***@h"},
+        {"/var/lib/gpserve/gp:w@x.db", "/var/lib/gpserve/gp:w@x.db"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[256];
+        gp_store_redact(cases[i][0], out, sizeof out);
+        assert_string_equal(out, cases[i][1]);
+    }
+    char small[8];
+    gp_store_redact("postgresql://u:pw@h", small, sizeof small);
+    assert_int_equal(strlen(small), 7);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_now_and_codec),
-        cmocka_unit_test(test_open_schema_and_reopen),
-        cmocka_unit_test(test_open_failures),
+    /* What every back end does alike: once on SQLite, once on PostgreSQL. */
+    const struct CMUnitTest both[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_versions_and_list),
         cmocka_unit_test(test_meta_brief),
@@ -1687,18 +1906,43 @@ int main(void)
         cmocka_unit_test(test_durable_job_save),
         cmocka_unit_test(test_durable_job_claims),
         cmocka_unit_test(test_durable_job_claim_race),
-        cmocka_unit_test(test_durable_migration_from_v1),
         cmocka_unit_test(test_durable_job_prune),
         cmocka_unit_test(test_multipart),
         cmocka_unit_test(test_two_handles),
         cmocka_unit_test(test_threads_shared_handle),
         cmocka_unit_test(test_threads_own_handles),
         cmocka_unit_test(test_processes),
+    };
+    const struct CMUnitTest sqlite_only[] = {
+        cmocka_unit_test(test_now_and_codec),
+        cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_open_schema_and_reopen),
+        cmocka_unit_test(test_open_failures),
+        cmocka_unit_test(test_durable_migration_from_v1),
         cmocka_unit_test(test_corrupt_file),
         cmocka_unit_test(test_waits_for_write_lock),
         cmocka_unit_test(test_reads_during_write),
         cmocka_unit_test(test_reader_is_read_only),
         cmocka_unit_test(test_in_memory),
     };
-    return cmocka_run_group_tests_name("store", tests, group_setup, sf_group_teardown);
+    const struct CMUnitTest pg_only[] = {
+        cmocka_unit_test(test_pg_open_and_migrate),
+        cmocka_unit_test(test_pg_wrong_password),
+        cmocka_unit_test(test_pg_reconnect),
+    };
+    const struct CMUnitTest pg_unavailable[] = {
+        cmocka_unit_test(sf_test_pg_unavailable),
+    };
+    int failed = cmocka_run_group_tests_name("store on SQLite", both, group_setup,
+                                             sf_group_teardown);
+    failed += cmocka_run_group_tests_name("store, SQLite only", sqlite_only, group_setup,
+                                          sf_group_teardown);
+    if (!sf_pg_available())
+        return failed + cmocka_run_group_tests_name("store on PostgreSQL", pg_unavailable, NULL,
+                                                    NULL);
+    failed += cmocka_run_group_tests_name("store on PostgreSQL", both, group_setup_pg,
+                                          sf_teardown_pg);
+    failed += cmocka_run_group_tests_name("store, PostgreSQL only", pg_only, group_setup_pg,
+                                          sf_teardown_pg);
+    return failed;
 }

@@ -10,9 +10,12 @@
  * GP_STORE_OBSERVE_BENCH=1 adds a timing run (test_observe_timing) that
  * prints the cost of gp_store_observe and asserts nothing on time.
  *
- * Every database lives in a directory made with mkdtemp under /tmp and removed
- * by the group teardown. A raw sqlite3 connection inspects and corrupts the
- * files behind the store's back. */
+ * The tests of what every back end does alike run on SQLite files (in a
+ * directory made with mkdtemp under /tmp, removed by the group teardown) and
+ * again on PostgreSQL when GPSERVE_TEST_PG_URL names a server (one schema per
+ * database name; store_fixture.h); those of SQLite's own schema, migration,
+ * triggers and in-memory mode on SQLite alone. A raw connection inspects and
+ * corrupts the data behind the store's back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,12 +38,21 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
+
+/* The SQLite handle of a store connection (these tests inspect it). */
+#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
 
 static int group_setup(void **state)
 {
     (void)state;
-    return sf_tmpdir_make("gpobs-test");
+    return sf_setup_sqlite("gpobs-test");
+}
+
+static int group_setup_pg(void **state)
+{
+    (void)state;
+    return sf_setup_pg("gpobs-test");
 }
 
 /* ---- helpers: data (the raw connection is store_fixture.h's) ------------------ */
@@ -238,13 +250,13 @@ static void test_schema_v3(void **state)
     assert_ptr_not_equal(s->log, s->w);
     for (int i = 0; i < 3; i++) {
         sqlite3_stmt *st = NULL;
-        assert_int_equal(sqlite3_prepare_v2(conns[i]->db, "PRAGMA foreign_keys", -1, &st, NULL),
+        assert_int_equal(sqlite3_prepare_v2(SQ(conns[i]), "PRAGMA foreign_keys", -1, &st, NULL),
                          SQLITE_OK);
         assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(st, 0), 1);
         sqlite3_finalize(st);
         if (i > 0)
-            assert_int_equal(sqlite3_exec(conns[i]->db, "DELETE FROM observations", NULL, NULL,
+            assert_int_equal(sqlite3_exec(SQ(conns[i]), "DELETE FROM observations", NULL, NULL,
                                           NULL) & 0xff,
                              SQLITE_READONLY);
     }
@@ -639,6 +651,7 @@ typedef struct racer {
     const char *file;
     int64_t id;
     int who, count, conflicts;
+    pthread_barrier_t *start; /* all handles open before the first append */
 } racer;
 
 enum { RACERS = 4, RACES = 25 };
@@ -647,6 +660,7 @@ static void *racer_main(void *arg)
 {
     racer *r = arg;
     gp_store *s = sf_open_store(r->file);
+    pthread_barrier_wait(r->start);
     gp_error err;
     for (int i = 0; i < r->count; i++) {
         const double tag[2] = {(double)r->who, (double)i};
@@ -690,12 +704,16 @@ static void test_racing_writers(void **state)
     gp_store *s = open_with_model("race.db", "race", NULL, &id);
     pthread_t th[RACERS];
     racer r[RACERS];
+    pthread_barrier_t start;
+    assert_int_equal(pthread_barrier_init(&start, NULL, RACERS), 0);
     for (int i = 0; i < RACERS; i++) {
-        r[i] = (racer){.file = "race.db", .id = id, .who = i, .count = RACES, .conflicts = 0};
+        r[i] = (racer){.file = "race.db", .id = id, .who = i, .count = RACES, .conflicts = 0,
+                       .start = &start};
         assert_int_equal(pthread_create(&th[i], NULL, racer_main, &r[i]), 0);
     }
     for (int i = 0; i < RACERS; i++)
         pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
     size_t nt = 0;
     assert_int_equal(meta_obs_seq(s, "race", &nt), RACERS * RACES);
     assert_int_equal(nt, 10 + RACERS * RACES);
@@ -1023,9 +1041,9 @@ static void test_corrupt(void **state)
     expect_replay(s, id, 0, 4, 4, NULL);
 
     /* The snapshot lacks part 5 of big. */
-    sf_raw_script(path, "UPDATE snapshots SET model_id = -model_id WHERE part = 5");
+    sf_raw_script(path, "UPDATE snapshots SET part = 105 WHERE part = 5");
     expect_snapshot_edata(s, id, "big");
-    sf_raw_script(path, "UPDATE snapshots SET model_id = -model_id WHERE model_id < 0");
+    sf_raw_script(path, "UPDATE snapshots SET part = 5 WHERE part = 105");
     expect_snapshot(s, id, 4, &snap);
     /* Its rows disagree on the entry it follows. */
     sf_raw_script(path, "UPDATE snapshots SET seq = 3 WHERE part = 7");
@@ -1209,7 +1227,7 @@ static void test_observe_timing(void **state)
     const long long before = file_bytes(path);
     time_observes(s, "t2", "k=1 d=4, info 64 KB", 10000, 65536, NULL, 0);
     /* Size of the log: checkpoint the WAL into the file and compare. */
-    sqlite3_exec(s->w->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_exec(SQ(s->w), "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     print_message("  file: %lld bytes after t1, %lld after t2 (~%lld bytes per 1-row entry"
                   " incl. the checkpointed row rewrites)\n",
                   before, file_bytes(path), (file_bytes(path) - before) / 10000);
@@ -1247,7 +1265,7 @@ static void test_observe_timing(void **state)
     print_message("  gp_store_load_snapshot of 5 MB: %.2f ms\n", 1e3 * (now_s() - t0) / 20);
 
     /* What a per-commit fsync (power-loss durability) would cost. */
-    assert_int_equal(sqlite3_exec(s->w->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL),
+    assert_int_equal(sqlite3_exec(SQ(s->w), "PRAGMA synchronous = FULL", NULL, NULL, NULL),
                      SQLITE_OK);
     time_observes(s, "t5", "k=1 d=4, info 2 KB, synchronous = FULL", 2000, 2048, NULL, 0);
     gp_state_free(&snap);
@@ -1256,9 +1274,8 @@ static void test_observe_timing(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_v3),
-        cmocka_unit_test(test_migration_from_v2),
+    /* What every back end does alike: once on SQLite, once on PostgreSQL. */
+    const struct CMUnitTest both[] = {
         cmocka_unit_test(test_append_and_replay),
         cmocka_unit_test(test_conflict),
         cmocka_unit_test(test_snapshots),
@@ -1266,13 +1283,28 @@ int main(void)
         cmocka_unit_test(test_cascade_delete),
         cmocka_unit_test(test_two_handles),
         cmocka_unit_test(test_racing_writers),
-        cmocka_unit_test(test_failed_writes_leave_nothing),
         cmocka_unit_test(test_killed_writer),
         cmocka_unit_test(test_parts),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_replay_callback_uses_store),
+    };
+    const struct CMUnitTest sqlite_only[] = {
+        cmocka_unit_test(test_schema_v3),
+        cmocka_unit_test(test_migration_from_v2),
+        cmocka_unit_test(test_failed_writes_leave_nothing),
         cmocka_unit_test(test_in_memory),
         cmocka_unit_test(test_observe_timing),
     };
-    return cmocka_run_group_tests_name("store_observe", tests, group_setup, sf_group_teardown);
+    const struct CMUnitTest pg_unavailable[] = {
+        cmocka_unit_test(sf_test_pg_unavailable),
+    };
+    int failed = cmocka_run_group_tests_name("store_observe on SQLite", both, group_setup,
+                                             sf_group_teardown);
+    failed += cmocka_run_group_tests_name("store_observe, SQLite only", sqlite_only, group_setup,
+                                          sf_group_teardown);
+    if (!sf_pg_available())
+        return failed + cmocka_run_group_tests_name("store_observe on PostgreSQL", pg_unavailable,
+                                                    NULL, NULL);
+    return failed + cmocka_run_group_tests_name("store_observe on PostgreSQL", both,
+                                                group_setup_pg, sf_teardown_pg);
 }

@@ -1,0 +1,994 @@
+/* gpserve store: the PostgreSQL driver (db.h), through libpq.
+ *
+ * A --db of postgresql://... or postgres://... (anything libpq's
+ * PQconnectdb takes as a URL) opens three connections to that database, as
+ * the SQLite driver opens three to a file. The same store transactions run
+ * here; what SQLite's single write lock gave for free is explicit:
+ *   - write transactions are READ COMMITTED; a save or delete first takes a
+ *     transaction-scoped advisory lock on its model name
+ *     (pg_advisory_xact_lock(hashtextextended(name, 0))), so that the
+ *     MAX(version) + 1 it reads is still free when it inserts, and
+ *     UNIQUE(name, version) stays as the backstop (a violation retries);
+ *   - the reads that decide a write lock their row (FOR UPDATE): a job about
+ *     to be cancelled, a log's head about to be appended to; a claim takes
+ *     the oldest expired job with FOR UPDATE SKIP LOCKED, so concurrent
+ *     claimers each get a different one;
+ *   - read transactions (a model and its arrays, a log replay) are
+ *     REPEATABLE READ, READ ONLY: one snapshot, as SQLite's read transaction.
+ * Parameters and results travel in binary (PQexecPrepared with binary
+ * formats: float64 arrays as bytea with exactly the bytes SQLite stores,
+ * integers and doubles as their binary forms); texts go as texts. Every
+ * connection sets lock_timeout to GP_STORE_BUSY_MS, and a statement_timeout
+ * (PG_STATEMENT_TIMEOUT_MS) as a guard against a hung server. A connection
+ * found broken is reset (PQreset) and its statements prepared again before
+ * the next statement, so a restarted server needs no restart of gpserve; a
+ * transaction cut by the loss fails (GP_ENOTREADY) and is not replayed.
+ * Schema version in the table gpserve_schema, migrated in one transaction
+ * under an advisory lock, so several replicas starting at once migrate once. */
+#include "store/store_internal.h"
+
+#include <libpq-fe.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A guard, not a budget: one INSERT of a 256 MiB array part can take seconds
+ * on a slow link, so a statement may run longer than GP_STORE_BUSY_MS (which
+ * bounds the waits for locks, as SQLite's busy timeout does). */
+#define PG_STATEMENT_TIMEOUT_MS 300000
+
+/* The advisory lock the migrations are applied under (any constant that the
+ * name locks, hashes of model names, are unlikely to hit; a collision would
+ * only make two transactions wait for each other). */
+#define PG_MIGRATION_LOCK "7453010373645655345"
+
+/* ---- schema -------------------------------------------------------------- */
+
+/* The SQLite schema's versions (db_sqlite.c) in PostgreSQL types: BIGSERIAL
+ * and BIGINT for the integers, DOUBLE PRECISION for lease_until, BYTEA for
+ * the arrays' bytes (stored uncompressed: EXTERNAL, since float64 data do
+ * not compress and pglz would only cost time). Migration to version v + 1 is
+ * pg_migrations[v], run in the migration transaction. */
+static const char *const pg_migrations[] = {
+    /* version 1 */
+    "CREATE TABLE models("
+    " id BIGSERIAL PRIMARY KEY,"
+    " name TEXT NOT NULL,"
+    " version BIGINT NOT NULL,"
+    " method TEXT NOT NULL,"
+    " spec TEXT NOT NULL,"
+    " info TEXT NOT NULL,"
+    " n_train BIGINT,"
+    " input_dim BIGINT,"
+    " created_at TEXT,"
+    " UNIQUE(name, version));"
+    "CREATE TABLE arrays("
+    " model_id BIGINT REFERENCES models(id) ON DELETE CASCADE,"
+    " key TEXT,"
+    " part BIGINT NOT NULL DEFAULT 0,"
+    " rows BIGINT,"
+    " cols BIGINT,"
+    " data BYTEA,"
+    " PRIMARY KEY(model_id, key, part));"
+    "ALTER TABLE arrays ALTER COLUMN data SET STORAGE EXTERNAL;"
+    "CREATE TABLE jobs("
+    " id TEXT PRIMARY KEY,"
+    " model_name TEXT,"
+    " status TEXT,"
+    " progress TEXT,"
+    " error TEXT,"
+    " result TEXT,"
+    " created_at TEXT,"
+    " updated_at TEXT);",
+    /* version 2: durable jobs */
+    "ALTER TABLE jobs ADD COLUMN request TEXT;"
+    "ALTER TABLE jobs ADD COLUMN owner TEXT;"
+    "ALTER TABLE jobs ADD COLUMN lease_until DOUBLE PRECISION;"
+    "ALTER TABLE jobs ADD COLUMN attempts BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN cancel_requested BIGINT NOT NULL DEFAULT 0;"
+    "CREATE TABLE job_arrays("
+    " job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    " key TEXT,"
+    " part BIGINT NOT NULL DEFAULT 0,"
+    " rows BIGINT,"
+    " cols BIGINT,"
+    " data BYTEA,"
+    " PRIMARY KEY(job_id, key, part));"
+    "ALTER TABLE job_arrays ALTER COLUMN data SET STORAGE EXTERNAL;"
+    "CREATE INDEX jobs_active ON jobs(lease_until) WHERE status IN ('queued', 'running');"
+    "CREATE INDEX jobs_ended ON jobs(updated_at)"
+    " WHERE status IN ('succeeded', 'failed', 'cancelled');"
+    "UPDATE jobs SET status = 'failed',"
+    " error = '{\"code\":\"interrupted\",\"message\":\"the daemon holding this job "
+    "stopped before gpserve kept jobs durably; submit the fit again\"}'"
+    " WHERE status IN ('queued', 'running');",
+    /* version 3: online models */
+    "ALTER TABLE models ADD COLUMN obs_seq BIGINT NOT NULL DEFAULT 0;"
+    "CREATE TABLE observations("
+    " model_id BIGINT NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+    " seq BIGINT NOT NULL,"
+    " key TEXT NOT NULL,"
+    " part BIGINT NOT NULL DEFAULT 0,"
+    " rows BIGINT,"
+    " cols BIGINT,"
+    " data BYTEA,"
+    " PRIMARY KEY(model_id, seq, key, part));"
+    "ALTER TABLE observations ALTER COLUMN data SET STORAGE EXTERNAL;"
+    "CREATE TABLE snapshots("
+    " model_id BIGINT NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+    " seq BIGINT NOT NULL,"
+    " key TEXT NOT NULL,"
+    " part BIGINT NOT NULL DEFAULT 0,"
+    " rows BIGINT,"
+    " cols BIGINT,"
+    " data BYTEA,"
+    " PRIMARY KEY(model_id, key, part));"
+    "ALTER TABLE snapshots ALTER COLUMN data SET STORAGE EXTERNAL;",
+};
+#define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
+_Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");
+
+static const char *const pg_sql[GPS_STMT_COUNT] = {
+    /* A read transaction: one snapshot for several SELECTs. */
+    [GPS_BEGIN] = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+    /* A write transaction: each statement sees what is committed when it
+     * starts; the rows a transaction decides on are locked (the name lock,
+     * the FOR UPDATE reads below). */
+    [GPS_BEGIN_IMMEDIATE] = "BEGIN ISOLATION LEVEL READ COMMITTED",
+    /* Held to the end of the transaction; another process's save of the
+     * same name waits here, then reads the MAX(version) this one committed. */
+    [GPS_LOCK_NAME] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+    [GPS_COMMIT] = "COMMIT",
+    [GPS_ROLLBACK] = "ROLLBACK",
+    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = $1",
+    [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
+                         " input_dim, created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8)"
+                         " RETURNING id",
+    [GPS_INSERT_ARRAY] = "INSERT INTO arrays(model_id, key, part, rows, cols, data)"
+                         " VALUES($1, $2, $3, $4, $5, $6)",
+    /* The columns read_meta_row reads; the brief forms leave spec and info
+     * NULL (the UNIQUE(name, version) index finds the row either way). */
+#define META_COLS "id, name, version, method, spec, info, n_train, input_dim, created_at, obs_seq"
+#define BRIEF_COLS "id, name, version, method, NULL, NULL, n_train, input_dim, created_at, obs_seq"
+    [GPS_META_LATEST] = "SELECT " META_COLS " FROM models WHERE name = $1"
+                        " ORDER BY version DESC LIMIT 1",
+    [GPS_META_VERSION] = "SELECT " META_COLS " FROM models WHERE name = $1 AND version = $2",
+    [GPS_META_BRIEF_LATEST] = "SELECT " BRIEF_COLS " FROM models WHERE name = $1"
+                              " ORDER BY version DESC LIMIT 1",
+    [GPS_META_BRIEF_VERSION] = "SELECT " BRIEF_COLS " FROM models WHERE name = $1 AND"
+                               " version = $2",
+    [GPS_NAME_EXISTS] = "SELECT 1 FROM models WHERE name = $1 LIMIT 1",
+    [GPS_VERSIONS] = "SELECT version FROM models WHERE name = $1 ORDER BY version",
+    [GPS_LIST] = "SELECT " META_COLS " FROM models AS m WHERE version ="
+                 " (SELECT MAX(version) FROM models WHERE name = m.name) ORDER BY name",
+    [GPS_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1",
+    [GPS_ARRAYS] = "SELECT key, part, rows, cols, data FROM arrays WHERE model_id = $1"
+                   " ORDER BY key, part",
+    /* length() of a bytea reads its size from the header, not the content. */
+    [GPS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows), max(rows),"
+                          " min(cols), max(cols) FROM arrays WHERE model_id = $1 AND key = $2",
+    [GPS_DELETE] = "DELETE FROM models WHERE name = $1",
+    [GPS_JOB_PUT] = "INSERT INTO jobs(id, model_name, status, progress, error, result,"
+                    " created_at, updated_at) VALUES($1, $2, $3, $4, $5, $6, $7, $7)"
+                    " ON CONFLICT(id) DO UPDATE SET model_name = excluded.model_name,"
+                    " status = excluded.status, progress = excluded.progress,"
+                    " error = excluded.error, result = excluded.result,"
+                    " updated_at = excluded.updated_at",
+    [GPS_JOB_GET] = "SELECT id, model_name, status, progress, error, result, created_at,"
+                    " updated_at, attempts FROM jobs WHERE id = $1",
+    /* A cancel decides on the row it read: nobody changes it meanwhile. */
+    [GPS_JOB_GET_LOCK] = "SELECT id, model_name, status, progress, error, result, created_at,"
+                         " updated_at, attempts FROM jobs WHERE id = $1 FOR UPDATE",
+#define ACTIVE " status IN ('queued', 'running')"
+    [GPS_JOB_CREATE] = "INSERT INTO jobs(id, model_name, status, progress, created_at,"
+                       " updated_at, request, owner, lease_until)"
+                       " VALUES($1, $2, 'queued', $3, $4, $4, $5, $6, $7)",
+    [GPS_JOB_INSERT_ARRAY] = "INSERT INTO job_arrays(job_id, key, part, rows, cols, data)"
+                             " VALUES($1, $2, $3, $4, $5, $6)",
+    [GPS_JOB_ARRAYS] = "SELECT key, part, rows, cols, data FROM job_arrays WHERE job_id = $1"
+                       " ORDER BY key, part",
+    [GPS_JOB_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                              " max(rows), min(cols), max(cols) FROM job_arrays"
+                              " WHERE job_id = $1 AND key = $2",
+    [GPS_JOB_DROP_ARRAYS] = "DELETE FROM job_arrays WHERE job_id = $1",
+    [GPS_JOB_HELD] = "SELECT status FROM jobs WHERE id = $1 AND owner = $2 AND" ACTIVE,
+    /* $6: 1 when a run starts (an attempt). */
+    [GPS_JOB_UPDATE] = "UPDATE jobs SET status = $3, progress = $4, updated_at = $5,"
+                       " attempts = attempts + $6 WHERE id = $1 AND owner = $2 AND" ACTIVE,
+    [GPS_JOB_FINISH] = "UPDATE jobs SET status = $3, progress = COALESCE($4, progress),"
+                       " error = $5, result = $6, updated_at = $7, owner = NULL,"
+                       " lease_until = NULL, request = NULL"
+                       " WHERE id = $1 AND ($2::text IS NULL OR owner = $2) AND" ACTIVE,
+    /* Handed back (graceful stop): queued, no owner, an interrupted run not counted. */
+    [GPS_JOB_RELEASE] = "UPDATE jobs SET status = 'queued', owner = NULL, lease_until = 0,"
+                        " attempts = attempts - CASE WHEN status = 'running' THEN 1 ELSE 0 END,"
+                        " updated_at = $3"
+                        " WHERE id = $1 AND owner = $2 AND" ACTIVE,
+    [GPS_JOB_RENEW] = "UPDATE jobs SET lease_until = $2 WHERE owner = $1 AND" ACTIVE,
+    [GPS_JOB_HELD_LIST] = "SELECT id, cancel_requested FROM jobs WHERE owner = $1 AND" ACTIVE,
+    /* The claim: the oldest expired job nobody else is claiming (a row
+     * another claimer has locked is skipped, not waited for), locked until
+     * the claim commits. */
+    [GPS_JOB_EXPIRED] = "SELECT id, status, attempts, cancel_requested, progress FROM jobs"
+                        " WHERE" ACTIVE " AND lease_until < $1 ORDER BY lease_until, created_at"
+                        " LIMIT 1 FOR UPDATE SKIP LOCKED",
+    [GPS_JOB_TAKE] = "UPDATE jobs SET status = 'queued', owner = $2, lease_until = $3,"
+                     " updated_at = $4 WHERE id = $1 AND" ACTIVE " AND lease_until < $5",
+    [GPS_JOB_LEASE] = "SELECT lease_until FROM jobs WHERE id = $1",
+    [GPS_JOB_REQUEST_CANCEL] = "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND" ACTIVE,
+    [GPS_JOB_ACTIVE] = "SELECT id, owner FROM jobs WHERE" ACTIVE " AND owner IS NOT NULL",
+    [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = $1 AND owner = $2 AND" ACTIVE,
+    [GPS_JOB_REQUEST] = "SELECT request, model_name, created_at, progress, attempts FROM jobs"
+                        " WHERE id = $1",
+    /* At most 1000 rows a call, so the row locks are held briefly. */
+    [GPS_JOB_PRUNE] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN"
+                      " ('succeeded', 'failed', 'cancelled') AND updated_at < $1 LIMIT 1000)",
+#undef ACTIVE
+    /* The observation log and snapshots (store_observe.c). Array statements
+     * bind the model row to $1 and the array's name to $2, and take the entry
+     * where table_stmts in store_arrays.c says. */
+    [GPS_OBS_HEAD] = "SELECT obs_seq FROM models WHERE id = $1",
+    /* An append holds the row: a second appender waits, then reads the
+     * obs_seq the first committed (and answers a conflict). */
+    [GPS_OBS_HEAD_LOCK] = "SELECT obs_seq FROM models WHERE id = $1 FOR UPDATE",
+    [GPS_OBS_INSERT_ARRAY] = "INSERT INTO observations(model_id, seq, key, part, rows, cols,"
+                             " data) VALUES($1, $7, $2, $3, $4, $5, $6)",
+    [GPS_OBS_ARRAYS] = "SELECT key, part, rows, cols, data FROM observations"
+                       " WHERE model_id = $1 AND seq = $2 ORDER BY key, part",
+    [GPS_OBS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                              " max(rows), min(cols), max(cols) FROM observations"
+                              " WHERE model_id = $1 AND key = $2 AND seq = $3",
+    [GPS_OBS_ADVANCE] = "UPDATE models SET obs_seq = $2, n_train = $3 WHERE id = $1",
+    [GPS_SNAP_DROP] = "DELETE FROM snapshots WHERE model_id = $1",
+    [GPS_SNAP_INSERT_ARRAY] = "INSERT INTO snapshots(model_id, seq, key, part, rows, cols, data)"
+                              " VALUES($1, $7, $2, $3, $4, $5, $6)",
+    [GPS_SNAP_ARRAYS] = "SELECT key, part, rows, cols, data FROM snapshots WHERE model_id = $1"
+                        " ORDER BY key, part",
+    [GPS_SNAP_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                               " max(rows), min(cols), max(cols) FROM snapshots"
+                               " WHERE model_id = $1 AND key = $2",
+    [GPS_SNAP_SEQ] = "SELECT count(*), min(seq), max(seq) FROM snapshots WHERE model_id = $1",
+#undef META_COLS
+#undef BRIEF_COLS
+};
+/* ---- connection and statements --------------------------------------------- */
+
+/* Type OIDs (PostgreSQL's pg_type.dat; fixed since 7.x). */
+#define OID_BOOL 16
+#define OID_BYTEA 17
+#define OID_NAME 19
+#define OID_INT8 20
+#define OID_INT2 21
+#define OID_INT4 23
+#define OID_TEXT 25
+#define OID_FLOAT4 700
+#define OID_FLOAT8 701
+#define OID_UNKNOWN 705
+#define OID_VARCHAR 1043
+
+#define PG_MAX_PARAMS 10
+
+/* A value bound, encoded for the server at the step (when the parameter's
+ * type, from PQdescribePrepared, is known). */
+typedef struct pg_value {
+    char kind; /* 0 NULL, 'i' int64, 'd' double, 't' text, 'b' blob */
+    int64_t i;
+    double d;
+    const char *p;
+    size_t n;
+} pg_value;
+
+typedef struct pg_stmt {
+    gp_db_stmt head;
+    int id;
+    int prepared; /* on the current session */
+    int nparams;
+    Oid types[PG_MAX_PARAMS];
+    pg_value bound[PG_MAX_PARAMS];
+    char scratch[PG_MAX_PARAMS][32]; /* encoded numbers */
+    PGresult *res;                   /* the rows of a SELECT */
+    int ran, row, nrows;
+    char text[32]; /* col_text of a number */
+} pg_stmt;
+
+typedef struct pg_db {
+    gp_db head;
+    PGconn *conn;
+    enum gp_db_role role;
+    int ready; /* session configured and statements prepared */
+    int64_t changes;
+    char *password; /* the URL's, scrubbed from every message */
+    char err[1024];
+    pg_stmt stmt[GPS_STMT_COUNT];
+} pg_db;
+
+static pg_db *pg(gp_db *db) { return (pg_db *)db; }
+static pg_stmt *pst(gp_db_stmt *st) { return (pg_stmt *)st; }
+
+/* Replace every occurrence of the password in d->err by "***". */
+static void scrub(pg_db *d)
+{
+    if (d->password == NULL || d->password[0] == '\0')
+        return;
+    const size_t n = strlen(d->password);
+    char *hit;
+    while ((hit = strstr(d->err, d->password)) != NULL) {
+        memmove(hit + 3, hit + n, strlen(hit + n) + 1);
+        memcpy(hit, "***", 3);
+    }
+}
+
+/* d->err = the formatted message, one line, without the password. */
+static void set_err(pg_db *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(pg_db *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->err, sizeof d->err, fmt, ap);
+    va_end(ap);
+    for (char *p = d->err; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = (p[1] == '\0') ? '\0' : ' ';
+    size_t len = strlen(d->err);
+    while (len > 0 && d->err[len - 1] == ' ')
+        d->err[--len] = '\0';
+    scrub(d);
+}
+
+/* The class of a failed result (res may be NULL: the connection's own
+ * message), its message into d->err. */
+static int fail_result(pg_db *d, const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? PQresultErrorMessage(res) : NULL;
+    if (msg == NULL || msg[0] == '\0')
+        msg = PQerrorMessage(d->conn);
+    set_err(d, "%s", msg);
+    if (PQstatus(d->conn) != CONNECTION_OK)
+        return GP_DB_EDOWN;
+    if (state == NULL)
+        return GP_DB_EOTHER;
+    /* deadlock_detected, serialization_failure, lock_not_available
+     * (lock_timeout), query_canceled (statement_timeout) */
+    if (!strcmp(state, "40P01") || !strcmp(state, "40001") || !strcmp(state, "55P03") ||
+        !strcmp(state, "57014"))
+        return GP_DB_EBUSY;
+    if (!strcmp(state, "23505"))
+        return GP_DB_EUNIQUE;
+    if (!strcmp(state, "53100"))
+        return GP_DB_EFULL;
+    if (!strcmp(state, "53200"))
+        return GP_DB_ENOMEM;
+    /* connection_exception, admin/crash shutdown, cannot_connect_now */
+    if (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3))
+        return GP_DB_EDOWN;
+    return GP_DB_EOTHER;
+}
+
+/* Run a command of the simple protocol (text results): setup, migrations. */
+static int exec_simple(pg_db *d, const char *sql)
+{
+    PGresult *res = PQexec(d->conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? GP_DB_OK : fail_result(d, res);
+    PQclear(res);
+    return rc;
+}
+
+/* The session's settings: the lock wait budget of every back end, the
+ * guard on a statement's time, no NOTICE chatter, and a reader that cannot
+ * write. */
+static int setup_session(pg_db *d)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SET lock_timeout = %d; SET statement_timeout = %d;"
+             " SET client_min_messages = warning;%s",
+             GP_STORE_BUSY_MS, PG_STATEMENT_TIMEOUT_MS,
+             d->role == GP_DB_READER ? " SET default_transaction_read_only = on;" : "");
+    return exec_simple(d, sql);
+}
+
+static int prepare_one(pg_db *d, pg_stmt *st)
+{
+    st->prepared = 0;
+    if (pg_sql[st->id] == NULL)
+        return GP_DB_OK;
+    char name[16];
+    snprintf(name, sizeof name, "gps%d", st->id);
+    PGresult *res = PQprepare(d->conn, name, pg_sql[st->id], 0, NULL);
+    int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? GP_DB_OK : fail_result(d, res);
+    PQclear(res);
+    if (rc)
+        return rc;
+    /* The parameters' types, which say how to send each bound value. */
+    res = PQdescribePrepared(d->conn, name);
+    rc = PQresultStatus(res) == PGRES_COMMAND_OK ? GP_DB_OK : fail_result(d, res);
+    if (rc == GP_DB_OK) {
+        st->nparams = PQnparams(res);
+        if (st->nparams > PG_MAX_PARAMS) {
+            set_err(d, "statement %d has %d parameters (at most %d)", st->id, st->nparams,
+                    PG_MAX_PARAMS);
+            rc = GP_DB_EOTHER;
+        }
+        for (int i = 0; rc == GP_DB_OK && i < st->nparams; i++)
+            st->types[i] = PQparamtype(res, i);
+    }
+    PQclear(res);
+    if (rc == GP_DB_OK)
+        st->prepared = 1;
+    return rc;
+}
+
+static int prepare_all(pg_db *d)
+{
+    for (int i = 0; i < GPS_STMT_COUNT; i++) {
+        int rc = prepare_one(d, &d->stmt[i]);
+        if (rc)
+            return rc;
+    }
+    return GP_DB_OK;
+}
+
+/* Before a statement: a connection found broken (the server restarted, the
+ * network dropped) is made again, with its settings and statements. */
+static int ensure_session(pg_db *d)
+{
+    if (PQstatus(d->conn) != CONNECTION_OK) {
+        d->ready = 0;
+        PQreset(d->conn);
+        if (PQstatus(d->conn) != CONNECTION_OK) {
+            set_err(d, "cannot reach PostgreSQL: %s", PQerrorMessage(d->conn));
+            return GP_DB_EDOWN;
+        }
+    }
+    if (!d->ready) {
+        int rc = setup_session(d);
+        if (rc == GP_DB_OK)
+            rc = prepare_all(d);
+        if (rc)
+            return rc;
+        d->ready = 1;
+    }
+    return GP_DB_OK;
+}
+
+static void pg_close(gp_db *gdb)
+{
+    if (gdb == NULL)
+        return;
+    pg_db *d = pg(gdb);
+    for (int i = 0; i < GPS_STMT_COUNT; i++)
+        PQclear(d->stmt[i].res);
+    PQfinish(d->conn);
+    free(d->password);
+    free(d);
+}
+
+/* The password of a connection string (NULL: none), for scrub. */
+static char *url_password(const char *url)
+{
+    PQconninfoOption *opts = PQconninfoParse(url, NULL);
+    char *pw = NULL;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "password") == 0 && o->val && o->val[0])
+            pw = strdup(o->val);
+    PQconninfoFree(opts);
+    return pw;
+}
+
+static void notice_ignore(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+static int pg_open(const char *url, enum gp_db_role role, gp_db **out, gp_error *err)
+{
+    *out = NULL;
+    char shown[512];
+    gp_db_redact(url, shown, sizeof shown);
+    pg_db *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
+    d->head.drv = &gp_db_pg_driver;
+    d->role = role;
+    for (int i = 0; i < GPS_STMT_COUNT; i++) {
+        d->stmt[i].head.db = &d->head;
+        d->stmt[i].id = i;
+    }
+    d->password = url_password(url);
+    /* Defaults the URL may override (it is expanded where it stands, after
+     * them): a bounded connect, and a name in pg_stat_activity. */
+    const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *const vals[] = {"5", "gpserve", url, NULL};
+    d->conn = PQconnectdbParams(keys, vals, 1);
+    if (d->conn == NULL) {
+        pg_close(&d->head);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory connecting to PostgreSQL");
+    }
+    PQsetNoticeProcessor(d->conn, notice_ignore, NULL);
+    int code = GP_OK;
+    if (PQstatus(d->conn) != CONNECTION_OK) {
+        set_err(d, "%s", PQerrorMessage(d->conn));
+        code = gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s", shown,
+                            d->err);
+    } else if (setup_session(d) != GP_DB_OK) {
+        code = gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': configuring the connection: %s", shown,
+                            d->err);
+    }
+    if (code) {
+        pg_close(&d->head);
+        return code;
+    }
+    *out = &d->head;
+    return GP_OK;
+}
+
+/* The schema version recorded in gpserve_schema (0: none yet), read inside
+ * the migration transaction. */
+static int read_version(pg_db *d, long *version, int *has_row)
+{
+    PGresult *res = PQexec(d->conn, "SELECT version FROM gpserve_schema");
+    int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? GP_DB_OK : fail_result(d, res);
+    if (rc == GP_DB_OK) {
+        *has_row = PQntuples(res) > 0;
+        *version = *has_row ? strtol(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* In one transaction under the migration lock (a second replica starting at
+ * the same time waits, then finds the schema current): create the version
+ * table if need be, apply the migrations from its version on, record the
+ * new version. */
+static int pg_migrate(gp_db *gdb, const char *shown, gp_error *err)
+{
+    pg_db *d = pg(gdb);
+    long version = 0;
+    int has_row = 0;
+    const char *step = "starting the migration";
+    int rc = exec_simple(d, "BEGIN ISOLATION LEVEL READ COMMITTED");
+    if (rc == GP_DB_OK && (step = "waiting for the migration lock") &&
+        (rc = exec_simple(d, "SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")")) == GP_DB_OK &&
+        (step = "creating gpserve_schema") &&
+        (rc = exec_simple(d, "CREATE TABLE IF NOT EXISTS gpserve_schema("
+                             "version INTEGER NOT NULL)")) == GP_DB_OK &&
+        (step = "reading the schema version"))
+        rc = read_version(d, &version, &has_row);
+    if (rc) {
+        exec_simple(d, "ROLLBACK");
+        return gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s: %s", shown,
+                            step, d->err);
+    }
+    if (version < 0 || version > SCHEMA_VERSION) {
+        exec_simple(d, "ROLLBACK");
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': its schema version %ld is not one this "
+                            "gpserve knows (0..%d)",
+                            shown, version, SCHEMA_VERSION);
+    }
+    for (long v = version; v < SCHEMA_VERSION; v++) {
+        if ((rc = exec_simple(d, pg_migrations[v])) != GP_DB_OK) {
+            exec_simple(d, "ROLLBACK");
+            return gp_error_set(err, GP_ENOTREADY, NULL,
+                                "cannot open database '%s': migration to schema version %ld "
+                                "failed: %s",
+                                shown, v + 1, d->err);
+        }
+    }
+    char sql[96];
+    snprintf(sql, sizeof sql,
+             has_row ? "UPDATE gpserve_schema SET version = %d"
+                     : "INSERT INTO gpserve_schema(version) VALUES(%d)",
+             SCHEMA_VERSION);
+    if ((rc = exec_simple(d, sql)) != GP_DB_OK || (rc = exec_simple(d, "COMMIT")) != GP_DB_OK) {
+        exec_simple(d, "ROLLBACK");
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': committing the migration: %s", shown,
+                            d->err);
+    }
+    return GP_OK;
+}
+
+static int pg_prepare(gp_db *gdb, const char *shown, gp_error *err)
+{
+    pg_db *d = pg(gdb);
+    if (prepare_all(d) != GP_DB_OK)
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': preparing statements: %s", shown, d->err);
+    d->ready = 1;
+    return GP_OK;
+}
+
+static int pg_private(gp_db *db)
+{
+    (void)db;
+    return 0;
+}
+
+static void pg_reset(gp_db_stmt *gst)
+{
+    pg_stmt *st = pst(gst);
+    PQclear(st->res);
+    st->res = NULL;
+    st->ran = 0;
+    st->row = 0;
+    st->nrows = 0;
+    memset(st->bound, 0, sizeof st->bound);
+}
+
+static gp_db_stmt *pg_stmt_get(gp_db *db, int id)
+{
+    gp_db_stmt *st = &pg(db)->stmt[id].head;
+    pg_reset(st);
+    return st;
+}
+
+static pg_value *slot(gp_db_stmt *gst, int i)
+{
+    return i >= 1 && i <= PG_MAX_PARAMS ? &pst(gst)->bound[i - 1] : NULL;
+}
+
+static int pg_bind_int64(gp_db_stmt *st, int i, int64_t v)
+{
+    pg_value *s = slot(st, i);
+    if (s == NULL)
+        return GP_DB_EOTHER;
+    *s = (pg_value){.kind = 'i', .i = v};
+    return GP_DB_OK;
+}
+
+static int pg_bind_double(gp_db_stmt *st, int i, double v)
+{
+    pg_value *s = slot(st, i);
+    if (s == NULL)
+        return GP_DB_EOTHER;
+    *s = (pg_value){.kind = 'd', .d = v};
+    return GP_DB_OK;
+}
+
+static int pg_bind_text(gp_db_stmt *st, int i, const char *text)
+{
+    pg_value *s = slot(st, i);
+    if (s == NULL)
+        return GP_DB_EOTHER;
+    *s = text ? (pg_value){.kind = 't', .p = text} : (pg_value){.kind = 0};
+    return GP_DB_OK;
+}
+
+static int pg_bind_blob(gp_db_stmt *st, int i, const void *data, size_t n)
+{
+    pg_value *s = slot(st, i);
+    if (s == NULL || n > (size_t)INT_MAX)
+        return GP_DB_EOTHER;
+    *s = (pg_value){.kind = 'b', .p = n ? data : "", .n = n};
+    return GP_DB_OK;
+}
+
+static void put_be(char *dst, uint64_t v, int bytes)
+{
+    for (int b = 0; b < bytes; b++)
+        dst[b] = (char)(unsigned char)(v >> (8 * (bytes - 1 - b)));
+}
+
+static uint64_t get_be(const char *src, int bytes)
+{
+    uint64_t v = 0;
+    for (int b = 0; b < bytes; b++)
+        v = (v << 8) | (unsigned char)src[b];
+    return v;
+}
+
+/* Parameter k of st as the server wants it: binary for the numbers and
+ * bytea of the statement's declared types, text for texts (and a number
+ * bound where the server inferred something else: its decimal text). */
+static int encode_param(pg_db *d, pg_stmt *st, int k, const char **value, int *length,
+                        int *format)
+{
+    const pg_value *v = &st->bound[k];
+    char *buf = st->scratch[k];
+    const Oid type = st->types[k];
+    *value = NULL;
+    *length = 0;
+    *format = 0;
+    switch (v->kind) {
+    case 0:
+        return GP_DB_OK;
+    case 't':
+        *value = v->p;
+        return GP_DB_OK;
+    case 'b':
+        if (type != OID_BYTEA)
+            break;
+        *value = v->p;
+        *length = (int)v->n;
+        *format = 1;
+        return GP_DB_OK;
+    case 'i':
+        *value = buf;
+        *format = 1;
+        if (type == OID_INT8) {
+            put_be(buf, (uint64_t)v->i, 8);
+            *length = 8;
+        } else if (type == OID_INT4 && v->i >= INT32_MIN && v->i <= INT32_MAX) {
+            put_be(buf, (uint64_t)(uint32_t)(int32_t)v->i, 4);
+            *length = 4;
+        } else if (type == OID_INT2 && v->i >= INT16_MIN && v->i <= INT16_MAX) {
+            put_be(buf, (uint64_t)(uint16_t)(int16_t)v->i, 2);
+            *length = 2;
+        } else if (type == OID_FLOAT8) {
+            double x = (double)v->i;
+            uint64_t u;
+            memcpy(&u, &x, sizeof u);
+            put_be(buf, u, 8);
+            *length = 8;
+        } else if (type == OID_INT4 || type == OID_INT2) {
+            break;
+        } else {
+            snprintf(buf, sizeof st->scratch[k], "%lld", (long long)v->i);
+            *format = 0;
+        }
+        return GP_DB_OK;
+    case 'd':
+        *value = buf;
+        if (type == OID_FLOAT8) {
+            uint64_t u;
+            memcpy(&u, &v->d, sizeof u);
+            put_be(buf, u, 8);
+            *length = 8;
+            *format = 1;
+            return GP_DB_OK;
+        }
+        if (type == OID_INT8 || type == OID_INT4 || type == OID_INT2)
+            break;
+        snprintf(buf, sizeof st->scratch[k], "%.17g", v->d);
+        return GP_DB_OK;
+    default:
+        break;
+    }
+    set_err(d, "statement %d: parameter %d of type %u cannot take the value bound (%c)", st->id,
+            k + 1, (unsigned)type, v->kind ? v->kind : '0');
+    return GP_DB_EOTHER;
+}
+
+/* Run st once: GP_DB_ROW / GP_DB_DONE, or a failure class. */
+static int exec_once(pg_db *d, pg_stmt *st)
+{
+    int rc = ensure_session(d);
+    if (rc)
+        return rc;
+    const char *values[PG_MAX_PARAMS];
+    int lengths[PG_MAX_PARAMS], formats[PG_MAX_PARAMS];
+    for (int k = 0; k < st->nparams; k++)
+        if ((rc = encode_param(d, st, k, &values[k], &lengths[k], &formats[k])) != GP_DB_OK)
+            return rc;
+    char name[16];
+    snprintf(name, sizeof name, "gps%d", st->id);
+    PGresult *res = PQexecPrepared(d->conn, name, st->nparams, values, lengths, formats, 1);
+    const ExecStatusType status = PQresultStatus(res);
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+        const char *n = PQcmdTuples(res);
+        d->changes = n && n[0] ? strtoll(n, NULL, 10) : 0;
+        if (status == PGRES_TUPLES_OK && PQntuples(res) > 0) {
+            st->res = res;
+            st->nrows = PQntuples(res);
+            st->row = 0;
+            return GP_DB_ROW;
+        }
+        PQclear(res);
+        return GP_DB_DONE;
+    }
+    rc = fail_result(d, res);
+    PQclear(res);
+    return rc;
+}
+
+static int pg_step(gp_db_stmt *gst)
+{
+    pg_stmt *st = pst(gst);
+    pg_db *d = pg(gst->db);
+    if (pg_sql[st->id] == NULL)
+        return GP_DB_DONE;
+    if (st->ran) {
+        if (st->res && st->row + 1 < st->nrows) {
+            st->row++;
+            return GP_DB_ROW;
+        }
+        st->row = st->nrows;
+        return GP_DB_DONE;
+    }
+    st->ran = 1;
+    const PGTransactionStatusType before = PQtransactionStatus(d->conn);
+    /* COMMIT of a failed transaction "succeeds" as a ROLLBACK: say it. */
+    if (st->id == GPS_COMMIT && before == PQTRANS_INERROR) {
+        set_err(d, "the transaction failed before its commit");
+        return GP_DB_EOTHER;
+    }
+    int rc = exec_once(d, st);
+    /* Lost outside a transaction: nothing of ours was under way, so the
+     * statement can run again on a new connection if it cannot have written
+     * anything (the start of a transaction, a reader's statement). */
+    if (rc == GP_DB_EDOWN && before == PQTRANS_IDLE &&
+        (st->id == GPS_BEGIN || st->id == GPS_BEGIN_IMMEDIATE || d->role == GP_DB_READER))
+        rc = exec_once(d, st);
+    return rc;
+}
+
+static int have_row(pg_stmt *st) { return st->res && st->row < st->nrows; }
+
+static enum gp_db_type pg_col_type(gp_db_stmt *gst, int col)
+{
+    pg_stmt *st = pst(gst);
+    if (!have_row(st) || PQgetisnull(st->res, st->row, col))
+        return GP_DB_NULL;
+    switch (PQftype(st->res, col)) {
+    case OID_BOOL:
+    case OID_INT2:
+    case OID_INT4:
+    case OID_INT8:
+        return GP_DB_INTEGER;
+    case OID_FLOAT4:
+    case OID_FLOAT8:
+        return GP_DB_FLOAT;
+    case OID_BYTEA:
+        return GP_DB_BLOB;
+    default:
+        return GP_DB_TEXT;
+    }
+}
+
+static const char *value_of(pg_stmt *st, int col, int *len)
+{
+    if (!have_row(st) || PQgetisnull(st->res, st->row, col))
+        return NULL;
+    *len = PQgetlength(st->res, st->row, col);
+    return PQgetvalue(st->res, st->row, col);
+}
+
+static double pg_col_double(gp_db_stmt *gst, int col);
+
+static int64_t pg_col_int64(gp_db_stmt *gst, int col)
+{
+    pg_stmt *st = pst(gst);
+    int len = 0;
+    const char *v = value_of(st, col, &len);
+    if (v == NULL)
+        return 0;
+    switch (PQftype(st->res, col)) {
+    case OID_INT8:
+        return len == 8 ? (int64_t)get_be(v, 8) : 0;
+    case OID_INT4:
+        return len == 4 ? (int64_t)(int32_t)(uint32_t)get_be(v, 4) : 0;
+    case OID_INT2:
+        return len == 2 ? (int64_t)(int16_t)(uint16_t)get_be(v, 2) : 0;
+    case OID_BOOL:
+        return len == 1 ? v[0] != 0 : 0;
+    case OID_FLOAT4:
+    case OID_FLOAT8:
+        return (int64_t)pg_col_double(gst, col);
+    case OID_TEXT:
+    case OID_VARCHAR:
+    case OID_NAME:
+    case OID_UNKNOWN:
+        return strtoll(v, NULL, 10);
+    default:
+        return 0;
+    }
+}
+
+static double pg_col_double(gp_db_stmt *gst, int col)
+{
+    pg_stmt *st = pst(gst);
+    int len = 0;
+    const char *v = value_of(st, col, &len);
+    if (v == NULL)
+        return 0.0;
+    switch (PQftype(st->res, col)) {
+    case OID_FLOAT8: {
+        if (len != 8)
+            return 0.0;
+        uint64_t u = get_be(v, 8);
+        double x;
+        memcpy(&x, &u, sizeof x);
+        return x;
+    }
+    case OID_FLOAT4: {
+        if (len != 4)
+            return 0.0;
+        uint32_t u = (uint32_t)get_be(v, 4);
+        float x;
+        memcpy(&x, &u, sizeof x);
+        return x;
+    }
+    case OID_TEXT:
+    case OID_VARCHAR:
+    case OID_UNKNOWN:
+        return strtod(v, NULL);
+    default:
+        return (double)pg_col_int64(gst, col);
+    }
+}
+
+static const char *pg_col_text(gp_db_stmt *gst, int col)
+{
+    pg_stmt *st = pst(gst);
+    int len = 0;
+    const char *v = value_of(st, col, &len);
+    if (v == NULL)
+        return NULL;
+    switch (PQftype(st->res, col)) {
+    case OID_BOOL:
+    case OID_INT2:
+    case OID_INT4:
+    case OID_INT8:
+        snprintf(st->text, sizeof st->text, "%lld", (long long)pg_col_int64(gst, col));
+        return st->text;
+    case OID_FLOAT4:
+    case OID_FLOAT8:
+        snprintf(st->text, sizeof st->text, "%.17g", pg_col_double(gst, col));
+        return st->text;
+    default:
+        return v; /* libpq ends every value with a NUL */
+    }
+}
+
+static const void *pg_col_blob(gp_db_stmt *gst, int col)
+{
+    int len = 0;
+    return value_of(pst(gst), col, &len);
+}
+
+static size_t pg_col_bytes(gp_db_stmt *gst, int col)
+{
+    int len = 0;
+    return value_of(pst(gst), col, &len) && len > 0 ? (size_t)len : 0;
+}
+
+static int64_t pg_changes(gp_db *db) { return pg(db)->changes; }
+
+static int pg_in_txn(gp_db *db)
+{
+    PGTransactionStatusType t = PQtransactionStatus(pg(db)->conn);
+    return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+static const char *pg_errmsg(gp_db *db) { return pg(db)->err; }
+
+/* A bytea value, and the whole Bind message that carries it, stays below
+ * PostgreSQL's 1 GB allocation limit; leave room for the other parameters. */
+static size_t pg_max_blob(gp_db *db)
+{
+    (void)db;
+    return ((size_t)1 << 30) - 65536;
+}
+
+const gp_db_driver gp_db_pg_driver = {
+    .name = "PostgreSQL",
+    .open = pg_open,
+    .migrate = pg_migrate,
+    .prepare = pg_prepare,
+    .private_db = pg_private,
+    .close = pg_close,
+    .stmt = pg_stmt_get,
+    .reset = pg_reset,
+    .bind_int64 = pg_bind_int64,
+    .bind_double = pg_bind_double,
+    .bind_text = pg_bind_text,
+    .bind_blob = pg_bind_blob,
+    .step = pg_step,
+    .col_type = pg_col_type,
+    .col_int64 = pg_col_int64,
+    .col_double = pg_col_double,
+    .col_text = pg_col_text,
+    .col_blob = pg_col_blob,
+    .col_bytes = pg_col_bytes,
+    .changes = pg_changes,
+    .in_txn = pg_in_txn,
+    .errmsg = pg_errmsg,
+    .max_blob = pg_max_blob,
+};

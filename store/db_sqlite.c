@@ -1,0 +1,597 @@
+/* gpserve store: the SQLite driver (db.h). A file path opens a SQLite
+ * database in WAL mode with foreign keys, a busy timeout of GP_STORE_BUSY_MS
+ * and synchronous = NORMAL; ":memory:" opens a private in-memory database.
+ * Schema version in PRAGMA user_version, migrated forward in one BEGIN
+ * IMMEDIATE transaction (two processes opening a new file migrate it once).
+ * Write transactions are BEGIN IMMEDIATE: SQLite's one write lock serialises
+ * every writer of the file, so the store's transactions need no row locks
+ * here (GPS_LOCK_NAME is empty, the *_LOCK reads are plain reads). */
+#include "store/store_internal.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- schema -------------------------------------------------------------- */
+
+/* Migration to version v + 1 is migrations[v]; each runs inside the migration
+ * transaction, which also sets PRAGMA user_version. A new version is one more
+ * function appended to the table. */
+typedef int (*migration_fn)(sqlite3 *db, char **errmsg);
+
+static int migrate_to_v1(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "CREATE TABLE models("
+        " id INTEGER PRIMARY KEY,"
+        " name TEXT NOT NULL,"
+        " version INTEGER NOT NULL,"
+        " method TEXT NOT NULL,"
+        " spec TEXT NOT NULL,"
+        " info TEXT NOT NULL,"
+        " n_train INTEGER,"
+        " input_dim INTEGER,"
+        " created_at TEXT,"
+        " UNIQUE(name, version));"
+        "CREATE TABLE arrays("
+        " model_id INTEGER REFERENCES models(id) ON DELETE CASCADE,"
+        " key TEXT,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(model_id, key, part));"
+        "CREATE TABLE jobs("
+        " id TEXT PRIMARY KEY,"
+        " model_name TEXT,"
+        " status TEXT,"
+        " progress TEXT,"
+        " error TEXT,"
+        " result TEXT,"
+        " created_at TEXT,"
+        " updated_at TEXT);";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+/* Durable jobs (docs/design/storage.md): a job row keeps the validated
+ * request (`request`, the fit's fields without X and y, as JSON) and its data
+ * (`job_arrays`: X and y in the parts scheme of `arrays`) until it ends; a
+ * daemon holds it with `owner` until `lease_until` (Unix seconds), renewing
+ * the lease while it runs; `attempts` counts the runs started;
+ * `cancel_requested` is a DELETE seen by a daemon that does not hold it.
+ * Jobs of version 1 that were queued or running kept no request: they can
+ * never run, so they end as failed. */
+static int migrate_to_v2(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "ALTER TABLE jobs ADD COLUMN request TEXT;"
+        "ALTER TABLE jobs ADD COLUMN owner TEXT;"
+        "ALTER TABLE jobs ADD COLUMN lease_until REAL;"
+        "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
+        "CREATE TABLE job_arrays("
+        " job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+        " key TEXT,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(job_id, key, part));"
+        "CREATE INDEX jobs_active ON jobs(lease_until) WHERE status IN ('queued', 'running');"
+        "CREATE INDEX jobs_ended ON jobs(updated_at)"
+        " WHERE status IN ('succeeded', 'failed', 'cancelled');"
+        "UPDATE jobs SET status = 'failed',"
+        " error = '{\"code\":\"interrupted\",\"message\":\"the daemon holding this job "
+        "stopped before gpserve kept jobs durably; submit the fit again\"}'"
+        " WHERE status IN ('queued', 'running');";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+/* Online models (docs/design/storage.md, "Observation log and snapshots"): a
+ * version's log of accepted batches, entry seq = 1, 2, ... (each entry's
+ * arrays in the parts scheme of `arrays`), the number of entries on the
+ * models row (obs_seq), and the version's latest snapshot (one per version:
+ * every row of it carries the entry it follows). Both go with their model row
+ * (ON DELETE CASCADE; the primary keys lead with model_id, which the cascade
+ * and every lookup use). */
+static int migrate_to_v3(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "ALTER TABLE models ADD COLUMN obs_seq INTEGER NOT NULL DEFAULT 0;"
+        "CREATE TABLE observations("
+        " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " key TEXT NOT NULL,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(model_id, seq, key, part));"
+        "CREATE TABLE snapshots("
+        " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+        " seq INTEGER NOT NULL,"
+        " key TEXT NOT NULL,"
+        " part INTEGER NOT NULL DEFAULT 0,"
+        " rows INTEGER,"
+        " cols INTEGER,"
+        " data BLOB,"
+        " PRIMARY KEY(model_id, key, part));";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3};
+
+static const char *const sqlite_sql[GPS_STMT_COUNT] = {
+    /* GPS_LOCK_NAME: none, BEGIN IMMEDIATE already holds the one write lock. */
+    [GPS_BEGIN] = "BEGIN",
+    [GPS_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
+    [GPS_COMMIT] = "COMMIT",
+    [GPS_ROLLBACK] = "ROLLBACK",
+    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = ?1",
+    [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
+                         " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                         " RETURNING id",
+    [GPS_INSERT_ARRAY] = "INSERT INTO arrays(model_id, key, part, rows, cols, data)"
+                         " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    /* The columns read_meta_row reads; the brief forms leave spec and info
+     * NULL (the UNIQUE(name, version) index finds the row either way). */
+#define META_COLS "id, name, version, method, spec, info, n_train, input_dim, created_at, obs_seq"
+#define BRIEF_COLS "id, name, version, method, NULL, NULL, n_train, input_dim, created_at, obs_seq"
+    [GPS_META_LATEST] = "SELECT " META_COLS " FROM models WHERE name = ?1"
+                        " ORDER BY version DESC LIMIT 1",
+    [GPS_META_VERSION] = "SELECT " META_COLS " FROM models WHERE name = ?1 AND version = ?2",
+    [GPS_META_BRIEF_LATEST] = "SELECT " BRIEF_COLS " FROM models WHERE name = ?1"
+                              " ORDER BY version DESC LIMIT 1",
+    [GPS_META_BRIEF_VERSION] = "SELECT " BRIEF_COLS " FROM models WHERE name = ?1 AND"
+                               " version = ?2",
+    [GPS_NAME_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 LIMIT 1",
+    [GPS_VERSIONS] = "SELECT version FROM models WHERE name = ?1 ORDER BY version",
+    [GPS_LIST] = "SELECT " META_COLS " FROM models AS m WHERE version ="
+                 " (SELECT MAX(version) FROM models WHERE name = m.name) ORDER BY name",
+    [GPS_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = ?1",
+    [GPS_ARRAYS] = "SELECT key, part, rows, cols, data FROM arrays WHERE model_id = ?1"
+                   " ORDER BY key, part",
+    /* length() reads a blob's size without reading its content. */
+    [GPS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows), max(rows),"
+                          " min(cols), max(cols) FROM arrays WHERE model_id = ?1 AND key = ?2",
+    [GPS_DELETE] = "DELETE FROM models WHERE name = ?1",
+    [GPS_JOB_PUT] = "INSERT INTO jobs(id, model_name, status, progress, error, result,"
+                    " created_at, updated_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)"
+                    " ON CONFLICT(id) DO UPDATE SET model_name = excluded.model_name,"
+                    " status = excluded.status, progress = excluded.progress,"
+                    " error = excluded.error, result = excluded.result,"
+                    " updated_at = excluded.updated_at",
+    [GPS_JOB_GET] = "SELECT id, model_name, status, progress, error, result, created_at,"
+                    " updated_at, attempts FROM jobs WHERE id = ?1",
+    /* The same: the write transaction already excludes every other writer. */
+    [GPS_JOB_GET_LOCK] = "SELECT id, model_name, status, progress, error, result, created_at,"
+                         " updated_at, attempts FROM jobs WHERE id = ?1",
+#define ACTIVE " status IN ('queued', 'running')"
+    [GPS_JOB_CREATE] = "INSERT INTO jobs(id, model_name, status, progress, created_at,"
+                       " updated_at, request, owner, lease_until)"
+                       " VALUES(?1, ?2, 'queued', ?3, ?4, ?4, ?5, ?6, ?7)",
+    [GPS_JOB_INSERT_ARRAY] = "INSERT INTO job_arrays(job_id, key, part, rows, cols, data)"
+                             " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_JOB_ARRAYS] = "SELECT key, part, rows, cols, data FROM job_arrays WHERE job_id = ?1"
+                       " ORDER BY key, part",
+    [GPS_JOB_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                              " max(rows), min(cols), max(cols) FROM job_arrays"
+                              " WHERE job_id = ?1 AND key = ?2",
+    [GPS_JOB_DROP_ARRAYS] = "DELETE FROM job_arrays WHERE job_id = ?1",
+    [GPS_JOB_HELD] = "SELECT status FROM jobs WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    /* ?6: 1 when a run starts (an attempt). */
+    [GPS_JOB_UPDATE] = "UPDATE jobs SET status = ?3, progress = ?4, updated_at = ?5,"
+                       " attempts = attempts + ?6 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_FINISH] = "UPDATE jobs SET status = ?3, progress = COALESCE(?4, progress), error = ?5, result = ?6,"
+                       " updated_at = ?7, owner = NULL, lease_until = NULL, request = NULL"
+                       " WHERE id = ?1 AND (?2 IS NULL OR owner = ?2) AND" ACTIVE,
+    /* Handed back (graceful stop): queued, no owner, an interrupted run not counted. */
+    [GPS_JOB_RELEASE] = "UPDATE jobs SET status = 'queued', owner = NULL, lease_until = 0,"
+                        " attempts = attempts - (status = 'running'), updated_at = ?3"
+                        " WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_RENEW] = "UPDATE jobs SET lease_until = ?2 WHERE owner = ?1 AND" ACTIVE,
+    [GPS_JOB_HELD_LIST] = "SELECT id, cancel_requested FROM jobs WHERE owner = ?1 AND" ACTIVE,
+    [GPS_JOB_EXPIRED] = "SELECT id, status, attempts, cancel_requested, progress FROM jobs"
+                        " WHERE" ACTIVE " AND lease_until < ?1 ORDER BY lease_until, created_at"
+                        " LIMIT 1",
+    [GPS_JOB_TAKE] = "UPDATE jobs SET status = 'queued', owner = ?2, lease_until = ?3,"
+                     " updated_at = ?4 WHERE id = ?1 AND" ACTIVE " AND lease_until < ?5",
+    [GPS_JOB_LEASE] = "SELECT lease_until FROM jobs WHERE id = ?1",
+    [GPS_JOB_REQUEST_CANCEL] = "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND" ACTIVE,
+    [GPS_JOB_ACTIVE] = "SELECT id, owner FROM jobs WHERE" ACTIVE " AND owner IS NOT NULL",
+    [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_REQUEST] = "SELECT request, model_name, created_at, progress, attempts FROM jobs"
+                        " WHERE id = ?1",
+    /* At most 1000 rows a call, so the write lock is held briefly. */
+    [GPS_JOB_PRUNE] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN"
+                      " ('succeeded', 'failed', 'cancelled') AND updated_at < ?1 LIMIT 1000)",
+#undef ACTIVE
+    /* The observation log and snapshots (store_observe.c). Array statements
+     * bind the model row to ?1 and the array's name to ?2, and take the entry
+     * where table_stmts in store_arrays.c says. */
+    [GPS_OBS_HEAD] = "SELECT obs_seq FROM models WHERE id = ?1",
+    [GPS_OBS_HEAD_LOCK] = "SELECT obs_seq FROM models WHERE id = ?1",
+    [GPS_OBS_INSERT_ARRAY] = "INSERT INTO observations(model_id, seq, key, part, rows, cols,"
+                             " data) VALUES(?1, ?7, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_OBS_ARRAYS] = "SELECT key, part, rows, cols, data FROM observations"
+                       " WHERE model_id = ?1 AND seq = ?2 ORDER BY key, part",
+    [GPS_OBS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                              " max(rows), min(cols), max(cols) FROM observations"
+                              " WHERE model_id = ?1 AND key = ?2 AND seq = ?3",
+    [GPS_OBS_ADVANCE] = "UPDATE models SET obs_seq = ?2, n_train = ?3 WHERE id = ?1",
+    [GPS_SNAP_DROP] = "DELETE FROM snapshots WHERE model_id = ?1",
+    [GPS_SNAP_INSERT_ARRAY] = "INSERT INTO snapshots(model_id, seq, key, part, rows, cols, data)"
+                              " VALUES(?1, ?7, ?2, ?3, ?4, ?5, ?6)",
+    [GPS_SNAP_ARRAYS] = "SELECT key, part, rows, cols, data FROM snapshots WHERE model_id = ?1"
+                        " ORDER BY key, part",
+    [GPS_SNAP_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
+                               " max(rows), min(cols), max(cols) FROM snapshots"
+                               " WHERE model_id = ?1 AND key = ?2",
+    [GPS_SNAP_SEQ] = "SELECT count(*), min(seq), max(seq) FROM snapshots WHERE model_id = ?1",
+#undef META_COLS
+#undef BRIEF_COLS
+};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+_Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");
+
+/* ---- connection and statements --------------------------------------------- */
+
+typedef struct sq_stmt {
+    gp_db_stmt head;
+    sqlite3_stmt *st; /* NULL: the statement does nothing in SQLite */
+} sq_stmt;
+
+typedef struct sq_db {
+    gp_db head;
+    sqlite3 *db;
+    int memory; /* ":memory:" (journal mode "memory"): private to this connection */
+    sq_stmt stmt[GPS_STMT_COUNT];
+} sq_db;
+
+static sq_db *sq(gp_db *db) { return (sq_db *)db; }
+static sqlite3_stmt *raw(gp_db_stmt *st) { return ((sq_stmt *)st)->st; }
+static sqlite3 *handle(gp_db_stmt *st) { return sq(st->db)->db; }
+
+/* A SQLite result code as a gp_db result. */
+static int classify(sqlite3 *db, int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+        return GP_DB_OK;
+    case SQLITE_ROW:
+        return GP_DB_ROW;
+    case SQLITE_DONE:
+        return GP_DB_DONE;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return GP_DB_EBUSY;
+    case SQLITE_NOMEM:
+        return GP_DB_ENOMEM;
+    case SQLITE_FULL:
+        return GP_DB_EFULL;
+    case SQLITE_IOERR:
+        /* A write the file system refused for want of space (WAL, journal). */
+        return sqlite3_system_errno(db) == ENOSPC ? GP_DB_EFULL : GP_DB_EOTHER;
+    case SQLITE_CONSTRAINT:
+        return rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY
+                   ? GP_DB_EUNIQUE
+                   : GP_DB_EOTHER;
+    default:
+        return GP_DB_EOTHER;
+    }
+}
+
+static int open_fail(sqlite3 *db, const char *path, const char *what, gp_error *err)
+{
+    return gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s: %s", path, what,
+                        db ? sqlite3_errmsg(db) : "out of memory");
+}
+
+/* Run a PRAGMA (constant text) and return its first column as text in out. */
+static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t size)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    out[0] = '\0';
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        if (t)
+            snprintf(out, size, "%s", t);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int exec_const(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+static void sq_close(gp_db *gdb)
+{
+    if (gdb == NULL)
+        return;
+    sq_db *d = sq(gdb);
+    for (int i = 0; i < GPS_STMT_COUNT; i++)
+        sqlite3_finalize(d->stmt[i].st);
+    sqlite3_close(d->db);
+    free(d);
+}
+
+/* Open a connection to path with the settings every connection shares
+ * (extended result codes, busy timeout, synchronous, foreign keys, WAL size
+ * limit). The writer (which may create the file) switches the file to WAL;
+ * a reader only checks that it is in WAL, and is query_only. */
+static int sq_open(const char *path, enum gp_db_role role, gp_db **out, gp_error *err)
+{
+    *out = NULL;
+    sq_db *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
+    d->head.drv = &gp_db_sqlite_driver;
+    for (int i = 0; i < GPS_STMT_COUNT; i++)
+        d->stmt[i].head.db = &d->head;
+    const int create = role == GP_DB_WRITER;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    int code = GP_OK;
+    char mode[32];
+    if (sqlite3_open_v2(path, &d->db, flags, NULL) != SQLITE_OK) {
+        code = open_fail(d->db, path, "open", err);
+        goto fail;
+    }
+    sqlite3_extended_result_codes(d->db, 1);
+    sqlite3_busy_timeout(d->db, GP_STORE_BUSY_MS);
+    /* journal_mode is the first statement that reads the file: a file that is
+     * not a database fails here. */
+    if (pragma_text(d->db, create ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode", mode,
+                    sizeof mode) != SQLITE_OK) {
+        code = open_fail(d->db, path, create ? "setting WAL mode" : "reading the journal mode",
+                         err);
+        goto fail;
+    }
+    if (strcmp(mode, "wal") != 0 && (!create || strcmp(mode, "memory") != 0)) {
+        code = gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': WAL mode unavailable (journal mode %s)",
+                            path, mode);
+        goto fail;
+    }
+    d->memory = strcmp(mode, "memory") == 0;
+    /* journal_size_limit: truncate the WAL to 64 MiB after a checkpoint (a
+     * large model would otherwise leave a WAL file of its size behind). */
+    if (exec_const(d->db, "PRAGMA synchronous = NORMAL") != SQLITE_OK ||
+        exec_const(d->db, "PRAGMA foreign_keys = ON") != SQLITE_OK ||
+        exec_const(d->db, "PRAGMA journal_size_limit = 67108864") != SQLITE_OK) {
+        code = open_fail(d->db, path, "configuring the connection", err);
+        goto fail;
+    }
+    char fk[8];
+    if (pragma_text(d->db, "PRAGMA foreign_keys", fk, sizeof fk) != SQLITE_OK ||
+        strcmp(fk, "1") != 0) {
+        code = gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': this SQLite has no foreign keys", path);
+        goto fail;
+    }
+    /* A reader must never write (its statements include the writer's; a
+     * write stepped here fails with SQLITE_READONLY). */
+    if (!create && exec_const(d->db, "PRAGMA query_only = ON") != SQLITE_OK) {
+        code = open_fail(d->db, path, "configuring a reader", err);
+        goto fail;
+    }
+    *out = &d->head;
+    return GP_OK;
+fail:
+    sq_close(&d->head);
+    return code;
+}
+
+/* Bring the schema to SCHEMA_VERSION in one IMMEDIATE transaction (two
+ * processes opening a new file concurrently migrate it once). */
+static int sq_migrate(gp_db *gdb, const char *path, gp_error *err)
+{
+    sqlite3 *db = sq(gdb)->db;
+    char buf[32];
+    /* Already current (the usual case): no write lock needed. */
+    int rc = pragma_text(db, "PRAGMA user_version", buf, sizeof buf);
+    if (rc != SQLITE_OK)
+        return open_fail(db, path, "reading the schema version", err);
+    if (strtol(buf, NULL, 10) == SCHEMA_VERSION)
+        return GP_OK;
+    rc = exec_const(db, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK)
+        return open_fail(db, path, "starting the migration", err);
+    rc = pragma_text(db, "PRAGMA user_version", buf, sizeof buf);
+    if (rc != SQLITE_OK) {
+        int code = open_fail(db, path, "reading the schema version", err);
+        exec_const(db, "ROLLBACK");
+        return code;
+    }
+    long version = strtol(buf, NULL, 10);
+    if (version < 0 || version > SCHEMA_VERSION) {
+        exec_const(db, "ROLLBACK");
+        return gp_error_set(err, GP_ENOTREADY, NULL,
+                            "cannot open database '%s': its schema version %ld is not one this "
+                            "gpserve knows (0..%d)",
+                            path, version, SCHEMA_VERSION);
+    }
+    for (int v = (int)version; v < SCHEMA_VERSION; v++) {
+        char *msg = NULL;
+        rc = migrations[v](db, &msg);
+        if (rc == SQLITE_OK) {
+            /* PRAGMA takes no bound parameters; the value is our own integer. */
+            char sql[64];
+            snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
+            rc = exec_const(db, sql);
+        }
+        if (rc != SQLITE_OK) {
+            int code = gp_error_set(err, GP_ENOTREADY, NULL,
+                                    "cannot open database '%s': migration to schema version %d "
+                                    "failed: %s",
+                                    path, v + 1, msg ? msg : sqlite3_errmsg(db));
+            sqlite3_free(msg);
+            exec_const(db, "ROLLBACK");
+            return code;
+        }
+    }
+    rc = exec_const(db, "COMMIT");
+    if (rc != SQLITE_OK) {
+        int code = open_fail(db, path, "committing the migration", err);
+        exec_const(db, "ROLLBACK");
+        return code;
+    }
+    return GP_OK;
+}
+
+static int sq_prepare(gp_db *gdb, const char *path, gp_error *err)
+{
+    sq_db *d = sq(gdb);
+    for (int i = 0; i < GPS_STMT_COUNT; i++) {
+        if (sqlite_sql[i] == NULL)
+            continue;
+        if (sqlite3_prepare_v2(d->db, sqlite_sql[i], -1, &d->stmt[i].st, NULL) != SQLITE_OK)
+            return open_fail(d->db, path, "preparing statements", err);
+    }
+    return GP_OK;
+}
+
+static int sq_private(gp_db *db) { return sq(db)->memory; }
+
+static void sq_reset(gp_db_stmt *st)
+{
+    sqlite3_stmt *s = raw(st);
+    if (s) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+    }
+}
+
+static gp_db_stmt *sq_stmt_get(gp_db *db, int id)
+{
+    gp_db_stmt *st = &sq(db)->stmt[id].head;
+    sq_reset(st);
+    return st;
+}
+
+static int sq_bind_int64(gp_db_stmt *st, int i, int64_t v)
+{
+    return raw(st) ? classify(handle(st), sqlite3_bind_int64(raw(st), i, v)) : GP_DB_OK;
+}
+
+static int sq_bind_double(gp_db_stmt *st, int i, double v)
+{
+    return raw(st) ? classify(handle(st), sqlite3_bind_double(raw(st), i, v)) : GP_DB_OK;
+}
+
+static int sq_bind_text(gp_db_stmt *st, int i, const char *text)
+{
+    if (raw(st) == NULL)
+        return GP_DB_OK;
+    int rc = text ? sqlite3_bind_text(raw(st), i, text, -1, SQLITE_STATIC)
+                  : sqlite3_bind_null(raw(st), i);
+    return classify(handle(st), rc);
+}
+
+static int sq_bind_blob(gp_db_stmt *st, int i, const void *data, size_t n)
+{
+    if (raw(st) == NULL)
+        return GP_DB_OK;
+    /* A NULL pointer would bind SQL NULL: an empty array is an empty blob. */
+    int rc = n == 0 ? sqlite3_bind_zeroblob(raw(st), i, 0)
+                    : sqlite3_bind_blob64(raw(st), i, data, n, SQLITE_STATIC);
+    return classify(handle(st), rc);
+}
+
+static int sq_step(gp_db_stmt *st)
+{
+    return raw(st) ? classify(handle(st), sqlite3_step(raw(st))) : GP_DB_DONE;
+}
+
+static enum gp_db_type sq_col_type(gp_db_stmt *st, int col)
+{
+    switch (sqlite3_column_type(raw(st), col)) {
+    case SQLITE_INTEGER:
+        return GP_DB_INTEGER;
+    case SQLITE_FLOAT:
+        return GP_DB_FLOAT;
+    case SQLITE_TEXT:
+        return GP_DB_TEXT;
+    case SQLITE_BLOB:
+        return GP_DB_BLOB;
+    default:
+        return GP_DB_NULL;
+    }
+}
+
+static int64_t sq_col_int64(gp_db_stmt *st, int col)
+{
+    return sqlite3_column_int64(raw(st), col);
+}
+
+static double sq_col_double(gp_db_stmt *st, int col)
+{
+    return sqlite3_column_double(raw(st), col);
+}
+
+static const char *sq_col_text(gp_db_stmt *st, int col)
+{
+    return (const char *)sqlite3_column_text(raw(st), col);
+}
+
+static const void *sq_col_blob(gp_db_stmt *st, int col)
+{
+    return sqlite3_column_blob(raw(st), col);
+}
+
+static size_t sq_col_bytes(gp_db_stmt *st, int col)
+{
+    int n = sqlite3_column_bytes(raw(st), col);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+static int64_t sq_changes(gp_db *db) { return sqlite3_changes(sq(db)->db); }
+static int sq_in_txn(gp_db *db) { return !sqlite3_get_autocommit(sq(db)->db); }
+static const char *sq_errmsg(gp_db *db) { return sqlite3_errmsg(sq(db)->db); }
+
+/* SQLite's length limit covers the whole row: leave room for the other
+ * columns. */
+static size_t sq_max_blob(gp_db *db)
+{
+    int limit = sqlite3_limit(sq(db)->db, SQLITE_LIMIT_LENGTH, -1);
+    return limit > 4096 ? (size_t)limit - 1024 : 8;
+}
+
+void *gp_db_sqlite_handle(gp_db *db)
+{
+    return db && db->drv == &gp_db_sqlite_driver ? (void *)sq(db)->db : NULL;
+}
+
+const gp_db_driver gp_db_sqlite_driver = {
+    .name = "SQLite",
+    .open = sq_open,
+    .migrate = sq_migrate,
+    .prepare = sq_prepare,
+    .private_db = sq_private,
+    .close = sq_close,
+    .stmt = sq_stmt_get,
+    .reset = sq_reset,
+    .bind_int64 = sq_bind_int64,
+    .bind_double = sq_bind_double,
+    .bind_text = sq_bind_text,
+    .bind_blob = sq_bind_blob,
+    .step = sq_step,
+    .col_type = sq_col_type,
+    .col_int64 = sq_col_int64,
+    .col_double = sq_col_double,
+    .col_text = sq_col_text,
+    .col_blob = sq_col_blob,
+    .col_bytes = sq_col_bytes,
+    .changes = sq_changes,
+    .in_txn = sq_in_txn,
+    .errmsg = sq_errmsg,
+    .max_blob = sq_max_blob,
+};
