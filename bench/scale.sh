@@ -63,15 +63,17 @@ cleanup() {
         while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
         kill -KILL "$p" 2>/dev/null
     done
-    [ -n "$PG_STARTED" ] && sh tests/support/pgtmp.sh stop "$T/pg" >/dev/null 2>&1
-    rm -rf "$T"
+    [ -n "$PG_STARTED" ] && sh tests/support/pgtmp.sh stop "$PGDIR/pg" >/dev/null 2>&1
+    rm -rf "$T" ${PGDIR:+"$PGDIR"}
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 PG=${GPSERVE_SCALE_PG_URL:-}
 if [ -z "$PG" ]; then
-    if ! PG=$(sh tests/support/pgtmp.sh start "$T/pg" 2>"$T/pg.err"); then
+    # postgres (the cluster's owner when we are root) must reach the directory.
+    PGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-pg.XXXXXX") && chmod 755 "$PGDIR"
+    if ! PG=$(sh tests/support/pgtmp.sh start "$PGDIR/pg" 2>"$T/pg.err"); then
         echo "skipped: no PostgreSQL cluster could be started: $(tail -n 1 "$T/pg.err")"
         exit 0
     fi

@@ -29,12 +29,17 @@ command -v haproxy >/dev/null 2>&1 || RP_SKIP="haproxy is not installed (make de
 if [ -z "$RP_SKIP" ] && [ -z "$RP_DB" ]; then
     if [ ! -f "$RP_PG" ]; then
         RP_SKIP="no tests/support/pgtmp.sh"
-    elif ! RP_DB=$(sh "$RP_PG" start "$T/pg" 2>"$T/pg.err"); then
-        RP_SKIP="no PostgreSQL 15 cluster could be started ($(tail -n 1 "$T/pg.err"))"
-        RP_DB=""
+    else
+        # The cluster's owner (postgres, when we are root) must reach its
+        # directory: not inside $T (mode 700).
+        RP_PGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-pg.XXXXXX") && chmod 755 "$RP_PGDIR"
+        if ! RP_DB=$(sh "$RP_PG" start "$RP_PGDIR/pg" 2>"$T/pg.err"); then
+            RP_SKIP="no PostgreSQL 15 cluster could be started ($(tail -n 1 "$T/pg.err"))"
+            RP_DB=""
+        fi
+        # Stopped at exit whatever happens below (and again, harmlessly, at the end).
+        CLEANUP_CMDS="$CLEANUP_CMDS sh '$RP_PG' stop '$RP_PGDIR/pg' >/dev/null 2>&1; rm -rf '$RP_PGDIR';"
     fi
-    # Stopped at exit whatever happens below (and again, harmlessly, at the end).
-    CLEANUP_CMDS="$CLEANUP_CMDS sh '$RP_PG' stop '$T/pg' >/dev/null 2>&1;"
 fi
 
 # rp_sql SQL: one value from the shared database (psql or sqlite3).
@@ -311,6 +316,8 @@ else
             alive "$p" && stop_daemon "$p"
         done
     fi
-    case $RP_DB in postgres://* | postgresql://*) sh "$RP_PG" stop "$T/pg" >/dev/null 2>&1 ;; esac
+    case $RP_DB in
+    postgres://* | postgresql://*) sh "$RP_PG" stop "$RP_PGDIR/pg" >/dev/null 2>&1 ;;
+    esac
 fi
 PORT=$RP_MAIN_PORT
