@@ -40,6 +40,9 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-it.XXXXXX") || exit 1
 RESULTS=$T/results
 : >"$RESULTS"
 PIDS=""
+# Shell commands an area adds to run at exit before the processes are stopped
+# (e.g. stopping a PostgreSQL cluster it started), each ending with ';'.
+CLEANUP_CMDS=""
 
 # ---------------------------------------------------------------- databases
 
@@ -66,6 +69,7 @@ drop_db_schemas() {
 }
 
 cleanup() {
+    eval "$CLEANUP_CMDS"
     for p in $PIDS; do
         kill -TERM "$p" 2>/dev/null
     done
