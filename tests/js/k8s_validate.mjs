@@ -2,7 +2,7 @@
 //
 //  1. schema: every object against the JSON schema of its kind, generated from
 //     Kubernetes' OpenAPI document (the pinned npm package kubernetes-models, whose
-//     compiled ajv validators know the fields up to Kubernetes 1.34), strictly: a
+//     compiled ajv validators know recent fields, e.g. 1.34's hostnameOverride), strictly: a
 //     field the schema does not name is an error too, as with kubectl's
 //     --validate=strict (the validator reads each object through a Proxy; a key it
 //     never read, in an object whose keys it never listed as a map's, is unknown);
