@@ -14,7 +14,7 @@ missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
-for p in python3-sklearn python3-venv python3-pip postgresql-15 haproxy; do
+for p in python3-sklearn python3-venv python3-pip python3-yaml postgresql-15 haproxy; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $p"
 done

@@ -11,7 +11,9 @@
 #     (apt-cache, when it has package lists);
 #   - every flag and GPSERVE_* variable the Dockerfile and compose.yaml use is
 #     in `gpserve --help`; the image's ports, volume, user and health checks
-#     agree with each other.
+#     agree with each other;
+#   - compose.yaml's profile "scale" (PostgreSQL, the replicas, haproxy) and
+#     docker/haproxy.cfg, by compose_check.py (python3 with yaml; haproxy -c).
 # Prints "ok   NAME" / "FAIL NAME: why" / "note: ..." lines and ends with
 # "N passed, N failed".
 # Usage: tests/integration/docker_check.sh BUILD_DIR
@@ -236,5 +238,21 @@ if [ -f "$DC" ]; then
     chk "compose: volume $vol declared" "^  $vol:" "$(printf '%s\n' "$dc" | sed -n '/^volumes:/,$p')"
     # No tabs (YAML forbids them for indentation).
     if grep -q "$(printf '\t')" "$DC"; then fail "compose.yaml has no tabs"; else pass "compose.yaml has no tabs"; fi
+fi
+
+# ---- the profile "scale" and docker/haproxy.cfg (structure, in Python with its yaml module)
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+if [ -z "$PY" ]; then
+    echo "note: no python3: the profile scale and haproxy.cfg not checked"
+else
+    cc_out=$(mktemp "${TMPDIR:-/tmp}/compose_check.XXXXXX")
+    "$PY" tests/integration/compose_check.py "$ROOT" "$BIN" >"$cc_out" 2>&1
+    grep -E '^(ok |FAIL|note)' "$cc_out"
+    np=$((np + $(grep -c '^ok ' "$cc_out")))
+    nf=$((nf + $(grep -c '^FAIL' "$cc_out")))
+    grep -Eq '^[0-9]+ passed, [0-9]+ failed$' "$cc_out" ||
+        fail "compose_check.py ran" "$(tail -n 3 "$cc_out")"
+    rm -f "$cc_out"
 fi
 finish

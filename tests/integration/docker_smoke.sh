@@ -617,11 +617,14 @@ SMOKE_ENV2=$SMOKE_ENV
 SMOKE_CMD2=$SMOKE_CMD
 SMOKE_HOW2="the image's command"
 if [ -f "$DC" ]; then
-    dc_env=$(awk '/^    environment:/ { on = 1; next }
+    # Only the service gpserve (the file's other services are the profile "scale").
+    dc_svc=$(awk '/^  gpserve:/ { on = 1; next } on && /^  [^ #]/ { on = 0 } on && /^[^ #]/ { on = 0 }
+        on' "$DC")
+    dc_env=$(printf '%s\n' "$dc_svc" | awk '/^    environment:/ { on = 1; next }
         on && /^      [A-Za-z_][A-Za-z0-9_]*:/ { k = $1; sub(/:$/, "", k); v = $0
             sub(/^[^:]*:[[:space:]]*/, "", v); gsub(/^"|"$/, "", v); print k "=" v; next }
-        on { on = 0 }' "$DC" | jq -R . | jq -s -c .)
-    dc_cmd=$(sed -n 's/^    command:[[:space:]]*//p' "$DC" | jq -c 'select(type == "array")' 2>/dev/null)
+        on { on = 0 }' | jq -R . | jq -s -c .)
+    dc_cmd=$(printf '%s\n' "$dc_svc" | sed -n 's/^    command:[[:space:]]*//p' | jq -c 'select(type == "array")' 2>/dev/null)
     if [ -n "$dc_cmd" ]; then
         SMOKE_CMD2=$(jcfg '((.Entrypoint // []) + $c) | @sh' --argjson c "$dc_cmd")
         SMOKE_HOW2="compose.yaml's command $(printf '%s' "$dc_cmd" | jq -r 'join(" ")')"

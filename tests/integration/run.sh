@@ -13,7 +13,7 @@
 # Areas, one file each (tests/integration/t_AREA.sh; tests/integration/README.md):
 #   health readme fit models predict sample batching jobs methods likelihood hkd online oip
 #   openapi ts_client python_client browser bad_requests cancel metrics second_daemon restart
-#   crash replicas auth queue abuse logs resources docker config
+#   crash replicas auth queue abuse logs resources docker deploy config
 #
 # POSIX sh; needs curl, jq, awk, sed, grep, cmp. Every request has a --max-time
 # and every wait is bounded, so the suite cannot hang. Under the sanitizers
@@ -22,7 +22,7 @@
 # 100 ms while 1,500 slow connections are held, and the 3 s request deadline.
 
 AREAS="health readme fit models predict sample batching jobs methods likelihood hkd online oip openapi ts_client python_client browser bad_requests cancel metrics
-second_daemon restart crash replicas auth queue abuse logs resources docker config"
+second_daemon restart crash replicas auth queue abuse logs resources docker deploy config"
 
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
