@@ -193,6 +193,10 @@ sh bench/http/run.sh "$BUILD" $EXTRA || status=1
 # files against v1 predict (bench/results/protocols.md).
 # shellcheck disable=SC2086
 sh bench/http/protocols.sh "$BUILD" $EXTRA || status=1
+# PostgreSQL against SQLite, replicas behind haproxy, the fit queue across
+# replicas (bench/results/scale.md).
+# shellcheck disable=SC2086
+sh bench/scale.sh "$BUILD" $EXTRA || status=1
 
 # The batch-invariant triangular solve behind exact's predictions against
 # OpenBLAS's dtrsv/dtrsm (bench/results/trsolve.md).

@@ -43,16 +43,30 @@ cr_start() {
 }
 
 # cr_fit_body NAME METHOD ASYNC: a fit body for the crash rows.
-# The fits must last long enough for a kill to land inside one (msrfr at 1000
-# iterations: about half a second here; at 60 every round's fits were done
-# before the kill once the shared pool removed the thread start-ups).
+# The fits must last long enough for a kill to land inside one (msrfr at 5000
+# iterations: about 0.7 s here; at 1000, 0.14 s, most rounds' fits were done
+# before the kill and the take-over check failed one run in two).
 cr_fit_body() {
     case $2 in
     ssgp) opts='"options":{"features":30},' ;;
-    msrfr) opts='"options":{"particles":2,"features":10,"iterations":1000},' ;;
+    msrfr) opts='"options":{"particles":2,"features":10,"iterations":5000},' ;;
     *) opts='' ;;
     esac
     csv_to_json "$1" "\"method\":\"$2\",\"seed\":1,$opts\"async\":$3," <"$T/cr.csv"
+}
+
+# cr_wait_running PORT TRIES PAUSE: until the daemon on PORT runs a fit
+# (gpserve_jobs_running > 0), at most TRIES looks PAUSE seconds apart.
+cr_wait_running() {
+    _w=0
+    while [ $_w -lt "$2" ]; do
+        _running=$(curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
+            sed -n 's/^gpserve_jobs_running \([0-9]*\).*/\1/p')
+        [ "${_running:-0}" -gt 0 ] && return 0
+        sleep "$3"
+        _w=$((_w + 1))
+    done
+    return 1
 }
 
 cr_rand() { # cr_rand N: an integer in 0..N-1
@@ -92,15 +106,11 @@ if cr_start a && cr_start b; then
         # after a random pause in which that fit, a save or a delete goes on.
         if [ "$(cr_rand 2)" = 0 ]; then victim=a; else victim=b; fi
         eval "vpid=\$CR_PID_$victim vport=\$CR_PORT_$victim"
-        w=0
-        while [ $w -lt 50 ]; do
-            running=$(curl -s --max-time 2 "http://127.0.0.1:$vport/metrics" |
-                sed -n 's/^gpserve_jobs_running \([0-9]*\).*/\1/p')
-            [ "${running:-0}" -gt 0 ] && break
-            sleep 0.1
-            w=$((w + 1))
-        done
+        cr_wait_running "$vport" 50 0.1
         sleep "$(awk -v ms="$(cr_rand 600)" 'BEGIN { printf "%.3f", ms / 1000 }')"
+        # Still inside a fit at the kill where one is left to run (after the
+        # pause its queue may have moved on to the next fit, or ended).
+        cr_wait_running "$vport" 20 0.05
         kill -KILL "$vpid" 2>/dev/null
         wait "$vpid" 2>/dev/null
         if ! cr_start "$victim"; then
