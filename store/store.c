@@ -224,9 +224,8 @@ static void free_store(gp_store *s)
 {
     /* The readers first: the SQLite writer, closed last, checkpoints the WAL
      * into the file (when no other process has the file open). */
-    conn_close(&s->conn[2]);
-    conn_close(&s->conn[1]);
-    conn_close(&s->conn[0]);
+    for (size_t i = sizeof s->conn / sizeof s->conn[0]; i-- > 0;)
+        conn_close(&s->conn[i]);
     free(s);
 }
 
@@ -266,12 +265,15 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
     if (s->drv->private_db(s->w->db)) {
         /* An in-memory database is private to its connection: read on the
          * writer (reads then wait for writes, as with one connection). */
-        s->r = s->w;
+        s->readers[0] = s->w;
+        s->n_readers = 1;
         s->log = s->w;
     } else {
-        s->r = &s->conn[1];
-        s->log = &s->conn[2];
-        for (int i = 1; i <= 2 && code == GP_OK; i++)
+        s->log = &s->conn[1];
+        for (size_t i = 0; i < GP_STORE_READERS; i++)
+            s->readers[i] = &s->conn[2 + i];
+        s->n_readers = GP_STORE_READERS;
+        for (size_t i = 1; i < 2 + GP_STORE_READERS && code == GP_OK; i++)
             code = conn_open(s, &s->conn[i], path, GP_DB_READER, err);
         if (code)
             goto fail;
@@ -282,6 +284,19 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
 fail:
     free_store(s);
     return code;
+}
+
+gp_store_conn *gp_store_reader_lock(gp_store *store)
+{
+    unsigned start = atomic_fetch_add_explicit(&store->next_reader, 1, memory_order_relaxed);
+    for (size_t k = 0; k < store->n_readers; k++) {
+        gp_store_conn *c = store->readers[(start + k) % store->n_readers];
+        if (pthread_mutex_trylock(&c->mu) == 0)
+            return c;
+    }
+    gp_store_conn *c = store->readers[start % store->n_readers];
+    pthread_mutex_lock(&c->mu);
+    return c;
 }
 
 void gp_store_redact(const char *path, char *out, size_t size)
@@ -575,8 +590,7 @@ static int meta_lookup(gp_store *store, const char *name, int version, int with_
     if (version < 0)
         return gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
                             version);
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     gp_db_stmt *st =
         gp_store_stmt(r, with_texts ? (version == 0 ? GPS_META_LATEST : GPS_META_VERSION)
                                     : (version == 0 ? GPS_META_BRIEF_LATEST
@@ -628,8 +642,7 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
     int *v = NULL;
     size_t n = 0, cap = 0;
     int rc = GP_OK;
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     gp_db_stmt *st = gp_store_stmt(r, GPS_VERSIONS);
     int src = gp_db_bind_text(st, 1, name);
     if (src == GP_DB_OK) {
@@ -670,8 +683,7 @@ int gp_store_list(gp_store *store, gp_model_meta **metas, size_t *count, gp_erro
     gp_model_meta *m = NULL;
     size_t n = 0, cap = 0;
     int rc = GP_OK;
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     gp_db_stmt *st = gp_store_stmt(r, GPS_LIST);
     int src;
     while ((src = gp_db_step(st)) == GP_DB_ROW) {
@@ -707,8 +719,7 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
 {
     gp_state tmp;
     gp_state_init(&tmp);
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     /* One read transaction on the reader: the model row and its arrays from
      * one snapshot (a save commits a model's row and arrays together, so this
      * sees all of a model or none of it). Always ended before the mutex is

@@ -7,11 +7,11 @@
  *
  * SQLite in WAL mode, foreign_keys=ON, a busy timeout, prepared statements
  * only, schema version in PRAGMA user_version with forward migrations. One
- * gp_store holds three connections to the file, each with its own mutex: a
+ * gp_store holds six connections to the database, each with its own mutex: a
  * writer (gp_store_save, gp_store_delete, gp_store_observe, the job writes,
- * migrations; these are serialised with each other), a read-only reader
+ * migrations; these are serialised with each other), four read-only readers
  * (gp_store_meta, gp_store_versions, gp_store_list, gp_store_load_state,
- * gp_store_load_snapshot, the job reads; serialised with each other) and a
+ * gp_store_load_snapshot, the job reads; a call takes a free one) and a
  * read-only log reader (gp_store_observations alone, whose replay lasts as
  * long as its callback). A read therefore does not wait for a write in
  * progress, however long (saving a large model takes seconds): it sees the

@@ -5,6 +5,7 @@
 #define GP_STORE_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -97,14 +98,21 @@ typedef struct gp_store_conn {
 /* Test hook (see gp_store_set_save_hook). */
 typedef void (*gp_store_save_hook_fn)(gp_store *store, int64_t model_id, void *arg);
 
-/* Three connections to one database (a SQLite file in WAL, or a PostgreSQL
+/* Reader connections of one store: reads of one daemon run side by side (on
+ * PostgreSQL each is a network round trip, which one connection would
+ * serialise: 16 concurrent predicts then waited for each other's
+ * latest-version look-up). */
+#define GP_STORE_READERS 4
+
+/* Connections to one database (a SQLite file in WAL, or a PostgreSQL
  * database): the writer runs gp_store_save,
  * gp_store_delete, gp_store_observe, the job writes and the migrations; the
- * reader runs gp_store_meta, gp_store_versions, gp_store_list,
+ * readers (GP_STORE_READERS, each taken whole by one call:
+ * gp_store_reader_lock) run gp_store_meta, gp_store_versions, gp_store_list,
  * gp_store_load_state, gp_store_load_snapshot and the job reads; the log
  * reader runs gp_store_observations only, whose read transaction lasts as long
  * as its caller's callback takes over the whole replay (seconds for a long log
- * on a large model): on the reader it would hold up every other read of the
+ * on a large model): on a reader it would hold up other reads of the
  * handle, the per-request gp_store_meta_brief of the prediction path first.
  * No call holds two of the mutexes at once (gp_store_observations' callback
  * may call the other functions), so a long save does not hold up reads: they
@@ -112,12 +120,14 @@ typedef void (*gp_store_save_hook_fn)(gp_store *store, int64_t model_id, void *a
  * open between calls (statements are reset after use, every BEGIN is ended),
  * so a read that starts after a write returned sees that write. An in-memory
  * database (":memory:") cannot be shared by several connections: there
- * r == log == w (one connection, one mutex). */
+ * the one reader and the log reader are the writer (one connection, one mutex). */
 struct gp_store {
-    gp_store_conn conn[3]; /* [0] writer, [1] reader, [2] log reader (unused for ":memory:") */
-    gp_store_conn *w;      /* &conn[0] */
-    gp_store_conn *r;      /* &conn[1], or w for an in-memory database */
-    gp_store_conn *log;    /* &conn[2], or w for an in-memory database */
+    gp_store_conn conn[2 + GP_STORE_READERS]; /* [0] writer, [1] log reader, [2..] readers */
+    gp_store_conn *w;                          /* &conn[0] */
+    gp_store_conn *log;                        /* &conn[1], or w for an in-memory database */
+    gp_store_conn *readers[GP_STORE_READERS];  /* &conn[2..], or w alone in memory */
+    size_t n_readers;
+    atomic_uint next_reader; /* where the next reader search starts */
     const gp_db_driver *drv;
     /* Guarded by w->mu: */
     size_t part_bytes; /* largest blob of one `arrays` row (a multiple of 8) */
@@ -135,6 +145,10 @@ void gp_store_set_save_hook(gp_store *store, gp_store_save_hook_fn fn, void *arg
 
 /* The statement `id` of connection c, reset and with its bindings cleared. */
 gp_db_stmt *gp_store_stmt(gp_store_conn *c, enum gp_store_stmt id);
+/* A reader connection with its mutex held: a free one if any (tried in
+ * turn from a rotating start), else the first tried, waited for. The caller
+ * unlocks c->mu when done. */
+gp_store_conn *gp_store_reader_lock(gp_store *store);
 /* Reset and clear the bindings of st (ends its implicit read, drops pointers to
  * caller buffers bound). NULL is ignored. */
 void gp_store_stmt_done(gp_db_stmt *st);

@@ -146,8 +146,7 @@ int gp_store_job_get(gp_store *store, const char *id, gp_job_row *job, gp_error 
     memset(job, 0, sizeof *job);
     if (id == NULL || id[0] == '\0' || strlen(id) >= GP_JOB_ID_LEN)
         return gp_error_set(err, GP_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     int rc = job_get_on(r, GPS_JOB_GET, id, job, err);
     pthread_mutex_unlock(&r->mu);
     if (rc) {
@@ -272,8 +271,7 @@ int gp_store_job_request(gp_store *store, const char *id, gp_job_row *row, char 
     int rc = check_id(id, err);
     if (rc)
         return rc;
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     /* One snapshot for the row and its arrays. */
     rc = gp_store_exec(r, GPS_BEGIN, err, "reading a job's request");
     if (rc == GP_OK)
@@ -658,8 +656,7 @@ int gp_store_job_owned(gp_store *store, const char *prefix, gp_job_owner **jobs,
     *jobs = NULL;
     *count = 0;
     size_t cap = 0, plen = prefix ? strlen(prefix) : 0;
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     gp_db_stmt *st = gp_store_stmt(r, GPS_JOB_ACTIVE);
     int src, rc = GP_OK;
     while (rc == GP_OK && (src = gp_db_step(st)) == GP_DB_ROW) {

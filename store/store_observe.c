@@ -169,8 +169,7 @@ int gp_store_load_snapshot(gp_store *store, int64_t model_id, gp_state *state, u
     gp_state tmp;
     gp_state_init(&tmp);
     uint64_t head = 0, at = 0;
-    gp_store_conn *r = store->r;
-    pthread_mutex_lock(&r->mu);
+    gp_store_conn *r = gp_store_reader_lock(store);
     /* One snapshot of the file: the row, the snapshot's entry and its arrays
      * (an append replaces a snapshot in one transaction). */
     int rc = gp_store_exec(r, GPS_BEGIN, err, "starting to load a snapshot");

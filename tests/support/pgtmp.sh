@@ -8,7 +8,7 @@
 # The cluster listens on 127.0.0.1 only, on a free port (tried at random in
 # 20000..59999), with password authentication over TCP (a scram-sha-256 user
 # "gptest" with a random password, database "gpserve_test"), fsync off (the
-# data are thrown away) and room for 300 connections (each gp_store holds 3).
+# data are thrown away) and room for 500 connections (each gp_store holds 6).
 # initdb refuses to run as root: as root every command runs as the user
 # postgres (the Debian package creates it) with DIR owned by it; as anyone
 # else, as yourself. Exits 2 with a message on stderr when PostgreSQL is not
@@ -63,7 +63,7 @@ start)
         tries=$((tries + 1))
         port=$(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 40000 + 20000))
         if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-            -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+            -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=500 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
             start >/dev/null 2>&1; then
             break
         fi

@@ -245,10 +245,13 @@ static void test_schema_v3(void **state)
                                    " WHERE pk > 0 ORDER BY pk)", NULL),
                      1);
     /* Foreign keys are on, on every connection; the readers cannot write. */
-    gp_store_conn *conns[3] = {s->w, s->r, s->log};
-    assert_ptr_not_equal(s->log, s->r);
+    gp_store_conn *conns[2 + GP_STORE_READERS] = {s->w, s->log};
+    for (size_t i = 0; i < s->n_readers; i++) {
+        conns[2 + i] = s->readers[i];
+        assert_ptr_not_equal(s->log, s->readers[i]);
+    }
     assert_ptr_not_equal(s->log, s->w);
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 2 + s->n_readers; i++) {
         sqlite3_stmt *st = NULL;
         assert_int_equal(sqlite3_prepare_v2(SQ(conns[i]), "PRAGMA foreign_keys", -1, &st, NULL),
                          SQLITE_OK);
