@@ -172,8 +172,19 @@ stop_gpserve pg
 
 # ---- 2 and 3. replicas behind haproxy
 # haproxy_for N: haproxy over replicas r1..rN (ports in $T/rK.port); HP_PORT.
+# The port is the kernel's pick for port 0, which another socket may take
+# before haproxy binds it: then another, 5 times.
 haproxy_for() {
-    HP_PORT=$(awk -v s="$(date +%N)" 'BEGIN { srand(s); print 20000 + int(rand() * 40000) }')
+    tries=0
+    while [ $tries -lt 5 ]; do
+        tries=$((tries + 1))
+        haproxy_try "$1" && return 0
+    done
+    echo "haproxy did not start: $(tail -n 3 "$T/haproxy.log")"
+    exit 1
+}
+haproxy_try() {
+    HP_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     {
         echo "global"
         echo "    maxconn 4096"
@@ -201,8 +212,9 @@ haproxy_for() {
     PIDS="$PIDS $HP_PID"
     i=0
     until curl -sS --max-time 2 -o /dev/null "http://127.0.0.1:$HP_PORT/healthz" 2>/dev/null; do
+        kill -0 "$HP_PID" 2>/dev/null || return 1
         i=$((i + 1))
-        [ $i -lt 50 ] || { echo "haproxy did not start: $(tail -n 3 "$T/haproxy.log")"; exit 1; }
+        [ $i -lt 50 ] || return 1
         sleep 0.1
     done
     sleep 1.2 # every server checked up once

@@ -130,6 +130,14 @@ alive() {
 
 # start_daemon LOG [flags...]: start gpserve on a free loopback port; sets DPID
 # and DPORT. Fails (returns 1) when no "listening" line arrives in time.
+# free_port: a loopback port nothing uses at this moment (the kernel's pick
+# for port 0); another process may still take it before the caller binds it,
+# so a caller retries on "address in use".
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $((20000 + ($$ * 7 + $(date +%s)) % 12000))
+}
+
 start_daemon() {
     log=$1
     shift

@@ -60,11 +60,6 @@ ha_wait() {
     done
     return 1
 }
-# free_port: a loopback port nobody listens on now.
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
-        echo $((20000 + ($$ * 7 + $(date +%s)) % 30000))
-}
 # ha_start: haproxy on a copy of docker/haproxy.cfg whose frontends are on free
 # loopback ports and whose server-template is the two daemons; sets HA_PID,
 # HA_PORT, HA_STATS (HA_PID empty when it did not start).

@@ -62,20 +62,23 @@ rp_start() {
     return 1
 }
 
-# rp_free_port: a loopback port nothing listens on now.
-rp_free_port() {
-    while :; do
-        _p=$(awk -v s="$(date +%N)" 'BEGIN { srand(s); print 20000 + int(rand() * 40000) }')
-        ss -ltn 2>/dev/null | awk '{ print $4 }' | grep -q ":$_p\$" || { echo "$_p"; return; }
-    done
-}
-
 # rp_haproxy: haproxy in the foreground (-db) on HP_PORT with its stats page
 # on HP_STATS, over the three replicas; checks every 200 ms, down after 2
-# failures, up after 2 successes.
+# failures, up after 2 successes. A port taken meanwhile by another socket
+# (the free ports are only free when picked) makes it try others, 5 times.
 rp_haproxy() {
-    HP_PORT=$(rp_free_port)
-    HP_STATS=$(rp_free_port)
+    _tries=0
+    while [ $_tries -lt 5 ]; do
+        _tries=$((_tries + 1))
+        rp_haproxy_once && return 0
+        grep -q 'cannot bind' "$T/haproxy.log" || return 1
+    done
+    return 1
+}
+rp_haproxy_once() {
+    HP_PORT=$(free_port)
+    HP_STATS=$(free_port)
+    [ "$HP_PORT" != "$HP_STATS" ] || return 1
     cat >"$T/haproxy.cfg" <<EOF
 global
     maxconn 2048
@@ -105,6 +108,14 @@ EOF
     haproxy -db -f "$T/haproxy.cfg" >"$T/haproxy.log" 2>&1 &
     HP_PID=$!
     PIDS="$PIDS $HP_PID"
+    # Up once its stats page answers; a failed bind ends it at once.
+    _i=0
+    while [ $_i -lt $((STARTUP * 5)) ] && alive "$HP_PID"; do
+        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$HP_STATS/stats" && return 0
+        sleep 0.2
+        _i=$((_i + 1))
+    done
+    alive "$HP_PID"
 }
 
 # rp_state SERVER: haproxy's status of server r1..r3 (UP, DOWN, ...).
@@ -145,7 +156,7 @@ else
         fail "replicas: three daemons start on $(echo "$RP_DB" | sed 's#://[^@]*@#://***@#')"
     else
         pass "replicas: three daemons on one database (ports $RP_PORT_1 $RP_PORT_2 $RP_PORT_3)"
-        rp_haproxy
+        rp_haproxy || note "replicas: haproxy did not start: $(grep -E 'ALERT' "$T/haproxy.log" | head -n 2)"
         up=1
         for s in r1 r2 r3; do rp_wait_state $s UP || up=0; done
         [ $up = 1 ]
