@@ -130,6 +130,10 @@ static const char *const pg_migrations[] = {
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");
 
+/* Where PostgreSQL's text differs from the shared one (store_sql.c): its
+ * transactions and the locks that SQLite's single write lock made needless.
+ * Written with ?N like the shared texts (prepare_one rewrites them). */
+#define ACTIVE " status IN ('queued', 'running')"
 static const char *const pg_sql[GPS_STMT_COUNT] = {
     /* A read transaction: one snapshot for several SELECTs. */
     [GPS_BEGIN] = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
@@ -139,120 +143,32 @@ static const char *const pg_sql[GPS_STMT_COUNT] = {
     [GPS_BEGIN_IMMEDIATE] = "BEGIN ISOLATION LEVEL READ COMMITTED",
     /* Held to the end of the transaction; another process's save of the
      * same name waits here, then reads the MAX(version) this one committed. */
-    [GPS_LOCK_NAME] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-    [GPS_COMMIT] = "COMMIT",
-    [GPS_ROLLBACK] = "ROLLBACK",
-    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = $1",
-    [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
-                         " input_dim, created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8)"
-                         " RETURNING id",
-    [GPS_INSERT_ARRAY] = "INSERT INTO arrays(model_id, key, part, rows, cols, data)"
-                         " VALUES($1, $2, $3, $4, $5, $6)",
-    /* The columns read_meta_row reads; the brief forms leave spec and info
-     * NULL (the UNIQUE(name, version) index finds the row either way). */
-#define META_COLS "id, name, version, method, spec, info, n_train, input_dim, created_at, obs_seq"
-#define BRIEF_COLS "id, name, version, method, NULL, NULL, n_train, input_dim, created_at, obs_seq"
-    [GPS_META_LATEST] = "SELECT " META_COLS " FROM models WHERE name = $1"
-                        " ORDER BY version DESC LIMIT 1",
-    [GPS_META_VERSION] = "SELECT " META_COLS " FROM models WHERE name = $1 AND version = $2",
-    [GPS_META_BRIEF_LATEST] = "SELECT " BRIEF_COLS " FROM models WHERE name = $1"
-                              " ORDER BY version DESC LIMIT 1",
-    [GPS_META_BRIEF_VERSION] = "SELECT " BRIEF_COLS " FROM models WHERE name = $1 AND"
-                               " version = $2",
-    [GPS_NAME_EXISTS] = "SELECT 1 FROM models WHERE name = $1 LIMIT 1",
-    [GPS_VERSIONS] = "SELECT version FROM models WHERE name = $1 ORDER BY version",
-    [GPS_LIST] = "SELECT " META_COLS " FROM models AS m WHERE version ="
-                 " (SELECT MAX(version) FROM models WHERE name = m.name) ORDER BY name",
-    [GPS_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1",
-    [GPS_ARRAYS] = "SELECT key, part, rows, cols, data FROM arrays WHERE model_id = $1"
-                   " ORDER BY key, part",
-    /* length() of a bytea reads its size from the header, not the content. */
-    [GPS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows), max(rows),"
-                          " min(cols), max(cols) FROM arrays WHERE model_id = $1 AND key = $2",
-    [GPS_DELETE] = "DELETE FROM models WHERE name = $1",
-    [GPS_JOB_PUT] = "INSERT INTO jobs(id, model_name, status, progress, error, result,"
-                    " created_at, updated_at) VALUES($1, $2, $3, $4, $5, $6, $7, $7)"
-                    " ON CONFLICT(id) DO UPDATE SET model_name = excluded.model_name,"
-                    " status = excluded.status, progress = excluded.progress,"
-                    " error = excluded.error, result = excluded.result,"
-                    " updated_at = excluded.updated_at",
-    [GPS_JOB_GET] = "SELECT id, model_name, status, progress, error, result, created_at,"
-                    " updated_at, attempts FROM jobs WHERE id = $1",
+    [GPS_LOCK_NAME] = "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
     /* A cancel decides on the row it read: nobody changes it meanwhile. */
     [GPS_JOB_GET_LOCK] = "SELECT id, model_name, status, progress, error, result, created_at,"
-                         " updated_at, attempts FROM jobs WHERE id = $1 FOR UPDATE",
-#define ACTIVE " status IN ('queued', 'running')"
-    [GPS_JOB_CREATE] = "INSERT INTO jobs(id, model_name, status, progress, created_at,"
-                       " updated_at, request, owner, lease_until)"
-                       " VALUES($1, $2, 'queued', $3, $4, $4, $5, $6, $7)",
-    [GPS_JOB_INSERT_ARRAY] = "INSERT INTO job_arrays(job_id, key, part, rows, cols, data)"
-                             " VALUES($1, $2, $3, $4, $5, $6)",
-    [GPS_JOB_ARRAYS] = "SELECT key, part, rows, cols, data FROM job_arrays WHERE job_id = $1"
-                       " ORDER BY key, part",
-    [GPS_JOB_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
-                              " max(rows), min(cols), max(cols) FROM job_arrays"
-                              " WHERE job_id = $1 AND key = $2",
-    [GPS_JOB_DROP_ARRAYS] = "DELETE FROM job_arrays WHERE job_id = $1",
-    [GPS_JOB_HELD] = "SELECT status FROM jobs WHERE id = $1 AND owner = $2 AND" ACTIVE,
-    /* $6: 1 when a run starts (an attempt). */
-    [GPS_JOB_UPDATE] = "UPDATE jobs SET status = $3, progress = $4, updated_at = $5,"
-                       " attempts = attempts + $6 WHERE id = $1 AND owner = $2 AND" ACTIVE,
-    [GPS_JOB_FINISH] = "UPDATE jobs SET status = $3, progress = COALESCE($4, progress),"
-                       " error = $5, result = $6, updated_at = $7, owner = NULL,"
+                         " updated_at, attempts FROM jobs WHERE id = ?1 FOR UPDATE",
+    /* ?2 typed: PostgreSQL cannot tell a parameter's type from `IS NULL`. */
+    [GPS_JOB_FINISH] = "UPDATE jobs SET status = ?3, progress = COALESCE(?4, progress),"
+                       " error = ?5, result = ?6, updated_at = ?7, owner = NULL,"
                        " lease_until = NULL, request = NULL"
-                       " WHERE id = $1 AND ($2::text IS NULL OR owner = $2) AND" ACTIVE,
-    /* Handed back (graceful stop): queued, no owner, an interrupted run not counted. */
+                       " WHERE id = ?1 AND (?2::text IS NULL OR owner = ?2) AND" ACTIVE,
+    /* A CASE: PostgreSQL does no arithmetic on booleans. */
     [GPS_JOB_RELEASE] = "UPDATE jobs SET status = 'queued', owner = NULL, lease_until = 0,"
                         " attempts = attempts - CASE WHEN status = 'running' THEN 1 ELSE 0 END,"
-                        " updated_at = $3"
-                        " WHERE id = $1 AND owner = $2 AND" ACTIVE,
-    [GPS_JOB_RENEW] = "UPDATE jobs SET lease_until = $2 WHERE owner = $1 AND" ACTIVE,
-    [GPS_JOB_HELD_LIST] = "SELECT id, cancel_requested FROM jobs WHERE owner = $1 AND" ACTIVE,
+                        " updated_at = ?3"
+                        " WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
     /* The claim: the oldest expired job nobody else is claiming (a row
      * another claimer has locked is skipped, not waited for), locked until
      * the claim commits. */
     [GPS_JOB_EXPIRED] = "SELECT id, status, attempts, cancel_requested, progress FROM jobs"
-                        " WHERE" ACTIVE " AND lease_until < $1 ORDER BY lease_until, created_at"
+                        " WHERE" ACTIVE " AND lease_until < ?1 ORDER BY lease_until, created_at"
                         " LIMIT 1 FOR UPDATE SKIP LOCKED",
-    [GPS_JOB_TAKE] = "UPDATE jobs SET status = 'queued', owner = $2, lease_until = $3,"
-                     " updated_at = $4 WHERE id = $1 AND" ACTIVE " AND lease_until < $5",
-    [GPS_JOB_LEASE] = "SELECT lease_until FROM jobs WHERE id = $1",
-    [GPS_JOB_REQUEST_CANCEL] = "UPDATE jobs SET cancel_requested = 1 WHERE id = $1 AND" ACTIVE,
-    [GPS_JOB_ACTIVE] = "SELECT id, owner FROM jobs WHERE" ACTIVE " AND owner IS NOT NULL",
-    [GPS_JOB_EXPIRE] = "UPDATE jobs SET lease_until = 0 WHERE id = $1 AND owner = $2 AND" ACTIVE,
-    [GPS_JOB_REQUEST] = "SELECT request, model_name, created_at, progress, attempts FROM jobs"
-                        " WHERE id = $1",
-    /* At most 1000 rows a call, so the row locks are held briefly. */
-    [GPS_JOB_PRUNE] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN"
-                      " ('succeeded', 'failed', 'cancelled') AND updated_at < $1 LIMIT 1000)",
-#undef ACTIVE
-    /* The observation log and snapshots (store_observe.c). Array statements
-     * bind the model row to $1 and the array's name to $2, and take the entry
-     * where table_stmts in store_arrays.c says. */
-    [GPS_OBS_HEAD] = "SELECT obs_seq FROM models WHERE id = $1",
     /* An append holds the row: a second appender waits, then reads the
      * obs_seq the first committed (and answers a conflict). */
-    [GPS_OBS_HEAD_LOCK] = "SELECT obs_seq FROM models WHERE id = $1 FOR UPDATE",
-    [GPS_OBS_INSERT_ARRAY] = "INSERT INTO observations(model_id, seq, key, part, rows, cols,"
-                             " data) VALUES($1, $7, $2, $3, $4, $5, $6)",
-    [GPS_OBS_ARRAYS] = "SELECT key, part, rows, cols, data FROM observations"
-                       " WHERE model_id = $1 AND seq = $2 ORDER BY key, part",
-    [GPS_OBS_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
-                              " max(rows), min(cols), max(cols) FROM observations"
-                              " WHERE model_id = $1 AND key = $2 AND seq = $3",
-    [GPS_OBS_ADVANCE] = "UPDATE models SET obs_seq = $2, n_train = $3 WHERE id = $1",
-    [GPS_SNAP_DROP] = "DELETE FROM snapshots WHERE model_id = $1",
-    [GPS_SNAP_INSERT_ARRAY] = "INSERT INTO snapshots(model_id, seq, key, part, rows, cols, data)"
-                              " VALUES($1, $7, $2, $3, $4, $5, $6)",
-    [GPS_SNAP_ARRAYS] = "SELECT key, part, rows, cols, data FROM snapshots WHERE model_id = $1"
-                        " ORDER BY key, part",
-    [GPS_SNAP_ARRAY_SUMMARY] = "SELECT count(*), max(part), sum(length(data)), min(rows),"
-                               " max(rows), min(cols), max(cols) FROM snapshots"
-                               " WHERE model_id = $1 AND key = $2",
-    [GPS_SNAP_SEQ] = "SELECT count(*), min(seq), max(seq) FROM snapshots WHERE model_id = $1",
-#undef META_COLS
-#undef BRIEF_COLS
+    [GPS_OBS_HEAD_LOCK] = "SELECT obs_seq FROM models WHERE id = ?1 FOR UPDATE",
 };
+#undef ACTIVE
+
 /* ---- connection and statements --------------------------------------------- */
 
 /* Type OIDs (PostgreSQL's pg_type.dat; fixed since 7.x). */
@@ -394,11 +310,18 @@ static int setup_session(pg_db *d)
 static int prepare_one(pg_db *d, pg_stmt *st)
 {
     st->prepared = 0;
-    if (pg_sql[st->id] == NULL)
+    const char *text = gp_store_sql_text(pg_sql, st->id);
+    if (text == NULL)
         return GP_DB_OK;
+    char *sql = gp_store_sql_to_pg(text);
+    if (sql == NULL) {
+        set_err(d, "out of memory preparing statement %d", st->id);
+        return GP_DB_ENOMEM;
+    }
     char name[16];
     snprintf(name, sizeof name, "gps%d", st->id);
-    PGresult *res = PQprepare(d->conn, name, pg_sql[st->id], 0, NULL);
+    PGresult *res = PQprepare(d->conn, name, sql, 0, NULL);
+    free(sql);
     int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? GP_DB_OK : fail_result(d, res);
     PQclear(res);
     if (rc)
@@ -792,7 +715,7 @@ static int pg_step(gp_db_stmt *gst)
 {
     pg_stmt *st = pst(gst);
     pg_db *d = pg(gst->db);
-    if (pg_sql[st->id] == NULL)
+    if (gp_store_sql_text(pg_sql, st->id) == NULL)
         return GP_DB_DONE;
     if (st->ran) {
         if (st->res && st->row + 1 < st->nrows) {

@@ -22,8 +22,9 @@
 #define GP_STORE_SCHEMA_VERSION 3
 
 /* Prepared statements, prepared once at open on each connection (a reader
- * never writes: a write statement stepped on it fails). Each driver has the
- * SQL of each in its dialect (db_sqlite.c, db_pg.c). */
+ * never writes: a write statement stepped on it fails). The SQL of each is
+ * written once (gp_store_sql, store_sql.c); each driver overrides the few
+ * whose text must differ for it (db_sqlite.c, db_pg.c). */
 enum gp_store_stmt {
     GPS_BEGIN,           /* read transaction (one snapshot for several SELECTs) */
     GPS_BEGIN_IMMEDIATE, /* write transaction: takes the write lock up front */
@@ -85,6 +86,17 @@ enum gp_store_stmt {
     GPS_OBS_HEAD_LOCK,
     GPS_STMT_COUNT
 };
+
+/* The SQL of each statement, with SQLite's parameters ?1, ?2, ...; NULL
+ * where only a driver's override has text (store_sql.c). */
+extern const char *const gp_store_sql[GPS_STMT_COUNT];
+/* The text a driver prepares for statement id: its override (an entry of
+ * override, NULL = none) or else the shared text; NULL when the statement
+ * does nothing on that back end. */
+const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id);
+/* sql with every parameter ?N outside single-quoted literals written $N
+ * (PostgreSQL's spelling), malloc'ed; NULL when out of memory. */
+char *gp_store_sql_to_pg(const char *sql);
 
 /* One database connection with its prepared statements, and the mutex that
  * serialises every use of it. */

@@ -113,6 +113,59 @@ static int is_iso_time(const char *t)
 
 /* ---- tests --------------------------------------------------------------- */
 
+/* Translate sql and compare with want (and free). */
+static void check_to_pg(const char *sql, const char *want)
+{
+    char *got = gp_store_sql_to_pg(sql);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+/* ?N -> $N for PostgreSQL: every N (several digits too), never inside a
+ * single-quoted literal (a doubled quote stays inside), never a ? without a
+ * number; and the shared texts come out with no ?N left. */
+static void test_sql_to_pg(void **state)
+{
+    (void)state;
+    check_to_pg("", "");
+    check_to_pg("SELECT 1", "SELECT 1");
+    check_to_pg("VALUES(?1, ?2, ?10, ?123)", "VALUES($1, $2, $10, $123)");
+    check_to_pg("?1", "$1");
+    check_to_pg("x = ?2::text IS NULL", "x = $2::text IS NULL");
+    check_to_pg("SELECT '?1', ?1", "SELECT '?1', $1");
+    check_to_pg("SELECT 'it''s ?2 here' || ?3 || '?' WHERE a = ?4",
+                "SELECT 'it''s ?2 here' || $3 || '?' WHERE a = $4");
+    check_to_pg("SELECT ? , ?x, '?", "SELECT ? , ?x, '?");
+    for (int i = 0; i < GPS_STMT_COUNT; i++) {
+        const char *sql = gp_store_sql[i];
+        if (sql == NULL)
+            continue;
+        char *pg = gp_store_sql_to_pg(sql);
+        assert_non_null(pg);
+        assert_int_equal(strlen(pg), strlen(sql));
+        for (const char *p = pg; *p; p++)
+            if (*p == '?' && p[1] >= '0' && p[1] <= '9')
+                fail_msg("statement %d: %s", i, pg);
+        free(pg);
+    }
+}
+
+/* A driver's override wins; without one the shared text; neither: nothing. */
+static void test_sql_text(void **state)
+{
+    (void)state;
+    const char *override[GPS_STMT_COUNT] = {[GPS_COMMIT] = "END"};
+    assert_string_equal(gp_store_sql_text(override, GPS_COMMIT), "END");
+    assert_ptr_equal(gp_store_sql_text(override, GPS_ROLLBACK), gp_store_sql[GPS_ROLLBACK]);
+    assert_null(gp_store_sql_text(override, GPS_LOCK_NAME));
+    assert_null(gp_store_sql_text(override, GPS_STMT_COUNT));
+    /* Only the transaction start and the name lock are the drivers' alone. */
+    for (int i = 0; i < GPS_STMT_COUNT; i++)
+        if (i != GPS_BEGIN_IMMEDIATE && i != GPS_LOCK_NAME && gp_store_sql[i] == NULL)
+            fail_msg("statement %d has no shared text", i);
+}
+
 static void test_now_and_codec(void **state)
 {
     (void)state;
@@ -1983,6 +2036,8 @@ int main(void)
     };
     const struct CMUnitTest sqlite_only[] = {
         cmocka_unit_test(test_now_and_codec),
+        cmocka_unit_test(test_sql_to_pg),
+        cmocka_unit_test(test_sql_text),
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_open_schema_and_reopen),
         cmocka_unit_test(test_open_failures),
