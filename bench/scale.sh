@@ -21,19 +21,11 @@
 # starts a throw-away cluster; GPSERVE_SCALE_PG_URL names another database
 # instead); skipped with a message without them or the concrete dataset.
 
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-case ${QUICK:-} in "" | 0 | no) QUICK="" ;; *) QUICK=yes ;; esac
-for a in "$@"; do [ "$a" = --quick ] && QUICK=yes; done
 ROOT=$(cd "$(dirname "$0")/.." && pwd) || exit 1
-cd "$ROOT" || exit 1
+# bench_setup, wait_port, wrk_run, curl_once, curl_times, stats, median, split_rows,
+# fit_json, points_json
 . "$ROOT/bench/http/lib.sh"
-case $BUILD in /*) BIN=$BUILD/gpserve ;; *) BIN=$ROOT/$BUILD/gpserve ;; esac
-DATASETS=${GPSERVE_DATASETS:-../shared/datasets}
-: "${OPENBLAS_THREAD_TIMEOUT:=16}"
-export OPENBLAS_THREAD_TIMEOUT
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-unset GPSERVE_BIND GPSERVE_PORT GPSERVE_DB GPSERVE_API_KEY_FILE GPSERVE_MAX_BODY_MB
+bench_setup "$@"
 if [ -n "$QUICK" ]; then
     : "${DUR:=2}" "${ROUNDS:=1}" "${RUNS:=8}" "${FITS:=6}"
 else
@@ -112,12 +104,6 @@ stop_gpserve() {
     _pid=$(cat "$T/$1.pid")
     kill -TERM "$_pid" 2>/dev/null
     wait "$_pid" 2>/dev/null
-}
-# median FILE COLUMN FORMAT
-median() {
-    awk -v c="$2" '{ print $c }' "$1" | sort -n | awk -v f="$3" '{ v[NR] = $1 } END {
-        if (NR == 0) { print "-"; exit }
-        printf f, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 == 0) print "-"; else printf "%.2f", b / a }'; }
 

@@ -2,6 +2,31 @@
 # Helpers of the HTTP benchmarks (bench/http/run.sh, bench/http/protocols.sh),
 # sourced by them: they use the caller's $T (a temporary directory) and write
 # nothing else. Needs wrk, curl and awk.
+
+# bench_setup "$@" (with ROOT set): BUILD (the first argument, default build)
+# and QUICK (--quick among the others, or QUICK=1 in the environment); cd to
+# ROOT; BIN, DATASETS; OpenBLAS's idle threads stop spinning soon; no proxy,
+# and none of the daemon's GPSERVE_* settings leak in from the environment.
+bench_setup() {
+    BUILD=${1:-build}
+    [ $# -gt 0 ] && shift
+    case ${QUICK:-} in "" | 0 | no) QUICK="" ;; *) QUICK=yes ;; esac
+    for _a in "$@"; do [ "$_a" = --quick ] && QUICK=yes; done
+    cd "$ROOT" || exit 1
+    case $BUILD in /*) BIN=$BUILD/gpserve ;; *) BIN=$ROOT/$BUILD/gpserve ;; esac
+    DATASETS=${GPSERVE_DATASETS:-../shared/datasets}
+    : "${OPENBLAS_THREAD_TIMEOUT:=16}"
+    export OPENBLAS_THREAD_TIMEOUT
+    unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+    unset GPSERVE_BIND GPSERVE_PORT GPSERVE_DB GPSERVE_API_KEY_FILE GPSERVE_MAX_BODY_MB
+    unset GPSERVE_BATCH_DELAY_US GPSERVE_BATCH_MAX_POINTS
+}
+# median FILE COLUMN FORMAT: the median of a column of FILE, printed with FORMAT.
+median() {
+    awk -v c="$2" '{ print $c }' "$1" | sort -n | awk -v f="$3" '{ v[NR] = $1 } END {
+        if (NR == 0) { print "-"; exit }
+        printf f, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 # wait_port LOGFILE PID: the port of gpserve's "listening" line.
 wait_port() {
     i=0

@@ -19,19 +19,11 @@
 # QUICK=1: DUR=2 ROUNDS=2 RUNS=15 CALLS=200.
 # Needs wrk, curl and jq; skipped with a message without wrk or the dataset.
 
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-case ${QUICK:-} in "" | 0 | no) QUICK="" ;; *) QUICK=yes ;; esac
-for a in "$@"; do [ "$a" = --quick ] && QUICK=yes; done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
-cd "$ROOT" || exit 1
+# bench_setup, wait_port, wrk_run, curl_once, curl_times, stats, median, split_rows,
+# fit_json, points_json
 . "$ROOT/bench/http/lib.sh"
-case $BUILD in /*) BIN=$BUILD/gpserve ;; *) BIN=$ROOT/$BUILD/gpserve ;; esac
-DATASETS=${GPSERVE_DATASETS:-../shared/datasets}
-: "${OPENBLAS_THREAD_TIMEOUT:=16}"
-export OPENBLAS_THREAD_TIMEOUT
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-unset GPSERVE_BIND GPSERVE_PORT GPSERVE_DB GPSERVE_API_KEY_FILE GPSERVE_MAX_BODY_MB
+bench_setup "$@"
 if [ -n "$QUICK" ]; then
     : "${DUR:=2}" "${ROUNDS:=2}" "${RUNS:=15}" "${CALLS:=200}"
 else
@@ -165,12 +157,6 @@ UI_INDEX="$rps $p99 $(curl -sS -o /dev/null -w '%{size_download}' "$BASE/")"
 ui_rate /ui/vendor/chart.umd.min.js
 UI_CHART="$rps $p99 $(curl -sS -o /dev/null -w '%{size_download}' "$BASE/ui/vendor/chart.umd.min.js")"
 
-# median FILE COLUMN FORMAT: the median of a column, printed with FORMAT.
-median() {
-    awk -v c="$2" '{ print $c }' "$1" | sort -n | awk -v f="$3" '{ v[NR] = $1 } END {
-        if (NR == 0) { print "-"; exit }
-        printf f, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 echo "$(date -u +%Y-%m-%d), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg); exact on $ntrain rows"
 echo
 echo "| request | connections | v1 predict: req/s | p99 ms | v2 infer: req/s | p99 ms | v2 / v1 |"

@@ -42,21 +42,11 @@
 # jq (make deps) reads the method list; without it the list below is used.
 
 START=$(date +%s)
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-case ${QUICK:-} in "" | 0 | no) QUICK="" ;; *) QUICK=yes ;; esac
-for a in "$@"; do [ "$a" = --quick ] && QUICK=yes; done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
-cd "$ROOT" || exit 1
-# wait_port, wrk_run, curl_once, curl_times, stats, split_rows, fit_json, points_json
+# bench_setup, wait_port, wrk_run, curl_once, curl_times, stats, median, split_rows,
+# fit_json, points_json
 . "$ROOT/bench/http/lib.sh"
-case $BUILD in /*) BIN=$BUILD/gpserve ;; *) BIN=$ROOT/$BUILD/gpserve ;; esac
-DATASETS=${GPSERVE_DATASETS:-../shared/datasets}
-: "${OPENBLAS_THREAD_TIMEOUT:=16}"
-export OPENBLAS_THREAD_TIMEOUT
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-unset GPSERVE_BIND GPSERVE_PORT GPSERVE_DB GPSERVE_API_KEY_FILE GPSERVE_MAX_BODY_MB
-unset GPSERVE_BATCH_DELAY_US GPSERVE_BATCH_MAX_POINTS
+bench_setup "$@"
 
 if [ -n "$QUICK" ]; then
     : "${DUR:=2}" "${DUR1:=3}" "${RUNS:=15}" "${RUNS_M:=5}" "${FITS:=2}"
