@@ -138,12 +138,17 @@ void gp_api_health(gp_response *out)
     gp_api_respond_text(out, 200, "{\"status\":\"ok\"}");
 }
 
-void gp_api_readiness(gp_api *api, gp_response *out)
+void gp_api_respond_ready(gp_api *api, gp_response *out, const char *ready_body)
 {
     if (gp_api_ready(api))
-        gp_api_respond_text(out, 200, "{\"status\":\"ready\"}");
+        gp_api_respond_text(out, 200, ready_body);
     else
         gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
+}
+
+void gp_api_readiness(gp_api *api, gp_response *out)
+{
+    gp_api_respond_ready(api, out, "{\"status\":\"ready\"}");
 }
 
 /* "a|b|c" -> ["a", "b", "c"]. */

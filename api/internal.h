@@ -93,6 +93,8 @@ void gp_buf_json_array(gp_buf *b, const double *v, size_t n, size_t stride);
 void gp_buf_respond(gp_buf *b, int status, gp_response *out);
 /* A JSON answer whose body is a copy of text (out of memory: the catalogue's 500). */
 void gp_api_respond_text(gp_response *out, int status, const char *text);
+/* 200 with ready_body when the store answers, else 503 not_ready. */
+void gp_api_respond_ready(gp_api *api, gp_response *out, const char *ready_body);
 /* Shortest "%.*g" text of v that reads back as v (e.g. "0.05"). */
 void gp_format_shortest(double v, char *out, size_t len);
 

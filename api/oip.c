@@ -155,10 +155,7 @@ void gp_api_oip_live(gp_response *out)
 
 void gp_api_oip_ready(gp_api *api, gp_response *out)
 {
-    if (gp_api_ready(api))
-        gp_api_respond_text(out, 200, "{\"ready\":true}");
-    else
-        gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
+    gp_api_respond_ready(api, out, "{\"ready\":true}");
 }
 
 /* ---- model metadata and readiness ---- */

@@ -769,12 +769,6 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
     case GP_ROUTE_HEALTHZ:
         gp_api_health(&res);
         break;
-    case GP_ROUTE_READYZ:
-        if (atomic_load(&srv->stopping))
-            gp_api_fail(&res, GP_ENOTREADY, NULL, "the server is shutting down");
-        else
-            gp_api_readiness(api, &res);
-        break;
     case GP_ROUTE_METRICS:
         handle_metrics(srv, &res);
         break;
@@ -829,11 +823,14 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
     case GP_ROUTE_V2_LIVE:
         gp_api_oip_live(&res);
         break;
+    case GP_ROUTE_READYZ:
     case GP_ROUTE_V2_READY:
     case GP_ROUTE_V2_MODEL_READY:
     case GP_ROUTE_V2_VERSION_READY:
         if (atomic_load(&srv->stopping))
             gp_api_fail(&res, GP_ENOTREADY, NULL, "the server is shutting down");
+        else if (m->route == GP_ROUTE_READYZ)
+            gp_api_readiness(api, &res);
         else if (m->route == GP_ROUTE_V2_READY)
             gp_api_oip_ready(api, &res);
         else
