@@ -86,6 +86,7 @@ void gp_api_close(gp_api *api)
     gp_store_close(api->store);
     pthread_mutex_destroy(&api->cache_lock);
     free(api->cache);
+    free(api->poisoned);
     free(api->db_path);
     free(api);
 }
@@ -115,6 +116,7 @@ void gp_api_get_stats(gp_api *api, gp_api_stats *out)
     out->variance_clamps = atomic_load(&api->variance_clamps);
     out->jitter_escalations = atomic_load(&api->jitter_escalations);
     out->models_loaded = gp_cache_size(api);
+    out->models_not_finite = gp_poisoned_count(api);
 }
 
 void gp_api_respond_text(gp_response *out, int status, const char *text)
@@ -146,9 +148,25 @@ void gp_api_respond_ready(gp_api *api, gp_response *out, const char *ready_body)
         gp_api_fail(out, GP_ENOTREADY, NULL, "the model store is not answering");
 }
 
+/* Ready, and the stored versions found non-finite (poisoned.c) listed when
+ * there are any: the daemon serves every other model, so it stays ready (a
+ * balancer must not take every replica of one database out for one model),
+ * but says which it refuses. */
 void gp_api_readiness(gp_api *api, gp_response *out)
 {
-    gp_api_respond_ready(api, out, "{\"status\":\"ready\"}");
+    if (gp_poisoned_count(api) == 0) {
+        gp_api_respond_ready(api, out, "{\"status\":\"ready\"}");
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:o}", "status", "ready", "models_not_finite",
+                          gp_poisoned_json(api));
+    char *text = o ? json_dumps(o, GP_JSON_FLAGS) : NULL;
+    json_decref(o);
+    if (text)
+        gp_api_respond_ready(api, out, text);
+    else
+        gp_api_fail(out, GP_ENOMEM, NULL, "out of memory");
+    free(text);
 }
 
 /* "a|b|c" -> ["a", "b", "c"]. */

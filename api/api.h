@@ -276,6 +276,7 @@ typedef struct gp_api_stats {
     uint64_t variance_clamps;    /* predictive variances clamped at zero */
     uint64_t jitter_escalations; /* fits whose cached factor needed jitter */
     size_t models_loaded;        /* models held in the cache */
+    size_t models_not_finite;    /* stored versions found non-finite, not served */
 } gp_api_stats;
 
 void gp_api_get_stats(gp_api *api, gp_api_stats *out);

@@ -720,6 +720,13 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     json_decref(ij);
     rc = info ? gp_model_export(model, &st, &err)
               : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+    /* nothing non-finite is stored: a fit that came out so is refused */
+    gp_error bad;
+    if (rc == GP_OK && gp_state_check_finite(&st, &bad) != GP_OK)
+        rc = gp_error_set(&err, GP_EDATA, NULL,
+                          "the fitted model holds a non-finite number (%s): the data is beyond "
+                          "what float64 arithmetic can fit; rescale it",
+                          bad.message);
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
     gp_job_done done = {.id = job->hold_id, .owner = job->hold_owner, .progress = NULL,

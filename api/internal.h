@@ -17,6 +17,7 @@
 
 /* ---- the api object ---- */
 typedef struct gp_cache_entry gp_cache_entry;
+typedef struct gp_poisoned gp_poisoned;
 
 struct gp_api {
     gp_api_config cfg;
@@ -27,6 +28,9 @@ struct gp_api {
     gp_cache_entry **cache; /* cfg.model_cache slots, NULL when free */
     size_t cache_count;
     uint64_t cache_clock;
+    /* stored versions found non-finite when loaded (poisoned.c), under cache_lock */
+    gp_poisoned *poisoned; /* GP_POISONED_MAX slots */
+    size_t n_poisoned;
     /* stats */
     _Atomic uint64_t variance_clamps;
     _Atomic uint64_t jitter_escalations;
@@ -45,6 +49,23 @@ void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model);
 void gp_cache_evict_name(gp_api *api, const char *name);
 void gp_cache_destroy(gp_api *api);
 size_t gp_cache_size(gp_api *api);
+
+/* ---- poisoned versions (poisoned.c) ----
+ * A stored version whose arrays, or whose observation log replayed, hold a
+ * non-finite number (written before this daemon checked what enters a
+ * model) is not served: its requests answer GP_ENONFINITE, and it is listed
+ * by /readyz, /metrics and its GET until deleted. The table remembers the
+ * last GP_POISONED_MAX found, so a request for one does not load it again. */
+#define GP_POISONED_MAX 64
+/* GP_ENONFINITE with the reason recorded for the row meta, or GP_OK. */
+int gp_poisoned_check(gp_api *api, const gp_model_meta *meta, gp_error *err);
+/* Record meta as poisoned for the reason in err (its message). */
+void gp_poisoned_add(gp_api *api, const gp_model_meta *meta, const gp_error *err);
+/* Forget every version of name (deleted). */
+void gp_poisoned_forget(gp_api *api, const char *name);
+/* The poisoned versions as a JSON array of {"name", "version", "message"}. */
+json_t *gp_poisoned_json(gp_api *api);
+size_t gp_poisoned_count(gp_api *api);
 
 /* ---- fit jobs (fit.c) ---- */
 /* The "options" object of a fit request for method m, each option checked by

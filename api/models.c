@@ -192,11 +192,19 @@ static int replay_one(void *ctx, uint64_t seq, const gp_state *batch, gp_error *
                             (unsigned long long)seq);
     r->bytes += (X->rows * (X->cols + Y->cols)) * sizeof(double);
     int rc = gp_model_observe(r->model, X->data, Y->data, X->rows, err);
+    char why[GP_ERROR_MESSAGE_LEN];
+    snprintf(why, sizeof why, "%s", err && rc ? err->message : "");
+    if (rc == GP_EDATA) /* logged by a daemon before the finite-value guards */
+        return gp_error_set(err, GP_ENONFINITE, NULL,
+                            "observation log entry %llu holds rows that make the model "
+                            "non-finite (%s); the version is not served: fit a new version "
+                            "or delete it",
+                            (unsigned long long)seq, why);
     if (rc)
         /* the entry was accepted once: failing now is a bug or a corrupt log */
         return gp_error_set(err, GP_EINTERNAL, NULL,
                             "replaying observation log entry %llu failed: %s",
-                            (unsigned long long)seq, err ? err->message : "");
+                            (unsigned long long)seq, why);
     return GP_OK;
 }
 
@@ -262,6 +270,12 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
         rc = gp_store_load_snapshot(api->store, meta->id, &st, &snap, err);
     if (rc == GP_OK && snap == 0)
         rc = gp_store_load_state(api->store, meta->id, &st, err);
+    gp_error bad;
+    if (rc == GP_OK && gp_state_check_finite(&st, &bad) != GP_OK)
+        rc = gp_error_set(err, GP_ENONFINITE, NULL,
+                          "model '%s' version %d is stored with a non-finite number (%s); it "
+                          "is not served: fit a new version or delete it",
+                          meta->name, meta->version, bad.message);
     if (rc == GP_OK)
         rc = gp_model_import(m, &st, &loaded, err);
     size_t sbytes = state_bytes(&st);
@@ -303,7 +317,9 @@ static int entry_get(gp_api *api, const gp_model_meta *meta, gp_cache_entry **ou
     pthread_mutex_unlock(&api->cache_lock);
     if (e == NULL) {
         gp_cache_entry *fresh = NULL;
-        int rc = load_entry(api, meta, &fresh, err);
+        int rc = gp_poisoned_check(api, meta, err);
+        if (rc == GP_OK && (rc = load_entry(api, meta, &fresh, err)) == GP_ENONFINITE)
+            gp_poisoned_add(api, meta, err);
         if (rc)
             return rc;
         pthread_mutex_lock(&api->cache_lock);
@@ -1266,6 +1282,20 @@ static int add_online_status(gp_api *api, const char *name, int version, json_t 
     return GP_OK;
 }
 
+/* A version found non-finite (now, or by an earlier request) is described
+ * rather than refused: "status": "not_finite" and the reason. */
+static int report_poisoned(gp_api *api, const gp_model_meta *meta, json_t *o, int rc,
+                           gp_error *err)
+{
+    if (rc == GP_OK && gp_poisoned_check(api, meta, err) == GP_OK)
+        return GP_OK;
+    json_object_set_new(o, "status", json_string("not_finite"));
+    json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", "model_not_finite",
+                                              "message", err->message));
+    gp_error_clear(err);
+    return GP_OK;
+}
+
 void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out)
 {
     gp_error err;
@@ -1294,6 +1324,8 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
     const gp_method *method = rc == GP_OK ? gp_method_find(meta.method) : NULL;
     if (method && gp_method_can_observe(method))
         rc = add_online_status(api, name, meta.version, o, &err);
+    if (rc == GP_OK || rc == GP_ENONFINITE)
+        rc = report_poisoned(api, &meta, o, rc, &err);
     gp_model_meta_free(&meta);
     if (rc) {
         json_decref(o);
@@ -1352,6 +1384,7 @@ void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
         return;
     }
     gp_cache_evict_name(api, name);
+    gp_poisoned_forget(api, name);
     free(out->body);
     out->body = NULL;
     out->body_len = 0;

@@ -722,6 +722,7 @@ static void handle_metrics(gp_server *srv, gp_response *res)
     memset(&st, 0, sizeof st);
     gp_api_get_stats(srv->api, &st);
     g.models_loaded = st.models_loaded;
+    g.models_not_finite = st.models_not_finite;
     g.jitter_escalations = st.jitter_escalations;
     g.variance_clamps = st.variance_clamps;
     if (srv->batcher) {

@@ -268,6 +268,10 @@ char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len)
     emit(&b, "# HELP gpserve_models_loaded Fitted models held in the model cache.\n"
              "# TYPE gpserve_models_loaded gauge\ngpserve_models_loaded %zu\n",
          g->models_loaded);
+    emit(&b, "# HELP gpserve_models_not_finite Stored versions found non-finite when loaded "
+             "(poisoned before the daemon checked what enters a model): refused, not served.\n"
+             "# TYPE gpserve_models_not_finite gauge\ngpserve_models_not_finite %zu\n",
+         g->models_not_finite);
     /* The counters and gauges sampled from elsewhere: one line each. */
     const struct {
         const char *name, *type, *help;

@@ -25,6 +25,7 @@ typedef struct gp_metrics_gauges {
     size_t models_loaded;
     uint64_t jitter_escalations, variance_clamps;
     uint64_t batches, batched_requests, batched_points, batch_max_requests;
+    size_t models_not_finite; /* stored versions found non-finite (api/poisoned.c) */
 } gp_metrics_gauges;
 
 /* The exposition text (malloc'ed, *len bytes), or NULL when out of memory. */

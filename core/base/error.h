@@ -50,7 +50,10 @@
     X(GP_EHTTPVERSION, -22, "http_version_not_supported", 505, 0,                                 \
       "an HTTP version other than 1.0 and 1.1")                                                  \
     X(GP_EINTERRUPTED, -23, "interrupted", 500, 0,                                                \
-      "an async fit whose daemon stopped during it --job-attempts times (job errors only)")
+      "an async fit whose daemon stopped during it --job-attempts times (job errors only)")       \
+    X(GP_ENONFINITE, -24, "model_not_finite", 409, 0,                                             \
+      "the stored version holds a non-finite number (poisoned before this daemon checked): "      \
+      "reported, not served; fit a new version or delete it")
 
 #define GP_ERROR_ENUM_ENTRY(code, value, name, http, retry, meaning) code = value,
 enum gp_status { GP_OK = 0, GP_ERROR_CATALOGUE(GP_ERROR_ENUM_ENTRY) };

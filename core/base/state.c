@@ -1,5 +1,6 @@
 #include "core/base/state.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,4 +118,20 @@ int gp_state_get_scalar(const gp_state *st, const char *name, double *value, gp_
     if (rc == GP_OK)
         *value = p[0];
     return rc;
+}
+
+int gp_state_check_finite(const gp_state *st, gp_error *err)
+{
+    for (size_t a = 0; a < st->count; a++) {
+        const gp_named_array *arr = &st->arrays[a];
+        size_t bad = 0;
+        if (gp_all_finite(arr->data, arr->rows * arr->cols, &bad))
+            continue;
+        char field[GP_ERROR_FIELD_LEN];
+        snprintf(field, sizeof field, "state.%s[%zu]", arr->name, bad);
+        return gp_error_set(err, GP_EDATA, field,
+                            "model array '%s' holds a non-finite number at %zu (%g)", arr->name,
+                            bad, arr->data[bad]);
+    }
+    return GP_OK;
 }

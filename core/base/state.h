@@ -40,5 +40,10 @@ const gp_named_array *gp_state_find(const gp_state *st, const char *name);
 int gp_state_get(const gp_state *st, const char *name, size_t rows, size_t cols,
                  const double **data, gp_error *err);
 int gp_state_get_scalar(const gp_state *st, const char *name, double *value, gp_error *err);
+/* GP_EDATA naming the first non-finite number of any array ("state.NAME[i]",
+ * i the column-major index); GP_OK when every number is finite. A model's
+ * exported state is all finite (the method contract test checks it), so one
+ * that is not was poisoned before it was stored. */
+int gp_state_check_finite(const gp_state *st, gp_error *err);
 
 #endif

@@ -651,6 +651,30 @@ static void observe_commit(gp_model *model, exact_impl *im, size_t N, observe_wo
     model->diag.objective = lml - (double)N * log(model->y_scale);
 }
 
+/* Nothing non-finite enters the model: the new rows of the factor (its
+ * border, or the whole factor when recomputed), alpha and the LML are
+ * checked before observe_commit makes them the model's. The rows below the
+ * n x n factor that grow_factor wrote are outside the model until then.
+ * O(N k), like the border itself. */
+static int check_update_finite(const exact_impl *im, size_t N, const observe_work *w,
+                               double lml, gp_error *err)
+{
+    size_t n = im->n, k = N - n;
+    int ok = isfinite(lml) && gp_all_finite(w->alpha, N, NULL);
+    if (ok && w->L)
+        for (size_t j = 0; ok && j < N; j++)
+            ok = gp_all_finite(w->L + j * N + j, N - j, NULL);
+    else
+        for (size_t j = 0; ok && j < N; j++) /* the rows n..N of every column */
+            ok = gp_all_finite(im->L + j * im->ld + (j > n ? j : n), N - (j > n ? j : n), NULL);
+    if (ok)
+        return GP_OK;
+    return gp_error_set(err, GP_EDATA, "y",
+                        "the %zu observed rows would make the model's state non-finite "
+                        "(float64 overflow); the model is unchanged",
+                        k);
+}
+
 static int exact_observe(gp_model *model, const double *X, const double *Y, size_t k,
                          gp_error *err)
 {
@@ -662,22 +686,30 @@ static int exact_observe(gp_model *model, const double *X, const double *Y, size
                             "rows exceed max_train_points = %zu (fit a method that scales, "
                             "such as sgpr or ssgp, on all the data)",
                             n, k, im->cap);
+    int rc = gp_check_working_points(model, X, k, GP_WORKING_LIMIT, err);
+    if (rc == GP_OK)
+        rc = gp_check_working_targets(model, Y, k, GP_WORKING_LIMIT, err);
+    if (rc)
+        return rc;
     observe_work w;
     memset(&w, 0, sizeof w);
-    double lml = 0.0;
-    int rc = observe_prepare(model, im, X, Y, k, &w, err);
+    double lml = 0.0, jitter = model->diag.jitter;
+    rc = observe_prepare(model, im, X, Y, k, &w, err);
     if (rc == GP_OK) {
         if (border_blocks(model, im, k, &w) == 0)
             rc = grow_factor(im, k, &w, err);
         else
             rc = refactor(model, N, &w, &lml, err);
     }
-    if (rc == GP_OK) {
-        if (w.L == NULL) /* the bordered factor: the LML at the same cost as alpha */
-            lml = -0.5 * cblas_ddot((blasint)N, w.y, 1, w.alpha, 1) -
-                  0.5 * gp_chol_logdet(im->L, N, im->ld) - 0.5 * (double)N * LOG_2PI;
+    if (rc == GP_OK && w.L == NULL) /* the bordered factor: the LML at the same cost as alpha */
+        lml = -0.5 * cblas_ddot((blasint)N, w.y, 1, w.alpha, 1) -
+              0.5 * gp_chol_logdet(im->L, N, im->ld) - 0.5 * (double)N * LOG_2PI;
+    if (rc == GP_OK)
+        rc = check_update_finite(im, N, &w, lml, err);
+    if (rc == GP_OK)
         observe_commit(model, im, N, &w, lml);
-    }
+    else
+        model->diag.jitter = jitter; /* refactor's, undone */
     observe_work_free(&w);
     return rc;
 }

@@ -444,11 +444,43 @@ static void working_targets(const rfgp_cfg *c, const fmap *m, const double *Y, s
             Yw[o * k + i] = (Y[o * ldy + start + i] - m->y_mean[o]) / m->y_scale[o];
 }
 
+/* Whether the new posterior's arrays are all finite. */
+static int post_finite(const rfgp_cfg *c, const post *q)
+{
+    return gp_all_finite(q->L, packed_len(c->D), NULL) &&
+           gp_all_finite(q->z, c->D * c->p, NULL) && gp_all_finite(q->b, c->D * c->p, NULL);
+}
+
+/* GP_EDATA unless the rows' working targets are within GP_WORKING_LIMIT and
+ * their features finite: with both, the rank-one path (in place, it cannot
+ * be undone) stays finite, since its rotations preserve column norms and
+ * b grows by at most |psi| GP_WORKING_LIMIT / noise per row. Rows are named
+ * as the caller's row i + shift. */
+static int check_rows(const rfgp_cfg *c, const double *Psi, const double *Yw, size_t k,
+                      long shift, gp_error *err)
+{
+    int rc = gp_check_working_values(Yw, k, c->p, k, shift, err);
+    size_t bad = 0;
+    if (rc == GP_OK && !gp_all_finite(Psi, c->D * k, &bad)) {
+        char field[GP_ERROR_FIELD_LEN] = "X";
+        long row = (long)(bad / c->D) + shift;
+        if (row >= 0)
+            snprintf(field, sizeof field, "X[%ld]", row);
+        rc = gp_error_set(err, GP_EDATA, field,
+                          "%s is too far from the data for float64 once standardised: its "
+                          "features are not finite",
+                          field);
+    }
+    return rc;
+}
+
 /* Rows start .. start + k of (X, Y) (original units) into the posterior q:
- * all or nothing (q is untouched on failure). */
+ * all or nothing (q is untouched on failure). Errors name row i as the
+ * caller's row start + i + shift. */
 static int apply_rows(const rfgp_cfg *c, const gp_input_spec *in, const fmap *m, post *q,
                       double noise, double s0, const double *X, size_t ldx, const double *Y,
-                      size_t ldy, size_t start, size_t k, double *jitter, gp_error *err)
+                      size_t ldy, size_t start, size_t k, long shift, double *jitter,
+                      gp_error *err)
 {
     if (k == 0)
         return GP_OK;
@@ -468,12 +500,24 @@ static int apply_rows(const rfgp_cfg *c, const gp_input_spec *in, const fmap *m,
     if (rc == GP_OK) {
         gp_embed_features_in(&e, w, X, ldx, start, k, Psi);
         working_targets(c, m, Y, ldy, start, k, Yw);
+        rc = check_rows(c, Psi, Yw, k, (long)start + shift, err);
+    }
+    if (rc == GP_OK) {
         if (k >= crossover(c)) {
             post nq;
-            rc = apply_refactor(c, q, noise, s0, Psi, Yw, k, k, &nq, jitter, err);
+            double jit = *jitter;
+            rc = apply_refactor(c, q, noise, s0, Psi, Yw, k, k, &nq, &jit, err);
+            if (rc == GP_OK && !post_finite(c, &nq)) {
+                post_free(&nq);
+                rc = gp_error_set(err, GP_EDATA, "y",
+                                  "the %zu rows would make the model's state non-finite "
+                                  "(float64 overflow); the model is unchanged",
+                                  k);
+            }
             if (rc == GP_OK) {
                 post_free(q);
                 *q = nq;
+                *jitter = jit;
             }
         } else
             apply_rank_one(c, q, noise, Psi, Yw, k, k, x, t);
@@ -1175,8 +1219,32 @@ static int run_selection(sel_ctx *s, gp_error *err)
 /* The selection's context on the warm-up buffer: the staged map with the
  * standardisation fixed from the buffer, the working targets, the unit draws
  * and the heuristics' subsample. */
+/* GP_EDATA naming the first buffered input (n rows, leading dimension ld)
+ * whose standardised value exceeds GP_WORKING_LIMIT: a column whose spread
+ * overflows float64. Row i is the caller's row i + shift. */
+static int check_buffer_points(const rfgp_cfg *c, const fmap *m, const double *X, size_t ld,
+                               size_t n, long shift, gp_error *err)
+{
+    for (size_t j = 0; j < c->dk; j++)
+        for (size_t i = 0; i < n; i++) {
+            double v = (X[j * ld + i] - m->x_mean[j]) / m->x_scale[j];
+            if (isfinite(v) && fabs(v) <= GP_WORKING_LIMIT)
+                continue;
+            char field[GP_ERROR_FIELD_LEN] = "X";
+            long row = (long)i + shift;
+            if (row >= 0)
+                snprintf(field, sizeof field, "X[%ld][%zu]", row, j);
+            return gp_error_set(err, GP_EDATA, field,
+                                "%s: the column's spread overflows float64 once standardised",
+                                field);
+        }
+    return GP_OK;
+}
+
+/* Row i of the warm-up buffer is the caller's row i + shift (the rows of
+ * earlier calls come first). */
 static int sel_prepare(const gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
-                       staged *st, sel_ctx *s, gp_error *err)
+                       long shift, staged *st, sel_ctx *s, gp_error *err)
 {
     const rfgp_cfg *c = &im->c;
     size_t n = im->n_buf, p = c->p;
@@ -1206,6 +1274,11 @@ static int sel_prepare(const gp_model *model, const rfgp_impl *im, const gp_fit_
         if (stand)
             gp_column_stats(im->buf_y, n, p, st->m.y_mean, st->m.y_scale);
         working_targets(c, &st->m, im->buf_y, s->ldx, 0, n, s->Yw);
+        rc = gp_check_working_values(s->Yw, n, p, n, shift, err);
+        if (rc == GP_OK && model->input.kind == GP_INPUT_POINT && !c->two_stage)
+            rc = check_buffer_points(c, &st->m, im->buf_x, s->ldx, n, shift, err);
+    }
+    if (rc == GP_OK) {
         rc = unit_draw(c, &s->u, err);
     }
     if (rc == GP_OK)
@@ -1222,12 +1295,12 @@ static void sel_release(sel_ctx *s)
 }
 
 static int warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
-                      staged *st, gp_error *err)
+                      long shift, staged *st, gp_error *err)
 {
     const rfgp_cfg *c = &im->c;
     size_t n = im->n_buf;
     sel_ctx s;
-    int rc = sel_prepare(model, im, req, st, &s, err);
+    int rc = sel_prepare(model, im, req, shift, st, &s, err);
     if (rc == GP_OK)
         rc = run_selection(&s, err);
     if (rc == GP_OK) {
@@ -1237,7 +1310,7 @@ static int warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request
     if (rc == GP_OK) {
         post_prior(c, &st->q, s.s0);
         rc = apply_rows(c, &model->input, &st->m, &st->q, s.noise, s.s0, im->buf_x, s.ldx,
-                        im->buf_y, s.ldx, 0, n, &st->jitter, err);
+                        im->buf_y, s.ldx, 0, n, shift, &st->jitter, err);
     }
     st->objective = 0.0;
     if (rc == GP_OK && n > 0 && (rc = selected_lml(&s, &st->objective, err)) == GP_OK)
@@ -1330,7 +1403,8 @@ static int take_rows(gp_model *model, const double *X, size_t ldx, const double 
             model->n_train += take;
             return GP_OK;
         }
-        int rc = warmup_end(model, im, req, &st, err);
+        /* the buffer holds earlier calls' rows, then this call's first `take` */
+        int rc = warmup_end(model, im, req, -(long)(im->n_buf - take), &st, err);
         if (rc) {
             im->n_buf -= take;
             return rc;
@@ -1341,7 +1415,7 @@ static int take_rows(gp_model *model, const double *X, size_t ldx, const double 
     post *q = ended ? &st.q : &im->post;
     double noise = ended ? st.noise : model->noise_variance;
     double s0 = ended ? st.s0 : exp(model->kernel->log_variance), jitter = model->diag.jitter;
-    int rc = apply_rows(c, &model->input, m, q, noise, s0, X, ldx, Y, ldy, take, k - take,
+    int rc = apply_rows(c, &model->input, m, q, noise, s0, X, ldx, Y, ldy, take, k - take, 0,
                         ended ? &st.jitter : &jitter, err);
     if (rc) {
         if (ended) {
@@ -1757,7 +1831,7 @@ static int primal_lml_body(const gp_fit_request *req, const double *x, double *l
         for (size_t q = 0; q < c.p; q++)
             memcpy(im->buf_y + q * c.warmup, req->y + q * req->n, req->n * sizeof *req->y);
         im->n_buf = req->n;
-        rc = sel_prepare(model, im, NULL, &st, &s, err);
+        rc = sel_prepare(model, im, NULL, 0, &st, &s, err);
     }
     if (rc == GP_OK)
         rc = ml_init(&m, &s, err);

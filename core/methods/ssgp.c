@@ -823,6 +823,15 @@ static int ssgp_observe(gp_model *model, const double *X, const double *Y, size_
     ssgp_impl *im = model->impl;
     size_t m = im->m, block = gp_predict_block_rows(m + im->d, k);
     int whole = k >= refactor_rows(m);
+    /* Bounded working values keep the Givens path (in place, it cannot be
+     * undone) finite: rotations preserve column norms, so L's entries grow
+     * by at most the features' magnitude per row, and Phi^T y by at most
+     * |Phi| GP_WORKING_LIMIT per row; both stay far below DBL_MAX. */
+    int rc = gp_check_working_points(model, X, k, GP_WORKING_LIMIT, err);
+    if (rc == GP_OK)
+        rc = gp_check_working_targets(model, Y, k, GP_WORKING_LIMIT, err);
+    if (rc)
+        return rc;
     observe_work w;
     memset(&w, 0, sizeof w);
     if (whole)
@@ -837,10 +846,18 @@ static int ssgp_observe(gp_model *model, const double *X, const double *Y, size_
     }
     gp_model_working_targets(model, Y, k, w.yw);
     memcpy(w.b, im->phi_y, m * sizeof *w.b);
-    double ysq = 0.0;
-    int rc = GP_OK;
-    if (whole)
+    double ysq = 0.0, jitter = model->diag.jitter;
+    if (whole) {
         rc = refactor(model, im, X, k, block, &w, &ysq, err);
+        if (rc == GP_OK && !(gp_all_finite(w.A, m * m, NULL) && gp_all_finite(w.b, m, NULL) &&
+                             isfinite(ysq))) {
+            model->diag.jitter = jitter;
+            rc = gp_error_set(err, GP_EDATA, "y",
+                              "the %zu observed rows would make the model's state non-finite "
+                              "(float64 overflow); the model is unchanged",
+                              k);
+        }
+    }
     else { /* cannot fail from here on: L is updated in place */
         givens_ctx g = {im->L, w.T, m};
         ysq = add_rows(model, im, X, w.yw, k, block, w.Phi, w.Xw, w.b, givens_rows, &g);

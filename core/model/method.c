@@ -60,6 +60,129 @@ void gp_y_field(char *field, size_t len, size_t bad, size_t n, size_t p)
         snprintf(field, len, "y[%zu]", bad);
 }
 
+/* Whether v, standardised, is a number the model can work with. */
+static int working_ok(double v, double limit)
+{
+    return isfinite(v) && fabs(v) <= limit;
+}
+
+static int refuse_working(gp_error *err, const char *field, double value, double working)
+{
+    if (!isfinite(working))
+        return gp_error_set(err, GP_EDATA, field,
+                            "%s = %.17g overflows float64 once standardised by the model's "
+                            "training data",
+                            field, value);
+    return gp_error_set(err, GP_EDATA, field,
+                        "%s = %.17g lies %.3g standard deviations from the model's training "
+                        "data once standardised: beyond %g, float64 arithmetic on it is not "
+                        "safe",
+                        field, value, fabs(working), GP_WORKING_LIMIT);
+}
+
+/* Column j of X (n rows) standardised by (mu, scale) within limit. */
+static int check_column(const double *c, size_t n, double mu, double scale, double limit,
+                        size_t *bad)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!working_ok((c[i] - mu) / scale, limit)) {
+            *bad = i;
+            return 0;
+        }
+    return 1;
+}
+
+int gp_check_working_points(const gp_model *model, const double *X, size_t k, double limit,
+                            gp_error *err)
+{
+    size_t bad = 0;
+    for (size_t j = 0; j < model->input_dim; j++) {
+        const double *c = X + j * k;
+        double mu = model->x_mean[j], scale = model->x_scale[j];
+        if (!check_column(c, k, mu, scale, limit, &bad)) {
+            char field[GP_ERROR_FIELD_LEN];
+            snprintf(field, sizeof field, "X[%zu][%zu]", bad, j);
+            return refuse_working(err, field, c[bad], (c[bad] - mu) / scale);
+        }
+    }
+    return GP_OK;
+}
+
+int gp_check_working_targets(const gp_model *model, const double *Y, size_t k, double limit,
+                             gp_error *err)
+{
+    size_t bad = 0;
+    if (check_column(Y, k, model->y_mean, model->y_scale, limit, &bad))
+        return GP_OK;
+    char field[GP_ERROR_FIELD_LEN];
+    snprintf(field, sizeof field, "y[%zu]", bad);
+    return refuse_working(err, field, Y[bad], (Y[bad] - model->y_mean) / model->y_scale);
+}
+
+int gp_check_working_values(const double *W, size_t k, size_t p, size_t ld, long shift,
+                            gp_error *err)
+{
+    for (size_t j = 0; j < p; j++)
+        for (size_t i = 0; i < k; i++) {
+            double w = W[j * ld + i];
+            if (working_ok(w, GP_WORKING_LIMIT))
+                continue;
+            char field[GP_ERROR_FIELD_LEN] = "y";
+            long row = (long)i + shift;
+            if (row >= 0 && p > 1)
+                snprintf(field, sizeof field, "y[%ld][%zu]", row, j);
+            else if (row >= 0)
+                snprintf(field, sizeof field, "y[%ld]", row);
+            if (!isfinite(w))
+                return gp_error_set(err, GP_EDATA, field,
+                                    "%s overflows float64 once standardised", field);
+            return gp_error_set(err, GP_EDATA, field,
+                                "%s lies %.3g standard deviations from the data once "
+                                "standardised: beyond %g, float64 arithmetic on it is not safe",
+                                field, fabs(w), GP_WORKING_LIMIT);
+        }
+    return GP_OK;
+}
+
+/* Values the fit's standardisation would carry beyond GP_WORKING_LIMIT: in
+ * a column whose spread overflows float64 (its deviation is then Inf and
+ * gp_column_stats falls back to scale 1), or, without standardisation,
+ * values that large themselves. Every other column passes: standardised by
+ * its own statistics no value lies further than sqrt(n) deviations out. */
+static int check_standardisable(const double *A, size_t n, size_t cols, int standardize,
+                                int is_y, size_t p, gp_error *err)
+{
+    for (size_t j = 0; j < cols; j++) {
+        const double *c = A + j * n;
+        double mu = 0.0, scale = 1.0;
+        if (standardize)
+            gp_column_stats(c, n, 1, &mu, &scale);
+        size_t bad = 0;
+        /* the scale itself within the limit too: a prediction's variance in
+         * original units is a working variance times scale^2 */
+        if (scale <= GP_WORKING_LIMIT && check_column(c, n, mu, scale, GP_WORKING_LIMIT, &bad))
+            continue;
+        if (scale > GP_WORKING_LIMIT) /* name the value furthest out */
+            for (size_t i = 0; i < n; i++)
+                if (fabs(c[i] - mu) > fabs(c[bad] - mu))
+                    bad = i;
+        char field[GP_ERROR_FIELD_LEN];
+        if (is_y)
+            gp_y_field(field, sizeof field, j * n + bad, n, p);
+        else
+            snprintf(field, sizeof field, "X[%zu][%zu]", bad, j);
+        return gp_error_set(err, GP_EDATA, field,
+                            "%s = %.17g: %s, so the model could not stay finite (values "
+                            "must lie within %g standard deviations of their column's mean, "
+                            "and its standard deviation below %g)",
+                            field, c[bad],
+                            standardize ? "the column's spread is beyond float64's reach"
+                                        : "too large for float64 arithmetic unstandardised",
+                            GP_WORKING_LIMIT, GP_WORKING_LIMIT);
+    }
+    return GP_OK;
+}
+
 int gp_check_training_data(const gp_fit_request *req, gp_error *err)
 {
     size_t p = req->n_outputs ? req->n_outputs : 1;
@@ -85,6 +208,13 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
         gp_y_field(field, sizeof field, bad, req->n, p);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
+    if (points && (rc = check_standardisable(req->X, req->n, req->d, req->standardize, 0, p,
+                                             err)) != GP_OK)
+        return rc;
+    /* labels (0/1, counts) are never standardised */
+    int std_y = req->standardize && req->likelihood == GP_LIK_GAUSSIAN;
+    if ((rc = check_standardisable(req->y, req->n, p, std_y, 1, p, err)) != GP_OK)
+        return rc;
     return gp_check_fit_settings(req, err);
 }
 

@@ -141,9 +141,35 @@ int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
 /* The field of entry `bad` of y (n x p, column-major): "y[i]" for one output,
  * "y[i][j]" for several. */
 void gp_y_field(char *field, size_t len, size_t bad, size_t n, size_t p);
+/* The largest magnitude a value may have in working units (standardised by
+ * the fit's data, or as given when a model does not standardise): a point
+ * or target further than this many standard deviations from the training
+ * data is refused. The bound keeps every quantity a model builds from its
+ * rows finite: squares (1e200), sums of them over any N that fits in memory,
+ * and products with inverses of jittered covariances (at most 1e12 or so)
+ * all stay far below DBL_MAX (1.8e308). docs/design/numerics.md, "Finite in,
+ * finite out". */
+#define GP_WORKING_LIMIT 1e100
+/* GP_EDATA naming the first cell of the k points X (original units, k x d
+ * column-major, d = model->input_dim) whose value standardised by the
+ * model's x_mean and x_scale is not finite or exceeds `limit` in magnitude
+ * ("X[i][j]"). Points only (the model's input kind is GP_INPUT_POINT). */
+int gp_check_working_points(const gp_model *model, const double *X, size_t k, double limit,
+                            gp_error *err);
+/* The same for k targets of a one-output model (y_mean, y_scale; "y[i]"). */
+int gp_check_working_targets(const gp_model *model, const double *Y, size_t k, double limit,
+                             gp_error *err);
+/* GP_EDATA naming the first of the working values W (k x p, column-major,
+ * leading dimension ld) that is not finite or exceeds GP_WORKING_LIMIT in
+ * magnitude, row i named as the caller's row i + shift: "y[i + shift]"
+ * (p = 1) or "y[i + shift][j]"; a row whose name would be negative (one the
+ * caller gave earlier, e.g. in a buffer) is named "y". */
+int gp_check_working_values(const double *W, size_t k, size_t p, size_t ld, long shift,
+                            gp_error *err);
 /* Validate X/y: sizes, finiteness, the input kind's constraints (GP_EDATA
- * naming "X[i][j]", "X[i].gaussian.var[j]", "y[i]" or "y[i][j]"), then
- * gp_check_fit_settings. */
+ * naming "X[i][j]", "X[i].gaussian.var[j]", "y[i]" or "y[i][j]"), values
+ * that standardisation would carry beyond GP_WORKING_LIMIT (a column whose
+ * spread overflows float64), then gp_check_fit_settings. */
 int gp_check_training_data(const gp_fit_request *req, gp_error *err);
 /* The parts of a fit request that do not depend on rows: the kernel's input
  * dimension (d, or the input kind's point dimension) and the noise. */

@@ -186,6 +186,25 @@ const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key)
 
 /* ---- data checks and standardisation ---- */
 
+/* The mean and standard deviation of a column whose plain sums overflow
+ * (values near the largest double): computed on the column divided by its
+ * largest magnitude, so both are found wherever they are representable
+ * (the deviation of {1e308, -1e308} is not, and comes out Inf). */
+static void scaled_stats(const double *c, size_t n, double *mean, double *sd)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s = fmax(s, fabs(c[i]));
+    double m = 0.0, ss = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m += c[i] / s;
+    m /= (double)n;
+    for (size_t i = 0; i < n; i++)
+        ss += (c[i] / s - m) * (c[i] / s - m);
+    *mean = s * m;
+    *sd = s * sqrt(ss / (double)n);
+}
+
 void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale)
 {
     for (size_t j = 0; j < d; j++) {
@@ -198,6 +217,8 @@ void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *
         for (size_t i = 0; i < n; i++)
             ss += (c[i] - m) * (c[i] - m);
         double sd = n > 0 ? sqrt(ss / (double)n) : 0.0;
+        if (n > 0 && !(isfinite(m) && isfinite(ss))) /* only then: other columns keep their bits */
+            scaled_stats(c, n, &m, &sd);
         mean[j] = m;
         /* A constant column gets scale 1: it passes through instead of dividing by 0. */
         scale[j] = sd > 0.0 && isfinite(sd) ? sd : 1.0;
@@ -311,7 +332,9 @@ static int check_inputs(const gp_model *model, const double *X, size_t m, size_t
         snprintf(field, sizeof field, "X[%zu][%zu]", bad % m, bad / m);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
-    return GP_OK;
+    /* a finite point that overflows once standardised: named here, before
+     * any work, rather than as the non-finite answer it would give */
+    return gp_check_working_points(model, X, m, INFINITY, err);
 }
 
 /* Quantiles of the Gaussian N(mean, variance) of each point. */
@@ -608,6 +631,52 @@ static int predict_joined(const gp_model *model, const gp_predict_request *reqs,
     return rc;
 }
 
+/* ---- nothing non-finite leaves a prediction ----
+ * A point far enough outside the training data (or a model at the edge of
+ * float64) can give an answer that is not a number; it is refused naming
+ * the point, never sent as null. */
+
+/* The lowest row of the m x blocks column-major v holding a non-finite
+ * number, below *row (which it lowers). */
+static void lowest_bad_row(const double *v, size_t m, size_t blocks, size_t *row)
+{
+    if (v == NULL)
+        return;
+    for (size_t b = 0; b < blocks; b++)
+        for (size_t i = 0; i < m && i < *row; i++)
+            if (!isfinite(v[b * m + i])) {
+                *row = i;
+                break;
+            }
+}
+
+static int refuse_point(size_t row, const char *what, gp_error *err)
+{
+    char field[GP_ERROR_FIELD_LEN];
+    snprintf(field, sizeof field, "X[%zu]", row);
+    return gp_error_set(err, GP_EDATA, field,
+                        "the %s at %s is not a finite number: the point lies too far from "
+                        "the training data for float64 arithmetic",
+                        what, field);
+}
+
+static int check_prediction_finite(const gp_model *model, const gp_predict_request *req,
+                                   const gp_prediction *out, gp_error *err)
+{
+    pred_shape sh = shape_of(model, req);
+    size_t m = req->m, row = m;
+    lowest_bad_row(out->mean, m, sh.p, &row);
+    lowest_bad_row(out->variance, m, sh.p, &row);
+    lowest_bad_row(out->quantiles, m, sh.nq * sh.p, &row);
+    lowest_bad_row(out->component_mean, m, sh.K, &row);
+    lowest_bad_row(out->component_variance, m, sh.K, &row);
+    for (int k = 0; k < sh.fields; k++)
+        lowest_bad_row(obs_value(out, k), m, 1, &row);
+    if (sh.cov) /* entry (r, c) of a covariance: row r (c's own diagonal is a variance) */
+        lowest_bad_row(out->covariance, m, m * sh.p, &row);
+    return row < m ? refuse_point(row, "prediction", err) : GP_OK;
+}
+
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err)
 {
@@ -616,7 +685,8 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
         return rc;
     out->clamped = 0;
     const size_t only = 0;
-    return predict_joined(model, req, out, &only, 1, err);
+    rc = predict_joined(model, req, out, &only, 1, err);
+    return rc ? rc : check_prediction_finite(model, req, out, err);
 }
 
 /* ---- batches ---- */
@@ -674,6 +744,9 @@ int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs
             rcs[g[j]] = rc;
             if (rc)
                 errs[g[j]] = err;
+            else /* each request answers for its own points */
+                rcs[g[j]] = check_prediction_finite(model, &reqs[g[j]], &outs[g[j]],
+                                                    &errs[g[j]]);
         }
     }
     free(g);
@@ -738,9 +811,12 @@ int gp_model_sample(const gp_model *model, const gp_sample_request *req, double 
                             gp_likelihood_name(model->likelihood));
     size_t count = 0;
     rc = gp_checked_size(req->m, req->n_samples, &count, err);
-    if (rc)
-        return rc;
-    return model->method->ops->sample(model, req, samples, err);
+    if (rc == GP_OK)
+        rc = model->method->ops->sample(model, req, samples, err);
+    size_t row = req->m;
+    if (rc == GP_OK) /* m x (n_samples x outputs), column-major */
+        lowest_bad_row(samples, req->m, count / req->m * model->n_outputs, &row);
+    return rc == GP_OK && row < req->m ? refuse_point(row, "sample", err) : rc;
 }
 
 /* The stream of observation draws: derived from the request's seed, apart
@@ -762,7 +838,9 @@ int gp_model_sample_observations(const gp_model *model, const gp_sample_request 
     gp_rng rng;
     gp_rng_derive(&rng, req->seed, OBSERVATION_STREAM);
     gp_lik_draw(&lik, samples, count, &rng, obs);
-    return GP_OK;
+    size_t row = req->m;
+    lowest_bad_row(obs, req->m, req->n_samples, &row);
+    return row < req->m ? refuse_point(row, "observation draw", err) : GP_OK;
 }
 
 /* ---- export / import of the common part ---- */
@@ -986,6 +1064,13 @@ int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k
     }
     if (model->likelihood != GP_LIK_GAUSSIAN &&
         (rc = gp_likelihood_check_labels(model->likelihood, Y, k, err)) != GP_OK)
+        return rc;
+    /* Targets that overflow once standardised by the model's statistics
+     * never reach the method (points: check_inputs); each method bounds its
+     * own working values further (GP_WORKING_LIMIT) before it changes
+     * anything. */
+    if (model->n_outputs == 1 && model->likelihood == GP_LIK_GAUSSIAN &&
+        (rc = gp_check_working_targets(model, Y, k, INFINITY, err)) != GP_OK)
         return rc;
     return m->ops->observe(model, X, Y, k, err);
 }

@@ -649,7 +649,7 @@ static void test_metrics_render(void **state)
     gp_metrics_request(m, GP_ROUTE_NONE, "BREW", 404, 20);
     gp_metrics_fit(m, "exact", "succeeded", 1.5);
     gp_metrics_fit(m, "exact", "cancelled", 0.5);
-    gp_metrics_gauges g = {2, 1, 3, 4, 5, 6, 7, 8, 9};
+    gp_metrics_gauges g = {2, 1, 3, 4, 5, 6, 7, 8, 9, 10};
     size_t len = 0;
     char *text = gp_metrics_render(m, &g, &len);
     assert_non_null(text);
@@ -678,6 +678,7 @@ static void test_metrics_render(void **state)
         "gpserve_fit_seconds_total{method=\"exact\"} 2\n",
         "gpserve_jobs_queued 2\n",
         "gpserve_jobs_running 1\n",
+        "gpserve_models_not_finite 10\n",
         "gpserve_models_loaded 3\n",
         "gpserve_jitter_escalations_total 4\n",
         "gpserve_variance_clamps_total 5\n",
@@ -1168,7 +1169,7 @@ static void test_jobs_with_workers(void **state)
     pthread_mutex_unlock(&fake_lock);
 
     size_t len;
-    gp_metrics_gauges g = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    gp_metrics_gauges g = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     char *text = gp_metrics_render(m, &g, &len);
     assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"succeeded\"} 3"));
     assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"failed\"} 1"));
