@@ -370,6 +370,8 @@ static int entry_acquire(gp_api *api, const char *name, int version, gp_cache_en
     if (rc == GP_OK)
         rc = entry_get(api, &meta, &e, err);
     if (rc == GP_OK && meta.obs_seq > e->seq && (rc = catch_up(api, e, meta.obs_seq, err))) {
+        if (rc == GP_ENONFINITE) /* another daemon logged it: the version is poisoned */
+            gp_poisoned_add(api, &meta, err);
         entry_unref(api, e);
         e = NULL;
     }

@@ -474,6 +474,31 @@ static int check_rows(const rfgp_cfg *c, const double *Psi, const double *Yw, si
     return rc;
 }
 
+/* GP_EDATA naming the first of rows start .. start + k of the points X
+ * (leading dimension ldx) whose value standardised by the map's statistics
+ * is beyond GP_WORKING_LIMIT (two-stage maps learn their own input scale
+ * and are left to check_rows' finite features). */
+static int check_points(const rfgp_cfg *c, const fmap *m, const double *X, size_t ldx,
+                        size_t start, size_t k, long shift, gp_error *err)
+{
+    for (size_t j = 0; j < c->dk; j++)
+        for (size_t i = start; i < start + k; i++) {
+            double v = (X[j * ldx + i] - m->x_mean[j]) / m->x_scale[j];
+            if (isfinite(v) && fabs(v) <= GP_WORKING_LIMIT)
+                continue;
+            char field[GP_ERROR_FIELD_LEN] = "X";
+            long row = (long)i + shift;
+            if (row >= 0)
+                snprintf(field, sizeof field, "X[%ld][%zu]", row, j);
+            return gp_error_set(err, GP_EDATA, field,
+                                "%s = %.17g lies beyond %g standard deviations from the "
+                                "model's data once standardised: float64 arithmetic on it is "
+                                "not safe",
+                                field, X[j * ldx + i], GP_WORKING_LIMIT);
+        }
+    return GP_OK;
+}
+
 /* Rows start .. start + k of (X, Y) (original units) into the posterior q:
  * all or nothing (q is untouched on failure). Errors name row i as the
  * caller's row start + i + shift. */
@@ -487,6 +512,9 @@ static int apply_rows(const rfgp_cfg *c, const gp_input_spec *in, const fmap *m,
     size_t D = c->D, count;
     int rc = gp_checked_size(D, k, &count, err);
     if (rc)
+        return rc;
+    if (in->kind == GP_INPUT_POINT && !c->two_stage &&
+        (rc = check_points(c, m, X, ldx, start, k, shift, err)) != GP_OK)
         return rc;
     gp_embed e;
     embed_of(c, in, m, &e);
@@ -1219,28 +1247,6 @@ static int run_selection(sel_ctx *s, gp_error *err)
 /* The selection's context on the warm-up buffer: the staged map with the
  * standardisation fixed from the buffer, the working targets, the unit draws
  * and the heuristics' subsample. */
-/* GP_EDATA naming the first buffered input (n rows, leading dimension ld)
- * whose standardised value exceeds GP_WORKING_LIMIT: a column whose spread
- * overflows float64. Row i is the caller's row i + shift. */
-static int check_buffer_points(const rfgp_cfg *c, const fmap *m, const double *X, size_t ld,
-                               size_t n, long shift, gp_error *err)
-{
-    for (size_t j = 0; j < c->dk; j++)
-        for (size_t i = 0; i < n; i++) {
-            double v = (X[j * ld + i] - m->x_mean[j]) / m->x_scale[j];
-            if (isfinite(v) && fabs(v) <= GP_WORKING_LIMIT)
-                continue;
-            char field[GP_ERROR_FIELD_LEN] = "X";
-            long row = (long)i + shift;
-            if (row >= 0)
-                snprintf(field, sizeof field, "X[%ld][%zu]", row, j);
-            return gp_error_set(err, GP_EDATA, field,
-                                "%s: the column's spread overflows float64 once standardised",
-                                field);
-        }
-    return GP_OK;
-}
-
 /* Row i of the warm-up buffer is the caller's row i + shift (the rows of
  * earlier calls come first). */
 static int sel_prepare(const gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
@@ -1274,9 +1280,11 @@ static int sel_prepare(const gp_model *model, const rfgp_impl *im, const gp_fit_
         if (stand)
             gp_column_stats(im->buf_y, n, p, st->m.y_mean, st->m.y_scale);
         working_targets(c, &st->m, im->buf_y, s->ldx, 0, n, s->Yw);
-        rc = gp_check_working_values(s->Yw, n, p, n, shift, err);
+        /* the fit's rule on the buffer: no column whose spread float64
+         * cannot hold (its scale would overflow every variance) */
+        rc = gp_check_standardisable(im->buf_y, n, p, s->ldx, stand, 1, shift, err);
         if (rc == GP_OK && model->input.kind == GP_INPUT_POINT && !c->two_stage)
-            rc = check_buffer_points(c, &st->m, im->buf_x, s->ldx, n, shift, err);
+            rc = gp_check_standardisable(im->buf_x, n, c->dk, s->ldx, stand, 0, shift, err);
     }
     if (rc == GP_OK) {
         rc = unit_draw(c, &s->u, err);

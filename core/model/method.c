@@ -144,16 +144,21 @@ int gp_check_working_values(const double *W, size_t k, size_t p, size_t ld, long
     return GP_OK;
 }
 
-/* Values the fit's standardisation would carry beyond GP_WORKING_LIMIT: in
- * a column whose spread overflows float64 (its deviation is then Inf and
- * gp_column_stats falls back to scale 1), or, without standardisation,
- * values that large themselves. Every other column passes: standardised by
- * its own statistics no value lies further than sqrt(n) deviations out. */
-static int check_standardisable(const double *A, size_t n, size_t cols, int standardize,
-                                int is_y, size_t p, gp_error *err)
+/* The value of column c (n rows, statistics mu and scale) furthest out. */
+static size_t furthest(const double *c, size_t n, double mu)
+{
+    size_t bad = 0;
+    for (size_t i = 1; i < n; i++)
+        if (fabs(c[i] - mu) > fabs(c[bad] - mu))
+            bad = i;
+    return bad;
+}
+
+int gp_check_standardisable(const double *A, size_t n, size_t cols, size_t ld, int standardize,
+                            int is_y, long shift, gp_error *err)
 {
     for (size_t j = 0; j < cols; j++) {
-        const double *c = A + j * n;
+        const double *c = A + j * ld;
         double mu = 0.0, scale = 1.0;
         if (standardize)
             gp_column_stats(c, n, 1, &mu, &scale);
@@ -162,15 +167,15 @@ static int check_standardisable(const double *A, size_t n, size_t cols, int stan
          * original units is a working variance times scale^2 */
         if (scale <= GP_WORKING_LIMIT && check_column(c, n, mu, scale, GP_WORKING_LIMIT, &bad))
             continue;
-        if (scale > GP_WORKING_LIMIT) /* name the value furthest out */
-            for (size_t i = 0; i < n; i++)
-                if (fabs(c[i] - mu) > fabs(c[bad] - mu))
-                    bad = i;
+        if (scale > GP_WORKING_LIMIT)
+            bad = furthest(c, n, mu);
         char field[GP_ERROR_FIELD_LEN];
-        if (is_y)
-            gp_y_field(field, sizeof field, j * n + bad, n, p);
-        else
-            snprintf(field, sizeof field, "X[%zu][%zu]", bad, j);
+        long row = (long)bad + shift;
+        snprintf(field, sizeof field, "%s", is_y ? "y" : "X");
+        if (row >= 0 && (!is_y || cols > 1))
+            snprintf(field, sizeof field, "%s[%ld][%zu]", is_y ? "y" : "X", row, j);
+        else if (row >= 0)
+            snprintf(field, sizeof field, "y[%ld]", row);
         return gp_error_set(err, GP_EDATA, field,
                             "%s = %.17g: %s, so the model could not stay finite (values "
                             "must lie within %g standard deviations of their column's mean, "
@@ -208,12 +213,12 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
         gp_y_field(field, sizeof field, bad, req->n, p);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
-    if (points && (rc = check_standardisable(req->X, req->n, req->d, req->standardize, 0, p,
-                                             err)) != GP_OK)
+    if (points && (rc = gp_check_standardisable(req->X, req->n, req->d, req->n,
+                                                req->standardize, 0, 0, err)) != GP_OK)
         return rc;
     /* labels (0/1, counts) are never standardised */
     int std_y = req->standardize && req->likelihood == GP_LIK_GAUSSIAN;
-    if ((rc = check_standardisable(req->y, req->n, p, std_y, 1, p, err)) != GP_OK)
+    if ((rc = gp_check_standardisable(req->y, req->n, p, req->n, std_y, 1, 0, err)) != GP_OK)
         return rc;
     return gp_check_fit_settings(req, err);
 }
@@ -487,6 +492,15 @@ int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
                             const double *mean, double *S, double *samples, gp_error *err)
 {
     size_t m = req->m, n = req->n_samples;
+    for (size_t j = 0; j < m; j++) /* a point too far out for float64: named, not factored */
+        if (!isfinite(mean[j]) || !gp_all_finite(S + j * m + j, m - j, NULL)) {
+            char field[GP_ERROR_FIELD_LEN];
+            snprintf(field, sizeof field, "X[%zu]", j);
+            return gp_error_set(err, GP_EDATA, field,
+                                "the posterior at %s is not a finite number: the point lies "
+                                "too far from the training data for float64 arithmetic",
+                                field);
+        }
     if (req->include_noise)
         for (size_t j = 0; j < m; j++)
             S[j * m + j] += model->noise_variance;

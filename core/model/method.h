@@ -166,6 +166,17 @@ int gp_check_working_targets(const gp_model *model, const double *Y, size_t k, d
  * caller gave earlier, e.g. in a buffer) is named "y". */
 int gp_check_working_values(const double *W, size_t k, size_t p, size_t ld, long shift,
                             gp_error *err);
+/* GP_EDATA naming the first value of the columns of A (n rows x cols,
+ * column-major, leading dimension ld) that standardisation by its column's
+ * own statistics (gp_column_stats; none without `standardize`) cannot keep
+ * within GP_WORKING_LIMIT, or of a column whose standard deviation exceeds
+ * it (the value furthest out): a column whose spread float64 cannot hold.
+ * Every other column passes: standardised by its own statistics no value
+ * lies further than sqrt(n) deviations out. Names "X[i][j]", or with is_y
+ * "y[i]" (one column) or "y[i][j]", row i named as the caller's i + shift
+ * ("X" or "y" when that is negative). */
+int gp_check_standardisable(const double *A, size_t n, size_t cols, size_t ld, int standardize,
+                            int is_y, long shift, gp_error *err);
 /* Validate X/y: sizes, finiteness, the input kind's constraints (GP_EDATA
  * naming "X[i][j]", "X[i].gaussian.var[j]", "y[i]" or "y[i][j]"), values
  * that standardisation would carry beyond GP_WORKING_LIMIT (a column whose
