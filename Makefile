@@ -92,6 +92,7 @@ build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SR
 deps:
 	@sh mk/deps.sh
 	@sh mk/deps.sh node
+	@sh mk/deps.sh fuzz || echo "deps: without clang and libclang-rt-14-dev make test skips the fuzz targets"
 
 # The peers and tools of make bench (scikit-learn, statsmodels, Flask, gunicorn, wrk);
 # see mk/deps.sh.
@@ -138,9 +139,17 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(CORE_LIBS)
 
-test: deps build-all check-layers
+# The fuzz targets run in make test too, FUZZ_TEST_SECONDS each (not under
+# SAN=1: they are built with the sanitizers already); where clang or
+# libFuzzer's runtime is missing, tests/run.sh prints why and skips them.
+FUZZ_TEST_SECONDS ?= 12
+ifeq ($(SAN),1)
+FUZZ_TEST_SECONDS := 0
+endif
+test: deps build-all check-layers fuzz-test-build
 	@$(GEN_DOCS) --check $(GEN_DOC_FILES)
-	@sh tests/run.sh $(BUILD)
+	@FUZZ_TEST_SECONDS=$(FUZZ_TEST_SECONDS) FUZZ_DIR=$(FUZZ_DIR) FUZZ_CC=$(FUZZ_CC) \
+	    sh tests/run.sh $(BUILD)
 
 bench: deps bench-deps build-all
 	@sh bench/run.sh $(BUILD)
@@ -181,7 +190,9 @@ clean:
 # builds them and runs each for FUZZ_SECONDS on a copy of its seed corpus
 # (tests/fuzz/corpus/<target>, copied into build/fuzz/corpus/<target>, which
 # keeps what earlier runs found); it fails when a target finds a crash, a leak
-# or a timeout (artifacts in build/fuzz/artifacts/<target>/). Not part of `make test`.
+# or a timeout (artifacts in build/fuzz/artifacts/<target>/). `make test` builds
+# them too (fuzz-test-build, skipped with a message without clang or libFuzzer)
+# and runs each for FUZZ_TEST_SECONDS (tests/run.sh), a finding a failure.
 #   make fuzz FUZZ_SECONDS=60 FUZZ_TARGETS="fuzz_fit_json fuzz_kernel"
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
@@ -204,10 +215,18 @@ fuzz: fuzz-deps fuzz-build
 
 fuzz-build: $(FUZZ_BIN)
 
+# make test's build of the targets: nothing (tests/run.sh says why) where
+# clang cannot link a libFuzzer target, or when FUZZ_TEST_SECONDS is 0.
+.PHONY: fuzz-test-build
+fuzz-test-build:
+	@if [ "$(FUZZ_TEST_SECONDS)" != 0 ] && sh tests/fuzz/have_libfuzzer.sh $(FUZZ_CC) 2>/dev/null; then \
+	    $(MAKE) --no-print-directory fuzz-build; fi
+
 # The main packages (make deps) plus what libFuzzer needs (mk/deps.sh fuzz).
 fuzz-deps:
 	@sh mk/deps.sh
 	@sh mk/deps.sh node
+	@sh mk/deps.sh fuzz || echo "deps: without clang and libclang-rt-14-dev make test skips the fuzz targets"
 	@sh mk/deps.sh fuzz
 
 $(FUZZ_DIR)/obj/%.o: %.c

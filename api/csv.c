@@ -5,8 +5,10 @@
  * it and line breaks allowed inside the quotes; a UTF-8 byte order mark is
  * skipped; blank lines at the end are ignored. This reads what R's write.csv,
  * Python's csv module and spreadsheets write. Every data cell must be a finite
- * number, quoted or not (strtod consuming the whole cell, surrounding blanks
- * allowed). Errors name "row 12, column 'cement'" (data rows counted from 1,
+ * decimal number, quoted or not (gp_decimal_parse: no hexadecimal, "inf" or
+ * "nan", which strtod would read; surrounding blanks allowed, as spreadsheets
+ * trim them; an empty cell is refused). Header names must differ (the target
+ * is chosen by name). Errors name "row 12, column 'cement'" (data rows counted from 1,
  * the header not counted) and the field "X[11][0]" or "y[11]". */
 #include <errno.h>
 #include <math.h>
@@ -17,6 +19,8 @@
 #include "api/internal.h"
 
 #define CSV_NAME_SHOWN 40
+/* Cells this long or longer are not numbers (no double needs 64 characters). */
+#define CSV_CELL_MAX 64
 
 /* One field: its text without the enclosing quotes (doubled quotes still
  * doubled when escapes is set). */
@@ -164,6 +168,52 @@ static size_t unescape(const csv_field *f, char *out)
     return k;
 }
 
+/* A header name and its column, sorted to find duplicates. */
+typedef struct named_col {
+    const char *name;
+    size_t len, col;
+} named_col;
+
+static int named_col_cmp(const void *a, const void *b)
+{
+    const named_col *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    int c = memcmp(x->name, y->name, x->len);
+    if (c)
+        return c;
+    return x->col < y->col ? -1 : x->col > y->col;
+}
+
+/* GP_EDATA when two columns have the same name: ?target= could not tell them
+ * apart, and a spreadsheet's duplicate column is usually a pasting mistake.
+ * Sorted, not compared pairwise: the header may have max_input_dim columns.
+ * The duplicate reported is the one whose second occurrence comes first. */
+static int check_unique_names(const header *h, gp_error *err)
+{
+    named_col *s = malloc(h->n * sizeof *s);
+    if (s == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    for (size_t c = 0; c < h->n; c++)
+        s[c] = (named_col){h->name[c], h->len[c], c};
+    qsort(s, h->n, sizeof *s, named_col_cmp);
+    size_t first = 0, second = 0;
+    for (size_t i = 1; i < h->n; i++)
+        if (s[i].len == s[i - 1].len && memcmp(s[i].name, s[i - 1].name, s[i].len) == 0 &&
+            (second == 0 || s[i].col < second)) {
+            first = s[i - 1].col;
+            second = s[i].col;
+        }
+    free(s);
+    if (second == 0)
+        return GP_OK;
+    int nl = h->len[first] > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : (int)h->len[first];
+    return gp_error_set(err, GP_EDATA, "X",
+                        "column '%.*s' appears twice in the CSV header (columns %zu and %zu, "
+                        "counted from 1); column names must differ",
+                        nl, h->name[first], first + 1, second + 1);
+}
+
 static int parse_header(const char **pos, const char *end, size_t max_inputs, header *h,
                         gp_error *err)
 {
@@ -196,7 +246,9 @@ static int parse_header(const char **pos, const char *end, size_t max_inputs, he
     }
     int blank = blank_record(f, n);
     free(f);
-    return blank ? gp_error_set(err, GP_EDATA, "X", "the CSV has no header row") : GP_OK;
+    if (blank)
+        return gp_error_set(err, GP_EDATA, "X", "the CSV has no header row");
+    return check_unique_names(h, err);
 }
 
 static int find_target(const header *h, const char *target, size_t *col, gp_error *err)
@@ -269,25 +321,19 @@ static int count_rows(const char *pos, const char *end, size_t *rows, gp_error *
 /* The number in a cell, or the reason it is not one. */
 static const char *cell_number(const csv_field *f, double *v)
 {
-    char buf[64];
     if (f->len == 0)
         return "is empty";
-    if (f->escapes || f->len >= sizeof buf)
+    if (f->escapes || f->len >= CSV_CELL_MAX)
         return "is not a number";
-    memcpy(buf, f->p, f->len);
-    buf[f->len] = '\0';
-    const char *s = buf;
-    while (is_blank_char(*s))
+    const char *s = f->p, *e = f->p + f->len;
+    while (s < e && is_blank_char(*s))
         s++;
-    size_t l = strlen(s);
-    while (l && is_blank_char(s[l - 1]))
-        l--;
-    if (l == 0)
+    while (e > s && is_blank_char(e[-1]))
+        e--;
+    if (s == e)
         return "is empty";
-    char *stop = NULL;
-    *v = strtod(s, &stop);
-    if (stop != s + l)
-        return "is not a number";
+    if (gp_decimal_parse(s, (size_t)(e - s), v))
+        return "is not a number (a decimal one: no hexadecimal, inf or nan)";
     return isfinite(*v) ? NULL : "is not a finite number";
 }
 

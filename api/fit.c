@@ -1,7 +1,6 @@
 /* Fit requests: parse and validate (JSON body, or CSV body with the other
  * fields as query parameters), run the fit, persist the new version, answer
  * with the model's metadata. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,10 +435,9 @@ static json_t *query_scalar(const char *v)
         return json_true();
     if (strcmp(v, "false") == 0)
         return json_false();
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (v[0] && *end == '\0' && isfinite(x))
+    /* decimal only, as in CSV cells: "0x10" stays a string (and is refused) */
+    double x;
+    if (gp_decimal_parse(v, strlen(v), &x) == 0 && isfinite(x))
         return json_real(x);
     json_t *s = json_string(v);
     return s ? s : json_string("?");

@@ -192,6 +192,13 @@ int gp_kernel_default(size_t input_dim, gp_kernel **out, gp_error *err);
 json_t *gp_yaml_flow_to_json(const char *text);
 
 /* ---- CSV (csv.c) ---- */
+/* ---- decimal numbers (decimal.c) ---- */
+/* s[0..len) (not NUL-terminated) as a decimal number, [+-] digits [. digits]
+ * [e [+-] digits] with a digit before or after the point, into *v exactly as
+ * strtod reads it (+-inf when it overflows): 0, or -1 for any other text
+ * (hexadecimal, inf, nan, blanks, anything trailing). */
+int gp_decimal_parse(const char *s, size_t len, double *v);
+
 /* Parse a CSV body (RFC 4180): header row, then rows of numbers. target:
  * column name or 0-based index, NULL for the last column. X column-major
  * n x (cols-1). More than max_rows rows, or more than max_inputs input

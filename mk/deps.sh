@@ -2,8 +2,10 @@
 # Check the Debian packages gpserve needs; as root install the missing ones,
 # otherwise print the exact command and fail.
 #   sh mk/deps.sh        the packages of make / make test / make run
-#   sh mk/deps.sh fuzz   only the extra ones of make fuzz (clang and libFuzzer's
-#                        runtime, which Debian bookworm ships in libclang-rt-14-dev)
+#   sh mk/deps.sh fuzz   only the extra ones of make fuzz and of the fuzz targets
+#                        make test runs (clang and libFuzzer's runtime, which Debian
+#                        bookworm ships in libclang-rt-14-dev); make deps runs it, and
+#                        without them make test skips the fuzz targets with a message
 #   sh mk/deps.sh bench  only the peers of make bench (scikit-learn, statsmodels
 #                        for /usr/bin/python3; wrk, Flask and gunicorn for the
 #                        HTTP benchmark, bench/http); without root a missing one

@@ -55,6 +55,24 @@ if [ -n "$pgparent" ]; then # ours: the integration tests do not use it
     stop_pg
     unset GPSERVE_TEST_PG_URL
 fi
+# The libFuzzer targets (make test builds them in FUZZ_DIR), FUZZ_TEST_SECONDS
+# each on their committed corpus: each target one test, a finding a failure.
+if [ "${FUZZ_TEST_SECONDS:-0}" != 0 ]; then
+    if ! why=$(sh "$HERE/fuzz/have_libfuzzer.sh" "${FUZZ_CC:-clang}" 2>&1); then
+        echo "tests/run.sh: fuzz targets skipped: $why"
+    else
+        targets=""
+        for src in "$HERE"/fuzz/fuzz_*.c; do
+            targets="$targets $(basename "$src" .c)"
+        done
+        out=$(sh "$HERE/fuzz/run.sh" "${FUZZ_DIR:-build/fuzz}" "$FUZZ_TEST_SECONDS" $targets 2>&1)
+        printf '%s\n' "$out"
+        p=$(printf '%s\n' "$out" | grep -c '^fuzz: [a-z_0-9]* ok:')
+        f=$(printf '%s\n' "$out" | grep -c '^fuzz: [a-z_0-9]* FAILED')
+        passed=$((passed + p))
+        failed=$((failed + f))
+    fi
+fi
 if [ -d tests/integration ] && [ -x tests/integration/run.sh ]; then
     out=$(sh tests/integration/run.sh "$BUILD" 2>&1)
     printf '%s\n' "$out"

@@ -177,12 +177,14 @@ static inline char *fuzz_copy(const uint8_t *data, size_t size, int *failed)
 typedef void (*fuzz_model_handler)(gp_api *api, const char *name, const gp_request *req,
                                    gp_response *out);
 
-static inline int fuzz_model_input(fuzz_model_handler handler, const uint8_t *data, size_t size)
+/* A JSON body of size bytes through handler against the model `name` (an
+ * exact-size copy, as fuzz_copy); the response is checked. Its status, or 0
+ * when the copy could not be made. */
+static inline int fuzz_call_json(fuzz_model_handler handler, const char *name, const char *data,
+                                 size_t size)
 {
-    if (size > FUZZ_MAX_INPUT)
-        return -1;
     int failed;
-    char *body = fuzz_copy(data, size, &failed);
+    char *body = fuzz_copy((const uint8_t *)data, size, &failed);
     if (failed)
         return 0;
     gp_request req;
@@ -192,11 +194,74 @@ static inline int fuzz_model_input(fuzz_model_handler handler, const uint8_t *da
     req.body_len = size;
     gp_response res;
     memset(&res, 0, sizeof res);
-    handler(fuzz_api, "fz", &req, &res);
+    handler(fuzz_api, name, &req, &res);
     fuzz_check_response(&res);
+    int status = res.status;
     gp_response_free(&res);
     free(body);
+    return status;
+}
+
+static inline int fuzz_model_input(fuzz_model_handler handler, const uint8_t *data, size_t size)
+{
+    if (size > FUZZ_MAX_INPUT)
+        return -1;
+    fuzz_call_json(handler, "fz", (const char *)data, size);
     return 0;
+}
+
+/* A fit body made from a template with one "%s" where the fuzzed JSON text
+ * goes (text[0..len), which may hold anything: the result is then malformed
+ * JSON, which is fine). Parsed; when run_it is set and it parses, the fit is
+ * run (synchronously) and the version it made deleted again, so the store
+ * does not grow. Every response is checked. */
+static inline void fuzz_fit_template(const char *tmpl, const char *text, size_t len, int run_it,
+                                     const char *name)
+{
+    const char *hole = strstr(tmpl, "%s");
+    size_t head = (size_t)(hole - tmpl), tail = strlen(hole + 2);
+    char *body = malloc(head + len + tail);
+    if (body == NULL)
+        return;
+    memcpy(body, tmpl, head);
+    memcpy(body + head, text, len);
+    memcpy(body + head + len, hole + 2, tail);
+    gp_request req;
+    memset(&req, 0, sizeof req);
+    req.content_type = "application/json";
+    req.body = body;
+    req.body_len = head + len + tail;
+    gp_fit_job *job = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    if (gp_api_parse_fit(fuzz_api, &req, &job, &err) != 0) {
+        if (job != NULL || err.code == 0) {
+            fprintf(stderr, "fuzz: rejected fit: code %d, job %p\n", err.code, (void *)job);
+            abort();
+        }
+        gp_api_error(&err, &res);
+    } else if (run_it) {
+        gp_api_run_fit(fuzz_api, job, NULL, NULL, &res, NULL);
+        gp_fit_job_free(job);
+        if (res.status == 201) {
+            gp_response del;
+            memset(&del, 0, sizeof del);
+            gp_api_delete_model(fuzz_api, name, &del);
+            if (del.status != 204) {
+                fprintf(stderr, "fuzz: delete of %s answered %d\n", name, del.status);
+                abort();
+            }
+            gp_response_free(&del);
+        }
+    } else {
+        gp_fit_job_free(job);
+    }
+    if (res.status != 0) /* 0: parsed, not run */
+        fuzz_check_response(&res);
+    gp_response_free(&res);
+    free(body);
 }
 
 #endif

@@ -66,6 +66,17 @@ check_jerr "n_samples 0" 400 invalid_argument '^n_samples$' $S "{\"X\":$SINE_X,\
 check_jerr "observe with a wrong arity" 422 invalid_data '^X\[0\]$' /v1/models/sine/observe '{"X":[[0.5,1]],"y":[0.4]}'
 check_err "CSV with a text cell" 422 invalid_data - POST "$M?name=b" -H 'Content-Type: text/csv' \
     --data-binary "$(printf 'a,y\n1,2\nzz,3\n4,5\n')"
+# Only decimal numbers are numbers (strtod would read 0x10 as 16, and inf, nan).
+check_err "CSV with a hexadecimal cell" 422 invalid_data '^X\[1\]\[0\]$' POST "$M?name=csvhex" \
+    -H 'Content-Type: text/csv' --data-binary "$(printf 'a,y\n1,2\n0x10,3\n4,5\n')"
+check_err "CSV with inf in the target" 422 invalid_data '^y\[0\]$' POST "$M?name=csvinf" \
+    -H 'Content-Type: text/csv' --data-binary "$(printf 'a,y\n1,inf\n2,3\n4,5\n')"
+check_err "CSV query seed=0x10" 400 invalid_argument '^seed$' POST "$M?name=csvseed&seed=0x10" \
+    -H 'Content-Type: text/csv' --data-binary "$(printf 'a,y\n1,2\n2,3\n4,5\n')"
+check_err "CSV with a duplicate column name" 422 invalid_data '^X$' POST "$M?name=csvdup" \
+    -H 'Content-Type: text/csv' --data-binary "$(printf 'a,b,a,y\n1,2,3,4\n2,3,4,5\n4,5,6,7\n')"
+jhas '.error.message | test("column .a. appears twice")'
+verdict "the duplicate column is named" $? "message: $(jqb .error.message)"
 check_err "CSV with an unknown ?target" 400 invalid_argument '^target$' POST "$M?name=b&target=nosuch" \
     -H 'Content-Type: text/csv' --data-binary @"$T/plane_h.csv"
 check_err "cancel a finished job" 409 conflict - DELETE "/v1/jobs/$JOB"
