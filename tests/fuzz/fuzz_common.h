@@ -136,6 +136,23 @@ static inline void fuzz_fit_models(gp_api *api)
  * catalogue's range, a body whose length is what it says, and (for
  * application/json) a body that is valid JSON (jansson checks UTF-8 too):
  * error messages echo parts of the request, so this checks their escaping. */
+/* Whether an array anywhere in v holds a null: a number that was not finite
+ * (the writer's last resort). Deliberate nulls (an rfgp mean in warm-up, an
+ * unknown oracle rate) are never array elements. */
+static inline int fuzz_null_in_array(const json_t *v, int in_array)
+{
+    if (json_is_null(v))
+        return in_array;
+    size_t i;
+    const char *k;
+    json_t *x;
+    if (json_is_array(v))
+        json_array_foreach(v, i, x) if (fuzz_null_in_array(x, 1)) return 1;
+    if (json_is_object(v))
+        json_object_foreach((json_t *)v, k, x) if (fuzz_null_in_array(x, 0)) return 1;
+    return 0;
+}
+
 static inline void fuzz_check_response(const gp_response *res)
 {
     if (res->status < 200 || res->status > 599) {
@@ -156,6 +173,12 @@ static inline void fuzz_check_response(const gp_response *res)
         if (v == NULL) {
             fprintf(stderr, "fuzz: response (status %d) is not valid JSON: %s at %d: %.300s\n",
                     res->status, je.text, je.position, res->body);
+            abort();
+        }
+        /* nothing non-finite leaves the daemon (docs/design/numerics.md) */
+        if (res->status < 300 && fuzz_null_in_array(v, 0)) {
+            fprintf(stderr, "fuzz: a %d answer carries a null number: %.300s\n", res->status,
+                    res->body);
             abort();
         }
         json_decref(v);
