@@ -539,7 +539,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_argument" | "overloaded" | "invalid_data" | "not_positive_definite" | "payload_too_large" | "unsupported" | "internal" | "not_found" | "conflict" | "not_ready" | "unauthorized" | "unsupported_media_type" | "method_not_allowed" | "malformed_json" | "insufficient_storage" | "malformed_request" | "request_timeout" | "uri_too_long" | "header_too_large" | "http_version_not_supported" | "interrupted";
+                code: "invalid_argument" | "overloaded" | "invalid_data" | "not_positive_definite" | "payload_too_large" | "unsupported" | "internal" | "not_found" | "conflict" | "not_ready" | "unauthorized" | "unsupported_media_type" | "method_not_allowed" | "malformed_json" | "insufficient_storage" | "malformed_request" | "request_timeout" | "uri_too_long" | "header_too_large" | "http_version_not_supported" | "interrupted" | "model_not_finite";
                 message: string;
                 /** @description The request field the error is about, e.g. "X[3][1]", "kernel.terms[1].lengthscale". */
                 field?: string;
@@ -680,8 +680,16 @@ export interface components {
             name: string;
             version: number;
             method: string;
-            /** @enum {string} */
-            status: "ready";
+            /**
+             * @description ready; or not_finite, a stored version found non-finite when loaded (not served: "error" says why).
+             * @enum {string}
+             */
+            status: "ready" | "not_finite";
+            error?: {
+                /** @enum {string} */
+                code: "model_not_finite";
+                message: string;
+            };
             n_train: number;
             input_dim: number;
             kernel: components["schemas"]["Kernel"];
@@ -1774,7 +1782,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones). */
+        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -2098,6 +2106,12 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         status: "ready";
+                        /** @description Stored versions found non-finite when loaded (refused with 409 model_not_finite); present only when there are any. */
+                        models_not_finite?: {
+                            name: string;
+                            version: number;
+                            message: string;
+                        }[];
                     };
                 };
             };
@@ -2425,6 +2439,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];

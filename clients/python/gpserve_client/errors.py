@@ -118,13 +118,15 @@ HttpVersionNotSupported = _code_class("HttpVersionNotSupported", "http_version_n
                                       "505: an HTTP version other than 1.0 and 1.1.")
 Interrupted = _code_class("Interrupted", "interrupted",
                           "An async fit whose daemon stopped during it too many times.")
+ModelNotFinite = _code_class("ModelNotFinite", "model_not_finite",
+                             "409: the stored version holds a non-finite number; it is not served.")
 
 ERROR_CLASSES = {cls.code: cls for cls in (
     InvalidArgument, Overloaded, InvalidData, NotPositiveDefinite, PayloadTooLarge,
     Unsupported, Cancelled, Internal, NotFound, Conflict, NotReady, Unauthorized,
     UnsupportedMediaType, MethodNotAllowed, MalformedJson, InsufficientStorage,
     MalformedRequest, RequestTimeout, UriTooLong, HeaderTooLarge,
-    HttpVersionNotSupported, Interrupted)}
+    HttpVersionNotSupported, Interrupted, ModelNotFinite)}
 
 
 def error_from_body(error, status=None, request_id=None, retry_after=None, job=None):
