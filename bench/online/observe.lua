@@ -57,7 +57,9 @@ request = function()
    if idem then
       counter = counter + 1
       local key = string.format("bench-%s-%d-%d", run, thread_id or 0, counter)
-      return wrk.format(nil, nil, {["Idempotency-Key"] = key}, body)
+      -- headers given to wrk.format replace wrk.headers: both named here
+      return wrk.format(nil, nil, {["Content-Type"] = "application/json", ["Idempotency-Key"] = key},
+                        body)
    end
    return wrk.format(nil, nil, nil, body)
 end
