@@ -59,6 +59,9 @@ typedef struct gp_request {
     size_t body_len;
     const gp_query_param *query; /* URL query parameters, already percent-decoded */
     size_t n_query;
+    /* The Idempotency-Key header of a fit or observe, or NULL (docs/design/api.md,
+     * "Idempotent writes"). */
+    const char *idempotency_key;
 } gp_request;
 
 #define GP_RESPONSE_MAX_HEADERS 6
@@ -184,6 +187,21 @@ void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag);
  * then GP_ECANCELLED is returned and nothing is stored. Returns 0 or the code. */
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds);
+
+/* ---- idempotent writes (docs/design/api.md, "Idempotent writes") ----
+ * A fit parsed from a request with an Idempotency-Key records its answer with
+ * its write (gp_api_run_fit: the new version; gp_api_job_create: the async
+ * job). When the key's answer is recorded already, gp_api_fit_replay fills
+ * out with it (header Idempotent-Replayed: true), or with 409 conflict for a
+ * different request under the same key, and returns 1; 0 when it is not. */
+int gp_api_fit_replay(gp_api *api, const gp_fit_job *job, gp_response *out);
+/* 1 for the error of a keyed write that found its key recorded meanwhile (a
+ * retry ran side by side): nothing was written; answer gp_api_fit_replay. */
+int gp_api_key_taken(const gp_error *err);
+/* The 202 answer of an async fit queued as job id (body and Location). */
+void gp_api_fit_accepted(const char *id, gp_response *out);
+/* Remove recorded answers older than age_seconds (up to 1000 a call). */
+int gp_api_idem_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 
 /* ---- async fit jobs: the server runs them, the api shapes and persists them ---- */
 typedef struct gp_job_info {

@@ -30,6 +30,7 @@ struct gp_fit_job {
     char hold_id[40];
     char *hold_owner;
     const atomic_int *cancel; /* the owner's flag, polled inside the fit (NULL: none) */
+    gp_api_idem idem; /* the request's Idempotency-Key, if any */
 };
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
@@ -73,6 +74,16 @@ int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **
     *d = job->d;
     *p = job->p ? job->p : 1;
     return job->spec ? GP_OK : GP_EINVAL;
+}
+
+const gp_api_idem *gp_fit_job_idem(const gp_fit_job *job)
+{
+    return &job->idem;
+}
+
+int gp_api_fit_replay(gp_api *api, const gp_fit_job *job, gp_response *out)
+{
+    return gp_api_idem_replay(api, &job->idem, out);
 }
 
 int gp_fit_job_async(const gp_fit_job *job)
@@ -513,8 +524,13 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
     gp_fit_job *job = calloc(1, sizeof *job);
     if (job == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    /* The key first: its scope gets the model's name once it is parsed. */
+    int rc = gp_api_idem_parse(req, "fit", "", &job->idem, err);
+    if (rc) {
+        gp_fit_job_free(job);
+        return rc;
+    }
     json_t *obj = NULL;
-    int rc;
     if (media == 1) {
         rc = gp_json_parse_body(req, &obj, err);
         if (rc == GP_OK)
@@ -537,6 +553,8 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
         gp_fit_job_free(job);
         return rc;
     }
+    if (job->idem.present)
+        snprintf(job->idem.scope, sizeof job->idem.scope, "fit:%s", job->name);
     *out = job;
     return GP_OK;
 }
@@ -681,8 +699,9 @@ json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t
     return o;
 }
 
-/* A durable job's result: the fit response's body for the new row. */
-static char *job_result_text(const gp_model_meta *meta, void *ctx)
+/* The fit response's body for the new row: a durable job's result, and the
+ * answer a keyed fit records. */
+char *gp_api_fit_body(const gp_model_meta *meta, void *ctx)
 {
     (void)ctx;
     json_t *res = gp_api_model_json(meta, NULL, 0, NULL);
@@ -728,14 +747,22 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
     gp_job_done done = {.id = job->hold_id, .owner = job->hold_owner, .progress = NULL,
-                        .result = job_result_text, .ctx = NULL};
+                        .result = gp_api_fit_body, .ctx = NULL};
+    gp_idem_put idem = gp_api_idem_put(&job->idem, 201, NULL, gp_api_fit_body, NULL);
+    /* An async fit's key was recorded with its job (the 202); its run saves
+     * like any other. */
+    const int keyed = job->idem.present && !job->async && job->hold_owner == NULL;
     if (rc == GP_OK)
-        rc = gp_store_save_job(api->store, job->name, job->method->name, job->spec, info, job->n,
-                               job->d, &st, job->hold_owner ? &done : NULL, &meta, &err);
+        rc = gp_store_save_keyed(api->store, job->name, job->method->name, job->spec, info,
+                                 job->n, job->d, &st, job->hold_owner ? &done : NULL,
+                                 keyed ? &idem : NULL, &meta, &err);
     gp_state_free(&st);
     free(info);
     if (rc) {
         gp_model_free(model);
+        /* A retry with the key ran beside this one and saved first: its answer. */
+        if (keyed && gp_api_key_taken(&err) && gp_api_idem_replay(api, &job->idem, out))
+            return out->status < 400 ? GP_OK : GP_ECONFLICT;
         gp_api_error(&err, out);
         return rc;
     }

@@ -238,4 +238,47 @@ int gp_oip_prepare(gp_oip_call *o, const gp_model *model, const char *name, int 
 void gp_oip_write_response(gp_buf *b, const gp_oip_call *o, const gp_model *model,
                            const char *name, int version, const gp_prediction *pr, size_t m);
 
+/* SHA-256 (api/sha256.c): init, update with any bytes, then the digest as
+ * 64 lowercase hex digits. */
+typedef struct gp_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t fill;
+} gp_sha256;
+void gp_sha256_init(gp_sha256 *s);
+void gp_sha256_update(gp_sha256 *s, const void *data, size_t n);
+void gp_sha256_hex(gp_sha256 *s, char out[65]);
+
+/* A write's Idempotency-Key (api/idempotency.c, docs/design/api.md
+ * "Idempotent writes"): the key, what it is scoped to (the route and the
+ * model name: "fit:NAME", "observe:NAME") and the request's fingerprint. */
+#define GP_IDEM_HEADER "Idempotency-Key"
+typedef struct gp_api_idem {
+    int present; /* 0: the request has no key (nothing below is set) */
+    char key[GP_IDEM_KEY_MAX + 1];
+    char scope[GP_IDEM_SCOPE_MAX + 1];
+    char fingerprint[65];
+} gp_api_idem;
+
+/* Read req's key: none -> present 0; 1..GP_IDEM_KEY_MAX visible ASCII
+ * characters (a structured-field string "..." is taken without its quotes)
+ * -> present 1 with scope "<route>:<name>" and the SHA-256 of the content
+ * type, query parameters and body; anything else -> GP_EINVAL naming the
+ * header. */
+int gp_api_idem_parse(const gp_request *req, const char *route, const char *name,
+                      gp_api_idem *k, gp_error *err);
+/* The row a keyed write records: answer status and body (NULL with
+ * make_body for a save, whose answer is made from the new row). */
+gp_idem_put gp_api_idem_put(const gp_api_idem *k, int status, const char *body,
+                            gp_job_result_fn make_body, void *ctx);
+/* When the key's answer is recorded: 1 and out is that answer again (with
+ * Idempotent-Replayed: true), or 409 conflict when it was recorded for a
+ * different request, or the store's error; 0 (out untouched) when none is. */
+int gp_api_idem_replay(gp_api *api, const gp_api_idem *k, gp_response *out);
+/* The key of a parsed fit (present 0 for none). */
+const gp_api_idem *gp_fit_job_idem(const gp_fit_job *job);
+/* The fit response's body for a saved row (the text a keyed fit records). */
+char *gp_api_fit_body(const gp_model_meta *meta, void *ctx);
+
 #endif

@@ -186,6 +186,25 @@ void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_
     *st = (gp_state){.arrays = arrays, .count = 2, .capacity = 2};
 }
 
+/* The 202 answer's body (what a keyed async fit records too). */
+static void accepted_body(const char *id, char *out, size_t size)
+{
+    snprintf(out, size, "{\"job\":\"%s\",\"status\":\"queued\"}", id);
+}
+
+void gp_api_fit_accepted(const char *id, gp_response *out)
+{
+    char body[128];
+    accepted_body(id, body, sizeof body);
+    gp_api_respond_text(out, 202, body);
+    if (out->status != 202)
+        return;
+    out->content_type = "application/json";
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
+    gp_response_header(out, "Location", loc);
+}
+
 int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
                       const char *owner, double lease_until, gp_error *err)
 {
@@ -200,8 +219,13 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
     gp_api_xy_state(X, y, n, d, p, arrays, &data);
     gp_job_row row;
     int rc = row_of(job, &row, err);
+    const gp_api_idem *key = gp_fit_job_idem(fj);
+    char body[128];
+    accepted_body(job->id, body, sizeof body);
+    gp_idem_put idem = gp_api_idem_put(key, 202, body, NULL, NULL);
     if (rc == GP_OK)
-        rc = gp_store_job_create(api->store, &row, spec, &data, owner, lease_until, err);
+        rc = gp_store_job_create_keyed(api->store, &row, spec, &data, owner, lease_until,
+                                       key->present ? &idem : NULL, err);
     gp_job_row_free(&row);
     return rc;
 }

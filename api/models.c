@@ -1480,8 +1480,10 @@ static int snapshot_due(const gp_api *api, const gp_cache_entry *e)
  * reloads the store's version), so an unacknowledged batch is never served
  * again. */
 static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *ob,
-                            uint64_t *seq, gp_error *err)
+                            const gp_api_idem *key, uint64_t *seq, gp_error *err)
 {
+    gp_buf answer; /* a keyed observe's answer, recorded with the entry */
+    gp_buf_init(&answer);
     gp_named_array arrays[2];
     gp_state batch, snap;
     gp_api_xy_state(ob->X, ob->Y, ob->k, ob->d, ob->p, arrays, &batch);
@@ -1497,9 +1499,15 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
         rc = gp_model_export(e->model, &snap, err);
     gp_online_status st;
     gp_model_online_status(e->model, &st);
+    if (rc == GP_OK && key->present) {
+        respond_observed(&answer, e->name, e->version, e->model, e->seq + 1);
+        if (answer.failed)
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory building the response");
+    }
+    gp_idem_put idem = gp_api_idem_put(key, 200, answer.data, NULL, NULL);
     if (rc == GP_OK)
-        rc = gp_store_observe(api->store, e->id, e->seq, &batch, st.n, due ? &snap : NULL, seq,
-                              err);
+        rc = gp_store_observe_keyed(api->store, e->id, e->seq, &batch, st.n, due ? &snap : NULL,
+                                    key->present ? &idem : NULL, seq, err);
     if (rc == GP_OK) {
         e->seq = *seq;
         e->since_snapshot = due ? 0 : e->since_snapshot + 1;
@@ -1511,13 +1519,32 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
         entry_discard(api, e); /* e->stale: readers waiting on the lock retry */
     pthread_rwlock_unlock(&e->lock);
     gp_state_free(&snap);
+    gp_buf_free(&answer);
     return rc;
+}
+
+/* The answer of a keyed observe with "new_version", made from the new row. */
+typedef struct new_version_answer {
+    const gp_model *model;
+} new_version_answer;
+
+static char *new_version_body(const gp_model_meta *meta, void *ctx)
+{
+    const new_version_answer *a = ctx;
+    gp_buf b;
+    gp_buf_init(&b);
+    respond_observed(&b, meta->name, meta->version, a->model, 0);
+    if (b.failed) {
+        gp_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 /* "new_version": true: the model with the batch becomes a new version; the
  * version observed stays as it was. */
 static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_body *ob,
-                               gp_buf *b, gp_error *err)
+                               const gp_api_idem *key, gp_buf *b, gp_error *err)
 {
     gp_model_meta old, saved;
     memset(&old, 0, sizeof old);
@@ -1538,9 +1565,12 @@ static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_bod
         rc = gp_store_meta(api->store, e->name, e->version, &old, err);
     if (rc == GP_OK)
         rc = gp_model_export(copy, &st, err);
+    new_version_answer answer = {copy};
+    gp_idem_put idem = gp_api_idem_put(key, 200, NULL, new_version_body, &answer);
     if (rc == GP_OK)
-        rc = gp_store_save(api->store, e->name, old.method, old.spec, old.info, copy->n_train,
-                           copy->input_dim, &st, &saved, err);
+        rc = gp_store_save_keyed(api->store, e->name, old.method, old.spec, old.info,
+                                 copy->n_train, copy->input_dim, &st, NULL,
+                                 key->present ? &idem : NULL, &saved, err);
     gp_state_free(&st);
     gp_model_meta_free(&old);
     if (rc == GP_OK) {
@@ -1553,8 +1583,8 @@ static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_bod
     return rc;
 }
 
-static int do_observe(gp_api *api, const char *name, observe_body *ob, gp_buf *b,
-                      gp_error *err)
+static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_api_idem *key,
+                      gp_buf *b, gp_error *err)
 {
     for (int tries = 0;; tries++) {
         gp_cache_entry *e = NULL;
@@ -1572,11 +1602,11 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, gp_buf *b
         uint64_t seq = 0;
         if (rc == GP_OK && ob->new_version) {
             pthread_mutex_lock(&e->write_lock);
-            rc = observe_new_version(api, e, ob, b, err);
+            rc = observe_new_version(api, e, ob, key, b, err);
             pthread_mutex_unlock(&e->write_lock);
         } else if (rc == GP_OK) {
             pthread_mutex_lock(&e->write_lock);
-            rc = observe_in_place(api, e, ob, &seq, err);
+            rc = observe_in_place(api, e, ob, key, &seq, err);
             if (rc == GP_OK) {
                 pthread_rwlock_rdlock(&e->lock);
                 respond_observed(b, name, e->version, e->model, seq);
@@ -1585,8 +1615,9 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, gp_buf *b
             pthread_mutex_unlock(&e->write_lock);
         }
         entry_unref(api, e);
-        /* another daemon appended first (or our entry went stale): reload, retry */
-        if (rc != GP_ECONFLICT || tries + 1 >= OBSERVE_TRIES)
+        /* another daemon appended first (or our entry went stale): reload, retry;
+         * not when a retry with our key recorded first (it is answered instead) */
+        if (rc != GP_ECONFLICT || gp_api_key_taken(err) || tries + 1 >= OBSERVE_TRIES)
             return rc;
         gp_error_clear(err);
     }
@@ -1600,12 +1631,23 @@ void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_res
     memset(&ob, 0, sizeof ob);
     gp_buf b;
     gp_buf_init(&b);
+    gp_api_idem key;
     int rc = check_name(name, &err);
+    if (rc == GP_OK)
+        rc = gp_api_idem_parse(req, "observe", name, &key, &err);
+    /* A retry of a keyed observe: the first answer again, nothing applied. */
+    if (rc == GP_OK && gp_api_idem_replay(api, &key, out))
+        return;
     if (rc == GP_OK)
         rc = parse_observe(api, req, &ob, &err);
     if (rc == GP_OK)
-        rc = do_observe(api, name, &ob, &b, &err);
+        rc = do_observe(api, name, &ob, &key, &b, &err);
     observe_body_free(&ob);
+    /* A retry with the key ran beside this one and was applied first. */
+    if (rc && gp_api_key_taken(&err) && gp_api_idem_replay(api, &key, out)) {
+        gp_buf_free(&b);
+        return;
+    }
     if (rc) {
         gp_buf_free(&b);
         gp_api_error(&err, out);

@@ -60,6 +60,10 @@ static const opt_def options[] = {
      "runs an async job may start before its daemons' deaths fail it as 'interrupted'"},
     {"job-retention-hours", "GPSERVE_JOB_RETENTION_HOURS", OPT_LONG, OFF(job_retention_hours), 0,
      876000, "hours an ended async job stays readable in the database; 0 = for ever"},
+    {"idempotency-hours", "GPSERVE_IDEMPOTENCY_HOURS", OPT_LONG, OFF(idempotency_hours), 0,
+     876000,
+     "hours the answer of a fit or observe sent with an Idempotency-Key is kept: a retry "
+     "with the key within them is answered it again and writes nothing; 0 = for ever"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz, "
      "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
@@ -108,6 +112,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->job_lease = 15;
     cfg->job_attempts = 3;
     cfg->job_retention_hours = 168;
+    cfg->idempotency_hours = 24;
     cfg->api_key_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;

@@ -26,6 +26,7 @@ typedef struct gp_server_config {
     long job_lease;           /* --job-lease: seconds a dead daemon's async job stays held; 15 */
     long job_attempts;        /* --job-attempts: runs an async job may start; 3 */
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
+    long idempotency_hours;   /* --idempotency-hours: answers of Idempotency-Keys kept; 24 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
     long model_cache;         /* --model-cache: api default (32) */
     long snapshot_interval;   /* --snapshot-interval: api default (10000) */

@@ -629,32 +629,28 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
         gp_api_error(&err, &res);
         return answer(ctx, &res);
     }
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    /* A retry of a keyed fit: the first answer again, nothing fitted. */
+    if (gp_api_fit_replay(srv->api, fj, &res)) {
+        gp_fit_job_free(fj);
+        return answer(ctx, &res);
+    }
     if (gp_fit_job_async(fj)) {
         char id[GP_ROUTE_ID_MAX];
         int rc = gp_jobs_submit_async(srv->jobs, fj, id, sizeof id, &err);
         if (rc != 0) {
+            /* A retry that ran beside this one stored its job first. */
+            int replayed = gp_api_key_taken(&err) && gp_api_fit_replay(srv->api, fj, &res);
             gp_fit_job_free(fj);
+            if (replayed)
+                return answer(ctx, &res);
             if (rc == GP_EOVERLOADED || rc == GP_ENOTREADY)
                 return queue_failure(ctx, rc);
-            gp_response res; /* the store's answer, e.g. 507 for a full disk */
-            memset(&res, 0, sizeof res);
-            gp_api_error(&err, &res);
+            gp_api_error(&err, &res); /* the store's answer, e.g. 507 for a full disk */
             return answer(ctx, &res);
         }
-        gp_response res;
-        memset(&res, 0, sizeof res);
-        res.status = 202;
-        res.content_type = "application/json";
-        char body[128];
-        int n = snprintf(body, sizeof body, "{\"job\":\"%s\",\"status\":\"queued\"}", id);
-        res.body = malloc((size_t)n + 1);
-        if (res.body == NULL)
-            return fail(ctx, GP_ENOMEM, NULL, "out of memory");
-        memcpy(res.body, body, (size_t)n + 1);
-        res.body_len = (size_t)n;
-        char loc[96];
-        snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
-        gp_response_header(&res, "Location", loc);
+        gp_api_fit_accepted(id, &res);
         return answer(ctx, &res);
     }
     /* Synchronous: count it first, so that shutdown waits for the answer. */
@@ -762,6 +758,8 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
     req.body_len = ctx->len;
     req.query = q.items;
     req.n_query = q.n;
+    req.idempotency_key = MHD_lookup_connection_value(ctx->conn, MHD_HEADER_KIND,
+                                                      "Idempotency-Key");
 
     gp_response res;
     memset(&res, 0, sizeof res);
@@ -1334,6 +1332,7 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
     }
     gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts,
                            3600.0 * (double)cfg->job_retention_hours);
+    gp_jobs_set_key_retention(srv->jobs, 3600.0 * (double)cfg->idempotency_hours);
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     unsigned ipv6 = 0;

@@ -20,6 +20,7 @@
 #define DEFAULT_LEASE_SECONDS 15.0
 #define DEFAULT_MAX_ATTEMPTS 3
 #define DEFAULT_RETENTION_SECONDS (7 * 24 * 3600.0)
+#define DEFAULT_KEY_RETENTION_SECONDS (24 * 3600.0)
 #define PRUNE_PERIOD_SECONDS 60.0
 
 /* Why a job's fit is being stopped (job.cancel). */
@@ -87,6 +88,7 @@ struct gp_jobs {
     double lease;
     int max_attempts;
     double retention;  /* seconds ended jobs are kept; 0 = for ever */
+    double key_retention; /* seconds idempotency keys' answers are kept; 0 = for ever */
     double last_prune; /* monotonic seconds (keeper thread only) */
     pthread_t keeper;
     int keeper_started;
@@ -123,6 +125,7 @@ static const gp_fit_ops api_ops = {
     .owned = gp_api_job_owned,
     .expire = gp_api_job_expire,
     .prune = gp_api_job_prune,
+    .prune_keys = gp_api_idem_prune,
 };
 
 /* ---- lists ----
@@ -577,6 +580,7 @@ gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics 
     js->lease = DEFAULT_LEASE_SECONDS;
     js->max_attempts = DEFAULT_MAX_ATTEMPTS;
     js->retention = DEFAULT_RETENTION_SECONDS;
+    js->key_retention = DEFAULT_KEY_RETENTION_SECONDS;
     make_owner(js);
     js->threads = calloc(js->n_workers, sizeof *js->threads);
     if (js->threads == NULL || gp_cond_init_monotonic(&js->keeper_wake) != 0) {
@@ -598,6 +602,12 @@ void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts,
         js->max_attempts = max_attempts;
     if (retention_seconds >= 0)
         js->retention = retention_seconds;
+}
+
+void gp_jobs_set_key_retention(gp_jobs *js, double retention_seconds)
+{
+    if (retention_seconds >= 0)
+        js->key_retention = retention_seconds;
 }
 
 const char *gp_jobs_owner(const gp_jobs *js)
@@ -901,16 +911,19 @@ static void claim_expired(gp_jobs *js)
 static void prune_old(gp_jobs *js)
 {
     double now = gp_monotonic_seconds();
-    if (js->ops.prune == NULL || js->retention <= 0 ||
-        (js->last_prune > 0 && now - js->last_prune < PRUNE_PERIOD_SECONDS))
+    if (js->last_prune > 0 && now - js->last_prune < PRUNE_PERIOD_SECONDS)
         return;
-    size_t deleted = 0;
+    size_t deleted = 0, keys = 0;
     gp_error err;
     gp_error_clear(&err);
-    if (js->ops.prune(js->api, js->retention, &deleted, &err) != 0)
+    if (js->ops.prune && js->retention > 0 &&
+        js->ops.prune(js->api, js->retention, &deleted, &err) != 0)
         gp_log("gpserve: removing old jobs failed: %s", err.message);
+    if (js->ops.prune_keys && js->key_retention > 0 &&
+        js->ops.prune_keys(js->api, js->key_retention, &keys, &err) != 0)
+        gp_log("gpserve: removing old idempotency keys failed: %s", err.message);
     /* A full batch: more may be waiting; come back next round. */
-    js->last_prune = deleted >= 1000 ? 0 : now;
+    js->last_prune = deleted >= 1000 || keys >= 1000 ? 0 : now;
 }
 
 void gp_jobs_keep(gp_jobs *js)

@@ -126,6 +126,16 @@ static const char *const pg_migrations[] = {
     " data BYTEA,"
     " PRIMARY KEY(model_id, key, part));"
     "ALTER TABLE snapshots ALTER COLUMN data SET STORAGE EXTERNAL;",
+    /* version 4: idempotency keys */
+    "CREATE TABLE idempotency("
+    " scope TEXT NOT NULL,"
+    " key TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL,"
+    " status BIGINT NOT NULL,"
+    " body TEXT NOT NULL,"
+    " created_at TEXT NOT NULL,"
+    " PRIMARY KEY(scope, key));"
+    "CREATE INDEX idempotency_created ON idempotency(created_at);",
 };
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");

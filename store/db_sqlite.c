@@ -121,7 +121,28 @@ static int migrate_to_v3(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
-static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3};
+/* Idempotency keys (docs/design/storage.md, "Idempotency keys"): the answer
+ * of a write sent with an Idempotency-Key, written in the same transaction as
+ * the write (a fit's version, an async fit's job row, an observe's log
+ * entry), one row per (scope, key); created_at (ISO 8601 UTC) is what the
+ * job keeper prunes by. */
+static int migrate_to_v4(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "CREATE TABLE idempotency("
+        " scope TEXT NOT NULL,"
+        " key TEXT NOT NULL,"
+        " fingerprint TEXT NOT NULL,"
+        " status INTEGER NOT NULL,"
+        " body TEXT NOT NULL,"
+        " created_at TEXT NOT NULL,"
+        " PRIMARY KEY(scope, key));"
+        "CREATE INDEX idempotency_created ON idempotency(created_at);";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3,
+                                          migrate_to_v4};
 
 /* Where SQLite's text differs from the shared one (store_sql.c). */
 static const char *const sqlite_sql[GPS_STMT_COUNT] = {

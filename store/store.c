@@ -396,10 +396,26 @@ typedef struct save_ctx {
     size_t n_train, input_dim;
     const gp_state *state;
     const gp_job_done *job; /* NULL, or the durable job this save ends */
+    const gp_idem_put *idem; /* NULL, or the key whose answer this save records */
     int64_t id;
     int version;
     char created_at[GP_TIME_LEN];
 } save_ctx;
+
+/* The new row as the callbacks see it (spec and info borrowed from c). */
+static void saved_meta(const save_ctx *c, gp_model_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    meta->id = c->id;
+    snprintf(meta->name, sizeof meta->name, "%s", c->name);
+    meta->version = c->version;
+    snprintf(meta->method, sizeof meta->method, "%s", c->method);
+    meta->spec = (char *)c->spec; /* read only: the callbacks take const meta */
+    meta->info = (char *)c->info;
+    meta->n_train = c->n_train;
+    meta->input_dim = c->input_dim;
+    memcpy(meta->created_at, c->created_at, sizeof meta->created_at);
+}
 
 /* Inside a save's transaction: end c->job succeeded with its result (made
  * from the new row), or GP_ECONFLICT when its owner no longer holds it. */
@@ -407,16 +423,7 @@ static int end_job_in_save(gp_store *s, const save_ctx *c, gp_error *err)
 {
     const gp_job_done *jd = c->job;
     gp_model_meta meta;
-    memset(&meta, 0, sizeof meta);
-    meta.id = c->id;
-    snprintf(meta.name, sizeof meta.name, "%s", c->name);
-    meta.version = c->version;
-    snprintf(meta.method, sizeof meta.method, "%s", c->method);
-    meta.spec = (char *)c->spec; /* read only: the callback takes const meta */
-    meta.info = (char *)c->info;
-    meta.n_train = c->n_train;
-    meta.input_dim = c->input_dim;
-    memcpy(meta.created_at, c->created_at, sizeof meta.created_at);
+    saved_meta(c, &meta);
     char *result = jd->result ? jd->result(&meta, jd->ctx) : NULL;
     if (jd->result && result == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory writing job '%s''s result",
@@ -495,6 +502,13 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
         rc = gp_store_sql_error(w, src, err, "saving a model");
         goto fail;
     }
+    /* The key before the arrays: a retry that lost the race writes no more. */
+    if (c->idem) {
+        gp_model_meta meta;
+        saved_meta(c, &meta);
+        if ((rc = gp_store_idem_put_locked(s, c->idem, &meta, err)))
+            goto fail;
+    }
     if (c->state) {
         gp_array_owner owner = {.table = GP_ARRAYS_MODEL, .model_id = c->id};
         rc = gp_store_write_arrays(s, &owner, c->state, err);
@@ -526,9 +540,20 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
                       const char *info, size_t n_train, size_t input_dim, const gp_state *state,
                       const gp_job_done *job, gp_model_meta *meta, gp_error *err)
 {
+    return gp_store_save_keyed(store, name, method, spec, info, n_train, input_dim, state, job,
+                               NULL, meta, err);
+}
+
+int gp_store_save_keyed(gp_store *store, const char *name, const char *method, const char *spec,
+                        const char *info, size_t n_train, size_t input_dim,
+                        const gp_state *state, const gp_job_done *job, const gp_idem_put *idem,
+                        gp_model_meta *meta, gp_error *err)
+{
     if (meta)
         memset(meta, 0, sizeof *meta);
     int rc = check_name(name, err);
+    if (rc == GP_OK)
+        rc = gp_store_idem_check(idem, err);
     if (rc)
         return rc;
     if (method == NULL || method[0] == '\0' || strlen(method) > GP_METHOD_NAME_MAX)
@@ -539,7 +564,8 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
     if ((uint64_t)n_train > INT64_MAX || (uint64_t)input_dim > INT64_MAX)
         return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
     save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
-                  .n_train = n_train, .input_dim = input_dim, .state = state, .job = job};
+                  .n_train = n_train, .input_dim = input_dim, .state = state, .job = job,
+                  .idem = idem};
     /* A version number taken by another process meanwhile (a UNIQUE(name,
      * version) violation) is retried like a busy database. */
     rc = write_retrying(store, save_once, &c, 1, err);

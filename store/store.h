@@ -317,6 +317,71 @@ typedef int (*gp_observation_fn)(void *ctx, uint64_t seq, const gp_state *batch,
 int gp_store_observations(gp_store *store, int64_t model_id, uint64_t after, uint64_t upto,
                           gp_observation_fn fn, void *ctx, gp_error *err);
 
+/* ---- idempotency keys (store_idem.c) ----
+ * The answer of a write sent with an idempotency key, kept so that a retry of
+ * the write answers it again instead of writing twice: a row per (scope, key)
+ * with a fingerprint of the request, the answer's status and body, and when
+ * it was made. The store gives these no meaning (the api chooses scopes,
+ * fingerprints and statuses: docs/design/api.md, "Idempotent writes"); it
+ * writes the row in the same transaction as the write it answers
+ * (gp_store_save_keyed, gp_store_job_create_keyed, gp_store_observe_keyed),
+ * so that the write and its row are both kept or neither, whatever process
+ * (of several sharing the database) made them. */
+#define GP_IDEM_KEY_MAX 255
+#define GP_IDEM_SCOPE_MAX 127
+#define GP_IDEM_FINGERPRINT_MAX 127
+/* err->field of the GP_ECONFLICT a keyed write answers when (scope, key) was
+ * recorded already (by a retry that ran side by side with this one, here or
+ * in another process): nothing was written; gp_store_idem_get reads the
+ * answer recorded. */
+#define GP_STORE_KEY_TAKEN "idempotency_key"
+
+/* A keyed write's row: body is the answer, or NULL for a save, whose answer
+ * body(meta, ctx) makes from the new row (malloc'ed text; NULL: out of
+ * memory) inside the transaction. */
+typedef struct gp_idem_put {
+    const char *scope;       /* 1..GP_IDEM_SCOPE_MAX characters */
+    const char *key;         /* 1..GP_IDEM_KEY_MAX characters */
+    const char *fingerprint; /* 1..GP_IDEM_FINGERPRINT_MAX characters */
+    int status;
+    const char *body;
+    gp_job_result_fn make_body;
+    void *ctx;
+} gp_idem_put;
+
+/* A recorded answer. */
+typedef struct gp_idem_row {
+    char fingerprint[GP_IDEM_FINGERPRINT_MAX + 1];
+    int status;
+    char *body; /* owned */
+    char created_at[GP_TIME_LEN];
+} gp_idem_row;
+
+void gp_idem_row_free(gp_idem_row *row); /* frees body */
+/* The answer recorded for (scope, key), read on a reader. None: GP_ENOTFOUND
+ * (field "key"). */
+int gp_store_idem_get(gp_store *store, const char *scope, const char *key, gp_idem_row *row,
+                      gp_error *err);
+/* Delete up to 1000 rows made before `before` (ISO 8601 UTC); *deleted says
+ * how many. */
+int gp_store_idem_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err);
+
+/* gp_store_save_job, gp_store_job_create and gp_store_observe with the row
+ * of idem (NULL: none, which is what those functions are) written in their
+ * transaction. GP_EINVAL (field "key" / "scope" / "fingerprint") for a text
+ * out of its range, before any write; GP_ECONFLICT with field
+ * GP_STORE_KEY_TAKEN when (scope, key) is recorded already: nothing written. */
+int gp_store_save_keyed(gp_store *store, const char *name, const char *method, const char *spec,
+                        const char *info, size_t n_train, size_t input_dim,
+                        const gp_state *state, const gp_job_done *job, const gp_idem_put *idem,
+                        gp_model_meta *meta, gp_error *err);
+int gp_store_job_create_keyed(gp_store *store, const gp_job_row *job, const char *spec,
+                              const gp_state *data, const char *owner, double lease_until,
+                              const gp_idem_put *idem, gp_error *err);
+int gp_store_observe_keyed(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                           const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                           const gp_idem_put *idem, uint64_t *seq, gp_error *err);
+
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit
  * (SQLITE_LIMIT_LENGTH, 1e9 by default, which covers a whole row). */

@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 3
+#define GP_STORE_SCHEMA_VERSION 4
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -84,6 +84,10 @@ enum gp_store_stmt {
     GPS_LOCK_NAME,
     GPS_JOB_GET_LOCK,
     GPS_OBS_HEAD_LOCK,
+    /* idempotency keys (store_idem.c) */
+    GPS_IDEM_PUT,
+    GPS_IDEM_GET,
+    GPS_IDEM_PRUNE,
     GPS_STMT_COUNT
 };
 
@@ -236,6 +240,13 @@ int gp_store_dup_col(gp_db_stmt *st, int col, char **dst);
 int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, const char *status,
                             const char *progress, const char *error, const char *result,
                             gp_error *err);
+/* Idempotency keys (store_idem.c). Before a write transaction: GP_EINVAL
+ * for texts out of range (idem NULL: GP_OK). Inside the writer's open
+ * transaction: record idem's row (its body, or make_body(meta) when body is
+ * NULL), GP_ECONFLICT field GP_STORE_KEY_TAKEN when the key is recorded. */
+int gp_store_idem_check(const gp_idem_put *idem, gp_error *err);
+int gp_store_idem_put_locked(gp_store *s, const gp_idem_put *idem, const gp_model_meta *meta,
+                             gp_error *err);
 /* malloc'ed copy of text, or NULL. */
 char *gp_store_dup_text(const char *text);
 

@@ -204,6 +204,7 @@ typedef struct create_ctx {
     const char *spec, *owner;
     const gp_state *data;
     double lease_until;
+    const gp_idem_put *idem;
 } create_ctx;
 
 static int create_body(gp_store *s, void *vctx, gp_error *err)
@@ -215,6 +216,8 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     int src = bind_values(st, "ttttttd", c->job->id, c->job->model_name, c->job->progress, now,
                           c->spec, c->owner, c->lease_until);
     int rc = gp_store_step_write(s->w, st, src, NULL, err, "creating a job");
+    if (rc == GP_OK && c->idem)
+        rc = gp_store_idem_put_locked(s, c->idem, NULL, err);
     if (rc)
         return rc;
     gp_array_owner ao = {.table = GP_ARRAYS_JOB, .job_id = c->job->id};
@@ -225,14 +228,25 @@ int gp_store_job_create(gp_store *store, const gp_job_row *job, const char *spec
                         const gp_state *data, const char *owner, double lease_until,
                         gp_error *err)
 {
+    return gp_store_job_create_keyed(store, job, spec, data, owner, lease_until, NULL, err);
+}
+
+int gp_store_job_create_keyed(gp_store *store, const gp_job_row *job, const char *spec,
+                              const gp_state *data, const char *owner, double lease_until,
+                              const gp_idem_put *idem, gp_error *err)
+{
     int rc = check_row(job, err);
     if (rc == GP_OK)
         rc = check_owner(owner, err);
+    if (rc == GP_OK)
+        rc = gp_store_idem_check(idem, err);
+    if (rc == GP_OK && idem && idem->body == NULL)
+        rc = gp_error_set(err, GP_EINVAL, "body", "a job's answer is known before it is stored");
     if (rc)
         return rc;
     if (spec == NULL || data == NULL)
         return gp_error_set(err, GP_EINVAL, NULL, "a durable job needs its request");
-    create_ctx c = {job, spec, owner, data, lease_until};
+    create_ctx c = {job, spec, owner, data, lease_until, idem};
     return gp_store_write_txn(store, create_body, &c, "creating a job", err);
 }
 

@@ -51,6 +51,7 @@ typedef struct observe_ctx {
     int64_t model_id;
     uint64_t expected, n_after;
     const gp_state *batch, *snapshot;
+    const gp_idem_put *idem;
 } observe_ctx;
 
 /* Inside the write transaction (gp_store_write_txn commits or rolls back). */
@@ -68,6 +69,8 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
                             "appended first",
                             (long long)c->model_id, (unsigned long long)head,
                             (unsigned long long)c->expected);
+    if (c->idem && (rc = gp_store_idem_put_locked(s, c->idem, NULL, err)))
+        return rc;
     const int64_t seq = (int64_t)c->expected + 1;
     const gp_array_owner entry = {.table = GP_ARRAYS_OBSERVATIONS, .model_id = c->model_id,
                                   .seq = seq};
@@ -99,6 +102,14 @@ int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
                      const gp_state *batch, size_t n_after, const gp_state *snapshot,
                      uint64_t *seq, gp_error *err)
 {
+    return gp_store_observe_keyed(store, model_id, expected_seq, batch, n_after, snapshot, NULL,
+                                  seq, err);
+}
+
+int gp_store_observe_keyed(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                           const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                           const gp_idem_put *idem, uint64_t *seq, gp_error *err)
+{
     if (seq)
         *seq = 0;
     /* Everything that can be refused is refused before the transaction. An
@@ -115,10 +126,15 @@ int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
     int rc = gp_store_check_arrays(batch, err);
     if (rc == GP_OK && snapshot)
         rc = gp_store_check_arrays(snapshot, err);
+    if (rc == GP_OK)
+        rc = gp_store_idem_check(idem, err);
+    if (rc == GP_OK && idem && idem->body == NULL)
+        rc = gp_error_set(err, GP_EINVAL, "body", "an observation's answer is known before it "
+                          "is stored");
     if (rc)
         return rc;
     observe_ctx c = {.model_id = model_id, .expected = expected_seq, .n_after = n_after,
-                     .batch = batch, .snapshot = snapshot};
+                     .batch = batch, .snapshot = snapshot, .idem = idem};
     rc = gp_store_write_txn(store, observe_body, &c, "appending an observation", err);
     if (rc == GP_OK && seq)
         *seq = expected_seq + 1;

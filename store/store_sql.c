@@ -128,6 +128,17 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
                                " max(rows), min(cols), max(cols) FROM snapshots"
                                " WHERE model_id = ?1 AND key = ?2",
     [GPS_SNAP_SEQ] = "SELECT count(*), min(seq), max(seq) FROM snapshots WHERE model_id = ?1",
+    /* Idempotency keys (store_idem.c). The put changes no row when the key is
+     * recorded already: on PostgreSQL after waiting for a concurrent
+     * transaction that inserted it (committed: nothing inserted; rolled
+     * back: inserted), so of two writers with one key exactly one commits. */
+    [GPS_IDEM_PUT] = "INSERT INTO idempotency(scope, key, fingerprint, status, body, created_at)"
+                     " VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(scope, key) DO NOTHING",
+    [GPS_IDEM_GET] = "SELECT fingerprint, status, body, created_at FROM idempotency"
+                     " WHERE scope = ?1 AND key = ?2",
+    /* At most 1000 rows a call, like GPS_JOB_PRUNE. */
+    [GPS_IDEM_PRUNE] = "DELETE FROM idempotency WHERE (scope, key) IN (SELECT scope, key FROM"
+                       " idempotency WHERE created_at < ?1 LIMIT 1000)",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

@@ -7,10 +7,23 @@
 -- y in {0, 1} as Beta(y + 1, 2 - y), and two targets (a mean and a log
 -- variance of the same range as the logistic factor's). The values only
 -- need to be valid: this measures the service, not the model.
+-- WRK_IDEM=1: every request carries an Idempotency-Key of its own (the cost
+-- of recording each answer with its log entry; docs/design/api.md).
 local kind = os.getenv("WRK_KIND") or "point"
 local rows = tonumber(os.getenv("WRK_ROWS") or "1")
+local idem = os.getenv("WRK_IDEM") == "1"
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+
+-- Each thread's keys: a prefix of the run (time) and the thread's number,
+-- then a counter: unique across threads and runs.
+local threads = 0
+function setup(thread)
+   threads = threads + 1
+   thread:set("thread_id", threads)
+end
+local run = tostring(os.time())
+local counter = 0
 
 local function normal()
    local u1, u2 = math.random(), math.random()
@@ -41,5 +54,12 @@ request = function()
       xs[i], ys[i] = x, y
    end
    local body = '{"X":[' .. table.concat(xs, ",") .. '],"y":[' .. table.concat(ys, ",") .. ']}'
+   if idem then
+      counter = counter + 1
+      local key = string.format("bench-%s-%d-%d", run, thread_id or 0, counter)
+      -- headers given to wrk.format replace wrk.headers: both named here
+      return wrk.format(nil, nil, {["Content-Type"] = "application/json", ["Idempotency-Key"] = key},
+                        body)
+   end
    return wrk.format(nil, nil, nil, body)
 end

@@ -1782,7 +1782,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
+        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones; an Idempotency-Key sent again with a different request, field Idempotency-Key); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -1946,6 +1946,8 @@ export interface components {
         Name: string;
         /** @description A version of the model, from 1. */
         Version: number;
+        /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
+        IdempotencyKey: string;
         /** @description The job id the 202 of an async fit gave (32 hex characters). */
         JobId: string;
     };
@@ -1984,6 +1986,8 @@ export interface components {
         };
     };
     headers: {
+        /** @description "true" on the answer to a retry with an Idempotency-Key: the first answer's status and body again; nothing was written. Absent on a first answer. */
+        IdempotentReplayed: "true";
         /** @description Seconds to wait before trying again. */
         RetryAfter: number;
     };
@@ -2260,7 +2264,10 @@ export interface operations {
                 /** @description CSV bodies */
                 async?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -2271,22 +2278,24 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Fitted and stored. */
+            /** @description Fitted and stored (or, for a retry with an Idempotency-Key, the first answer again). */
             201: {
                 headers: {
                     /** @description /v1/models/{name}/versions/{version} */
                     Location?: string;
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
                 };
             };
-            /** @description Accepted as an async job. */
+            /** @description Accepted as an async job (a retry with an Idempotency-Key gets the same job). */
             202: {
                 headers: {
                     /** @description /v1/jobs/{id} */
                     Location?: string;
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2300,6 +2309,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2491,7 +2501,10 @@ export interface operations {
     observe: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
@@ -2504,9 +2517,10 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The batch is applied and durable (in the version's observation log) before this answer; the same version unless new_version. */
+            /** @description The batch is applied and durable (in the version's observation log) before this answer; the same version unless new_version. A retry with an Idempotency-Key gets the first answer again and applies nothing. */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -11,7 +11,8 @@
 #   An area makes what it needs from another (a model, a finished job) itself.
 #
 # Areas, one file each (tests/integration/t_AREA.sh; tests/integration/README.md):
-#   health readme fit models predict sample batching jobs methods likelihood hkd online oip
+#   health readme fit models predict sample batching jobs methods likelihood hkd online
+#   idempotency oip
 #   openapi ts_client python_client browser bad_requests cancel metrics second_daemon restart
 #   crash replicas auth queue abuse logs resources docker deploy config
 #
@@ -21,7 +22,7 @@
 # asserts on time but the abuse area's, which the issue asks for: /healthz within
 # 100 ms while 1,500 slow connections are held, and the 3 s request deadline.
 
-AREAS="health readme fit models predict sample batching jobs methods likelihood hkd online finite oip openapi ts_client python_client browser bad_requests cancel metrics
+AREAS="health readme fit models predict sample batching jobs methods likelihood hkd online finite idempotency oip openapi ts_client python_client browser bad_requests cancel metrics
 second_daemon restart crash replicas auth queue abuse logs resources docker deploy config"
 
 BUILD=${1:-build}

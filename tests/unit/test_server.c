@@ -364,6 +364,7 @@ static void test_config_defaults(void **state)
     assert_true(cfg.max_train_points > 0);
     assert_true(cfg.model_cache > 0);
     assert_int_equal(cfg.compute_threads, 0);
+    assert_int_equal(cfg.idempotency_hours, 24);
 }
 
 static void test_config_env_and_flags(void **state)
@@ -1284,6 +1285,53 @@ static void test_jobs_keeper(void **state)
     assert_int_equal(freed, 3);
 }
 
+/* The keeper removes ended jobs and idempotency keys past their retentions
+ * (about once a minute: the first round prunes), keys with
+ * --idempotency-hours (24 by default), and not at all with retention 0. */
+static double fake_pruned_jobs_age, fake_pruned_keys_age;
+
+static int fake_prune(gp_api *api, double age, size_t *deleted, gp_error *err)
+{
+    (void)api;
+    (void)err;
+    fake_pruned_jobs_age = age;
+    *deleted = 0;
+    return 0;
+}
+
+static int fake_prune_keys(gp_api *api, double age, size_t *deleted, gp_error *err)
+{
+    (void)api;
+    (void)err;
+    fake_pruned_keys_age = age;
+    *deleted = 0;
+    return 0;
+}
+
+static void test_jobs_keeper_prunes_keys(void **state)
+{
+    (void)state;
+    gp_fit_ops ops = fake_ops;
+    ops.renew = fake_renew; /* the keeper's round runs with a store (here, a fake one) */
+    ops.claim = fake_claim;
+    fake_n_held = 0;
+    fake_claims_left = 0;
+    ops.prune = fake_prune;
+    ops.prune_keys = fake_prune_keys;
+    const double hours[] = {-1, 5, 0}; /* -1: the default */
+    const double expect[] = {24 * 3600.0, 5 * 3600.0, -1};
+    for (int i = 0; i < 3; i++) {
+        gp_jobs *js = gp_jobs_new(NULL, 4, 1, NULL, &ops);
+        if (hours[i] >= 0)
+            gp_jobs_set_key_retention(js, 3600.0 * hours[i]);
+        fake_pruned_jobs_age = fake_pruned_keys_age = -1;
+        gp_jobs_keep(js);
+        assert_true(fake_pruned_keys_age == expect[i]);
+        assert_true(fake_pruned_jobs_age == 7 * 24 * 3600.0); /* jobs as before */
+        gp_jobs_free(js);
+    }
+}
+
 /* Finished jobs beyond the in-memory limit are answered from the store. */
 static void test_jobs_eviction(void **state)
 {
@@ -1342,6 +1390,7 @@ int main(void)
         cmocka_unit_test(test_jobs_sync_client_gone),
         cmocka_unit_test(test_jobs_eviction),
         cmocka_unit_test(test_jobs_keeper),
+        cmocka_unit_test(test_jobs_keeper_prunes_keys),
     };
     return cmocka_run_group_tests_name("server", tests, NULL, NULL);
 }

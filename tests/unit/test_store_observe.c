@@ -224,7 +224,7 @@ static void test_schema_v3(void **state)
     char path[256];
     sf_db_path(path, sizeof path, "schema.db");
     gp_store *s = sf_open_store("schema.db");
-    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), GP_STORE_SCHEMA_VERSION);
     assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM pragma_table_info('models')"
                                    " WHERE name = 'obs_seq' AND \"notnull\" = 1"
                                    " AND dflt_value = '0'", NULL),
@@ -266,13 +266,13 @@ static void test_schema_v3(void **state)
     gp_store_close(s);
 
     /* A newer schema is still refused (and the file left alone). */
-    sf_raw_script(path, "PRAGMA user_version = 4");
+    sf_raw_script(path, "PRAGMA user_version = 99");
     gp_error err;
     gp_store *s2 = (gp_store *)&s2;
     assert_int_equal(gp_store_open(path, &s2, &err), GP_ENOTREADY);
     assert_null(s2);
-    assert_non_null(strstr(err.message, "schema version 4"));
-    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 4);
+    assert_non_null(strstr(err.message, "schema version 99"));
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 99);
 }
 
 /* A file written by schema version 2 (made here with that schema's SQL, a
@@ -312,7 +312,7 @@ static void test_migration_from_v2(void **state)
              "INSERT INTO jobs(id, model_name, status) VALUES('j1', 'old', 'succeeded');"
              "PRAGMA user_version = 2;");
     gp_store *s = sf_open_store("v2.db");
-    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), GP_STORE_SCHEMA_VERSION);
     gp_model_meta m;
     gp_error err;
     assert_int_equal(gp_store_meta(s, "old", 0, &m, &err), GP_OK);
@@ -344,7 +344,7 @@ static void test_migration_from_v2(void **state)
     gp_store_close(s);
     /* Opened again: current, nothing to do. */
     s = sf_open_store("v2.db");
-    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sf_raw_int(path, "PRAGMA user_version", NULL), GP_STORE_SCHEMA_VERSION);
     assert_int_equal(meta_obs_seq(s, "old", NULL), 1);
     gp_store_close(s);
 }
