@@ -83,7 +83,16 @@ static size_t hash_key(const gp_slot_key *k)
         h ^= k->b[i];
         h *= 1099511628211u;
     }
-    return (size_t)(h ^ (h >> 29));
+    /* FNV's low bits depend only on the inputs' low bits; the table indexes
+     * by the low bits, so mix (MurmurHash3's finaliser). An attacker who
+     * picks colliding addresses lengthens a probe run to at most the
+     * entries in use (<= --max-connections). */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdu;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53u;
+    h ^= h >> 33;
+    return (size_t)h;
 }
 
 /* The cell of key, or the empty cell where it would go. */
