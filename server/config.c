@@ -54,7 +54,7 @@ static const opt_def options[] = {
     {"request-timeout", "GPSERVE_REQUEST_TIMEOUT", OPT_LONG, OFF(request_timeout), 0, 86400,
      "seconds to receive a whole request (headers and body) from the moment the connection "
      "is ready for it, however slowly the bytes trickle in; then 408 or closed; 0 = no "
-     "deadline (the default lets a 64 MiB body through at 4.5 Mbit/s)"},
+     "deadline (120 s lets a 64 MiB body through at 4.5 Mbit/s)"},
     {"job-lease", "GPSERVE_JOB_LEASE", OPT_LONG, OFF(job_lease), 2, 86400,
      "seconds an async job stays held by a daemon that stops renewing it (it died); then "
      "another daemon on the database runs it again from its stored request"},

@@ -28,7 +28,16 @@
  *
  * libmicrohttpd's own error pages (431, 414, a bad request line) are replaced
  * by JSON (gp_http_library_error, through server/mhd_shim.h), and a
- * Content-Length it would refuse reaches check_request. */
+ * Content-Length it would refuse reaches check_request. A request whose
+ * framing is ambiguous (two Content-Length, Content-Length with
+ * Transfer-Encoding, ...) is refused 400 and closed before its body is read
+ * (check_framing).
+ *
+ * Connection slots (server/slots.h) are taken when libmicrohttpd reports a
+ * new connection (conn_opened, under conns_lock) and given back when it
+ * closes; a connection refused one is answered 429 on its socket at once and
+ * shut down (refuse_connection), never holding a slot while its request
+ * trickles in. */
 #include "server/http.h"
 
 #include <arpa/inet.h>
