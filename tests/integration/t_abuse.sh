@@ -243,6 +243,7 @@ if start_daemon "$T/limits.log" --db "$T/limits.db" --max-connections-per-ip 2; 
     LPID=$DPID
     PORT_BEFORE=$PORT
     PORT=$DPORT
+    : >"$T/hold3.out"
     "$AC" hold "$PORT" 127.0.0.2 2 $((6 * SLOW)) 1000 >"$T/hold3.out" 2>&1 &
     HPID=$!
     PIDS="$PIDS $HPID"
@@ -256,6 +257,7 @@ if start_daemon "$T/limits.log" --db "$T/limits.db" --max-connections-per-ip 2; 
     [ -n "$(header Retry-After)" ]
     verdict "that 429 says Retry-After" $? "no Retry-After"
     check "another address is served meanwhile" 200 GET /healthz
+    kill "$HPID" 2>/dev/null
     wait "$HPID" 2>/dev/null
     grep -q 'connections refused 429 by the connection limits' "$T/limits.log"
     verdict "the daemon logs the refusals" $? "$(tail -n 3 "$T/limits.log")"
@@ -269,6 +271,7 @@ if start_daemon "$T/limits2.log" --db "$T/limits2.db" --max-connections 4 \
     LPID=$DPID
     PORT_BEFORE=$PORT
     PORT=$DPORT
+    : >"$T/hold4.out"
     "$AC" hold "$PORT" 127.0.0.2 4 $((6 * SLOW)) 1000 >"$T/hold4.out" 2>&1 &
     HPID=$!
     PIDS="$PIDS $HPID"
@@ -279,6 +282,7 @@ if start_daemon "$T/limits2.log" --db "$T/limits2.db" --max-connections 4 \
     done
     curl_shape "every slot taken (--max-connections 4) -> 429 at once, not a wait" 429 \
         overloaded none GET /healthz --max-time $((3 * SLOW))
+    kill "$HPID" 2>/dev/null
     wait "$HPID" 2>/dev/null
     stop_daemon "$LPID"
     PORT=$PORT_BEFORE
@@ -301,6 +305,7 @@ elif start_daemon "$T/fair.log" --db "$T/fair.db"; then
     check "a model to predict with" 201 POST $M -H 'Content-Type: application/json' \
         --data-binary '{"name":"fair","method":"exact","X":[0,1,2,3],"y":[0,1,0,1]}'
     printf '{"X":[0.5]}' >"$T/fair_predict.json"
+    : >"$T/hold5.out"
     "$AC" hold "$PORT" "$HOLD_SRC" 300 $((16 + 4 * SLOW)) 1000 >"$T/hold5.out" 2>&1 &
     HPID=$!
     PIDS="$PIDS $HPID"
