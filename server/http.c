@@ -620,7 +620,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     uint64_t us = gp_monotonic_us() - ctx->t0_us;
-    if (ctx->gc && request_finished(ctx->gc) && ctx->status == 0) {
+    /* A refused connection is "expired" too, but its answer was the 429. */
+    int refused = ctx->gc && ctx->gc->refused;
+    if (ctx->gc && request_finished(ctx->gc) && ctx->status == 0 && !refused) {
         ctx->status = 408; /* the sweeper's answer */
         ctx->resp_bytes = srv->timeout_body_len;
     }
