@@ -42,17 +42,19 @@ static const opt_def options[] = {
     {"max-input-dim", "GPSERVE_MAX_INPUT_DIM", OPT_LONG, OFF(max_input_dim), 1, 1000000,
      "largest number of input columns of a fit; beyond it 413"},
     {"max-connections", "GPSERVE_MAX_CONNECTIONS", OPT_LONG, OFF(max_connections), 1, 1000000,
-     "concurrent HTTP connections"},
+     "concurrent HTTP connections; a quarter of them is kept for client addresses holding "
+     "fewer than 8; beyond, 429 overloaded"},
     {"max-connections-per-ip", "GPSERVE_MAX_CONNECTIONS_PER_IP", OPT_LONG,
      OFF(max_connections_per_ip), 0, 1000000,
-     "concurrent connections from one client address (one client holding many slow "
-     "connections cannot take every slot); 0 = no limit"},
+     "concurrent connections from one client address (an IPv6 one by its /64; one client "
+     "holding many slow connections cannot take every slot); beyond, 429 overloaded; 0 = no "
+     "limit and no reserved quarter"},
     {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
      "seconds an idle connection is kept; 0 = never closed"},
     {"request-timeout", "GPSERVE_REQUEST_TIMEOUT", OPT_LONG, OFF(request_timeout), 0, 86400,
      "seconds to receive a whole request (headers and body) from the moment the connection "
      "is ready for it, however slowly the bytes trickle in; then 408 or closed; 0 = no "
-     "deadline"},
+     "deadline (120 s lets a 64 MiB body through at 4.5 Mbit/s)"},
     {"job-lease", "GPSERVE_JOB_LEASE", OPT_LONG, OFF(job_lease), 2, 86400,
      "seconds an async job stays held by a daemon that stops renewing it (it died); then "
      "another daemon on the database runs it again from its stored request"},
@@ -67,7 +69,8 @@ static const opt_def options[] = {
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz, "
      "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
-     "password of HTTP Basic auth (what a browser sends for the browser view at /)"},
+     "password of HTTP Basic auth (what a browser sends for the browser view at /); set but "
+     "empty is an error (the daemon does not start without authentication by mistake)"},
     {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
      "fitted models kept in memory (LRU)"},
     {"snapshot-interval", "GPSERVE_SNAPSHOT_INTERVAL", OPT_LONG, OFF(snapshot_interval), 1,
@@ -85,6 +88,15 @@ static const opt_def options[] = {
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
+
+/* Whether def, set but empty in the environment, is an error rather than
+ * unset: a setting whose absence turns a protection off fails closed (an
+ * empty GPSERVE_API_KEY_FILE from a template or a missing secret must not
+ * start a daemon without authentication). */
+static int empty_env_refused(const opt_def *def)
+{
+    return def->offset == OFF(api_key_file);
+}
 
 void gp_config_defaults(gp_server_config *cfg)
 {
@@ -107,8 +119,11 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->max_connections = 1024;
     cfg->max_connections_per_ip = 256;
     cfg->timeout = 30;
-    /* 64 MiB (the default body cap) at 1 Mbit/s takes ~540 s. */
-    cfg->request_timeout = 600;
+    /* What a real upload needs, not more: a slot held by a slow client is a
+     * slot another client waits for. The default body cap (64 MiB) arrives in
+     * 120 s at 4.5 Mbit/s; a fit of 20000 points x 10 inputs (~4 MB of JSON)
+     * at 270 kbit/s. Raise it with --max-body-mb for slow links. */
+    cfg->request_timeout = 120;
     cfg->job_lease = 15;
     cfg->job_attempts = 3;
     cfg->job_retention_hours = 168;
@@ -207,6 +222,13 @@ int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_gete
     if (getenv_fn) {
         for (size_t i = 0; i < N_OPTIONS; i++) {
             const char *v = getenv_fn(options[i].env);
+            if (v != NULL && *v == '\0' && empty_env_refused(&options[i])) {
+                fprintf(err,
+                        "gpserve: %s is set but empty: name the file, or unset it to run "
+                        "without it\n",
+                        options[i].env);
+                return GP_CONFIG_ERROR;
+            }
             if (v == NULL || *v == '\0')
                 continue;
             if (apply(cfg, &options[i], v, options[i].env, err) != 0)

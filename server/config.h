@@ -2,7 +2,8 @@
  *
  * One table lists every setting with its flag, environment variable, range
  * and default; the parser, the --help text and the tests all read it. Flags
- * override the environment; an empty environment variable counts as unset. */
+ * override the environment; an empty environment variable counts as unset,
+ * except GPSERVE_API_KEY_FILE: set but empty, it is an error (fail closed). */
 #ifndef GP_SERVER_CONFIG_H
 #define GP_SERVER_CONFIG_H
 
@@ -20,9 +21,9 @@ typedef struct gp_server_config {
     long max_train_points;    /* --max-train-points: api default (20000) */
     long max_input_dim;       /* --max-input-dim: input columns of a fit; api default (1000) */
     long max_connections;     /* --max-connections: 1024 */
-    long max_connections_per_ip; /* --max-connections-per-ip: 256; 0 = no limit */
+    long max_connections_per_ip; /* --max-connections-per-ip: 256; 0 = no limit (server/slots.h) */
     long timeout;             /* --timeout: idle seconds, 0 = none; 30 */
-    long request_timeout;     /* --request-timeout: seconds to receive a request, 0 = none; 600 */
+    long request_timeout;     /* --request-timeout: seconds to receive a request, 0 = none; 120 */
     long job_lease;           /* --job-lease: seconds a dead daemon's async job stays held; 15 */
     long job_attempts;        /* --job-attempts: runs an async job may start; 3 */
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */

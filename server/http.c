@@ -28,7 +28,16 @@
  *
  * libmicrohttpd's own error pages (431, 414, a bad request line) are replaced
  * by JSON (gp_http_library_error, through server/mhd_shim.h), and a
- * Content-Length it would refuse reaches check_request. */
+ * Content-Length it would refuse reaches check_request. A request whose
+ * framing is ambiguous (two Content-Length, Content-Length with
+ * Transfer-Encoding, ...) is refused 400 and closed before its body is read
+ * (check_framing).
+ *
+ * Connection slots (server/slots.h) are taken when libmicrohttpd reports a
+ * new connection (conn_opened, under conns_lock) and given back when it
+ * closes; a connection refused one is answered 429 on its socket at once and
+ * shut down (refuse_connection), never holding a slot while its request
+ * trickles in. */
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -41,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -51,6 +61,7 @@
 #include "server/metrics.h"
 #include "server/mhd_shim.h"
 #include "server/route.h"
+#include "server/slots.h"
 #include "server/util.h"
 
 #define LOG_PATH_MAX 200
@@ -94,6 +105,14 @@ struct gp_server {
     size_t timeout_body_len;
     char *timeout_body_v2; /* the same in the Open Inference Protocol's shape */
     size_t timeout_body_v2_len;
+    /* The connection slots (server/slots.h), under conns_lock. */
+    gp_slots *slots;
+    /* The answers of a connection refused by them (indexed by GP_SLOT_*), made at start-up. */
+    char *refusal[4];
+    size_t refusal_len[4];
+    /* Refusals not logged yet, and when the last log line was written. */
+    atomic_uint_fast64_t refused_unlogged;
+    atomic_uint_fast64_t refused_logged_us;
 };
 
 struct conn_ctx;
@@ -109,7 +128,10 @@ struct gp_conn {
     int receiving;        /* (lock) the request has not all arrived and is not answered */
     uint64_t request_id;  /* (lock) its id once its request line arrived, else 0 */
     int v2;               /* (lock) that request is on a /v2 path (its 408 in that shape) */
-    int expired;          /* (lock) closed by the sweeper past the deadline */
+    int expired;          /* (lock) closed by the sweeper past the deadline, or refused */
+    int refused;          /* refused a slot (GP_SLOT_*): answered and shut down at once */
+    int counted;          /* holds a slot of srv->slots under key */
+    gp_slot_key key;
     struct conn_ctx *req; /* the request in progress */
 };
 
@@ -177,24 +199,35 @@ static int request_finished(gp_conn *gc)
     return expired;
 }
 
+static void refuse_connection(gp_server *srv, gp_conn *gc);
+
 static void conn_opened(gp_server *srv, struct MHD_Connection *conn, void **socket_context)
 {
     gp_conn *gc = calloc(1, sizeof *gc);
     *socket_context = gc;
     if (gc == NULL)
-        return; /* served without a deadline */
+        return; /* served without a deadline or a slot */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     gc->srv = srv;
     gc->fd = ci ? ci->connect_fd : -1;
     gc->receiving = 1;
     gc->ready_us = gp_monotonic_us();
+    gp_slot_key_of(ai ? ai->client_addr : NULL, &gc->key);
     pthread_mutex_lock(&srv->conns_lock);
+    int rc = gp_slots_take(srv->slots, &gc->key);
+    gc->counted = rc == GP_SLOT_OK;
+    gc->refused = rc;
+    gc->expired = rc != GP_SLOT_OK; /* nothing more may be written on a refused one */
     gc->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = gc;
     srv->conns = gc;
     pthread_mutex_unlock(&srv->conns_lock);
+    if (rc != GP_SLOT_OK)
+        refuse_connection(srv, gc);
 }
 
 /* libmicrohttpd calls this before it closes the socket, so the sweeper never
@@ -212,6 +245,8 @@ static void conn_closed(gp_server *srv, void **socket_context)
         srv->conns = gc->next;
     if (gc->next)
         gc->next->prev = gc->prev;
+    if (gc->counted)
+        gp_slots_give(srv->slots, &gc->key);
     pthread_mutex_unlock(&srv->conns_lock);
     free(gc);
 }
@@ -232,6 +267,28 @@ static gp_conn *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
+/* Write the whole answer head + body on fd, without blocking: nothing has
+ * been written on the connection yet, so the send buffer has room; a client
+ * that does not read loses the answer only. */
+static void send_raw_answer(int fd, const char *status_line, uint64_t id, const char *body,
+                            size_t body_len, const char *extra)
+{
+    char head[320];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %s\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n%s"
+                     "X-Request-Id: %llu\r\n\r\n",
+                     status_line, body_len, extra, (unsigned long long)id);
+    if (n < 0 || (size_t)n >= sizeof head)
+        return;
+    struct iovec iov[2] = {{head, (size_t)n}, {(void *)body, body_len}};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 2;
+    (void)sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* Under conns_lock: close gc past its deadline, answering 408 first when its
  * request line has arrived. Shutting the socket down (not closing it) wakes
  * libmicrohttpd's poll, which then closes the connection itself. */
@@ -240,24 +297,43 @@ static void expire(gp_server *srv, gp_conn *gc)
     gc->expired = 1;
     char *body = gc->v2 ? srv->timeout_body_v2 : srv->timeout_body;
     size_t body_len = gc->v2 ? srv->timeout_body_v2_len : srv->timeout_body_len;
-    if (gc->request_id != 0 && body != NULL && gc->fd >= 0) {
-        char head[256];
-        int n = snprintf(head, sizeof head,
-                         "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
-                         "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-                         "X-Request-Id: %llu\r\n\r\n",
-                         body_len, (unsigned long long)gc->request_id);
-        struct iovec iov[2] = {{head, (size_t)n}, {body, body_len}};
-        struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = iov;
-        mh.msg_iovlen = 2;
-        /* Nothing has been written on this request yet, so the send buffer
-         * has room; a client that does not read loses the answer only. */
-        (void)sendmsg(gc->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (gc->request_id != 0 && body != NULL && gc->fd >= 0)
+        send_raw_answer(gc->fd, "408 Request Timeout", gc->request_id, body, body_len, "");
+    if (gc->fd >= 0)
+        shutdown(gc->fd, SHUT_RDWR);
+}
+
+/* A connection refused a slot (server/slots.h) is answered at once, before
+ * its request is read (so it never holds a slot while a slow client sends
+ * it), in the /v1 shape (its path is not known yet), and shut down:
+ * libmicrohttpd then sees the end of the stream and closes it. Logged at most
+ * once a second, as a count. */
+static void refuse_connection(gp_server *srv, gp_conn *gc)
+{
+    int why = gc->refused;
+    if (gc->fd >= 0 && srv->refusal[why] != NULL) {
+        uint64_t id = atomic_fetch_add(&srv->next_request_id, 1) + 1;
+        char retry[48];
+        snprintf(retry, sizeof retry, "Retry-After: %d\r\n",
+                 gp_status_retry_after(GP_EOVERLOADED));
+        send_raw_answer(gc->fd, "429 Too Many Requests", id, srv->refusal[why],
+                        srv->refusal_len[why], retry);
     }
     if (gc->fd >= 0)
         shutdown(gc->fd, SHUT_RDWR);
+    gp_metrics_request(srv->metrics, GP_ROUTE_NONE, "-", 429, 0.0);
+    atomic_fetch_add(&srv->refused_unlogged, 1);
+    uint64_t now = gp_monotonic_us();
+    uint64_t last = atomic_load(&srv->refused_logged_us);
+    if (now - last < 1000000u ||
+        !atomic_compare_exchange_strong(&srv->refused_logged_us, &last, now))
+        return;
+    uint64_t n = atomic_exchange(&srv->refused_unlogged, 0);
+    gp_log("gpserve: %llu connections refused 429 by the connection limits (--max-connections "
+           "%ld, --max-connections-per-ip %ld, a quarter kept for addresses holding fewer "
+           "than %d) since the last such line",
+           (unsigned long long)n, srv->cfg.max_connections, srv->cfg.max_connections_per_ip,
+           GP_SLOTS_LIGHT);
 }
 
 /* The sweeper: every SWEEP_INTERVAL_MS, the connections whose request has
@@ -304,6 +380,37 @@ static char *timeout_body(const gp_server *srv, int v2, size_t *len)
         gp_api_oip_error(&res);
     *len = res.body_len;
     return res.body;
+}
+
+/* The answers of connections refused a slot, one per reason (GP_SLOT_*). */
+static int refusals_make(gp_server *srv)
+{
+    const gp_server_config *c = &srv->cfg;
+    for (int why = GP_SLOT_FULL; why <= GP_SLOT_RESERVED; why++) {
+        gp_response res;
+        memset(&res, 0, sizeof res);
+        if (why == GP_SLOT_FULL)
+            gp_api_fail(&res, GP_EOVERLOADED, NULL,
+                        "every connection slot is taken (%ld, --max-connections); retry later",
+                        c->max_connections);
+        else if (why == GP_SLOT_ADDRESS)
+            gp_api_fail(&res, GP_EOVERLOADED, NULL,
+                        "this client address holds %ld connections, the most one may "
+                        "(--max-connections-per-ip); retry later",
+                        c->max_connections_per_ip);
+        else
+            gp_api_fail(&res, GP_EOVERLOADED, NULL,
+                        "this client address holds %d or more connections and the slots left "
+                        "are kept for addresses that hold fewer; retry later",
+                        GP_SLOTS_LIGHT);
+        srv->refusal[why] = res.body;
+        srv->refusal_len[why] = res.body_len;
+        res.body = NULL;
+        gp_response_free(&res);
+        if (srv->refusal[why] == NULL)
+            return -1;
+    }
+    return 0;
 }
 
 static int sweeper_start(gp_server *srv)
@@ -513,7 +620,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     uint64_t us = gp_monotonic_us() - ctx->t0_us;
-    if (ctx->gc && request_finished(ctx->gc) && ctx->status == 0) {
+    /* A refused connection is "expired" too, but its answer was the 429. */
+    int refused = ctx->gc && ctx->gc->refused;
+    if (ctx->gc && request_finished(ctx->gc) && ctx->status == 0 && !refused) {
         ctx->status = 408; /* the sweeper's answer */
         ctx->resp_bytes = srv->timeout_body_len;
     }
@@ -891,11 +1000,129 @@ static int authorized(gp_server *srv, struct MHD_Connection *conn)
     return have && same;
 }
 
+/* ---- the request's framing (RFC 9112 §6.1, §6.3) ----
+ *
+ * libmicrohttpd 0.9.75 takes the first of several Content-Length headers,
+ * lets any Transfer-Encoding win over Content-Length, reads a body of
+ * unknown length for a Transfer-Encoding other than "chunked", and keeps a
+ * header name with white space before its colon ("Transfer-Encoding :") as a
+ * different header. A proxy in front may frame the same bytes otherwise and
+ * smuggle a second request inside the body; so each of these is refused 400
+ * and the connection closed (its body is not read: where it ends is the
+ * question). Identical duplicate Content-Length headers are refused too:
+ * the RFC allows either, and no sound client sends two. */
+typedef struct framing {
+    int lengths;        /* Content-Length headers (those the shim renamed too) */
+    int encodings;      /* Transfer-Encoding headers */
+    const char *encoding; /* the first one's value */
+    const char *spaced; /* a header name holding white space, or NULL */
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    framing *f = cls;
+    if (key == NULL)
+        return MHD_YES;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 ||
+        strcasecmp(key, GP_MHD_BAD_CONTENT_LENGTH) == 0) {
+        f->lengths++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (f->encodings++ == 0)
+            f->encoding = value ? value : "";
+    } else if (f->spaced == NULL && key[strcspn(key, " \t")] != '\0') {
+        f->spaced = key;
+    }
+    return MHD_YES;
+}
+
+/* Whether the value of a Transfer-Encoding is "chunked" as libmicrohttpd
+ * reads it: in any case, nothing around it (it strips the blanks before a
+ * value, not those after; "chunked " would be a body of unknown length). */
+static int is_chunked(const char *v)
+{
+    return strcasecmp(v, "chunked") == 0;
+}
+
+static void framing_of(struct MHD_Connection *conn, framing *f)
+{
+    memset(f, 0, sizeof *f);
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, f);
+}
+
+static int framing_sound(const framing *f, const char *version)
+{
+    if (f->spaced || f->lengths > 1)
+        return 0;
+    if (f->encodings == 0)
+        return 1;
+    return f->lengths == 0 && f->encodings == 1 && is_chunked(f->encoding) &&
+           (version == NULL || strcmp(version, MHD_HTTP_VERSION_1_0) != 0);
+}
+
+static int framing_refused(conn_ctx *ctx, const char *version)
+{
+    framing f;
+    framing_of(ctx->conn, &f);
+    return !framing_sound(&f, version);
+}
+
+static enum MHD_Result refuse_framing(conn_ctx *ctx, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static enum MHD_Result refuse_framing(conn_ctx *ctx, const char *field, const char *fmt, ...)
+{
+    char message[GP_ERROR_MESSAGE_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_api_fail(&res, GP_EHTTP, field, "%s", message);
+    gp_response_header(&res, MHD_HTTP_HEADER_CONNECTION, "close");
+    ctx->defer = 0; /* answered before the body: libmicrohttpd reads none of it and closes */
+    return answer(ctx, &res);
+}
+
+static void printable(char *dst, size_t size, const char *s);
+
+/* The answer to a request whose framing is not sound (framing_refused). */
+static enum MHD_Result check_framing(conn_ctx *ctx, const char *version)
+{
+    framing f;
+    framing_of(ctx->conn, &f);
+    char shown[48];
+    if (f.spaced) {
+        printable(shown, sizeof shown, f.spaced);
+        return refuse_framing(ctx, NULL,
+                              "the header name '%s' holds white space (none is allowed "
+                              "before the colon, RFC 9112 §5.1)", shown);
+    }
+    if (f.lengths > 1)
+        return refuse_framing(ctx, MHD_HTTP_HEADER_CONTENT_LENGTH,
+                              "Content-Length appears %d times; send it once", f.lengths);
+    if (f.lengths > 0)
+        return refuse_framing(ctx, MHD_HTTP_HEADER_TRANSFER_ENCODING,
+                              "both Transfer-Encoding and Content-Length: send one of them "
+                              "(RFC 9112 §6.3)");
+    if (version && strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
+        return refuse_framing(ctx, MHD_HTTP_HEADER_TRANSFER_ENCODING,
+                              "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 §6.1)");
+    printable(shown, sizeof shown, f.encoding ? f.encoding : "");
+    return refuse_framing(ctx, MHD_HTTP_HEADER_TRANSFER_ENCODING,
+                          "Transfer-Encoding '%s'%s: only a single 'chunked' is accepted",
+                          shown, f.encodings > 1 ? " (and more)" : "");
+}
+
 static enum MHD_Result check_request(conn_ctx *ctx, const char *cl);
 
-static enum MHD_Result first_call(conn_ctx *ctx, const char *method)
+static enum MHD_Result first_call(conn_ctx *ctx, const char *method, const char *version)
 {
     struct MHD_Connection *conn = ctx->conn;
+    if (ctx->gc && ctx->gc->refused)
+        return MHD_NO; /* refused a slot: answered already, libmicrohttpd read it anyway */
     snprintf(ctx->method, sizeof ctx->method, "%s", method ? method : "?");
     ctx->verb = gp_verb_of(method);
     ctx->state = CS_BODY;
@@ -908,6 +1135,8 @@ static enum MHD_Result first_call(conn_ctx *ctx, const char *method)
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *te =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (framing_refused(ctx, version))
+        return check_framing(ctx, version);
     ctx->defer = te == NULL && (cl == NULL || strspn(cl, "0") == strlen(cl));
     enum MHD_Result ret = check_request(ctx, cl);
     ctx->defer = 0;
@@ -1032,7 +1261,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    (void)version;
     gp_server *srv = cls;
     conn_ctx *ctx = *con_cls;
     if (ctx == NULL) {
@@ -1046,7 +1274,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     ctx->conn = conn;
     switch (ctx->state) {
     case CS_NEW:
-        return first_call(ctx, method);
+        return first_call(ctx, method, version);
     case CS_FIT_WAIT: {
         /* Resumed by fit_done: answer with the fit's response. */
         gp_response res = ctx->fit_res;
@@ -1218,6 +1446,9 @@ static void server_free(gp_server *srv)
     pthread_mutex_destroy(&srv->conns_lock);
     free(srv->timeout_body);
     free(srv->timeout_body_v2);
+    for (size_t i = 0; i < sizeof srv->refusal / sizeof srv->refusal[0]; i++)
+        free(srv->refusal[i]);
+    gp_slots_free(srv->slots);
     free(srv);
 }
 
@@ -1273,8 +1504,8 @@ static struct MHD_Daemon *start_mhd(gp_server *srv, const struct sockaddr *addr,
         d = MHD_start_daemon(
             base | pollers[i], 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
             on_mhd_log, srv, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_THREAD_POOL_SIZE,
-            (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+            (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)gp_server_connection_sockets(cfg), MHD_OPTION_PER_IP_CONNECTION_LIMIT, 0u,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_KIB * 1024,
             MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
@@ -1314,6 +1545,14 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
     atomic_init(&srv->stopping, 0);
     atomic_init(&srv->next_request_id, 0);
     atomic_init(&srv->sync_pending, 0);
+    atomic_init(&srv->refused_unlogged, 0);
+    atomic_init(&srv->refused_logged_us, 0);
+    srv->slots = gp_slots_new((size_t)cfg->max_connections, (size_t)cfg->max_connections_per_ip);
+    if (srv->slots == NULL || refusals_make(srv) != 0) {
+        snprintf(msg, msg_size, "out of memory");
+        server_free(srv);
+        return NULL;
+    }
     srv->metrics = gp_metrics_new();
     srv->jobs = srv->metrics ? gp_jobs_new(api, (size_t)cfg->queue_size,
                                            (size_t)cfg->fit_workers, srv->metrics, NULL)
@@ -1359,6 +1598,12 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
         return NULL;
     }
     return srv;
+}
+
+long gp_server_connection_sockets(const gp_server_config *cfg)
+{
+    long extra = cfg->max_connections / 4;
+    return cfg->max_connections + (extra > 64 ? extra : 64);
 }
 
 unsigned gp_server_port(const gp_server *srv)

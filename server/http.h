@@ -16,6 +16,9 @@ typedef struct gp_server gp_server;
  * api_key NULL: no authentication. Returns NULL with a message in msg. */
 gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char *api_key,
                            char *msg, size_t msg_size);
+/* The sockets libmicrohttpd may hold: --max-connections admitted ones, and
+ * room to accept (and answer 429) those the slot policy refuses. */
+long gp_server_connection_sockets(const gp_server_config *cfg);
 /* The port actually bound (useful with --port 0). */
 unsigned gp_server_port(const gp_server *srv);
 /* Graceful stop: stop accepting, cancel queued fits, ask running fits to

@@ -19,10 +19,10 @@ static const char *env_lookup(const char *name)
     return getenv(name);
 }
 
-/* Every connection is a descriptor (--max-connections), besides the store's,
+/* Every connection is a descriptor (gp_server_connection_sockets), besides the store's,
  * the poll sets and the listening socket; the usual soft limit (1024) is too
  * few for the default 1024 connections. Raise it to the hard limit. */
-static void raise_fd_limit(long max_connections)
+static void raise_fd_limit(long sockets)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -32,10 +32,11 @@ static void raise_fd_limit(long max_connections)
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) != 0)
             return;
     }
-    rlim_t want = (rlim_t)max_connections + 64;
+    rlim_t want = (rlim_t)sockets + 64;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
-        gp_log("gpserve: warning: the descriptor limit (%llu) is below --max-connections + 64 "
-               "(%llu): connections beyond it are refused",
+        gp_log("gpserve: warning: the descriptor limit (%llu) is below the connection sockets "
+               "(--max-connections and a quarter more to answer refusals) + 64 (%llu): "
+               "connections beyond it are refused",
                (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
@@ -73,7 +74,7 @@ int main(int argc, char **argv)
     gp_blas_set_threads(1);
     if (gp_pool_start() != 0)
         fprintf(stderr, "gpserve: warning: not every compute thread could be started\n");
-    raise_fd_limit(cfg.max_connections);
+    raise_fd_limit(gp_server_connection_sockets(&cfg));
 
     /* Signals: SIGTERM/SIGINT go to sigwait below, in no other thread; threads
      * created from here on inherit the mask. */

@@ -8,7 +8,8 @@
  *       requests curl will not send (a bad request line or HTTP version).
  *
  *   abuse_client hold PORT SRC COUNT SECONDS INTERVAL_MS
- *       Slowloris: opens COUNT connections from address SRC (127.0.0.x) to
+ *       Slowloris: opens COUNT connections from address SRC (127.0.0.x; or a
+ *       comma-separated list of them: COUNT from each) to
  *       127.0.0.1:PORT, sends each a request line and a Host header, then one
  *       more header byte every INTERVAL_MS and never the blank line that ends
  *       the headers. Prints, once every connect has settled and a second more
@@ -20,7 +21,16 @@
  *       it after; got_408: closed connections whose answer began
  *       "HTTP/1.1 408"; close_min/max_ms: for the closed_later ones, the time
  *       from the call of connect (before the server can have accepted it) to
- *       the close being seen (-1 when none). */
+ *       the close being seen (-1 when none).
+ *
+ *   abuse_client probe PORT SECONDS INTERVAL_MS LIMIT_MS METHOD PATH [BODY_FILE]
+ *       Every INTERVAL_MS for SECONDS, one request from 127.0.0.1 (a new
+ *       connection, "Connection: close"; BODY_FILE sent as JSON) timed from
+ *       the call of connect to the end of the answer (at most 10 s). Prints
+ *       one line per request ("STATUS MS", status 0: no answer) and at the end
+ *         probe n=N ok=K slow=S failed=F max_ms=M
+ *       ok: answered 2xx within LIMIT_MS; slow: answered later; failed: no
+ *       answer, or not 2xx. Exit 0 when every request was ok. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -128,6 +138,95 @@ static int run_raw(unsigned port, long seconds)
     }
     close(fd);
     return 0;
+}
+
+/* ---- probe ---- */
+
+#define PROBE_MAX_MS 10000
+
+/* One request on a new connection; its status (0: none) and milliseconds. */
+static int probe_once(unsigned port, const char *req, size_t req_len, int64_t *ms)
+{
+    int64_t t0 = now_ms();
+    struct sockaddr_in a;
+    loopback_addr("127.0.0.1", port, &a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int status = 0;
+    if (fd < 0)
+        return 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        send(fd, req, req_len, MSG_NOSIGNAL) == (ssize_t)req_len) {
+        char head[16];
+        size_t head_len = 0;
+        char buf[4096];
+        for (;;) {
+            int64_t left = t0 + PROBE_MAX_MS - now_ms();
+            struct pollfd p = {fd, POLLIN, 0};
+            if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                break;
+            ssize_t r = recv(fd, buf, sizeof buf, 0);
+            if (r <= 0) {
+                if (head_len >= 12 && memcmp(head, "HTTP/1.", 7) == 0)
+                    status = atoi(head + 9);
+                break;
+            }
+            size_t k = (size_t)r < sizeof head - head_len ? (size_t)r : sizeof head - head_len;
+            memcpy(head + head_len, buf, k);
+            head_len += k;
+        }
+    }
+    close(fd);
+    *ms = now_ms() - t0;
+    return status;
+}
+
+static int run_probe(unsigned port, long seconds, long interval_ms, long limit_ms,
+                     const char *method, const char *path, const char *body_file)
+{
+    static char body[1 << 16];
+    size_t body_len = 0;
+    if (body_file != NULL) {
+        FILE *f = fopen(body_file, "rb");
+        if (f == NULL) {
+            perror("abuse_client probe: body");
+            return 2;
+        }
+        body_len = fread(body, 1, sizeof body, f);
+        fclose(f);
+    }
+    static char req[sizeof body + 512];
+    int n = snprintf(req, 512,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                     "Content-Length: %zu\r\n\r\n",
+                     method, path, body_file ? "Content-Type: application/json\r\n" : "",
+                     body_len);
+    if (n < 0 || n >= 512)
+        return 2;
+    memcpy(req + n, body, body_len);
+    long total = 0, ok = 0, slow = 0, failed = 0;
+    int64_t worst = 0, end = now_ms() + seconds * 1000;
+    while (now_ms() < end) {
+        int64_t start = now_ms(), ms = 0;
+        int st = probe_once(port, req, (size_t)n + body_len, &ms);
+        printf("%d %lld\n", st, (long long)ms);
+        total++;
+        worst = ms > worst ? ms : worst;
+        if (st < 200 || st > 299)
+            failed++;
+        else if (ms > limit_ms)
+            slow++;
+        else
+            ok++;
+        int64_t wait = start + interval_ms - now_ms();
+        if (wait > 0) {
+            struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    printf("probe n=%ld ok=%ld slow=%ld failed=%ld max_ms=%lld\n", total, ok, slow, failed,
+           (long long)worst);
+    fflush(stdout);
+    return ok == total && total > 0 ? 0 : 1;
 }
 
 /* ---- hold ---- */
@@ -281,13 +380,37 @@ static void report_done(const slot *slots, long n, int64_t t0)
     fflush(stdout);
 }
 
-static int run_hold(unsigned port, const char *src_ip, long n, long seconds, long interval_ms)
+#define MAX_SOURCES 16
+
+/* The addresses of a comma-separated list of 127.0.0.x; their number, or -1. */
+static int parse_sources(const char *list, struct sockaddr_in *src)
 {
-    struct sockaddr_in src, dst;
-    if (loopback_addr(src_ip, 0, &src) != 0 || loopback_addr("127.0.0.1", port, &dst) != 0) {
-        fprintf(stderr, "abuse_client: %s is not a 127.0.0.x address\n", src_ip);
+    int k = 0;
+    const char *p = list;
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        char ip[32];
+        if (k == MAX_SOURCES || len == 0 || len >= sizeof ip)
+            return -1;
+        memcpy(ip, p, len);
+        ip[len] = '\0';
+        if (loopback_addr(ip, 0, &src[k++]) != 0)
+            return -1;
+        p += len + (p[len] == ',');
+    }
+    return k;
+}
+
+static int run_hold(unsigned port, const char *src_list, long per_source, long seconds,
+                    long interval_ms)
+{
+    struct sockaddr_in src[MAX_SOURCES], dst;
+    int n_src = parse_sources(src_list, src);
+    if (n_src <= 0 || loopback_addr("127.0.0.1", port, &dst) != 0) {
+        fprintf(stderr, "abuse_client: '%s' is not a list of 127.0.0.x addresses\n", src_list);
         return 2;
     }
+    long n = per_source * n_src;
     if (want_fds(n) != 0) {
         fprintf(stderr, "abuse_client: the descriptor limit is below %ld\n", n + 16);
         return 2;
@@ -299,7 +422,7 @@ static int run_hold(unsigned port, const char *src_ip, long n, long seconds, lon
         return 2;
     int64_t t0 = now_ms(), end = t0 + seconds * 1000, next_trickle = t0 + interval_ms;
     for (long i = 0; i < n; i++)
-        slot_start(&slots[i], &src, &dst);
+        slot_start(&slots[i], &src[i % n_src], &dst);
     int64_t settled = -1;
     int ready = 0;
     while (now_ms() < end) {
@@ -338,12 +461,21 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "raw") == 0 && parse_int(argv[2], 1, 65535, &port) == 0 &&
         parse_int(argv[3], 1, 600, &seconds) == 0)
         return run_raw((unsigned)port, seconds);
+    long limit;
+    if ((argc == 8 || argc == 9) && strcmp(argv[1], "probe") == 0 &&
+        parse_int(argv[2], 1, 65535, &port) == 0 && parse_int(argv[3], 1, 600, &seconds) == 0 &&
+        parse_int(argv[4], 1, 60000, &interval) == 0 &&
+        parse_int(argv[5], 1, 60000, &limit) == 0)
+        return run_probe((unsigned)port, seconds, interval, limit, argv[6], argv[7],
+                         argc == 9 ? argv[8] : NULL);
     if (argc == 7 && strcmp(argv[1], "hold") == 0 && parse_int(argv[2], 1, 65535, &port) == 0 &&
         parse_int(argv[4], 1, 100000, &count) == 0 &&
         parse_int(argv[5], 1, 600, &seconds) == 0 &&
         parse_int(argv[6], 10, 60000, &interval) == 0)
         return run_hold((unsigned)port, argv[3], count, seconds, interval);
     fprintf(stderr, "usage: abuse_client raw PORT SECONDS < request\n"
-                    "       abuse_client hold PORT SRC COUNT SECONDS INTERVAL_MS\n");
+                    "       abuse_client hold PORT SRC[,SRC...] COUNT SECONDS INTERVAL_MS\n"
+                    "       abuse_client probe PORT SECONDS INTERVAL_MS LIMIT_MS METHOD PATH "
+                    "[BODY_FILE]\n");
     return 2;
 }

@@ -44,3 +44,34 @@ else
     [ "$rc" -ne 0 ] && grep -q 'at least 16' "$T/short.log"
     verdict "a 9-byte API key: the daemon refuses to start (exit $rc), naming the minimum" $? "$(tail -n 1 "$T/short.log")"
 fi
+# Fail closed: an API key file named but empty (GPSERVE_API_KEY_FILE="", e.g.
+# a template whose secret is missing, or --api-key-file "") is an error, not
+# "no authentication". The daemon must exit non-zero, saying why, and never listen.
+refuses_to_start() {
+    # $1: name; $2: log; the command follows. Bounded by STARTUP seconds.
+    _name=$1 _log=$2
+    shift 2
+    "$@" >"$_log" 2>&1 &
+    _pid=$!
+    PIDS="$PIDS $_pid"
+    _i=0
+    while alive "$_pid" && [ $_i -lt $((STARTUP * 10)) ]; do sleep 0.1; _i=$((_i + 1)); done
+    if alive "$_pid"; then
+        fail "$_name" "still running: $(tail -n 2 "$_log")"
+        kill -TERM "$_pid" 2>/dev/null
+        wait "$_pid" 2>/dev/null
+        return
+    fi
+    wait "$_pid"
+    _rc=$?
+    [ "$_rc" -ne 0 ] && grep -qi 'empty' "$_log" && ! grep -q 'listening' "$_log"
+    verdict "$_name (exit $_rc)" $? "$(tail -n 2 "$_log")"
+}
+refuses_to_start 'GPSERVE_API_KEY_FILE="" (set, empty): the daemon refuses to start' \
+    "$T/emptyenv.log" env GPSERVE_API_KEY_FILE= "$BIN" --bind 127.0.0.1 --port 0 \
+    --db "$T/emptyenv.db"
+refuses_to_start '--api-key-file "": the daemon refuses to start' "$T/emptyflag.log" \
+    "$BIN" --bind 127.0.0.1 --port 0 --db "$T/emptyflag.db" --api-key-file ''
+: >"$T/emptykey"
+refuses_to_start 'an empty API key file: the daemon refuses to start' "$T/emptyfile.log" \
+    "$BIN" --bind 127.0.0.1 --port 0 --db "$T/emptyfile.db" --api-key-file "$T/emptykey"

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include "server/jobs.h"
 #include "server/metrics.h"
 #include "server/route.h"
+#include "server/slots.h"
 #include "server/util.h"
 
 /* ---- routes ---- */
@@ -359,7 +362,8 @@ static void test_config_defaults(void **state)
     assert_int_equal(cfg.max_body_mb, 64);
     assert_int_equal(cfg.max_connections, 1024);
     assert_int_equal(cfg.timeout, 30);
-    assert_int_equal(cfg.request_timeout, 600);
+    assert_int_equal(cfg.request_timeout, 120);
+    assert_int_equal(cfg.max_connections_per_ip, 256);
     assert_null(cfg.api_key_file);
     assert_true(cfg.max_train_points > 0);
     assert_true(cfg.model_cache > 0);
@@ -424,6 +428,137 @@ static void test_config_errors(void **state)
     env_count = 0;
     char *h[] = {"gpserve", "-h"};
     assert_int_equal(parse(&cfg, 2, h), GP_CONFIG_HELP);
+    /* Fail closed: an API key file set but empty is an error, not "no key"
+     * (another empty variable still counts as unset). */
+    set_env("GPSERVE_API_KEY_FILE", "");
+    assert_int_equal(parse(&cfg, 1, none), GP_CONFIG_ERROR);
+    env_count = 0;
+    set_env("GPSERVE_DB", "");
+    assert_int_equal(parse(&cfg, 1, none), GP_CONFIG_OK);
+    char *empty_key[] = {"gpserve", "--api-key-file", ""};
+    assert_int_equal(parse(&cfg, 3, empty_key), GP_CONFIG_ERROR);
+    env_count = 0;
+}
+
+/* ---- connection slots ---- */
+
+static gp_slot_key v4_key(unsigned char last)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x7f000000u | last);
+    gp_slot_key k;
+    gp_slot_key_of((const struct sockaddr *)&a, &k);
+    return k;
+}
+
+static void test_slots_rules(void **state)
+{
+    (void)state;
+    gp_slots *s = gp_slots_new(64, 40); /* a reserve of 16 */
+    assert_non_null(s);
+    gp_slot_key a = v4_key(2), b = v4_key(3), c = v4_key(4);
+    /* a heavy address takes slots up to total - reserve... */
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(gp_slots_take(s, &a), GP_SLOT_OK);
+    assert_int_equal(gp_slots_take(s, &a), GP_SLOT_ADDRESS); /* rule 2 */
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(gp_slots_take(s, &b), GP_SLOT_OK);
+    assert_int_equal(gp_slots_in_use(s), 48);
+    /* ... then only light ones (fewer than GP_SLOTS_LIGHT) get the reserve */
+    assert_int_equal(gp_slots_take(s, &b), GP_SLOT_RESERVED);
+    for (int i = 0; i < GP_SLOTS_LIGHT; i++)
+        assert_int_equal(gp_slots_take(s, &c), GP_SLOT_OK);
+    assert_int_equal(gp_slots_take(s, &c), GP_SLOT_RESERVED);
+    assert_int_equal(gp_slots_of(s, &c), GP_SLOTS_LIGHT);
+    /* rule 1: full for everyone */
+    for (unsigned char x = 10; gp_slots_in_use(s) < 64; x++) {
+        gp_slot_key light = v4_key(x);
+        assert_int_equal(gp_slots_take(s, &light), GP_SLOT_OK);
+    }
+    gp_slot_key d = v4_key(200);
+    assert_int_equal(gp_slots_take(s, &d), GP_SLOT_FULL);
+    assert_int_equal(gp_slots_of(s, &d), 0);
+    /* a slot given back is free again; one never taken changes nothing */
+    gp_slots_give(s, &d);
+    assert_int_equal(gp_slots_in_use(s), 64);
+    gp_slots_give(s, &a);
+    assert_int_equal(gp_slots_of(s, &a), 39);
+    assert_int_equal(gp_slots_take(s, &d), GP_SLOT_OK);
+    gp_slots_free(s);
+    /* per_address 0: the total only */
+    s = gp_slots_new(3, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(gp_slots_take(s, &a), GP_SLOT_OK);
+    assert_int_equal(gp_slots_take(s, &b), GP_SLOT_FULL);
+    gp_slots_give(s, &a);
+    assert_int_equal(gp_slots_take(s, &b), GP_SLOT_OK);
+    gp_slots_free(s);
+}
+
+static void test_slots_keys(void **state)
+{
+    (void)state;
+    struct sockaddr_in6 x, y, m;
+    memset(&x, 0, sizeof x);
+    x.sin6_family = AF_INET6;
+    inet_pton(AF_INET6, "2001:db8:1:2::1", &x.sin6_addr);
+    y = x;
+    inet_pton(AF_INET6, "2001:db8:1:2:ffff::9", &y.sin6_addr); /* the same /64 */
+    gp_slot_key kx, ky, km, kb;
+    gp_slot_key_of((struct sockaddr *)&x, &kx);
+    gp_slot_key_of((struct sockaddr *)&y, &ky);
+    assert_memory_equal(&kx, &ky, sizeof kx);
+    inet_pton(AF_INET6, "2001:db8:1:3::1", &y.sin6_addr); /* another /64 */
+    gp_slot_key_of((struct sockaddr *)&y, &ky);
+    assert_memory_not_equal(&kx, &ky, sizeof kx);
+    /* an IPv4-mapped address counts as its IPv4 client */
+    m = x;
+    inet_pton(AF_INET6, "::ffff:127.0.0.3", &m.sin6_addr);
+    gp_slot_key_of((struct sockaddr *)&m, &km);
+    kb = v4_key(3);
+    assert_memory_equal(&km, &kb, sizeof km);
+}
+
+/* Churn: many addresses taking and giving back in a table with collisions;
+ * the counts stay exact (deletion keeps every key reachable). */
+static void test_slots_churn(void **state)
+{
+    (void)state;
+    enum { TOTAL = 200, ADDRS = 150 };
+    gp_slots *s = gp_slots_new(TOTAL, 4);
+    assert_non_null(s);
+    size_t held[ADDRS] = {0};
+    uint64_t r = 12345;
+    size_t in_use = 0;
+    for (int step = 0; step < 200000; step++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        size_t i = (size_t)(r >> 33) % ADDRS;
+        gp_slot_key k = v4_key(0);
+        k.b[13] = (unsigned char)(i >> 8);
+        k.b[14] = (unsigned char)i;
+        if ((r >> 20) & 1) {
+            int rc = gp_slots_take(s, &k);
+            if (rc == GP_SLOT_OK) {
+                held[i]++;
+                in_use++;
+            }
+        } else if (held[i] > 0) {
+            gp_slots_give(s, &k);
+            held[i]--;
+            in_use--;
+        }
+        assert_int_equal(gp_slots_of(s, &k), held[i]);
+    }
+    assert_int_equal(gp_slots_in_use(s), in_use);
+    for (size_t i = 0; i < ADDRS; i++) {
+        gp_slot_key k = v4_key(0);
+        k.b[13] = (unsigned char)(i >> 8);
+        k.b[14] = (unsigned char)i;
+        assert_int_equal(gp_slots_of(s, &k), held[i]);
+    }
+    gp_slots_free(s);
 }
 
 static void test_config_help_text(void **state)
@@ -1377,6 +1512,9 @@ int main(void)
         cmocka_unit_test(test_config_env_and_flags),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_help_text),
+        cmocka_unit_test(test_slots_rules),
+        cmocka_unit_test(test_slots_keys),
+        cmocka_unit_test(test_slots_churn),
         cmocka_unit_test(test_parse_long),
         cmocka_unit_test(test_api_key_file),
         cmocka_unit_test(test_ct_equal),
