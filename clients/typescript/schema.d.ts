@@ -1733,7 +1733,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description invalid_argument (a wrong type, a missing or unknown field, a bad name or path parameter, an option out of bounds; field names it), malformed_json (the body is not JSON), or malformed_request (the HTTP request itself: Content-Length, chunks). */
+        /** @description invalid_argument (a wrong type, a missing or unknown field, a bad name or path parameter, an option out of bounds; field names it), malformed_json (the body is not JSON), or malformed_request (the HTTP request itself: Content-Length, chunks, an ambiguous framing such as two Content-Length headers). */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
