@@ -69,6 +69,16 @@ typedef struct gp_store gp_store;
  * (GP_ENOTREADY with the path, its password hidden, and the database's
  * message; GP_EINVAL for an empty path). */
 int gp_store_open(const char *path, gp_store **out, gp_error *err);
+/* When a write returns (docs/design/storage.md, "Acknowledged means on
+ * disk"). FULL, the default of gp_store_open: on disk, so it survives a power
+ * loss (SQLite: the WAL synced once for the writes that committed meanwhile,
+ * a group commit; PostgreSQL syncs every commit itself). NORMAL: committed,
+ * survives a crash of the process but the last writes before a power loss may
+ * be lost (SQLite's synchronous = NORMAL in WAL mode; PostgreSQL unchanged). */
+enum gp_store_durability { GP_STORE_DURABILITY_FULL = 0, GP_STORE_DURABILITY_NORMAL = 1 };
+/* Set before the store is shared between threads. */
+void gp_store_set_durability(gp_store *store, enum gp_store_durability durability);
+
 /* path as it may be logged or shown: a URL's password (user:PASSWORD@ and
  * password=PASSWORD in the query) replaced by "***"; a file path as is.
  * Truncated to size - 1 characters. */
