@@ -534,10 +534,16 @@ static int sq_release_reserve(gp_db *db)
     return gp_sqlite_reserve_release(d->reserve);
 }
 
+/* On a full disk the checkpoint itself may need room (the file grows by
+ * the pages the WAL added since the last one): then the reserve goes. */
 static void sq_reclaim(gp_db *db)
 {
-    if (!sq(db)->memory)
-        gp_sqlite_reclaim(sq(db)->db);
+    sq_db *d = sq(db);
+    if (d->memory)
+        return;
+    int rc = gp_sqlite_reclaim(d->db);
+    if (rc != SQLITE_OK && classify(d->db, rc) != GP_DB_EBUSY && sq_release_reserve(db))
+        (void)gp_sqlite_reclaim(d->db);
 }
 
 /* Tried at most every 10 s: each try is a statvfs. */

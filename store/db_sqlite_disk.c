@@ -93,15 +93,16 @@ static int checkpoint_truncate(sqlite3 *db)
     return sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }
 
-void gp_sqlite_reclaim(sqlite3 *db)
+int gp_sqlite_reclaim(sqlite3 *db)
 {
     /* The delete's frames into the file, and the WAL cut to nothing. */
-    if (checkpoint_truncate(db) != SQLITE_OK)
-        return;
+    int rc = checkpoint_truncate(db);
+    if (rc != SQLITE_OK)
+        return rc;
     /* 2 = incremental: files made by this gpserve and later (db_sqlite.c);
      * an older file (0) keeps its free pages for its next writes. */
     if (pragma_int(db, "PRAGMA auto_vacuum") != 2)
-        return;
+        return SQLITE_OK;
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA incremental_vacuum(%d)", GP_SQLITE_VACUUM_STEP);
     long long before = pragma_int(db, "PRAGMA freelist_count");
@@ -109,11 +110,15 @@ void gp_sqlite_reclaim(sqlite3 *db)
         /* Each step is a write transaction whose frames (the pages moved)
          * go to the WAL; the checkpoint after it truncates the file to its
          * new end and the WAL to nothing. */
-        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK || checkpoint_truncate(db) != SQLITE_OK)
-            return;
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = checkpoint_truncate(db);
+        if (rc != SQLITE_OK)
+            return rc;
         long long after = pragma_int(db, "PRAGMA freelist_count");
         if (after < 0 || after >= before)
-            return;
+            return SQLITE_OK;
         before = after;
     }
+    return SQLITE_OK;
 }

@@ -30,7 +30,9 @@ int gp_sqlite_reserve_release(const char *reserve);
  * back), then, in a file with incremental auto-vacuum, move the free pages to
  * the end and cut them off, a step at a time with a checkpoint after each
  * (each step's WAL frames fit in the reserve). Best effort: stops at the
- * first failure (a reader of another process holding the WAL, say). */
-void gp_sqlite_reclaim(sqlite3 *db);
+ * first failure (a reader of another process holding the WAL, say, or a full
+ * disk: the checkpoint grows the file by the pages appended since the last
+ * one), whose SQLite code it returns. */
+int gp_sqlite_reclaim(sqlite3 *db);
 
 #endif

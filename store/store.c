@@ -161,7 +161,7 @@ static int busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *),
  * mutex is released first, so that the next writers commit while this one
  * waits and one sync covers them all. */
 static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
-                          int retry_unique, gp_error *err)
+                          int retry_unique, uint64_t *defer, gp_error *err)
 {
     pthread_mutex_lock(&s->w->mu);
     int rc = busy_retry(s, write, ctx, retry_unique, err);
@@ -172,7 +172,9 @@ static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error
             s->drv->keep_reserve(s->w->db);
     }
     pthread_mutex_unlock(&s->w->mu);
-    if (rc == GP_OK)
+    if (defer)
+        *defer = ticket; /* the caller waits (gp_store_wait_durable) */
+    else if (rc == GP_OK)
         rc = gp_store_sync_wait(s, ticket, err);
     return rc;
 }
@@ -180,7 +182,12 @@ static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error
 int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                    gp_error *err)
 {
-    return write_retrying(s, write, ctx, 0, err);
+    return write_retrying(s, write, ctx, 0, NULL, err);
+}
+
+int gp_store_wait_durable(gp_store *store, uint64_t ticket, gp_error *err)
+{
+    return ticket ? gp_store_sync_wait(store, ticket, err) : GP_OK;
 }
 
 /* A write transaction around body(s, ctx, err) on the writer, retried while busy. */
@@ -209,6 +216,14 @@ int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
 {
     txn_call call = {body, ctx, what};
     return gp_store_write(s, txn_once, &call, err);
+}
+
+int gp_store_write_txn_deferred(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
+                                void *ctx, const char *what, uint64_t *ticket, gp_error *err)
+{
+    txn_call call = {body, ctx, what};
+    *ticket = 0;
+    return write_retrying(s, txn_once, &call, 0, ticket, err);
 }
 
 void gp_store_now(char out[GP_TIME_LEN])
@@ -560,7 +575,7 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
                   .n_train = n_train, .input_dim = input_dim, .state = state, .job = job};
     /* A version number taken by another process meanwhile (a UNIQUE(name,
      * version) violation) is retried like a busy database. */
-    rc = write_retrying(store, save_once, &c, 1, err);
+    rc = write_retrying(store, save_once, &c, 1, NULL, err);
     if (rc || meta == NULL)
         return rc;
     meta->id = c.id;

@@ -292,13 +292,24 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
  * (field "batch"), snapshot without arrays (field "snapshot"), an array with
  * count > 0 and no data (field = its name), expected_seq or n_after out of
  * range. On any failure nothing is written (the log, the row and the previous
- * snapshot are as they were). Once it returns GP_OK the entry survives a
- * crash of the process (WAL, synchronous = NORMAL); it survives a power loss
- * once the WAL is next synced (a checkpoint). *seq (may be NULL) gets the new
+ * snapshot are as they were). Once it returns GP_OK the entry is on disk
+ * (durability full; with normal it survives a crash of the process, and a
+ * power loss once the WAL is next synced). *seq (may be NULL) gets the new
  * entry's number (0 on failure). */
 int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
                      const gp_state *batch, size_t n_after, const gp_state *snapshot,
                      uint64_t *seq, gp_error *err);
+/* gp_store_observe that returns once the entry is committed, before it is
+ * on disk: the caller may release its own locks (so that the next writers
+ * commit and share the sync) and must call gp_store_wait_durable(*ticket)
+ * before it acknowledges the entry. */
+int gp_store_observe_deferred(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                              const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                              uint64_t *seq, uint64_t *ticket, gp_error *err);
+/* Return once the commit numbered ticket is on disk (at once for ticket 0,
+ * with durability normal, or on PostgreSQL); GP_EINTERNAL (GP_ESTORAGE) when
+ * the sync failed: the write is committed but may not survive a power loss. */
+int gp_store_wait_durable(gp_store *store, uint64_t ticket, gp_error *err);
 
 /* The version's snapshot, if any: its arrays appended to state (initialised
  * by the caller; GP_EINVAL on a name clash) and *seq (may be NULL) its entry;

@@ -252,6 +252,10 @@ int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), vo
  * when body or the commit fails. */
 int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
                        const char *what, gp_error *err);
+/* gp_store_write_txn that returns once committed, with *ticket the commit's
+ * number for gp_store_wait_durable (0 when nothing was committed). */
+int gp_store_write_txn_deferred(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
+                                void *ctx, const char *what, uint64_t *ticket, gp_error *err);
 /* Column text into a fixed buffer: 0 if it does not fit (or is NULL and
  * allow_null is 0). */
 int gp_store_copy_col(gp_db_stmt *st, int col, char *dst, size_t size, int allow_null);
