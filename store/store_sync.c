@@ -61,7 +61,9 @@ static int sync_once(gp_store *s, gp_error *err)
     int rc = s->drv->sync(s->w->db, msg, sizeof msg);
     if (rc == GP_DB_OK)
         return GP_OK;
-    const int code = rc == GP_DB_EFULL ? GP_ESTORAGE : rc == GP_DB_ENOMEM ? GP_ENOMEM : GP_EINTERNAL;
+    const int code = rc == GP_DB_EFULL    ? GP_ESTORAGE
+                     : rc == GP_DB_ENOMEM ? GP_ENOMEM
+                                          : GP_EINTERNAL;
     return gp_error_set(err, code, NULL,
                         "the write was committed but syncing it to disk failed (it may not "
                         "survive a power loss): %s",
