@@ -67,6 +67,8 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
         return gp_error_set(err, GP_EINTERNAL, NULL, "pthread_mutex_init failed");
     }
     int rc = gp_store_open(api->db_path, &api->store, err);
+    if (rc == GP_OK && api->cfg.durability_normal)
+        gp_store_set_durability(api->store, GP_STORE_DURABILITY_NORMAL);
     if (rc) {
         pthread_mutex_destroy(&api->cache_lock);
         free(api->db_path);

@@ -32,6 +32,8 @@ typedef struct gp_api_config {
     size_t max_sample_values;     /* n_samples x points of one sample request; default 10000000 */
     size_t model_cache;           /* fitted models kept in memory (LRU); default 32 */
     size_t snapshot_interval;     /* observe: log entries between snapshots; default 10000 */
+    int durability_normal;        /* 1: writes answered once committed, not once synced to disk
+                                     (gp_store_set_durability); default 0 */
 } gp_api_config;
 
 void gp_api_default_config(gp_api_config *cfg);

@@ -57,7 +57,9 @@ void gp_api_job_response(const gp_job_info *job, gp_response *out)
         if (m)
             json_object_set_new(o, "model", m);
     }
-    if (is_failed(job)) {
+    /* A job queued or running again after its model found the disk full
+     * carries that run's error too: why it waits, and until when. */
+    if (is_failed(job) || (job->error.code != GP_OK && !is_succeeded(job))) {
         json_t *e = gp_api_error_json(&job->error);
         if (e)
             json_object_set_new(o, "error", e);

@@ -1480,7 +1480,8 @@ static int snapshot_due(const gp_api *api, const gp_cache_entry *e)
  * reloads the store's version), so an unacknowledged batch is never served
  * again. */
 static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *ob,
-                            const gp_api_idem *key, uint64_t *seq, gp_error *err)
+                            const gp_api_idem *key, uint64_t *seq, uint64_t *ticket,
+                            gp_error *err)
 {
     gp_buf answer; /* a keyed observe's answer, recorded with the entry */
     gp_buf_init(&answer);
@@ -1506,8 +1507,9 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
     }
     gp_idem_put idem = gp_api_idem_put(key, 200, answer.data, NULL, NULL);
     if (rc == GP_OK)
-        rc = gp_store_observe_keyed(api->store, e->id, e->seq, &batch, st.n, due ? &snap : NULL,
-                                    key->present ? &idem : NULL, seq, err);
+        rc = gp_store_observe_deferred(api->store, e->id, e->seq, &batch, st.n,
+                                       due ? &snap : NULL, key->present ? &idem : NULL, seq,
+                                       ticket, err);
     if (rc == GP_OK) {
         e->seq = *seq;
         e->since_snapshot = due ? 0 : e->since_snapshot + 1;
@@ -1599,20 +1601,24 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_
                               model->method->name);
         if (rc == GP_OK && ob->Y == NULL)
             rc = observe_data(api, model, name, ob, err);
-        uint64_t seq = 0;
+        uint64_t seq = 0, ticket = 0;
         if (rc == GP_OK && ob->new_version) {
             pthread_mutex_lock(&e->write_lock);
             rc = observe_new_version(api, e, ob, key, b, err);
             pthread_mutex_unlock(&e->write_lock);
         } else if (rc == GP_OK) {
             pthread_mutex_lock(&e->write_lock);
-            rc = observe_in_place(api, e, ob, key, &seq, err);
+            rc = observe_in_place(api, e, ob, key, &seq, &ticket, err);
             if (rc == GP_OK) {
                 pthread_rwlock_rdlock(&e->lock);
                 respond_observed(b, name, e->version, e->model, seq);
                 pthread_rwlock_unlock(&e->lock);
             }
             pthread_mutex_unlock(&e->write_lock);
+            /* On disk before the answer, waited for without the model's
+             * locks: the observes that commit meanwhile share the sync. */
+            if (rc == GP_OK)
+                rc = gp_store_wait_durable(api->store, ticket, err);
         }
         entry_unref(api, e);
         /* another daemon appended first (or our entry went stale): reload, retry;

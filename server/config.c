@@ -10,7 +10,7 @@
 
 #include "api/api.h"
 
-enum opt_kind { OPT_LONG, OPT_STRING, OPT_ADDRESS };
+enum opt_kind { OPT_LONG, OPT_STRING, OPT_ADDRESS, OPT_CHOICE };
 
 typedef struct opt_def {
     const char *flag; /* without the leading "--" */
@@ -20,6 +20,9 @@ typedef struct opt_def {
     long min, max;
     const char *help;
 } opt_def;
+
+/* The values an OPT_CHOICE option allows, NULL-terminated (choices_of). */
+static const char *const durability_choices[] = {"full", "normal", NULL};
 
 #define OFF(f) offsetof(gp_server_config, f)
 
@@ -85,6 +88,11 @@ static const opt_def options[] = {
      "each request is answered on its own thread"},
     {"batch-max-points", "GPSERVE_BATCH_MAX_POINTS", OPT_LONG, OFF(batch_max_points), 1,
      1000000, "dynamic batching: the most points one batched prediction takes"},
+    {"durability", "GPSERVE_DURABILITY", OPT_CHOICE, OFF(durability), 0, 0,
+     "full: a write (fit, observe, delete, async job) is answered once it is on disk and "
+     "survives a power loss (SQLite: one fsync for the writes that arrived meanwhile); "
+     "normal: once committed (survives a crash of the daemon, but a power loss may lose the "
+     "last writes; faster on slow disks). PostgreSQL syncs every commit either way"},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -96,6 +104,12 @@ static const opt_def options[] = {
 static int empty_env_refused(const opt_def *def)
 {
     return def->offset == OFF(api_key_file);
+}
+
+static const char *const *choices_of(const opt_def *def)
+{
+    static const char *const none[] = {NULL};
+    return strcmp(def->flag, "durability") == 0 ? durability_choices : none;
 }
 
 void gp_config_defaults(gp_server_config *cfg)
@@ -134,6 +148,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->compute_threads = 0;
     cfg->batch_delay_us = 300;
     cfg->batch_max_points = 64;
+    cfg->durability = "full";
     cfg->snapshot_interval = api.snapshot_interval > 0 && api.snapshot_interval <= 100000000
                                  ? (long)api.snapshot_interval
                                  : 10000;
@@ -178,6 +193,21 @@ static int apply(gp_server_config *cfg, const opt_def *def, const char *value,
             return -1;
         }
         memcpy(base + def->offset, &v, sizeof v);
+        return 0;
+    }
+    case OPT_CHOICE: {
+        const char *const *choices = choices_of(def);
+        size_t k = 0;
+        while (choices[k] && strcmp(choices[k], value) != 0)
+            k++;
+        if (choices[k] == NULL) {
+            fprintf(err, "gpserve: %s: '%s' is not one of", source, value);
+            for (size_t c = 0; choices[c]; c++)
+                fprintf(err, "%s %s", c ? "," : "", choices[c]);
+            fprintf(err, "\n");
+            return -1;
+        }
+        memcpy(base + def->offset, &choices[k], sizeof choices[k]);
         return 0;
     }
     case OPT_ADDRESS:
@@ -300,7 +330,10 @@ void gp_config_usage(FILE *out, const char *prog)
         const opt_def *def = &options[i];
         char flag[48], dflt[64], range[64] = "";
         snprintf(flag, sizeof flag, "--%s %s", def->flag,
-                 def->kind == OPT_LONG ? "N" : def->kind == OPT_ADDRESS ? "ADDR" : "PATH");
+                 def->kind == OPT_LONG      ? "N"
+                 : def->kind == OPT_ADDRESS ? "ADDR"
+                 : def->kind == OPT_CHOICE  ? "MODE"
+                                            : "PATH");
         default_text(&d, def, dflt, sizeof dflt);
         if (def->kind == OPT_LONG)
             snprintf(range, sizeof range, ", %ld..%ld", def->min, def->max);

@@ -34,6 +34,7 @@ typedef struct gp_server_config {
     long compute_threads;     /* --compute-threads: the shared compute pool; 0 = all CPUs */
     long batch_delay_us;      /* --batch-delay-us: longest wait for a batch; 0 = no batching; 300 */
     long batch_max_points;    /* --batch-max-points: points per batch; 64 */
+    const char *durability;   /* --durability: "full" (writes answered once on disk) | "normal" */
 } gp_server_config;
 
 /* Result of gp_config_parse. */

@@ -22,6 +22,11 @@
 #define DEFAULT_RETENTION_SECONDS (7 * 24 * 3600.0)
 #define DEFAULT_KEY_RETENTION_SECONDS (24 * 3600.0)
 #define PRUNE_PERIOD_SECONDS 60.0
+/* An async fit whose model found the disk full (insufficient_storage) runs
+ * again this long after, while the disk stays full for up to
+ * STORAGE_MAX_WAITS such waits (an hour); then it fails for good. */
+#define STORAGE_RETRY_SECONDS 10.0
+#define STORAGE_MAX_WAITS 360
 
 /* Why a job's fit is being stopped (job.cancel). */
 enum {
@@ -52,6 +57,9 @@ struct job {
     int refs;          /* table + workers/requests holding the job */
     int in_table;
     int queued;        /* on the queue list (not yet taken by a worker) */
+    int waiting;       /* on the waiting list: its model found the disk full */
+    int storage_waits; /* times it did */
+    double retry_at;   /* monotonic seconds: back on the queue (waiting) */
     int creating;      /* being written to the store by its submitter */
     int answered;      /* sync: done() is being called (its cookie may be gone) */
     int finished;      /* counted in owner->n_finished */
@@ -100,6 +108,7 @@ struct gp_jobs {
     int keeper_stop;
     job_list queue;   /* queued, FIFO */
     job_list running; /* being fitted */
+    job_list waiting; /* async, queued again once space may be back (keeper) */
     size_t n_queued, n_running;
     job_list table;   /* async jobs, linked through tlink */
     size_t n_finished;            /* async jobs in the table in a terminal state */
@@ -410,6 +419,17 @@ static void finish_sync(gp_jobs *js, job *j, int rc, gp_response *res)
     j->done(j->cookie, res);
 }
 
+/* The run's error (from its response body) into err. */
+static void run_error(int rc, const gp_response *res, gp_error *err)
+{
+    gp_error_clear(err);
+    err->code = rc;
+    if (!gp_json_find_string(res->body, res->body_len, "message", err->message,
+                             sizeof err->message))
+        snprintf(err->message, sizeof err->message, "%s", gp_status_name(rc));
+    gp_json_find_string(res->body, res->body_len, "field", err->field, sizeof err->field);
+}
+
 /* The end of an async job's run: memory and store. */
 static void finish_async(gp_jobs *js, job *j, int rc, gp_response *res, double wall)
 {
@@ -430,11 +450,12 @@ static void finish_async(gp_jobs *js, job *j, int rc, gp_response *res, double w
         status = why == STOP_USER ? "cancelled" : "queued";
     } else if (rc != 0) {
         status = "failed";
-        err.code = rc;
-        if (!gp_json_find_string(res->body, res->body_len, "message", err.message,
-                                 sizeof err.message))
-            snprintf(err.message, sizeof err.message, "%s", gp_status_name(rc));
-        gp_json_find_string(res->body, res->body_len, "field", err.field, sizeof err.field);
+        run_error(rc, res, &err);
+        if (rc == GP_ESTORAGE) { /* STORAGE_MAX_WAITS reached */
+            snprintf(err.message, sizeof err.message,
+                     "the disk stayed full for an hour of retries; this job will not run "
+                     "again: free space and submit the fit again");
+        }
     }
     pthread_mutex_lock(&js->lock);
     j->info.status = status;
@@ -449,6 +470,32 @@ static void finish_async(gp_jobs *js, job *j, int rc, gp_response *res, double w
         job_release_write(js, j->info.id);
     else
         job_end_write(js, j);
+}
+
+/* The model of async job j found the disk full: queued again (memory and,
+ * if the disk lets it, the store), with the error saying when it runs
+ * again; retire() puts it on the waiting list, the keeper back on the queue. */
+static void wait_for_space(gp_jobs *js, job *j, const gp_response *res)
+{
+    gp_error err;
+    run_error(GP_ESTORAGE, res, &err);
+    gp_log("gpserve: job %s: the fitted model was not saved (runs again in %.0f s): %s",
+           j->info.id, STORAGE_RETRY_SECONDS, err.message);
+    /* The answer says what happened and what comes next; the database's
+     * message is in the log line above. */
+    snprintf(err.message, sizeof err.message,
+             "the disk was full when the fitted model was saved; the job runs again every "
+             "%.0f s while it stays full, for up to an hour: free space, e.g. DELETE a model",
+             STORAGE_RETRY_SECONDS);
+    pthread_mutex_lock(&js->lock);
+    j->info.status = "queued";
+    j->info.error = err;
+    j->waiting = 1;
+    j->storage_waits++;
+    j->retry_at = gp_monotonic_seconds() + STORAGE_RETRY_SECONDS;
+    touch_locked(j);
+    pthread_mutex_unlock(&js->lock);
+    (void)job_write(js, j, 0); /* best effort: the disk is full */
 }
 
 static void run_job(gp_jobs *js, job *j)
@@ -473,10 +520,17 @@ static void run_job(gp_jobs *js, job *j)
                           : rc == GP_ECANCELLED || rc == GP_ECONFLICT ? "cancelled"
                                                                       : "failed";
     gp_metrics_fit(js->metrics, j->method, outcome, secs);
-    if (js->ops.free_job && j->fit)
+    /* A full disk is not the fit's fault: it runs again once space may be
+     * back (its request is kept, in memory and in the store). */
+    const int wait = j->async && rc == GP_ESTORAGE && atomic_load(&j->cancel) == STOP_NONE &&
+                     j->storage_waits < STORAGE_MAX_WAITS;
+    if (js->ops.free_job && j->fit && !wait)
         js->ops.free_job(j->fit);
-    j->fit = NULL;
-    if (j->async)
+    if (!wait)
+        j->fit = NULL;
+    if (wait)
+        wait_for_space(js, j, &res);
+    else if (j->async)
         finish_async(js, j, rc, &res, wall);
     else
         finish_sync(js, j, rc, &res);
@@ -516,6 +570,17 @@ static void retire(gp_jobs *js, job *j)
     list_remove(&js->running, j);
     js->n_running--;
     int last = 0;
+    gp_fit_job *release_fit = NULL;
+    if (j->async && j->waiting && !js->stopping) {
+        list_push(&js->waiting, j); /* keeps the worker's reference */
+        pthread_mutex_unlock(&js->lock);
+        return;
+    }
+    if (j->async && j->waiting) { /* stopping: handed back below, as a queued job is */
+        j->waiting = 0;
+        release_fit = j->fit;
+        j->fit = NULL;
+    }
     if (j->async) {
         if (atomic_load(&j->cancel) == STOP_LOST && j->in_table) {
             table_remove_locked(js, j); /* GETs read the store, where the new holder writes */
@@ -527,6 +592,11 @@ static void retire(gp_jobs *js, job *j)
     }
     pthread_mutex_unlock(&js->lock);
     destroy_list(&dead);
+    if (release_fit) {
+        if (js->ops.free_job)
+            js->ops.free_job(release_fit);
+        job_release_write(js, j->info.id);
+    }
     if (!j->async || last)
         job_destroy(j);
 }
@@ -723,11 +793,17 @@ static const gp_api_job_hold *find_hold(const gp_api_job_hold *held, size_t n, c
 
 /* A queued job off the queue (lock held): its fit is returned for the caller
  * to free outside the lock; the queue's reference goes. */
+/* Off the queue, or off the waiting list. */
 static gp_fit_job *unqueue_locked(gp_jobs *js, job *j)
 {
-    list_remove(&js->queue, j);
-    j->queued = 0;
-    js->n_queued--;
+    if (j->waiting) {
+        list_remove(&js->waiting, j);
+        j->waiting = 0;
+    } else {
+        list_remove(&js->queue, j);
+        j->queued = 0;
+        js->n_queued--;
+    }
     j->refs--; /* the queue's (the caller holds one) */
     gp_fit_job *fit = j->fit;
     j->fit = NULL;
@@ -750,7 +826,7 @@ static int held_in_memory(const job *j)
         return 0;
     if (strcmp(j->info.status, "running") == 0)
         return 1;
-    return strcmp(j->info.status, "queued") == 0 && j->queued;
+    return strcmp(j->info.status, "queued") == 0 && (j->queued || j->waiting);
 }
 
 /* Compare memory with the store's list of jobs we hold (lock held): a job
@@ -765,14 +841,14 @@ static void reconcile_locked(gp_jobs *js, const gp_api_job_hold *held, size_t n,
         if (!held_in_memory(j)) {
             /* nothing to reconcile */
         } else if (h == NULL) {
-            if (j->queued)
+            if (j->queued || j->waiting)
                 w->fits[w->n_fits++] = unqueue_locked(js, j);
             else
                 atomic_store(&j->cancel, STOP_LOST);
             table_remove_locked(js, j);
             if (job_unref_locked(j))
                 list_push(dead, j);
-        } else if (h->cancel_requested && j->queued) {
+        } else if (h->cancel_requested && (j->queued || j->waiting)) {
             w->fits[w->n_fits++] = unqueue_locked(js, j);
             j->info.status = "cancelled";
             touch_locked(j);
@@ -926,9 +1002,31 @@ static void prune_old(gp_jobs *js)
     js->last_prune = deleted >= 1000 || keys >= 1000 ? 0 : now;
 }
 
+/* Jobs whose model found the disk full, back on the queue when their wait
+ * is over (however full the queue: they were admitted already). */
+static void requeue_waiting(gp_jobs *js)
+{
+    const double now = gp_monotonic_seconds();
+    pthread_mutex_lock(&js->lock);
+    for (job *j = js->waiting.head; j && !js->stopping;) {
+        job *next = j->qlink.next;
+        if (now >= j->retry_at) {
+            list_remove(&js->waiting, j);
+            j->waiting = 0;
+            list_push(&js->queue, j);
+            j->queued = 1;
+            js->n_queued++;
+            pthread_cond_signal(&js->wake);
+        }
+        j = next;
+    }
+    pthread_mutex_unlock(&js->lock);
+}
+
 void gp_jobs_keep(gp_jobs *js)
 {
     watch_sync_clients(js);
+    requeue_waiting(js);
     if (js->ops.renew == NULL)
         return;
     renew_and_reconcile(js);
@@ -1119,7 +1217,7 @@ void gp_jobs_cancel(gp_jobs *js, const char *id, gp_response *out)
     }
     j->refs++;
     const char *status = j->info.status;
-    if (strcmp(status, "queued") == 0 && j->queued) {
+    if (strcmp(status, "queued") == 0 && (j->queued || j->waiting)) {
         gp_fit_job *fit = unqueue_locked(js, j);
         j->info.status = "cancelled";
         touch_locked(j);
@@ -1172,6 +1270,14 @@ void gp_jobs_shutdown(gp_jobs *js)
     job_list waiting = js->queue;
     js->queue.head = js->queue.tail = NULL;
     js->n_queued = 0;
+    /* Jobs waiting for space join them (all async: handed back below). */
+    for (job *j = js->waiting.head; j;) {
+        job *next = j->qlink.next;
+        j->waiting = 0;
+        list_push(&waiting, j);
+        j = next;
+    }
+    js->waiting.head = js->waiting.tail = NULL;
     for (job *j = waiting.head; j; j = j->qlink.next)
         j->queued = 0;
     for (job *j = js->running.head; j; j = j->qlink.next)

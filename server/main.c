@@ -100,6 +100,7 @@ int main(int argc, char **argv)
     acfg.max_input_dim = (size_t)cfg.max_input_dim;
     acfg.model_cache = (size_t)cfg.model_cache;
     acfg.snapshot_interval = (size_t)cfg.snapshot_interval;
+    acfg.durability_normal = strcmp(cfg.durability, "normal") == 0;
     gp_api *api = NULL;
     gp_error err;
     gp_error_clear(&err);
@@ -123,9 +124,9 @@ int main(int argc, char **argv)
     const char *close_b = strchr(cfg.bind, ':') ? "]" : "";
     gp_log("gpserve: db %s, %ld HTTP threads (0 = CPUs), %ld fit workers, queue %ld, "
            "body cap %ld MiB, timeout %ld s, request timeout %ld s, max connections %ld, "
-           "auth %s",
+           "auth %s, durability %s",
            db_shown, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
-           cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off");
+           cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off", cfg.durability);
     gp_log("gpserve listening on %s%s%s:%u", open_b, cfg.bind, close_b, gp_server_port(srv));
 
     int sig = 0;

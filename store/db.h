@@ -97,6 +97,25 @@ struct gp_db_driver {
     const char *(*errmsg)(gp_db *db);
     /* Largest blob one row may hold (the part size is kept below it). */
     size_t (*max_blob)(gp_db *db);
+    /* Durability (docs/design/storage.md, "Acknowledged means on disk"): make
+     * every commit that returned on this database durable. SQLite in WAL mode
+     * with synchronous = NORMAL does not fsync a commit: this syncs the WAL
+     * file (opened anew through the connection's VFS: on Linux an fsync of any
+     * descriptor of the inode flushes it). NULL where a commit is durable when
+     * it returns (PostgreSQL: synchronous_commit, on by default). Called
+     * without the connection's mutex, from any thread, while others write: it
+     * reads only what open set. GP_DB_OK or a failure class, msg saying why. */
+    int (*sync)(gp_db *db, char *msg, size_t size);
+    /* A full disk (SQLite's writer; NULL elsewhere), under the writer's mutex.
+     * release_reserve: delete the reserve file kept beside the database, so
+     * that a write that frees space (a delete) can append to the WAL on a full
+     * disk; 1 when there was one. reclaim: give space freed by a delete back
+     * to the file system (checkpoint, incremental vacuum, truncate); best
+     * effort. keep_reserve: make the reserve again once the file system has
+     * room for it (cheap while it exists). */
+    int (*release_reserve)(gp_db *db);
+    void (*reclaim)(gp_db *db);
+    void (*keep_reserve)(gp_db *db);
 };
 
 extern const gp_db_driver gp_db_sqlite_driver;

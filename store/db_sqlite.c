@@ -1,6 +1,11 @@
 /* gpserve store: the SQLite driver (db.h). A file path opens a SQLite
  * database in WAL mode with foreign keys, a busy timeout of GP_STORE_BUSY_MS
  * and synchronous = NORMAL; ":memory:" opens a private in-memory database.
+ * Commits are not fsynced (synchronous = NORMAL): the store's group commit
+ * syncs the WAL once for the commits that arrived meanwhile (sq_sync,
+ * store_sync.c). A new file gets incremental auto-vacuum, and the writer
+ * keeps a reserve file beside it, so that a delete can commit on a full disk
+ * and give its space back (db_sqlite_disk.c).
  * Schema version in PRAGMA user_version, migrated forward in one BEGIN
  * IMMEDIATE transaction (two processes opening a new file migrate it once).
  * Write transactions are BEGIN IMMEDIATE: SQLite's one write lock serialises
@@ -11,6 +16,9 @@
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <time.h>
+
+#include "store/db_sqlite_disk.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +174,14 @@ typedef struct sq_db {
     sqlite3 *db;
     int memory; /* ":memory:" (journal mode "memory"): private to this connection */
     sq_stmt stmt[GPS_STMT_COUNT];
+    /* Set at open, read by sq_sync from any thread: */
+    sqlite3_vfs *vfs;  /* the connection's */
+    const char *wal;   /* its WAL file's name (SQLite's, valid while db is open) */
+    /* The writer's reserve file (NULL for a reader or in memory), under the
+     * writer's mutex: */
+    char *reserve;       /* "<db>-reserve" */
+    int reserve_held;    /* made (or found) by this connection and not released */
+    time_t reserve_next; /* the earliest time keep_reserve tries again */
 } sq_db;
 
 static sq_db *sq(gp_db *db) { return (sq_db *)db; }
@@ -239,7 +255,29 @@ static void sq_close(gp_db *gdb)
     for (int i = 0; i < GPS_STMT_COUNT; i++)
         sqlite3_finalize(d->stmt[i].st);
     sqlite3_close(d->db);
+    free(d->reserve);
     free(d);
+}
+
+/* The file's WAL for sq_sync, and the writer's reserve file (made now when
+ * there is room: gp_sqlite_reserve_make). */
+static int setup_disk(sq_db *d, const char *path, int writer, gp_error *err)
+{
+    const char *main_file = sqlite3_db_filename(d->db, "main");
+    if (sqlite3_file_control(d->db, "main", SQLITE_FCNTL_VFS_POINTER, &d->vfs) != SQLITE_OK ||
+        d->vfs == NULL || main_file == NULL || main_file[0] == '\0')
+        return open_fail(d->db, path, "finding the database's file", err);
+    d->wal = sqlite3_filename_wal(main_file);
+    if (!writer)
+        return GP_OK;
+    size_t n = strlen(main_file);
+    d->reserve = malloc(n + sizeof "-reserve");
+    if (d->reserve == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
+    memcpy(d->reserve, main_file, n);
+    memcpy(d->reserve + n, "-reserve", sizeof "-reserve");
+    d->reserve_held = gp_sqlite_reserve_make(d->reserve);
+    return GP_OK;
 }
 
 /* Open a connection to path with the settings every connection shares
@@ -265,6 +303,13 @@ static int sq_open(const char *path, enum gp_db_role role, gp_db **out, gp_error
     }
     sqlite3_extended_result_codes(d->db, 1);
     sqlite3_busy_timeout(d->db, GP_STORE_BUSY_MS);
+    /* Incremental auto-vacuum lets a delete give its pages back to the file
+     * system (gp_sqlite_reclaim). It takes only on a new, empty file, and only
+     * before journal_mode below writes the first page; on an existing file
+     * it changes nothing (that would take a VACUUM). A failure here (a file
+     * that is not a database) is reported by journal_mode. */
+    if (create)
+        (void)exec_const(d->db, "PRAGMA auto_vacuum = INCREMENTAL");
     /* journal_mode is the first statement that reads the file: a file that is
      * not a database fails here. */
     if (pragma_text(d->db, create ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode", mode,
@@ -301,6 +346,8 @@ static int sq_open(const char *path, enum gp_db_role role, gp_db **out, gp_error
         code = open_fail(d->db, path, "configuring a reader", err);
         goto fail;
     }
+    if (!d->memory && (code = setup_disk(d, path, create, err)) != GP_OK)
+        goto fail;
     *out = &d->head;
     return GP_OK;
 fail:
@@ -484,6 +531,55 @@ static size_t sq_max_blob(gp_db *db)
     return limit > 4096 ? (size_t)limit - 1024 : 8;
 }
 
+/* ---- durability and a full disk (db_sqlite_disk.c) ---------------------------- */
+
+static int sq_sync(gp_db *db, char *msg, size_t size)
+{
+    sq_db *d = sq(db);
+    if (d->memory)
+        return GP_DB_OK;
+    int rc = gp_sqlite_sync_wal(d->vfs, d->wal, msg, size);
+    if (rc == SQLITE_OK)
+        return GP_DB_OK;
+    return (rc & 0xff) == SQLITE_FULL ? GP_DB_EFULL : (rc & 0xff) == SQLITE_NOMEM ? GP_DB_ENOMEM
+                                                                                : GP_DB_EOTHER;
+}
+
+static int sq_release_reserve(gp_db *db)
+{
+    sq_db *d = sq(db);
+    if (d->reserve == NULL)
+        return 0;
+    d->reserve_held = 0;
+    d->reserve_next = 0;
+    return gp_sqlite_reserve_release(d->reserve);
+}
+
+/* On a full disk the checkpoint itself may need room (the file grows by
+ * the pages the WAL added since the last one): then the reserve goes. */
+static void sq_reclaim(gp_db *db)
+{
+    sq_db *d = sq(db);
+    if (d->memory)
+        return;
+    int rc = gp_sqlite_reclaim(d->db);
+    if (rc != SQLITE_OK && classify(d->db, rc) != GP_DB_EBUSY && sq_release_reserve(db))
+        (void)gp_sqlite_reclaim(d->db);
+}
+
+/* Tried at most every 10 s: each try is a statvfs. */
+static void sq_keep_reserve(gp_db *db)
+{
+    sq_db *d = sq(db);
+    if (d->reserve == NULL || d->reserve_held)
+        return;
+    time_t now = time(NULL);
+    if (now < d->reserve_next)
+        return;
+    d->reserve_next = now + 10;
+    d->reserve_held = gp_sqlite_reserve_make(d->reserve);
+}
+
 void *gp_db_sqlite_handle(gp_db *db)
 {
     return db && db->drv == &gp_db_sqlite_driver ? (void *)sq(db)->db : NULL;
@@ -513,4 +609,8 @@ const gp_db_driver gp_db_sqlite_driver = {
     .in_txn = sq_in_txn,
     .errmsg = sq_errmsg,
     .max_blob = sq_max_blob,
+    .sync = sq_sync,
+    .release_reserve = sq_release_reserve,
+    .reclaim = sq_reclaim,
+    .keep_reserve = sq_keep_reserve,
 };

@@ -157,19 +157,37 @@ static int busy_retry(gp_store *s, int (*write)(gp_store *, void *, gp_error *),
     }
 }
 
+/* A write returns once its commit is on disk (store_sync.c): the writer's
+ * mutex is released first, so that the next writers commit while this one
+ * waits and one sync covers them all. */
 static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
-                          int retry_unique, gp_error *err)
+                          int retry_unique, uint64_t *defer, gp_error *err)
 {
     pthread_mutex_lock(&s->w->mu);
     int rc = busy_retry(s, write, ctx, retry_unique, err);
+    uint64_t ticket = 0;
+    if (rc == GP_OK) {
+        ticket = gp_store_sync_ticket(s);
+        if (s->drv->keep_reserve)
+            s->drv->keep_reserve(s->w->db);
+    }
     pthread_mutex_unlock(&s->w->mu);
+    if (defer)
+        *defer = ticket; /* the caller waits (gp_store_wait_durable) */
+    else if (rc == GP_OK)
+        rc = gp_store_sync_wait(s, ticket, err);
     return rc;
 }
 
 int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                    gp_error *err)
 {
-    return write_retrying(s, write, ctx, 0, err);
+    return write_retrying(s, write, ctx, 0, NULL, err);
+}
+
+int gp_store_wait_durable(gp_store *store, uint64_t ticket, gp_error *err)
+{
+    return ticket ? gp_store_sync_wait(store, ticket, err) : GP_OK;
 }
 
 /* A write transaction around body(s, ctx, err) on the writer, retried while busy. */
@@ -200,6 +218,14 @@ int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
     return gp_store_write(s, txn_once, &call, err);
 }
 
+int gp_store_write_txn_deferred(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
+                                void *ctx, const char *what, uint64_t *ticket, gp_error *err)
+{
+    txn_call call = {body, ctx, what};
+    *ticket = 0;
+    return write_retrying(s, txn_once, &call, 0, ticket, err);
+}
+
 void gp_store_now(char out[GP_TIME_LEN])
 {
     time_t t = time(NULL);
@@ -226,6 +252,7 @@ static void free_store(gp_store *s)
      * into the file (when no other process has the file open). */
     for (size_t i = sizeof s->conn / sizeof s->conn[0]; i-- > 0;)
         conn_close(&s->conn[i]);
+    gp_store_sync_destroy(s);
     free(s);
 }
 
@@ -257,9 +284,15 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
     s->drv = gp_db_driver_for(path);
     s->w = &s->conn[0];
-    /* The writer creates the database and migrates the schema; the readers
-     * are opened after that, onto the current schema. */
-    int code = conn_open(s, s->w, path, GP_DB_WRITER, err);
+    int code = gp_store_sync_init(s, err);
+    if (code)
+        goto fail;
+    /* The writer creates the database and migrates the schema (on disk
+     * before the store is used); the readers are opened after that, onto the
+     * current schema. */
+    code = conn_open(s, s->w, path, GP_DB_WRITER, err);
+    if (code == GP_OK)
+        code = gp_store_sync_wait(s, gp_store_sync_ticket(s), err);
     if (code)
         goto fail;
     if (s->drv->private_db(s->w->db)) {
@@ -568,7 +601,7 @@ int gp_store_save_keyed(gp_store *store, const char *name, const char *method, c
                   .idem = idem};
     /* A version number taken by another process meanwhile (a UNIQUE(name,
      * version) violation) is retried like a busy database. */
-    rc = write_retrying(store, save_once, &c, 1, err);
+    rc = write_retrying(store, save_once, &c, 1, NULL, err);
     if (rc || meta == NULL)
         return rc;
     meta->id = c.id;
@@ -810,12 +843,41 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     return rc;
 }
 
+/* The reserve file released, under the writer's mutex: 1 when there was one. */
+static int release_reserve(gp_store *s)
+{
+    if (s->drv->release_reserve == NULL)
+        return 0;
+    pthread_mutex_lock(&s->w->mu);
+    int released = s->drv->release_reserve(s->w->db);
+    pthread_mutex_unlock(&s->w->mu);
+    return released;
+}
+
+/* The space a delete freed, back to the file system (best effort). */
+static void reclaim(gp_store *s)
+{
+    if (s->drv->reclaim == NULL)
+        return;
+    pthread_mutex_lock(&s->w->mu);
+    s->drv->reclaim(s->w->db);
+    pthread_mutex_unlock(&s->w->mu);
+}
+
+/* A delete is how a full disk is freed through the API (docs/design/
+ * storage.md, "A full disk"): when its WAL frames find no room, the reserve
+ * file beside the database is released and the delete runs again in its
+ * space; once committed, the space goes back to the file system. */
 int gp_store_delete(gp_store *store, const char *name, gp_error *err)
 {
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
         return not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
     int rc = gp_store_write(store, delete_once, &c, err);
+    if (rc == GP_ESTORAGE && release_reserve(store))
+        rc = gp_store_write(store, delete_once, &c, err);
+    if (rc == GP_OK && c.found)
+        reclaim(store);
     if (rc == GP_OK && !c.found)
         rc = not_found_name(name, err);
     return rc;

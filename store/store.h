@@ -69,6 +69,16 @@ typedef struct gp_store gp_store;
  * (GP_ENOTREADY with the path, its password hidden, and the database's
  * message; GP_EINVAL for an empty path). */
 int gp_store_open(const char *path, gp_store **out, gp_error *err);
+/* When a write returns (docs/design/storage.md, "Acknowledged means on
+ * disk"). FULL, the default of gp_store_open: on disk, so it survives a power
+ * loss (SQLite: the WAL synced once for the writes that committed meanwhile,
+ * a group commit; PostgreSQL syncs every commit itself). NORMAL: committed,
+ * survives a crash of the process but the last writes before a power loss may
+ * be lost (SQLite's synchronous = NORMAL in WAL mode; PostgreSQL unchanged). */
+enum gp_store_durability { GP_STORE_DURABILITY_FULL = 0, GP_STORE_DURABILITY_NORMAL = 1 };
+/* Set before the store is shared between threads. */
+void gp_store_set_durability(gp_store *store, enum gp_store_durability durability);
+
 /* path as it may be logged or shown: a URL's password (user:PASSWORD@ and
  * password=PASSWORD in the query) replaced by "***"; a file path as is.
  * Truncated to size - 1 characters. */
@@ -282,9 +292,9 @@ int gp_store_save_job(gp_store *store, const char *name, const char *method, con
  * (field "batch"), snapshot without arrays (field "snapshot"), an array with
  * count > 0 and no data (field = its name), expected_seq or n_after out of
  * range. On any failure nothing is written (the log, the row and the previous
- * snapshot are as they were). Once it returns GP_OK the entry survives a
- * crash of the process (WAL, synchronous = NORMAL); it survives a power loss
- * once the WAL is next synced (a checkpoint). *seq (may be NULL) gets the new
+ * snapshot are as they were). Once it returns GP_OK the entry is on disk
+ * (durability full; with normal it survives a crash of the process, and a
+ * power loss once the WAL is next synced). *seq (may be NULL) gets the new
  * entry's number (0 on failure). */
 int gp_store_observe(gp_store *store, int64_t model_id, uint64_t expected_seq,
                      const gp_state *batch, size_t n_after, const gp_state *snapshot,
@@ -381,6 +391,18 @@ int gp_store_job_create_keyed(gp_store *store, const gp_job_row *job, const char
 int gp_store_observe_keyed(gp_store *store, int64_t model_id, uint64_t expected_seq,
                            const gp_state *batch, size_t n_after, const gp_state *snapshot,
                            const gp_idem_put *idem, uint64_t *seq, gp_error *err);
+/* gp_store_observe_keyed that returns once the entry is committed, before it is
+ * on disk: the caller may release its own locks (so that the next writers
+ * commit and share the sync) and must call gp_store_wait_durable(*ticket)
+ * before it acknowledges the entry. */
+int gp_store_observe_deferred(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                              const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                              const gp_idem_put *idem, uint64_t *seq, uint64_t *ticket,
+                              gp_error *err);
+/* Return once the commit numbered ticket is on disk (at once for ticket 0,
+ * with durability normal, or on PostgreSQL); GP_EINTERNAL (GP_ESTORAGE) when
+ * the sync failed: the write is committed but may not survive a power loss. */
+int gp_store_wait_durable(gp_store *store, uint64_t ticket, gp_error *err);
 
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit

@@ -111,6 +111,21 @@ typedef struct gp_store_conn {
     int last_rc;  /* gp_db class of the last failure (for the busy retry) */
 } gp_store_conn;
 
+/* The group commit (store_sync.c; docs/design/storage.md, "Acknowledged
+ * means on disk"): commits are numbered as they return, under the writer's
+ * mutex; a write returns only once a sync that started after its commit has
+ * finished. One thread syncs at a time; the commits that return meanwhile
+ * are covered by the next sync, which one of their writers runs. */
+typedef struct gp_store_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t done; /* a sync ended */
+    int ready;           /* mu and done were initialised */
+    int full;            /* GP_STORE_DURABILITY_FULL: writes wait for their sync */
+    uint64_t committed;  /* commits returned so far (the last one's number) */
+    uint64_t synced;     /* every commit up to this number is on disk */
+    int syncing;         /* a sync is running */
+} gp_store_sync;
+
 /* Test hook (see gp_store_set_save_hook). */
 typedef void (*gp_store_save_hook_fn)(gp_store *store, int64_t model_id, void *arg);
 
@@ -145,6 +160,7 @@ struct gp_store {
     size_t n_readers;
     atomic_uint next_reader; /* where the next reader search starts */
     const gp_db_driver *drv;
+    gp_store_sync sync;
     /* Guarded by w->mu: */
     size_t part_bytes; /* largest blob of one `arrays` row (a multiple of 8) */
     gp_store_save_hook_fn save_hook;
@@ -173,6 +189,17 @@ void gp_store_stmt_done(gp_db_stmt *st);
  * GP_ENOTREADY, no memory -> GP_ENOMEM, a full disk -> GP_ESTORAGE,
  * everything else -> GP_EINTERNAL. `what` says what was being done. */
 int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what);
+
+/* The group commit (store_sync.c). init: 0 or GP_EINTERNAL; destroy after
+ * the connections are closed. ticket: the number of the commit that just
+ * returned on the writer (caller holds s->w->mu). wait: return once that
+ * commit is on disk (at once with durability normal, or when the back end
+ * commits durably); GP_EINTERNAL (or GP_ESTORAGE, GP_ENOMEM) when the sync
+ * failed: the write is committed but may not survive a power loss. */
+int gp_store_sync_init(gp_store *s, gp_error *err);
+void gp_store_sync_destroy(gp_store *s);
+uint64_t gp_store_sync_ticket(gp_store *s);
+int gp_store_sync_wait(gp_store *s, uint64_t ticket, gp_error *err);
 
 /* Whose arrays. The four tables share the parts scheme of `arrays`. */
 enum gp_array_table {
@@ -229,6 +256,10 @@ int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), vo
  * when body or the commit fails. */
 int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
                        const char *what, gp_error *err);
+/* gp_store_write_txn that returns once committed, with *ticket the commit's
+ * number for gp_store_wait_durable (0 when nothing was committed). */
+int gp_store_write_txn_deferred(gp_store *s, int (*body)(gp_store *, void *, gp_error *),
+                                void *ctx, const char *what, uint64_t *ticket, gp_error *err);
 /* Column text into a fixed buffer: 0 if it does not fit (or is NULL and
  * allow_null is 0). */
 int gp_store_copy_col(gp_db_stmt *st, int col, char *dst, size_t size, int allow_null);

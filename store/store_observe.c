@@ -110,6 +110,22 @@ int gp_store_observe_keyed(gp_store *store, int64_t model_id, uint64_t expected_
                            const gp_state *batch, size_t n_after, const gp_state *snapshot,
                            const gp_idem_put *idem, uint64_t *seq, gp_error *err)
 {
+    uint64_t ticket = 0;
+    int rc = gp_store_observe_deferred(store, model_id, expected_seq, batch, n_after, snapshot,
+                                       idem, seq, &ticket, err);
+    if (rc == GP_OK)
+        rc = gp_store_wait_durable(store, ticket, err);
+    if (rc != GP_OK && seq)
+        *seq = 0;
+    return rc;
+}
+
+int gp_store_observe_deferred(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                              const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                              const gp_idem_put *idem, uint64_t *seq, uint64_t *ticket,
+                              gp_error *err)
+{
+    *ticket = 0;
     if (seq)
         *seq = 0;
     /* Everything that can be refused is refused before the transaction. An
@@ -135,7 +151,8 @@ int gp_store_observe_keyed(gp_store *store, int64_t model_id, uint64_t expected_
         return rc;
     observe_ctx c = {.model_id = model_id, .expected = expected_seq, .n_after = n_after,
                      .batch = batch, .snapshot = snapshot, .idem = idem};
-    rc = gp_store_write_txn(store, observe_body, &c, "appending an observation", err);
+    rc = gp_store_write_txn_deferred(store, observe_body, &c, "appending an observation", ticket,
+                                     err);
     if (rc == GP_OK && seq)
         *seq = expected_seq + 1;
     return rc;

@@ -1721,6 +1721,7 @@ export interface components {
                 elapsed_seconds?: number;
             };
             model?: components["schemas"]["Model"];
+            /** @description Why the job failed; also on a job queued (or running) again after its fitted model found the disk full (code insufficient_storage, the message saying when it runs again). */
             error?: {
                 code?: string;
                 message?: string;
