@@ -168,6 +168,15 @@ void gp_api_oip_infer(gp_api *api, const char *name, int version, const gp_reque
  * 200 {"name", "version", "n", "state", "observations"} once the batch is
  * applied and durable; 422 unsupported for methods that cannot. */
 void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_response *out);
+/* gp_api_observe that does not wait for the disk: with ticket not NULL a
+ * 200 in out is committed but is acknowledged only once commit *ticket is
+ * on disk (gp_api_wait_durable; 0: nothing to wait for). The server waits
+ * off its request threads, so that every observe in flight shares a sync. */
+void gp_api_observe_deferred(gp_api *api, const char *name, const gp_request *req,
+                             gp_response *out, uint64_t *ticket);
+/* Return once commit ticket is on disk (gp_store_wait_durable): 0, or an
+ * error (the write is committed but may not survive a power loss). */
+int gp_api_wait_durable(gp_api *api, uint64_t ticket, gp_error *err);
 
 /* ---- fits, in two steps so that the server runs the second on a fit worker ---- */
 typedef struct gp_fit_job gp_fit_job;

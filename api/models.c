@@ -1585,8 +1585,11 @@ static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_bod
     return rc;
 }
 
+/* ticket NULL: the answer waits here for the batch to be on disk; else
+ * *ticket gets the commit the caller must see synced (gp_api_wait_durable)
+ * before it answers, 0 for none. */
 static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_api_idem *key,
-                      gp_buf *b, gp_error *err)
+                      gp_buf *b, uint64_t *ticket_out, gp_error *err)
 {
     for (int tries = 0;; tries++) {
         gp_cache_entry *e = NULL;
@@ -1616,8 +1619,11 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_
             }
             pthread_mutex_unlock(&e->write_lock);
             /* On disk before the answer, waited for without the model's
-             * locks: the observes that commit meanwhile share the sync. */
-            if (rc == GP_OK)
+             * locks (here, or by the caller without even a request thread):
+             * the observes that commit meanwhile share the sync. */
+            if (rc == GP_OK && ticket_out)
+                *ticket_out = ticket;
+            else if (rc == GP_OK)
                 rc = gp_store_wait_durable(api->store, ticket, err);
         }
         entry_unref(api, e);
@@ -1631,6 +1637,19 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_
 
 void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_response *out)
 {
+    gp_api_observe_deferred(api, name, req, out, NULL);
+}
+
+int gp_api_wait_durable(gp_api *api, uint64_t ticket, gp_error *err)
+{
+    return gp_store_wait_durable(api->store, ticket, err);
+}
+
+void gp_api_observe_deferred(gp_api *api, const char *name, const gp_request *req,
+                             gp_response *out, uint64_t *ticket)
+{
+    if (ticket)
+        *ticket = 0;
     gp_error err;
     gp_error_clear(&err);
     observe_body ob;
@@ -1647,7 +1666,7 @@ void gp_api_observe(gp_api *api, const char *name, const gp_request *req, gp_res
     if (rc == GP_OK)
         rc = parse_observe(api, req, &ob, &err);
     if (rc == GP_OK)
-        rc = do_observe(api, name, &ob, &key, &b, &err);
+        rc = do_observe(api, name, &ob, &key, &b, ticket, &err);
     observe_body_free(&ob);
     /* A retry with the key ran beside this one and was applied first. */
     if (rc && gp_api_key_taken(&err) && gp_api_idem_replay(api, &key, out)) {

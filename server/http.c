@@ -62,6 +62,7 @@
 #include "server/mhd_shim.h"
 #include "server/route.h"
 #include "server/slots.h"
+#include "server/syncer.h"
 #include "server/util.h"
 
 #define LOG_PATH_MAX 200
@@ -90,6 +91,7 @@ struct gp_server {
     unsigned port;
     gp_jobs *jobs;
     gp_batcher *batcher; /* NULL: batching off (--batch-delay-us 0) */
+    gp_syncer *syncer;   /* observes waiting for the disk (server/syncer.h) */
     gp_metrics *metrics;
     atomic_int stopping;
     atomic_uint_fast64_t next_request_id;
@@ -817,6 +819,32 @@ static enum MHD_Result handle_point(conn_ctx *ctx, int kind, const gp_request *r
     return MHD_YES;
 }
 
+/* ---- answers that wait for the disk (server/syncer.h) ---- */
+
+/* The answer res once commit ticket is on disk: the connection suspended
+ * and answered by the syncer (fit_done resumes it, as a fit's answer), so
+ * that the request thread serves others meanwhile and every write in flight
+ * shares one sync. Waited for here when the syncer is stopping. */
+static enum MHD_Result answer_when_durable(conn_ctx *ctx, uint64_t ticket, gp_response *res)
+{
+    gp_server *srv = ctx->srv;
+    ctx->fit_pending = 1;
+    atomic_fetch_add(&srv->sync_pending, 1);
+    ctx->state = CS_FIT_WAIT;
+    MHD_suspend_connection(ctx->conn);
+    if (srv->syncer == NULL || gp_syncer_submit(srv->syncer, ticket, res, fit_done, ctx) != 0) {
+        gp_error err;
+        gp_error_clear(&err);
+        if (gp_api_wait_durable(srv->api, ticket, &err) != 0) {
+            gp_response_free(res);
+            memset(res, 0, sizeof *res);
+            gp_api_error(&err, res);
+        }
+        fit_done(ctx, res);
+    }
+    return MHD_YES;
+}
+
 /* ---- metrics ---- */
 static void handle_metrics(gp_server *srv, gp_response *res)
 {
@@ -916,9 +944,15 @@ static enum MHD_Result dispatch(conn_ctx *ctx)
         else
             gp_api_sample(api, m->name, &req, &res);
         break;
-    case GP_ROUTE_OBSERVE:
-        gp_api_observe(api, m->name, &req, &res);
+    case GP_ROUTE_OBSERVE: {
+        uint64_t ticket = 0;
+        gp_api_observe_deferred(api, m->name, &req, &res, &ticket);
+        if (ticket != 0) {
+            free(q.items);
+            return answer_when_durable(ctx, ticket, &res);
+        }
         break;
+    }
     case GP_ROUTE_JOB:
         if (ctx->verb == GP_VERB_DELETE)
             gp_jobs_cancel(srv->jobs, m->id, &res);
@@ -1440,6 +1474,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 static void server_free(gp_server *srv)
 {
     gp_batcher_free(srv->batcher);
+    gp_syncer_free(srv->syncer);
     gp_jobs_free(srv->jobs);
     gp_metrics_free(srv->metrics);
     pthread_cond_destroy(&srv->sweep_wake);
@@ -1569,6 +1604,11 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
         server_free(srv);
         return NULL;
     }
+    if ((srv->syncer = gp_syncer_new(api)) == NULL) {
+        snprintf(msg, msg_size, "out of memory");
+        server_free(srv);
+        return NULL;
+    }
     gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts,
                            3600.0 * (double)cfg->job_retention_hours);
     gp_jobs_set_key_retention(srv->jobs, 3600.0 * (double)cfg->idempotency_hours);
@@ -1624,6 +1664,7 @@ void gp_server_stop(gp_server *srv)
            queued, running);
     gp_jobs_shutdown(srv->jobs);
     gp_batcher_stop(srv->batcher); /* answers every queued predict and sample */
+    gp_syncer_stop(srv->syncer);   /* and every observe waiting for the disk */
     /* Every suspended request is resumed now; give them a moment to be answered. */
     for (int i = 0; i < 500 && atomic_load(&srv->sync_pending) > 0; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
