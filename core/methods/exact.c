@@ -664,9 +664,9 @@ static int check_update_finite(const exact_impl *im, size_t N, const observe_wor
     if (ok && w->L)
         for (size_t j = 0; ok && j < N; j++)
             ok = gp_all_finite(w->L + j * N + j, N - j, NULL);
-    else
-        for (size_t j = 0; ok && j < N; j++) /* the rows n..N of every column */
-            ok = gp_all_finite(im->L + j * im->ld + (j > n ? j : n), N - (j > n ? j : n), NULL);
+    else if (ok) /* the border is V^T and C's lower triangle (border_factor) */
+        for (size_t c = 0; ok && c < k; c++)
+            ok = gp_all_finite(w->V + c * n, n, NULL) && gp_all_finite(w->C + c * k + c, k - c, NULL);
     if (ok)
         return GP_OK;
     return gp_error_set(err, GP_EDATA, "y",
