@@ -1374,7 +1374,12 @@ static int pls_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 
 /* Residual covariance (§5.2 A5) of the b points: res (b) its clamped
  * diagonal; S (b x b, may be NULL) the full matrix with that diagonal.
- * K holds k(Z, X) and is overwritten (r-mode). */
+ * K holds k(Z, X) and is overwritten (r-mode).
+ * A point's squared norms are gp_dot, not cblas_ddot: OpenBLAS's SSE2 ddot
+ * (the Prescott kernels, what 0.3.21 falls back to on CPUs it does not know)
+ * peels one term when a vector is not 16-byte aligned, so the bits of column
+ * i of a block (offset i * mk) depended on i's parity, i.e. on the other
+ * points of the call (gp_model_predict_batch, core/model/model.h). */
 static void residual(const gp_kernel *k, const pls_impl *im, const double *X, size_t b,
                      double *K, const double *Phi, double *res, double *S, double *tmp)
 {
@@ -1385,14 +1390,14 @@ static void residual(const gp_kernel *k, const pls_impl *im, const double *X, si
         cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)b,
                     (blasint)mk, -1.0, im->V, (blasint)M, tmp, (blasint)mk, 1.0, K, (blasint)M);
         for (size_t i = 0; i < b; i++)
-            res[i] = cblas_ddot((blasint)M, K + i * M, 1, K + i * M, 1) / (double)M;
+            res[i] = gp_dot(K + i * M, K + i * M, M) / (double)M;
         if (S)
             cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)b, (blasint)M,
                         1.0 / (double)M, K, (blasint)M, 0.0, S, (blasint)b);
     } else { /* k(x, x) - |phi(x)|^2 */
         for (size_t i = 0; i < b; i++) {
-            double r = gp_kernel_diag(k, X + i * im->d) -
-                       cblas_ddot((blasint)mk, Phi + i * mk, 1, Phi + i * mk, 1);
+            const double *phi = Phi + i * mk;
+            double r = gp_kernel_diag(k, X + i * im->d) - gp_dot(phi, phi, mk);
             res[i] = r > 0.0 ? r : 0.0;
         }
         if (S) {
@@ -1455,11 +1460,11 @@ static void predict_block(const gp_model *model, const pls_impl *im, pred_buf *p
     for (size_t i = 0; i < b; i++)
         for (size_t k = 0; k < K; k++)
             var[k * m + i] = p->res[i];
-    if (im->J == 0) { /* + |R^{-1} phi|^2 */
+    if (im->J == 0) { /* + |R^{-1} phi|^2 (gp_dot: see residual) */
         memcpy(p->tmp, p->Phi, mk * b * sizeof *p->Phi);
         gp_trsm_lower(im->R, mk, mk, 0, p->tmp, b, mk);
         for (size_t i = 0; i < b; i++)
-            var[i] += cblas_ddot((blasint)mk, p->tmp + i * mk, 1, p->tmp + i * mk, 1);
+            var[i] += gp_dot(p->tmp + i * mk, p->tmp + i * mk, mk);
         if (cov) {
             cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)b, (blasint)mk, 1.0,
                         p->tmp, (blasint)mk, 1.0, cov, (blasint)b);
