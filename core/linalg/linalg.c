@@ -461,6 +461,49 @@ double gp_dot(const double *x, const double *y, size_t n)
     return dot_fixed(x, y, n);
 }
 
+/* DOT_TILE x DOT_TILE dots at once, each exactly dot_fixed's sequence (its
+ * eight partial sums are one AVX-512 register), sharing the loads of the
+ * columns between the dots of the tile. */
+#define DOT_TILE 4
+GP_KERNEL void dot_tile(const double *A, size_t lda, const double *X, size_t ldx, size_t k,
+                        double *C, size_t ldc)
+{
+    double s[DOT_TILE][DOT_TILE][8] = {{{0.0}}};
+    size_t r = 0;
+    for (; r + 8 <= k; r += 8)
+        for (size_t i = 0; i < DOT_TILE; i++)
+            for (size_t j = 0; j < DOT_TILE; j++)
+                for (size_t l = 0; l < 8; l++)
+                    s[i][j][l] = fma(A[j * lda + r + l], X[i * ldx + r + l], s[i][j][l]);
+    for (size_t i = 0; i < DOT_TILE; i++)
+        for (size_t j = 0; j < DOT_TILE; j++) {
+            const double *v = s[i][j];
+            double t = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+            for (size_t q = r; q < k; q++)
+                t = fma(A[j * lda + q], X[i * ldx + q], t);
+            C[i * ldc + j] = t;
+        }
+}
+
+GP_FMA_CLONES
+static void dot_columns(const double *A, size_t lda, size_t p, const double *X, size_t ldx,
+                        size_t q, size_t k, double *C, size_t ldc)
+{
+    size_t pt = p - p % DOT_TILE, qt = q - q % DOT_TILE;
+    for (size_t i = 0; i < qt; i += DOT_TILE)
+        for (size_t j = 0; j < pt; j += DOT_TILE)
+            dot_tile(A + j * lda, lda, X + i * ldx, ldx, k, C + i * ldc + j, ldc);
+    for (size_t i = 0; i < q; i++) /* the edges: the same sums one at a time */
+        for (size_t j = i < qt ? pt : 0; j < p; j++)
+            C[i * ldc + j] = dot_fixed(A + j * lda, X + i * ldx, k);
+}
+
+void gp_dot_columns(const double *A, size_t lda, size_t p, const double *X, size_t ldx,
+                    size_t q, size_t k, double *C, size_t ldc)
+{
+    dot_columns(A, lda, p, X, ldx, q, k, C, ldc);
+}
+
 void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed)
 {
     size_t k = 0;

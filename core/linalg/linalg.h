@@ -94,6 +94,14 @@ void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double 
  * same bits for the same vectors wherever they sit in memory, in any thread
  * (OpenBLAS's ddot splits vectors of more than 10000 entries over its threads). */
 double gp_dot(const double *x, const double *y, size_t n);
+/* C = A^T X with every entry gp_dot's bits: C[j + i ldc] = gp_dot(column j of
+ * A, column i of X, k) for the p columns of A (k x p, leading dimension lda)
+ * and the q of X (k x q, ldx). What dgemm computes, but a column's results do
+ * not depend on p, q, its position or the other columns (OpenBLAS's AVX-512
+ * dgemm picks a small-matrix kernel by the product's size); tiles of 4 x 4
+ * dots share their loads. */
+void gp_dot_columns(const double *A, size_t lda, size_t p, const double *X, size_t ldx,
+                    size_t q, size_t k, double *C, size_t ldc);
 
 /* Pack / unpack the lower triangle of an n x n matrix column by column
  * (n(n+1)/2 doubles), used to export Cholesky factors without the dead half. */

@@ -1372,27 +1372,44 @@ static int pls_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 
 /* ---- A5: prediction ---- */
 
+/* k -= V t for one point (V M x mk, t mk): column by column in order, so
+ * the point's bits are its own (ISO C: no contraction into fma). */
+static void subtract_projection(const double *V, size_t M, size_t mk, const double *t, double *k)
+{
+    for (size_t j = 0; j < mk; j++) {
+        const double *v = V + j * M;
+        double tj = t[j];
+        for (size_t r = 0; r < M; r++)
+            k[r] -= v[r] * tj;
+    }
+}
+
 /* Residual covariance (§5.2 A5) of the b points: res (b) its clamped
  * diagonal; S (b x b, may be NULL) the full matrix with that diagonal.
- * K holds k(Z, X) and is overwritten (r-mode). */
+ * K holds k(Z, X) and is overwritten (r-mode).
+ * A point's squared norms are gp_dot, not cblas_ddot: OpenBLAS's SSE2 ddot
+ * (the Prescott kernels, what 0.3.21 falls back to on CPUs it does not know)
+ * peels one term when a vector is not 16-byte aligned, so the bits of column
+ * i of a block (offset i * mk) depended on i's parity, i.e. on the other
+ * points of the call (gp_model_predict_batch, core/model/model.h).
+ * S, asked with a full covariance only, is BLAS's; its diagonal is res. */
 static void residual(const gp_kernel *k, const pls_impl *im, const double *X, size_t b,
                      double *K, const double *Phi, double *res, double *S, double *tmp)
 {
     size_t M = im->M, mk = im->mk;
-    if (im->rmode) { /* (1/M) |(I - V V^T) k_Z(x)|^2 */
-        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)mk, (blasint)b, (blasint)M,
-                    1.0, im->V, (blasint)M, K, (blasint)M, 0.0, tmp, (blasint)mk);
-        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)b,
-                    (blasint)mk, -1.0, im->V, (blasint)M, tmp, (blasint)mk, 1.0, K, (blasint)M);
+    if (im->rmode) { /* (1/M) |(I - V V^T) k_Z(x)|^2, point by point (see point_means) */
+        gp_dot_columns(im->V, M, mk, K, M, b, M, tmp, mk);
         for (size_t i = 0; i < b; i++)
-            res[i] = cblas_ddot((blasint)M, K + i * M, 1, K + i * M, 1) / (double)M;
+            subtract_projection(im->V, M, mk, tmp + i * mk, K + i * M);
+        for (size_t i = 0; i < b; i++)
+            res[i] = gp_dot(K + i * M, K + i * M, M) / (double)M;
         if (S)
             cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)b, (blasint)M,
                         1.0 / (double)M, K, (blasint)M, 0.0, S, (blasint)b);
     } else { /* k(x, x) - |phi(x)|^2 */
         for (size_t i = 0; i < b; i++) {
-            double r = gp_kernel_diag(k, X + i * im->d) -
-                       cblas_ddot((blasint)mk, Phi + i * mk, 1, Phi + i * mk, 1);
+            const double *phi = Phi + i * mk;
+            double r = gp_kernel_diag(k, X + i * im->d) - gp_dot(phi, phi, mk);
             res[i] = r > 0.0 ? r : 0.0;
         }
         if (S) {
@@ -1436,6 +1453,26 @@ static int pred_buf_alloc(pred_buf *p, const pls_impl *im, size_t b, gp_error *e
     return p->Xs && p->K && p->Phi && p->tmp && p->res ? GP_OK : GP_ENOMEM;
 }
 
+/* K (M x b) = k(Z, X), Phi (mk x b) and the component means (rows of mu,
+ * ld m) of the b points, each point by its own arithmetic in a fixed order
+ * (gp_dot_columns, gp_dot), so that its bits do not depend on the other
+ * points of the call and pls is batch_invariant (core/model/method.h).
+ * dgemm's would: OpenBLAS's AVX-512 (SkylakeX) dgemm picks a small-matrix
+ * kernel or the packed one by the product's size (transposed A: m n <= 1200),
+ * so a point got other bits among 16 points than among 32. */
+static void point_means(const gp_model *model, const pls_impl *im, pred_buf *p, size_t b,
+                        size_t m, double *mu)
+{
+    size_t mk = im->mk, M = im->M;
+    gp_kernel_cross_points(model->kernel, im->Zp, p->Xs, b, p->K, M);
+    gp_dot_columns(im->B, M, mk, p->K, M, b, M, p->Phi, mk);
+    if (im->J) /* mu[i + j m] = phi_i . a_j */
+        gp_dot_columns(p->Phi, mk, b, im->A, mk, im->J, mk, mu, m);
+    else
+        for (size_t i = 0; i < b; i++)
+            mu[i] = gp_dot(p->Phi + i * mk, im->mu, mk);
+}
+
 /* Component means and variances of b points at rows start.. of mu/var (ld
  * m), working units; cov (b x b = m x m, may be NULL) the latent covariance
  * given the coefficients' law: closed form W^T W + S_res, particles S_res. */
@@ -1443,23 +1480,16 @@ static void predict_block(const gp_model *model, const pls_impl *im, pred_buf *p
                           size_t m, double *mu, double *var, double *cov)
 {
     size_t mk = im->mk, K = im->J ? im->J : 1;
-    features(model->kernel, im, p->Xs, b, p->K, p->Phi);
-    if (im->J)
-        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)b, (blasint)im->J,
-                    (blasint)mk, 1.0, p->Phi, (blasint)mk, im->A, (blasint)mk, 0.0, mu,
-                    (blasint)m);
-    else
-        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)mk, (blasint)b, 1.0, p->Phi,
-                    (blasint)mk, im->mu, 1, 0.0, mu, 1);
+    point_means(model, im, p, b, m, mu);
     residual(model->kernel, im, p->Xs, b, p->K, p->Phi, p->res, cov, p->tmp);
     for (size_t i = 0; i < b; i++)
         for (size_t k = 0; k < K; k++)
             var[k * m + i] = p->res[i];
-    if (im->J == 0) { /* + |R^{-1} phi|^2 */
+    if (im->J == 0) { /* + |R^{-1} phi|^2: the invariant solve, gp_dot (see residual) */
         memcpy(p->tmp, p->Phi, mk * b * sizeof *p->Phi);
-        gp_trsm_lower(im->R, mk, mk, 0, p->tmp, b, mk);
+        gp_solve_lower_columns(im->R, mk, mk, p->tmp, b, mk);
         for (size_t i = 0; i < b; i++)
-            var[i] += cblas_ddot((blasint)mk, p->tmp + i * mk, 1, p->tmp + i * mk, 1);
+            var[i] += gp_dot(p->tmp + i * mk, p->tmp + i * mk, mk);
         if (cov) {
             cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)b, (blasint)mk, 1.0,
                         p->tmp, (blasint)mk, 1.0, cov, (blasint)b);
@@ -1766,6 +1796,7 @@ static const gp_method_ops pls_ops = {
     .import_impl = pls_import,
     .free_impl = impl_free,
     .components = pls_components,
+    .batch_invariant = 1, /* predict: per-point arithmetic (point_means, residual) */
 };
 
 static const gp_info_spec pls_info[] = {

@@ -323,6 +323,39 @@ static void test_dot_fixed_order(void **state)
     }
 }
 
+/* gp_dot_columns: every entry gp_dot's bits, for every shape around the 4 x 4
+ * tiles (full tiles, edges, k below and above 8), with leading dimensions
+ * larger than k; and a column's results the same whatever the other columns
+ * and its position (the call on one column of X alone, at another offset). */
+static void test_dot_columns_is_gp_dot(void **state)
+{
+    (void)state;
+    enum { KM = 21, PM = 9, QM = 10 };
+    double A[(KM + 1) * PM], X[(KM + 3) * QM + 1], C[(PM + 2) * QM], one[PM];
+    for (size_t i = 0; i < sizeof A / sizeof *A; i++)
+        A[i] = sin(0.7 * (double)i) * 1e2;
+    for (size_t i = 0; i < sizeof X / sizeof *X; i++)
+        X[i] = cos(1.3 * (double)i) / 3.0;
+    for (size_t k = 0; k <= KM; k++)
+        for (size_t p = 1; p <= PM; p++)
+            for (size_t q = 1; q <= QM; q++) {
+                size_t lda = KM + 1, ldx = KM + 3, ldc = PM + 2;
+                gp_dot_columns(A, lda, p, X, ldx, q, k, C, ldc);
+                for (size_t i = 0; i < q; i++) {
+                    for (size_t j = 0; j < p; j++) {
+                        double want = gp_dot(A + j * lda, X + i * ldx, k);
+                        if (memcmp(&want, &C[i * ldc + j], sizeof want) != 0)
+                            fail_msg("k %zu p %zu q %zu: entry (%zu, %zu) is not gp_dot's", k,
+                                     p, q, j, i);
+                    }
+                    double Xi[KM + 1];
+                    memcpy(Xi + 1, X + i * ldx, k * sizeof *Xi);
+                    gp_dot_columns(A, lda, p, Xi + 1, k, 1, k, one, p);
+                    assert_memory_equal(one, C + i * ldc, p * sizeof *one);
+                }
+            }
+}
+
 static void test_pack_roundtrip(void **state)
 {
     (void)state;
@@ -373,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_solve_columns_against_dtrsm),
         cmocka_unit_test(test_solve_columns_batch_invariant),
         cmocka_unit_test(test_dot_fixed_order),
+        cmocka_unit_test(test_dot_columns_is_gp_dot),
         cmocka_unit_test(test_pack_roundtrip),
         cmocka_unit_test(test_sizes_and_state),
     };
