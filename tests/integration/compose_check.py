@@ -231,9 +231,9 @@ def seconds(v):
 
 timeouts = {l.split()[1]: seconds(l.split()[2]) for l in cfg.get("defaults", []) if l.startswith("timeout ")}
 for t in ("client", "server"):
-    check("haproxy.cfg: timeout %s >= the daemon's --request-timeout (600 s)" % t,
-          (timeouts.get(t) or 0) >= 600, "timeout %s %s s" % (t, timeouts.get(t)))
-check("haproxy.cfg: timeout http-request is the daemon's 600 s", timeouts.get("http-request") == 600,
+    check("haproxy.cfg: timeout %s >= the daemon's --request-timeout (120 s)" % t,
+          (timeouts.get(t) or 0) >= 120, "timeout %s %s s" % (t, timeouts.get(t)))
+check("haproxy.cfg: timeout http-request is the daemon's 120 s", timeouts.get("http-request") == 120,
       timeouts.get("http-request"))
 if shutil.which("haproxy"):
     r = subprocess.run(["haproxy", "-c", "-f", HA], capture_output=True, text=True, timeout=60)
