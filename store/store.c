@@ -882,3 +882,32 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
         rc = not_found_name(name, err);
     return rc;
 }
+
+/* ---- retention ---- */
+
+typedef struct prune_ctx {
+    enum gp_store_stmt stmt;
+    const char *before, *what;
+    int deleted;
+} prune_ctx;
+
+static int prune_once(gp_store *s, void *vctx, gp_error *err)
+{
+    prune_ctx *c = vctx;
+    gp_db_stmt *st = gp_store_stmt(s->w, c->stmt);
+    int src = gp_db_bind_text(st, 1, c->before);
+    return gp_store_step_write(s->w, st, src, &c->deleted, err, c->what);
+}
+
+int gp_store_prune_before(gp_store *store, enum gp_store_stmt stmt, const char *before,
+                          const char *what, size_t *deleted, gp_error *err)
+{
+    *deleted = 0;
+    if (before == NULL || before[0] == '\0')
+        return gp_error_set(err, GP_EINVAL, NULL, "no cut-off time given");
+    prune_ctx c = {stmt, before, what, 0};
+    int rc = gp_store_write(store, prune_once, &c, err);
+    if (rc == GP_OK)
+        *deleted = (size_t)c.deleted;
+    return rc;
+}

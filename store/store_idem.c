@@ -119,27 +119,8 @@ int gp_store_idem_get(gp_store *store, const char *scope, const char *key, gp_id
     return rc;
 }
 
-typedef struct prune_ctx {
-    const char *before;
-    int deleted;
-} prune_ctx;
-
-static int prune_once(gp_store *s, void *vctx, gp_error *err)
-{
-    prune_ctx *c = vctx;
-    gp_db_stmt *st = gp_store_stmt(s->w, GPS_IDEM_PRUNE);
-    int src = gp_db_bind_text(st, 1, c->before);
-    return gp_store_step_write(s->w, st, src, &c->deleted, err, "pruning idempotency keys");
-}
-
 int gp_store_idem_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err)
 {
-    *deleted = 0;
-    if (before == NULL || before[0] == '\0')
-        return gp_error_set(err, GP_EINVAL, NULL, "no cut-off time given");
-    prune_ctx c = {before, 0};
-    int rc = gp_store_write(store, prune_once, &c, err);
-    if (rc == GP_OK)
-        *deleted = (size_t)c.deleted;
-    return rc;
+    return gp_store_prune_before(store, GPS_IDEM_PRUNE, before, "pruning idempotency keys",
+                                 deleted, err);
 }

@@ -243,6 +243,11 @@ int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err);
  * it changed in *changed (may be NULL). */
 int gp_store_step_write(gp_store_conn *c, gp_db_stmt *st, int src, int *changed,
                         gp_error *err, const char *what);
+/* One call of a retention statement (jobs, idempotency keys): stmt with
+ * the cut-off time `before` as its one text parameter, a bounded DELETE;
+ * *deleted gets the rows it removed. */
+int gp_store_prune_before(gp_store *store, enum gp_store_stmt stmt, const char *before,
+                          const char *what, size_t *deleted, gp_error *err);
 /* Run a statement that returns no rows (BEGIN, COMMIT, ...). */
 int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const char *what);
 /* Roll back c's open transaction, if any (errors ignored). */

@@ -637,29 +637,9 @@ int gp_store_job_cancel(gp_store *store, const char *id, double now, gp_job_row 
 
 /* ---- retention ------------------------------------------------------------ */
 
-typedef struct prune_ctx {
-    const char *before;
-    int deleted;
-} prune_ctx;
-
-static int prune_once(gp_store *s, void *vctx, gp_error *err)
-{
-    prune_ctx *c = vctx;
-    gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_PRUNE);
-    int src = bind_values(st, "t", c->before);
-    return gp_store_step_write(s->w, st, src, &c->deleted, err, "removing old jobs");
-}
-
 int gp_store_job_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err)
 {
-    *deleted = 0;
-    if (before == NULL || before[0] == '\0')
-        return gp_error_set(err, GP_EINVAL, NULL, "no cut-off time given");
-    prune_ctx c = {before, 0};
-    int rc = gp_store_write(store, prune_once, &c, err);
-    if (rc == GP_OK)
-        *deleted = (size_t)c.deleted;
-    return rc;
+    return gp_store_prune_before(store, GPS_JOB_PRUNE, before, "removing old jobs", deleted, err);
 }
 
 /* ---- start-up ------------------------------------------------------------- */
