@@ -143,10 +143,12 @@ class Client:
     # ------------------------------------------------------------ transport
 
     def request(self, method, path, body=None, content_type="application/json",
-                query=None, timeout=None):
+                query=None, timeout=None, idempotency_key=None):
         """Send one request; return a Response for a 2xx answer, raise the
         typed GPServeError for any other.  ``body`` is a JSON-able object, or
-        bytes/str sent as they are with ``content_type``."""
+        bytes/str sent as they are with ``content_type``.  ``idempotency_key``
+        is sent as the ``Idempotency-Key`` header: a retry with the same key
+        gets the first answer again and writes nothing twice."""
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(
@@ -154,6 +156,8 @@ class Client:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = str(idempotency_key)
         data = None
         if body is not None:
             if isinstance(body, str):
@@ -212,8 +216,9 @@ class Client:
     def _get(self, path):
         return self.request("GET", path).json()
 
-    def _post(self, path, body, timeout=None):
-        return self.request("POST", path, body=body, timeout=timeout).json()
+    def _post(self, path, body, timeout=None, idempotency_key=None):
+        return self.request("POST", path, body=body, timeout=timeout,
+                            idempotency_key=idempotency_key).json()
 
     @staticmethod
     def _model_path(name, suffix=""):
@@ -257,29 +262,33 @@ class Client:
         return body
 
     def fit(self, name, X=None, y=None, *, method=None, kernel=None, likelihood=None,
-            noise=None, options=None, standardize=None, seed=None, timeout=None, **fields):
+            noise=None, options=None, standardize=None, seed=None, timeout=None,
+            idempotency_key=None, **fields):
         """Synchronous fit (``POST /v1/models``): the fitted model (201).
 
         ``kernel`` and ``options`` are dicts as in the API
         (``{"type": "rbf", "ard": True, "fixed": True}``); ``noise`` is
         ``{"variance": v, "fixed": bool}``.  Other API fields may be passed
-        by keyword.  A fit under an existing name adds a version."""
+        by keyword.  A fit under an existing name adds a version; with
+        ``idempotency_key``, a retry of it answers the same version."""
         body = self.fit_body(name, X, y, method, kernel, likelihood, noise, options,
                              standardize, seed, **fields)
-        return self._post("/v1/models", body, timeout=timeout)
+        return self._post("/v1/models", body, timeout=timeout, idempotency_key=idempotency_key)
 
     def fit_async(self, name, X=None, y=None, *, method=None, kernel=None, likelihood=None,
-                  noise=None, options=None, standardize=None, seed=None, **fields):
+                  noise=None, options=None, standardize=None, seed=None, idempotency_key=None,
+                  **fields):
         """Asynchronous fit (202): the job id; follow it with ``get_job``,
-        ``wait_job`` or ``cancel_job``."""
+        ``wait_job`` or ``cancel_job``.  With ``idempotency_key``, a retry
+        answers the same job."""
         body = self.fit_body(name, X, y, method, kernel, likelihood, noise, options,
                              standardize, seed, **fields)
         body["async"] = True
-        return self._post("/v1/models", body)["job"]
+        return self._post("/v1/models", body, idempotency_key=idempotency_key)["job"]
 
     def fit_csv(self, name, data, *, target=None, method=None, kernel=None,
                 likelihood=None, options=None, noise_variance=None, noise_fixed=None,
-                standardize=None, seed=None, async_=False, timeout=None):
+                standardize=None, seed=None, async_=False, timeout=None, idempotency_key=None):
         """Fit from CSV text (str, bytes or a binary/text file object): a
         header row, then rows of numbers; the target is the last column or
         ``target`` (a header name or 0-based index).  Returns the model, or
@@ -291,7 +300,8 @@ class Client:
                      noise_fixed=noise_fixed, standardize=standardize, seed=seed,
                      **{"async": True if async_ else None})
         answer = self.request("POST", "/v1/models", body=data, content_type="text/csv",
-                              query=query, timeout=timeout).json()
+                              query=query, timeout=timeout,
+                              idempotency_key=idempotency_key).json()
         return answer["job"] if async_ else answer
 
     # ------------------------------------------------------------ jobs
@@ -371,10 +381,13 @@ class Client:
                                **fields))
         return self._post(self._model_path(name, "/sample"), body, timeout=timeout)
 
-    def observe(self, name, X, y, *, version=None, new_version=None, timeout=None):
+    def observe(self, name, X, y, *, version=None, new_version=None, timeout=None,
+                idempotency_key=None):
         """``POST /v1/models/{name}/observe``: add rows to a model that
         learns online (exact, ssgp, rfgp); ``{name, version, n, state,
-        observations}``."""
+        observations}``.  With ``idempotency_key``, a retry (say after a
+        lost answer) adds the rows once and answers the first answer."""
         body = _drop_none(dict(X=to_plain(X), y=to_plain(y), version=version,
                                new_version=new_version))
-        return self._post(self._model_path(name, "/observe"), body, timeout=timeout)
+        return self._post(self._model_path(name, "/observe"), body, timeout=timeout,
+                          idempotency_key=idempotency_key)

@@ -181,6 +181,26 @@ class PredictSampleObserveTest(unittest.TestCase):
             self.client.observe(name, [[1.0, 2.0]], [0.5])
         self.assertEqual(cm.exception.field, "X[0]")
 
+    def test_idempotency_key(self):
+        name = unique("py-idem")
+        key = unique("key")
+        first = self.client.fit(name, support.SINE_X[:15], support.SINE_Y[:15], seed=3,
+                                idempotency_key=key)
+        again = self.client.fit(name, support.SINE_X[:15], support.SINE_Y[:15], seed=3,
+                                idempotency_key=key)
+        self.assertEqual(again, first)  # the same version, not a second one
+        self.assertEqual(self.client.get_model(name)["versions"], [1])
+        okey = unique("obs")
+        a = self.client.observe(name, support.SINE_X[15:], support.SINE_Y[15:],
+                                idempotency_key=okey)
+        b = self.client.observe(name, support.SINE_X[15:], support.SINE_Y[15:],
+                                idempotency_key=okey)
+        self.assertEqual(a, b)
+        self.assertEqual((b["n"], b["observations"]), (21, 1))  # the rows added once
+        with self.assertRaises(errors.Conflict) as cm:  # the key, another body
+            self.client.observe(name, [[5.5]], [-0.7], idempotency_key=okey)
+        self.assertEqual(cm.exception.field, "Idempotency-Key")
+
 
 @need_daemon
 class ErrorsTest(unittest.TestCase):
