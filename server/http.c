@@ -525,13 +525,14 @@ static const char *auth_challenge(gp_route_id r)
     return "Bearer realm=\"gpserve\"";
 }
 
-static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
+/* The error answer of fail and refuse_framing; close: the connection too. */
+static enum MHD_Result fail_va(conn_ctx *ctx, int code, const char *field, int close,
+                               const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+static enum MHD_Result fail_va(conn_ctx *ctx, int code, const char *field, int close,
+                               const char *fmt, va_list ap)
 {
     char message[GP_ERROR_MESSAGE_LEN];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
     gp_response res;
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, code, field, "%s", message);
@@ -539,7 +540,18 @@ static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const ch
         gp_response_header(&res, "WWW-Authenticate", auth_challenge(ctx->match.route));
     else if (code == GP_EMETHOD)
         gp_response_header(&res, "Allow", gp_route_allow(ctx->match.route));
+    if (close)
+        gp_response_header(&res, MHD_HTTP_HEADER_CONNECTION, "close");
     return answer(ctx, &res);
+}
+
+static enum MHD_Result fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result r = fail_va(ctx, code, field, 0, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* The answer when the fit queue refuses a job (async or sync). */
@@ -1107,17 +1119,12 @@ static enum MHD_Result refuse_framing(conn_ctx *ctx, const char *field, const ch
 
 static enum MHD_Result refuse_framing(conn_ctx *ctx, const char *field, const char *fmt, ...)
 {
-    char message[GP_ERROR_MESSAGE_LEN];
+    ctx->defer = 0; /* answered before the body: libmicrohttpd reads none of it and closes */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    enum MHD_Result r = fail_va(ctx, GP_EHTTP, field, 1, fmt, ap);
     va_end(ap);
-    gp_response res;
-    memset(&res, 0, sizeof res);
-    gp_api_fail(&res, GP_EHTTP, field, "%s", message);
-    gp_response_header(&res, MHD_HTTP_HEADER_CONNECTION, "close");
-    ctx->defer = 0; /* answered before the body: libmicrohttpd reads none of it and closes */
-    return answer(ctx, &res);
+    return r;
 }
 
 static void printable(char *dst, size_t size, const char *s);

@@ -474,31 +474,6 @@ static int check_rows(const rfgp_cfg *c, const double *Psi, const double *Yw, si
     return rc;
 }
 
-/* GP_EDATA naming the first of rows start .. start + k of the points X
- * (leading dimension ldx) whose value standardised by the map's statistics
- * is beyond GP_WORKING_LIMIT (two-stage maps learn their own input scale
- * and are left to check_rows' finite features). */
-static int check_points(const rfgp_cfg *c, const fmap *m, const double *X, size_t ldx,
-                        size_t start, size_t k, long shift, gp_error *err)
-{
-    for (size_t j = 0; j < c->dk; j++)
-        for (size_t i = start; i < start + k; i++) {
-            double v = (X[j * ldx + i] - m->x_mean[j]) / m->x_scale[j];
-            if (isfinite(v) && fabs(v) <= GP_WORKING_LIMIT)
-                continue;
-            char field[GP_ERROR_FIELD_LEN] = "X";
-            long row = (long)i + shift;
-            if (row >= 0)
-                snprintf(field, sizeof field, "X[%ld][%zu]", row, j);
-            return gp_error_set(err, GP_EDATA, field,
-                                "%s = %.17g lies beyond %g standard deviations from the "
-                                "model's data once standardised: float64 arithmetic on it is "
-                                "not safe",
-                                field, X[j * ldx + i], GP_WORKING_LIMIT);
-        }
-    return GP_OK;
-}
-
 /* Rows start .. start + k of (X, Y) (original units) into the posterior q:
  * all or nothing (q is untouched on failure). Errors name row i as the
  * caller's row start + i + shift. */
@@ -513,8 +488,10 @@ static int apply_rows(const rfgp_cfg *c, const gp_input_spec *in, const fmap *m,
     int rc = gp_checked_size(D, k, &count, err);
     if (rc)
         return rc;
+    /* two-stage maps learn their own input scale: check_rows' finite features */
     if (in->kind == GP_INPUT_POINT && !c->two_stage &&
-        (rc = check_points(c, m, X, ldx, start, k, shift, err)) != GP_OK)
+        (rc = gp_check_standardised_points(X + start, ldx, k, c->dk, m->x_mean, m->x_scale,
+                                           GP_WORKING_LIMIT, (long)start + shift, err)) != GP_OK)
         return rc;
     gp_embed e;
     embed_of(c, in, m, &e);

@@ -92,20 +92,29 @@ static int check_column(const double *c, size_t n, double mu, double scale, doub
     return 1;
 }
 
+int gp_check_standardised_points(const double *X, size_t ld, size_t k, size_t d,
+                                 const double *mean, const double *scale, double limit,
+                                 long shift, gp_error *err)
+{
+    size_t bad = 0;
+    for (size_t j = 0; j < d; j++) {
+        const double *c = X + j * ld;
+        if (check_column(c, k, mean[j], scale[j], limit, &bad))
+            continue;
+        char field[GP_ERROR_FIELD_LEN] = "X";
+        long row = (long)bad + shift;
+        if (row >= 0)
+            snprintf(field, sizeof field, "X[%ld][%zu]", row, j);
+        return refuse_working(err, field, c[bad], (c[bad] - mean[j]) / scale[j]);
+    }
+    return GP_OK;
+}
+
 int gp_check_working_points(const gp_model *model, const double *X, size_t k, double limit,
                             gp_error *err)
 {
-    size_t bad = 0;
-    for (size_t j = 0; j < model->input_dim; j++) {
-        const double *c = X + j * k;
-        double mu = model->x_mean[j], scale = model->x_scale[j];
-        if (!check_column(c, k, mu, scale, limit, &bad)) {
-            char field[GP_ERROR_FIELD_LEN];
-            snprintf(field, sizeof field, "X[%zu][%zu]", bad, j);
-            return refuse_working(err, field, c[bad], (c[bad] - mu) / scale);
-        }
-    }
-    return GP_OK;
+    return gp_check_standardised_points(X, k, k, model->input_dim, model->x_mean,
+                                        model->x_scale, limit, 0, err);
 }
 
 int gp_check_working_targets(const gp_model *model, const double *Y, size_t k, double limit,

@@ -156,6 +156,12 @@ void gp_y_field(char *field, size_t len, size_t bad, size_t n, size_t p);
  * ("X[i][j]"). Points only (the model's input kind is GP_INPUT_POINT). */
 int gp_check_working_points(const gp_model *model, const double *X, size_t k, double limit,
                             gp_error *err);
+/* The same with the statistics given (mean, scale: d each) for k points of
+ * leading dimension ld, row i named as the caller's i + shift ("X" when
+ * negative): for a method that standardises by statistics of its own. */
+int gp_check_standardised_points(const double *X, size_t ld, size_t k, size_t d,
+                                 const double *mean, const double *scale, double limit,
+                                 long shift, gp_error *err);
 /* The same for k targets of a one-output model (y_mean, y_scale; "y[i]"). */
 int gp_check_working_targets(const gp_model *model, const double *Y, size_t k, double limit,
                              gp_error *err);

@@ -1065,13 +1065,8 @@ int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k
     if (model->likelihood != GP_LIK_GAUSSIAN &&
         (rc = gp_likelihood_check_labels(model->likelihood, Y, k, err)) != GP_OK)
         return rc;
-    /* Targets that overflow once standardised by the model's statistics
-     * never reach the method (points: check_inputs); each method bounds its
-     * own working values further (GP_WORKING_LIMIT) before it changes
-     * anything. */
-    if (model->n_outputs == 1 && model->likelihood == GP_LIK_GAUSSIAN &&
-        (rc = gp_check_working_targets(model, Y, k, INFINITY, err)) != GP_OK)
-        return rc;
+    /* Each method bounds its own working values (GP_WORKING_LIMIT, with the
+     * statistics it standardises by) before it changes anything. */
     return m->ops->observe(model, X, Y, k, err);
 }
 
