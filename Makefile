@@ -1,9 +1,11 @@
 # gpserve build. Layers: server -> api -> {core, store}; each layer is one
 # static library in $(BUILD); `make` writes build/gpserve once server/ has main().
 #   make            build libraries, tests and benchmarks
+#   make run        install what the daemon needs, build only the daemon, start it
 #   make test       run every test (SAN=1: under ASan + UBSan, in build/san)
 #   make bench      run the benchmarks and print their tables
-#   make deps       check / install the Debian packages
+#   make deps       check / install the Debian packages of the daemon (build and run)
+#   make test-deps  ... and the test tools (cmocka, Chromium, Node, PostgreSQL, clang)
 #   make fuzz       libFuzzer targets (clang) in build/fuzz, each run FUZZ_SECONDS
 #   make docs       regenerate the documentation blocks written from the code
 #   make check-layers  the include rules (run by make test)
@@ -79,18 +81,35 @@ GPSERVE    := $(if $(wildcard server/main.c),$(BUILD)/gpserve,)
 ALL_LIBS   := $(if $(server_SRC),$(LIB_server)) $(if $(api_SRC),$(LIB_api)) \
               $(if $(store_SRC),$(LIB_store)) $(LIB_core)
 
-.PHONY: all deps bench-deps test unit-test bench clean run
+.PHONY: all deps test-deps build-deps bench-deps test unit-test bench clean run daemon
 # Keep objects of test and bench programs (make would delete them as intermediates).
 .SECONDARY:
-all: deps build-all
+# The packages come first, in a make of their own: with -j2 a compile must not
+# start before deps has installed the headers it includes (and the flags read
+# with pkg-config above are read again once the packages are there).
+all:
+	@$(MAKE) --no-print-directory build-deps
+	@$(MAKE) --no-print-directory build-all
+
+# Only the daemon: the four layer libraries and main.c.
+daemon: $(GPSERVE)
 
 .PHONY: build-all
 build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
            $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN) \
            $(IT_HELPER_BIN)
 
+# The tiers of mk/deps.sh: the daemon's build and run-time packages (deps);
+# what the tests and benchmarks compile against (build-deps: cmocka); and the
+# tools of make test (test-deps: curl, jq, the sqlite3 shell, Chromium, Node
+# packages, PostgreSQL, haproxy, clang and libFuzzer).
 deps:
 	@sh mk/deps.sh
+
+build-deps: deps
+	@sh mk/deps.sh test
+
+test-deps: build-deps
 	@sh mk/deps.sh node
 	@sh mk/deps.sh fuzz || echo "deps: without clang and libclang-rt-14-dev make test skips the fuzz targets"
 
@@ -146,12 +165,16 @@ FUZZ_TEST_SECONDS ?= 12
 ifeq ($(SAN),1)
 FUZZ_TEST_SECONDS := 0
 endif
-test: deps build-all check-layers fuzz-test-build
+test:
+	@$(MAKE) --no-print-directory test-deps
+	@$(MAKE) --no-print-directory build-all check-layers fuzz-test-build
 	@$(GEN_DOCS) --check $(GEN_DOC_FILES)
 	@FUZZ_TEST_SECONDS=$(FUZZ_TEST_SECONDS) FUZZ_DIR=$(FUZZ_DIR) FUZZ_CC=$(FUZZ_CC) \
 	    sh tests/run.sh $(BUILD)
 
-bench: deps bench-deps build-all
+bench:
+	@$(MAKE) --no-print-directory build-deps bench-deps
+	@$(MAKE) --no-print-directory build-all
 	@sh bench/run.sh $(BUILD)
 
 # The method reference of the README, the method schemas and error enum of the
@@ -173,7 +196,9 @@ $(GEN_DOCS): $(BUILD)/obj/mk/gen_docs.o $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
 
-run: deps build-all
+run:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory daemon
 	@if [ -z "$(GPSERVE)" ]; then echo "run: the daemon (server/) is not built yet"; exit 1; fi
 	$(GPSERVE) --bind 127.0.0.1 --port 8080 --db ./gpserve.db
 
@@ -222,11 +247,9 @@ fuzz-test-build:
 	@if [ "$(FUZZ_TEST_SECONDS)" != 0 ] && sh tests/fuzz/have_libfuzzer.sh $(FUZZ_CC) 2>/dev/null; then \
 	    $(MAKE) --no-print-directory fuzz-build; fi
 
-# The main packages (make deps) plus what libFuzzer needs (mk/deps.sh fuzz).
+# The daemon's packages (make deps) plus what libFuzzer needs (mk/deps.sh fuzz).
 fuzz-deps:
 	@sh mk/deps.sh
-	@sh mk/deps.sh node
-	@sh mk/deps.sh fuzz || echo "deps: without clang and libclang-rt-14-dev make test skips the fuzz targets"
 	@sh mk/deps.sh fuzz
 
 $(FUZZ_DIR)/obj/%.o: %.c

@@ -1,7 +1,12 @@
 #!/bin/sh
 # Check the Debian packages gpserve needs; as root install the missing ones,
 # otherwise print the exact command and fail.
-#   sh mk/deps.sh        the packages of make / make test / make run
+#   sh mk/deps.sh        the packages the daemon needs to build and run (make run,
+#                        make deps): compiler, libmicrohttpd, jansson, OpenBLAS,
+#                        LAPACKE, SQLite, libpq
+#   sh mk/deps.sh test   only what the tests and benchmarks add to build and run
+#                        (cmocka; curl, jq and the sqlite3 shell of the
+#                        integration scripts); make, make test and make bench run it
 #   sh mk/deps.sh fuzz   only the extra ones of make fuzz and of the fuzz targets
 #                        make test runs (clang and libFuzzer's runtime, which Debian
 #                        bookworm ships in libclang-rt-14-dev); make deps runs it, and
@@ -23,10 +28,13 @@ set -eu
 if [ "${1:-}" = node ]; then
     exec sh "$(dirname "$0")/deps_node.sh"
 fi
-PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev libcmocka-dev pkg-config curl jq sqlite3"
+PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev pkg-config"
+TEST_PKGS="libcmocka-dev curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 BENCH_PKGS="python3-sklearn python3-statsmodels wrk python3-flask gunicorn"
-if [ "${1:-}" = fuzz ]; then
+if [ "${1:-}" = test ]; then
+    PKGS=$TEST_PKGS
+elif [ "${1:-}" = fuzz ]; then
     PKGS=$FUZZ_PKGS
 elif [ "${1:-}" = bench ]; then
     PKGS=$BENCH_PKGS
