@@ -171,7 +171,7 @@ docs: $(GEN_DOCS)
 
 $(GEN_DOCS): $(BUILD)/obj/mk/gen_docs.o $(LIB_core)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) -ljansson $(CORE_LIBS)
 
 run: deps build-all
 	@if [ -z "$(GPSERVE)" ]; then echo "run: the daemon (server/) is not built yet"; exit 1; fi

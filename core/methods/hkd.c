@@ -789,14 +789,20 @@ static const gp_kernel_type hkd_kernels[] = {GP_KERNEL_RBF, GP_KERNEL_MATERN12,
 
 static const gp_option_spec hkd_options[] = {
     {"symmetry", GP_OPTION_OBJECT, 0, NULL, 0, 0,
-     "{type: object, additionalProperties: false, properties: {generators: {type: array, "
-     "maxItems: 8, items: {type: object, required: [type], properties: {type: {type: string, "
-     "enum: [negate, negate_pca, translate, rotate2d, cycle_dims]}, dims: {type: array, items: "
-     "{type: integer, minimum: 0}}, dim: {type: integer, minimum: 0}, ways: {type: integer, "
-     "minimum: 1, maximum: 8}, order: {type: integer, minimum: 2, maximum: 64}, period: {type: "
-     "number, minimum: 0, exclusiveMinimum: true}, shift: {type: integer, minimum: 1}}}}, "
-     "resolve: {type: string, enum: [per_axis_real]}, share_inducing: {type: boolean, enum: "
-     "[true]}, validate: {type: boolean}, center: {type: string, enum: [mean, origin]}}}",
+     "{\"type\": \"object\", \"additionalProperties\": false, "
+     "\"properties\": {\"generators\": {\"type\": \"array\", \"maxItems\": 8, "
+     "\"items\": {\"type\": \"object\", \"required\": [\"type\"], "
+     "\"properties\": {\"type\": {\"type\": \"string\", \"enum\": [\"negate\", \"negate_pca\", "
+     "\"translate\", \"rotate2d\", \"cycle_dims\"]}, \"dims\": {\"type\": \"array\", "
+     "\"items\": {\"type\": \"integer\", \"minimum\": 0}}, \"dim\": {\"type\": \"integer\", "
+     "\"minimum\": 0}, \"ways\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 8}, "
+     "\"order\": {\"type\": \"integer\", \"minimum\": 2, \"maximum\": 64}, "
+     "\"period\": {\"type\": \"number\", \"minimum\": 0, \"exclusiveMinimum\": true}, "
+     "\"shift\": {\"type\": \"integer\", \"minimum\": 1}}}}, "
+     "\"resolve\": {\"type\": \"string\", \"enum\": [\"per_axis_real\"]}, "
+     "\"share_inducing\": {\"type\": \"boolean\", \"enum\": [true]}, "
+     "\"validate\": {\"type\": \"boolean\"}, \"center\": {\"type\": \"string\", "
+     "\"enum\": [\"mean\", \"origin\"]}}}",
      "the group the kernel is invariant under: {\"generators\": [...]} of negate {dims}, "
      "negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, "
      "cycle_dims {dims, shift}; commuting, combined into their product; \"center\": \"mean\" "

@@ -46,7 +46,9 @@ typedef struct gp_option_spec {
     double min, max;            /* inclusive bounds for INT and NUMBER */
     const char *choices;        /* ENUM: "a|b|c"; NUMBER: keywords it also accepts as
                                    strings (e.g. "auto"), read by gp_option_string;
-                                   OBJECT: its JSON Schema (for OpenAPI), YAML flow text */
+                                   OBJECT: its JSON Schema, JSON text (GET
+                                   /v1/methods parses it; gen_docs writes it
+                                   into the OpenAPI document as YAML flow) */
     const char *help;
 } gp_option_spec;
 
