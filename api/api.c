@@ -235,6 +235,20 @@ static json_t *option_json(const gp_option_spec *s)
     return o;
 }
 
+/* The descriptor's `quick` preset: {option: value}, integers for INT options. */
+static json_t *quick_json(const gp_method *m)
+{
+    json_t *q = json_object();
+    for (size_t i = 0; q && i < m->n_quick; i++) {
+        const gp_option_setting *v = &m->quick[i];
+        const gp_option_spec *s = gp_method_option_spec(m, v->name);
+        json_t *x = s && s->type == GP_OPTION_INT ? json_integer((json_int_t)v->number)
+                                                  : gp_json_real(v->number);
+        json_object_set_new(q, v->name, x);
+    }
+    return q;
+}
+
 /* The kernel types m accepts, sum and product included when it takes them. */
 static json_t *kernels_json(const gp_method *m)
 {
@@ -304,6 +318,7 @@ static json_t *method_json(const gp_method *m)
     for (size_t k = 0; k < m->n_options; k++)
         json_array_append_new(opts, option_json(&m->options[k]));
     json_object_set_new(o, "options", opts);
+    json_object_set_new(o, "quick", quick_json(m));
     json_object_set_new(o, "method_info", info_json(m));
     return o;
 }

@@ -1716,6 +1716,8 @@ static const gp_info_spec hkd_info[] = {
      "1 when the final pass held Phi for every row in memory (cache_mb)"},
 };
 
+static const gp_option_setting hkd_quick[] = {{"max_iterations", 8}};
+
 const gp_method gp_method_hkd = {
     .name = "hkd",
     .summary = "Harmonic kernel decomposition (HVGP): a sparse variational GP whose kernel is "
@@ -1731,6 +1733,8 @@ const gp_method gp_method_hkd = {
     .restarts_option = NULL,
     .info = hkd_info,
     .n_info = sizeof hkd_info / sizeof hkd_info[0],
+    .quick = hkd_quick,
+    .n_quick = sizeof hkd_quick / sizeof hkd_quick[0],
     .ops = &hkd_ops,
 };
 
