@@ -314,8 +314,8 @@ static void test_listing_and_mixture_kind(void **state)
     gp_api *api = NULL;
     gp_error err;
     assert_int_equal(gp_api_open(&cfg, &api, &err), GP_OK);
-    /* every listed method says whether it is additive, and object options
-     * (if any) carry a schema and a null default */
+    /* every listed method says whether it is additive, object options (if
+     * any) carry a schema and a null default, and its quick preset is listed */
     gp_response res = {0};
     gp_api_methods(api, &res);
     expect_status(&res, 200);
@@ -339,6 +339,19 @@ static void test_listing_and_mixture_kind(void **state)
             json_t *schema = json_object_get(o, "schema");
             assert_true(json_is_object(schema));
             assert_string_equal(json_string_value(json_object_get(schema, "type")), "object");
+        }
+        /* the quick preset as the descriptor states it, integers for INT options */
+        json_t *quick = json_object_get(m, "quick");
+        assert_true(json_is_object(quick));
+        assert_int_equal(json_object_size(quick), gm->n_quick);
+        for (size_t q = 0; q < gm->n_quick; q++) {
+            json_t *v = json_object_get(quick, gm->quick[q].name);
+            const gp_option_spec *spec = gp_method_option_spec(gm, gm->quick[q].name);
+            assert_non_null(spec);
+            assert_true(spec->type == GP_OPTION_INT ? json_is_integer(v) : json_is_real(v));
+            if (json_number_value(v) != gm->quick[q].number)
+                fail_msg("%s: quick %s is %g, the descriptor's %g", name, gm->quick[q].name,
+                         json_number_value(v), gm->quick[q].number);
         }
     }
     json_decref(j);
