@@ -194,7 +194,7 @@ docs: $(GEN_DOCS)
 
 $(GEN_DOCS): $(BUILD)/obj/mk/gen_docs.o $(LIB_core)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) $(CORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB_core) -ljansson $(CORE_LIBS)
 
 run:
 	@$(MAKE) --no-print-directory deps

@@ -1,6 +1,5 @@
 /* The api object (configuration, store, cache, figures) and the small routes:
  * health, readiness, methods. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,143 +184,13 @@ static json_t *choices_array(const char *choices)
     return ch;
 }
 
-/* ---- an object option's schema: YAML flow text -> JSON ----
- * The descriptor holds the schema as YAML flow text (what the OpenAPI document
- * embeds); /v1/methods serves it as JSON. The flow subset a schema needs:
- * {k: v, ...}, [v, ...], plain scalars (numbers, true, false, null, words) and
- * quoted strings. NULL when the text is outside it (the caller then serves
- * the text). */
-typedef struct flow_parser {
-    const char *p;
-    int depth;
-} flow_parser;
-
-static void flow_space(flow_parser *f)
+/* An object option's schema: the descriptor's JSON text parsed (the text
+ * itself when it does not parse; test_api_options checks every registered
+ * one does). */
+static json_t *schema_json(const char *text)
 {
-    while (*f->p == ' ' || *f->p == '\t' || *f->p == '\n' || *f->p == '\r')
-        f->p++;
-}
-
-static json_t *flow_value(flow_parser *f);
-
-/* A quoted ("..." with \ escapes, or '...' with '' for a quote) or plain scalar. */
-static json_t *flow_scalar(flow_parser *f, int as_key)
-{
-    char buf[512];
-    size_t n = 0;
-    char q = *f->p;
-    if (q == '"' || q == '\'') {
-        f->p++;
-        while (*f->p && n + 1 < sizeof buf) {
-            if (*f->p == q && q == '\'' && f->p[1] == '\'') {
-                buf[n++] = '\'';
-                f->p += 2;
-            } else if (*f->p == q) {
-                break;
-            } else if (q == '"' && *f->p == '\\' && f->p[1]) {
-                buf[n++] = f->p[1];
-                f->p += 2;
-            } else {
-                buf[n++] = *f->p++;
-            }
-        }
-        if (*f->p != q)
-            return NULL;
-        f->p++;
-        return json_stringn(buf, n);
-    }
-    while (*f->p && strchr(",:[]{}", *f->p) == NULL && n + 1 < sizeof buf)
-        buf[n++] = *f->p++;
-    while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        n--;
-    buf[n] = '\0';
-    if (n == 0)
-        return NULL;
-    if (!as_key) {
-        if (strcmp(buf, "true") == 0 || strcmp(buf, "false") == 0)
-            return json_boolean(buf[0] == 't');
-        if (strcmp(buf, "null") == 0 || strcmp(buf, "~") == 0)
-            return json_null();
-        char *end = NULL;
-        double x = strtod(buf, &end);
-        if (end && *end == '\0' && isfinite(x)) {
-            if (strspn(buf + (buf[0] == '-'), "0123456789") == strlen(buf + (buf[0] == '-')) &&
-                fabs(x) < 9007199254740992.0)
-                return json_integer((json_int_t)x);
-            return json_real(x);
-        }
-    }
-    return json_string(buf);
-}
-
-static json_t *flow_container(flow_parser *f, int mapping)
-{
-    if (++f->depth > 32)
-        return NULL;
-    json_t *out = mapping ? json_object() : json_array();
-    f->p++; /* { or [ */
-    flow_space(f);
-    char close = mapping ? '}' : ']';
-    int bad = out == NULL;
-    for (int first = 1; !bad && *f->p != close; first = 0) {
-        if (!first && *f->p != ',') {
-            bad = 1;
-            break;
-        }
-        if (!first) {
-            f->p++;
-            flow_space(f);
-        }
-        json_t *key = NULL;
-        if (mapping) {
-            key = flow_scalar(f, 1);
-            flow_space(f);
-            if (key == NULL || *f->p != ':') {
-                json_decref(key);
-                bad = 1;
-                break;
-            }
-            f->p++;
-        }
-        json_t *val = flow_value(f);
-        flow_space(f);
-        if (val == NULL)
-            bad = 1;
-        else if (mapping)
-            json_object_set_new(out, json_string_value(key), val);
-        else
-            json_array_append_new(out, val);
-        json_decref(key);
-    }
-    f->depth--;
-    if (bad || *f->p != close) {
-        json_decref(out);
-        return NULL;
-    }
-    f->p++;
-    return out;
-}
-
-static json_t *flow_value(flow_parser *f)
-{
-    flow_space(f);
-    if (*f->p == '{' || *f->p == '[')
-        return flow_container(f, *f->p == '{');
-    return flow_scalar(f, 0);
-}
-
-json_t *gp_yaml_flow_to_json(const char *text)
-{
-    if (text == NULL)
-        return NULL;
-    flow_parser f = {text, 0};
-    json_t *v = flow_value(&f);
-    flow_space(&f);
-    if (v && *f.p != '\0') {
-        json_decref(v);
-        return NULL;
-    }
-    return v;
+    json_t *schema = json_loads(text ? text : "{\"type\": \"object\"}", 0, NULL);
+    return schema ? schema : json_string(text);
 }
 
 static json_t *option_json(const gp_option_spec *s)
@@ -356,17 +225,28 @@ static json_t *option_json(const gp_option_spec *s)
         break;
     }
     case GP_OPTION_OBJECT: {
-        /* no default value (absent: the method's documented default); the
-         * schema is the descriptor's JSON Schema (YAML flow text, as the
-         * OpenAPI document carries it) as JSON */
+        /* no default value (absent: the method's documented default) */
         json_object_set_new(o, "default", json_null());
-        json_t *schema = gp_yaml_flow_to_json(s->choices ? s->choices : "{type: object}");
-        json_object_set_new(o, "schema", schema ? schema : json_string(s->choices));
+        json_object_set_new(o, "schema", schema_json(s->choices));
         break;
     }
     }
     json_object_set_new(o, "help", json_string(s->help ? s->help : ""));
     return o;
+}
+
+/* The descriptor's `quick` preset: {option: value}, integers for INT options. */
+static json_t *quick_json(const gp_method *m)
+{
+    json_t *q = json_object();
+    for (size_t i = 0; q && i < m->n_quick; i++) {
+        const gp_option_setting *v = &m->quick[i];
+        const gp_option_spec *s = gp_method_option_spec(m, v->name);
+        json_t *x = s && s->type == GP_OPTION_INT ? json_integer((json_int_t)v->number)
+                                                  : gp_json_real(v->number);
+        json_object_set_new(q, v->name, x);
+    }
+    return q;
 }
 
 /* The kernel types m accepts, sum and product included when it takes them. */
@@ -438,6 +318,7 @@ static json_t *method_json(const gp_method *m)
     for (size_t k = 0; k < m->n_options; k++)
         json_array_append_new(opts, option_json(&m->options[k]));
     json_object_set_new(o, "options", opts);
+    json_object_set_new(o, "quick", quick_json(m));
     json_object_set_new(o, "method_info", info_json(m));
     return o;
 }

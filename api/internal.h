@@ -185,12 +185,6 @@ json_t *gp_kernel_to_json(const gp_kernel *k);
 /* Default: {"type": "rbf", "ard": true}. */
 int gp_kernel_default(size_t input_dim, gp_kernel **out, gp_error *err);
 
-/* ---- the methods listing (api.c) ---- */
-/* JSON of YAML flow text ({k: v}, [v], plain and quoted scalars): an object
- * option's schema as the descriptor states it. NULL when the text is outside
- * that subset. */
-json_t *gp_yaml_flow_to_json(const char *text);
-
 /* ---- CSV (csv.c) ---- */
 /* ---- decimal numbers (decimal.c) ---- */
 /* s[0..len) (not NUL-terminated) as a decimal number, [+-] digits [. digits]

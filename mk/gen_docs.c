@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
 
 #include "core/methods/registry.h"
 
@@ -238,6 +241,78 @@ static void yq(text *t, const char *s)
     put(t, "\"");
 }
 
+/* A YAML plain scalar can carry s as it is: not empty, no flow or comment
+ * indicators, no leading or trailing space, and not read back as another
+ * type (a number, a boolean, null). */
+static int yaml_plain(const char *s)
+{
+    if (*s == '\0' || *s == ' ' || s[strlen(s) - 1] == ' ' ||
+        strpbrk(s, ",:[]{}#&*!|>'\"%@`\\\n\t") != NULL || strpbrk(s, "-?") == s)
+        return 0;
+    static const char *const words[] = {"true", "false", "null", "~", "yes", "no", "on", "off"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcasecmp(s, words[i]) == 0)
+            return 0;
+    char *end = NULL;
+    strtod(s, &end);
+    return end == s || *end != '\0';
+}
+
+/* JSON v as YAML flow text on one line: {k: v, ...}, [v, ...], plain scalars
+ * where they read back as the same value (the style the OpenAPI document
+ * was written in). */
+static void yaml_flow(text *t, const json_t *v)
+{
+    char b[40];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *item;
+        int first = 1;
+        put(t, "{");
+        json_object_foreach((json_t *)v, key, item) {
+            put(t, "%s", first ? "" : ", ");
+            if (yaml_plain(key))
+                put(t, "%s", key);
+            else
+                yq(t, key);
+            put(t, ": ");
+            yaml_flow(t, item);
+            first = 0;
+        }
+        put(t, "}");
+        break;
+    }
+    case JSON_ARRAY:
+        put(t, "[");
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            put(t, "%s", i ? ", " : "");
+            yaml_flow(t, json_array_get(v, i));
+        }
+        put(t, "]");
+        break;
+    case JSON_STRING:
+        if (yaml_plain(json_string_value(v)))
+            put(t, "%s", json_string_value(v));
+        else
+            yq(t, json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        put(t, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        put(t, "%s", num(json_real_value(v), b, sizeof b));
+        break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        put(t, "%s", json_is_true(v) ? "true" : "false");
+        break;
+    case JSON_NULL:
+        put(t, "null");
+        break;
+    }
+}
+
 static void schema_name(char *out, size_t size, const char *method, const char *suffix)
 {
     snprintf(out, size, "%c%s%s", method[0] >= 'a' && method[0] <= 'z' ? method[0] - 32 : method[0],
@@ -249,16 +324,23 @@ static void yaml_option(text *t, const gp_option_spec *s)
     char a[40], b[40], c[40];
     put(t, "        %s:\n", s->name);
     switch (s->type) {
-    case GP_OPTION_OBJECT:
-        /* the descriptor's JSON Schema, YAML flow text (one line), as the
-         * single item of an allOf so that the description can sit beside it */
-        if (s->choices == NULL || s->choices[0] != '{' || strchr(s->choices, '\n')) {
-            fprintf(stderr, "gen_docs: option '%s' of an object type needs its schema as one "
-                            "line of YAML flow text, {...}, in choices\n", s->name);
+    case GP_OPTION_OBJECT: {
+        /* the descriptor's JSON Schema (JSON text) as one line of YAML flow,
+         * the single item of an allOf so that the description can sit beside it */
+        json_error_t je;
+        json_t *schema = s->choices ? json_loads(s->choices, 0, &je) : NULL;
+        if (!json_is_object(schema)) {
+            fprintf(stderr, "gen_docs: option '%s' of an object type needs its schema as JSON "
+                            "text of an object, {...}, in choices (%s)\n",
+                    s->name, s->choices ? je.text : "none");
             exit(2);
         }
-        put(t, "          allOf:\n            - %s\n", s->choices);
+        put(t, "          allOf:\n            - ");
+        yaml_flow(t, schema);
+        put(t, "\n");
+        json_decref(schema);
         break;
+    }
     case GP_OPTION_BOOL:
         put(t, "          type: boolean\n          default: %s\n",
             s->default_number != 0.0 ? "true" : "false");

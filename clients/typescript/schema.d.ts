@@ -1706,6 +1706,10 @@ export interface components {
                 keywords?: string[];
                 help: string;
             }[];
+            /** @description the method's quick preset: option values (by option name) that make a fit of some 40-60 points fast while the method does what it always does (its iteration budget and sizes such as features, inducing points, particles, warm-up; never a behaviour switch), for tests and quick trials; integers for integer options */
+            quick?: {
+                [key: string]: number;
+            };
         };
         Job: {
             id: string;

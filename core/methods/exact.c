@@ -818,6 +818,8 @@ static const gp_method_ops exact_ops = {
     .batch_invariant = 1,
 };
 
+static const gp_option_setting exact_quick[] = {{"max_iterations", 8}};
+
 const gp_method gp_method_exact = {
     .name = "exact",
     .summary = "Exact GP regression: hyperparameters by maximising the log marginal likelihood "
@@ -830,5 +832,7 @@ const gp_method gp_method_exact = {
     .composite_kernels = 1,
     .iterations_option = "max_iterations",
     .restarts_option = "restarts",
+    .quick = exact_quick,
+    .n_quick = sizeof exact_quick / sizeof exact_quick[0],
     .ops = &exact_ops,
 };

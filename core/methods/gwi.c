@@ -1658,6 +1658,8 @@ static const gp_info_spec gwi_info[] = {
      "the best validation NLL per point before tempering (original units)"},
 };
 
+static const gp_option_setting gwi_quick[] = {{"epochs", 8}};
+
 const gp_method gp_method_gwi = {
     .name = "gwi",
     .summary = "Gaussian Wasserstein inference: a sparse GP whose mean is free (a kernel sum or "
@@ -1674,5 +1676,7 @@ const gp_method gp_method_gwi = {
     .restarts_option = NULL,
     .info = gwi_info,
     .n_info = sizeof gwi_info / sizeof gwi_info[0],
+    .quick = gwi_quick,
+    .n_quick = sizeof gwi_quick / sizeof gwi_quick[0],
     .ops = &gwi_ops,
 };

@@ -789,14 +789,20 @@ static const gp_kernel_type hkd_kernels[] = {GP_KERNEL_RBF, GP_KERNEL_MATERN12,
 
 static const gp_option_spec hkd_options[] = {
     {"symmetry", GP_OPTION_OBJECT, 0, NULL, 0, 0,
-     "{type: object, additionalProperties: false, properties: {generators: {type: array, "
-     "maxItems: 8, items: {type: object, required: [type], properties: {type: {type: string, "
-     "enum: [negate, negate_pca, translate, rotate2d, cycle_dims]}, dims: {type: array, items: "
-     "{type: integer, minimum: 0}}, dim: {type: integer, minimum: 0}, ways: {type: integer, "
-     "minimum: 1, maximum: 8}, order: {type: integer, minimum: 2, maximum: 64}, period: {type: "
-     "number, minimum: 0, exclusiveMinimum: true}, shift: {type: integer, minimum: 1}}}}, "
-     "resolve: {type: string, enum: [per_axis_real]}, share_inducing: {type: boolean, enum: "
-     "[true]}, validate: {type: boolean}, center: {type: string, enum: [mean, origin]}}}",
+     "{\"type\": \"object\", \"additionalProperties\": false, "
+     "\"properties\": {\"generators\": {\"type\": \"array\", \"maxItems\": 8, "
+     "\"items\": {\"type\": \"object\", \"required\": [\"type\"], "
+     "\"properties\": {\"type\": {\"type\": \"string\", \"enum\": [\"negate\", \"negate_pca\", "
+     "\"translate\", \"rotate2d\", \"cycle_dims\"]}, \"dims\": {\"type\": \"array\", "
+     "\"items\": {\"type\": \"integer\", \"minimum\": 0}}, \"dim\": {\"type\": \"integer\", "
+     "\"minimum\": 0}, \"ways\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 8}, "
+     "\"order\": {\"type\": \"integer\", \"minimum\": 2, \"maximum\": 64}, "
+     "\"period\": {\"type\": \"number\", \"minimum\": 0, \"exclusiveMinimum\": true}, "
+     "\"shift\": {\"type\": \"integer\", \"minimum\": 1}}}}, "
+     "\"resolve\": {\"type\": \"string\", \"enum\": [\"per_axis_real\"]}, "
+     "\"share_inducing\": {\"type\": \"boolean\", \"enum\": [true]}, "
+     "\"validate\": {\"type\": \"boolean\"}, \"center\": {\"type\": \"string\", "
+     "\"enum\": [\"mean\", \"origin\"]}}}",
      "the group the kernel is invariant under: {\"generators\": [...]} of negate {dims}, "
      "negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, "
      "cycle_dims {dims, shift}; commuting, combined into their product; \"center\": \"mean\" "
@@ -1710,6 +1716,8 @@ static const gp_info_spec hkd_info[] = {
      "1 when the final pass held Phi for every row in memory (cache_mb)"},
 };
 
+static const gp_option_setting hkd_quick[] = {{"max_iterations", 8}};
+
 const gp_method gp_method_hkd = {
     .name = "hkd",
     .summary = "Harmonic kernel decomposition (HVGP): a sparse variational GP whose kernel is "
@@ -1725,6 +1733,8 @@ const gp_method gp_method_hkd = {
     .restarts_option = NULL,
     .info = hkd_info,
     .n_info = sizeof hkd_info / sizeof hkd_info[0],
+    .quick = hkd_quick,
+    .n_quick = sizeof hkd_quick / sizeof hkd_quick[0],
     .ops = &hkd_ops,
 };
 

@@ -1202,6 +1202,9 @@ static const gp_info_spec msrfr_info[] = {
      "factor on the predictive variances (1 unless calibrate)"},
 };
 
+static const gp_option_setting msrfr_quick[] = {
+    {"iterations", 8}, {"particles", 3}, {"features", 10}};
+
 const gp_method gp_method_msrfr = {
     .name = "msrfr",
     .summary = "Mixture Stein random feature regression: a posterior over spectral measures "
@@ -1217,5 +1220,7 @@ const gp_method gp_method_msrfr = {
     .restarts_option = NULL,
     .info = msrfr_info,
     .n_info = sizeof msrfr_info / sizeof msrfr_info[0],
+    .quick = msrfr_quick,
+    .n_quick = sizeof msrfr_quick / sizeof msrfr_quick[0],
     .ops = &msrfr_ops,
 };

@@ -1826,6 +1826,8 @@ static const gp_info_spec pls_info[] = {
      "non-gaussian likelihoods: the fitted noise of the regression target (not used after)"},
 };
 
+static const gp_option_setting pls_quick[] = {{"steps", 8}, {"particles", 20}};
+
 const gp_method gp_method_pls = {
     .name = "pls",
     .summary = "Projected Langevin sampling: the posterior over the coefficients of M Nystrom "
@@ -1844,5 +1846,7 @@ const gp_method gp_method_pls = {
     .n_likelihoods = sizeof pls_likelihoods / sizeof pls_likelihoods[0],
     .info = pls_info,
     .n_info = sizeof pls_info / sizeof pls_info[0],
+    .quick = pls_quick,
+    .n_quick = sizeof pls_quick / sizeof pls_quick[0],
     .ops = &pls_ops,
 };

@@ -903,6 +903,8 @@ static const gp_info_spec renyi_info[] = {
      "alpha auto only: the held-out RMSE of the chosen alpha"},
 };
 
+static const gp_option_setting renyi_quick[] = {{"max_iterations", 8}, {"inducing", 8}};
+
 const gp_method gp_method_renyi = {
     .name = "renyi",
     .summary = "Renyi GP (Yue and Al Kontar): inducing-point regression fitted by the Renyi "
@@ -918,5 +920,7 @@ const gp_method gp_method_renyi = {
     .restarts_option = NULL,
     .info = renyi_info,
     .n_info = sizeof renyi_info / sizeof renyi_info[0],
+    .quick = renyi_quick,
+    .n_quick = sizeof renyi_quick / sizeof renyi_quick[0],
     .ops = &renyi_ops,
 };

@@ -2121,6 +2121,12 @@ static const gp_info_spec rfgp_info[] = {
      "every prediction asks (§8.2)"},
 };
 
+/* rfgp cannot predict before `warmup` rows: a warm-up of about half the
+ * rows ends inside the fit, and the rest go through the online update as an
+ * observe of them would. */
+static const gp_option_setting rfgp_quick[] = {
+    {"max_iterations", 8}, {"warmup", 20}, {"features", 64}};
+
 const gp_method gp_method_rfgp = {
     .name = "rfgp",
     .summary = "Random-feature GP that learns online (KJIT): Bayesian linear regression on "
@@ -2141,5 +2147,7 @@ const gp_method gp_method_rfgp = {
     .starts_empty = 1,
     .input_kinds = (1u << GP_INPUT_GAUSSIAN) | (1u << GP_INPUT_SAMPLES) | (1u << GP_INPUT_MESSAGES),
     .gate = 1,
+    .quick = rfgp_quick,
+    .n_quick = sizeof rfgp_quick / sizeof rfgp_quick[0],
     .ops = &rfgp_ops,
 };

@@ -174,6 +174,8 @@ static const gp_info_spec sgpr_info[] = {
      "exact_lml minus the bound: the KL divergence of q from the posterior (with exact_lml)"},
 };
 
+static const gp_option_setting sgpr_quick[] = {{"max_iterations", 8}, {"inducing", 8}};
+
 const gp_method gp_method_sgpr = {
     .name = "sgpr",
     .summary = "Sparse variational GP with M inducing points (Titsias' collapsed bound, L-BFGS "
@@ -189,5 +191,7 @@ const gp_method gp_method_sgpr = {
     .restarts_option = NULL,
     .info = sgpr_info,
     .n_info = sizeof sgpr_info / sizeof sgpr_info[0],
+    .quick = sgpr_quick,
+    .n_quick = sizeof sgpr_quick / sizeof sgpr_quick[0],
     .ops = &sgpr_ops,
 };

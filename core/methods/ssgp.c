@@ -995,6 +995,9 @@ static const gp_info_spec ssgp_info[] = {
      "frequencies were redrawn and refitted"},
 };
 
+static const gp_option_setting ssgp_quick[] = {
+    {"max_iterations", 8}, {"features", 16}, {"stein_iterations", 40}};
+
 const gp_method gp_method_ssgp = {
     .name = "ssgp",
     .summary = "Sparse-spectrum GP: regression on R random Fourier frequencies of the kernel's "
@@ -1010,5 +1013,7 @@ const gp_method gp_method_ssgp = {
     .restarts_option = NULL,
     .info = ssgp_info,
     .n_info = sizeof ssgp_info / sizeof ssgp_info[0],
+    .quick = ssgp_quick,
+    .n_quick = sizeof ssgp_quick / sizeof ssgp_quick[0],
     .ops = &ssgp_ops,
 };

@@ -1093,6 +1093,8 @@ static const gp_info_spec svgp_info[] = {
     {"batch_size", GP_INFO_NUMBER, "adam: points per minibatch"},
 };
 
+static const gp_option_setting svgp_quick[] = {{"max_iterations", 8}, {"inducing", 8}};
+
 const gp_method gp_method_svgp = {
     .name = "svgp",
     .summary = "Uncollapsed sparse variational GP with M inducing points and a full-covariance "
@@ -1112,5 +1114,7 @@ const gp_method gp_method_svgp = {
     .n_likelihoods = sizeof svgp_likelihoods / sizeof svgp_likelihoods[0],
     .info = svgp_info,
     .n_info = sizeof svgp_info / sizeof svgp_info[0],
+    .quick = svgp_quick,
+    .n_quick = sizeof svgp_quick / sizeof svgp_quick[0],
     .ops = &svgp_ops,
 };

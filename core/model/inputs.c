@@ -13,13 +13,13 @@ static const char *const message_params[GP_MESSAGE_TYPE_COUNT][2] = {
     {"mean", "var"}, {"a", "b"}, {"shape", "rate"}};
 
 const char gp_input_spec_schema[] =
-    "{type: object, additionalProperties: false, required: [kind], properties: {"
-    "kind: {type: string, enum: [point, gaussian, samples, messages]}, "
-    "dim: {type: integer, minimum: 1, maximum: 1000}, "
-    "covariance: {type: string, enum: [diag, full]}, "
-    "samples: {type: integer, minimum: 1, maximum: 10000}, "
-    "messages: {type: array, minItems: 1, maxItems: 16, "
-    "items: {type: string, enum: [normal, beta, gamma]}}}}";
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"kind\"], "
+    "\"properties\": {\"kind\": {\"type\": \"string\", \"enum\": [\"point\", \"gaussian\", "
+    "\"samples\", \"messages\"]}, \"dim\": {\"type\": \"integer\", \"minimum\": 1, "
+    "\"maximum\": 1000}, \"covariance\": {\"type\": \"string\", \"enum\": [\"diag\", "
+    "\"full\"]}, \"samples\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10000}, "
+    "\"messages\": {\"type\": \"array\", \"minItems\": 1, \"maxItems\": 16, "
+    "\"items\": {\"type\": \"string\", \"enum\": [\"normal\", \"beta\", \"gamma\"]}}}}";
 
 const char *gp_input_kind_name(gp_input_kind k)
 {

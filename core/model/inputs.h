@@ -58,7 +58,7 @@ void gp_input_spec_points(gp_input_spec *s, size_t d);
  * {"kind": "messages", "messages": ["normal", "beta"]}.
  * GP_EINVAL naming the member under field ("options.input.dim"). */
 int gp_input_spec_parse(const gp_value *v, const char *field, gp_input_spec *out, gp_error *err);
-/* The JSON Schema of that value, YAML flow text (an OBJECT option's choices). */
+/* The JSON Schema of that value, JSON text (an OBJECT option's choices). */
 extern const char gp_input_spec_schema[];
 /* Doubles per encoded row (0 for points whose d is not known yet). */
 size_t gp_input_width(const gp_input_spec *s);

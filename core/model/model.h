@@ -46,9 +46,18 @@ typedef struct gp_option_spec {
     double min, max;            /* inclusive bounds for INT and NUMBER */
     const char *choices;        /* ENUM: "a|b|c"; NUMBER: keywords it also accepts as
                                    strings (e.g. "auto"), read by gp_option_string;
-                                   OBJECT: its JSON Schema (for OpenAPI), YAML flow text */
+                                   OBJECT: its JSON Schema, JSON text (GET
+                                   /v1/methods parses it; gen_docs writes it
+                                   into the OpenAPI document as YAML flow) */
     const char *help;
 } gp_option_spec;
+
+/* An option's value in a preset of the descriptor (gp_method.quick): an INT
+ * or NUMBER option (sizes and budgets, not switches). */
+typedef struct gp_option_setting {
+    const char *name;
+    double number;
+} gp_option_setting;
 
 /* A value given by the caller, already type-checked by api/ against the spec. */
 typedef struct gp_option_value {
@@ -245,6 +254,13 @@ typedef struct gp_method {
     int starts_empty;
     unsigned input_kinds;
     int gate; /* predictions fill ask_oracle (gp_method_has_gate) */
+    /* The `quick` preset: option values that make a fit of some 40-60 points
+     * fast while the method does what it always does (budgets and sizes only:
+     * the iterations option, features, inducing points, particles, warm-up;
+     * never a behaviour switch). The contract test, the integration tests and
+     * quick benchmark runs fit with it; GET /v1/methods lists it. */
+    const gp_option_setting *quick;
+    size_t n_quick;
     const gp_method_ops *ops;
 } gp_method;
 

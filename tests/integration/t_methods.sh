@@ -10,20 +10,29 @@
 # each method's own checks (method_ssgp, ...) run.
 
 # name | model | fit fields (kernel, seed, options) of a small fit on ss.csv |
-# an option of another method, refused | options of a quick async fit
-METHOD_TABLE='ssgp|ssgp2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":40}|restarts|{"features":20,"frequencies":"qmc","max_iterations":7}
-msrfr|ms2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"particles":3,"features":20,"iterations":60}|frequencies|{"particles":2,"features":10,"iterations":9}
-sgpr|sg2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20}|particles|{"inducing":10,"max_iterations":6}
-renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5}|features|{"inducing":8,"max_iterations":5}
-pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features|{"landmarks":10,"particles":10,"sampler":"pula","steps":9}
-svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
-hkd|hk2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features|{"inducing":8,"max_iterations":5}
-rfgp|rf2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":64,"warmup":50}|inducing|{"features":32,"warmup":20,"width_selection":"ml","max_iterations":5}
-gwi|gw2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":12,"epochs":40}|particles|{"inducing":8,"epochs":6}'
+# an option of another method, refused | options added to the quick fits. The
+# kernel fits and the async job take the method's quick preset from the
+# listing (`quick`, the descriptor's) plus the row's additions: rfgp's
+# default width selection runs no optimiser (its job would report one
+# iteration), so its quick job selects by marginal likelihood.
+METHOD_TABLE='ssgp|ssgp2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":40}|restarts
+msrfr|ms2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"particles":3,"features":20,"iterations":60}|frequencies
+sgpr|sg2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":20}|particles
+renyi|re2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15,"alpha":0.5}|features
+pls|pl2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"landmarks":15}|features
+svgp|sv2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features
+hkd|hk2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":15}|features
+rfgp|rf2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"features":64,"warmup":50}|inducing|{"width_selection":"ml"}
+gwi|gw2d|"kernel":{"type":"rbf","ard":true},"seed":5,"options":{"inducing":12,"epochs":40}|particles'
 
 # The listing of method $1 in $T/methods.json (GET /v1/methods).
 listing() {
     jq --arg m "$1" '.methods[] | select(.name == $m)' "$T/methods.json"
+}
+
+# The quick preset of method $1 from the listing (a JSON object of options).
+quick_options() {
+    listing "$1" | jq -c '.quick'
 }
 
 # method_listing_checks NAME QUICK_OPTIONS (a JSON object for the kernel fits)
@@ -32,6 +41,10 @@ method_listing_checks() {
     listing "$m" >"$T/listing.json"
     jhas '.name' "$T/listing.json"
     verdict "$m: listed by /v1/methods" $? "not listed"
+    jhas '(.quick | type == "object") and (.progress.iterations_option as $it | .quick | has($it)) and
+          (.options as $o | .quick | to_entries | all(.key as $k | .value | type == "number" and
+           ($o | any(.name == $k and (.type == "integer" or .type == "number")))))' "$T/listing.json"
+    verdict "$m: the quick preset sets the iterations option and numeric options only" $? "quick: $(jq -c .quick "$T/listing.json")"
     jhas '(.options | length > 0) and all(.options[]; (.help | length > 0) and has("default")) and
           all(.method_info[]; (.key | length > 0) and (.help | length > 0))' "$T/listing.json"
     verdict "$m: every option and method_info key has help" $? "missing help"
@@ -341,18 +354,20 @@ for m in $listed; do
 done
 [ -z "$missing" ]
 verdict "every listed method but exact has a row in METHOD_TABLE" $? "no row:$missing"
-method_listing_checks exact '{"max_iterations":5}'
+method_listing_checks exact "$(quick_options exact)"
 printf '%s\n' "$METHOD_TABLE" >"$T/method_table.txt"
 # One row at a time (not a while-read over the file: the checks must not
 # share the table's stdin).
 rows=$(count_lines <"$T/method_table.txt")
 row=1
 while [ $row -le "$rows" ]; do
-    IFS='|' read -r m model fields foreign jobopts <<EOF
+    IFS='|' read -r m model fields foreign extra <<EOF
 $(sed -n "${row}p" "$T/method_table.txt")
 EOF
     row=$((row + 1))
     section "method $m"
+    [ -n "$extra" ] || extra='{}'
+    jobopts=$(quick_options "$m" | jq -c --argjson x "$extra" '. + $x')
     method_listing_checks "$m" "$jobopts"
     method_fit_checks "$m" "$model" "$fields"
     method_predict_checks "$m" "$model"

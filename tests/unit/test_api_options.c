@@ -195,7 +195,7 @@ static int fake_check(const char *name, const gp_value *v, size_t d, const char 
 static const gp_method_ops fake_ops = {.check_option = fake_check};
 static const gp_option_spec fake_options[] = {
     {"count", GP_OPTION_INT, 3, NULL, 1, 10, NULL, "a count"},
-    {"sym", GP_OPTION_OBJECT, 0, NULL, 0, 0, "{type: object}", "a structured option"},
+    {"sym", GP_OPTION_OBJECT, 0, NULL, 0, 0, "{\"type\": \"object\"}", "a structured option"},
 };
 static const gp_method fake_method = {
     .name = "fake",
@@ -278,55 +278,23 @@ static void test_object_option_errors(void **state)
     expect_opts_error(deep, GP_EINVAL, "options.sym");
 }
 
-/* ---- an object option's schema: YAML flow text as JSON ---- */
+/* ---- an object option's schema: JSON text in the descriptor ---- */
 
-static void expect_flow(const char *text, const char *json)
-{
-    json_error_t je;
-    json_t *got = gp_yaml_flow_to_json(text), *want = json_loads(json, 0, &je);
-    assert_non_null(want);
-    if (got == NULL || !json_equal(got, want)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT) : NULL;
-        fail_msg("%s gave %s, expected %s", text, g ? g : "NULL", json);
-    }
-    json_decref(got);
-    json_decref(want);
-}
-
-static void test_yaml_flow_schema(void **state)
+/* Every registered object option's schema is JSON text of an object (the
+ * listing serves it parsed, gen_docs writes it into the OpenAPI document). */
+static void test_object_schemas_are_json(void **state)
 {
     (void)state;
-    expect_flow("{type: object}", "{\"type\": \"object\"}");
-    expect_flow("{type: object, additionalProperties: false, required: [type, dims], "
-                "properties: {n: {type: integer, minimum: 0, maximum: 64}, "
-                "x: {type: number, exclusiveMinimum: 0, default: 1.5e-3}, "
-                "s: {enum: [per_axis_real, \"a, b\", 'it''s'], nullable: true, d: null}}}",
-                "{\"type\": \"object\", \"additionalProperties\": false, "
-                "\"required\": [\"type\", \"dims\"], \"properties\": {"
-                "\"n\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 64}, "
-                "\"x\": {\"type\": \"number\", \"exclusiveMinimum\": 0, \"default\": 0.0015}, "
-                "\"s\": {\"enum\": [\"per_axis_real\", \"a, b\", \"it's\"], \"nullable\": true, "
-                "\"d\": null}}}");
-    expect_flow("[]", "[]");
-    expect_flow("{}", "{}");
-    /* outside the subset: NULL (the listing then serves the text) */
-    const char *bad[] = {"{type: object", "{type object}", "{a: 1} trailing", "[1, 2", "",
-                         "{: 1}", "{a: [1, }"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *v = gp_yaml_flow_to_json(bad[i]);
-        if (v != NULL)
-            fail_msg("'%s' parsed", bad[i]);
-    }
-    /* every registered object option's schema is in the subset */
     for (size_t i = 0; i < gp_method_count(); i++) {
         const gp_method *m = gp_method_at(i);
         for (size_t k = 0; k < m->n_options; k++) {
             if (m->options[k].type != GP_OPTION_OBJECT)
                 continue;
-            json_t *v = gp_yaml_flow_to_json(m->options[k].choices);
+            json_error_t je;
+            json_t *v = json_loads(m->options[k].choices, 0, &je);
             if (!json_is_object(v))
-                fail_msg("%s.%s: its schema is not YAML flow text of an object", m->name,
-                         m->options[k].name);
+                fail_msg("%s.%s: its schema is not JSON text of an object (%s)", m->name,
+                         m->options[k].name, je.text);
             json_decref(v);
         }
     }
@@ -346,8 +314,8 @@ static void test_listing_and_mixture_kind(void **state)
     gp_api *api = NULL;
     gp_error err;
     assert_int_equal(gp_api_open(&cfg, &api, &err), GP_OK);
-    /* every listed method says whether it is additive, and object options
-     * (if any) carry a schema and a null default */
+    /* every listed method says whether it is additive, object options (if
+     * any) carry a schema and a null default, and its quick preset is listed */
     gp_response res = {0};
     gp_api_methods(api, &res);
     expect_status(&res, 200);
@@ -371,6 +339,19 @@ static void test_listing_and_mixture_kind(void **state)
             json_t *schema = json_object_get(o, "schema");
             assert_true(json_is_object(schema));
             assert_string_equal(json_string_value(json_object_get(schema, "type")), "object");
+        }
+        /* the quick preset as the descriptor states it, integers for INT options */
+        json_t *quick = json_object_get(m, "quick");
+        assert_true(json_is_object(quick));
+        assert_int_equal(json_object_size(quick), gm->n_quick);
+        for (size_t q = 0; q < gm->n_quick; q++) {
+            json_t *v = json_object_get(quick, gm->quick[q].name);
+            const gp_option_spec *spec = gp_method_option_spec(gm, gm->quick[q].name);
+            assert_non_null(spec);
+            assert_true(spec->type == GP_OPTION_INT ? json_is_integer(v) : json_is_real(v));
+            if (json_number_value(v) != gm->quick[q].number)
+                fail_msg("%s: quick %s is %g, the descriptor's %g", name, gm->quick[q].name,
+                         json_number_value(v), gm->quick[q].number);
         }
     }
     json_decref(j);
@@ -499,7 +480,7 @@ int main(void)
         cmocka_unit_test(test_value_number_overflow),
         cmocka_unit_test(test_object_option_parse),
         cmocka_unit_test(test_object_option_errors),
-        cmocka_unit_test(test_yaml_flow_schema),
+        cmocka_unit_test(test_object_schemas_are_json),
         cmocka_unit_test(test_listing_and_mixture_kind),
         cmocka_unit_test(test_object_option_survives_job_rebuild),
     };

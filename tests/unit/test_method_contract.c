@@ -1,6 +1,6 @@
-/* The contract every registered method keeps: one test body looped over the
- * registry (the pattern of GSL's multimin/test.c), so a new method gets every
- * check by being registered. On a small seeded problem, for each method:
+/* The contract every registered method keeps: the test cases are generated
+ * from the registry (the pattern of GSL's multimin/test.c), so a new method
+ * gets every check by being registered. On a small seeded problem, for each method:
  *   fit; method_info keys as the descriptor lists them; predict shapes and
  *   finite values, latent <= observation variance, covariance symmetric PSD
  *   with the variances on its diagonal, quantiles monotone (the median is the
@@ -19,9 +19,14 @@
  *   export/import bit-identical; labels that do not fit refused naming the
  *   cell; 1 and 2 threads identical.
  *
- * Budgets: a method's iterations option (its descriptor names it) is set to
- * SMALL_ITERATIONS; a few methods have further size options made small by the
- * table below (sizes only, so what is checked stays the method's behaviour). */
+ * Each check is its own test case, one per (method, check) and per
+ * (method/likelihood, check), named so ("ssgp: samples", "svgp/bernoulli:
+ * threads"), so that one failure does not hide the others; a case fits what
+ * it needs itself.
+ *
+ * Budgets: every fit takes the method's `quick` preset (its descriptor's
+ * iterations and sizes for a fit of some 40 points, never a behaviour
+ * switch), which the check "quick preset" validates. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,25 +48,7 @@
 #define N 40
 #define D 2
 #define M 7 /* test points */
-#define SMALL_ITERATIONS 8
 #define MAX_OPTS 8
-
-/* Size options that keep a fit of N points fast (not behaviour switches). */
-static const struct {
-    const char *method;
-    const char *option;
-    double value;
-} small_sizes[] = {
-    {"ssgp", "features", 16},         {"ssgp", "stein_iterations", 40},
-    {"msrfr", "particles", 3},        {"msrfr", "features", 10},
-    {"sgpr", "inducing", 8},          {"renyi", "inducing", 8},
-    {"svgp", "inducing", 8},
-    {"pls", "particles", 20},
-    /* rfgp starts in warm-up (it cannot predict before `warmup` rows): a
-     * warm-up of half the rows ends inside the fit, and the rest go through
-     * the online update as an observe of them would */
-    {"rfgp", "warmup", N / 2},        {"rfgp", "features", 64},
-};
 
 typedef struct problem {
     double X[N * D], y[N];
@@ -85,6 +72,7 @@ typedef struct fit_setup {
     gp_option_value opts[MAX_OPTS];
     size_t n_opts;
     gp_kernel *kernel;
+    gp_likelihood lik; /* of the fits (zeroed: gaussian) */
     problem p;
 } fit_setup;
 
@@ -99,11 +87,8 @@ static void setup_for(fit_setup *s, const gp_method *m)
     memset(s, 0, sizeof *s);
     s->m = m;
     make_problem(&s->p);
-    if (m->iterations_option)
-        add_option(s, m->iterations_option, SMALL_ITERATIONS);
-    for (size_t i = 0; i < sizeof small_sizes / sizeof small_sizes[0]; i++)
-        if (strcmp(small_sizes[i].method, m->name) == 0)
-            add_option(s, small_sizes[i].option, small_sizes[i].value);
+    for (size_t i = 0; i < m->n_quick; i++)
+        add_option(s, m->quick[i].name, m->quick[i].number);
     gp_error err;
     gp_kernel_type first = GP_KERNEL_RBF;
     assert_true(gp_method_accepts_kernel_type(m, first));
@@ -122,6 +107,7 @@ static void request(const fit_setup *s, gp_fit_request *req)
     req->seed = 7;
     req->options = s->opts;
     req->n_options = s->n_opts;
+    req->likelihood = s->lik;
 }
 
 static gp_model *fit_or_fail(const fit_setup *s, const gp_fit_request *req)
@@ -628,11 +614,6 @@ static void check_unlisted_likelihoods(const fit_setup *s)
     }
 }
 
-typedef struct lik_case {
-    const gp_method *m;
-    gp_likelihood lik;
-} lik_case;
-
 /* Labels of the likelihood from the same smooth function as the Gaussian problem. */
 static void make_labels(problem *p, gp_likelihood l)
 {
@@ -773,93 +754,185 @@ static void check_bad_labels(const fit_setup *s, gp_likelihood l)
     }
 }
 
-static void likelihood_contract(void **state)
+/* The fit of a non-Gaussian likelihood: labels kept raw, no noise; the report. */
+static void check_obs_fit(const fit_setup *s, const gp_model *model)
 {
-    const lik_case *c = *state;
-    const char *name = c->m->name;
-    fit_setup s;
-    setup_for(&s, c->m);
-    make_labels(&s.p, c->lik);
-    gp_fit_request req;
-    request(&s, &req);
-    req.likelihood = c->lik;
-    gp_model *model = fit_or_fail(&s, &req);
-    assert_int_equal(model->likelihood, c->lik);
+    assert_int_equal(model->likelihood, s->lik);
     assert_true(model->y_mean == 0.0 && model->y_scale == 1.0 && model->noise_variance == 0.0);
-    check_report(&s, model);
-    check_obs_prediction(name, c->lik, model, s.p.Xs);
-    check_batch(model);
-    check_obs_samples(name, c->lik, model, s.p.Xs);
-    check_obs_roundtrip(&s, model);
-    gp_model_free(model);
-    check_bad_labels(&s, c->lik);
-    /* 1 and 2 threads */
+    check_report(s, model);
+}
+
+static void check_obs_predict(const fit_setup *s, const gp_model *model)
+{
+    check_obs_prediction(s->m->name, s->lik, model, s->p.Xs);
+}
+
+static void check_obs_draws(const fit_setup *s, const gp_model *model)
+{
+    check_obs_samples(s->m->name, s->lik, model, s->p.Xs);
+}
+
+static void check_labels(const fit_setup *s)
+{
+    check_bad_labels(s, s->lik);
+}
+
+static void check_obs_threads(const fit_setup *s)
+{
     obs_pred out[2];
     for (int t = 1; t <= 2; t++) {
         gp_parallel_set_threads(t);
-        gp_model *m2 = fit_or_fail(&s, &req);
+        gp_fit_request req;
+        request(s, &req);
+        gp_model *m2 = fit_or_fail(s, &req);
         gp_error err;
-        assert_int_equal(obs_predict(m2, s.p.Xs, 1, 0, &out[t - 1], NULL, &err), GP_OK);
+        assert_int_equal(obs_predict(m2, s->p.Xs, 1, 0, &out[t - 1], NULL, &err), GP_OK);
         gp_model_free(m2);
     }
     gp_parallel_set_threads(0);
     if (memcmp(&out[0], &out[1], sizeof out[0]) != 0)
-        fail_msg("%s/%s: predictions differ between 1 and 2 threads", name,
-                 gp_likelihood_name(c->lik));
+        fail_msg("%s/%s: predictions differ between 1 and 2 threads", s->m->name,
+                 gp_likelihood_name(s->lik));
+}
+
+/* ---- the quick preset ---- */
+
+/* The descriptor's `quick` preset names integer or number options, sets
+ * its iterations option, and passes the options' checks. */
+static void check_quick(const fit_setup *s)
+{
+    const gp_method *m = s->m;
+    int sets_iterations = m->iterations_option == NULL;
+    for (size_t i = 0; i < m->n_quick; i++) {
+        const gp_option_spec *spec = gp_method_option_spec(m, m->quick[i].name);
+        if (spec == NULL)
+            fail_msg("%s: quick preset: '%s' is not one of its options", m->name,
+                     m->quick[i].name);
+        if (spec->type != GP_OPTION_INT && spec->type != GP_OPTION_NUMBER)
+            fail_msg("%s: quick preset: '%s' is not an integer or number option", m->name,
+                     spec->name);
+        if (m->iterations_option && strcmp(spec->name, m->iterations_option) == 0)
+            sets_iterations = 1;
+    }
+    if (!sets_iterations)
+        fail_msg("%s: quick preset: no value for its iterations option '%s'", m->name,
+                 m->iterations_option);
+    gp_error err;
+    if (gp_options_validate(m, s->opts, s->n_opts, &err) != GP_OK)
+        fail_msg("%s: quick preset refused: %s (field '%s')", m->name, err.message, err.field);
+}
+
+/* ---- the cases: one per (method, check) and (method/likelihood, check) ---- */
+
+static void check_batch_of(const fit_setup *s, const gp_model *model)
+{
+    (void)s;
+    check_batch(model);
+}
+
+/* A check runs on a model fitted with the case's setup (on_model), or takes
+ * the setup and fits what it needs itself (on_setup). */
+typedef struct contract_check {
+    const char *name;
+    void (*on_model)(const fit_setup *s, const gp_model *model);
+    void (*on_setup)(const fit_setup *s);
+} contract_check;
+
+/* Every method, on the Gaussian problem. */
+static const contract_check method_checks[] = {
+    {"quick preset", NULL, check_quick},
+    {"report", check_report, NULL},
+    {"predict", check_prediction, NULL},
+    {"batching", check_batch_of, NULL},
+    {"samples", check_samples, NULL},
+    {"export/import", check_roundtrip, NULL},
+    {"progress and cancel", NULL, check_progress_and_cancel},
+    {"bad data", NULL, check_bad_data},
+    {"threads", NULL, check_threads},
+    {"kernels", NULL, check_kernels},
+    {"unlisted likelihoods", NULL, check_unlisted_likelihoods},
+};
+
+/* Every non-Gaussian likelihood a method lists, on labels of it. */
+static const contract_check likelihood_checks[] = {
+    {"fit and report", check_obs_fit, NULL},
+    {"predict", check_obs_predict, NULL},
+    {"batching", check_batch_of, NULL},
+    {"samples", check_obs_draws, NULL},
+    {"export/import", check_obs_roundtrip, NULL},
+    {"bad labels", NULL, check_labels},
+    {"threads", NULL, check_obs_threads},
+};
+
+#define N_METHOD_CHECKS (sizeof method_checks / sizeof method_checks[0])
+#define N_LIKELIHOOD_CHECKS (sizeof likelihood_checks / sizeof likelihood_checks[0])
+
+typedef struct contract_case {
+    const gp_method *m;
+    gp_likelihood lik;
+    const contract_check *check;
+    char name[96];
+} contract_case;
+
+static void run_case(void **state)
+{
+    const contract_case *c = *state;
+    fit_setup s;
+    setup_for(&s, c->m);
+    if (c->lik != GP_LIK_GAUSSIAN) {
+        make_labels(&s.p, c->lik);
+        s.lik = c->lik;
+    }
+    if (c->check->on_model) {
+        gp_fit_request req;
+        request(&s, &req);
+        gp_model *model = fit_or_fail(&s, &req);
+        c->check->on_model(&s, model);
+        gp_model_free(model);
+    } else {
+        c->check->on_setup(&s);
+    }
     gp_kernel_free(s.kernel);
 }
 
-/* ---- the one body ---- */
-
-static void method_contract(void **state)
+/* Append the cases of m (with likelihood lik) for checks[0..n). */
+static size_t add_cases(contract_case *cases, struct CMUnitTest *tests, size_t count,
+                        const gp_method *m, gp_likelihood lik, const contract_check *checks,
+                        size_t n)
 {
-    const gp_method *m = *state;
-    fit_setup s;
-    setup_for(&s, m);
-    gp_fit_request req;
-    request(&s, &req);
-    gp_model *model = fit_or_fail(&s, &req);
-    check_report(&s, model);
-    check_prediction(&s, model);
-    check_batch(model);
-    check_samples(&s, model);
-    check_roundtrip(&s, model);
-    gp_model_free(model);
-    check_progress_and_cancel(&s);
-    check_bad_data(&s);
-    check_threads(&s);
-    check_kernels(&s);
-    check_unlisted_likelihoods(&s);
-    gp_kernel_free(s.kernel);
+    for (size_t k = 0; k < n; k++, count++) {
+        contract_case *c = &cases[count];
+        *c = (contract_case){.m = m, .lik = lik, .check = &checks[k]};
+        if (lik == GP_LIK_GAUSSIAN)
+            snprintf(c->name, sizeof c->name, "%s: %s", m->name, checks[k].name);
+        else
+            snprintf(c->name, sizeof c->name, "%s/%s: %s", m->name, gp_likelihood_name(lik),
+                     checks[k].name);
+        tests[count] = (struct CMUnitTest)cmocka_unit_test_prestate(run_case, c);
+        tests[count].name = c->name;
+    }
+    return count;
 }
 
 int main(void)
 {
-    size_t n = gp_method_count(), cap = n * GP_LIK_COUNT, count = 0;
+    size_t n = gp_method_count();
+    size_t cap = n * (N_METHOD_CHECKS + (size_t)GP_LIK_COUNT * N_LIKELIHOOD_CHECKS), count = 0;
     struct CMUnitTest *tests = calloc(cap, sizeof *tests);
-    lik_case *cases = calloc(cap, sizeof *cases);
-    char(*names)[64] = calloc(cap, sizeof *names);
-    if (tests == NULL || cases == NULL || names == NULL)
+    contract_case *cases = calloc(cap, sizeof *cases);
+    if (tests == NULL || cases == NULL)
         return 1;
     for (size_t i = 0; i < n; i++) {
         const gp_method *m = gp_method_at(i);
-        tests[count] = (struct CMUnitTest)cmocka_unit_test_prestate(method_contract, (void *)m);
-        tests[count++].name = m->name;
-        for (int l = 1; l < GP_LIK_COUNT; l++) {
-            if (!gp_method_accepts_likelihood(m, (gp_likelihood)l))
-                continue;
-            cases[count] = (lik_case){m, (gp_likelihood)l};
-            snprintf(names[count], sizeof names[count], "%s/%s", m->name,
-                     gp_likelihood_name((gp_likelihood)l));
-            tests[count] = (struct CMUnitTest)cmocka_unit_test_prestate(likelihood_contract,
-                                                                        &cases[count]);
-            tests[count].name = names[count];
-            count++;
-        }
+        count = add_cases(cases, tests, count, m, GP_LIK_GAUSSIAN, method_checks,
+                          N_METHOD_CHECKS);
+        for (int l = 1; l < GP_LIK_COUNT; l++)
+            if (gp_method_accepts_likelihood(m, (gp_likelihood)l))
+                count = add_cases(cases, tests, count, m, (gp_likelihood)l, likelihood_checks,
+                                  N_LIKELIHOOD_CHECKS);
     }
     int rc = _cmocka_run_group_tests("method_contract", tests, count, NULL, NULL);
     free(tests);
     free(cases);
-    free(names);
     return rc;
 }
