@@ -2,7 +2,7 @@
  * model metadata, readiness, and inference as a predict call
  * (docs/design/api.md, "Open Inference Protocol V2").
  *
- * An infer request is parsed here into an ordinary predict call of models.c
+ * An infer request is parsed here into an ordinary predict call of predict.c
  * (gp_point_call): the same model look-up, the same batched prediction and
  * the same number writer as POST /v1/models/{name}/predict, so its numbers
  * are those of v1 bit for bit, and it joins v1 predicts in a dynamic batch.
