@@ -8,7 +8,7 @@
 #   make test-deps  ... and the test tools (cmocka, Chromium, Node, PostgreSQL, clang)
 #   make fuzz       libFuzzer targets (clang) in build/fuzz, each run FUZZ_SECONDS
 #   make docs       regenerate the documentation blocks written from the code
-#   make check-layers  the include rules (run by make test)
+#   make check-layers  the include rules and no circle inside a layer (run by make test)
 
 CC      ?= cc
 SAN     ?= 0
@@ -181,12 +181,18 @@ bench:
 # OpenAPI document and the error table of docs/design/api.md, generated from
 # the method registry and the error catalogue (mk/gen_docs.c); make test fails
 # while they are stale.
-# The include rules of ARCHITECTURE.md (mk/check_layers.sh), and proof that
-# each rule fails on a violation.
+# The include rules of ARCHITECTURE.md (mk/check_layers.sh), and no import
+# circle inside a layer (mk/check_cycles.sh: at link level, from the layer
+# objects, so the libraries are built first), each with proof that its rules
+# fail on a violation. CYCLE_LAYERS narrows the circle check (e.g. "api store").
+CYCLE_LAYERS ?= $(LAYERS)
 .PHONY: check-layers
-check-layers:
+check-layers: $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
+              $(if $(server_SRC),$(LIB_server))
 	@sh mk/check_layers.sh
 	@sh mk/check_layers.sh --self-test
+	@sh mk/check_cycles.sh $(BUILD) $(CYCLE_LAYERS)
+	@sh mk/check_cycles.sh --self-test
 
 .PHONY: docs
 docs: $(GEN_DOCS)

@@ -80,6 +80,24 @@ void gp_api_error(const gp_error *err, gp_response *out)
     }
 }
 
+/* Out of memory while the answer was written: the catalogue's 500 instead. */
+void gp_buf_respond(gp_buf *b, int status, gp_response *out)
+{
+    free(out->body);
+    out->body = NULL;
+    out->body_len = 0;
+    if (b->failed) {
+        gp_buf_free(b);
+        gp_api_fail(out, GP_ENOMEM, NULL, "out of memory building the response");
+        return;
+    }
+    out->status = status;
+    out->content_type = "application/json";
+    out->body = b->data;
+    out->body_len = b->len;
+    gp_buf_init(b);
+}
+
 void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt, ...)
 {
     gp_error err;
@@ -126,3 +144,12 @@ int gp_api_valid_name(const char *name)
     }
     return n >= 1;
 }
+
+int gp_api_check_name(const char *name, gp_error *err)
+{
+    if (!gp_api_valid_name(name))
+        return gp_error_set(err, GP_EINVAL, "name",
+                            "model names are 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    return GP_OK;
+}
+

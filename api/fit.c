@@ -664,41 +664,6 @@ static json_t *info_json(const gp_model *m)
     return o;
 }
 
-json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t n_versions,
-                          gp_error *err)
-{
-    json_error_t je;
-    json_t *info = meta->info ? json_loads(meta->info, 0, &je) : NULL;
-    if (!json_is_object(info)) {
-        json_decref(info);
-        gp_error_set(err, GP_EINTERNAL, NULL, "model '%s' version %d has corrupt metadata",
-                     meta->name, meta->version);
-        return NULL;
-    }
-    json_t *o = json_object();
-    if (o == NULL) {
-        json_decref(info);
-        gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-        return NULL;
-    }
-    json_object_set_new(o, "name", json_string(meta->name));
-    json_object_set_new(o, "version", json_integer(meta->version));
-    json_object_set_new(o, "method", json_string(meta->method));
-    json_object_set_new(o, "status", json_string("ready"));
-    json_object_set_new(o, "n_train", json_integer((json_int_t)meta->n_train));
-    json_object_set_new(o, "input_dim", json_integer((json_int_t)meta->input_dim));
-    json_object_update(o, info);
-    json_decref(info);
-    json_object_set_new(o, "created_at", json_string(meta->created_at));
-    if (versions) {
-        json_t *vs = json_array();
-        for (size_t i = 0; i < n_versions; i++)
-            json_array_append_new(vs, json_integer(versions[i]));
-        json_object_set_new(o, "versions", vs);
-    }
-    return o;
-}
-
 /* The fit response's body for the new row: a durable job's result, and the
  * answer a keyed fit records. */
 char *gp_api_fit_body(const gp_model_meta *meta, void *ctx)

@@ -36,7 +36,7 @@ struct gp_api {
     _Atomic uint64_t jitter_escalations;
 };
 
-/* ---- model cache (models.c) ---- */
+/* ---- model cache (cache.c; its entries: cache.h) ---- */
 /* Find or load the model row (name, version; 0 = latest) and return a
  * reference: *model stays valid until gp_cache_release(entry). The store is
  * asked only for the row's id, version and method (gp_store_meta_brief). */
@@ -49,6 +49,11 @@ void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model);
 void gp_cache_evict_name(gp_api *api, const char *name);
 void gp_cache_destroy(gp_api *api);
 size_t gp_cache_size(gp_api *api);
+/* Rows as the store keeps them (a job's request, an observation log entry,
+ * which the cache replays): a state of two borrowed arrays, "X" (n x d) and
+ * "y" (n x p), in arrays[2]; never gp_state_free it. */
+void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
+                     gp_named_array arrays[2], gp_state *st);
 
 /* ---- poisoned versions (poisoned.c) ----
  * A stored version whose arrays, or whose observation log replayed, hold a
@@ -83,11 +88,6 @@ int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
                             size_t d, size_t p, gp_fit_job **out, gp_error *err);
 
-/* Rows as the store keeps them (a job's request, an observation log entry):
- * a state of two borrowed arrays, "X" (n x d) and "y" (n x p), in arrays[2];
- * never gp_state_free it. */
-void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
-                     gp_named_array arrays[2], gp_state *st);
 
 /* ---- a growing output buffer and a small JSON writer (jsonw.c) ---- */
 typedef struct gp_buf {
@@ -109,9 +109,6 @@ void gp_buf_json_string(gp_buf *b, const char *s);
 void gp_buf_json_number(gp_buf *b, double v);
 /* [v0, v1, ...] with stride between consecutive values. */
 void gp_buf_json_array(gp_buf *b, const double *v, size_t n, size_t stride);
-/* Hand the buffer to a response (status, application/json); on allocation
- * failure the response becomes a 500. */
-void gp_buf_respond(gp_buf *b, int status, gp_response *out);
 /* A JSON answer whose body is a copy of text (out of memory: the catalogue's 500). */
 void gp_api_respond_text(gp_response *out, int status, const char *text);
 /* 200 with ready_body when the store answers, else 503 not_ready. */
@@ -205,32 +202,80 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
 int gp_api_code_from_name(const char *name);
 /* {"code", "message", "field"?} as a jansson object. */
 json_t *gp_api_error_json(const gp_error *err);
+/* Hand the buffer to a response (status, application/json); on allocation
+ * failure the response becomes the catalogue's 500. */
+void gp_buf_respond(gp_buf *b, int status, gp_response *out);
+/* A model name as a route takes it (gp_api_valid_name), else 400 naming "name". */
+int gp_api_check_name(const char *name, gp_error *err);
 
-/* ---- model metadata (fit.c) ---- */
+/* ---- model metadata (models.c) ---- */
 /* The model JSON of a store row: name, version, method, status, n_train,
  * input_dim, the info fields, created_at (and versions when given). */
 json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t n_versions,
                           gp_error *err);
 
-/* ---- predict calls (models.c) ---- */
-typedef struct gp_oip_call gp_oip_call;
-/* A predict call of points already parsed (an Open Inference Protocol
- * infer): X (column-major m x d) and oip are taken, also on failure; the
- * call answers in the protocol's shape (gp_oip_write_response). */
-int gp_point_call_from_points(const char *name, int version, double *X, size_t m, size_t d,
-                              int include_noise, gp_oip_call *oip, gp_point_call **out,
-                              gp_error *err);
+/* ---- the body of a model route (body.c) ---- */
+/* 415 unless the request's body is JSON. */
+int gp_api_check_json(const gp_request *req, gp_error *err);
+/* The body's optional "version" (0 when absent; else an integer >= 1). */
+int gp_api_get_version(json_t *obj, int *version, gp_error *err);
+/* X of a predict, sample or observe body, in two steps: rows of numbers are
+ * parsed before the model is looked up (a malformed X is a 400 whatever the
+ * model), rows that are objects (distributional inputs) once the model's
+ * input spec is known (*X NULL after the early step). */
+int gp_api_parse_x_early(gp_api *api, json_t *Xj, double **X, size_t *m, size_t *d,
+                         gp_error *err);
+int gp_api_parse_x_late(gp_api *api, const gp_model *model, const char *name, json_t *Xj,
+                        double **X, size_t *m, size_t *d, gp_error *err);
+/* What predict and sample bodies share: a JSON object of known keys, an
+ * optional "version" and "include_noise" (*include_noise keeps its default
+ * when absent). */
+int gp_api_parse_point_request(const gp_request *req, const char *const *keys, json_t **obj,
+                               int *version, int *include_noise, gp_error *err);
+/* {"name": name, "version": version (the answer goes on). */
+void gp_api_write_head(gp_buf *b, const char *name, int version);
 
-/* ---- the Open Inference Protocol V2 (oip.c) ---- */
-void gp_oip_call_free(gp_oip_call *o);
-/* The checks of an infer that need its model (inputs of points, the shape's
- * d, the outputs asked; warmup: a gate model in warm-up, 409); fixes the
- * outputs to answer (every output of the model when none were asked). */
-int gp_oip_prepare(gp_oip_call *o, const gp_model *model, const char *name, int warmup,
-                   gp_error *err);
-/* The inference response of m points of model (name, version served). */
-void gp_oip_write_response(gp_buf *b, const gp_oip_call *o, const gp_model *model,
-                           const char *name, int version, const gp_prediction *pr, size_t m);
+/* ---- point calls (predict.c): one answer writer per protocol ----
+ * A predict call is parsed on the request thread and answered in a batch
+ * with others of the same model (server/batcher.c); v1 predict and the Open
+ * Inference Protocol's infer (oip.c) are point calls alike, and differ only
+ * in their writer: what they check against the model, and how they write the
+ * answer. */
+typedef struct gp_point_answer {
+    const gp_model *model;
+    const char *name;
+    int version;                 /* the version served */
+    int gate;                    /* the model's method has an uncertainty gate */
+    const gp_online_status *ost; /* its status (zero when no gate) */
+    const gp_prediction *pr;     /* unset in warm-up (ost->warmup) */
+    size_t m;                    /* points */
+    size_t K;                    /* components asked (0: none) */
+    int parts;                   /* they are an additive model's parts */
+} gp_point_answer;
+
+typedef struct gp_point_writer {
+    /* The checks of call c that need its model (warmup: a gate model in
+     * warm-up; a writer that cannot answer then fails here). */
+    int (*prepare)(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
+                   int warmup, gp_error *err);
+    /* The 200 answer's body. */
+    void (*write)(gp_buf *b, const gp_point_call *c, const gp_point_answer *a);
+    /* Free the protocol's part of a call (may be NULL). */
+    void (*free)(void *proto);
+} gp_point_writer;
+
+/* A predict call of points already parsed, answered by writer w: X
+ * (column-major m x d) and proto (w's part of the call) are taken, also on
+ * failure. */
+int gp_point_call_from_points(const char *name, int version, double *X, size_t m, size_t d,
+                              int include_noise, const gp_point_writer *w, void *proto,
+                              gp_point_call **out, gp_error *err);
+/* The protocol's part of a call made by gp_point_call_from_points. */
+void *gp_point_call_proto(const gp_point_call *c);
+
+/* ---- sample (sample.c) ---- */
+/* The answer of a sample request (a point call that runs alone). */
+void gp_sample_answer(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 
 /* SHA-256 (api/sha256.c): init, update with any bytes, then the digest as
  * 64 lowercase hex digits. */

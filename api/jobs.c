@@ -173,21 +173,6 @@ static int row_of(const gp_job_info *job, gp_job_row *row, gp_error *err)
     return row->progress ? GP_OK : gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
 }
 
-void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
-                     gp_named_array arrays[2], gp_state *st)
-{
-    memset(arrays, 0, 2 * sizeof *arrays);
-    snprintf(arrays[0].name, sizeof arrays[0].name, "X");
-    arrays[0].rows = n;
-    arrays[0].cols = d;
-    arrays[0].data = (double *)X;
-    snprintf(arrays[1].name, sizeof arrays[1].name, "y");
-    arrays[1].rows = n;
-    arrays[1].cols = p;
-    arrays[1].data = (double *)y;
-    *st = (gp_state){.arrays = arrays, .count = 2, .capacity = 2};
-}
-
 /* The 202 answer's body (what a keyed async fit records too). */
 static void accepted_body(const char *id, char *out, size_t size)
 {

@@ -169,23 +169,6 @@ void gp_buf_json_array(gp_buf *b, const double *v, size_t n, size_t stride)
     gp_buf_put(b, "]", 1);
 }
 
-void gp_buf_respond(gp_buf *b, int status, gp_response *out)
-{
-    free(out->body);
-    out->body = NULL;
-    out->body_len = 0;
-    if (b->failed) {
-        gp_buf_free(b);
-        gp_api_fail(out, GP_ENOMEM, NULL, "out of memory building the response");
-        return;
-    }
-    out->status = status;
-    out->content_type = "application/json";
-    out->body = b->data;
-    out->body_len = b->len;
-    gp_buf_init(b);
-}
-
 void gp_format_shortest(double v, char *out, size_t len)
 {
     for (int prec = 1; prec <= 17; prec++) {

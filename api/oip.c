@@ -2,12 +2,12 @@
  * model metadata, readiness, and inference as a predict call
  * (docs/design/api.md, "Open Inference Protocol V2").
  *
- * An infer request is parsed here into an ordinary predict call of models.c
+ * An infer request is parsed here into an ordinary predict call of predict.c
  * (gp_point_call): the same model look-up, the same batched prediction and
  * the same number writer as POST /v1/models/{name}/predict, so its numbers
  * are those of v1 bit for bit, and it joins v1 predicts in a dynamic batch.
  * Only the request's tensors (here) and the response's shape
- * (gp_oip_write_response) differ.
+ * (oip_writer, a gp_point_writer) differ.
  *
  * Errors are made in the catalogue's shape like every other route; the
  * server turns each answer on a /v2 path into the protocol's
@@ -254,15 +254,16 @@ void gp_api_oip_model_ready(gp_api *api, const char *name, int version, gp_respo
 
 /* ---- infer: the request ---- */
 
-struct gp_oip_call {
+typedef struct gp_oip_call {
     char *id;          /* the request's "id" (echoed), or NULL */
     size_t d;          /* the shape's second entry */
     int asked[OUT_COUNT]; /* outputs asked, in request order (n_asked of them) */
     size_t n_asked;       /* 0: every output of the model */
-};
+} gp_oip_call;
 
-void gp_oip_call_free(gp_oip_call *o)
+static void oip_call_free(void *proto)
 {
+    gp_oip_call *o = proto;
     if (o == NULL)
         return;
     free(o->id);
@@ -560,6 +561,8 @@ static int parse_infer(gp_api *api, const gp_request *req, gp_oip_call *o, doubl
     return rc;
 }
 
+static const gp_point_writer oip_writer;
+
 int gp_api_oip_infer_parse(gp_api *api, const char *name, int version, const gp_request *req,
                            gp_point_call **out, gp_response *res)
 {
@@ -573,10 +576,11 @@ int gp_api_oip_infer_parse(gp_api *api, const char *name, int version, const gp_
     int rc = o ? parse_infer(api, req, o, &X, &n, &include_noise, &err)
                : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
     if (rc == GP_OK) /* takes X and o, also on failure */
-        rc = gp_point_call_from_points(name, version, X, n, o->d, include_noise, o, out, &err);
+        rc = gp_point_call_from_points(name, version, X, n, o->d, include_noise, &oip_writer, o,
+                                       out, &err);
     else {
         free(X);
-        gp_oip_call_free(o);
+        oip_call_free(o);
     }
     if (rc)
         gp_api_error(&err, res);
@@ -593,9 +597,14 @@ void gp_api_oip_infer(gp_api *api, const char *name, int version, const gp_reque
 
 /* ---- infer: against the model, and the response ---- */
 
-int gp_oip_prepare(gp_oip_call *o, const gp_model *model, const char *name, int warmup,
-                   gp_error *err)
+/* The checks of an infer that need its model (inputs of points, the shape's
+ * d, the outputs asked; warmup: a gate model in warm-up, 409); fixes the
+ * outputs to answer (every output of the model when none were asked). */
+static int oip_prepare(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
+                       int warmup, gp_error *err)
 {
+    (void)api;
+    gp_oip_call *o = gp_point_call_proto(c);
     if (model->input.kind != GP_INPUT_POINT)
         return gp_error_set(err, GP_EUNSUPPORTED, "inputs[0]",
                             "inputs[0]: model '%s' takes %s inputs, which are no tensor of "
@@ -670,9 +679,15 @@ static const double *output_values(const gp_prediction *pr, int k)
     }
 }
 
-void gp_oip_write_response(gp_buf *b, const gp_oip_call *o, const gp_model *model,
-                           const char *name, int version, const gp_prediction *pr, size_t m)
+/* The inference response of a->m points (never in warm-up: oip_prepare). */
+static void oip_write(gp_buf *b, const gp_point_call *c, const gp_point_answer *a)
 {
+    const gp_oip_call *o = gp_point_call_proto(c);
+    const gp_model *model = a->model;
+    const gp_prediction *pr = a->pr;
+    const char *name = a->name;
+    int version = a->version;
+    size_t m = a->m;
     gp_buf_puts(b, "{\"model_name\":");
     gp_buf_json_string(b, name);
     gp_buf_printf(b, ",\"model_version\":\"%d\"", version);
@@ -704,3 +719,5 @@ void gp_oip_write_response(gp_buf *b, const gp_oip_call *o, const gp_model *mode
     }
     gp_buf_puts(b, "]}");
 }
+
+static const gp_point_writer oip_writer = {oip_prepare, oip_write, oip_call_free};

@@ -2,7 +2,7 @@
  *
  * A daemon before the finite-value guards (docs/design/numerics.md, "Finite
  * in, finite out") could log an observe that made a model non-finite; such
- * a version would answer null forever. The loader refuses it (models.c) and
+ * a version would answer null forever. The loader refuses it (cache.c) and
  * records it here, keyed by the store row (id and created_at, as the cache
  * is), so that later requests answer GP_ENONFINITE at once instead of
  * loading and replaying it again, and /readyz, /metrics and its GET say so.

@@ -1,4 +1,6 @@
-/* gpserve store: which driver a --db value names, and how it is shown. */
+/* gpserve store: what kind of --db value a target is, and how it is shown.
+ * The drivers use these (db_pg.c names its URL redacted), so they depend on
+ * no driver: the choice of one is db_driver.c's. */
 #include "store/db.h"
 
 #include <stdio.h>
@@ -17,14 +19,9 @@ static int has_prefix(const char *target, const char *prefix)
     return 1;
 }
 
-static int is_pg_url(const char *target)
+int gp_db_is_pg_url(const char *target)
 {
     return has_prefix(target, "postgresql://") || has_prefix(target, "postgres://");
-}
-
-const gp_db_driver *gp_db_driver_for(const char *target)
-{
-    return is_pg_url(target) ? &gp_db_pg_driver : &gp_db_sqlite_driver;
 }
 
 /* Append text[0..n) to out (of size size, *len used), truncating. */
@@ -48,7 +45,7 @@ void gp_db_redact(const char *target, char *out, size_t size)
     if (target == NULL)
         return;
     size_t len = 0;
-    if (!is_pg_url(target)) {
+    if (!gp_db_is_pg_url(target)) {
         put(out, size, &len, target, strlen(target));
         return;
     }

@@ -121,9 +121,12 @@ struct gp_db_driver {
 extern const gp_db_driver gp_db_sqlite_driver;
 extern const gp_db_driver gp_db_pg_driver;
 
-/* The driver for target: PostgreSQL for a postgresql:// or postgres:// URL,
+/* The driver for target (db_driver.c): PostgreSQL for a postgresql:// or postgres:// URL,
  * SQLite for anything else (a file path, ":memory:"). */
 const gp_db_driver *gp_db_driver_for(const char *target);
+/* 1 if target is a postgresql:// or postgres:// URL (any case), the
+ * PostgreSQL driver's; anything else is a SQLite path (db.c). */
+int gp_db_is_pg_url(const char *target);
 /* target as it may be shown: a URL with its password replaced by "***"
  * (user:***@host, and password=*** in the query); a path as is. */
 void gp_db_redact(const char *target, char *out, size_t size);

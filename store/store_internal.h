@@ -237,7 +237,8 @@ int gp_store_read_arrays(gp_store_conn *c, const gp_array_owner *owner, gp_state
  * name) on a name clash, GP_ENOMEM: state is then unchanged. */
 int gp_store_append_state(gp_state *state, gp_state *tmp, gp_error *err);
 
-/* Shared by store.c, store_jobs.c and store_observe.c. */
+/* The connections and the retry plumbing (store_conn.c), shared by every
+ * store file: they depend on it, never it on them. */
 /* Step a statement that returns no rows, bound by the caller (src: the
  * bindings' result; not GP_DB_OK skips the step), reset it, and put the rows
  * it changed in *changed (may be NULL). */
@@ -257,6 +258,10 @@ void gp_store_rollback(gp_store_conn *c);
  * wait ran out, a deadlock), for up to GP_STORE_BUSY_MS. */
 int gp_store_write(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
                    gp_error *err);
+/* gp_store_write that retries also when the database reports a UNIQUE
+ * violation: a save whose version number another process took meanwhile. */
+int gp_store_write_unique(gp_store *s, int (*write)(gp_store *, void *, gp_error *), void *ctx,
+                          gp_error *err);
 /* gp_store_write of BEGIN IMMEDIATE, body(s, ctx, err), COMMIT; rolled back
  * when body or the commit fails. */
 int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,

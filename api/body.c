@@ -1,0 +1,97 @@
+/* The parts of a model route's body that predict, sample and observe share:
+ * the media type, "version", X in two steps, and the answer's head. */
+#include <limits.h>
+#include <stdio.h>
+
+#include "api/internal.h"
+
+int gp_api_check_json(const gp_request *req, gp_error *err)
+{
+    if (gp_media_type(req->content_type) != 1)
+        return gp_error_set(err, GP_EMEDIATYPE, NULL,
+                            "Content-Type must be application/json, not '%.60s'",
+                            req->content_type);
+    return GP_OK;
+}
+
+int gp_api_get_version(json_t *obj, int *version, gp_error *err)
+{
+    json_t *v = json_object_get(obj, "version");
+    *version = 0;
+    if (v == NULL)
+        return GP_OK;
+    uint64_t x = 0;
+    int rc = gp_json_get_uint(v, "version", INT_MAX, &x, err);
+    if (rc == GP_OK && x == 0)
+        rc = gp_error_set(err, GP_EINVAL, "version", "version must be an integer >= 1");
+    *version = (int)x;
+    return rc;
+}
+
+static int check_dims(const gp_model *model, const char *name, json_t *X, size_t d,
+                      gp_error *err)
+{
+    if (d == model->input_dim)
+        return GP_OK;
+    if (json_is_array(json_array_get(X, 0)))
+        return gp_error_set(err, GP_EDATA, "X[0]", "X[0] has %zu columns; model '%s' expects %zu",
+                            d, name, model->input_dim);
+    return gp_error_set(err, GP_EDATA, "X",
+                        "X is a flat list (one column); model '%s' expects rows of %zu", name,
+                        model->input_dim);
+}
+
+/* X of a predict, sample or observe body, in two steps: rows of numbers are
+ * parsed before the model is looked up (a malformed X is a 400 whatever the
+ * model), rows that are objects (distributional inputs) once the model's
+ * input spec is known. */
+int gp_api_parse_x_early(gp_api *api, json_t *Xj, double **X, size_t *m, size_t *d,
+                         gp_error *err)
+{
+    if (json_is_array(Xj) && json_is_object(json_array_get(Xj, 0)))
+        return GP_OK;
+    return gp_json_matrix(Xj, "X", api->cfg.max_points, X, m, d, err);
+}
+
+int gp_api_parse_x_late(gp_api *api, const gp_model *model, const char *name, json_t *Xj,
+                        double **X, size_t *m, size_t *d, gp_error *err)
+{
+    if (model->input.kind == GP_INPUT_POINT) {
+        if (*X == NULL) /* objects given to a model of points: gp_json_matrix says what is wrong */
+            return gp_json_matrix(Xj, "X", api->cfg.max_points, X, m, d, err);
+        return check_dims(model, name, Xj, *d, err);
+    }
+    if (*X != NULL)
+        return gp_error_set(err, GP_EDATA, "X[0]",
+                            "model '%s' takes %s inputs: rows like {\"%s\": ...}, not numbers",
+                            name, gp_input_kind_name(model->input.kind),
+                            gp_input_kind_name(model->input.kind));
+    *d = gp_input_width(&model->input);
+    return gp_json_inputs(Xj, &model->input, "X", api->cfg.max_points, X, m, err);
+}
+
+/* What predict and sample bodies share: a JSON object of known keys, an
+ * optional "version" and "include_noise" (*include_noise keeps its default
+ * when absent). */
+int gp_api_parse_point_request(const gp_request *req, const char *const *keys, json_t **obj,
+                               int *version, int *include_noise, gp_error *err)
+{
+    json_t *e;
+    int rc = gp_api_check_json(req, err);
+    if (rc == GP_OK)
+        rc = gp_json_parse_body(req, obj, err);
+    if (rc == GP_OK)
+        rc = gp_json_known_keys(*obj, keys, NULL, err);
+    if (rc == GP_OK)
+        rc = gp_api_get_version(*obj, version, err);
+    if (rc == GP_OK && (e = json_object_get(*obj, "include_noise")))
+        rc = gp_json_get_bool(e, "include_noise", include_noise, err);
+    return rc;
+}
+
+void gp_api_write_head(gp_buf *b, const char *name, int version)
+{
+    gp_buf_puts(b, "{\"name\":");
+    gp_buf_json_string(b, name);
+    gp_buf_printf(b, ",\"version\":%d", version);
+}
