@@ -96,7 +96,7 @@
 #include "core/base/rng.h"
 #include "core/base/value.h"
 #include "core/kernel/kernel.h"
-#include "core/methods/hkd.h"
+#include "core/methods/hkd/hkd.h"
 #include "core/methods/registry.h"
 #include "core/model/model.h"
 

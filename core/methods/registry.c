@@ -6,7 +6,7 @@
 #include "core/methods/exact.h"
 #include "core/methods/gwi.h"
 #include "core/methods/msrfr.h"
-#include "core/methods/hkd.h"
+#include "core/methods/hkd/hkd.h"
 #include "core/methods/pls.h"
 #include "core/methods/renyi.h"
 #include "core/methods/rfgp.h"
