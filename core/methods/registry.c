@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/methods/exact.h"
-#include "core/methods/gwi.h"
+#include "core/methods/gwi/gwi.h"
 #include "core/methods/msrfr.h"
 #include "core/methods/hkd/hkd.h"
 #include "core/methods/pls.h"

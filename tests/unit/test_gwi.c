@@ -28,7 +28,7 @@
 #include "core/base/state.h"
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"
-#include "core/methods/gwi.h"
+#include "core/methods/gwi/gwi.h"
 #include "core/methods/registry.h"
 #include "core/methods/sgpr.h"
 #include "core/model/method.h"
