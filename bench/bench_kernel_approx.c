@@ -43,7 +43,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
-#include "core/features/auto.h"
+#include "core/methods/ssgp/auto.h"
 #include "core/features/sample.h"
 #include "core/kernel/kernel.h"
 

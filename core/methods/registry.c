@@ -11,7 +11,7 @@
 #include "core/methods/renyi.h"
 #include "core/methods/rfgp.h"
 #include "core/methods/sgpr.h"
-#include "core/methods/ssgp.h"
+#include "core/methods/ssgp/ssgp.h"
 #include "core/methods/svgp.h"
 
 /* Registration order is the order of /v1/methods and of the docs. */
