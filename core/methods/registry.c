@@ -5,7 +5,7 @@
 
 #include "core/methods/exact.h"
 #include "core/methods/gwi/gwi.h"
-#include "core/methods/msrfr.h"
+#include "core/methods/msrfr/msrfr.h"
 #include "core/methods/hkd/hkd.h"
 #include "core/methods/pls.h"
 #include "core/methods/renyi.h"
