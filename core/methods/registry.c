@@ -12,7 +12,7 @@
 #include "core/methods/rfgp.h"
 #include "core/methods/sgpr.h"
 #include "core/methods/ssgp/ssgp.h"
-#include "core/methods/svgp.h"
+#include "core/methods/svgp/svgp.h"
 
 /* Registration order is the order of /v1/methods and of the docs. */
 static const gp_method *const registry[] = {

@@ -1,4 +1,4 @@
-/* Method "hkd" (core/methods/hkd.h) and its groups (core/methods/hkd/group.h):
+/* Method "hkd" (core/methods/hkd/hkd.h) and its groups (core/methods/hkd/group.h):
  * the oracles of docs/methods/harmonic-kernel-decomposition.md §8.16 — the
  * weights (sum_t W[t, s] = [s = 0], the factor 2 of the paired real blocks,
  * pitfall 2), sum_t k_t = k to 1e-12, every K_t PSD, zero cross-block
