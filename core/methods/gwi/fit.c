@@ -1,7 +1,7 @@
-/* Fit of method "gwi": settings, the data split, inducing inputs, the prior, and the fitted model. */
+/* Fit of method "gwi": settings, the data split, inducing inputs, the prior, and the fitted
+ * model. */
 #include "core/methods/gwi/fit.h"
 
-#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

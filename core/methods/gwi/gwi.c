@@ -2,8 +2,6 @@
  * descriptor. */
 #include "core/methods/gwi/gwi.h"
 
-#include <complex.h>
-
 #include "core/methods/gwi/fit.h"
 #include "core/methods/gwi/internal.h"
 #include "core/methods/gwi/model.h"

@@ -1,9 +1,10 @@
-/* Method "gwi": the settings, data, trainer and fitted state its files share (core/methods/gwi/). */
+/* Method "gwi": the settings, data, trainer and fitted state its files share
+ * (core/methods/gwi/). */
 #ifndef GP_METHODS_GWI_INTERNAL_H
 #define GP_METHODS_GWI_INTERNAL_H
 
-#include <complex.h>
 #include "core/methods/gwi/gwi.h"
+
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/inducing/collapsed.h"

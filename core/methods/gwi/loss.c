@@ -384,7 +384,7 @@ static void network_at(const forward_job *j, size_t c0, size_t n)
     gp_gwi_work *w = j->w;
     size_t h = s->hidden;
     gwi_mlp_forward(j->theta, s->d, h, w->Xc + c0 * s->d, n, w->H1 + c0 * h, w->H2 + c0 * h,
-                w->mean + c0);
+                    w->mean + c0);
 }
 
 static void forward_task(void *ctx, size_t task)
@@ -510,7 +510,7 @@ static void grad_mean(const gp_gwi_setup *s, gp_gwi_work *w, const double *theta
 {
     if (s->mean == GP_GWI_MEAN_MLP) {
         gwi_mlp_backward(theta, s->d, s->hidden, w->Xc, cols, w->H1, w->H2, w->gout, w->G1, w->G2,
-                     g);
+                         g);
         return;
     }
     blasint bm = (blasint)s->m;

@@ -2,7 +2,6 @@
 #include "core/methods/gwi/model.h"
 
 #include <cblas.h>
-#include <complex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +21,7 @@ void gwi_free(void *p)
 
 /* The whitened posterior of the fitted parameters (gp_inducing_post's form). */
 int gwi_build_post(const gp_gwi_setup *s, const double *theta, double jitter, double alpha,
-                      gp_inducing_post *p, gp_error *err)
+                   gp_inducing_post *p, gp_error *err)
 {
     size_t m = s->m;
     int rc = gp_inducing_post_alloc(p, m, s->d, err);
@@ -78,7 +77,7 @@ static int add_network_mean(const gp_model *model, const gwi_impl *im, const dou
 }
 
 int gwi_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                       gp_error *err)
+                gp_error *err)
 {
     const gwi_impl *im = model->impl;
     double *P;
@@ -93,7 +92,7 @@ int gwi_predict(const gp_model *model, const gp_predict_request *req, gp_predict
 }
 
 int gwi_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                      gp_error *err)
+               gp_error *err)
 {
     const gwi_impl *im = model->impl;
     double *P;

@@ -1,8 +1,8 @@
-/* The mean network of method "gwi" (mean = mlp): D -> h -> h -> 1 with tanh, forward and backward. */
+/* The mean network of method "gwi" (mean = mlp): D -> h -> h -> 1 with tanh, forward and
+ * backward. */
 #include "core/methods/gwi/network.h"
 
 #include <cblas.h>
-#include <complex.h>
 #include <math.h>
 
 #include "core/methods/gwi/internal.h"
@@ -34,7 +34,7 @@ static void dense_tanh(const double *W, const double *b, size_t out, size_t in, 
 
 /* f = net(X) at the n columns of X (d x n); H1, H2 (h x n) keep the layers. */
 void gwi_mlp_forward(const double *p, size_t d, size_t h, const double *X, size_t n,
-                        double *H1, double *H2, double *f)
+                     double *H1, double *H2, double *f)
 {
     mlp_view v = gwi_mlp_at(p, d, h);
     dense_tanh(v.W1, v.b1, h, d, X, n, H1);
@@ -61,8 +61,8 @@ static void tanh_back(double *G, const double *H, size_t h, size_t n, double *db
 /* The gradient (into gp, the network's layout) of sum_j g_j f_j after
  * gwi_mlp_forward on the same X (H1, H2 from it; G1, G2 scratch). */
 void gwi_mlp_backward(const double *p, size_t d, size_t h, const double *X, size_t n,
-                         const double *H1, const double *H2, const double *g, double *G1,
-                         double *G2, double *gp)
+                      const double *H1, const double *H2, const double *g, double *G1,
+                      double *G2, double *gp)
 {
     mlp_view v = gwi_mlp_at(p, d, h);
     double *dW1 = gp, *db1 = dW1 + h * d, *dW2 = db1 + h, *db2 = dW2 + h * h, *dW3 = db2 + h,

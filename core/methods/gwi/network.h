@@ -8,10 +8,10 @@
 mlp_view gwi_mlp_at(const double *p, size_t d, size_t h);
 
 void gwi_mlp_forward(const double *p, size_t d, size_t h, const double *X, size_t n,
-                        double *H1, double *H2, double *f);
+                     double *H1, double *H2, double *f);
 
 void gwi_mlp_backward(const double *p, size_t d, size_t h, const double *X, size_t n,
-                         const double *H1, const double *H2, const double *g, double *G1,
-                         double *G2, double *gp);
+                      const double *H1, const double *H2, const double *g, double *G1,
+                      double *G2, double *gp);
 
 #endif

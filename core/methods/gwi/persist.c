@@ -1,7 +1,6 @@
 /* Export and import of a fitted "gwi" model (B7). */
 #include "core/methods/gwi/persist.h"
 
-#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* Training of method "gwi": the starting point (B3) and Adam over the mean parameters and L (B4). */
+/* Training of method "gwi": the starting point (B3) and Adam over the mean parameters and L
+ * (B4). */
 #include "core/methods/gwi/train.h"
 
 #include <cblas.h>
-#include <complex.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>

@@ -75,7 +75,7 @@ static size_t chunk_rows(size_t mS, size_t n)
 
 /* grad: 0 value only, 1 with the gradient, 2 also with respect to Z. */
 int hkd_work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes, int grad,
-                      gp_error *err)
+                   gp_error *err)
 {
     int with_z = grad == 2;
     memset(w, 0, sizeof *w);
@@ -160,7 +160,7 @@ static int factor_prior(hkd_impl *im, const double *Koz, gp_error *err)
 /* Phi (P x b, leading dimension ldp) from the kernel values E (mS x b):
  * the weighted orbit sums gathered into the blocks, then L_t^{-1}. */
 void hkd_features_from(const hkd_impl *im, const double *E, size_t b, double *Phi, size_t ldp,
-                          double *K)
+                       double *K)
 {
     size_t T = im->group.blocks, S = im->group.size, m = im->m;
     /* K (T x m b) = W (T x S) E, E read as S x m b (each column one orbit):
@@ -187,7 +187,7 @@ void hkd_features_from(const hkd_impl *im, const double *E, size_t b, double *Ph
  * with_kernel, w->Ecur points at the chunk's kernel values k(O, x): from the
  * kernel cache when it is filled, else computed. */
 const double *hkd_chunk_features(const hkd_impl *im, const hkd_data *data, hkd_work *w,
-                                    size_t start, size_t b, int with_kernel, size_t *ldp)
+                                 size_t start, size_t b, int with_kernel, size_t *ldp)
 {
     size_t P = im->P, mS = hkd_orbit_points(im), dw = im->frame.dw;
     *ldp = P;
@@ -381,7 +381,7 @@ static double bound_value(const hkd_impl *im, const hkd_work *w, size_t n, doubl
 
 /* The factors, means and bound at the current kernel and s2. */
 int hkd_evaluate(hkd_impl *im, const hkd_data *data, hkd_work *w, double s2, double tol,
-                    int max_it, hkd_terms *terms, gp_error *err)
+                 int max_it, hkd_terms *terms, gp_error *err)
 {
     hkd_orbit_gram(im, w->Koz);
     int rc = factor_prior(im, w->Koz, err);

@@ -79,7 +79,7 @@ static int pca_basis(const double *X, size_t n, size_t d, double **U, gp_error *
 }
 
 int hkd_build_frame(const gp_model *model, const gp_symmetry *s, const double *Xs, size_t n,
-                       gp_hkd_frame *f, gp_error *err)
+                    gp_hkd_frame *f, gp_error *err)
 {
     memset(f, 0, sizeof *f);
     f->d = model->input_dim;
@@ -362,8 +362,8 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
     hkd_terms terms;
     double tol = gp_option_number(me, req, "pcg_tolerance");
     int max_it = 20 * (int)gp_option_number(me, req, "pcg_max_iterations");
-    rc = hkd_evaluate(im, data, &w, model->noise_variance, tol < FINAL_PCG_TOL ? tol : FINAL_PCG_TOL,
-                  max_it, &terms, err);
+    rc = hkd_evaluate(im, data, &w, model->noise_variance,
+                      tol < FINAL_PCG_TOL ? tol : FINAL_PCG_TOL, max_it, &terms, err);
     if (rc == GP_OK)
         report(model, im, &w, &terms, data->n);
     if (rc == GP_OK)

@@ -6,7 +6,7 @@
 #include "core/methods/hkd/internal.h"
 
 int hkd_build_frame(const gp_model *model, const gp_symmetry *s, const double *Xs, size_t n,
-                       gp_hkd_frame *f, gp_error *err);
+                    gp_hkd_frame *f, gp_error *err);
 
 int hkd_alloc_blocks(hkd_impl *im, gp_error *err);
 

@@ -1,4 +1,5 @@
-/* The gradient of the bound of method "hkd" and the objective the hyperparameter search minimises. */
+/* The gradient of the bound of method "hkd" and the objective the hyperparameter search
+ * minimises. */
 #include "core/methods/hkd/gradient.h"
 
 #include <cblas.h>
@@ -178,7 +179,7 @@ static int gradient(const hkd_impl *im, const hkd_data *data, hkd_work *w, doubl
 /* ---- the hyperparameter objective (gp_inducing_optimise) ---- */
 
 int hkd_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
-                         double *f, double *grad, double *gz)
+                  double *f, double *grad, double *gz)
 {
     hkd_problem *pb = ctx;
     gp_error err;

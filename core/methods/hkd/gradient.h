@@ -6,6 +6,6 @@
 #include "core/methods/hkd/internal.h"
 
 int hkd_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
-                         double *f, double *grad, double *gz);
+                  double *f, double *grad, double *gz);
 
 #endif

@@ -1,13 +1,15 @@
-/* Method "hkd": the fitted state and the evaluation workspace its files share (core/methods/hkd/). */
+/* Method "hkd": the fitted state and the evaluation workspace its files share
+ * (core/methods/hkd/). */
 #ifndef GP_METHODS_HKD_INTERNAL_H
 #define GP_METHODS_HKD_INTERNAL_H
 
 #include "core/methods/hkd/hkd.h"
+
 #include "core/base/rng.h"
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"
-#include "core/model/method.h"
 #include "core/methods/hkd/group.h"
+#include "core/model/method.h"
 
 #define LOG_2PI 1.8378770664093454836
 #define GP_HKD_JITTER 1e-6

@@ -134,7 +134,7 @@ static double observed(const gp_model *model, double v, int include_noise)
 }
 
 int hkd_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                       gp_error *err)
+                gp_error *err)
 {
     const hkd_impl *im = model->impl;
     size_t m = req->m, dw = im->frame.dw;
@@ -171,7 +171,7 @@ int hkd_predict(const gp_model *model, const gp_predict_request *req, gp_predict
 /* ---- sample: joint draws from the latent covariance (note §5 step 12, exact path) ---- */
 
 int hkd_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                      gp_error *err)
+               gp_error *err)
 {
     const hkd_impl *im = model->impl;
     size_t m = req->m, mm = 0;

@@ -6,10 +6,10 @@
 #include "core/methods/hkd/internal.h"
 
 int hkd_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                       gp_error *err);
+                gp_error *err);
 
 int hkd_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                      gp_error *err);
+               gp_error *err);
 
 size_t hkd_parts(const gp_model *model);
 

@@ -1,8 +1,10 @@
-/* Method "msrfr": the settings, run result and fitted state its files share (core/methods/msrfr/). */
+/* Method "msrfr": the settings, run result and fitted state its files share
+ * (core/methods/msrfr/). */
 #ifndef GP_METHODS_MSRFR_INTERNAL_H
 #define GP_METHODS_MSRFR_INTERNAL_H
 
 #include "core/methods/msrfr/msrfr.h"
+
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/features/rff.h"

@@ -67,8 +67,8 @@ void msrfr_impl_set_kernel(msrfr_impl *im, const gp_kernel *k)
  * features V = Phi L^{-T} on return (the latent variance is s c ||V_i||^2).
  * cov (b x b, may be NULL) accumulates (s c / M) sum_k V_k V_k^T. */
 void msrfr_component_moments(const msrfr_impl *im, double noise, const double *Xs, size_t b,
-                              int include_noise, double *Phi, double *mu, double *var,
-                              size_t ld, double *cov)
+                             int include_noise, double *Phi, double *mu, double *var,
+                             size_t ld, double *cov)
 {
     size_t m = im->m, Rd = im->R * im->d;
     double sc = noise * im->variance_scale;
@@ -117,7 +117,7 @@ static int components_original(const gp_model *model, const msrfr_impl *im, cons
         size_t b = m - start < block ? m - start : block;
         gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, m, start, b, Xs);
         msrfr_component_moments(im, model->noise_variance, Xs, b, include_noise, Phi, mu + start,
-                          var + start, m, cov);
+                                var + start, m, cov);
     }
     double ys = model->y_scale, ys2 = ys * ys;
     for (size_t i = 0; i < m * im->M; i++) {
@@ -160,7 +160,7 @@ static int mixture_covariance(const gp_model *model, const msrfr_impl *im, size_
 }
 
 int msrfr_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                         gp_error *err)
+                  gp_error *err)
 {
     const msrfr_impl *im = model->impl;
     size_t m = req->m, mM = 0;
@@ -232,7 +232,7 @@ static int sample_component(const gp_model *model, const msrfr_impl *im, size_t 
  * draws that component's weight posterior. Samples of one component are
  * drawn together (one matrix product) and written to their own columns. */
 int msrfr_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                        gp_error *err)
+                 gp_error *err)
 {
     const msrfr_impl *im = model->impl;
     size_t m = req->m, S = req->n_samples;

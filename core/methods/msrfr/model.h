@@ -12,14 +12,14 @@ msrfr_impl *msrfr_impl_alloc(const gp_kernel *k, size_t M, size_t R, gp_error *e
 void msrfr_impl_set_kernel(msrfr_impl *im, const gp_kernel *k);
 
 void msrfr_component_moments(const msrfr_impl *im, double noise, const double *Xs, size_t b,
-                              int include_noise, double *Phi, double *mu, double *var,
-                              size_t ld, double *cov);
+                             int include_noise, double *Phi, double *mu, double *var,
+                             size_t ld, double *cov);
 
 int msrfr_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                         gp_error *err);
+                  gp_error *err);
 
 int msrfr_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                        gp_error *err);
+                 gp_error *err);
 
 size_t msrfr_components(const gp_model *model);
 

@@ -415,8 +415,8 @@ static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, run_result *res
 
 /* One fit on n rows: state set up from the request and settings. */
 int msrfr_fit_rows(const gp_fit_request *req, const msrfr_settings *set, const gp_spectral *sp,
-                    const double *X, const double *y, size_t n, gp_kernel *k, msrfr_impl *im,
-                    const progress_span *span, run_result *res, int *iterations, gp_error *err)
+                   const double *X, const double *y, size_t n, gp_kernel *k, msrfr_impl *im,
+                   const progress_span *span, run_result *res, int *iterations, gp_error *err)
 {
     fit_state fs;
     memset(&fs, 0, sizeof fs);

@@ -3,11 +3,12 @@
 #define GP_METHODS_SSGP_INTERNAL_H
 
 #include "core/methods/ssgp/ssgp.h"
+
 #include "core/base/rng.h"
-#include "core/methods/ssgp/auto.h"
 #include "core/features/rff.h"
 #include "core/features/sample.h"
 #include "core/linalg/linalg.h"
+#include "core/methods/ssgp/auto.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
 #include "core/optim/optim.h"

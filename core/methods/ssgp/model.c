@@ -63,7 +63,7 @@ void ssgp_impl_set_kernel(ssgp_impl *im, const gp_kernel *k)
  * leading dimension ldx = the request's m) into Phi (b x 2R); Xw (b x d)
  * scratch receives the standardised points divided by the lengthscales. */
 void ssgp_test_features(const gp_model *model, const ssgp_impl *im, const double *X,
-                          size_t ldx, size_t start, size_t b, double *Xw, double *Phi)
+                        size_t ldx, size_t start, size_t b, double *Xw, double *Phi)
 {
     gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, ldx, start, b, Xw);
     gp_rff_features(Xw, b, im->d, NULL, im->omega, im->R, im->amplitude2, Phi, b);
@@ -150,7 +150,7 @@ static int predict_blocks(const gp_model *model, const ssgp_impl *im,
 }
 
 int ssgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
+                 gp_error *err)
 {
     const ssgp_impl *im = model->impl;
     if (req->m == 0)
@@ -181,7 +181,7 @@ static void draw_weights(const gp_model *model, const ssgp_impl *im, uint64_t se
 }
 
 int ssgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                       gp_error *err)
+                gp_error *err)
 {
     const ssgp_impl *im = model->impl;
     size_t m = req->m, S = req->n_samples, ws = 0;

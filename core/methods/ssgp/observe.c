@@ -43,7 +43,7 @@ static double add_rows(const gp_model *model, const ssgp_impl *im, const double 
  * original units, yw working targets), computed again from the rows rather
  * than as A alpha, which would carry alpha's error times cond(A). */
 int ssgp_cache_targets(const gp_model *model, ssgp_impl *im, const double *X,
-                         const double *yw, size_t n, gp_error *err)
+                       const double *yw, size_t n, gp_error *err)
 {
     size_t block = gp_predict_block_rows(im->m, n);
     double *Phi = gp_alloc_doubles(block * im->m, err), *Xw = gp_alloc_doubles(block * im->d, err);
@@ -153,7 +153,7 @@ static int refactor(gp_model *model, const ssgp_impl *im, const double *X, size_
 }
 
 int ssgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
-                        gp_error *err)
+                 gp_error *err)
 {
     ssgp_impl *im = model->impl;
     size_t m = im->m, block = gp_predict_block_rows(m + im->d, k);

@@ -6,9 +6,9 @@
 #include "core/methods/ssgp/internal.h"
 
 int ssgp_cache_targets(const gp_model *model, ssgp_impl *im, const double *X,
-                         const double *yw, size_t n, gp_error *err);
+                       const double *yw, size_t n, gp_error *err);
 
 int ssgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
-                        gp_error *err);
+                 gp_error *err);
 
 #endif

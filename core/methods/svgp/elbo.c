@@ -115,7 +115,7 @@ void svgp_block_moments(const svgp_eval *e, const double *X, size_t nb, svgp_wor
 /* scale * sum_n E log p(y_n | f_n) over the block; gmu, gv get scale times
  * the derivatives, *dlog_s2 the derivative in log s2 (gaussian, else 0). */
 double svgp_block_expect(const svgp_eval *e, const double *y, size_t nb, double scale,
-                           svgp_work *w, double *dlog_s2)
+                         svgp_work *w, double *dlog_s2)
 {
     double sum = 0.0, ds = 0.0;
     int gauss = e->lik->type == GP_LIK_GAUSSIAN;
@@ -176,7 +176,7 @@ void svgp_block_sens(const svgp_eval *e, size_t nb, int kernel_sens, svgp_work *
 /* After svgp_block_sens with kernel_sens over the nb points X: dF/dtheta then
  * dlog_s2 into theta (gp_kernel_n_params + 1) and dF/dZ into gz (may be NULL). */
 int svgp_kernel_grad(const svgp_eval *e, const double *X, size_t nb, const svgp_work *w,
-                       double dlog_s2, double *theta, double *gz, gp_error *err)
+                     double dlog_s2, double *theta, double *gz, gp_error *err)
 {
     double wdiag = 0.0;
     for (size_t i = 0; i < nb; i++)
@@ -222,7 +222,7 @@ static void q_gradient(const svgp_eval *e, const svgp_work *w, double *gmean, do
 
 /* The bound over all n points as one block (w->cap >= n). */
 int svgp_eval_full(const svgp_eval *e, const double *X, size_t n, const double *y,
-                     svgp_work *w, gp_svgp_terms *t, const svgp_out *out, gp_error *err)
+                   svgp_work *w, gp_svgp_terms *t, const svgp_out *out, gp_error *err)
 {
     int rc = svgp_factor_kuu(e, w, err);
     if (rc)
@@ -254,7 +254,7 @@ int svgp_eval_full(const svgp_eval *e, const double *X, size_t n, const double *
 
 /* The expected log-likelihood over n points in blocks of w->cap (value only). */
 int svgp_expected_blocks(const svgp_eval *e, const double *X, size_t d, size_t n,
-                           const double *y, svgp_work *w, double *sum, gp_error *err)
+                         const double *y, svgp_work *w, double *sum, gp_error *err)
 {
     int rc = svgp_factor_kuu(e, w, err);
     if (rc)
@@ -312,7 +312,7 @@ void svgp_natgrad_buf_free(natgrad_buf *b)
 /* The step of the file comment from D (m x m) and agmu (m), both already
  * weighted to the full data; mq and Lq change only on success. */
 int svgp_natgrad_update(size_t m, const double *D, const double *agmu, double step, double *mq,
-                          double *Lq, natgrad_buf *b, gp_error *err)
+                        double *Lq, natgrad_buf *b, gp_error *err)
 {
     blasint bm = (blasint)m;
     /* P = S^{-1} = Lq^{-T} Lq^{-1}, v = S^{-1} m */

@@ -76,7 +76,8 @@ static int fit_alloc(svgp_fit *f, size_t M, size_t cap, gp_error *err)
     int ok = f->Z && f->mq && f->Lq && f->free_idx && f->theta && f->gtheta && f->gz &&
              f->gmean && f->gchol && f->save && mask;
     if (ok)
-        ok = svgp_work_alloc(&f->w, M, cap, err) == GP_OK && svgp_natgrad_buf_alloc(&f->nb, M, err) == GP_OK;
+        ok = svgp_work_alloc(&f->w, M, cap, err) == GP_OK &&
+             svgp_natgrad_buf_alloc(&f->nb, M, err) == GP_OK;
     if (!ok) {
         free(mask);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");

@@ -1,8 +1,10 @@
-/* Method "svgp": the evaluation, workspace, fit and settings its files share (core/methods/svgp/). */
+/* Method "svgp": the evaluation, workspace, fit and settings its files share
+ * (core/methods/svgp/). */
 #ifndef GP_METHODS_SVGP_INTERNAL_H
 #define GP_METHODS_SVGP_INTERNAL_H
 
 #include "core/methods/svgp/svgp.h"
+
 #include "core/base/rng.h"
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"

@@ -162,7 +162,7 @@ int svgp_refine_q(svgp_fit *f, int max_steps, double *elbo, gp_error *err)
 }
 
 int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *st,
-                     gp_diagnostics *diag, gp_error *err)
+                   gp_diagnostics *diag, gp_error *err)
 {
     size_t dim = full_dim(f);
     double *x = gp_alloc_doubles(dim, err);
@@ -215,7 +215,7 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, double *x, double *g, const do
         return gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
     svgp_block_sens(&e, nb, h > 0, &f->w);
     if (h > 0 && (rc = svgp_kernel_grad(&e, Xb, nb, &f->w, ds, f->gtheta,
-                                   f->optimize_z ? f->gz : NULL, err)) != GP_OK)
+                                        f->optimize_z ? f->gz : NULL, err)) != GP_OK)
         return rc;
     /* A step that would leave q improper is skipped (the next batch retries). */
     gp_error e2;
@@ -265,7 +265,7 @@ static int adam_epoch(svgp_fit *f, gp_adam *adam, double *x, double *g, size_t *
 /* Progress is reported once per epoch on the scale of the iteration budget
  * (epoch e of E as ceil(e budget / E)), so a job's progress never passes it. */
 int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *st,
-                    gp_diagnostics *diag, gp_error *err)
+                  gp_diagnostics *diag, gp_error *err)
 {
     size_t h = hyper_dim(f), b = f->w.cap;
     gp_adam adam = {0};

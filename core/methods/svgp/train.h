@@ -11,9 +11,9 @@ svgp_eval svgp_fit_eval(const svgp_fit *f);
 int svgp_refine_q(svgp_fit *f, int max_steps, double *elbo, gp_error *err);
 
 int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *st,
-                     gp_diagnostics *diag, gp_error *err);
+                   gp_diagnostics *diag, gp_error *err);
 
 int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *st,
-                    gp_diagnostics *diag, gp_error *err);
+                  gp_diagnostics *diag, gp_error *err);
 
 #endif
