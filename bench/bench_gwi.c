@@ -1,4 +1,4 @@
-/* Benchmark of Gaussian Wasserstein inference, method `gwi` (core/methods/gwi.h;
+/* Benchmark of Gaussian Wasserstein inference, method `gwi` (core/methods/gwi/gwi.h;
  * docs/methods/sparse-variational-and-pls.md §1.2, algorithm §5.3), side by
  * side with our exact GP, sgpr at the same M and msrfr, and with the thesis's
  * Table 4.1 (the note's §3.1); issue 17. The content of bench/results/gwi.md.

@@ -1,5 +1,5 @@
 /* Benchmark of the harmonic kernel decomposition `hkd` (HVGP, Sun, Shi,
- * Wilson and Grosse 2021; core/methods/hkd.h, docs/methods/
+ * Wilson and Grosse 2021; core/methods/hkd/hkd.h, docs/methods/
  * harmonic-kernel-decomposition.md §6.3) side by side with `sgpr` (Titsias);
  * the content of bench/results/hkd.md.
  *
@@ -96,7 +96,7 @@
 #include "core/base/rng.h"
 #include "core/base/value.h"
 #include "core/kernel/kernel.h"
-#include "core/methods/hkd.h"
+#include "core/methods/hkd/hkd.h"
 #include "core/methods/registry.h"
 #include "core/model/model.h"
 

@@ -2,7 +2,7 @@
  * kernel approximation: the protocol of Figure 2 of "Stein Random Feature
  * Regression" (docs/methods/stein-random-features.md §3.3), plus a Matérn-3/2
  * extension (§3.4) and a sweep over the spread of the inputs (§2.2b) that sets
- * the thresholds of gp_freq_sampler_auto (core/features/auto.c).
+ * the thresholds of gp_freq_sampler_auto (core/methods/ssgp/auto.c).
  *
  * Run from the repository root:
  *   build/bench/bench_kernel_approx [--sweep r,d,matern,spread|all] [--seeds N]
@@ -43,7 +43,7 @@
 #include "core/base/error.h"
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
-#include "core/features/auto.h"
+#include "core/methods/ssgp/auto.h"
 #include "core/features/sample.h"
 #include "core/kernel/kernel.h"
 

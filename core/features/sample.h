@@ -2,7 +2,7 @@
  *
  * Shared by the feature methods (ssgp, and msrfr whose particles are whole
  * frequency matrices). Two parts: part 1 is this header (sample.c, and the
- * `auto` choice in core/features/auto.h); part 2 is core/features/rff.h.
+ * `auto` choice in core/methods/ssgp/auto.h, method ssgp); part 2 is core/features/rff.h.
  *
  * 1. Frequency samplers. R frequencies omega_r in R^d (an R x d column-major
  *    matrix, one frequency per row) for a spectral density of core/kernel/kernel.h

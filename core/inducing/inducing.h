@@ -115,7 +115,7 @@ typedef struct gp_inducing_post {
     double jitter;
     /* Multiplies every predictive variance and covariance, latent and
      * observed, and the random part of every draw: 1 (gp_inducing_post_alloc)
-     * except for gwi's tempering (core/methods/gwi.h). Not exported: a method
+     * except for gwi's tempering (core/methods/gwi/gwi.h). Not exported: a method
      * that sets it keeps it with its own arrays. */
     double scale;
     gp_kernel_points *Zp; /* Z prepared for the fitted kernel (gp_inducing_post_prepare) */

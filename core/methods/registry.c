@@ -4,15 +4,15 @@
 #include <string.h>
 
 #include "core/methods/exact.h"
-#include "core/methods/gwi.h"
-#include "core/methods/msrfr.h"
-#include "core/methods/hkd.h"
+#include "core/methods/gwi/gwi.h"
+#include "core/methods/msrfr/msrfr.h"
+#include "core/methods/hkd/hkd.h"
 #include "core/methods/pls.h"
 #include "core/methods/renyi.h"
 #include "core/methods/rfgp.h"
 #include "core/methods/sgpr.h"
-#include "core/methods/ssgp.h"
-#include "core/methods/svgp.h"
+#include "core/methods/ssgp/ssgp.h"
+#include "core/methods/svgp/svgp.h"
 
 /* Registration order is the order of /v1/methods and of the docs. */
 static const gp_method *const registry[] = {

@@ -1,3 +1,4 @@
+/* One file (922 lines, at the ~900 guide): its short sections follow renyi-gp.md §2-§5 in order. */
 /* The Renyi GP (method "renyi"): see core/methods/renyi.h and docs/methods/renyi-gp.md.
  *
  * The bound is the dense algorithm of docs/methods/renyi-gp.md §2.4: Xi (N x N) is built in

@@ -1,5 +1,5 @@
 /* libFuzzer target: hkd's structured option `symmetry` (a JSON object,
- * core/symmetry/, docs/design/api.md "Structured options"). The input is the
+ * core/methods/hkd/group.h, docs/design/api.md "Structured options"). The input is the
  * option's JSON text, put into a fit body of hkd with a small fixed X; the
  * first byte picks the number of input columns d (1 + (byte & 3): the checks
  * that need d, such as a dimension index in range, run once X is read) and,

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/base/rng.h"
-#include "core/features/auto.h"
+#include "core/methods/ssgp/auto.h"
 #include "core/features/sample.h"
 
 /* ---- chi-square quantile ---------------------------------------------------- */

@@ -1,4 +1,4 @@
-/* Method "gwi" (core/methods/gwi.h; docs/methods/sparse-variational-and-pls.md
+/* Method "gwi" (core/methods/gwi/gwi.h; docs/methods/sparse-variational-and-pls.md
  * §1.2, §5.3, §6 P1-P9, §7 T6-T7):
  *   T6  with the prior as Q (mean 0, Sigma = Kzz^{-1}) bures_sym is 0;
  *   T7  finite differences of every parameter's gradient, for both means,
@@ -28,7 +28,7 @@
 #include "core/base/state.h"
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"
-#include "core/methods/gwi.h"
+#include "core/methods/gwi/gwi.h"
 #include "core/methods/registry.h"
 #include "core/methods/sgpr.h"
 #include "core/model/method.h"

@@ -1,4 +1,4 @@
-/* Method "hkd" (core/methods/hkd.h) and its groups (core/symmetry/group.h):
+/* Method "hkd" (core/methods/hkd/hkd.h) and its groups (core/methods/hkd/group.h):
  * the oracles of docs/methods/harmonic-kernel-decomposition.md §8.16 — the
  * weights (sum_t W[t, s] = [s = 0], the factor 2 of the paired real blocks,
  * pitfall 2), sum_t k_t = k to 1e-12, every K_t PSD, zero cross-block
@@ -24,9 +24,9 @@
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/base/value.h"
-#include "core/methods/hkd.h"
+#include "core/methods/hkd/hkd.h"
 #include "core/methods/registry.h"
-#include "core/symmetry/group.h"
+#include "core/methods/hkd/group.h"
 #include "tests/unit/method_testutil.h"
 #include "tests/unit/testutil.h"
 

@@ -1,4 +1,4 @@
-/* Method "msrfr" (core/methods/msrfr.h): the pooled SVGD step against a direct
+/* Method "msrfr" (core/methods/msrfr/msrfr.h): the pooled SVGD step against a direct
  * per-pair implementation, the particle score against finite differences,
  * M = 1 without coupling as plain Adam ascent of the SSGP log posterior, the
  * mixture predictive (law of total variance, covariance, quantiles,
@@ -20,7 +20,7 @@
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/features/rff.h"
-#include "core/methods/msrfr.h"
+#include "core/methods/msrfr/msrfr.h"
 #include "core/methods/registry.h"
 #include "core/model/mixture.h"
 #include "core/model/model.h"

@@ -1,4 +1,4 @@
-/* Method "ssgp" (core/methods/ssgp.h): registration and options, kernel restriction,
+/* Method "ssgp" (core/methods/ssgp/ssgp.h): registration and options, kernel restriction,
  * fits with every frequency sampler, determinism, convergence to the exact GP
  * as R grows, full covariance, joint samples, export/import, Matern kernels,
  * active_dims, shared lengthscale, a large N without an N x N matrix, bad
@@ -117,16 +117,16 @@ static double stddev(const double *a, size_t n)
 
 /* ---- registration, options, kernels ---- */
 
-/* The default core/methods/ssgp.h documents for option `name` ("(default X" on the
+/* The default core/methods/ssgp/ssgp.h documents for option `name` ("(default X" on the
  * option's line or the next ones), or `fallback` when the header cannot be read
  * (tests run from the repository root). Keeps the spec and its documentation
  * in step. */
 static void doc_default(const char *name, const char *fallback, char *out, size_t len)
 {
     snprintf(out, len, "%s", fallback);
-    FILE *f = fopen("core/methods/ssgp.h", "r");
+    FILE *f = fopen("core/methods/ssgp/ssgp.h", "r");
     if (f == NULL) /* a moved header must not turn the check off */
-        fail_msg("cannot read core/methods/ssgp.h (tests run from the repository root)");
+        fail_msg("cannot read core/methods/ssgp/ssgp.h (tests run from the repository root)");
     char line[512];
     int in = 0;
     while (fgets(line, sizeof line, f)) {
@@ -155,7 +155,7 @@ static void check_number_default(const gp_method *m, const char *name, const cha
         fail_msg("ssgp has no option '%s'", name);
     printf("option %s: default %.17g, documented %s\n", name, s->default_number, doc);
     if (s->default_number != strtod(doc, NULL))
-        fail_msg("option %s: default %.17g, core/methods/ssgp.h documents %s", name, s->default_number,
+        fail_msg("option %s: default %.17g, core/methods/ssgp/ssgp.h documents %s", name, s->default_number,
                  doc);
 }
 

@@ -1,4 +1,4 @@
-/* Method "svgp" (core/methods/svgp.h): with a Gaussian likelihood the ELBO at
+/* Method "svgp" (core/methods/svgp/svgp.h): with a Gaussian likelihood the ELBO at
  * the closed-form optimal q is sgpr's collapsed bound and one full-batch
  * natural-gradient step of size 1 lands on that q
  * (docs/methods/sparse-variational-and-pls.md §1.1(b), §5.4); a fit with
@@ -24,7 +24,7 @@
 #include "core/inducing/inducing.h"
 #include "core/methods/registry.h"
 #include "core/methods/sgpr.h"
-#include "core/methods/svgp.h"
+#include "core/methods/svgp/svgp.h"
 #include "core/model/model.h"
 #include "tests/unit/method_testutil.h"
 #include "tests/unit/testutil.h"

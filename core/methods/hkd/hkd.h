@@ -25,7 +25,7 @@
  *   L* = -N/2 log(2 pi s2) - (y.y - sum_t m_t.g_t) / (2 s2)
  *        - 1/2 sum_t log|I + C_t / s2| - r0 / (2 s2)
  * and hyperparameters maximising L* by L-BFGS with its analytic gradient
- * (core/methods/hkd.c derives it) on a subsample, then one full-data pass.
+ * (core/methods/hkd/bound.c derives it) on a subsample, then one full-data pass.
  * For T = 1 (no generators) L* is Titsias' bound: hkd is sgpr with fixed Z.
  *
  * Options: see the method descriptor (GET /v1/methods). */

@@ -14,7 +14,7 @@
  * sgpr's (m = B^{-1} A y / s2, S = B^{-1}) and the ELBO there is Titsias'
  * collapsed bound (§1.1(b), §5.4).
  *
- * Gradients (derived in core/methods/svgp.c), with g_mu, g_v the derivatives
+ * Gradients (derived in core/methods/svgp/elbo.c), with g_mu, g_v the derivatives
  * of the expectations in mu_n and var_n:
  *   dF/dm   = A g_mu - m
  *   dF/dLq  = 2 A diag(g_v) A^T Lq - Lq + diag(1 / Lq_ii)      (lower triangle)

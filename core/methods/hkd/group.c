@@ -1,5 +1,5 @@
-/* Symmetry groups of harmonic kernel decomposition: see core/symmetry/group.h. */
-#include "core/symmetry/group.h"
+/* Symmetry groups of harmonic kernel decomposition: see core/methods/hkd/group.h. */
+#include "core/methods/hkd/group.h"
 
 #include <math.h>
 #include <stdio.h>

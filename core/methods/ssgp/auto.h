@@ -1,8 +1,8 @@
 /* gpserve core: the sampler `auto` chooses (see core/features/sample.h).
  *
- * Defined in core/features/auto.c. */
-#ifndef GP_FEATURES_AUTO_H
-#define GP_FEATURES_AUTO_H
+ * Defined in core/methods/ssgp/auto.c. */
+#ifndef GP_METHODS_SSGP_AUTO_H
+#define GP_METHODS_SSGP_AUTO_H
 
 #include <stddef.h>
 

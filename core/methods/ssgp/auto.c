@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "core/features/auto.h"
+#include "core/methods/ssgp/auto.h"
 
 double gp_features_spread(const double *X, size_t n, size_t d, const double *inv_ls)
 {

@@ -22,8 +22,8 @@
  *   W[t, s] = prod_j w_{r_j}(s_j),  w_0 = 1/T,  w_r = 2 cos(2 pi r s / T) / T
  *   (0 < r < T/2),  w_{T/2} = (-1)^s / T
  * so that k_t(x, x') = sum_s W[t, s] k(x, G^s x') and sum_t W[t, s] = [s = 0]. */
-#ifndef GP_SYMMETRY_GROUP_H
-#define GP_SYMMETRY_GROUP_H
+#ifndef GP_METHODS_HKD_GROUP_H
+#define GP_METHODS_HKD_GROUP_H
 
 #include <stddef.h>
 #include <stdint.h>

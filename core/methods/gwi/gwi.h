@@ -31,7 +31,7 @@
  *                      plus the unsquared distance, P1; s2_0 is the
  *                      setup's s2, so with learn_noise the noise's own
  *                      log term stays in the loss, as it must).
- * The gradients are analytic (derived in core/methods/gwi.c) and checked
+ * The gradients are analytic (derived in core/methods/gwi/loss.c) and checked
  * against finite differences (tests/unit/test_gwi.c, T7).
  *
  * Fit (B0-B5): a seeded validation split; Z = M distinct training inputs

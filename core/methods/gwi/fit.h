@@ -1,0 +1,12 @@
+/* Fit of method "gwi": settings, the data split, inducing inputs, the prior, and the fitted model:
+ * what core/methods/gwi/fit.c shares with the other files of the method. */
+#ifndef GP_METHODS_GWI_FIT_H
+#define GP_METHODS_GWI_FIT_H
+
+#include "core/methods/gwi/internal.h"
+
+void gwi_draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k);
+
+int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
+
+#endif

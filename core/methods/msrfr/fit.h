@@ -1,0 +1,12 @@
+/* Fit of method "msrfr": settings, calibration of the predictive variance, and the fit entry: what
+ * core/methods/msrfr/fit.c shares with the other files of the method. */
+#ifndef GP_METHODS_MSRFR_FIT_H
+#define GP_METHODS_MSRFR_FIT_H
+
+#include "core/methods/msrfr/internal.h"
+
+const char *msrfr_bandwidth_name(int bw);
+
+int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
+
+#endif

@@ -1,0 +1,72 @@
+/* Method "svgp": the evaluation, workspace, fit and settings its files share
+ * (core/methods/svgp/). */
+#ifndef GP_METHODS_SVGP_INTERNAL_H
+#define GP_METHODS_SVGP_INTERNAL_H
+
+#include "core/methods/svgp/svgp.h"
+
+#include "core/base/rng.h"
+#include "core/inducing/inducing.h"
+#include "core/linalg/linalg.h"
+#include "core/model/method.h"
+#include "core/optim/driver.h"
+#include "core/optim/optim.h"
+
+/* What the bound is evaluated at. */
+typedef struct svgp_eval {
+    const gp_kernel *k;
+    const gp_lik *lik;
+    const gp_quadrature *q;
+    const double *Z;
+    size_t m;
+    const double *mq, *Lq;
+} svgp_eval;
+
+/* Buffers: L and two m x m, three m x cap (Kuf, A, the sensitivity), four of cap. */
+typedef struct svgp_work {
+    size_t cap;
+    double *L, *D, *T, *Kuf, *A, *W;
+    double *mu, *var, *gmu, *gv, *agmu;
+    double jitter;
+} svgp_work;
+
+/* Gradient outputs of one full evaluation (each may be NULL). */
+typedef struct svgp_out {
+    double *theta, *z, *mean, *chol;
+    int sens; /* leave D and agmu in the work for a natural-gradient step */
+} svgp_out;
+
+
+/* Buffers of one step: two m x m and one m. */
+typedef struct natgrad_buf {
+    double *P, *Q, *v;
+} natgrad_buf;
+
+/* A fit's data, likelihood and the parameters being fitted (updated in place). */
+typedef struct svgp_fit {
+    gp_kernel *k; /* the model's kernel */
+    gp_lik lik;
+    gp_quadrature quad;
+    gp_noise_param np; /* gaussian only; learned 0 otherwise */
+    const double *X, *y;
+    size_t n, d, m; /* m: the inducing points chosen (selection may return fewer than asked) */
+    double *Z, *mq, *Lq;
+    int optimize_z;
+    const gp_cancel *cancel;
+    size_t n_kp, n_free, *free_idx; /* the free kernel parameters */
+    double *theta, *gtheta, *gz, *gmean, *gchol;
+    double *save; /* m + m x m + m + m x m: q and its D, agmu for the warm start */
+    svgp_work w;
+    natgrad_buf nb;
+} svgp_fit;
+
+/* Options of one fit. */
+typedef struct svgp_settings {
+    int budget;      /* max_iterations: L-BFGS iterations, or the progress scale of Adam */
+    double tolerance;
+    size_t batch;
+    int epochs;
+    double lr, natgrad_step, offset;
+} svgp_settings;
+
+#endif

@@ -1,0 +1,103 @@
+/* The uncollapsed sparse variational GP (method "svgp", core/methods/svgp/svgp.h): its options and
+ * descriptor. */
+#include "core/methods/svgp/svgp.h"
+
+#include "core/methods/svgp/fit.h"
+#include "core/methods/svgp/internal.h"
+
+/* ---- the method ---- */
+
+static const gp_kernel_type svgp_kernels[] = {GP_KERNEL_RBF, GP_KERNEL_MATERN12,
+                                              GP_KERNEL_MATERN32, GP_KERNEL_MATERN52,
+                                              GP_KERNEL_RQ};
+
+static const gp_likelihood svgp_likelihoods[] = {GP_LIK_GAUSSIAN, GP_LIK_BERNOULLI,
+                                                 GP_LIK_POISSON};
+
+static const gp_option_spec svgp_options[] = {
+    {"inducing", GP_OPTION_INT, 100, NULL, 1, 8192, NULL,
+     "M, the number of inducing points (at most the number of training points)"},
+    {"inducing_selection", GP_OPTION_ENUM, 0, "greedy", 0, 0, "greedy|kmeans|random",
+     "greedy: maximum residual variance under the initial kernel (deterministic); kmeans: "
+     "k-means centres; random: distinct training inputs (both seeded)"},
+    {"optimize_inducing", GP_OPTION_BOOL, 0, NULL, 0, 1, NULL,
+     "also optimise the inducing inputs Z (off by default: on the shared classification sets "
+     "it changed the test log loss by < 0.01 and made L-BFGS 5-10 times slower)"},
+    {"optimizer", GP_OPTION_ENUM, 0, "auto", 0, 0, "auto|lbfgs|adam",
+     "lbfgs: full-batch L-BFGS over the kernel, noise, Z and q; adam: minibatch Adam on the "
+     "kernel, noise and Z with natural-gradient steps on q; auto: lbfgs when its N x M "
+     "workspace fits the budget of an exact fit of max_train_points points, else adam"},
+    {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
+     "L-BFGS iterations; with adam the progress budget the epochs are reported against"},
+    {"tolerance", GP_OPTION_NUMBER, 1e-7, NULL, 1e-16, 1, NULL,
+     "L-BFGS: stop when the relative change of the ELBO in an iteration falls below this"},
+    {"quadrature_points", GP_OPTION_INT, GP_LIK_QUADRATURE_POINTS, NULL, 1,
+     GP_LIK_QUADRATURE_MAX, NULL,
+     "Gauss-Hermite points of the expected log-likelihood (bernoulli; gaussian and poisson "
+     "are in closed form)"},
+    {"batch_size", GP_OPTION_INT, 256, NULL, 1, 1000000, NULL, "adam: points per minibatch"},
+    {"epochs", GP_OPTION_INT, 20, NULL, 1, 100000, NULL, "adam: passes over the data"},
+    {"learning_rate", GP_OPTION_NUMBER, 0.01, NULL, 1e-6, 1, NULL,
+     "adam: step size on the kernel log-parameters, log noise and Z"},
+    {"natgrad_step", GP_OPTION_NUMBER, 0.1, NULL, 1e-4, 1, NULL,
+     "adam: natural-gradient step on q (1 with the full batch and a gaussian likelihood is "
+     "the exact optimum)"},
+};
+
+/* Doubles held during a fit with m inducing points and b points per
+ * evaluation (b = n for L-BFGS): three m x b buffers, the working copies of X
+ * and y, the m x m matrices and, for L-BFGS, its history of 2 x 10 vectors
+ * of the parameter count (about m^2 / 2 + m d). */
+static const gp_method_ops svgp_ops = {
+    .fit = svgp_fit_op,
+    .predict = gp_inducing_method_predict,
+    .batch_invariant = 1, /* core/inducing's predict: per-point arithmetic */
+    .sample = gp_inducing_method_sample,
+    .export_impl = gp_inducing_method_export,
+    .import_impl = gp_inducing_method_import,
+    .free_impl = gp_inducing_method_free,
+};
+
+static const gp_info_spec svgp_info[] = {
+    {"inducing", GP_INFO_NUMBER, "M, the number of inducing points"},
+    {"inducing_selection", GP_INFO_STRING, "how Z was chosen (greedy, kmeans or random)"},
+    {"optimize_inducing", GP_INFO_NUMBER, "1 when Z moved with the hyperparameters"},
+    {"optimizer", GP_INFO_STRING,
+     "the optimiser used: lbfgs (full batch) or adam (minibatches, natural gradients on q)"},
+    {"expected_log_lik", GP_INFO_NUMBER,
+     "sum over the training points of E_q log p(y | f) at the end (original units)"},
+    {"kl", GP_INFO_NUMBER, "KL(q(u) || p(u)) at the end; the objective is expected_log_lik - kl"},
+    {"quadrature_points", GP_INFO_NUMBER,
+     "Gauss-Hermite points of the expected log-likelihood (bernoulli)"},
+    {"lengthscale_rescaled", GP_INFO_NUMBER,
+     "the factor the initial lengthscales were multiplied by because k(x, x') was near 0 "
+     "for most pairs of training points (the median heuristic; absent: kept as given)"},
+    {"epochs", GP_INFO_NUMBER, "adam: passes over the data"},
+    {"batch_size", GP_INFO_NUMBER, "adam: points per minibatch"},
+};
+
+static const gp_option_setting svgp_quick[] = {{"max_iterations", 8}, {"inducing", 8}};
+
+const gp_method gp_method_svgp = {
+    .name = "svgp",
+    .summary = "Uncollapsed sparse variational GP with M inducing points and a full-covariance "
+               "whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson "
+               "likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with "
+               "natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per "
+               "predicted point",
+    .objective_name = "elbo",
+    .options = svgp_options,
+    .n_options = sizeof svgp_options / sizeof svgp_options[0],
+    .kernels = svgp_kernels,
+    .n_kernels = sizeof svgp_kernels / sizeof svgp_kernels[0],
+    .composite_kernels = 0,
+    .iterations_option = "max_iterations",
+    .restarts_option = NULL,
+    .likelihoods = svgp_likelihoods,
+    .n_likelihoods = sizeof svgp_likelihoods / sizeof svgp_likelihoods[0],
+    .info = svgp_info,
+    .n_info = sizeof svgp_info / sizeof svgp_info[0],
+    .quick = svgp_quick,
+    .n_quick = sizeof svgp_quick / sizeof svgp_quick[0],
+    .ops = &svgp_ops,
+};
