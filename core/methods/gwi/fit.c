@@ -79,16 +79,6 @@ static void data_free(gwi_data *D)
     memset(D, 0, sizeof *D);
 }
 
-/* Fisher-Yates over the first k places of idx[0..n): idx[0..k) a uniform draw. */
-void gwi_draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k)
-{
-    for (size_t i = 0; i < k; i++) {
-        size_t j = i + (size_t)gp_rng_below(rng, n - i), x = idx[i];
-        idx[i] = idx[j];
-        idx[j] = x;
-    }
-}
-
 /* Standardise, then split by a seeded permutation (rows keep their order). */
 static int data_split(const gp_model *model, const gp_fit_request *req, double fraction,
                       gwi_data *D, gp_error *err)

@@ -5,8 +5,6 @@
 
 #include "core/methods/gwi/internal.h"
 
-void gwi_draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k);
-
 int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
 
 #endif

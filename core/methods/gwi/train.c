@@ -8,10 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/methods/gwi/fit.h"
 #include "core/methods/gwi/internal.h"
 #include "core/methods/gwi/loss.h"
 #include "core/methods/gwi/network.h"
+
+/* Fisher-Yates over the first k places of idx[0..n): idx[0..k) a uniform draw. */
+void gwi_draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        size_t j = i + (size_t)gp_rng_below(rng, n - i), x = idx[i];
+        idx[i] = idx[j];
+        idx[j] = x;
+    }
+}
 
 /* ---- B3: the starting point ---- */
 

@@ -5,6 +5,8 @@
 
 #include "core/methods/gwi/internal.h"
 
+void gwi_draw_prefix(gp_rng *rng, size_t *idx, size_t n, size_t k);
+
 void gwi_trainer_free(trainer *T);
 
 int gwi_trainer_init(trainer *T, gp_error *err);

@@ -38,11 +38,6 @@ static void read_settings(const gp_fit_request *req, msrfr_settings *s)
     s->calib_fraction = gp_option_number(m, req, "calibration_fraction");
 }
 
-const char *msrfr_bandwidth_name(int bw)
-{
-    return bw == BW_TOTAL ? "total" : bw == BW_NONE ? "none" : "per_dim";
-}
-
 /* ---- calibration ---- */
 
 /* Mean held-out NLPD of the mixture with every variance times c. */

@@ -5,8 +5,6 @@
 
 #include "core/methods/msrfr/internal.h"
 
-const char *msrfr_bandwidth_name(int bw);
-
 int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
 
 #endif

@@ -14,8 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/methods/msrfr/fit.h"
 #include "core/methods/msrfr/internal.h"
+
+const char *msrfr_bandwidth_name(int bw)
+{
+    return bw == BW_TOTAL ? "total" : bw == BW_NONE ? "none" : "per_dim";
+}
 
 /* ---- the fit ---- */
 
