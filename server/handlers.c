@@ -153,6 +153,17 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
 
 /* ---- predict and sample: batched on the shared pool (server/batcher.h) ---- */
 
+/* A predict or sample request is no longer arriving (parsed: queued, answered
+ * here or refused; or ended some other way), for the batcher's count. */
+void gp_http_arrived(conn_ctx *ctx)
+{
+    if (ctx->batch_counted) {
+        ctx->batch_counted = 0;
+        gp_batcher_end(ctx->srv->batcher);
+    }
+}
+
+
 /* kind: GP_CALL_PREDICT or GP_CALL_SAMPLE; infer: an infer of the V2
  * protocol (a predict). */
 static enum MHD_Result handle_point(conn_ctx *ctx, int kind, int infer, const gp_request *req)

@@ -7,6 +7,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -112,8 +113,37 @@ typedef struct conn_ctx {
     size_t resp_bytes;
 } conn_ctx;
 
-/* server/http.c: the connection of a request. */
+/* The files, each calling only those listed after it (no circle):
+ * http.c -> request.c -> handlers.c -> answer.c -> conn.c. */
 
+/* server/request.c: libmicrohttpd's callbacks of a request. */
+void *gp_http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
+enum MHD_Result gp_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                   const char *method, const char *version,
+                                   const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls);
+void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                          enum MHD_RequestTerminationCode toe);
+
+/* server/handlers.c: answer a complete request by its route's handler. */
+enum MHD_Result gp_http_dispatch(conn_ctx *ctx);
+/* A batched request is no longer arriving, for the batcher's count. */
+void gp_http_arrived(conn_ctx *ctx);
+
+/* server/answer.c: the answers. */
+/* Answer res (its body handed over), in the error shape of the request's route. */
+enum MHD_Result gp_http_answer(conn_ctx *ctx, gp_response *res);
+/* Answer the catalogue error code (field named, message from fmt). */
+enum MHD_Result gp_http_fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same from a va_list; close: close the connection too. */
+enum MHD_Result gp_http_fail_va(conn_ctx *ctx, int code, const char *field, int close,
+                                const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+/* Queue res as it is (no shape applied: gp_http_answer's last step, and a
+ * deferred answer's). */
+enum MHD_Result gp_http_send_response(conn_ctx *ctx, gp_response *res);
+
+/* server/conn.c: connections and the request deadline. */
 /* The request thread is about to answer, or has the whole request: the
  * sweeper leaves the connection alone from now on. -1 when the sweeper
  * already closed it (its 408 is sent): then nothing more may be written. */
@@ -123,24 +153,13 @@ int gp_http_claim_answer(gp_conn *gc);
 int gp_http_request_finished(gp_conn *gc);
 /* The gp_conn of a libmicrohttpd connection (NULL when none was made). */
 gp_conn *gp_http_conn_of(struct MHD_Connection *conn);
-
-/* server/request.c: libmicrohttpd's callbacks of a request, and its answers. */
-void *gp_http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
-enum MHD_Result gp_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                   const char *method, const char *version,
-                                   const char *upload_data, size_t *upload_data_size,
-                                   void **con_cls);
-void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                          enum MHD_RequestTerminationCode toe);
-/* Answer res (its body handed over), in the error shape of the request's route. */
-enum MHD_Result gp_http_answer(conn_ctx *ctx, gp_response *res);
-/* Answer the catalogue error code (field named, message from fmt). */
-enum MHD_Result gp_http_fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* A batched request is no longer arriving, for the batcher's count. */
-void gp_http_arrived(conn_ctx *ctx);
-
-/* server/handlers.c: answer a complete request by its route's handler. */
-enum MHD_Result gp_http_dispatch(conn_ctx *ctx);
+/* libmicrohttpd's connection-notify callback (cls: the server). */
+void gp_http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                           enum MHD_ConnectionNotificationCode code);
+/* The answers of connections refused a slot, made at start-up; -1: out of memory. */
+int gp_http_refusals_make(gp_server *srv);
+/* The sweeper thread (none without --request-timeout); -1 when it cannot start. */
+int gp_http_sweeper_start(gp_server *srv);
+void gp_http_sweeper_stop(gp_server *srv);
 
 #endif

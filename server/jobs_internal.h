@@ -1,8 +1,8 @@
-/* gpserve server: what the files of the fit queue share (server/jobs.c: the
- * jobs' table and lifetime, set-up, submitting, reading, cancelling and
- * stopping; server/jobs_run.c: the fit workers; server/jobs_keeper.c: the
- * keeper thread that renews, claims, expires and prunes durable jobs). Not
- * for use outside them. */
+/* gpserve server: what the files of the fit queue share (server/jobs.c:
+ * set-up, submitting, reading, cancelling and stopping; server/jobs_table.c:
+ * the jobs' lists, lifetime and store writes; server/jobs_run.c: the fit
+ * workers; server/jobs_keeper.c: the keeper thread that renews, claims,
+ * expires and prunes durable jobs). Not for use outside them. */
 #ifndef GP_SERVER_JOBS_INTERNAL_H
 #define GP_SERVER_JOBS_INTERNAL_H
 
@@ -112,7 +112,10 @@ struct gp_jobs {
     size_t n_finished;            /* async jobs in the table in a terminal state */
 };
 
-/* server/jobs.c: the lists, a job's lifetime and its store writes. */
+/* The files, each calling only those listed after it (no circle):
+ * jobs.c -> {jobs_keeper.c, jobs_run.c} -> jobs_table.c. */
+
+/* server/jobs_table.c: the lists, a job's lifetime and its store writes. */
 void gp_jobs_list_push(job_list *l, job *j);
 void gp_jobs_list_remove(job_list *l, job *j);
 /* Whether a job status is final (succeeded, failed, cancelled). */
@@ -147,8 +150,6 @@ void gp_jobs_job_release_write(gp_jobs *js, const char *id);
 void gp_jobs_respond_shutdown(gp_response *res);
 /* A fit worker's thread (arg: the gp_jobs). */
 void *gp_jobs_worker_main(void *arg);
-/* Answer a synchronous job's client with res (rc: the fit's result). */
-void gp_jobs_finish_sync(gp_jobs *js, job *j, int rc, gp_response *res);
 
 /* server/jobs_keeper.c: the keeper thread. */
 /* At start-up: expire the leases of jobs held by dead daemons of this host

@@ -51,7 +51,7 @@ void gp_jobs_respond_shutdown(gp_response *res)
     gp_api_fail(res, GP_ENOTREADY, NULL, "the server is shutting down; the fit was cancelled");
 }
 
-void gp_jobs_finish_sync(gp_jobs *js, job *j, int rc, gp_response *res)
+static void finish_sync(gp_jobs *js, job *j, int rc, gp_response *res)
 {
     /* From here the keeper no longer asks alive(cookie): done() hands the
      * connection back, after which the cookie may be freed. */
@@ -185,7 +185,7 @@ static void run_job(gp_jobs *js, job *j)
     else if (j->async)
         finish_async(js, j, rc, &res, wall);
     else
-        gp_jobs_finish_sync(js, j, rc, &res);
+        finish_sync(js, j, rc, &res);
     gp_response_free(&res);
 }
 

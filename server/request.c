@@ -17,122 +17,6 @@
  * a client that keeps sending this much more is cut off instead. */
 #define DISCARD_LIMIT ((size_t)1 << 30)
 
-/* ---- responses ---- */
-
-/* Queue res (its body is handed to libmicrohttpd). */
-static enum MHD_Result send_response(conn_ctx *ctx, gp_response *res)
-{
-    if (gp_http_claim_answer(ctx->gc) != 0) {
-        gp_response_free(res);
-        ctx->state = CS_ANSWERED;
-        return MHD_NO; /* the sweeper answered 408 and closed it */
-    }
-    struct MHD_Response *r;
-    size_t len = res->body ? res->body_len : 0;
-    if (len > 0) {
-        r = MHD_create_response_from_buffer(len, res->body, MHD_RESPMEM_MUST_FREE);
-        if (r)
-            res->body = NULL;
-    } else {
-        r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    }
-    if (r == NULL) {
-        gp_log("gpserve: request %llu: cannot create a response (out of memory)",
-               (unsigned long long)ctx->id);
-        gp_response_free(res);
-        return MHD_NO;
-    }
-    if (len > 0 || (res->content_type && res->status != 204))
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                res->content_type ? res->content_type : "application/json");
-    char rid[24];
-    snprintf(rid, sizeof rid, "%llu", (unsigned long long)ctx->id);
-    MHD_add_response_header(r, "X-Request-Id", rid);
-    for (size_t i = 0; i < res->n_headers && i < GP_RESPONSE_MAX_HEADERS; i++)
-        MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
-    int status = res->status ? res->status : 500;
-    enum MHD_Result ret = MHD_queue_response(ctx->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    gp_response_free(res);
-    ctx->status = status;
-    ctx->resp_bytes = len;
-    ctx->state = CS_ANSWERED;
-    return ret;
-}
-
-/* Log the message of a 5xx error body before it is sent. */
-static void log_server_error(conn_ctx *ctx, const gp_response *res)
-{
-    if (res->status < 500)
-        return;
-    char msg[GP_ERROR_MESSAGE_LEN];
-    if (!gp_json_find_string(res->body, res->body_len, "message", msg, sizeof msg))
-        snprintf(msg, sizeof msg, "(no message)");
-    gp_log("gpserve: request %llu: %s %s: error %d: %s", (unsigned long long)ctx->id,
-           ctx->method, ctx->path, res->status, msg);
-}
-
-enum MHD_Result gp_http_answer(conn_ctx *ctx, gp_response *res)
-{
-    log_server_error(ctx, res);
-    /* Every answer on a /v2 path, whoever made it (the early checks, a
-     * handler, a batch), carries the Open Inference Protocol's error shape. */
-    if (ctx->match.v2)
-        gp_api_oip_error(res);
-    if (ctx->defer) {
-        ctx->defer = 0;
-        ctx->deferred = *res;
-        memset(res, 0, sizeof *res);
-        ctx->state = CS_DEFERRED;
-        return MHD_YES;
-    }
-    return send_response(ctx, res);
-}
-
-enum MHD_Result gp_http_fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* The challenge of a 401 (the auth column of server/routes.def). The browser
- * view's routes ask for Basic, so that a browser prompts for the key (as the
- * password) and then sends it with the page's own requests too; the API's
- * routes ask for the Bearer token its clients send (either is accepted on
- * every route: authorized()). */
-static const char *auth_challenge(gp_route_id r)
-{
-    if (gp_route_auth(r) == GP_AUTH_BASIC)
-        return "Basic realm=\"gpserve\", charset=\"UTF-8\"";
-    return "Bearer realm=\"gpserve\"";
-}
-
-/* The error answer of fail and refuse_framing; close: the connection too. */
-static enum MHD_Result fail_va(conn_ctx *ctx, int code, const char *field, int close,
-                               const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
-static enum MHD_Result fail_va(conn_ctx *ctx, int code, const char *field, int close,
-                               const char *fmt, va_list ap)
-{
-    char message[GP_ERROR_MESSAGE_LEN];
-    vsnprintf(message, sizeof message, fmt, ap);
-    gp_response res;
-    memset(&res, 0, sizeof res);
-    gp_api_fail(&res, code, field, "%s", message);
-    if (code == GP_EUNAUTHORIZED)
-        gp_response_header(&res, "WWW-Authenticate", auth_challenge(ctx->match.route));
-    else if (code == GP_EMETHOD)
-        gp_response_header(&res, "Allow", gp_route_allow(ctx->match.route));
-    if (close)
-        gp_response_header(&res, MHD_HTTP_HEADER_CONNECTION, "close");
-    return gp_http_answer(ctx, &res);
-}
-
-enum MHD_Result gp_http_fail(conn_ctx *ctx, int code, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    enum MHD_Result r = fail_va(ctx, code, field, 0, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
 /* ---- request context ---- */
 
 static void copy_for_log(char *dst, size_t size, const char *src, size_t n)
@@ -182,15 +66,6 @@ void *gp_http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return ctx;
 }
 
-/* A predict or sample request is no longer arriving (parsed: queued, answered
- * here or refused; or ended some other way), for the batcher's count. */
-void gp_http_arrived(conn_ctx *ctx)
-{
-    if (ctx->batch_counted) {
-        ctx->batch_counted = 0;
-        gp_batcher_end(ctx->srv->batcher);
-    }
-}
 
 void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
@@ -338,7 +213,7 @@ static enum MHD_Result refuse_framing(conn_ctx *ctx, const char *field, const ch
     ctx->defer = 0; /* answered before the body: libmicrohttpd reads none of it and closes */
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result r = fail_va(ctx, GP_EHTTP, field, 1, fmt, ap);
+    enum MHD_Result r = gp_http_fail_va(ctx, GP_EHTTP, field, 1, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -552,7 +427,7 @@ enum MHD_Result gp_http_on_request(void *cls, struct MHD_Connection *conn, const
             *upload_data_size = 0;
             return MHD_YES;
         }
-        return send_response(ctx, &ctx->deferred);
+        return gp_http_send_response(ctx, &ctx->deferred);
     case CS_ANSWERED:
         /* Upload data after an early answer: drop it. */
         *upload_data_size = 0;
