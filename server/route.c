@@ -1,6 +1,7 @@
 #include "server/route.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -114,35 +115,68 @@ static const route_info routes[GP_ROUTE_COUNT] = {
 #undef ROUTE
 };
 
-/* The length of a pattern's segment at p (up to '/' or the end). */
-static size_t pattern_segment(const char *p)
+/* The patterns parsed once into segments (pattern_segments), so that a
+ * request's match is a few integer and memcmp comparisons per route. */
+enum { SEG_LITERAL = 0, SEG_NAME, SEG_VERSION, SEG_ID, SEG_FILE };
+
+typedef struct pattern_segment {
+    const char *p; /* a literal segment's bytes (in the pattern) */
+    size_t n;
+    int kind; /* SEG_* */
+} pattern_segment;
+
+typedef struct compiled_pattern {
+    int n;    /* segments; > MAX_SEGMENTS: never matches (no path has that many) */
+    int tail; /* the last one is {file}: it takes one or more path segments */
+    pattern_segment seg[MAX_SEGMENTS];
+} compiled_pattern;
+
+static compiled_pattern compiled[GP_ROUTE_COUNT];
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+
+static int segment_kind(const char *p, size_t n)
 {
-    return strcspn(p, "/");
+    static const struct {
+        const char *text;
+        int kind;
+    } params[] = {{"{name}", SEG_NAME}, {"{v}", SEG_VERSION}, {"{id}", SEG_ID}, {"{file}", SEG_FILE}};
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+        if (strlen(params[i].text) == n && memcmp(params[i].text, p, n) == 0)
+            return params[i].kind;
+    return SEG_LITERAL;
 }
 
-static int is_param(const char *p, size_t n, const char *param)
+static void compile_patterns(void)
 {
-    size_t k = strlen(param);
-    return n == k && memcmp(p, param, k) == 0;
-}
-
-/* Whether the n segments s have the shape of pattern: as many segments, the
- * literal ones equal (as sent, not decoded); {file} takes one or more. */
-static int shape_matches(const char *pattern, const segment *s, int n)
-{
-    const char *p = pattern + 1;
-    for (int i = 0;; i++) {
-        size_t len = pattern_segment(p);
-        if (is_param(p, len, "{file}"))
-            return i < n;
-        if (i >= n)
-            return 0;
-        if (p[0] != '{' && !(s[i].n == len && memcmp(s[i].p, p, len) == 0))
-            return 0;
-        if (p[len] == '\0')
-            return i + 1 == n;
-        p += len + 1;
+    for (int r = 0; r < GP_ROUTE_COUNT; r++) {
+        compiled_pattern *c = &compiled[r];
+        segment s[MAX_SEGMENTS];
+        c->n = split(routes[r].pattern, s);
+        if (c->n < 0) {
+            c->n = MAX_SEGMENTS + 1;
+            continue;
+        }
+        for (int i = 0; i < c->n; i++) {
+            c->seg[i].p = s[i].p;
+            c->seg[i].n = s[i].n;
+            c->seg[i].kind = segment_kind(s[i].p, s[i].n);
+        }
+        c->tail = c->seg[c->n - 1].kind == SEG_FILE;
     }
+}
+
+/* Whether the n segments s have the shape of c: as many segments (or more,
+ * for a {file} tail), the literal ones equal as sent (not decoded). */
+static int shape_matches(const compiled_pattern *c, const segment *s, int n)
+{
+    if (c->tail ? n < c->n : n != c->n)
+        return 0;
+    for (int i = 0; i < c->n; i++) {
+        const pattern_segment *p = &c->seg[i];
+        if (p->kind == SEG_LITERAL && (p->n != s[i].n || memcmp(p->p, s[i].p, p->n) != 0))
+            return 0;
+    }
+    return 1;
 }
 
 /* The rest of a path from a segment on (rest), up to its query. */
@@ -154,22 +188,25 @@ static void take_asset(const char *rest, gp_route_match *m)
 }
 
 /* The parameters of a matched pattern, in order; the first bad one stops. */
-static void take_params(const char *pattern, const segment *s, gp_route_match *m)
+static void take_params(const compiled_pattern *c, const segment *s, gp_route_match *m)
 {
-    const char *p = pattern + 1;
-    for (int i = 0; m->param_error == GP_PARAM_OK; i++) {
-        size_t len = pattern_segment(p);
-        if (is_param(p, len, "{name}"))
+    for (int i = 0; i < c->n && m->param_error == GP_PARAM_OK; i++) {
+        switch (c->seg[i].kind) {
+        case SEG_NAME:
             take_name(&s[i], m);
-        else if (is_param(p, len, "{v}"))
+            break;
+        case SEG_VERSION:
             take_version(&s[i], m);
-        else if (is_param(p, len, "{id}"))
+            break;
+        case SEG_ID:
             take_id(&s[i], m);
-        else if (is_param(p, len, "{file}"))
+            break;
+        case SEG_FILE:
             take_asset(s[i].p, m);
-        if (p[len] == '\0')
-            return;
-        p += len + 1;
+            break;
+        default:
+            break;
+        }
     }
 }
 
@@ -181,9 +218,9 @@ static int shape_of_unmatched(const char *path)
         return GP_SHAPE_V1;
     size_t n = strcspn(path + 1, "/?#");
     for (int r = 0; r < GP_ROUTE_COUNT; r++) {
-        const char *p = routes[r].pattern + 1;
-        if (routes[r].shape != GP_SHAPE_V1 && pattern_segment(p) == n && p[0] != '{' &&
-            memcmp(p, path + 1, n) == 0)
+        const pattern_segment *first = &compiled[r].seg[0];
+        if (routes[r].shape != GP_SHAPE_V1 && first->kind == SEG_LITERAL && first->n == n &&
+            memcmp(first->p, path + 1, n) == 0)
             return routes[r].shape;
     }
     return GP_SHAPE_V1;
@@ -193,12 +230,13 @@ gp_route_id gp_route_match_path(const char *path, gp_route_match *m)
 {
     memset(m, 0, sizeof *m);
     m->route = GP_ROUTE_NONE;
+    pthread_once(&compile_once, compile_patterns);
     segment s[MAX_SEGMENTS];
     int n = split(path, s);
     for (int r = 0; n > 0 && r < GP_ROUTE_COUNT; r++) {
-        if (shape_matches(routes[r].pattern, s, n)) {
+        if (shape_matches(&compiled[r], s, n)) {
             m->route = (gp_route_id)r;
-            take_params(routes[r].pattern, s, m);
+            take_params(&compiled[r], s, m);
             break;
         }
     }
