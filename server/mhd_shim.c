@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,14 @@ typedef enum MHD_Result (*set_value_fn)(struct MHD_Connection *, enum MHD_ValueK
 static queue_fn real_queue;
 static set_value_fn real_set_value;
 static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+/* The transport's error pages (gp_mhd_shim_set_error_page); atomic: set by
+ * each server start, read by libmicrohttpd's threads. */
+static _Atomic(gp_mhd_error_page_fn) error_page;
+
+void gp_mhd_shim_set_error_page(gp_mhd_error_page_fn fn)
+{
+    atomic_store(&error_page, fn);
+}
 
 static void resolve(void)
 {
@@ -57,7 +66,8 @@ enum MHD_Result MHD_queue_response(struct MHD_Connection *connection, unsigned i
     if (status_code < 400 || response == NULL || headers > 0)
         return real_queue(connection, status_code, response);
     unsigned status = status_code;
-    struct MHD_Response *json = gp_http_library_error(connection, &status);
+    gp_mhd_error_page_fn page = atomic_load(&error_page);
+    struct MHD_Response *json = page ? page(connection, &status) : NULL;
     if (json == NULL)
         return real_queue(connection, status_code, response);
     enum MHD_Result ret = real_queue(connection, status, json);

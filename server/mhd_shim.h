@@ -13,7 +13,8 @@
  *
  *  - MHD_queue_response: a status >= 400 on a response without any header
  *    is the library's page (every response of ours carries X-Request-Id); it
- *    is replaced by gp_http_library_error's JSON.
+ *    is replaced by the JSON of the error-page function the transport set
+ *    (gp_mhd_shim_set_error_page; server/http.c).
  *  - MHD_set_connection_value_n: a Content-Length the library would refuse is
  *    stored as GP_MHD_BAD_CONTENT_LENGTH instead, so the request reaches our
  *    handler, which answers it (400, or 413 for a number beyond 64 bits). The
@@ -30,10 +31,15 @@
 /* The header name a refused Content-Length is stored under. */
 #define GP_MHD_BAD_CONTENT_LENGTH "X-Gpserve-Refused-Content-Length"
 
-/* Implemented by server/http.c: the JSON response that replaces the library's
- * error page of *status on c, with *status set to the status of the catalogue
- * code chosen; NULL keeps the library's page (out of memory). */
-struct MHD_Response *gp_http_library_error(struct MHD_Connection *c, unsigned *status);
+/* The JSON response that replaces the library's error page of *status on c,
+ * with *status set to the status of the catalogue code chosen; NULL keeps the
+ * library's page (out of memory). */
+typedef struct MHD_Response *(*gp_mhd_error_page_fn)(struct MHD_Connection *c, unsigned *status);
+
+/* Set the function that makes the error pages (process-wide; before the
+ * daemon starts). The shim knows nothing of the transport, which calls it:
+ * no link-level circle. Without one, the library's pages stay. */
+void gp_mhd_shim_set_error_page(gp_mhd_error_page_fn fn);
 
 /* 0 when both wrappers are in use; 1 (message in msg) when the library's own
  * calls bypass them (its error pages stay HTML); -1 (message in msg) when the

@@ -1,6 +1,7 @@
 #include "server/route.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -12,12 +13,6 @@ typedef struct segment {
     const char *p;
     size_t n;
 } segment;
-
-static int seg_is(const segment *s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s->n == n && memcmp(s->p, lit, n) == 0;
-}
 
 /* Split "/a/b/c" into segments; -1 when the path does not start with '/' or
  * has too many segments. */
@@ -104,47 +99,87 @@ static void take_id(const segment *s, gp_route_match *m)
     memcpy(m->id, buf, (size_t)n + 1);
 }
 
-/* Whether path is /v2 or below it (query and fragment aside). */
-static int under_v2(const char *path)
+typedef struct route_info {
+    const char *pattern;
+    int verbs;
+    int auth;
+    int batch;
+    int shape;
+    int post_types; /* body media types of POST */
+} route_info;
+
+static const route_info routes[GP_ROUTE_COUNT] = {
+#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) \
+    [GP_ROUTE_##id] = {pattern, verbs, auth, batch, shape, body},
+#include "server/routes.def"
+#undef ROUTE
+};
+
+/* The patterns parsed once into segments (pattern_segments), so that a
+ * request's match is a few integer and memcmp comparisons per route. */
+enum { SEG_LITERAL = 0, SEG_NAME, SEG_VERSION, SEG_ID, SEG_FILE };
+
+typedef struct pattern_segment {
+    const char *p; /* a literal segment's bytes (in the pattern) */
+    size_t n;
+    int kind; /* SEG_* */
+} pattern_segment;
+
+typedef struct compiled_pattern {
+    int n;    /* segments; > MAX_SEGMENTS: never matches (no path has that many) */
+    int tail; /* the last one is {file}: it takes one or more path segments */
+    pattern_segment seg[MAX_SEGMENTS];
+} compiled_pattern;
+
+static compiled_pattern compiled[GP_ROUTE_COUNT];
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+
+static int segment_kind(const char *p, size_t n)
 {
-    return path != NULL && strncmp(path, "/v2", 3) == 0 &&
-           (path[3] == '\0' || path[3] == '/' || path[3] == '?' || path[3] == '#');
+    static const struct {
+        const char *text;
+        int kind;
+    } params[] = {{"{name}", SEG_NAME}, {"{v}", SEG_VERSION}, {"{id}", SEG_ID}, {"{file}", SEG_FILE}};
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+        if (strlen(params[i].text) == n && memcmp(params[i].text, p, n) == 0)
+            return params[i].kind;
+    return SEG_LITERAL;
 }
 
-/* The V2 routes (s[0] is "v2"): /v2, /v2/health/{live,ready},
- * /v2/models/{name}[/versions/{v}][/ready | /infer]. */
-static void match_v2(const segment *s, int n, gp_route_match *m)
+static void compile_patterns(void)
 {
-    if (n == 1) {
-        m->route = GP_ROUTE_V2_SERVER;
-        return;
+    for (int r = 0; r < GP_ROUTE_COUNT; r++) {
+        compiled_pattern *c = &compiled[r];
+        segment s[MAX_SEGMENTS];
+        c->n = split(routes[r].pattern, s);
+        if (c->n < 0) {
+            c->n = MAX_SEGMENTS + 1;
+            continue;
+        }
+        for (int i = 0; i < c->n; i++) {
+            c->seg[i].p = s[i].p;
+            c->seg[i].n = s[i].n;
+            c->seg[i].kind = segment_kind(s[i].p, s[i].n);
+        }
+        c->tail = c->seg[c->n - 1].kind == SEG_FILE;
     }
-    if (n == 3 && seg_is(&s[1], "health")) {
-        if (seg_is(&s[2], "live"))
-            m->route = GP_ROUTE_V2_LIVE;
-        else if (seg_is(&s[2], "ready"))
-            m->route = GP_ROUTE_V2_READY;
-        return;
-    }
-    if (n < 3 || !seg_is(&s[1], "models"))
-        return;
-    /* after the name: nothing, or "versions" {v}, then nothing, "ready" or "infer" */
-    int versioned = n >= 5 && seg_is(&s[3], "versions");
-    int tail = versioned ? 5 : 3; /* index of the segment after the name or version */
-    if (n == tail)
-        m->route = versioned ? GP_ROUTE_V2_MODEL_VERSION : GP_ROUTE_V2_MODEL;
-    else if (n == tail + 1 && seg_is(&s[tail], "ready"))
-        m->route = versioned ? GP_ROUTE_V2_VERSION_READY : GP_ROUTE_V2_MODEL_READY;
-    else if (n == tail + 1 && seg_is(&s[tail], "infer"))
-        m->route = versioned ? GP_ROUTE_V2_VERSION_INFER : GP_ROUTE_V2_INFER;
-    if (m->route == GP_ROUTE_NONE)
-        return;
-    take_name(&s[2], m);
-    if (m->param_error == GP_PARAM_OK && versioned)
-        take_version(&s[4], m);
 }
 
-/* The rest of a /ui/ path (rest points past "/ui/"), up to its query. */
+/* Whether the n segments s have the shape of c: as many segments (or more,
+ * for a {file} tail), the literal ones equal as sent (not decoded). */
+static int shape_matches(const compiled_pattern *c, const segment *s, int n)
+{
+    if (c->tail ? n < c->n : n != c->n)
+        return 0;
+    for (int i = 0; i < c->n; i++) {
+        const pattern_segment *p = &c->seg[i];
+        if (p->kind == SEG_LITERAL && (p->n != s[i].n || memcmp(p->p, s[i].p, p->n) != 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* The rest of a path from a segment on (rest), up to its query. */
 static void take_asset(const char *rest, gp_route_match *m)
 {
     size_t n = strcspn(rest, "?#");
@@ -152,70 +187,61 @@ static void take_asset(const char *rest, gp_route_match *m)
         m->asset[0] = '\0';
 }
 
+/* The parameters of a matched pattern, in order; the first bad one stops. */
+static void take_params(const compiled_pattern *c, const segment *s, gp_route_match *m)
+{
+    for (int i = 0; i < c->n && m->param_error == GP_PARAM_OK; i++) {
+        switch (c->seg[i].kind) {
+        case SEG_NAME:
+            take_name(&s[i], m);
+            break;
+        case SEG_VERSION:
+            take_version(&s[i], m);
+            break;
+        case SEG_ID:
+            take_id(&s[i], m);
+            break;
+        case SEG_FILE:
+            take_asset(s[i].p, m);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* A path no route matches answers 404 in the error shape of the routes under
+ * its first segment (anything under /v2 in the Open Inference Protocol's). */
+static int shape_of_unmatched(const char *path)
+{
+    if (path == NULL || path[0] != '/')
+        return GP_SHAPE_V1;
+    size_t n = strcspn(path + 1, "/?#");
+    for (int r = 0; r < GP_ROUTE_COUNT; r++) {
+        const pattern_segment *first = &compiled[r].seg[0];
+        if (routes[r].shape != GP_SHAPE_V1 && first->kind == SEG_LITERAL && first->n == n &&
+            memcmp(first->p, path + 1, n) == 0)
+            return routes[r].shape;
+    }
+    return GP_SHAPE_V1;
+}
+
 gp_route_id gp_route_match_path(const char *path, gp_route_match *m)
 {
     memset(m, 0, sizeof *m);
     m->route = GP_ROUTE_NONE;
-    m->v2 = under_v2(path);
+    pthread_once(&compile_once, compile_patterns);
     segment s[MAX_SEGMENTS];
     int n = split(path, s);
-    if (n <= 0)
-        return m->route;
-    if (m->v2) {
-        match_v2(s, n, m);
-        return m->route;
-    }
-    if (n == 1) {
-        if (s[0].n == 0)
-            m->route = GP_ROUTE_UI_INDEX;
-        else if (seg_is(&s[0], "healthz"))
-            m->route = GP_ROUTE_HEALTHZ;
-        else if (seg_is(&s[0], "readyz"))
-            m->route = GP_ROUTE_READYZ;
-        else if (seg_is(&s[0], "metrics"))
-            m->route = GP_ROUTE_METRICS;
-        else if (seg_is(&s[0], "openapi.yaml"))
-            m->route = GP_ROUTE_OPENAPI;
-        return m->route;
-    }
-    if (seg_is(&s[0], "ui")) {
-        m->route = GP_ROUTE_UI_ASSET;
-        take_asset(path + 4, m);
-        return m->route;
-    }
-    if (!seg_is(&s[0], "v1"))
-        return m->route;
-    if (n == 2) {
-        if (seg_is(&s[1], "methods"))
-            m->route = GP_ROUTE_METHODS;
-        else if (seg_is(&s[1], "models"))
-            m->route = GP_ROUTE_MODELS;
-        return m->route;
-    }
-    if (seg_is(&s[1], "jobs")) {
-        if (n == 3) {
-            m->route = GP_ROUTE_JOB;
-            take_id(&s[2], m);
+    for (int r = 0; n > 0 && r < GP_ROUTE_COUNT; r++) {
+        if (shape_matches(&compiled[r], s, n)) {
+            m->route = (gp_route_id)r;
+            take_params(&compiled[r], s, m);
+            break;
         }
-        return m->route;
     }
-    if (!seg_is(&s[1], "models"))
-        return m->route;
-    if (n == 3)
-        m->route = GP_ROUTE_MODEL;
-    else if (n == 4 && seg_is(&s[3], "predict"))
-        m->route = GP_ROUTE_PREDICT;
-    else if (n == 4 && seg_is(&s[3], "sample"))
-        m->route = GP_ROUTE_SAMPLE;
-    else if (n == 4 && seg_is(&s[3], "observe"))
-        m->route = GP_ROUTE_OBSERVE;
-    else if (n == 5 && seg_is(&s[3], "versions"))
-        m->route = GP_ROUTE_MODEL_VERSION;
-    if (m->route == GP_ROUTE_NONE)
-        return m->route;
-    take_name(&s[2], m);
-    if (m->param_error == GP_PARAM_OK && m->route == GP_ROUTE_MODEL_VERSION)
-        take_version(&s[4], m);
+    int shape = m->route == GP_ROUTE_NONE ? shape_of_unmatched(path) : routes[m->route].shape;
+    m->v2 = shape == GP_SHAPE_OIP;
     return m->route;
 }
 
@@ -234,45 +260,6 @@ int gp_verb_of(const char *method)
     return GP_VERB_OTHER;
 }
 
-typedef struct route_info {
-    const char *pattern;
-    int verbs;
-    const char *allow;
-    int auth;
-    int post_types; /* body media types of POST */
-} route_info;
-
-static const route_info routes[GP_ROUTE_COUNT] = {
-    [GP_ROUTE_HEALTHZ] = {"/healthz", GP_VERB_GET, "GET, HEAD", 0, 0},
-    [GP_ROUTE_READYZ] = {"/readyz", GP_VERB_GET, "GET, HEAD", 0, 0},
-    [GP_ROUTE_METRICS] = {"/metrics", GP_VERB_GET, "GET, HEAD", 0, 0},
-    [GP_ROUTE_OPENAPI] = {"/openapi.yaml", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_METHODS] = {"/v1/methods", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_MODELS] = {"/v1/models", GP_VERB_GET | GP_VERB_POST, "GET, HEAD, POST", 1, 3},
-    [GP_ROUTE_MODEL] = {"/v1/models/{name}", GP_VERB_GET | GP_VERB_DELETE, "GET, HEAD, DELETE", 1,
-                        0},
-    [GP_ROUTE_MODEL_VERSION] = {"/v1/models/{name}/versions/{v}", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_PREDICT] = {"/v1/models/{name}/predict", GP_VERB_POST, "POST", 1, 1},
-    [GP_ROUTE_SAMPLE] = {"/v1/models/{name}/sample", GP_VERB_POST, "POST", 1, 1},
-    [GP_ROUTE_OBSERVE] = {"/v1/models/{name}/observe", GP_VERB_POST, "POST", 1, 1},
-    [GP_ROUTE_JOB] = {"/v1/jobs/{id}", GP_VERB_GET | GP_VERB_DELETE, "GET, HEAD, DELETE", 1, 0},
-    [GP_ROUTE_V2_SERVER] = {"/v2", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_V2_LIVE] = {"/v2/health/live", GP_VERB_GET, "GET, HEAD", 0, 0},
-    [GP_ROUTE_V2_READY] = {"/v2/health/ready", GP_VERB_GET, "GET, HEAD", 0, 0},
-    [GP_ROUTE_V2_MODEL] = {"/v2/models/{name}", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_V2_MODEL_VERSION] = {"/v2/models/{name}/versions/{v}", GP_VERB_GET, "GET, HEAD", 1,
-                                   0},
-    [GP_ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_V2_VERSION_READY] = {"/v2/models/{name}/versions/{v}/ready", GP_VERB_GET,
-                                   "GET, HEAD", 1, 0},
-    [GP_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", GP_VERB_POST, "POST", 1, 1},
-    [GP_ROUTE_V2_VERSION_INFER] = {"/v2/models/{name}/versions/{v}/infer", GP_VERB_POST, "POST",
-                                   1, 1},
-    /* The browser view needs the key like the API (as a Basic password). */
-    [GP_ROUTE_UI_INDEX] = {"/", GP_VERB_GET, "GET, HEAD", 1, 0},
-    [GP_ROUTE_UI_ASSET] = {"/ui/{file}", GP_VERB_GET, "GET, HEAD", 1, 0},
-};
-
 static const route_info *info(gp_route_id r)
 {
     return r >= 0 && r < GP_ROUTE_COUNT ? &routes[r] : NULL;
@@ -284,10 +271,16 @@ int gp_route_verbs(gp_route_id r)
     return i ? i->verbs : 0;
 }
 
+/* The Allow header of each set of verbs (GET brings HEAD). */
+static const char *const allow_of[8] = {
+    "",          "GET, HEAD",         "POST",         "GET, HEAD, POST",
+    "DELETE",    "GET, HEAD, DELETE", "POST, DELETE", "GET, HEAD, POST, DELETE",
+};
+
 const char *gp_route_allow(gp_route_id r)
 {
     const route_info *i = info(r);
-    return i ? i->allow : "";
+    return i ? allow_of[i->verbs & 7] : "";
 }
 
 const char *gp_route_pattern(gp_route_id r)
@@ -298,8 +291,25 @@ const char *gp_route_pattern(gp_route_id r)
 
 int gp_route_needs_auth(gp_route_id r)
 {
+    return gp_route_auth(r) != GP_AUTH_OPEN;
+}
+
+int gp_route_auth(gp_route_id r)
+{
     const route_info *i = info(r);
-    return i ? i->auth : 1;
+    return i ? i->auth : GP_AUTH_BEARER;
+}
+
+int gp_route_batched(gp_route_id r)
+{
+    const route_info *i = info(r);
+    return i ? i->batch : GP_UNBATCHED;
+}
+
+int gp_route_shape(gp_route_id r)
+{
+    const route_info *i = info(r);
+    return i ? i->shape : GP_SHAPE_V1;
 }
 
 int gp_route_body_types(gp_route_id r, int verb)

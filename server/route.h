@@ -1,37 +1,18 @@
-/* gpserve server: the route table of the HTTP API v1 and of the Open
- * Inference Protocol V2 (docs/design/api.md, "Routes" and "Open Inference
- * Protocol V2"). Pure string work, no libmicrohttpd: testable on its own. */
+/* gpserve server: the routes of the HTTP API v1, of the Open Inference
+ * Protocol V2 and of the browser view (docs/design/api.md, "Routes"): the
+ * matcher and the lookups of the one route table, server/routes.def. Pure
+ * string work, no libmicrohttpd: testable on its own. */
 #ifndef GP_SERVER_ROUTE_H
 #define GP_SERVER_ROUTE_H
 
 #include <stddef.h>
 
+/* One id per row of server/routes.def, in its order. */
 typedef enum gp_route_id {
     GP_ROUTE_NONE = -1, /* no route: 404 */
-    GP_ROUTE_HEALTHZ = 0,
-    GP_ROUTE_READYZ,
-    GP_ROUTE_METRICS,
-    GP_ROUTE_OPENAPI,
-    GP_ROUTE_METHODS,
-    GP_ROUTE_MODELS,        /* /v1/models */
-    GP_ROUTE_MODEL,         /* /v1/models/{name} */
-    GP_ROUTE_MODEL_VERSION, /* /v1/models/{name}/versions/{v} */
-    GP_ROUTE_PREDICT,       /* /v1/models/{name}/predict */
-    GP_ROUTE_SAMPLE,        /* /v1/models/{name}/sample */
-    GP_ROUTE_OBSERVE,       /* /v1/models/{name}/observe */
-    GP_ROUTE_JOB,           /* /v1/jobs/{id} */
-    /* Open Inference Protocol V2 */
-    GP_ROUTE_V2_SERVER,        /* /v2 (server metadata) */
-    GP_ROUTE_V2_LIVE,          /* /v2/health/live */
-    GP_ROUTE_V2_READY,         /* /v2/health/ready */
-    GP_ROUTE_V2_MODEL,         /* /v2/models/{name} (model metadata) */
-    GP_ROUTE_V2_MODEL_VERSION, /* /v2/models/{name}/versions/{v} */
-    GP_ROUTE_V2_MODEL_READY,   /* /v2/models/{name}/ready */
-    GP_ROUTE_V2_VERSION_READY, /* /v2/models/{name}/versions/{v}/ready */
-    GP_ROUTE_V2_INFER,         /* /v2/models/{name}/infer */
-    GP_ROUTE_V2_VERSION_INFER, /* /v2/models/{name}/versions/{v}/infer */
-    GP_ROUTE_UI_INDEX,      /* / : the browser view's page (web/index.html) */
-    GP_ROUTE_UI_ASSET,      /* /ui/{file} : the page's other files (web/...) */
+#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) GP_ROUTE_##id,
+#include "server/routes.def"
+#undef ROUTE
     GP_ROUTE_COUNT
 } gp_route_id;
 
@@ -42,6 +23,25 @@ enum {
     GP_VERB_DELETE = 4,
     GP_VERB_OTHER = 8
 };
+
+/* Who may call a route (the auth column of server/routes.def). */
+enum {
+    GP_AUTH_OPEN = 0,   /* no API key needed */
+    GP_AUTH_BEARER = 1, /* the key; a 401 asks for a Bearer token */
+    GP_AUTH_BASIC = 2   /* the key; a 401 asks for Basic credentials (browsers prompt) */
+};
+
+/* Whether a route goes through the dynamic batcher (server/batcher.h). */
+enum { GP_UNBATCHED = 0, GP_BATCHED = 1 };
+
+/* The shape of a route's error answers. */
+enum {
+    GP_SHAPE_V1 = 0, /* {"error": {"code": ..., "message": ..., ...}} */
+    GP_SHAPE_OIP = 1 /* the Open Inference Protocol's {"error": "..."} */
+};
+
+/* Media types of a POST body (bits). */
+enum { GP_BODY_NONE = 0, GP_BODY_JSON = 1, GP_BODY_JSON_CSV = 3 };
 
 /* Why a matched route's parameter was rejected (400 invalid_argument). */
 typedef enum gp_route_param_error {
@@ -61,8 +61,9 @@ typedef struct gp_route_match {
     char name[GP_ROUTE_NAME_MAX]; /* {name}, decoded (valid only when param_error == OK) */
     char id[GP_ROUTE_ID_MAX];     /* {id} of a job */
     int version;                  /* {v}, >= 1 */
-    /* The path is under /v2 (a V2 route, or none): its errors take the
-     * protocol's shape {"error": "..."}. */
+    /* Its errors take the Open Inference Protocol's shape {"error": "..."}:
+     * the route's shape is GP_SHAPE_OIP or, when no route matches, that of
+     * the routes under the same first segment (/v2/...). */
     int v2;
     /* {file} of /ui/{file}: the rest of the path, percent-decoded, slashes
      * kept ("vendor/chart.umd.min.js"); "" when it cannot be decoded or is
@@ -71,8 +72,9 @@ typedef struct gp_route_match {
 } gp_route_match;
 
 /* Match a raw request path (as sent: percent-encoded, no query string; a
- * "?query" suffix is ignored). Returns m->route (GP_ROUTE_NONE when no route
- * matches). Segments are percent-decoded; a {name} must pass
+ * "?query" suffix is ignored) against the patterns of server/routes.def.
+ * Returns m->route (GP_ROUTE_NONE when no route matches). Literal segments
+ * are compared as sent; parameters are percent-decoded; a {name} must pass
  * gp_api_valid_name, a {v} must be an integer in 1..INT_MAX, an {id} must be
  * [A-Za-z0-9._-]{1,39}; else m->param_error says which. "/" is the page
  * and every path under "/ui/" an asset of it (m->asset). */
@@ -87,9 +89,15 @@ const char *gp_route_allow(gp_route_id r);
 /* The route pattern used as the metrics label ("/v1/models/{name}/predict");
  * "unmatched" for GP_ROUTE_NONE. */
 const char *gp_route_pattern(gp_route_id r);
-/* 0 for the routes open without an API key (/healthz, /readyz, /metrics,
- * /v2/health/live, /v2/health/ready). */
+/* 0 for the routes open without an API key (GP_AUTH_OPEN); 1 for
+ * GP_ROUTE_NONE. */
 int gp_route_needs_auth(gp_route_id r);
+/* The auth column (GP_AUTH_*); GP_AUTH_BEARER for GP_ROUTE_NONE. */
+int gp_route_auth(gp_route_id r);
+/* Whether r goes through the dynamic batcher (when batching is on). */
+int gp_route_batched(gp_route_id r);
+/* The shape of r's errors (GP_SHAPE_*). */
+int gp_route_shape(gp_route_id r);
 /* Media types accepted by (route, verb) bodies: 0 none (no body expected),
  * 1 application/json, 3 application/json or text/csv. */
 int gp_route_body_types(gp_route_id r, int verb);

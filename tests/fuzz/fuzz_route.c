@@ -3,7 +3,8 @@
  * the bearer token and the Basic password of an Authorization header, the media type of a
  * Content-Type, and the JSON string scanner used on response bodies.
  * Checks: a matched {name} passes gp_api_valid_name, a {v} is >= 1, an {id}
- * is [A-Za-z0-9._-]{1,39}, a V2 route is marked v2, and every route
+ * is [A-Za-z0-9._-]{1,39}, a path is marked v2 exactly when it is under /v2
+ * (and then its route's table row has the OIP error shape), and every route
  * answers its table lookups. A /ui/{file} path matches whatever the file
  * (the handler answers 404). */
 #include "tests/fuzz/fuzz_common.h"
@@ -45,18 +46,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gp_route_id r = gp_route_match_path(s, &m);
     if (r != m.route || r < GP_ROUTE_NONE || r >= GP_ROUTE_COUNT)
         fail("route id out of range", s);
-    /* the V2 routes are one run of the enum; the browser view's come after them */
-    int v2 = r >= GP_ROUTE_V2_SERVER && r <= GP_ROUTE_V2_VERSION_INFER;
+    /* Every path under /v2 (matched or not) answers errors in the Open
+     * Inference Protocol's shape, and only those. */
+    int v2 = strncmp(s, "/v2", 3) == 0 && (s[3] == '\0' || strchr("/?#", s[3]) != NULL);
     if (r != GP_ROUTE_NONE && m.param_error == GP_PARAM_OK) {
-        int named = r == GP_ROUTE_MODEL || r == GP_ROUTE_MODEL_VERSION || r == GP_ROUTE_PREDICT ||
-                    r == GP_ROUTE_SAMPLE || r == GP_ROUTE_OBSERVE || (v2 && r >= GP_ROUTE_V2_MODEL);
-        int versioned = r == GP_ROUTE_MODEL_VERSION || r == GP_ROUTE_V2_MODEL_VERSION ||
-                        r == GP_ROUTE_V2_VERSION_READY || r == GP_ROUTE_V2_VERSION_INFER;
+        /* the parameters of the route's pattern (server/routes.def) */
+        int named = strstr(gp_route_pattern(r), "{name}") != NULL;
+        int versioned = strstr(gp_route_pattern(r), "{v}") != NULL;
         if (named && !gp_api_valid_name(m.name))
             fail("matched a route with an invalid {name}", s);
         if (versioned && m.version < 1)
             fail("matched a version < 1", s);
-        if (r == GP_ROUTE_JOB && !valid_id(m.id))
+        if (strstr(gp_route_pattern(r), "{id}") != NULL && !valid_id(m.id))
             fail("matched a job with an invalid {id}", s);
     }
     static const char *const verbs[] = {"GET", "POST", "DELETE", "PUT", NULL};
@@ -66,8 +67,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (r != GP_ROUTE_NONE && (gp_route_verbs(r) == 0 || gp_route_allow(r)[0] == '\0'))
         fail("a route without verbs", s);
-    if (v2 && !m.v2)
-        fail("a V2 route not marked v2 (its errors would take the v1 shape)", s);
+    if (v2 != m.v2)
+        fail("a path's error shape is not that of /v2 (OIP) or of the others (v1)", s);
+    if (r != GP_ROUTE_NONE && m.v2 != (gp_route_shape(r) == GP_SHAPE_OIP))
+        fail("a route's errors not in the shape of its table row", s);
     (void)gp_route_pattern(r);
     (void)gp_route_needs_auth(r);
     (void)gp_verb_of(s);
