@@ -1,4 +1,4 @@
-/* Projected Langevin sampling: see core/methods/pls.h and
+/* Projected Langevin sampling: see core/methods/pls/pls.h and
  * docs/methods/sparse-variational-and-pls.md §5.2 (Algorithm A, steps A0-A6).
  *
  * Working units: standardised inputs (A0); gaussian targets standardised by
@@ -12,7 +12,7 @@
  * mk normals and, for mala, one uniform) at STREAM_PARTICLE + j: a particle
  * depends on nothing else, so results do not depend on the thread count.
  * A sample request's draw s uses gp_rng_derive(req->seed, s) (see pls_sample). */
-#include "core/methods/pls.h"
+#include "core/methods/pls/pls.h"
 
 #include <cblas.h>
 #include <lapacke.h>

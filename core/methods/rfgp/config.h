@@ -1,0 +1,10 @@
+/* rfgp: the configuration read from a fit request, and method_info (config.c). */
+#ifndef GP_METHODS_RFGP_CONFIG_H
+#define GP_METHODS_RFGP_CONFIG_H
+
+#include "core/methods/rfgp/internal.h"
+
+int rfgp_read_cfg(const gp_fit_request *req, rfgp_cfg *c, gp_error *err);
+void rfgp_set_info(gp_model *model);
+
+#endif
