@@ -39,6 +39,7 @@
 
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel/kernel_spectral.h"
 #include "core/optim/optim.h"
 #include "core/optim/svgd.h"
 

@@ -11,6 +11,7 @@
 #include <cblas.h>
 
 #include "core/base/rng.h"
+#include "core/kernel/kernel_codec.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/model/mixture.h"

@@ -21,7 +21,6 @@
  * (P19) and keeps the bound preconditioner and the prior start. */
 
 #define NEWTON_MAX 100
-
 #define NEWTON_HALVINGS 40
 
 void pls_newton_free(newton_ws *w)

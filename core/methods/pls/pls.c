@@ -37,7 +37,6 @@
 #include "core/model/method.h"
 
 #define LANDMARKS_AUTO_MAX 2000
-
 #define LANDMARKS_AUTO_MIN 100
 
 static const char *const sampler_names[] = {"closed_form", "pula", "mala"};

@@ -1,0 +1,184 @@
+/* The kernels' formulas: the leaves' values and gradients, the walk over
+ * the tree, one pair at a time (core/kernel/kernel.h), and the helpers on
+ * the tree's nodes the other files of core/kernel share. */
+#include "core/kernel/kernel_formula.h"
+
+#include <math.h>
+
+#include "core/kernel/kernel.h"
+
+int gp_kernel_is_leaf_type(int type)
+{
+    return type >= 0 && type < GP_KERNEL_SUM;
+}
+
+int gp_kernel_is_composite(const gp_kernel *k)
+{
+    return k->type == GP_KERNEL_SUM || k->type == GP_KERNEL_PRODUCT;
+}
+
+/* The kernels whose r^2 is taken over lengthscale-scaled coordinates; the only
+ * ones for which ARD means anything. */
+int gp_kernel_is_scaled_type(gp_kernel_type type)
+{
+    return (unsigned)type <= GP_KERNEL_RQ;
+}
+
+size_t gp_kernel_leaf_n_params(const gp_kernel *k)
+{
+    return 1 + k->n_lengthscale + (k->type == GP_KERNEL_RQ) + (k->type == GP_KERNEL_PERIODIC);
+}
+
+const char *gp_kernel_name_or_unknown(int type)
+{
+    const char *s = gp_kernel_type_name((gp_kernel_type)type);
+    return s ? s : "unknown";
+}
+
+leaf_par gp_kernel_leaf_par_of(const gp_kernel *k)
+{
+    leaf_par p = {k->type, exp(k->log_variance), 1.0, 1.0, 1.0};
+    if (k->type == GP_KERNEL_RQ)
+        p.alpha = exp(k->log_alpha);
+    if (k->type == GP_KERNEL_PERIODIC) {
+        p.period = exp(k->log_period);
+        p.ell = exp(k->log_lengthscale[0]);
+    }
+    return p;
+}
+
+/* Writes a leaf's gradient (leaf_n_params entries) except the per-dimension
+ * ARD entries, which need the coordinates: those are *c0 times the squared
+ * scaled difference. Returns k. */
+double gp_kernel_leaf_grad_common(const gp_kernel *k, const leaf_par *p, double q, int same,
+                               double *g, double *c0)
+{
+    double c[2] = {0.0, 0.0};
+    double v = leaf_terms(p, q, same, c);
+    g[0] = v;
+    *c0 = c[0];
+    if (gp_kernel_is_scaled_type(k->type)) {
+        if (!k->ard)
+            g[1] = c[0] * q;
+        if (k->type == GP_KERNEL_RQ)
+            g[1 + k->n_lengthscale] = c[1];
+    } else if (k->type == GP_KERNEL_PERIODIC) {
+        g[1] = c[0];
+        g[2] = c[1];
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* single pairs: the tree walk, with the leaf supplied by a callback          */
+
+double gp_kernel_tree_value(const gp_kernel *k, leaf_fn fn, void *ctx, int same)
+{
+    if (!gp_kernel_is_composite(k))
+        return fn(ctx, k, same, NULL);
+    int sum = k->type == GP_KERNEL_SUM;
+    double acc = sum ? 0.0 : 1.0;
+    for (size_t t = 0; t < k->n_terms; t++) {
+        double v = gp_kernel_tree_value(k->terms[t], fn, ctx, same);
+        acc = sum ? acc + v : acc * v;
+    }
+    return acc;
+}
+
+static void scale_slice(double *g, size_t n, double f)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] *= f;
+}
+
+/* Value and gradient; *used is set to the number of gradient entries written. */
+double gp_kernel_tree_grad(const gp_kernel *k, leaf_fn fn, void *ctx, int same, double *g,
+                        size_t *used)
+{
+    if (!gp_kernel_is_composite(k)) {
+        *used = gp_kernel_leaf_n_params(k);
+        return fn(ctx, k, same, g);
+    }
+    int sum = k->type == GP_KERNEL_SUM;
+    double acc = sum ? 0.0 : 1.0;
+    size_t n = 0;
+    for (size_t t = 0; t < k->n_terms; t++) {
+        size_t u;
+        double v = gp_kernel_tree_grad(k->terms[t], fn, ctx, same, g + n, &u);
+        if (sum) {
+            acc += v;
+        } else {
+            /* Product rule without dividing by values that may be 0: earlier
+             * slices get this term's value, this slice the earlier product. */
+            scale_slice(g, n, v);
+            scale_slice(g + n, u, acc);
+            acc *= v;
+        }
+        n += u;
+    }
+    *used = n;
+    return acc;
+}
+
+typedef struct raw_ctx {
+    const double *x, *z;
+} raw_ctx;
+
+static double raw_diff(const gp_kernel *k, const double *x, const double *z, size_t c)
+{
+    double s = scale_of(k, c);
+    size_t i = dim_of(k, c);
+    return x[i] / s - z[i] / s;
+}
+
+static double raw_q(const gp_kernel *k, const double *x, const double *z)
+{
+    double q = 0.0;
+    if (k->type == GP_KERNEL_WHITE)
+        return q;
+    for (size_t c = 0; c < k->n_active; c++) {
+        size_t i = dim_of(k, c);
+        if (k->type == GP_KERNEL_LINEAR) {
+            q += x[i] * z[i];
+        } else {
+            double d = raw_diff(k, x, z, c);
+            q += d * d;
+        }
+    }
+    return q;
+}
+
+static double raw_leaf(void *ctx, const gp_kernel *k, int same, double *g)
+{
+    const raw_ctx *rc = ctx;
+    leaf_par p = gp_kernel_leaf_par_of(k);
+    double q = raw_q(k, rc->x, rc->z);
+    if (g == NULL)
+        return leaf_terms(&p, q, same, NULL);
+    double c0;
+    double v = gp_kernel_leaf_grad_common(k, &p, q, same, g, &c0);
+    for (size_t c = 0; k->ard && c < k->n_lengthscale; c++) {
+        double d = raw_diff(k, rc->x, rc->z, c);
+        g[1 + c] = c0 * (d * d);
+    }
+    return v;
+}
+
+double gp_kernel_eval(const gp_kernel *k, const double *x, const double *z, int same)
+{
+    raw_ctx ctx = {x, z};
+    return gp_kernel_tree_value(k, raw_leaf, &ctx, same);
+}
+
+double gp_kernel_eval_grad(const gp_kernel *k, const double *x, const double *z, int same,
+                           double *grad)
+{
+    raw_ctx ctx = {x, z};
+    size_t used;
+    return gp_kernel_tree_grad(k, raw_leaf, &ctx, same, grad, &used);
+}
+
+double gp_kernel_diag(const gp_kernel *k, const double *x)
+{
+    return gp_kernel_eval(k, x, x, 1);
+}
