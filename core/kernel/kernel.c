@@ -22,26 +22,6 @@
 
 #include "core/kernel/kernel_formula.h"
 
-static const char *const type_names[GP_KERNEL_TYPE_COUNT] = {
-    "rbf",      "matern12", "matern32", "matern52", "rq",
-    "periodic", "linear",   "white",    "sum",      "product",
-};
-
-int gp_kernel_type_from_name(const char *name)
-{
-    if (name == NULL)
-        return -1;
-    for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
-        if (strcmp(name, type_names[t]) == 0)
-            return t;
-    return -1;
-}
-
-const char *gp_kernel_type_name(gp_kernel_type type)
-{
-    return (unsigned)type < GP_KERNEL_TYPE_COUNT ? type_names[type] : NULL;
-}
-
 static size_t expected_n_lengthscale(gp_kernel_type type, int ard, size_t n_active)
 {
     if (gp_kernel_is_scaled_type(type))

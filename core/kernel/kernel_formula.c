@@ -1,11 +1,33 @@
-/* The kernels' formulas: the leaves' values and gradients, the walk over
- * the tree, one pair at a time (core/kernel/kernel.h), and the helpers on
- * the tree's nodes the other files of core/kernel share. */
+/* The kernels' formulas: the types' names, the leaves' values and gradients,
+ * the walk over the tree, one pair at a time (core/kernel/kernel.h), and the
+ * helpers on the tree's nodes the other files of core/kernel share. The
+ * bottom of core/kernel: it calls none of the other files. */
 #include "core/kernel/kernel_formula.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "core/kernel/kernel.h"
+
+static const char *const type_names[GP_KERNEL_TYPE_COUNT] = {
+    "rbf",      "matern12", "matern32", "matern52", "rq",
+    "periodic", "linear",   "white",    "sum",      "product",
+};
+
+int gp_kernel_type_from_name(const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (int t = 0; t < GP_KERNEL_TYPE_COUNT; t++)
+        if (strcmp(name, type_names[t]) == 0)
+            return t;
+    return -1;
+}
+
+const char *gp_kernel_type_name(gp_kernel_type type)
+{
+    return (unsigned)type < GP_KERNEL_TYPE_COUNT ? type_names[type] : NULL;
+}
 
 int gp_kernel_is_leaf_type(int type)
 {
