@@ -87,9 +87,8 @@ static int size_guard(const gp_fit_request *req, const rfgp_cfg *c, gp_error *er
     return GP_OK;
 }
 
-int rfgp_read_cfg(const gp_fit_request *req, rfgp_cfg *c, gp_error *err)
+int rfgp_read_cfg(const gp_method *m, const gp_fit_request *req, rfgp_cfg *c, gp_error *err)
 {
-    const gp_method *m = &gp_method_rfgp;
     memset(c, 0, sizeof *c);
     int rc = read_outputs(req, &c->p, err);
     if (rc)

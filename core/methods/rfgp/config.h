@@ -4,7 +4,8 @@
 
 #include "core/methods/rfgp/internal.h"
 
-int rfgp_read_cfg(const gp_fit_request *req, rfgp_cfg *c, gp_error *err);
+/* The configuration of a fit of m (rfgp's descriptor: its options' defaults). */
+int rfgp_read_cfg(const gp_method *m, const gp_fit_request *req, rfgp_cfg *c, gp_error *err);
 void rfgp_set_info(gp_model *model);
 
 #endif

@@ -1,5 +1,5 @@
 /* rfgp: width selection by the type-II marginal likelihood (L-BFGS on
- * analytic gradients), and the LML for tests (rfgp.h). */
+ * analytic gradients). */
 #include "core/methods/rfgp/ml.h"
 
 #include <cblas.h>
@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/parallel.h"
 #include "core/linalg/linalg.h"
-#include "core/methods/rfgp/config.h"
 #include "core/methods/rfgp/context.h"
 #include "core/methods/rfgp/embed.h"
 #include "core/methods/rfgp/model.h"
@@ -27,20 +25,7 @@
  *   dLML/dlog s0 = 1/2 sum_q |a_q|^2 / s0 - p t / 2,   t = sum(P^{-1} Psi o Psi) / s
  * (t: D - tr(P^{-1}) / s0), and dLML/dPsi goes through the features with the
  * unit draws fixed (embed.h). */
-typedef struct ml_prob {
-    sel_ctx *s;
-    gp_embed e;
-    size_t n_ls;   /* 0 (fixed widths), 1 (shared) or dk */
-    int free_var, two;
-    gp_noise_param np;
-    double *yy;    /* p: sum of squared working targets */
-    double *Xp;    /* points: dk x n, standardised */
-    double *Phi, *Psi, *Sin, *P, *B, *Z, *A, *R, *Q, *F, *T, *gw;
-    double *w;     /* dk current widths */
-    double gamma, s0, noise;
-} ml_prob;
-
-static void ml_free(ml_prob *m)
+void rfgp_ml_free(ml_prob *m)
 {
     double *bufs[] = {m->yy, m->Xp, m->Phi, m->Psi, m->Sin, m->P, m->B,
                       m->Z, m->A, m->R, m->Q, m->F, m->T, m->gw, m->w};
@@ -49,7 +34,7 @@ static void ml_free(ml_prob *m)
     memset(m, 0, sizeof *m); /* m->s NULL: freed (primal_lml_body tests it) */
 }
 
-static int ml_init(ml_prob *m, sel_ctx *s, gp_error *err)
+int rfgp_ml_init(ml_prob *m, sel_ctx *s, gp_error *err)
 {
     memset(m, 0, sizeof *m);
     const rfgp_cfg *c = s->c;
@@ -71,7 +56,7 @@ static int ml_init(ml_prob *m, sel_ctx *s, gp_error *err)
     else if (ok && !m->two)
         ok = 0;
     if (!ok) {
-        ml_free(m);
+        rfgp_ml_free(m);
         return GP_ENOMEM;
     }
     double power = 0.0;
@@ -88,11 +73,8 @@ static int ml_init(ml_prob *m, sel_ctx *s, gp_error *err)
     return GP_OK;
 }
 
-/* LML at the current widths, gamma, s0 and noise; with grad the sensitivities
- * (g_w: dk, to the log widths). GP_ENOTPD when P cannot be factorised,
- * GP_ECANCELLED when the token asks. */
-static int ml_eval(ml_prob *m, double *lml, int grad, double *g_gamma, double *g_s0,
-                   double *g_noise, gp_error *err)
+int rfgp_ml_eval(ml_prob *m, double *lml, int grad, double *g_gamma, double *g_s0,
+                 double *g_noise, gp_error *err)
 {
     sel_ctx *s = m->s;
     const rfgp_cfg *c = s->c;
@@ -216,7 +198,7 @@ static double ml_objective(void *ctx, const double *x, double *g)
     ml_prob *m = ctx;
     ml_apply(m, x);
     double lml, gg, gs0, gn;
-    if (ml_eval(m, &lml, 1, &gg, &gs0, &gn, NULL) != GP_OK || !isfinite(lml))
+    if (rfgp_ml_eval(m, &lml, 1, &gg, &gs0, &gn, NULL) != GP_OK || !isfinite(lml))
         return INFINITY;
     size_t i = 0, dk = m->s->c->dk;
     if (m->n_ls == 1) {
@@ -248,7 +230,7 @@ double rfgp_lml_offset(const sel_ctx *s)
 int rfgp_select_ml(sel_ctx *s, gp_error *err)
 {
     ml_prob m;
-    int rc = ml_init(&m, s, err);
+    int rc = rfgp_ml_init(&m, s, err);
     if (rc)
         return rc;
     const gp_kernel *k = s->model->kernel;
@@ -261,7 +243,7 @@ int rfgp_select_ml(sel_ctx *s, gp_error *err)
     size_t dim = ml_dim(&m);
     double *x = gp_alloc_doubles(dim ? dim : 1, err);
     if (x == NULL) {
-        ml_free(&m);
+        rfgp_ml_free(&m);
         return GP_ENOMEM;
     }
     ml_start(&m, x);
@@ -287,7 +269,7 @@ int rfgp_select_ml(sel_ctx *s, gp_error *err)
         s->noise = m.noise;
     }
     free(x);
-    ml_free(&m);
+    rfgp_ml_free(&m);
     return rc;
 }
 
@@ -295,7 +277,7 @@ int rfgp_select_ml(sel_ctx *s, gp_error *err)
 int rfgp_selected_lml(sel_ctx *s, double *lml, gp_error *err)
 {
     ml_prob m;
-    int rc = ml_init(&m, s, err);
+    int rc = rfgp_ml_init(&m, s, err);
     if (rc)
         return rc;
     memcpy(m.w, s->widths, s->c->dk * sizeof *m.w);
@@ -303,77 +285,7 @@ int rfgp_selected_lml(sel_ctx *s, double *lml, gp_error *err)
     m.s0 = s->s0;
     m.noise = s->noise;
     double unused;
-    rc = ml_eval(&m, lml, 0, &unused, &unused, &unused, err);
-    ml_free(&m);
+    rc = rfgp_ml_eval(&m, lml, 0, &unused, &unused, &unused, err);
+    rfgp_ml_free(&m);
     return rc;
 }
-
-/* ---- the marginal likelihood for tests (rfgp.h) ---- */
-
-static int primal_lml_body(const gp_fit_request *req, const double *x, double *lml, double *g,
-                       gp_error *err)
-{
-    rfgp_cfg c;
-    gp_model *model = NULL;
-    int rc = rfgp_read_cfg(req, &c, err);
-    c.warmup = req->n;
-    if (rc == GP_OK)
-        rc = gp_model_new(&gp_method_rfgp, req, &model, err);
-    if (rc)
-        return rc;
-    model->n_outputs = c.p;
-    model->noise_variance = req->noise_given ? req->noise_variance : DEFAULT_NOISE;
-    rfgp_impl *im = NULL;
-    staged st;
-    sel_ctx s;
-    ml_prob m;
-    memset(&m, 0, sizeof m);
-    memset(&s, 0, sizeof s);
-    memset(&st, 0, sizeof st);
-    rc = rfgp_impl_new(&c, &im, err);
-    model->impl = im;
-    if (rc == GP_OK) {
-        for (size_t j = 0; j < c.width; j++)
-            memcpy(im->buf_x + j * c.warmup, req->X + j * req->n, req->n * sizeof *req->X);
-        for (size_t q = 0; q < c.p; q++)
-            memcpy(im->buf_y + q * c.warmup, req->y + q * req->n, req->n * sizeof *req->y);
-        im->n_buf = req->n;
-        rc = rfgp_sel_prepare(model, im, NULL, 0, &st, &s, err);
-    }
-    if (rc == GP_OK)
-        rc = ml_init(&m, &s, err);
-    if (rc == GP_OK) {
-        size_t dk = c.dk, i = dk;
-        for (size_t k = 0; k < dk; k++)
-            m.w[k] = exp(x[k]);
-        m.gamma = c.two_stage ? exp(x[i++]) : 1.0;
-        m.s0 = exp(x[i++]);
-        m.noise = exp(x[i]);
-        double gg, gs0, gn;
-        rc = ml_eval(&m, lml, g != NULL, &gg, &gs0, &gn, err);
-        if (rc == GP_OK && g) {
-            memcpy(g, m.gw, dk * sizeof *g);
-            i = dk;
-            if (c.two_stage)
-                g[i++] = gg;
-            g[i++] = gs0;
-            g[i] = gn;
-        }
-    }
-    if (m.s)
-        ml_free(&m);
-    rfgp_sel_release(&s);
-    rfgp_staged_free(&st);
-    gp_model_free(model);
-    return rc;
-}
-
-int gp_rfgp_primal_lml(const gp_fit_request *req, const double *x, double *lml, double *g,
-                       gp_error *err)
-{
-    gp_blas_serial_begin();
-    int rc = primal_lml_body(req, x, lml, g, err);
-    gp_blas_serial_end();
-    return rc;
-}
-

@@ -12,8 +12,8 @@
  * context.c (what the end of the warm-up works on); ml.c (the marginal
  * likelihood); select.c (the end of the warm-up: widths, features, the batch
  * fit); persist.c (export, import); this file (the warm-up buffer, fit and
- * observe, the descriptor). embed.c: the random features of points and
- * distributions; internal.h: the types they share. */
+ * observe, the LML for tests, the descriptor). embed.c: the random features
+ * of points and distributions; internal.h: the types they share. */
 #include "core/methods/rfgp/rfgp.h"
 
 #include <math.h>
@@ -25,6 +25,7 @@
 #include "core/methods/rfgp/config.h"
 #include "core/methods/rfgp/context.h"
 #include "core/methods/rfgp/embed.h"
+#include "core/methods/rfgp/ml.h"
 #include "core/methods/rfgp/model.h"
 #include "core/methods/rfgp/persist.h"
 #include "core/methods/rfgp/select.h"
@@ -183,7 +184,7 @@ static int rfgp_fit_body(const gp_fit_request *req, gp_model **out, gp_error *er
         return gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
     rfgp_cfg c;
     gp_model *model = NULL;
-    int rc = rfgp_read_cfg(req, &c, err);
+    int rc = rfgp_read_cfg(&gp_method_rfgp, req, &c, err);
     if (rc == GP_OK)
         rc = gp_model_new(&gp_method_rfgp, req, &model, err);
     if (rc)
@@ -234,6 +235,75 @@ static int rfgp_observe(gp_model *model, const double *X, const double *Y, size_
 {
     gp_blas_serial_begin(); /* results independent of the BLAS thread count */
     int rc = rfgp_observe_body(model, X, Y, k, err);
+    gp_blas_serial_end();
+    return rc;
+}
+
+/* ---- the marginal likelihood for tests (rfgp.h) ---- */
+
+static int primal_lml_body(const gp_fit_request *req, const double *x, double *lml, double *g,
+                       gp_error *err)
+{
+    rfgp_cfg c;
+    gp_model *model = NULL;
+    int rc = rfgp_read_cfg(&gp_method_rfgp, req, &c, err);
+    c.warmup = req->n;
+    if (rc == GP_OK)
+        rc = gp_model_new(&gp_method_rfgp, req, &model, err);
+    if (rc)
+        return rc;
+    model->n_outputs = c.p;
+    model->noise_variance = req->noise_given ? req->noise_variance : DEFAULT_NOISE;
+    rfgp_impl *im = NULL;
+    staged st;
+    sel_ctx s;
+    ml_prob m;
+    memset(&m, 0, sizeof m);
+    memset(&s, 0, sizeof s);
+    memset(&st, 0, sizeof st);
+    rc = rfgp_impl_new(&c, &im, err);
+    model->impl = im;
+    if (rc == GP_OK) {
+        for (size_t j = 0; j < c.width; j++)
+            memcpy(im->buf_x + j * c.warmup, req->X + j * req->n, req->n * sizeof *req->X);
+        for (size_t q = 0; q < c.p; q++)
+            memcpy(im->buf_y + q * c.warmup, req->y + q * req->n, req->n * sizeof *req->y);
+        im->n_buf = req->n;
+        rc = rfgp_sel_prepare(model, im, NULL, 0, &st, &s, err);
+    }
+    if (rc == GP_OK)
+        rc = rfgp_ml_init(&m, &s, err);
+    if (rc == GP_OK) {
+        size_t dk = c.dk, i = dk;
+        for (size_t k = 0; k < dk; k++)
+            m.w[k] = exp(x[k]);
+        m.gamma = c.two_stage ? exp(x[i++]) : 1.0;
+        m.s0 = exp(x[i++]);
+        m.noise = exp(x[i]);
+        double gg, gs0, gn;
+        rc = rfgp_ml_eval(&m, lml, g != NULL, &gg, &gs0, &gn, err);
+        if (rc == GP_OK && g) {
+            memcpy(g, m.gw, dk * sizeof *g);
+            i = dk;
+            if (c.two_stage)
+                g[i++] = gg;
+            g[i++] = gs0;
+            g[i] = gn;
+        }
+    }
+    if (m.s)
+        rfgp_ml_free(&m);
+    rfgp_sel_release(&s);
+    rfgp_staged_free(&st);
+    gp_model_free(model);
+    return rc;
+}
+
+int gp_rfgp_primal_lml(const gp_fit_request *req, const double *x, double *lml, double *g,
+                       gp_error *err)
+{
+    gp_blas_serial_begin();
+    int rc = primal_lml_body(req, x, lml, g, err);
     gp_blas_serial_end();
     return rc;
 }
