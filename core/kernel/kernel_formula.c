@@ -34,11 +34,6 @@ int gp_kernel_is_leaf_type(int type)
     return type >= 0 && type < GP_KERNEL_SUM;
 }
 
-int gp_kernel_is_composite(const gp_kernel *k)
-{
-    return k->type == GP_KERNEL_SUM || k->type == GP_KERNEL_PRODUCT;
-}
-
 /* The kernels whose r^2 is taken over lengthscale-scaled coordinates; the only
  * ones for which ARD means anything. */
 int gp_kernel_is_scaled_type(gp_kernel_type type)
@@ -94,59 +89,12 @@ double gp_kernel_leaf_grad_common(const gp_kernel *k, const leaf_par *p, double 
 /* ------------------------------------------------------------------------ */
 /* single pairs: the tree walk, with the leaf supplied by a callback          */
 
-double gp_kernel_tree_value(const gp_kernel *k, leaf_fn fn, void *ctx, int same)
-{
-    if (!gp_kernel_is_composite(k))
-        return fn(ctx, k, same, NULL);
-    int sum = k->type == GP_KERNEL_SUM;
-    double acc = sum ? 0.0 : 1.0;
-    for (size_t t = 0; t < k->n_terms; t++) {
-        double v = gp_kernel_tree_value(k->terms[t], fn, ctx, same);
-        acc = sum ? acc + v : acc * v;
-    }
-    return acc;
-}
-
-static void scale_slice(double *g, size_t n, double f)
-{
-    for (size_t i = 0; i < n; i++)
-        g[i] *= f;
-}
-
-/* Value and gradient; *used is set to the number of gradient entries written. */
-double gp_kernel_tree_grad(const gp_kernel *k, leaf_fn fn, void *ctx, int same, double *g,
-                        size_t *used)
-{
-    if (!gp_kernel_is_composite(k)) {
-        *used = gp_kernel_leaf_n_params(k);
-        return fn(ctx, k, same, g);
-    }
-    int sum = k->type == GP_KERNEL_SUM;
-    double acc = sum ? 0.0 : 1.0;
-    size_t n = 0;
-    for (size_t t = 0; t < k->n_terms; t++) {
-        size_t u;
-        double v = gp_kernel_tree_grad(k->terms[t], fn, ctx, same, g + n, &u);
-        if (sum) {
-            acc += v;
-        } else {
-            /* Product rule without dividing by values that may be 0: earlier
-             * slices get this term's value, this slice the earlier product. */
-            scale_slice(g, n, v);
-            scale_slice(g + n, u, acc);
-            acc *= v;
-        }
-        n += u;
-    }
-    *used = n;
-    return acc;
-}
-
 typedef struct raw_ctx {
     const double *x, *z;
 } raw_ctx;
 
-static double raw_diff(const gp_kernel *k, const double *x, const double *z, size_t c)
+/* inline: as a local of one file, GCC no longer inlines it on its own */
+static inline double raw_diff(const gp_kernel *k, const double *x, const double *z, size_t c)
 {
     double s = scale_of(k, c);
     size_t i = dim_of(k, c);
@@ -189,7 +137,7 @@ static double raw_leaf(void *ctx, const gp_kernel *k, int same, double *g)
 double gp_kernel_eval(const gp_kernel *k, const double *x, const double *z, int same)
 {
     raw_ctx ctx = {x, z};
-    return gp_kernel_tree_value(k, raw_leaf, &ctx, same);
+    return tree_value(k, raw_leaf, &ctx, same);
 }
 
 double gp_kernel_eval_grad(const gp_kernel *k, const double *x, const double *z, int same,
@@ -197,7 +145,7 @@ double gp_kernel_eval_grad(const gp_kernel *k, const double *x, const double *z,
 {
     raw_ctx ctx = {x, z};
     size_t used;
-    return gp_kernel_tree_grad(k, raw_leaf, &ctx, same, grad, &used);
+    return tree_grad(k, raw_leaf, &ctx, same, grad, &used);
 }
 
 double gp_kernel_diag(const gp_kernel *k, const double *x)

@@ -45,7 +45,6 @@ typedef struct leaf_par {
 typedef double (*leaf_fn)(void *ctx, const gp_kernel *leaf, int same, double *g);
 
 int gp_kernel_is_leaf_type(int type);
-int gp_kernel_is_composite(const gp_kernel *k);
 /* The kernels whose r^2 is taken over lengthscale-scaled coordinates; the only
  * ones for which ARD means anything. */
 int gp_kernel_is_scaled_type(gp_kernel_type type);
@@ -57,10 +56,6 @@ leaf_par gp_kernel_leaf_par_of(const gp_kernel *k);
  * scaled difference. Returns k. */
 double gp_kernel_leaf_grad_common(const gp_kernel *k, const leaf_par *p, double q, int same,
                                   double *g, double *c0);
-double gp_kernel_tree_value(const gp_kernel *k, leaf_fn fn, void *ctx, int same);
-/* Value and gradient; *used is set to the number of gradient entries written. */
-double gp_kernel_tree_grad(const gp_kernel *k, leaf_fn fn, void *ctx, int same, double *g,
-                           size_t *used);
 
 static inline double rbf_terms(const leaf_par *p, double r2, double *c)
 {
@@ -166,6 +161,63 @@ static inline double vec_q(gp_kernel_type type, const double *a, const double *b
         q += d * d;
     }
     return q;
+}
+
+/* The walk over the tree with the leaf supplied by a callback: local to each
+ * file (inline), so that GCC compiles the single-pair and the Gram paths as
+ * it did when they shared one file. */
+static inline int gp_kernel_is_composite(const gp_kernel *k)
+{
+    return k->type == GP_KERNEL_SUM || k->type == GP_KERNEL_PRODUCT;
+}
+
+static inline double tree_value(const gp_kernel *k, leaf_fn fn, void *ctx, int same)
+{
+    if (!gp_kernel_is_composite(k))
+        return fn(ctx, k, same, NULL);
+    int sum = k->type == GP_KERNEL_SUM;
+    double acc = sum ? 0.0 : 1.0;
+    for (size_t t = 0; t < k->n_terms; t++) {
+        double v = tree_value(k->terms[t], fn, ctx, same);
+        acc = sum ? acc + v : acc * v;
+    }
+    return acc;
+}
+
+
+static inline void scale_slice(double *g, size_t n, double f)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] *= f;
+}
+
+/* Value and gradient; *used is set to the number of gradient entries written. */
+static inline double tree_grad(const gp_kernel *k, leaf_fn fn, void *ctx, int same, double *g,
+                               size_t *used)
+{
+    if (!gp_kernel_is_composite(k)) {
+        *used = gp_kernel_leaf_n_params(k);
+        return fn(ctx, k, same, g);
+    }
+    int sum = k->type == GP_KERNEL_SUM;
+    double acc = sum ? 0.0 : 1.0;
+    size_t n = 0;
+    for (size_t t = 0; t < k->n_terms; t++) {
+        size_t u;
+        double v = tree_grad(k->terms[t], fn, ctx, same, g + n, &u);
+        if (sum) {
+            acc += v;
+        } else {
+            /* Product rule without dividing by values that may be 0: earlier
+             * slices get this term's value, this slice the earlier product. */
+            scale_slice(g, n, v);
+            scale_slice(g + n, u, acc);
+            acc *= v;
+        }
+        n += u;
+    }
+    *used = n;
+    return acc;
 }
 
 #endif

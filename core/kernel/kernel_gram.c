@@ -170,7 +170,7 @@ static double prep_value(const gp_kernel *k, const prep *pr, size_t i, size_t j,
     if (!gp_kernel_is_composite(k))
         return prep_pair(&pr->leaf[0], i, j, same, NULL);
     prep_ctx ctx = {pr->leaf, i, j};
-    return gp_kernel_tree_value(k, prep_leaf_fn, &ctx, same);
+    return tree_value(k, prep_leaf_fn, &ctx, same);
 }
 
 static double prep_grad(const gp_kernel *k, const prep *pr, size_t i, size_t j, int same,
@@ -180,7 +180,7 @@ static double prep_grad(const gp_kernel *k, const prep *pr, size_t i, size_t j, 
         return prep_pair(&pr->leaf[0], i, j, same, g);
     prep_ctx ctx = {pr->leaf, i, j};
     size_t used;
-    return gp_kernel_tree_grad(k, prep_leaf_fn, &ctx, same, g, &used);
+    return tree_grad(k, prep_leaf_fn, &ctx, same, g, &used);
 }
 
 /* Copy the strict lower triangle onto the upper one, in tiles so that the
