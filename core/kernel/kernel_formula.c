@@ -68,7 +68,7 @@ leaf_par gp_kernel_leaf_par_of(const gp_kernel *k)
  * ARD entries, which need the coordinates: those are *c0 times the squared
  * scaled difference. Returns k. */
 double gp_kernel_leaf_grad_common(const gp_kernel *k, const leaf_par *p, double q, int same,
-                               double *g, double *c0)
+                                  double *g, double *c0)
 {
     double c[2] = {0.0, 0.0};
     double v = leaf_terms(p, q, same, c);

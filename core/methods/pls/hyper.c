@@ -144,7 +144,7 @@ static int hyp_subset(const hyp_run *run, const double *Xt, const double *t, siz
 /* A1 (§5.2): R subset fits of the regression target t, log-parameters
  * averaged into model->kernel; *s2 gets the averaged noise. */
 int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double *t,
-                     gp_noise_param *np, double *s2, gp_error *err)
+                  gp_noise_param *np, double *s2, gp_error *err)
 {
     size_t n = model->n_train, d = model->input_dim, sub = run->set->subset;
     size_t R = n > sub ? run->set->repeats : 1;

@@ -112,7 +112,7 @@ static int snap_to_data(const double *X, size_t n, size_t d, double *Z, size_t m
 /* A2-A3: landmarks (greedy under the fitted kernel, or k-means snapped to
  * the data / random, seeded by the fit seed), the eigenbasis, Phi_X. */
 int pls_build_basis(gp_model *model, const pls_settings *set, fit_data *D, pls_impl **out,
-                       gp_error *err)
+                    gp_error *err)
 {
     uint64_t seed = D->seed;
     size_t M = set->M, m = 0, d = D->d, mk = 0;
@@ -162,7 +162,7 @@ int pls_build_basis(gp_model *model, const pls_settings *set, fit_data *D, pls_i
  * order is scale-free; the features are rebuilt rather than rescaled so a
  * refit from the stored kernel gives the same numbers). */
 int pls_amplitude_rebuild(gp_model *model, const pls_settings *set, const gp_lik *lik,
-                             fit_data *D, pls_impl **im, double *log_c, gp_error *err)
+                          fit_data *D, pls_impl **im, double *log_c, gp_error *err)
 {
     newton_ws w;
     double *a = gp_alloc_doubles((*im)->mk, err);

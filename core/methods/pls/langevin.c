@@ -285,8 +285,8 @@ static int run_chains(chain *c, const pls_settings *set, const gp_fit_request *r
 }
 
 int pls_sample_particles(pls_impl *im, const gp_lik *lik, const double *Phi, size_t n,
-                            const double *y, const pls_settings *set, const gp_fit_request *req,
-                            int iteration_base, int max_total, sampler_out *so, gp_error *err)
+                         const double *y, const pls_settings *set, const gp_fit_request *req,
+                         int iteration_base, int max_total, sampler_out *so, gp_error *err)
 {
     chain c;
     memset(&c, 0, sizeof c);

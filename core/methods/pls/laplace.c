@@ -35,7 +35,7 @@ void pls_newton_free(newton_ws *w)
 }
 
 int pls_newton_alloc(newton_ws *w, const gp_lik *lik, const double *Phi, const double *y,
-                        size_t n, size_t mk, gp_error *err)
+                     size_t n, size_t mk, gp_error *err)
 {
     memset(w, 0, sizeof *w);
     size_t cnt = 0;

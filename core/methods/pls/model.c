@@ -75,7 +75,7 @@ int pls_impl_derive(pls_impl *im, const gp_kernel *k, gp_error *err)
  * the upper half unspecified: the closed form's H, the Laplace Hessian and
  * the bound preconditioner. GP_ENOTPD when it is not positive definite. */
 int pls_chol_identity_plus_gram(const double *S, size_t mk, size_t n, double alpha,
-                                   double *H)
+                                double *H)
 {
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)mk, (blasint)n, alpha, S,
                 (blasint)mk, 0.0, H, (blasint)mk);
@@ -90,7 +90,7 @@ int pls_chol_identity_plus_gram(const double *S, size_t mk, size_t n, double alp
 
 /* log p(y | f) summed, g = -d log p / df (n); clipped for poisson_sq when clip. */
 double pls_loglik_and_g(const gp_lik *lik, const double *y, const double *f, size_t n,
-                           double *g, int clip)
+                        double *g, int clip)
 {
     double ll = gp_lik_log_density_sum(lik, y, f, n, g);
     for (size_t i = 0; i < n; i++) {
@@ -127,7 +127,7 @@ double gp_pls_potential(const gp_lik *lik, const double *Phi, size_t mk, size_t 
 /* Phi (mk x b) = B^T k(Z, X) for b points X (d x b); K (M x b) gets k(Z, X).
  * k is the kernel im->Zp was prepared with. */
 void pls_features(const gp_kernel *k, const pls_impl *im, const double *X, size_t b,
-                     double *K, double *Phi)
+                  double *K, double *Phi)
 {
     gp_kernel_cross_points(k, im->Zp, X, b, K, im->M);
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)im->mk, (blasint)b,
@@ -323,7 +323,7 @@ static int add_between(const double *mu, const double *mean, size_t m, size_t J,
 }
 
 int pls_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                       gp_error *err)
+                gp_error *err)
 {
     const pls_impl *im = model->impl;
     size_t m = req->m, K = im->J ? im->J : 1, mK = 0;
@@ -404,7 +404,7 @@ static int add_residual(double *Sres, size_t m, gp_rng *rng, size_t S, double *s
  * is a joint draw over the request's points (same seed and points: same
  * functions). Gaussian: original units, noise added with include_noise. */
 int pls_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                      gp_error *err)
+               gp_error *err)
 {
     const pls_impl *im = model->impl;
     size_t m = req->m, S = req->n_samples, mk = im->mk;

@@ -338,7 +338,7 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
         so.energy = rc == GP_OK ? closed_energy(im, D, s2) : NAN;
     } else if (rc == GP_OK) {
         rc = pls_sample_particles(im, &lik, D->Phi, D->n, D->y, set, req, 0, run.max_total, &so,
-                              err);
+                                  err);
     }
     if (rc) {
         pls_impl_free(im);

@@ -43,7 +43,7 @@ static int unit_draw(const rfgp_cfg *c, unit_draws *u, gp_error *err)
 
 /* The map's arrays at widths w (dk) and outer width gamma. */
 void rfgp_scale_map(const rfgp_cfg *c, const unit_draws *u, const double *w, double gamma,
-                      fmap *m)
+                    fmap *m)
 {
     size_t dk = c->dk, m1 = c->two_stage ? c->d_in : c->D;
     double *W1 = c->two_stage ? m->w_in : m->w_out;
@@ -107,7 +107,7 @@ static int gather_subsample(sel_ctx *s, gp_error *err)
 /* Row i of the warm-up buffer is the caller's row i + shift (the rows of
  * earlier calls come first). */
 int rfgp_sel_prepare(const gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
-                       long shift, staged *st, sel_ctx *s, gp_error *err)
+                     long shift, staged *st, sel_ctx *s, gp_error *err)
 {
     const rfgp_cfg *c = &im->c;
     size_t n = im->n_buf, p = c->p;

@@ -221,7 +221,7 @@ static void predict_covariance(const gp_model *model, const gp_predict_request *
 }
 
 static int rfgp_predict_body(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
+                             gp_error *err)
 {
     const rfgp_impl *im = model->impl;
     size_t D = im->c.D, m = req->m;
@@ -250,7 +250,7 @@ static int rfgp_predict_body(const gp_model *model, const gp_predict_request *re
 }
 
 int rfgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
+                 gp_error *err)
 {
     gp_blas_serial_begin(); /* results independent of the BLAS thread count */
     int rc = rfgp_predict_body(model, req, out, err);
@@ -259,7 +259,7 @@ int rfgp_predict(const gp_model *model, const gp_predict_request *req, gp_predic
 }
 
 static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req, double *samples,
-                       gp_error *err)
+                            gp_error *err)
 {
     const rfgp_impl *im = model->impl;
     size_t D = im->c.D, p = im->c.p, m = req->m, S = req->n_samples, ws;
@@ -312,7 +312,7 @@ static int rfgp_sample_body(const gp_model *model, const gp_sample_request *req,
 }
 
 int rfgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                       gp_error *err)
+                gp_error *err)
 {
     gp_blas_serial_begin(); /* results independent of the BLAS thread count */
     int rc = rfgp_sample_body(model, req, samples, err);

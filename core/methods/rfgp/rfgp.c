@@ -128,7 +128,7 @@ static void commit(gp_model *model, rfgp_impl *im, staged *st)
  * the warm-up buffer while it fills, then (after its end, in the same call)
  * into the posterior. All or nothing. */
 static int take_rows(gp_model *model, const double *X, size_t ldx, const double *Y, size_t ldy,
-                       size_t k, const gp_fit_request *req, gp_error *err)
+                     size_t k, const gp_fit_request *req, gp_error *err)
 {
     rfgp_impl *im = model->impl;
     const rfgp_cfg *c = &im->c;
@@ -159,7 +159,7 @@ static int take_rows(gp_model *model, const double *X, size_t ldx, const double 
     double noise = ended ? st.noise : model->noise_variance;
     double s0 = ended ? st.s0 : exp(model->kernel->log_variance), jitter = model->diag.jitter;
     int rc = rfgp_apply_rows(c, &model->input, m, q, noise, s0, X, ldx, Y, ldy, take, k - take, 0,
-                        ended ? &st.jitter : &jitter, err);
+                             ended ? &st.jitter : &jitter, err);
     if (rc) {
         if (ended) {
             rfgp_staged_free(&st);
@@ -222,7 +222,7 @@ static int rfgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
 }
 
 static int rfgp_observe_body(gp_model *model, const double *X, const double *Y, size_t k,
-                        gp_error *err)
+                             gp_error *err)
 {
     int rc = take_rows(model, X, k, Y, k, k, NULL, err);
     if (rc == GP_OK)

@@ -291,7 +291,7 @@ static int run_selection(sel_ctx *s, gp_error *err)
 }
 
 int rfgp_warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *req,
-                      long shift, staged *st, gp_error *err)
+                    long shift, staged *st, gp_error *err)
 {
     const rfgp_cfg *c = &im->c;
     size_t n = im->n_buf;
@@ -306,7 +306,7 @@ int rfgp_warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *
     if (rc == GP_OK) {
         rfgp_post_prior(c, &st->q, s.s0);
         rc = rfgp_apply_rows(c, &model->input, &st->m, &st->q, s.noise, s.s0, im->buf_x, s.ldx,
-                        im->buf_y, s.ldx, 0, n, shift, &st->jitter, err);
+                             im->buf_y, s.ldx, 0, n, shift, &st->jitter, err);
     }
     st->objective = 0.0;
     if (rc == GP_OK && n > 0 && (rc = rfgp_selected_lml(&s, &st->objective, err)) == GP_OK)

@@ -153,7 +153,7 @@ static int apply_refactor(const rfgp_cfg *c, const post *q, double noise, double
 /* Working targets of rows start .. start + k of Y (original units, leading
  * dimension ldy) into Yw (k x p). */
 void rfgp_working_targets(const rfgp_cfg *c, const fmap *m, const double *Y, size_t ldy,
-                            size_t start, size_t k, double *Yw)
+                          size_t start, size_t k, double *Yw)
 {
     for (size_t o = 0; o < c->p; o++)
         for (size_t i = 0; i < k; i++)
@@ -194,9 +194,9 @@ static int check_rows(const rfgp_cfg *c, const double *Psi, const double *Yw, si
  * all or nothing (q is untouched on failure). Errors name row i as the
  * caller's row start + i + shift. */
 int rfgp_apply_rows(const rfgp_cfg *c, const gp_input_spec *in, const fmap *m, post *q,
-                      double noise, double s0, const double *X, size_t ldx, const double *Y,
-                      size_t ldy, size_t start, size_t k, long shift, double *jitter,
-                      gp_error *err)
+                    double noise, double s0, const double *X, size_t ldx, const double *Y,
+                    size_t ldy, size_t start, size_t k, long shift, double *jitter,
+                    gp_error *err)
 {
     if (k == 0)
         return GP_OK;
