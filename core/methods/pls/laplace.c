@@ -148,7 +148,7 @@ static double laplace_lml(newton_ws *w, double s, double *a)
  * logit (poisson keeps its A1 amplitude: log(y + 1/2) is on the log-rate
  * scale already). The kernel's variance is multiplied by
  * the c maximising the Laplace marginal likelihood of the model itself on
- * the training pls_features (golden section over log c in [-2, 8]; the features
+ * the training features (golden section over log c in [-2, 8]; the features
  * scale as c^(1/2) in k-mode and c in r-mode). a gets the mode at that c. */
 int pls_laplace_amplitude(newton_ws *w, int rmode, double *a, double *log_c)
 {

@@ -89,7 +89,7 @@ static const gp_option_spec pls_options[] = {
      "stop a subset fit when the relative LML change of an iteration falls below this"},
     {"amplitude", GP_OPTION_ENUM, 0, "laplace", 0, 0, "laplace|thesis",
      "bernoulli with optimize: laplace ([D]) rescales the amplitude fitted on the 0/1 labels "
-     "to maximise the model's Laplace marginal likelihood on the training pls_features; thesis "
+     "to maximise the model's Laplace marginal likelihood on the training features; thesis "
      "keeps it (poisson keeps it always: its A1 target is on the log-rate scale)"},
     {"noise_floor", GP_OPTION_NUMBER, 0.15, NULL, 0, 1, NULL,
      "non-gaussian likelihoods: least noise of the hyperparameter regression on the "
