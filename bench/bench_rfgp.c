@@ -15,9 +15,9 @@
 #include "bench/support/clock.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
-#include "core/features/embed.h"
+#include "core/methods/rfgp/embed.h"
 #include "core/linalg/linalg.h"
-#include "core/methods/rfgp.h"
+#include "core/methods/rfgp/rfgp.h"
 #include "core/model/model.h"
 
 static void rows(gp_rng *rng, size_t n, size_t d, double *X, double *y)

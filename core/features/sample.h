@@ -5,7 +5,7 @@
  * `auto` choice in core/methods/ssgp/auto.h, method ssgp); part 2 is core/features/rff.h.
  *
  * 1. Frequency samplers. R frequencies omega_r in R^d (an R x d column-major
- *    matrix, one frequency per row) for a spectral density of core/kernel/kernel.h
+ *    matrix, one frequency per row) for a spectral density of core/kernel/kernel_spectral.h
  *    (unit lengthscale: inputs are divided by their lengthscales first):
  *      mc     i.i.d. draws (gp_spectral_sample)
  *      qmc    scrambled Halton through the normal quantile; for Student-t one
@@ -39,6 +39,7 @@
 
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel/kernel_spectral.h"
 #include "core/optim/optim.h"
 #include "core/optim/svgd.h"
 

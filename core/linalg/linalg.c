@@ -533,21 +533,27 @@ void gp_symmetrize_average(double *A, size_t n, size_t lda)
         }
 }
 
-/* One rotation pass: (col, x) <- (c col + s x, c x - s col) over m entries.
- * The loop is memory-bound on the factor (each update reads and writes the
+/* The loop is memory-bound on the factor (each update reads and writes the
  * n^2/2 entries below the diagonal once); wide vectors take it from ~140 us
  * (OpenBLAS drot on this build) to ~90 us at n = 800, so x86-64 builds carry
  * AVX-512 and AVX2 clones chosen at load time (GCC target_clones). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
 #endif
-static void rotate_pair(double *restrict col, double *restrict x, size_t m, double c, double s)
+void gp_givens_rotate(double *restrict col, double *restrict x, size_t m, double c1, double s1,
+                      double c2, double s2)
 {
     for (size_t i = 0; i < m; i++) {
         double l = col[i], xi = x[i];
-        col[i] = c * l + s * xi;
-        x[i] = c * xi - s * l;
+        col[i] = c1 * l + s1 * xi;
+        x[i] = c2 * xi - s2 * l;
     }
+}
+
+/* One rotation pass: (col, x) <- (c col + s x, c x - s col) over m entries. */
+static void rotate_pair(double *restrict col, double *restrict x, size_t m, double c, double s)
+{
+    gp_givens_rotate(col, x, m, c, s, c, s);
 }
 
 void gp_chol_update_rank1(double *L, size_t n, size_t lda, double *x)

@@ -108,6 +108,11 @@ void gp_dot_columns(const double *A, size_t lda, size_t p, const double *X, size
 void gp_pack_lower(const double *A, size_t n, size_t lda, double *packed);
 void gp_unpack_lower(const double *packed, size_t n, double *A, size_t lda);
 
+/* One pass of a Givens rotation over m entries: (col, x) <- (c1 col + s1 x,
+ * c2 x - s2 col). c1 = c2 = c, s1 = s2 = s is the plain rotation; rfgp folds
+ * its forgetting factor into the factor's side (c1 = c sqrt(l), s2 = s sqrt(l)). */
+void gp_givens_rotate(double *restrict col, double *restrict x, size_t m, double c1, double s1,
+                      double c2, double s2);
 /* Rank-one update of a lower Cholesky factor: on return L L^T is the old
  * L L^T + x x^T (L n x n, leading dimension lda, lower triangle used; x
  * overwritten). Givens rotations applied column by column (each one level-1

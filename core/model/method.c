@@ -232,6 +232,59 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
     return gp_check_fit_settings(req, err);
 }
 
+/* ---- the model's memory and standardisation (declared in model.h) ---- */
+
+/* The mean and standard deviation of a column whose plain sums overflow
+ * (values near the largest double): computed on the column divided by its
+ * largest magnitude, so both are found wherever they are representable
+ * (the deviation of {1e308, -1e308} is not, and comes out Inf). */
+static void scaled_stats(const double *c, size_t n, double *mean, double *sd)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s = fmax(s, fabs(c[i]));
+    double m = 0.0, ss = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m += c[i] / s;
+    m /= (double)n;
+    for (size_t i = 0; i < n; i++)
+        ss += (c[i] / s - m) * (c[i] / s - m);
+    *mean = s * m;
+    *sd = s * sqrt(ss / (double)n);
+}
+
+void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale)
+{
+    for (size_t j = 0; j < d; j++) {
+        const double *c = X + j * n;
+        double m = 0.0;
+        for (size_t i = 0; i < n; i++)
+            m += c[i];
+        m = n > 0 ? m / (double)n : 0.0;
+        double ss = 0.0;
+        for (size_t i = 0; i < n; i++)
+            ss += (c[i] - m) * (c[i] - m);
+        double sd = n > 0 ? sqrt(ss / (double)n) : 0.0;
+        if (n > 0 && !(isfinite(m) && isfinite(ss))) /* only then: other columns keep their bits */
+            scaled_stats(c, n, &m, &sd);
+        mean[j] = m;
+        /* A constant column gets scale 1: it passes through instead of dividing by 0. */
+        scale[j] = sd > 0.0 && isfinite(sd) ? sd : 1.0;
+    }
+}
+
+void gp_model_free(gp_model *model)
+{
+    if (model == NULL)
+        return;
+    if (model->impl && model->method && model->method->ops->free_impl)
+        model->method->ops->free_impl(model->impl);
+    gp_kernel_free(model->kernel);
+    free(model->x_mean);
+    free(model->x_scale);
+    free(model);
+}
+
 int gp_check_fit_settings(const gp_fit_request *req, gp_error *err)
 {
     size_t kdim = req->input.kind == GP_INPUT_POINT ? req->d : gp_input_point_dim(&req->input);

@@ -264,16 +264,6 @@ typedef struct gp_method {
     const gp_method_ops *ops;
 } gp_method;
 
-/* Check every given option exists in the spec and is within its bounds/choices
- * (OBJECT options: their check with d = 0). */
-int gp_options_validate(const gp_method *m, const gp_option_value *opts, size_t n, gp_error *err);
-/* The checks of the OBJECT options that depend on the number of input columns
- * d (e.g. a dimension index in range), for every OBJECT option of the method
- * (an absent one's default too): run once X is known, before a fit is
- * accepted (gp_model_fit runs it too). */
-int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
-                          gp_error *err);
-
 /* Model lifecycle (method-agnostic). */
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
@@ -342,20 +332,6 @@ typedef struct gp_online_status {
 /* What an online model reports about itself (any model: n = n_train, no
  * warm-up, no gate). */
 void gp_model_online_status(const gp_model *model, gp_online_status *st);
-/* 1 when the method's models take gp_model_observe. */
-int gp_method_can_observe(const gp_method *m);
-/* 1 when the method's predictions carry ask_oracle. */
-int gp_method_has_gate(const gp_method *m);
-/* The input spec of a fit of method m with these (validated) options: its
- * "input" option when it has one (kind and dimensions checked against
- * m->input_kinds), else points of d columns (d may be 0: not known yet). */
-int gp_method_input_spec(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
-                         gp_input_spec *out, gp_error *err);
-
-/* The outputs an empty fit of method m declares: its option "outputs" when
- * it has one (given or default), else 1. */
-size_t gp_method_declared_outputs(const gp_method *m, const gp_option_value *opts, size_t n);
-
 /* Components of the model's predictive distribution: 1 unless a mixture. */
 size_t gp_model_components(const gp_model *model);
 /* Additive parts of the latent function (hkd's blocks: f = sum of independent
@@ -366,27 +342,13 @@ size_t gp_model_parts(const gp_model *model);
 /* The name of part i (e.g. "symmetric"), into buf. */
 void gp_model_part_name(const gp_model *model, size_t i, char *buf, size_t len);
 
-/* Facts of a method, read from its descriptor. */
-/* The spec of option `name`, NULL when m has no such option. */
-const gp_option_spec *gp_method_option_spec(const gp_method *m, const char *name);
-/* 1 when m accepts a leaf of type t (sum and product: m->composite_kernels). */
-int gp_method_accepts_kernel_type(const gp_method *m, gp_kernel_type t);
-/* The iteration budget of a fit with these options: the iterations option x
- * (restarts + 1), 0 when the method names no iterations option. Options are
- * assumed validated (gp_options_validate). */
-int gp_method_max_iterations(const gp_method *m, const gp_option_value *opts, size_t n);
-/* 1 when m fits likelihood l. */
-int gp_method_accepts_likelihood(const gp_method *m, gp_likelihood l);
-/* 1 when the method predicts with a mixture of Gaussians (gp_model_components). */
-int gp_method_is_mixture(const gp_method *m);
-/* 1 when the method predicts a sum of independent parts (gp_model_parts). */
-int gp_method_has_parts(const gp_method *m);
-/* The spec of method_info key `key`, NULL when m does not list it. */
-const gp_info_spec *gp_method_info_spec(const gp_method *m, const char *key);
-
 /* Mean and population standard deviation (ddof 0) of each column of the
  * column-major n x d matrix X: the standardisation every model uses. A zero
  * (or non-finite) deviation gives scale 1. */
 void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *scale);
+
+/* The options' validation and the facts of a method's descriptor
+ * (descriptor.c), for every user of this header. */
+#include "core/model/descriptor.h"
 
 #endif

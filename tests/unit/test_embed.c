@@ -1,4 +1,4 @@
-/* The random features of core/features/embed.h against their expectations
+/* The random features of core/methods/rfgp/embed.h against their expectations
  * (docs/methods/kernel-jit-online.md §3):
  *   - the closed-form inner feature of a Gaussian, cos(w^T m + b) exp(-w^T V w
  *     / 2), against the Monte Carlo average of cos over draws of it (diagonal
@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "core/base/rng.h"
-#include "core/features/embed.h"
+#include "core/methods/rfgp/embed.h"
 #include "tests/unit/testutil.h"
 
 static double *dalloc(size_t count)

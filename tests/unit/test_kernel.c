@@ -15,6 +15,8 @@
 
 #include "core/base/rng.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel/kernel_codec.h"
+#include "core/kernel/kernel_spectral.h"
 #include "tests/unit/testutil.h"
 
 #define DIM 3

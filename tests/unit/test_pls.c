@@ -25,7 +25,7 @@
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
 #include "core/linalg/linalg.h"
-#include "core/methods/pls.h"
+#include "core/methods/pls/pls.h"
 #include "core/methods/sgpr.h"
 #include "core/model/model.h"
 #include "tests/unit/method_testutil.h"

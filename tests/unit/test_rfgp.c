@@ -1,4 +1,4 @@
-/* Method "rfgp" (core/methods/rfgp.h, docs/methods/kernel-jit-online.md):
+/* Method "rfgp" (core/methods/rfgp/rfgp.h, docs/methods/kernel-jit-online.md):
  * streamed rows against a dense batch Bayesian linear regression on the same
  * features (several outputs, with and without forgetting, through the rank-one
  * and the re-factorising routes, and 10^6 rows), the warm-up's equivalence
@@ -23,7 +23,7 @@
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/methods/registry.h"
-#include "core/methods/rfgp.h"
+#include "core/methods/rfgp/rfgp.h"
 #include "core/model/model.h"
 #include "tests/unit/method_testutil.h"
 #include "tests/unit/testutil.h"

@@ -25,7 +25,7 @@
  * of a regression target on subsets (R repeats of the N_sub points nearest
  * a random training point; the log-parameters averaged): gaussian y itself,
  * bernoulli the 0/1 labels (thesis, P20), poisson_sq sqrt(y), poisson
- * log(y + 1/2). See core/methods/pls.c for the [D] choices. */
+ * log(y + 1/2). See core/methods/pls/ for the [D] choices. */
 #ifndef GP_METHODS_PLS_H
 #define GP_METHODS_PLS_H
 

@@ -1,6 +1,6 @@
-/* Random Fourier features of points and distributions: core/features/embed.h
+/* Random Fourier features of points and distributions: core/methods/rfgp/embed.h
  * (docs/methods/kernel-jit-online.md §3). */
-#include "core/features/embed.h"
+#include "core/methods/rfgp/embed.h"
 
 #include <cblas.h>
 #include <math.h>

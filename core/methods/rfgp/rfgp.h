@@ -16,7 +16,7 @@
  *
  * Inputs: points (one stage of random Fourier features of the rbf kernel), or
  * distributions (option "input": gaussian, samples, messages; the two-stage
- * features of §3, core/features/embed.h).
+ * features of §3, core/methods/rfgp/embed.h).
  *
  * Warm-up (§4, pitfall 15): the first `warmup` rows are only buffered; when
  * the buffer is full the widths are chosen (median heuristic, leave-one-out,
