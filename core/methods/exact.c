@@ -279,13 +279,13 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
     return rc;
 }
 
-static int exact_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int exact_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     int rc = size_guard(req, err);
     if (rc)
         return rc;
     gp_model *model;
-    rc = gp_model_new(&gp_method_exact, req, &model, err);
+    rc = gp_model_new(m, req, &model, err);
     if (rc)
         return rc;
     exact_impl *im = impl_alloc(req->n, req->d, err);

@@ -805,12 +805,12 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const fit_data 
     return rc;
 }
 
-static int renyi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int renyi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
     int rc = size_guard(req, err);
     if (rc == GP_OK)
-        rc = gp_model_new(&gp_method_renyi, req, &model, err);
+        rc = gp_model_new(m, req, &model, err);
     if (rc)
         return rc;
     double *Xw = NULL, *yw = NULL;

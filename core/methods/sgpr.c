@@ -113,9 +113,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gp_collaps
     return rc;
 }
 
-static int sgpr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
-    const gp_method *me = &gp_method_sgpr;
+    const gp_method *me = m;
     size_t M = (size_t)gp_option_number(me, req, "inducing");
     int rc = size_guard(req, M < req->n ? M : req->n, err);
     if (rc)

@@ -20,8 +20,12 @@
 struct gp_method_ops {
     /* Fit: on success *out is a new model owned by the caller (gp_model_free).
      * req->likelihood is one the descriptor lists and the labels fit it
-     * (gp_model_fit checked both); gp_model_new sets model->likelihood. */
-    int (*fit)(const gp_fit_request *req, gp_model **out, gp_error *err);
+     * (gp_model_fit checked both); gp_model_new sets model->likelihood.
+     * m is the method's own descriptor, so a method's files read their
+     * options through it and never name their descriptor (which names them:
+     * core/methods/X/X.c holds the ops table), keeping a method folder free
+     * of link-level circles. */
+    int (*fit)(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
     /* With a non-Gaussian likelihood gp_model_predict asks for the latent f
      * only (include_noise 0, no quantiles; components when the method is a
      * mixture) and derives every observation quantity itself. */

@@ -88,7 +88,7 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     if (rc)
         return rc;
     double t0 = seconds_now();
-    rc = m->ops->fit(req, out, err);
+    rc = m->ops->fit(m, req, out, err);
     if (rc == GP_OK)
         (*out)->diag.fit_seconds = seconds_now() - t0;
     if (rc == GP_OK && (rc = prepare_likelihood(*out, err)) != GP_OK) {

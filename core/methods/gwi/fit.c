@@ -11,9 +11,8 @@
 #include "core/methods/gwi/model.h"
 #include "core/methods/gwi/train.h"
 
-static void read_settings(const gp_fit_request *req, gwi_settings *st)
+static void read_settings(const gp_method *me, const gp_fit_request *req, gwi_settings *st)
 {
-    const gp_method *me = &gp_method_gwi;
     st->mean = strcmp(gp_option_string(me, req, "mean"), "mlp") == 0 ? GP_GWI_MEAN_MLP
                                                                       : GP_GWI_MEAN_KERNEL_SUM;
     st->hidden = (size_t)gp_option_number(me, req, "hidden");
@@ -356,10 +355,10 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     return rc;
 }
 
-int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gwi_settings st;
-    read_settings(req, &st);
+    read_settings(m, req, &st);
     if (st.greedy && !st.prior_sgpr) /* greedy points have no targets of their own to fit on */
         return gp_error_set(err, GP_EINVAL, "options.inducing_selection",
                             "inducing_selection greedy needs prior sgpr (prior inducing fits "
@@ -369,7 +368,7 @@ int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
     if (rc)
         return rc;
     gp_model *model;
-    if ((rc = gp_model_new(&gp_method_gwi, req, &model, err)) != GP_OK)
+    if ((rc = gp_model_new(m, req, &model, err)) != GP_OK)
         return rc;
     gwi_impl *im = calloc(1, sizeof *im);
     model->impl = im;

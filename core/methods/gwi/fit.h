@@ -5,6 +5,6 @@
 
 #include "core/methods/gwi/internal.h"
 
-int gwi_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
+int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 
 #endif

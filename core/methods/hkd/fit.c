@@ -422,9 +422,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, hkd_impl *im, gp
     return rc;
 }
 
-int hkd_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+int hkd_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
-    const gp_method *me = &gp_method_hkd;
+    const gp_method *me = m;
     hkd_impl *im = calloc(1, sizeof *im);
     if (im == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
@@ -445,35 +445,5 @@ int hkd_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
         return rc;
     }
     *out = model;
-    return GP_OK;
-}
-
-/* ---- Nystrom trace study ---- */
-
-int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err)
-{
-    gp_fit_request r = *req;
-    gp_option_value opts[16];
-    size_t n = 0;
-    for (size_t i = 0; i < req->n_options && n < 15; i++)
-        if (strcmp(req->options[i].name, "max_iterations") != 0)
-            opts[n++] = req->options[i];
-    opts[n++] = (gp_option_value){.name = "max_iterations", .number = 0.0};
-    r.options = opts;
-    r.n_options = n;
-    if (!r.noise_given) {
-        r.noise_given = 1;
-        r.noise_variance = 1.0;
-    }
-    gp_model *model;
-    int rc = gp_model_fit(&gp_method_hkd, &r, &model, err);
-    if (rc)
-        return rc;
-    double frac = NAN;
-    for (size_t i = 0; i < model->diag.n_info; i++)
-        if (strcmp(model->diag.info[i].key, "trace_fraction") == 0)
-            frac = model->diag.info[i].number;
-    *trace = frac * gp_kernel_diag(model->kernel, req->X);
-    gp_model_free(model);
     return GP_OK;
 }

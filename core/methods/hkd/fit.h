@@ -10,6 +10,6 @@ int hkd_build_frame(const gp_model *model, const gp_symmetry *s, const double *X
 
 int hkd_alloc_blocks(hkd_impl *im, gp_error *err);
 
-int hkd_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
+int hkd_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 
 #endif

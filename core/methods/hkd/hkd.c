@@ -2,6 +2,7 @@
  * descriptor. */
 #include "core/methods/hkd/hkd.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/methods/hkd/fit.h"
@@ -74,6 +75,36 @@ static int hkd_check_option(const char *name, const gp_value *v, size_t d, const
         return gp_error_set(err, GP_EINVAL, field, "unknown option");
     gp_symmetry sym;
     return gp_symmetry_parse(v, d, field, &sym, err);
+}
+
+/* ---- Nystrom trace study: a fit of this method with no optimisation ---- */
+
+int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err)
+{
+    gp_fit_request r = *req;
+    gp_option_value opts[16];
+    size_t n = 0;
+    for (size_t i = 0; i < req->n_options && n < 15; i++)
+        if (strcmp(req->options[i].name, "max_iterations") != 0)
+            opts[n++] = req->options[i];
+    opts[n++] = (gp_option_value){.name = "max_iterations", .number = 0.0};
+    r.options = opts;
+    r.n_options = n;
+    if (!r.noise_given) {
+        r.noise_given = 1;
+        r.noise_variance = 1.0;
+    }
+    gp_model *model;
+    int rc = gp_model_fit(&gp_method_hkd, &r, &model, err);
+    if (rc)
+        return rc;
+    double frac = NAN;
+    for (size_t i = 0; i < model->diag.n_info; i++)
+        if (strcmp(model->diag.info[i].key, "trace_fraction") == 0)
+            frac = model->diag.info[i].number;
+    *trace = frac * gp_kernel_diag(model->kernel, req->X);
+    gp_model_free(model);
+    return GP_OK;
 }
 
 /* ---- the descriptor ---- */

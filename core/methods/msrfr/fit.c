@@ -11,9 +11,8 @@
 
 /* ---- settings ---- */
 
-static void read_settings(const gp_fit_request *req, msrfr_settings *s)
+static void read_settings(const gp_method *m, const gp_fit_request *req, msrfr_settings *s)
 {
-    const gp_method *m = &gp_method_msrfr;
     s->M = (size_t)gp_option_number(m, req, "particles");
     s->R = (size_t)gp_option_number(m, req, "features");
     s->T = (int)gp_option_number(m, req, "iterations");
@@ -183,10 +182,9 @@ static int calibrate(const gp_fit_request *req, const msrfr_settings *set, const
  * random-feature workspace (Phi, scaled inputs, A and its inverse), the M
  * cached factors, and the SVGD step's P x P kernel. The budget is what an
  * exact fit of max_train_points points may use (as for ssgp). */
-static int size_guard(const gp_fit_request *req, gp_error *err)
+static int size_guard(const gp_method *me, const gp_fit_request *req, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
-    const gp_method *me = &gp_method_msrfr;
     double M = gp_option_number(me, req, "particles"), R = gp_option_number(me, req, "features");
     double m = 2.0 * R, P = M * R, d = (double)req->d;
     double threads = fmin(M, (double)gp_parallel_threads());
@@ -246,17 +244,17 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const msrfr_setti
     return GP_OK;
 }
 
-int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+int msrfr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
-    int rc = size_guard(req, err);
+    int rc = size_guard(m, req, err);
     if (rc)
         return rc;
-    rc = gp_model_new(&gp_method_msrfr, req, &model, err);
+    rc = gp_model_new(m, req, &model, err);
     if (rc)
         return rc;
     msrfr_settings set;
-    read_settings(req, &set);
+    read_settings(m, req, &set);
     msrfr_impl *im = msrfr_impl_alloc(model->kernel, set.M, set.R, err);
     model->impl = im;
     size_t nd = 0;

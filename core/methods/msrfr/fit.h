@@ -5,6 +5,6 @@
 
 #include "core/methods/msrfr/internal.h"
 
-int msrfr_fit(const gp_fit_request *req, gp_model **out, gp_error *err);
+int msrfr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 
 #endif

@@ -352,7 +352,7 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
     return GP_OK;
 }
 
-static int pls_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int pls_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     pls_settings set;
     memset(&set, 0, sizeof set);
@@ -361,7 +361,7 @@ static int pls_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
         rc = size_guard(req, &set, err);
     gp_model *model = NULL;
     if (rc == GP_OK)
-        rc = gp_model_new(&gp_method_pls, req, &model, err);
+        rc = gp_model_new(m, req, &model, err);
     if (rc)
         return rc;
     model->likelihood = req->likelihood;

@@ -177,16 +177,17 @@ static int take_rows(gp_model *model, const double *X, size_t ldx, const double 
 
 /* ---- fit and observe ---- */
 
-static int rfgp_fit_body(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int rfgp_fit_body(const gp_method *m, const gp_fit_request *req, gp_model **out,
+                         gp_error *err)
 {
     *out = NULL;
     if (gp_cancel_requested(&req->cancel))
         return gp_error_set(err, GP_ECANCELLED, NULL, "fit cancelled");
     rfgp_cfg c;
     gp_model *model = NULL;
-    int rc = rfgp_read_cfg(&gp_method_rfgp, req, &c, err);
+    int rc = rfgp_read_cfg(m, req, &c, err);
     if (rc == GP_OK)
-        rc = gp_model_new(&gp_method_rfgp, req, &model, err);
+        rc = gp_model_new(m, req, &model, err);
     if (rc)
         return rc;
     /* statistics come from the warm-up buffer when it is full */
@@ -213,10 +214,10 @@ static int rfgp_fit_body(const gp_fit_request *req, gp_model **out, gp_error *er
     return GP_OK;
 }
 
-static int rfgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+static int rfgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_blas_serial_begin(); /* results independent of the BLAS thread count */
-    int rc = rfgp_fit_body(req, out, err);
+    int rc = rfgp_fit_body(m, req, out, err);
     gp_blas_serial_end();
     return rc;
 }

@@ -353,10 +353,10 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
  * gets the budget an exact fit of max_train_points points has (its N x N
  * matrix: 3.2 GB by default), so no request can make the daemon allocate
  * more than the operator allowed for exact. */
-static int size_guard(const gp_fit_request *req, gp_error *err)
+static int size_guard(const gp_method *me, const gp_fit_request *req, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
-    double R = gp_option_number(&gp_method_ssgp, req, "features"), m = 2.0 * R;
+    double R = gp_option_number(me, req, "features"), m = 2.0 * R;
     double need = (double)req->n * (m + 2.0 * (double)req->d) + 3.0 * m * m;
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, "options.features",
@@ -367,16 +367,16 @@ static int size_guard(const gp_fit_request *req, gp_error *err)
     return GP_OK;
 }
 
-int ssgp_fit(const gp_fit_request *req, gp_model **out, gp_error *err)
+int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
-    int rc = size_guard(req, err);
+    int rc = size_guard(m, req, err);
     if (rc)
         return rc;
-    rc = gp_model_new(&gp_method_ssgp, req, &model, err);
+    rc = gp_model_new(m, req, &model, err);
     if (rc)
         return rc;
-    size_t R = (size_t)gp_option_number(&gp_method_ssgp, req, "features");
+    size_t R = (size_t)gp_option_number(m, req, "features");
     ssgp_impl *im = ssgp_impl_alloc(model->kernel, R, err);
     model->impl = im;
     size_t nd = 0;

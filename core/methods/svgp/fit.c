@@ -22,11 +22,11 @@ static double fit_need(size_t n, size_t d, size_t m, size_t b, int lbfgs)
 /* The optimiser (1: lbfgs, 0: adam) and the memory check, before anything
  * is allocated: within the budget of an exact fit of max_train_points points
  * (sgpr's rule). */
-static int choose_optimizer(const gp_fit_request *req, size_t m, size_t batch, int *lbfgs,
-                            gp_error *err)
+static int choose_optimizer(const gp_method *me, const gp_fit_request *req, size_t m,
+                            size_t batch, int *lbfgs, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
-    const char *name = gp_option_string(&gp_method_svgp, req, "optimizer");
+    const char *name = gp_option_string(me, req, "optimizer");
     int fits = fit_need(req->n, req->d, m, req->n, 1) <= cap * cap;
     *lbfgs = strcmp(name, "lbfgs") == 0 || (strcmp(name, "auto") == 0 && fits);
     double need = fit_need(req->n, req->d, m, *lbfgs ? req->n : batch, *lbfgs);
@@ -103,7 +103,7 @@ static void q_prior(svgp_fit *f)
 
 static void settings_read(const gp_fit_request *req, const gp_model *model, svgp_settings *st)
 {
-    const gp_method *me = &gp_method_svgp;
+    const gp_method *me = model->method;
     st->budget = (int)gp_option_number(me, req, "max_iterations");
     st->tolerance = gp_option_number(me, req, "tolerance");
     st->batch = (size_t)gp_option_number(me, req, "batch_size");
@@ -226,7 +226,7 @@ static double rescue_lengthscales(gp_kernel *k, const double *X, size_t n, size_
 static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_inducing_post *im,
                     gp_error *err)
 {
-    const gp_method *me = &gp_method_svgp;
+    const gp_method *me = model->method;
     const char *sel_name = gp_option_string(me, req, "inducing_selection");
     gp_inducing_selection sel = (gp_inducing_selection)gp_inducing_selection_from_name(sel_name);
     size_t M = (size_t)gp_option_number(me, req, "inducing");
@@ -235,7 +235,7 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_
     svgp_settings st;
     settings_read(req, model, &st);
     int lbfgs = 1;
-    int rc = choose_optimizer(req, M, st.batch, &lbfgs, err);
+    int rc = choose_optimizer(me, req, M, st.batch, &lbfgs, err);
     if (rc == GP_OK)
         rc = fit_alloc(f, M, lbfgs ? f->n : st.batch, err);
     if (rc == GP_OK)
@@ -260,9 +260,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_
     return rc;
 }
 
-int svgp_fit_op(const gp_fit_request *req, gp_model **out, gp_error *err)
+int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
-    const gp_method *me = &gp_method_svgp;
+    const gp_method *me = m;
     gp_model *model;
     int rc = gp_model_new(me, req, &model, err);
     if (rc != GP_OK)

@@ -5,6 +5,6 @@
 
 #include "core/methods/svgp/internal.h"
 
-int svgp_fit_op(const gp_fit_request *req, gp_model **out, gp_error *err);
+int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 
 #endif
