@@ -113,6 +113,33 @@ run_online() {
     sh bench/online/http.sh "$BUILD" $oq || ost=1
     return $ost
 }
+# Every experiment file (or those named by EXPERIMENTS, e.g. "ssgp") through
+# build/bench/gpbench: the JSON lines to $tmp/NAME.jsonl (kept there when
+# GPBENCH_OUT names a folder: $GPBENCH_OUT/NAME.jsonl), then the tables.
+run_experiments() {
+    if [ ! -x "$BUILD/bench/gpbench" ]; then
+        echo "gpbench: $BUILD/bench/gpbench not built: skipped"
+        return 1
+    fi
+    est=0
+    edir=${GPBENCH_OUT:-${tmp:-${TMPDIR:-/tmp}}}
+    for e in bench/experiments/*.json; do
+        n=$(basename "$e" .json)
+        if [ -n "${EXPERIMENTS:-}" ]; then
+            case ",$EXPERIMENTS," in *",$n,"*) ;; *) continue ;; esac
+        fi
+        "$BUILD/bench/gpbench" run "$e" "$@" --out "$edir/$n.jsonl" || { est=1; continue; }
+        "$BUILD/bench/gpbench" table "$e" "$edir/$n.jsonl" || est=1
+    done
+    return $est
+}
+# Only the experiments (all, or EXPERIMENTS=a,b), with gpbench run's arguments:
+#   sh bench/run.sh BUILD_DIR experiments [--quick] [--datasets a,b]
+if [ "${1:-}" = experiments ]; then
+    shift
+    run_experiments "$@"
+    exit $?
+fi
 if [ "${1:-}" = online ]; then
     shift
     run_online "$@"
@@ -225,8 +252,12 @@ mkdir -p "$tmp/classification"
 # shellcheck disable=SC2086
 run_classification "$tmp/classification" $PYEXTRA || status=1
 
-# Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
-# bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
+# Every experiment file (bench/experiments/*.json; bench/README.md) through the
+# driver: its JSON lines to $tmp, then its tables (ssgp: the shared datasets,
+# ~30 minutes, bench/results/ssgp.md).
+run_experiments $PYEXTRA || status=1
+
+# Any other benchmark program (bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
 # see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
 # minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes;
 # bench_gwi: gwi against exact, sgpr and msrfr, bench/results/gwi.md, hours,
