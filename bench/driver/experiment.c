@@ -137,6 +137,8 @@ static void expand(const json_t *run, const json_t *grid, const char **keys, siz
         const char *tmpl = json_string_value(json_object_get(run, "label"));
         json_object_set_new(r, "label", fill_label(tmpl != NULL ? tmpl : "{method}", options));
         json_object_set_new(r, "options", json_deep_copy(options));
+        if (json_object_get(run, "latency") != NULL)
+            json_object_set(r, "latency", json_object_get(run, "latency"));
         json_array_append_new(out, r);
         return;
     }
@@ -150,29 +152,37 @@ static void expand(const json_t *run, const json_t *grid, const char **keys, siz
     json_object_del(options, keys[k]);
 }
 
-/* The run's grid with the quick preset's values for the keys both name. */
-static json_t *effective_grid(const json_t *run, const json_t *qgrid)
+/* The run's grid with the values of over for the keys both name. */
+static void override_grid(json_t *grid, const json_t *over)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(grid, key, v) if (json_object_get(over, key) != NULL)
+        json_object_set(grid, key, json_object_get(over, key));
+}
+
+/* The run's grid, then the dataset's "grid", then the quick preset's. */
+static json_t *effective_grid(const json_t *run, const json_t *dsgrid, const json_t *qgrid)
 {
     json_t *grid = json_deep_copy(json_object_get(run, "grid"));
     if (grid == NULL)
         grid = json_object();
-    const char *key;
-    json_t *v;
-    json_object_foreach(grid, key, v) if (json_object_get(qgrid, key) != NULL)
-        json_object_set(grid, key, json_object_get(qgrid, key));
+    override_grid(grid, dsgrid);
+    override_grid(grid, qgrid);
     return grid;
 }
 
-json_t *gpb_experiment_runs(const json_t *exp, int quick)
+json_t *gpb_experiment_runs(const json_t *exp, const json_t *ds, int quick)
 {
     const json_t *qgrid =
         quick ? json_object_get(json_object_get(exp, "quick"), "grid") : NULL;
+    const json_t *dsgrid = ds != NULL ? json_object_get(ds, "grid") : NULL;
     json_t *out = json_array();
     size_t i;
     json_t *run;
     json_array_foreach(json_object_get(exp, "runs"), i, run)
     {
-        json_t *grid = effective_grid(run, qgrid);
+        json_t *grid = effective_grid(run, dsgrid, qgrid);
         const char *keys[16];
         size_t n = 0;
         const char *key;
@@ -192,13 +202,19 @@ json_t *gpb_experiment_runs(const json_t *exp, int quick)
     return out;
 }
 
-/* 1 when every key of when equals the run's method ("method") or option. */
-static int rule_matches(const json_t *when, const json_t *run)
+/* 1 when every key of when equals the run's method ("method") or option,
+ * and the training set is larger than "n_train_above" when it says so. */
+static int rule_matches(const json_t *when, const json_t *run, size_t n_train)
 {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)when, key, v)
     {
+        if (strcmp(key, "n_train_above") == 0) {
+            if (!json_is_number(v) || (double)n_train <= json_number_value(v))
+                return 0;
+            continue;
+        }
         const json_t *have = strcmp(key, "method") == 0
                                  ? json_object_get(run, "method")
                                  : json_object_get(json_object_get(run, "options"), key);
@@ -208,15 +224,14 @@ static int rule_matches(const json_t *when, const json_t *run)
     return 1;
 }
 
-json_t *gpb_apply_rules(const json_t *ds, const json_t *run)
+static void apply(const json_t *rules, const json_t *run, size_t n_train, json_t *r)
 {
-    json_t *r = json_deep_copy(run);
     json_t *options = json_object_get(r, "options");
     size_t i;
     json_t *rule;
-    json_array_foreach(json_object_get(ds, "rules"), i, rule)
+    json_array_foreach(rules, i, rule)
     {
-        if (!rule_matches(json_object_get(rule, "when"), run))
+        if (!rule_matches(json_object_get(rule, "when"), run, n_train))
             continue;
         const json_t *set = json_object_get(rule, "set");
         if (json_is_object(set))
@@ -225,5 +240,14 @@ json_t *gpb_apply_rules(const json_t *ds, const json_t *run)
         if (json_is_string(skip))
             json_object_set(r, "skip", (json_t *)skip);
     }
+}
+
+json_t *gpb_apply_rules(const json_t *exp, const json_t *ds, const json_t *run, int quick,
+                        size_t n_train)
+{
+    json_t *r = json_deep_copy(run);
+    apply(json_object_get(ds, "rules"), run, n_train, r);
+    if (quick)
+        apply(json_object_get(json_object_get(exp, "quick"), "rules"), run, n_train, r);
     return r;
 }

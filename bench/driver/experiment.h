@@ -25,14 +25,18 @@ json_t *gpb_experiment_datasets(const json_t *exp, int quick, const char *only);
  * 0..K-1; [0] when absent; the quick preset's "splits" count when quick). */
 json_t *gpb_dataset_splits(const json_t *exp, const json_t *ds, int quick);
 
-/* Every run of the experiment expanded: objects {"method", "label",
- * "options"} with the grid's values (the quick preset's grid replacing the
- * values of the keys it names when quick) and the label's {key} filled. */
-json_t *gpb_experiment_runs(const json_t *exp, int quick);
+/* Every run of the experiment expanded for dataset entry ds (NULL: none):
+ * objects {"method", "label", "options"} with the grid's values (the
+ * dataset's "grid", then the quick preset's when quick, replacing the values
+ * of the keys they name) and the label's {key} filled. */
+json_t *gpb_experiment_runs(const json_t *exp, const json_t *ds, int quick);
 
-/* The dataset's rules applied to one expanded run (a new object: options
- * with the matching rules' "set" merged in, "skip" holding the reason when a
- * matching rule says to skip it). */
-json_t *gpb_apply_rules(const json_t *ds, const json_t *run);
+/* The dataset's rules, then the quick preset's "rules" when quick, applied
+ * to one expanded run on a training set of n_train rows (a new object:
+ * options with the matching rules' "set" merged in, "skip" holding the
+ * reason when a matching rule says to skip it). A rule's "when" matches the
+ * run's "method", its options, and "n_train_above" (n_train > the value). */
+json_t *gpb_apply_rules(const json_t *exp, const json_t *ds, const json_t *run, int quick,
+                        size_t n_train);
 
 #endif

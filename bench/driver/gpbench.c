@@ -1,6 +1,7 @@
 /* gpbench: the experiment driver of bench/ (bench/README.md).
  *
- *   build/bench/gpbench run EXPERIMENT.json [--quick] [--datasets a,b] [--out FILE]
+ *   build/bench/gpbench run EXPERIMENT.json [--quick] [--datasets a,b] [--methods a,b]
+ *                           [--set METHOD.OPTION=VALUE,...] [--out FILE]
  *       every fit of the experiment; one JSON line of results each, to FILE
  *       (default stdout); progress on stderr.
  *   build/bench/gpbench table EXPERIMENT.json RESULTS.jsonl [--out FILE]
@@ -17,16 +18,20 @@
 #include "bench/support/cli.h"
 
 #define USAGE                                                                              \
-    "run EXPERIMENT.json [--quick] [--datasets a,b] [--out FILE]\n"                       \
+    "run EXPERIMENT.json [--quick] [--datasets a,b] [--methods a,b] [--set M.O=V,...]\n"   \
+    "                    [--out FILE]\n"                                                   \
     "       gpbench table EXPERIMENT.json RESULTS.jsonl [--out FILE]"
 
 int main(int argc, char **argv)
 {
     int quick = 0;
-    const char *only = NULL, *out_path = NULL;
+    const char *only = NULL, *out_path = NULL, *methods = NULL, *set = NULL;
     const gp_bench_cli_option opts[] = {
         {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "run: the experiment's quick preset"},
         {"datasets", GP_BENCH_CLI_STRING, &only, 0, 0, "run: only these datasets (a,b)"},
+        {"methods", GP_BENCH_CLI_STRING, &methods, 0, 0, "run: only these methods (a,b)"},
+        {"set", GP_BENCH_CLI_STRING, &set, 0, 0,
+         "run: METHOD.OPTION=VALUE,... over the file's options"},
         {"out", GP_BENCH_CLI_STRING, &out_path, 0, 0, "write to FILE instead of stdout"},
     };
     const char *words[3];
@@ -50,7 +55,7 @@ int main(int argc, char **argv)
         json_decref(exp);
         return 2;
     }
-    gpb_run_config cfg = {.quick = quick, .only = only};
+    gpb_run_config cfg = {.quick = quick, .only = only, .methods = methods, .set = set};
     rc = is_run ? gpb_run(exp, &cfg, out) : gpb_table(exp, words[1], words[2], out);
     if (out != stdout)
         fclose(out);

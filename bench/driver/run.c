@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "bench/driver/experiment.h"
+#include "bench/support/args.h"
+#include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/fit.h"
 #include "core/methods/registry.h"
@@ -15,6 +17,8 @@
 
 /* Where one fit runs: the experiment, dataset entry, split and seeds. */
 typedef struct place {
+    const json_t *exp;
+    json_t *done; /* the lines of this split and repeat so far ("from" options) */
     const char *experiment;
     const json_t *ds;
     const char *scheme;
@@ -68,8 +72,103 @@ static void record_model(json_t *rec, const gp_model *model)
     json_object_set_new(rec, "info", info_object(model));
 }
 
+/* An option given as {"from": LABEL, "info": KEY}: the number KEY of the
+ * diag.info of the run labelled LABEL on the same split (e.g. sgpr's M as
+ * the one gwi chose). Replaced in options by that number; -1 with the reason
+ * in why when that run has not reported it. */
+static int resolve_from(const place *p, json_t *options, char *why, size_t why_len)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(options, key, v)
+    {
+        if (!json_is_object(v))
+            continue;
+        const char *label = json_string_value(json_object_get(v, "from"));
+        const char *info = json_string_value(json_object_get(v, "info"));
+        const json_t *found = NULL;
+        size_t i;
+        json_t *rec;
+        json_array_foreach(p->done, i, rec) if (label != NULL && info != NULL &&
+                                                strcmp(json_string_value(json_object_get(rec, "label")),
+                                                       label) == 0)
+            found = json_object_get(json_object_get(rec, "info"), info);
+        if (!json_is_number(found)) {
+            snprintf(why, why_len, "option '%s': %s reported no %s", key,
+                     label != NULL ? label : "?", info != NULL ? info : "?");
+            return -1;
+        }
+        json_object_set_new(options, key, json_real(json_number_value(found)));
+    }
+    return 0;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Single-point predict latency (a run's "latency": {calls, warmup, batch,
+ * pool}): gp_model_predict with m = 1 and include_noise = 1 on the first
+ * `pool` test points in turn, `warmup` untimed calls, then `calls` timed in
+ * batches of `batch`; the mean per call over all calls and the p50 / p99 of
+ * the batches' per-call means, in microseconds, into rec's "predict_us". */
+static void measure_latency(const gp_model *model, const gp_dataset *test, const json_t *spec,
+                            json_t *rec)
+{
+    size_t calls = (size_t)json_integer_value(json_object_get(spec, "calls"));
+    size_t warmup = (size_t)json_integer_value(json_object_get(spec, "warmup"));
+    size_t batch = (size_t)json_integer_value(json_object_get(spec, "batch"));
+    size_t pool = (size_t)json_integer_value(json_object_get(spec, "pool"));
+    size_t d = test->d, n_batches = batch > 0 ? calls / batch : 0;
+    if (pool > test->n)
+        pool = test->n;
+    double *pts = malloc((pool * d + 1) * sizeof *pts);
+    double *batch_us = malloc((n_batches + 1) * sizeof *batch_us);
+    gp_error err;
+    gp_error_clear(&err);
+    int ok = pts != NULL && batch_us != NULL && pool > 0 && n_batches > 0;
+    for (size_t i = 0; ok && i < pool; i++)
+        for (size_t j = 0; j < d; j++)
+            pts[i * d + j] = test->X[j * test->n + i];
+    double mean = 0.0, var = 0.0, total = 0.0;
+    gp_prediction pred = {.mean = &mean, .variance = &var};
+    gp_predict_request pr = {.m = 1, .d = d, .include_noise = 1};
+    size_t next = 0;
+    for (size_t i = 0; ok && i < warmup; i++) {
+        pr.X = pts + (next++ % pool) * d;
+        ok = gp_model_predict(model, &pr, &pred, &err) == GP_OK;
+    }
+    for (size_t b = 0; ok && b < n_batches; b++) {
+        double t0 = gp_bench_seconds();
+        for (size_t i = 0; ok && i < batch; i++) {
+            pr.X = pts + (next++ % pool) * d;
+            ok = gp_model_predict(model, &pr, &pred, &err) == GP_OK;
+        }
+        double dt = gp_bench_seconds() - t0;
+        total += dt;
+        batch_us[b] = 1e6 * dt / (double)batch;
+    }
+    if (ok) {
+        qsort(batch_us, n_batches, sizeof *batch_us, compare_double);
+        json_t *lat = json_object();
+        json_object_set_new(lat, "calls", json_integer((json_int_t)(n_batches * batch)));
+        json_object_set_new(lat, "mean", json_real(1e6 * total / (double)(n_batches * batch)));
+        json_object_set_new(lat, "p50", json_real(batch_us[n_batches / 2]));
+        json_object_set_new(
+            lat, "p99", json_real(batch_us[(size_t)floor(0.99 * (double)(n_batches - 1))]));
+        json_object_set_new(rec, "predict_us", lat);
+    } else {
+        json_object_set_new(rec, "predict_error",
+                            json_string(err.message[0] ? err.message : "bad latency spec"));
+    }
+    free(pts);
+    free(batch_us);
+}
+
 /* Fit and score run at p into rec ("ok", "error" and the figures). */
-static void fit_one(const place *p, const json_t *run, json_t *rec)
+static void fit_one(const place *p, json_t *run, json_t *rec)
 {
     const char *name = json_string_value(json_object_get(run, "method"));
     const gp_method *m = name != NULL ? gp_method_find(name) : NULL;
@@ -77,6 +176,7 @@ static void fit_one(const place *p, const json_t *run, json_t *rec)
     char texts[MAX_OPTIONS][64];
     char why[320] = "";
     size_t n = 0;
+    resolve_from(p, json_object_get(run, "options"), why, sizeof why);
     const char *key;
     json_t *v;
     json_object_foreach(json_object_get(run, "options"), key, v)
@@ -106,13 +206,31 @@ static void fit_one(const place *p, const json_t *run, json_t *rec)
     }
     if (model != NULL)
         record_model(rec, model);
+    const json_t *latency = json_object_get(run, "latency");
+    if (r.ok && latency != NULL)
+        measure_latency(model, p->test, latency, rec);
     gp_model_free(model);
 }
 
-/* The line of one run at p, written to out. */
+/* Columns of the training set with zero deviation (the method's
+ * standardisation gives them scale 1; naval has some). */
+static size_t constant_columns(const gp_dataset *ds)
+{
+    size_t c = 0;
+    for (size_t j = 0; j < ds->d; j++) {
+        const double *x = ds->X + j * ds->n;
+        size_t i = 1;
+        while (i < ds->n && x[i] == x[0])
+            i++;
+        c += ds->n > 0 && i == ds->n;
+    }
+    return c;
+}
+
+/* The line of one run at p, written to out and kept in p->done. */
 static void run_one(const place *p, const json_t *expanded, FILE *out)
 {
-    json_t *run = gpb_apply_rules(p->ds, expanded);
+    json_t *run = gpb_apply_rules(p->exp, p->ds, expanded, p->quick, p->train->n);
     json_t *rec = json_object();
     json_object_set_new(rec, "experiment", json_string(p->experiment));
     json_object_set(rec, "dataset", json_object_get(p->ds, "name"));
@@ -124,8 +242,10 @@ static void run_one(const place *p, const json_t *expanded, FILE *out)
     json_object_set_new(rec, "n_train", json_integer((json_int_t)p->train->n));
     json_object_set_new(rec, "n_test", json_integer((json_int_t)p->test->n));
     json_object_set_new(rec, "d", json_integer((json_int_t)p->train->d));
+    json_object_set_new(rec, "constant_columns", json_integer((json_int_t)constant_columns(p->train)));
     json_object_set(rec, "method", json_object_get(run, "method"));
     json_object_set(rec, "label", json_object_get(run, "label"));
+    /* the options as fitted: fit_one resolves "from" values in place */
     json_object_set(rec, "options", json_object_get(run, "options"));
     const json_t *skip = json_object_get(run, "skip");
     if (skip != NULL) {
@@ -135,14 +255,16 @@ static void run_one(const place *p, const json_t *expanded, FILE *out)
     } else {
         fit_one(p, run, rec);
     }
-    fprintf(stderr, "gpbench: %s split %ld %-34s %s\n", json_string_value(json_object_get(p->ds, "name")),
-            p->split, json_string_value(json_object_get(run, "label")),
-            json_is_true(json_object_get(rec, "ok")) ? "ok"
-                                                     : json_string_value(json_object_get(rec, "error")));
+    fprintf(stderr, "gpbench: %s split %ld %-34s %s\n",
+            json_string_value(json_object_get(p->ds, "name")), p->split,
+            json_string_value(json_object_get(run, "label")),
+            json_is_true(json_object_get(rec, "ok"))
+                ? "ok"
+                : json_string_value(json_object_get(rec, "error")));
     json_dumpf(rec, out, JSON_COMPACT | JSON_REAL_PRECISION(17));
     fputc('\n', out);
     fflush(out);
-    json_decref(rec);
+    json_array_append_new(p->done, rec);
     json_decref(run);
 }
 
@@ -181,10 +303,54 @@ static void run_split(place *p, const json_t *exp, const json_t *runs, FILE *out
                           p->repeat, 0);
         size_t i;
         json_t *run;
+        p->done = json_array();
         json_array_foreach(runs, i, run) run_one(p, run, out);
+        json_decref(p->done);
+        p->done = NULL;
     }
     gp_dataset_free(&train);
     gp_dataset_free(&test);
+}
+
+/* A --set value as JSON: a number, true/false, or the text. */
+static json_t *typed_value(const char *text)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end != text && *end == '\0')
+        return json_real(v);
+    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
+        return json_boolean(text[0] == 't');
+    return json_string(text);
+}
+
+/* The runs of cfg->methods only, with cfg->set's options over the file's
+ * (e.g. "gwi.epochs=100"); -1 on a --set entry that is not M.O=V. */
+static int select_runs(json_t *runs, const gpb_run_config *cfg)
+{
+    for (size_t i = json_array_size(runs); i-- > 0;) {
+        json_t *run = json_array_get(runs, i);
+        const char *m = json_string_value(json_object_get(run, "method"));
+        if (cfg->methods != NULL && !gp_bench_list_has(cfg->methods, m)) {
+            json_array_remove(runs, i);
+            continue;
+        }
+        for (const char *p = cfg->set; p != NULL && *p != '\0';) {
+            char entry[256];
+            size_t len = strcspn(p, ",");
+            snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+            p += len + (p[len] == ',');
+            char *dot = strchr(entry, '.'), *eq = strchr(entry, '=');
+            if (dot == NULL || eq == NULL || eq < dot) {
+                fprintf(stderr, "gpbench: --set takes METHOD.OPTION=VALUE, not '%s'\n", entry);
+                return -1;
+            }
+            *dot = *eq = '\0';
+            if (strcmp(entry, m) == 0)
+                json_object_set_new(json_object_get(run, "options"), dot + 1, typed_value(eq + 1));
+        }
+    }
+    return 0;
 }
 
 int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
@@ -196,7 +362,7 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
         return -1;
     }
     json_t *datasets = gpb_experiment_datasets(exp, cfg->quick, cfg->only);
-    json_t *runs = gpb_experiment_runs(exp, cfg->quick);
+    json_t *runs = NULL;
     size_t i;
     json_t *ds;
     json_array_foreach(datasets, i, ds)
@@ -206,8 +372,13 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
             fprintf(stderr, "gpbench: %s.csv not found: skipped\n", name);
             continue;
         }
+        json_decref(runs);
+        runs = gpb_experiment_runs(exp, ds, cfg->quick);
+        if (select_runs(runs, cfg) != 0)
+            break;
         const char *scheme = json_string_value(json_object_get(ds, "scheme"));
-        place p = {.experiment = json_string_value(json_object_get(exp, "name")),
+        place p = {.exp = exp,
+                   .experiment = json_string_value(json_object_get(exp, "name")),
                    .ds = ds,
                    .scheme = scheme != NULL ? scheme : "test20",
                    .quick = cfg->quick};
@@ -221,7 +392,8 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
         }
         json_decref(splits);
     }
+    int bad = runs != NULL && i < json_array_size(datasets); /* select_runs broke off */
     json_decref(runs);
     json_decref(datasets);
-    return 0;
+    return bad ? -1 : 0;
 }

@@ -16,6 +16,8 @@
 typedef struct gpb_run_config {
     int quick;        /* the experiment's quick preset */
     const char *only; /* comma-separated dataset names, or NULL for all */
+    const char *methods; /* comma-separated method names to run, or NULL for all */
+    const char *set;     /* "METHOD.OPTION=VALUE,...": options over the file's, or NULL */
 } gpb_run_config;
 
 /* Run exp, writing the lines to out. 0, or -1 when the datasets folder is
