@@ -128,7 +128,11 @@ $(LIB_server): $(server_OBJ)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(TEST_EXTRA_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
+
+# The driver's experiment expansion, tested on its own (bench/driver/).
+$(BUILD)/tests/test_bench_experiment: TEST_EXTRA_OBJ := $(BUILD)/obj/bench/driver/experiment.o
+$(BUILD)/tests/test_bench_experiment: $(BUILD)/obj/bench/driver/experiment.o
 
 $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o
 	@mkdir -p $(dir $@)
