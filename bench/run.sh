@@ -263,7 +263,10 @@ run_experiments $PYEXTRA || status=1
 # Any other benchmark program (bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
 # see its header; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
 # without arguments, or with --quick when given.
-for b in "$BUILD"/bench/bench_*; do
+# (by their sources, so that a program an older build left behind, since
+# replaced by an experiment file, does not run again)
+for src in bench/bench_*.c; do
+    b="$BUILD/bench/$(basename "$src" .c)"
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
