@@ -80,9 +80,10 @@ static void put_field(FILE *out, json_t *const *recs, size_t n, const char *name
         const char *sep = "";
         json_object_foreach((json_t *)first, key, v)
         {
-            char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
-            fprintf(out, "%s%s %s", sep, key, t != NULL ? t : json_string_value(v));
-            free(t);
+            if (json_is_number(v))
+                fprintf(out, "%s%s %.6g", sep, key, json_number_value(v));
+            else
+                fprintf(out, "%s%s %s", sep, key, json_is_string(v) ? json_string_value(v) : "—");
             sep = ", ";
         }
         return;
@@ -146,11 +147,17 @@ static void put_cell(FILE *out, const char *tmpl, json_t *const *recs, size_t n,
     }
 }
 
-/* The column-group value text of a line ("" when the run has none). */
+/* The column-group value text of a line ("" when the run has none, or an
+ * option taken from another run that never resolved). A number is written
+ * as %.6g, so 500 and 500.0 (an option resolved from diag.info) agree. */
 static void group_of(const json_t *rec, const char *by, char *buf, size_t len)
 {
     const json_t *v = by != NULL ? json_object_get(json_object_get(rec, "options"), by) : NULL;
-    char *s = v != NULL ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+    if (json_is_number(v)) {
+        snprintf(buf, len, "%.6g", json_number_value(v));
+        return;
+    }
+    char *s = v != NULL && !json_is_object(v) ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
     snprintf(buf, len, "%s", s != NULL ? s : "");
     free(s);
 }
