@@ -90,9 +90,10 @@ static void put_field(FILE *out, json_t *const *recs, size_t n, const char *name
     }
     if (json_is_string(first) || json_is_boolean(first) || first == NULL) {
         /* texts: the first line's (auto's choice is one per fit) */
+        /* absent: "—", as for a number that is not finite */
         fputs(json_is_string(first) ? json_string_value(first)
               : json_is_boolean(first) ? (json_is_true(first) ? "true" : "false")
-                                       : "",
+                                       : "—",
               out);
         return;
     }
