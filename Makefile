@@ -72,7 +72,9 @@ TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
 IT_HELPER_SRC := $(wildcard tests/integration/*.c)
 IT_HELPER_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_HELPER_SRC))
 BENCH_SRC  := $(wildcard bench/bench_*.c)
-BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC)) $(BUILD)/bench/gpbench
+# The experiment driver (bench/README.md): bench/driver/*.c, one program.
+DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/driver/*.c))
 GEN_DOCS   := $(BUILD)/mk/gen_docs
 # Files with blocks generated from the code (mk/gen_docs.c).
 GEN_DOC_FILES := README.md api/openapi.yaml docs/design/api.md
@@ -145,7 +147,11 @@ $(LIB_server): $(server_OBJ)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(TEST_EXTRA_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
+
+# The driver's experiment expansion, tested on its own (bench/driver/).
+$(BUILD)/tests/test_bench_experiment: TEST_EXTRA_OBJ := $(BUILD)/obj/bench/driver/experiment.o
+$(BUILD)/tests/test_bench_experiment: $(BUILD)/obj/bench/driver/experiment.o
 
 $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o
 	@mkdir -p $(dir $@)
@@ -157,6 +163,10 @@ $(BUILD)/gpserve: $(BUILD)/obj/server/main.o $(ALL_LIBS)
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(LIB_core) $(CORE_LIBS)
+
+$(BUILD)/bench/gpbench: $(DRIVER_OBJ) $(TESTLIB_OBJ) $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(DRIVER_OBJ) $(TESTLIB_OBJ) $(LIB_core) -ljansson $(CORE_LIBS)
 
 # The fuzz targets run in make test too, FUZZ_TEST_SECONDS each (not under
 # SAN=1: they are built with the sanitizers already); where clang or

@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/fit.h"
@@ -706,20 +707,6 @@ static void section_methods(const options *o)
 
 /* ---- arguments ------------------------------------------------------------ */
 
-static int parse_sizes(const char *list, options *o)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    o->n_sizes = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (o->n_sizes == MAX_LIST || gp_bench_parse_long(t, 1, 20000, &v) != 0)
-            return -1;
-        o->sizes[o->n_sizes++] = (size_t)v;
-    }
-    return o->n_sizes ? 0 : -1;
-}
-
 /* "b2p2,b1p2,lapack": BLAS threads and compute (pool) threads; lapack is
  * LAPACK's dpotrf and dpotri at 2 BLAS threads. */
 static int parse_configs(const char *list, options *o)
@@ -751,50 +738,73 @@ static int parse_only(const char *list, options *o)
     return 0;
 }
 
+/* The text options, checked once --quick has set its smaller defaults. */
+typedef struct texts {
+    const char *only, *seconds, *sizes, *configs;
+} texts;
+
+static int apply_texts(const texts *t, options *o)
+{
+    int used = 0;
+    if (t->only != NULL && parse_only(t->only, o) != 0)
+        return -1;
+    if (t->seconds != NULL &&
+        !(sscanf(t->seconds, "%lf%n", &o->seconds, &used) == 1 && t->seconds[used] == '\0' &&
+          o->seconds > 0.0 && o->seconds <= 60.0))
+        return -1;
+    if (t->sizes != NULL &&
+        gp_bench_parse_sizes(t->sizes, 1, 20000, o->sizes, MAX_LIST, &o->n_sizes) != 0)
+        return -1;
+    if (t->configs != NULL && parse_configs(t->configs, o) != 0)
+        return -1;
+    return 0;
+}
+
+/* The options: --quick first sets its smaller defaults, the others then
+ * override them. 0 to run, 1 after --help, 2 on a bad command line. */
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.calls = 1, .mixed = 1, .fits = 1, .methods = 1, .reps = 3, .seconds = 0.5,
                    .sizes = {1000, 3000, 6000}, .n_sizes = 3,
                    .configs = {{2, 2, 0}, {1, 2, 0}}, .n_configs = 2, .exact_iterations = 5,
                    .datasets = "concrete,kin8nm"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, used = 0;
-        if (strcmp(a, "--quick") == 0) {
-            o->reps = 1, o->seconds = 0.2, o->sizes[0] = 1000, o->sizes[1] = 2000;
-            o->n_sizes = 2, o->exact_iterations = 2, o->datasets = "concrete";
-            continue;
-        }
-        if (v == NULL)
-            ok = 0;
-        else if (strcmp(a, "--only") == 0)
-            ok = parse_only(v, o) == 0;
-        else if (strcmp(a, "--reps") == 0)
-            ok = gp_bench_parse_long(v, 1, 30, &o->reps) == 0;
-        else if (strcmp(a, "--seconds") == 0)
-            ok = sscanf(v, "%lf%n", &o->seconds, &used) == 1 && v[used] == '\0' &&
-                 o->seconds > 0.0 && o->seconds <= 60.0;
-        else if (strcmp(a, "--sizes") == 0)
-            ok = parse_sizes(v, o) == 0;
-        else if (strcmp(a, "--configs") == 0)
-            ok = parse_configs(v, o) == 0;
-        else if (strcmp(a, "--exact-iterations") == 0)
-            ok = gp_bench_parse_long(v, 0, 1000, &o->exact_iterations) == 0;
-        else if (strcmp(a, "--datasets") == 0)
-            o->datasets = v;
-        else if (strcmp(a, "--label") == 0)
-            o->label = v;
-        else
-            ok = 0;
-        if (!ok) {
-            fprintf(stderr,
-                    "usage: %s [--only calls,mixed,fits,methods] [--quick] [--reps R]\n"
-                    "  [--seconds S] [--sizes N,N,...] [--configs b2p2,b1p2,...]\n"
-                    "  [--exact-iterations K] [--datasets a,b] [--label TEXT]\n",
-                    argv[0]);
-            return -1;
-        }
-        i++;
+    int quick = 0;
+    long reps = 0, exact_iterations = -1;
+    texts t = {0};
+    const gp_bench_cli_option opts[] = {
+        {"only", GP_BENCH_CLI_STRING, &t.only, 0, 0, "calls,mixed,fits,methods"},
+        {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "1 rep, 0.2 s, N = 1000, 2000, concrete"},
+        {"reps", GP_BENCH_CLI_LONG, &reps, 1, 30, "repetitions"},
+        {"seconds", GP_BENCH_CLI_STRING, &t.seconds, 0, 0, "seconds a call test (0, 60]"},
+        {"sizes", GP_BENCH_CLI_STRING, &t.sizes, 0, 0, "N,N,... (each 1..20000)"},
+        {"configs", GP_BENCH_CLI_STRING, &t.configs, 0, 0, "b2p2,b1p2,lapack,..."},
+        {"exact-iterations", GP_BENCH_CLI_LONG, &exact_iterations, 0, 1000, "L-BFGS iterations"},
+        {"datasets", GP_BENCH_CLI_STRING, &o->datasets, 0, 0, "a,b"},
+        {"label", GP_BENCH_CLI_STRING, &o->label, 0, 0, "a label for the tables"},
+    };
+    size_t n_pos;
+    const char *datasets = NULL;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+                                "[--only calls,mixed,fits,methods] [--quick] [--reps R] "
+                                "[--seconds S] [--sizes N,N,...] [--configs b2p2,b1p2,...] "
+                                "[--exact-iterations K] [--datasets a,b] [--label TEXT]",
+                                NULL, 0, &n_pos);
+    if (rc != 0)
+        return rc;
+    if (quick) {
+        datasets = o->datasets;
+        o->reps = 1, o->seconds = 0.2, o->sizes[0] = 1000, o->sizes[1] = 2000;
+        o->n_sizes = 2, o->exact_iterations = 2;
+        /* --quick's dataset unless --datasets named others */
+        o->datasets = strcmp(datasets, "concrete,kin8nm") == 0 ? "concrete" : datasets;
+    }
+    if (reps > 0)
+        o->reps = reps;
+    if (exact_iterations >= 0)
+        o->exact_iterations = exact_iterations;
+    if (apply_texts(&t, o) != 0) {
+        fprintf(stderr, "%s: bad option value (--help lists them)\n", argv[0]);
+        return 2;
     }
     return 0;
 }
@@ -802,8 +812,9 @@ static int parse_args(int argc, char **argv, options *o)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2; /* 1: --help answered */
     const char *timeout = getenv("OPENBLAS_THREAD_TIMEOUT");
     printf("# BLAS from several threads (%s)\n\nOPENBLAS_THREAD_TIMEOUT=%s, "
            "OPENBLAS_NUM_THREADS=%s, %d online CPUs.\n\n",

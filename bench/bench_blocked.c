@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "core/base/cancel.h"
 #include "core/kernel/kernel.h"
@@ -193,47 +194,38 @@ done:
     free(A);
 }
 
-static int parse_sizes(const char *list, options *o)
-{
-    o->n_sizes = 0;
-    const char *p = list;
-    while (*p && o->n_sizes < MAX_SIZES) {
-        char buf[32];
-        size_t len = strcspn(p, ",");
-        long v;
-        if (len == 0 || len >= sizeof buf)
-            return -1;
-        memcpy(buf, p, len);
-        buf[len] = '\0';
-        if (gp_bench_parse_long(buf, 1, 40000, &v) != 0)
-            return -1;
-        o->sizes[o->n_sizes++] = (size_t)v;
-        p += len + (p[len] == ',');
-    }
-    return o->n_sizes ? 0 : -1;
-}
-
+/* The options: --quick first sets its smaller defaults, the others then
+ * override them. */
 static int parse_args(int argc, char **argv, options *o)
 {
     static const size_t full[] = {1000, 2000, 4000, 8000};
     *o = (options){.n_sizes = 4, .reps = 3, .gap_n = 8000};
     memcpy(o->sizes, full, sizeof full);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--quick") == 0) {
-            *o = (options){.sizes = {500, 1500}, .n_sizes = 2, .reps = 2, .gap_n = 1500};
-        } else if (strcmp(a, "--sizes") == 0 && v && parse_sizes(v, o) == 0) {
-            i++;
-        } else if (strcmp(a, "--reps") == 0 && v && gp_bench_parse_long(v, 1, 100, &o->reps) == 0) {
-            i++;
-        } else if (strcmp(a, "--gap-n") == 0 && v &&
-                   gp_bench_parse_long(v, 0, 40000, &o->gap_n) == 0) {
-            i++;
-        } else {
-            fprintf(stderr, "usage: %s [--quick] [--sizes N,N,...] [--reps R] [--gap-n N]\n",
-                    argv[0]);
-            return -1;
-        }
+    int quick = 0;
+    long reps = 0, gap_n = -1;
+    const char *sizes = NULL;
+    const gp_bench_cli_option opts[] = {
+        {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "N = 500, 1500; 2 repetitions; gap at 1500"},
+        {"sizes", GP_BENCH_CLI_STRING, &sizes, 0, 0, "N,N,... (each 1..40000)"},
+        {"reps", GP_BENCH_CLI_LONG, &reps, 1, 100, "repetitions (best of)"},
+        {"gap-n", GP_BENCH_CLI_LONG, &gap_n, 0, 40000, "N of the polling study (0: skip it)"},
+    };
+    size_t n_pos;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+                                "[--quick] [--sizes N,N,...] [--reps R] [--gap-n N]", NULL, 0,
+                                &n_pos);
+    if (rc != 0)
+        return rc;
+    if (quick)
+        *o = (options){.sizes = {500, 1500}, .n_sizes = 2, .reps = 2, .gap_n = 1500};
+    if (reps > 0)
+        o->reps = reps;
+    if (gap_n >= 0)
+        o->gap_n = gap_n;
+    if (sizes != NULL &&
+        gp_bench_parse_sizes(sizes, 1, 40000, o->sizes, MAX_SIZES, &o->n_sizes) != 0) {
+        fprintf(stderr, "%s: bad --sizes '%s'\n", argv[0], sizes);
+        return 2;
     }
     return 0;
 }
@@ -241,8 +233,9 @@ static int parse_args(int argc, char **argv, options *o)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2; /* 1: --help answered */
     printf("## Blocked Cholesky factor and inverse against LAPACK (core/linalg/blocked.h)\n\n");
     printf("K + 0.1 I of an rbf kernel on N seeded points; best of %ld interleaved "
            "repetitions, seconds; ratio = blocked / LAPACK.\n\n",

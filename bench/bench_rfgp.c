@@ -6,12 +6,15 @@
  *      updates against one re-factorisation, on copies of one online model.
  * Run with OPENBLAS_NUM_THREADS=1 (the method makes BLAS single-threaded in
  * its entry points anyway):
- *   OPENBLAS_NUM_THREADS=1 build/bench/bench_rfgp [--D 800] [--observes 10000] */
+ *   OPENBLAS_NUM_THREADS=1 build/bench/bench_rfgp [--D 800] [--observes 10000] [--quick]
+ * (--quick is accepted, as make bench passes it to every program, and
+ * changes nothing.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
@@ -198,16 +201,22 @@ static void crossover(size_t D, size_t d)
 
 int main(int argc, char **argv)
 {
-    size_t D = 800, count = 10000, d = 4;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--D") == 0)
-            D = (size_t)atol(argv[i + 1]);
-        else if (strcmp(argv[i], "--observes") == 0)
-            count = (size_t)atol(argv[i + 1]);
-    }
+    long D = 800, count = 10000;
+    size_t d = 4, n_pos;
+    int quick = 0;
+    const gp_bench_cli_option opts[] = {
+        {"D", GP_BENCH_CLI_LONG, &D, 1, 100000, "features"},
+        {"observes", GP_BENCH_CLI_LONG, &count, 1, 100000000, "observes timed"},
+        /* make bench passes --quick to every program; this one is quick already */
+        {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "accepted; the run is the same"},
+    };
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+                                "[--D 800] [--observes 10000] [--quick]", NULL, 0, &n_pos);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2; /* 1: --help answered */
     printf("| what | time |\n|---|---|\n");
-    observe_cost(D, d, count);
-    predict_cost(D, d);
-    crossover(D, d);
+    observe_cost((size_t)D, d, (size_t)count);
+    predict_cost((size_t)D, d);
+    crossover((size_t)D, d);
     return 0;
 }

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "core/base/parallel.h"
 #include "core/linalg/linalg.h"
@@ -167,49 +168,34 @@ done:
     free(Ws);
 }
 
-static int parse_sizes(const char *list, options *o)
-{
-    o->n_sizes = 0;
-    const char *p = list;
-    while (*p && o->n_sizes < MAX_SIZES) {
-        char buf[32];
-        size_t len = strcspn(p, ",");
-        long v;
-        if (len == 0 || len >= sizeof buf)
-            return -1;
-        memcpy(buf, p, len);
-        buf[len] = '\0';
-        if (gp_bench_parse_long(buf, 1, 20000, &v) != 0)
-            return -1;
-        o->sizes[o->n_sizes++] = (size_t)v;
-        p += len + (p[len] == ',');
-    }
-    return o->n_sizes ? 0 : -1;
-}
-
+/* The options: --quick first sets its smaller defaults, the others then
+ * override them. */
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.sizes = {927, 3000}, .n_sizes = 2, .reps = 5, .threads = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--quick") == 0) {
-            o->sizes[0] = 500;
-            o->n_sizes = 1;
-            o->reps = 2;
-        } else if (strcmp(a, "--sizes") == 0 && v && parse_sizes(v, o) == 0) {
-            i++;
-        } else if (strcmp(a, "--reps") == 0 && v &&
-                   gp_bench_parse_long(v, 1, 1000, &o->reps) == 0) {
-            i++;
-        } else if (strcmp(a, "--threads") == 0 && v &&
-                   gp_bench_parse_long(v, 1, 256, &o->threads) == 0) {
-            i++;
-        } else {
-            fprintf(stderr,
-                    "usage: %s [--quick] [--sizes N,N,...] [--reps R] [--threads T]\n",
-                    argv[0]);
-            return -1;
-        }
+    int quick = 0;
+    long reps = 0;
+    const char *sizes = NULL;
+    const gp_bench_cli_option opts[] = {
+        {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "N = 500, 2 repetitions"},
+        {"sizes", GP_BENCH_CLI_STRING, &sizes, 0, 0, "N,N,... (each 1..20000)"},
+        {"reps", GP_BENCH_CLI_LONG, &reps, 1, 1000, "repetitions (best of)"},
+        {"threads", GP_BENCH_CLI_LONG, &o->threads, 1, 256, "threads of the solve"},
+    };
+    size_t n_pos;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+                                "[--quick] [--sizes N,N,...] [--reps R] [--threads T]", NULL, 0,
+                                &n_pos);
+    if (rc != 0)
+        return rc;
+    if (quick)
+        *o = (options){.sizes = {500}, .n_sizes = 1, .reps = 2, .threads = o->threads};
+    if (reps > 0)
+        o->reps = reps;
+    if (sizes != NULL &&
+        gp_bench_parse_sizes(sizes, 1, 20000, o->sizes, MAX_SIZES, &o->n_sizes) != 0) {
+        fprintf(stderr, "%s: bad --sizes '%s'\n", argv[0], sizes);
+        return 2;
     }
     return 0;
 }
@@ -230,8 +216,9 @@ static const char *clone_name(void)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2; /* 1: --help answered */
     gp_parallel_set_threads((int)o.threads);
     printf("## Triangular solve L X = B: gp_solve_lower_columns against dtrsv and dtrsm\n\n");
     printf("L = chol(K + 0.1 I) of an rbf kernel on N seeded points; best of at least %ld "

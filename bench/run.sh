@@ -47,12 +47,11 @@
 # Only the gwi benchmark (Gaussian Wasserstein inference, issue 17: GWI-SVGP
 # and GWI-net against our exact GP, sgpr at the same M and msrfr on the test20
 # splits of Table 4.1's nine sets, beside the thesis's figures;
-# bench/results/gwi.md), with its own arguments:
-#   sh bench/run.sh BUILD_DIR gwi [--quick] [--splits K] [--datasets a,b]
-#       [--methods gwi_svgp,gwi_net,exact,sgpr,msrfr] [--inducing M]
-#       [--gwi-opt NAME=VALUE]... [--gwi-svgp-opt NAME=VALUE]... [--gwi-net-opt NAME=VALUE]...
-# (the same as running BUILD_DIR/bench/bench_gwi directly; --help lists its
-# options). --quick (2 splits of boston and yacht, 100 gwi epochs) takes
+# bench/results/gwi.md), the experiment file bench/experiments/gwi.json:
+#   sh bench/run.sh BUILD_DIR gwi [--quick] [--datasets a,b]
+# (the same as `build/bench/gpbench run bench/experiments/gwi.json ...` then
+# `gpbench table`; other methods, splits or gwi options: edit a copy of the
+# file). --quick (2 splits of boston and yacht, 100 gwi epochs) takes
 # 2-3 minutes, most of it msrfr (~30-40 s a fit); the full run takes hours
 # (msrfr's default fits on kin8nm, power, naval and protein; see
 # bench/results/gwi.md).
@@ -113,6 +112,37 @@ run_online() {
     sh bench/online/http.sh "$BUILD" $oq || ost=1
     return $ost
 }
+# Every experiment file (or those named by EXPERIMENTS, e.g. "ssgp") through
+# build/bench/gpbench: the JSON lines to $tmp/NAME.jsonl (kept there when
+# GPBENCH_OUT names a folder: $GPBENCH_OUT/NAME.jsonl), then the tables.
+run_experiments() {
+    if [ ! -x "$BUILD/bench/gpbench" ]; then
+        echo "gpbench: $BUILD/bench/gpbench not built: skipped"
+        return 1
+    fi
+    est=0
+    edir=${GPBENCH_OUT:-${tmp:-}}
+    if [ -z "$edir" ]; then
+        edir=$(mktemp -d "${TMPDIR:-/tmp}/gpbench.XXXXXX") || return 1
+        echo "gpbench: JSON lines in $edir" >&2
+    fi
+    for e in bench/experiments/*.json; do
+        n=$(basename "$e" .json)
+        if [ -n "${EXPERIMENTS:-}" ]; then
+            case ",$EXPERIMENTS," in *",$n,"*) ;; *) continue ;; esac
+        fi
+        "$BUILD/bench/gpbench" run "$e" "$@" --out "$edir/$n.jsonl" || { est=1; continue; }
+        "$BUILD/bench/gpbench" table "$e" "$edir/$n.jsonl" || est=1
+    done
+    return $est
+}
+# Only the experiments (all, or EXPERIMENTS=a,b), with gpbench run's arguments:
+#   sh bench/run.sh BUILD_DIR experiments [--quick] [--datasets a,b]
+if [ "${1:-}" = experiments ]; then
+    shift
+    run_experiments "$@"
+    exit $?
+fi
 if [ "${1:-}" = online ]; then
     shift
     run_online "$@"
@@ -143,11 +173,8 @@ if [ "${1:-}" = hkd ]; then
 fi
 if [ "${1:-}" = gwi ]; then
     shift
-    if [ ! -x "$BUILD/bench/bench_gwi" ]; then
-        echo "bench_gwi: $BUILD/bench/bench_gwi not built"
-        exit 1
-    fi
-    exec "$BUILD/bench/bench_gwi" "$@"
+    EXPERIMENTS=gwi run_experiments "$@"
+    exit $?
 fi
 if [ "${1:-}" = soak ]; then
     shift
@@ -225,14 +252,21 @@ mkdir -p "$tmp/classification"
 # shellcheck disable=SC2086
 run_classification "$tmp/classification" $PYEXTRA || status=1
 
-# Any other benchmark program (bench_ssgp: the shared datasets, ~30 minutes;
-# bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
-# see its header; bench_sparse: sgpr and renyi, bench/results/sparse.md, ~45
-# minutes; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes;
-# bench_gwi: gwi against exact, sgpr and msrfr, bench/results/gwi.md, hours,
-# most of it msrfr on the large sets), run
+# Every experiment file (bench/experiments/*.json; bench/README.md) through the
+# driver: its JSON lines to $tmp, then its tables (ssgp: the shared datasets,
+# ~30 minutes, bench/results/ssgp.md; gwi: gwi against exact, sgpr and msrfr,
+# bench/results/gwi.md, hours, most of it msrfr on the large sets; sparse and
+# sparse_large: sgpr and renyi against exact, bench/results/sparse.md, ~45
+# minutes).
+run_experiments $PYEXTRA || status=1
+
+# Any other benchmark program (bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
+# see its header; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
 # without arguments, or with --quick when given.
-for b in "$BUILD"/bench/bench_*; do
+# (by their sources, so that a program an older build left behind, since
+# replaced by an experiment file, does not run again)
+for src in bench/bench_*.c; do
+    b="$BUILD/bench/$(basename "$src" .c)"
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue

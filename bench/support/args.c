@@ -47,3 +47,22 @@ int gp_bench_parse_names(const char *list, const char *const *names, int n, int 
     }
     return 0;
 }
+
+int gp_bench_parse_sizes(const char *list, long lo, long hi, size_t *out, size_t max, size_t *n)
+{
+    *n = 0;
+    for (const char *p = list; *p != '\0';) {
+        char buf[32];
+        size_t len = strcspn(p, ",");
+        long v;
+        if (len == 0 || len >= sizeof buf || *n == max)
+            return -1;
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (gp_bench_parse_long(buf, lo, hi, &v) != 0)
+            return -1;
+        out[(*n)++] = (size_t)v;
+        p += len + (p[len] == ',');
+    }
+    return *n > 0 ? 0 : -1;
+}

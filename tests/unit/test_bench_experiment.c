@@ -1,0 +1,207 @@
+/* bench/: the experiment driver's pieces that decide what runs
+ * (bench/driver/experiment.c: datasets, splits, the grid's expansion, labels,
+ * the quick preset, rules) and the one argument parser of the bench programs
+ * (bench/support/cli.c, args.c). Every expectation is written out here from
+ * the format bench/README.md describes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "bench/driver/experiment.h"
+#include "bench/support/args.h"
+#include "bench/support/cli.h"
+
+static const char *const EXPERIMENT =
+    "{\"name\": \"t\", \"seed\": 0,"
+    " \"datasets\": [{\"name\": \"a\", \"splits\": 3},"
+    "              {\"name\": \"b\", \"splits\": [4, 7],"
+    "               \"grid\": {\"features\": [500]},"
+    "               \"rules\": [{\"when\": {\"method\": \"ssgp\", \"features\": 500},"
+    "                           \"set\": {\"max_iterations\": 40}},"
+    "                          {\"when\": {\"method\": \"exact\", \"n_train_above\": 5000},"
+    "                           \"skip\": \"too large\"}]}],"
+    " \"runs\": [{\"method\": \"ssgp\", \"label\": \"{frequencies} | {learned|fixed|learned}\","
+    "            \"options\": {\"x\": 1},"
+    "            \"grid\": {\"features\": [100, 500], \"frequencies\": [\"mc\", \"qmc\"],"
+    "                     \"learned\": [false, true]}},"
+    "           {\"method\": \"exact\", \"label\": \"{method} GP\"}],"
+    " \"quick\": {\"datasets\": [\"b\"], \"splits\": 1,"
+    "           \"grid\": {\"frequencies\": [\"qmc\"]},"
+    "           \"rules\": [{\"when\": {\"method\": \"ssgp\"}, \"set\": {\"epochs\": 10}}]}}";
+
+static json_t *load(void)
+{
+    json_error_t jerr;
+    json_t *exp = json_loads(EXPERIMENT, 0, &jerr);
+    assert_non_null(exp);
+    return exp;
+}
+
+static const char *label_of(const json_t *runs, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(runs, i), "label"));
+}
+
+static json_int_t option_int(const json_t *run, const char *key)
+{
+    return json_integer_value(json_object_get(json_object_get(run, "options"), key));
+}
+
+/* The grid expands first key slowest, labels filled from the options. */
+static void test_grid_expansion_order_and_labels(void **state)
+{
+    (void)state;
+    json_t *exp = load();
+    json_t *runs = gpb_experiment_runs(exp, NULL, 0);
+    assert_int_equal(json_array_size(runs), 2 * 2 * 2 + 1);
+    assert_string_equal(label_of(runs, 0), "mc | fixed");
+    assert_string_equal(label_of(runs, 1), "mc | learned");
+    assert_string_equal(label_of(runs, 2), "qmc | fixed");
+    assert_int_equal(option_int(json_array_get(runs, 0), "features"), 100);
+    assert_int_equal(option_int(json_array_get(runs, 4), "features"), 500);
+    assert_int_equal(option_int(json_array_get(runs, 4), "x"), 1);
+    assert_string_equal(label_of(runs, 8), "exact GP");
+    /* the method's name was only there for the label */
+    assert_null(json_object_get(json_object_get(json_array_get(runs, 8), "options"), "method"));
+    json_decref(runs);
+    json_decref(exp);
+}
+
+/* A dataset's grid, then the quick preset's, replace the run's values. */
+static void test_dataset_and_quick_grids(void **state)
+{
+    (void)state;
+    json_t *exp = load();
+    const json_t *b = json_array_get(json_object_get(exp, "datasets"), 1);
+    json_t *runs = gpb_experiment_runs(exp, b, 1);
+    assert_int_equal(json_array_size(runs), 1 * 1 * 2 + 1);
+    assert_string_equal(label_of(runs, 0), "qmc | fixed");
+    assert_int_equal(option_int(json_array_get(runs, 0), "features"), 500);
+    json_decref(runs);
+    json_decref(exp);
+}
+
+static void test_datasets_and_splits(void **state)
+{
+    (void)state;
+    json_t *exp = load();
+    json_t *all = gpb_experiment_datasets(exp, 0, NULL);
+    json_t *quick = gpb_experiment_datasets(exp, 1, NULL);
+    json_t *only = gpb_experiment_datasets(exp, 0, "a,zzz");
+    assert_int_equal(json_array_size(all), 2);
+    assert_int_equal(json_array_size(quick), 1);
+    assert_int_equal(json_array_size(only), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(only, 0), "name")), "a");
+    const json_t *a = json_array_get(all, 0), *b = json_array_get(all, 1);
+    json_t *s = gpb_dataset_splits(exp, a, 0);
+    assert_int_equal(json_array_size(s), 3);
+    assert_int_equal(json_integer_value(json_array_get(s, 2)), 2);
+    json_decref(s);
+    s = gpb_dataset_splits(exp, a, 1); /* the quick preset's count cuts it */
+    assert_int_equal(json_array_size(s), 1);
+    json_decref(s);
+    s = gpb_dataset_splits(exp, b, 0); /* a list is taken as written */
+    assert_int_equal(json_array_size(s), 2);
+    assert_int_equal(json_integer_value(json_array_get(s, 1)), 7);
+    json_decref(s);
+    json_decref(all);
+    json_decref(quick);
+    json_decref(only);
+    json_decref(exp);
+}
+
+/* Rules set options or skip by method, option value and training size;
+ * the quick preset's rules come last. */
+static void test_rules(void **state)
+{
+    (void)state;
+    json_t *exp = load();
+    const json_t *b = json_array_get(json_object_get(exp, "datasets"), 1);
+    json_t *runs = gpb_experiment_runs(exp, NULL, 0);
+    json_t *r100 = gpb_apply_rules(exp, b, json_array_get(runs, 0), 0, 100);
+    json_t *r500 = gpb_apply_rules(exp, b, json_array_get(runs, 4), 0, 100);
+    json_t *r500q = gpb_apply_rules(exp, b, json_array_get(runs, 4), 1, 100);
+    json_t *small = gpb_apply_rules(exp, b, json_array_get(runs, 8), 0, 5000);
+    json_t *large = gpb_apply_rules(exp, b, json_array_get(runs, 8), 0, 5001);
+    assert_null(json_object_get(json_object_get(r100, "options"), "max_iterations"));
+    assert_int_equal(option_int(r500, "max_iterations"), 40);
+    assert_null(json_object_get(json_object_get(r500, "options"), "epochs"));
+    assert_int_equal(option_int(r500q, "epochs"), 10);
+    assert_null(json_object_get(small, "skip"));
+    assert_string_equal(json_string_value(json_object_get(large, "skip")), "too large");
+    /* the expanded run itself is left as it was */
+    assert_null(json_object_get(json_object_get(json_array_get(runs, 4), "options"),
+                                "max_iterations"));
+    json_decref(r100);
+    json_decref(r500);
+    json_decref(r500q);
+    json_decref(small);
+    json_decref(large);
+    json_decref(runs);
+    json_decref(exp);
+}
+
+/* The shared parser: flags, strings, bounded integers, positional words,
+ * --help, and each way a command line can be wrong. */
+static void test_cli(void **state)
+{
+    (void)state;
+    int quick = 0;
+    long reps = 0;
+    const char *sizes = NULL;
+    const gp_bench_cli_option opts[] = {
+        {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "q"},
+        {"sizes", GP_BENCH_CLI_STRING, &sizes, 0, 0, "s"},
+        {"reps", GP_BENCH_CLI_LONG, &reps, 1, 10, "r"},
+    };
+    const char *pos[2];
+    size_t n_pos = 9;
+    char *ok[] = {"p", "run", "--quick", "--reps", "10", "x.json", "--sizes", "1,2"};
+    assert_int_equal(gp_bench_cli_parse(8, ok, opts, 3, "", pos, 2, &n_pos), 0);
+    assert_int_equal(quick, 1);
+    assert_int_equal(reps, 10);
+    assert_string_equal(sizes, "1,2");
+    assert_int_equal(n_pos, 2);
+    assert_string_equal(pos[1], "x.json");
+    char *too_big[] = {"p", "--reps", "11"};
+    assert_int_equal(gp_bench_cli_parse(3, too_big, opts, 3, "", pos, 2, &n_pos), 2);
+    char *missing[] = {"p", "--sizes"};
+    assert_int_equal(gp_bench_cli_parse(2, missing, opts, 3, "", pos, 2, &n_pos), 2);
+    char *unknown[] = {"p", "--nope"};
+    assert_int_equal(gp_bench_cli_parse(2, unknown, opts, 3, "", pos, 2, &n_pos), 2);
+    char *extra[] = {"p", "a", "b", "c"};
+    assert_int_equal(gp_bench_cli_parse(4, extra, opts, 3, "", pos, 2, &n_pos), 2);
+    char *help[] = {"p", "--help"};
+    assert_int_equal(gp_bench_cli_parse(2, help, opts, 3, "", pos, 2, &n_pos), 1);
+}
+
+static void test_parse_sizes(void **state)
+{
+    (void)state;
+    size_t out[3], n = 0;
+    assert_int_equal(gp_bench_parse_sizes("927,3000", 1, 20000, out, 3, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(out[1], 3000);
+    assert_int_equal(gp_bench_parse_sizes("1,2,3,4", 1, 9, out, 3, &n), -1);
+    assert_int_equal(gp_bench_parse_sizes("1,,2", 1, 9, out, 3, &n), -1);
+    assert_int_equal(gp_bench_parse_sizes("0", 1, 9, out, 3, &n), -1);
+    assert_int_equal(gp_bench_parse_sizes("", 1, 9, out, 3, &n), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grid_expansion_order_and_labels),
+        cmocka_unit_test(test_dataset_and_quick_grids),
+        cmocka_unit_test(test_datasets_and_splits),
+        cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_parse_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
