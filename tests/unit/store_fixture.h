@@ -1,5 +1,6 @@
-/* Scaffolding shared by the store's unit tests (test_store.c,
- * test_store_observe.c): the back end under test, a temporary directory for
+/* Scaffolding shared by the store's unit tests (test_store*.c,
+ * test_store_observe*.c; through store_model_fixture.h and
+ * store_observe_fixture.h): the back end under test, a temporary directory for
  * the SQLite databases (or a PostgreSQL schema per database name), handles
  * on them, a raw connection (sqlite3 or libpq) that inspects and corrupts
  * the data behind the store's back, a xorshift64* stream and array builders
