@@ -714,17 +714,6 @@ int main(void)
         cmocka_unit_test(test_open_schema_and_reopen),
         cmocka_unit_test(test_open_failures),
     };
-    const struct CMUnitTest pg_unavailable[] = {
-        cmocka_unit_test(sf_test_pg_unavailable),
-    };
-    int failed = cmocka_run_group_tests_name("store on SQLite", both,
-                                             group_setup, sf_group_teardown);
-    failed += cmocka_run_group_tests_name("store on SQLite only", sqlite_only,
-                                          group_setup, sf_group_teardown);
-    if (!sf_pg_available())
-        return failed + cmocka_run_group_tests_name("store on PostgreSQL", pg_unavailable,
-                                                    NULL, NULL);
-    failed += cmocka_run_group_tests_name("store on PostgreSQL", both,
-                                          group_setup_pg, sf_teardown_pg);
-    return failed;
+    return sf_run_groups("store", both, SF_COUNT(both), sqlite_only, SF_COUNT(sqlite_only), NULL, 0,
+                         group_setup, group_setup_pg);
 }

@@ -336,15 +336,6 @@ int main(void)
         cmocka_unit_test(test_idem_prune),
         cmocka_unit_test(test_idem_race),
     };
-    const struct CMUnitTest pg_unavailable[] = {
-        cmocka_unit_test(sf_test_pg_unavailable),
-    };
-    int failed = cmocka_run_group_tests_name("store_idem on SQLite", both,
-                                             group_setup, sf_group_teardown);
-    if (!sf_pg_available())
-        return failed + cmocka_run_group_tests_name("store_idem on PostgreSQL", pg_unavailable,
-                                                    NULL, NULL);
-    failed += cmocka_run_group_tests_name("store_idem on PostgreSQL", both,
-                                          group_setup_pg, sf_teardown_pg);
-    return failed;
+    return sf_run_groups("store_idem", both, SF_COUNT(both), NULL, 0, NULL, 0, group_setup,
+                         group_setup_pg);
 }

@@ -494,17 +494,6 @@ int main(void)
     const struct CMUnitTest sqlite_only[] = {
         cmocka_unit_test(test_failed_writes_leave_nothing),
     };
-    const struct CMUnitTest pg_unavailable[] = {
-        cmocka_unit_test(sf_test_pg_unavailable),
-    };
-    int failed = cmocka_run_group_tests_name("store_observe_faults on SQLite", both,
-                                             group_setup, sf_group_teardown);
-    failed += cmocka_run_group_tests_name("store_observe_faults on SQLite only", sqlite_only,
-                                          group_setup, sf_group_teardown);
-    if (!sf_pg_available())
-        return failed + cmocka_run_group_tests_name("store_observe_faults on PostgreSQL", pg_unavailable,
-                                                    NULL, NULL);
-    failed += cmocka_run_group_tests_name("store_observe_faults on PostgreSQL", both,
-                                          group_setup_pg, sf_teardown_pg);
-    return failed;
+    return sf_run_groups("store_observe_faults", both, SF_COUNT(both), sqlite_only,
+                         SF_COUNT(sqlite_only), NULL, 0, group_setup, group_setup_pg);
 }

@@ -209,15 +209,6 @@ int main(void)
         cmocka_unit_test(test_pg_wrong_password),
         cmocka_unit_test(test_pg_reconnect),
     };
-    const struct CMUnitTest pg_unavailable[] = {
-        cmocka_unit_test(sf_test_pg_unavailable),
-    };
-    int failed = cmocka_run_group_tests_name("store_pg on SQLite only", sqlite_only,
-                                             group_setup, sf_group_teardown);
-    if (!sf_pg_available())
-        return failed + cmocka_run_group_tests_name("store_pg on PostgreSQL", pg_unavailable,
-                                                    NULL, NULL);
-    failed += cmocka_run_group_tests_name("store_pg on PostgreSQL only", pg_only,
-                                          group_setup_pg, sf_teardown_pg);
-    return failed;
+    return sf_run_groups("store_pg", NULL, 0, sqlite_only, SF_COUNT(sqlite_only), pg_only,
+                         SF_COUNT(pg_only), group_setup, group_setup_pg);
 }
