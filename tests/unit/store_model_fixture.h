@@ -1,9 +1,8 @@
 /* Scaffolding of the model store's unit tests (test_store*.c; the observation
- * log's, test_store_observe*.c, have store_observe_fixture.h): the group
- * setups of both back ends, random states with full mantissas and special
- * values, a save with fixed metadata, and an ISO-time check. Over
- * store_fixture.h (the back end under test, the temporary directory, the raw
- * connection).
+ * log's, test_store_observe*.c, have store_observe_fixture.h): random states
+ * with full mantissas and special values, a save with fixed metadata, and an
+ * ISO-time check. Over store_fixture.h (the back end under test, the
+ * temporary directory, the groups of a program, the raw connection).
  *
  * Header-only (static inline), as store_fixture.h: the benchmarks link every
  * support object of tests/unit without cmocka or the store library. Each
@@ -17,18 +16,6 @@
 /* The SQLite handle of a store connection (these tests inspect it). */
 #define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
-
-static inline int group_setup(void **state)
-{
-    (void)state;
-    return sf_setup_sqlite("gpstore-test");
-}
-
-static inline int group_setup_pg(void **state)
-{
-    (void)state;
-    return sf_setup_pg("gpstore-test");
-}
 
 /* ---- helpers: random states (the raw connection is store_fixture.h's) ---- */
 

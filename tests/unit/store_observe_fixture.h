@@ -1,9 +1,9 @@
 /* Scaffolding of the observation log's unit tests (test_store_observe*.c;
- * the model store's, test_store*.c, have store_model_fixture.h): the group
- * setups of both back ends, batches of any bit pattern, a saved model, observe
- * calls that name what failed, a replay that records what it is handed, and
- * checks of a replay range and a snapshot. Over store_fixture.h (the back end
- * under test, the temporary directory, the raw connection).
+ * the model store's, test_store*.c, have store_model_fixture.h): batches of
+ * any bit pattern, a saved model, observe calls that name what failed, a
+ * replay that records what it is handed, and checks of a replay range and a
+ * snapshot. Over store_fixture.h (the back end under test, the temporary
+ * directory, the groups of a program, the raw connection).
  *
  * Header-only (static inline), as store_fixture.h: the benchmarks link every
  * support object of tests/unit without cmocka or the store library. Each
@@ -17,18 +17,6 @@
 /* The SQLite handle of a store connection (these tests inspect it). */
 #define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
-
-static inline int group_setup(void **state)
-{
-    (void)state;
-    return sf_setup_sqlite("gpobs-test");
-}
-
-static inline int group_setup_pg(void **state)
-{
-    (void)state;
-    return sf_setup_pg("gpobs-test");
-}
 
 /* ---- helpers: data (the raw connection is store_fixture.h's) ------------------ */
 

@@ -714,6 +714,6 @@ int main(void)
         cmocka_unit_test(test_open_schema_and_reopen),
         cmocka_unit_test(test_open_failures),
     };
-    return sf_run_groups("store", both, SF_COUNT(both), sqlite_only, SF_COUNT(sqlite_only), NULL, 0,
-                         group_setup, group_setup_pg);
+    return sf_run_groups("store", both, SF_COUNT(both), sqlite_only, SF_COUNT(sqlite_only),
+                         NULL, 0);
 }

@@ -713,5 +713,5 @@ int main(void)
         cmocka_unit_test(test_in_memory),
     };
     return sf_run_groups("store_concurrency", both, SF_COUNT(both), sqlite_only,
-                         SF_COUNT(sqlite_only), NULL, 0, group_setup, group_setup_pg);
+                         SF_COUNT(sqlite_only), NULL, 0);
 }

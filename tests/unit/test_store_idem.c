@@ -336,6 +336,5 @@ int main(void)
         cmocka_unit_test(test_idem_prune),
         cmocka_unit_test(test_idem_race),
     };
-    return sf_run_groups("store_idem", both, SF_COUNT(both), NULL, 0, NULL, 0, group_setup,
-                         group_setup_pg);
+    return sf_run_groups("store_idem", both, SF_COUNT(both), NULL, 0, NULL, 0);
 }

@@ -448,5 +448,5 @@ int main(void)
         cmocka_unit_test(test_durable_migration_from_v1),
     };
     return sf_run_groups("store_jobs", both, SF_COUNT(both), sqlite_only, SF_COUNT(sqlite_only),
-                         NULL, 0, group_setup, group_setup_pg);
+                         NULL, 0);
 }

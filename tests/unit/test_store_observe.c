@@ -664,5 +664,5 @@ int main(void)
         cmocka_unit_test(test_observe_timing),
     };
     return sf_run_groups("store_observe", both, SF_COUNT(both), sqlite_only, SF_COUNT(sqlite_only),
-                         NULL, 0, group_setup, group_setup_pg);
+                         NULL, 0);
 }

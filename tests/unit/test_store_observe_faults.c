@@ -495,5 +495,5 @@ int main(void)
         cmocka_unit_test(test_failed_writes_leave_nothing),
     };
     return sf_run_groups("store_observe_faults", both, SF_COUNT(both), sqlite_only,
-                         SF_COUNT(sqlite_only), NULL, 0, group_setup, group_setup_pg);
+                         SF_COUNT(sqlite_only), NULL, 0);
 }

@@ -210,5 +210,5 @@ int main(void)
         cmocka_unit_test(test_pg_reconnect),
     };
     return sf_run_groups("store_pg", NULL, 0, sqlite_only, SF_COUNT(sqlite_only), pg_only,
-                         SF_COUNT(pg_only), group_setup, group_setup_pg);
+                         SF_COUNT(pg_only));
 }
