@@ -34,6 +34,10 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "store/store_internal.h"
+
+/* The SQLite handle of a store connection (the tests inspect it). */
+#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 
 /* ---- the temporary directory ---------------------------------------------- */
 

@@ -10,11 +10,6 @@
 #ifndef GP_STORE_MODEL_FIXTURE_H
 #define GP_STORE_MODEL_FIXTURE_H
 
-#include "store/store.h"
-#include "store/store_internal.h"
-
-/* The SQLite handle of a store connection (these tests inspect it). */
-#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
 
 /* ---- helpers: random states (the raw connection is store_fixture.h's) ---- */

@@ -11,11 +11,6 @@
 #ifndef GP_STORE_OBSERVE_FIXTURE_H
 #define GP_STORE_OBSERVE_FIXTURE_H
 
-#include "store/store.h"
-#include "store/store_internal.h"
-
-/* The SQLite handle of a store connection (these tests inspect it). */
-#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 #include "tests/unit/store_fixture.h"
 
 /* ---- helpers: data (the raw connection is store_fixture.h's) ------------------ */
