@@ -3,7 +3,7 @@
 # runs it into $(BUILD)/gen/api/openapi_doc.c whenever the YAML changes; the
 # output is never committed.
 #   sh api/gen_openapi.sh api/openapi.yaml OUT.c
-# tests/unit/test_api.c checks that the embedded text equals the file.
+# tests/unit/test_api_describe.c checks that the embedded text equals the file.
 set -eu
 src=${1:-api/openapi.yaml}
 out=${2:?usage: gen_openapi.sh YAML OUT.c}

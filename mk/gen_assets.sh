@@ -5,7 +5,7 @@
 # whenever a file under web/ changes, appears or goes; the output is never
 # committed. api/ui.c serves the table at / and /ui/{path}.
 #   sh mk/gen_assets.sh web OUT.c
-# tests/unit/test_api.c and tests/integration/t_browser.sh check that every
+# tests/unit/test_api_describe.c and tests/integration/t_browser.sh check that every
 # served file equals its file in web/ byte for byte.
 set -eu
 dir=${1:-web}

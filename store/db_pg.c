@@ -25,6 +25,7 @@
  * transaction cut by the loss fails (GP_ENOTREADY) and is not replayed.
  * Schema version in the table gpserve_schema, migrated in one transaction
  * under an advisory lock, so several replicas starting at once migrate once. */
+#include "store/db_pg_conn.h"
 #include "store/store_internal.h"
 
 #include <libpq-fe.h>
@@ -33,11 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A guard, not a budget: one INSERT of a 256 MiB array part can take seconds
- * on a slow link, so a statement may run longer than GP_STORE_BUSY_MS (which
- * bounds the waits for locks, as SQLite's busy timeout does). */
-#define PG_STATEMENT_TIMEOUT_MS 300000
 
 /* The advisory lock the migrations are applied under (any constant that the
  * name locks, hashes of model names, are unlikely to hit; a collision would
@@ -140,46 +136,7 @@ static const char *const pg_migrations[] = {
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");
 
-/* Where PostgreSQL's text differs from the shared one (store_sql.c): its
- * transactions and the locks that SQLite's single write lock made needless.
- * Written with ?N like the shared texts (prepare_one rewrites them). */
-#define ACTIVE " status IN ('queued', 'running')"
-static const char *const pg_sql[GPS_STMT_COUNT] = {
-    /* A read transaction: one snapshot for several SELECTs. */
-    [GPS_BEGIN] = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-    /* A write transaction: each statement sees what is committed when it
-     * starts; the rows a transaction decides on are locked (the name lock,
-     * the FOR UPDATE reads below). */
-    [GPS_BEGIN_IMMEDIATE] = "BEGIN ISOLATION LEVEL READ COMMITTED",
-    /* Held to the end of the transaction; another process's save of the
-     * same name waits here, then reads the MAX(version) this one committed. */
-    [GPS_LOCK_NAME] = "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
-    /* A cancel decides on the row it read: nobody changes it meanwhile. */
-    [GPS_JOB_GET_LOCK] = "SELECT id, model_name, status, progress, error, result, created_at,"
-                         " updated_at, attempts FROM jobs WHERE id = ?1 FOR UPDATE",
-    /* ?2 typed: PostgreSQL cannot tell a parameter's type from `IS NULL`. */
-    [GPS_JOB_FINISH] = "UPDATE jobs SET status = ?3, progress = COALESCE(?4, progress),"
-                       " error = ?5, result = ?6, updated_at = ?7, owner = NULL,"
-                       " lease_until = NULL, request = NULL"
-                       " WHERE id = ?1 AND (?2::text IS NULL OR owner = ?2) AND" ACTIVE,
-    /* A CASE: PostgreSQL does no arithmetic on booleans. */
-    [GPS_JOB_RELEASE] = "UPDATE jobs SET status = 'queued', owner = NULL, lease_until = 0,"
-                        " attempts = attempts - CASE WHEN status = 'running' THEN 1 ELSE 0 END,"
-                        " updated_at = ?3"
-                        " WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
-    /* The claim: the oldest expired job nobody else is claiming (a row
-     * another claimer has locked is skipped, not waited for), locked until
-     * the claim commits. */
-    [GPS_JOB_EXPIRED] = "SELECT id, status, attempts, cancel_requested, progress FROM jobs"
-                        " WHERE" ACTIVE " AND lease_until < ?1 ORDER BY lease_until, created_at"
-                        " LIMIT 1 FOR UPDATE SKIP LOCKED",
-    /* An append holds the row: a second appender waits, then reads the
-     * obs_seq the first committed (and answers a conflict). */
-    [GPS_OBS_HEAD_LOCK] = "SELECT obs_seq FROM models WHERE id = ?1 FOR UPDATE",
-};
-#undef ACTIVE
-
-/* ---- connection and statements --------------------------------------------- */
+/* ---- the driver (the connection plumbing is db_pg_conn.c's) ------------------ */
 
 /* Type OIDs (PostgreSQL's pg_type.dat; fixed since 7.x). */
 #define OID_BOOL 16
@@ -194,200 +151,6 @@ static const char *const pg_sql[GPS_STMT_COUNT] = {
 #define OID_UNKNOWN 705
 #define OID_VARCHAR 1043
 
-#define PG_MAX_PARAMS 10
-
-/* A value bound, encoded for the server at the step (when the parameter's
- * type, from PQdescribePrepared, is known). */
-typedef struct pg_value {
-    char kind; /* 0 NULL, 'i' int64, 'd' double, 't' text, 'b' blob */
-    int64_t i;
-    double d;
-    const char *p;
-    size_t n;
-} pg_value;
-
-typedef struct pg_stmt {
-    gp_db_stmt head;
-    int id;
-    int prepared; /* on the current session */
-    int nparams;
-    Oid types[PG_MAX_PARAMS];
-    pg_value bound[PG_MAX_PARAMS];
-    char scratch[PG_MAX_PARAMS][32]; /* encoded numbers */
-    PGresult *res;                   /* the rows of a SELECT */
-    int ran, row, nrows;
-    char text[32]; /* col_text of a number */
-} pg_stmt;
-
-typedef struct pg_db {
-    gp_db head;
-    PGconn *conn;
-    enum gp_db_role role;
-    int ready; /* session configured and statements prepared */
-    int64_t changes;
-    char *password; /* the URL's, scrubbed from every message */
-    char err[1024];
-    pg_stmt stmt[GPS_STMT_COUNT];
-} pg_db;
-
-static pg_db *pg(gp_db *db) { return (pg_db *)db; }
-static pg_stmt *pst(gp_db_stmt *st) { return (pg_stmt *)st; }
-
-/* Replace every occurrence of the password in d->err by "***". */
-static void scrub(pg_db *d)
-{
-    if (d->password == NULL || d->password[0] == '\0')
-        return;
-    const size_t n = strlen(d->password);
-    char *hit;
-    while ((hit = strstr(d->err, d->password)) != NULL) {
-        memmove(hit + 3, hit + n, strlen(hit + n) + 1);
-        memcpy(hit, "***", 3);
-    }
-}
-
-/* d->err = the formatted message, one line, without the password. */
-static void set_err(pg_db *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(pg_db *d, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->err, sizeof d->err, fmt, ap);
-    va_end(ap);
-    for (char *p = d->err; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = (p[1] == '\0') ? '\0' : ' ';
-    size_t len = strlen(d->err);
-    while (len > 0 && d->err[len - 1] == ' ')
-        d->err[--len] = '\0';
-    scrub(d);
-}
-
-/* The class of a failed result (res may be NULL: the connection's own
- * message), its message into d->err. */
-static int fail_result(pg_db *d, const PGresult *res)
-{
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *msg = res ? PQresultErrorMessage(res) : NULL;
-    if (msg == NULL || msg[0] == '\0')
-        msg = PQerrorMessage(d->conn);
-    set_err(d, "%s", msg);
-    if (PQstatus(d->conn) != CONNECTION_OK)
-        return GP_DB_EDOWN;
-    if (state == NULL)
-        return GP_DB_EOTHER;
-    /* deadlock_detected, serialization_failure, lock_not_available
-     * (lock_timeout), query_canceled (statement_timeout) */
-    if (!strcmp(state, "40P01") || !strcmp(state, "40001") || !strcmp(state, "55P03") ||
-        !strcmp(state, "57014"))
-        return GP_DB_EBUSY;
-    if (!strcmp(state, "23505"))
-        return GP_DB_EUNIQUE;
-    if (!strcmp(state, "53100"))
-        return GP_DB_EFULL;
-    if (!strcmp(state, "53200"))
-        return GP_DB_ENOMEM;
-    /* connection_exception, admin/crash shutdown, cannot_connect_now */
-    if (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3))
-        return GP_DB_EDOWN;
-    return GP_DB_EOTHER;
-}
-
-/* Run a command of the simple protocol (text results): setup, migrations. */
-static int exec_simple(pg_db *d, const char *sql)
-{
-    PGresult *res = PQexec(d->conn, sql);
-    ExecStatusType st = PQresultStatus(res);
-    int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? GP_DB_OK : fail_result(d, res);
-    PQclear(res);
-    return rc;
-}
-
-/* The session's settings: the lock wait budget of every back end, the
- * guard on a statement's time, no NOTICE chatter, and a reader that cannot
- * write. */
-static int setup_session(pg_db *d)
-{
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SET lock_timeout = %d; SET statement_timeout = %d;"
-             " SET client_min_messages = warning;%s",
-             GP_STORE_BUSY_MS, PG_STATEMENT_TIMEOUT_MS,
-             d->role == GP_DB_READER ? " SET default_transaction_read_only = on;" : "");
-    return exec_simple(d, sql);
-}
-
-static int prepare_one(pg_db *d, pg_stmt *st)
-{
-    st->prepared = 0;
-    const char *text = gp_store_sql_text(pg_sql, st->id);
-    if (text == NULL)
-        return GP_DB_OK;
-    char *sql = gp_store_sql_to_pg(text);
-    if (sql == NULL) {
-        set_err(d, "out of memory preparing statement %d", st->id);
-        return GP_DB_ENOMEM;
-    }
-    char name[16];
-    snprintf(name, sizeof name, "gps%d", st->id);
-    PGresult *res = PQprepare(d->conn, name, sql, 0, NULL);
-    free(sql);
-    int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? GP_DB_OK : fail_result(d, res);
-    PQclear(res);
-    if (rc)
-        return rc;
-    /* The parameters' types, which say how to send each bound value. */
-    res = PQdescribePrepared(d->conn, name);
-    rc = PQresultStatus(res) == PGRES_COMMAND_OK ? GP_DB_OK : fail_result(d, res);
-    if (rc == GP_DB_OK) {
-        st->nparams = PQnparams(res);
-        if (st->nparams > PG_MAX_PARAMS) {
-            set_err(d, "statement %d has %d parameters (at most %d)", st->id, st->nparams,
-                    PG_MAX_PARAMS);
-            rc = GP_DB_EOTHER;
-        }
-        for (int i = 0; rc == GP_DB_OK && i < st->nparams; i++)
-            st->types[i] = PQparamtype(res, i);
-    }
-    PQclear(res);
-    if (rc == GP_DB_OK)
-        st->prepared = 1;
-    return rc;
-}
-
-static int prepare_all(pg_db *d)
-{
-    for (int i = 0; i < GPS_STMT_COUNT; i++) {
-        int rc = prepare_one(d, &d->stmt[i]);
-        if (rc)
-            return rc;
-    }
-    return GP_DB_OK;
-}
-
-/* Before a statement: a connection found broken (the server restarted, the
- * network dropped) is made again, with its settings and statements. */
-static int ensure_session(pg_db *d)
-{
-    if (PQstatus(d->conn) != CONNECTION_OK) {
-        d->ready = 0;
-        PQreset(d->conn);
-        if (PQstatus(d->conn) != CONNECTION_OK) {
-            set_err(d, "cannot reach PostgreSQL: %s", PQerrorMessage(d->conn));
-            return GP_DB_EDOWN;
-        }
-    }
-    if (!d->ready) {
-        int rc = setup_session(d);
-        if (rc == GP_DB_OK)
-            rc = prepare_all(d);
-        if (rc)
-            return rc;
-        d->ready = 1;
-    }
-    return GP_DB_OK;
-}
-
 static void pg_close(gp_db *gdb)
 {
     if (gdb == NULL)
@@ -400,7 +163,7 @@ static void pg_close(gp_db *gdb)
     free(d);
 }
 
-/* The password of a connection string (NULL: none), for scrub. */
+/* The password of a connection string (NULL: none), for gp_pg_scrub. */
 static char *url_password(const char *url)
 {
     PQconninfoOption *opts = PQconninfoParse(url, NULL);
@@ -445,10 +208,10 @@ static int pg_open(const char *url, enum gp_db_role role, gp_db **out, gp_error 
     PQsetNoticeProcessor(d->conn, notice_ignore, NULL);
     int code = GP_OK;
     if (PQstatus(d->conn) != CONNECTION_OK) {
-        set_err(d, "%s", PQerrorMessage(d->conn));
-        code = gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s", shown,
-                            d->err);
-    } else if (setup_session(d) != GP_DB_OK) {
+        gp_pg_set_err(d, "%s", PQerrorMessage(d->conn));
+        code =
+            gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s", shown, d->err);
+    } else if (gp_pg_setup_session(d) != GP_DB_OK) {
         code = gp_error_set(err, GP_ENOTREADY, NULL,
                             "cannot open database '%s': configuring the connection: %s", shown,
                             d->err);
@@ -466,7 +229,7 @@ static int pg_open(const char *url, enum gp_db_role role, gp_db **out, gp_error 
 static int read_version(pg_db *d, long *version, int *has_row)
 {
     PGresult *res = PQexec(d->conn, "SELECT version FROM gpserve_schema");
-    int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? GP_DB_OK : fail_result(d, res);
+    int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? GP_DB_OK : gp_pg_fail_result(d, res);
     if (rc == GP_DB_OK) {
         *has_row = PQntuples(res) > 0;
         *version = *has_row ? strtol(PQgetvalue(res, 0, 0), NULL, 10) : 0;
@@ -485,29 +248,30 @@ static int pg_migrate(gp_db *gdb, const char *shown, gp_error *err)
     long version = 0;
     int has_row = 0;
     const char *step = "starting the migration";
-    int rc = exec_simple(d, "BEGIN ISOLATION LEVEL READ COMMITTED");
+    int rc = gp_pg_exec_simple(d, "BEGIN ISOLATION LEVEL READ COMMITTED");
     if (rc == GP_DB_OK && (step = "waiting for the migration lock") &&
-        (rc = exec_simple(d, "SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")")) == GP_DB_OK &&
+        (rc = gp_pg_exec_simple(d, "SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK ")")) ==
+            GP_DB_OK &&
         (step = "creating gpserve_schema") &&
-        (rc = exec_simple(d, "CREATE TABLE IF NOT EXISTS gpserve_schema("
-                             "version INTEGER NOT NULL)")) == GP_DB_OK &&
+        (rc = gp_pg_exec_simple(d, "CREATE TABLE IF NOT EXISTS gpserve_schema("
+                                   "version INTEGER NOT NULL)")) == GP_DB_OK &&
         (step = "reading the schema version"))
         rc = read_version(d, &version, &has_row);
     if (rc) {
-        exec_simple(d, "ROLLBACK");
+        gp_pg_exec_simple(d, "ROLLBACK");
         return gp_error_set(err, GP_ENOTREADY, NULL, "cannot open database '%s': %s: %s", shown,
                             step, d->err);
     }
     if (version < 0 || version > SCHEMA_VERSION) {
-        exec_simple(d, "ROLLBACK");
+        gp_pg_exec_simple(d, "ROLLBACK");
         return gp_error_set(err, GP_ENOTREADY, NULL,
                             "cannot open database '%s': its schema version %ld is not one this "
                             "gpserve knows (0..%d)",
                             shown, version, SCHEMA_VERSION);
     }
     for (long v = version; v < SCHEMA_VERSION; v++) {
-        if ((rc = exec_simple(d, pg_migrations[v])) != GP_DB_OK) {
-            exec_simple(d, "ROLLBACK");
+        if ((rc = gp_pg_exec_simple(d, pg_migrations[v])) != GP_DB_OK) {
+            gp_pg_exec_simple(d, "ROLLBACK");
             return gp_error_set(err, GP_ENOTREADY, NULL,
                                 "cannot open database '%s': migration to schema version %ld "
                                 "failed: %s",
@@ -519,8 +283,9 @@ static int pg_migrate(gp_db *gdb, const char *shown, gp_error *err)
              has_row ? "UPDATE gpserve_schema SET version = %d"
                      : "INSERT INTO gpserve_schema(version) VALUES(%d)",
              SCHEMA_VERSION);
-    if ((rc = exec_simple(d, sql)) != GP_DB_OK || (rc = exec_simple(d, "COMMIT")) != GP_DB_OK) {
-        exec_simple(d, "ROLLBACK");
+    if ((rc = gp_pg_exec_simple(d, sql)) != GP_DB_OK ||
+        (rc = gp_pg_exec_simple(d, "COMMIT")) != GP_DB_OK) {
+        gp_pg_exec_simple(d, "ROLLBACK");
         return gp_error_set(err, GP_ENOTREADY, NULL,
                             "cannot open database '%s': committing the migration: %s", shown,
                             d->err);
@@ -531,7 +296,7 @@ static int pg_migrate(gp_db *gdb, const char *shown, gp_error *err)
 static int pg_prepare(gp_db *gdb, const char *shown, gp_error *err)
 {
     pg_db *d = pg(gdb);
-    if (prepare_all(d) != GP_DB_OK)
+    if (gp_pg_prepare_all(d) != GP_DB_OK)
         return gp_error_set(err, GP_ENOTREADY, NULL,
                             "cannot open database '%s': preparing statements: %s", shown, d->err);
     d->ready = 1;
@@ -684,15 +449,15 @@ static int encode_param(pg_db *d, pg_stmt *st, int k, const char **value, int *l
     default:
         break;
     }
-    set_err(d, "statement %d: parameter %d of type %u cannot take the value bound (%c)", st->id,
-            k + 1, (unsigned)type, v->kind ? v->kind : '0');
+    gp_pg_set_err(d, "statement %d: parameter %d of type %u cannot take the value bound (%c)",
+                  st->id, k + 1, (unsigned)type, v->kind ? v->kind : '0');
     return GP_DB_EOTHER;
 }
 
 /* Run st once: GP_DB_ROW / GP_DB_DONE, or a failure class. */
 static int exec_once(pg_db *d, pg_stmt *st)
 {
-    int rc = ensure_session(d);
+    int rc = gp_pg_ensure_session(d);
     if (rc)
         return rc;
     const char *values[PG_MAX_PARAMS];
@@ -716,7 +481,7 @@ static int exec_once(pg_db *d, pg_stmt *st)
         PQclear(res);
         return GP_DB_DONE;
     }
-    rc = fail_result(d, res);
+    rc = gp_pg_fail_result(d, res);
     PQclear(res);
     return rc;
 }
@@ -725,7 +490,7 @@ static int pg_step(gp_db_stmt *gst)
 {
     pg_stmt *st = pst(gst);
     pg_db *d = pg(gst->db);
-    if (gp_store_sql_text(pg_sql, st->id) == NULL)
+    if (gp_pg_sql_text(st->id) == NULL)
         return GP_DB_DONE;
     if (st->ran) {
         if (st->res && st->row + 1 < st->nrows) {
@@ -739,7 +504,7 @@ static int pg_step(gp_db_stmt *gst)
     const PGTransactionStatusType before = PQtransactionStatus(d->conn);
     /* COMMIT of a failed transaction "succeeds" as a ROLLBACK: say it. */
     if (st->id == GPS_COMMIT && before == PQTRANS_INERROR) {
-        set_err(d, "the transaction failed before its commit");
+        gp_pg_set_err(d, "the transaction failed before its commit");
         return GP_DB_EOTHER;
     }
     int rc = exec_once(d, st);

@@ -24,7 +24,7 @@
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
  * written once (gp_store_sql, store_sql.c); each driver overrides the few
- * whose text must differ for it (db_sqlite.c, db_pg.c). */
+ * whose text must differ for it (db_sqlite.c, db_pg_conn.c). */
 enum gp_store_stmt {
     GPS_BEGIN,           /* read transaction (one snapshot for several SELECTs) */
     GPS_BEGIN_IMMEDIATE, /* write transaction: takes the write lock up front */

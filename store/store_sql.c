@@ -3,7 +3,7 @@
  *
  * Texts use SQLite's numbered parameters (?N), which the PostgreSQL driver
  * rewrites as $N when it prepares a statement (gp_store_sql_to_pg). A
- * driver's override table (db_sqlite.c, db_pg.c) replaces the few texts its
+ * driver's override table (db_sqlite.c, db_pg_conn.c) replaces the few texts its
  * dialect or its locking needs to differ; a statement with neither text
  * does nothing on that back end (GPS_LOCK_NAME on SQLite). */
 #include "store/store_internal.h"

@@ -1,5 +1,6 @@
-/* Scaffolding shared by the store's unit tests (test_store.c,
- * test_store_observe.c): the back end under test, a temporary directory for
+/* Scaffolding shared by the store's unit tests (test_store*.c,
+ * test_store_observe*.c; through store_model_fixture.h and
+ * store_observe_fixture.h): the back end under test, a temporary directory for
  * the SQLite databases (or a PostgreSQL schema per database name), handles
  * on them, a raw connection (sqlite3 or libpq) that inspects and corrupts
  * the data behind the store's back, a xorshift64* stream and array builders
@@ -33,6 +34,10 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "store/store_internal.h"
+
+/* The SQLite handle of a store connection (the tests inspect it). */
+#define SQ(conn) ((sqlite3 *)gp_db_sqlite_handle((conn)->db))
 
 /* ---- the temporary directory ---------------------------------------------- */
 
@@ -193,6 +198,64 @@ static inline gp_store *sf_open_store(const char *file)
     if (gp_store_open(path, &s, &err))
         fail_msg("gp_store_open(%s): %s", path, err.message);
     return s;
+}
+
+/* ---- the groups of a test program ---------------------------------------- */
+
+#define SF_COUNT(tests) (sizeof(tests) / sizeof((tests)[0]))
+
+/* The name of the test program (sf_run_groups), which names its temporary
+ * directory, /tmp/gp<name>-XXXXXX. */
+static const char *sf_program = "store";
+
+static inline int sf_group_setup_sqlite(void **state)
+{
+    (void)state;
+    char dir[40];
+    snprintf(dir, sizeof dir, "gp%s", sf_program);
+    return sf_setup_sqlite(dir);
+}
+
+static inline int sf_group_setup_pg(void **state)
+{
+    (void)state;
+    char dir[40];
+    snprintf(dir, sizeof dir, "gp%s", sf_program);
+    return sf_setup_pg(dir);
+}
+
+/* Runs the groups of the store test program name: both on SQLite and again
+ * on PostgreSQL, sqlite_only on SQLite, pg_only on PostgreSQL (NULL, 0 for a
+ * group the program does not have); without a server, the PostgreSQL groups
+ * are one skipped test. The failures, as main returns them. */
+static inline int sf_run_groups(const char *name, const struct CMUnitTest *both, size_t n_both,
+                                const struct CMUnitTest *sqlite_only, size_t n_sqlite,
+                                const struct CMUnitTest *pg_only, size_t n_pg)
+{
+    static const struct CMUnitTest pg_unavailable[] = {cmocka_unit_test(sf_test_pg_unavailable)};
+    char title[128];
+    int failed = 0;
+    sf_program = name;
+    if (n_both) {
+        snprintf(title, sizeof title, "%s on SQLite", name);
+        failed += _cmocka_run_group_tests(title, both, n_both, sf_group_setup_sqlite,
+                                          sf_group_teardown);
+    }
+    if (n_sqlite) {
+        snprintf(title, sizeof title, "%s, SQLite only", name);
+        failed += _cmocka_run_group_tests(title, sqlite_only, n_sqlite, sf_group_setup_sqlite,
+                                          sf_group_teardown);
+    }
+    snprintf(title, sizeof title, "%s on PostgreSQL", name);
+    if (!sf_pg_available())
+        return failed + _cmocka_run_group_tests(title, pg_unavailable, 1, NULL, NULL);
+    if (n_both)
+        failed += _cmocka_run_group_tests(title, both, n_both, sf_group_setup_pg, sf_teardown_pg);
+    if (n_pg) {
+        snprintf(title, sizeof title, "%s, PostgreSQL only", name);
+        failed += _cmocka_run_group_tests(title, pg_only, n_pg, sf_group_setup_pg, sf_teardown_pg);
+    }
+    return failed;
 }
 
 /* ---- a raw connection -------------------------------------------------------- */
