@@ -719,6 +719,24 @@ static void run_d_sweep(const options *o)
     printf("\n");
 }
 
+/* One row of the Matérn-3/2 tables: the point (d, R) evaluated and printed
+ * under its label `value` (the swept one, named `what` in the progress note). */
+static void matern_row(const options *o, size_t d, size_t R, unsigned mask, const char *what,
+                       size_t value)
+{
+    double t0 = gp_bench_seconds();
+    point *p = calloc(1, sizeof *p);
+    eval_point(o, GP_KERNEL_MATERN32, d, R, 1.0, mask, 0, p);
+    printf("| %zu |", value);
+    for (int v = 0; v < V_COUNT; v++)
+        if (mask & M(v))
+            print_cell(cell_mean(o, p, (variant)v), 0.0);
+    printf("\n");
+    fflush(stdout);
+    free(p);
+    fprintf(stderr, "matern: %s=%zu done in %.1f s\n", what, value, gp_bench_seconds() - t0);
+}
+
 static void run_matern(const options *o)
 {
     unsigned mask = (M(V_MC) | M(V_QMC) | M(V_ORF) | M(V_STEIN) | M(V_STEIN_PD)) & o->samplers;
@@ -731,17 +749,7 @@ static void run_matern(const options *o)
         size_t R = r_values[i];
         if ((o->quick && R != 200) || !in_list(o->r_list, o->n_r_list, (double)R))
             continue;
-        double t0 = gp_bench_seconds();
-        point *p = calloc(1, sizeof *p);
-        eval_point(o, GP_KERNEL_MATERN32, 2, R, 1.0, mask, 0, p);
-        printf("| %zu |", R);
-        for (int v = 0; v < V_COUNT; v++)
-            if (mask & M(v))
-                print_cell(cell_mean(o, p, (variant)v), 0.0);
-        printf("\n");
-        fflush(stdout);
-        free(p);
-        fprintf(stderr, "matern: R=%zu done in %.1f s\n", R, gp_bench_seconds() - t0);
+        matern_row(o, 2, R, mask, "R", R);
     }
     printf("\n## Matérn-3/2: d sweep at R = 200, N = %zu, mean of %d seeds\n\n", o->n,
            o->seeds);
@@ -751,17 +759,7 @@ static void run_matern(const options *o)
         size_t d = ds[i];
         if ((o->quick && d != 8) || !in_list(o->d_list, o->n_d_list, (double)d))
             continue;
-        double t0 = gp_bench_seconds();
-        point *p = calloc(1, sizeof *p);
-        eval_point(o, GP_KERNEL_MATERN32, d, 200, 1.0, mask, 0, p);
-        printf("| %zu |", d);
-        for (int v = 0; v < V_COUNT; v++)
-            if (mask & M(v))
-                print_cell(cell_mean(o, p, (variant)v), 0.0);
-        printf("\n");
-        fflush(stdout);
-        free(p);
-        fprintf(stderr, "matern: d=%zu done in %.1f s\n", d, gp_bench_seconds() - t0);
+        matern_row(o, d, 200, mask, "d", d);
     }
     printf("\n");
 }
