@@ -25,8 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
+#include "bench/support/fit.h"
 #include "bench/support/scores.h"
 #include "core/base/error.h"
 #include "core/base/rng.h"
@@ -81,54 +84,36 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void usage(const char *prog)
-{
-    fprintf(stderr,
-            "usage: %s [--quick] [--only fit,lml,predict] [--splits-out DIR]\n"
-            "  --quick        fewer datasets and sizes\n"
-            "  --only LIST    sections to run (default: all)\n"
-            "  --splits-out D write the row indices of every configuration to D\n"
-            "                 (read by bench/sklearn_exact.py --splits D)\n",
-            prog);
-}
+enum { S_FIT = 0, S_LML, S_PREDICT, N_SECTIONS };
+static const char *const section_names[N_SECTIONS] = {"fit", "lml", "predict"};
 
+/* 0 to run, 1 after --help, 2 after a message on stderr. */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    int any = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-        } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", argv[++i]);
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-                 t = strtok_r(NULL, ",", &save)) {
-                if (strcmp(t, "fit") == 0)
-                    o->do_fit = 1;
-                else if (strcmp(t, "lml") == 0)
-                    o->do_lml = 1;
-                else if (strcmp(t, "predict") == 0)
-                    o->do_predict = 1;
-                else {
-                    fprintf(stderr, "unknown section '%s'\n", t);
-                    return -1;
-                }
-                any = 1;
-            }
-        } else if (strcmp(a, "--splits-out") == 0 && i + 1 < argc) {
-            o->splits_out = argv[++i];
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(argv[0]);
-            exit(0);
-        } else {
-            usage(argv[0]);
-            return -1;
-        }
-    }
-    if (!any)
-        o->do_fit = o->do_lml = o->do_predict = 1;
+    const char *only = NULL;
+    const gp_bench_cli_option opts[] = {
+        {"quick", GP_BENCH_CLI_FLAG, &o->quick, 0, 0, "fewer datasets and sizes"},
+        {"only", GP_BENCH_CLI_STRING, &only, 0, 0,
+         "sections to run, a comma list of fit, lml, predict (default: all)"},
+        {"splits-out", GP_BENCH_CLI_STRING, &o->splits_out, 0, 0,
+         "write the row indices of every configuration to this folder (read by "
+         "bench/sklearn_exact.py --splits DIR)"},
+    };
+    size_t n_pos = 0;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+                                "[--quick] [--only fit,lml,predict] [--splits-out DIR]", NULL, 0,
+                                &n_pos);
+    if (rc != 0)
+        return rc;
+    int use[N_SECTIONS] = {1, 1, 1};
+    if (only != NULL && gp_bench_parse_names(only, section_names, N_SECTIONS, use, "--only") != 0)
+        return 2;
+    if (use[S_FIT] + use[S_LML] + use[S_PREDICT] == 0)
+        use[S_FIT] = use[S_LML] = use[S_PREDICT] = 1;
+    o->do_fit = use[S_FIT];
+    o->do_lml = use[S_LML];
+    o->do_predict = use[S_PREDICT];
     return 0;
 }
 
@@ -213,35 +198,17 @@ static void write_all_splits(const char *dir)
 
 /* ---- fitting ---- */
 
+/* exact on train by the shared protocol (bench/support/fit.h) with fit seed
+ * FIT_SEED and `restarts` seeded restarts (none when 0). */
 static int fit_exact(const gp_dataset *train, int restarts, gp_model **model, double *seconds,
                      gp_error *err)
 {
     const gp_method *m = gp_method_find("exact");
     if (m == NULL)
         return gp_error_set(err, GP_EINVAL, NULL, "method 'exact' is not registered");
-    gp_kernel *k = NULL;
-    int rc = gp_kernel_leaf(&k, GP_KERNEL_RBF, train->d, 1, NULL, 0, err);
-    if (rc != GP_OK)
-        return rc;
-    gp_fit_request req;
-    memset(&req, 0, sizeof req);
-    req.X = train->X;
-    req.y = train->y;
-    req.n = train->n;
-    req.d = train->d;
-    req.kernel = k;
-    req.noise_given = 0;
-    req.noise_fixed = 0;
-    req.standardize = 1;
-    req.seed = FIT_SEED;
     gp_option_value opt = {.name = "restarts", .number = restarts};
-    req.options = &opt;
-    req.n_options = restarts > 0 ? 1 : 0;
-    double t0 = gp_bench_seconds();
-    rc = gp_model_fit(m, &req, model, err);
-    *seconds = gp_bench_seconds() - t0;
-    gp_kernel_free(k);
-    return rc;
+    return gp_bench_fit_timed(m, &opt, restarts > 0 ? 1 : 0, train, FIT_SEED, model, seconds,
+                              err);
 }
 
 static void print_env(void)
@@ -589,8 +556,9 @@ done:
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
     char why[512];
     int have_data = gp_datasets_present(why, sizeof why);
     printf("# bench_exact\n\n");

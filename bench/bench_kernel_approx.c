@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "core/base/error.h"
 #include "core/base/parallel.h"
@@ -118,120 +120,87 @@ static int parse_list(const char *arg, double *out, int *n)
     return *n > 0 ? 0 : -1;
 }
 
-static void usage(const char *prog)
+/* The entries of a comma list: 1 in use[i] for each of names[0..n) listed,
+ * "all" selecting every one; -1 with a message on an entry not known. */
+static int parse_choice(const char *list, const char *const *names, int n, int *use,
+                        const char *flag)
 {
-    fprintf(stderr,
-            "usage: %s [--sweep LIST] [--seeds N] [--quick] [--n N] [--samplers LIST]\n"
-            "          [--stein-iterations N] [--stein-step X] [--threads N]\n"
-            "          [--r-list LIST] [--d-list LIST] [--s-list LIST]\n"
-            "  --sweep LIST         comma list of r, d, matern, spread, or all (default all)\n"
-            "  --seeds N            seeds per cell (default 5, at most %d)\n"
-            "  --quick              a small subset (2 seeds, few R / d / s values)\n"
-            "  --n N                points in X (default %d)\n"
-            "  --samplers LIST      subset of mc,qmc,orf,stein,stein_pd,nys,nys32\n"
-            "  --stein-iterations N SVGD iterations (default: gp_stein_default_options)\n"
-            "  --stein-step X       Adam learning rate of SVGD (default: as above)\n"
-            "  --threads N          gp_parallel threads (default: online CPUs)\n"
-            "  --r-list, --d-list, --s-list LIST\n"
-            "                       run only these R / d / s values of the sweeps\n"
-            "                       (d-list also filters the spread sweep's d = 2, 8)\n",
-            prog, MAX_SEEDS, N_POINTS);
+    if (gp_bench_list_has(list, "all")) {
+        for (int i = 0; i < n; i++)
+            use[i] = 1;
+        return 0;
+    }
+    return gp_bench_parse_names(list, names, n, use, flag);
 }
 
+/* 0 to run, 1 after --help, 2 after a message on stderr. */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->seeds = -1;
-    o->n = N_POINTS;
-    o->samplers = (1u << V_COUNT) - 1;
-    int any_sweep = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-        } else if (strcmp(a, "--seeds") == 0 && more) {
-            o->seeds = atoi(argv[++i]);
-            if (o->seeds < 1 || o->seeds > MAX_SEEDS) {
-                fprintf(stderr, "--seeds: 1..%d\n", MAX_SEEDS);
-                return -1;
-            }
-        } else if (strcmp(a, "--n") == 0 && more) {
-            long v = atol(argv[++i]);
-            if (v < 2) {
-                fprintf(stderr, "--n: at least 2\n");
-                return -1;
-            }
-            o->n = (size_t)v;
-        } else if (strcmp(a, "--stein-iterations") == 0 && more) {
-            o->stein_iterations = atoi(argv[++i]);
-            if (o->stein_iterations < 1) {
-                fprintf(stderr, "--stein-iterations: positive\n");
-                return -1;
-            }
-        } else if (strcmp(a, "--stein-step") == 0 && more) {
-            o->stein_step = atof(argv[++i]);
-            if (!(o->stein_step > 0.0)) {
-                fprintf(stderr, "--stein-step: positive\n");
-                return -1;
-            }
-        } else if ((strcmp(a, "--r-list") == 0 || strcmp(a, "--d-list") == 0 ||
-                    strcmp(a, "--s-list") == 0) &&
-                   more) {
-            int rc = a[2] == 'r'   ? parse_list(argv[++i], o->r_list, &o->n_r_list)
-                     : a[2] == 'd' ? parse_list(argv[++i], o->d_list, &o->n_d_list)
-                                   : parse_list(argv[++i], o->s_list, &o->n_s_list);
-            if (rc != 0) {
-                fprintf(stderr, "%s: a comma list of numbers\n", a);
-                return -1;
-            }
-        } else if (strcmp(a, "--threads") == 0 && more) {
-            o->threads = atoi(argv[++i]);
-        } else if ((strcmp(a, "--sweep") == 0 || strcmp(a, "--samplers") == 0) && more) {
-            int is_sweep = strcmp(a, "--sweep") == 0;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", argv[++i]);
-            if (!is_sweep)
-                o->samplers = 0;
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
-                 t = strtok_r(NULL, ",", &save)) {
-                if (is_sweep) {
-                    if (strcmp(t, "r") == 0)
-                        o->do_r = 1;
-                    else if (strcmp(t, "d") == 0)
-                        o->do_d = 1;
-                    else if (strcmp(t, "matern") == 0)
-                        o->do_matern = 1;
-                    else if (strcmp(t, "spread") == 0)
-                        o->do_spread = 1;
-                    else if (strcmp(t, "all") == 0)
-                        o->do_r = o->do_d = o->do_matern = o->do_spread = 1;
-                    else {
-                        fprintf(stderr, "unknown sweep '%s'\n", t);
-                        return -1;
-                    }
-                    any_sweep = 1;
-                } else {
-                    int found = 0;
-                    for (int v = 0; v < V_COUNT; v++)
-                        if (strcmp(t, variant_name[v]) == 0) {
-                            o->samplers |= M(v);
-                            found = 1;
-                        }
-                    if (!found) {
-                        fprintf(stderr, "unknown sampler '%s'\n", t);
-                        return -1;
-                    }
-                }
-            }
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(argv[0]);
-            exit(0);
-        } else {
-            usage(argv[0]);
-            return -1;
-        }
+    long seeds = -1, n = N_POINTS, iterations = 0, threads = 0;
+    double step = NAN; /* NAN: not given */
+    const char *sweep = NULL, *samplers = NULL, *lists[3] = {NULL, NULL, NULL};
+    char seeds_help[80], n_help[64];
+    snprintf(seeds_help, sizeof seeds_help, "seeds per cell (default 5, 2 with --quick; at most %d)",
+             MAX_SEEDS);
+    snprintf(n_help, sizeof n_help, "points in X (default %d)", N_POINTS);
+    const gp_bench_cli_option opts[] = {
+        {"sweep", GP_BENCH_CLI_STRING, &sweep, 0, 0,
+         "comma list of r, d, matern, spread, or all (default all)"},
+        {"seeds", GP_BENCH_CLI_LONG, &seeds, 1, MAX_SEEDS, seeds_help},
+        {"quick", GP_BENCH_CLI_FLAG, &o->quick, 0, 0, "a small subset (2 seeds, few R / d / s values)"},
+        {"n", GP_BENCH_CLI_LONG, &n, 2, 100000000, n_help},
+        {"samplers", GP_BENCH_CLI_STRING, &samplers, 0, 0,
+         "subset of mc,qmc,orf,stein,stein_pd,nys,nys32"},
+        {"stein-iterations", GP_BENCH_CLI_LONG, &iterations, 1, 100000000,
+         "SVGD iterations (default: gp_stein_default_options)"},
+        {"stein-step", GP_BENCH_CLI_DOUBLE, &step, 0, 0,
+         "Adam learning rate of SVGD, positive (default: as above)"},
+        {"threads", GP_BENCH_CLI_LONG, &threads, 0, 4096, "gp_parallel threads (default: online CPUs)"},
+        {"r-list", GP_BENCH_CLI_STRING, &lists[0], 0, 0, "run only these R values of the sweeps"},
+        {"d-list", GP_BENCH_CLI_STRING, &lists[1], 0, 0,
+         "run only these d values (also filters the spread sweep's d = 2, 8)"},
+        {"s-list", GP_BENCH_CLI_STRING, &lists[2], 0, 0, "run only these s values of the spread sweep"},
+    };
+    size_t n_pos = 0;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0], "[options]", NULL,
+                                0, &n_pos);
+    if (rc != 0)
+        return rc;
+    if (!isnan(step) && !(step > 0.0)) {
+        fprintf(stderr, "--stein-step: positive\n");
+        return 2;
     }
+    o->stein_step = isnan(step) ? 0.0 : step;
+    double *list_out[3] = {o->r_list, o->d_list, o->s_list};
+    int *list_n[3] = {&o->n_r_list, &o->n_d_list, &o->n_s_list};
+    for (int i = 0; i < 3; i++)
+        if (lists[i] != NULL && parse_list(lists[i], list_out[i], list_n[i]) != 0) {
+            fprintf(stderr, "--%s: a comma list of numbers\n", opts[8 + i].name);
+            return 2;
+        }
+    static const char *const sweep_names[4] = {"r", "d", "matern", "spread"};
+    int sweeps[4] = {0, 0, 0, 0};
+    if (sweep != NULL && parse_choice(sweep, sweep_names, 4, sweeps, "--sweep") != 0)
+        return 2;
+    o->do_r = sweeps[0];
+    o->do_d = sweeps[1];
+    o->do_matern = sweeps[2];
+    o->do_spread = sweeps[3];
+    int any_sweep = sweeps[0] + sweeps[1] + sweeps[2] + sweeps[3] > 0;
+    int use[V_COUNT];
+    o->samplers = (1u << V_COUNT) - 1;
+    if (samplers != NULL) {
+        if (gp_bench_parse_names(samplers, variant_name, V_COUNT, use, "--samplers") != 0)
+            return 2;
+        o->samplers = 0;
+        for (int v = 0; v < V_COUNT; v++)
+            o->samplers |= use[v] ? M(v) : 0u;
+    }
+    o->seeds = (int)seeds;
+    o->n = (size_t)n;
+    o->stein_iterations = (int)iterations;
+    o->threads = (int)threads;
     if (!any_sweep)
         o->do_r = o->do_d = o->do_matern = o->do_spread = 1;
     if (o->seeds < 0)
@@ -750,6 +719,24 @@ static void run_d_sweep(const options *o)
     printf("\n");
 }
 
+/* One row of the Matérn-3/2 tables: the point (d, R) evaluated and printed
+ * under its label `value` (the swept one, named `what` in the progress note). */
+static void matern_row(const options *o, size_t d, size_t R, unsigned mask, const char *what,
+                       size_t value)
+{
+    double t0 = gp_bench_seconds();
+    point *p = calloc(1, sizeof *p);
+    eval_point(o, GP_KERNEL_MATERN32, d, R, 1.0, mask, 0, p);
+    printf("| %zu |", value);
+    for (int v = 0; v < V_COUNT; v++)
+        if (mask & M(v))
+            print_cell(cell_mean(o, p, (variant)v), 0.0);
+    printf("\n");
+    fflush(stdout);
+    free(p);
+    fprintf(stderr, "matern: %s=%zu done in %.1f s\n", what, value, gp_bench_seconds() - t0);
+}
+
 static void run_matern(const options *o)
 {
     unsigned mask = (M(V_MC) | M(V_QMC) | M(V_ORF) | M(V_STEIN) | M(V_STEIN_PD)) & o->samplers;
@@ -762,17 +749,7 @@ static void run_matern(const options *o)
         size_t R = r_values[i];
         if ((o->quick && R != 200) || !in_list(o->r_list, o->n_r_list, (double)R))
             continue;
-        double t0 = gp_bench_seconds();
-        point *p = calloc(1, sizeof *p);
-        eval_point(o, GP_KERNEL_MATERN32, 2, R, 1.0, mask, 0, p);
-        printf("| %zu |", R);
-        for (int v = 0; v < V_COUNT; v++)
-            if (mask & M(v))
-                print_cell(cell_mean(o, p, (variant)v), 0.0);
-        printf("\n");
-        fflush(stdout);
-        free(p);
-        fprintf(stderr, "matern: R=%zu done in %.1f s\n", R, gp_bench_seconds() - t0);
+        matern_row(o, 2, R, mask, "R", R);
     }
     printf("\n## Matérn-3/2: d sweep at R = 200, N = %zu, mean of %d seeds\n\n", o->n,
            o->seeds);
@@ -782,17 +759,7 @@ static void run_matern(const options *o)
         size_t d = ds[i];
         if ((o->quick && d != 8) || !in_list(o->d_list, o->n_d_list, (double)d))
             continue;
-        double t0 = gp_bench_seconds();
-        point *p = calloc(1, sizeof *p);
-        eval_point(o, GP_KERNEL_MATERN32, d, 200, 1.0, mask, 0, p);
-        printf("| %zu |", d);
-        for (int v = 0; v < V_COUNT; v++)
-            if (mask & M(v))
-                print_cell(cell_mean(o, p, (variant)v), 0.0);
-        printf("\n");
-        fflush(stdout);
-        free(p);
-        fprintf(stderr, "matern: d=%zu done in %.1f s\n", d, gp_bench_seconds() - t0);
+        matern_row(o, d, 200, mask, "d", d);
     }
     printf("\n");
 }
@@ -941,8 +908,9 @@ static void print_targets(const options *o)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
     if (o.threads > 0)
         gp_parallel_set_threads(o.threads);
     gp_stein_options so;

@@ -74,6 +74,7 @@
 #include <string.h>
 
 #include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "bench/support/kjit_ep.h"
 #include "bench/support/kjit_oracle.h"
@@ -155,31 +156,7 @@ typedef struct options {
     char pairs_out[1024]; /* "" or a folder for the pairs (the scikit-learn side) */
 } options;
 
-static void usage(const char *prog)
-{
-    fprintf(stderr,
-            "usage: %s [--quick] [--parts accuracy,stream,speed] [--peers LIST]\n"
-            "          [--problems K] [--train N] [--test N] [--exact-train N] [--features D]\n"
-            "          [--inner-features D] [--observes N] [--stream-problems K]\n"
-            "          [--noise S] [--gate-kappa K] [--pairs-out DIR]\n"
-            "  --quick            a smoke run of a minute: 4 problems, 1000/600 pairs,\n"
-            "                     features 300/200, 2000 observes, 2 stream problems a kind\n"
-            "  --peers            part 1 peers (default all): rfgp_median, rfgp_loocv,\n"
-            "                     rfgp_ml, rfgp_online, rfgp_mv, exact_mv\n"
-            "  --problems K       EP problems of part 1 (seeds 1..K, default %d)\n"
-            "  --train, --test    pairs of part 1 (default %d, %d)\n"
-            "  --exact-train N    exact_mv fits the first N training pairs (default %d)\n"
-            "  --features D       rfgp outer features (default rfgp's); --inner-features D\n"
-            "  --observes N       rows of each observe timing (default %d)\n"
-            "  --stream-problems K  problems of each kind in part 2 (default %d)\n"
-            "  --noise S          part 1's rfgp noise variance (default the note's 1e-4)\n"
-            "  --gate-kappa K     gate_kappa of part 2's rfgp (default rfgp's, 1)\n"
-            "  --pairs-out DIR    write the part 1 pairs (train.csv, test.csv) there\n",
-            prog, DEFAULT_PROBLEMS, DEFAULT_TRAIN, DEFAULT_TEST, DEFAULT_EXACT_TRAIN,
-            DEFAULT_OBSERVES,
-            DEFAULT_STREAM_PROBLEMS);
-}
-
+/* 0 to run, 1 after --help, 2 after a message on stderr. */
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -187,71 +164,70 @@ static int parse_args(int argc, char **argv, options *o)
         o->parts[i] = 1;
     for (int i = 0; i < N_PEERS; i++)
         o->peers[i] = 1;
-    int problems = -1, stream = -1;
-    long train = -1, test = -1, observes = -1, exact_train = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long v;
-        int has = i + 1 < argc;
-        if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-        } else if (strcmp(a, "--parts") == 0 && has) {
-            if (gp_bench_parse_names(argv[++i], part_names, N_PARTS, o->parts, "--parts") != 0)
-                return -1;
-        } else if (strcmp(a, "--peers") == 0 && has) {
-            if (gp_bench_parse_names(argv[++i], peer_names, N_PEERS, o->peers, "--peers") != 0)
-                return -1;
-        } else if (strcmp(a, "--problems") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 1, 1000, &v) != 0)
-                return -1;
-            problems = (int)v;
-        } else if (strcmp(a, "--train") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 10, 1000000, &train) != 0)
-                return -1;
-        } else if (strcmp(a, "--test") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 10, 1000000, &test) != 0)
-                return -1;
-        } else if (strcmp(a, "--exact-train") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 10, 1000000, &exact_train) != 0)
-                return -1;
-        } else if (strcmp(a, "--features") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 10, 10000, &o->features) != 0)
-                return -1;
-        } else if (strcmp(a, "--inner-features") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 10, 10000, &o->inner_features) != 0)
-                return -1;
-        } else if (strcmp(a, "--observes") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 100, 100000000, &observes) != 0)
-                return -1;
-        } else if (strcmp(a, "--stream-problems") == 0 && has) {
-            if (gp_bench_parse_long(argv[++i], 1, 1000, &v) != 0)
-                return -1;
-            stream = (int)v;
-        } else if (strcmp(a, "--noise") == 0 && has) {
-            char *end = NULL;
-            o->noise = strtod(argv[++i], &end);
-            if (end == argv[i] || *end != '\0' || !(o->noise > 0) || !isfinite(o->noise))
-                return -1;
-        } else if (strcmp(a, "--gate-kappa") == 0 && has) {
-            char *end = NULL;
-            o->gate_kappa = strtod(argv[++i], &end);
-            if (end == argv[i] || *end != '\0' || !(o->gate_kappa > 0) || !isfinite(o->gate_kappa))
-                return -1;
-        } else if (strcmp(a, "--pairs-out") == 0 && has) {
-            snprintf(o->pairs_out, sizeof o->pairs_out, "%s", argv[++i]);
-        } else {
-            return -1;
-        }
+    long problems = -1, stream = -1, train = -1, test = -1, observes = -1, exact_train = -1;
+    const char *parts = NULL, *peers = NULL, *pairs_out = NULL;
+    double noise = NAN, gate_kappa = NAN; /* NAN: not given */
+    char h_problems[64], h_train[64], h_test[64], h_exact[80], h_observes[64], h_stream[64];
+    snprintf(h_problems, sizeof h_problems, "EP problems of part 1 (seeds 1..K, default %d)",
+             DEFAULT_PROBLEMS);
+    snprintf(h_train, sizeof h_train, "training pairs of part 1 (default %d)", DEFAULT_TRAIN);
+    snprintf(h_exact, sizeof h_exact, "exact_mv fits the first N training pairs (default %d)",
+             DEFAULT_EXACT_TRAIN);
+    snprintf(h_observes, sizeof h_observes, "rows of each observe timing (default %d)",
+             DEFAULT_OBSERVES);
+    snprintf(h_stream, sizeof h_stream, "problems of each kind in part 2 (default %d)",
+             DEFAULT_STREAM_PROBLEMS);
+    snprintf(h_test, sizeof h_test, "test pairs of part 1 (default %d)", DEFAULT_TEST);
+    const gp_bench_cli_option opts[] = {
+        {"quick", GP_BENCH_CLI_FLAG, &o->quick, 0, 0,
+         "a smoke run of a minute: 4 problems, 1000/600 pairs, features 300/200, 2000 "
+         "observes, 2 stream problems a kind"},
+        {"parts", GP_BENCH_CLI_STRING, &parts, 0, 0, "parts to run: accuracy,stream,speed (default all)"},
+        {"peers", GP_BENCH_CLI_STRING, &peers, 0, 0,
+         "part 1 peers (default all): rfgp_median, rfgp_loocv, rfgp_ml, rfgp_online, rfgp_mv, "
+         "exact_mv"},
+        {"problems", GP_BENCH_CLI_LONG, &problems, 1, 1000, h_problems},
+        {"train", GP_BENCH_CLI_LONG, &train, 10, 1000000, h_train},
+        {"test", GP_BENCH_CLI_LONG, &test, 10, 1000000, h_test},
+        {"exact-train", GP_BENCH_CLI_LONG, &exact_train, 10, 1000000, h_exact},
+        {"features", GP_BENCH_CLI_LONG, &o->features, 10, 10000, "rfgp outer features (default rfgp's)"},
+        {"inner-features", GP_BENCH_CLI_LONG, &o->inner_features, 10, 10000,
+         "rfgp inner features (default rfgp's)"},
+        {"observes", GP_BENCH_CLI_LONG, &observes, 100, 100000000, h_observes},
+        {"stream-problems", GP_BENCH_CLI_LONG, &stream, 1, 1000, h_stream},
+        {"noise", GP_BENCH_CLI_DOUBLE, &noise, 0, 0,
+         "part 1's rfgp noise variance, positive (default the note's 1e-4)"},
+        {"gate-kappa", GP_BENCH_CLI_DOUBLE, &gate_kappa, 0, 0,
+         "gate_kappa of part 2's rfgp, positive (default rfgp's, 1)"},
+        {"pairs-out", GP_BENCH_CLI_STRING, &pairs_out, 0, 0,
+         "write the part 1 pairs (train.csv, test.csv) to this folder"},
+    };
+    size_t n_pos = 0;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0], "[options]", NULL,
+                                0, &n_pos);
+    if (rc != 0)
+        return rc;
+    if (parts != NULL && gp_bench_parse_names(parts, part_names, N_PARTS, o->parts, "--parts") != 0)
+        return 2;
+    if (peers != NULL && gp_bench_parse_names(peers, peer_names, N_PEERS, o->peers, "--peers") != 0)
+        return 2;
+    if ((!isnan(noise) && !(noise > 0)) || (!isnan(gate_kappa) && !(gate_kappa > 0))) {
+        fprintf(stderr, "%s: --noise and --gate-kappa take a positive number\n", argv[0]);
+        return 2;
     }
+    o->noise = isnan(noise) ? 0.0 : noise;
+    o->gate_kappa = isnan(gate_kappa) ? 0.0 : gate_kappa;
+    if (pairs_out != NULL)
+        snprintf(o->pairs_out, sizeof o->pairs_out, "%s", pairs_out);
     if (!(o->noise > 0))
         o->noise = NOISE;
-    o->problems = problems > 0 ? problems : (o->quick ? 4 : DEFAULT_PROBLEMS);
+    o->problems = problems > 0 ? (int)problems : (o->quick ? 4 : DEFAULT_PROBLEMS);
     o->train = train > 0 ? (size_t)train : (o->quick ? 1000 : DEFAULT_TRAIN);
     o->test = test > 0 ? (size_t)test : (o->quick ? 600 : DEFAULT_TEST);
     o->exact_train =
         exact_train > 0 ? (size_t)exact_train : (o->quick ? 500 : DEFAULT_EXACT_TRAIN);
     o->observes = observes > 0 ? (size_t)observes : (o->quick ? 2000 : DEFAULT_OBSERVES);
-    o->stream_problems = stream > 0 ? stream : (o->quick ? 2 : DEFAULT_STREAM_PROBLEMS);
+    o->stream_problems = stream > 0 ? (int)stream : (o->quick ? 2 : DEFAULT_STREAM_PROBLEMS);
     if (o->quick && o->features == 0)
         o->features = 300;
     if (o->quick && o->inner_features == 0)
@@ -1609,10 +1585,9 @@ static int part_speed(const options *o, gp_kjit_oracle *oracle)
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_args(argc, argv, &o) != 0) {
-        usage(argv[0]);
-        return 2;
-    }
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
     gp_kjit_oracle oracle;
     gp_kjit_oracle_init(&oracle);
     double t0 = gp_bench_seconds();

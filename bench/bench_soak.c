@@ -61,7 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/support/args.h"
+#include "bench/support/cli.h"
 #include "bench/support/clock.h"
 
 #define MAX_LOOPS 16
@@ -1051,46 +1051,34 @@ static double rss_slope(const sample *s, int n, double from, int what, int *m)
     return *m >= 2 && den > 0 ? ((double)*m * sxy - sx * sy) / den : 0.0;
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: bench_soak --port N --pid PID [--seconds S] [--loops L] [--db PATH]\n"
-                    "                  [--think-ms MS] [--max-slope KIB_PER_MIN] [--max-growth KIB]\n");
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
     long port = 0, pid = 0, seconds = 600, loops = 4, think = 0, max_slope = 256,
          max_growth = 1024;
     const char *db = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = v == NULL;
-        if (strcmp(a, "--port") == 0)
-            bad = bad || gp_bench_parse_long(v, 1, 65535, &port) != 0;
-        else if (strcmp(a, "--pid") == 0)
-            bad = bad || gp_bench_parse_long(v, 1, 1L << 30, &pid) != 0;
-        else if (strcmp(a, "--seconds") == 0)
-            bad = bad || gp_bench_parse_long(v, 10, 36000, &seconds) != 0;
-        else if (strcmp(a, "--loops") == 0)
-            bad = bad || gp_bench_parse_long(v, 1, MAX_LOOPS, &loops) != 0;
-        else if (strcmp(a, "--think-ms") == 0)
-            bad = bad || gp_bench_parse_long(v, 0, 10000, &think) != 0;
-        else if (strcmp(a, "--max-slope") == 0)
-            bad = bad || gp_bench_parse_long(v, 0, 1L << 30, &max_slope) != 0;
-        else if (strcmp(a, "--max-growth") == 0)
-            bad = bad || gp_bench_parse_long(v, 0, 1L << 30, &max_growth) != 0;
-        else if (strcmp(a, "--db") == 0)
-            db = v;
-        else
-            bad = 1;
-        if (bad)
-            return usage();
-        i++;
+    const gp_bench_cli_option opts[] = {
+        {"port", GP_BENCH_CLI_LONG, &port, 1, 65535, "the daemon's port (required)"},
+        {"pid", GP_BENCH_CLI_LONG, &pid, 1, 1L << 30, "the daemon's process id (required)"},
+        {"seconds", GP_BENCH_CLI_LONG, &seconds, 10, 36000, "length of the run (default 600)"},
+        {"loops", GP_BENCH_CLI_LONG, &loops, 1, MAX_LOOPS, "concurrent client loops (default 4)"},
+        {"db", GP_BENCH_CLI_STRING, &db, 0, 0, "the store's file, its size sampled too"},
+        {"think-ms", GP_BENCH_CLI_LONG, &think, 0, 10000, "pause between requests (default 0)"},
+        {"max-slope", GP_BENCH_CLI_LONG, &max_slope, 0, 1L << 30,
+         "fail above this RSS slope, KiB a minute (default 256)"},
+        {"max-growth", GP_BENCH_CLI_LONG, &max_growth, 0, 1L << 30,
+         "fail above this RSS growth, KiB (default 1024)"},
+    };
+    const char *usage = "--port N --pid PID [--seconds S] [--loops L] [--db PATH] [--think-ms MS] "
+                        "[--max-slope KIB_PER_MIN] [--max-growth KIB]";
+    size_t n_pos = 0;
+    int rc = gp_bench_cli_parse(argc, argv, opts, sizeof opts / sizeof opts[0], usage, NULL, 0,
+                                &n_pos);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    if (port == 0 || pid == 0) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        return 2;
     }
-    if (port == 0 || pid == 0)
-        return usage();
     g_port = (int)port;
     g_pid = (pid_t)pid;
     g_think_ms = (double)think;

@@ -9,6 +9,10 @@
 # of them only --quick is passed on to the scikit-learn script (and to
 # bench_kernel_approx).
 #
+# Only the exact benchmark (bench_exact, then bench/sklearn_exact.py on the
+# same rows; bench/results/exact.md), with bench_exact's arguments:
+#   sh bench/run.sh BUILD_DIR exact [--quick] [--only fit,lml,predict]
+#
 # Only the kernel-approximation benchmark (random-feature samplers, Nyström;
 # bench/results/kernel_approx.md), with its own arguments:
 #   sh bench/run.sh BUILD_DIR kernel_approx [--quick] [--sweep r,d,matern,spread] ...
@@ -97,6 +101,29 @@ run_classification() {
     # shellcheck disable=SC2086
     /usr/bin/python3 bench/sklearn_classification.py --splits "$dir" $py
 }
+# bench_exact then scikit-learn on the same rows (folder $1); the remaining
+# arguments go to bench_exact, --quick also to the Python side.
+run_exact() {
+    xdir=$1
+    shift
+    if [ ! -x "$BUILD/bench/bench_exact" ]; then
+        echo "bench_exact: $BUILD/bench/bench_exact not built: skipped"
+        return 1
+    fi
+    xst=0
+    "$BUILD/bench/bench_exact" --splits-out "$xdir" "$@" || xst=1
+    xq=""
+    for a in "$@"; do [ "$a" = --quick ] && xq=--quick; done
+    if /usr/bin/python3 -c 'import sklearn' >/dev/null 2>&1; then
+        # shellcheck disable=SC2086
+        /usr/bin/python3 bench/sklearn_exact.py --splits "$xdir" $xq || xst=1
+    else
+        echo "## scikit-learn: skipped (/usr/bin/python3 cannot import sklearn;" \
+             "install python3-sklearn to compare)"
+        echo
+    fi
+    return $xst
+}
 # bench_online then its HTTP part (bench/online/http.sh); arguments go to
 # bench_online, --quick to both.
 run_online() {
@@ -141,6 +168,13 @@ run_experiments() {
 if [ "${1:-}" = experiments ]; then
     shift
     run_experiments "$@"
+    exit $?
+fi
+if [ "${1:-}" = exact ]; then
+    shift
+    xtmp=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-exact.XXXXXX") || exit 1
+    trap 'rm -rf "$xtmp"' EXIT INT TERM
+    run_exact "$xtmp" "$@"
     exit $?
 fi
 if [ "${1:-}" = online ]; then
@@ -197,21 +231,8 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-bench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-if [ -x "$BUILD/bench/bench_exact" ]; then
-    # shellcheck disable=SC2086
-    "$BUILD/bench/bench_exact" --splits-out "$tmp" $EXTRA || status=1
-    if /usr/bin/python3 -c 'import sklearn' >/dev/null 2>&1; then
-        # shellcheck disable=SC2086
-        /usr/bin/python3 bench/sklearn_exact.py --splits "$tmp" $PYEXTRA || status=1
-    else
-        echo "## scikit-learn: skipped (/usr/bin/python3 cannot import sklearn;" \
-             "install python3-sklearn to compare)"
-        echo
-    fi
-else
-    echo "bench_exact: $BUILD/bench/bench_exact not built: skipped"
-    status=1
-fi
+# shellcheck disable=SC2086
+run_exact "$tmp" $EXTRA || status=1
 
 # The HTTP service against scikit-learn behind Flask/gunicorn (wrk on loopback).
 # shellcheck disable=SC2086

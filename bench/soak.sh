@@ -142,6 +142,8 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null |
 mem=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo 2>/dev/null)
 
 {
+    echo "<!-- generated: sh bench/soak.sh $BUILD $SECONDS_RUN -->"
+    echo
     echo "# Soak: $SECONDS_RUN s of mixed traffic"
     echo
     echo "Command: \`sh bench/soak.sh $BUILD $SECONDS_RUN\` (the soak of \`make bench\`, which runs it for"

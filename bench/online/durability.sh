@@ -20,6 +20,9 @@ BUILD=${1:-build}
 BASE_BIN=${2:-}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 cd "$ROOT" || exit 1
+# wait_port (lib.sh's other helpers are not used here; to_ms below is this
+# script's own: two decimals).
+. "$ROOT/bench/http/lib.sh"
 case $BUILD in /*) BIN=$BUILD/gpserve ;; *) BIN=$ROOT/$BUILD/gpserve ;; esac
 : "${DUR:=10}" "${ROUNDS:=3}" "${CONNS:=16}"
 : "${OPENBLAS_THREAD_TIMEOUT:=16}"
@@ -39,18 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-
-wait_port() {
-    i=0
-    while [ $i -lt 300 ]; do
-        port=$(sed -n 's/.*gpserve listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$1" | head -n 1)
-        [ -n "$port" ] && { echo "$port"; return 0; }
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
 
 awk 'BEGIN { srand(1); pi = 3.141592653589793;
     for (i = 0; i < 1000; i++) {

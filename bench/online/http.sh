@@ -30,6 +30,8 @@ QUICK=""
 for a in "$@"; do [ "$a" = --quick ] && QUICK=yes; done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 cd "$ROOT" || exit 1
+# wait_port and to_ms (the rest of lib.sh is not used here; wrk_run below is this script's own).
+. "$ROOT/bench/http/lib.sh"
 case $BUILD in /*) BIN=$BUILD/gpserve ;; *) BIN=$ROOT/$BUILD/gpserve ;; esac
 : "${OPENBLAS_THREAD_TIMEOUT:=16}"
 export OPENBLAS_THREAD_TIMEOUT
@@ -79,24 +81,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-# wait_port LOGFILE PID: the port of gpserve's "listening" line.
-wait_port() {
-    i=0
-    while [ $i -lt 300 ]; do
-        port=$(sed -n 's/.*gpserve listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$1" | head -n 1)
-        [ -n "$port" ] && { echo "$port"; return 0; }
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
-# to_ms: "635.91us" / "1.2ms" / "1.5s" -> milliseconds.
-to_ms() {
-    awk '{ v = $1; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
-           f = (u == "us") ? 0.001 : (u == "ms") ? 1 : (u == "s") ? 1000 : (u == "m") ? 60000 : 1;
-           printf "%.3f", v * f }'
-}
 # wrk_run URL CONNS OUTFILE [ENV...]: runs wrk (the script from $SCRIPT) and
 # writes "rps p50 p99 requests non2xx socketerrors" to OUTFILE.
 wrk_run() {

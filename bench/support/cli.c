@@ -1,7 +1,9 @@
 /* See cli.h. */
 #include "bench/support/cli.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench/support/args.h"
@@ -32,6 +34,16 @@ static int set_value(const char *prog, const gp_bench_cli_option *o, const char 
     if (o->kind == GP_BENCH_CLI_STRING) {
         *(const char **)o->dst = text;
         return 0;
+    }
+    if (o->kind == GP_BENCH_CLI_DOUBLE) {
+        char *end = NULL;
+        double v = strtod(text, &end);
+        if (end != text && *end == '\0' && isfinite(v)) {
+            *(double *)o->dst = v;
+            return 0;
+        }
+        fprintf(stderr, "%s: --%s takes a number, not '%s'\n", prog, o->name, text);
+        return -1;
     }
     if (gp_bench_parse_long(text, o->lo, o->hi, (long *)o->dst) == 0)
         return 0;

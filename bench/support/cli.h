@@ -13,7 +13,8 @@
 typedef enum gp_bench_cli_kind {
     GP_BENCH_CLI_FLAG,   /* --name: *(int *)dst = 1 */
     GP_BENCH_CLI_STRING, /* --name VALUE: *(const char **)dst = VALUE */
-    GP_BENCH_CLI_LONG    /* --name N: *(long *)dst = N, lo <= N <= hi */
+    GP_BENCH_CLI_LONG,   /* --name N: *(long *)dst = N, lo <= N <= hi */
+    GP_BENCH_CLI_DOUBLE  /* --name X: *(double *)dst = X, a finite number (the program checks its range) */
 } gp_bench_cli_kind;
 
 typedef struct gp_bench_cli_option {

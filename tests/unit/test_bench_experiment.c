@@ -180,6 +180,25 @@ static void test_cli(void **state)
     assert_int_equal(gp_bench_cli_parse(2, help, opts, 3, "", pos, 2, &n_pos), 1);
 }
 
+/* A DOUBLE option takes a whole finite number; anything else is refused
+ * (bench_online's --noise, bench_kernel_approx's --stein-step). */
+static void test_cli_double(void **state)
+{
+    (void)state;
+    double x = -1.0;
+    const gp_bench_cli_option opts[] = {{"x", GP_BENCH_CLI_DOUBLE, &x, 0, 0, "x"}};
+    size_t n_pos = 0;
+    char *ok[] = {"p", "--x", "2.5e-3"};
+    assert_int_equal(gp_bench_cli_parse(3, ok, opts, 1, "", NULL, 0, &n_pos), 0);
+    assert_true(x == 2.5e-3);
+    char *bad[][3] = {{"p", "--x", "abc"}, {"p", "--x", "1.5z"}, {"p", "--x", "inf"},
+                      {"p", "--x", "nan"}, {"p", "--x", "1e999"}, {"p", "--x", ""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gp_bench_cli_parse(3, bad[i], opts, 1, "", NULL, 0, &n_pos), 2);
+        assert_true(x == 2.5e-3); /* untouched */
+    }
+}
+
 static void test_parse_sizes(void **state)
 {
     (void)state;
@@ -201,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_datasets_and_splits),
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_cli_double),
         cmocka_unit_test(test_parse_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
