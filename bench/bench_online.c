@@ -1495,8 +1495,20 @@ static void speed_case(const options *o, const speed_data *sd, int messages, spe
         gp_error err;
         int rc = GP_OK;
         double spent = 0;
+        /* Blocks of m points from the rows after the observed ones, or from
+         * the whole stream when too few are left (a short --observes run). */
+        size_t base = from, room = sd->count > from + m ? sd->count - from - m : 0;
+        if (room == 0) {
+            base = 0;
+            room = sd->count > m ? sd->count - m : 0;
+        }
+        if (room == 0) {
+            snprintf(rp->why, sizeof rp->why, "predict: %zu points need more than the %zu rows",
+                     m, sd->count);
+            continue;
+        }
         for (size_t c = 0; c < calls && rc == GP_OK; c++) {
-            size_t at = from + (c * m) % (sd->count - from - m);
+            size_t at = base + (c * m) % room;
             speed_block(sd, at, m, Xp, Yp);
             pr.X = Xp;
             double t1 = gp_bench_seconds();
