@@ -257,11 +257,11 @@ run_classification "$tmp/classification" $PYEXTRA || status=1
 # ~30 minutes, bench/results/ssgp.md; gwi: gwi against exact, sgpr and msrfr,
 # bench/results/gwi.md, hours, most of it msrfr on the large sets; sparse and
 # sparse_large: sgpr and renyi against exact, bench/results/sparse.md, ~45
-# minutes).
+# minutes; msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, about
+# 45 minutes).
 run_experiments $PYEXTRA || status=1
 
-# Any other benchmark program (bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
-# see its header; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
+# Any other benchmark program (bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
 # without arguments, or with --quick when given.
 # (by their sources, so that a program an older build left behind, since
 # replaced by an experiment file, does not run again)

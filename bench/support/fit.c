@@ -13,12 +13,41 @@
 
 /* gp_model_fit of m on train (the protocol of fit.h); the wall time of the
  * fit alone goes to *seconds. */
+gp_bench_fit_setup gp_bench_fit_default(void)
+{
+    gp_bench_fit_setup su;
+    memset(&su, 0, sizeof su);
+    su.standardize = 1;
+    su.likelihood = GP_LIK_GAUSSIAN;
+    su.kernel = GP_KERNEL_RBF;
+    su.ard = 1;
+    return su;
+}
+
 int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n_opts,
                        const gp_dataset *train, uint64_t seed, gp_model **model, double *seconds,
                        gp_error *err)
 {
+    gp_bench_fit_setup su = gp_bench_fit_default();
+    return gp_bench_fit_timed_with(m, opts, n_opts, train, seed, &su, model, seconds, err);
+}
+
+/* The kernel of su: every lengthscale at su->lengthscale when it is given
+ * (e.g. a median heuristic), else at the kernel's default start. */
+static int setup_kernel(const gp_bench_fit_setup *su, size_t d, gp_kernel **k, gp_error *err)
+{
+    int rc = gp_kernel_leaf(k, su->kernel, d, su->ard, NULL, 0, err);
+    for (size_t j = 0; rc == GP_OK && su->lengthscale > 0.0 && j < (su->ard ? d : 1); j++)
+        (*k)->log_lengthscale[j] = log(su->lengthscale);
+    return rc;
+}
+
+int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, size_t n_opts,
+                            const gp_dataset *train, uint64_t seed, const gp_bench_fit_setup *su,
+                            gp_model **model, double *seconds, gp_error *err)
+{
     gp_kernel *k = NULL;
-    int rc = gp_kernel_leaf(&k, GP_KERNEL_RBF, train->d, 1, NULL, 0, err);
+    int rc = setup_kernel(su, train->d, &k, err);
     if (rc == GP_OK)
         rc = gp_options_validate(m, opts, n_opts, err);
     gp_fit_request req;
@@ -28,7 +57,11 @@ int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n
     req.n = train->n;
     req.d = train->d;
     req.kernel = k;
-    req.standardize = 1;
+    req.standardize = su->standardize;
+    req.noise_given = su->noise_given;
+    req.noise_fixed = su->noise_fixed;
+    req.noise_variance = su->noise_variance;
+    req.likelihood = su->likelihood;
     req.seed = seed;
     req.options = n_opts > 0 ? opts : NULL;
     req.n_options = n_opts;
