@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench/driver/experiment.h"
+#include "bench/driver/peers.h"
 #include "bench/driver/prepare.h"
 #include "bench/driver/score.h"
 #include "bench/support/args.h"
@@ -469,6 +470,8 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
             gp_dataset_free(&all);
     }
     int bad = runs != NULL && i < json_array_size(datasets); /* select_runs broke off */
+    if (!bad && !cfg->no_peers && cfg->methods == NULL)
+        bad = gpb_run_peers(exp, datasets, cfg->quick, out) != 0;
     json_decref(runs);
     json_decref(datasets);
     return bad ? -1 : 0;
