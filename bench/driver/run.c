@@ -18,6 +18,8 @@
 #include "core/methods/registry.h"
 
 #define MAX_OPTIONS 32
+/* rows of the median heuristic ("lengthscale": "median"), bench_hkd's */
+#define DEFAULT_MEDIAN_ROWS 2000
 
 /* Where one fit runs: the experiment, dataset entry, split and seeds. */
 typedef struct place {
@@ -193,6 +195,14 @@ static int fit_setup(const json_t *fit, gp_bench_fit_setup *su, char *why, size_
             su->noise_fixed = json_is_true(v);
         else if (strcmp(key, "ard") == 0)
             su->ard = json_is_true(v);
+        else if (strcmp(key, "lengthscale") == 0 && json_is_number(v))
+            su->lengthscale = json_number_value(v);
+        else if (strcmp(key, "lengthscale") == 0 && json_is_string(v) &&
+                 strcmp(json_string_value(v), "median") == 0) {
+            json_int_t rows = json_integer_value(json_object_get(fit, "median_rows"));
+            su->median_rows = rows > 0 ? (size_t)rows : DEFAULT_MEDIAN_ROWS;
+        } else if (strcmp(key, "median_rows") == 0 && json_is_integer(v))
+            continue; /* read with "lengthscale": "median" */
         else if (strcmp(key, "likelihood") == 0 && json_is_string(v)) {
             int l = gp_likelihood_from_name(json_string_value(v));
             bad = l < 0;

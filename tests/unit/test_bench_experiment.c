@@ -19,6 +19,7 @@
 #include "bench/driver/prepare.h"
 #include "bench/driver/score.h"
 #include "bench/support/args.h"
+#include "bench/support/fit.h"
 #include "bench/support/cli.h"
 
 static const char *const EXPERIMENT =
@@ -251,6 +252,18 @@ static void test_auc(void **state)
     assert_true(isnan(gpb_auc(p, ones, 2)));
 }
 
+/* The median heuristic: the median pairwise distance of the standardised
+ * rows; 1 when fewer than two rows are taken. */
+static void test_median_heuristic(void **state)
+{
+    (void)state;
+    const double X[3] = {0, 1, 3};
+    /* population sd of 0, 1, 3; distances 1, 2, 3 over it: the median 2 / sd */
+    double sd = sqrt((16.0 / 9 + 1.0 / 9 + 25.0 / 9) / 3);
+    assert_true(fabs(gp_bench_median_heuristic(X, 3, 1, 3, 0) - 2.0 / sd) < 1e-12);
+    assert_true(gp_bench_median_heuristic(X, 3, 1, 1, 0) == 1.0);
+}
+
 /* The shared parser: flags, strings, bounded integers, positional words,
  * --help, and each way a command line can be wrong. */
 static void test_cli(void **state)
@@ -308,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_rules_fit_label_split_and_quick_runs),
         cmocka_unit_test(test_preprocess),
         cmocka_unit_test(test_auc),
+        cmocka_unit_test(test_median_heuristic),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_parse_sizes),
     };
