@@ -149,9 +149,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(TEST_EXTRA_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
 
-# The driver's experiment expansion, tested on its own (bench/driver/).
-$(BUILD)/tests/test_bench_experiment: TEST_EXTRA_OBJ := $(BUILD)/obj/bench/driver/experiment.o
-$(BUILD)/tests/test_bench_experiment: $(BUILD)/obj/bench/driver/experiment.o
+# The driver's experiment expansion, preprocessing and scores, tested on their own (bench/driver/).
+BENCH_DRIVER_TESTED := $(addprefix $(BUILD)/obj/bench/driver/,experiment.o prepare.o score.o)
+$(BUILD)/tests/test_bench_experiment: TEST_EXTRA_OBJ := $(BENCH_DRIVER_TESTED)
+$(BUILD)/tests/test_bench_experiment: $(BENCH_DRIVER_TESTED)
 
 $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o
 	@mkdir -p $(dir $@)

@@ -91,6 +91,7 @@
 #include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
+#include "bench/support/fit.h"
 #include "bench/support/scores.h"
 #include "core/base/error.h"
 #include "core/base/rng.h"
@@ -495,57 +496,6 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median pairwise Euclidean distance of the standardised columns of X (n x d,
- * column-major) over at most max_rows rows chosen with seed. */
-static double median_heuristic(const double *X, size_t n, size_t d, size_t max_rows,
-                               uint64_t seed)
-{
-    double *mean = malloc(d * sizeof *mean), *scale = malloc(d * sizeof *scale);
-    size_t r = n < max_rows ? n : max_rows;
-    size_t *rows = malloc(n * sizeof *rows);
-    double *P = malloc(r * d * sizeof *P);
-    size_t n_pairs = r * (r - 1) / 2;
-    double *dist = malloc((n_pairs > 0 ? n_pairs : 1) * sizeof *dist);
-    double med = 1.0;
-    if (mean == NULL || scale == NULL || rows == NULL || P == NULL || dist == NULL || r < 2)
-        goto done;
-    gp_column_stats(X, n, d, mean, scale);
-    gp_rng rng;
-    gp_rng_seed(&rng, seed);
-    for (size_t i = 0; i < n; i++)
-        rows[i] = i;
-    for (size_t i = 0; i < r; i++) { /* partial Fisher-Yates */
-        size_t j = i + (size_t)gp_rng_below(&rng, n - i);
-        size_t t = rows[i];
-        rows[i] = rows[j];
-        rows[j] = t;
-    }
-    for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < d; j++)
-            P[i * d + j] = (X[j * n + rows[i]] - mean[j]) / scale[j];
-    size_t p = 0;
-    for (size_t a = 0; a < r; a++)
-        for (size_t b = a + 1; b < r; b++) {
-            double s = 0.0;
-            for (size_t j = 0; j < d; j++) {
-                double e = P[a * d + j] - P[b * d + j];
-                s += e * e;
-            }
-            dist[p++] = sqrt(s);
-        }
-    qsort(dist, n_pairs, sizeof *dist, compare_double);
-    med = n_pairs % 2 ? dist[n_pairs / 2] : 0.5 * (dist[n_pairs / 2 - 1] + dist[n_pairs / 2]);
-    if (!(med > 0.0) || !isfinite(med))
-        med = 1.0;
-done:
-    free(mean);
-    free(scale);
-    free(rows);
-    free(P);
-    free(dist);
-    return med;
-}
-
 /* ---- one fit ---- */
 
 typedef struct result {
@@ -859,7 +809,7 @@ static void run_large_set(const options *o, const large_set *ls, large_outcome *
         out->n_train_full = full;
         out->n_test = test.n;
         out->d = train.d;
-        double ell = median_heuristic(train.X, train.n, train.d, MEDIAN_ROWS, (uint64_t)k);
+        double ell = gp_bench_median_heuristic(train.X, train.n, train.d, MEDIAN_ROWS, (uint64_t)k);
         out->ell[k] = ell;
         for (size_t mi = 0; mi < o->n_m; mi++) {
             size_t m = o->m[mi];
@@ -1046,7 +996,7 @@ static void run_trace_set(const options *o, const large_set *ls, double out[MAX_
         printf("| %s | skipped: %s |\n", ls->name, err.message);
         return;
     }
-    double ell = median_heuristic(sub.X, sub.n, sub.d, sub.n, 0);
+    double ell = gp_bench_median_heuristic(sub.X, sub.n, sub.d, sub.n, 0);
     gp_kernel *k = NULL;
     gp_value *sym[N_TRACE] = {make_symmetry(SYM_NONE, sub.d), make_symmetry(SYM_NONE, sub.d),
                               make_symmetry(SYM_NEGATE_AXES, sub.d),
@@ -1249,7 +1199,7 @@ static void run_synth(const options *o, synth_outcome *so)
             printf("skipped: out of memory\n\n");
             break;
         }
-        double ell = median_heuristic(train.X, train.n, train.d, MEDIAN_ROWS, (uint64_t)s);
+        double ell = gp_bench_median_heuristic(train.X, train.n, train.d, MEDIAN_ROWS, (uint64_t)s);
         for (size_t mi = 0; mi < o->n_synth_m; mi++) {
             size_t m = o->synth_m[mi];
             for (int v = 0; v < N_SYNTH; v++) {

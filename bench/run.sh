@@ -22,10 +22,12 @@
 # Only the classification/count benchmark (svgp and pls with bernoulli and
 # poisson likelihoods against scikit-learn's GaussianProcessClassifier and
 # Poisson GLMs on the same rows; bench/results/classification.md):
-#   sh bench/run.sh BUILD_DIR classification [--quick] [--splits S] [--datasets a,b]
-# (bench_classification writes its rows and scores to a temporary folder, then
-# bench/sklearn_classification.py fits the peers on those rows and prints the
-# comparison and the verdict). Duration on the shared 2-core machine with the
+#   sh bench/run.sh BUILD_DIR classification [--quick] [--datasets a,b]
+# (gpbench runs bench/experiments/classification.json without its peers into a
+# temporary folder and prints its tables, then bench/sklearn_classification.py
+# fits the peers on the same split files and prints them, the comparison with
+# gpbench's lines and the verdict; `make bench` runs the experiment file with
+# its peers instead, in the experiments). Duration on the shared 2-core machine with the
 # default 10 splits: about 22 minutes (gpserve 6, the peers 16, most of it GPC
 # on spam, ~4 minutes a fit; bench/results/classification.md).
 #
@@ -72,22 +74,23 @@ BUILD=${1:-build}
 export OPENBLAS_THREAD_TIMEOUT
 [ $# -gt 0 ] && shift
 
-# bench_classification then its peers on the same rows (folder $1); the
-# remaining arguments go to bench_classification, --quick, --splits and
-# --datasets also to the Python side.
+# bench/experiments/classification.json through gpbench (its lines in folder
+# $1), then its peers with the comparison and the verdict; the remaining
+# arguments go to gpbench run, --quick and --datasets also to the Python side.
 run_classification() {
     dir=$1
     shift
-    if [ ! -x "$BUILD/bench/bench_classification" ]; then
-        echo "bench_classification: $BUILD/bench/bench_classification not built: skipped"
+    if [ ! -x "$BUILD/bench/gpbench" ]; then
+        echo "gpbench: $BUILD/bench/gpbench not built: skipped"
         return 1
     fi
-    "$BUILD/bench/bench_classification" --splits-dir "$dir" "$@" || return 1
+    e=bench/experiments/classification.json
+    "$BUILD/bench/gpbench" run "$e" --no-peers "$@" --out "$dir/classification.jsonl" || return 1
+    "$BUILD/bench/gpbench" table "$e" "$dir/classification.jsonl" || return 1
     py=""
     while [ $# -gt 0 ]; do
         case $1 in
         --quick) py="$py --quick" ;;
-        --splits) py="$py --n-splits ${2:-}"; shift ;;
         --datasets) py="$py --datasets ${2:-}"; shift ;;
         esac
         [ $# -gt 0 ] && shift
@@ -99,7 +102,7 @@ run_classification() {
         return 0
     fi
     # shellcheck disable=SC2086
-    /usr/bin/python3 bench/sklearn_classification.py --splits "$dir" $py
+    /usr/bin/python3 bench/sklearn_classification.py --gpserve "$dir/classification.jsonl" $py
 }
 # bench_exact then scikit-learn on the same rows (folder $1); the remaining
 # arguments go to bench_exact, --quick also to the Python side.
@@ -268,21 +271,17 @@ else
     status=1
 fi
 
-# svgp and pls on the binary and count sets against their peers (about an hour).
-mkdir -p "$tmp/classification"
-# shellcheck disable=SC2086
-run_classification "$tmp/classification" $PYEXTRA || status=1
-
 # Every experiment file (bench/experiments/*.json; bench/README.md) through the
 # driver: its JSON lines to $tmp, then its tables (ssgp: the shared datasets,
 # ~30 minutes, bench/results/ssgp.md; gwi: gwi against exact, sgpr and msrfr,
 # bench/results/gwi.md, hours, most of it msrfr on the large sets; sparse and
 # sparse_large: sgpr and renyi against exact, bench/results/sparse.md, ~45
-# minutes).
+# minutes; msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, about
+# 45 minutes; classification: svgp and pls on the binary and count sets with
+# their scikit-learn peers, bench/results/classification.md, about an hour).
 run_experiments $PYEXTRA || status=1
 
-# Any other benchmark program (bench_msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, the longest:
-# see its header; bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
+# Any other benchmark program (bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
 # without arguments, or with --quick when given.
 # (by their sources, so that a program an older build left behind, since
 # replaced by an experiment file, does not run again)
@@ -291,7 +290,6 @@ for src in bench/bench_*.c; do
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
-    [ "$(basename "$b")" = bench_classification ] && continue # (above)
     [ "$(basename "$b")" = bench_soak ] && continue # the soak's client (above)
     [ "$(basename "$b")" = bench_online ] && continue # with its HTTP part (below)
     # shellcheck disable=SC2086

@@ -1,17 +1,17 @@
 #!/usr/bin/python3
-"""Peer side of the classification/count benchmark (bench/bench_classification.c).
+"""Peer side of the classification/count benchmark (bench/experiments/classification.json).
 
-    /usr/bin/python3 bench/sklearn_classification.py [--splits DIR] [--quick]
-        [--datasets a,b] [--n-splits S] [--spam-splits S]
+    /usr/bin/python3 bench/sklearn_classification.py [--gpserve FILE.jsonl] [--quick]
+        [--datasets a,b] [--n-splits S] [--spam-splits S] [--jsonl] [--splits DIR]
 
-DIR is the folder written by `build/bench/bench_classification --splits-dir DIR`
-(bench/run.sh classification does both): configs.tsv lists (dataset, split) and
-DIR/<dataset>_<k>.train.txt / .test.txt hold the 0-based CSV row indices the C
-side used; they are read and cross-checked against splits/<name>_test20.txt.
-Without --splits the rows come from the split files directly (the same rows).
-When DIR/gpserve.tsv exists (the C side's per-split scores), a comparison
-section follows: gpserve's svgp and pls beside the peers of this run, fit-time
-ratios, the thesis Table 6.2 rows of the matching sets and the verdict.
+The rows come from the split files splits/<name>_test20.txt, as gpbench's.
+--jsonl: one JSON line per fit (what gpbench reads as the experiment's peer).
+--gpserve FILE.jsonl (gpbench's lines; bench/run.sh classification does both):
+a comparison section follows the peers' tables: gpserve's svgp and pls beside
+the peers of this run, fit-time ratios, the thesis Table 6.2 rows of the
+matching sets and the verdict. --splits DIR: a folder of row files
+(DIR/<dataset>_<k>.train.txt / .test.txt, cross-checked against the split
+files; DIR/gpserve.tsv, when there, as --gpserve).
 
 Binary sets (breast_wisconsin, pima, ionosphere, sonar, spam):
 GaussianProcessClassifier (Laplace) with ConstantKernel(1) * RBF(ones(d)) (ARD),
@@ -239,9 +239,31 @@ def print_peer_tables(names, results, missing):
         print()
 
 
+def read_gpserve_jsonl(path):
+    """Per-split lines of gpbench (bench/experiments/classification.json), not the
+    peers' lines."""
+    import json
+    ok, notes = {}, {}
+    back = {v: k for k, v in JSONL_KEYS.items()}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line) if line.strip() else {}
+            if not r or "peer" in r:
+                continue
+            key = (r["dataset"], r["method"])
+            if not r.get("ok"):
+                notes[key] = r.get("error", "failed")
+                continue
+            row = {back[k]: float(r[k]) for k in back if k in r and r[k] is not None}
+            ok.setdefault(key, []).append(row)
+    return ok, notes
+
+
 def read_gpserve(path):
     """Per-split rows of the C side (gpserve.tsv): dataset, method, split, status,
-    acc, auc, logloss, testll, rmse, fit."""
+    acc, auc, logloss, testll, rmse, fit; or gpbench's JSON lines (FILE.jsonl)."""
+    if path.endswith(".jsonl"):
+        return read_gpserve_jsonl(path)
     ok, notes = {}, {}
     with open(path) as f:
         header = f.readline().rstrip("\n").split("\t")
@@ -415,13 +437,18 @@ def print_verdict(names, results, gp):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--splits", help="folder written by bench_classification --splits-dir")
+    ap.add_argument("--splits", help="a folder of the rows to use (NAME_K.train.txt / .test.txt)")
     ap.add_argument("--quick", action="store_true",
                     help="breast_wisconsin, sonar, doctor_visits; 3 splits")
     ap.add_argument("--datasets", help="comma-separated subset")
     ap.add_argument("--n-splits", type=int, default=10, help="splits per dataset (1..10)")
     ap.add_argument("--spam-splits", type=int, default=3,
                     help="splits of spam for GPC (default 3)")
+    ap.add_argument("--gpserve", help="gpbench's JSON lines of classification.json: the "
+                    "comparison and the verdict against them")
+    ap.add_argument("--jsonl", action="store_true",
+                    help="one JSON line per fit on stdout instead of the tables (the "
+                         "peers of bench/experiments/classification.json, run by gpbench)")
     args = ap.parse_args()
     names = BINARY + COUNTS
     if args.quick:
@@ -453,9 +480,31 @@ def print_header(args, names):
              ", rows read from the C side's --splits-dir" if args.splits else ""))
 
 
+# The driver's names of the scores (bench/driver/score.h) for ours.
+JSONL_KEYS = dict(acc="accuracy", auc="auc", logloss="log_loss", testll="test_ll", rmse="rmse",
+                  fit="seconds", split="split")
+
+
+def print_jsonl(results):
+    import json
+    for (name, method), rows in results.items():
+        for sc in rows:
+            line = dict(dataset=name, method=method, label=method, ok=True)
+            line.update({JSONL_KEYS[k]: v for k, v in sc.items() if k in JSONL_KEYS})
+            print(json.dumps(line))
+
+
 def main():
     args, names = parse_args()
     ddir = datasets_dir()
+    if args.jsonl:
+        results = {}
+        for name in names:
+            if os.path.isfile(os.path.join(ddir, name + ".csv")):
+                n = min(args.n_splits, args.spam_splits) if name == "spam" else args.n_splits
+                run_dataset(ddir, args.splits, name, n, results)
+        print_jsonl(results)
+        return 0
     if not os.path.isdir(os.path.join(ddir, "splits")):
         print("## Peers\n\nskipped: datasets directory %s not found\n" % ddir)
         return 0
@@ -470,7 +519,7 @@ def main():
         n = min(args.n_splits, args.spam_splits) if name == "spam" else args.n_splits
         run_dataset(ddir, args.splits, name, n, results)
     print_peer_tables(names, results, missing)
-    gpath = os.path.join(args.splits, "gpserve.tsv") if args.splits else None
+    gpath = os.path.join(args.splits, "gpserve.tsv") if args.splits else args.gpserve
     if gpath and os.path.isfile(gpath):
         gp, notes = read_gpserve(gpath)
         print_comparison(names, results, gp, notes)

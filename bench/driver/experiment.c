@@ -139,6 +139,8 @@ static void expand(const json_t *run, const json_t *grid, const char **keys, siz
         json_object_set_new(r, "options", json_deep_copy(options));
         if (json_object_get(run, "latency") != NULL)
             json_object_set(r, "latency", json_object_get(run, "latency"));
+        json_object_set_new(r, "fit", json_object());
+        json_object_update(json_object_get(r, "fit"), json_object_get(run, "fit"));
         json_array_append_new(out, r);
         return;
     }
@@ -199,11 +201,19 @@ json_t *gpb_experiment_runs(const json_t *exp, const json_t *ds, int quick)
     }
     /* the method's name was only there for the label */
     json_array_foreach(out, i, run) json_object_del(json_object_get(run, "options"), "method");
+    /* the quick preset's "runs": the labels it keeps */
+    const json_t *keep = quick ? json_object_get(json_object_get(exp, "quick"), "runs") : NULL;
+    for (i = json_array_size(out); keep != NULL && i-- > 0;)
+        if (!array_has_string(keep,
+                              json_string_value(json_object_get(json_array_get(out, i), "label"))))
+            json_array_remove(out, i);
     return out;
 }
 
-/* 1 when every key of when equals the run's method ("method") or option,
- * and the training set is larger than "n_train_above" when it says so. */
+/* 1 when every key of when equals the run's method ("method"), label
+ * ("label") or option, the training set is larger than "n_train_above" and
+ * the split number at least "split_at_least" (the run's "split", set by the
+ * caller) when it says so. */
 static int rule_matches(const json_t *when, const json_t *run, size_t n_train)
 {
     const char *key;
@@ -215,8 +225,15 @@ static int rule_matches(const json_t *when, const json_t *run, size_t n_train)
                 return 0;
             continue;
         }
-        const json_t *have = strcmp(key, "method") == 0
-                                 ? json_object_get(run, "method")
+        if (strcmp(key, "split_at_least") == 0) {
+            const json_t *split = json_object_get(run, "split");
+            if (!json_is_number(v) || !json_is_number(split) ||
+                json_number_value(split) < json_number_value(v))
+                return 0;
+            continue;
+        }
+        const json_t *have = strcmp(key, "method") == 0 || strcmp(key, "label") == 0
+                                 ? json_object_get(run, key)
                                  : json_object_get(json_object_get(run, "options"), key);
         if (have == NULL || !json_equal((json_t *)have, v))
             return 0;
@@ -236,6 +253,12 @@ static void apply(const json_t *rules, const json_t *run, size_t n_train, json_t
         const json_t *set = json_object_get(rule, "set");
         if (json_is_object(set))
             json_object_update(options, (json_t *)set);
+        const json_t *fit = json_object_get(rule, "fit");
+        if (json_is_object(fit)) {
+            if (!json_is_object(json_object_get(r, "fit")))
+                json_object_set_new(r, "fit", json_object());
+            json_object_update(json_object_get(r, "fit"), (json_t *)fit);
+        }
         const json_t *skip = json_object_get(rule, "skip");
         if (json_is_string(skip))
             json_object_set(r, "skip", (json_t *)skip);
@@ -246,6 +269,13 @@ json_t *gpb_apply_rules(const json_t *exp, const json_t *ds, const json_t *run, 
                         size_t n_train)
 {
     json_t *r = json_deep_copy(run);
+    /* the dataset's "fit" first: the run's and the rules' go over it */
+    const json_t *dsfit = json_object_get(ds, "fit");
+    if (json_is_object(dsfit)) {
+        json_t *fit = json_deep_copy(dsfit);
+        json_object_update(fit, json_object_get(r, "fit"));
+        json_object_set_new(r, "fit", fit);
+    }
     apply(json_object_get(ds, "rules"), run, n_train, r);
     if (quick)
         apply(json_object_get(json_object_get(exp, "quick"), "rules"), run, n_train, r);

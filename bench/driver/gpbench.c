@@ -1,9 +1,10 @@
 /* gpbench: the experiment driver of bench/ (bench/README.md).
  *
  *   build/bench/gpbench run EXPERIMENT.json [--quick] [--datasets a,b] [--methods a,b]
- *                           [--set METHOD.OPTION=VALUE,...] [--out FILE]
+ *                           [--set METHOD.OPTION=VALUE,...] [--no-peers] [--out FILE]
  *       every fit of the experiment; one JSON line of results each, to FILE
- *       (default stdout); progress on stderr.
+ *       (default stdout), then its peers' lines (not with --methods or
+ *       --no-peers); progress on stderr.
  *   build/bench/gpbench table EXPERIMENT.json RESULTS.jsonl [--out FILE]
  *       the markdown tables of the experiment from those lines (default
  *       stdout), the command that made them written at the top.
@@ -19,12 +20,12 @@
 
 #define USAGE                                                                              \
     "run EXPERIMENT.json [--quick] [--datasets a,b] [--methods a,b] [--set M.O=V,...]\n"   \
-    "                    [--out FILE]\n"                                                   \
+    "                    [--no-peers] [--out FILE]\n"                                                   \
     "       gpbench table EXPERIMENT.json RESULTS.jsonl [--out FILE]"
 
 int main(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, no_peers = 0;
     const char *only = NULL, *out_path = NULL, *methods = NULL, *set = NULL;
     const gp_bench_cli_option opts[] = {
         {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "run: the experiment's quick preset"},
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
         {"methods", GP_BENCH_CLI_STRING, &methods, 0, 0, "run: only these methods (a,b)"},
         {"set", GP_BENCH_CLI_STRING, &set, 0, 0,
          "run: METHOD.OPTION=VALUE,... over the file's options"},
+        {"no-peers", GP_BENCH_CLI_FLAG, &no_peers, 0, 0,
+         "run: not the experiment's peers (other libraries' scripts)"},
         {"out", GP_BENCH_CLI_STRING, &out_path, 0, 0, "write to FILE instead of stdout"},
     };
     const char *words[3];
@@ -55,7 +58,8 @@ int main(int argc, char **argv)
         json_decref(exp);
         return 2;
     }
-    gpb_run_config cfg = {.quick = quick, .only = only, .methods = methods, .set = set};
+    gpb_run_config cfg = {.quick = quick, .only = only, .methods = methods, .set = set,
+                          .no_peers = no_peers};
     rc = is_run ? gpb_run(exp, &cfg, out) : gpb_table(exp, words[1], words[2], out);
     if (out != stdout)
         fclose(out);

@@ -7,13 +7,19 @@
 #include <string.h>
 
 #include "bench/driver/experiment.h"
+#include "bench/driver/peers.h"
+#include "bench/driver/prepare.h"
+#include "bench/driver/score.h"
 #include "bench/support/args.h"
 #include "bench/support/clock.h"
 #include "bench/support/dataset.h"
 #include "bench/support/fit.h"
+#include "core/base/error.h"
 #include "core/methods/registry.h"
 
 #define MAX_OPTIONS 32
+/* rows of the median heuristic ("lengthscale": "median"), bench_hkd's */
+#define DEFAULT_MEDIAN_ROWS 2000
 
 /* Where one fit runs: the experiment, dataset entry, split and seeds. */
 typedef struct place {
@@ -26,6 +32,8 @@ typedef struct place {
     uint64_t seed;
     int quick;
     const gp_dataset *train, *test;
+    const gp_dataset *all; /* the prepared rows (prepare.h), or NULL */
+    double y_sd;           /* y's scale when the dataset standardised it, else 1 */
 } place;
 
 /* The JSON value v as the text gp_bench_option_from_text reads. */
@@ -167,6 +175,52 @@ static void measure_latency(const gp_model *model, const gp_dataset *test, const
     free(batch_us);
 }
 
+/* The run's "fit" settings (the dataset's, the run's and the rules', merged
+ * by gpb_apply_rules) over the protocol of bench/support/fit.h; -1 with the
+ * reason in why on a value that cannot be read. */
+static int fit_setup(const json_t *fit, gp_bench_fit_setup *su, char *why, size_t why_len)
+{
+    *su = gp_bench_fit_default();
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)fit, key, v)
+    {
+        int bad = 0;
+        if (strcmp(key, "standardize") == 0)
+            su->standardize = json_is_true(v);
+        else if (strcmp(key, "noise") == 0 && json_is_number(v)) {
+            su->noise_given = 1;
+            su->noise_variance = json_number_value(v);
+        } else if (strcmp(key, "noise_fixed") == 0)
+            su->noise_fixed = json_is_true(v);
+        else if (strcmp(key, "ard") == 0)
+            su->ard = json_is_true(v);
+        else if (strcmp(key, "lengthscale") == 0 && json_is_number(v))
+            su->lengthscale = json_number_value(v);
+        else if (strcmp(key, "lengthscale") == 0 && json_is_string(v) &&
+                 strcmp(json_string_value(v), "median") == 0) {
+            json_int_t rows = json_integer_value(json_object_get(fit, "median_rows"));
+            su->median_rows = rows > 0 ? (size_t)rows : DEFAULT_MEDIAN_ROWS;
+        } else if (strcmp(key, "median_rows") == 0 && json_is_integer(v))
+            continue; /* read with "lengthscale": "median" */
+        else if (strcmp(key, "likelihood") == 0 && json_is_string(v)) {
+            int l = gp_likelihood_from_name(json_string_value(v));
+            bad = l < 0;
+            su->likelihood = bad ? GP_LIK_GAUSSIAN : (gp_likelihood)l;
+        } else if (strcmp(key, "kernel") == 0 && json_is_string(v)) {
+            int k = gp_kernel_type_from_name(json_string_value(v));
+            bad = k < 0;
+            su->kernel = bad ? GP_KERNEL_RBF : (gp_kernel_type)k;
+        } else
+            bad = 1;
+        if (bad) {
+            snprintf(why, why_len, "fit.%s: not a setting gpbench reads (bench/README.md)", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Fit and score run at p into rec ("ok", "error" and the figures). */
 static void fit_one(const place *p, json_t *run, json_t *rec)
 {
@@ -187,27 +241,36 @@ static void fit_one(const place *p, json_t *run, json_t *rec)
         if (gp_bench_option_from_text(m, key, texts[n], &opts[n], why, sizeof why) == 0)
             n++;
     }
-    gp_bench_run r;
-    memset(&r, 0, sizeof r);
-    gp_model *model = NULL;
+    gp_bench_fit_setup su;
     if (why[0] == '\0')
-        gp_bench_fit_score(name != NULL ? name : "?", opts, n, p->train, p->test, p->seed,
-                           &model, &r);
-    else
-        snprintf(r.error, sizeof r.error, "%s", why);
-    json_object_set_new(rec, "ok", json_boolean(r.ok));
-    if (!r.ok)
-        json_object_set_new(rec, "error", json_string(r.error));
-    json_object_set_new(rec, "seconds", number(r.seconds));
-    if (r.ok) {
-        json_object_set_new(rec, "rmse", number(r.scores.rmse));
-        json_object_set_new(rec, "nlpd", number(r.scores.nlpd));
-        json_object_set_new(rec, "clamped", json_integer((json_int_t)r.scores.clamped));
+        fit_setup(json_object_get(run, "fit"), &su, why, sizeof why);
+    gp_model *model = NULL;
+    double seconds = NAN;
+    gp_error err;
+    gp_error_clear(&err);
+    int rc = GP_EINVAL;
+    if (why[0] == '\0' && m == NULL)
+        snprintf(why, sizeof why, "%s: not available in this build", name != NULL ? name : "?");
+    if (why[0] == '\0') {
+        rc = gp_bench_fit_timed_with(m, opts, n, p->train, p->seed, &su, &model, &seconds, &err);
+        if (rc != GP_OK)
+            snprintf(why, sizeof why, "fit failed: %s (%s)", gp_status_name(rc), err.message);
     }
+    if (rc == GP_OK) {
+        rc = gpb_score(model, p->test, json_object_get(p->exp, "scores"), p->y_sd, rec, &err);
+        if (rc != GP_OK)
+            snprintf(why, sizeof why, "predict failed: %s (%s)", gp_status_name(rc),
+                     err.message);
+    }
+    int ok = rc == GP_OK;
+    json_object_set_new(rec, "ok", json_boolean(ok));
+    if (!ok)
+        json_object_set_new(rec, "error", json_string(why));
+    json_object_set_new(rec, "seconds", number(seconds));
     if (model != NULL)
         record_model(rec, model);
     const json_t *latency = json_object_get(run, "latency");
-    if (r.ok && latency != NULL)
+    if (ok && latency != NULL)
         measure_latency(model, p->test, latency, rec);
     gp_model_free(model);
 }
@@ -230,7 +293,12 @@ static size_t constant_columns(const gp_dataset *ds)
 /* The line of one run at p, written to out and kept in p->done. */
 static void run_one(const place *p, const json_t *expanded, FILE *out)
 {
-    json_t *run = gpb_apply_rules(p->exp, p->ds, expanded, p->quick, p->train->n);
+    /* the split, for rules that say "split_at_least" */
+    json_t *at = json_deep_copy(expanded);
+    json_object_set_new(at, "split", json_integer(p->split));
+    json_t *run = gpb_apply_rules(p->exp, p->ds, at, p->quick, p->train->n);
+    json_decref(at);
+    json_object_del(run, "split");
     json_t *rec = json_object();
     json_object_set_new(rec, "experiment", json_string(p->experiment));
     json_object_set(rec, "dataset", json_object_get(p->ds, "name"));
@@ -247,6 +315,8 @@ static void run_one(const place *p, const json_t *expanded, FILE *out)
     json_object_set(rec, "label", json_object_get(run, "label"));
     /* the options as fitted: fit_one resolves "from" values in place */
     json_object_set(rec, "options", json_object_get(run, "options"));
+    if (json_object_size(json_object_get(run, "fit")) > 0)
+        json_object_set(rec, "fit", json_object_get(run, "fit"));
     const json_t *skip = json_object_get(run, "skip");
     if (skip != NULL) {
         json_object_set_new(rec, "ok", json_false());
@@ -289,8 +359,11 @@ static void run_split(place *p, const json_t *exp, const json_t *runs, FILE *out
     gp_dataset train, test;
     gp_error err;
     gp_error_clear(&err);
-    if (gp_dataset_load_split(name, p->scheme, (int)p->split, (size_t)max_train, sub_seed, &train,
-                              &test, NULL, &err) != GP_OK) {
+    int rc = p->all != NULL
+                 ? gpb_prepare_split(ds, p->all, (int)p->split, &train, &test, &err)
+                 : gp_dataset_load_split(name, p->scheme, (int)p->split, (size_t)max_train,
+                                         sub_seed, &train, &test, NULL, &err);
+    if (rc != GP_OK) {
         fprintf(stderr, "gpbench: %s split %ld: %s\n", name, p->split, err.message);
         return;
     }
@@ -382,6 +455,18 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
                    .ds = ds,
                    .scheme = scheme != NULL ? scheme : "test20",
                    .quick = cfg->quick};
+        gp_dataset all;
+        gp_error err;
+        gp_error_clear(&err);
+        p.y_sd = 1.0;
+        if (gpb_prepare_wanted(ds)) {
+            if (gpb_prepare_all(ds, &all, &p.y_sd, &err) != GP_OK) {
+                fprintf(stderr, "gpbench: %s: %s\n", name, err.message);
+                gp_dataset_free(&all);
+                continue;
+            }
+            p.all = &all;
+        }
         json_t *splits = gpb_dataset_splits(exp, ds, cfg->quick);
         size_t k;
         json_t *split;
@@ -391,8 +476,12 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
             run_split(&p, exp, runs, out);
         }
         json_decref(splits);
+        if (p.all != NULL)
+            gp_dataset_free(&all);
     }
     int bad = runs != NULL && i < json_array_size(datasets); /* select_runs broke off */
+    if (!bad && !cfg->no_peers && cfg->methods == NULL)
+        bad = gpb_run_peers(exp, datasets, cfg->quick, out) != 0;
     json_decref(runs);
     json_decref(datasets);
     return bad ? -1 : 0;

@@ -18,6 +18,7 @@ typedef struct gpb_run_config {
     const char *only; /* comma-separated dataset names, or NULL for all */
     const char *methods; /* comma-separated method names to run, or NULL for all */
     const char *set;     /* "METHOD.OPTION=VALUE,...": options over the file's, or NULL */
+    int no_peers;        /* 1: the experiment's peers are not run (peers.h) */
 } gpb_run_config;
 
 /* Run exp, writing the lines to out. 0, or -1 when the datasets folder is

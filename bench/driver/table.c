@@ -270,10 +270,16 @@ static void put_dataset(FILE *out, const json_t *tab, const json_t *recs)
     json_t *splits = json_array();
     size_t i;
     json_t *rec;
-    json_array_foreach(recs, i, rec) if (json_array_size(splits) == 0 ||
-                                         !json_equal(json_array_get(splits, json_array_size(splits) - 1),
-                                                     json_object_get(rec, "split")))
-        json_array_append(splits, json_object_get(rec, "split"));
+    json_array_foreach(recs, i, rec)
+    {
+        /* every split once, in order of first appearance (peers' lines repeat them) */
+        size_t j;
+        json_t *seen;
+        int dup = 0;
+        json_array_foreach(splits, j, seen) dup |= json_equal(seen, json_object_get(rec, "split"));
+        if (!dup)
+            json_array_append(splits, json_object_get(rec, "split"));
+    }
     fprintf(out, "## %s\n\n%s split%s", json_string_value(json_object_get(r0, "dataset")),
             json_string_value(json_object_get(r0, "scheme")), json_array_size(splits) > 1 ? "s" : "");
     json_t *k;
@@ -464,11 +470,18 @@ static void put_by_section(FILE *out, const json_t *tab, const json_t *all)
     if (title != NULL)
         fprintf(out, "## %s\n\n", title);
     json_t *names = distinct(all, "dataset", NULL);
+    const json_t *only = json_object_get(tab, "datasets");
     size_t i;
     json_t *name;
     json_array_foreach(names, i, name)
     {
         json_t *sel[MAX_GROUP];
+        size_t k;
+        json_t *v;
+        int wanted = only == NULL;
+        json_array_foreach(only, k, v) wanted |= json_equal(v, name);
+        if (!wanted)
+            continue;
         size_t n = select_lines(all, "dataset", json_string_value(name), NULL, sel);
         json_t *recs = json_array();
         for (size_t j = 0; j < n; j++)

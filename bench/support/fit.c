@@ -8,17 +8,52 @@
 
 #include "bench/support/clock.h"
 #include "core/base/error.h"
+#include "core/base/rng.h"
 #include "core/kernel/kernel.h"
 #include "core/methods/registry.h"
 
 /* gp_model_fit of m on train (the protocol of fit.h); the wall time of the
  * fit alone goes to *seconds. */
+gp_bench_fit_setup gp_bench_fit_default(void)
+{
+    gp_bench_fit_setup su;
+    memset(&su, 0, sizeof su);
+    su.standardize = 1;
+    su.likelihood = GP_LIK_GAUSSIAN;
+    su.kernel = GP_KERNEL_RBF;
+    su.ard = 1;
+    return su;
+}
+
 int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n_opts,
                        const gp_dataset *train, uint64_t seed, gp_model **model, double *seconds,
                        gp_error *err)
 {
+    gp_bench_fit_setup su = gp_bench_fit_default();
+    return gp_bench_fit_timed_with(m, opts, n_opts, train, seed, &su, model, seconds, err);
+}
+
+/* The kernel of su: every lengthscale at su->lengthscale when it is given
+ * (e.g. a median heuristic), else at the kernel's default start. */
+static int setup_kernel(const gp_bench_fit_setup *su, const gp_dataset *train, uint64_t seed,
+                        gp_kernel **k, gp_error *err)
+{
+    size_t d = train->d;
+    int rc = gp_kernel_leaf(k, su->kernel, d, su->ard, NULL, 0, err);
+    double ell = su->median_rows > 0
+                     ? gp_bench_median_heuristic(train->X, train->n, d, su->median_rows, seed)
+                     : su->lengthscale;
+    for (size_t j = 0; rc == GP_OK && ell > 0.0 && j < (su->ard ? d : 1); j++)
+        (*k)->log_lengthscale[j] = log(ell);
+    return rc;
+}
+
+int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, size_t n_opts,
+                            const gp_dataset *train, uint64_t seed, const gp_bench_fit_setup *su,
+                            gp_model **model, double *seconds, gp_error *err)
+{
     gp_kernel *k = NULL;
-    int rc = gp_kernel_leaf(&k, GP_KERNEL_RBF, train->d, 1, NULL, 0, err);
+    int rc = setup_kernel(su, train, seed, &k, err);
     if (rc == GP_OK)
         rc = gp_options_validate(m, opts, n_opts, err);
     gp_fit_request req;
@@ -28,7 +63,11 @@ int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n
     req.n = train->n;
     req.d = train->d;
     req.kernel = k;
-    req.standardize = 1;
+    req.standardize = su->standardize;
+    req.noise_given = su->noise_given;
+    req.noise_fixed = su->noise_fixed;
+    req.noise_variance = su->noise_variance;
+    req.likelihood = su->likelihood;
     req.seed = seed;
     req.options = n_opts > 0 ? opts : NULL;
     req.n_options = n_opts;
@@ -178,4 +217,60 @@ void gp_bench_mean_std(const double *x, size_t n, double out[2])
         if (isfinite(x[i]))
             ss += (x[i] - out[0]) * (x[i] - out[0]);
     out[1] = sqrt(ss / (double)c);
+}
+
+static int compare_distance(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* See fit.h. */
+double gp_bench_median_heuristic(const double *X, size_t n, size_t d, size_t max_rows,
+                                 uint64_t seed)
+{
+    double *mean = malloc(d * sizeof *mean), *scale = malloc(d * sizeof *scale);
+    size_t r = n < max_rows ? n : max_rows;
+    size_t *rows = malloc(n * sizeof *rows);
+    double *P = malloc(r * d * sizeof *P);
+    size_t n_pairs = r * (r - 1) / 2;
+    double *dist = malloc((n_pairs > 0 ? n_pairs : 1) * sizeof *dist);
+    double med = 1.0;
+    if (mean == NULL || scale == NULL || rows == NULL || P == NULL || dist == NULL || r < 2)
+        goto done;
+    gp_column_stats(X, n, d, mean, scale);
+    gp_rng rng;
+    gp_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n; i++)
+        rows[i] = i;
+    for (size_t i = 0; i < r; i++) { /* partial Fisher-Yates */
+        size_t j = i + (size_t)gp_rng_below(&rng, n - i);
+        size_t t = rows[i];
+        rows[i] = rows[j];
+        rows[j] = t;
+    }
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < d; j++)
+            P[i * d + j] = (X[j * n + rows[i]] - mean[j]) / scale[j];
+    size_t p = 0;
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = a + 1; b < r; b++) {
+            double s = 0.0;
+            for (size_t j = 0; j < d; j++) {
+                double e = P[a * d + j] - P[b * d + j];
+                s += e * e;
+            }
+            dist[p++] = sqrt(s);
+        }
+    qsort(dist, n_pairs, sizeof *dist, compare_distance);
+    med = n_pairs % 2 ? dist[n_pairs / 2] : 0.5 * (dist[n_pairs / 2 - 1] + dist[n_pairs / 2]);
+    if (!(med > 0.0) || !isfinite(med))
+        med = 1.0;
+done:
+    free(mean);
+    free(scale);
+    free(rows);
+    free(P);
+    free(dist);
+    return med;
 }

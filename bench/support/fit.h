@@ -17,6 +17,7 @@
 
 #include "bench/support/dataset.h"
 #include "bench/support/scores.h"
+#include "core/kernel/kernel.h"
 #include "core/model/model.h"
 
 typedef struct gp_bench_run {
@@ -27,8 +28,28 @@ typedef struct gp_bench_run {
     gp_test_scores scores;
 } gp_bench_run;
 
+/* What a fit may change of the protocol above (gp_bench_fit_timed_with):
+ * gp_bench_fit_default() is the protocol itself. */
+typedef struct gp_bench_fit_setup {
+    int standardize;          /* 1 (default): the method standardises X and y */
+    int noise_given;          /* 1: noise starts at (or is fixed to) noise_variance */
+    int noise_fixed;          /* 1: the noise is not learned */
+    double noise_variance;    /* working units */
+    gp_likelihood likelihood; /* default gaussian */
+    gp_kernel_type kernel;    /* default rbf */
+    int ard;                  /* default 1: one lengthscale per input */
+    double lengthscale;       /* > 0: every lengthscale starts there (default 0: 1) */
+    size_t median_rows;       /* > 0: they start at the median heuristic of so many rows */
+} gp_bench_fit_setup;
+
+gp_bench_fit_setup gp_bench_fit_default(void);
+
 /* The fit alone, as described above: options validated, then gp_model_fit
  * timed into *seconds; the model (caller frees) into *model. */
+int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, size_t n_opts,
+                            const gp_dataset *train, uint64_t seed, const gp_bench_fit_setup *su,
+                            gp_model **model, double *seconds, gp_error *err);
+/* gp_bench_fit_timed_with the default setup. */
 int gp_bench_fit_timed(const gp_method *m, const gp_option_value *opts, size_t n_opts,
                        const gp_dataset *train, uint64_t seed, gp_model **model, double *seconds,
                        gp_error *err);
@@ -53,6 +74,13 @@ int gp_bench_option_from_text(const gp_method *m, const char *name, const char *
 void gp_bench_info_text(const gp_model *model, char *buf, size_t len);
 /* The number diag.info reports under key, NAN when absent or a string. */
 double gp_bench_info_number(const gp_model *model, const char *key);
+
+/* The median heuristic: the median pairwise Euclidean distance of the
+ * standardised columns of X (n x d, column-major) over at most max_rows rows
+ * chosen with seed (a partial Fisher-Yates of gp_rng); 1 when there are
+ * fewer than 2 rows or the median is not positive. */
+double gp_bench_median_heuristic(const double *X, size_t n, size_t d, size_t max_rows,
+                                 uint64_t seed);
 
 /* Mean and standard deviation (ddof 0) of the finite entries of x[0..n)
  * into out[0], out[1]; NAN both when there is none. */

@@ -12,8 +12,14 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include <math.h>
+#include <stdlib.h>
+
 #include "bench/driver/experiment.h"
+#include "bench/driver/prepare.h"
+#include "bench/driver/score.h"
 #include "bench/support/args.h"
+#include "bench/support/fit.h"
 #include "bench/support/cli.h"
 
 static const char *const EXPERIMENT =
@@ -146,6 +152,118 @@ static void test_rules(void **state)
     json_decref(exp);
 }
 
+/* A rule may match a run's label and a split number (the run's "split"),
+ * and merge "fit" settings over the dataset's and the run's; the quick
+ * preset's "runs" keeps only the labels it names. */
+static void test_rules_fit_label_split_and_quick_runs(void **state)
+{
+    (void)state;
+    json_error_t jerr;
+    json_t *exp = json_loads(
+        "{\"name\": \"t\", \"datasets\": [{\"name\": \"a\","
+        "  \"fit\": {\"standardize\": false, \"noise\": 0.5},"
+        "  \"rules\": [{\"when\": {\"label\": \"B\"}, \"fit\": {\"noise_fixed\": true}},"
+        "             {\"when\": {\"label\": \"B\", \"split_at_least\": 3}, \"skip\": \"late\"}]}],"
+        " \"runs\": [{\"method\": \"exact\", \"label\": \"A\", \"fit\": {\"noise\": 2}},"
+        "           {\"method\": \"exact\", \"label\": \"B\"}],"
+        " \"quick\": {\"runs\": [\"B\"]}}",
+        0, &jerr);
+    assert_non_null(exp);
+    const json_t *ds = json_array_get(json_object_get(exp, "datasets"), 0);
+    json_t *runs = gpb_experiment_runs(exp, ds, 0);
+    assert_int_equal(json_array_size(runs), 2);
+    json_t *a = gpb_apply_rules(exp, ds, json_array_get(runs, 0), 0, 10);
+    json_t *b = json_deep_copy(json_array_get(runs, 1));
+    json_object_set_new(b, "split", json_integer(2));
+    json_t *b2 = gpb_apply_rules(exp, ds, b, 0, 10);
+    json_object_set_new(b, "split", json_integer(3));
+    json_t *b3 = gpb_apply_rules(exp, ds, b, 0, 10);
+    const json_t *fa = json_object_get(a, "fit"), *fb = json_object_get(b2, "fit");
+    /* the run's noise over the dataset's; the dataset's standardize kept */
+    assert_true(json_number_value(json_object_get(fa, "noise")) == 2.0);
+    assert_true(json_is_false(json_object_get(fa, "standardize")));
+    assert_null(json_object_get(fa, "noise_fixed"));
+    assert_true(json_number_value(json_object_get(fb, "noise")) == 0.5);
+    assert_true(json_is_true(json_object_get(fb, "noise_fixed")));
+    assert_null(json_object_get(a, "skip"));
+    assert_null(json_object_get(b2, "skip"));
+    assert_string_equal(json_string_value(json_object_get(b3, "skip")), "late");
+    json_t *quick = gpb_experiment_runs(exp, ds, 1);
+    assert_int_equal(json_array_size(quick), 1);
+    assert_string_equal(label_of(quick, 0), "B");
+    json_decref(quick);
+    json_decref(a);
+    json_decref(b);
+    json_decref(b2);
+    json_decref(b3);
+    json_decref(runs);
+    json_decref(exp);
+}
+
+/* The dataset's own preprocessing: the other columns MinMax on all rows
+ * (a constant one to 0), a one-hot column's values ascending after them,
+ * y standardised with the population std. */
+static void test_preprocess(void **state)
+{
+    (void)state;
+    /* 4 rows, 3 columns (column-major): x0 = 0..3, x1 levels 5,2,5,9, x2 constant */
+    double X[12] = {0, 1, 2, 3, 5, 2, 5, 9, 7, 7, 7, 7};
+    double y[4] = {1, 3, 1, 3};
+    gp_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.n = 4;
+    ds.d = 3;
+    ds.X = malloc(sizeof X);
+    ds.y = malloc(sizeof y);
+    assert_non_null(ds.X);
+    assert_non_null(ds.y);
+    memcpy(ds.X, X, sizeof X);
+    memcpy(ds.y, y, sizeof y);
+    json_error_t jerr;
+    json_t *spec =
+        json_loads("{\"x\": \"minmax\", \"one_hot\": [1], \"y\": \"standard\"}", 0, &jerr);
+    gp_error err;
+    gp_error_clear(&err);
+    double y_sd = 0.0;
+    assert_int_equal(gpb_preprocess(spec, &ds, &y_sd, &err), GP_OK);
+    assert_int_equal(ds.d, 5); /* x0, x2, then the levels 2, 5, 9 */
+    const double want[20] = {0, 1.0 / 3, 2.0 / 3, 1, 0, 0, 0, 0, 0, 1, 0, 0,
+                             1, 0, 1, 0, 0, 0, 0, 1};
+    for (size_t i = 0; i < 20; i++)
+        assert_true(fabs(ds.X[i] - want[i]) < 1e-15);
+    assert_true(y_sd == 1.0);
+    assert_true(ds.y[0] == -1.0 && ds.y[1] == 1.0);
+    json_decref(spec);
+    /* more levels than a one-hot column may have, or an unknown x: errors */
+    spec = json_loads("{\"x\": \"log\"}", 0, &jerr);
+    assert_int_equal(gpb_preprocess(spec, &ds, &y_sd, &err), GP_EINVAL);
+    json_decref(spec);
+    gp_dataset_free(&ds);
+}
+
+/* AUC by ranks: ties share their average rank; one class only: NAN. */
+static void test_auc(void **state)
+{
+    (void)state;
+    const double p[4] = {0.1, 0.4, 0.4, 0.8}, y[4] = {0, 1, 0, 1};
+    /* pairs (pos, neg): (0.4,0.1) 1, (0.4,0.4) 0.5, (0.8,*) 2 -> 3.5 / 4 */
+    assert_true(fabs(gpb_auc(p, y, 4) - 0.875) < 1e-15);
+    const double ones[2] = {1, 1};
+    assert_true(isnan(gpb_auc(p, ones, 2)));
+}
+
+/* The median heuristic: the median pairwise distance of the standardised
+ * rows; 1 when fewer than two rows are taken. */
+static void test_median_heuristic(void **state)
+{
+    (void)state;
+    const double X[3] = {0, 1, 3};
+    /* population sd of 0, 1, 3; distances 1, 2, 3 over it: the median 2 / sd */
+    double sd = sqrt((16.0 / 9 + 1.0 / 9 + 25.0 / 9) / 3);
+    assert_true(fabs(gp_bench_median_heuristic(X, 3, 1, 3, 0) - 2.0 / sd) < 1e-12);
+    assert_true(gp_bench_median_heuristic(X, 3, 1, 1, 0) == 1.0);
+}
+
 /* The shared parser: flags, strings, bounded integers, positional words,
  * --help, and each way a command line can be wrong. */
 static void test_cli(void **state)
@@ -219,6 +337,10 @@ int main(void)
         cmocka_unit_test(test_dataset_and_quick_grids),
         cmocka_unit_test(test_datasets_and_splits),
         cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_rules_fit_label_split_and_quick_runs),
+        cmocka_unit_test(test_preprocess),
+        cmocka_unit_test(test_auc),
+        cmocka_unit_test(test_median_heuristic),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_cli_double),
         cmocka_unit_test(test_parse_sizes),
