@@ -150,7 +150,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(TESTLIB_OBJ) $(ALL_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_OBJ) $(TEST_EXTRA_OBJ) $(ALL_LIBS) $(TEST_LIBS) $(SERVICE_LIBS) $(CORE_LIBS)
 
 # The driver's experiment expansion, preprocessing and scores, tested on their own (bench/driver/).
-BENCH_DRIVER_TESTED := $(addprefix $(BUILD)/obj/bench/driver/,experiment.o prepare.o score.o)
+BENCH_DRIVER_TESTED := $(addprefix $(BUILD)/obj/bench/driver/,experiment.o prepare.o score.o run.o peers.o)
 $(BUILD)/tests/test_bench_experiment: TEST_EXTRA_OBJ := $(BENCH_DRIVER_TESTED)
 $(BUILD)/tests/test_bench_experiment: $(BENCH_DRIVER_TESTED)
 

@@ -167,7 +167,9 @@ run_experiments() {
     return $est
 }
 # Only the experiments (all, or EXPERIMENTS=a,b), with gpbench run's arguments:
-#   sh bench/run.sh BUILD_DIR experiments [--quick] [--datasets a,b]
+#   sh bench/run.sh BUILD_DIR experiments [--quick | --smoke] [--datasets a,b]
+# (--smoke: --quick with every method at its descriptor's quick preset and no
+# peers: a few minutes in all, to check that every experiment file still runs)
 if [ "${1:-}" = experiments ]; then
     shift
     run_experiments "$@"

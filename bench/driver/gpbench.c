@@ -19,16 +19,19 @@
 #include "bench/support/cli.h"
 
 #define USAGE                                                                              \
-    "run EXPERIMENT.json [--quick] [--datasets a,b] [--methods a,b] [--set M.O=V,...]\n"   \
+    "run EXPERIMENT.json [--quick|--smoke] [--datasets a,b] [--methods a,b] [--set M.O=V,...]\n"   \
     "                    [--no-peers] [--out FILE]\n"                                                   \
     "       gpbench table EXPERIMENT.json RESULTS.jsonl [--out FILE]"
 
 int main(int argc, char **argv)
 {
-    int quick = 0, no_peers = 0;
+    int quick = 0, no_peers = 0, smoke = 0;
     const char *only = NULL, *out_path = NULL, *methods = NULL, *set = NULL;
     const gp_bench_cli_option opts[] = {
         {"quick", GP_BENCH_CLI_FLAG, &quick, 0, 0, "run: the experiment's quick preset"},
+        {"smoke", GP_BENCH_CLI_FLAG, &smoke, 0, 0,
+         "run: --quick with each method's quick preset (its descriptor's) and no peers: "
+         "every run in seconds, to check the file"},
         {"datasets", GP_BENCH_CLI_STRING, &only, 0, 0, "run: only these datasets (a,b)"},
         {"methods", GP_BENCH_CLI_STRING, &methods, 0, 0, "run: only these methods (a,b)"},
         {"set", GP_BENCH_CLI_STRING, &set, 0, 0,
@@ -58,8 +61,8 @@ int main(int argc, char **argv)
         json_decref(exp);
         return 2;
     }
-    gpb_run_config cfg = {.quick = quick, .only = only, .methods = methods, .set = set,
-                          .no_peers = no_peers};
+    gpb_run_config cfg = {.quick = quick || smoke, .only = only, .methods = methods, .set = set,
+                          .no_peers = no_peers || smoke, .smoke = smoke};
     rc = is_run ? gpb_run(exp, &cfg, out) : gpb_table(exp, words[1], words[2], out);
     if (out != stdout)
         fclose(out);

@@ -31,6 +31,7 @@ typedef struct place {
     long split, repeat;
     uint64_t seed;
     int quick;
+    const struct gpb_run_config *cfg; /* --smoke and --set, applied after the rules */
     const gp_dataset *train, *test;
     const gp_dataset *all; /* the prepared rows (prepare.h), or NULL */
     double y_sd;           /* y's scale when the dataset standardised it, else 1 */
@@ -290,6 +291,56 @@ static size_t constant_columns(const gp_dataset *ds)
     return c;
 }
 
+/* A --set value as JSON: a number, true/false, or the text. */
+static json_t *typed_value(const char *text)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end != text && *end == '\0')
+        return json_real(v);
+    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
+        return json_boolean(text[0] == 't');
+    return json_string(text);
+}
+
+/* cfg->set's options over run's when it is of method m (e.g.
+ * "gwi.epochs=100"); -1 on an entry that is not M.O=V. */
+static int apply_set(json_t *run, const char *m, const gpb_run_config *cfg)
+{
+    for (const char *p = cfg->set; p != NULL && *p != '\0';) {
+        char entry[256];
+        size_t len = strcspn(p, ",");
+        snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+        p += len + (p[len] == ',');
+        char *dot = strchr(entry, '.'), *eq = strchr(entry, '=');
+        if (dot == NULL || eq == NULL || eq < dot) {
+            fprintf(stderr, "gpbench: --set takes METHOD.OPTION=VALUE, not '%s'\n", entry);
+            return -1;
+        }
+        *dot = *eq = '\0';
+        if (m != NULL && strcmp(entry, m) == 0)
+            json_object_set_new(json_object_get(run, "options"), dot + 1, typed_value(eq + 1));
+    }
+    return 0;
+}
+
+void gpb_apply_method_quick(json_t *run, const char *name)
+{
+    const gp_method *m = name != NULL ? gp_method_find(name) : NULL;
+    json_t *options = json_object_get(run, "options");
+    if (m == NULL)
+        return;
+    if (options == NULL) {
+        options = json_object();
+        json_object_set_new(run, "options", options);
+    }
+    for (size_t i = 0; i < m->n_quick; i++) {
+        double v = m->quick[i].number;
+        json_object_set_new(options, m->quick[i].name,
+                            v == floor(v) ? json_integer((json_int_t)v) : json_real(v));
+    }
+}
+
 /* The line of one run at p, written to out and kept in p->done. */
 static void run_one(const place *p, const json_t *expanded, FILE *out)
 {
@@ -299,6 +350,11 @@ static void run_one(const place *p, const json_t *expanded, FILE *out)
     json_t *run = gpb_apply_rules(p->exp, p->ds, at, p->quick, p->train->n);
     json_decref(at);
     json_object_del(run, "split");
+    if (p->cfg != NULL && p->cfg->smoke) { /* the presets over the rules; --set has the last word */
+        const char *m = json_string_value(json_object_get(run, "method"));
+        gpb_apply_method_quick(run, m);
+        apply_set(run, m, p->cfg);
+    }
     json_t *rec = json_object();
     json_object_set_new(rec, "experiment", json_string(p->experiment));
     json_object_set(rec, "dataset", json_object_get(p->ds, "name"));
@@ -385,20 +441,8 @@ static void run_split(place *p, const json_t *exp, const json_t *runs, FILE *out
     gp_dataset_free(&test);
 }
 
-/* A --set value as JSON: a number, true/false, or the text. */
-static json_t *typed_value(const char *text)
-{
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (end != text && *end == '\0')
-        return json_real(v);
-    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
-        return json_boolean(text[0] == 't');
-    return json_string(text);
-}
-
-/* The runs of cfg->methods only, with cfg->set's options over the file's
- * (e.g. "gwi.epochs=100"); -1 on a --set entry that is not M.O=V. */
+/* The runs of cfg->methods only, with cfg->set's options over the file's;
+ * -1 on a --set entry that is not M.O=V. */
 static int select_runs(json_t *runs, const gpb_run_config *cfg)
 {
     for (size_t i = json_array_size(runs); i-- > 0;) {
@@ -408,20 +452,8 @@ static int select_runs(json_t *runs, const gpb_run_config *cfg)
             json_array_remove(runs, i);
             continue;
         }
-        for (const char *p = cfg->set; p != NULL && *p != '\0';) {
-            char entry[256];
-            size_t len = strcspn(p, ",");
-            snprintf(entry, sizeof entry, "%.*s", (int)len, p);
-            p += len + (p[len] == ',');
-            char *dot = strchr(entry, '.'), *eq = strchr(entry, '=');
-            if (dot == NULL || eq == NULL || eq < dot) {
-                fprintf(stderr, "gpbench: --set takes METHOD.OPTION=VALUE, not '%s'\n", entry);
-                return -1;
-            }
-            *dot = *eq = '\0';
-            if (strcmp(entry, m) == 0)
-                json_object_set_new(json_object_get(run, "options"), dot + 1, typed_value(eq + 1));
-        }
+        if (apply_set(run, m, cfg) != 0)
+            return -1;
     }
     return 0;
 }
@@ -454,7 +486,8 @@ int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out)
                    .experiment = json_string_value(json_object_get(exp, "name")),
                    .ds = ds,
                    .scheme = scheme != NULL ? scheme : "test20",
-                   .quick = cfg->quick};
+                   .quick = cfg->quick,
+                   .cfg = cfg};
         gp_dataset all;
         gp_error err;
         gp_error_clear(&err);

@@ -19,11 +19,18 @@ typedef struct gpb_run_config {
     const char *methods; /* comma-separated method names to run, or NULL for all */
     const char *set;     /* "METHOD.OPTION=VALUE,...": options over the file's, or NULL */
     int no_peers;        /* 1: the experiment's peers are not run (peers.h) */
+    int smoke;           /* 1: each method's quick preset (its descriptor's) over the file's
+                          * options, before --set: every run in seconds, to check the file */
 } gpb_run_config;
 
 /* Run exp, writing the lines to out. 0, or -1 when the datasets folder is
  * missing (nothing can run; said on stderr). Fits that fail are lines with
  * "ok": false and the reason, not errors. */
 int gpb_run(const json_t *exp, const gpb_run_config *cfg, FILE *out);
+
+/* Method name's quick preset (gp_method.quick: the budgets and sizes the
+ * contract test and t_methods.sh fit with) over run's "options" (made when
+ * missing); nothing for a name the registry does not know. */
+void gpb_apply_method_quick(json_t *run, const char *name);
 
 #endif

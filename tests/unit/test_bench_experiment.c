@@ -17,10 +17,12 @@
 
 #include "bench/driver/experiment.h"
 #include "bench/driver/prepare.h"
+#include "bench/driver/run.h"
 #include "bench/driver/score.h"
 #include "bench/support/args.h"
 #include "bench/support/fit.h"
 #include "bench/support/cli.h"
+#include "core/methods/registry.h"
 
 static const char *const EXPERIMENT =
     "{\"name\": \"t\", \"seed\": 0,"
@@ -242,6 +244,34 @@ static void test_preprocess(void **state)
 }
 
 /* AUC by ranks: ties share their average rank; one class only: NAN. */
+/* --smoke: the descriptor's quick preset replaces the file's sizes and keeps
+ * its other options; an unknown method is left alone. */
+static void test_method_quick_preset(void **state)
+{
+    (void)state;
+    json_error_t je;
+    json_t *run = json_loads("{\"method\": \"msrfr\", \"options\": {\"particles\": 6, "
+                             "\"features\": 100, \"bandwidth\": \"per_dim\"}}",
+                             0, &je);
+    assert_non_null(run);
+    gpb_apply_method_quick(run, "msrfr");
+    const gp_method *m = gp_method_find("msrfr");
+    assert_true(m->n_quick > 0);
+    json_t *o = json_object_get(run, "options");
+    for (size_t i = 0; i < m->n_quick; i++) {
+        json_t *v = json_object_get(o, m->quick[i].name);
+        assert_non_null(v);
+        assert_true(json_number_value(v) == m->quick[i].number);
+    }
+    assert_true(json_integer_value(json_object_get(o, "particles")) != 6);
+    assert_string_equal(json_string_value(json_object_get(o, "bandwidth")), "per_dim");
+    json_t *bare = json_pack("{s:s}", "method", "nosuch");
+    gpb_apply_method_quick(bare, "nosuch");
+    assert_null(json_object_get(bare, "options"));
+    json_decref(bare);
+    json_decref(run);
+}
+
 static void test_auc(void **state)
 {
     (void)state;
@@ -340,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_rules_fit_label_split_and_quick_runs),
         cmocka_unit_test(test_preprocess),
         cmocka_unit_test(test_auc),
+        cmocka_unit_test(test_method_quick_preset),
         cmocka_unit_test(test_median_heuristic),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_cli_double),
