@@ -72,7 +72,11 @@ TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTLIB_SRC))
 IT_HELPER_SRC := $(wildcard tests/integration/*.c)
 IT_HELPER_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_HELPER_SRC))
 BENCH_SRC  := $(wildcard bench/bench_*.c)
-BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC)) $(BUILD)/bench/gpbench
+# A benchmark program of several files is a folder bench/bench_NAME/ (*.c, one
+# main) and builds to $(BUILD)/bench/bench_NAME, like a one-file bench/bench_NAME.c.
+BENCH_DIRS := $(patsubst %/,%,$(wildcard bench/bench_*/))
+BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC)) \
+              $(patsubst bench/%,$(BUILD)/bench/%,$(BENCH_DIRS)) $(BUILD)/bench/gpbench
 # The experiment driver (bench/README.md): bench/driver/*.c, one program.
 DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/driver/*.c))
 GEN_DOCS   := $(BUILD)/mk/gen_docs
@@ -168,6 +172,15 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 $(BUILD)/bench/gpbench: $(DRIVER_OBJ) $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(DRIVER_OBJ) $(TESTLIB_OBJ) $(LIB_core) -ljansson $(CORE_LIBS)
+
+# One link rule per folder program (BENCH_DIRS): its objects, then what every
+# benchmark links.
+define BENCH_DIR_RULE
+$(BUILD)/bench/$(notdir $(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c)) $(TESTLIB_OBJ) $(LIB_core)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(LDFLAGS) -o $$@ $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c)) $$(TESTLIB_OBJ) $$(LIB_core) $$(CORE_LIBS)
+endef
+$(foreach d,$(BENCH_DIRS),$(eval $(call BENCH_DIR_RULE,$(d))))
 
 # The fuzz targets run in make test too, FUZZ_TEST_SECONDS each (not under
 # SAN=1: they are built with the sanitizers already); where clang or
