@@ -15,7 +15,7 @@
 #
 # Starts BUILD_DIR/gpserve with its defaults on a free loopback port (--port 0)
 # with a fresh database in a temporary folder, then runs BUILD_DIR/bench/bench_soak
-# (bench/bench_soak.c: the load client and the RSS sampler; what it sends is
+# (bench/bench_soak/: the load client and the RSS sampler; what it sends is
 # described at its top) for SECONDS, stops the daemon with SIGTERM and checks
 # that it exits with status 0.
 #
@@ -24,7 +24,7 @@
 # shorter one (a short run never overwrites the committed figures).
 # Other settings: SOAK_LOOPS (concurrent client loops, 4), SOAK_THINK_MS (pause
 # of each loop between scenarios, 0), SOAK_MAX_SLOPE (KiB/min, 256) and
-# SOAK_MAX_GROWTH (KiB, 1024): the RSS thresholds (see bench_soak.c; a run
+# SOAK_MAX_GROWTH (KiB, 1024): the RSS thresholds (see bench/bench_soak/main.c; a run
 # shorter than 300 s is mostly warm-up and fails only on errors).
 
 BUILD=${1:-build}
@@ -154,7 +154,7 @@ mem=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo 2>/de
     echo "  picked by \`--port 0\`, a fresh database in a temporary folder;"
     echo "- machine: $cpus CPUs (${cpu_model:-?}), $mem of memory, Linux $(uname -r);"
     echo "  load average (1, 5, 15 min) $load_start at the start, $load_end at the end;"
-    echo "- client: \`$BUILD/bench/bench_soak\` (bench/bench_soak.c), $LOOPS loops over keep-alive HTTP/1.1"
+    echo "- client: \`$BUILD/bench/bench_soak\` (bench/bench_soak/), $LOOPS loops over keep-alive HTTP/1.1"
     echo "  connections (one request in ~20 on a fresh connection), pause between scenarios ${THINK} ms."
     echo
     echo "The machine is shared with other engineers building and testing at the same time: that"
