@@ -75,6 +75,9 @@ BENCH_SRC  := $(wildcard bench/bench_*.c)
 BENCH_BIN  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC)) $(BUILD)/bench/gpbench
 # The experiment driver (bench/README.md): bench/driver/*.c, one program.
 DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/driver/*.c))
+# bench_hkd (hkd against sgpr): bench/hkd/*.c, one program (bench/hkd/main.c).
+HKD_BENCH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/hkd/*.c))
+BENCH_BIN  += $(BUILD)/bench/bench_hkd
 GEN_DOCS   := $(BUILD)/mk/gen_docs
 # Files with blocks generated from the code (mk/gen_docs.c).
 GEN_DOC_FILES := README.md api/openapi.yaml docs/design/api.md
@@ -168,6 +171,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(TESTLIB_OBJ) $(LIB_core)
 $(BUILD)/bench/gpbench: $(DRIVER_OBJ) $(TESTLIB_OBJ) $(LIB_core)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(DRIVER_OBJ) $(TESTLIB_OBJ) $(LIB_core) -ljansson $(CORE_LIBS)
+
+$(BUILD)/bench/bench_hkd: $(HKD_BENCH_OBJ) $(TESTLIB_OBJ) $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(HKD_BENCH_OBJ) $(TESTLIB_OBJ) $(LIB_core) $(CORE_LIBS)
 
 # The fuzz targets run in make test too, FUZZ_TEST_SECONDS each (not under
 # SAN=1: they are built with the sanitizers already); where clang or
