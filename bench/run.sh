@@ -285,10 +285,10 @@ run_experiments $PYEXTRA || status=1
 
 # Any other benchmark program (bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
 # without arguments, or with --quick when given.
-# (by their sources, so that a program an older build left behind, since
+# (by their sources, one-file or folder, so that a program an older build left behind, since
 # replaced by an experiment file, does not run again)
-for src in bench/bench_*.c; do
-    b="$BUILD/bench/$(basename "$src" .c)"
+for src in bench/bench_*.c bench/bench_*/; do
+    b="$BUILD/bench/$(basename "$src" .c)" # a folder program bench/bench_NAME/ too
     [ -x "$b" ] || continue
     [ "$(basename "$b")" = bench_exact ] && continue
     [ "$(basename "$b")" = bench_kernel_approx ] && continue
