@@ -40,11 +40,20 @@ layer_objects() {
 layer_graph() {
     : >"$tmp/defs"
     : >"$tmp/uses"
-    while IFS="$(printf '\t')" read -r m o; do
-        # global definitions only (nm -g): locals never leave their object
-        nm -g --defined-only "$o" | awk -v m="$m" 'NF == 3 { print $3, m }' >>"$tmp/defs"
-        nm -u "$o" | awk -v m="$m" '{ print $NF, m }' >>"$tmp/uses"
-    done <"$1"
+    # one nm call a layer (nm -A names each line's object): "object:value
+    # type symbol" for definitions, "object:  U symbol" for uses; the object
+    # is mapped back to its module through the list in $1
+    cut -f2 "$1" >"$tmp/objlist"
+    awk -F '\t' '{ print $2 "\t" $1 }' "$1" >"$tmp/obj2mod"
+    # global definitions only (nm -g): locals never leave their object
+    xargs nm -A -g --defined-only <"$tmp/objlist" 2>/dev/null |
+        awk -F '\t' 'NR == FNR { mod[$1] = $2; next }
+            { i = index($0, ".o:"); o = substr($0, 1, i + 1); n = split(substr($0, i + 3), w, " ");
+              if (n == 3 && (o in mod)) print w[3], mod[o] }' "$tmp/obj2mod" - >"$tmp/defs"
+    xargs nm -A -u <"$tmp/objlist" 2>/dev/null |
+        awk -F '\t' 'NR == FNR { mod[$1] = $2; next }
+            { i = index($0, ".o:"); o = substr($0, 1, i + 1); n = split(substr($0, i + 3), w, " ");
+              if (o in mod) print w[n], mod[o] }' "$tmp/obj2mod" - >"$tmp/uses"
     sort -k1,1 "$tmp/defs" >"$tmp/defs.s"
     sort -k1,1 "$tmp/uses" >"$tmp/uses.s"
     join "$tmp/uses.s" "$tmp/defs.s" | awk '$2 != $3 { print $2, $3 }' | sort -u
