@@ -101,10 +101,16 @@ static void conn_closed(gp_server *srv, void **socket_context)
 void gp_http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    if (code == MHD_CONNECTION_NOTIFY_STARTED)
-        conn_opened(cls, conn, socket_context);
-    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
-        conn_closed(cls, socket_context);
+    gp_server *srv = cls;
+    const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+    const struct MHD_Daemon *d = di ? di->daemon : NULL;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        gp_acceptor_started(srv->acceptor, d);
+        conn_opened(srv, conn, socket_context);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_closed(srv, socket_context);
+        gp_acceptor_closed(srv->acceptor, d);
+    }
 }
 
 gp_conn *gp_http_conn_of(struct MHD_Connection *conn)

@@ -244,8 +244,15 @@ static void handle_metrics(gp_server *srv, gp_response *res)
         g.batched_points = bs.points;
         g.batch_max_requests = bs.max_calls;
     }
+    size_t *per_thread = calloc(srv->n_daemons ? srv->n_daemons : 1, sizeof *per_thread);
+    if (per_thread && srv->acceptor) {
+        gp_acceptor_counts(srv->acceptor, per_thread, srv->n_daemons);
+        g.thread_connections = per_thread;
+        g.http_threads = srv->n_daemons;
+    }
     size_t len = 0;
     char *text = gp_metrics_render(srv->metrics, &g, &len);
+    free(per_thread);
     if (text == NULL) {
         gp_api_fail(res, GP_ENOMEM, NULL, "out of memory");
         return;

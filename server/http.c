@@ -166,9 +166,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- start / stop ---- */
 
-/* Free what gp_server_start made (the daemon and the sweeper stopped). */
+/* Free what gp_server_start made (the daemons and the sweeper stopped). */
 static void server_free(gp_server *srv)
 {
+    gp_acceptor_free(srv->acceptor); /* closes the listening socket */
+    free(srv->daemons);
     gp_batcher_free(srv->batcher);
     gp_syncer_free(srv->syncer);
     gp_jobs_free(srv->jobs);
@@ -194,60 +196,106 @@ static int init_locks(gp_server *srv)
     return 0;
 }
 
-/* The listening address of cfg (sa4 or sa6 filled); NULL when --bind is neither. */
+/* The listening address of cfg (a4 or a6 filled, *len its size); NULL when
+ * --bind is neither. */
 static const struct sockaddr *listen_address(const gp_server_config *cfg,
                                              struct sockaddr_in *a4, struct sockaddr_in6 *a6,
-                                             unsigned *ipv6)
+                                             socklen_t *len)
 {
     memset(a4, 0, sizeof *a4);
     memset(a6, 0, sizeof *a6);
-    *ipv6 = 0;
     if (inet_pton(AF_INET, cfg->bind, &a4->sin_addr) == 1) {
         a4->sin_family = AF_INET;
         a4->sin_port = htons((uint16_t)cfg->port);
+        *len = sizeof *a4;
         return (const struct sockaddr *)a4;
     }
     if (inet_pton(AF_INET6, cfg->bind, &a6->sin6_addr) == 1) {
         a6->sin6_family = AF_INET6;
         a6->sin6_port = htons((uint16_t)cfg->port);
-        *ipv6 = MHD_USE_IPv6;
+        *len = sizeof *a6;
         return (const struct sockaddr *)a6;
     }
     return NULL;
 }
 
-/* Start libmicrohttpd on addr: epoll, or poll where epoll is missing. */
-static struct MHD_Daemon *start_mhd(gp_server *srv, const struct sockaddr *addr, unsigned ipv6)
+/* One HTTP thread: a libmicrohttpd daemon without a listening socket (the
+ * acceptor hands it connections), on epoll or, where epoll is missing, poll. */
+static struct MHD_Daemon *start_mhd(gp_server *srv)
 {
     const gp_server_config *cfg = &srv->cfg;
-    long threads = cfg->threads;
-    if (threads <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cpus > 0 ? cpus : 1;
-    }
     unsigned base = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                    MHD_USE_ERROR_LOG | ipv6;
+                    MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
     unsigned pollers[2] = {MHD_USE_EPOLL, MHD_USE_POLL};
     int first = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? 0 : 1;
     struct MHD_Daemon *d = NULL;
     for (int i = first; i < 2 && d == NULL; i++) {
-        errno = 0;
         d = MHD_start_daemon(
             base | pollers[i], 0, NULL, NULL, gp_http_on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-            on_mhd_log, srv, MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_THREAD_POOL_SIZE,
-            (unsigned)threads, MHD_OPTION_CONNECTION_LIMIT,
+            on_mhd_log, srv, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)gp_server_connection_sockets(cfg), MHD_OPTION_PER_IP_CONNECTION_LIMIT, 0u,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_KIB * 1024,
             MHD_OPTION_URI_LOG_CALLBACK, gp_http_on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, gp_http_on_completed,
             srv, MHD_OPTION_NOTIFY_CONNECTION, gp_http_on_connection, srv, MHD_OPTION_END);
-        if (d == NULL && i == 0) {
-            if (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)
-                break;
+        if (d == NULL && i == 0)
             gp_log("gpserve: starting with epoll failed; trying poll");
-        }
     }
     return d;
+}
+
+static void stop_daemons(gp_server *srv)
+{
+    for (size_t i = 0; i < srv->n_daemons; i++)
+        MHD_stop_daemon(srv->daemons[i]);
+    srv->n_daemons = 0;
+}
+
+/* The listening socket, the HTTP threads (--threads, 0: one per CPU) and the
+ * acceptor between them; msg says why not. */
+static int start_http(gp_server *srv, char *msg, size_t msg_size)
+{
+    const gp_server_config *cfg = &srv->cfg;
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    socklen_t len = 0;
+    const struct sockaddr *addr = listen_address(cfg, &a4, &a6, &len);
+    if (addr == NULL) {
+        snprintf(msg, msg_size, "--bind '%s' is not an IPv4 or IPv6 address", cfg->bind);
+        return -1;
+    }
+    srv->acceptor = gp_acceptor_open(addr, len);
+    if (srv->acceptor == NULL) {
+        snprintf(msg, msg_size, "cannot listen on %s:%ld: %s", cfg->bind, cfg->port,
+                 strerror(errno));
+        return -1;
+    }
+    srv->port = gp_acceptor_port(srv->acceptor);
+    long threads = cfg->threads;
+    if (threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus > 0 ? cpus : 1;
+    }
+    srv->daemons = calloc((size_t)threads, sizeof *srv->daemons);
+    if (srv->daemons == NULL) {
+        snprintf(msg, msg_size, "out of memory");
+        return -1;
+    }
+    for (long i = 0; i < threads; i++) {
+        if ((srv->daemons[i] = start_mhd(srv)) == NULL) {
+            snprintf(msg, msg_size, "libmicrohttpd could not start HTTP thread %ld", i + 1);
+            stop_daemons(srv);
+            return -1;
+        }
+        srv->n_daemons++;
+    }
+    if (gp_acceptor_start(srv->acceptor, srv->daemons, srv->n_daemons,
+                          (size_t)gp_server_connection_sockets(cfg)) != 0) {
+        snprintf(msg, msg_size, "cannot start the accepting thread");
+        stop_daemons(srv);
+        return -1;
+    }
+    return 0;
 }
 
 gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char *api_key,
@@ -273,7 +321,6 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
     srv->api_key = api_key;
     srv->api_key_len = api_key ? strlen(api_key) : 0;
     srv->max_body = (size_t)cfg->max_body_mb * 1024 * 1024;
-    srv->listen_fd = MHD_INVALID_SOCKET;
     atomic_init(&srv->stopping, 0);
     atomic_init(&srv->next_request_id, 0);
     atomic_init(&srv->sync_pending, 0);
@@ -309,27 +356,14 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
     gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts,
                            3600.0 * (double)cfg->job_retention_hours);
     gp_jobs_set_key_retention(srv->jobs, 3600.0 * (double)cfg->idempotency_hours);
-    struct sockaddr_in a4;
-    struct sockaddr_in6 a6;
-    unsigned ipv6 = 0;
-    const struct sockaddr *addr = listen_address(cfg, &a4, &a6, &ipv6);
-    if (addr == NULL) {
-        snprintf(msg, msg_size, "--bind '%s' is not an IPv4 or IPv6 address", cfg->bind);
+    if (start_http(srv, msg, msg_size) != 0) {
         server_free(srv);
         return NULL;
     }
-    srv->daemon = start_mhd(srv, addr, ipv6);
-    if (srv->daemon == NULL) {
-        snprintf(msg, msg_size, "cannot listen on %s:%ld: %s", cfg->bind, cfg->port,
-                 errno ? strerror(errno) : "libmicrohttpd could not start");
-        server_free(srv);
-        return NULL;
-    }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info && info->port ? info->port : (unsigned)cfg->port;
     if (gp_jobs_start(srv->jobs) != 0 || gp_http_sweeper_start(srv) != 0) {
         snprintf(msg, msg_size, "cannot start the fit workers or the request-deadline thread");
-        MHD_stop_daemon(srv->daemon);
+        gp_acceptor_stop(srv->acceptor);
+        stop_daemons(srv);
         gp_jobs_shutdown(srv->jobs);
         server_free(srv);
         return NULL;
@@ -354,7 +388,7 @@ void gp_server_stop(gp_server *srv)
         return;
     atomic_store(&srv->stopping, 1);
     gp_http_sweeper_stop(srv);
-    srv->listen_fd = MHD_quiesce_daemon(srv->daemon);
+    gp_acceptor_stop(srv->acceptor); /* the socket stays open: new connects wait */
     size_t queued = 0, running = 0;
     gp_jobs_counts(srv->jobs, &queued, &running);
     gp_log("gpserve: stopped accepting connections; cancelling %zu queued and %zu running fits",
@@ -367,8 +401,6 @@ void gp_server_stop(gp_server *srv)
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    MHD_stop_daemon(srv->daemon);
-    if (srv->listen_fd != MHD_INVALID_SOCKET)
-        close(srv->listen_fd);
+    stop_daemons(srv);
     server_free(srv);
 }

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "server/acceptor.h"
 #include "server/batcher.h"
 #include "server/http.h"
 #include "server/jobs.h"
@@ -29,8 +30,11 @@ struct gp_server {
     const char *api_key;
     size_t api_key_len;
     size_t max_body;
-    struct MHD_Daemon *daemon;
-    MHD_socket listen_fd;
+    /* One single-threaded libmicrohttpd daemon per HTTP thread, fed by the
+     * acceptor (server/acceptor.h says why not libmicrohttpd's pool). */
+    struct MHD_Daemon **daemons;
+    size_t n_daemons;
+    gp_acceptor *acceptor;
     unsigned port;
     gp_jobs *jobs;
     gp_batcher *batcher; /* NULL: batching off (--batch-delay-us 0) */

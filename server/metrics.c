@@ -296,6 +296,13 @@ char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len)
         emit(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", sampled[k].name, sampled[k].help,
              sampled[k].name, sampled[k].type, sampled[k].name,
              (unsigned long long)sampled[k].value);
+    if (g->http_threads)
+        emit(&b, "# HELP gpserve_http_thread_connections Open connections held by each HTTP "
+                 "thread (the acceptor hands a new one to the thread holding the fewest).\n"
+                 "# TYPE gpserve_http_thread_connections gauge\n");
+    for (size_t t = 0; t < g->http_threads; t++)
+        emit(&b, "gpserve_http_thread_connections{thread=\"%zu\"} %zu\n", t,
+             g->thread_connections[t]);
     if (b.failed) {
         free(b.data);
         return NULL;

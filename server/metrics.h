@@ -26,6 +26,8 @@ typedef struct gp_metrics_gauges {
     uint64_t jitter_escalations, variance_clamps;
     uint64_t batches, batched_requests, batched_points, batch_max_requests;
     size_t models_not_finite; /* stored versions found non-finite (api/poisoned.c) */
+    const size_t *thread_connections; /* open connections of each HTTP thread */
+    size_t http_threads;
 } gp_metrics_gauges;
 
 /* The exposition text (malloc'ed, *len bytes), or NULL when out of memory. */

@@ -390,3 +390,38 @@ if start_daemon "$T/deadline.log" --db "$T/deadline.db" --request-timeout 3; the
 else
     fail "a daemon with --request-timeout 3" "it did not start"
 fi
+
+# A burst of connects is spread evenly over the HTTP threads (server/acceptor.h):
+# libmicrohttpd's own pool let one thread accept up to 10 in a row, and a burst
+# of 16 often landed on one thread, which then answered every request itself.
+section "connections spread over the HTTP threads"
+if start_daemon "$T/spread.log" --db "$T/spread.db" --threads 4; then
+    SPID=$DPID
+    PORT_BEFORE=$PORT
+    PORT=$DPORT
+    : >"$T/hold5.out"
+    "$AC" hold "$PORT" 127.0.0.2 16 $((4 * SLOW)) 1000 >"$T/hold5.out" 2>&1 &
+    HPID=$!
+    PIDS="$PIDS $HPID"
+    i=0
+    while ! grep -q '^ready' "$T/hold5.out" && alive "$HPID" && [ $i -lt $((100 * SLOW)) ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    req GET /metrics
+    # The 16 held and this request's own connection: 17 over 4 threads.
+    per=$(sed -n 's/^gpserve_http_thread_connections{thread="[0-9]*"} //p' "$T/body" | tr '\n' ' ')
+    echo "$per" | awk '{ if (NF != 4) exit 1; lo = $1; hi = $1; s = 0
+        for (i = 1; i <= NF; i++) { s += $i; if ($i < lo) lo = $i; if ($i > hi) hi = $i }
+        exit !(s == 17 && hi - lo <= 1) }'
+    verdict "16 held connections and one more over --threads 4: 4 or 5 each" $? \
+        "per thread: '$per' ($(grep '^ready' "$T/hold5.out"))"
+    kill "$HPID" 2>/dev/null
+    wait "$HPID" 2>/dev/null
+    PORT=$PORT_BEFORE
+    stop_daemon "$SPID"
+    [ "$STOP_RC" = 0 ]
+    verdict "that daemon stops cleanly" $? "exit $STOP_RC after ${STOP_SECS}s"
+else
+    fail "a daemon with --threads 4" "it did not start"
+fi

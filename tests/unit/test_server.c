@@ -322,7 +322,8 @@ static void test_metrics_render(void **state)
     gp_metrics_request(m, GP_ROUTE_NONE, "BREW", 404, 20);
     gp_metrics_fit(m, "exact", "succeeded", 1.5);
     gp_metrics_fit(m, "exact", "cancelled", 0.5);
-    gp_metrics_gauges g = {2, 1, 3, 4, 5, 6, 7, 8, 9, 10};
+    size_t per_thread[2] = {3, 2};
+    gp_metrics_gauges g = {2, 1, 3, 4, 5, 6, 7, 8, 9, 10, per_thread, 2};
     size_t len = 0;
     char *text = gp_metrics_render(m, &g, &len);
     assert_non_null(text);
@@ -358,6 +359,8 @@ static void test_metrics_render(void **state)
         "gpserve_batches_total 6\n",
         "gpserve_batched_requests_total 7\n",
         "gpserve_batched_points_total 8\n",
+        "gpserve_http_thread_connections{thread=\"0\"} 3\n",
+        "gpserve_http_thread_connections{thread=\"1\"} 2\n",
         "gpserve_batch_max_requests 9\n",
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {

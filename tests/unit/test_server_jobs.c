@@ -499,7 +499,8 @@ static void test_jobs_with_workers(void **state)
     pthread_mutex_unlock(&fake_lock);
 
     size_t len;
-    gp_metrics_gauges g = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    gp_metrics_gauges g;
+    memset(&g, 0, sizeof g);
     char *text = gp_metrics_render(m, &g, &len);
     assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"succeeded\"} 3"));
     assert_non_null(strstr(text, "gpserve_fits_total{method=\"exact\",outcome=\"failed\"} 1"));
