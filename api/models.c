@@ -120,9 +120,9 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
     if (rc == GP_OK && version < 0)
         rc = gp_error_set(&err, GP_EINVAL, "version", "version must be an integer >= 1");
     if (rc == GP_OK)
-        rc = gp_store_meta(api->store, name, version, &meta, &err);
+        rc = gp_rows_meta(api, name, version, 1, &meta, &err);
     if (rc == GP_OK && version == 0)
-        rc = gp_store_versions(api->store, name, &versions, &nv, &err);
+        rc = gp_rows_versions(api, name, &versions, &nv, &err);
     json_t *o = NULL;
     if (rc == GP_OK) {
         /* versions != NULL asks for the list even when empty */
