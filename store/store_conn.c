@@ -75,6 +75,12 @@ int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const 
     return gp_store_step_write(c, gp_store_stmt(c, id), GP_DB_OK, NULL, err, what);
 }
 
+int gp_store_notify(gp_store *s, gp_error *err, const char *what)
+{
+    s->notified = 1;
+    return gp_store_exec(s->w, GPS_NOTIFY, err, what);
+}
+
 void gp_store_rollback(gp_store_conn *c)
 {
     if (gp_db_in_txn(c->db)) {
@@ -166,10 +172,13 @@ static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error
 {
     pthread_mutex_lock(&s->w->mu);
     int rc = busy_retry(s, write, ctx, retry_unique, err);
-    /* Committed or not, cached rows are re-read from now on (a failure
-     * after the COMMIT, such as no memory for the caller's copy, still
-     * changed the database). */
-    gp_store_generation_bump(s);
+    /* A write that changed a model row, committed or not (a failure after
+     * the COMMIT, such as no memory for the caller's copy, still changed the
+     * database): rows kept by callers are read again from now on. */
+    if (s->notified) {
+        s->notified = 0;
+        gp_store_generation_bump(s);
+    }
     uint64_t ticket = 0;
     if (rc == GP_OK) {
         ticket = gp_store_sync_ticket(s);

@@ -180,9 +180,16 @@ struct gp_store {
     pthread_t watch_thread;
     gp_db *watch_db;     /* the watch's own connection (the thread's alone) */
     char *watch_target;  /* what it opens (again, after a loss) */
+    int notified;        /* the write under way changed a model row (w->mu) */
 };
 
-/* After a write of this handle returned from COMMIT (caller holds w->mu). */
+/* Inside a write transaction that changes a model row (a save, a delete, a
+ * log append; caller holds w->mu): NOTIFY the other daemons' watches
+ * (PostgreSQL) and have this handle's generation bumped when the
+ * transaction ends (store_conn.c). Writes that change no model row (job
+ * leases, claims, retention) leave the generation alone. */
+int gp_store_notify(gp_store *s, gp_error *err, const char *what);
+/* Bump the generation (store_watch.c). */
 void gp_store_generation_bump(gp_store *s);
 /* Stop the watch thread and close its connection (gp_store_close). */
 void gp_store_watch_stop(gp_store *s);

@@ -85,7 +85,7 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
         src = gp_db_bind_int64(st, 3, (int64_t)c->n_after);
     rc = gp_store_step_write(w, st, src, NULL, err, "counting an observation");
     if (rc == GP_OK)
-        rc = gp_store_exec(w, GPS_NOTIFY, err, "notifying an observation");
+        rc = gp_store_notify(s, err, "notifying an observation");
     if (rc || c->snapshot == NULL)
         return rc;
     /* One snapshot per version: the new one replaces the old in this

@@ -456,6 +456,14 @@ static void predict_until(gp_api *r, const char *name, const char *pb, gp_respon
     fail_msg("replica never served the other replica's write to '%s'", name);
 }
 
+/* Until r's store watch is up (its generation known): bounded, as above. */
+static void await_watch(gp_api *r)
+{
+    for (int tries = 0; tries < 20000 && gp_store_generation(r->store) == 0; tries++)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    assert_true(gp_store_generation(r->store) != 0);
+}
+
 static int is_version_2(const gp_response *res)
 {
     return res->status == 200 && strstr(res->body, "\"version\":2,") != NULL;
@@ -483,6 +491,10 @@ static void two_replicas(const char *path)
     gp_error err;
     if (gp_api_open(&cfg, &a, &err) != GP_OK || gp_api_open(&cfg, &b, &err) != GP_OK)
         fail_msg("gp_api_open: %s", err.message);
+    /* Both watches up (PostgreSQL's connects after the open), so that the
+     * rows resolved below are kept and must be invalidated. */
+    await_watch(a);
+    await_watch(b);
     double y2[N];
     for (size_t i = 0; i < N; i++)
         y2[i] = 2.0 * ytr[i] + 1.0;
