@@ -54,6 +54,14 @@ int gp_rows_meta(gp_api *api, const char *name, int version, int full, gp_model_
                  gp_error *err);
 int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *count,
                      gp_error *err);
+/* The GET /v1/models/{name} body of (name, version) rendered at generation
+ * gen (models.c: text is head, NUL, tail, NUL, cut around n_train's value),
+ * with the row it shows (brief); 1 when kept (text malloc'ed), else 0. */
+int gp_rows_body(gp_api *api, const char *name, int version, uint64_t gen, gp_model_meta *meta,
+                 char **text, size_t *head_len);
+void gp_rows_body_keep(gp_api *api, const char *name, int version, uint64_t gen,
+                       const gp_model_meta *meta, const char *text, size_t head_len,
+                       size_t text_len);
 
 /* ---- model cache (cache.c; its entries: cache.h) ---- */
 /* Find or load the model row (name, version; 0 = latest) and return a

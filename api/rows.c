@@ -21,8 +21,10 @@
 
 #include "api/internal.h"
 
-/* The `asked` of a slot that holds a name's version list. */
+/* The `asked` of a slot that holds a name's version list, and of one that
+ * holds the GET body of (name, version v): ROWS_BODY - v. */
 #define ROWS_VERSIONS (-1)
+#define ROWS_BODY (-2)
 /* Slots probed from a name's hash before the least recently used of them is
  * replaced. */
 #define ROWS_PROBE 8
@@ -35,12 +37,15 @@ struct gp_row_slot {
     gp_model_meta meta; /* spec and info NULL for a brief row */
     int *versions;
     size_t n_versions;
+    char *text; /* a GET body: head, NUL, tail, NUL (text_len bytes) */
+    size_t text_len, head_len;
 };
 
 static void slot_clear(gp_row_slot *s)
 {
     gp_model_meta_free(&s->meta);
     free(s->versions);
+    free(s->text);
     memset(s, 0, sizeof *s);
 }
 
@@ -209,4 +214,45 @@ int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *coun
         }
     }
     return rc;
+}
+
+int gp_rows_body(gp_api *api, const char *name, int version, uint64_t gen, gp_model_meta *meta,
+                 char **text, size_t *head_len)
+{
+    memset(meta, 0, sizeof *meta);
+    *text = NULL;
+    *head_len = 0;
+    if (gen == 0 || version < 0)
+        return 0;
+    int found = 0;
+    pthread_mutex_lock(&api->rows_lock);
+    gp_row_slot *s = slot_find(api, name, ROWS_BODY - version, gen);
+    if (s && (*text = malloc(s->text_len)) != NULL) {
+        s->stamp = ++api->rows_clock;
+        memcpy(*text, s->text, s->text_len);
+        *head_len = s->head_len;
+        meta_copy(&s->meta, 0, meta);
+        found = 1;
+    }
+    pthread_mutex_unlock(&api->rows_lock);
+    return found;
+}
+
+void gp_rows_body_keep(gp_api *api, const char *name, int version, uint64_t gen,
+                       const gp_model_meta *meta, const char *text, size_t head_len,
+                       size_t text_len)
+{
+    if (gen == 0 || version < 0)
+        return;
+    char *copy = malloc(text_len);
+    if (copy == NULL)
+        return;
+    memcpy(copy, text, text_len);
+    pthread_mutex_lock(&api->rows_lock);
+    gp_row_slot *s = slot_take(api, name, ROWS_BODY - version, gen);
+    meta_copy(meta, 0, &s->meta);
+    s->text = copy;
+    s->text_len = text_len;
+    s->head_len = head_len;
+    pthread_mutex_unlock(&api->rows_lock);
 }
