@@ -183,8 +183,9 @@ typedef struct sq_db {
     int reserve_held;    /* made (or found) by this connection and not released */
     time_t reserve_next; /* the earliest time keep_reserve tries again */
     /* The change watch (sq_watch), on a connection of its own: */
-    int64_t data_version; /* PRAGMA data_version at the last call */
-    int watch_primed;     /* data_version was read once */
+    sqlite3_stmt *data_version_st; /* PRAGMA data_version, prepared at the first call */
+    int64_t data_version;          /* its value at the last call */
+    int watch_primed;              /* data_version was read once */
 } sq_db;
 
 static sq_db *sq(gp_db *db) { return (sq_db *)db; }
@@ -257,6 +258,7 @@ static void sq_close(gp_db *gdb)
     sq_db *d = sq(gdb);
     for (int i = 0; i < GPS_STMT_COUNT; i++)
         sqlite3_finalize(d->stmt[i].st);
+    sqlite3_finalize(d->data_version_st);
     sqlite3_close(d->db);
     free(d->reserve);
     free(d);
@@ -595,11 +597,16 @@ static int sq_watch(gp_db *gdb, int timeout_ms, int *changed)
                               .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
-    char text[32];
-    int rc = pragma_text(d->db, "PRAGMA data_version", text, sizeof text);
+    int rc = SQLITE_OK;
+    if (d->data_version_st == NULL)
+        rc = sqlite3_prepare_v2(d->db, "PRAGMA data_version", -1, &d->data_version_st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(d->data_version_st)) == SQLITE_ROW)
+        rc = SQLITE_OK;
+    int64_t v = rc == SQLITE_OK ? sqlite3_column_int64(d->data_version_st, 0) : 0;
+    if (d->data_version_st)
+        sqlite3_reset(d->data_version_st);
     if (rc != SQLITE_OK)
         return classify(d->db, rc) < 0 ? classify(d->db, rc) : GP_DB_EOTHER;
-    int64_t v = strtoll(text, NULL, 10);
     *changed = !d->watch_primed || v != d->data_version;
     d->data_version = v;
     d->watch_primed = 1;
