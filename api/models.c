@@ -113,10 +113,11 @@ static int add_online_status(gp_api *api, const char *name, int version, json_t 
  * does; those two are written fresh for each request. A poisoned version is
  * described by the slow path. */
 
-/* n_train's value while the text is rendered for keeping: found by its
- * digits (no other value is this integer). */
+/* n_train's value while the text is rendered for keeping, found with its
+ * key (a name cannot hold a quote or a colon, so only the key matches). */
 #define NTRAIN_MARK 9007199254740777LL
-#define NTRAIN_MARK_TEXT "9007199254740777"
+#define NTRAIN_KEY "\"n_train\":"
+#define NTRAIN_MARK_TEXT NTRAIN_KEY "9007199254740777"
 
 static void keep_body(gp_api *api, const char *name, int version, uint64_t gen, json_t *o,
                       const gp_model_meta *meta)
@@ -129,10 +130,12 @@ static void keep_body(gp_api *api, const char *name, int version, uint64_t gen, 
     char *text = json_dumps(o, GP_JSON_FLAGS);
     json_object_set_new(o, "n_train", n);
     char *at = text ? strstr(text, NTRAIN_MARK_TEXT) : NULL;
+    if (at)
+        at += strlen(NTRAIN_KEY);
     size_t len = text ? strlen(text) : 0;
     if (at && len > 1 && text[len - 1] == '}') {
         /* head (up to the value), NUL, tail (after it, without the '}'), NUL */
-        const char *tail = at + strlen(NTRAIN_MARK_TEXT);
+        const char *tail = at + strlen(NTRAIN_MARK_TEXT) - strlen(NTRAIN_KEY);
         size_t tail_len = (size_t)(text + len - 1 - tail);
         memmove(at + 1, tail, tail_len);
         at[0] = '\0';

@@ -581,6 +581,53 @@ static void test_two_replicas_pg(void **state)
     PQfinish(c);
 }
 
+/* GET /v1/models/{name} answered from the body kept while the store's
+ * generation stands is the body the slow path renders, byte for byte: for
+ * the latest version and one version, after an observation (n_train and
+ * "online" written fresh), and for a model whose name is the digits of the
+ * mark the kept text is cut at. */
+static void expect_same_get(const char *name, int version)
+{
+    gp_response r1 = {0}, r2 = {0}, r3 = {0};
+    gp_api_get_model(api, name, version, &r1); /* rendered (and kept) */
+    gp_api_get_model(api, name, version, &r2); /* from the kept text */
+    gp_api_get_model(api, name, version, &r3);
+    expect_status(&r1, 200);
+    expect_status(&r2, 200);
+    assert_int_equal(r1.body_len, r2.body_len);
+    assert_memory_equal(r1.body, r2.body, r1.body_len);
+    assert_int_equal(r1.body_len, r3.body_len);
+    assert_memory_equal(r1.body, r3.body, r1.body_len);
+    gp_response_free(&r1);
+    gp_response_free(&r2);
+    gp_response_free(&r3);
+}
+
+static void test_get_kept_body(void **state)
+{
+    (void)state;
+    const char *names[] = {"kept", "9007199254740777"};
+    for (size_t i = 0; i < 2; i++) {
+        fit_toy(api, names[i], "");
+        expect_same_get(names[i], 0);
+        expect_same_get(names[i], 1);
+        char body[128];
+        snprintf(body, sizeof body, "{\"X\":[[%.3f,%.3f]],\"y\":[0.5]}", 0.25, -0.5);
+        gp_request req = make_req("application/json", body, NULL, 0);
+        gp_response res = {0};
+        gp_api_observe(api, names[i], &req, &res);
+        expect_status(&res, 200);
+        gp_response_free(&res);
+        expect_same_get(names[i], 0);
+        gp_api_get_model(api, names[i], 0, &res);
+        json_t *o = json_loads(res.body, 0, NULL);
+        assert_int_equal(json_integer_value(json_object_get(o, "n_train")), N + 1);
+        assert_string_equal(json_string_value(json_object_get(o, "name")), names[i]);
+        json_decref(o);
+        gp_response_free(&res);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_reopen_bit_identical),
         cmocka_unit_test(test_samples_reproducible),
         cmocka_unit_test(test_delete_then_404),
+        cmocka_unit_test(test_get_kept_body),
         cmocka_unit_test(test_two_replicas_sqlite),
         cmocka_unit_test(test_two_replicas_pg),
     };
