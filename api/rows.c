@@ -7,7 +7,8 @@
  *
  * A slot holds what the store answered for one question: the row of
  * (name, version asked; 0 = the latest), brief or full (with spec and info),
- * or the list of a name's versions (asked = ROWS_VERSIONS), tagged with the
+ * the list of a name's versions, or the GET body of (name, version), tagged
+ * with the
  * generation read BEFORE the store was asked. It is used while
  * gp_store_generation still answers that tag: any write of this daemon, and
  * any commit of another daemon on the same database (seen by the store's
@@ -21,17 +22,16 @@
 
 #include "api/internal.h"
 
-/* The `asked` of a slot that holds a name's version list, and of one that
- * holds the GET body of (name, version v): ROWS_BODY - v. */
-#define ROWS_VERSIONS (-1)
-#define ROWS_BODY (-2)
+/* What a slot holds. */
+enum row_kind { ROW_META = 1, ROW_VERSIONS, ROW_BODY };
 /* Slots probed from a name's hash before the least recently used of them is
  * replaced. */
 #define ROWS_PROBE 8
 
 struct gp_row_slot {
     char name[GP_NAME_MAX + 1];
-    int asked;
+    int kind;  /* enum row_kind; 0: empty */
+    int asked; /* the version asked (0: the latest; ROW_VERSIONS: 0) */
     uint64_t gen; /* 0: empty */
     uint64_t stamp;
     gp_model_meta meta; /* spec and info NULL for a brief row */
@@ -77,36 +77,38 @@ void gp_rows_destroy(gp_api *api)
     pthread_mutex_destroy(&api->rows_lock);
 }
 
-static size_t slot_home(const gp_api *api, const char *name, int asked)
+static size_t slot_home(const gp_api *api, const char *name, int kind, int asked)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         h = (h ^ *p) * 1099511628211ull;
+    h = (h ^ (uint64_t)(unsigned)kind) * 1099511628211ull;
     h = (h ^ (uint64_t)(unsigned)asked) * 1099511628211ull;
     return (size_t)(h & (api->n_rows - 1));
 }
 
-/* The slot of (name, asked) read at generation gen, or NULL (rows_lock held). */
-static gp_row_slot *slot_find(gp_api *api, const char *name, int asked, uint64_t gen)
+/* The slot of (name, kind, asked) read at generation gen, or NULL
+ * (rows_lock held). */
+static gp_row_slot *slot_find(gp_api *api, const char *name, int kind, int asked, uint64_t gen)
 {
-    size_t home = slot_home(api, name, asked);
+    size_t home = slot_home(api, name, kind, asked);
     for (size_t k = 0; k < ROWS_PROBE; k++) {
         gp_row_slot *s = &api->rows[(home + k) & (api->n_rows - 1)];
-        if (s->gen == gen && s->asked == asked && strcmp(s->name, name) == 0)
+        if (s->gen == gen && s->kind == kind && s->asked == asked && strcmp(s->name, name) == 0)
             return s;
     }
     return NULL;
 }
 
-/* A slot for (name, asked), emptied: its own, an empty or outdated one, or
- * the least recently used of the probe window (rows_lock held). */
-static gp_row_slot *slot_take(gp_api *api, const char *name, int asked, uint64_t gen)
+/* A slot for (name, kind, asked), emptied: its own, an empty or outdated
+ * one, or the least recently used of the probe window (rows_lock held). */
+static gp_row_slot *slot_take(gp_api *api, const char *name, int kind, int asked, uint64_t gen)
 {
-    size_t home = slot_home(api, name, asked);
+    size_t home = slot_home(api, name, kind, asked);
     gp_row_slot *pick = NULL;
     for (size_t k = 0; k < ROWS_PROBE; k++) {
         gp_row_slot *s = &api->rows[(home + k) & (api->n_rows - 1)];
-        if (s->gen != 0 && s->asked == asked && strcmp(s->name, name) == 0) {
+        if (s->gen != 0 && s->kind == kind && s->asked == asked && strcmp(s->name, name) == 0) {
             pick = s;
             break;
         }
@@ -115,6 +117,7 @@ static gp_row_slot *slot_take(gp_api *api, const char *name, int asked, uint64_t
     }
     slot_clear(pick);
     snprintf(pick->name, sizeof pick->name, "%s", name);
+    pick->kind = kind;
     pick->asked = asked;
     pick->gen = gen;
     pick->stamp = ++api->rows_clock;
@@ -143,7 +146,7 @@ static int row_lookup(gp_api *api, const char *name, int version, int full, uint
 {
     int found = 0;
     pthread_mutex_lock(&api->rows_lock);
-    gp_row_slot *s = slot_find(api, name, version, gen);
+    gp_row_slot *s = slot_find(api, name, ROW_META, version, gen);
     if (s && (!full || s->meta.spec)) {
         s->stamp = ++api->rows_clock;
         found = meta_copy(&s->meta, full, meta) == GP_OK;
@@ -156,7 +159,7 @@ static void row_keep(gp_api *api, const char *name, int version, uint64_t gen,
                      const gp_model_meta *meta)
 {
     pthread_mutex_lock(&api->rows_lock);
-    gp_row_slot *s = slot_take(api, name, version, gen);
+    gp_row_slot *s = slot_take(api, name, ROW_META, version, gen);
     if (meta_copy(meta, 1, &s->meta) != GP_OK)
         slot_clear(s);
     pthread_mutex_unlock(&api->rows_lock);
@@ -187,7 +190,7 @@ int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *coun
     if (gen) {
         int found = 0;
         pthread_mutex_lock(&api->rows_lock);
-        gp_row_slot *s = slot_find(api, name, ROWS_VERSIONS, gen);
+        gp_row_slot *s = slot_find(api, name, ROW_VERSIONS, 0, gen);
         if (s) {
             s->stamp = ++api->rows_clock;
             *versions = malloc((s->n_versions ? s->n_versions : 1) * sizeof **versions);
@@ -207,7 +210,7 @@ int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *coun
         if (copy) {
             memcpy(copy, *versions, *count * sizeof *copy);
             pthread_mutex_lock(&api->rows_lock);
-            gp_row_slot *s = slot_take(api, name, ROWS_VERSIONS, gen);
+            gp_row_slot *s = slot_take(api, name, ROW_VERSIONS, 0, gen);
             s->versions = copy;
             s->n_versions = *count;
             pthread_mutex_unlock(&api->rows_lock);
@@ -226,7 +229,7 @@ int gp_rows_body(gp_api *api, const char *name, int version, uint64_t gen, gp_mo
         return 0;
     int found = 0;
     pthread_mutex_lock(&api->rows_lock);
-    gp_row_slot *s = slot_find(api, name, ROWS_BODY - version, gen);
+    gp_row_slot *s = slot_find(api, name, ROW_BODY, version, gen);
     if (s && (*text = malloc(s->text_len)) != NULL) {
         s->stamp = ++api->rows_clock;
         memcpy(*text, s->text, s->text_len);
@@ -249,7 +252,7 @@ void gp_rows_body_keep(gp_api *api, const char *name, int version, uint64_t gen,
         return;
     memcpy(copy, text, text_len);
     pthread_mutex_lock(&api->rows_lock);
-    gp_row_slot *s = slot_take(api, name, ROWS_BODY - version, gen);
+    gp_row_slot *s = slot_take(api, name, ROW_BODY, version, gen);
     meta_copy(meta, 0, &s->meta);
     s->text = copy;
     s->text_len = text_len;

@@ -5,6 +5,7 @@
 #include "tests/unit/api_testutil.h"
 
 #include <libpq-fe.h>
+#include <limits.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -625,6 +626,12 @@ static void test_get_kept_body(void **state)
         assert_string_equal(json_string_value(json_object_get(o, "name")), names[i]);
         json_decref(o);
         gp_response_free(&res);
+        /* the largest version a request may ask: not found, twice (nothing kept) */
+        for (int k = 0; k < 2; k++) {
+            gp_api_get_model(api, names[i], INT_MAX, &res);
+            expect_error(&res, 404, "not_found", "version");
+            gp_response_free(&res);
+        }
     }
 }
 
