@@ -13,7 +13,8 @@
  * (gp_store_meta, gp_store_versions, gp_store_list, gp_store_load_state,
  * gp_store_load_snapshot, the job reads; a call takes a free one) and a
  * read-only log reader (gp_store_observations alone, whose replay lasts as
- * long as its callback). A read therefore does not wait for a write in
+ * long as its callback); gp_store_watch_start adds one for the change watch
+ * (below). A read therefore does not wait for a write in
  * progress, however long (saving a large model takes seconds): it sees the
  * last committed state, never part of a save; and a read that starts after a
  * write returned sees that write. The store is safe to use from many threads;
@@ -421,8 +422,9 @@ void gp_store_set_part_bytes(gp_store *store, size_t bytes);
  * A number that changes whenever what the read functions return may have
  * changed, so that a caller may keep rows it read, tagged with the
  * generation read BEFORE it read them, and use them while
- * gp_store_generation still answers that tag. This handle's writes change it
- * before they return (whether they committed or failed); another
+ * gp_store_generation still answers that tag. This handle's saves, deletes
+ * and log appends change it before they return (committed or failed; job
+ * writes do not, they change no model row); another
  * connection's commits (another daemon on the same database, an operator's
  * SQL) change it within GP_STORE_WATCH_MS of the commit, plus the time the
  * watch thread waits for a CPU: SQLite's PRAGMA data_version polled every

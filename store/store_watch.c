@@ -2,9 +2,10 @@
  * that a caller may keep what it read from the store (the api's resolved
  * rows) and ask the store again only when something may have changed.
  *
- * The generation is a counter bumped after every write of this handle
- * (store_conn.c, under the writer's mutex, after the COMMIT: a read that
- * starts after the bump sees the write) and by a watch thread when another
+ * The generation is a counter bumped after every write of this handle that
+ * changes a model row, a save, a delete or a log append (gp_store_notify;
+ * store_conn.c bumps it under the writer's mutex after the COMMIT: a read
+ * that starts after the bump sees the write), and by a watch thread when another
  * connection committed: another daemon on the same database, or an operator's
  * SQL. The thread owns a connection of its own (docs/design/storage.md, "The
  * change generation"): SQLite's PRAGMA data_version, polled every
