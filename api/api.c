@@ -68,7 +68,14 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
     int rc = gp_store_open(api->db_path, &api->store, err);
     if (rc == GP_OK && api->cfg.durability_normal)
         gp_store_set_durability(api->store, GP_STORE_DURABILITY_NORMAL);
+    if (rc == GP_OK && (rc = gp_rows_init(api)) != GP_OK)
+        gp_error_set(err, rc, NULL, "cannot make the table of resolved rows");
+    /* Without the watch the generation stays 0 and every request asks the
+     * store (correct, only slower): not a reason to refuse to start. */
+    if (rc == GP_OK && gp_store_watch_start(api->store, err) != GP_OK)
+        gp_error_clear(err);
     if (rc) {
+        gp_store_close(api->store);
         pthread_mutex_destroy(&api->cache_lock);
         free(api->db_path);
         free(api->cache);
@@ -85,6 +92,7 @@ void gp_api_close(gp_api *api)
         return;
     gp_cache_destroy(api);
     gp_store_close(api->store);
+    gp_rows_destroy(api);
     pthread_mutex_destroy(&api->cache_lock);
     free(api->cache);
     free(api->poisoned);

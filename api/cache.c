@@ -5,9 +5,12 @@
  * a model deleted and fitted again under the same name and version is never
  * confused with the old one. Entries are reference counted: eviction takes an
  * entry out of the table at once, and the model is freed when its last user
- * releases it. Every request asks the store for the row first (version 0: the
- * latest), so versions written by another daemon on the same database are
- * served, and a model deleted by another daemon is not. A version is loaded
+ * releases it. Every request resolves the row first (version 0: the latest;
+ * rows.c, which asks the store only when its change generation moved: a
+ * write here, or a commit of another daemon on the same database seen by the
+ * store's watch), so versions written by another daemon are served, a model
+ * deleted by another daemon is not, and entries it appended to a log are
+ * replayed (catch_up). A version is loaded
  * from its snapshot (or fitted arrays) and the observation log entries after
  * it, which this file also writes the shape of (gp_api_xy_state). */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np: observes must not starve behind reads */
@@ -321,7 +324,7 @@ int gp_cache_entry_acquire(gp_api *api, const char *name, int version, gp_cache_
     memset(&meta, 0, sizeof meta);
     gp_cache_entry *e = NULL;
     if (rc == GP_OK)
-        rc = gp_store_meta_brief(api->store, name, version, &meta, err);
+        rc = gp_rows_meta(api, name, version, 0, &meta, err);
     if (rc == GP_OK)
         rc = entry_get(api, &meta, &e, err);
     if (rc == GP_OK && meta.obs_seq > e->seq && (rc = catch_up(api, e, meta.obs_seq, err))) {

@@ -18,6 +18,7 @@
 /* ---- the api object ---- */
 typedef struct gp_cache_entry gp_cache_entry;
 typedef struct gp_poisoned gp_poisoned;
+typedef struct gp_row_slot gp_row_slot;
 
 struct gp_api {
     gp_api_config cfg;
@@ -31,15 +32,42 @@ struct gp_api {
     /* stored versions found non-finite when loaded (poisoned.c), under cache_lock */
     gp_poisoned *poisoned; /* GP_POISONED_MAX slots */
     size_t n_poisoned;
+    /* rows resolved from the store, kept while its generation stands (rows.c) */
+    pthread_mutex_t rows_lock;
+    gp_row_slot *rows; /* n_rows slots, a power of two */
+    size_t n_rows;
+    uint64_t rows_clock;
     /* stats */
     _Atomic uint64_t variance_clamps;
     _Atomic uint64_t jitter_escalations;
 };
 
+/* ---- rows resolved from the store (rows.c) ----
+ * The row of (name, version; 0 = the latest), brief (spec and info NULL) or
+ * full, and a name's version list, as the store answers them; kept and
+ * answered again without asking the store while its change generation
+ * (gp_store_generation) stands. The same errors as gp_store_meta /
+ * gp_store_versions. init: 0 or a GP_E* code. */
+int gp_rows_init(gp_api *api);
+void gp_rows_destroy(gp_api *api);
+int gp_rows_meta(gp_api *api, const char *name, int version, int full, gp_model_meta *meta,
+                 gp_error *err);
+int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *count,
+                     gp_error *err);
+/* The GET /v1/models/{name} body of (name, version) rendered at generation
+ * gen (models.c: text is head, NUL, tail, NUL, cut around n_train's value),
+ * with the row it shows (brief); 1 when kept (text malloc'ed), else 0. */
+int gp_rows_body(gp_api *api, const char *name, int version, uint64_t gen, gp_model_meta *meta,
+                 char **text, size_t *head_len);
+void gp_rows_body_keep(gp_api *api, const char *name, int version, uint64_t gen,
+                       const gp_model_meta *meta, const char *text, size_t head_len,
+                       size_t text_len);
+
 /* ---- model cache (cache.c; its entries: cache.h) ---- */
 /* Find or load the model row (name, version; 0 = latest) and return a
- * reference: *model stays valid until gp_cache_release(entry). The store is
- * asked only for the row's id, version and method (gp_store_meta_brief). */
+ * reference: *model stays valid until gp_cache_release(entry). The row's id,
+ * version and obs_seq come from gp_rows_meta: the store is asked only when
+ * its generation moved. */
 int gp_cache_acquire(gp_api *api, const char *name, int version, gp_cache_entry **entry,
                      const gp_model **model, gp_error *err);
 void gp_cache_release(gp_api *api, gp_cache_entry *entry);

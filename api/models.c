@@ -53,27 +53,28 @@ static json_t *real_list(const double *v, size_t p)
 }
 
 /* "online": what a model that learns online reports about itself: the rows
- * it holds, its state, the log entries applied and, for a gate model, the
- * threshold and the oracle rate over the last predicted points. */
-static int add_online_status(gp_api *api, const char *name, int version, json_t *o,
+ * it holds (*n), its state, the log entries applied and, for a gate model,
+ * the threshold and the oracle rate over the last predicted points. NULL on
+ * failure (err says why). */
+static json_t *online_status(gp_api *api, const char *name, int version, size_t *n,
                              gp_error *err)
 {
     gp_cache_entry *e = NULL;
     const gp_model *model = NULL;
-    int rc = gp_cache_acquire(api, name, version, &e, &model, err);
-    if (rc)
-        return rc;
+    if (gp_cache_acquire(api, name, version, &e, &model, err))
+        return NULL;
     gp_online_status st;
     gp_model_online_status(model, &st);
     json_t *on = json_object();
     if (on == NULL) {
         gp_cache_release(api, e);
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        return NULL;
     }
     json_object_set_new(on, "n", json_integer((json_int_t)st.n));
     json_object_set_new(on, "state", json_string(st.warmup ? "warmup" : "online"));
     json_object_set_new(on, "observations", json_integer((json_int_t)e->seq));
-    json_object_set_new(o, "n_train", json_integer((json_int_t)st.n));
+    *n = st.n;
     if (gp_method_has_gate(model->method)) {
         size_t window = 0;
         double rate = NAN;
@@ -89,9 +90,100 @@ static int add_online_status(gp_api *api, const char *name, int version, json_t 
         json_object_set_new(on, "oracle_rate", window ? gp_json_real(rate) : json_null());
         json_object_set_new(on, "oracle_window", json_integer((json_int_t)window));
     }
-    json_object_set_new(o, "online", on);
     gp_cache_release(api, e);
+    return on;
+}
+
+static int add_online_status(gp_api *api, const char *name, int version, json_t *o,
+                             gp_error *err)
+{
+    size_t n = 0;
+    json_t *on = online_status(api, name, version, &n, err);
+    if (on == NULL)
+        return err->code ? err->code : GP_EINTERNAL;
+    json_object_set_new(o, "n_train", json_integer((json_int_t)n));
+    json_object_set_new(o, "online", on);
     return GP_OK;
+}
+
+/* ---- the GET body kept while the store's generation stands (rows.c) ----
+ * Rendering a model's JSON (parsing its stored info, writing every number)
+ * is most of a GET: the text is kept, cut around n_train's value, which an
+ * online model changes with every observation, as "online" (appended last)
+ * does; those two are written fresh for each request. A poisoned version is
+ * described by the slow path. */
+
+/* n_train's value while the text is rendered for keeping, found with its
+ * key (a name cannot hold a quote or a colon, so only the key matches). */
+#define NTRAIN_MARK 9007199254740777LL
+#define NTRAIN_KEY "\"n_train\":"
+#define NTRAIN_MARK_TEXT NTRAIN_KEY "9007199254740777"
+
+static void keep_body(gp_api *api, const char *name, int version, uint64_t gen, json_t *o,
+                      const gp_model_meta *meta)
+{
+    json_t *n = json_object_get(o, "n_train");
+    if (gen == 0 || n == NULL)
+        return;
+    json_incref(n);
+    json_object_set_new(o, "n_train", json_integer(NTRAIN_MARK));
+    char *text = json_dumps(o, GP_JSON_FLAGS);
+    json_object_set_new(o, "n_train", n);
+    char *at = text ? strstr(text, NTRAIN_MARK_TEXT) : NULL;
+    if (at)
+        at += strlen(NTRAIN_KEY);
+    size_t len = text ? strlen(text) : 0;
+    if (at && len > 1 && text[len - 1] == '}') {
+        /* head (up to the value), NUL, tail (after it, without the '}'), NUL */
+        const char *tail = at + strlen(NTRAIN_MARK_TEXT) - strlen(NTRAIN_KEY);
+        size_t tail_len = (size_t)(text + len - 1 - tail);
+        memmove(at + 1, tail, tail_len);
+        at[0] = '\0';
+        at[1 + tail_len] = '\0';
+        gp_rows_body_keep(api, name, version, gen, meta, text, (size_t)(at - text),
+                          (size_t)(at - text) + tail_len + 2);
+    }
+    free(text);
+}
+
+/* Answer from the kept text: 1 when done, 0 to take the slow path. */
+static int respond_kept(gp_api *api, const char *name, int version, uint64_t gen,
+                        gp_response *out)
+{
+    gp_model_meta meta;
+    char *text = NULL;
+    size_t head_len = 0;
+    if (!gp_rows_body(api, name, version, gen, &meta, &text, &head_len))
+        return 0;
+    gp_error err;
+    gp_error_clear(&err);
+    size_t n = meta.n_train;
+    json_t *on = NULL;
+    const gp_method *method = gp_method_find(meta.method);
+    int ok = gp_poisoned_check(api, &meta, &err) == GP_OK;
+    if (ok && method && gp_method_can_observe(method))
+        ok = (on = online_status(api, name, meta.version, &n, &err)) != NULL;
+    char *on_text = on ? json_dumps(on, GP_JSON_FLAGS) : NULL;
+    json_decref(on);
+    if (ok && on && on_text == NULL)
+        ok = 0;
+    if (ok) {
+        gp_buf b;
+        gp_buf_init(&b);
+        gp_buf_puts(&b, text);
+        gp_buf_printf(&b, "%zu", n);
+        gp_buf_puts(&b, text + head_len + 1);
+        if (on_text) {
+            gp_buf_puts(&b, ",\"online\":");
+            gp_buf_puts(&b, on_text);
+        }
+        gp_buf_put(&b, "}", 1);
+        gp_buf_respond(&b, 200, out);
+    }
+    free(on_text);
+    free(text);
+    gp_model_meta_free(&meta);
+    return ok;
 }
 
 /* A version found non-finite (now, or by an earlier request) is described
@@ -119,10 +211,14 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
     int rc = gp_api_check_name(name, &err);
     if (rc == GP_OK && version < 0)
         rc = gp_error_set(&err, GP_EINVAL, "version", "version must be an integer >= 1");
+    /* read before anything is: a write meanwhile moves it past what is kept */
+    const uint64_t gen = gp_store_generation(api->store);
+    if (rc == GP_OK && respond_kept(api, name, version, gen, out))
+        return;
     if (rc == GP_OK)
-        rc = gp_store_meta(api->store, name, version, &meta, &err);
+        rc = gp_rows_meta(api, name, version, 1, &meta, &err);
     if (rc == GP_OK && version == 0)
-        rc = gp_store_versions(api->store, name, &versions, &nv, &err);
+        rc = gp_rows_versions(api, name, &versions, &nv, &err);
     json_t *o = NULL;
     if (rc == GP_OK) {
         /* versions != NULL asks for the list even when empty */
@@ -133,6 +229,8 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
             rc = err.code;
     }
     free(versions);
+    if (rc == GP_OK)
+        keep_body(api, name, version, gen, o, &meta);
     const gp_method *method = rc == GP_OK ? gp_method_find(meta.method) : NULL;
     if (method && gp_method_can_observe(method))
         rc = add_online_status(api, name, meta.version, o, &err);

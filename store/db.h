@@ -116,7 +116,19 @@ struct gp_db_driver {
     int (*release_reserve)(gp_db *db);
     void (*reclaim)(gp_db *db);
     void (*keep_reserve)(gp_db *db);
+    /* The change watch (store_watch.c), on a connection opened as a reader
+     * and used for nothing else: return within about timeout_ms with
+     * *changed 1 when another connection may have committed since the last
+     * call (the first call answers 1 at once: nothing is known yet). SQLite:
+     * PRAGMA data_version, read after sleeping timeout_ms; PostgreSQL: LISTEN
+     * on GP_DB_CHANNEL (its first call), then the notifications the writers
+     * send (GPS_NOTIFY) waited for on the socket. GP_DB_OK, or a failure
+     * class (the connection lost: every later call tries to make it again). */
+    int (*watch)(gp_db *db, int timeout_ms, int *changed);
 };
+
+/* The PostgreSQL channel a commit that changes a model row notifies. */
+#define GP_DB_CHANNEL "gpserve_models"
 
 extern const gp_db_driver gp_db_sqlite_driver;
 extern const gp_db_driver gp_db_pg_driver;

@@ -28,8 +28,10 @@
 #include "store/db_pg_conn.h"
 #include "store/store_internal.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -665,6 +667,48 @@ static size_t pg_max_blob(gp_db *db)
     return ((size_t)1 << 30) - 65536;
 }
 
+/* The change watch: LISTEN once per session (a session made again after a
+ * loss has forgotten it, and may have missed notifications: *changed 1),
+ * then wait on the socket for the NOTIFY of other connections' commits. */
+static int pg_watch(gp_db *gdb, int timeout_ms, int *changed)
+{
+    pg_db *d = pg(gdb);
+    *changed = 0;
+    if (PQstatus(d->conn) != CONNECTION_OK)
+        d->listening = 0;
+    if (!d->listening) {
+        int rc = gp_pg_ensure_session(d);
+        if (rc == GP_DB_OK)
+            rc = gp_pg_exec_simple(d, "LISTEN " GP_DB_CHANNEL);
+        if (rc)
+            return rc;
+        d->listening = 1;
+        *changed = 1;
+        return GP_DB_OK;
+    }
+    struct pollfd p = {.fd = PQsocket(d->conn), .events = POLLIN};
+    int n = poll(&p, 1, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+        gp_pg_set_err(d, "waiting for notifications: %s", strerror(errno));
+        return GP_DB_EOTHER;
+    }
+    if (n > 0 && !PQconsumeInput(d->conn)) {
+        d->listening = 0;
+        gp_pg_set_err(d, "the notification connection was lost: %s", PQerrorMessage(d->conn));
+        return GP_DB_EDOWN;
+    }
+    PGnotify *note;
+    while ((note = PQnotifies(d->conn)) != NULL) {
+        *changed = 1;
+        PQfreemem(note);
+    }
+    if (PQstatus(d->conn) != CONNECTION_OK) {
+        d->listening = 0;
+        return GP_DB_EDOWN;
+    }
+    return GP_DB_OK;
+}
+
 const gp_db_driver gp_db_pg_driver = {
     .name = "PostgreSQL",
     .open = pg_open,
@@ -689,4 +733,5 @@ const gp_db_driver gp_db_pg_driver = {
     .in_txn = pg_in_txn,
     .errmsg = pg_errmsg,
     .max_blob = pg_max_blob,
+    .watch = pg_watch,
 };

@@ -41,6 +41,7 @@ typedef struct pg_db {
     enum gp_db_role role;
     int ready; /* session configured and statements prepared */
     int64_t changes;
+    int listening; /* LISTEN GP_DB_CHANNEL ran on the current session (pg_watch) */
     char *password; /* the URL's, scrubbed from every message */
     char err[1024];
     pg_stmt stmt[GPS_STMT_COUNT];

@@ -182,6 +182,10 @@ typedef struct sq_db {
     char *reserve;       /* "<db>-reserve" */
     int reserve_held;    /* made (or found) by this connection and not released */
     time_t reserve_next; /* the earliest time keep_reserve tries again */
+    /* The change watch (sq_watch), on a connection of its own: */
+    sqlite3_stmt *data_version_st; /* PRAGMA data_version, prepared at the first call */
+    int64_t data_version;          /* its value at the last call */
+    int watch_primed;              /* data_version was read once */
 } sq_db;
 
 static sq_db *sq(gp_db *db) { return (sq_db *)db; }
@@ -254,6 +258,7 @@ static void sq_close(gp_db *gdb)
     sq_db *d = sq(gdb);
     for (int i = 0; i < GPS_STMT_COUNT; i++)
         sqlite3_finalize(d->stmt[i].st);
+    sqlite3_finalize(d->data_version_st);
     sqlite3_close(d->db);
     free(d->reserve);
     free(d);
@@ -580,6 +585,34 @@ static void sq_keep_reserve(gp_db *db)
     d->reserve_held = gp_sqlite_reserve_make(d->reserve);
 }
 
+/* PRAGMA data_version changes when another connection (of this process or
+ * another) commits to the file; reading it touches only the WAL index in
+ * shared memory, no page of the database. */
+static int sq_watch(gp_db *gdb, int timeout_ms, int *changed)
+{
+    sq_db *d = sq(gdb);
+    *changed = 0;
+    if (d->watch_primed) {
+        struct timespec ts = {.tv_sec = timeout_ms / 1000,
+                              .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    int rc = SQLITE_OK;
+    if (d->data_version_st == NULL)
+        rc = sqlite3_prepare_v2(d->db, "PRAGMA data_version", -1, &d->data_version_st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(d->data_version_st)) == SQLITE_ROW)
+        rc = SQLITE_OK;
+    int64_t v = rc == SQLITE_OK ? sqlite3_column_int64(d->data_version_st, 0) : 0;
+    if (d->data_version_st)
+        sqlite3_reset(d->data_version_st);
+    if (rc != SQLITE_OK)
+        return classify(d->db, rc) < 0 ? classify(d->db, rc) : GP_DB_EOTHER;
+    *changed = !d->watch_primed || v != d->data_version;
+    d->data_version = v;
+    d->watch_primed = 1;
+    return GP_DB_OK;
+}
+
 void *gp_db_sqlite_handle(gp_db *db)
 {
     return db && db->drv == &gp_db_sqlite_driver ? (void *)sq(db)->db : NULL;
@@ -613,4 +646,5 @@ const gp_db_driver gp_db_sqlite_driver = {
     .release_reserve = sq_release_reserve,
     .reclaim = sq_reclaim,
     .keep_reserve = sq_keep_reserve,
+    .watch = sq_watch,
 };

@@ -195,6 +195,8 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
         goto fail;
     if (s->save_hook)
         s->save_hook(s, c->id, s->save_hook_arg);
+    if ((rc = gp_store_notify(s, err, "notifying a save")))
+        goto fail;
     rc = gp_store_exec(w, GPS_COMMIT, err, "committing a save");
     if (rc)
         goto fail;
@@ -480,7 +482,9 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
         return rc;
     }
     c->found = gp_db_changes(w->db) > 0;
-    rc = gp_store_exec(w, GPS_COMMIT, err, "committing a delete");
+    rc = gp_store_notify(s, err, "notifying a delete");
+    if (rc == GP_OK)
+        rc = gp_store_exec(w, GPS_COMMIT, err, "committing a delete");
     if (rc)
         gp_store_rollback(w);
     return rc;

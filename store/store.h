@@ -13,7 +13,8 @@
  * (gp_store_meta, gp_store_versions, gp_store_list, gp_store_load_state,
  * gp_store_load_snapshot, the job reads; a call takes a free one) and a
  * read-only log reader (gp_store_observations alone, whose replay lasts as
- * long as its callback). A read therefore does not wait for a write in
+ * long as its callback); gp_store_watch_start adds one for the change watch
+ * (below). A read therefore does not wait for a write in
  * progress, however long (saving a large model takes seconds): it sees the
  * last committed state, never part of a save; and a read that starts after a
  * write returned sees that write. The store is safe to use from many threads;
@@ -415,6 +416,31 @@ int gp_store_wait_durable(gp_store *store, uint64_t ticket, gp_error *err);
  * later writes of arrays (saves, job requests, log entries, snapshots).
  * Loading accepts parts of any sizes (multiples of 8) that add up. */
 void gp_store_set_part_bytes(gp_store *store, size_t bytes);
+
+/* ---- the change generation (store_watch.c; docs/design/storage.md, "The
+ * change generation") ----
+ * A number that changes whenever what the read functions return may have
+ * changed, so that a caller may keep rows it read, tagged with the
+ * generation read BEFORE it read them, and use them while
+ * gp_store_generation still answers that tag. This handle's saves, deletes
+ * and log appends change it before they return (committed or failed; job
+ * writes do not, they change no model row); another
+ * connection's commits (another daemon on the same database, an operator's
+ * SQL) change it within GP_STORE_WATCH_MS of the commit, plus the time the
+ * watch thread waits for a CPU: SQLite's PRAGMA data_version polled every
+ * GP_STORE_WATCH_MS on a connection of the watch's own; PostgreSQL's
+ * notifications (saves, deletes and log appends NOTIFY in their transaction;
+ * the watch LISTENs), delivered as they commit. */
+#define GP_STORE_WATCH_MS 5
+/* How long the watch waits before it opens its connection again after a loss. */
+#define GP_STORE_WATCH_RETRY_MS 100
+/* Start the watch (a thread and one more connection; an in-memory store
+ * needs neither). Idempotent; stopped by gp_store_close. */
+int gp_store_watch_start(gp_store *store, gp_error *err);
+/* The current generation, never 0 while the watch is up; 0 when it is not
+ * (not started, or its connection lost and not yet made again): nothing
+ * kept may then be trusted, ask the store. */
+uint64_t gp_store_generation(gp_store *store);
 
 /* Current UTC time as ISO 8601 with seconds ("2026-11-21T06:12:20Z"). */
 void gp_store_now(char out[GP_TIME_LEN]);

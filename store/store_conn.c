@@ -75,6 +75,12 @@ int gp_store_exec(gp_store_conn *c, enum gp_store_stmt id, gp_error *err, const 
     return gp_store_step_write(c, gp_store_stmt(c, id), GP_DB_OK, NULL, err, what);
 }
 
+int gp_store_notify(gp_store *s, gp_error *err, const char *what)
+{
+    s->notified = 1;
+    return gp_store_exec(s->w, GPS_NOTIFY, err, what);
+}
+
 void gp_store_rollback(gp_store_conn *c)
 {
     if (gp_db_in_txn(c->db)) {
@@ -166,6 +172,13 @@ static int write_retrying(gp_store *s, int (*write)(gp_store *, void *, gp_error
 {
     pthread_mutex_lock(&s->w->mu);
     int rc = busy_retry(s, write, ctx, retry_unique, err);
+    /* A write that changed a model row, committed or not (a failure after
+     * the COMMIT, such as no memory for the caller's copy, still changed the
+     * database): rows kept by callers are read again from now on. */
+    if (s->notified) {
+        s->notified = 0;
+        gp_store_generation_bump(s);
+    }
     uint64_t ticket = 0;
     if (rc == GP_OK) {
         ticket = gp_store_sync_ticket(s);
@@ -255,6 +268,7 @@ static void conn_close(gp_store_conn *c)
 
 static void free_store(gp_store *s)
 {
+    gp_store_watch_stop(s);
     /* The readers first: the SQLite writer, closed last, checkpoints the WAL
      * into the file (when no other process has the file open). */
     for (size_t i = sizeof s->conn / sizeof s->conn[0]; i-- > 0;)
@@ -291,6 +305,12 @@ int gp_store_open(const char *path, gp_store **out, gp_error *err)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
     s->drv = gp_db_driver_for(path);
     s->w = &s->conn[0];
+    atomic_init(&s->generation, 1); /* 0 is "unknown" (gp_store_generation) */
+    s->watch_target = gp_store_dup_text(path);
+    if (s->watch_target == NULL) {
+        free(s);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory opening the store");
+    }
     int code = gp_store_sync_init(s, err);
     if (code)
         goto fail;

@@ -88,6 +88,10 @@ enum gp_store_stmt {
     GPS_IDEM_PUT,
     GPS_IDEM_GET,
     GPS_IDEM_PRUNE,
+    /* A write that changes a model row (save, delete, log append) tells the
+     * other daemons' change watches (PostgreSQL's NOTIFY, delivered at
+     * COMMIT; nothing on SQLite, whose watches read PRAGMA data_version). */
+    GPS_NOTIFY,
     GPS_STMT_COUNT
 };
 
@@ -165,7 +169,30 @@ struct gp_store {
     size_t part_bytes; /* largest blob of one `arrays` row (a multiple of 8) */
     gp_store_save_hook_fn save_hook;
     void *save_hook_arg;
+    /* The change generation (store_watch.c): bumped after every write of
+     * this handle (under w->mu, after the commit) and by the watch thread
+     * when another connection committed. watch_ok: the watch is up (the
+     * generation covers other connections' commits); 0 while it is down. */
+    atomic_uint_least64_t generation;
+    atomic_int watch_ok;
+    atomic_int watch_stop;
+    int watch_started;   /* the thread runs (joined by gp_store_close) */
+    pthread_t watch_thread;
+    gp_db *watch_db;     /* the watch's own connection (the thread's alone) */
+    char *watch_target;  /* what it opens (again, after a loss) */
+    int notified;        /* the write under way changed a model row (w->mu) */
 };
+
+/* Inside a write transaction that changes a model row (a save, a delete, a
+ * log append; caller holds w->mu): NOTIFY the other daemons' watches
+ * (PostgreSQL) and have this handle's generation bumped when the
+ * transaction ends (store_conn.c). Writes that change no model row (job
+ * leases, claims, retention) leave the generation alone. */
+int gp_store_notify(gp_store *s, gp_error *err, const char *what);
+/* Bump the generation (store_watch.c). */
+void gp_store_generation_bump(gp_store *s);
+/* Stop the watch thread and close its connection (gp_store_close). */
+void gp_store_watch_stop(gp_store *s);
 
 /* Test hook: gp_store_save calls fn(store, model_id, arg) inside its write
  * transaction, after the model row (id model_id) and all its arrays are

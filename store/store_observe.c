@@ -84,6 +84,8 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
     if (src == GP_DB_OK)
         src = gp_db_bind_int64(st, 3, (int64_t)c->n_after);
     rc = gp_store_step_write(w, st, src, NULL, err, "counting an observation");
+    if (rc == GP_OK)
+        rc = gp_store_notify(s, err, "notifying an observation");
     if (rc || c->snapshot == NULL)
         return rc;
     /* One snapshot per version: the new one replaces the old in this

@@ -52,6 +52,19 @@ wrk_run() {
     [ -n "$p50" ] || p50=-
     [ -n "$p99" ] || p99=-
 }
+# wrk_get URL CONNS OUT DUR: wrk_run for a GET (no body); the same variables.
+wrk_get() {
+    th=2
+    [ "$2" -lt 2 ] && th=1
+    wrk -t "$th" -c "$2" -d "${4}s" --timeout 10s --latency "$1" >"$3.wrk" 2>&1
+    rps=$(awk '/^Requests\/sec:/ { print $2 }' "$3.wrk")
+    p50=$(awk '$1 == "50%" { print $2 }' "$3.wrk" | to_ms)
+    p99=$(awk '$1 == "99%" { print $2 }' "$3.wrk" | to_ms)
+    errors=$(awk '/Non-2xx or 3xx responses:/ { n += $NF } /Socket errors:/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) n += $i } END { print n + 0 }' "$3.wrk")
+    [ -n "$rps" ] || rps=-
+    [ -n "$p50" ] || p50=-
+    [ -n "$p99" ] || p99=-
+}
 # to_ms: "635.91us" / "1.2ms" / "1.5s" -> milliseconds.
 to_ms() {
     awk '{ v = $1; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);

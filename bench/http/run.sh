@@ -20,7 +20,9 @@
 #   1. exact on the "on" daemon against scikit-learn: single-point predict at
 #      1, 16 and 64 connections (requests/s, p50, p99; wrk DUR1 s a row), a
 #      1000-point predict, a 100-sample request over 100 points and a fit end
-#      to end (curl time over RUNS / FITS sequential requests: median, p99);
+#      to end (curl time over RUNS / FITS sequential requests: median, p99); and
+#      in the same run, at 16 connections, GET /healthz (the daemon's HTTP
+#      ceiling) and GET /v1/models/concrete against it;
 #   2. every method GET /v1/methods lists (exact ssgp msrfr sgpr renyi svgp
 #      pls hkd rfgp gwi), each fitted once with options that keep the fit short
 #      (this is about serving cost, not accuracy; see method_config below):
@@ -43,7 +45,7 @@
 
 START=$(date +%s)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
-# bench_setup, wait_port, wrk_run, curl_once, curl_times, stats, median, split_rows,
+# bench_setup, wait_port, wrk_run, wrk_get, curl_once, curl_times, stats, median, split_rows,
 # fit_json, points_json
 . "$ROOT/bench/http/lib.sh"
 bench_setup "$@"
@@ -155,6 +157,15 @@ measure() {
     curl_times "$base/v1/models/concrete/sample" "$T/s100.json" "$RUNS" "$T/$name.s100"
 }
 
+# ceiling BASEURL: gpserve's HTTP ceiling (GET /healthz) and GET /v1/models/concrete (no
+# computation: what a request costs besides prediction) at 16 connections, into $T/ceiling.*
+ceiling() {
+    for k in healthz:/healthz get:/v1/models/concrete; do
+        wrk_get "$1${k#*:}" 16 "$T/ceiling.${k%%:*}" "$DUR1"
+        echo "$rps $p50 $p99 $errors" >"$T/ceiling.${k%%:*}"
+    done
+}
+
 # start_gpserve TAG [VAR=VALUE...]: a daemon on the shared database, the
 # variables in its environment; its port in $T/TAG.port, its pid in PIDS.
 start_gpserve() {
@@ -194,6 +205,7 @@ echo "   table 1: gpserve exact (wrk ${DUR1}s a row)..." >&2
 G1=""
 measure gpserve "$ON" && G1=yes
 [ -n "$G1" ] || status=1
+[ -n "$G1" ] && ceiling "$ON"
 
 # ---- 2. every method: fit once (on the "on" daemon; both serve the database)
 METHODS=""
@@ -402,6 +414,20 @@ else
 fi
 echo
 [ -n "$SK" ] || echo "scikit-learn side $SKIP"
+if [ -n "$G1" ]; then
+    # The same run's ceiling: what a request costs besides prediction.
+    read -r h_rps h_p50 h_p99 h_err <"$T/ceiling.healthz"
+    read -r m_rps m_p50 m_p99 m_err <"$T/ceiling.get"
+    read -r g_rps g_p50 g_p99 g_err <"$T/gpserve.c16"
+    frac() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 == 0 || b + 0 == 0) print "-"; else printf "%.0f%%", 100 * a / b }'; }
+    echo
+    echo "| gpserve, 16 connections | requests/s | p99 ms | of /healthz |"
+    echo "|---|---:|---:|---:|"
+    echo "| GET /healthz (the HTTP ceiling) | $h_rps | $h_p99 | 100% |"
+    echo "| GET /v1/models/concrete (no computation) | $m_rps | $m_p99 | $(frac "$m_rps" "$h_rps") |"
+    echo "| predict 1 point (exact) | $g_rps | $g_p99 | $(frac "$g_rps" "$h_rps") |"
+    [ "${h_err:-0}${m_err:-0}" != 00 ] && echo "| (errors: /healthz $h_err, GET model $m_err) | | | |"
+fi
 
 # ---- table 2: every method, single-point predict, batching on and off
 echo

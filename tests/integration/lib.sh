@@ -418,3 +418,85 @@ remember() {
         fail "reference $1" "status $ST" body
     fi
 }
+
+# ---- replicas: a write on one daemon served by another within the bound
+
+# CHANGE_BOUND_MS: how soon another daemon on the same database serves a
+# write (docs/design/storage.md, "The change generation": the watch sees a
+# commit within 5 ms plus the time its thread waits for a CPU; this allows a
+# loaded 2-core machine's scheduling, where one request may take 100 ms,
+# and curl's own start), times SLOW.
+CHANGE_BOUND_MS=$((1000 * SLOW))
+
+# seen_within NAME FILTER METHOD PATH [curl args...]: repeat the request on
+# $PORT until the jq FILTER holds on its body; passes when it held within
+# CHANGE_BOUND_MS of the call (the time taken is printed), fails after.
+seen_within() {
+    _sn=$1
+    _sf=$2
+    shift 2
+    _st0=$(date +%s%N)
+    while :; do
+        req "$@"
+        _sel=$((($(date +%s%N) - _st0) / 1000000))
+        if jhas "$_sf"; then
+            if [ "$_sel" -le "$CHANGE_BOUND_MS" ]; then
+                pass "$_sn (after $_sel ms)"
+                return 0
+            fi
+            fail "$_sn" "after $_sel ms, more than $CHANGE_BOUND_MS ms"
+            return 1
+        fi
+        if [ "$_sel" -gt $((CHANGE_BOUND_MS * 8)) ]; then
+            fail "$_sn" "not within $_sel ms: $(head -c 200 "$T/body")"
+            return 1
+        fi
+        sleep 0.002
+    done
+}
+
+# replica_changes A_PORT B_PORT LABEL: a fit (a new latest version), an
+# observe and a delete on daemon A, each served by daemon B (which has the
+# previous state cached: its resolved row and its model) within
+# CHANGE_BOUND_MS. PORT is restored.
+replica_changes() {
+    _rcp=$PORT
+    _ra=$1
+    _rb=$2
+    _rl=$3
+    _rk='"kernel":{"type":"rbf","variance":1.3,"lengthscale":[0.7],"fixed":true},"noise":{"variance":0.01,"fixed":true},"standardize":false'
+    _rfit="{\"name\":\"chg\",\"method\":\"exact\",$_rk,\"X\":[0,0.5,1,1.5],\"y\":[0.1,0.5,0.8,1.0]}"
+    PORT=$_ra
+    req DELETE /v1/models/chg
+    check_json "$_rl: A fits chg version 1" 201 /v1/models "$_rfit"
+    PORT=$_rb
+    check "$_rl: B gets chg" 200 GET /v1/models/chg
+    jhas '.version == 1'
+    verdict "$_rl: B serves version 1" $? "$(jqb 'tostring' | head -c 200)"
+    check_json "$_rl: B predicts chg (cached)" 200 /v1/models/chg/predict '{"X":[[0.7]]}'
+    PORT=$_ra
+    check_json "$_rl: A fits chg version 2" 201 /v1/models "$_rfit"
+    PORT=$_rb
+    seen_within "$_rl: B's GET shows A's new latest version" \
+        '.version == 2 and .versions == [1,2]' GET /v1/models/chg
+    seen_within "$_rl: B predicts with A's new latest version" '.version == 2' \
+        POST /v1/models/chg/predict -H 'Content-Type: application/json' --data-binary '{"X":[[0.7]]}'
+    PORT=$_ra
+    check_json "$_rl: A observes a row into chg version 2" 200 /v1/models/chg/observe \
+        '{"X":[[2]],"y":[0.9]}'
+    req POST /v1/models/chg/predict -H 'Content-Type: application/json' --data-binary '{"X":[[1.9]]}'
+    cp "$T/body" "$T/chg_a.json"
+    PORT=$_rb
+    seen_within "$_rl: B's GET shows A's observation" '.online.observations == 1 and .n_train == 5' \
+        GET /v1/models/chg
+    req POST /v1/models/chg/predict -H 'Content-Type: application/json' --data-binary '{"X":[[1.9]]}'
+    cmp -s "$T/body" "$T/chg_a.json"
+    verdict "$_rl: B's predict after the observation is A's, byte for byte" $? "bodies differ"
+    PORT=$_ra
+    check "$_rl: A deletes chg" 204 DELETE /v1/models/chg
+    PORT=$_rb
+    seen_within "$_rl: B's GET answers A's delete" '.error.code == "not_found"' GET /v1/models/chg
+    seen_within "$_rl: B's predict answers A's delete" '.error.code == "not_found"' \
+        POST /v1/models/chg/predict -H 'Content-Type: application/json' --data-binary '{"X":[[0.7]]}'
+    PORT=$_rcp
+}

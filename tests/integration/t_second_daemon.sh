@@ -21,11 +21,15 @@ if start_daemon "$T/second.log" --db "$MAIN_DB"; then
     verdict "second daemon sees the models" $? "sine missing"
     [ -n "$JOB" ] && check "second daemon: job of the first" 200 GET "/v1/jobs/$JOB"
     PORT=$MPORT
-    # A model the first daemon fits now is served by the second at once.
+    # A model the first daemon fits now is served by the second.
     req DELETE /v1/models/fresh
     check_json "first daemon fits 'fresh'" 201 $M "{\"name\":\"fresh\",\"X\":$X2,\"y\":[1,2,3]}"
     PORT=$DPORT
-    check_json "second daemon serves 'fresh'" 200 /v1/models/fresh/predict '{"X":[[1.5]]}'
+    seen_within "second daemon serves 'fresh'" '.version == 1' \
+        POST /v1/models/fresh/predict -H 'Content-Type: application/json' --data-binary '{"X":[[1.5]]}'
+    # A fit, an observe and a delete on one daemon, served by the other
+    # within the bound (docs/design/storage.md, "The change generation").
+    replica_changes "$MPORT" "$DPORT" "second daemon"
     stop_daemon "$SECOND_PID"
     [ "$STOP_RC" = 0 ]
     verdict "second daemon exits 0 on SIGTERM" $? "exit $STOP_RC"

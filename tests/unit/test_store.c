@@ -31,6 +31,7 @@
 
 #include "store/store.h"
 #include "store/store_internal.h"
+#include "store/db_pg_conn.h"
 #include "tests/unit/store_model_fixture.h"
 
 /* ---- tests --------------------------------------------------------------- */
@@ -82,9 +83,11 @@ static void test_sql_text(void **state)
     assert_ptr_equal(gp_store_sql_text(override, GPS_ROLLBACK), gp_store_sql[GPS_ROLLBACK]);
     assert_null(gp_store_sql_text(override, GPS_LOCK_NAME));
     assert_null(gp_store_sql_text(override, GPS_STMT_COUNT));
-    /* Only the transaction start and the name lock are the drivers' alone. */
+    /* Only the transaction start, the name lock and the notification are the
+     * drivers' alone. */
     for (int i = 0; i < GPS_STMT_COUNT; i++)
-        if (i != GPS_BEGIN_IMMEDIATE && i != GPS_LOCK_NAME && gp_store_sql[i] == NULL)
+        if (i != GPS_BEGIN_IMMEDIATE && i != GPS_LOCK_NAME && i != GPS_NOTIFY &&
+            gp_store_sql[i] == NULL)
             fail_msg("statement %d has no shared text", i);
 }
 
@@ -694,6 +697,105 @@ static void test_two_handles(void **state)
     gp_store_close(b);
 }
 
+/* The generation of s once it is known and differs from `from`: waited for
+ * in 1 ms steps, up to 20 s (a liveness guard for a loaded machine, not a
+ * timing assertion; the bound is docs/design/storage.md's, checked by the
+ * integration areas second_daemon and replicas). */
+static uint64_t generation_moved(gp_store *s, uint64_t from)
+{
+    for (int i = 0; i < 20000; i++) {
+        uint64_t g = gp_store_generation(s);
+        if (g != 0 && g != from)
+            return g;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    fail_msg("the generation stayed at %llu", (unsigned long long)from);
+    return 0;
+}
+
+/* The change generation: unknown (0) without the watch; this handle's writes
+ * move it before they return; another handle's commits (another daemon on
+ * the database: a save, a log append, a delete) move it once the watch has
+ * seen them, and nothing else does. */
+static void test_generation(void **state)
+{
+    (void)state;
+    gp_store *a = sf_open_store("generation.db");
+    gp_store *b = sf_open_store("generation.db");
+    gp_error err;
+    gp_state st;
+    make_state(&st);
+    gp_model_meta m;
+    assert_int_equal(gp_store_generation(a), 0);
+    /* b has no watch: only its own bump can move its counter */
+    uint64_t before = atomic_load(&b->generation);
+    assert_int_equal(save_simple(b, "m", &st, &m), GP_OK);
+    assert_true(atomic_load(&b->generation) > before);
+    assert_int_equal(gp_store_watch_start(a, &err), GP_OK);
+    assert_int_equal(gp_store_watch_start(a, &err), GP_OK); /* idempotent */
+    uint64_t g = generation_moved(a, 0);
+    /* a read commits nothing: the generation stands */
+    gp_model_meta r;
+    assert_int_equal(gp_store_meta_brief(b, "m", 0, &r, &err), GP_OK);
+    gp_model_meta_free(&r);
+    assert_int_equal(gp_store_meta_brief(a, "m", 0, &r, &err), GP_OK);
+    gp_model_meta_free(&r);
+    assert_int_equal(gp_store_generation(a), g);
+    /* a's own write: moved when it returns */
+    assert_int_equal(save_simple(a, "other", &st, NULL), GP_OK);
+    assert_true(gp_store_generation(a) > g);
+    g = gp_store_generation(a);
+    /* b's: seen by a's watch */
+    assert_int_equal(save_simple(b, "m", &st, NULL), GP_OK);
+    g = generation_moved(a, g);
+    uint64_t seq = 0;
+    assert_int_equal(gp_store_observe(b, m.id, 0, &st, m.n_train + 3, NULL, &seq, &err), GP_OK);
+    assert_int_equal(seq, 1);
+    g = generation_moved(a, g);
+    assert_int_equal(gp_store_delete(b, "m", &err), GP_OK);
+    generation_moved(a, g);
+    gp_model_meta_free(&m);
+    gp_state_free(&st);
+    gp_store_close(a); /* stops the watch */
+    gp_store_close(b);
+}
+
+/* PostgreSQL: the watch's connection lost (its backend terminated) makes the
+ * generation unknown (every request asks the store) until the watch has
+ * listened again; it then comes back moved, so that nothing read before the
+ * loss (when a notification may have been missed) is used. */
+static void test_generation_watch_lost(void **state)
+{
+    (void)state;
+    if (!sf_pg) {
+        print_message("[  SKIP    ] PostgreSQL only\n");
+        skip();
+    }
+    gp_store *a = sf_open_store("watchlost.db");
+    gp_error err;
+    assert_int_equal(gp_store_watch_start(a, &err), GP_OK);
+    uint64_t g = generation_moved(a, 0);
+    /* the watch thread set watch_db before the generation became known and
+     * keeps it until a loss: reading its backend's pid here is safe */
+    int pid = PQbackendPID(((pg_db *)a->watch_db)->conn);
+    char url[512], sql[96];
+    sf_db_path(url, sizeof url, "watchlost.db");
+    PGconn *c = sf_pg_connect(url);
+    snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d)", pid);
+    PGresult *res = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    PQclear(res);
+    PQfinish(c);
+    int seen_unknown = 0;
+    for (int i = 0; i < 20000 && !seen_unknown; i++) {
+        seen_unknown = gp_store_generation(a) == 0;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    assert_true(seen_unknown);
+    assert_true(generation_moved(a, 0) > g);
+    gp_store_close(a);
+}
+
 int main(void)
 {
     /* What every back end does alike: once on SQLite, once on PostgreSQL. */
@@ -706,6 +808,8 @@ int main(void)
         cmocka_unit_test(test_jobs),
         cmocka_unit_test(test_multipart),
         cmocka_unit_test(test_two_handles),
+        cmocka_unit_test(test_generation),
+        cmocka_unit_test(test_generation_watch_lost),
     };
     const struct CMUnitTest sqlite_only[] = {
         cmocka_unit_test(test_now_and_codec),
