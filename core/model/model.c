@@ -632,7 +632,8 @@ int gp_model_sample_batch(const gp_model *model, const gp_sample_request *reqs,
             ops->sample_batch(model, ok, out, ok_rcs, ok_errs, k);
         for (size_t j = 0; j < k; j++) {
             size_t i = idx[j];
-            rcs[i] = ok_rcs[j] ? ok_rcs[j] : check_samples_finite(model, &reqs[i], samples[i], &ok_errs[j]);
+            rcs[i] = ok_rcs[j] ? ok_rcs[j]
+                               : check_samples_finite(model, &reqs[i], samples[i], &ok_errs[j]);
             if (rcs[i])
                 errs[i] = ok_errs[j];
         }

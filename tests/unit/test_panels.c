@@ -82,8 +82,9 @@ static void run_reference(int op, const double *L, const double *A, const double
     switch (op) {
     case OP_TRSM:
     case OP_TRSM_T:
-        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, op == OP_TRSM_T ? CblasTrans : CblasNoTrans,
-                    CblasNonUnit, TN, TCOLS, 1.0, L, TN, C, TN);
+        cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower,
+                    op == OP_TRSM_T ? CblasTrans : CblasNoTrans, CblasNonUnit, TN, TCOLS, 1.0, L,
+                    TN, C, TN);
         break;
     case OP_SYRK_N:
         cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, SN, SK, 0.5, A, SN, 0.0, C, SN);
