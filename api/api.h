@@ -131,15 +131,17 @@ int gp_api_point_call_parse(gp_api *api, int kind, const char *name, const gp_re
                             gp_point_call **out, gp_response *res);
 /* Points in the call (0 until known, for inputs given as objects). */
 size_t gp_api_point_call_points(const gp_point_call *c);
-/* 1 for a predict whose points may join others' (no full covariance). */
+/* 1 for a sample, or a predict whose points may join others' (no full
+ * covariance). */
 int gp_api_point_call_batchable(const gp_point_call *c);
-/* 1 when a and b may share one batched prediction: both batchable, the same
- * model name and version, and the same options. */
+/* 1 when a and b may be answered together: both batchable, of one kind, the
+ * same model name and version, and for predicts the same options. */
 int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b);
 /* Answer calls[0..n) (of one kind, model name and version: those of
- * calls[0]) into res[0..n) (zeroed), and free the calls: predicts by one
- * model look-up and one gp_model_predict_batch (which joins the calls whose
- * options agree), samples one after the other. */
+ * calls[0]) into res[0..n) (zeroed), and free the calls: one model look-up,
+ * then predicts by one gp_model_predict_batch (which joins the calls whose
+ * options agree), samples by one gp_model_sample_batch (exact: one shared
+ * solve). */
 void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_response *res);
 void gp_api_point_call_free(gp_point_call *c);
 

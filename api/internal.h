@@ -302,8 +302,32 @@ int gp_point_call_from_points(const char *name, int version, double *X, size_t m
 void *gp_point_call_proto(const gp_point_call *c);
 
 /* ---- sample (sample.c) ---- */
-/* The answer of a sample request (a point call that runs alone). */
-void gp_sample_answer(gp_api *api, const char *name, const gp_request *req, gp_response *out);
+/* A sample request's options. */
+typedef struct gp_sample_args {
+    int include_noise, observations;
+    uint64_t n_samples, seed;
+} gp_sample_args;
+/* A sample call between its parse and its answer (owned fields: free with
+ * gp_sample_call_free). */
+typedef struct gp_sample_call {
+    json_t *obj;    /* the parsed body; Xj points into it */
+    json_t *Xj;
+    double *X;      /* column-major m x d, original units (parsed early, or late for objects) */
+    size_t m, d;
+    gp_sample_args a;
+    double *S;      /* the draws (and the observation draws after them) */
+} gp_sample_call;
+/* Parse a sample body into c (zeroed by the caller) and *version: the same
+ * checks, in the same order, as the answer alone makes before it looks the
+ * model up. */
+int gp_sample_parse(gp_api *api, const gp_request *req, gp_sample_call *c, int *version,
+                    gp_error *err);
+/* Answer calls[0..n) of model name and version into res[0..n): one look-up,
+ * each call's checks, one gp_model_sample_batch for those that pass (each
+ * answered exactly as alone). The calls stay the caller's to free. */
+void gp_sample_run(gp_api *api, const char *name, int version, gp_sample_call **calls,
+                   size_t n, gp_response *res);
+void gp_sample_call_free(gp_sample_call *c);
 
 /* SHA-256 (api/sha256.c): init, update with any bytes, then the digest as
  * 64 lowercase hex digits. */

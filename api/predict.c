@@ -295,8 +295,7 @@ struct gp_point_call {
     double *X;               /* rows of numbers, parsed early (owned); NULL for objects */
     size_t m, d;
     predict_args a;          /* predict */
-    gp_request req;          /* sample: the body, answered by gp_api_sample's own code */
-    char *body;              /* sample: owned copy of the body */
+    gp_sample_call s;        /* sample: its own parse (sample.c) */
     const gp_point_writer *writer; /* the protocol that answers it (v1_writer, oip.c's) */
     void *proto;             /* the writer's part of the call (owned), or NULL */
 };
@@ -331,7 +330,7 @@ void gp_api_point_call_free(gp_point_call *c)
         return;
     json_decref(c->obj);
     free(c->X);
-    free(c->body);
+    gp_sample_call_free(&c->s);
     if (c->writer && c->writer->free)
         c->writer->free(c->proto);
     free(c);
@@ -398,17 +397,8 @@ int gp_api_point_call_parse(gp_api *api, int kind, const char *name, const gp_re
     }
     if (rc == GP_OK && kind == GP_CALL_PREDICT)
         rc = parse_predict_call(api, req, c, &err);
-    else if (rc == GP_OK) { /* a sample is parsed where it runs; its body is kept */
-        c->req = *req;
-        c->req.query = NULL;
-        c->req.n_query = 0;
-        c->body = malloc(req->body_len ? req->body_len : 1);
-        if (c->body == NULL)
-            rc = gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
-        else if (req->body_len)
-            memcpy(c->body, req->body, req->body_len);
-        c->req.body = c->body;
-    }
+    else if (rc == GP_OK)
+        rc = gp_sample_parse(api, req, &c->s, &c->version, &err);
     if (rc) {
         gp_api_point_call_free(c);
         gp_api_error(&err, res);
@@ -420,19 +410,23 @@ int gp_api_point_call_parse(gp_api *api, int kind, const char *name, const gp_re
 
 size_t gp_api_point_call_points(const gp_point_call *c)
 {
-    return c->m;
+    return c->kind == GP_CALL_SAMPLE ? c->s.m : c->m;
 }
 
 int gp_api_point_call_batchable(const gp_point_call *c)
 {
-    return c->kind == GP_CALL_PREDICT && !c->a.full;
+    return c->kind == GP_CALL_SAMPLE || !c->a.full;
 }
 
+/* Samples of one model and version always join (each request's options are
+ * its own in gp_model_sample_batch); predicts when their options agree. */
 int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b)
 {
     if (!gp_api_point_call_batchable(a) || !gp_api_point_call_batchable(b) ||
-        strcmp(a->name, b->name) != 0 || a->version != b->version)
+        a->kind != b->kind || strcmp(a->name, b->name) != 0 || a->version != b->version)
         return 0;
+    if (a->kind == GP_CALL_SAMPLE)
+        return 1;
     const predict_args *x = &a->a, *y = &b->a;
     return x->include_noise == y->include_noise && x->comps == y->comps && x->nq == y->nq &&
            memcmp(x->q, y->q, x->nq * sizeof x->q[0]) == 0;
@@ -552,6 +546,23 @@ static void run_predicts(gp_api *api, gp_point_call **calls, size_t n, gp_respon
     free(idx);
 }
 
+/* Sample calls of one model and version: gp_sample_run answers them together. */
+static void run_samples(gp_api *api, gp_point_call **calls, size_t n, gp_response *res)
+{
+    gp_sample_call **sc = malloc(n * sizeof *sc);
+    if (sc == NULL) {
+        gp_error err;
+        gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            gp_api_error(&err, &res[i]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        sc[i] = &calls[i]->s;
+    gp_sample_run(api, calls[0]->name, calls[0]->version, sc, n, res);
+    free(sc);
+}
+
 void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_response *res)
 {
     if (n == 0)
@@ -559,8 +570,7 @@ void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_res
     if (calls[0]->kind == GP_CALL_PREDICT)
         run_predicts(api, calls, n, res);
     else
-        for (size_t i = 0; i < n; i++)
-            gp_sample_answer(api, calls[i]->name, &calls[i]->req, &res[i]);
+        run_samples(api, calls, n, res);
     for (size_t i = 0; i < n; i++)
         gp_api_point_call_free(calls[i]);
 }

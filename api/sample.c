@@ -1,6 +1,7 @@
 /* Sample: POST /v1/models/{name}/sample, joint draws of the latent function
- * (and of observations) at the points asked; a point call of predict.c that
- * is answered alone, never batched. */
+ * (and of observations) at the points asked; a point call of predict.c:
+ * parsed on the request thread, answered with the other sample calls of its
+ * model and version (gp_model_sample_batch), each exactly as alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,78 +35,158 @@ static void write_draws(gp_buf *b, const char *key, const double *S, size_t m, s
     gp_buf_put(b, "]", 1);
 }
 
-void gp_sample_answer(gp_api *api, const char *name, const gp_request *req, gp_response *out)
+int gp_sample_parse(gp_api *api, const gp_request *req, gp_sample_call *c, int *version,
+                    gp_error *err)
 {
-    gp_error errs, *err = &errs;
-    gp_error_clear(err);
-    json_t *obj = NULL, *e;
-    double *X = NULL, *S = NULL;
-    gp_cache_entry *entry = NULL;
-    const gp_model *model = NULL;
-    size_t m = 0, d = 0;
-    int version = 0, include_noise = 0, observations = 0;
-    uint64_t n_samples = 10, seed = 0;
-    int rc = gp_api_parse_point_request(req, sample_keys, &obj, &version, &include_noise, err);
+    gp_sample_args *a = &c->a;
+    json_t *e, *obj = NULL;
+    a->n_samples = 10;
+    int rc = gp_api_parse_point_request(req, sample_keys, &obj, version, &a->include_noise, err);
+    c->obj = obj;
     if (rc == GP_OK && (e = json_object_get(obj, "observations")))
-        rc = gp_json_get_bool(e, "observations", &observations, err);
-    if (rc == GP_OK && observations && include_noise)
+        rc = gp_json_get_bool(e, "observations", &a->observations, err);
+    if (rc == GP_OK && a->observations && a->include_noise)
         rc = gp_error_set(err, GP_EINVAL, "observations",
                           "observations draws y beside the latent samples; it does not combine "
                           "with include_noise (which makes the samples themselves draws of y)");
     if (rc == GP_OK && (e = json_object_get(obj, "seed")))
-        rc = gp_json_get_uint(e, "seed", 9007199254740992.0, &seed, err);
+        rc = gp_json_get_uint(e, "seed", 9007199254740992.0, &a->seed, err);
     if (rc == GP_OK && (e = json_object_get(obj, "n_samples"))) {
-        rc = gp_json_get_uint(e, "n_samples", 9007199254740992.0, &n_samples, err);
-        if (rc == GP_OK && n_samples == 0)
+        rc = gp_json_get_uint(e, "n_samples", 9007199254740992.0, &a->n_samples, err);
+        if (rc == GP_OK && a->n_samples == 0)
             rc = gp_error_set(err, GP_EINVAL, "n_samples", "n_samples must be at least 1");
     }
-    if (rc == GP_OK && n_samples > api->cfg.max_samples)
+    if (rc == GP_OK && a->n_samples > api->cfg.max_samples)
         rc = gp_error_set(err, GP_ETOOBIG, "n_samples",
                           "n_samples = %llu is above the limit max_samples = %zu",
-                          (unsigned long long)n_samples, api->cfg.max_samples);
-    json_t *Xj = obj ? json_object_get(obj, "X") : NULL;
-    if (rc == GP_OK && Xj == NULL)
+                          (unsigned long long)a->n_samples, api->cfg.max_samples);
+    c->Xj = obj ? json_object_get(obj, "X") : NULL;
+    if (rc == GP_OK && c->Xj == NULL)
         rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to sample at) is missing");
     if (rc == GP_OK)
-        rc = gp_api_parse_x_early(api, Xj, &X, &m, &d, err);
-    if (rc == GP_OK)
-        rc = gp_cache_acquire(api, name, version, &entry, &model, err);
-    if (rc == GP_OK)
-        rc = gp_api_parse_x_late(api, model, name, Xj, &X, &m, &d, err);
+        rc = gp_api_parse_x_early(api, c->Xj, &c->X, &c->m, &c->d, err);
+    return rc;
+}
+
+/* The checks of call c against the model and its buffer: c->S, count. */
+static int sample_prepare(gp_api *api, const gp_model *model, const char *name,
+                          gp_sample_call *c, size_t *count, gp_error *err)
+{
+    int rc = gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
+    size_t m = c->m, p = model->n_outputs;
     if (rc == GP_OK && m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "joint samples at %zu points are above the limit "
                           "max_covariance_points = %zu",
                           m, api->cfg.max_covariance_points);
-    size_t p = rc == GP_OK ? model->n_outputs : 1;
-    if (rc == GP_OK && (double)m * (double)n_samples * (double)p >
+    if (rc == GP_OK && (double)m * (double)c->a.n_samples * (double)p >
                            (double)api->cfg.max_sample_values)
         rc = gp_error_set(err, GP_ETOOBIG, "n_samples",
                           "%llu samples x %zu points x %zu outputs is above the limit "
                           "max_sample_values = %zu",
-                          (unsigned long long)n_samples, m, p, api->cfg.max_sample_values);
-    size_t count = m * (size_t)n_samples * p; /* below max_sample_values, checked above */
-    if (rc == GP_OK && !(S = malloc((observations ? 2 : 1) * count * sizeof *S)))
+                          (unsigned long long)c->a.n_samples, m, p, api->cfg.max_sample_values);
+    *count = m * (size_t)c->a.n_samples * p; /* below max_sample_values, checked above */
+    if (rc == GP_OK && !(c->S = malloc((c->a.observations ? 2 : 1) * *count * sizeof *c->S)))
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for the samples");
-    gp_sample_request sr = {X, m, d, (size_t)n_samples, seed, include_noise};
+    return rc;
+}
+
+static void sample_respond(const gp_model *model, const char *name, int version,
+                           const gp_sample_call *c, size_t count, gp_response *out)
+{
+    size_t m = c->m, n = (size_t)c->a.n_samples, p = model->n_outputs;
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_api_write_head(&b, name, version);
+    write_draws(&b, "samples", c->S, m, n, p);
+    if (c->a.observations)
+        write_draws(&b, "observations", c->S + count, m, n, p);
+    gp_buf_put(&b, "}", 1);
+    gp_buf_respond(&b, 200, out);
+}
+
+/* The calls that pass their checks, sampled together. */
+static void sample_calls(const gp_model *model, gp_sample_call **calls, const size_t *idx,
+                         size_t k, int *rcs, gp_error *errs)
+{
+    gp_sample_request *reqs = calloc(k ? k : 1, sizeof *reqs);
+    double **outs = calloc(k ? k : 1, sizeof *outs);
+    int *brc = calloc(k ? k : 1, sizeof *brc);
+    gp_error *berr = calloc(k ? k : 1, sizeof *berr);
+    if (!reqs || !outs || !brc || !berr) {
+        for (size_t j = 0; j < k; j++)
+            rcs[idx[j]] = gp_error_set(&errs[idx[j]], GP_ENOMEM, NULL, "out of memory");
+    } else {
+        for (size_t j = 0; j < k; j++) {
+            const gp_sample_call *c = calls[idx[j]];
+            reqs[j] = (gp_sample_request){c->X, c->m, c->d, (size_t)c->a.n_samples, c->a.seed,
+                                          c->a.include_noise};
+            outs[j] = c->S;
+        }
+        if (k)
+            gp_model_sample_batch(model, reqs, outs, brc, berr, k);
+        for (size_t j = 0; j < k; j++) {
+            rcs[idx[j]] = brc[j];
+            if (brc[j])
+                errs[idx[j]] = berr[j];
+        }
+    }
+    free(reqs);
+    free(outs);
+    free(brc);
+    free(berr);
+}
+
+void gp_sample_run(gp_api *api, const char *name, int version, gp_sample_call **calls,
+                   size_t n, gp_response *res)
+{
+    gp_cache_entry *entry = NULL;
+    const gp_model *model = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    int *rcs = calloc(n, sizeof *rcs);
+    gp_error *errs = calloc(n, sizeof *errs);
+    size_t *counts = calloc(n, sizeof *counts), *idx = calloc(n, sizeof *idx);
+    int rc = rcs && errs && counts && idx ? GP_OK
+                                          : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
     if (rc == GP_OK)
-        rc = gp_model_sample(model, &sr, S, err);
-    if (rc == GP_OK && observations)
-        rc = gp_model_sample_observations(model, &sr, S, S + count, err);
-    if (rc == GP_OK) {
-        gp_buf b;
-        gp_buf_init(&b);
-        gp_api_write_head(&b, name, entry->version);
-        write_draws(&b, "samples", S, m, (size_t)n_samples, p);
-        if (observations)
-            write_draws(&b, "observations", S + count, m, (size_t)n_samples, p);
-        gp_buf_put(&b, "}", 1);
-        gp_buf_respond(&b, 200, out);
+        rc = gp_cache_acquire(api, name, version, &entry, &model, &err);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            gp_api_error(&err, &res[i]);
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            gp_error_clear(&errs[i]);
+            rcs[i] = sample_prepare(api, model, name, calls[i], &counts[i], &errs[i]);
+            if (rcs[i] == GP_OK)
+                idx[k++] = i;
+        }
+        sample_calls(model, calls, idx, k, rcs, errs);
+        for (size_t i = 0; i < n; i++) {
+            gp_sample_call *c = calls[i];
+            gp_sample_request sr = {c->X, c->m, c->d, (size_t)c->a.n_samples, c->a.seed,
+                                    c->a.include_noise};
+            if (rcs[i] == GP_OK && c->a.observations)
+                rcs[i] = gp_model_sample_observations(model, &sr, c->S, c->S + counts[i],
+                                                      &errs[i]);
+            if (rcs[i] == GP_OK)
+                sample_respond(model, name, entry->version, c, counts[i], &res[i]);
+            else
+                gp_api_error(&errs[i], &res[i]);
+        }
     }
     gp_cache_release(api, entry);
-    free(S);
-    free(X);
-    json_decref(obj);
-    if (rc)
-        gp_api_error(err, out);
+    free(rcs);
+    free(errs);
+    free(counts);
+    free(idx);
+}
+
+void gp_sample_call_free(gp_sample_call *c)
+{
+    free(c->S);
+    free(c->X);
+    json_decref(c->obj);
+    memset(c, 0, sizeof *c);
 }

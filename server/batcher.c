@@ -68,7 +68,8 @@ void gp_batcher_end(gp_batcher *b)
 }
 
 /* Whether it may join the batch of the head h, which holds pts points. A
- * call that is not batchable (a covariance, a sample) goes alone. */
+ * call that is not batchable (a covariance) goes alone; predicts join
+ * predicts, samples samples. */
 static int joins(const gp_batcher *b, const item *h, const item *it, size_t pts)
 {
     return gp_api_point_call_joinable(h->call, it->call) &&

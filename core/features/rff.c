@@ -18,11 +18,17 @@
 #include "core/base/parallel.h"
 #include "core/linalg/fastmath.h"
 #include "core/linalg/linalg.h"
+#include "core/linalg/panels.h"
 
 #define LOG_2PI 1.8378770664093454836
 /* Rows per block of the gradient's Phi A^{-1} product: big enough for dsymm
  * to run at level-3 speed, small enough to stay in cache-friendly memory. */
 #define GRAD_BLOCK_ROWS 512
+/* Blocks whose Phi A^{-1} products run as parallel tasks at once: a round's
+ * contractions are then added into dOmega one block after the other, in
+ * block order, exactly as one block at a time did (the same bits for any
+ * thread count, and as before the tasks). Four tasks keep two threads even. */
+#define GRAD_ROUND_BLOCKS 4
 /* Rows per task of the feature map (the trigonometric loop). */
 #define FEATURE_TASK_ROWS 2048
 
@@ -35,8 +41,8 @@ struct gp_rff_work {
     double *Ainv;       /* m x m: A^{-1} (full symmetric), gradient only */
     double *alpha;      /* m */
     double *res;        /* n: y - Phi alpha */
-    double *B;          /* GRAD_BLOCK_ROWS x m */
-    double *GZ;         /* GRAD_BLOCK_ROWS x R */
+    double *B;          /* GRAD_ROUND_BLOCKS x GRAD_BLOCK_ROWS x m */
+    double *GZ;         /* GRAD_ROUND_BLOCKS x GRAD_BLOCK_ROWS x R */
     double *dOmega;     /* R x d */
     double jitter;
 };
@@ -76,6 +82,8 @@ int gp_rff_work_new(size_t n, size_t d, size_t R, gp_rff_work **out, gp_error *e
     w->R = R;
     w->m = m;
     size_t blk = n < GRAD_BLOCK_ROWS ? n : GRAD_BLOCK_ROWS;
+    size_t blocks = (n + GRAD_BLOCK_ROWS - 1) / GRAD_BLOCK_ROWS;
+    blk *= blocks < GRAD_ROUND_BLOCKS ? blocks : GRAD_ROUND_BLOCKS;
     if (!(w->Xs = gp_alloc_doubles(nd, err)) || !(w->inv_ls = gp_alloc_doubles(d, err)) ||
         !(w->Phi = gp_alloc_doubles(nm, err)) ||
         !(w->A = gp_alloc_doubles(mm, err)) || !(w->Ainv = gp_alloc_doubles(mm, err)) ||
@@ -189,8 +197,7 @@ static int check_problem(const gp_rff_problem *p, const gp_rff_work *w, gp_error
 static int factor_and_solve(const gp_rff_problem *p, gp_rff_work *w, double s, gp_error *err)
 {
     size_t n = w->n, m = w->m;
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (int)m, (int)n, 1.0, w->Phi, (int)n, 0.0,
-                w->A, (int)m);
+    gp_panel_syrk_lower(1, m, n, 1.0, w->Phi, n, w->A, m);
     for (size_t i = 0; i < m; i++)
         w->A[i * m + i] += s;
     gp_symmetrize_from_lower(w->A, m, m);
@@ -222,31 +229,53 @@ static double inverse_from_factor(gp_rff_work *w)
     return tr;
 }
 
+typedef struct grad_round {
+    gp_rff_work *w;
+    double s;
+    size_t first; /* the round's first row */
+} grad_round;
+
+/* Rows [lo, lo + b) of the round's block t: B_t = Phi_blk A^{-1}, then G_Z. */
+static void grad_block(void *ctx, size_t t)
+{
+    const grad_round *gr = ctx;
+    gp_rff_work *w = gr->w;
+    size_t n = w->n, R = w->R, m = w->m, lo = gr->first + t * GRAD_BLOCK_ROWS;
+    size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
+    double *Bt = w->B + t * GRAD_BLOCK_ROWS * m, *GZt = w->GZ + t * GRAD_BLOCK_ROWS * R;
+    cblas_dsymm(CblasColMajor, CblasRight, CblasLower, (int)b, (int)m, 1.0, w->Ainv, (int)m,
+                w->Phi + lo, (int)n, 0.0, Bt, (int)b);
+    for (size_t r = 0; r < R; r++) {
+        const double *pc = w->Phi + r * n + lo, *ps = w->Phi + (R + r) * n + lo;
+        const double *bc = Bt + r * b, *bs = Bt + (R + r) * b;
+        double ac = w->alpha[r] / gr->s, as = w->alpha[R + r] / gr->s;
+        double *gz = GZt + r * b;
+        for (size_t i = 0; i < b; i++) {
+            double rr = w->res[lo + i];
+            gz[i] = -ps[i] * (rr * ac - bc[i]) + pc[i] * (rr * as - bs[i]);
+        }
+    }
+}
+
 /* dOmega = G_Z^T Xs with G_Z[i,r] = -Phi[i,R+r] G_Phi[i,r] + Phi[i,r] G_Phi[i,R+r]
- * (the amplitude cancels: d(c cos z)/dz = -c sin z = -Phi_sin). */
+ * (the amplitude cancels: d(c cos z)/dz = -c sin z = -Phi_sin). Blocks of
+ * rows in rounds of GRAD_ROUND_BLOCKS parallel tasks. */
 static int omega_gradient(gp_rff_work *w, double s, const gp_cancel *cancel)
 {
-    size_t n = w->n, R = w->R, m = w->m, d = w->d;
+    size_t n = w->n, R = w->R, d = w->d, round_rows = GRAD_ROUND_BLOCKS * GRAD_BLOCK_ROWS;
     memset(w->dOmega, 0, R * d * sizeof *w->dOmega);
-    for (size_t lo = 0; lo < n; lo += GRAD_BLOCK_ROWS) {
+    for (size_t first = 0; first < n; first += round_rows) {
         if (gp_cancel_requested(cancel))
             return GP_ECANCELLED;
-        size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
-        /* B = Phi_blk A^{-1} */
-        cblas_dsymm(CblasColMajor, CblasRight, CblasLower, (int)b, (int)m, 1.0, w->Ainv, (int)m,
-                    w->Phi + lo, (int)n, 0.0, w->B, (int)b);
-        for (size_t r = 0; r < R; r++) {
-            const double *pc = w->Phi + r * n + lo, *ps = w->Phi + (R + r) * n + lo;
-            const double *bc = w->B + r * b, *bs = w->B + (R + r) * b;
-            double ac = w->alpha[r] / s, as = w->alpha[R + r] / s;
-            double *gz = w->GZ + r * b;
-            for (size_t i = 0; i < b; i++) {
-                double rr = w->res[lo + i];
-                gz[i] = -ps[i] * (rr * ac - bc[i]) + pc[i] * (rr * as - bs[i]);
-            }
+        size_t rows = n - first < round_rows ? n - first : round_rows;
+        grad_round gr = {w, s, first};
+        gp_parallel_for((rows + GRAD_BLOCK_ROWS - 1) / GRAD_BLOCK_ROWS, grad_block, &gr);
+        for (size_t t = 0, lo = first; lo < first + rows; t++, lo += GRAD_BLOCK_ROWS) {
+            size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
+            cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)R, (int)d, (int)b, 1.0,
+                        w->GZ + t * GRAD_BLOCK_ROWS * R, (int)b, w->Xs + lo, (int)n, 1.0,
+                        w->dOmega, (int)R);
         }
-        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)R, (int)d, (int)b, 1.0, w->GZ,
-                    (int)b, w->Xs + lo, (int)n, 1.0, w->dOmega, (int)R);
     }
     return GP_OK;
 }

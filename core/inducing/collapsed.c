@@ -20,6 +20,7 @@
 
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"
+#include "core/linalg/panels.h"
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -98,9 +99,8 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
     gp_kernel_cross(k, Z, m, X, n, w->V, m);
     if (w->Kuf) /* the gradient's contraction reuses the values */
         memcpy(w->Kuf, w->V, m * n * sizeof *w->V);
-    gp_trsm_lower(w->L, m, m, 0, w->V, n, m);
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)n, 1.0 / s2, w->V,
-                (blasint)m, 0.0, w->B, (blasint)m);
+    gp_panel_trsm_lower(w->L, m, m, 0, w->V, n, m);
+    gp_panel_syrk_lower(0, m, n, 1.0 / s2, w->V, m, w->B, m);
     for (size_t i = 0; i < m; i++)
         w->B[i * m + i] += 1.0;
     gp_symmetrize_from_lower(w->B, m, m);
@@ -157,8 +157,7 @@ static void sensitivity_fu(double s2, const double *y, sgpr_work *w)
         w->h[i] = 0.5 * w->mw[i];
     cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, w->L, (blasint)m,
                 w->h, 1);
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)m,
-                2.0, w->T, (blasint)m, w->V, (blasint)m, 0.0, w->Wuf, (blasint)m);
+    gp_panel_gemm_nn(m, n, m, 2.0, w->T, m, w->V, m, 0.0, w->Wuf, m);
     cblas_dger(CblasColMajor, (blasint)m, (blasint)n, 2.0, w->h, 1, w->beta, 1, w->Wuf,
                (blasint)m);
 }

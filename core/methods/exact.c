@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
@@ -360,11 +361,13 @@ static double observed_variance(const gp_model *model, double v, int include_noi
 
 /* Full posterior covariance (working units, latent) of m points P into C (m x m);
  * V (n x m) is scratch. Means into mean. */
-static void posterior_covariance(const gp_model *model, const exact_impl *im, const double *P,
-                                 size_t m, double *V, double *C, double *mean)
+/* C (m x m) = K(P, P) - V^T V from the whitened columns V (n x m) of P: the
+ * part of the posterior covariance each sample request of a batch does on
+ * its own. */
+static void whitened_covariance(const gp_model *model, const exact_impl *im, const double *P,
+                                size_t m, const double *V, double *C)
 {
     size_t n = im->n;
-    mean_and_whiten(model, im, P, m, V, mean);
     gp_kernel_gram(model->kernel, P, m, C, m);
     cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)m, (blasint)n, -1.0, V,
                 (blasint)n, 1.0, C, (blasint)m);
@@ -374,6 +377,13 @@ static void posterior_covariance(const gp_model *model, const exact_impl *im, co
     for (size_t j = 0; j < m; j++)
         C[j * m + j] = latent_variance(model, im, P, V, j);
     gp_symmetrize_from_lower(C, m, m);
+}
+
+static void posterior_covariance(const gp_model *model, const exact_impl *im, const double *P,
+                                 size_t m, double *V, double *C, double *mean)
+{
+    mean_and_whiten(model, im, P, m, V, mean);
+    whitened_covariance(model, im, P, m, V, C);
 }
 
 static int predict_full(const gp_model *model, const exact_impl *im, const double *P,
@@ -440,31 +450,101 @@ static int exact_predict(const gp_model *model, const gp_predict_request *req, g
 
 /* ---- sample ---- */
 
-/* Joint draws from the posterior covariance (gp_model_gaussian_draws). */
+/* The most doubles of one shared whitening (n x the points of its requests):
+ * requests join it in order while they fit, at least one. */
+#define SAMPLE_BATCH_DOUBLES ((size_t)4 << 20)
+
+typedef struct sample_job {
+    const gp_model *model;
+    const gp_sample_request *reqs;
+    double *const *samples;
+    int *rcs;
+    gp_error *errs;
+    const double *P, *V, *mean; /* the requests' points, whitened columns, means */
+    const size_t *first;        /* request t's first point among them */
+} sample_job;
+
+/* Request t's covariance from its own columns, its factor and its draws from
+ * its own seed (gp_model_gaussian_draws): nothing here reads another request. */
+static void sample_task(void *ctx, size_t t)
+{
+    const sample_job *j = ctx;
+    const exact_impl *im = j->model->impl;
+    size_t m = j->reqs[t].m, o = j->first[t], mm = 0;
+    int rc = gp_checked_size(m, m, &mm, &j->errs[t]);
+    double *C = rc ? NULL : gp_alloc_doubles(mm, &j->errs[t]);
+    if (C == NULL) {
+        j->rcs[t] = rc ? rc : GP_ENOMEM;
+        return;
+    }
+    whitened_covariance(j->model, im, j->P + o * im->d, m, j->V + o * im->n, C);
+    j->rcs[t] = gp_model_gaussian_draws(j->model, &j->reqs[t], j->mean + o, C, j->samples[t],
+                                        &j->errs[t]);
+    free(C);
+}
+
+/* k requests: their points whitened by one multi-column solve (a column's
+ * bits do not depend on the other columns, gp_solve_lower_columns), then a
+ * task per request. */
+static void sample_group(const gp_model *model, const gp_sample_request *reqs,
+                         double *const *samples, int *rcs, gp_error *errs, size_t k)
+{
+    const exact_impl *im = model->impl;
+    size_t total = 0, d = im->d;
+    size_t *first = malloc(k * sizeof *first);
+    for (size_t t = 0; first && t < k; t++) {
+        first[t] = total;
+        total += reqs[t].m;
+    }
+    gp_error err;
+    size_t nt = 0;
+    int rc = first ? gp_checked_size(im->n, total, &nt, &err)
+                   : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
+    double *P = rc ? NULL : gp_alloc_doubles(total * d, &err);
+    double *V = P ? gp_alloc_doubles(nt, &err) : NULL;
+    double *mean = V ? gp_alloc_doubles(total, &err) : NULL;
+    if (mean == NULL) {
+        for (size_t t = 0; t < k; t++) {
+            rcs[t] = rc ? rc : GP_ENOMEM;
+            errs[t] = err;
+        }
+    } else {
+        for (size_t t = 0; t < k; t++)
+            gp_model_standardize_points(model, reqs[t].X, reqs[t].m, P + first[t] * d);
+        mean_and_whiten(model, im, P, total, V, mean);
+        sample_job j = {model, reqs, samples, rcs, errs, P, V, mean, first};
+        gp_parallel_for(k, sample_task, &j);
+    }
+    free(first);
+    free(P);
+    free(V);
+    free(mean);
+}
+
+/* Joint draws from the posterior covariance of several requests
+ * (gp_model_sample_batch), in groups of at most SAMPLE_BATCH_DOUBLES of
+ * whitened columns. */
+static void exact_sample_batch(const gp_model *model, const gp_sample_request *reqs,
+                               double *const *samples, int *rcs, gp_error *errs, size_t n)
+{
+    const exact_impl *im = model->impl;
+    size_t cap = SAMPLE_BATCH_DOUBLES / (im->n ? im->n : 1);
+    for (size_t i = 0; i < n;) {
+        size_t k = 1, pts = reqs[i].m;
+        while (i + k < n && pts + reqs[i + k].m <= cap)
+            pts += reqs[i + k++].m;
+        sample_group(model, reqs + i, samples + i, rcs + i, errs + i, k);
+        i += k;
+    }
+}
+
+/* One request: a group of one, so that it gets the bits it gets in a batch. */
 static int exact_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                         gp_error *err)
 {
-    const exact_impl *im = model->impl;
-    size_t m = req->m, nm, mm;
-    double *P = NULL, *V = NULL, *C = NULL, *mean = NULL;
-    int rc = gp_checked_size(im->n, m, &nm, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(m, m, &mm, err);
-    if (rc == GP_OK)
-        rc = gp_model_points(model, req->X, m, &P, err);
-    if (rc == GP_OK && (!(V = gp_alloc_doubles(nm, err)) || !(C = gp_alloc_doubles(mm, err)) ||
-                        !(mean = gp_alloc_doubles(m, err))))
-        rc = GP_ENOMEM;
-    if (rc == GP_OK) {
-        posterior_covariance(model, im, P, m, V, C, mean);
-        free(V);
-        V = NULL;
-        rc = gp_model_gaussian_draws(model, req, mean, C, samples, err);
-    }
-    free(P);
-    free(V);
-    free(C);
-    free(mean);
+    int rc = GP_OK;
+    gp_error_clear(err);
+    sample_group(model, req, &samples, &rc, err, 1);
     return rc;
 }
 
@@ -808,6 +888,7 @@ static const gp_method_ops exact_ops = {
     .fit = exact_fit,
     .predict = exact_predict,
     .sample = exact_sample,
+    .sample_batch = exact_sample_batch,
     .export_impl = exact_export,
     .import_impl = exact_import,
     .free_impl = impl_free,

@@ -34,6 +34,12 @@ struct gp_method_ops {
     /* samples: column-major m x n_samples, caller-owned, original units. */
     int (*sample)(const gp_model *model, const gp_sample_request *req, double *samples,
                   gp_error *err);
+    /* Several sample requests of the model at once (gp_model_sample_batch),
+     * each already checked: samples[i], rcs[i] and errs[i] per request, and
+     * samples[i] bit for bit what sample gives reqs[i] alone. NULL (most
+     * methods): gp_model_sample_batch calls sample once per request. */
+    void (*sample_batch)(const gp_model *model, const gp_sample_request *reqs,
+                         double *const *samples, int *rcs, gp_error *errs, size_t n);
     /* Add the method's own arrays (impl) to st; the common part is done by gp_model_export. */
     int (*export_impl)(const gp_model *model, gp_state *st, gp_error *err);
     /* Rebuild model->impl from st; the common fields are already filled. */

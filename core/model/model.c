@@ -558,8 +558,8 @@ void gp_model_part_name(const gp_model *model, size_t i, char *buf, size_t len)
         model->method->ops->part_name(model, i, buf, len);
 }
 
-int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                    gp_error *err)
+/* The checks of a sample request before any work. */
+static int sample_checks(const gp_model *model, const gp_sample_request *req, gp_error *err)
 {
     int rc = check_inputs(model, req->X, req->m, req->d, err);
     if (rc)
@@ -574,13 +574,76 @@ int gp_model_sample(const gp_model *model, const gp_sample_request *req, double 
                             "\"observations\": true",
                             gp_likelihood_name(model->likelihood));
     size_t count = 0;
-    rc = gp_checked_size(req->m, req->n_samples, &count, err);
+    return gp_checked_size(req->m, req->n_samples, &count, err);
+}
+
+/* A draw that is not a number is refused, naming its point. */
+static int check_samples_finite(const gp_model *model, const gp_sample_request *req,
+                                const double *samples, gp_error *err)
+{
+    size_t row = req->m; /* m x (n_samples x outputs), column-major */
+    lowest_bad_row(samples, req->m, req->n_samples * model->n_outputs, &row);
+    return row < req->m ? refuse_point(row, "sample", err) : GP_OK;
+}
+
+int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                    gp_error *err)
+{
+    int rc = sample_checks(model, req, err);
     if (rc == GP_OK)
         rc = model->method->ops->sample(model, req, samples, err);
-    size_t row = req->m;
-    if (rc == GP_OK) /* m x (n_samples x outputs), column-major */
-        lowest_bad_row(samples, req->m, count / req->m * model->n_outputs, &row);
-    return rc == GP_OK && row < req->m ? refuse_point(row, "sample", err) : rc;
+    return rc == GP_OK ? check_samples_finite(model, req, samples, err) : rc;
+}
+
+int gp_model_sample_batch(const gp_model *model, const gp_sample_request *reqs,
+                          double *const *samples, int *rcs, gp_error *errs, size_t n)
+{
+    const gp_method_ops *ops = model->method->ops;
+    if (ops->sample_batch == NULL || n == 1) {
+        for (size_t i = 0; i < n; i++) {
+            gp_error_clear(&errs[i]);
+            rcs[i] = gp_model_sample(model, &reqs[i], samples[i], &errs[i]);
+        }
+        return GP_OK;
+    }
+    /* the requests that pass their checks, gathered for the hook */
+    gp_sample_request *ok = malloc(n * sizeof *ok);
+    double **out = malloc(n * sizeof *out);
+    size_t *idx = malloc(n * sizeof *idx);
+    int *ok_rcs = malloc(n * sizeof *ok_rcs);
+    gp_error *ok_errs = malloc(n * sizeof *ok_errs);
+    if (!ok || !out || !idx || !ok_rcs || !ok_errs) {
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = gp_error_set(&errs[i], GP_ENOMEM, NULL, "out of memory for a batch");
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            gp_error_clear(&errs[i]);
+            rcs[i] = sample_checks(model, &reqs[i], &errs[i]);
+            if (rcs[i] == GP_OK) {
+                ok[k] = reqs[i];
+                out[k] = samples[i];
+                idx[k++] = i;
+            }
+        }
+        for (size_t j = 0; j < k; j++)
+            gp_error_clear(&ok_errs[j]);
+        if (k)
+            ops->sample_batch(model, ok, out, ok_rcs, ok_errs, k);
+        for (size_t j = 0; j < k; j++) {
+            size_t i = idx[j];
+            rcs[i] = ok_rcs[j] ? ok_rcs[j]
+                               : check_samples_finite(model, &reqs[i], samples[i], &ok_errs[j]);
+            if (rcs[i])
+                errs[i] = ok_errs[j];
+        }
+    }
+    free(ok);
+    free(out);
+    free(idx);
+    free(ok_rcs);
+    free(ok_errs);
+    return GP_OK;
 }
 
 /* The stream of observation draws: derived from the request's seed, apart

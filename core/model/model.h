@@ -291,6 +291,15 @@ int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs
  * include_noise, Gaussian likelihood only). */
 int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                     gp_error *err);
+/* Several sample requests of one model (dynamic batching): samples[i]
+ * (reqs[i].m x reqs[i].n_samples x outputs) gets bit for bit what
+ * gp_model_sample gives reqs[i] alone, rcs[i] and errs[i] its result. Each
+ * request is checked on its own first. Methods with a sample_batch hook
+ * (exact: one multi-column solve shared by the requests, then each its own
+ * covariance, factor and draws from its own seed) answer them together; the
+ * others one by one. Always returns GP_OK: every outcome is in rcs. */
+int gp_model_sample_batch(const gp_model *model, const gp_sample_request *reqs,
+                          double *const *samples, int *rcs, gp_error *errs, size_t n);
 /* Draws of y given each latent draw (samples as gp_model_sample wrote them
  * with include_noise 0) into obs (same shape), from a stream derived from
  * req->seed: the observation model of the fit applied point by point. */

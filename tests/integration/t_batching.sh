@@ -4,9 +4,10 @@
 # a long --batch-delay-us), B does not (--batch-delay-us 0). Every body A gives
 # a burst of concurrent requests that differ in options (latent or observation
 # variance, quantiles, components, a covariance, several points, a bad one,
-# samples) must be byte for byte what B answers to each request alone; so must
-# every answer to 320 requests from 24 clients at once, which A answers in
-# batches of several requests (its /metrics).
+# samples of several seeds, draws and options, a bad sample) must be byte for
+# byte what B answers to each request alone; so must every answer to 320
+# predicts from 24 clients and 96 samples from 16 clients at once, which A
+# answers in batches of several requests (its /metrics).
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
 section "dynamic batching"
@@ -63,6 +64,11 @@ predict {"X":[[0.6,0.6],[0.1,-0.3]]}
 predict {"X":[[0.1,-0.3],[0.2],[0.3,0.3]]}
 sample {"X":[[0.1,-0.3],[1.2,0.4]],"n_samples":3,"seed":7}
 predict {"X":[[-1.2,-1.2]],"version":1}
+sample {"X":[[0.1,-0.3],[1.2,0.4]],"n_samples":3,"seed":8}
+sample {"X":[[0.5,0.5]],"n_samples":2,"seed":7,"include_noise":true}
+sample {"X":[[0.3,-0.3],[0.2],[0.1,0.1]],"n_samples":2}
+sample {"X":[[-0.4,0.9],[0.0,0.1],[1.1,-1.6]],"n_samples":4,"seed":3,"observations":true}
+sample {"X":[[0.6,0.6]],"n_samples":5,"seed":9,"version":1}
 EOB
 }
 
@@ -127,6 +133,44 @@ done
 # the bad request of the burst got its error, named
 jhas '.error.field == "X[1]"' "$T/got_exact.10"
 verdict "a bad request in a burst gets its own error" $? "$(head -c 200 "$T/got_exact.10")"
+
+# the bad sample request of the burst got its error, named, and the others
+# of the burst their draws
+jhas '.error.field == "X[1]"' "$T/got_exact.15"
+verdict "a bad sample request in a burst gets its own error" $? "$(head -c 200 "$T/got_exact.15")"
+
+# Samples under load: 16 clients at once ask b-exact for joint draws at 20
+# points with 4 seeds; the daemon answers them in batches of several sample
+# requests (the counters: more requests than batches), every answer byte for
+# byte B's answer to the request alone.
+SX='[[0.0,0.1],[0.2,0.3],[0.4,0.5],[0.6,0.7],[0.8,0.9],[-0.1,0.0],[-0.3,-0.2],[-0.5,-0.4],[-0.7,-0.6],[-0.9,-0.8],[1.0,0.1],[1.2,0.3],[1.4,0.5],[1.6,0.7],[1.8,0.9],[-1.1,0.0],[-1.3,-0.2],[-1.5,-0.4],[-1.7,-0.6],[-1.9,-0.8]]'
+for seed in 1 2 3 4; do
+    printf '{"X":%s,"n_samples":20,"seed":%s}' "$SX" "$seed" >"$T/sload_req$seed"
+    curl -sS --max-time "$MT" -o "$T/sload_ref$seed" -H 'Content-Type: application/json' \
+        --data-binary "@$T/sload_req$seed" "http://127.0.0.1:$B_PORT/v1/models/b-exact/sample" \
+        2>/dev/null
+done
+metric() {
+    curl -sS --max-time "$MT" "http://127.0.0.1:$A_PORT/metrics" | awk -v k="$1" '$1 == k { print $2 }'
+}
+b0=$(metric gpserve_batches_total)
+r0=$(metric gpserve_batched_requests_total)
+mkdir -p "$T/sload"
+seq 1 96 | xargs -P 16 -I{} sh -c 'curl -sS --max-time "$2" -o "$1/sload/$3" \
+    -H "Content-Type: application/json" --data-binary "@$1/sload_req$(($3 % 4 + 1))" \
+    "http://127.0.0.1:$4/v1/models/b-exact/sample" 2>/dev/null' _ "$T" "$MT" {} "$A_PORT"
+same=0
+for i in $(seq 1 96); do
+    cmp -s "$T/sload/$i" "$T/sload_ref$((i % 4 + 1))" && same=$((same + 1))
+done
+[ "$same" = 96 ]
+verdict "96 sample requests from 16 clients at once: every answer equals the request alone" $? \
+    "$same of 96 (first: $(head -c 200 "$T/sload/1" 2>/dev/null))"
+b1=$(metric gpserve_batches_total)
+r1=$(metric gpserve_batched_requests_total)
+[ $((r1 - r0)) -gt $((b1 - b0)) ]
+verdict "sample requests answered in batches of several ($((r1 - r0)) requests in $((b1 - b0)) batches)" $? \
+    "batches ${b0:-?} -> ${b1:-?}, requests ${r0:-?} -> ${r1:-?}"
 
 # Under load: 24 clients at once (curl processes) ask b-exact the same point
 # 320 times; the daemon answers them in batches of several requests (the

@@ -786,6 +786,57 @@ static void test_predict_batch_invariant(void **state)
     gp_model_free(model);
 }
 
+/* Sample requests answered together (gp_model_sample_batch: exact shares one
+ * multi-column solve) get bit for bit the draws each gets alone, whatever
+ * the other requests (points, draws, seeds, noise, a bad one), for 1 and 2
+ * compute threads; the bad one gets its own error. */
+static void test_sample_batch_invariant(void **state)
+{
+    (void)state;
+    gp_model *model = toy_model(90, 3, 31);
+    enum { NREQ = 5, MAXM = 9, MAXS = 6 };
+    static const size_t ms[NREQ] = {4, 1, 9, 4, 3}, ns[NREQ] = {6, 2, 3, 6, 1};
+    double X[NREQ][MAXM * 3];
+    for (size_t r = 0; r < NREQ; r++)
+        for (size_t i = 0; i < ms[r] * 3; i++)
+            X[r][i] = 2.0 * sin(0.61 * (double)(i + 7 * r) + 0.2);
+    X[3][2] = NAN; /* request 3 is refused, naming its point */
+    gp_sample_request reqs[NREQ];
+    double alone[NREQ][MAXM * MAXS], got[NREQ][MAXM * MAXS];
+    double *outs[NREQ];
+    int rcs[NREQ];
+    gp_error errs[NREQ], err;
+    for (size_t r = 0; r < NREQ; r++) {
+        reqs[r] = (gp_sample_request){.X = X[r], .m = ms[r], .d = 3, .n_samples = ns[r],
+                                      .seed = 40 + r % 2, .include_noise = r == 2};
+        outs[r] = got[r];
+        int rc = gp_model_sample(model, &reqs[r], alone[r], &err);
+        assert_int_equal(rc, r == 3 ? GP_EDATA : GP_OK);
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        gp_parallel_set_threads(threads);
+        for (size_t first = 0; first < NREQ; first++) { /* batches of NREQ - first */
+            memset(got, 0, sizeof got);
+            assert_int_equal(gp_model_sample_batch(model, reqs + first, outs + first,
+                                                   rcs + first, errs + first, NREQ - first),
+                             GP_OK);
+            for (size_t r = first; r < NREQ; r++) {
+                if (r == 3) {
+                    assert_int_equal(rcs[r], GP_EDATA);
+                    assert_string_equal(errs[r].field, "X[2][0]");
+                    continue;
+                }
+                assert_int_equal(rcs[r], GP_OK);
+                if (memcmp(got[r], alone[r], ms[r] * ns[r] * sizeof(double)) != 0)
+                    fail_msg("%d threads, batch from %zu: request %zu differs from alone",
+                             threads, first, r);
+            }
+        }
+    }
+    gp_parallel_set_threads(0);
+    gp_model_free(model);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -804,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_export_import_exact),
         cmocka_unit_test(test_blocked_predict_matches_single),
         cmocka_unit_test(test_predict_batch_invariant),
+        cmocka_unit_test(test_sample_batch_invariant),
     };
     return cmocka_run_group_tests_name("exact", tests, NULL, NULL);
 }

@@ -379,6 +379,37 @@ static void check_samples(const fit_setup *s, const gp_model *model)
     free(b);
 }
 
+/* Sample requests answered together by gp_model_sample_batch (exact shares
+ * one solve; the others answer one by one) get bit for bit the draws each
+ * gets alone: requests of other seeds, draw counts and noise beside them. */
+static void check_sample_batch(const fit_setup *s, const gp_model *model)
+{
+    enum { NR = 3, NS = 5 };
+    int gaussian = model->likelihood == GP_LIK_GAUSSIAN;
+    size_t p = model->n_outputs;
+    gp_sample_request reqs[NR];
+    double alone[NR][M * NS * 4], got[NR][M * NS * 4], *outs[NR];
+    int rcs[NR];
+    gp_error errs[NR], err;
+    assert_true(p <= 4);
+    for (size_t r = 0; r < NR; r++) {
+        reqs[r] = (gp_sample_request){.X = s->p.Xs, .m = M, .d = D, .n_samples = NS - r,
+                                      .seed = 30 + r, .include_noise = gaussian && r == 1};
+        outs[r] = got[r];
+        if (gp_model_sample(model, &reqs[r], alone[r], &err) != GP_OK)
+            fail_msg("%s: sample of request %zu failed: %s", s->m->name, r, err.message);
+    }
+    assert_int_equal(gp_model_sample_batch(model, reqs, outs, rcs, errs, NR), GP_OK);
+    for (size_t r = 0; r < NR; r++) {
+        if (rcs[r] != GP_OK)
+            fail_msg("%s: batched sample request %zu failed: %s", s->m->name, r,
+                     errs[r].message);
+        if (memcmp(got[r], alone[r], M * (NS - r) * p * sizeof(double)) != 0)
+            fail_msg("%s: batched sample request %zu differs from the request alone",
+                     s->m->name, r);
+    }
+}
+
 /* ---- export / import ---- */
 
 /* The model exported and imported again (caller frees); its draws checked
@@ -845,6 +876,7 @@ static const contract_check method_checks[] = {
     {"predict", check_prediction, NULL},
     {"batching", check_batch_of, NULL},
     {"samples", check_samples, NULL},
+    {"sample batching", check_sample_batch, NULL},
     {"export/import", check_roundtrip, NULL},
     {"progress and cancel", NULL, check_progress_and_cancel},
     {"bad data", NULL, check_bad_data},

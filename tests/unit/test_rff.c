@@ -18,6 +18,7 @@
 #include <lapacke.h>
 
 #include "bench/support/fixture.h"
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/features/rff.h"
 #include "core/features/sample.h"
@@ -338,6 +339,7 @@ static void test_gradients_fd(void **state)
     check_gradients(24, 5, 0.1, 31); /* N > 2R */
     check_gradients(7, 6, 0.02, 41); /* N < 2R */
     check_gradients(30, 4, 1.7, 51); /* large noise */
+    check_gradients(1100, 6, 0.3, 61); /* three row blocks of the gradient in one round */
 }
 
 /* ---- convergence to the exact RBF GP ---- */
@@ -766,6 +768,44 @@ static void test_matches_numpy_reference(void **state)
 }
 
 
+/* The products run as pool tasks (A's panels, rounds of gradient blocks): the
+ * LML and every gradient are the same bits for 1, 2 and 3 compute threads, at
+ * a size with several panels and a partial last round (2600 rows: 6 blocks). */
+static void test_threads_same_bits(void **state)
+{
+    (void)state;
+    const size_t n = 2600, d = 3, R = 100;
+    double *X = dalloc(n * d), *y = dalloc(n), *omega = dalloc(R * d);
+    make_data(n, d, 71, -1.5, 1.5, X, y);
+    make_omega(R, d, 72, omega);
+    const double log_ls[3] = {log(0.8), log(1.5), log(1.1)};
+    gp_rff_work *w = NULL;
+    gp_error err;
+    assert_int_equal(gp_rff_work_new(n, d, R, &w, &err), GP_OK);
+    double first[4 + 300], got[4 + 300];
+    for (int threads = 1; threads <= 3; threads++) {
+        gp_parallel_set_threads(threads);
+        double g_ls[3], g_a2 = NAN, g_s = NAN; /* omega's gradient into got[4..] */
+        gp_rff_grad g = {.omega = got + 4, .log_ls = g_ls, .log_amplitude2 = &g_a2,
+                         .log_noise = &g_s};
+        gp_rff_problem p;
+        problem_init(&p, X, y, n, d, R, omega, log_ls, log(1.3), log(0.2));
+        got[0] = rff_lml(&p, w, &g);
+        got[1] = g_a2;
+        got[2] = g_s;
+        got[3] = g_ls[0] + 2.0 * g_ls[1] + 3.0 * g_ls[2];
+        if (threads == 1)
+            memcpy(first, got, sizeof got);
+        else if (memcmp(first, got, sizeof got) != 0)
+            fail_msg("%d threads: the LML or its gradient differ from 1 thread's", threads);
+    }
+    gp_parallel_set_threads(0);
+    gp_rff_work_free(w);
+    free(X);
+    free(y);
+    free(omega);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -776,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_factor_and_alpha),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_matches_numpy_reference),
+        cmocka_unit_test(test_threads_same_bits),
     };
     return cmocka_run_group_tests_name("rff", tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 
 #include <lapacke.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/inducing/inducing.h"
@@ -571,6 +572,42 @@ static void test_bad_requests(void **state)
     free(y);
 }
 
+/* The bound's large products run as pool tasks (core/linalg/panels.h): the
+ * bound and its gradients are the same bits for 1, 2 and 3 compute threads,
+ * at a size with several panels of every product (n = 1300, m = 160). */
+static void test_threads_same_bits(void **state)
+{
+    (void)state;
+    const size_t n = 1300, m = 160, d = 2;
+    double *X = dalloc(n * d), *y = dalloc(n), *Z = dalloc(m * d);
+    gp_rng rng;
+    gp_rng_seed(&rng, 77);
+    for (size_t i = 0; i < n * d; i++)
+        X[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
+    for (size_t i = 0; i < n; i++)
+        y[i] = sin(2.0 * X[i * d]) + 0.1 * gp_rng_normal(&rng);
+    for (size_t i = 0; i < m; i++)
+        memcpy(Z + i * d, X + (i * 7) * d, d * sizeof *Z);
+    gp_kernel *k = leaf(GP_KERNEL_MATERN52, d, 1);
+    size_t np = gp_kernel_n_params(k), count = 1 + np + 1 + m * d;
+    double *first = dalloc(count), *got = dalloc(count);
+    for (int threads = 1; threads <= 3; threads++) {
+        gp_parallel_set_threads(threads);
+        got[0] = bound_of(k, 0.05, X, n, d, y, Z, m, got + 1, got + 2 + np);
+        if (threads == 1)
+            memcpy(first, got, count * sizeof *got);
+        else if (memcmp(first, got, count * sizeof *got) != 0)
+            fail_msg("%d threads: the bound or its gradient differ from 1 thread's", threads);
+    }
+    gp_parallel_set_threads(0);
+    gp_kernel_free(k);
+    free(X);
+    free(y);
+    free(Z);
+    free(first);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -585,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_optimize_inducing_improves_bound),
         cmocka_unit_test(test_duplicate_inputs),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_threads_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
