@@ -21,6 +21,14 @@ BUILD   := build
 SANFLAGS :=
 OPT     := -O2 -g
 endif
+# GP_CLONES=avx2: the target_clones of core/linalg/linalg.c without their
+# AVX-512 clone, in a build folder of its own (build/avx2): an AVX-512 machine
+# then runs the code of an AVX2 one (bench/README.md "AVX2 on an AVX-512 machine").
+GP_CLONES ?=
+ifeq ($(GP_CLONES),avx2)
+BUILD   := $(BUILD)/avx2
+OPT     += -DGP_CLONES_AVX2
+endif
 
 # libpq, the PostgreSQL back end of the store (store/db_pg.c); only store/
 # (and the store's tests) include its header (mk/check_layers.sh).

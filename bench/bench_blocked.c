@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "bench/support/args.h"
+#include "bench/support/blas.h"
 #include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "core/base/cancel.h"
@@ -232,6 +233,7 @@ static int parse_args(int argc, char **argv, options *o)
 
 int main(int argc, char **argv)
 {
+    gp_bench_blas_setup(argv); /* the daemon's OpenBLAS core */
     options o;
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "bench/support/args.h"
+#include "bench/support/blas.h"
 #include "bench/support/cli.h"
 #include "bench/support/clock.h"
 #include "core/base/parallel.h"
@@ -215,6 +216,7 @@ static const char *clone_name(void)
 
 int main(int argc, char **argv)
 {
+    gp_bench_blas_setup(argv); /* the daemon's OpenBLAS core */
     options o;
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)

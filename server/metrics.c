@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/blas_core.h"
+
 static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 #define N_BUCKETS (sizeof buckets / sizeof buckets[0])
@@ -272,6 +274,10 @@ char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len)
              "(poisoned before the daemon checked what enters a model): refused, not served.\n"
              "# TYPE gpserve_models_not_finite gauge\ngpserve_models_not_finite %zu\n",
          g->models_not_finite);
+    emit(&b, "# HELP gpserve_blas_core_info The OpenBLAS core (kernel set) the daemon runs "
+             "(docs/design/numerics.md, \"The OpenBLAS core\").\n"
+             "# TYPE gpserve_blas_core_info gauge\ngpserve_blas_core_info{core=\"%s\"} 1\n",
+         gp_blas_core_name());
     /* The counters and gauges sampled from elsewhere: one line each. */
     const struct {
         const char *name, *type, *help;

@@ -225,7 +225,11 @@ void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs
  * the CPU's features. "arch=haswell" would not do: target_clones dispatches
  * arch= clones on the CPU model, so every other x86-64 CPU would get the
  * default clone, where fma() is a libm call (~25 times slower). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(GP_CLONES_AVX2)
+/* make GP_CLONES=avx2 (bench/README.md): no AVX-512 clone, so that an AVX-512
+ * machine runs the code an AVX2 machine runs. */
+#define GP_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("O3")))
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GP_FMA_CLONES \
     __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
 #else
@@ -395,7 +399,9 @@ static void trs_solve(const double *L, size_t n, size_t ldl, double *B, size_t n
 /* 1 where the AVX-512 clone runs (32 vector registers), else 0. */
 static int trs_wide(void)
 {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(GP_CLONES_AVX2)
+    return 0;
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
 #else
@@ -537,7 +543,9 @@ void gp_symmetrize_average(double *A, size_t n, size_t lda)
  * n^2/2 entries below the diagonal once); wide vectors take it from ~140 us
  * (OpenBLAS drot on this build) to ~90 us at n = 800, so x86-64 builds carry
  * AVX-512 and AVX2 clones chosen at load time (GCC target_clones). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(GP_CLONES_AVX2)
+__attribute__((target_clones("avx2", "default"), optimize("O3")))
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
 #endif
 void gp_givens_rotate(double *restrict col, double *restrict x, size_t m, double c1, double s1,

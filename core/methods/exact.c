@@ -312,20 +312,55 @@ static int exact_fit(const gp_method *m, const gp_fit_request *req, gp_model **o
 
 /* ---- predict ---- */
 
-/* Latent means of b points P (d x b, working units) into mean, and
- * V = L^-1 K(X, P) into V (n x b). Each point's arithmetic involves its own
- * column only and runs in an order fixed by n (gp_dot, gp_solve_lower_columns):
- * a point gets the same bits whatever the block and whatever points share it,
- * which is what lets the server batch concurrent requests (dgemv and dtrsm
- * change kernels with the number of columns). */
-static void mean_and_whiten(const gp_model *model, const exact_impl *im, const double *P,
-                            size_t b, double *V, double *mean)
+/* Columns per task of the per-point work after the kernel block: a point's
+ * mean dot, its column of the solve and its variance dot. 64 is the solve's
+ * own task width (gp_solve_lower_columns), so each task's solve is one piece. */
+#define WHITEN_COLS 64
+
+typedef struct whiten_job {
+    const gp_model *model;
+    const exact_impl *im;
+    const double *P;
+    size_t b;
+    double *V, *mean, *var; /* var NULL: no variances */
+} whiten_job;
+
+static double latent_variance(const gp_model *model, const exact_impl *im, const double *P,
+                              const double *V, size_t j);
+
+/* Points t WHITEN_COLS .. (t + 1) WHITEN_COLS: means, whitened columns, and
+ * variances when asked. */
+static void whiten_task(void *ctx, size_t t)
 {
-    size_t n = im->n;
-    gp_kernel_cross_points(model->kernel, im->Xp, P, b, V, n);
-    for (size_t j = 0; j < b; j++)
-        mean[j] = gp_dot(V + j * n, im->alpha, n);
-    gp_solve_lower_columns(im->L, n, im->ld, V, b, n);
+    const whiten_job *w = ctx;
+    size_t n = w->im->n, c0 = t * WHITEN_COLS;
+    size_t c1 = w->b - c0 < WHITEN_COLS ? w->b : c0 + WHITEN_COLS;
+    for (size_t j = c0; j < c1; j++)
+        w->mean[j] = gp_dot(w->V + j * n, w->im->alpha, n);
+    gp_solve_lower_columns(w->im->L, n, w->im->ld, w->V + c0 * n, c1 - c0, n);
+    if (w->var != NULL)
+        for (size_t j = c0; j < c1; j++)
+            w->var[j] = latent_variance(w->model, w->im, w->P, w->V, j);
+}
+
+/* Latent means of b points P (d x b, working units) into mean, V = L^-1 K(X,
+ * P) into V (n x b), and latent variances into var unless NULL. Each point's
+ * arithmetic involves its own column only and runs in an order fixed by n
+ * (gp_dot, gp_solve_lower_columns): a point gets the same bits whatever the
+ * block, whatever points share it and whichever task or thread does it, which
+ * is what lets the server batch concurrent requests (dgemv and dtrsm change
+ * kernels with the number of columns). Groups of points are pool tasks, so a
+ * large request spreads its solve over the cores. */
+static void mean_and_whiten(const gp_model *model, const exact_impl *im, const double *P,
+                            size_t b, double *V, double *mean, double *var)
+{
+    gp_kernel_cross_points(model->kernel, im->Xp, P, b, V, im->n);
+    whiten_job job = {model, im, P, b, V, mean, var};
+    size_t tasks = (b + WHITEN_COLS - 1) / WHITEN_COLS;
+    if (tasks == 1)
+        whiten_task(&job, 0);
+    else
+        gp_parallel_for(tasks, whiten_task, &job);
 }
 
 /* The latent variance of point j (of P) from its whitened column V_j. */
@@ -340,9 +375,7 @@ static double latent_variance(const gp_model *model, const exact_impl *im, const
 static void predict_block(const gp_model *model, const exact_impl *im, const double *P, size_t b,
                           double *Ks, double *mean, double *var)
 {
-    mean_and_whiten(model, im, P, b, Ks, mean);
-    for (size_t j = 0; j < b; j++)
-        var[j] = latent_variance(model, im, P, Ks, j);
+    mean_and_whiten(model, im, P, b, Ks, mean, var);
 }
 
 /* Latent variance (working units) plus the noise when asked, clamped at 0 with
@@ -382,7 +415,7 @@ static void whitened_covariance(const gp_model *model, const exact_impl *im, con
 static void posterior_covariance(const gp_model *model, const exact_impl *im, const double *P,
                                  size_t m, double *V, double *C, double *mean)
 {
-    mean_and_whiten(model, im, P, m, V, mean);
+    mean_and_whiten(model, im, P, m, V, mean, NULL);
     whitened_covariance(model, im, P, m, V, C);
 }
 
@@ -511,7 +544,7 @@ static void sample_group(const gp_model *model, const gp_sample_request *reqs,
     } else {
         for (size_t t = 0; t < k; t++)
             gp_model_standardize_points(model, reqs[t].X, reqs[t].m, P + first[t] * d);
-        mean_and_whiten(model, im, P, total, V, mean);
+        mean_and_whiten(model, im, P, total, V, mean, NULL);
         sample_job j = {model, reqs, samples, rcs, errs, P, V, mean, first};
         gp_parallel_for(k, sample_task, &j);
     }

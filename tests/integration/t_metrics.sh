@@ -16,7 +16,7 @@ case $ct in text/plain*) pass "metrics Content-Type $ct" ;; *) fail "metrics Con
 for m in gpserve_http_requests_total gpserve_http_request_duration_seconds_bucket gpserve_fits_total \
     gpserve_jobs_queued gpserve_jobs_running gpserve_models_loaded gpserve_jitter_escalations_total \
     gpserve_variance_clamps_total gpserve_batches_total gpserve_batched_requests_total \
-    gpserve_batched_points_total gpserve_batch_max_requests; do
+    gpserve_batched_points_total gpserve_batch_max_requests gpserve_blas_core_info; do
     grep -Eq "^$m(\{[^}]*\})? [-+0-9.eEInfa]+\$" "$T/metrics.txt"
     verdict "metric $m" $? "no sample line"
 done
