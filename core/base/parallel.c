@@ -104,10 +104,12 @@ static fj_job *job_to_help(void)
     return NULL;
 }
 
-/* Run tasks of j until none are left to hand out (lock held on entry and exit). */
-static void run_tasks_locked(fj_job *j)
+/* Run tasks of j until none are left to hand out (lock held on entry and
+ * exit); a helper also leaves when a queued task waits for a worker (the
+ * caller finishes what is left). */
+static void run_tasks_locked(fj_job *j, int helper)
 {
-    while (j->next < j->n_tasks) {
+    while (j->next < j->n_tasks && !(helper && pool.head != NULL)) {
         size_t t = j->next++;
         if (j->next >= j->n_tasks)
             job_unlink(j); /* nothing left to hand out: no one else joins */
@@ -122,16 +124,10 @@ static void *pool_worker(void *arg)
     (void)arg;
     pthread_mutex_lock(&pool.lock);
     for (;;) {
-        fj_job *j = job_to_help();
-        if (j) {
-            j->helpers++;
-            in_parallel_task = 1;
-            run_tasks_locked(j);
-            in_parallel_task = 0;
-            j->helpers--;
-            pthread_cond_broadcast(&pool.done);
-            continue;
-        }
+        /* Queued tasks (the daemon's request runners) before helping a
+         * gp_parallel_for: its caller runs every task itself if no one helps,
+         * while a queued task waits for a worker. So predictions beside a fit
+         * keep their latency and the fit gets the cores the requests leave. */
         async_task *a = pool.head;
         if (a) {
             pool.head = a->next;
@@ -141,6 +137,16 @@ static void *pool_worker(void *arg)
             a->fn(a->ctx);
             free(a);
             pthread_mutex_lock(&pool.lock);
+            continue;
+        }
+        fj_job *j = job_to_help();
+        if (j) {
+            j->helpers++;
+            in_parallel_task = 1;
+            run_tasks_locked(j, 1);
+            in_parallel_task = 0;
+            j->helpers--;
+            pthread_cond_broadcast(&pool.done);
             continue;
         }
         pool.idle++;
@@ -222,7 +228,7 @@ void gp_parallel_for(size_t n_tasks, void (*fn)(void *ctx, size_t task), void *c
     if (pool.idle > 0)
         pthread_cond_broadcast(&pool.work);
     in_parallel_task = 1; /* 0 here: a nested call ran inline above */
-    run_tasks_locked(&job);
+    run_tasks_locked(&job, 0);
     in_parallel_task = 0;
     /* Every task is handed out and the caller's are done: a task still running
      * is a helper's, and a helper leaves the job only after its last task. */

@@ -316,6 +316,66 @@ static void test_pool_run(void **state)
     pthread_mutex_destroy(&a.lock);
 }
 
+
+/* ---- queued tasks before helping a loop ---- */
+
+#define PRIO_JOBS 4    /* more than the pool's workers (3 at most here): all of them help */
+#define PRIO_TASKS 200 /* of about 1 ms each */
+
+static atomic_size_t prio_started;  /* tasks of all the loops started so far */
+static atomic_size_t prio_seen = 0; /* prio_started when the queued task ran, + 1 */
+
+static void prio_task(void *ctx, size_t t)
+{
+    (void)ctx;
+    (void)t;
+    atomic_fetch_add(&prio_started, 1);
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static void *prio_caller(void *arg)
+{
+    (void)arg;
+    gp_parallel_for(PRIO_TASKS, prio_task, NULL);
+    return NULL;
+}
+
+static void prio_queued(void *arg)
+{
+    (void)arg;
+    atomic_store(&prio_seen, atomic_load(&prio_started) + 1);
+}
+
+/* A task queued with gp_pool_run (a batch of predictions) while every worker
+ * helps someone's gp_parallel_for (fits) runs at the helpers' next task
+ * boundary, not once the loops have no tasks left to hand out: the helpers
+ * leave, and the loops' callers finish their own tasks. */
+static void test_queued_before_helping(void **state)
+{
+    (void)state;
+    gp_parallel_set_threads(2);
+    assert_int_equal(gp_pool_start(), 0);
+    atomic_store(&prio_started, 0);
+    atomic_store(&prio_seen, 0);
+    pthread_t tid[PRIO_JOBS];
+    for (int i = 0; i < PRIO_JOBS; i++)
+        assert_int_equal(pthread_create(&tid[i], NULL, prio_caller, NULL), 0);
+    /* Every worker is inside a loop once a tenth of the tasks have started. */
+    while (atomic_load(&prio_started) < PRIO_JOBS * PRIO_TASKS / 10) {
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(gp_pool_run(prio_queued, NULL), 0);
+    for (int i = 0; i < PRIO_JOBS; i++)
+        pthread_join(tid[i], NULL);
+    size_t seen = atomic_load(&prio_seen);
+    assert_true(seen > 0);
+    /* Before: it waited for the last task to be handed out (seen near 800). */
+    assert_true(seen - 1 < PRIO_JOBS * PRIO_TASKS * 3 / 4);
+    gp_parallel_set_threads(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_blas_scope_concurrent),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_pool_run),
+        cmocka_unit_test(test_queued_before_helping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
