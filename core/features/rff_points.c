@@ -1,0 +1,40 @@
+/* The random-feature predictive a point at a time (core/features/rff.h):
+ * every point's features, mean and whitened norm come from arithmetic of its
+ * own in an order fixed by d and R, so a point gets the same bits alone or
+ * among others of a call (docs/design/numerics.md, "Determinism"). */
+#include <math.h>
+#include <string.h>
+
+#include "core/features/rff.h"
+#include "core/linalg/fastmath.h"
+#include "core/linalg/linalg.h"
+
+/* F column i = sqrt(a2/R) [cos z; sin z], z = Omega x_i by gp_dot_columns
+ * (each z_r gp_dot's bits, whatever b), then the trigonometric map on the
+ * point's own R entries (gp_sincos_scaled computes every element on its own). */
+void gp_rff_features_columns(const double *Xs, size_t ldx, size_t b, size_t d,
+                             const double *omega, size_t R, double amplitude2, double *work,
+                             double *F)
+{
+    double *OT = work, *XT = work + R * d; /* Omega^T (d x R), the points (d x b) */
+    for (size_t r = 0; r < R; r++)
+        for (size_t k = 0; k < d; k++)
+            OT[r * d + k] = omega[k * R + r];
+    for (size_t i = 0; i < b; i++)
+        for (size_t k = 0; k < d; k++)
+            XT[i * d + k] = Xs[k * ldx + i];
+    size_t m = 2 * R;
+    gp_dot_columns(OT, d, R, XT, d, b, d, F, m);
+    double scale = sqrt(amplitude2 / (double)R);
+    for (size_t i = 0; i < b; i++)
+        gp_sincos_scaled(F + i * m, F + i * m + R, R, scale);
+}
+
+void gp_rff_moments_columns(double *F, size_t m, size_t b, const double *L, const double *alpha,
+                            double *mean, double *sumsq)
+{
+    gp_dot_columns(F, m, b, alpha, m, 1, m, mean, b);
+    gp_solve_lower_columns(L, m, m, F, b, m);
+    for (size_t i = 0; i < b; i++)
+        sumsq[i] = gp_dot(F + i * m, F + i * m, m);
+}
