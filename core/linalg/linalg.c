@@ -439,6 +439,100 @@ void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, si
     gp_solve_lower_columns_width(L, n, ldl, B, nrhs, ldb, trs_wide());
 }
 
+/* ---- the same solve on a packed factor ----
+ * Column k of P (gp_pack_lower's layout) holds L(k .. n-1, k) from offset
+ * k n - k (k - 1) / 2; pk(P, n, k)[i] is then L(i, k) for i >= k. Element i
+ * of a column takes fma(L(i, k), -x_k, b_i) for k = 0 .. i - 1 in order and
+ * then the division, gp_solve_lower_columns's sequence, so the two give the
+ * same bits. L goes 4 columns at a time (4 loads of b per 4 fma per column
+ * of B) and B 4 columns at a time (each load of L serves 4). */
+GP_KERNEL const double *pk(const double *P, size_t n, size_t k)
+{
+    return P + k * n - k * (k - 1) / 2 - k;
+}
+
+/* Rows k0 .. k0 + kb of the nr columns of B (solved), x = their negation. */
+GP_KERNEL void trp_diagonal(const double *const *c, size_t k0, size_t kb, double *B, size_t nr,
+                            size_t ldb, double *x)
+{
+    for (size_t r = 0; r < nr; r++) {
+        double *b = B + r * ldb;
+        for (size_t q = 0; q < kb; q++) {
+            size_t k = k0 + q;
+            double v = b[k] / c[q][k];
+            b[k] = v;
+            for (size_t i = k + 1; i < k0 + kb; i++)
+                b[i] = fma(-c[q][i], v, b[i]);
+            x[r * TRS_KB_MAX + q] = -v;
+        }
+    }
+}
+
+/* Rows i0 .. n of nr (a constant once inlined: 4 or 1) columns of B take the
+ * kb columns c of L, in column order. */
+GP_KERNEL void trp_update(const double *const *c, size_t kb, size_t i0, size_t n, double *B,
+                          size_t nr, size_t ldb, const double *x)
+{
+    for (size_t i = i0; i < n; i++)
+        for (size_t r = 0; r < nr; r++) {
+            double a = B[r * ldb + i];
+            for (size_t q = 0; q < kb; q++)
+                a = fma(c[q][i], x[r * TRS_KB_MAX + q], a);
+            B[r * ldb + i] = a;
+        }
+}
+
+GP_KERNEL void trp_group(const double *P, size_t n, double *B, size_t nr, size_t ldb)
+{
+    double x[4 * TRS_KB_MAX];
+    for (size_t k0 = 0; k0 < n; k0 += TRS_KB_MAX) {
+        size_t kb = n - k0 < TRS_KB_MAX ? n - k0 : TRS_KB_MAX;
+        const double *c[TRS_KB_MAX];
+        for (size_t q = 0; q < kb; q++)
+            c[q] = pk(P, n, k0 + q);
+        trp_diagonal(c, k0, kb, B, nr, ldb, x);
+        if (kb == TRS_KB_MAX)
+            trp_update(c, TRS_KB_MAX, k0 + kb, n, B, nr, ldb, x);
+        else
+            trp_update(c, kb, k0 + kb, n, B, nr, ldb, x);
+    }
+}
+
+GP_FMA_CLONES
+static void trp_solve(const double *P, size_t n, double *B, size_t nrhs, size_t ldb)
+{
+    size_t j = 0;
+    for (; j + 4 <= nrhs; j += 4)
+        trp_group(P, n, B + j * ldb, 4, ldb);
+    for (; j < nrhs; j++)
+        trp_group(P, n, B + j * ldb, 1, ldb);
+}
+
+typedef struct trp_job {
+    const double *P;
+    size_t n, ldb, nrhs;
+    double *B;
+} trp_job;
+
+static void trp_task(void *ctx, size_t t)
+{
+    const trp_job *j = ctx;
+    size_t c0 = t * TRS_COLS, w = j->nrhs - c0 < TRS_COLS ? j->nrhs - c0 : TRS_COLS;
+    trp_solve(j->P, j->n, j->B + c0 * j->ldb, w, j->ldb);
+}
+
+void gp_solve_lower_packed_columns(const double *P, size_t n, double *B, size_t nrhs, size_t ldb)
+{
+    if (n == 0 || nrhs == 0)
+        return;
+    trp_job job = {P, n, ldb, nrhs, B};
+    size_t tasks = (nrhs + TRS_COLS - 1) / TRS_COLS;
+    if (tasks == 1)
+        trp_task(&job, 0);
+    else
+        gp_parallel_for(tasks, trp_task, &job);
+}
+
 /* Eight interleaved partial sums (eight independent fma chains, so the loop
  * does not wait on each fma's latency), combined pairwise, then the n mod 8
  * last terms in order. */

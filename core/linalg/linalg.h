@@ -90,6 +90,11 @@ void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, si
  * (AVX2). Same bits either way; it exists so that tests check it on any CPU. */
 void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
                                   size_t ldb, int wide);
+/* gp_solve_lower_columns on a packed factor P (gp_pack_lower's layout,
+ * n(n+1)/2 doubles): the same bits as that solve on the unpacked L, so
+ * batch-invariant as well; rfgp's posterior keeps its factor packed for the
+ * rank-one updates. */
+void gp_solve_lower_packed_columns(const double *P, size_t n, double *B, size_t nrhs, size_t ldb);
 /* x . y (n entries, unit stride) in an order fixed by n alone, with fma(): the
  * same bits for the same vectors wherever they sit in memory, in any thread
  * (OpenBLAS's ddot splits vectors of more than 10000 entries over its threads). */
