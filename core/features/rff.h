@@ -21,22 +21,6 @@ int gp_rff_features(const double *X, size_t n, size_t d, const double *inv_ls,
                     const double *omega, size_t R, double amplitude2, double *Phi,
                     size_t ldphi);
 
-/* The prediction path, a point at a time (core/features/rff_points.c): the
- * bits of a point's results do not depend on the other points, their number,
- * the point's position, the threads or the CPU's vector width. Features F
- * (2R x b, column i the point i, leading dimension 2R) of the b points Xs
- * (b x d, leading dimension ldx, already divided by the lengthscales);
- * work: (R + b) d doubles of scratch. Equal to gp_rff_features's transposed
- * to rounding (the products' order differs). */
-void gp_rff_features_columns(const double *Xs, size_t ldx, size_t b, size_t d,
-                             const double *omega, size_t R, double amplitude2, double *work,
-                             double *F);
-/* From those features (m = 2R) and the posterior's factor L (m x m lower)
- * and weights alpha (m): mean[i] = F_i . alpha, then F_i <- L^{-1} F_i (in
- * place) and sumsq[i] = |L^{-1} F_i|^2, the latent variance over the noise. */
-void gp_rff_moments_columns(double *F, size_t m, size_t b, const double *L, const double *alpha,
-                            double *mean, double *sumsq);
-
 typedef struct gp_rff_problem {
     const double *X; /* n x d column-major, working units */
     const double *y; /* n */

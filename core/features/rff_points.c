@@ -1,11 +1,11 @@
-/* The random-feature predictive a point at a time (core/features/rff.h):
+/* The random-feature predictive a point at a time (core/features/rff_points.h):
  * every point's features, mean and whitened norm come from arithmetic of its
  * own in an order fixed by d and R, so a point gets the same bits alone or
  * among others of a call (docs/design/numerics.md, "Determinism"). */
-#include <math.h>
-#include <string.h>
+#include "core/features/rff_points.h"
 
-#include "core/features/rff.h"
+#include <math.h>
+
 #include "core/linalg/fastmath.h"
 #include "core/linalg/linalg.h"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/features/rff_points.h"
 #include "core/methods/msrfr/internal.h"
 
 /* ---- impl ---- */
