@@ -5,18 +5,21 @@
 #include "core/features/rff_points.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "core/linalg/fastmath.h"
 #include "core/linalg/linalg.h"
 
 /* F column i = sqrt(a2/R) [cos z; sin z], z = Omega x_i by gp_dot_columns
- * (each z_r gp_dot's bits, whatever b), then the trigonometric map on the
- * point's own R entries (gp_sincos_scaled computes every element on its own). */
+ * (each z_r gp_dot's bits, whatever b). The trigonometric map takes all R b
+ * phases in one call (gp_sincos_scaled computes every element on its own, in
+ * blocks of 64: a call per point would pad each point's R to 64). */
 void gp_rff_features_columns(const double *Xs, size_t ldx, size_t b, size_t d,
                              const double *omega, size_t R, double amplitude2, double *work,
                              double *F)
 {
-    double *OT = work, *XT = work + R * d; /* Omega^T (d x R), the points (d x b) */
+    double *OT = work, *XT = OT + R * d; /* Omega^T (d x R), the points (d x b) */
+    double *Z = XT + b * d, *S = Z + R * b; /* the phases, then cosines; sines */
     for (size_t r = 0; r < R; r++)
         for (size_t k = 0; k < d; k++)
             OT[r * d + k] = omega[k * R + r];
@@ -24,10 +27,12 @@ void gp_rff_features_columns(const double *Xs, size_t ldx, size_t b, size_t d,
         for (size_t k = 0; k < d; k++)
             XT[i * d + k] = Xs[k * ldx + i];
     size_t m = 2 * R;
-    gp_dot_columns(OT, d, R, XT, d, b, d, F, m);
-    double scale = sqrt(amplitude2 / (double)R);
-    for (size_t i = 0; i < b; i++)
-        gp_sincos_scaled(F + i * m, F + i * m + R, R, scale);
+    gp_dot_columns(OT, d, R, XT, d, b, d, Z, R);
+    gp_sincos_scaled(Z, S, R * b, sqrt(amplitude2 / (double)R));
+    for (size_t i = 0; i < b; i++) {
+        memcpy(F + i * m, Z + i * R, R * sizeof *F);
+        memcpy(F + i * m + R, S + i * R, R * sizeof *F);
+    }
 }
 
 void gp_rff_moments_columns(double *F, size_t m, size_t b, const double *L, const double *alpha,
