@@ -439,6 +439,62 @@ void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, si
     gp_solve_lower_columns_width(L, n, ldl, B, nrhs, ldb, trs_wide());
 }
 
+/* ---- the same solve with the points across the vector lanes ----
+ * For many columns of a small factor (a feature method's 2R of a few dozen)
+ * the column sweep spends its time in loop overhead and the n divisions per
+ * column. Here a group of TRL_POINTS columns is transposed so that entry i of
+ * every column of the group is contiguous, and each row is solved for the
+ * whole group at once (row form: a = b_i; a = fma(-L_ik, x_k, a) for k < i in
+ * increasing k; x_i = a / L_ii): the sequence gp_solve_lower_columns gives
+ * each element, lane by lane, so the bits are the same. Lt is L^T (its row
+ * i, L's row, contiguous). */
+#define TRL_POINTS 32
+
+GP_FMA_CLONES
+static void trl_group(const double *Lt, size_t n, double *G)
+{
+    for (size_t i = 0; i < n; i++) {
+        double a[TRL_POINTS];
+        const double *row = Lt + i * n;
+        double *gi = G + i * TRL_POINTS;
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            a[p] = gi[p];
+        for (size_t k = 0; k < i; k++) {
+            double l = -row[k];
+            const double *gk = G + k * TRL_POINTS;
+            for (size_t p = 0; p < TRL_POINTS; p++)
+                a[p] = fma(l, gk[p], a[p]);
+        }
+        double d = row[i];
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            gi[p] = a[p] / d;
+    }
+}
+
+void gp_solve_lower_columns_lanes(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                  size_t ldb, double *work)
+{
+    size_t full = nrhs - nrhs % TRL_POINTS;
+    if (n == 0 || full == 0) {
+        gp_solve_lower_columns(L, n, ldl, B, nrhs, ldb);
+        return;
+    }
+    double *Lt = work, *G = work + n * n;
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = k; i < n; i++)
+            Lt[i * n + k] = L[k * ldl + i];
+    for (size_t c0 = 0; c0 < full; c0 += TRL_POINTS) {
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            for (size_t i = 0; i < n; i++)
+                G[i * TRL_POINTS + p] = B[(c0 + p) * ldb + i];
+        trl_group(Lt, n, G);
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            for (size_t i = 0; i < n; i++)
+                B[(c0 + p) * ldb + i] = G[i * TRL_POINTS + p];
+    }
+    gp_solve_lower_columns(L, n, ldl, B + full * ldb, nrhs - full, ldb);
+}
+
 /* ---- the same solve on a packed factor ----
  * Column k of P (gp_pack_lower's layout) holds L(k .. n-1, k) from offset
  * k n - k (k - 1) / 2; pk(P, n, k)[i] is then L(i, k) for i >= k. Element i

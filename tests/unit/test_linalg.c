@@ -335,6 +335,27 @@ static void test_solve_packed_columns(void **state)
     }
 }
 
+/* The lanes solve gives gp_solve_lower_columns's bits for every column: 70
+ * (two groups of 32 and 6 more) and 5 (no group), the rows beyond n intact. */
+static void test_solve_lanes_columns(void **state)
+{
+    (void)state;
+    size_t counts[] = {70, 5};
+    for (size_t a = 0; a < N_SOLVE_SIZES; a++)
+        for (size_t c = 0; c < 2; c++) {
+            size_t n = solve_sizes[a], k = counts[c], ldl = n + 1, ldb = n + 3;
+            double *L = factor_with_nan(n, ldl), *ref = rhs(n, k, ldb, -7.5);
+            double *B = rhs(n, k, ldb, -7.5), *work = malloc(GP_SOLVE_LANES_WORK(n) * sizeof *work);
+            gp_solve_lower_columns(L, n, ldl, ref, k, ldb);
+            gp_solve_lower_columns_lanes(L, n, ldl, B, k, ldb, work);
+            assert_memory_equal(B, ref, ldb * k * sizeof *B);
+            free(work);
+            free(B);
+            free(ref);
+            free(L);
+        }
+}
+
 static void test_dot_fixed_order(void **state)
 {
     (void)state;
@@ -446,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_solve_columns_against_dtrsm),
         cmocka_unit_test(test_solve_columns_batch_invariant),
         cmocka_unit_test(test_solve_packed_columns),
+        cmocka_unit_test(test_solve_lanes_columns),
         cmocka_unit_test(test_dot_fixed_order),
         cmocka_unit_test(test_dot_columns_is_gp_dot),
         cmocka_unit_test(test_pack_roundtrip),
