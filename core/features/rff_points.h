@@ -10,8 +10,9 @@
  * the point's position, the threads or the CPU's vector width. Features F
  * (2R x b, column i the point i, leading dimension 2R) of the b points Xs
  * (b x d, leading dimension ldx, already divided by the lengthscales);
- * work: (R + b) d + 2 R b doubles of scratch. Equal to gp_rff_features's transposed
- * to rounding (the products' order differs). */
+ * work: 2 R b doubles of scratch. Equal to gp_rff_features's transposed
+ * to rounding (the products' order differs: here an fma chain over the d
+ * inputs). */
 void gp_rff_features_columns(const double *Xs, size_t ldx, size_t b, size_t d,
                              const double *omega, size_t R, double amplitude2, double *work,
                              double *F);

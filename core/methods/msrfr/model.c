@@ -95,7 +95,7 @@ void msrfr_component_moments(const msrfr_impl *im, double noise, const double *X
 /* msrfr_component_moments a point at a time (the fit keeps the BLAS one): a
  * point's bits do not depend on the other points of the call
  * (gp_rff_features_columns). F (2R x b) and sumsq (b) scratch, work
- * (R + b) d + 2 R b; cov (b x b, may be NULL) accumulates (s c / M) sum_k V_k^T V_k
+ * 2 R b; cov (b x b, may be NULL) accumulates (s c / M) sum_k V_k^T V_k
  * (off the diagonal BLAS's dsyrk; the diagonal is replaced by the variance). */
 static void point_moments(const msrfr_impl *im, double noise, const double *Xs, size_t b,
                           int include_noise, double *F, double *work, double *sumsq, double *mu,
@@ -124,15 +124,12 @@ static int components_original(const gp_model *model, const msrfr_impl *im, cons
                                double *cov, gp_error *err)
 {
     size_t block = cov ? m : gp_predict_block_rows(im->m, m);
-    size_t bm = 0, bd = 0, wd = 0, zs = 0;
+    size_t bm = 0, bd = 0, wd = 0;
     int rc = gp_checked_size(block, im->m, &bm, err);
     if (rc == GP_OK)
         rc = gp_checked_size(block, im->d, &bd, err);
-    if (rc == GP_OK) /* gp_rff_features_columns: (R + b) d + 2 R b */
-        rc = gp_checked_size(block + im->R, im->d, &wd, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(block, im->m, &zs, err);
-    wd += zs;
+    if (rc == GP_OK) /* gp_rff_features_columns: 2 R b */
+        rc = gp_checked_size(block, im->m, &wd, err);
     if (rc)
         return rc;
     double *F = gp_alloc_doubles(bm, err), *Xs = gp_alloc_doubles(bd, err);

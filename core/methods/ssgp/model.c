@@ -99,16 +99,13 @@ static void point_work_free(point_work *w)
 
 static int point_work_alloc(const ssgp_impl *im, size_t b, point_work *w, gp_error *err)
 {
-    size_t nm = 0, nd = 0, wd = 0, zs = 0;
+    size_t nm = 0, nd = 0, wd = 0;
     memset(w, 0, sizeof *w);
     int rc = gp_checked_size(b, im->m, &nm, err);
     if (rc == GP_OK)
         rc = gp_checked_size(b, im->d, &nd, err);
-    if (rc == GP_OK) /* gp_rff_features_columns: (R + b) d + 2 R b */
-        rc = gp_checked_size(b + im->R, im->d, &wd, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(b, im->m, &zs, err);
-    wd += zs;
+    if (rc == GP_OK) /* gp_rff_features_columns: 2 R b */
+        rc = gp_checked_size(b, im->m, &wd, err);
     if (rc)
         return rc;
     w->F = gp_alloc_doubles(nm, err);
