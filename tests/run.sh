@@ -37,9 +37,10 @@ fi
 # the other points of its call, docs/design/numerics.md) holds whichever kernels
 # OpenBLAS picks, and they differ (an SSE2 ddot that depends on alignment, an
 # AVX-512 dgemm whose kernel depends on the size): run it again on OpenBLAS's
-# SSE2 kernels (its fallback on CPUs it does not know), and on its AVX-512 ones
-# where the CPU has AVX-512.
+# SSE2 kernels (its fallback on CPUs it does not know), on its AVX2 ones where
+# the CPU has AVX2 and on its AVX-512 ones where it has AVX-512.
 coretypes="Prescott"
+grep -q avx2 /proc/cpuinfo 2>/dev/null && coretypes="$coretypes Haswell"
 grep -q avx512f /proc/cpuinfo 2>/dev/null && coretypes="$coretypes SkylakeX"
 for t in "$BUILD"/tests/test_* $(for c in $coretypes; do echo "OPENBLAS_CORETYPE=$c"; done); do
     case $t in

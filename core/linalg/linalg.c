@@ -445,6 +445,156 @@ void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, si
     gp_solve_lower_columns_width(L, n, ldl, B, nrhs, ldb, trs_wide());
 }
 
+/* ---- the same solve with the points across the vector lanes ----
+ * For many columns of a small factor (a feature method's 2R of a few dozen)
+ * the column sweep spends its time in loop overhead and the n divisions per
+ * column. Here a group of TRL_POINTS columns is transposed so that entry i of
+ * every column of the group is contiguous, and each row is solved for the
+ * whole group at once (row form: a = b_i; a = fma(-L_ik, x_k, a) for k < i in
+ * increasing k; x_i = a / L_ii): the sequence gp_solve_lower_columns gives
+ * each element, lane by lane, so the bits are the same. Lt is L^T (its row
+ * i, L's row, contiguous). */
+#define TRL_POINTS 32
+
+GP_FMA_CLONES
+static void trl_group(const double *Lt, size_t n, double *G)
+{
+    for (size_t i = 0; i < n; i++) {
+        double a[TRL_POINTS];
+        const double *row = Lt + i * n;
+        double *gi = G + i * TRL_POINTS;
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            a[p] = gi[p];
+        for (size_t k = 0; k < i; k++) {
+            double l = -row[k];
+            const double *gk = G + k * TRL_POINTS;
+            for (size_t p = 0; p < TRL_POINTS; p++)
+                a[p] = fma(l, gk[p], a[p]);
+        }
+        double d = row[i];
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            gi[p] = a[p] / d;
+    }
+}
+
+void gp_solve_lower_columns_lanes(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                  size_t ldb, double *work)
+{
+    size_t full = nrhs - nrhs % TRL_POINTS;
+    if (n == 0 || full == 0) {
+        gp_solve_lower_columns(L, n, ldl, B, nrhs, ldb);
+        return;
+    }
+    double *Lt = work, *G = work + n * n;
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = k; i < n; i++)
+            Lt[i * n + k] = L[k * ldl + i];
+    for (size_t c0 = 0; c0 < full; c0 += TRL_POINTS) {
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            for (size_t i = 0; i < n; i++)
+                G[i * TRL_POINTS + p] = B[(c0 + p) * ldb + i];
+        trl_group(Lt, n, G);
+        for (size_t p = 0; p < TRL_POINTS; p++)
+            for (size_t i = 0; i < n; i++)
+                B[(c0 + p) * ldb + i] = G[i * TRL_POINTS + p];
+    }
+    gp_solve_lower_columns(L, n, ldl, B + full * ldb, nrhs - full, ldb);
+}
+
+/* ---- the same solve on a packed factor ----
+ * Column k of P (gp_pack_lower's layout) holds L(k .. n-1, k) from offset
+ * k n - k (k - 1) / 2; pk(P, n, k)[i] is then L(i, k) for i >= k. Element i
+ * of a column takes fma(L(i, k), -x_k, b_i) for k = 0 .. i - 1 in order and
+ * then the division, gp_solve_lower_columns's sequence, so the two give the
+ * same bits. L goes 4 columns at a time (4 loads of b per 4 fma per column
+ * of B) and B 4 columns at a time (each load of L serves 4). */
+GP_KERNEL const double *pk(const double *P, size_t n, size_t k)
+{
+    return P + k * n - k * (k - 1) / 2 - k;
+}
+
+/* Rows k0 .. k0 + kb of the nr columns of B (solved), x = their negation. */
+GP_KERNEL void trp_diagonal(const double *const *c, size_t k0, size_t kb, double *B, size_t nr,
+                            size_t ldb, double *x)
+{
+    for (size_t r = 0; r < nr; r++) {
+        double *b = B + r * ldb;
+        for (size_t q = 0; q < kb; q++) {
+            size_t k = k0 + q;
+            double v = b[k] / c[q][k];
+            b[k] = v;
+            for (size_t i = k + 1; i < k0 + kb; i++)
+                b[i] = fma(-c[q][i], v, b[i]);
+            x[r * TRS_KB_MAX + q] = -v;
+        }
+    }
+}
+
+/* Rows i0 .. n of nr (a constant once inlined: 4 or 1) columns of B take the
+ * kb columns c of L, in column order. */
+GP_KERNEL void trp_update(const double *const *c, size_t kb, size_t i0, size_t n, double *B,
+                          size_t nr, size_t ldb, const double *x)
+{
+    for (size_t i = i0; i < n; i++)
+        for (size_t r = 0; r < nr; r++) {
+            double a = B[r * ldb + i];
+            for (size_t q = 0; q < kb; q++)
+                a = fma(c[q][i], x[r * TRS_KB_MAX + q], a);
+            B[r * ldb + i] = a;
+        }
+}
+
+GP_KERNEL void trp_group(const double *P, size_t n, double *B, size_t nr, size_t ldb)
+{
+    double x[4 * TRS_KB_MAX];
+    for (size_t k0 = 0; k0 < n; k0 += TRS_KB_MAX) {
+        size_t kb = n - k0 < TRS_KB_MAX ? n - k0 : TRS_KB_MAX;
+        const double *c[TRS_KB_MAX];
+        for (size_t q = 0; q < kb; q++)
+            c[q] = pk(P, n, k0 + q);
+        trp_diagonal(c, k0, kb, B, nr, ldb, x);
+        if (kb == TRS_KB_MAX)
+            trp_update(c, TRS_KB_MAX, k0 + kb, n, B, nr, ldb, x);
+        else
+            trp_update(c, kb, k0 + kb, n, B, nr, ldb, x);
+    }
+}
+
+GP_FMA_CLONES
+static void trp_solve(const double *P, size_t n, double *B, size_t nrhs, size_t ldb)
+{
+    size_t j = 0;
+    for (; j + 4 <= nrhs; j += 4)
+        trp_group(P, n, B + j * ldb, 4, ldb);
+    for (; j < nrhs; j++)
+        trp_group(P, n, B + j * ldb, 1, ldb);
+}
+
+typedef struct trp_job {
+    const double *P;
+    size_t n, ldb, nrhs;
+    double *B;
+} trp_job;
+
+static void trp_task(void *ctx, size_t t)
+{
+    const trp_job *j = ctx;
+    size_t c0 = t * TRS_COLS, w = j->nrhs - c0 < TRS_COLS ? j->nrhs - c0 : TRS_COLS;
+    trp_solve(j->P, j->n, j->B + c0 * j->ldb, w, j->ldb);
+}
+
+void gp_solve_lower_packed_columns(const double *P, size_t n, double *B, size_t nrhs, size_t ldb)
+{
+    if (n == 0 || nrhs == 0)
+        return;
+    trp_job job = {P, n, ldb, nrhs, B};
+    size_t tasks = (nrhs + TRS_COLS - 1) / TRS_COLS;
+    if (tasks == 1)
+        trp_task(&job, 0);
+    else
+        gp_parallel_for(tasks, trp_task, &job);
+}
+
 /* Eight interleaved partial sums (eight independent fma chains, so the loop
  * does not wait on each fma's latency), combined pairwise, then the n mod 8
  * last terms in order. */

@@ -90,6 +90,18 @@ void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, si
  * (AVX2). Same bits either way; it exists so that tests check it on any CPU. */
 void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
                                   size_t ldb, int wide);
+/* gp_solve_lower_columns's bits, faster for many columns of a small factor
+ * (n of a few dozen): groups of 32 columns solved with the columns across the
+ * vector lanes, the rest by gp_solve_lower_columns. work: n (n + 32) doubles.
+ * Single-threaded. */
+#define GP_SOLVE_LANES_WORK(n) ((n) * ((n) + 32))
+void gp_solve_lower_columns_lanes(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                  size_t ldb, double *work);
+/* gp_solve_lower_columns on a packed factor P (gp_pack_lower's layout,
+ * n(n+1)/2 doubles): the same bits as that solve on the unpacked L, so
+ * batch-invariant as well; rfgp's posterior keeps its factor packed for the
+ * rank-one updates. */
+void gp_solve_lower_packed_columns(const double *P, size_t n, double *B, size_t nrhs, size_t ldb);
 /* x . y (n entries, unit stride) in an order fixed by n alone, with fma(): the
  * same bits for the same vectors wherever they sit in memory, in any thread
  * (OpenBLAS's ddot splits vectors of more than 10000 entries over its threads). */

@@ -926,9 +926,7 @@ static const gp_method_ops exact_ops = {
     .import_impl = exact_import,
     .free_impl = impl_free,
     .observe = exact_observe,
-    /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns):
-     * no padding to GP_PREDICT_LANES points, which would solve 16 columns for
-     * one point. */
+    /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns) */
     .batch_invariant = 1,
 };
 

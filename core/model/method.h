@@ -69,13 +69,15 @@ struct gp_method_ops {
     /* What the model reports online beyond n_train (NULL: n_train, no
      * warm-up, no gate). st is zeroed with n = n_train and kappa NAN. */
     void (*online_status)(const gp_model *model, gp_online_status *st);
-    /* 1 when predict's result for a point is bitwise independent of the
-     * other points of the call (their number, order and values): the method
-     * uses only per-point arithmetic in a fixed order (exact: its own
-     * multi-column solve). 0 (the default) makes gp_model_predict pad every
-     * call to a multiple of GP_PREDICT_LANES points, which is what BLAS
-     * kernels need to give each point the same bits wherever it sits
-     * (gp_model_predict_batch). */
+    /* Required, must be 1: predict's result for a point is bitwise
+     * independent of the other points of the call (their number, order and
+     * values), of the thread count and of the CPU's vector width, so
+     * gp_model_predict_batch joins requests without changing an answer and a
+     * lone point costs one point's work. BLAS does not give this (its kernels
+     * change with the column count, docs/design/numerics.md "Determinism"):
+     * a method's predict uses per-point arithmetic in a fixed order
+     * (gp_dot, gp_dot_columns, gp_solve_lower_columns and its packed form).
+     * test_method_contract fails a method that does not set it. */
     int batch_invariant;
 };
 

@@ -264,7 +264,7 @@ static int predict_points(const gp_model *model, const gp_predict_request *req,
 typedef struct pred_shape {
     size_t p, nq, K;
     int fields; /* observation fields the likelihood writes (bernoulli: no rates) */
-    int cov;    /* a covariance too */
+    int cov;    /* a covariance too (never in a joined call: same_options) */
 } pred_shape;
 
 static pred_shape shape_of(const gp_model *model, const gp_predict_request *req)
@@ -301,8 +301,8 @@ static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_pre
     size_t n_obs = 0;
     for (int k = 0; k < sh.fields; k++)
         n_obs += obs_value(like, k) != NULL;
-    /* + 1: the flags; a covariance is M x M per output */
-    size_t per_point = 2 * sh.p + sh.nq * sh.p + 2 * sh.K + n_obs + 1 + (sh.cov ? M * sh.p : 0);
+    /* + 1: the flags (a joined call asks no covariance: same_options) */
+    size_t per_point = 2 * sh.p + sh.nq * sh.p + 2 * sh.K + n_obs + 1;
     size_t total = 0;
     if (gp_checked_size(M, per_point, &total, err))
         return GP_ENOMEM;
@@ -326,10 +326,6 @@ static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_pre
             *obs_field(pr, k) = p;
             p += M;
         }
-    if (sh.cov) {
-        pr->covariance = p;
-        p += M * M * sh.p;
-    }
     if (like->ask_oracle)
         pr->ask_oracle = (unsigned char *)p;
     return GP_OK;
@@ -357,58 +353,45 @@ static void pred_copy_rows(gp_prediction *dst, size_t m, const gp_prediction *sr
     for (int k = 0; k < sh.fields; k++)
         if (*obs_field(dst, k))
             memcpy(*obs_field(dst, k), obs_value(src, k) + off, m * sizeof(double));
-    if (sh.cov) /* the block of points [off, off + m) of each output's covariance */
-        for (size_t j = 0; j < sh.p; j++)
-            for (size_t c = 0; c < m; c++)
-                memcpy(dst->covariance + j * m * m + c * m,
-                       src->covariance + j * M * M + (off + c) * M + off, m * sizeof(double));
     if (dst->ask_oracle)
         memcpy(dst->ask_oracle, src->ask_oracle + off, m);
 }
 
 /* Requests g[0..k) (options alike, same_options) answered by one
- * predict_points over their concatenated points, padded with copies of the
- * last one to a multiple of GP_PREDICT_LANES unless the method is
- * batch_invariant (method.h says why). A covariance request (alone) is padded
- * too, its leading block kept, so that the padding never depends on the
- * options; whether its means and variances equal those asked without one is
- * the method's affair (exact: bit for bit). outs[g[0]].clamped gets the
- * call's clamps (the padding's copies included), the others 0. */
+ * predict_points over their concatenated points. Every method's arithmetic
+ * is per point (batch_invariant, method.h), so a point gets the same bits in
+ * the joint call as alone, and a lone request is the method's call on the
+ * caller's buffers: nothing is padded. outs[g[0]].clamped gets the call's
+ * clamps, the others 0. */
 static int predict_joined(const gp_model *model, const gp_predict_request *reqs,
                           gp_prediction *outs, const size_t *g, size_t k, gp_error *err)
 {
-    const gp_predict_request *first = &reqs[g[0]], *last = &reqs[g[k - 1]];
+    const gp_predict_request *first = &reqs[g[0]];
+    if (k == 1) /* nothing to join: the caller's buffers */
+        return predict_points(model, first, &outs[g[0]], err);
     size_t M = 0, d = first->d, count = 0;
     for (size_t i = 0; i < k; i++)
         M += reqs[g[i]].m;
-    size_t Mp = model->method->ops->batch_invariant
-                    ? M
-                    : (M + GP_PREDICT_LANES - 1) / GP_PREDICT_LANES * GP_PREDICT_LANES;
-    if (k == 1 && Mp == M) /* nothing to join or pad: the caller's buffers */
-        return predict_points(model, first, &outs[g[0]], err);
-    if (gp_checked_size(Mp, d, &count, err))
+    if (gp_checked_size(M, d, &count, err))
         return GP_ENOMEM;
-    double *X = gp_alloc_doubles(count, err), *mem = NULL;
+    double *X = gp_alloc_doubles(count ? count : 1, err), *mem = NULL;
     pred_shape sh = shape_of(model, first);
     gp_prediction all;
-    int rc = X ? pred_alloc(&outs[g[0]], sh, Mp, &all, &mem, err) : GP_ENOMEM;
+    int rc = X ? pred_alloc(&outs[g[0]], sh, M, &all, &mem, err) : GP_ENOMEM;
     if (rc == GP_OK) {
         for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++)
             for (size_t c = 0; c < d; c++)
-                memcpy(X + c * Mp + off, reqs[g[i]].X + c * reqs[g[i]].m,
+                memcpy(X + c * M + off, reqs[g[i]].X + c * reqs[g[i]].m,
                        reqs[g[i]].m * sizeof *X);
-        for (size_t c = 0; c < d; c++)
-            for (size_t i = M; i < Mp; i++)
-                X[c * Mp + i] = last->X[c * last->m + last->m - 1];
         gp_predict_request joint = *first;
         joint.X = X;
-        joint.m = Mp;
+        joint.m = M;
         all.clamped = 0;
         rc = predict_points(model, &joint, &all, err);
     }
     if (rc == GP_OK)
         for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++) {
-            pred_copy_rows(&outs[g[i]], reqs[g[i]].m, &all, Mp, off, sh);
+            pred_copy_rows(&outs[g[i]], reqs[g[i]].m, &all, M, off, sh);
             outs[g[i]].clamped = i == 0 ? all.clamped : 0;
         }
     free(mem);

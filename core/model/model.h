@@ -279,12 +279,11 @@ int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_pr
  * clamps of its own call group (the group's total on its first member, 0 on
  * the others).
  *
- * Why the answers agree: BLAS kernels give a point the same bits wherever it
- * sits only when the point count is a multiple of their unroll widths, so
- * gp_model_predict pads every call (batched or not) to a multiple of
- * GP_PREDICT_LANES points, repeating the last, unless the method's
- * arithmetic is per point already (method.h, batch_invariant). */
-#define GP_PREDICT_LANES 16
+ * Why the answers agree: every method's predict is per-point arithmetic in
+ * a fixed order (method.h, batch_invariant), so a point's bits do not depend
+ * on the other points of a call, their number, its position, the thread
+ * count or the CPU's vector width; nothing is padded, and a lone point costs
+ * one point's work. */
 int gp_model_predict_batch(const gp_model *model, const gp_predict_request *reqs,
                            gp_prediction *outs, int *rcs, gp_error *errs, size_t n);
 /* samples: req->m x req->n_samples, joint draws of the latent f (of y with

@@ -801,6 +801,36 @@ static void test_fit_tiny(void **state)
         }
 }
 
+/* The mlp mean is per point (gwi is batch_invariant, core/model/method.h):
+ * NQ points in one call, in calls of 2 and 4, and each alone give the same
+ * bits, with 1 and 2 threads. */
+static void test_mlp_batch_invariant(void **state)
+{
+    (void)state;
+    fit_case c;
+    case_init(&c, "mlp");
+    case_set(&c, "hidden", 13); /* odd: rows of the layers off any vector width */
+    gp_model *model = case_fit(&c, "mlp, 13 hidden");
+    double Xq[NQ * FD], mu[NQ], var[NQ];
+    query_points(Xq);
+    predict_ok(model, Xq, NQ, FD, 1, mu, var, NULL);
+    for (int t = 1; t <= 2; t++) {
+        gp_parallel_set_threads(t);
+        for (size_t g = 1; g <= 4; g *= 2)
+            for (size_t c0 = 0; c0 < NQ; c0 += g) {
+                size_t n = NQ - c0 < g ? NQ - c0 : g;
+                double Xg[4 * FD], m1[4], v1[4];
+                for (size_t j = 0; j < FD; j++)
+                    memcpy(Xg + j * n, Xq + j * NQ + c0, n * sizeof(double));
+                predict_ok(model, Xg, n, FD, 1, m1, v1, NULL);
+                assert_memory_equal(m1, mu + c0, n * sizeof(double));
+                assert_memory_equal(v1, var + c0, n * sizeof(double));
+            }
+    }
+    gp_parallel_set_threads(0);
+    gp_model_free(model);
+}
+
 /* inducing_selection greedy: sgpr's choice with prior sgpr; refused with
  * prior inducing (whose fit needs the points' own targets), naming it. */
 static void test_fit_greedy(void **state)
@@ -936,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_nonsym_direct),
         cmocka_unit_test(test_init_is_sgpr),
         cmocka_unit_test(test_mlp_mean_by_hand),
+        cmocka_unit_test(test_mlp_batch_invariant),
         cmocka_unit_test(test_fit_epochs0_is_start),
         cmocka_unit_test(test_fit_export_import),
         cmocka_unit_test(test_fit_temper),

@@ -295,6 +295,67 @@ static void test_solve_columns_batch_invariant(void **state)
     }
 }
 
+/* The packed solve gives gp_solve_lower_columns's bits on the unpacked
+ * factor for every column: in one call of 70 (two tasks), in groups of 1..9
+ * (every position of a 4-column group and of the remainder), alone, and
+ * with 1 and 2 threads; the rows beyond n stay untouched. */
+static void test_solve_packed_columns(void **state)
+{
+    (void)state;
+    size_t k = 70;
+    for (size_t a = 0; a < N_SOLVE_SIZES; a++) {
+        size_t n = solve_sizes[a], ldl = n + 1, ldb = n + 3, col = n * sizeof(double);
+        double *L = factor_with_nan(n, ldl), *ref = rhs(n, k, ldb, -7.5);
+        double *P = malloc(n * (n + 1) / 2 * sizeof *P);
+        gp_pack_lower(L, n, ldl, P);
+        gp_solve_lower_columns(L, n, ldl, ref, k, ldb);
+        for (size_t g = 1; g <= 9; g++) {
+            double *B = rhs(n, k, ldb, -7.5);
+            for (size_t c0 = 0; c0 < k; c0 += g)
+                gp_solve_lower_packed_columns(P, n, B + c0 * ldb, k - c0 < g ? k - c0 : g, ldb);
+            for (size_t j = 0; j < k; j++) {
+                assert_memory_equal(B + j * ldb, ref + j * ldb, col);
+                for (size_t i = n; i < ldb; i++)
+                    assert_true(B[j * ldb + i] == -7.5);
+            }
+            free(B);
+        }
+        for (int t = 1; t <= 2; t++) {
+            gp_parallel_set_threads(t);
+            double *B = rhs(n, k, ldb, -7.5);
+            gp_solve_lower_packed_columns(P, n, B, k, ldb);
+            for (size_t j = 0; j < k; j++)
+                assert_memory_equal(B + j * ldb, ref + j * ldb, col);
+            free(B);
+        }
+        gp_parallel_set_threads(0);
+        free(P);
+        free(ref);
+        free(L);
+    }
+}
+
+/* The lanes solve gives gp_solve_lower_columns's bits for every column: 70
+ * (two groups of 32 and 6 more) and 5 (no group), the rows beyond n intact. */
+static void test_solve_lanes_columns(void **state)
+{
+    (void)state;
+    size_t counts[] = {70, 5};
+    for (size_t a = 0; a < N_SOLVE_SIZES; a++)
+        for (size_t c = 0; c < 2; c++) {
+            size_t n = solve_sizes[a], k = counts[c], ldl = n + 1, ldb = n + 3;
+            double *L = factor_with_nan(n, ldl), *ref = rhs(n, k, ldb, -7.5);
+            double *B = rhs(n, k, ldb, -7.5), *work = malloc(GP_SOLVE_LANES_WORK(n) * sizeof *work);
+            gp_solve_lower_columns(L, n, ldl, ref, k, ldb);
+            gp_solve_lower_columns_lanes(L, n, ldl, B, k, ldb, work);
+            assert_memory_equal(B, ref, ldb * k * sizeof *B);
+            free(work);
+            free(B);
+            free(ref);
+            free(L);
+        }
+}
+
 static void test_dot_fixed_order(void **state)
 {
     (void)state;
@@ -405,6 +466,8 @@ int main(void)
         cmocka_unit_test(test_solve_and_logdet),
         cmocka_unit_test(test_solve_columns_against_dtrsm),
         cmocka_unit_test(test_solve_columns_batch_invariant),
+        cmocka_unit_test(test_solve_packed_columns),
+        cmocka_unit_test(test_solve_lanes_columns),
         cmocka_unit_test(test_dot_fixed_order),
         cmocka_unit_test(test_dot_columns_is_gp_dot),
         cmocka_unit_test(test_pack_roundtrip),

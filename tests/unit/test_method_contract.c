@@ -42,6 +42,7 @@
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/methods/registry.h"
+#include "core/model/method.h"
 #include "core/model/model.h"
 #include "tests/unit/testutil.h"
 
@@ -191,7 +192,7 @@ static void check_prediction(const fit_setup *s, const gp_model *model)
 
 /* ---- dynamic batching: a point's answer does not depend on its company ---- */
 
-#define BM 23 /* points: crosses GP_PREDICT_LANES */
+#define BM 23 /* points: more than 16, a BLAS kernel's widest unroll */
 static const size_t batch_sizes[] = {1, 2, 1, 5, 1, 3, 1, 9};
 #define NB (sizeof batch_sizes / sizeof batch_sizes[0])
 
@@ -334,6 +335,82 @@ static void check_batch(const gp_model *model)
         free(alone[r].mem);
         free(batched[r].mem);
     }
+}
+
+/* Point i's outputs in x (a call of mx points) against point j's in y (of
+ * my): every output the request asked, the same bits. */
+static int point_same(const gp_model *model, const bufs *x, size_t mx, size_t i, const bufs *y,
+                      size_t my, size_t j)
+{
+    size_t p = model->n_outputs;
+    for (size_t k = 0; k < p; k++)
+        if (memcmp(&x->pr.mean[k * mx + i], &y->pr.mean[k * my + j], sizeof(double)) ||
+            memcmp(&x->pr.variance[k * mx + i], &y->pr.variance[k * my + j], sizeof(double)))
+            return 0;
+    const double *fx[6] = {x->pr.latent_mean, x->pr.latent_variance, x->pr.obs_mean,
+                           x->pr.obs_variance, x->pr.rate_mean, x->pr.rate_variance};
+    const double *fy[6] = {y->pr.latent_mean, y->pr.latent_variance, y->pr.obs_mean,
+                           y->pr.obs_variance, y->pr.rate_mean, y->pr.rate_variance};
+    for (int k = 0; k < 6; k++)
+        if (fx[k] && memcmp(&fx[k][i], &fy[k][j], sizeof(double)))
+            return 0;
+    return 1;
+}
+
+#define SM 40 /* points of the shapes check */
+static const size_t shapes[] = {1, 3, 17, 40};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+/* The method declares per-point arithmetic (core/model/method.h: required),
+ * and holds to it: SM points each alone (one thread) against calls of 1, 3,
+ * 17 and 40 points, starting at 0 and at 2 (so a point sits at several
+ * positions of calls of several sizes), with 1 and 2 compute threads. */
+static void check_shapes(const gp_model *model)
+{
+    const char *name = model->method->name;
+    if (!model->method->ops->batch_invariant)
+        fail_msg("%s: not batch_invariant (core/model/method.h: every method's predict must be "
+                 "per-point arithmetic)", name);
+    gp_rng rng;
+    gp_rng_seed(&rng, 5);
+    double X[SM * D];
+    for (size_t i = 0; i < SM * D; i++)
+        X[i] = 3.4 * gp_rng_uniform(&rng) - 1.7;
+    bufs alone[SM];
+    gp_error err;
+    gp_parallel_set_threads(1);
+    for (size_t i = 0; i < SM; i++) {
+        double x1[D];
+        for (size_t c = 0; c < D; c++)
+            x1[c] = X[c * SM + i];
+        gp_predict_request one = {.X = x1, .m = 1, .d = D, .include_noise = 1};
+        bufs_alloc(&alone[i], model, &one);
+        assert_int_equal(gp_model_predict(model, &one, &alone[i].pr, &err), GP_OK);
+    }
+    for (int t = 1; t <= 2; t++) {
+        gp_parallel_set_threads(t);
+        for (size_t a = 0; a < NSHAPES; a++)
+            for (size_t first = 0; first <= 2; first += 2)
+                for (size_t c0 = first; c0 < SM; c0 += shapes[a]) {
+                    size_t g = SM - c0 < shapes[a] ? SM - c0 : shapes[a];
+                    double Xg[SM * D];
+                    for (size_t c = 0; c < D; c++)
+                        memcpy(Xg + c * g, X + c * SM + c0, g * sizeof(double));
+                    gp_predict_request r = {.X = Xg, .m = g, .d = D, .include_noise = 1};
+                    bufs b;
+                    bufs_alloc(&b, model, &r);
+                    assert_int_equal(gp_model_predict(model, &r, &b.pr, &err), GP_OK);
+                    for (size_t i = 0; i < g; i++)
+                        if (!point_same(model, &b, g, i, &alone[c0 + i], 1, 0))
+                            fail_msg("%s: point %zu at position %zu of a call of %zu (%d "
+                                     "threads) differs from the point alone",
+                                     name, c0 + i, i, g, t);
+                    free(b.mem);
+                }
+    }
+    gp_parallel_set_threads(0);
+    for (size_t i = 0; i < SM; i++)
+        free(alone[i].mem);
 }
 
 /* ---- samples ---- */
@@ -859,6 +936,7 @@ static void check_batch_of(const fit_setup *s, const gp_model *model)
 {
     (void)s;
     check_batch(model);
+    check_shapes(model);
 }
 
 /* A check runs on a model fitted with the case's setup (on_model), or takes

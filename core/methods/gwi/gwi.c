@@ -73,6 +73,7 @@ static const gp_method_ops gwi_ops = {
     .export_impl = gwi_export,
     .import_impl = gwi_import,
     .free_impl = gwi_free,
+    .batch_invariant = 1, /* predict: core/inducing's per-point arithmetic, the network by gp_dot_columns */
 };
 
 static const gp_info_spec gwi_info[] = {

@@ -57,17 +57,25 @@ int gwi_build_post(const gp_gwi_setup *s, const double *theta, double jitter, do
 /* ---- predict and sample ---- */
 
 /* Adds y_scale net(x) to the n_cols columns (m each) of out, for the
- * network mean; P the standardised points (d x m). */
+ * network mean; P the standardised points (d x m). per_point: the network a
+ * point at a time (predict: a point's mean does not depend on the other
+ * points of the call); 0: BLAS (the sample path, one call). */
 static int add_network_mean(const gp_model *model, const gwi_impl *im, const double *P, size_t m,
-                            double *out, size_t n_cols, gp_error *err)
+                            double *out, size_t n_cols, int per_point, gp_error *err)
 {
     size_t d = model->input_dim, h = im->hidden, block = m < 1024 ? m : 1024;
-    double *buf = NULL; /* H1, H2 (h x block each), f (block) */
-    int rc = gwi_alloc2(&buf, 2 * h + 1, block, err);
-    double *H1 = buf, *H2 = buf + h * block, *f = buf + 2 * h * block;
+    if (block == 0)
+        return GP_OK;
+    size_t wt = h * (d > h ? d : h);
+    double *buf = NULL; /* H1, H2 (h x block each), f (block), WT */
+    int rc = gwi_alloc2(&buf, 2 * h + 1 + (wt + block - 1) / block, block, err);
+    double *H1 = buf, *H2 = buf + h * block, *f = buf + 2 * h * block, *WT = f + block;
     for (size_t start = 0; rc == GP_OK && start < m; start += block) {
         size_t b = m - start < block ? m - start : block;
-        gwi_mlp_forward(im->theta, d, h, P + start * d, b, H1, H2, f);
+        if (per_point)
+            gwi_mlp_forward_points(im->theta, d, h, P + start * d, b, WT, H1, H2, f);
+        else
+            gwi_mlp_forward(im->theta, d, h, P + start * d, b, H1, H2, f);
         for (size_t c = 0; c < n_cols; c++)
             for (size_t j = 0; j < b; j++)
                 out[c * m + start + j] += model->y_scale * f[j];
@@ -86,7 +94,7 @@ int gwi_predict(const gp_model *model, const gp_predict_request *req, gp_predict
         return rc;
     rc = gp_inducing_predict_points(model, &im->post, P, req, out, err);
     if (rc == GP_OK && im->mean == GP_GWI_MEAN_MLP)
-        rc = add_network_mean(model, im, P, req->m, out->mean, 1, err);
+        rc = add_network_mean(model, im, P, req->m, out->mean, 1, 1, err);
     free(P);
     return rc;
 }
@@ -101,7 +109,7 @@ int gwi_sample(const gp_model *model, const gp_sample_request *req, double *samp
         return rc;
     rc = gp_inducing_sample_points(model, &im->post, P, req, samples, err);
     if (rc == GP_OK && im->mean == GP_GWI_MEAN_MLP)
-        rc = add_network_mean(model, im, P, req->m, samples, req->n_samples, err);
+        rc = add_network_mean(model, im, P, req->m, samples, req->n_samples, 0, err);
     free(P);
     return rc;
 }

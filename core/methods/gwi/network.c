@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 
+#include "core/linalg/linalg.h"
 #include "core/methods/gwi/internal.h"
 
 /* ---- the network: D -> h -> h -> 1, tanh ---- */
@@ -41,6 +42,37 @@ void gwi_mlp_forward(const double *p, size_t d, size_t h, const double *X, size_
     dense_tanh(v.W2, v.b2, h, h, H1, n, H2);
     cblas_dgemv(CblasColMajor, CblasTrans, (blasint)h, (blasint)n, 1.0, H2, (blasint)h, v.W3, 1,
                 0.0, f, 1);
+    for (size_t j = 0; j < n; j++)
+        f[j] += v.b3[0];
+}
+
+/* H = tanh(W X + b) with every entry of W X a gp_dot of W's row (column of
+ * WT, in x out) and the point's column: its own arithmetic. */
+static void dense_tanh_points(const double *WT, const double *b, size_t out, size_t in,
+                              const double *X, size_t n, double *H)
+{
+    gp_dot_columns(WT, in, out, X, in, n, in, H, out);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < out; i++)
+            H[i + j * out] = tanh(H[i + j * out] + b[i]);
+}
+
+static void transpose(const double *W, size_t rows, size_t cols, double *WT)
+{
+    for (size_t j = 0; j < cols; j++)
+        for (size_t i = 0; i < rows; i++)
+            WT[i * cols + j] = W[j * rows + i];
+}
+
+void gwi_mlp_forward_points(const double *p, size_t d, size_t h, const double *X, size_t n,
+                            double *WT, double *H1, double *H2, double *f)
+{
+    mlp_view v = gwi_mlp_at(p, d, h);
+    transpose(v.W1, h, d, WT);
+    dense_tanh_points(WT, v.b1, h, d, X, n, H1);
+    transpose(v.W2, h, h, WT);
+    dense_tanh_points(WT, v.b2, h, h, H1, n, H2);
+    gp_dot_columns(H2, h, n, v.W3, h, 1, h, f, n);
     for (size_t j = 0; j < n; j++)
         f[j] += v.b3[0];
 }

@@ -119,6 +119,7 @@ static const gp_method_ops hkd_ops = {
     .parts = hkd_parts,
     .part_name = hkd_part_name,
     .check_option = hkd_check_option,
+    .batch_invariant = 1, /* predict: per-point arithmetic (test_features_points) */
 };
 
 static const gp_info_spec hkd_info[] = {

@@ -13,7 +13,8 @@
 
 /* For b working points Pw (dw x b): A (P x b) = the stacked L_t^{-1} k_t*,
  * V = the stacked M_t^{-1} of it, from the kernel values E (mS x b); K
- * (T m b) is scratch. */
+ * (T m b) is scratch. BLAS's products: the sample path (its joint draws
+ * are one call). */
 static void test_features(const hkd_impl *im, const double *Pw, size_t b, double *E, double *A,
                           double *V, double *K)
 {
@@ -24,6 +25,34 @@ static void test_features(const hkd_impl *im, const double *Pw, size_t b, double
     for (size_t t = 0; t < im->group.blocks; t++)
         if (im->mt[t])
             gp_trsm_lower(im->Mb + t * m * m, im->mt[t], m, 0, V + im->off[t], b, P);
+}
+
+/* The same a point at a time (predict): the orbit sums by gp_dot_columns
+ * against WT = W^T (S x T), the solves by gp_solve_lower_columns, so a
+ * point's A and V do not depend on the other points of the call. */
+static void test_features_points(const hkd_impl *im, const double *WT, const double *Pw,
+                                 size_t b, double *E, double *A, double *V, double *K)
+{
+    size_t mS = hkd_orbit_points(im), m = im->m, P = im->P, T = im->group.blocks;
+    size_t S = im->group.size;
+    gp_kernel_cross_points(im->kin, im->Op, Pw, b, E, mS);
+    gp_dot_columns(WT, S, T, E, S, m * b, S, K, T);
+    for (size_t c = 0; c < b; c++) {
+        const double *kc = K + c * m * T;
+        for (size_t t = 0; t < T; t++) {
+            const size_t *id = im->idx + t * m;
+            double *pt = A + c * P + im->off[t];
+            for (size_t j = 0; j < im->mt[t]; j++)
+                pt[j] = kc[t + id[j] * T];
+        }
+    }
+    for (size_t t = 0; t < T; t++)
+        if (im->mt[t])
+            gp_solve_lower_columns(im->L + t * m * m, im->mt[t], m, A + im->off[t], b, P);
+    memcpy(V, A, P * b * sizeof *A);
+    for (size_t t = 0; t < T; t++)
+        if (im->mt[t])
+            gp_solve_lower_columns(im->Mb + t * m * m, im->mt[t], m, V + im->off[t], b, P);
 }
 
 /* k(x, G^s x) for every group element s into ks (S): the parts' prior
@@ -38,12 +67,13 @@ static void orbit_self(const hkd_impl *im, const double *x, double *gx, double *
 
 static double sumsq(const double *v, size_t n)
 {
-    return n ? cblas_ddot((blasint)n, v, 1, v, 1) : 0.0;
+    return gp_dot(v, v, n);
 }
 
 /* Latent mean and variance (working units) of the b points, and the parts. */
-static void predict_points(const gp_model *model, const hkd_impl *im, const double *Pw,
-                           size_t b, const double *A, const double *V, double *mean,
+static void predict_points(const gp_model *model, const hkd_impl *im, const double *WT,
+                           const double *Pw, size_t b, const double *A, const double *V,
+                           double *mean,
                            double *var, double *part_mean, double *part_var, size_t ld_parts)
 {
     size_t P = im->P, dw = im->frame.dw, T = im->group.blocks, S = im->group.size;
@@ -52,14 +82,14 @@ static void predict_points(const gp_model *model, const hkd_impl *im, const doub
         const double *a = A + c * P, *v = V + c * P;
         double kxx = gp_kernel_diag(im->kin, Pw + c * dw);
         double prior = kxx - sumsq(a, P), post = sumsq(v, P);
-        mean[c] = P ? cblas_ddot((blasint)P, a, 1, im->mean, 1) : 0.0;
+        mean[c] = gp_dot(a, im->mean, P);
         var[c] = (prior > 0.0 ? prior : 0.0) + post;
         if (part_mean)
             orbit_self(im, Pw + c * dw, gx, ks);
         for (size_t t = 0; part_mean && t < T; t++) {
             size_t o = im->off[t], k = im->mt[t];
-            double pm = k ? cblas_ddot((blasint)k, a + o, 1, im->mean + o, 1) : 0.0;
-            double kt = cblas_ddot((blasint)S, im->group.W + t, (blasint)T, ks, 1);
+            double pm = gp_dot(a + o, im->mean + o, k);
+            double kt = gp_dot(WT + t * S, ks, S);
             double pv = kt - sumsq(a + o, k) + sumsq(v + o, k);
             part_mean[c + t * ld_parts] = pm * model->y_scale +
                                           (t == 0 ? model->y_mean : 0.0);
@@ -86,6 +116,7 @@ static void covariance_of(const hkd_impl *im, const double *Pw, size_t n, const 
 
 typedef struct test_work {
     double *Pw, *E, *A, *V, *K;
+    double *WT; /* S x T: W^T, the orbit weights of a block in a column */
 } test_work;
 
 static void test_work_free(test_work *tw)
@@ -95,6 +126,7 @@ static void test_work_free(test_work *tw)
     free(tw->A);
     free(tw->V);
     free(tw->K);
+    free(tw->WT);
 }
 
 /* Working points of the request and buffers for `block` of them at once. */
@@ -118,10 +150,14 @@ static int test_work_alloc(const gp_model *model, const hkd_impl *im, const doub
     tw->A = gp_alloc_doubles(na, err);
     tw->V = gp_alloc_doubles(na, err);
     tw->K = gp_alloc_doubles(nb / im->group.size * im->group.blocks, err);
+    tw->WT = gp_alloc_doubles(im->group.size * im->group.blocks, err);
+    for (size_t s = 0; tw->WT && s < im->group.size; s++)
+        for (size_t t = 0; t < im->group.blocks; t++)
+            tw->WT[t * im->group.size + s] = im->group.W[s * im->group.blocks + t];
     if (tw->Pw)
         gp_hkd_frame_apply(&im->frame, Ps, m, tw->Pw);
     free(Ps);
-    if (!tw->Pw || !tw->E || !tw->A || !tw->V || !tw->K) {
+    if (!tw->Pw || !tw->E || !tw->A || !tw->V || !tw->K || !tw->WT) {
         test_work_free(tw);
         return GP_ENOMEM;
     }
@@ -147,8 +183,8 @@ int hkd_predict(const gp_model *model, const gp_predict_request *req, gp_predict
     int parts = req->components && out->component_mean && out->component_variance;
     for (size_t start = 0; start < m; start += block) {
         size_t b = m - start < block ? m - start : block;
-        test_features(im, tw.Pw + start * dw, b, tw.E, tw.A, tw.V, tw.K);
-        predict_points(model, im, tw.Pw + start * dw, b, tw.A, tw.V, out->mean + start,
+        test_features_points(im, tw.WT, tw.Pw + start * dw, b, tw.E, tw.A, tw.V, tw.K);
+        predict_points(model, im, tw.WT, tw.Pw + start * dw, b, tw.A, tw.V, out->mean + start,
                        out->variance + start, parts ? out->component_mean + start : NULL,
                        parts ? out->component_variance + start : NULL, m);
     }

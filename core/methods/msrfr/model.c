@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/features/rff_points.h"
 #include "core/methods/msrfr/internal.h"
 
 /* ---- impl ---- */
@@ -91,6 +92,30 @@ void msrfr_component_moments(const msrfr_impl *im, double noise, const double *X
 
 /* ---- predict ---- */
 
+/* msrfr_component_moments a point at a time (the fit keeps the BLAS one): a
+ * point's bits do not depend on the other points of the call
+ * (gp_rff_features_columns). F (2R x b) and sumsq (b) scratch, work
+ * 2 R b; cov (b x b, may be NULL) accumulates (s c / M) sum_k V_k^T V_k
+ * (off the diagonal BLAS's dsyrk; the diagonal is replaced by the variance). */
+static void point_moments(const msrfr_impl *im, double noise, const double *Xs, size_t b,
+                          int include_noise, double *F, double *work, double *sumsq, double *mu,
+                          double *var, size_t ld, double *cov)
+{
+    size_t m = im->m, Rd = im->R * im->d;
+    double sc = noise * im->variance_scale;
+    for (size_t k = 0; k < im->M; k++) {
+        gp_rff_features_columns(Xs, b, b, im->d, im->omega + k * Rd, im->R, im->amplitude2,
+                                work, F);
+        gp_rff_moments_columns(F, m, b, im->L + k * m * m, im->alpha + k * m, mu + k * ld,
+                               sumsq);
+        for (size_t i = 0; i < b; i++)
+            var[k * ld + i] = sc * (sumsq[i] + (include_noise ? 1.0 : 0.0));
+        if (cov)
+            cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)b, (blasint)m,
+                        sc / (double)im->M, F, (blasint)m, 1.0, cov, (blasint)b);
+    }
+}
+
 /* Component means and variances in original units (m x M each), by blocks;
  * cov (m x m, NULL unless full covariance: then one block) gets the
  * within-component part (1/M) sum_k C_k in working units. */
@@ -99,16 +124,21 @@ static int components_original(const gp_model *model, const msrfr_impl *im, cons
                                double *cov, gp_error *err)
 {
     size_t block = cov ? m : gp_predict_block_rows(im->m, m);
-    size_t bm = 0, bd = 0;
+    size_t bm = 0, bd = 0, wd = 0;
     int rc = gp_checked_size(block, im->m, &bm, err);
     if (rc == GP_OK)
         rc = gp_checked_size(block, im->d, &bd, err);
+    if (rc == GP_OK) /* gp_rff_features_columns: 2 R b */
+        rc = gp_checked_size(block, im->m, &wd, err);
     if (rc)
         return rc;
-    double *Phi = gp_alloc_doubles(bm, err), *Xs = gp_alloc_doubles(bd, err);
-    if (Phi == NULL || Xs == NULL) {
-        free(Phi);
+    double *F = gp_alloc_doubles(bm, err), *Xs = gp_alloc_doubles(bd, err);
+    double *work = gp_alloc_doubles(wd ? wd : 1, err), *sumsq = gp_alloc_doubles(block, err);
+    if (F == NULL || Xs == NULL || work == NULL || sumsq == NULL) {
+        free(F);
         free(Xs);
+        free(work);
+        free(sumsq);
         return GP_ENOMEM;
     }
     if (cov)
@@ -116,16 +146,18 @@ static int components_original(const gp_model *model, const msrfr_impl *im, cons
     for (size_t start = 0; start < m; start += block) {
         size_t b = m - start < block ? m - start : block;
         gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, m, start, b, Xs);
-        msrfr_component_moments(im, model->noise_variance, Xs, b, include_noise, Phi, mu + start,
-                                var + start, m, cov);
+        point_moments(im, model->noise_variance, Xs, b, include_noise, F, work, sumsq,
+                      mu + start, var + start, m, cov);
     }
     double ys = model->y_scale, ys2 = ys * ys;
     for (size_t i = 0; i < m * im->M; i++) {
         mu[i] = mu[i] * ys + model->y_mean;
         var[i] *= ys2;
     }
-    free(Phi);
+    free(F);
     free(Xs);
+    free(work);
+    free(sumsq);
     return GP_OK;
 }
 

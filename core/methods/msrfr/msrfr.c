@@ -58,6 +58,7 @@ static const gp_method_ops msrfr_ops = {
     .import_impl = msrfr_import,
     .free_impl = msrfr_impl_free,
     .components = msrfr_components,
+    .batch_invariant = 1, /* predict: per-point arithmetic (gp_rff_features_columns) */
 };
 
 static const gp_info_spec msrfr_info[] = {

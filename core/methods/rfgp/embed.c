@@ -21,12 +21,22 @@ int gp_embed_two_stage(const gp_input_spec *s)
 /* entry j of row i of the column-major X with ldx rows */
 #define XR(j, i) X[(size_t)(j) * ldx + (i)]
 
-void gp_embed_map(const double *W, const double *b, size_t m, size_t D, const double *In,
-                  size_t n, double *Out, double *Sin)
+/* C (p x q, leading dimension p) = A^T X for A (k x p) and X (k x q):
+ * dgemm, or per_point gp_dot_columns (each entry gp_dot's bits, whatever q). */
+static void product_tn(int per_point, const double *A, size_t p, const double *X, size_t q,
+                       size_t k, double *C)
 {
-    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)D, (blasint)n, (blasint)m,
-                1.0, W, (blasint)m, In, (blasint)m, 0.0, Out,
-                (blasint)D);
+    if (per_point)
+        gp_dot_columns(A, k, p, X, k, q, k, C, p);
+    else
+        cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)p, (blasint)q, (blasint)k,
+                    1.0, A, (blasint)k, X, (blasint)k, 0.0, C, (blasint)p);
+}
+
+static void embed_map(int per_point, const double *W, const double *b, size_t m, size_t D,
+                      const double *In, size_t n, double *Out, double *Sin)
+{
+    product_tn(per_point, W, D, In, n, m, Out);
     double scale = sqrt(2.0 / (double)D);
     for (size_t r = 0; r < n; r++) {
         double *z = Out + r * D;
@@ -43,6 +53,12 @@ void gp_embed_map(const double *W, const double *b, size_t m, size_t D, const do
         size_t len = D * n - off < GP_EMBED_BLOCK ? D * n - off : GP_EMBED_BLOCK;
         gp_sincos_scaled(Out + off, s, len, scale);
     }
+}
+
+void gp_embed_map(const double *W, const double *b, size_t m, size_t D, const double *In,
+                  size_t n, double *Out, double *Sin)
+{
+    embed_map(0, W, b, m, D, In, n, Out, Sin);
 }
 
 void gp_embed_points(const gp_embed *e, const double *X, size_t ldx, size_t start, size_t n,
@@ -145,9 +161,7 @@ static int inner_work_new(const gp_embed *e, size_t b, inner_work *w, gp_error *
 static void inner_phase(const gp_embed *e, const double *M, size_t b, double *A)
 {
     size_t din = e->d_in;
-    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)din, (blasint)b,
-                (blasint)e->dk, 1.0, e->w_in, (blasint)e->dk, M, (blasint)e->dk, 0.0, A,
-                (blasint)din);
+    product_tn(e->per_point, e->w_in, din, M, b, e->dk, A);
     for (size_t r = 0; r < b; r++)
         for (size_t i = 0; i < din; i++)
             A[r * din + i] += e->b_in[i];
@@ -158,6 +172,12 @@ static void inner_quadratic(const gp_embed *e, const double *X, size_t ldx, size
                             size_t b, inner_work *w)
 {
     size_t dk = e->dk, din = e->d_in;
+    if (!e->input.full_covariance && e->per_point) {
+        product_tn(1, w->W2, din, w->V, b, dk, w->Q);
+        for (size_t i = 0; i < din * b; i++)
+            w->Q[i] *= 0.5;
+        return;
+    }
     if (!e->input.full_covariance) {
         cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)din, (blasint)b,
                     (blasint)dk, 0.5, w->W2, (blasint)dk, w->V, (blasint)dk, 0.0, w->Q,
@@ -302,7 +322,7 @@ void gp_embed_features_in(const gp_embed *e, gp_embed_work *w, const double *X, 
             inner_block(e, &w->inner, X, ldx, start + off, b, w->In);
         else
             gp_embed_points(e, X, ldx, start + off, b, w->In);
-        gp_embed_map(e->w_out, e->b_out, m, D, w->In, b, Psi + off * D, NULL);
+        embed_map(e->per_point, e->w_out, e->b_out, m, D, w->In, b, Psi + off * D, NULL);
     }
 }
 

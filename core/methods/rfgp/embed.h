@@ -15,7 +15,8 @@
  *   outer  psi(r) = sqrt(2/D) cos(W_out^T phi(r) + b_out)          (D)
  *          W_out = U / gamma: a Gaussian kernel of width gamma on the
  *          embeddings.
- * Every map is a block of rows at a time through dgemm; the feature matrix
+ * Every map is a block of rows at a time through dgemm (or, per_point,
+ * gp_dot_columns); the feature matrix
  * is D x n (one column per row of X), the layout the rank-one updates and the
  * dsyrk of the precision read. */
 #ifndef GP_FEATURES_EMBED_H
@@ -39,6 +40,10 @@ typedef struct gp_embed {
     /* Points only (NULL: none): x is standardised as (x - x_mean) / x_scale
      * before the map. */
     const double *x_mean, *x_scale;
+    /* 1: every product of the maps is gp_dot_columns (a row's features do
+     * not depend on the other rows of the call: the prediction path); 0:
+     * dgemm (the fit and the online update, whose bits stay BLAS's). */
+    int per_point;
 } gp_embed;
 
 /* Rows per block of the maps (bounds their scratch memory). */

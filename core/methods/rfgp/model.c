@@ -157,22 +157,11 @@ void rfgp_set_thresholds(const gp_model *model, rfgp_impl *im)
 
 /* ---- predict and sample ---- */
 
-/* v <- L^{-1} v for each of the b columns of V (D x b): one packed triangular
- * solve per point, so a point's numbers never depend on its batch. */
+/* v <- L^{-1} v for each of the b columns of V (D x b): the batch-invariant
+ * packed solve, so a point's numbers never depend on its batch. */
 static void whiten(const rfgp_impl *im, double *V, size_t b)
 {
-    size_t D = im->c.D;
-    for (size_t i = 0; i < b; i++)
-        cblas_dtpsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)D,
-                    im->post.L, V + i * D, 1);
-}
-
-static double dot(const double *a, const double *b, size_t n)
-{
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+    gp_solve_lower_packed_columns(im->post.L, im->c.D, V, b, im->c.D);
 }
 
 /* Means, variances and the gate of b points (whitened columns of V) from
@@ -185,11 +174,11 @@ static void predict_points(const gp_model *model, const gp_predict_request *req,
     double noise = model->noise_variance;
     for (size_t i = 0; i < b; i++) {
         const double *v = V + i * D;
-        double vv = dot(v, v, D);
+        double vv = gp_dot(v, v, D);
         int ask = 0;
         for (size_t q = 0; q < p; q++) {
             double ys = im->map.y_scale[q], ys2 = ys * ys;
-            out->mean[q * m + start + i] = dot(v, im->post.z + q * D, D) * ys + im->map.y_mean[q];
+            out->mean[q * m + start + i] = gp_dot(v, im->post.z + q * D, D) * ys + im->map.y_mean[q];
             out->variance[q * m + start + i] = (vv + (req->include_noise ? noise : 0.0)) * ys2;
             ask |= log((vv + noise) * ys2) >= im->threshold[q];
         }
@@ -233,6 +222,7 @@ static int rfgp_predict_body(const gp_model *model, const gp_predict_request *re
         return rc;
     gp_embed e;
     rfgp_embed_of(&im->c, &model->input, &im->map, &e);
+    e.per_point = 1;
     gp_embed_work *w = NULL;
     double *V = gp_alloc_doubles(count, err);
     rc = V ? gp_embed_work_new(&e, block, &w, err) : GP_ENOMEM;

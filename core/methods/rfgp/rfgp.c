@@ -348,6 +348,7 @@ static const gp_method_ops rfgp_ops = {
     .check_option = rfgp_check_option,
     .observe = rfgp_observe,
     .online_status = rfgp_online_status,
+    .batch_invariant = 1, /* predict: per-point maps (gp_embed.per_point), the packed invariant solve */
 };
 
 static const gp_info_spec rfgp_info[] = {

@@ -4,7 +4,9 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/features/rff_points.h"
 #include "core/methods/ssgp/internal.h"
 
 void ssgp_impl_free(void *p)
@@ -69,16 +71,6 @@ void ssgp_test_features(const gp_model *model, const ssgp_impl *im, const double
     gp_rff_features(Xw, b, im->d, NULL, im->omega, im->R, im->amplitude2, Phi, b);
 }
 
-/* Mean (working units) and V = Phi L^{-T} (in place): latent variance
- * s ||V_i||^2, covariance s V V^T. */
-static void mean_and_whiten(const ssgp_impl *im, double *Phi, size_t b, double *mean)
-{
-    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)b, (blasint)im->m, 1.0, Phi, (blasint)b,
-                im->alpha, 1, 0.0, mean, 1);
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (blasint)b,
-                (blasint)im->m, 1.0, im->L, (blasint)im->m, Phi, (blasint)b);
-}
-
 static double finish_variance(const gp_model *model, double v, int include_noise,
                               size_t *clamped)
 {
@@ -91,35 +83,76 @@ static double finish_variance(const gp_model *model, double v, int include_noise
     return v * model->y_scale * model->y_scale;
 }
 
+/* Per-point scratch of up to b points: features F (2R x b, whitened in
+ * place), the feature map's work and the standardised points. */
+typedef struct point_work {
+    double *F, *work, *Xw, *sumsq;
+} point_work;
+
+static void point_work_free(point_work *w)
+{
+    free(w->F);
+    free(w->work);
+    free(w->Xw);
+    free(w->sumsq);
+}
+
+static int point_work_alloc(const ssgp_impl *im, size_t b, point_work *w, gp_error *err)
+{
+    size_t nm = 0, nd = 0, wd = 0;
+    memset(w, 0, sizeof *w);
+    int rc = gp_checked_size(b, im->m, &nm, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(b, im->d, &nd, err);
+    if (rc == GP_OK) /* gp_rff_features_columns: 2 R b */
+        rc = gp_checked_size(b, im->m, &wd, err);
+    if (rc)
+        return rc;
+    w->F = gp_alloc_doubles(nm, err);
+    w->Xw = gp_alloc_doubles(nd, err);
+    w->work = gp_alloc_doubles(wd ? wd : 1, err);
+    w->sumsq = gp_alloc_doubles(b, err);
+    if (w->F && w->Xw && w->work && w->sumsq)
+        return GP_OK;
+    point_work_free(w);
+    return GP_ENOMEM;
+}
+
+/* Working-unit means and whitened squared norms of the points start..start+b
+ * (w->F holds their whitened features V_i = L^{-1} phi_i afterwards): a
+ * point's arithmetic is its own (gp_rff_features_columns), so its bits do
+ * not depend on the other points of the call. */
+static void point_moments(const gp_model *model, const ssgp_impl *im, const double *X,
+                          size_t ldx, size_t start, size_t b, point_work *w, double *mean)
+{
+    gp_model_leaf_inputs(model, im->dims, im->d, im->inv_ls, X, ldx, start, b, w->Xw);
+    gp_rff_features_columns(w->Xw, b, b, im->d, im->omega, im->R, im->amplitude2, w->work,
+                            w->F);
+    gp_rff_moments_columns(w->F, im->m, b, im->L, im->alpha, mean, w->sumsq);
+}
+
+/* Off the diagonal s V^T V (BLAS's dsyrk, as the covariance is asked of one
+ * call); its diagonal is the variance, the same bits as without covariance. */
 static int predict_full(const gp_model *model, const ssgp_impl *im,
                         const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t m = req->m, nm = 0, nd = 0;
-    int rc = gp_checked_size(m, im->m, &nm, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(m, im->d, &nd, err);
+    size_t m = req->m;
+    point_work w;
+    int rc = point_work_alloc(im, m, &w, err);
     if (rc)
         return rc;
-    double *Phi = gp_alloc_doubles(nm, err), *Xw = gp_alloc_doubles(nd, err);
-    if (Phi == NULL || Xw == NULL) {
-        free(Phi);
-        free(Xw);
-        return GP_ENOMEM;
-    }
-    ssgp_test_features(model, im, req->X, m, 0, m, Xw, Phi);
-    mean_and_whiten(im, Phi, m, out->mean);
+    point_moments(model, im, req->X, m, 0, m, &w, out->mean);
     double s = model->noise_variance, ys2 = model->y_scale * model->y_scale;
     double *C = out->covariance;
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)im->m, s * ys2, Phi,
-                (blasint)m, 0.0, C, (blasint)m);
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)m, (blasint)im->m, s * ys2, w.F,
+                (blasint)im->m, 0.0, C, (blasint)m);
     gp_symmetrize_from_lower(C, m, m);
     for (size_t j = 0; j < m; j++) {
-        double v = finish_variance(model, C[j * m + j] / ys2, req->include_noise, &out->clamped);
+        double v = finish_variance(model, s * w.sumsq[j], req->include_noise, &out->clamped);
         C[j * m + j] = v;
         out->variance[j] = v;
     }
-    free(Phi);
-    free(Xw);
+    point_work_free(&w);
     return GP_OK;
 }
 
@@ -127,25 +160,19 @@ static int predict_blocks(const gp_model *model, const ssgp_impl *im,
                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
     size_t block = gp_predict_block_rows(im->m, req->m);
-    double *Phi = gp_alloc_doubles(block * im->m, err), *Xw = gp_alloc_doubles(block * im->d, err);
-    if (Phi == NULL || Xw == NULL) {
-        free(Phi);
-        free(Xw);
-        return GP_ENOMEM;
-    }
+    point_work w;
+    int rc = point_work_alloc(im, block, &w, err);
+    if (rc)
+        return rc;
     double s = model->noise_variance;
     for (size_t start = 0; start < req->m; start += block) {
         size_t b = req->m - start < block ? req->m - start : block;
-        ssgp_test_features(model, im, req->X, req->m, start, b, Xw, Phi);
-        mean_and_whiten(im, Phi, b, out->mean + start);
-        for (size_t i = 0; i < b; i++) {
-            double v = cblas_ddot((blasint)im->m, Phi + i, (blasint)b, Phi + i, (blasint)b);
+        point_moments(model, im, req->X, req->m, start, b, &w, out->mean + start);
+        for (size_t i = 0; i < b; i++)
             out->variance[start + i] =
-                finish_variance(model, s * v, req->include_noise, &out->clamped);
-        }
+                finish_variance(model, s * w.sumsq[i], req->include_noise, &out->clamped);
     }
-    free(Phi);
-    free(Xw);
+    point_work_free(&w);
     return GP_OK;
 }
 

@@ -48,6 +48,7 @@ static const gp_method_ops ssgp_ops = {
     .import_impl = ssgp_import,
     .free_impl = ssgp_impl_free,
     .observe = ssgp_observe,
+    .batch_invariant = 1, /* predict: per-point arithmetic (gp_rff_features_columns) */
 };
 
 static const gp_info_spec ssgp_info[] = {
