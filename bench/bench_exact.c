@@ -215,14 +215,13 @@ static int fit_exact(const gp_dataset *train, int restarts, gp_model **model, do
 
 static void print_env(void)
 {
-    const char *t = getenv("OPENBLAS_NUM_THREADS");
     char core[256];
     gp_bench_blas_line(core, sizeof core);
-    printf("Environment: %s; %d compute threads; OPENBLAS_NUM_THREADS=%s (the fit section); "
-           "the lml and predict sections run as the daemon: OpenBLAS single-threaded, the "
-           "compute pool on every thread; kernel rbf ARD (all hyperparameters "
+    printf("Environment: %s; %d compute threads; every section runs as the daemon: OpenBLAS "
+           "single-threaded, the compute pool on every thread (the LAPACK floor alone uses "
+           "OpenBLAS's threads); kernel rbf ARD (all hyperparameters "
            "start at 1), noise learned, standardize on, seed %d, restarts 0 unless the tag says.\n\n",
-           core, gp_parallel_threads(), t != NULL ? t : "(unset)", FIT_SEED);
+           core, gp_parallel_threads(), FIT_SEED);
 }
 
 /* The fit section. On success keeps the kin8nm N=2000 model for the predict
@@ -583,10 +582,11 @@ int main(int argc, char **argv)
     gp_model *kin = NULL;
     gp_dataset kin_test;
     memset(&kin_test, 0, sizeof kin_test);
-    if (o.do_fit)
+    gp_pool_start();
+    if (o.do_fit) {
+        gp_blas_set_threads(1); /* fits as the daemon runs them */
         section_fit(&o, have_data, o.do_predict ? &kin : NULL, &kin_test);
-    if (o.do_lml || o.do_predict)
-        gp_pool_start();
+    }
     if (o.do_lml)
         section_lml(&o, have_data);
     if (o.do_predict)
