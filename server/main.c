@@ -41,39 +41,11 @@ static void raise_fd_limit(long sockets)
                (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
-/* What the process saw of its OpenBLAS: the library's core, the environment
- * of the choice, the CPU (core/base/blas_core.h). */
-static gp_blas_core_seen blas_core_seen(void)
-{
-    gp_blas_core_seen seen = {gp_blas_core_name(), getenv("OPENBLAS_CORETYPE"),
-                              getenv(GP_BLAS_CORE_GUARD), getenv(GP_BLAS_CORE_ENV),
-                              gp_cpu_features_detect()};
-    return seen;
-}
-
-/* OpenBLAS reads OPENBLAS_THREAD_TIMEOUT and OPENBLAS_CORETYPE only when it
- * loads. Its idle threads would otherwise spin ~0.1 s after each call and
- * take the cores from our own threads; and on a CPU model it does not know it
- * runs its SSE2 fallback kernels (gp_blas_core_choice). Set what is missing
- * and start again, once (on failure, go on as we are). */
-static void restart_for_blas(char **argv)
-{
-    gp_blas_core_seen seen = blas_core_seen();
-    const char *core = gp_blas_core_choice(&seen);
-    int timeout = getenv("OPENBLAS_THREAD_TIMEOUT") == NULL;
-    if (core == NULL && !timeout)
-        return;
-    if (timeout && setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1) != 0)
-        return;
-    if (core != NULL && (setenv(GP_BLAS_CORE_GUARD, seen.core, 1) != 0 ||
-                         setenv("OPENBLAS_CORETYPE", core, 1) != 0))
-        return;
-    execv("/proc/self/exe", argv);
-}
-
 int main(int argc, char **argv)
 {
-    restart_for_blas(argv);
+    /* OpenBLAS's settings are read when it loads: start again with them. */
+    if (gp_blas_restart_prepare())
+        execv("/proc/self/exe", argv); /* on failure, go on as we are */
 
     gp_server_config cfg;
     int rc = gp_config_parse(&cfg, argc, argv, env_lookup, stdout, stderr);
@@ -153,7 +125,7 @@ int main(int argc, char **argv)
            db_shown, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
            cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off", cfg.durability);
     char blas_line[256];
-    gp_blas_core_seen seen = blas_core_seen();
+    gp_blas_core_seen seen = gp_blas_core_observe();
     gp_blas_core_describe(&seen, blas_line, sizeof blas_line);
     gp_log("gpserve: %s", blas_line);
     gp_log("gpserve listening on %s%s%s:%u", open_b, cfg.bind, close_b, gp_server_port(srv));

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <strings.h>
 
 /* The cores below AVX2 that a DYNAMIC_ARCH OpenBLAS (0.3.x) falls back to on
@@ -78,4 +79,27 @@ const char *gp_blas_core_name(void)
 {
     const char *name = openblas_get_corename();
     return name != NULL ? name : "unknown";
+}
+
+gp_blas_core_seen gp_blas_core_observe(void)
+{
+    gp_blas_core_seen seen = {gp_blas_core_name(), getenv("OPENBLAS_CORETYPE"),
+                              getenv(GP_BLAS_CORE_GUARD), getenv(GP_BLAS_CORE_ENV),
+                              gp_cpu_features_detect()};
+    return seen;
+}
+
+int gp_blas_restart_prepare(void)
+{
+    gp_blas_core_seen seen = gp_blas_core_observe();
+    const char *core = gp_blas_core_choice(&seen);
+    int timeout = getenv("OPENBLAS_THREAD_TIMEOUT") == NULL;
+    if (core == NULL && !timeout)
+        return 0;
+    if (timeout && setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1) != 0)
+        return 0;
+    if (core != NULL && (setenv(GP_BLAS_CORE_GUARD, seen.core, 1) != 0 ||
+                         setenv("OPENBLAS_CORETYPE", core, 1) != 0))
+        return 0;
+    return 1;
 }

@@ -58,4 +58,18 @@ gp_cpu_features gp_cpu_features_detect(void);
 /* The loaded OpenBLAS's core name (openblas_get_corename()), never NULL. */
 const char *gp_blas_core_name(void);
 
+/* What this process sees now: the library's core, the environment of the
+ * choice (OPENBLAS_CORETYPE, the guard, the switch) and the CPU. */
+gp_blas_core_seen gp_blas_core_observe(void);
+
+/* OpenBLAS reads OPENBLAS_THREAD_TIMEOUT and OPENBLAS_CORETYPE only when it
+ * loads: its idle threads would otherwise spin ~0.1 s after each call and take
+ * the cores from ours, and on a CPU model it does not know it runs its SSE2
+ * fallback kernels (gp_blas_core_choice). Sets what is missing in the
+ * environment and returns 1: the caller then executes itself again (the
+ * daemon's and the benches' main, first thing, before any thread starts;
+ * core does no exec). 0 when nothing is missing or setting it failed (the
+ * process goes on as it is); the guard makes the second start return 0. */
+int gp_blas_restart_prepare(void);
+
 #endif
