@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "core/kernel/kernel.h"
+#include "core/linalg/fastmath.h"
 
 /* Every walk over a kernel recurses; trees deeper than this are refused so
  * that neither a request nor a corrupt code can exhaust the stack. */
@@ -59,7 +60,7 @@ double gp_kernel_leaf_grad_common(const gp_kernel *k, const leaf_par *p, double 
 
 static inline double rbf_terms(const leaf_par *p, double r2, double *c)
 {
-    double k = p->var * exp(-0.5 * r2);
+    double k = p->var * gp_exp(-0.5 * r2);
     if (c)
         c[0] = k;
     return k;
@@ -68,7 +69,7 @@ static inline double rbf_terms(const leaf_par *p, double r2, double *c)
 static inline double matern12_terms(const leaf_par *p, double r2, double *c)
 {
     double r = sqrt(r2);
-    double k = p->var * exp(-r);
+    double k = p->var * gp_exp(-r);
     /* dk/dlog l_i = k r_i^2 / r; as r_i^2 <= r^2 it tends to 0 with r. */
     if (c)
         c[0] = r > 0.0 ? k / r : 0.0;
@@ -78,7 +79,7 @@ static inline double matern12_terms(const leaf_par *p, double r2, double *c)
 static inline double matern32_terms(const leaf_par *p, double r2, double *c)
 {
     double s = SQRT3 * sqrt(r2);
-    double e = exp(-s);
+    double e = gp_exp(-s);
     if (c)
         c[0] = 3.0 * p->var * e;
     return p->var * ((1.0 + s) * e);
@@ -87,7 +88,7 @@ static inline double matern32_terms(const leaf_par *p, double r2, double *c)
 static inline double matern52_terms(const leaf_par *p, double r2, double *c)
 {
     double s = SQRT5 * sqrt(r2);
-    double e = exp(-s);
+    double e = gp_exp(-s);
     if (c)
         c[0] = (5.0 / 3.0) * p->var * (1.0 + s) * e;
     return p->var * ((1.0 + s + 5.0 * r2 / 3.0) * e);

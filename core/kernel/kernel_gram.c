@@ -8,6 +8,7 @@
 
 #include "core/base/parallel.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel/kernel_block.h"
 #include "core/kernel/kernel_formula.h"
 #include "core/linalg/linalg.h"
 
@@ -20,11 +21,15 @@ typedef struct prep_leaf {
     size_t na;       /* coordinates per point (0 for white, which reads none) */
     const double *a; /* na x n: the leaf's scaled view of X */
     const double *b; /* na x m: of Z (the same buffer as a for a Gram matrix) */
+    const double *at; /* n x na (leading dimension n): a by coordinate, for the
+                         vector blocks (kernel_block.h); NULL: pair by pair */
+    size_t n;         /* points in a */
 } prep_leaf;
 
 typedef struct prep {
     prep_leaf *leaf; /* depth-first order, as tree_value meets them */
     size_t n_leaves;
+    double *at;    /* the root leaf's at, owned (NULL when it has none) */
     double *buf;   /* every leaf's points, then `extra` doubles */
     double *extra; /* scratch asked for by the caller */
 } prep;
@@ -77,6 +82,8 @@ static void prep_fill(const gp_kernel *k, prep *pr, size_t *li, double **cursor,
     scale_points(k, pa->X, pa->n, a);
     *cursor += L->na * pa->n;
     L->a = L->b = a;
+    L->at = NULL;
+    L->n = pa->n;
     if (pa->Z) {
         scale_points(k, pa->Z, pa->m, *cursor);
         L->b = *cursor;
@@ -106,6 +113,24 @@ static int prep_size(const gp_kernel *k, size_t points, size_t *size)
     return 0;
 }
 
+/* A root leaf of a block type gets its points by coordinate as well, so that
+ * a column of pairs runs in vector lanes. Without the memory it goes pair by
+ * pair: the same bits, only slower. */
+static void prep_transpose(const gp_kernel *k, prep *pr)
+{
+    prep_leaf *L = &pr->leaf[0];
+    if (gp_kernel_is_composite(k) || !gp_kernel_block_type(k->type) || L->na == 0 ||
+        L->n > GP_MAX_ELEMENTS / L->na)
+        return;
+    pr->at = malloc(L->n * L->na * sizeof *pr->at);
+    if (pr->at == NULL)
+        return;
+    for (size_t i = 0; i < L->n; i++)
+        for (size_t c = 0; c < L->na; c++)
+            pr->at[i + c * L->n] = L->a[c + i * L->na];
+    L->at = pr->at;
+}
+
 /* Z == NULL: a Gram matrix of X. Returns nonzero when out of memory; pr is
  * then empty (prep_free on it is harmless). */
 static int prep_build(prep *pr, const gp_kernel *k, const prep_args *pa, size_t extra)
@@ -127,6 +152,7 @@ static int prep_build(prep *pr, const gp_kernel *k, const prep_args *pa, size_t 
     double *cursor = pr->buf;
     prep_fill(k, pr, &li, &cursor, pa);
     pr->extra = cursor;
+    prep_transpose(k, pr);
     return 0;
 }
 
@@ -134,6 +160,7 @@ static void prep_free(prep *pr)
 {
     free(pr->leaf);
     free(pr->buf);
+    free(pr->at);
 }
 
 /* Leaf value or gradient for the pair (X_i, Z_j) from the scaled points. */
@@ -249,6 +276,17 @@ static int task_cancelled(pair_task *pt)
     return 1;
 }
 
+/* col[i] = k(point i of L->a, b) for i = i0 .. i1, GP_KERNEL_BLOCK at a time. */
+static void block_column(const prep_leaf *L, size_t i0, size_t i1, const double *b, double *col)
+{
+    double q[GP_KERNEL_BLOCK], scratch[GP_KERNEL_BLOCK];
+    for (size_t i = i0; i < i1; i += GP_KERNEL_BLOCK) {
+        size_t len = i1 - i < GP_KERNEL_BLOCK ? i1 - i : GP_KERNEL_BLOCK;
+        gp_kernel_block_q(L->at, L->n, L->na, i, len, b, q);
+        gp_kernel_block_terms(&L->p, q, len, col + i, NULL, scratch);
+    }
+}
+
 /* Lower triangle of the Gram matrix, columns [bounds[t], bounds[t+1]). */
 static void gram_task(void *ctx, size_t t)
 {
@@ -259,7 +297,9 @@ static void gram_task(void *ctx, size_t t)
         if (task_cancelled(pt))
             return;
         double *col = pt->K + j * pt->ldk;
-        if (leaf) { /* a leaf at the root: no tree walk and no callback per pair */
+        if (L->at) { /* a block type at the root: the column in vector lanes */
+            block_column(L, j, pt->n, L->b + j * L->na, col);
+        } else if (leaf) { /* a leaf at the root: no tree walk and no callback per pair */
             const double *b = L->a + j * L->na;
             for (size_t i = j; i < pt->n; i++)
                 col[i] = leaf_terms(&L->p, vec_q(L->p.type, L->a + i * L->na, b, L->na), i == j,
@@ -311,6 +351,12 @@ int gp_kernel_gram_cancellable(const gp_kernel *k, const double *X, size_t n, do
 static void cross_task(void *ctx, size_t t)
 {
     const pair_task *pt = ctx;
+    const prep_leaf *L = &pt->pr->leaf[0];
+    if (L->at) {
+        for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++)
+            block_column(L, 0, pt->n, L->b + j * L->na, pt->K + j * pt->ldk);
+        return;
+    }
     for (size_t j = pt->bounds[t]; j < pt->bounds[t + 1]; j++)
         for (size_t i = 0; i < pt->n; i++)
             pt->K[i + j * pt->ldk] = prep_value(pt->k, pt->pr, i, j, 0);
@@ -382,6 +428,8 @@ void gp_kernel_cross_points(const gp_kernel *k, const gp_kernel_points *Xp, cons
     for (size_t i = 0; i < pz.n_leaves; i++) {
         pz.leaf[i].b = pz.leaf[i].a;
         pz.leaf[i].a = Xp->pr.leaf[i].a;
+        pz.leaf[i].at = Xp->pr.leaf[i].at;
+        pz.leaf[i].n = Xp->pr.leaf[i].n;
     }
     size_t bounds[PAIR_PARTS + 1];
     size_t parts = block_parts(n, m, bounds);
@@ -405,6 +453,32 @@ static void contract_column(const gp_kernel *k, const prep *pr, size_t n, size_t
     }
 }
 
+/* contract_column_ard's sums for a block type, the pairs' k and c0 computed a
+ * block at a time in vector lanes (kernel_block.h: each lane the single
+ * pair's bits), then added in the same order. */
+static void contract_column_blocks(const prep_leaf *L, size_t n, size_t j, const double *wcol,
+                                   double *col)
+{
+    size_t na = L->na;
+    const double *b = L->b + j * na;
+    double q[GP_KERNEL_BLOCK], v[GP_KERNEL_BLOCK], c0[GP_KERNEL_BLOCK], scratch[GP_KERNEL_BLOCK];
+    for (size_t i0 = j; i0 < n; i0 += GP_KERNEL_BLOCK) {
+        size_t len = n - i0 < GP_KERNEL_BLOCK ? n - i0 : GP_KERNEL_BLOCK;
+        gp_kernel_block_q(L->at, L->n, na, i0, len, b, q);
+        gp_kernel_block_terms(&L->p, q, len, v, c0, scratch);
+        for (size_t t = 0; t < len; t++) {
+            size_t i = i0 + t;
+            const double *a = L->a + i * na;
+            double w = i == j ? wcol[i] : 2.0 * wcol[i];
+            col[0] += w * v[t];
+            for (size_t cc = 0; cc < na; cc++) {
+                double d = a[cc] - b[cc];
+                col[1 + cc] += w * (c0[t] * (d * d));
+            }
+        }
+    }
+}
+
 /* contract_column for one ARD stationary leaf of the given type, written out
  * so that the compiler sees a constant type and no per-pair call: the same
  * terms added in the same order as prep_pair and contract_column, so the same
@@ -419,6 +493,10 @@ contract_column_ard(gp_kernel_type type, const prep_leaf *L, size_t n, size_t j,
     leaf_par p = L->p;
     p.type = type;
     memset(col, 0, np * sizeof *col);
+    if (L->at && gp_kernel_block_type(type)) {
+        contract_column_blocks(L, n, j, wcol, col);
+        return;
+    }
     for (size_t i = j; i < n; i++) {
         const double *a = L->a + i * na;
         double w = i == j ? wcol[i] : 2.0 * wcol[i];

@@ -101,3 +101,46 @@ void gp_sincos_scaled(double *z, double *s_out, size_t n, double scale)
             }
     }
 }
+
+/* ---- exp (fastmath.h) ----
+ * Blocks of EXP_BLOCK: every lane through the fast core, the whole block
+ * flagged when one lane is outside the fast range, those lanes then redone
+ * by gp_exp_slow. Cloned for the vector widths (AVX-512, AVX2, SSE2); no
+ * clone contracts or reorders anything, so all give gp_exp's bits. */
+#define EXP_BLOCK 64
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define EXP_CLONES \
+    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
+#else
+#define EXP_CLONES
+#endif
+
+static inline uint64_t exp_block(const double *restrict x, double *restrict y)
+{
+    uint64_t slow = 0;
+    for (int i = 0; i < EXP_BLOCK; i++) {
+        slow |= gp_exp_slow_flag(x[i]);
+        y[i] = gp_exp_fast_core(x[i]);
+    }
+    return slow;
+}
+
+EXP_CLONES
+void gp_exp_block(const double *x, double *y, size_t n)
+{
+    double in[EXP_BLOCK], out[EXP_BLOCK];
+    for (size_t lo = 0; lo < n; lo += EXP_BLOCK) {
+        size_t len = n - lo < EXP_BLOCK ? n - lo : EXP_BLOCK;
+        memcpy(in, x + lo, len * sizeof *in);
+        for (size_t i = len; i < EXP_BLOCK; i++)
+            in[i] = 0.0;
+        uint64_t slow = exp_block(in, out);
+        memcpy(y + lo, out, len * sizeof *out);
+        if (slow == 0)
+            continue;
+        for (size_t i = 0; i < len; i++)
+            if (gp_exp_slow_flag(in[i]))
+                y[lo + i] = gp_exp_slow(in[i]);
+    }
+}

@@ -9,6 +9,7 @@
 #ifndef GP_FASTMATH_H
 #define GP_FASTMATH_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -37,5 +38,70 @@ static inline double gp_bits_double(uint64_t u)
     memcpy(&x, &u, sizeof x);
     return x;
 }
+
+/* ---- exp ----
+ * gp_exp replaces libm's exp() in the kernels (core/kernel/kernel_formula.h)
+ * so that a block of pairs can take it in vector lanes (gp_exp_block): one
+ * function of x whatever computes it, so the Gram matrix, the cross matrix,
+ * the gradient contraction and a single pair agree bit for bit.
+ *
+ * For |x| <= GP_EXP_FAST_MAX: x = k ln2 + r (k by the magic-constant
+ * rounding, ln2 in two parts as in fdlibm's e_exp.c so that k ln2_hi is
+ * exact), exp(r) = 1 + (r + r^2 q(r)) with q Taylor's to degree 13 (no
+ * division: a vector divide costs more than the whole polynomial), and 2^k
+ * built from k's bits. Plain multiplies and adds, no fma(): every target and every
+ * vector width rounds the same operations the same way (C11 mode does not
+ * contract a * b + c). Error below 1 ulp (tests/unit/test_fastmath.c: within
+ * 1 ulp of libm's correctly rounded results). Beyond: 0 below -746 (where
+ * libm's is 0 too), libm's own result otherwise (underflow to subnormals,
+ * overflow, NaN). */
+#define GP_EXP_FAST_MAX 708.0
+#define GP_EXP_ZERO_BELOW (-746.0)
+
+static inline double gp_exp_fast_core(double x)
+{
+    const double inv_ln2 = 0x1.71547652b82fep+0, magic = 0x1.8p52;
+    const double ln2_hi = 0x1.62e42feep-1, ln2_lo = 0x1.a39ef35793c76p-33;
+    /* 1/n! for n = 2 .. 13: Taylor's remainder on |r| <= ln2/2 is below
+     * 5e-18 relative. */
+    const double c2 = 1.0 / 2, c3 = 1.0 / 6, c4 = 1.0 / 24, c5 = 1.0 / 120, c6 = 1.0 / 720,
+                 c7 = 1.0 / 5040, c8 = 1.0 / 40320, c9 = 1.0 / 362880, c10 = 1.0 / 3628800,
+                 c11 = 1.0 / 39916800, c12 = 1.0 / 479001600, c13 = 1.0 / 6227020800;
+    double u = x * inv_ln2 + magic;
+    double k = u - magic;
+    double r = (x - k * ln2_hi) - k * ln2_lo;
+    /* Estrin's scheme: a short dependency chain, so that the lanes of a
+     * block overlap (Horner's 12 dependent steps kept the vector units idle). */
+    double r2 = r * r, r4 = r2 * r2;
+    double p0 = c2 + r * c3, p1 = c4 + r * c5, p2 = c6 + r * c7;
+    double p3 = c8 + r * c9, p4 = c10 + r * c11, p5 = c12 + r * c13;
+    double q = (p0 + r2 * p1) + r4 * ((p2 + r2 * p3) + r4 * (p4 + r2 * p5));
+    double y = 1.0 + (r + r2 * q);
+    /* u's low bits hold k (two's complement): 2^k's exponent field. */
+    uint64_t scale = (gp_double_bits(u) - gp_double_bits(magic) + 1023) << 52;
+    return y * gp_bits_double(scale);
+}
+
+/* Nonzero when x is outside the fast range (or NaN): the bit-pattern test of
+ * gp_sincos_scaled, an OR reduction the vectoriser accepts. */
+static inline uint64_t gp_exp_slow_flag(double x)
+{
+    const uint64_t abs_mask = ~((uint64_t)1 << 63);
+    return ((gp_double_bits(x) & abs_mask) + (abs_mask - gp_double_bits(GP_EXP_FAST_MAX))) >> 63;
+}
+
+static inline double gp_exp_slow(double x)
+{
+    return x < GP_EXP_ZERO_BELOW ? 0.0 : exp(x);
+}
+
+static inline double gp_exp(double x)
+{
+    return gp_exp_slow_flag(x) ? gp_exp_slow(x) : gp_exp_fast_core(x);
+}
+
+/* y[i] = gp_exp(x[i]) for i < n, in vector lanes (x and y may be the same
+ * array; otherwise they must not overlap). */
+void gp_exp_block(const double *x, double *y, size_t n);
 
 #endif

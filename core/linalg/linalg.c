@@ -8,6 +8,7 @@
 
 #include "core/base/parallel.h"
 #include "core/linalg/blocked.h"
+#include "core/linalg/trs_tiles.h"
 
 int gp_checked_size(size_t rows, size_t cols, size_t *count, gp_error *err)
 {
@@ -258,6 +259,9 @@ void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs
 #define TRS_COLS 64
 #define TRS_ROWS 480
 #define TRS_KC 60
+/* Diagonal block of the tiled paths: the rows below a block take its TRS_DB
+ * columns of L in one tile pass. */
+#define TRS_DB 64
 #define TRS_CACHE_DOUBLES ((size_t)16 << 10)
 
 /* b_r[i] += sum_k l[i + k ldl] x[r kb + k] over i < m, k in increasing order,
@@ -364,36 +368,76 @@ GP_KERNEL void trs_diagonal(const double *L, size_t ldl, size_t k0, size_t k1, d
     }
 }
 
+/* The update step on one of the paths (trs_tiles.h): a call to the tiles,
+ * or the portable update inlined into the clone. */
+GP_KERNEL void trs_update_on(int path, const double *L, size_t ldl, size_t k0, size_t k1,
+                             size_t kb, size_t r0, size_t m, double *B, size_t nrhs, size_t ldb)
+{
+#if GP_TRS_TILES
+    if (path == GP_TRS_AVX512) {
+        gp_trs_update_avx512(L, ldl, k0, k1, r0, m, B, nrhs, ldb);
+        return;
+    }
+    if (path == GP_TRS_AVX2) {
+        gp_trs_update_avx2(L, ldl, k0, k1, r0, m, B, nrhs, ldb);
+        return;
+    }
+#endif
+    (void)path;
+    trs_update(L, ldl, k0, k1, kb, r0, m, B, nrhs, ldb);
+}
+
+/* Rows d0 .. d1 (solved by rows above them): their triangle kb columns at a
+ * time, each step's rows first divided, then the rest of the block updated. */
+GP_KERNEL void trs_block(int path, const double *L, size_t ldl, size_t d0, size_t d1, size_t kb,
+                         double *B, size_t nrhs, size_t ldb)
+{
+    for (size_t k0 = d0; k0 < d1; k0 += kb) {
+        size_t k1 = d1 - k0 < kb ? d1 : k0 + kb;
+        for (size_t j = 0; j < nrhs; j++)
+            trs_diagonal(L, ldl, k0, k1, B + j * ldb);
+        if (k1 < d1)
+            trs_update_on(path, L, ldl, k0, k1, kb, k1, d1 - k1, B, nrhs, ldb);
+    }
+}
+
 /* The solve of nrhs columns in row panels of `rows` rows (a multiple of kb,
- * or n: one panel): a panel first takes the updates of every row above it, kb
- * columns of L at a time, then solves its own triangle the same way. */
-GP_KERNEL void trs_panels(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
-                          size_t ldb, size_t rows, size_t kb)
+ * or n: one panel): a panel first takes the updates of every row above it,
+ * TRS_KC columns of L at a time, then solves its own triangle in diagonal
+ * blocks of db rows (a multiple of kb): a block's triangle kb columns at a
+ * time, then the panel's rows below the block take the block's db columns in
+ * one update (the tiles keep their accumulators over all db of them). */
+GP_KERNEL void trs_panels(int path, const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                          size_t ldb, size_t rows, size_t kb, size_t db)
 {
     for (size_t i0 = 0; i0 < n; i0 += rows) {
         size_t i1 = n - i0 < rows ? n : i0 + rows;
         for (size_t k0 = 0; k0 < i0; k0 += TRS_KC)
-            trs_update(L, ldl, k0, i0 - k0 < TRS_KC ? i0 : k0 + TRS_KC, kb, i0, i1 - i0, B,
-                       nrhs, ldb);
-        for (size_t k0 = i0; k0 < i1; k0 += kb) {
-            size_t k1 = i1 - k0 < kb ? i1 : k0 + kb;
-            for (size_t j = 0; j < nrhs; j++)
-                trs_diagonal(L, ldl, k0, k1, B + j * ldb);
-            if (k1 < i1)
-                trs_update(L, ldl, k0, k1, kb, k1, i1 - k1, B, nrhs, ldb);
+            trs_update_on(path, L, ldl, k0, i0 - k0 < TRS_KC ? i0 : k0 + TRS_KC, kb, i0, i1 - i0,
+                          B, nrhs, ldb);
+        for (size_t d0 = i0; d0 < i1; d0 += db) {
+            size_t d1 = i1 - d0 < db ? i1 : d0 + db;
+            trs_block(path, L, ldl, d0, d1, kb, B, nrhs, ldb);
+            if (d1 < i1)
+                trs_update_on(path, L, ldl, d0, d1, kb, d1, i1 - d1, B, nrhs, ldb);
         }
     }
 }
 
-/* The clones: each holds both block widths, each compiled for a constant. */
+/* The clones: each holds both block widths, each compiled for a constant.
+ * The portable path solves a panel's triangle as one block (db = rows: kb
+ * columns of L at a time, L streamed column by column); the tiles take
+ * blocks of TRS_DB rows. */
 GP_FMA_CLONES
 static void trs_solve(const double *L, size_t n, size_t ldl, double *B, size_t nrhs, size_t ldb,
-                      size_t rows, int wide)
+                      size_t rows, int path, int wide)
 {
-    if (wide)
-        trs_panels(L, n, ldl, B, nrhs, ldb, rows, TRS_KB_WIDE);
+    if (path != GP_TRS_PORTABLE)
+        trs_panels(path, L, n, ldl, B, nrhs, ldb, rows, TRS_KB_WIDE, TRS_DB);
+    else if (wide)
+        trs_panels(path, L, n, ldl, B, nrhs, ldb, rows, TRS_KB_WIDE, rows);
     else
-        trs_panels(L, n, ldl, B, nrhs, ldb, rows, TRS_KB_NARROW);
+        trs_panels(path, L, n, ldl, B, nrhs, ldb, rows, TRS_KB_NARROW, rows);
 }
 
 /* 1 where the AVX-512 clone runs (32 vector registers), else 0. */
@@ -409,11 +453,24 @@ static int trs_wide(void)
 #endif
 }
 
+/* The tiles this CPU runs: AVX-512's, else AVX2's, else the portable update.
+ * make GP_CLONES=avx2 leaves AVX-512's out, as it does the clone. */
+static int trs_path(void)
+{
+#if !defined(GP_CLONES_AVX2)
+    if (gp_trs_tiles_supported(GP_TRS_AVX512))
+        return GP_TRS_AVX512;
+#endif
+    if (gp_trs_tiles_supported(GP_TRS_AVX2))
+        return GP_TRS_AVX2;
+    return GP_TRS_PORTABLE;
+}
+
 typedef struct trs_job {
     const double *L;
     size_t n, ldl, ldb, nrhs;
     double *B;
-    int wide;
+    int path, wide;
 } trs_job;
 
 /* Columns t TRS_COLS .. (t + 1) TRS_COLS. One panel (the whole triangle, L
@@ -423,15 +480,17 @@ static void trs_task(void *ctx, size_t t)
     const trs_job *j = ctx;
     size_t c0 = t * TRS_COLS, w = j->nrhs - c0 < TRS_COLS ? j->nrhs - c0 : TRS_COLS;
     size_t rows = j->n * w <= TRS_CACHE_DOUBLES ? j->n : TRS_ROWS;
-    trs_solve(j->L, j->n, j->ldl, j->B + c0 * j->ldb, w, j->ldb, rows, j->wide);
+    trs_solve(j->L, j->n, j->ldl, j->B + c0 * j->ldb, w, j->ldb, rows, j->path, j->wide);
 }
 
-void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
-                                  size_t ldb, int wide)
+void gp_solve_lower_columns_path(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                 size_t ldb, int path)
 {
     if (n == 0 || nrhs == 0)
         return;
-    trs_job job = {L, n, ldl, ldb, nrhs, B, wide};
+    if (!gp_trs_tiles_supported(path))
+        path = GP_TRS_PORTABLE;
+    trs_job job = {L, n, ldl, ldb, nrhs, B, path, trs_wide()};
     size_t tasks = (nrhs + TRS_COLS - 1) / TRS_COLS;
     if (tasks == 1)
         trs_task(&job, 0);
@@ -442,7 +501,7 @@ void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double 
 void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
                             size_t ldb)
 {
-    gp_solve_lower_columns_width(L, n, ldl, B, nrhs, ldb, trs_wide());
+    gp_solve_lower_columns_path(L, n, ldl, B, nrhs, ldb, trs_path());
 }
 
 /* ---- the same solve with the points across the vector lanes ----

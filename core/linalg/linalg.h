@@ -85,11 +85,13 @@ void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, 
  * per 64 columns; groups of 64 columns run as gp_parallel_for tasks. */
 void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
                             size_t ldb);
-/* The same with the block width chosen by the caller instead of by the CPU:
- * wide 1 takes L 4 columns at a time (what AVX-512 machines run), 0 takes 3
- * (AVX2). Same bits either way; it exists so that tests check it on any CPU. */
-void gp_solve_lower_columns_width(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
-                                  size_t ldb, int wide);
+/* The same on a path chosen by the caller instead of by the CPU: 0 the
+ * portable update (target_clones: 4 columns of L at a time on AVX-512, 3 on
+ * AVX2), 1 AVX2's register tiles, 2 AVX-512's (core/linalg/trs_tiles.c); a
+ * path this CPU cannot run falls back to 0. Same bits on every path; it
+ * exists so that tests check them all. */
+void gp_solve_lower_columns_path(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
+                                 size_t ldb, int path);
 /* gp_solve_lower_columns's bits, faster for many columns of a small factor
  * (n of a few dozen): groups of 32 columns solved with the columns across the
  * vector lanes, the rest by gp_solve_lower_columns. work: n (n + 32) doubles.

@@ -1,4 +1,5 @@
-/* Unit tests for core/linalg/fastmath.c: gp_sincos_scaled against libm cos()/sin().
+/* Unit tests for core/linalg/fastmath.c: gp_sincos_scaled against libm cos()/sin(),
+ * and gp_exp / gp_exp_block against libm exp() (at the end).
  *
  * Bounds (measured on 4 million random inputs per range and on every 997th
  * multiple of pi/2 up to 6e6 with its neighbours): absolute error at most
@@ -165,6 +166,90 @@ static void test_lengths_and_blocks(void **state)
     free(s);
 }
 
+/* ---- gp_exp ---- */
+
+/* |a - b| in ulps of b (b libm's, correctly rounded or nearly). */
+static double ulps(double a, double b)
+{
+    if (a == b)
+        return 0.0;
+    return fabs(a - b) / (nextafter(fabs(b), INFINITY) - fabs(b));
+}
+
+/* Within 1 ulp of libm's exp over the kernels' arguments (-50 .. 0), the
+ * whole fast range, near 0 and near the fast range's ends: a wrong
+ * coefficient or a one-part ln2 misses by orders of magnitude. gp_exp and
+ * gp_exp_block agree bit for bit everywhere. */
+static void test_exp_accuracy(void **state)
+{
+    (void)state;
+    size_t n = 200000;
+    double *x = dalloc(n), *y = dalloc(n);
+    gp_rng rng;
+    gp_rng_seed(&rng, 31);
+    const double lo[4] = {-50.0, -GP_EXP_FAST_MAX, -1e-6, 700.0};
+    const double hi[4] = {0.0, GP_EXP_FAST_MAX, 1e-6, GP_EXP_FAST_MAX};
+    for (int r = 0; r < 4; r++) {
+        for (size_t i = 0; i < n; i++)
+            x[i] = lo[r] + (hi[r] - lo[r]) * gp_rng_uniform(&rng);
+        gp_exp_block(x, y, n);
+        double worst = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            double one = gp_exp(x[i]);
+            assert_memory_equal(&y[i], &one, sizeof one);
+            worst = fmax(worst, ulps(y[i], exp(x[i])));
+        }
+        print_message("exp on [%g, %g]: %.3f ulp at most\n", lo[r], hi[r], worst);
+        assert_true(worst <= 1.0);
+    }
+    free(x);
+    free(y);
+}
+
+/* Beyond the fast range libm's results (0 below -746), NaN stays NaN, exp(0)
+ * is 1 exactly; the slow lanes of a block do not disturb the others, and the
+ * block may work in place. */
+static void test_exp_edges(void **state)
+{
+    (void)state;
+    const double x[] = {0.0,     -0.0,      1.0,      -1.0,    -708.0,   -708.5,
+                        -720.0,  -745.0,    -745.2,   -746.0,  -800.0,   -1e300,
+                        708.5,   709.7,     709.8,    1e300,   INFINITY, -INFINITY,
+                        NAN,     -DBL_MIN,  DBL_MIN,  -30.25,  2.5,      -0.5};
+    size_t n = sizeof x / sizeof x[0];
+    double y[sizeof x / sizeof x[0]], z[sizeof x / sizeof x[0]];
+    gp_exp_block(x, y, n);
+    memcpy(z, x, sizeof z);
+    gp_exp_block(z, z, n);
+    for (size_t i = 0; i < n; i++) {
+        double want = exp(x[i]), one = gp_exp(x[i]);
+        assert_memory_equal(&y[i], &one, sizeof one);
+        assert_memory_equal(&z[i], &one, sizeof one);
+        if (isnan(want)) {
+            assert_true(isnan(y[i]));
+        } else if (x[i] < GP_EXP_ZERO_BELOW || !(fabs(x[i]) <= GP_EXP_FAST_MAX)) {
+            assert_memory_equal(&y[i], &want, sizeof want);
+        } else {
+            assert_true(ulps(y[i], want) <= 1.0);
+        }
+    }
+    assert_true(gp_exp(0.0) == 1.0 && gp_exp(-0.0) == 1.0);
+    /* Lengths around the block of 64, a slow lane in each block. */
+    double *a = dalloc(300), *b = dalloc(300);
+    for (size_t i = 0; i < 300; i++)
+        a[i] = i % 50 == 7 ? -720.0 - (double)i : -0.1 * (double)i;
+    const size_t lengths[] = {1, 63, 64, 65, 128, 129, 300};
+    for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+        gp_exp_block(a, b, lengths[t]);
+        for (size_t i = 0; i < lengths[t]; i++) {
+            double one = gp_exp(a[i]);
+            assert_memory_equal(&b[i], &one, sizeof one);
+        }
+    }
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +257,8 @@ int main(void)
         cmocka_unit_test(test_near_multiples_of_pio2),
         cmocka_unit_test(test_huge_and_nonfinite),
         cmocka_unit_test(test_lengths_and_blocks),
+        cmocka_unit_test(test_exp_accuracy),
+        cmocka_unit_test(test_exp_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 
 #include "core/base/rng.h"
 #include "core/kernel/kernel.h"
+#include "core/kernel/kernel_block.h"
 #include "core/kernel/kernel_codec.h"
 #include "core/kernel/kernel_spectral.h"
 #include "tests/unit/testutil.h"
@@ -518,9 +519,64 @@ static void test_empty_blocks(void **state)
     gp_kernel_free(k);
 }
 
+/* The vector blocks (core/kernel/kernel_block.c) give each pair the single
+ * pair's bits: Gram and cross entries of every block type, ARD and not,
+ * over columns longer than a block and with a tail, equal gp_kernel_eval
+ * exactly; the blocks' gradient factor equals leaf_terms's c[0]. Points up to
+ * 40 apart put some pairs beyond exp's fast range (argument below -708). */
+static void test_block_bits(void **state)
+{
+    (void)state;
+    enum { N = 150, M = 67 };
+    gp_rng rng;
+    gp_rng_seed(&rng, 21);
+    double *X = malloc(N * DIM * sizeof *X), *K = malloc(N * N * sizeof *K);
+    double *C = malloc(N * M * sizeof *C);
+    assert_non_null(X);
+    assert_non_null(K);
+    assert_non_null(C);
+    for (size_t i = 0; i < N * DIM; i++)
+        X[i] = 40.0 * gp_rng_uniform(&rng) - 20.0;
+    const gp_kernel_type types[4] = {GP_KERNEL_RBF, GP_KERNEL_MATERN12, GP_KERNEL_MATERN32,
+                                      GP_KERNEL_MATERN52};
+    for (int t = 0; t < 4; t++)
+        for (int ard = 0; ard <= 1; ard++) {
+            gp_kernel *k = leaf(types[t], ard, NULL, 0);
+            randomize(k, &rng);
+            gp_kernel_gram(k, X, N, K, N);
+            gp_kernel_cross(k, X, N, X + 20 * DIM, M, C, N);
+            for (size_t j = 0; j < N; j++)
+                for (size_t i = j; i < N; i++) {
+                    double v = gp_kernel_eval(k, X + i * DIM, X + j * DIM, i == j);
+                    assert_memory_equal(&K[i + j * N], &v, sizeof v);
+                    if (j < M) {
+                        double c = gp_kernel_eval(k, X + i * DIM, X + (j + 20) * DIM, 0);
+                        assert_memory_equal(&C[i + j * N], &c, sizeof c);
+                    }
+                }
+            gp_kernel_free(k);
+            /* The factors themselves, on q from 0 to beyond the fast range. */
+            leaf_par p = {types[t], 1.7, 1.0, 1.0, 1.0};
+            double q[GP_KERNEL_BLOCK], v[GP_KERNEL_BLOCK], c0[GP_KERNEL_BLOCK], w[GP_KERNEL_BLOCK];
+            for (size_t i = 0; i < GP_KERNEL_BLOCK; i++)
+                q[i] = i == 0 ? 0.0 : exp(0.25 * (double)i - 6.0);
+            gp_kernel_block_terms(&p, q, GP_KERNEL_BLOCK, v, c0, w);
+            for (size_t i = 0; i < GP_KERNEL_BLOCK; i++) {
+                double c[2] = {0.0, 0.0};
+                double want = leaf_terms(&p, q[i], 0, c);
+                assert_memory_equal(&v[i], &want, sizeof want);
+                assert_memory_equal(&c0[i], &c[0], sizeof c[0]);
+            }
+        }
+    free(X);
+    free(K);
+    free(C);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_bits),
         cmocka_unit_test(test_hand_values),
         cmocka_unit_test(test_composite_values),
         cmocka_unit_test(test_eval_grad_fd),

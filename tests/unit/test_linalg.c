@@ -271,10 +271,10 @@ static void test_solve_columns_batch_invariant(void **state)
         gp_solve_lower_columns(L, n, ldl, B, 17, ldb);
         for (size_t j = 0; j < 17; j++)
             assert_memory_equal(B + j * ldb, ref + 5 * ldb, col);
-        /* Both block widths of L (the solve picks one by the CPU). */
-        for (int wide = 0; wide <= 1; wide++) {
+        /* Every update path this CPU runs (the solve picks the fastest). */
+        for (int path = 0; path <= 2; path++) {
             memcpy(B, B0, ldb * k * sizeof *B);
-            gp_solve_lower_columns_width(L, n, ldl, B, k, ldb, wide);
+            gp_solve_lower_columns_path(L, n, ldl, B, k, ldb, path);
             for (size_t j = 0; j < k; j++)
                 assert_memory_equal(B + j * ldb, ref + j * ldb, col);
         }
