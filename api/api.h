@@ -144,6 +144,12 @@ int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b);
  * solve). */
 void gp_api_point_calls_run(gp_api *api, gp_point_call **calls, size_t n, gp_response *res);
 void gp_api_point_call_free(gp_point_call *c);
+/* 1 when the model (name, version; 0 = the latest) is of a method whose
+ * batched calls share work (gp_method.batch_shares_work), so that joining
+ * concurrent requests pays; 0 for any other method and for a name with no
+ * such row (its error is answered at once). From the rows kept per store
+ * generation: no store round trip while nothing changes. */
+int gp_api_batch_pays(gp_api *api, const char *name, int version);
 
 /* ---- the Open Inference Protocol V2 (KServe / Triton REST "v2"; api/oip.c,
  * docs/design/api.md "Open Inference Protocol V2"). Errors are made in the

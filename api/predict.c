@@ -413,6 +413,18 @@ size_t gp_api_point_call_points(const gp_point_call *c)
     return c->kind == GP_CALL_SAMPLE ? c->s.m : c->m;
 }
 
+int gp_api_batch_pays(gp_api *api, const char *name, int version)
+{
+    gp_model_meta meta;
+    gp_error err;
+    gp_error_clear(&err);
+    if (gp_rows_meta(api, name, version, 0, &meta, &err) != GP_OK)
+        return 0;
+    const gp_method *m = gp_method_find(meta.method);
+    gp_model_meta_free(&meta);
+    return m != NULL && gp_method_batch_shares_work(m);
+}
+
 int gp_api_point_call_batchable(const gp_point_call *c)
 {
     return c->kind == GP_CALL_SAMPLE || !c->a.full;

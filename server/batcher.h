@@ -1,5 +1,9 @@
 /* gpserve server: dynamic batching of predict and sample requests.
  *
+ * Only requests to models whose method shares work across a batch come here
+ * (gp_api_batch_pays, decided at the request's first call: exact, msrfr);
+ * the others are answered on their request threads.
+ *
  * A predict or sample body is parsed on its request thread (api's
  * gp_point_call), then queued here while its connection is suspended.
  * Runner tasks on the shared compute pool (core/base/parallel.h,

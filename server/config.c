@@ -83,10 +83,10 @@ static const opt_def options[] = {
     {"compute-threads", "GPSERVE_COMPUTE_THREADS", OPT_LONG, OFF(compute_threads), 0, 1024,
      "threads of the shared compute pool (fits' loops, batched predictions); 0 = all CPUs"},
     {"batch-delay-us", "GPSERVE_BATCH_DELAY_US", OPT_LONG, OFF(batch_delay_us), 0, 1000000,
-     "dynamic batching: the longest a predict or sample waits for others to the same model "
-     "to join "
-     "it, in microseconds (only while other requests are in progress); 0 = no batching: "
-     "each request is answered on its own thread"},
+     "dynamic batching (models whose method shares work across a batch: exact, msrfr): "
+     "the longest a predict or sample waits for others to the same model to join it, in "
+     "microseconds (only while other requests are in progress); 0 = no batching: each "
+     "request is answered on its own thread"},
     {"batch-max-points", "GPSERVE_BATCH_MAX_POINTS", OPT_LONG, OFF(batch_max_points), 1,
      1000000, "dynamic batching: the most points one batched prediction takes"},
     {"durability", "GPSERVE_DURABILITY", OPT_CHOICE, OFF(durability), 0, 0,

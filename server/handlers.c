@@ -346,10 +346,11 @@ static void route_model_version(route_call *c)
     gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
 }
 
-/* A route of the batcher (GP_BATCHED) goes through it when batching is on. */
+/* A route of the batcher (GP_BATCHED) goes through it when batching is on
+ * and the model's method shares work across a batch (first_call decided). */
 static int batching(const route_call *c)
 {
-    return c->ctx->srv->batcher != NULL && gp_route_batched(c->m->route);
+    return c->ctx->batched;
 }
 
 static void route_predict(route_call *c)

@@ -107,6 +107,7 @@ typedef struct conn_ctx {
     int fit_pending;        /* counted in srv->sync_pending */
     gp_response fit_res;    /* written by the worker before it resumes us */
     int batch_counted;      /* counted in the batcher's requests in progress */
+    int batched;            /* goes through the batcher (first_call decides) */
     /* An error found in the first call of a request without a body is sent
      * in the final call: answered earlier, libmicrohttpd closes the
      * connection (it cannot tell that no body follows). */

@@ -259,7 +259,12 @@ static enum MHD_Result first_call(conn_ctx *ctx, const char *method, const char 
     ctx->verb = gp_verb_of(method);
     ctx->state = CS_BODY;
     gp_route_id r = ctx->match.route;
-    if (ctx->srv->batcher && gp_route_batched(r)) {
+    /* Batched only when the model's method shares work across a batch
+     * (gp_api_batch_pays); decided once, here, for the whole request. */
+    ctx->batched = ctx->srv->batcher && gp_route_batched(r) &&
+                   ctx->match.param_error == GP_PARAM_OK &&
+                   gp_api_batch_pays(ctx->srv->api, ctx->match.name, ctx->match.version);
+    if (ctx->batched) {
         gp_batcher_begin(ctx->srv->batcher);
         ctx->batch_counted = 1;
     }

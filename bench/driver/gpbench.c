@@ -16,7 +16,9 @@
 #include "bench/driver/experiment.h"
 #include "bench/driver/run.h"
 #include "bench/driver/table.h"
+#include "bench/support/blas.h"
 #include "bench/support/cli.h"
+#include "core/base/parallel.h"
 
 #define USAGE                                                                              \
     "run EXPERIMENT.json [--quick|--smoke] [--datasets a,b] [--methods a,b] [--set M.O=V,...]\n"   \
@@ -25,6 +27,12 @@
 
 int main(int argc, char **argv)
 {
+    /* Fits run as the daemon runs them: its OpenBLAS core (where the library
+     * fell back to an older one), OpenBLAS on the calling thread and the
+     * compute pool on every core (server/main.c). Without this the driver ran
+     * the fallback core with OpenBLAS's threads fighting the pool's. */
+    gp_bench_blas_setup(argv);
+    gp_blas_set_threads(1);
     int quick = 0, no_peers = 0, smoke = 0;
     const char *only = NULL, *out_path = NULL, *methods = NULL, *set = NULL;
     const gp_bench_cli_option opts[] = {

@@ -12,6 +12,18 @@
 #include "core/kernel/kernel_formula.h"
 #include "core/linalg/linalg.h"
 
+/* The pair loops of the contractions, cloned for the vector widths: their
+ * per-coordinate loops (a gradient entry or a Z-gradient entry per
+ * coordinate, each added to in pair order) vectorise across the
+ * coordinates, which changes no element's order of operations, so every
+ * clone gives the same bits (C11 mode contracts no multiply-add). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PAIR_CLONES \
+    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
+#else
+#define PAIR_CLONES
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* many pairs: every leaf's view of the points is scaled once                 */
 
@@ -456,6 +468,7 @@ static void contract_column(const gp_kernel *k, const prep *pr, size_t n, size_t
 /* contract_column_ard's sums for a block type, the pairs' k and c0 computed a
  * block at a time in vector lanes (kernel_block.h: each lane the single
  * pair's bits), then added in the same order. */
+PAIR_CLONES
 static void contract_column_blocks(const prep_leaf *L, size_t n, size_t j, const double *wcol,
                                    double *col)
 {
@@ -614,6 +627,7 @@ typedef struct cross_contract_task {
  * column's Z-gradient into its own gz column (no two tasks share one). With
  * r^2 over scaled differences d_c = (x - z)_c / l_c, the leaf terms give
  * dk/dlog l_c = c0 d_c^2 and hence dk/dz_c = c0 d_c / l_c. */
+PAIR_CLONES
 static void cross_contract_task_run(void *ctx, size_t t)
 {
     const cross_contract_task *ct = ctx;
@@ -725,6 +739,7 @@ typedef struct known_task {
 } known_task;
 
 /* Points X_i, i in [bounds[t], bounds[t+1]), against every Z_j. */
+PAIR_CLONES
 static void known_task_run(void *ctx, size_t t)
 {
     const known_task *kt = ctx;

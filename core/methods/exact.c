@@ -928,6 +928,7 @@ static const gp_method_ops exact_ops = {
     .observe = exact_observe,
     /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns) */
     .batch_invariant = 1,
+    .batch_shares_work = 1, /* a batch streams the factor L once */
 };
 
 static const gp_option_setting exact_quick[] = {{"max_iterations", 8}};

@@ -209,6 +209,11 @@ int gp_method_has_gate(const gp_method *m)
     return m->gate != 0;
 }
 
+int gp_method_batch_shares_work(const gp_method *m)
+{
+    return m->ops->batch_shares_work != 0;
+}
+
 int gp_method_input_spec(const gp_method *m, const gp_option_value *opts, size_t n, size_t d,
                          gp_input_spec *out, gp_error *err)
 {

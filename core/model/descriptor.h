@@ -31,6 +31,9 @@ int gp_options_check_data(const gp_method *m, const gp_option_value *opts, size_
 int gp_method_can_observe(const gp_method *m);
 /* 1 when the method's predictions carry ask_oracle. */
 int gp_method_has_gate(const gp_method *m);
+/* 1 when batched calls of the method share work (method.h,
+ * batch_shares_work): what the server's dynamic batching asks. */
+int gp_method_batch_shares_work(const gp_method *m);
 /* The input spec of a fit of method m with these (validated) options: its
  * "input" option when it has one (kind and dimensions checked against
  * m->input_kinds), else points of d columns (d may be 0: not known yet). */

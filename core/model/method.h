@@ -79,6 +79,16 @@ struct gp_method_ops {
      * (gp_dot, gp_dot_columns, gp_solve_lower_columns and its packed form).
      * test_method_contract fails a method that does not set it. */
     int batch_invariant;
+    /* 1 when predicting (or sampling) k points in one call costs clearly
+     * less than k calls of one point: the call makes a pass over a state
+     * much larger than a point's work, which a batch shares (exact: its
+     * N x N factor, read once per batch, not once per point; msrfr: every
+     * particle's weights). The server's dynamic batching joins concurrent
+     * requests only for these methods; a request to any other is answered
+     * on its own thread, as a hand-off to a pool worker and back costs more
+     * than joining saves (bench/results/http.md, "What dynamic batching
+     * does"). Decided by the method's arithmetic, not by timing. */
+    int batch_shares_work;
 };
 
 /* Value of option `name` from the request, or the spec default. For a NUMBER

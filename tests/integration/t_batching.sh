@@ -8,6 +8,9 @@
 # byte what B answers to each request alone; so must every answer to 320
 # predicts from 24 clients and 96 samples from 16 clients at once, which A
 # answers in batches of several requests (its /metrics).
+# Only models of methods whose batched calls share work go through the
+# batcher (exact and msrfr here); the others are answered on their request
+# threads, batching on or off.
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
 section "dynamic batching"
@@ -113,8 +116,20 @@ for m in exact ssgp msrfr svgp; do
             --data-binary "${line#* }" "http://127.0.0.1:$B_PORT/v1/models/$name/$kind" 2>/dev/null
         n=$((n + 1))
     done <"$T/burst.txt"
-    # A, all at once
+    # A, all at once; the batcher sees the requests of the methods whose
+    # batched calls share work (exact, msrfr: gp_method.batch_shares_work)
+    # and no other's (answered on their request threads).
+    q0=$(curl -sS --max-time "$MT" "http://127.0.0.1:$A_PORT/metrics" |
+        awk '$1 == "gpserve_batched_requests_total" { print $2 }')
     fire "$name" "$A_PORT" "$T/got_$m" >/dev/null
+    q1=$(curl -sS --max-time "$MT" "http://127.0.0.1:$A_PORT/metrics" |
+        awk '$1 == "gpserve_batched_requests_total" { print $2 }')
+    case $m in
+    exact | msrfr) [ "${q1:-0}" -gt "${q0:-0}" ] ;;
+    *) [ -n "$q0" ] && [ "$q1" = "$q0" ] ;;
+    esac
+    verdict "$name: the batcher joins its requests only if its method shares work ($q0 -> $q1 batched)" $? \
+        "gpserve_batched_requests_total ${q0:-missing} -> ${q1:-missing}"
     same=0
     diffs=""
     i=0

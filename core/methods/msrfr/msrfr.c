@@ -59,6 +59,7 @@ static const gp_method_ops msrfr_ops = {
     .free_impl = msrfr_impl_free,
     .components = msrfr_components,
     .batch_invariant = 1, /* predict: per-point arithmetic (gp_rff_features_columns) */
+    .batch_shares_work = 1, /* a batch passes over every particle's weights once */
 };
 
 static const gp_info_spec msrfr_info[] = {
