@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/linalg/fastmath.h"
+#include "core/base/clones.h"
 #include "core/linalg/linalg.h"
 
 /* Largest 2R the lanes solve takes: measured against gp_solve_lower_columns
@@ -16,13 +17,8 @@
  * about level at 96, 1.5x at 200 (the 32 columns of a row no longer stay in L1). */
 #define SMALL_FACTOR 64
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* fma() inline in the AVX-512 and AVX2 clones (a libm call in the default) */
-#define RFF_FMA_CLONES \
-    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
-#else
-#define RFF_FMA_CLONES
-#endif
+#define RFF_FMA_CLONES GP_CLONES
 
 /* Z (R x b, a point's R phases contiguous) = Omega x_i for each point:
  * z_r = fma over k = 0 .. d-1 in order, the R phases of a point side by side

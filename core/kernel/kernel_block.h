@@ -31,4 +31,31 @@ void gp_kernel_block_q(const double *at, size_t ldat, size_t na, size_t i0, size
 void gp_kernel_block_terms(const leaf_par *p, const double *q, size_t len, double *v,
                            double *c0, double *scratch);
 
+/* ---- the Kuf contraction from known values, one X point at a time ----
+ * gp_kernel_cross_grad_contract_known's pair loop for a block type with at
+ * most GP_KNOWN_MAX_COORDS coordinates: for X point a against every Z_j,
+ * q by coordinate a block of Z at a time, the factor c0 from the known
+ * value, then each pair's terms added in pair order, the coordinates side by
+ * side in vector lanes (each gradient entry's sequence of additions is the
+ * scalar loop's, so the bits are). */
+#define GP_KNOWN_MAX_COORDS 32
+
+typedef struct gp_known_args {
+    gp_kernel_type type;
+    int ard;       /* per-coordinate lengthscale terms (else one, g[1], from q) */
+    int iso_term;  /* !ard with a lengthscale: g[1] += w c0 q */
+    size_t na, m;  /* coordinates; Z points */
+    size_t width;  /* na rounded up to a multiple of 8: the padded row length */
+    const double *zp;  /* m x width: Z's scaled points, zero-padded rows */
+    const double *zt;  /* m x na, leading dimension m: Z by coordinate */
+    const double *inv; /* width: 1 / lengthscale of each coordinate, zero-padded */
+} gp_known_args;
+
+/* a: X point (na scaled coordinates); kcol, wcol: its m values of K and W.
+ * g: the running partial sums (g[0], then g[1] or g[1 .. na]); gzp (m x
+ * width, or NULL): the running Z-gradient, coordinate c of Z_j at
+ * gzp[j width + c]. */
+void gp_kernel_block_known(const gp_known_args *ka, const double *a, const double *kcol,
+                           const double *wcol, double *g, double *gzp);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/clones.h"
 #include "core/base/parallel.h"
 #include "core/kernel/kernel.h"
 #include "core/kernel/kernel_block.h"
@@ -16,13 +17,8 @@
  * per-coordinate loops (a gradient entry or a Z-gradient entry per
  * coordinate, each added to in pair order) vectorise across the
  * coordinates, which changes no element's order of operations, so every
- * clone gives the same bits (C11 mode contracts no multiply-add). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PAIR_CLONES \
-    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
-#else
-#define PAIR_CLONES
-#endif
+ * clone gives the same bits (core/base/clones.h). */
+#define PAIR_CLONES GP_CLONES
 
 /* ------------------------------------------------------------------------ */
 /* many pairs: every leaf's view of the points is scaled once                 */
@@ -736,6 +732,8 @@ typedef struct known_task {
     const double *inv_ls;
     double *partials; /* parts x np */
     double *gzs;      /* parts x (input_dim x m), or NULL */
+    gp_known_args ka; /* the lanes (known_task_lanes) */
+    double *lane_gz;  /* parts x (m x ka.width), with gzs */
 } known_task;
 
 /* Points X_i, i in [bounds[t], bounds[t+1]), against every Z_j. */
@@ -779,6 +777,61 @@ static void known_task_run(void *ctx, size_t t)
     }
 }
 
+/* The same pairs with the coordinates in vector lanes (kernel_block.h,
+ * gp_kernel_block_known): the task's Z-gradient in a padded buffer of its
+ * own, copied into the task's part of gzs at the end (each of its entries is
+ * one coordinate's, so the copy is the sum). */
+static void known_task_lanes(void *ctx, size_t t)
+{
+    const known_task *kt = ctx;
+    const prep_leaf *L = kt->L;
+    const gp_kernel *k = L->k;
+    size_t na = L->na, m = kt->m, width = kt->ka.width;
+    double *g = kt->partials + t * kt->np;
+    double *gz = kt->gzs ? kt->gzs + t * kt->input_dim * m : NULL;
+    double *gzp = gz ? kt->lane_gz + t * m * width : NULL;
+    memset(g, 0, kt->np * sizeof *g);
+    if (gz) {
+        memset(gz, 0, kt->input_dim * m * sizeof *gz);
+        memset(gzp, 0, m * width * sizeof *gzp);
+    }
+    for (size_t i = kt->bounds[t]; i < kt->bounds[t + 1]; i++)
+        gp_kernel_block_known(&kt->ka, L->a + i * na, kt->K + i * kt->ldk, kt->W + i * kt->ldw, g,
+                              gzp);
+    for (size_t j = 0; gz && j < m; j++)
+        for (size_t c = 0; c < na; c++)
+            gz[j * kt->input_dim + dim_of(k, c)] = gzp[j * width + c];
+}
+
+/* The lanes' buffers (Z padded and by coordinate, the padded 1 / lengthscale,
+ * each task's padded Z-gradient), filled into *ka; NULL where the lanes do not
+ * apply (rq, more than GP_KNOWN_MAX_COORDS coordinates) or without memory:
+ * then the pair loop above runs, with the same bits. */
+static double *known_lanes_new(known_task *kt, gp_known_args *ka, size_t parts)
+{
+    const prep_leaf *L = kt->L;
+    const gp_kernel *k = L->k;
+    size_t na = L->na, m = kt->m, width = (na + 7) / 8 * 8;
+    if (!gp_kernel_block_type(k->type) || na == 0 || na > GP_KNOWN_MAX_COORDS ||
+        m > GP_MAX_ELEMENTS / (width + na + (kt->gzs ? parts * width : 0) + 1))
+        return NULL;
+    size_t count = m * width + m * na + width + (kt->gzs ? parts * m * width : 0);
+    double *buf = calloc(count, sizeof *buf);
+    if (buf == NULL)
+        return NULL;
+    double *zp = buf, *zt = zp + m * width, *inv = zt + m * na;
+    for (size_t j = 0; j < m; j++)
+        for (size_t c = 0; c < na; c++) {
+            zp[j * width + c] = L->b[j * na + c];
+            zt[j + c * m] = L->b[j * na + c];
+        }
+    memcpy(inv, kt->inv_ls, na * sizeof *inv);
+    *ka = (gp_known_args){.type = k->type, .ard = k->ard, .iso_term = !k->ard && k->n_lengthscale,
+                          .na = na, .m = m, .width = width, .zp = zp, .zt = zt, .inv = inv};
+    kt->lane_gz = kt->gzs ? inv + width : NULL;
+    return buf;
+}
+
 int gp_kernel_cross_grad_contract_known(const gp_kernel *k, const double *X, size_t n,
                                         const double *Z, size_t m, const double *K, size_t ldk,
                                         const double *W, size_t ldw, double *grad, double *gz,
@@ -814,7 +867,9 @@ int gp_kernel_cross_grad_contract_known(const gp_kernel *k, const double *X, siz
     known_task kt = {.L = &pr.leaf[0], .m = m, .np = np, .input_dim = k->input_dim,
                      .bounds = bounds, .K = K, .W = W, .ldk = ldk, .ldw = ldw, .inv_ls = inv_ls,
                      .partials = pr.extra, .gzs = gz ? inv_ls + na : NULL};
-    gp_parallel_for(parts, known_task_run, &kt);
+    double *lanes = known_lanes_new(&kt, &kt.ka, parts);
+    gp_parallel_for(parts, lanes ? known_task_lanes : known_task_run, &kt);
+    free(lanes);
     for (size_t t = 0; t < parts; t++) { /* in task order: thread-count independent */
         for (size_t p = 0; p < np; p++)
             grad[p] += pr.extra[t * np + p];

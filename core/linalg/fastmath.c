@@ -19,6 +19,8 @@
  * copy of the block's inputs. */
 #include "core/linalg/fastmath.h"
 
+#include "core/base/clones.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -109,13 +111,6 @@ void gp_sincos_scaled(double *z, double *s_out, size_t n, double scale)
  * clone contracts or reorders anything, so all give gp_exp's bits. */
 #define EXP_BLOCK 64
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define EXP_CLONES \
-    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
-#else
-#define EXP_CLONES
-#endif
-
 static inline uint64_t exp_block(const double *restrict x, double *restrict y)
 {
     uint64_t slow = 0;
@@ -126,7 +121,7 @@ static inline uint64_t exp_block(const double *restrict x, double *restrict y)
     return slow;
 }
 
-EXP_CLONES
+GP_CLONES
 void gp_exp_block(const double *x, double *y, size_t n)
 {
     double in[EXP_BLOCK], out[EXP_BLOCK];

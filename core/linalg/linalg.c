@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/clones.h"
 #include "core/base/parallel.h"
 #include "core/linalg/blocked.h"
 #include "core/linalg/trs_tiles.h"
@@ -222,20 +223,9 @@ void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs
  * or libm's, so every clone gives the same bits too (dtrsv and dtrsm do not:
  * their kernels change with the number of columns, docs/design/numerics.md).
  *
- * x86-64 GCC builds carry AVX-512 and AVX2+FMA clones chosen at load time by
- * the CPU's features. "arch=haswell" would not do: target_clones dispatches
- * arch= clones on the CPU model, so every other x86-64 CPU would get the
- * default clone, where fma() is a libm call (~25 times slower). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(GP_CLONES_AVX2)
-/* make GP_CLONES=avx2 (bench/README.md): no AVX-512 clone, so that an AVX-512
- * machine runs the code an AVX2 machine runs. */
-#define GP_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("O3")))
-#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GP_FMA_CLONES \
-    __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default"), optimize("O3")))
-#else
-#define GP_FMA_CLONES
-#endif
+ * The clones (core/base/clones.h) carry AVX-512 and AVX2+FMA copies chosen
+ * at load time by the CPU's features. */
+#define GP_FMA_CLONES GP_CLONES
 /* Kernels inlined into their cloned caller, so that they are compiled for its target. */
 #define GP_KERNEL static inline __attribute__((always_inline))
 
