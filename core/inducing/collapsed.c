@@ -209,6 +209,26 @@ static void fill_post(const sgpr_work *w, const double *Z, size_t d, double jitt
     post->jitter = jitter;
 }
 
+/* gp_sgpr_bound on buffers w of the right sizes (with the gradient's when
+ * grad is asked for). */
+static int bound_in(sgpr_work *w, const gp_kernel *k, double s2, const double *X, size_t d,
+                    const double *y, const double *Z, gp_sgpr_terms *terms, double *grad,
+                    double *gz, gp_inducing_post *post, gp_error *err)
+{
+    double jitter = 0.0;
+    int rc = bound_value(k, s2, X, y, Z, w, &jitter, terms, err);
+    if (rc == GP_OK && (grad || post))
+        rc = invert_b(w, err);
+    if (rc == GP_OK && grad)
+        rc = bound_gradient(k, s2, X, y, Z, terms, w, grad, gz, err);
+    if (rc == GP_OK && post) {
+        rc = gp_inducing_post_alloc(post, w->m, d, err);
+        if (rc == GP_OK)
+            fill_post(w, Z, d, jitter, post);
+    }
+    return rc;
+}
+
 int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size_t d,
                   const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
                   double *grad, double *gz, gp_inducing_post *post, gp_error *err)
@@ -216,31 +236,56 @@ int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size
     if (n == 0 || m == 0 || !(s2 > 0.0))
         return gp_error_set(err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
     sgpr_work w;
-    double jitter = 0.0;
     int rc = work_alloc(&w, n, m, grad != NULL, err);
     if (rc == GP_OK)
-        rc = bound_value(k, s2, X, y, Z, &w, &jitter, terms, err);
-    if (rc == GP_OK && (grad || post))
-        rc = invert_b(&w, err);
-    if (rc == GP_OK && grad)
-        rc = bound_gradient(k, s2, X, y, Z, terms, &w, grad, gz, err);
-    if (rc == GP_OK && post) {
-        rc = gp_inducing_post_alloc(post, m, d, err);
-        if (rc == GP_OK)
-            fill_post(&w, Z, d, jitter, post);
-    }
+        rc = bound_in(&w, k, s2, X, d, y, Z, terms, grad, gz, post, err);
     work_free(&w);
     return rc;
+}
+
+struct gp_sgpr_scratch {
+    sgpr_work w; /* with the gradient's buffers */
+};
+
+void gp_collapsed_data_release(gp_collapsed_data *data)
+{
+    if (data->scratch == NULL)
+        return;
+    work_free(&data->scratch->w);
+    free(data->scratch);
+    data->scratch = NULL;
+}
+
+/* The data's kept buffers for m inducing points, allocated (or replaced,
+ * for another m) here; NULL without memory. */
+static sgpr_work *kept_work(gp_collapsed_data *data, size_t m, gp_error *err)
+{
+    if (data->scratch && data->scratch->w.m == m)
+        return &data->scratch->w;
+    gp_collapsed_data_release(data);
+    struct gp_sgpr_scratch *s = malloc(sizeof *s);
+    if (s == NULL || work_alloc(&s->w, data->n, m, 1, err) != GP_OK) {
+        free(s);
+        return NULL;
+    }
+    data->scratch = s;
+    return &s->w;
 }
 
 int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
                            double *f, double *grad, double *gz)
 {
-    const gp_collapsed_data *data = ctx;
+    gp_collapsed_data *data = ctx;
     gp_sgpr_terms terms = {NAN, NAN};
     gp_error err;
-    int rc = gp_sgpr_bound(k, s2, data->X, data->n, data->d, data->y, Z, m, &terms, grad, gz,
-                           NULL, &err);
+    int rc;
+    if (data->n == 0 || m == 0 || !(s2 > 0.0)) {
+        rc = gp_error_set(&err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
+    } else {
+        sgpr_work *w = kept_work(data, m, &err);
+        rc = w ? bound_in(w, k, s2, data->X, data->d, data->y, Z, &terms, grad, gz, NULL, &err)
+               : GP_ENOMEM;
+    }
     *f = terms.bound;
     return rc;
 }

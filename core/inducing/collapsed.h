@@ -45,9 +45,15 @@ int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size
 typedef struct gp_collapsed_data {
     const double *X, *y;
     size_t n, d;
+    /* The objective's buffers (three m x n among them), allocated by its
+     * first call and kept for the next ones, so that an optimisation does
+     * not map and fault in ~100 MB an evaluation at n = 10000, m = 512.
+     * NULL to begin with; gp_collapsed_data_release frees them. */
+    struct gp_sgpr_scratch *scratch;
 } gp_collapsed_data;
 
 int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,
                            double *f, double *grad, double *gz);
+void gp_collapsed_data_release(gp_collapsed_data *data);
 
 #endif

@@ -133,8 +133,9 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
     if (rc == GP_OK) {
         gp_model_standardize_points(model, req->X, req->n, X);
         gp_model_working_targets(model, req->y, req->n, y);
-        gp_collapsed_data data = {X, y, req->n, req->d};
+        gp_collapsed_data data = {X, y, req->n, req->d, NULL};
         rc = fit_into(model, req, &data, im, err);
+        gp_collapsed_data_release(&data);
     }
     free(X);
     free(y);

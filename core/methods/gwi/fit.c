@@ -191,13 +191,14 @@ static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_
     quiet.progress = req->progress ? hyper_progress : NULL;
     quiet.progress_ctx = &pc;
     double f = NAN;
-    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d};
+    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d, NULL};
     gp_inducing_fit_spec spec = {.fn = gp_collapsed_objective, .ctx = &data,
                                  .optimize_z = st->optimize_inducing,
                                  .max_iterations = 200, .tolerance = 1e-9,
                                  .max_total = st->epochs, .result_f = &f};
     int rc = gp_inducing_optimise(model->kernel, &np, &model->noise_variance, Z, m, &quiet, &spec,
                                   &model->diag, err);
+    gp_collapsed_data_release(&data);
     gp_model_info_number(model, "prior_objective", f);
     return rc;
 }
