@@ -370,10 +370,6 @@ GP_KERNEL void trs_update_on(int path, const double *L, size_t ldl, size_t k0, s
         gp_trs_update_avx512(L, ldl, k0, k1, r0, m, B, nrhs, ldb);
         return;
     }
-    if (path == GP_TRS_AVX2) {
-        gp_trs_update_avx2(L, ldl, k0, k1, r0, m, B, nrhs, ldb);
-        return;
-    }
 #endif
     (void)path;
     trs_update(L, ldl, k0, k1, kb, r0, m, B, nrhs, ldb);
@@ -445,16 +441,14 @@ static int trs_wide(void)
 #endif
 }
 
-/* The tiles this CPU runs: AVX-512's, else AVX2's, else the portable update.
- * make GP_CLONES=avx2 leaves AVX-512's out, as it does the clone. */
+/* The tiles where AVX-512 runs them, else the portable update. make
+ * GP_CLONES=avx2 leaves the tiles out, as it does the AVX-512 clone. */
 static int trs_path(void)
 {
 #if !defined(GP_CLONES_AVX2)
     if (gp_trs_tiles_supported(GP_TRS_AVX512))
         return GP_TRS_AVX512;
 #endif
-    if (gp_trs_tiles_supported(GP_TRS_AVX2))
-        return GP_TRS_AVX2;
     return GP_TRS_PORTABLE;
 }
 

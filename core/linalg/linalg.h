@@ -87,9 +87,9 @@ void gp_solve_lower_columns(const double *L, size_t n, size_t ldl, double *B, si
                             size_t ldb);
 /* The same on a path chosen by the caller instead of by the CPU: 0 the
  * portable update (target_clones: 4 columns of L at a time on AVX-512, 3 on
- * AVX2), 1 AVX2's register tiles, 2 AVX-512's (core/linalg/trs_tiles.c); a
- * path this CPU cannot run falls back to 0. Same bits on every path; it
- * exists so that tests check them all. */
+ * AVX2), 1 AVX-512's register tiles (core/linalg/trs_tiles.c; a CPU without
+ * AVX-512 falls back to 0). Same bits on every path; it exists so that tests
+ * check them all. */
 void gp_solve_lower_columns_path(const double *L, size_t n, size_t ldl, double *B, size_t nrhs,
                                  size_t ldb, int path);
 /* gp_solve_lower_columns's bits, faster for many columns of a small factor

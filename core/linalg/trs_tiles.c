@@ -1,5 +1,5 @@
 /* See trs_tiles.h. The update step of the batch-invariant solve with register
- * tiles, one function per instruction set.
+ * tiles.
  *
  * A tile is MR rows by up to 4 columns of B held in vector registers while
  * the whole range k0 .. k1 of L's columns passes: B is loaded and stored once
@@ -11,8 +11,13 @@
  * The bits: every element b_i still takes b_i <- fma(L_ik, -x_k, b_i) for k
  * in increasing order, one rounding each (vfnmadd computes -(L_ik x_k) + b_i
  * rounded once, the same value), so the tiles decide when the operations run,
- * never what they are. The rows a tile does not fill are masked (AVX-512) or
- * done one at a time with fma() (AVX2), in the same order. */
+ * never what they are. The rows a tile does not fill are masked.
+ *
+ * AVX-512 only: AVX2's 16 registers hold a tile of 8 rows x 4 columns, and
+ * such tiles (with the rows a tile does not fill done one at a time) were
+ * slower than the portable update on the AVX2 path (make GP_CLONES=avx2,
+ * OPENBLAS_CORETYPE=Haswell: 4 columns at N = 2000 ~400 us against ~185),
+ * so AVX2 CPUs keep the portable update. */
 #include "core/linalg/trs_tiles.h"
 
 #include <math.h>
@@ -23,7 +28,6 @@
 
 #define AVX512_V 3 /* vectors of 8 rows in a tile */
 #define AVX512_MR (8 * AVX512_V)
-#define AVX2_MR 8    /* two vectors of 4 */
 #define TILE_NR 4
 
 /* ---- AVX-512 ---- */
@@ -111,83 +115,11 @@ __attribute__((target("avx512f"))) void gp_trs_update_avx512(const double *L, si
     }
 }
 
-/* ---- AVX2 + FMA ---- */
-
-#define T256 __attribute__((target("avx2,fma"), always_inline)) static inline
-
-T256 void tile256(const double *restrict l, size_t ldl, size_t kn, const double *restrict x,
-                  double *restrict b, size_t ldb, size_t nr)
-{
-    __m256d a0[TILE_NR], a1[TILE_NR];
-#pragma GCC unroll 4
-    for (size_t c = 0; c < nr; c++) {
-        a0[c] = _mm256_loadu_pd(b + c * ldb);
-        a1[c] = _mm256_loadu_pd(b + c * ldb + 4);
-    }
-    for (size_t k = 0; k < kn; k++) {
-        const double *lk = l + k * ldl;
-        __m256d l0 = _mm256_loadu_pd(lk), l1 = _mm256_loadu_pd(lk + 4);
-#pragma GCC unroll 4
-        for (size_t c = 0; c < nr; c++) {
-            __m256d v = _mm256_broadcast_sd(x + c * ldb + k);
-            a0[c] = _mm256_fnmadd_pd(l0, v, a0[c]);
-            a1[c] = _mm256_fnmadd_pd(l1, v, a1[c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (size_t c = 0; c < nr; c++) {
-        _mm256_storeu_pd(b + c * ldb, a0[c]);
-        _mm256_storeu_pd(b + c * ldb + 4, a1[c]);
-    }
-}
-
-/* One row of nr columns: the same operations in the same order. */
-T256 void row256(const double *l, size_t ldl, size_t kn, const double *x, double *b, size_t ldb,
-                 size_t nr)
-{
-#pragma GCC unroll 4
-    for (size_t c = 0; c < nr; c++) {
-        double a = b[c * ldb];
-        for (size_t k = 0; k < kn; k++)
-            a = fma(l[k * ldl], -x[c * ldb + k], a);
-        b[c * ldb] = a;
-    }
-}
-
-T256 void rows256(const double *l, size_t ldl, size_t kn, const double *x, double *b,
-                  size_t ldb, size_t m, size_t nr)
-{
-    size_t i = 0;
-    for (; i + AVX2_MR <= m; i += AVX2_MR)
-        switch (nr) {
-        case 4: tile256(l + i, ldl, kn, x, b + i, ldb, 4); break;
-        case 3: tile256(l + i, ldl, kn, x, b + i, ldb, 3); break;
-        case 2: tile256(l + i, ldl, kn, x, b + i, ldb, 2); break;
-        default: tile256(l + i, ldl, kn, x, b + i, ldb, 1); break;
-        }
-    for (; i < m; i++)
-        row256(l + i, ldl, kn, x, b + i, ldb, nr);
-}
-
-__attribute__((target("avx2,fma"))) void gp_trs_update_avx2(const double *L, size_t ldl,
-                                                             size_t k0, size_t k1, size_t r0,
-                                                             size_t m, double *B, size_t nrhs,
-                                                             size_t ldb)
-{
-    for (size_t j = 0; j < nrhs; j += TILE_NR) {
-        size_t nr = nrhs - j < TILE_NR ? nrhs - j : TILE_NR;
-        double *Bj = B + j * ldb;
-        rows256(L + r0 + k0 * ldl, ldl, k1 - k0, Bj + k0, Bj + r0, ldb, m, nr);
-    }
-}
-
 int gp_trs_tiles_supported(int path)
 {
     __builtin_cpu_init();
     if (path == GP_TRS_AVX512)
         return __builtin_cpu_supports("avx512f") != 0;
-    if (path == GP_TRS_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return path == GP_TRS_PORTABLE;
 }
 
