@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "core/linalg/fastmath.h"
-#include "core/base/clones.h"
 #include "core/linalg/linalg.h"
 
 /* Largest 2R the lanes solve takes: measured against gp_solve_lower_columns

@@ -1,11 +1,10 @@
-/* See kernel_block.h. Cloned for the vector widths (core/base/clones.h); nothing here uses fma() or reorders a sum, so every clone gives
+/* See kernel_block.h. Cloned for the vector widths (GP_CLONES, core/linalg/fastmath.h); nothing here uses fma() or reorders a sum, so every clone gives
  * the bits of the scalar code in kernel_formula.h. */
 #include "core/kernel/kernel_block.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "core/base/clones.h"
 #include "core/linalg/fastmath.h"
 
 int gp_kernel_block_type(gp_kernel_type type)

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/clones.h"
 #include "core/base/parallel.h"
 #include "core/kernel/kernel.h"
 #include "core/kernel/kernel_block.h"
@@ -17,7 +16,7 @@
  * per-coordinate loops (a gradient entry or a Z-gradient entry per
  * coordinate, each added to in pair order) vectorise across the
  * coordinates, which changes no element's order of operations, so every
- * clone gives the same bits (core/base/clones.h). */
+ * clone gives the same bits (GP_CLONES, core/linalg/fastmath.h). */
 #define PAIR_CLONES GP_CLONES
 
 /* ------------------------------------------------------------------------ */

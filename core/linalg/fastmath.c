@@ -19,7 +19,6 @@
  * copy of the block's inputs. */
 #include "core/linalg/fastmath.h"
 
-#include "core/base/clones.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/clones.h"
 #include "core/base/parallel.h"
 #include "core/linalg/blocked.h"
+#include "core/linalg/fastmath.h"
 #include "core/linalg/trs_tiles.h"
 
 int gp_checked_size(size_t rows, size_t cols, size_t *count, gp_error *err)
@@ -223,7 +223,7 @@ void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs
  * or libm's, so every clone gives the same bits too (dtrsv and dtrsm do not:
  * their kernels change with the number of columns, docs/design/numerics.md).
  *
- * The clones (core/base/clones.h) carry AVX-512 and AVX2+FMA copies chosen
+ * The clones (GP_CLONES, core/linalg/fastmath.h) carry AVX-512 and AVX2+FMA copies chosen
  * at load time by the CPU's features. */
 #define GP_FMA_CLONES GP_CLONES
 /* Kernels inlined into their cloned caller, so that they are compiled for its target. */
