@@ -361,71 +361,88 @@ static void test_known_values(void **state)
  * coordinates side by side, q a block of Z at a time) give the bits of the
  * pair loop they replace, here written out pair by pair in its order: every
  * block type, ARD or not, all or some coordinates, m past one block of 64,
- * some weights exactly 0 (skipped). One task (n m small). */
+ * some weights exactly 0 (skipped); d = 3 (one vector of 8 lanes) and d = 19
+ * (three). One task (n m small). */
+static void check_known_lanes(gp_kernel *k, size_t d, gp_rng *rng)
+{
+    enum { N = 5, M = 70, DMAX = 19 };
+    double X[DMAX * N], Z[DMAX * M], Wt[N * M], K[N * M], gz[DMAX * M], gzr[DMAX * M];
+    fill_normal(rng, X, d * N, 1.0);
+    fill_normal(rng, Z, d * M, 1.0);
+    fill_normal(rng, Wt, N * M, 1.0);
+    for (size_t i = 0; i < N * M; i += 7)
+        Wt[i] = 0.0;
+    gp_error err;
+    size_t np = gp_kernel_n_params(k), na = k->n_active;
+    double g[MAX_PARAMS + DMAX], gr[MAX_PARAMS + DMAX] = {0.0}, inv[DMAX];
+    gp_kernel_cross(k, Z, M, X, N, K, M);
+    assert_int_equal(gp_kernel_cross_grad_contract_known(k, X, N, Z, M, K, M, Wt, M, g, gz, &err),
+                     GP_OK);
+    memset(gzr, 0, sizeof gzr);
+    for (size_t cc = 0; cc < na; cc++)
+        inv[cc] = 1.0 / exp(k->log_lengthscale[k->ard ? cc : 0]);
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < M; j++) {
+            double w = Wt[j + i * M], kv = K[j + i * M], a[DMAX], b[DMAX], q = 0.0, c0;
+            if (w == 0.0)
+                continue;
+            for (size_t cc = 0; cc < na; cc++) {
+                size_t dim = k->active_dims ? k->active_dims[cc] : cc;
+                double s = exp(k->log_lengthscale[k->ard ? cc : 0]);
+                a[cc] = X[i * d + dim] / s;
+                b[cc] = Z[j * d + dim] / s;
+                double dd = a[cc] - b[cc];
+                q += dd * dd;
+            }
+            double r = sqrt(q);
+            switch (k->type) {
+            case GP_KERNEL_RBF: c0 = kv; break;
+            case GP_KERNEL_MATERN12: c0 = r > 0.0 ? kv / r : 0.0; break;
+            case GP_KERNEL_MATERN32: c0 = 3.0 * kv / (1.0 + 1.73205080756887729353 * r); break;
+            default: {
+                double s5 = 2.23606797749978969641 * r;
+                c0 = (5.0 / 3.0) * (1.0 + s5) * kv / (1.0 + s5 + 5.0 * q / 3.0);
+            }
+            }
+            double wc0 = w * c0;
+            gr[0] += w * kv;
+            if (!k->ard)
+                gr[1] += wc0 * q;
+            for (size_t cc = 0; cc < na; cc++) {
+                double dd = a[cc] - b[cc];
+                if (k->ard)
+                    gr[1 + cc] += wc0 * (dd * dd);
+                size_t dim = k->active_dims ? k->active_dims[cc] : cc;
+                gzr[j * d + dim] += wc0 * dd * inv[cc];
+            }
+        }
+    assert_memory_equal(g, gr, np * sizeof *g);
+    assert_memory_equal(gz, gzr, d * M * sizeof *gz);
+}
+
 static void test_known_lanes_bits(void **state)
 {
     (void)state;
     gp_rng rng;
     gp_rng_seed(&rng, 78);
-    enum { N = 5, M = 70 };
-    double X[DIM * N], Z[DIM * M], Wt[N * M], K[N * M], gz[DIM * M], gzr[DIM * M];
-    fill_normal(&rng, X, DIM * N, 1.0);
-    fill_normal(&rng, Z, DIM * M, 1.0);
-    fill_normal(&rng, Wt, N * M, 1.0);
-    for (size_t i = 0; i < N * M; i += 7)
-        Wt[i] = 0.0;
     gp_error err;
     for (size_t t = 0; t < N_STATIONARY; t++) {
         if (stationary[t] == GP_KERNEL_RQ)
             continue; /* rq keeps the pair loop */
         for (int c = 0; c < 4; c++) {
             gp_kernel *k = make_kernel(stationary[t], c, &rng);
-            size_t np = gp_kernel_n_params(k), na = k->n_active;
-            double g[MAX_PARAMS], gr[MAX_PARAMS] = {0.0}, inv[DIM];
-            gp_kernel_cross(k, Z, M, X, N, K, M);
-            assert_int_equal(gp_kernel_cross_grad_contract_known(k, X, N, Z, M, K, M, Wt, M, g,
-                                                                 gz, &err),
-                             GP_OK);
-            memset(gzr, 0, sizeof gzr);
-            for (size_t cc = 0; cc < na; cc++)
-                inv[cc] = 1.0 / exp(k->log_lengthscale[k->ard ? cc : 0]);
-            for (size_t i = 0; i < N; i++)
-                for (size_t j = 0; j < M; j++) {
-                    double w = Wt[j + i * M], kv = K[j + i * M], a[DIM], b[DIM], q = 0.0, c0;
-                    if (w == 0.0)
-                        continue;
-                    for (size_t cc = 0; cc < na; cc++) {
-                        size_t dim = k->active_dims ? k->active_dims[cc] : cc;
-                        double s = exp(k->log_lengthscale[k->ard ? cc : 0]);
-                        a[cc] = X[i * DIM + dim] / s;
-                        b[cc] = Z[j * DIM + dim] / s;
-                        double d = a[cc] - b[cc];
-                        q += d * d;
-                    }
-                    double r = sqrt(q);
-                    switch (k->type) {
-                    case GP_KERNEL_RBF: c0 = kv; break;
-                    case GP_KERNEL_MATERN12: c0 = r > 0.0 ? kv / r : 0.0; break;
-                    case GP_KERNEL_MATERN32: c0 = 3.0 * kv / (1.0 + 1.73205080756887729353 * r); break;
-                    default: {
-                        double s5 = 2.23606797749978969641 * r;
-                        c0 = (5.0 / 3.0) * (1.0 + s5) * kv / (1.0 + s5 + 5.0 * q / 3.0);
-                    }
-                    }
-                    double wc0 = w * c0;
-                    gr[0] += w * kv;
-                    if (!k->ard)
-                        gr[1] += wc0 * q;
-                    for (size_t cc = 0; cc < na; cc++) {
-                        double d = a[cc] - b[cc];
-                        if (k->ard)
-                            gr[1 + cc] += wc0 * (d * d);
-                        size_t dim = k->active_dims ? k->active_dims[cc] : cc;
-                        gzr[j * DIM + dim] += wc0 * d * inv[cc];
-                    }
-                }
-            assert_memory_equal(g, gr, np * sizeof *g);
-            assert_memory_equal(gz, gzr, sizeof gz);
+            check_known_lanes(k, DIM, &rng);
+            gp_kernel_free(k);
+        }
+        for (int ard = 0; ard <= 1; ard++) { /* 19 coordinates: three vectors */
+            gp_kernel *k = NULL;
+            assert_int_equal(gp_kernel_leaf(&k, stationary[t], 19, ard, NULL, 0, &err), GP_OK);
+            double th[MAX_PARAMS + 19];
+            size_t np = gp_kernel_n_params(k);
+            for (size_t i = 0; i < np; i++)
+                th[i] = 0.5 + gp_rng_uniform(&rng);
+            gp_kernel_set_params(k, th);
+            check_known_lanes(k, 19, &rng);
             gp_kernel_free(k);
         }
     }
