@@ -71,6 +71,8 @@ static void scale_points(const gp_kernel *k, const double *X, size_t n, double *
 typedef struct prep_args {
     const double *X, *Z;
     size_t n, m;
+    int rows_elsewhere; /* 1: the caller pairs these points with rows prepared
+                           elsewhere (their `at` too), so none is made here */
 } prep_args;
 
 static void prep_fill(const gp_kernel *k, prep *pr, size_t *li, double **cursor,
@@ -159,7 +161,8 @@ static int prep_build(prep *pr, const gp_kernel *k, const prep_args *pa, size_t 
     double *cursor = pr->buf;
     prep_fill(k, pr, &li, &cursor, pa);
     pr->extra = cursor;
-    prep_transpose(k, pr);
+    if (!pa->rows_elsewhere)
+        prep_transpose(k, pr);
     return 0;
 }
 
@@ -329,7 +332,7 @@ int gp_kernel_gram_cancellable(const gp_kernel *k, const double *X, size_t n, do
     if (n == 0)
         return GP_OK;
     prep pr;
-    prep_args pa = {X, NULL, n, 0};
+    prep_args pa = {X, NULL, n, 0, 0};
     int rc = GP_OK;
     if (prep_build(&pr, k, &pa, 0) != 0) {
         /* Out of memory for the scaled points: the slow path needs none. */
@@ -375,7 +378,7 @@ void gp_kernel_cross(const gp_kernel *k, const double *X, size_t n, const double
     if (n == 0 || m == 0)
         return;
     prep pr;
-    prep_args pa = {X, Z, n, m};
+    prep_args pa = {X, Z, n, m, 0};
     if (prep_build(&pr, k, &pa, 0) != 0) {
         for (size_t j = 0; j < m; j++)
             for (size_t i = 0; i < n; i++)
@@ -400,7 +403,7 @@ int gp_kernel_points_new(const gp_kernel *k, const double *X, size_t n, gp_kerne
                          gp_error *err)
 {
     gp_kernel_points *p = calloc(1, sizeof *p);
-    prep_args pa = {X, NULL, n, 0};
+    prep_args pa = {X, NULL, n, 0, 0};
     if (p == NULL || prep_build(&p->pr, k, &pa, 0) != 0) {
         free(p);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory preparing %zu points", n);
@@ -426,7 +429,7 @@ void gp_kernel_cross_points(const gp_kernel *k, const gp_kernel_points *Xp, cons
     if (n == 0 || m == 0)
         return;
     prep pz;
-    prep_args pa = {Z, NULL, m, 0};
+    prep_args pa = {Z, NULL, m, 0, 1}; /* rows: Xp's, with its `at` */
     if (prep_build(&pz, k, &pa, 0) != 0) {
         gp_kernel_cross(k, Xp->X, n, Z, m, K, ldk); /* it has its own fallback */
         return;
@@ -584,7 +587,7 @@ int gp_kernel_gram_grad_contract_cancellable(const gp_kernel *k, const double *X
     if (n == 0)
         return GP_OK;
     prep pr;
-    prep_args pa = {X, NULL, n, 0};
+    prep_args pa = {X, NULL, n, 0, 0};
     size_t bounds[PAIR_PARTS + 1];
     size_t parts = triangle_parts(n, bounds);
     if (prep_build(&pr, k, &pa, parts * 3 * np) != 0) {
@@ -673,7 +676,7 @@ int gp_kernel_cross_grad_contract(const gp_kernel *k, const double *X, size_t n,
     if (n == 0 || m == 0)
         return GP_OK;
     prep pr;
-    prep_args pa = {X, Z, n, m};
+    prep_args pa = {X, Z, n, m, 0};
     size_t bounds[PAIR_PARTS + 1];
     size_t parts = block_parts(n, m, bounds);
     if (prep_build(&pr, k, &pa, parts * np + na) != 0)
@@ -856,7 +859,7 @@ int gp_kernel_cross_grad_contract_known(const gp_kernel *k, const double *X, siz
         bounds[t] = n * t / parts;
     size_t extra = parts * np + na + (gz ? parts * dm : 0);
     prep pr;
-    prep_args pa = {X, Z, n, m};
+    prep_args pa = {X, Z, n, m, 0};
     if (prep_build(&pr, k, &pa, extra) != 0)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory contracting %zu x %zu pairs",
                             n, m);
