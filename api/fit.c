@@ -14,6 +14,7 @@ struct gp_fit_job {
     char name[GP_NAME_MAX + 1];
     const gp_method *method;
     gp_kernel *kernel;
+    gp_hyper_spec *hyper; /* priors, bounds, single held parameters (NULL: none) */
     int noise_given, noise_fixed;
     double noise_variance;
     gp_option_value *options;
@@ -43,6 +44,7 @@ void gp_fit_job_free(gp_fit_job *job)
     if (job == NULL)
         return;
     gp_kernel_free(job->kernel);
+    gp_hyper_spec_free(job->hyper);
     gp_api_free_options(job->options, job->n_options);
     free(job->X);
     free(job->y);
@@ -109,6 +111,7 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
     fr->n = job->n;
     fr->d = job->d;
     fr->kernel = job->kernel;
+    fr->hyper = job->hyper;
     fr->noise_given = job->noise_given;
     fr->noise_variance = job->noise_variance;
     fr->noise_fixed = job->noise_fixed;
@@ -133,7 +136,8 @@ int gp_fit_job_max_iterations(const gp_fit_job *job)
 }
 
 /* The names of the registered methods, comma separated; only those that fit
- * likelihood `only` unless it is negative. */
+ * likelihood `only` when it is not negative, those that take priors
+ * (gp_method.hyper_priors) when it is -2. */
 static void method_names(int only, char *buf, size_t len)
 {
     size_t pos = 0;
@@ -141,6 +145,8 @@ static void method_names(int only, char *buf, size_t len)
     for (size_t i = 0; i < gp_method_count() && pos < len; i++) {
         const gp_method *m = gp_method_at(i);
         if (only >= 0 && !gp_method_accepts_likelihood(m, (gp_likelihood)only))
+            continue;
+        if (only == -2 && !m->hyper_priors)
             continue;
         int w = snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "", m->name);
         if (w < 0)
@@ -367,6 +373,35 @@ static int parse_data(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
     return GP_OK;
 }
 
+/* The priors, bounds and single held parameters of the kernel JSON (e may
+ * be NULL: the default kernel); the noise held there is held as
+ * noise.fixed holds it. Checked against the method and the kernel's starts
+ * here, before an async fit becomes a job. */
+static int parse_hyper(gp_fit_job *job, json_t *e, gp_error *err)
+{
+    int rc = gp_kernel_spec_from_json(e, "kernel", job->kernel, &job->hyper, err);
+    if (rc || job->hyper == NULL)
+        return rc;
+    const gp_hyper_entry *noise = &job->hyper->entry[job->hyper->n_kernel];
+    if (noise->fixed) {
+        if (!job->noise_given)
+            return gp_error_set(err, GP_EINVAL, "noise.variance",
+                                "kernel.fixed holds the noise: give its value in "
+                                "noise.variance");
+        job->noise_fixed = 1;
+    }
+    if (!job->method->hyper_priors) {
+        char names[256];
+        method_names(-2, names, sizeof names);
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
+                            "method '%s' does not take priors, bounds or single held "
+                            "hyperparameters; these do: %s",
+                            job->method->name, names);
+    }
+    return gp_hyper_spec_check(job->hyper, job->kernel, job->noise_given, job->noise_variance,
+                               err);
+}
+
 /* The fields of a fit request in obj; X and y are taken from obj unless given
  * (CSV). On success obj loses X and y and becomes the stored spec. */
 static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data, gp_error *err)
@@ -428,6 +463,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         rc = gp_kernel_from_json(e, "kernel", kdim, job->method, &job->kernel, err);
     else
         rc = gp_kernel_default(kdim, &job->kernel, err);
+    if (rc == GP_OK)
+        rc = parse_hyper(job, e, err);
     if (rc)
         return rc;
     json_object_del(obj, "X");
@@ -602,13 +639,47 @@ static json_t *info_value(const gp_info_item *it)
     return gp_json_real(v);
 }
 
+/* The bounds the fit ended on, as scikit-learn's ConvergenceWarning says
+ * it: [{"code", "hyperparameter", "bound", "value", "limit", "message"}]. */
+static json_t *warnings_json(const gp_model *m)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < m->warnings.n; i++) {
+        const gp_fit_warning *w = &m->warnings.w[i];
+        char name[GP_ERROR_FIELD_LEN], msg[320];
+        gp_hyper_entry_name(m->kernel, w->entry, name, sizeof name);
+        if (w->code == GP_WARN_AT_NOISE_FLOOR)
+            snprintf(msg, sizeof msg,
+                     "the noise variance ended at the built-in floor (%.3g, 1e-8 of the "
+                     "targets' variance): the data may repeat points or be noiseless; state "
+                     "a noise prior or a lower bound",
+                     w->limit);
+        else
+            snprintf(msg, sizeof msg,
+                     "%s ended at its %s bound %.6g: the optimum may lie beyond it; widen the "
+                     "bounds if that is not intended",
+                     name, w->upper ? "upper" : "lower", w->limit);
+        json_t *o = json_object();
+        json_object_set_new(o, "code", json_string(gp_warning_code_name(w->code)));
+        json_object_set_new(o, "hyperparameter", json_string(name));
+        json_object_set_new(o, "bound", json_string(w->code == GP_WARN_AT_NOISE_FLOOR ? "floor"
+                                                    : w->upper                        ? "upper"
+                                                                                      : "lower"));
+        json_object_set_new(o, "value", gp_json_real(w->value));
+        json_object_set_new(o, "limit", gp_json_real(w->limit));
+        json_object_set_new(o, "message", json_string(msg));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 static json_t *info_json(const gp_model *m)
 {
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
     int gaussian = m->likelihood == GP_LIK_GAUSSIAN;
-    json_object_set_new(o, "kernel", gp_kernel_to_json(m->kernel));
+    json_object_set_new(o, "kernel", gp_kernel_to_json_spec(m->kernel, m->hyper));
     json_object_set_new(o, "likelihood", json_string(gp_likelihood_name(m->likelihood)));
     if (gaussian) { /* other likelihoods have no noise variance */
         json_object_set_new(o, "noise_variance", gp_json_real(m->noise_variance));
@@ -642,7 +713,14 @@ static json_t *info_json(const gp_model *m)
     json_object_set_new(d, "converged", json_boolean(dg->converged));
     json_object_set_new(d, "fit_seconds", gp_json_real(dg->fit_seconds));
     json_object_set_new(d, "jitter", gp_json_real(dg->jitter));
+    if (gp_hyper_shapes_objective(m->hyper)) { /* a MAP fit: the objective with the prior */
+        json_object_set_new(d, "log_prior", gp_json_real(dg->log_prior));
+        json_object_set_new(d, "objective_with_prior", gp_json_real(dg->objective + dg->log_prior));
+        if (m->hyper->preset)
+            json_object_set_new(d, "priors", json_string("default"));
+    }
     json_object_set_new(o, "diagnostics", d);
+    json_object_set_new(o, "warnings", warnings_json(m));
     if (dg->n_info) {
         json_t *mi = json_object();
         for (size_t i = 0; i < dg->n_info; i++)

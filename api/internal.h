@@ -207,6 +207,14 @@ int gp_kernel_from_json(json_t *v, const char *prefix, size_t input_dim, const g
                         gp_kernel **out, gp_error *err);
 /* The kernel as JSON (the shape gp_kernel_from_json accepts). */
 json_t *gp_kernel_to_json(const gp_kernel *k);
+/* The priors, bounds and single held parameters stated in the kernel JSON v
+ * of the parsed kernel k (kernel_priors.c): *out NULL when it states none.
+ * 400 naming the field for a hyperparameter k does not have, lo >= hi, ... */
+int gp_kernel_spec_from_json(json_t *v, const char *prefix, const gp_kernel *k,
+                             gp_hyper_spec **out, gp_error *err);
+/* gp_kernel_to_json with the spec's priors, bounds and held lengthscales
+ * (s may be NULL). */
+json_t *gp_kernel_to_json_spec(const gp_kernel *k, const gp_hyper_spec *s);
 /* Default: {"type": "rbf", "ard": true}. */
 int gp_kernel_default(size_t input_dim, gp_kernel **out, gp_error *err);
 

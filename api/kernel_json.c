@@ -14,10 +14,10 @@
 
 #define KERNEL_JSON_MAX_DEPTH 16
 
-static const char *const leaf_keys[] = {"type",   "ard",         "lengthscale", "variance",
-                                        "alpha",  "period",      "active_dims", "fixed",
-                                        NULL};
-static const char *const composite_keys[] = {"type", "terms", NULL};
+static const char *const leaf_keys[] = {"type",   "ard",    "lengthscale", "variance",
+                                        "alpha",  "period", "active_dims", "fixed",
+                                        "priors", "bounds", NULL};
+static const char *const composite_keys[] = {"type", "terms", "priors", "bounds", "fixed", NULL};
 
 static int has_lengthscale(gp_kernel_type t)
 {
@@ -126,6 +126,12 @@ static int parse_active_dims(json_t *v, const char *field, size_t input_dim, siz
     return GP_OK;
 }
 
+/* "lengthscale[i]" or "noise": held singly (the spec's, not a group bit). */
+static int single_name(const char *s)
+{
+    return strcmp(s, "noise") == 0 || strncmp(s, "lengthscale[", 12) == 0;
+}
+
 static int parse_fixed(json_t *v, const char *field, gp_kernel_type t, unsigned *out,
                        gp_error *err)
 {
@@ -147,9 +153,13 @@ static int parse_fixed(json_t *v, const char *field, gp_kernel_type t, unsigned 
         for (unsigned b = 0; s && b < 4; b++)
             if (strcmp(s, fix_names[b]) == 0)
                 bit = 1u << b;
+        if (s && bit == 0 && single_name(s))
+            continue; /* one lengthscale, or the noise: kernel_priors.c */
         if (bit == 0 || !(bit & ok))
             return gp_error_set(err, GP_EINVAL, f,
-                                "%s must name a hyperparameter of a '%s' kernel (%s%s%s%s)", f,
+                                "%s must name a hyperparameter of a '%s' kernel (%s%s%s%s, "
+                                "lengthscale[i], noise)",
+                                f,
                                 gp_kernel_type_name(t), "variance",
                                 (ok & GP_FIX_LENGTHSCALE) ? ", lengthscale" : "",
                                 (ok & GP_FIX_ALPHA) ? ", alpha" : "",

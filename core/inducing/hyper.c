@@ -31,9 +31,10 @@ static double hyper_objective(void *ctx, const double *x, double *g)
 }
 
 int gp_hyper_problem_init(gp_hyper_problem *p, const gp_kernel *k, const gp_noise_param *np,
-                          size_t n_max, gp_error *err)
+                          const gp_hyper_spec *spec, size_t n_max, gp_error *err)
 {
     memset(p, 0, sizeof *p);
+    p->spec = spec;
     int rc = gp_kernel_copy(&p->k, k, err);
     if (rc)
         return rc;
@@ -55,7 +56,7 @@ int gp_hyper_problem_init(gp_hyper_problem *p, const gp_kernel *k, const gp_nois
                             "out of memory for a marginal likelihood on %zu points", n_max);
     }
     gp_kernel_get_params(p->k, p->theta);
-    gp_kernel_free_mask(p->k, mask);
+    gp_hyper_free_mask(p->k, spec, mask);
     for (size_t i = 0; i < p->np; i++)
         if (mask[i])
             p->free_idx[p->n_free++] = i;
@@ -87,6 +88,25 @@ void gp_hyper_problem_start(const gp_hyper_problem *p, double *x)
         x[p->n_free] = gp_noise_param_x0(&p->noise);
 }
 
+/* The driver through the spec: x is the free parameters, then the noise. */
+static int minimize(gp_hyper_problem *p, double *x, size_t dim, const gp_driver_options *opt,
+                    gp_driver_result *res, gp_error *err)
+{
+    if (p->spec == NULL)
+        return gp_driver_minimize(hyper_objective, p, x, dim, opt, res, err);
+    size_t *coord = malloc(dim * sizeof *coord);
+    if (coord == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < p->n_free; i++)
+        coord[i] = p->free_idx[i];
+    if (p->noise.learned)
+        coord[p->n_free] = GP_HYPER_NOISE;
+    gp_hyper_coords hc = {coord, dim, p->noise.floor};
+    int rc = gp_hyper_minimize(p->spec, &hc, p->k, hyper_objective, p, x, opt, res, err);
+    free(coord);
+    return rc;
+}
+
 int gp_hyper_problem_fit(gp_hyper_problem *p, const double *Xt, size_t n, const double *t,
                          double *x, const gp_driver_options *opt, gp_driver_result *res,
                          gp_error *err)
@@ -101,7 +121,7 @@ int gp_hyper_problem_fit(gp_hyper_problem *p, const double *Xt, size_t n, const 
     p->cancel = opt->cancel;
     size_t dim = gp_hyper_problem_dim(p);
     if (dim > 0)
-        return gp_driver_minimize(hyper_objective, p, x, dim, opt, res, err);
+        return minimize(p, x, dim, opt, res, err);
     /* Nothing free: the driver needs n > 0, but the caller still wants the
      * LML at the given values (and to learn that it cannot be evaluated). */
     memset(res, 0, sizeof *res);
@@ -126,14 +146,14 @@ void gp_hyper_problem_apply(gp_hyper_problem *p, const double *x, gp_kernel *k, 
     *s2 = gp_noise_param_value(&p->noise, p->noise.learned ? x[p->n_free] : 0.0);
 }
 
-int gp_hyper_fit_points(gp_kernel *k, const gp_noise_param *np, double *s2, const double *Xt,
-                        size_t n, const double *t, const gp_driver_options *opt,
-                        gp_driver_result *res, gp_error *err)
+int gp_hyper_fit_points(gp_kernel *k, const gp_noise_param *np, const gp_hyper_spec *spec,
+                        double *s2, const double *Xt, size_t n, const double *t,
+                        const gp_driver_options *opt, gp_driver_result *res, gp_error *err)
 {
     gp_hyper_problem p;
     gp_driver_result own;
     double *x = NULL;
-    int rc = gp_hyper_problem_init(&p, k, np, n, err);
+    int rc = gp_hyper_problem_init(&p, k, np, spec, n, err);
     if (rc)
         return rc;
     /* n_free + 1: never a zero-size allocation */

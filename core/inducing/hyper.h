@@ -36,12 +36,16 @@ typedef struct gp_hyper_problem {
     double *grad;           /* np + 1: d LML / d log-parameters, then d / d log s2 */
     double *A, *alpha;      /* n_max x n_max and n_max: gp_exact_lml_grad_on's workspace */
     const gp_cancel *cancel; /* the current fit's token, polled inside an evaluation */
+    const gp_hyper_spec *spec; /* the fit's priors, bounds, held parameters (may be NULL) */
 } gp_hyper_problem;
 
 /* A problem for kernel k (copied: k is not touched) and noise np (copied),
- * fits of at most n_max points. On failure p needs no gp_hyper_problem_free. */
+ * fits of at most n_max points, under the priors and bounds of spec (kept by
+ * pointer; NULL: none): the fit runs through gp_hyper_minimize, so x stays
+ * in the method's coordinates and inside the bounds. On failure p needs no
+ * gp_hyper_problem_free. */
 int gp_hyper_problem_init(gp_hyper_problem *p, const gp_kernel *k, const gp_noise_param *np,
-                          size_t n_max, gp_error *err);
+                          const gp_hyper_spec *spec, size_t n_max, gp_error *err);
 void gp_hyper_problem_free(gp_hyper_problem *p);
 
 /* Entries of x: n_free, plus one when the noise is learned (may be 0). */
@@ -76,8 +80,8 @@ void gp_hyper_problem_apply(gp_hyper_problem *p, const double *x, gp_kernel *k, 
  * with gp_driver_minimize and the options opt (iterations, tolerance, seed,
  * progress, cancel). res (may be NULL) receives the driver's result. On an
  * error (GP_ECANCELLED, GP_ENOTPD, GP_ENOMEM) k and *s2 are left as they were. */
-int gp_hyper_fit_points(gp_kernel *k, const gp_noise_param *np, double *s2, const double *Xt,
-                        size_t n, const double *t, const gp_driver_options *opt,
-                        gp_driver_result *res, gp_error *err);
+int gp_hyper_fit_points(gp_kernel *k, const gp_noise_param *np, const gp_hyper_spec *spec,
+                        double *s2, const double *Xt, size_t n, const double *t,
+                        const gp_driver_options *opt, gp_driver_result *res, gp_error *err);
 
 #endif

@@ -503,7 +503,8 @@ static void problem_free(inducing_problem *dr)
 }
 
 static int problem_init(inducing_problem *dr, gp_kernel *k, const gp_noise_param *np, double *Z,
-                        size_t m, const gp_inducing_fit_spec *spec, gp_error *err)
+                        size_t m, const gp_inducing_fit_spec *spec, const gp_hyper_spec *hs,
+                        gp_error *err)
 {
     memset(dr, 0, sizeof *dr);
     dr->k = k;
@@ -524,12 +525,45 @@ static int problem_init(inducing_problem *dr, gp_kernel *k, const gp_noise_param
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
     gp_kernel_get_params(k, dr->theta);
-    gp_kernel_free_mask(k, mask);
+    gp_hyper_free_mask(k, hs, mask);
     for (size_t i = 0; i < dr->n_kparams; i++)
         if (mask[i])
             dr->free_idx[dr->n_free++] = i;
     free(mask);
     return GP_OK;
+}
+
+/* What each coordinate of x is to the request's priors and bounds: the free
+ * kernel parameters, the noise, then Z (the method's own). */
+static size_t *problem_coords(const inducing_problem *dr, size_t dim, gp_error *err)
+{
+    size_t *c = malloc((dim ? dim : 1) * sizeof *c);
+    if (c == NULL) {
+        gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    for (size_t j = 0; j < dim; j++)
+        c[j] = j < dr->n_free ? dr->free_idx[j] : GP_HYPER_OTHER;
+    if (dr->np->learned)
+        c[dr->n_free] = GP_HYPER_NOISE;
+    return c;
+}
+
+/* The driver through the request's priors and bounds (gp_hyper_minimize). */
+static int problem_minimize(inducing_problem *dr, double *x, size_t dim,
+                            const gp_fit_request *req, const gp_driver_options *opt,
+                            gp_driver_result *res, gp_error *err)
+{
+    const gp_hyper_spec *hs = req ? req->hyper : NULL;
+    if (hs == NULL)
+        return gp_driver_minimize(problem_objective, dr, x, dim, opt, res, err);
+    size_t *coord = problem_coords(dr, dim, err);
+    if (coord == NULL)
+        return GP_ENOMEM;
+    gp_hyper_coords hc = {coord, dim, dr->np->floor};
+    int rc = gp_hyper_minimize(hs, &hc, dr->k, problem_objective, dr, x, opt, res, err);
+    free(coord);
+    return rc;
 }
 
 static void problem_start(const inducing_problem *dr, double *x)
@@ -548,7 +582,7 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
                          gp_diagnostics *diag, gp_error *err)
 {
     inducing_problem dr;
-    int rc = problem_init(&dr, k, np, Z, m, spec, err);
+    int rc = problem_init(&dr, k, np, Z, m, spec, req ? req->hyper : NULL, err);
     if (rc)
         return rc;
     size_t dim = problem_dim(&dr);
@@ -577,7 +611,7 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
         opt.max_total = spec->max_total;
         opt.objective_offset = spec->objective_offset;
         gp_driver_result res;
-        rc = gp_driver_minimize(problem_objective, &dr, x, dim, &opt, &res, err);
+        rc = problem_minimize(&dr, x, dim, req, &opt, &res, err);
         diag->iterations += res.iterations;
         diag->evaluations += res.evaluations;
         diag->converged = res.converged;

@@ -923,5 +923,6 @@ const gp_method gp_method_renyi = {
     .n_info = sizeof renyi_info / sizeof renyi_info[0],
     .quick = renyi_quick,
     .n_quick = sizeof renyi_quick / sizeof renyi_quick[0],
+    .hyper_priors = 1,
     .ops = &renyi_ops,
 };

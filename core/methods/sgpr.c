@@ -194,5 +194,6 @@ const gp_method gp_method_sgpr = {
     .n_info = sizeof sgpr_info / sizeof sgpr_info[0],
     .quick = sgpr_quick,
     .n_quick = sizeof sgpr_quick / sizeof sgpr_quick[0],
+    .hyper_priors = 1,
     .ops = &sgpr_ops,
 };

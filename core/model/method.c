@@ -13,7 +13,6 @@
 #include "core/base/rng.h"
 #include "core/linalg/linalg.h"
 
-#define NOISE_FLOOR_REL 1e-8
 
 static const gp_option_value *find_value(const gp_fit_request *req, const char *name)
 {
@@ -280,6 +279,7 @@ void gp_model_free(gp_model *model)
     if (model->impl && model->method && model->method->ops->free_impl)
         model->method->ops->free_impl(model->impl);
     gp_kernel_free(model->kernel);
+    gp_hyper_spec_free(model->hyper);
     free(model->x_mean);
     free(model->x_scale);
     free(model);
@@ -297,7 +297,8 @@ int gp_check_fit_settings(const gp_fit_request *req, gp_error *err)
     if (req->noise_given && !(isfinite(req->noise_variance) && req->noise_variance > 0.0))
         return gp_error_set(err, GP_EINVAL, "noise.variance",
                             "noise variance must be a positive finite number");
-    return GP_OK;
+    return gp_hyper_spec_check(req->hyper, req->kernel, req->noise_given, req->noise_variance,
+                               err);
 }
 
 gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err)
@@ -464,7 +465,7 @@ void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const do
 {
     double power = target_power(y, n);
     np->learned = !req->noise_fixed;
-    np->floor = NOISE_FLOOR_REL * power;
+    np->floor = GP_NOISE_FLOOR_REL * power;
     np->start = req->noise_given ? req->noise_variance : power;
 }
 

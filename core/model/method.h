@@ -118,6 +118,7 @@ gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err);
  * noise starts at P, "all noise", as scikit-learn's WhiteKernel(1.0) and
  * GPflow do on standardised data: it converged faster and to higher optima
  * than 0.1 P on the shared datasets (bench/results/exact.md). */
+#define GP_NOISE_FLOOR_REL 1e-8
 typedef struct gp_noise_param {
     int learned;  /* 0: the noise is `start` throughout */
     double start; /* the given value, or P */

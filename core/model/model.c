@@ -65,6 +65,61 @@ static int check_fit_shape(const gp_method *m, const gp_fit_request *req, gp_err
     return GP_OK;
 }
 
+/* A spec that states something goes to methods that honour it; a noise
+ * entry only to a model with a noise. */
+static int check_hyper_taken(const gp_method *m, const gp_fit_request *req, gp_error *err)
+{
+    const gp_hyper_spec *s = req->hyper;
+    if (s == NULL)
+        return GP_OK;
+    int held = 0;
+    for (size_t i = 0; i < s->n_kernel; i++)
+        held |= s->entry[i].fixed;
+    if ((gp_hyper_shapes_objective(s) || held) && !m->hyper_priors)
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
+                            "method '%s' does not take priors, bounds or single held "
+                            "hyperparameters (GET /v1/methods lists those that do)",
+                            m->name);
+    const gp_hyper_entry *noise = &s->entry[s->n_kernel];
+    if (req->likelihood != GP_LIK_GAUSSIAN && gp_hyper_entry_stated(noise) && !s->preset)
+        return gp_error_set(err, GP_EINVAL, "kernel.priors.noise",
+                            "a %s model has no noise variance to give a prior or bounds",
+                            gp_likelihood_name(req->likelihood));
+    return GP_OK;
+}
+
+/* The working targets' power mean(y^2), whose 1e-8 is the noise floor
+ * (gp_noise_param_init). */
+static double working_power(const gp_model *model, const gp_fit_request *req)
+{
+    double ss = 0.0;
+    for (size_t i = 0; i < req->n; i++) {
+        double t = (req->y[i] - model->y_mean) / model->y_scale;
+        ss += t * t;
+    }
+    return req->n && ss > 0.0 && isfinite(ss) ? ss / (double)req->n : 1.0;
+}
+
+/* The spec stays with the model; the bounds its fit ended on and its log
+ * prior are found from the fitted values. */
+static int keep_hyper(gp_model *model, const gp_fit_request *req, gp_error *err)
+{
+    int rc = GP_OK;
+    if (req->hyper)
+        rc = gp_hyper_spec_copy(&model->hyper, req->hyper, err);
+    if (rc) {
+        gp_model_free(model);
+        return rc;
+    }
+    int gaussian = model->likelihood == GP_LIK_GAUSSIAN && model->n_outputs <= 1;
+    double noise = gaussian ? model->noise_variance : -1.0;
+    double floor = gaussian && req->n ? GP_NOISE_FLOOR_REL * working_power(model, req) : 0.0;
+    gp_hyper_find_warnings(model->hyper, model->kernel, noise, floor, !req->noise_fixed,
+                           &model->warnings);
+    model->diag.log_prior = gp_hyper_log_prior(model->hyper, model->kernel, noise);
+    return GP_OK;
+}
+
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     *out = NULL;
@@ -85,12 +140,16 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
                           gp_likelihood_name(req->likelihood));
     if (rc == GP_OK && req->likelihood != GP_LIK_GAUSSIAN)
         rc = gp_likelihood_check_labels(req->likelihood, req->y, req->n, err);
+    if (rc == GP_OK)
+        rc = check_hyper_taken(m, req, err);
     if (rc)
         return rc;
     double t0 = seconds_now();
     rc = m->ops->fit(m, req, out, err);
     if (rc == GP_OK)
         (*out)->diag.fit_seconds = seconds_now() - t0;
+    if (rc == GP_OK)
+        rc = keep_hyper(*out, req, err);
     if (rc == GP_OK && (rc = prepare_likelihood(*out, err)) != GP_OK) {
         gp_model_free(*out);
         *out = NULL;
@@ -655,6 +714,47 @@ int gp_model_sample_observations(const gp_model *model, const gp_sample_request 
 
 /* ---- export / import of the common part ---- */
 
+static int is_count(double v);
+
+#define WARNING_COLS 5 /* code, entry, upper, value, limit */
+
+/* "warnings", only when there are some (other states keep their arrays). */
+static int export_warnings(const gp_fit_warnings *w, gp_state *st, gp_error *err)
+{
+    if (w->n == 0)
+        return GP_OK;
+    double a[GP_FIT_WARNINGS_MAX * WARNING_COLS];
+    for (size_t i = 0; i < w->n; i++) {
+        const gp_fit_warning *x = &w->w[i];
+        double v[WARNING_COLS] = {(double)x->code, (double)x->entry, (double)x->upper, x->value,
+                                  x->limit};
+        for (size_t c = 0; c < WARNING_COLS; c++)
+            a[c * w->n + i] = v[c];
+    }
+    return gp_state_put(st, "warnings", w->n, WARNING_COLS, a, err);
+}
+
+static int import_warnings(const gp_state *st, gp_model *model, gp_error *err)
+{
+    const gp_named_array *a = gp_state_find(st, "warnings");
+    if (a == NULL)
+        return GP_OK;
+    size_t n = a->rows, entries = gp_kernel_n_params(model->kernel) + 1;
+    if (a->cols != WARNING_COLS || n > GP_FIT_WARNINGS_MAX)
+        return gp_error_set(err, GP_EDATA, "warnings", "corrupt warnings");
+    for (size_t i = 0; i < n; i++) {
+        const double *d = a->data;
+        double code = d[i], entry = d[n + i];
+        if (!(code == GP_WARN_AT_BOUND || code == GP_WARN_AT_NOISE_FLOOR) || !is_count(entry) ||
+            entry >= (double)entries)
+            return gp_error_set(err, GP_EDATA, "warnings", "corrupt warnings");
+        model->warnings.w[i] = (gp_fit_warning){(gp_warning_code)code, (size_t)entry,
+                                                d[2 * n + i] != 0.0, d[3 * n + i], d[4 * n + i]};
+    }
+    model->warnings.n = n;
+    return GP_OK;
+}
+
 static int export_common(const gp_model *model, gp_state *st, gp_error *err)
 {
     size_t klen = gp_kernel_encode(model->kernel, NULL);
@@ -697,6 +797,10 @@ static int export_common(const gp_model *model, gp_state *st, gp_error *err)
         gp_input_spec_encode(&model->input, spec);
         rc = gp_state_put(st, "input_spec", GP_INPUT_CODE_LEN, 1, spec, err);
     }
+    if (rc == GP_OK)
+        rc = gp_hyper_export(model->hyper, st, err);
+    if (rc == GP_OK)
+        rc = export_warnings(&model->warnings, st, err);
     return rc;
 }
 
@@ -799,6 +903,15 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
     model->standardize = standardize != 0.0;
     if (rc == GP_OK)
         rc = import_likelihood(st, model, err);
+    if (rc == GP_OK)
+        rc = gp_hyper_import(st, model->kernel, &model->hyper, err);
+    if (rc == GP_OK)
+        rc = import_warnings(st, model, err);
+    if (rc == GP_OK) {
+        int gaussian = model->likelihood == GP_LIK_GAUSSIAN && model->n_outputs <= 1;
+        model->diag.log_prior =
+            gp_hyper_log_prior(model->hyper, model->kernel, gaussian ? model->noise_variance : -1);
+    }
     if (rc) {
         gp_model_free(model);
         return rc;

@@ -27,6 +27,7 @@
 #include "core/base/value.h"
 #include "core/kernel/kernel.h"
 #include "core/likelihood/likelihood.h"
+#include "core/model/hyperspec.h"
 #include "core/model/inputs.h"
 
 /* ---- method options ---- */
@@ -102,6 +103,10 @@ typedef struct gp_fit_request {
      * encoded width, gp_input_width(&input); methods that take other kinds
      * list them in their descriptor (input_kinds). */
     gp_input_spec input;
+    /* What the caller knows of the hyperparameters (core/model/hyperspec.h):
+     * priors, bounds, single parameters held; NULL: nothing. Only methods
+     * whose descriptor sets hyper_priors take one that states something. */
+    const gp_hyper_spec *hyper;
 } gp_fit_request;
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000
@@ -127,6 +132,9 @@ typedef struct gp_diagnostics {
     double jitter;              /* absolute jitter of the cached factor, working units */
     gp_info_item info[GP_MODEL_INFO_MAX]; /* method-specific facts, see gp_model_info_* */
     size_t n_info;
+    /* log p of the fitted hyperparameters under the fit's priors (0
+     * without): the MAP objective is objective + log_prior. */
+    double log_prior;
 } gp_diagnostics;
 
 struct gp_method;
@@ -151,6 +159,10 @@ typedef struct gp_model {
     /* What one input is; input_dim is its encoded width. Kind POINT for
      * every model of points. */
     gp_input_spec input;
+    /* The fit's priors, bounds and held parameters (owned; NULL: none), and
+     * the bounds its hyperparameters ended on (core/model/hyperspec.h). */
+    gp_hyper_spec *hyper;
+    gp_fit_warnings warnings;
     void *impl; /* owned by the method */
 } gp_model;
 
@@ -254,6 +266,9 @@ typedef struct gp_method {
     int starts_empty;
     unsigned input_kinds;
     int gate; /* predictions fill ask_oracle (gp_method_has_gate) */
+    /* Its fit runs through gp_hyper_minimize: it takes priors, bounds and
+     * single held parameters (gp_fit_request.hyper). */
+    int hyper_priors;
     /* The `quick` preset: option values that make a fit of some 40-60 points
      * fast while the method does what it always does (budgets and sizes only:
      * the iterations option, features, inducing points, particles, warm-up;

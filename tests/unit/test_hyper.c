@@ -77,7 +77,7 @@ static void fit_ok(toy *t, double *s2, gp_driver_result *res)
     gp_driver_options opt;
     default_options(&opt);
     gp_error err;
-    int rc = gp_hyper_fit_points(t->k, &t->np, s2, t->X, N, t->y, &opt, res, &err);
+    int rc = gp_hyper_fit_points(t->k, &t->np, NULL, s2, t->X, N, t->y, &opt, res, &err);
     if (rc != GP_OK)
         fail_msg("fit failed: %s", err.message);
 }
@@ -175,13 +175,13 @@ static void test_failure_leaves_the_start(void **state)
     default_options(&opt);
     opt.cancel = &cancel;
     gp_error err;
-    assert_int_equal(gp_hyper_fit_points(t.k, &t.np, &s2, t.X, N, t.y, &opt, NULL, &err),
+    assert_int_equal(gp_hyper_fit_points(t.k, &t.np, NULL, &s2, t.X, N, t.y, &opt, NULL, &err),
                      GP_ECANCELLED);
     assert_true(t.k->log_lengthscale[0] == ls0 && s2 == 0.123);
     /* a non-finite target makes the LML unevaluable everywhere */
     t.y[3] = NAN;
     default_options(&opt);
-    assert_int_not_equal(gp_hyper_fit_points(t.k, &t.np, &s2, t.X, N, t.y, &opt, NULL, &err),
+    assert_int_not_equal(gp_hyper_fit_points(t.k, &t.np, NULL, &s2, t.X, N, t.y, &opt, NULL, &err),
                          GP_OK);
     assert_true(t.k->log_lengthscale[0] == ls0 && s2 == 0.123);
     gp_kernel_free(t.k);
@@ -196,7 +196,7 @@ static void test_problem_capacity_and_apply(void **state)
     make_toy(&t);
     gp_hyper_problem p;
     gp_error err;
-    assert_int_equal(gp_hyper_problem_init(&p, t.k, &t.np, N / 2, &err), GP_OK);
+    assert_int_equal(gp_hyper_problem_init(&p, t.k, &t.np, NULL, N / 2, &err), GP_OK);
     assert_int_equal(gp_hyper_problem_dim(&p), 3);
     double x[3], s2 = 0.0;
     gp_hyper_problem_start(&p, x);

@@ -222,7 +222,7 @@ static int fit_prior(gp_model *model, const gp_fit_request *req, const gwi_setti
     opt.cancel = &req->cancel;
     gp_driver_result res;
     memset(&res, 0, sizeof res);
-    int rc = gp_hyper_fit_points(model->kernel, &np, &model->noise_variance, Z, m, yZ, &opt,
+    int rc = gp_hyper_fit_points(model->kernel, &np, req->hyper, &model->noise_variance, Z, m, yZ, &opt,
                                  &res, err);
     gp_model_info_number(model, "prior_objective", -res.f);
     return rc;

@@ -115,5 +115,6 @@ const gp_method gp_method_gwi = {
     .n_info = sizeof gwi_info / sizeof gwi_info[0],
     .quick = gwi_quick,
     .n_quick = sizeof gwi_quick / sizeof gwi_quick[0],
+    .hyper_priors = 1,
     .ops = &gwi_ops,
 };

@@ -163,5 +163,6 @@ const gp_method gp_method_hkd = {
     .n_info = sizeof hkd_info / sizeof hkd_info[0],
     .quick = hkd_quick,
     .n_quick = sizeof hkd_quick / sizeof hkd_quick[0],
+    .hyper_priors = 1,
     .ops = &hkd_ops,
 };

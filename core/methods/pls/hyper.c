@@ -152,7 +152,7 @@ int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double 
         sub = n;
     gp_hyper_problem p;
     double *Xs = NULL, *ts = NULL, *x = NULL, *avg = NULL;
-    int rc = gp_hyper_problem_init(&p, model->kernel, np, sub, err);
+    int rc = gp_hyper_problem_init(&p, model->kernel, np, run->req->hyper, sub, err);
     if (rc)
         return rc;
     Xs = gp_alloc_doubles(sub * d, err);

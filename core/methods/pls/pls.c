@@ -111,6 +111,17 @@ static size_t auto_number(const gp_fit_request *req, const char *name, size_t fa
     return isnan(v) || v < 1.0 ? fallback : (size_t)floor(v);
 }
 
+/* The [D] amplitude step rescales the kernel variance after the fit: only
+ * where the caller left that variance free and said nothing of it (a held
+ * variance, a prior or a bound on it keeps the fitted value). */
+static int variance_rescalable(const gp_fit_request *req)
+{
+    if (req->kernel->fixed & GP_FIX_VARIANCE)
+        return 0;
+    const gp_hyper_spec *hs = req->hyper;
+    return hs == NULL || (!hs->entry[0].fixed && !gp_hyper_entry_stated(&hs->entry[0]));
+}
+
 static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *err)
 {
     const gp_method *me = &gp_method_pls;
@@ -149,8 +160,9 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
     s->tolerance = gp_option_number(me, req, "tolerance");
     s->eig_tol = gp_option_number(me, req, "eig_rel_tol");
     int concave = req->likelihood != GP_LIK_POISSON_SQ;
-    s->laplace_amp = req->likelihood == GP_LIK_BERNOULLI &&
-                     s->optimize && strcmp(gp_option_string(me, req, "amplitude"), "laplace") == 0;
+    s->laplace_amp = req->likelihood == GP_LIK_BERNOULLI && s->optimize &&
+                     strcmp(gp_option_string(me, req, "amplitude"), "laplace") == 0 &&
+                     variance_rescalable(req);
     const char *pre = gp_option_string(me, req, "precondition");
     if (strcmp(pre, "laplace") == 0 && !concave)
         return gp_error_set(err, GP_EINVAL, "options.precondition",
@@ -451,5 +463,6 @@ const gp_method gp_method_pls = {
     .n_info = sizeof pls_info / sizeof pls_info[0],
     .quick = pls_quick,
     .n_quick = sizeof pls_quick / sizeof pls_quick[0],
+    .hyper_priors = 1,
     .ops = &pls_ops,
 };

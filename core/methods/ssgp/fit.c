@@ -100,6 +100,62 @@ static double problem_objective(void *ctx, const double *x, double *g)
     return -lml;
 }
 
+/* Which blocks are free: the kernel's group bits and the spec's held
+ * entries. The lengthscales are one block here (the sampler's frequencies
+ * are drawn for them all), so holding some but not all of them is refused. */
+static int held_groups(fit_problem *p, const gp_hyper_spec *hs, gp_error *err)
+{
+    unsigned char *mask = malloc(1 + p->n_ls);
+    if (mask == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    gp_hyper_free_mask(p->k, hs, mask);
+    size_t free_ls = 0;
+    for (size_t j = 0; j < p->n_ls; j++)
+        free_ls += mask[1 + j];
+    p->free_amp = mask[0];
+    p->free_ls = free_ls > 0;
+    free(mask);
+    if (free_ls > 0 && free_ls < p->n_ls)
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.fixed",
+                            "ssgp learns its lengthscales together: hold all of them or none");
+    return GP_OK;
+}
+
+/* The driver through the request's priors and bounds; x's layout is
+ * problem_apply's, the frequencies the method's own. */
+static int problem_minimize(fit_problem *p, double *x, size_t dim, const gp_driver_options *opt,
+                            gp_driver_result *res, gp_error *err)
+{
+    const gp_hyper_spec *hs = p->req->hyper;
+    if (hs == NULL)
+        return gp_driver_minimize(problem_objective, p, x, dim, opt, res, err);
+    size_t *coord = malloc(dim * sizeof *coord), i = 0;
+    if (coord == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (p->free_amp)
+        coord[i++] = 0;
+    for (size_t j = 0; p->free_ls && j < p->n_ls; j++)
+        coord[i++] = 1 + j;
+    if (p->np.learned)
+        coord[i++] = GP_HYPER_NOISE;
+    while (i < dim)
+        coord[i++] = GP_HYPER_OTHER;
+    gp_hyper_coords hc = {coord, dim, p->np.floor};
+    int rc = gp_hyper_minimize(hs, &hc, p->k, problem_objective, p, x, opt, res, err);
+    free(coord);
+    return rc;
+}
+
+/* A lengthscale with a prior or a bound: the start search leaves it as given. */
+static int lengthscales_stated(const fit_problem *p)
+{
+    const gp_hyper_spec *hs = p->req->hyper;
+    for (size_t j = 0; hs && j < p->n_ls; j++)
+        if (gp_hyper_entry_stated(&hs->entry[1 + j]))
+            return 1;
+    return 0;
+}
+
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
                         const double *Xw, const double *yw, ssgp_impl *im, int learn_omega,
                         gp_error *err)
@@ -118,8 +174,8 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
     if (rc)
         return rc;
     p->n_ls = p->k->n_lengthscale;
-    p->free_amp = !(p->k->fixed & GP_FIX_VARIANCE);
-    p->free_ls = !(p->k->fixed & GP_FIX_LENGTHSCALE);
+    if ((rc = held_groups(p, req->hyper, err)) != GP_OK)
+        return rc;
     if (!(p->log_ls = gp_alloc_doubles(d, err)) || !(p->g_ls = gp_alloc_doubles(d, err)) ||
         (learn_omega && !(p->g_omega = gp_alloc_doubles(R * d, err))))
         return GP_ENOMEM;
@@ -177,7 +233,7 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
     if (x == NULL)
         return GP_ENOMEM;
     problem_start(p, x);
-    if (p->free_ls)
+    if (p->free_ls && !lengthscales_stated(p))
         best_lengthscale_start(p, x);
     int rc = GP_OK;
     if (dim > 0) {
@@ -191,7 +247,7 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
         opt.objective_offset = p->lml_offset;
         opt.cancel = &req->cancel;
         gp_driver_result res;
-        rc = gp_driver_minimize(problem_objective, p, x, dim, &opt, &res, err);
+        rc = problem_minimize(p, x, dim, &opt, &res, err);
         p->iteration_base += res.iterations;
         diag->iterations += res.iterations;
         diag->evaluations += res.evaluations;

@@ -85,5 +85,6 @@ const gp_method gp_method_ssgp = {
     .n_info = sizeof ssgp_info / sizeof ssgp_info[0],
     .quick = ssgp_quick,
     .n_quick = sizeof ssgp_quick / sizeof ssgp_quick[0],
+    .hyper_priors = 1,
     .ops = &ssgp_ops,
 };

@@ -83,7 +83,7 @@ static int fit_alloc(svgp_fit *f, size_t M, size_t cap, gp_error *err)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
     gp_kernel_get_params(f->k, f->theta);
-    gp_kernel_free_mask(f->k, mask);
+    gp_hyper_free_mask(f->k, f->hyper, mask);
     for (size_t i = 0; i < np; i++)
         if (mask[i])
             f->free_idx[f->n_free++] = i;
@@ -200,9 +200,22 @@ static int cmp_double(const void *a, const void *b)
  * that brings the median to 1 (the median heuristic). Returns the factor (1:
  * unchanged). */
 #define SVGP_R2_MAX 8.0
-static double rescue_lengthscales(gp_kernel *k, const double *X, size_t n, size_t d)
+
+/* A lengthscale held, with a prior or a bound: the caller said what it is,
+ * so the rescue leaves every lengthscale as given (a single-leaf kernel:
+ * its lengthscales are entries 1 .. n_lengthscale). */
+static int lengthscales_stated(const gp_kernel *k, const gp_hyper_spec *hs)
 {
-    if (k->n_lengthscale == 0 || (k->fixed & GP_FIX_LENGTHSCALE) || n < 2)
+    for (size_t j = 0; hs && j < k->n_lengthscale; j++)
+        if (hs->entry[1 + j].fixed || gp_hyper_entry_stated(&hs->entry[1 + j]))
+            return 1;
+    return 0;
+}
+static double rescue_lengthscales(gp_kernel *k, const gp_hyper_spec *hs, const double *X,
+                                  size_t n, size_t d)
+{
+    if (k->n_lengthscale == 0 || (k->fixed & GP_FIX_LENGTHSCALE) || n < 2 ||
+        lengthscales_stated(k, hs))
         return 1.0;
     size_t s = n < 200 ? n : 200, pairs = s * (s - 1) / 2, c = 0;
     double *r2 = malloc(pairs * sizeof *r2);
@@ -241,7 +254,7 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_
     if (rc == GP_OK)
         rc = gp_quadrature_init(&f->quad, (size_t)gp_option_number(me, req, "quadrature_points"),
                                 err);
-    double rescale = rescue_lengthscales(f->k, f->X, f->n, f->d);
+    double rescale = rescue_lengthscales(f->k, f->hyper, f->X, f->n, f->d);
     if (rc == GP_OK)
         rc = gp_inducing_select(sel, f->k, f->X, f->n, f->d, M, req->seed, f->Z, &f->m, err);
     if (rc)
@@ -284,7 +297,7 @@ int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, g
         else
             memcpy(y, req->y, req->n * sizeof *y);
         f = (svgp_fit){.k = model->kernel, .lik = {req->likelihood, 0.0}, .X = X, .y = y,
-                       .n = req->n, .d = req->d, .cancel = &req->cancel,
+                       .n = req->n, .d = req->d, .cancel = &req->cancel, .hyper = req->hyper,
                        .optimize_z = gp_option_number(me, req, "optimize_inducing") != 0.0};
         if (req->likelihood == GP_LIK_GAUSSIAN) {
             gp_noise_param_init(&f.np, req, y, req->n);

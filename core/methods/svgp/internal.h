@@ -53,6 +53,7 @@ typedef struct svgp_fit {
     double *Z, *mq, *Lq;
     int optimize_z;
     const gp_cancel *cancel;
+    const gp_hyper_spec *hyper; /* the request's priors, bounds, held parameters */
     size_t n_kp, n_free, *free_idx; /* the free kernel parameters */
     double *theta, *gtheta, *gz, *gmean, *gchol;
     double *save; /* m + m x m + m + m x m: q and its D, agmu for the warm start */

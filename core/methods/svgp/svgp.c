@@ -99,5 +99,6 @@ const gp_method gp_method_svgp = {
     .n_info = sizeof svgp_info / sizeof svgp_info[0],
     .quick = svgp_quick,
     .n_quick = sizeof svgp_quick / sizeof svgp_quick[0],
+    .hyper_priors = 1,
     .ops = &svgp_ops,
 };

@@ -88,6 +88,16 @@ static void hyper_grad(const svgp_fit *f, double *g)
         g[o++] = -f->gz[i];
 }
 
+/* What each hyperparameter coordinate is to the request's spec (the q block
+ * after them is the method's own): c gets full_dim(f) entries. */
+static void hyper_coords(const svgp_fit *f, size_t *c, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        c[j] = j < f->n_free ? f->free_idx[j] : GP_HYPER_OTHER;
+    if (noise_learned(f))
+        c[f->n_free] = GP_HYPER_NOISE;
+}
+
 /* -ELBO and its gradient over (hyperparameters, q); +inf where it fails. */
 static double fit_objective(void *ctx, const double *x, double *g)
 {
@@ -180,7 +190,15 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
     opt.max_total = st->budget;
     opt.objective_offset = st->offset;
     gp_driver_result res;
-    int rc = gp_driver_minimize(fit_objective, f, x, dim, &opt, &res, err);
+    size_t *coord = malloc(dim * sizeof *coord);
+    int rc = coord ? GP_OK : gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (rc == GP_OK) {
+        hyper_coords(f, coord, dim);
+        gp_hyper_coords hc = {coord, dim, f->np.floor};
+        rc = gp_hyper_minimize(f->hyper, &hc, f->k, fit_objective, f, x, &opt, &res, err);
+    } else
+        memset(&res, 0, sizeof res);
+    free(coord);
     diag->iterations += res.iterations;
     diag->evaluations += res.evaluations;
     diag->converged = res.converged;
@@ -199,9 +217,9 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
 /* One minibatch (nb points gathered into Xb, yb) at weight n / nb: Adam on
  * the hyperparameters x (h entries), a natural-gradient step on q. *est
  * receives the minibatch estimate of the ELBO. */
-static int adam_batch(svgp_fit *f, gp_adam *adam, double *x, double *g, const double *Xb,
-                      const double *yb, size_t nb, const svgp_settings *st, double *est,
-                      gp_error *err)
+static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
+                      const double *Xb, const double *yb, size_t nb, const svgp_settings *st,
+                      double *est, gp_error *err)
 {
     size_t h = hyper_dim(f);
     svgp_eval e = svgp_fit_eval(f);
@@ -222,16 +240,19 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, double *x, double *g, const do
     rc = svgp_natgrad_update(f->m, f->w.D, f->w.agmu, st->natgrad_step, f->mq, f->Lq, &f->nb, &e2);
     if (rc != GP_OK && rc != GP_ENOTPD)
         return gp_error_set(err, rc, NULL, "out of memory");
-    if (h > 0) {
+    if (h > 0) { /* a projected step under the priors and bounds */
         hyper_grad(f, g);
+        gp_hyper_walk_prior(hw, x, g);
         gp_adam_step(adam, x, g);
+        gp_hyper_walk_project(hw, x);
         apply_hyper(f, x);
     }
     return GP_OK;
 }
 
 /* One epoch: a seeded shuffle, then the minibatches in order. */
-static int adam_epoch(svgp_fit *f, gp_adam *adam, double *x, double *g, size_t *perm,
+static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
+                      size_t *perm,
                       double *Xb, double *yb, gp_rng *rng, const svgp_settings *st,
                       double *mean_est, gp_error *err)
 {
@@ -250,7 +271,7 @@ static int adam_epoch(svgp_fit *f, gp_adam *adam, double *x, double *g, size_t *
             yb[i] = f->y[perm[s + i]];
         }
         double est;
-        int rc = adam_batch(f, adam, x, g, Xb, yb, nb, st, &est, err);
+        int rc = adam_batch(f, adam, hw, x, g, Xb, yb, nb, st, &est, err);
         if (rc)
             return rc;
         if (gp_cancel_requested(f->cancel))
@@ -275,8 +296,18 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
     int rc = x && g && Xb && yb && perm ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK && h > 0)
         rc = gp_adam_init(&adam, h, st->lr, err);
+    gp_hyper_walk *hw = NULL;
+    size_t *coord = malloc((h + 1) * sizeof *coord);
+    if (rc == GP_OK && coord == NULL)
+        rc = GP_ENOMEM;
+    if (rc == GP_OK) {
+        hyper_coords(f, coord, h);
+        gp_hyper_coords hc = {coord, h, f->np.floor};
+        rc = gp_hyper_walk_new(f->hyper, &hc, f->k, &hw, err);
+    }
     if (rc == GP_OK) {
         pack_hyper(f, gp_noise_param_x0(&f->np), x);
+        gp_hyper_walk_project(hw, x);
         for (size_t i = 0; i < f->n; i++)
             perm[i] = i;
     }
@@ -284,7 +315,7 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
     gp_rng_seed(&rng, req->seed);
     for (int ep = 1; rc == GP_OK && ep <= st->epochs; ep++) {
         double est = 0.0;
-        rc = adam_epoch(f, &adam, x, g, perm, Xb, yb, &rng, st, &est, err);
+        rc = adam_epoch(f, &adam, hw, x, g, perm, Xb, yb, &rng, st, &est, err);
         diag->iterations = ep;
         diag->evaluations += (int)((f->n + b - 1) / b);
         long it = ((long)ep * st->budget + st->epochs - 1) / st->epochs;
@@ -295,6 +326,8 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
     diag->converged = 0; /* a fixed number of epochs */
     if (h > 0)
         gp_adam_free(&adam);
+    gp_hyper_walk_free(hw);
+    free(coord);
     free(x);
     free(g);
     free(Xb);
