@@ -239,9 +239,6 @@ void gp_model_working_noise(const gp_model *model, const double *r, size_t n, do
 /* The same allocated (caller frees); NULL with *rc GP_OK when r is NULL. */
 double *gp_model_working_noise_alloc(const gp_model *model, const double *r, size_t n, int *rc,
                                      gp_error *err);
-/* GP_EDATA naming field[i] (e.g. "noise.per_point[3]") for the first of the
- * n noise variances that is not finite or is negative. */
-int gp_check_noise_values(const double *r, size_t n, const char *field, gp_error *err);
 /* Standardised targets (working units) of y (n) into out. */
 void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out);
 /* Test points per prediction block of a feature method with width doubles

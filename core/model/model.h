@@ -286,6 +286,9 @@ typedef struct gp_method {
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err);
+/* GP_EDATA naming field[i] (e.g. "noise.per_point[3]") for the first of the
+ * n noise variances that is not finite or is negative. */
+int gp_check_noise_values(const double *r, size_t n, const char *field, gp_error *err);
 /* Whether a prediction of req on model includes observation noise: 0 when
  * include_noise is not asked, or when the model was fitted with per-point
  * noise and req gives no noise for its points (the answer is then latent). */
