@@ -17,6 +17,8 @@ struct gp_fit_job {
     gp_hyper_spec *hyper; /* priors, bounds, single held parameters (NULL: none) */
     int noise_given, noise_fixed;
     double noise_variance;
+    double *noise_pp; /* noise.per_point: n known variances (NULL: none) */
+    size_t n_noise_pp;
     gp_option_value *options;
     size_t n_options;
     int standardize;
@@ -37,7 +39,7 @@ struct gp_fit_job {
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
                                        NULL};
-static const char *const noise_keys[] = {"variance", "fixed", NULL};
+static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
 void gp_fit_job_free(gp_fit_job *job)
 {
@@ -48,6 +50,7 @@ void gp_fit_job_free(gp_fit_job *job)
     gp_api_free_options(job->options, job->n_options);
     free(job->X);
     free(job->y);
+    free(job->noise_pp);
     free(job->spec);
     free(job->hold_owner);
     free(job);
@@ -115,6 +118,7 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
     fr->noise_given = job->noise_given;
     fr->noise_variance = job->noise_variance;
     fr->noise_fixed = job->noise_fixed;
+    fr->noise_per_point = job->noise_pp;
     fr->standardize = job->standardize;
     fr->likelihood = job->likelihood;
     fr->seed = job->seed;
@@ -278,19 +282,58 @@ static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
                         strchr(names, ',') || !names[0] ? "" : "s");
 }
 
-static int parse_noise(gp_fit_job *job, json_t *v, gp_error *err)
+/* The methods that take known per-point noise, from their descriptors. */
+static void per_point_methods(char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t i = 0, used = 0; gp_method_at(i) && used < len; i++)
+        if (gp_method_at(i)->per_point_noise)
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "",
+                                     gp_method_at(i)->name);
+}
+
+/* noise.per_point against the data and the method: one finite variance >= 0
+ * per row, for a method that takes them. */
+static int check_noise_pp(const gp_fit_job *job, gp_error *err)
+{
+    if (job->noise_pp == NULL)
+        return GP_OK;
+    if (!job->method->per_point_noise) {
+        char names[256];
+        per_point_methods(names, sizeof names);
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.per_point",
+                            "noise.per_point: method '%s' does not take known per-point noise; "
+                            "%s do", job->method->name, names);
+    }
+    if (job->n_noise_pp != job->n)
+        return gp_error_set(err, GP_EDATA, "noise.per_point",
+                            "noise.per_point has %zu entries; X has %zu rows", job->n_noise_pp,
+                            job->n);
+    return gp_check_noise_values(job->noise_pp, job->n, "noise.per_point", err);
+}
+
+static int parse_noise(gp_api *api, gp_fit_job *job, json_t *v, gp_error *err)
 {
     if (!json_is_object(v))
         return gp_error_set(err, GP_EINVAL, "noise",
                             "noise must be an object {\"variance\": ..., \"fixed\": ...}");
     int rc = gp_json_known_keys(v, noise_keys, "noise", err);
     json_t *e;
-    if (rc == GP_OK && (e = json_object_get(v, "variance"))) {
-        rc = gp_json_get_positive(e, "noise.variance", &job->noise_variance, err);
-        job->noise_given = 1;
-    }
+    if (rc == GP_OK && (e = json_object_get(v, "per_point")))
+        rc = gp_json_vector(e, "noise.per_point", api->cfg.max_points, &job->noise_pp,
+                            &job->n_noise_pp, err);
     if (rc == GP_OK && (e = json_object_get(v, "fixed")))
         rc = gp_json_get_bool(e, "noise.fixed", &job->noise_fixed, err);
+    /* 0 is a value only for a fixed noise beside known per-point noise */
+    if (rc == GP_OK && (e = json_object_get(v, "variance"))) {
+        rc = job->noise_pp && job->noise_fixed
+                 ? gp_json_get_number(e, "noise.variance", &job->noise_variance, err)
+                 : gp_json_get_positive(e, "noise.variance", &job->noise_variance, err);
+        if (rc == GP_OK && !(job->noise_variance >= 0.0))
+            rc = gp_error_set(err, GP_EINVAL, "noise.variance",
+                              "noise.variance must be a finite number >= 0");
+        job->noise_given = 1;
+    }
     if (rc == GP_OK && job->noise_fixed && !job->noise_given)
         rc = gp_error_set(err, GP_EINVAL, "noise.variance",
                           "noise.fixed needs noise.variance (the value to hold)");
@@ -442,7 +485,7 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     if ((e = json_object_get(obj, "likelihood")) && (rc = parse_likelihood(job, e, err)))
         return rc;
-    if ((e = json_object_get(obj, "noise")) && (rc = parse_noise(job, e, err)))
+    if ((e = json_object_get(obj, "noise")) && (rc = parse_noise(api, job, e, err)))
         return rc;
     if (job->likelihood != GP_LIK_GAUSSIAN && json_object_get(obj, "noise"))
         return gp_error_set(err, GP_EINVAL, "noise",
@@ -454,6 +497,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     /* before the 202 of an async fit: labels that cannot be fitted never become a job */
     if ((rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
+        return rc;
+    if ((rc = check_noise_pp(job, err)))
         return rc;
     /* nor structured options that do not fit the data (a dimension index >= d) */
     if ((rc = gp_options_check_data(job->method, job->options, job->n_options, job->d, err)))
@@ -685,6 +730,8 @@ static json_t *info_json(const gp_model *m)
         json_object_set_new(o, "noise_variance", gp_json_real(m->noise_variance));
         json_object_set_new(o, "noise_variance_original",
                             gp_json_real(m->noise_variance * m->y_scale * m->y_scale));
+        if (m->per_point_noise) /* noise_variance is then the homoscedastic part only */
+            json_object_set_new(o, "per_point_noise", json_true());
     }
     json_t *hp = json_object();
     size_t np = gp_kernel_n_params(m->kernel);

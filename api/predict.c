@@ -49,7 +49,7 @@ static void write_gate(gp_buf *b, const gp_online_status *st, const unsigned cha
 }
 
 static const char *const predict_keys[] = {"X", "version", "include_noise", "full_covariance",
-                                           "quantiles", "components", NULL};
+                                           "quantiles", "components", "noise", NULL};
 
 static int parse_quantiles(json_t *v, double *q, size_t *nq, gp_error *err)
 {
@@ -250,12 +250,16 @@ typedef struct predict_args {
     int include_noise, full, comps;
     double q[MAX_QUANTILES];
     size_t nq;
+    double *noise; /* "noise": the points' known noise variances (owned; NULL: none) */
+    size_t n_noise;
 } predict_args;
 
-static int parse_predict_args(json_t *obj, predict_args *a, gp_error *err)
+static int parse_predict_args(gp_api *api, json_t *obj, predict_args *a, gp_error *err)
 {
     json_t *e;
     int rc = GP_OK;
+    if ((e = json_object_get(obj, "noise")))
+        rc = gp_json_vector(e, "noise", api->cfg.max_points, &a->noise, &a->n_noise, err);
     if ((e = json_object_get(obj, "full_covariance")))
         rc = gp_json_get_bool(e, "full_covariance", &a->full, err);
     if (rc == GP_OK && (e = json_object_get(obj, "components")))
@@ -281,6 +285,10 @@ static void write_prediction(gp_buf *b, const gp_model *model, const predict_arg
         write_quantiles(b, a->q, a->nq, pr->quantiles, m, p);
     if (a->comps)
         write_components(b, model, parts, pr, m, K);
+    if (a->include_noise && model->per_point_noise && a->noise == NULL)
+        gp_buf_puts(b, ",\"noise_included\":false,\"noise_note\":\"the model was fitted with "
+                       "known per-point noise: give \\\"noise\\\" (one variance per point) for "
+                       "observation variances; these are the latent function's\"");
 }
 
 /* ---- predict and sample calls: parsed on the request thread, answered in
@@ -306,7 +314,11 @@ static int v1_prepare(gp_api *api, gp_point_call *c, const gp_model *model, cons
                       int warmup, gp_error *err)
 {
     (void)warmup; /* v1 answers a model in warm-up: "mean": null, every point asks */
-    return gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
+    int rc = gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
+    if (rc == GP_OK && c->a.noise && c->a.n_noise != c->m)
+        rc = gp_error_set(err, GP_EDATA, "noise", "noise has %zu entries; X has %zu points",
+                          c->a.n_noise, c->m);
+    return rc;
 }
 
 static void v1_write(gp_buf *b, const gp_point_call *c, const gp_point_answer *a)
@@ -330,6 +342,7 @@ void gp_api_point_call_free(gp_point_call *c)
         return;
     json_decref(c->obj);
     free(c->X);
+    free(c->a.noise);
     gp_sample_call_free(&c->s);
     if (c->writer && c->writer->free)
         c->writer->free(c->proto);
@@ -373,7 +386,7 @@ static int parse_predict_call(gp_api *api, const gp_request *req, gp_point_call 
     int rc = gp_api_parse_point_request(req, predict_keys, &c->obj, &c->version,
                                         &c->a.include_noise, err);
     if (rc == GP_OK)
-        rc = parse_predict_args(c->obj, &c->a, err);
+        rc = parse_predict_args(api, c->obj, &c->a, err);
     c->Xj = c->obj ? json_object_get(c->obj, "X") : NULL;
     if (rc == GP_OK && c->Xj == NULL)
         rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to predict at) is missing");
@@ -441,6 +454,7 @@ int gp_api_point_call_joinable(const gp_point_call *a, const gp_point_call *b)
         return 1;
     const predict_args *x = &a->a, *y = &b->a;
     return x->include_noise == y->include_noise && x->comps == y->comps && x->nq == y->nq &&
+           (x->noise == NULL) == (y->noise == NULL) &&
            memcmp(x->q, y->q, x->nq * sizeof x->q[0]) == 0;
 }
 
@@ -532,7 +546,8 @@ static void run_predicts(gp_api *api, gp_point_call **calls, size_t n, gp_respon
                 continue;
             const predict_args *a = &calls[i]->a;
             reqs[k] = (gp_predict_request){calls[i]->X, calls[i]->m, calls[i]->d,
-                                           a->include_noise, a->full, a->q, a->nq, a->comps};
+                                           a->include_noise, a->full, a->q, a->nq, a->comps,
+                                           a->noise};
             outs[k] = st[i].pr;
             idx[k++] = i;
         }

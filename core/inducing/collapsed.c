@@ -32,6 +32,12 @@ typedef struct sgpr_work {
     size_t n, m;
     double *L, *V, *B, *Lb, *Binv, *T, *Kuf, *Wuf;
     double *vy, *c, *mw, *beta, *h;
+    /* Known per-point noise r (NULL: none; then the rest is unused): the
+     * problem is whitened by the noise, lambda_i = s2 + r_i, V's columns and
+     * y times d_i = lambda_i^{-1/2} (ys), so the homoscedastic formulas hold
+     * with unit noise (header of collapsed.h). dsq = d_i^2, vv = |V~_i|^2. */
+    const double *r;
+    double *ys, *dsq, *vv;
 } sgpr_work;
 
 static void work_free(sgpr_work *w)
@@ -49,6 +55,9 @@ static void work_free(sgpr_work *w)
     free(w->mw);
     free(w->beta);
     free(w->h);
+    free(w->ys);
+    free(w->dsq);
+    free(w->vv);
 }
 
 static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error *err)
@@ -86,6 +95,47 @@ static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error 
     return GP_OK;
 }
 
+/* Known per-point noise: lambda_i = s2 + r_i, d_i^2 = 1 / lambda_i, V's
+ * columns times d_i, ys = d y, vv_i = |d_i v_i|^2. GP_EINVAL when a
+ * lambda_i is not positive (a fixed s2 of 0 and a row of noise 0: the
+ * bound's trace term divides by it). */
+static int whiten_by_noise(sgpr_work *w, double s2, const double *y, gp_error *err)
+{
+    size_t n = w->n, m = w->m;
+    if (!w->ys && (!(w->ys = gp_alloc_doubles(n, err)) || !(w->dsq = gp_alloc_doubles(n, err)) ||
+                   !(w->vv = gp_alloc_doubles(n, err))))
+        return GP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        double lam = s2 + w->r[i];
+        if (!(lam > 0.0 && isfinite(lam)))
+            return gp_error_set(err, GP_EINVAL, "noise.per_point",
+                                "the noise of row %zu is 0: the sparse bound needs every row's "
+                                "noise (homoscedastic plus known) positive", i);
+        double di = 1.0 / sqrt(lam);
+        w->dsq[i] = 1.0 / lam;
+        w->ys[i] = di * y[i];
+        cblas_dscal((blasint)m, di, w->V + i * m, 1);
+        w->vv[i] = gp_dot(w->V + i * m, w->V + i * m, m);
+    }
+    return GP_OK;
+}
+
+/* The bound's noise and trace terms with per-point noise (unit noise after
+ * whitening): -sum log(2 pi lambda_i) / 2 - sum t_i / (2 lambda_i), with
+ * t_i = k_ii - |v_i|^2 = k - vv_i / d_i^2; terms->trace = sum t_i. */
+static void noise_terms(const sgpr_work *w, double kii, gp_sgpr_terms *terms)
+{
+    double logdet = 0.0, trace = 0.0, wtrace = 0.0;
+    for (size_t i = 0; i < w->n; i++) {
+        double ti = kii - w->vv[i] / w->dsq[i];
+        logdet -= log(w->dsq[i]);
+        trace += ti;
+        wtrace += ti * w->dsq[i];
+    }
+    terms->trace = trace;
+    terms->bound = -0.5 * ((double)w->n * LOG_2PI + logdet) - 0.5 * wtrace;
+}
+
 /* L, V = L^{-1} Kuf, B = I + V V^T / s2 (full), Lb = chol(B), and the value
  * of F into terms. *jitter receives Kuu's. */
 static int bound_value(const gp_kernel *k, double s2, const double *X, const double *y,
@@ -100,6 +150,12 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
     if (w->Kuf) /* the gradient's contraction reuses the values */
         memcpy(w->Kuf, w->V, m * n * sizeof *w->V);
     gp_panel_trsm_lower(w->L, m, m, 0, w->V, n, m);
+    if (w->r) {
+        if ((rc = whiten_by_noise(w, s2, y, err)) != GP_OK)
+            return rc;
+        y = w->ys;
+        s2 = 1.0;
+    }
     gp_panel_syrk_lower(0, m, n, 1.0 / s2, w->V, m, w->B, m);
     for (size_t i = 0; i < m; i++)
         w->B[i * m + i] += 1.0;
@@ -119,9 +175,15 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
     double trvv = cblas_ddot((blasint)(m * n), w->V, 1, w->V, 1);
     double kdiag = (double)n * gp_kernel_diag(k, X); /* stationary: one point serves */
     double yy = cblas_ddot((blasint)n, y, 1, y, 1), cc = cblas_ddot((blasint)m, w->c, 1, w->c, 1);
-    terms->trace = kdiag - trvv;
-    terms->bound = -0.5 * (double)n * (LOG_2PI + log(s2)) - 0.5 * gp_chol_logdet(w->Lb, m, m) -
-                   0.5 * (yy / s2 - cc) - terms->trace / (2.0 * s2);
+    if (w->r) {
+        noise_terms(w, gp_kernel_diag(k, X), terms);
+        terms->bound -= 0.5 * gp_chol_logdet(w->Lb, m, m) + 0.5 * (yy - cc);
+    } else {
+        terms->trace = kdiag - trvv;
+        terms->bound = -0.5 * (double)n * (LOG_2PI + log(s2)) -
+                       0.5 * gp_chol_logdet(w->Lb, m, m) - 0.5 * (yy / s2 - cc) -
+                       terms->trace / (2.0 * s2);
+    }
     if (!isfinite(terms->bound))
         return gp_error_set(err, GP_ENOTPD, NULL, "the bound is not finite");
     return GP_OK;
@@ -198,6 +260,40 @@ static int bound_gradient(const gp_kernel *k, double s2, const double *X, const 
     return GP_OK;
 }
 
+/* The gradient with known per-point noise, on the whitened problem (unit
+ * noise, ys, V~): the sensitivities of sensitivity_fu/uu hold for V~, and
+ * V~ = V D gives dF/dKuf = dF/dKuf~ D (columns times d_i); the diagonal
+ * weight is -1 / (2 lambda_i) per row. The noise: dF/ds2 = sum_i dF/dlambda_i
+ *   = (beta.beta - tr Sigma^{-1}) / 2 + sum_i t_i / (2 lambda_i^2),
+ * beta_i = d_i beta~_i and Sigma^{-1}_ii = d_i^2 (1 - |Lb^{-1} v~_i|^2). */
+static int noise_gradient(const gp_kernel *k, double s2, const double *X, const double *Z,
+                          sgpr_work *w, double *grad, double *gz, gp_error *err)
+{
+    size_t n = w->n, m = w->m, np = gp_kernel_n_params(k);
+    double *u2 = gp_alloc_doubles(n, err);
+    if (u2 == NULL)
+        return GP_ENOMEM;
+    memcpy(w->Wuf, w->V, m * n * sizeof *w->V); /* scratch until sensitivity_fu */
+    gp_trsm_lower(w->Lb, m, m, 0, w->Wuf, n, m);
+    for (size_t i = 0; i < n; i++)
+        u2[i] = gp_dot(w->Wuf + i * m, w->Wuf + i * m, m);
+    sensitivity_fu(1.0, w->ys, w);
+    double sum_dsq = 0.0, gs = 0.0, kii = gp_kernel_diag(k, X);
+    for (size_t i = 0; i < n; i++) {
+        double dsq = w->dsq[i], di = sqrt(dsq), ti = kii - w->vv[i] / dsq;
+        cblas_dscal((blasint)m, di, w->Wuf + i * m, 1);
+        sum_dsq += dsq;
+        gs += 0.5 * dsq * (w->beta[i] * w->beta[i] - 1.0 + u2[i]) + 0.5 * ti * dsq * dsq;
+    }
+    free(u2);
+    sensitivity_uu(w);
+    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, w->T,
+                                  -sum_dsq / (2.0 * (double)n), grad, gz, err);
+    if (rc == GP_OK)
+        grad[np] = s2 * gs;
+    return rc;
+}
+
 static void fill_post(const sgpr_work *w, const double *Z, size_t d, double jitter,
                       gp_inducing_post *post)
 {
@@ -211,16 +307,19 @@ static void fill_post(const sgpr_work *w, const double *Z, size_t d, double jitt
 
 /* gp_sgpr_bound on buffers w of the right sizes (with the gradient's when
  * grad is asked for). */
-static int bound_in(sgpr_work *w, const gp_kernel *k, double s2, const double *X, size_t d,
-                    const double *y, const double *Z, gp_sgpr_terms *terms, double *grad,
-                    double *gz, gp_inducing_post *post, gp_error *err)
+static int bound_in(sgpr_work *w, const gp_kernel *k, double s2, const double *r,
+                    const double *X, size_t d, const double *y, const double *Z,
+                    gp_sgpr_terms *terms, double *grad, double *gz, gp_inducing_post *post,
+                    gp_error *err)
 {
+    w->r = r;
     double jitter = 0.0;
     int rc = bound_value(k, s2, X, y, Z, w, &jitter, terms, err);
     if (rc == GP_OK && (grad || post))
         rc = invert_b(w, err);
     if (rc == GP_OK && grad)
-        rc = bound_gradient(k, s2, X, y, Z, terms, w, grad, gz, err);
+        rc = w->r ? noise_gradient(k, s2, X, Z, w, grad, gz, err)
+                  : bound_gradient(k, s2, X, y, Z, terms, w, grad, gz, err);
     if (rc == GP_OK && post) {
         rc = gp_inducing_post_alloc(post, w->m, d, err);
         if (rc == GP_OK)
@@ -233,12 +332,27 @@ int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size
                   const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
                   double *grad, double *gz, gp_inducing_post *post, gp_error *err)
 {
-    if (n == 0 || m == 0 || !(s2 > 0.0))
+    return gp_sgpr_bound_noise(k, s2, NULL, X, n, d, y, Z, m, terms, grad, gz, post, err);
+}
+
+/* The bound's precondition: some data, and a positive noise (s2 > 0, or
+ * s2 >= 0 with known per-point noise, whose rows whiten_by_noise checks). */
+static int bound_args_ok(size_t n, size_t m, double s2, const double *r)
+{
+    return n > 0 && m > 0 && (s2 > 0.0 || (r && s2 == 0.0));
+}
+
+int gp_sgpr_bound_noise(const gp_kernel *k, double s2, const double *r, const double *X,
+                        size_t n, size_t d, const double *y, const double *Z, size_t m,
+                        gp_sgpr_terms *terms, double *grad, double *gz,
+                        struct gp_inducing_post *post, gp_error *err)
+{
+    if (!bound_args_ok(n, m, s2, r))
         return gp_error_set(err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
     sgpr_work w;
     int rc = work_alloc(&w, n, m, grad != NULL, err);
     if (rc == GP_OK)
-        rc = bound_in(&w, k, s2, X, d, y, Z, terms, grad, gz, post, err);
+        rc = bound_in(&w, k, s2, r, X, d, y, Z, terms, grad, gz, post, err);
     work_free(&w);
     return rc;
 }
@@ -279,11 +393,12 @@ int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const doubl
     gp_sgpr_terms terms = {NAN, NAN};
     gp_error err;
     int rc;
-    if (data->n == 0 || m == 0 || !(s2 > 0.0)) {
+    if (!bound_args_ok(data->n, m, s2, data->r)) {
         rc = gp_error_set(&err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
     } else {
         sgpr_work *w = kept_work(data, m, &err);
-        rc = w ? bound_in(w, k, s2, data->X, data->d, data->y, Z, &terms, grad, gz, NULL, &err)
+        rc = w ? bound_in(w, k, s2, data->r, data->X, data->d, data->y, Z, &terms, grad, gz, NULL,
+                          &err)
                : GP_ENOMEM;
     }
     *f = terms.bound;

@@ -38,6 +38,17 @@ int gp_sgpr_bound(const gp_kernel *k, double s2, const double *X, size_t n, size
                   const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
                   double *grad, double *gz, struct gp_inducing_post *post, gp_error *err);
 
+/* The same with known per-point noise r (n working-unit variances, NULL:
+ * gp_sgpr_bound): the noise of row i is lambda_i = s2 + r_i (s2 may be 0
+ * when every r_i > 0), so F = log N(y; 0, Q + Lambda) - sum t_i / (2
+ * lambda_i); grad's last entry is dF/dlog s2 with r held; terms->trace is
+ * the unweighted sum of t_i. Computed by whitening rows with lambda_i^{-1/2}
+ * (collapsed.c, whiten_by_noise): the posterior post is q(u) under Lambda. */
+int gp_sgpr_bound_noise(const gp_kernel *k, double s2, const double *r, const double *X,
+                        size_t n, size_t d, const double *y, const double *Z, size_t m,
+                        gp_sgpr_terms *terms, double *grad, double *gz,
+                        struct gp_inducing_post *post, gp_error *err);
+
 /* The training data of a collapsed-bound fit (working units, point-major
  * X: d x n), and the bound as the gp_inducing_objective that
  * gp_inducing_optimise / gp_inducing_fit maximise (ctx: a gp_collapsed_data):
@@ -50,6 +61,7 @@ typedef struct gp_collapsed_data {
      * not map and fault in ~100 MB an evaluation at n = 10000, m = 512.
      * NULL to begin with; gp_collapsed_data_release frees them. */
     struct gp_sgpr_scratch *scratch;
+    const double *r; /* known per-point noise, working units (NULL: none) */
 } gp_collapsed_data;
 
 int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,

@@ -12,15 +12,17 @@
 
 /* ---- the LML and its gradient on a caller-provided n x n buffer ---- */
 
-/* Factorise K + s2 I into A (lower) and solve alpha; returns the LML. */
-int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t n,
-                        const double *y, double *A, double *alpha, double *lml,
-                        const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
+/* Factorise K + s2 I (+ diag r) into A (lower) and solve alpha; returns the LML. */
+int gp_exact_lml_factor_noise(const gp_kernel *k, double s2, const double *r, const double *Xt,
+                              size_t n, const double *y, double *A, double *alpha, double *lml,
+                              const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
 {
     if (gp_kernel_gram_cancellable(k, Xt, n, A, n, cancel))
         return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled building the kernel matrix");
     for (size_t i = 0; i < n; i++)
         A[i * n + i] += s2;
+    for (size_t i = 0; r && i < n; i++)
+        A[i * n + i] += r[i];
     int rc = gp_cholesky_jitter_cancellable(A, n, n, cancel, info, err);
     if (rc)
         return rc;
@@ -34,6 +36,13 @@ int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t 
     *lml = -0.5 * cblas_ddot((blasint)n, y, 1, alpha, 1) - 0.5 * gp_chol_logdet(A, n, n) -
            0.5 * (double)n * LOG_2PI;
     return GP_OK;
+}
+
+int gp_exact_lml_factor(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                        const double *y, double *A, double *alpha, double *lml,
+                        const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
+{
+    return gp_exact_lml_factor_noise(k, s2, NULL, Xt, n, y, A, alpha, lml, cancel, info, err);
 }
 
 /* A (the inverse, lower) := alpha alpha^T - A, a band of columns between
@@ -75,18 +84,34 @@ static int lml_gradient(const gp_kernel *k, double s2, const double *Xt, size_t 
     return GP_OK;
 }
 
-int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
-                         const double *y, double *A, double *alpha, double *lml, double *grad,
-                         const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
+int gp_exact_lml_grad_noise_on(const gp_kernel *k, double s2, const double *r,
+                               const double *Xt, size_t n, const double *y, double *A,
+                               double *alpha, double *lml, double *grad,
+                               const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
 {
-    int rc = gp_exact_lml_factor(k, s2, Xt, n, y, A, alpha, lml, cancel, info, err);
-    if (rc == GP_OK && grad)
+    int rc = gp_exact_lml_factor_noise(k, s2, r, Xt, n, y, A, alpha, lml, cancel, info, err);
+    if (rc == GP_OK && grad) /* the known r is constant: d/dlog s2 is unchanged */
         rc = lml_gradient(k, s2, Xt, n, A, alpha, grad, cancel, err);
     return rc;
 }
 
+int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t n,
+                         const double *y, double *A, double *alpha, double *lml, double *grad,
+                         const gp_cancel *cancel, gp_chol_info *info, gp_error *err)
+{
+    return gp_exact_lml_grad_noise_on(k, s2, NULL, Xt, n, y, A, alpha, lml, grad, cancel, info,
+                                      err);
+}
+
 int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *Xt, size_t d,
                       size_t n, const double *y, double *lml, double *grad, gp_error *err)
+{
+    return gp_exact_lml_grad_noise(k, noise_variance, NULL, Xt, d, n, y, lml, grad, err);
+}
+
+int gp_exact_lml_grad_noise(const gp_kernel *k, double noise_variance, const double *r,
+                            const double *Xt, size_t d, size_t n, const double *y, double *lml,
+                            double *grad, gp_error *err)
 {
     size_t nn = 0;
     if (k->input_dim != d)
@@ -97,8 +122,8 @@ int gp_exact_lml_grad(const gp_kernel *k, double noise_variance, const double *X
         return rc;
     double *A = gp_alloc_doubles(nn, err);
     double *alpha = gp_alloc_doubles(n, err);
-    rc = A && alpha ? gp_exact_lml_grad_on(k, noise_variance, Xt, n, y, A, alpha, lml, grad,
-                                           NULL, NULL, err)
+    rc = A && alpha ? gp_exact_lml_grad_noise_on(k, noise_variance, r, Xt, n, y, A, alpha, lml,
+                                                 grad, NULL, NULL, err)
                     : GP_ENOMEM;
     free(A);
     free(alpha);

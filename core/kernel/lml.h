@@ -33,4 +33,18 @@ int gp_exact_lml_grad_on(const gp_kernel *k, double s2, const double *Xt, size_t
                          const double *y, double *A, double *alpha, double *lml, double *grad,
                          const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
 
+/* The same with known per-point noise: the covariance is K + s2 I + diag(r)
+ * (r: n working-unit variances, NULL: none, the functions above). The
+ * gradient's last entry stays d LML / d log s2 (r is constant). */
+int gp_exact_lml_grad_noise(const gp_kernel *k, double noise_variance, const double *r,
+                            const double *Xt, size_t d, size_t n, const double *y, double *lml,
+                            double *grad, gp_error *err);
+int gp_exact_lml_factor_noise(const gp_kernel *k, double s2, const double *r, const double *Xt,
+                              size_t n, const double *y, double *A, double *alpha, double *lml,
+                              const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
+int gp_exact_lml_grad_noise_on(const gp_kernel *k, double s2, const double *r,
+                               const double *Xt, size_t n, const double *y, double *A,
+                               double *alpha, double *lml, double *grad,
+                               const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
+
 #endif

@@ -33,6 +33,8 @@ typedef struct exact_impl {
     size_t ld;     /* n after a fit or an import; observe keeps spare rows (grown_ld) */
     double *alpha; /* n: (K + s2 I + jitter I)^{-1} y */
     double *y;     /* n: the training targets, working units (observe solves for alpha) */
+    double *r;     /* n: known per-point noise variances, working units (NULL: none);
+                      the factor is then of K + s2 I + diag(r) + jitter I */
     size_t cap;    /* the fit's cap on N (max_train_points), which observe keeps */
     gp_kernel_points *Xp; /* Xt scaled by the fitted kernel, for predictions */
 } exact_impl;
@@ -56,6 +58,7 @@ static void impl_free(void *p)
     free(im->L);
     free(im->alpha);
     free(im->y);
+    free(im->r);
     free(im);
 }
 
@@ -85,6 +88,7 @@ static exact_impl *impl_alloc(size_t n, size_t d, gp_error *err)
 typedef struct fit_problem {
     gp_kernel *k;          /* working copy whose free parameters move */
     const double *Xt, *y;
+    const double *r;       /* known per-point noise (NULL: none) */
     size_t n;
     size_t n_kparams;
     size_t *free_idx;      /* indices of free kernel parameters */
@@ -123,8 +127,8 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double s2 = problem_noise(p, x), lml;
     if (!isfinite(s2))
         return INFINITY;
-    if (gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->y, p->A, p->alpha, &lml, p->grad,
-                             p->cancel, NULL, NULL))
+    if (gp_exact_lml_grad_noise_on(p->k, s2, p->r, p->Xt, p->n, p->y, p->A, p->alpha, &lml,
+                                   p->grad, p->cancel, NULL, NULL))
         return INFINITY;
     for (size_t i = 0; i < p->n_free_kernel; i++)
         g[i] = -p->grad[p->free_idx[i]];
@@ -263,8 +267,8 @@ static int cache_factor(gp_model *model, exact_impl *im, const double *y,
 {
     gp_chol_info info;
     double lml;
-    int rc = gp_exact_lml_factor(model->kernel, model->noise_variance, im->Xt, im->n, y, im->L,
-                                 im->alpha, &lml, cancel, &info, err);
+    int rc = gp_exact_lml_factor_noise(model->kernel, model->noise_variance, im->r, im->Xt,
+                                       im->n, y, im->L, im->alpha, &lml, cancel, &info, err);
     if (rc)
         return rc;
     /* Keep only the factor: zero the copy of K left in the upper triangle. */
@@ -279,6 +283,7 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
 {
     fit_problem p;
     int rc = problem_init(&p, model, req, im->Xt, ys, err);
+    p.r = im->r;
     size_t dim = problem_dim(&p);
     double *best = rc ? NULL : gp_alloc_doubles(dim, err);
     if (rc == GP_OK && best == NULL)
@@ -313,6 +318,8 @@ static int exact_fit(const gp_method *m, const gp_fit_request *req, gp_model **o
     exact_impl *im = impl_alloc(req->n, req->d, err);
     double *ys = working_targets(model, req->y, req->n, err);
     rc = im && ys ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        im->r = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
     if (rc == GP_OK)
         gp_model_standardize_points(model, req->X, req->n, im->Xt);
     model->impl = im;
@@ -616,6 +623,7 @@ typedef struct observe_work {
     double *V;      /* n x k: L^{-1} K12 = B^T */
     double *C;      /* k x k: the Schur complement, then its factor */
     double *Xt, *y, *alpha; /* the N-row arrays */
+    double *r;      /* N: the rows' known noise (models fitted with it) */
     double *L;      /* N x N: only when the whole factor is recomputed */
     gp_kernel_points *Xp;
 } observe_work;
@@ -628,6 +636,7 @@ static void observe_work_free(observe_work *w)
     free(w->Xt);
     free(w->y);
     free(w->alpha);
+    free(w->r);
     free(w->L);
     gp_kernel_points_free(w->Xp);
 }
@@ -644,6 +653,8 @@ static int border_blocks(const gp_model *model, const exact_impl *im, size_t k,
     double shift = model->noise_variance + model->diag.jitter;
     for (size_t i = 0; i < k; i++)
         w->C[i * k + i] += shift;
+    for (size_t i = 0; w->r && i < k; i++)
+        w->C[i * k + i] += w->r[n + i];
     cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)k, (blasint)n, -1.0, w->V,
                 (blasint)n, 1.0, w->C, (blasint)k);
     return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)k, w->C, (lapack_int)k) != 0;
@@ -725,8 +736,8 @@ static int refactor(gp_model *model, size_t N, observe_work *w, double *lml, gp_
     if (rc == GP_OK && (w->L = gp_alloc_doubles(NN, err)) == NULL)
         rc = GP_ENOMEM;
     if (rc == GP_OK)
-        rc = gp_exact_lml_factor(model->kernel, model->noise_variance, w->Xt, N, w->y, w->L,
-                                 w->alpha, lml, NULL, &info, err);
+        rc = gp_exact_lml_factor_noise(model->kernel, model->noise_variance, w->r, w->Xt, N, w->y,
+                                       w->L, w->alpha, lml, NULL, &info, err);
     if (rc == GP_ENOTPD) {
         char why[GP_ERROR_MESSAGE_LEN];
         snprintf(why, sizeof why, "%s", err ? err->message : "");
@@ -742,7 +753,8 @@ static int refactor(gp_model *model, size_t N, observe_work *w, double *lml, gp_
 
 /* The new rows' working-unit arrays and their prepared points. */
 static int observe_prepare(const gp_model *model, const exact_impl *im, const double *X,
-                           const double *Y, size_t k, observe_work *w, gp_error *err)
+                           const double *Y, const double *noise, size_t k, observe_work *w,
+                           gp_error *err)
 {
     size_t n = im->n, d = im->d, N = n + k, nk = 0, kk = 0, Nd = 0;
     int rc = gp_checked_size(n, k, &nk, err);
@@ -762,6 +774,12 @@ static int observe_prepare(const gp_model *model, const exact_impl *im, const do
     memcpy(w->Xt + n * d, w->P, k * d * sizeof *w->Xt);
     memcpy(w->y, im->y, n * sizeof *w->y);
     gp_model_working_targets(model, Y, k, w->y + n);
+    if (im->r) { /* gp_model_observe_noise gave the rows' noise */
+        if ((w->r = gp_alloc_doubles(N, err)) == NULL)
+            return GP_ENOMEM;
+        memcpy(w->r, im->r, n * sizeof *w->r);
+        gp_model_working_noise(model, noise, k, w->r + n);
+    }
     return gp_kernel_points_new(model->kernel, w->Xt, N, &w->Xp, err);
 }
 
@@ -776,6 +794,7 @@ static void observe_commit(gp_model *model, exact_impl *im, size_t N, observe_wo
     t = im->Xt, im->Xt = w->Xt, w->Xt = t;
     t = im->y, im->y = w->y, w->y = t;
     t = im->alpha, im->alpha = w->alpha, w->alpha = t;
+    t = im->r, im->r = w->r, w->r = t;
     if (w->L) { /* recomputed; else grow_factor already grew im->L */
         t = im->L, im->L = w->L, w->L = t;
         im->ld = N;
@@ -809,8 +828,8 @@ static int check_update_finite(const exact_impl *im, size_t N, const observe_wor
                         k);
 }
 
-static int exact_observe(gp_model *model, const double *X, const double *Y, size_t k,
-                         gp_error *err)
+static int exact_observe_noise(gp_model *model, const double *X, const double *Y,
+                               const double *noise, size_t k, gp_error *err)
 {
     exact_impl *im = model->impl;
     size_t n = im->n, N = n + k;
@@ -828,7 +847,7 @@ static int exact_observe(gp_model *model, const double *X, const double *Y, size
     observe_work w;
     memset(&w, 0, sizeof w);
     double lml = 0.0, jitter = model->diag.jitter;
-    rc = observe_prepare(model, im, X, Y, k, &w, err);
+    rc = observe_prepare(model, im, X, Y, noise, k, &w, err);
     if (rc == GP_OK) {
         if (border_blocks(model, im, k, &w) == 0)
             rc = grow_factor(im, k, &w, err);
@@ -848,6 +867,14 @@ static int exact_observe(gp_model *model, const double *X, const double *Y, size
     return rc;
 }
 
+/* gp_model_observe_noise gives the rows' noise exactly when the model was
+ * fitted with per-point noise (im->r). */
+static int exact_observe(gp_model *model, const double *X, const double *Y, size_t k,
+                         gp_error *err)
+{
+    return exact_observe_noise(model, X, Y, NULL, k, err);
+}
+
 /* ---- export / import ---- */
 
 static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
@@ -863,6 +890,8 @@ static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
         rc = gp_state_put(st, "y_train", im->n, 1, im->y, err);
     if (rc == GP_OK)
         rc = gp_state_put_scalar(st, "max_train_points", (double)im->cap, err);
+    if (rc == GP_OK && im->r) /* only then: other states keep their arrays */
+        rc = gp_state_put(st, "noise_train", im->n, 1, im->r, err);
     return rc;
 }
 
@@ -905,6 +934,22 @@ static int import_online(const gp_state *st, exact_impl *im, gp_error *err)
     return rc;
 }
 
+/* noise_train: the rows' known noise of a model fitted with it. */
+static int import_noise(const gp_state *st, exact_impl *im, gp_error *err)
+{
+    const double *r;
+    int rc = gp_state_get(st, "noise_train", im->n, 1, &r, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < im->n; i++)
+        if (!(isfinite(r[i]) && r[i] >= 0.0))
+            return gp_error_set(err, GP_EDATA, "noise_train", "corrupt per-point noise");
+    if ((im->r = gp_alloc_doubles(im->n, err)) == NULL)
+        return GP_ENOMEM;
+    memcpy(im->r, r, im->n * sizeof *r);
+    return GP_OK;
+}
+
 static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
 {
     size_t n = model->n_train, d = model->input_dim, nn = 0;
@@ -928,6 +973,8 @@ static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
     rc = gp_state_get_cholesky(st, "chol_packed", n, im->L, err);
     if (rc == GP_OK)
         rc = import_online(st, im, err);
+    if (rc == GP_OK && model->per_point_noise)
+        rc = import_noise(st, im, err);
     if (rc == GP_OK)
         rc = gp_kernel_points_new(model->kernel, im->Xt, n, &im->Xp, err);
     if (rc) {
@@ -947,6 +994,7 @@ static const gp_method_ops exact_ops = {
     .import_impl = exact_import,
     .free_impl = impl_free,
     .observe = exact_observe,
+    .observe_noise = exact_observe_noise,
     /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns) */
     .batch_invariant = 1,
     .batch_shares_work = 1, /* a batch streams the factor L once */
@@ -964,6 +1012,7 @@ const gp_method gp_method_exact = {
     .kernels = NULL,
     .n_kernels = 0,
     .composite_kernels = 1,
+    .per_point_noise = 1,
     .iterations_option = "max_iterations",
     .restarts_option = "restarts",
     .quick = exact_quick,

@@ -68,8 +68,8 @@ static void report(gp_model *model, const gp_fit_request *req, const gp_collapse
     double lml;
     gp_error err;
     if (data->n <= GP_SGPR_EXACT_REPORT_MAX && data->n <= cap &&
-        gp_exact_lml_grad(model->kernel, model->noise_variance, data->X, data->d, data->n,
-                          data->y, &lml, NULL, &err) == GP_OK) {
+        gp_exact_lml_grad_noise(model->kernel, model->noise_variance, data->r, data->X, data->d,
+                                data->n, data->y, &lml, NULL, &err) == GP_OK) {
         gp_model_info_number(model, "exact_lml", lml + offset);
         gp_model_info_number(model, "gap", lml - terms->bound);
     }
@@ -101,8 +101,8 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gp_collaps
                              data->n, Z, &m, req, &spec, &model->diag, err);
     gp_sgpr_terms terms;
     if (rc == GP_OK)
-        rc = gp_sgpr_bound(model->kernel, model->noise_variance, data->X, data->n, d, data->y,
-                           Z, m, &terms, NULL, NULL, im, err);
+        rc = gp_sgpr_bound_noise(model->kernel, model->noise_variance, data->r, data->X, data->n,
+                                 d, data->y, Z, m, &terms, NULL, NULL, im, err);
     if (rc == GP_OK)
         rc = gp_inducing_post_prepare(im, model->kernel, err);
     if (rc == GP_OK) {
@@ -133,8 +133,11 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
     if (rc == GP_OK) {
         gp_model_standardize_points(model, req->X, req->n, X);
         gp_model_working_targets(model, req->y, req->n, y);
-        gp_collapsed_data data = {X, y, req->n, req->d, NULL};
-        rc = fit_into(model, req, &data, im, err);
+        double *r = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
+        gp_collapsed_data data = {X, y, req->n, req->d, NULL, r};
+        if (rc == GP_OK)
+            rc = fit_into(model, req, &data, im, err);
+        free(r);
         gp_collapsed_data_release(&data);
     }
     free(X);
@@ -188,6 +191,7 @@ const gp_method gp_method_sgpr = {
     .kernels = sgpr_kernels,
     .n_kernels = sizeof sgpr_kernels / sizeof sgpr_kernels[0],
     .composite_kernels = 0,
+    .per_point_noise = 1,
     .iterations_option = "max_iterations",
     .restarts_option = NULL,
     .info = sgpr_info,

@@ -294,11 +294,23 @@ int gp_check_fit_settings(const gp_fit_request *req, gp_error *err)
         return gp_error_set(err, GP_EDATA, "kernel",
                             "kernel expects %zu input dimensions; the inputs have %zu",
                             req->kernel->input_dim, kdim);
-    if (req->noise_given && !(isfinite(req->noise_variance) && req->noise_variance > 0.0))
+    /* With known per-point noise a fixed homoscedastic part may be 0: the
+     * rows' own noise (and the jitter policy) keep the covariance factorisable. */
+    int zero_ok = req->noise_per_point && req->noise_fixed;
+    if (req->noise_given && !(isfinite(req->noise_variance) &&
+                              (req->noise_variance > 0.0 || (zero_ok && req->noise_variance == 0.0))))
         return gp_error_set(err, GP_EINVAL, "noise.variance",
-                            "noise variance must be a positive finite number");
-    return gp_hyper_spec_check(req->hyper, req->kernel, req->noise_given, req->noise_variance,
-                               err);
+                            zero_ok ? "noise variance must be a finite number >= 0"
+                                    : "noise variance must be a positive finite number");
+    if (req->noise_per_point && req->likelihood != GP_LIK_GAUSSIAN)
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.per_point",
+                            "noise.per_point: known noise variances are for the gaussian "
+                            "likelihood only");
+    int rc = gp_check_noise_values(req->noise_per_point, req->n, "noise.per_point", err);
+    if (rc == GP_OK)
+        rc = gp_hyper_spec_check(req->hyper, req->kernel, req->noise_given, req->noise_variance,
+                                 err);
+    return rc;
 }
 
 gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err)
@@ -353,6 +365,7 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         model->y_scale = 1.0;
     }
     model->noise_variance = req->noise_variance;
+    model->per_point_noise = req->noise_per_point != NULL;
     if (req->likelihood != GP_LIK_GAUSSIAN) {
         /* Labels keep their meaning (0/1, counts): the latent f is in natural
          * units, and there is no noise variance. */
@@ -458,6 +471,39 @@ static double target_power(const double *y, size_t n)
         v += y[i] * y[i];
     v /= (double)n;
     return v > 0.0 ? v : 1.0;
+}
+
+int gp_check_noise_values(const double *r, size_t n, const char *field, gp_error *err)
+{
+    for (size_t i = 0; r && i < n; i++)
+        if (!(isfinite(r[i]) && r[i] >= 0.0)) {
+            char name[GP_ERROR_FIELD_LEN];
+            snprintf(name, sizeof name, "%s[%zu]", field, i);
+            return gp_error_set(err, GP_EDATA, name,
+                                "%s: a noise variance must be a finite number >= 0", name);
+        }
+    return GP_OK;
+}
+
+void gp_model_working_noise(const gp_model *model, const double *r, size_t n, double *out)
+{
+    double s = model->y_scale * model->y_scale;
+    for (size_t i = 0; i < n; i++)
+        out[i] = r[i] / s;
+}
+
+double *gp_model_working_noise_alloc(const gp_model *model, const double *r, size_t n, int *rc,
+                                     gp_error *err)
+{
+    *rc = GP_OK;
+    if (r == NULL)
+        return NULL;
+    double *out = gp_alloc_doubles(n ? n : 1, err);
+    if (out == NULL)
+        *rc = GP_ENOMEM;
+    else
+        gp_model_working_noise(model, r, n, out);
+    return out;
 }
 
 void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const double *y,

@@ -66,6 +66,11 @@ struct gp_method_ops {
      * kind's constraints) before the call; model->n_train is the method's to
      * update. */
     int (*observe)(gp_model *model, const double *X, const double *Y, size_t k, gp_error *err);
+    /* Online methods that take per-point noise (gp_model_observe_noise): the
+     * same with the k rows' noise variances in the caller's units (checked
+     * finite and >= 0; NULL for a model fitted without). NULL: refused. */
+    int (*observe_noise)(gp_model *model, const double *X, const double *Y, const double *noise,
+                         size_t k, gp_error *err);
     /* What the model reports online beyond n_train (NULL: n_train, no
      * warm-up, no gate). st is zeroed with n = n_train and kappa NAN. */
     void (*online_status)(const gp_model *model, gp_online_status *st);
@@ -229,6 +234,12 @@ int gp_model_points(const gp_model *model, const double *X, size_t n, double **o
 void gp_model_leaf_inputs(const gp_model *model, const size_t *dims, size_t d,
                           const double *inv_ls, const double *X, size_t ldx, size_t start,
                           size_t b, double *out);
+/* Known per-point noise variances r (n, caller's units) in working units
+ * (r / y_scale^2) into out. */
+void gp_model_working_noise(const gp_model *model, const double *r, size_t n, double *out);
+/* The same allocated (caller frees); NULL with *rc GP_OK when r is NULL. */
+double *gp_model_working_noise_alloc(const gp_model *model, const double *r, size_t n, int *rc,
+                                     gp_error *err);
 /* Standardised targets (working units) of y (n) into out. */
 void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out);
 /* Test points per prediction block of a feature method with width doubles

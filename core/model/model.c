@@ -142,6 +142,11 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         rc = gp_likelihood_check_labels(req->likelihood, req->y, req->n, err);
     if (rc == GP_OK)
         rc = check_hyper_taken(m, req, err);
+    if (rc == GP_OK && req->noise_per_point && !m->per_point_noise)
+        rc = gp_error_set(err, GP_EUNSUPPORTED, "noise.per_point",
+                          "noise.per_point: method '%s' does not take known per-point noise "
+                          "(GET /v1/methods lists the methods that do: per_point_noise)",
+                          m->name);
     if (rc)
         return rc;
     double t0 = seconds_now();
@@ -276,11 +281,32 @@ static int predict_observations(const gp_model *model, const gp_predict_request 
     return rc;
 }
 
+int gp_predict_noise_included(const gp_model *model, const gp_predict_request *req)
+{
+    return req->include_noise && (!model->per_point_noise || req->noise != NULL);
+}
+
+/* The points' known noise: Gaussian single-Gaussian models, finite, >= 0. */
+static int check_point_noise(const gp_model *model, const gp_predict_request *req,
+                             gp_error *err)
+{
+    if (req->noise == NULL || !req->include_noise)
+        return GP_OK;
+    if (model->likelihood != GP_LIK_GAUSSIAN || model->method->ops->components != NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise",
+                            "noise: known noise of the points is added to a Gaussian "
+                            "predictive only (method '%s', %s likelihood)",
+                            model->method->name, gp_likelihood_name(model->likelihood));
+    return gp_check_noise_values(req->noise, req->m, "noise", err);
+}
+
 /* Every check of a predict request, before any work. */
 static int predict_checks(const gp_model *model, const gp_predict_request *req,
                           const gp_prediction *out, gp_error *err)
 {
     int rc = check_inputs(model, req->X, req->m, req->d, err);
+    if (rc == GP_OK)
+        rc = check_point_noise(model, req, err);
     if (rc)
         return rc;
     if (req->full_covariance && out->covariance == NULL)
@@ -301,13 +327,39 @@ static int predict_checks(const gp_model *model, const gp_predict_request *req,
     return check_not_warming_up(model, err);
 }
 
+/* Known noise of the points: the method's answer with the homoscedastic
+ * noise when it is included (gp_predict_noise_included), plus each point's
+ * own variance (caller's units, as the answer is) on every output's
+ * variance and covariance diagonal. */
+static int predict_with_point_noise(const gp_model *model, const gp_predict_request *req,
+                                    gp_prediction *out, gp_error *err)
+{
+    gp_predict_request r = *req;
+    r.include_noise = gp_predict_noise_included(model, req);
+    int rc = model->method->ops->predict(model, &r, out, err);
+    if (rc || !r.include_noise || req->noise == NULL)
+        return rc;
+    size_t m = req->m;
+    for (size_t j = 0; j < model->n_outputs; j++)
+        for (size_t i = 0; i < m; i++) {
+            out->variance[j * m + i] += req->noise[i];
+            if (req->full_covariance)
+                out->covariance[j * m * m + i * m + i] += req->noise[i];
+        }
+    return GP_OK;
+}
+
 /* The method's answer for exactly the points of req. */
 static int predict_points(const gp_model *model, const gp_predict_request *req,
                           gp_prediction *out, gp_error *err)
 {
     if (model->likelihood != GP_LIK_GAUSSIAN)
         return predict_observations(model, req, out, err);
-    int rc = model->method->ops->predict(model, req, out, err);
+    int rc;
+    if (req->noise == NULL && !model->per_point_noise)
+        rc = model->method->ops->predict(model, req, out, err);
+    else
+        rc = predict_with_point_noise(model, req, out, err);
     if (rc == GP_OK && req->n_quantiles && model->method->ops->components == NULL)
         gaussian_quantiles(req, model->n_outputs, out);
     return rc;
@@ -433,18 +485,25 @@ static int predict_joined(const gp_model *model, const gp_predict_request *reqs,
         M += reqs[g[i]].m;
     if (gp_checked_size(M, d, &count, err))
         return GP_ENOMEM;
-    double *X = gp_alloc_doubles(count ? count : 1, err), *mem = NULL;
+    double *X = gp_alloc_doubles(count ? count : 1, err), *mem = NULL, *noise = NULL;
     pred_shape sh = shape_of(model, first);
     gp_prediction all;
     int rc = X ? pred_alloc(&outs[g[0]], sh, M, &all, &mem, err) : GP_ENOMEM;
+    /* requests join only when all or none give noise (same_options) */
+    if (rc == GP_OK && first->noise && (noise = gp_alloc_doubles(M, err)) == NULL)
+        rc = GP_ENOMEM;
     if (rc == GP_OK) {
-        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++)
+        for (size_t i = 0, off = 0; i < k; off += reqs[g[i]].m, i++) {
             for (size_t c = 0; c < d; c++)
                 memcpy(X + c * M + off, reqs[g[i]].X + c * reqs[g[i]].m,
                        reqs[g[i]].m * sizeof *X);
+            if (noise)
+                memcpy(noise + off, reqs[g[i]].noise, reqs[g[i]].m * sizeof *noise);
+        }
         gp_predict_request joint = *first;
         joint.X = X;
         joint.m = M;
+        joint.noise = noise;
         all.clamped = 0;
         rc = predict_points(model, &joint, &all, err);
     }
@@ -455,6 +514,7 @@ static int predict_joined(const gp_model *model, const gp_predict_request *reqs,
         }
     free(mem);
     free(X);
+    free(noise);
     return rc;
 }
 
@@ -524,7 +584,7 @@ static int same_options(const gp_predict_request *a, const gp_prediction *oa,
     if (a->full_covariance || b->full_covariance)
         return 0;
     if (a->include_noise != b->include_noise || a->components != b->components ||
-        a->n_quantiles != b->n_quantiles || a->d != b->d)
+        a->n_quantiles != b->n_quantiles || a->d != b->d || (a->noise == NULL) != (b->noise == NULL))
         return 0;
     if (a->n_quantiles && memcmp(a->quantiles, b->quantiles, a->n_quantiles * sizeof(double)))
         return 0;
@@ -615,6 +675,10 @@ static int sample_checks(const gp_model *model, const gp_sample_request *req, gp
                             "include_noise: draws of %s observations are asked with "
                             "\"observations\": true",
                             gp_likelihood_name(model->likelihood));
+    if (req->include_noise && model->per_point_noise)
+        return gp_error_set(err, GP_EUNSUPPORTED, "include_noise",
+                            "include_noise: the model was fitted with known per-point noise, "
+                            "which new points do not have here; draw the latent function");
     size_t count = 0;
     return gp_checked_size(req->m, req->n_samples, &count, err);
 }
@@ -699,6 +763,10 @@ int gp_model_sample_observations(const gp_model *model, const gp_sample_request 
     int rc = gp_checked_size(req->m, req->n_samples, &count, err);
     if (rc)
         return rc;
+    if (model->per_point_noise)
+        return gp_error_set(err, GP_EUNSUPPORTED, "observations",
+                            "observations: the model was fitted with known per-point noise, "
+                            "which new points do not have here; draw the latent function");
     if (model->n_outputs > 1) /* draws of y are the method's own (include_noise) */
         return gp_error_set(err, GP_EUNSUPPORTED, "observations",
                             "observations: ask \"include_noise\": true for draws of y");
@@ -792,6 +860,8 @@ static int export_common(const gp_model *model, gp_state *st, gp_error *err)
      * one output keep the arrays they always had */
     if (rc == GP_OK && model->n_outputs > 1)
         rc = gp_state_put_scalar(st, "n_outputs", (double)model->n_outputs, err);
+    if (rc == GP_OK && model->per_point_noise)
+        rc = gp_state_put_scalar(st, "per_point_noise", 1.0, err);
     if (rc == GP_OK && model->input.kind != GP_INPUT_POINT) {
         double spec[GP_INPUT_CODE_LEN];
         gp_input_spec_encode(&model->input, spec);
@@ -912,6 +982,13 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
         model->diag.log_prior =
             gp_hyper_log_prior(model->hyper, model->kernel, gaussian ? model->noise_variance : -1);
     }
+    if (rc == GP_OK && gp_state_find(st, "per_point_noise")) {
+        double v;
+        rc = gp_state_get_scalar(st, "per_point_noise", &v, err);
+        if (rc == GP_OK && v != 1.0)
+            rc = gp_error_set(err, GP_EDATA, "per_point_noise", "corrupt per-point noise flag");
+        model->per_point_noise = 1;
+    }
     if (rc) {
         gp_model_free(model);
         return rc;
@@ -955,6 +1032,31 @@ void gp_model_online_status(const gp_model *model, gp_online_status *st)
 int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k,
                      gp_error *err)
 {
+    return gp_model_observe_noise(model, X, Y, NULL, k, err);
+}
+
+/* Per-point noise in observe: a model fitted with it needs the rows' own,
+ * one fitted without takes none, and the method must have observe_noise. */
+static int check_observe_noise(const gp_model *model, const double *noise, size_t k,
+                               gp_error *err)
+{
+    if (model->per_point_noise && noise == NULL)
+        return gp_error_set(err, GP_EINVAL, "noise",
+                            "noise: the model was fitted with known per-point noise; give the "
+                            "noise variance of every observed row");
+    if (noise == NULL)
+        return GP_OK;
+    if (!model->per_point_noise || model->method->ops->observe_noise == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise",
+                            "noise: method '%s' %s", model->method->name,
+                            model->per_point_noise ? "does not observe rows with known noise"
+                                                   : "model was fitted without per-point noise");
+    return gp_check_noise_values(noise, k, "noise", err);
+}
+
+int gp_model_observe_noise(gp_model *model, const double *X, const double *Y,
+                           const double *noise, size_t k, gp_error *err)
+{
     const gp_method *m = model->method;
     if (m->ops->observe == NULL)
         return gp_error_set(err, GP_EUNSUPPORTED, NULL,
@@ -977,7 +1079,10 @@ int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k
     if (model->likelihood != GP_LIK_GAUSSIAN &&
         (rc = gp_likelihood_check_labels(model->likelihood, Y, k, err)) != GP_OK)
         return rc;
+    if ((rc = check_observe_noise(model, noise, k, err)) != GP_OK)
+        return rc;
     /* Each method bounds its own working values (GP_WORKING_LIMIT, with the
      * statistics it standardises by) before it changes anything. */
-    return m->ops->observe(model, X, Y, k, err);
+    return noise ? m->ops->observe_noise(model, X, Y, noise, k, err)
+                 : m->ops->observe(model, X, Y, k, err);
 }

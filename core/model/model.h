@@ -79,6 +79,12 @@ typedef struct gp_fit_request {
     int noise_given;         /* 0: initialise from the data */
     double noise_variance;   /* initial (or fixed) value in working units */
     int noise_fixed;
+    /* Known noise variances of the n rows (NULL: none), in the caller's units
+     * of y (finite, >= 0): added to the homoscedastic noise above, which may
+     * then be fixed at 0 (noise_given, noise_fixed). The fit divides them by
+     * y_scale^2 for its working units. Only methods whose descriptor sets
+     * per_point_noise take them (gp_model_fit refuses the others). */
+    const double *noise_per_point;
     int standardize;
     uint64_t seed;
     const gp_option_value *options; /* validated against the method's spec */
@@ -148,6 +154,10 @@ typedef struct gp_model {
     double *x_mean, *x_scale; /* owned; input_dim each (0 and 1 without standardisation) */
     double y_mean, y_scale;
     gp_likelihood likelihood; /* the fit's; non-Gaussian models have noise_variance 0 */
+    /* 1: fitted with known per-point noise (gp_fit_request.noise_per_point);
+     * predict's include_noise then needs the new points' noise
+     * (gp_predict_request.noise), else it answers the latent variance. */
+    int per_point_noise;
     /* Non-Gaussian models: the Gauss-Hermite rule of their predictive
      * (core/likelihood), computed once by gp_model_fit and gp_model_import
      * rather than by every prediction (a 20 x 20 eigenproblem, ~20 us). */
@@ -179,6 +189,12 @@ typedef struct gp_predict_request {
     size_t n_quantiles;
     /* Mixture methods only: also fill out->component_mean/variance. */
     int components;
+    /* Known noise variances of the m points in the caller's units (NULL:
+     * none; finite, >= 0), added with include_noise to the homoscedastic
+     * noise (Gaussian, single-Gaussian methods only). A model fitted with
+     * per-point noise asked include_noise without them answers the latent
+     * variance (gp_predict_noise_included says so). */
+    const double *noise;
 } gp_predict_request;
 
 /* Caller-owned outputs, in original units: mean and variance m entries each,
@@ -269,6 +285,8 @@ typedef struct gp_method {
     /* Its fit runs through gp_hyper_minimize: it takes priors, bounds and
      * single held parameters (gp_fit_request.hyper). */
     int hyper_priors;
+    /* 1: a fit takes known per-point noise (gp_fit_request.noise_per_point). */
+    int per_point_noise;
     /* The `quick` preset: option values that make a fit of some 40-60 points
      * fast while the method does what it always does (budgets and sizes only:
      * the iterations option, features, inducing points, particles, warm-up;
@@ -283,6 +301,13 @@ typedef struct gp_method {
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 int gp_model_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                      gp_error *err);
+/* GP_EDATA naming field[i] (e.g. "noise.per_point[3]") for the first of the
+ * n noise variances that is not finite or is negative. */
+int gp_check_noise_values(const double *r, size_t n, const char *field, gp_error *err);
+/* Whether a prediction of req on model includes observation noise: 0 when
+ * include_noise is not asked, or when the model was fitted with per-point
+ * noise and req gives no noise for its points (the answer is then latent). */
+int gp_predict_noise_included(const gp_model *model, const gp_predict_request *req);
 /* Several predict requests of one model answered by one call of the method
  * (dynamic batching): each out[i] gets bit for bit what gp_model_predict
  * gives reqs[i] alone. Each request is checked on its own first (rcs[i] and
@@ -335,6 +360,13 @@ void gp_model_free(gp_model *model);
  * same model, bit for bit. Methods that cannot: GP_EUNSUPPORTED. */
 int gp_model_observe(gp_model *model, const double *X, const double *Y, size_t k,
                      gp_error *err);
+/* The same with the known noise variances of the k rows (caller's units,
+ * NULL: none). A model fitted with per-point noise needs them (GP_EINVAL,
+ * field "noise", without); a model fitted without refuses them
+ * (GP_EUNSUPPORTED). Methods that observe with per-point noise have an
+ * observe_noise op (exact). */
+int gp_model_observe_noise(gp_model *model, const double *X, const double *Y,
+                           const double *noise, size_t k, gp_error *err);
 
 typedef struct gp_online_status {
     size_t n;             /* rows the model holds (fit and observed) */
