@@ -53,7 +53,10 @@ int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, siz
                             gp_model **model, double *seconds, gp_error *err)
 {
     gp_kernel *k = NULL;
+    gp_hyper_spec *hs = NULL;
     int rc = setup_kernel(su, train, seed, &k, err);
+    if (rc == GP_OK && su->default_priors && (rc = gp_hyper_spec_new(&hs, k, err)) == GP_OK)
+        gp_hyper_default_priors(hs, k);
     if (rc == GP_OK)
         rc = gp_options_validate(m, opts, n_opts, err);
     gp_fit_request req;
@@ -63,6 +66,7 @@ int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, siz
     req.n = train->n;
     req.d = train->d;
     req.kernel = k;
+    req.hyper = hs;
     req.standardize = su->standardize;
     req.noise_given = su->noise_given;
     req.noise_fixed = su->noise_fixed;
@@ -76,6 +80,7 @@ int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, siz
         rc = gp_model_fit(m, &req, model, err);
     *seconds = gp_bench_seconds() - t0;
     gp_kernel_free(k);
+    gp_hyper_spec_free(hs);
     return rc;
 }
 

@@ -40,6 +40,7 @@ typedef struct gp_bench_fit_setup {
     int ard;                  /* default 1: one lengthscale per input */
     double lengthscale;       /* > 0: every lengthscale starts there (default 0: 1) */
     size_t median_rows;       /* > 0: they start at the median heuristic of so many rows */
+    int default_priors;       /* 1: the "default" priors preset (core/model/hyperspec.h) */
 } gp_bench_fit_setup;
 
 gp_bench_fit_setup gp_bench_fit_default(void);

@@ -299,9 +299,9 @@ static int problem_coords(hyper_problem *p, const gp_hyper_spec *s, const gp_hyp
         int held = i < s->n_kernel ? !mask[i] : 0;
         if (seen[i] || held || !gp_hyper_entry_stated(&s->entry[i]))
             continue;
-        if (i == s->n_kernel && s->entry[i].prior.type != GP_PRIOR_NONE &&
-            s->entry[i].lo <= 0.0 && s->entry[i].hi == INFINITY && s->preset)
-            continue; /* the preset's noise prior where the noise is held or absent */
+        if (i == s->n_kernel)
+            continue; /* a held noise: its prior is a constant (the likelihood check is
+                         gp_model_fit's) */
         char name[GP_ERROR_FIELD_LEN];
         gp_hyper_entry_name(k, i, name, sizeof name);
         rc = gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
