@@ -40,7 +40,7 @@ check_jerr "noise prior in a term of a sum" 400 invalid_argument \
 check_jerr "noise held without its value" 400 invalid_argument '^noise\.variance$' /v1/models \
     "$(fit_body pri '{"type":"rbf","fixed":["noise"]}')"
 check_jerr "a method that does not take priors" 422 unsupported '^kernel\.priors$' /v1/models \
-    "$(fit_body pri '{"type":"rbf","priors":"default"}' ',"method":"msrfr"')"
+    "$(fit_body pri '{"type":"rbf","priors":"default"}' ',"method":"rfgp"')"
 if grep -q 'exact' "$T/body" && grep -q 'svgp' "$T/body"; then
     pass "the refusal names the methods that take priors"
 else fail "the refusal names the methods that take priors" "$(head -c 300 "$T/body")"; fi

@@ -323,6 +323,34 @@ static void test_held_single_lengthscale(void **state)
     gp_kernel_free(k);
 }
 
+/* msrfr's own Adam ascent: projected steps keep the bounds, and a tight
+ * prior on the noise ends the fit at its mode. */
+static void test_msrfr_bounds_and_prior(void **state)
+{
+    (void)state;
+    const gp_method *msrfr = gp_method_find("msrfr");
+    fit_case c;
+    fit_case_init(&c, 0.01);
+    gp_option_value opts[] = {{.name = "iterations", .number = 60}};
+    c.req.options = opts;
+    c.req.n_options = 1;
+    c.s->entry[1].lo = 1.5;
+    c.s->entry[1].hi = 4.0;
+    c.t.k->log_lengthscale[0] = log(2.0);
+    c.s->entry[2].prior = (gp_prior){GP_PRIOR_NORMAL, log(0.3), 1e-4};
+    gp_model *m = fit_ok(msrfr, &c.req, "msrfr");
+    assert_true(fitted(m, 1) >= 1.5 && fitted(m, 1) <= 4.0);
+    tu_assert_within(m->noise_variance, 0.3, 0.3 * 1e-2, "line %d", __LINE__);
+    gp_model_free(m);
+    /* no bound: the same start leaves the interval (the bound did the work) */
+    c.s->entry[1].lo = 0.0;
+    c.s->entry[1].hi = INFINITY;
+    m = fit_ok(msrfr, &c.req, "msrfr, no bound");
+    assert_true(fitted(m, 1) < 1.5);
+    gp_model_free(m);
+    fit_case_free(&c);
+}
+
 static void test_persisted(void **state)
 {
     (void)state;
@@ -382,7 +410,7 @@ static void test_refusals(void **state)
     gp_error err;
     /* a method whose fit does not take priors */
     c.s->entry[1].prior = (gp_prior){GP_PRIOR_LOGNORMAL, 0, 1};
-    assert_int_equal(gp_model_fit(gp_method_find("msrfr"), &c.req, &m, &err), GP_EUNSUPPORTED);
+    assert_int_equal(gp_model_fit(gp_method_find("rfgp"), &c.req, &m, &err), GP_EUNSUPPORTED);
     assert_string_equal(err.field, "kernel.priors");
     /* a start outside its bounds */
     c.s->entry[1].lo = 2.0;
@@ -411,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_noise_floor_warning),
         cmocka_unit_test(test_held_single_lengthscale),
+        cmocka_unit_test(test_msrfr_bounds_and_prior),
         cmocka_unit_test(test_persisted),
         cmocka_unit_test(test_default_preset),
         cmocka_unit_test(test_refusals),

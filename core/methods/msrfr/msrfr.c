@@ -101,5 +101,6 @@ const gp_method gp_method_msrfr = {
     .n_info = sizeof msrfr_info / sizeof msrfr_info[0],
     .quick = msrfr_quick,
     .n_quick = sizeof msrfr_quick / sizeof msrfr_quick[0],
+    .hyper_priors = 1,
     .ops = &msrfr_ops,
 };

@@ -55,6 +55,9 @@ typedef struct fit_state {
     double *h;             /* d bandwidths of the last step */
     double bandwidth_mean; /* their mean */
     int iterations;
+    gp_hyper_walk *hw;     /* the request's priors and bounds over hyper (NULL: none) */
+    size_t *hcoord;        /* n_hyper: what each entry of hyper is to them */
+    double *hprior;        /* n_hyper: -d log p / d hyper */
 } fit_state;
 
 static void state_free(fit_state *fs)
@@ -80,6 +83,9 @@ static void state_free(fit_state *fs)
     gp_adam_free(&fs->adam_w);
     gp_adam_free(&fs->adam_h);
     gp_adam_free(&fs->adam_n);
+    gp_hyper_walk_free(fs->hw);
+    free(fs->hcoord);
+    free(fs->hprior);
 }
 
 static int state_alloc(fit_state *fs, gp_error *err)
@@ -316,17 +322,59 @@ static void svgd_direction(fit_state *fs, double gamma)
     fs->bandwidth_mean = nh ? s / (double)nh : 0.0;
 }
 
+/* The request's priors and bounds over hyper: the log lengthscales of the
+ * single leaf (entries 1 ..) when learned, the noise when learned. msrfr
+ * holds no single hyperparameter (learn_lengthscales false holds them all). */
+static int hyper_walk_init(fit_state *fs, const gp_kernel *k, gp_error *err)
+{
+    const gp_hyper_spec *hs = fs->req->hyper;
+    if (hs == NULL)
+        return GP_OK;
+    for (size_t i = 0; i <= hs->n_kernel; i++)
+        if (hs->entry[i].fixed)
+            return gp_error_set(err, GP_EUNSUPPORTED, "kernel.fixed",
+                                "msrfr holds no single hyperparameter (learn_lengthscales false "
+                                "holds every lengthscale)");
+    fs->hcoord = malloc((fs->n_hyper + 1) * sizeof *fs->hcoord);
+    fs->hprior = gp_alloc_doubles(fs->n_hyper + 1, err);
+    if (fs->hcoord == NULL || fs->hprior == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    for (size_t j = 0; j < fs->n_ls; j++)
+        fs->hcoord[j] = fs->set->learn_ls ? 1 + j : GP_HYPER_OTHER;
+    if (fs->np.learned)
+        fs->hcoord[fs->n_ls] = GP_HYPER_NOISE;
+    gp_hyper_coords hc = {fs->hcoord, fs->n_hyper, fs->np.floor};
+    return gp_hyper_walk_new(hs, &hc, k, &fs->hw, err);
+}
+
+/* hyper back inside its bounds after a step (a projected ascent step). */
+static void hyper_project(fit_state *fs)
+{
+    if (fs->hw == NULL)
+        return;
+    gp_hyper_walk_project(fs->hw, fs->hyper);
+    expand_theta(fs);
+    if (fs->np.learned)
+        fs->noise = gp_noise_param_value(&fs->np, fs->hyper[fs->n_ls]);
+}
+
 /* Adam ascent of the shared hyperparameters on the mean component LML:
  * the log lengthscales (hyper[0 .. n_ls)) and the noise parameter
  * (hyper[n_ls], when learned), each with its own rate. */
 static void hyper_step(fit_state *fs)
 {
     size_t M = fs->M, d = fs->d;
+    if (fs->hw) { /* a MAP ascent: + d log p at the pre-update values */
+        memset(fs->hprior, 0, fs->n_hyper * sizeof *fs->hprior);
+        gp_hyper_walk_prior(fs->hw, fs->hyper, fs->hprior);
+    }
     if (fs->set->learn_ls) {
         memset(fs->hgrad, 0, fs->n_ls * sizeof *fs->hgrad);
         for (size_t m = 0; m < M; m++)
             for (size_t k = 0; k < d; k++)
                 fs->hgrad[fs->n_ls == 1 ? 0 : k] += fs->comp_gls[m * d + k] / (double)M;
+        for (size_t j = 0; fs->hw && j < fs->n_ls; j++)
+            fs->hgrad[j] -= fs->hprior[j];
         gp_svgd_adam_step(&fs->adam_h, fs->hyper, fs->hgrad, fs->set->ls_step, 0.0);
         expand_theta(fs);
     }
@@ -335,9 +383,12 @@ static void hyper_step(fit_state *fs)
         for (size_t m = 0; m < M; m++)
             g += fs->comp_gnoise[m] / (double)M;
         g = gp_noise_param_grad(&fs->np, fs->noise, g);
+        if (fs->hw)
+            g -= fs->hprior[fs->n_ls];
         gp_svgd_adam_step(&fs->adam_n, fs->hyper + fs->n_ls, &g, fs->set->noise_step, 0.0);
         fs->noise = gp_noise_param_value(&fs->np, fs->hyper[fs->n_ls]);
     }
+    hyper_project(fs);
 }
 
 /* One iteration of Algorithm 1 (docs/methods/stein-random-features.md §4.4): every gradient at the
@@ -382,6 +433,9 @@ static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, run_result *res
     if (fs->np.learned)
         fs->hyper[fs->n_ls] = gp_noise_param_x0(&fs->np);
     fs->noise = gp_noise_param_value(&fs->np, fs->np.learned ? fs->hyper[fs->n_ls] : 0.0);
+    if ((rc = hyper_walk_init(fs, k, err)) != GP_OK)
+        return rc;
+    hyper_project(fs); /* the median start inside the bounds */
     double lml = 0.0, offset = (double)fs->n * fs->span->y_log_scale;
     fs->with_grad = 1;
     for (int t = 0; rc == GP_OK && t < fs->set->T; t++) {
