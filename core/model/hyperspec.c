@@ -105,8 +105,11 @@ static void default_leaf(const gp_kernel *leaf, size_t at, void *ctx)
 {
     gp_hyper_spec *s = ctx;
     /* BoTorch's dimension-scaled prior: the typical lengthscale grows as
-     * sqrt(d), so a point keeps neighbours as dimensions are added. */
-    double loc = sqrt(2.0) + 0.5 * log((double)leaf->n_active);
+     * sqrt(d), so a point keeps neighbours as dimensions are added. BoTorch
+     * states it for inputs in the unit cube, whose uniform spread has
+     * standard deviation 1/sqrt(12); in standardised units a lengthscale is
+     * sqrt(12) times its unit-cube value, hence log(12 d) / 2. */
+    double loc = sqrt(2.0) + 0.5 * log(12.0 * (double)leaf->n_active);
     for (size_t i = 0; i < leaf->n_lengthscale; i++) {
         gp_hyper_entry *e = &s->entry[at + 1 + i];
         if (e->prior.type == GP_PRIOR_NONE)

@@ -56,9 +56,10 @@ int gp_hyper_entry_stated(const gp_hyper_entry *e);
  * uniform prior's support (0, +inf when none). */
 void gp_hyper_entry_bounds(const gp_hyper_entry *e, double *lo, double *hi);
 
-/* The "default" preset (BoTorch's, Hvarfner et al. 2024): every lengthscale
- * of a leaf seeing d dimensions lognormal(sqrt 2 + log(d)/2, sqrt 3), and the
- * noise lognormal(-4, 1); entries with a prior of their own keep it. */
+/* The "default" preset (BoTorch's, Hvarfner et al. 2024, moved from the
+ * unit cube to standardised units): every lengthscale of a leaf seeing d
+ * dimensions lognormal(sqrt 2 + log(12 d)/2, sqrt 3), and the noise
+ * lognormal(-4, 1); entries with a prior of their own keep it. */
 void gp_hyper_default_priors(gp_hyper_spec *s, const gp_kernel *k);
 
 /* GP_EINVAL naming the field ("kernel.bounds.lengthscale", "noise") unless

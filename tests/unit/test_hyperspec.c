@@ -392,7 +392,7 @@ static void test_default_preset(void **state)
     assert_int_equal(s->entry[0].prior.type, GP_PRIOR_NONE);
     for (size_t j = 1; j <= 4; j++) {
         assert_int_equal(s->entry[j].prior.type, GP_PRIOR_LOGNORMAL);
-        tu_assert_within(s->entry[j].prior.a, sqrt(2.0) + 0.5 * log(4.0), 1e-15, "line %d", __LINE__);
+        tu_assert_within(s->entry[j].prior.a, sqrt(2.0) + 0.5 * log(48.0), 1e-15, "line %d", __LINE__);
         tu_assert_within(s->entry[j].prior.b, sqrt(3.0), 1e-15, "line %d", __LINE__);
     }
     tu_assert_within(s->entry[5].prior.a, -4.0, 0, "line %d", __LINE__);

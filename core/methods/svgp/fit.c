@@ -201,21 +201,35 @@ static int cmp_double(const void *a, const void *b)
  * unchanged). */
 #define SVGP_R2_MAX 8.0
 
-/* A lengthscale held, with a prior or a bound: the caller said what it is,
- * so the rescue leaves every lengthscale as given (a single-leaf kernel:
- * its lengthscales are entries 1 .. n_lengthscale). */
-static int lengthscales_stated(const gp_kernel *k, const gp_hyper_spec *hs)
+/* A lengthscale held singly: the caller said what it is, so the rescue
+ * leaves every lengthscale as given (a single-leaf kernel: its lengthscales
+ * are entries 1 .. n_lengthscale). A prior or a bound does not stop it: the
+ * rescue moves the start, and a start outside a bound is put on it. */
+static int lengthscales_held(const gp_kernel *k, const gp_hyper_spec *hs)
 {
     for (size_t j = 0; hs && j < k->n_lengthscale; j++)
-        if (hs->entry[1 + j].fixed || gp_hyper_entry_stated(&hs->entry[1 + j]))
+        if (hs->entry[1 + j].fixed)
             return 1;
     return 0;
+}
+
+/* The rescued starts inside their bounds. */
+static void starts_within_bounds(gp_kernel *k, const gp_hyper_spec *hs)
+{
+    for (size_t j = 0; hs && j < k->n_lengthscale; j++) {
+        double lo, hi;
+        gp_hyper_entry_bounds(&hs->entry[1 + j], &lo, &hi);
+        if (lo > 0.0 && k->log_lengthscale[j] < log(lo))
+            k->log_lengthscale[j] = log(lo);
+        if (hi < INFINITY && k->log_lengthscale[j] > log(hi))
+            k->log_lengthscale[j] = log(hi);
+    }
 }
 static double rescue_lengthscales(gp_kernel *k, const gp_hyper_spec *hs, const double *X,
                                   size_t n, size_t d)
 {
     if (k->n_lengthscale == 0 || (k->fixed & GP_FIX_LENGTHSCALE) || n < 2 ||
-        lengthscales_stated(k, hs))
+        lengthscales_held(k, hs))
         return 1.0;
     size_t s = n < 200 ? n : 200, pairs = s * (s - 1) / 2, c = 0;
     double *r2 = malloc(pairs * sizeof *r2);
@@ -231,6 +245,7 @@ static double rescue_lengthscales(gp_kernel *k, const gp_hyper_spec *hs, const d
         factor = sqrt(med);
         for (size_t j = 0; j < k->n_lengthscale; j++)
             k->log_lengthscale[j] += log(factor);
+        starts_within_bounds(k, hs);
     }
     return factor;
 }
