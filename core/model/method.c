@@ -341,6 +341,8 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     if (model == NULL)
         return err ? err->code : GP_ENOMEM;
     int rc = gp_kernel_copy(&model->kernel, req->kernel, err);
+    if (rc == GP_OK && req->hyper) /* the spec stays with the model (rfgp's later selections) */
+        rc = gp_hyper_spec_copy(&model->hyper, req->hyper, err);
     if (rc) {
         gp_model_free(model);
         return rc;

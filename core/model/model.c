@@ -105,7 +105,7 @@ static double working_power(const gp_model *model, const gp_fit_request *req)
 static int keep_hyper(gp_model *model, const gp_fit_request *req, gp_error *err)
 {
     int rc = GP_OK;
-    if (req->hyper)
+    if (req->hyper && model->hyper == NULL) /* gp_model_new copies it; a method may not */
         rc = gp_hyper_spec_copy(&model->hyper, req->hyper, err);
     if (rc) {
         gp_model_free(model);

@@ -39,11 +39,13 @@ check_jerr "noise prior in a term of a sum" 400 invalid_argument \
     "$(fit_body pri '{"type":"sum","terms":[{"type":"rbf","priors":{"noise":{"type":"halfcauchy","scale":1}}},{"type":"white"}]}')"
 check_jerr "noise held without its value" 400 invalid_argument '^noise\.variance$' /v1/models \
     "$(fit_body pri '{"type":"rbf","fixed":["noise"]}')"
-check_jerr "a method that does not take priors" 422 unsupported '^kernel\.priors$' /v1/models \
-    "$(fit_body pri '{"type":"rbf","priors":"default"}' ',"method":"rfgp"')"
-if grep -q 'exact' "$T/body" && grep -q 'svgp' "$T/body"; then
-    pass "the refusal names the methods that take priors"
-else fail "the refusal names the methods that take priors" "$(head -c 300 "$T/body")"; fi
+check_jerr "rfgp: priors without the selection that fits" 422 unsupported '^kernel\.priors$' \
+    /v1/models "$(fit_body pri '{"type":"rbf","priors":"default"}' ',"method":"rfgp","options":{"warmup":12}')"
+if grep -q 'width_selection ml' "$T/body"; then
+    pass "the refusal says which selection takes them"
+else fail "the refusal says which selection takes them" "$(head -c 300 "$T/body")"; fi
+check_jerr "a prior on what the method does not learn" 422 unsupported '^kernel\.priors$' \
+    /v1/models "$(fit_body pri '{"type":"rbf","priors":{"variance":{"type":"gamma","shape":2,"rate":1}}}' ',"method":"msrfr","options":{"iterations":5,"particles":2,"features":8}')"
 check_jerr "a noise prior on a bernoulli model" 400 invalid_argument '^kernel\.priors\.noise$' \
     /v1/models "$(printf '{"name":"pri","method":"svgp","likelihood":"bernoulli","X":%s,"y":[0,0,0,1,1,1,1,1,1,0,0,0],"kernel":{"type":"rbf","priors":{"noise":{"type":"lognormal","loc":-4,"scale":1}}},"options":{"max_iterations":5}}' "$QX")"
 check "nothing stored" 404 GET /v1/models/pri

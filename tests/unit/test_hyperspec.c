@@ -351,6 +351,35 @@ static void test_msrfr_bounds_and_prior(void **state)
     fit_case_free(&c);
 }
 
+/* rfgp's width selection by marginal likelihood runs through the spec the
+ * model keeps (it may run later, in observe); other selections fit nothing
+ * and refuse priors and bounds. */
+static void test_rfgp_ml_bounds(void **state)
+{
+    (void)state;
+    const gp_method *rfgp = gp_method_find("rfgp");
+    fit_case c;
+    fit_case_init(&c, 0.01);
+    gp_option_value opts[] = {{.name = "features", .number = 60},
+                              {.name = "warmup", .number = N},
+                              {.name = "max_iterations", .number = 40},
+                              {.name = "width_selection", .string = "ml"}};
+    c.req.options = opts;
+    c.req.n_options = 4;
+    c.s->entry[1].lo = 2.0;
+    c.s->entry[1].hi = 3.0;
+    c.t.k->log_lengthscale[0] = log(2.5);
+    gp_model *m = fit_ok(rfgp, &c.req, "rfgp ml");
+    assert_true(fitted(m, 1) >= 2.0 && fitted(m, 1) <= 3.0);
+    assert_int_equal(count_warnings(m, GP_WARN_AT_BOUND, 1), 1);
+    gp_model_free(m);
+    opts[3].string = "median";
+    gp_error err;
+    assert_int_equal(gp_model_fit(rfgp, &c.req, &m, &err), GP_EUNSUPPORTED);
+    assert_string_equal(err.field, "kernel.priors");
+    fit_case_free(&c);
+}
+
 static void test_persisted(void **state)
 {
     (void)state;
@@ -408,10 +437,11 @@ static void test_refusals(void **state)
     fit_case_init(&c, 0.01);
     gp_model *m = NULL;
     gp_error err;
-    /* a method whose fit does not take priors */
-    c.s->entry[1].prior = (gp_prior){GP_PRIOR_LOGNORMAL, 0, 1};
-    assert_int_equal(gp_model_fit(gp_method_find("rfgp"), &c.req, &m, &err), GP_EUNSUPPORTED);
+    /* a hyperparameter the method does not fit: msrfr never learns the variance */
+    c.s->entry[0].prior = (gp_prior){GP_PRIOR_LOGNORMAL, 0, 1};
+    assert_int_equal(gp_model_fit(gp_method_find("msrfr"), &c.req, &m, &err), GP_EUNSUPPORTED);
     assert_string_equal(err.field, "kernel.priors");
+    c.s->entry[0].prior.type = GP_PRIOR_NONE;
     /* a start outside its bounds */
     c.s->entry[1].lo = 2.0;
     c.s->entry[1].hi = 3.0;
@@ -440,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_noise_floor_warning),
         cmocka_unit_test(test_held_single_lengthscale),
         cmocka_unit_test(test_msrfr_bounds_and_prior),
+        cmocka_unit_test(test_rfgp_ml_bounds),
         cmocka_unit_test(test_persisted),
         cmocka_unit_test(test_default_preset),
         cmocka_unit_test(test_refusals),

@@ -87,6 +87,26 @@ static int size_guard(const gp_fit_request *req, const rfgp_cfg *c, gp_error *er
     return GP_OK;
 }
 
+/* Priors and bounds shape the marginal likelihood of width_selection ml, the
+ * one selection that fits hyperparameters; rfgp holds its lengthscales and
+ * variance as groups (the kernel's fixed bits), not singly. */
+static int check_hyper(const gp_fit_request *req, const rfgp_cfg *c, gp_error *err)
+{
+    const gp_hyper_spec *hs = req->hyper;
+    if (hs == NULL)
+        return GP_OK;
+    for (size_t i = 0; i <= hs->n_kernel; i++)
+        if (hs->entry[i].fixed)
+            return gp_error_set(err, GP_EUNSUPPORTED, "kernel.fixed",
+                                "rfgp holds its lengthscales together (\"fixed\": "
+                                "[\"lengthscale\"]), not singly");
+    if (gp_hyper_shapes_objective(hs) && c->selection != SEL_ML)
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
+                            "rfgp takes priors and bounds with options.width_selection ml, the "
+                            "selection that fits its widths, variance and noise");
+    return GP_OK;
+}
+
 int rfgp_read_cfg(const gp_method *m, const gp_fit_request *req, rfgp_cfg *c, gp_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -127,5 +147,6 @@ int rfgp_read_cfg(const gp_method *m, const gp_fit_request *req, rfgp_cfg *c, gp
         return gp_error_set(err, GP_EINVAL, "options.outer_width",
                             "width_selection fixed with %s inputs needs outer_width",
                             gp_input_kind_name(req->input.kind));
-    return size_guard(req, c, err);
+    rc = check_hyper(req, c, err);
+    return rc ? rc : size_guard(req, c, err);
 }

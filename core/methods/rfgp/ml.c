@@ -227,6 +227,33 @@ double rfgp_lml_offset(const sel_ctx *s)
     return off;
 }
 
+/* The driver through the model's priors and bounds (stored with it, so a
+ * selection at the end of a warm-up in observe has them): widths are the
+ * kernel's lengthscales (entries 1 ..), s0 its variance (entry 0), gamma
+ * rfgp's own. */
+static int ml_minimize(ml_prob *m, const gp_hyper_spec *hs, const gp_kernel *k, double *x,
+                       size_t dim, const gp_driver_options *opt, gp_driver_result *res,
+                       gp_error *err)
+{
+    if (hs == NULL)
+        return gp_driver_minimize(ml_objective, m, x, dim, opt, res, err);
+    size_t *coord = malloc(dim * sizeof *coord), i = 0;
+    if (coord == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    for (size_t j = 0; j < m->n_ls; j++)
+        coord[i++] = 1 + j;
+    if (m->two)
+        coord[i++] = GP_HYPER_OTHER;
+    if (m->free_var)
+        coord[i++] = 0;
+    if (m->np.learned)
+        coord[i++] = GP_HYPER_NOISE;
+    gp_hyper_coords hc = {coord, dim, m->np.floor};
+    int rc = gp_hyper_minimize(hs, &hc, k, ml_objective, m, x, opt, res, err);
+    free(coord);
+    return rc;
+}
+
 int rfgp_select_ml(sel_ctx *s, gp_error *err)
 {
     ml_prob m;
@@ -257,7 +284,7 @@ int rfgp_select_ml(sel_ctx *s, gp_error *err)
         opt.objective_offset = rfgp_lml_offset(s);
         opt.cancel = rfgp_ctx_cancel(s);
         gp_driver_result res;
-        rc = gp_driver_minimize(ml_objective, &m, x, dim, &opt, &res, err);
+        rc = ml_minimize(&m, s->model->hyper, k, x, dim, &opt, &res, err);
         s->iterations = res.iterations;
         s->evaluations = res.evaluations;
     }

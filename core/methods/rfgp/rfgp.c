@@ -400,5 +400,6 @@ const gp_method gp_method_rfgp = {
     .gate = 1,
     .quick = rfgp_quick,
     .n_quick = sizeof rfgp_quick / sizeof rfgp_quick[0],
+    .hyper_priors = 1,
     .ops = &rfgp_ops,
 };
