@@ -680,12 +680,19 @@
       ['Jitter', fmt(d.jitter)],
       ['Noise variance', m.noise_variance_original === undefined ? '–' : fmt(m.noise_variance_original, 6)],
       ['Kernel', kernelText(m.kernel)],
+      /* a MAP fit (priors or bounds stated in the kernel): the prior's share */
+      ...(d.log_prior === undefined ? [] : [
+        ['Priors', d.priors === 'default' ? 'default preset' : 'stated in the kernel'],
+        ['Log prior', fmt(d.log_prior, 8)],
+        ['Objective with prior', fmt(d.objective_with_prior, 8)],
+      ]),
+      ['Warnings', m.warnings && m.warnings.length ? m.warnings.map((w) => w.message).join('; ') : 'none'],
       ['Created', m.created_at],
     ];
     $('model-facts').replaceChildren(...facts.flatMap(([k, v]) =>
       [el('dt', { text: k }), el('dd', { text: v === undefined ? '–' : String(v) })]));
     const extra = { kernel: m.kernel, hyperparameters: m.hyperparameters, method_info: m.method_info,
-      standardization: m.standardization, online: m.online };
+      warnings: m.warnings, standardization: m.standardization, online: m.online };
     $('model-json').textContent = JSON.stringify(extra, null, 2);
   }
 
