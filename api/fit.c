@@ -768,10 +768,17 @@ static json_t *info_json(const gp_model *m)
     }
     json_object_set_new(o, "diagnostics", d);
     json_object_set_new(o, "warnings", warnings_json(m));
-    if (dg->n_info) {
+    int map = gp_hyper_shapes_objective(m->hyper);
+    if (dg->n_info || map) {
         json_t *mi = json_object();
         for (size_t i = 0; i < dg->n_info; i++)
             json_object_set_new(mi, dg->info[i].key, info_value(&dg->info[i]));
+        if (map) { /* the objective with and without the prior, beside the method's facts */
+            json_object_set_new(mi, "log_prior", gp_json_real(dg->log_prior));
+            json_object_set_new(mi, "objective_without_prior", gp_json_real(dg->objective));
+            json_object_set_new(mi, "objective_with_prior",
+                                gp_json_real(dg->objective + dg->log_prior));
+        }
         json_object_set_new(o, "method_info", mi);
     }
     json_object_set_new(o, "standardize", json_boolean(m->standardize));

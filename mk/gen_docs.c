@@ -438,7 +438,9 @@ static void yaml_block(text *t)
     yaml_any_method(t, "MethodOptions", "Options",
                     "the options of a fit: those of its method, <Method>Options");
     yaml_any_method(t, "MethodInfo", "MethodInfo",
-                    "method_info of a model: that of its method, <Method>MethodInfo");
+                    "method_info of a model: that of its method, <Method>MethodInfo; a fit with "
+                    "priors or bounds adds log_prior, objective_without_prior and "
+                    "objective_with_prior (as diagnostics has them)");
 }
 
 /* ---- the error catalogue ---- */

@@ -61,7 +61,7 @@ else fail "warnings: lengthscale at its lower bound" "$(head -c 600 "$T/body")";
 if jq_has "d['kernel']['lengthscale'][0] >= 2 and d['kernel']['bounds']['lengthscale'] == [2, 5]"; then
     pass "the bound holds and the model gives it back"
 else fail "the bound holds and the model gives it back" "$(head -c 600 "$T/body")"; fi
-if jq_has "'log_prior' in d['diagnostics'] and abs(d['diagnostics']['objective_with_prior'] - d['diagnostics']['objective'] - d['diagnostics']['log_prior']) < 1e-9"; then
+if jq_has "d['method_info']['log_prior'] == d['diagnostics']['log_prior'] and 'log_prior' in d['diagnostics'] and abs(d['diagnostics']['objective_with_prior'] - d['diagnostics']['objective'] - d['diagnostics']['log_prior']) < 1e-9"; then
     pass "diagnostics: log prior and the objective with it"
 else fail "diagnostics: log prior and the objective with it" "$(head -c 600 "$T/body")"; fi
 check "GET keeps it" 200 GET /v1/models/pri
