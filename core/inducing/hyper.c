@@ -88,25 +88,6 @@ void gp_hyper_problem_start(const gp_hyper_problem *p, double *x)
         x[p->n_free] = gp_noise_param_x0(&p->noise);
 }
 
-/* The driver through the spec: x is the free parameters, then the noise. */
-static int minimize(gp_hyper_problem *p, double *x, size_t dim, const gp_driver_options *opt,
-                    gp_driver_result *res, gp_error *err)
-{
-    if (p->spec == NULL)
-        return gp_driver_minimize(hyper_objective, p, x, dim, opt, res, err);
-    size_t *coord = malloc(dim * sizeof *coord);
-    if (coord == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    for (size_t i = 0; i < p->n_free; i++)
-        coord[i] = p->free_idx[i];
-    if (p->noise.learned)
-        coord[p->n_free] = GP_HYPER_NOISE;
-    gp_hyper_coords hc = {coord, dim, p->noise.floor};
-    int rc = gp_hyper_minimize(p->spec, &hc, p->k, hyper_objective, p, x, opt, res, err);
-    free(coord);
-    return rc;
-}
-
 int gp_hyper_problem_fit(gp_hyper_problem *p, const double *Xt, size_t n, const double *t,
                          double *x, const gp_driver_options *opt, gp_driver_result *res,
                          gp_error *err)
@@ -121,7 +102,8 @@ int gp_hyper_problem_fit(gp_hyper_problem *p, const double *Xt, size_t n, const 
     p->cancel = opt->cancel;
     size_t dim = gp_hyper_problem_dim(p);
     if (dim > 0)
-        return minimize(p, x, dim, opt, res, err);
+        return gp_hyper_minimize_free(p->spec, p->k, p->free_idx, p->n_free, p->noise.learned,
+                                      p->noise.floor, hyper_objective, p, x, dim, opt, res, err);
     /* Nothing free: the driver needs n > 0, but the caller still wants the
      * LML at the given values (and to learn that it cannot be evaluated). */
     memset(res, 0, sizeof *res);

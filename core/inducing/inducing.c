@@ -533,39 +533,6 @@ static int problem_init(inducing_problem *dr, gp_kernel *k, const gp_noise_param
     return GP_OK;
 }
 
-/* What each coordinate of x is to the request's priors and bounds: the free
- * kernel parameters, the noise, then Z (the method's own). */
-static size_t *problem_coords(const inducing_problem *dr, size_t dim, gp_error *err)
-{
-    size_t *c = malloc((dim ? dim : 1) * sizeof *c);
-    if (c == NULL) {
-        gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-        return NULL;
-    }
-    for (size_t j = 0; j < dim; j++)
-        c[j] = j < dr->n_free ? dr->free_idx[j] : GP_HYPER_OTHER;
-    if (dr->np->learned)
-        c[dr->n_free] = GP_HYPER_NOISE;
-    return c;
-}
-
-/* The driver through the request's priors and bounds (gp_hyper_minimize). */
-static int problem_minimize(inducing_problem *dr, double *x, size_t dim,
-                            const gp_fit_request *req, const gp_driver_options *opt,
-                            gp_driver_result *res, gp_error *err)
-{
-    const gp_hyper_spec *hs = req ? req->hyper : NULL;
-    if (hs == NULL)
-        return gp_driver_minimize(problem_objective, dr, x, dim, opt, res, err);
-    size_t *coord = problem_coords(dr, dim, err);
-    if (coord == NULL)
-        return GP_ENOMEM;
-    gp_hyper_coords hc = {coord, dim, dr->np->floor};
-    int rc = gp_hyper_minimize(hs, &hc, dr->k, problem_objective, dr, x, opt, res, err);
-    free(coord);
-    return rc;
-}
-
 static void problem_start(const inducing_problem *dr, double *x)
 {
     for (size_t i = 0; i < dr->n_free; i++)
@@ -611,7 +578,9 @@ int gp_inducing_optimise(gp_kernel *k, const gp_noise_param *np, double *s2, dou
         opt.max_total = spec->max_total;
         opt.objective_offset = spec->objective_offset;
         gp_driver_result res;
-        rc = problem_minimize(&dr, x, dim, req, &opt, &res, err);
+        rc = gp_hyper_minimize_free(req ? req->hyper : NULL, dr.k, dr.free_idx, dr.n_free,
+                                    np->learned, np->floor, problem_objective, &dr, x, dim, &opt,
+                                    &res, err);
         diag->iterations += res.iterations;
         diag->evaluations += res.evaluations;
         diag->converged = res.converged;

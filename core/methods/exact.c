@@ -192,27 +192,6 @@ static void problem_start(const fit_problem *p, double *x)
         x[p->n_free_kernel] = gp_noise_param_x0(&p->noise);
 }
 
-/* The driver through the request's priors and bounds: x is the free kernel
- * parameters, then the noise. */
-static int problem_minimize(fit_problem *p, const gp_hyper_spec *hs, double *x,
-                            const gp_driver_options *opt, gp_driver_result *res, gp_error *err)
-{
-    size_t dim = problem_dim(p);
-    if (hs == NULL)
-        return gp_driver_minimize(problem_objective, p, x, dim, opt, res, err);
-    size_t *coord = malloc(dim * sizeof *coord);
-    if (coord == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    for (size_t i = 0; i < p->n_free_kernel; i++)
-        coord[i] = p->free_idx[i];
-    if (p->noise.learned)
-        coord[p->n_free_kernel] = GP_HYPER_NOISE;
-    gp_hyper_coords hc = {coord, dim, p->noise.floor};
-    int rc = gp_hyper_minimize(hs, &hc, p->k, problem_objective, p, x, opt, res, err);
-    free(coord);
-    return rc;
-}
-
 /* The driver from the initial point and `restarts` seeded perturbations of it;
  * best receives the best point found. */
 static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *req, double *best,
@@ -230,7 +209,9 @@ static int optimise(fit_problem *p, const gp_method *m, const gp_fit_request *re
     opt.cancel = p->cancel;
     problem_start(p, best);
     gp_driver_result res;
-    int rc = problem_minimize(p, req->hyper, best, &opt, &res, err);
+    int rc = gp_hyper_minimize_free(req->hyper, p->k, p->free_idx, p->n_free_kernel,
+                                    p->noise.learned, p->noise.floor, problem_objective, p, best,
+                                    problem_dim(p), &opt, &res, err);
     diag->iterations += res.iterations;
     diag->evaluations += res.evaluations;
     diag->converged = res.converged;

@@ -445,6 +445,28 @@ int gp_hyper_minimize(const gp_hyper_spec *s, const gp_hyper_coords *hc, const g
     return rc;
 }
 
+int gp_hyper_minimize_free(const gp_hyper_spec *s, const gp_kernel *k, const size_t *free_idx,
+                           size_t n_free, int noise_learned, double noise_floor,
+                           gp_objective_fn fn, void *ctx, double *x, size_t dim,
+                           const gp_driver_options *opt, gp_driver_result *res, gp_error *err)
+{
+    if (s == NULL)
+        return gp_driver_minimize(fn, ctx, x, dim, opt, res, err);
+    size_t *coord = malloc((dim ? dim : 1) * sizeof *coord);
+    if (coord == NULL) {
+        memset(res, 0, sizeof *res);
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t j = 0; j < dim; j++)
+        coord[j] = j < n_free ? free_idx[j] : GP_HYPER_OTHER;
+    if (noise_learned && n_free < dim)
+        coord[n_free] = GP_HYPER_NOISE;
+    gp_hyper_coords hc = {coord, dim, noise_floor};
+    int rc = gp_hyper_minimize(s, &hc, k, fn, ctx, x, opt, res, err);
+    free(coord);
+    return rc;
+}
+
 /* ---- warnings ---- */
 
 const char *gp_warning_code_name(gp_warning_code code)

@@ -95,6 +95,15 @@ int gp_hyper_minimize(const gp_hyper_spec *s, const gp_hyper_coords *c, const gp
                       gp_objective_fn fn, void *ctx, double *x, const gp_driver_options *opt,
                       gp_driver_result *res, gp_error *err);
 
+/* gp_hyper_minimize for the layout most methods share: x = (kernel
+ * parameters free_idx[0 .. n_free), the noise when learned (s = floor +
+ * e^x), then dim - n_free - learned coordinates of the method's own). s NULL:
+ * gp_driver_minimize. */
+int gp_hyper_minimize_free(const gp_hyper_spec *s, const gp_kernel *k, const size_t *free_idx,
+                           size_t n_free, int noise_learned, double noise_floor,
+                           gp_objective_fn fn, void *ctx, double *x, size_t dim,
+                           const gp_driver_options *opt, gp_driver_result *res, gp_error *err);
+
 /* The MAP objective the optimiser minimises, in the method's coordinates:
  * fn(x) - log p(x) and its gradient into g (may be NULL); NAN on a refusal
  * (err says why). For checks against finite differences and reports. */

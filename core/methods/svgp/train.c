@@ -190,15 +190,8 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
     opt.max_total = st->budget;
     opt.objective_offset = st->offset;
     gp_driver_result res;
-    size_t *coord = malloc(dim * sizeof *coord);
-    int rc = coord ? GP_OK : gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    if (rc == GP_OK) {
-        hyper_coords(f, coord, dim);
-        gp_hyper_coords hc = {coord, dim, f->np.floor};
-        rc = gp_hyper_minimize(f->hyper, &hc, f->k, fit_objective, f, x, &opt, &res, err);
-    } else
-        memset(&res, 0, sizeof res);
-    free(coord);
+    int rc = gp_hyper_minimize_free(f->hyper, f->k, f->free_idx, f->n_free, noise_learned(f),
+                                    f->np.floor, fit_objective, f, x, dim, &opt, &res, err);
     diag->iterations += res.iterations;
     diag->evaluations += res.evaluations;
     diag->converged = res.converged;
