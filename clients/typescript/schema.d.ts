@@ -579,6 +579,8 @@ export interface components {
         ObserveRequest: {
             X: components["schemas"]["Inputs"];
             y: components["schemas"]["Targets"];
+            /** @description the known noise variances of the observed rows (one per row, caller's units of y, finite, >= 0). Required by a model fitted with noise.per_point (400 invalid_argument naming noise without it); refused by every other model (422 unsupported naming noise). Of the methods that observe, exact and ssgp take it. A wrong length or a bad entry is 422 invalid_data naming noise or noise[i]; nothing is applied or logged. It is logged with its rows, so a replay rebuilds the same model. */
+            noise?: number[];
             /** @description the version observed (default the latest) */
             version?: number;
             /**
@@ -646,9 +648,12 @@ export interface components {
              */
             likelihood?: components["schemas"]["Likelihood"];
             noise?: {
+                /** @description the homoscedastic noise variance (initial, or held with fixed), working units; > 0, except that 0 is allowed when fixed is true and per_point is given (400 invalid_argument otherwise) */
                 variance?: number;
                 /** @default false */
                 fixed?: boolean;
+                /** @description known noise variances of the rows (one per row of X, finite, >= 0) in the caller's units of y, added to the homoscedastic variance (scikit-learn's alpha array, GPyTorch's FixedNoiseGaussianLikelihood). Methods whose GET /v1/methods entry has per_point_noise true take it (exact, sgpr, svgp, ssgp, renyi; with the gaussian likelihood; ssgp and renyi need a variance > 0 beside it); the others answer 422 unsupported naming those that do. A wrong length or a negative or non-finite entry is 422 invalid_data naming noise.per_point or noise.per_point[i]; nothing is stored. */
+                per_point?: number[];
             };
             /** @description Method-specific: the schema <Method>Options of the method (ExactOptions, SsgpOptions, ...); GET /v1/methods lists them. */
             options?: components["schemas"]["MethodOptions"];
@@ -698,6 +703,8 @@ export interface components {
             noise_variance?: number;
             /** @description original units */
             noise_variance_original?: number;
+            /** @description present (true) when the model was fitted with known per-point noise (noise.per_point): noise_variance is then the homoscedastic part only */
+            per_point_noise?: boolean;
             hyperparameters?: {
                 [key: string]: number;
             };
@@ -744,6 +751,8 @@ export interface components {
              * @default false
              */
             components?: boolean;
+            /** @description known noise variances of the points (one per point of X, caller's units), added with include_noise to the model's homoscedastic noise. A model fitted with per-point noise needs them for observation variances: without, its answer is the latent variance and says so (noise_included false). Gaussian single-Gaussian methods only (422 unsupported otherwise); a wrong length or a negative or non-finite entry is 422 invalid_data naming noise or noise[i] */
+            noise?: number[];
         };
         PredictResponse: {
             name: string;
@@ -754,6 +763,9 @@ export interface components {
             variance: components["schemas"]["OutputsOrNull"];
             /** @description m rows of m; for p > 1 outputs a list of p such matrices */
             covariance?: unknown[][];
+            /** @description present (false) only when include_noise was asked of a model fitted with per-point noise without the points' noise: mean, variance and quantiles are the latent function's (noise_note says why) */
+            noise_included?: boolean;
+            noise_note?: string;
             /**
              * @description gate models (rfgp)
              * @enum {string}
@@ -2262,6 +2274,8 @@ export interface operations {
                 noise_variance?: number;
                 /** @description CSV bodies */
                 noise_fixed?: boolean;
+                /** @description CSV bodies: the header name of the column holding each row's known noise variance (noise.per_point); that column is not an input. An unknown name is 400 invalid_argument naming noise_column; a bad cell 422 naming noise.per_point[i] */
+                noise_column?: string;
                 /** @description CSV bodies */
                 standardize?: boolean;
                 /** @description CSV bodies */
