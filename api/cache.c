@@ -152,12 +152,13 @@ static int replay_one(void *ctx, uint64_t seq, const gp_state *batch, gp_error *
 {
     replay_ctx *r = ctx;
     const gp_named_array *X = gp_state_find(batch, "X"), *Y = gp_state_find(batch, "y");
+    const gp_named_array *N = gp_state_find(batch, "noise"); /* known per-point noise */
     if (X == NULL || Y == NULL || X->rows != Y->rows || X->cols != r->model->input_dim ||
-        Y->cols != r->model->n_outputs)
+        Y->cols != r->model->n_outputs || (N && (N->rows != X->rows || N->cols != 1)))
         return gp_error_set(err, GP_EDATA, NULL, "observation log entry %llu is malformed",
                             (unsigned long long)seq);
-    r->bytes += (X->rows * (X->cols + Y->cols)) * sizeof(double);
-    int rc = gp_model_observe(r->model, X->data, Y->data, X->rows, err);
+    r->bytes += (X->rows * (X->cols + Y->cols + (N ? 1 : 0))) * sizeof(double);
+    int rc = gp_model_observe_noise(r->model, X->data, Y->data, N ? N->data : NULL, X->rows, err);
     char why[GP_ERROR_MESSAGE_LEN];
     snprintf(why, sizeof why, "%s", err && rc ? err->message : "");
     if (rc == GP_EDATA) /* logged by a daemon before the finite-value guards */
@@ -433,6 +434,17 @@ void gp_cache_gate_rate(gp_cache_entry *e, size_t *window, double *rate)
 }
 
 /* ---- the observation log's rows ---- */
+
+void gp_api_noise_array(const double *noise, size_t n, gp_named_array *slot, gp_state *st)
+{
+    memset(slot, 0, sizeof *slot);
+    snprintf(slot->name, sizeof slot->name, "noise");
+    slot->rows = n;
+    slot->cols = 1;
+    slot->data = (double *)noise;
+    st->count++;
+    st->capacity++;
+}
 
 void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
                      gp_named_array arrays[2], gp_state *st)

@@ -280,11 +280,33 @@ static int find_target(const header *h, const char *target, size_t *col, gp_erro
                         CSV_NAME_SHOWN, target);
 }
 
-static int cell_error(const header *h, size_t row, size_t col, size_t target, size_t xcol,
-                      const char *cell, size_t len, const char *why, gp_error *err)
+/* The column noise_column names (by name only): the rows' known noise. */
+static int find_noise_column(const header *h, const char *name, size_t tcol, size_t *col,
+                             gp_error *err)
+{
+    size_t len = strlen(name);
+    for (size_t c = 0; c < h->n; c++)
+        if (h->len[c] == len && memcmp(h->name[c], name, len) == 0) {
+            if (c == tcol)
+                return gp_error_set(err, GP_EINVAL, "noise_column",
+                                    "noise_column '%.*s' is the target column", CSV_NAME_SHOWN,
+                                    name);
+            *col = c;
+            return GP_OK;
+        }
+    return gp_error_set(err, GP_EINVAL, "noise_column",
+                        "noise_column '%.*s' is not a column of the CSV header", CSV_NAME_SHOWN,
+                        name);
+}
+
+/* ncol: the noise column (SIZE_MAX: none). */
+static int cell_error(const header *h, size_t row, size_t col, size_t target, size_t ncol,
+                      size_t xcol, const char *cell, size_t len, const char *why, gp_error *err)
 {
     char field[GP_ERROR_FIELD_LEN];
-    if (col == target)
+    if (col == ncol)
+        snprintf(field, sizeof field, "noise.per_point[%zu]", row);
+    else if (col == target)
         snprintf(field, sizeof field, "y[%zu]", row);
     else
         snprintf(field, sizeof field, "X[%zu][%zu]", row, xcol);
@@ -337,9 +359,10 @@ static const char *cell_number(const csv_field *f, double *v)
     return isfinite(*v) ? NULL : "is not a finite number";
 }
 
-/* Fill X (rows x d, column-major) and y from the data records at pos. */
-static int read_rows(const char *pos, const char *end, const header *h, size_t tcol, size_t rows,
-                     double *Xm, double *yv, gp_error *err)
+/* Fill X (rows x d, column-major), y and (column ncol, SIZE_MAX: none) the
+ * rows' noise nv from the data records at pos. */
+static int read_rows(const char *pos, const char *end, const header *h, size_t tcol, size_t ncol,
+                     size_t rows, double *Xm, double *yv, double *nv, gp_error *err)
 {
     csv_field *f = malloc(h->n * sizeof *f);
     if (f == NULL)
@@ -358,9 +381,11 @@ static int read_rows(const char *pos, const char *end, const header *h, size_t t
             double v = 0.0;
             const char *why = cell_number(&f[c], &v);
             if (why)
-                rc = cell_error(h, r, c, tcol, xc, f[c].p, f[c].len, why, err);
+                rc = cell_error(h, r, c, tcol, ncol, xc, f[c].p, f[c].len, why, err);
             else if (c == tcol)
                 yv[r] = v;
+            else if (c == ncol)
+                nv[r] = v;
             else
                 Xm[xc++ * rows + r] = v;
         }
@@ -373,8 +398,18 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
                  size_t max_inputs, double **X, double **y, size_t *n_out, size_t *d_out,
                  gp_error *err)
 {
+    return gp_csv_parse_noise(body, len, target, NULL, max_rows, max_inputs, X, y, NULL, n_out,
+                              d_out, err);
+}
+
+int gp_csv_parse_noise(const char *body, size_t len, const char *target,
+                       const char *noise_column, size_t max_rows, size_t max_inputs, double **X,
+                       double **y, double **noise, size_t *n_out, size_t *d_out, gp_error *err)
+{
     *X = NULL;
     *y = NULL;
+    if (noise)
+        *noise = NULL;
     if (body == NULL || len == 0)
         return gp_error_set(err, GP_EDATA, "X", "the CSV body is empty");
     if (memchr(body, '\0', len))
@@ -384,12 +419,15 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
         pos += 3; /* UTF-8 byte order mark */
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, max_inputs, &h, err);
-    size_t tcol = 0, rows = 0;
+    size_t tcol = 0, rows = 0, ncol = SIZE_MAX, extra = noise_column ? 1 : 0;
     if (rc == GP_OK)
         rc = find_target(&h, target, &tcol, err);
-    if (rc == GP_OK && h.n < 2)
+    if (rc == GP_OK && noise_column)
+        rc = find_noise_column(&h, noise_column, tcol, &ncol, err);
+    if (rc == GP_OK && h.n < 2 + extra)
         rc = gp_error_set(err, GP_EDATA, "X",
-                          "the CSV has one column: no input columns besides the target");
+                          "the CSV has %zu column%s: no input columns besides the target%s", h.n,
+                          h.n == 1 ? "" : "s", extra ? " and the noise column" : "");
     if (rc == GP_OK)
         rc = count_rows(pos, end, &rows, err);
     if (rc == GP_OK && rows == 0)
@@ -397,8 +435,10 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
     if (rc == GP_OK && rows > max_rows)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "the CSV has %zu rows; the limit is max_points = %zu", rows, max_rows);
-    size_t d = h.n - 1;
-    double *Xm = NULL, *yv = NULL;
+    size_t d = h.n - 1 - extra;
+    double *Xm = NULL, *yv = NULL, *nv = NULL;
+    if (rc == GP_OK && extra && (nv = malloc(rows * sizeof *nv)) == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     if (rc == GP_OK) {
         yv = malloc(rows * sizeof *yv);
         if (d <= SIZE_MAX / sizeof(double) / rows)
@@ -408,15 +448,18 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
                               d);
     }
     if (rc == GP_OK)
-        rc = read_rows(pos, end, &h, tcol, rows, Xm, yv, err);
+        rc = read_rows(pos, end, &h, tcol, ncol, rows, Xm, yv, nv, err);
     header_free(&h);
     if (rc) {
         free(Xm);
         free(yv);
+        free(nv);
         return rc;
     }
     *X = Xm;
     *y = yv;
+    if (noise)
+        *noise = nv;
     *n_out = rows;
     *d_out = d;
     return GP_OK;

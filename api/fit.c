@@ -536,9 +536,11 @@ static json_t *query_scalar(const char *v)
     return s ? s : json_string("?");
 }
 
-static int csv_fields(const gp_request *req, json_t **out, const char **target, gp_error *err)
+static int csv_fields(const gp_request *req, json_t **out, const char **target,
+                      const char **noise_column, gp_error *err)
 {
     *target = NULL;
+    *noise_column = NULL;
     json_t *obj = json_object(), *noise = json_object();
     if (obj == NULL || noise == NULL) {
         json_decref(obj);
@@ -552,10 +554,13 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target, 
             continue;
         if (json_object_get(obj, k) ||
             (strncmp(k, "noise_", 6) == 0 && json_object_get(noise, k + 6)) ||
-            (strcmp(k, "target") == 0 && *target)) {
+            (strcmp(k, "target") == 0 && *target) ||
+            (strcmp(k, "noise_column") == 0 && *noise_column)) {
             rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice", k);
         } else if (strcmp(k, "target") == 0) {
             *target = v;
+        } else if (strcmp(k, "noise_column") == 0) {
+            *noise_column = v;
         } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0 ||
                    strcmp(k, "likelihood") == 0) {
             json_t *s = json_string(v);
@@ -580,7 +585,7 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target, 
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
                               "target, kernel, likelihood, options, noise_variance, "
-                              "noise_fixed, standardize, seed, async)",
+                              "noise_fixed, noise_column, standardize, seed, async)",
                               k);
         }
     }
@@ -618,15 +623,18 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
         if (rc == GP_OK)
             rc = parse_fields(api, obj, job, 0, err);
     } else {
-        const char *target = NULL;
-        rc = csv_fields(req, &obj, &target, err);
+        const char *target = NULL, *noise_column = NULL;
+        rc = csv_fields(req, &obj, &target, &noise_column, err);
         /* name first, so that a CSV without ?name= says so before parsing the data */
         if (rc == GP_OK && json_object_get(obj, "name") == NULL)
             rc = gp_error_set(err, GP_EINVAL, "name",
                               "name is missing (a CSV fit takes it as ?name=)");
         if (rc == GP_OK)
-            rc = gp_csv_parse(req->body, req->body_len, target, api->cfg.max_points,
-                              api->cfg.max_input_dim, &job->X, &job->y, &job->n, &job->d, err);
+            rc = gp_csv_parse_noise(req->body, req->body_len, target, noise_column,
+                                    api->cfg.max_points, api->cfg.max_input_dim, &job->X, &job->y,
+                                    &job->noise_pp, &job->n, &job->d, err);
+        if (rc == GP_OK && job->noise_pp) /* checked with the rest by parse_fields */
+            job->n_noise_pp = job->n;
         if (rc == GP_OK)
             rc = parse_fields(api, obj, job, 1, err);
     }

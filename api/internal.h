@@ -82,6 +82,9 @@ size_t gp_cache_size(gp_api *api);
  * "y" (n x p), in arrays[2]; never gp_state_free it. */
 void gp_api_xy_state(const double *X, const double *y, size_t n, size_t d, size_t p,
                      gp_named_array arrays[2], gp_state *st);
+/* An observe's known per-point noise (n) as a third borrowed array "noise"
+ * (n x 1) in slot, the element right after st's last (arrays[2]). */
+void gp_api_noise_array(const double *noise, size_t n, gp_named_array *slot, gp_state *st);
 
 /* ---- poisoned versions (poisoned.c) ----
  * A stored version whose arrays, or whose observation log replayed, hold a
@@ -232,6 +235,13 @@ int gp_decimal_parse(const char *s, size_t len, double *v);
  * columns, is GP_ETOOBIG before anything of that size is allocated. */
 int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_rows,
                  size_t max_inputs, double **X, double **y, size_t *n, size_t *d, gp_error *err);
+/* The same where the column named noise_column (NULL: none; by name, not the
+ * target) holds the rows' known noise variances, into *noise (n; the caller
+ * frees it): that column is not an input. A bad cell there names
+ * noise.per_point[row]; an unknown name is GP_EINVAL naming noise_column. */
+int gp_csv_parse_noise(const char *body, size_t len, const char *target,
+                       const char *noise_column, size_t max_rows, size_t max_inputs, double **X,
+                       double **y, double **noise, size_t *n, size_t *d, gp_error *err);
 
 /* ---- errors (errors.c) ---- */
 /* The GP_E* code of a catalogue name ("invalid_argument" -> GP_EINVAL). */

@@ -14,12 +14,13 @@
  * two-stage rfgp before this bound). */
 #define SNAPSHOT_REPLAY_SECONDS 0.5
 
-static const char *const observe_keys[] = {"X", "y", "version", "new_version", NULL};
+static const char *const observe_keys[] = {"X", "y", "noise", "version", "new_version", NULL};
 
 typedef struct observe_body {
     json_t *obj;
     int version, new_version;
     double *X, *Y;
+    double *noise; /* k known noise variances (NULL: none); the model checks them */
     size_t k, d, p;
 } observe_body;
 
@@ -28,6 +29,7 @@ static void observe_body_free(observe_body *ob)
     json_decref(ob->obj);
     free(ob->X);
     free(ob->Y);
+    free(ob->noise);
 }
 
 static int parse_observe(gp_api *api, const gp_request *req, observe_body *ob, gp_error *err)
@@ -67,6 +69,12 @@ static int observe_data(gp_api *api, const gp_model *model, const char *name, ob
     if (rc == GP_OK && ob->p != model->n_outputs)
         rc = gp_error_set(err, GP_EDATA, "y[0]", "y[0] has %zu outputs; model '%s' has %zu",
                           ob->p, name, model->n_outputs);
+    json_t *e = rc == GP_OK ? json_object_get(ob->obj, "noise") : NULL;
+    size_t nn = 0;
+    if (e && (rc = gp_json_vector(e, "noise", api->cfg.max_points, &ob->noise, &nn, err)) ==
+                 GP_OK && nn != ob->k)
+        rc = gp_error_set(err, GP_EDATA, "noise", "noise has %zu entries; X has %zu rows", nn,
+                          ob->k);
     return rc;
 }
 
@@ -103,15 +111,17 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
 {
     gp_buf answer; /* a keyed observe's answer, recorded with the entry */
     gp_buf_init(&answer);
-    gp_named_array arrays[2];
+    gp_named_array arrays[3];
     gp_state batch, snap;
     gp_api_xy_state(ob->X, ob->Y, ob->k, ob->d, ob->p, arrays, &batch);
+    if (ob->noise) /* logged with its rows: a replay observes them alike */
+        gp_api_noise_array(ob->noise, ob->k, &arrays[2], &batch);
     gp_state_init(&snap);
     pthread_rwlock_wrlock(&e->lock);
     int rc = e->stale ? gp_error_set(err, GP_ECONFLICT, NULL, "stale") : GP_OK;
     double t0 = gp_cache_seconds_now();
     if (rc == GP_OK)
-        rc = gp_model_observe(e->model, ob->X, ob->Y, ob->k, err);
+        rc = gp_model_observe_noise(e->model, ob->X, ob->Y, ob->noise, ob->k, err);
     double took = gp_cache_seconds_now() - t0;
     int applied = rc == GP_OK, due = applied && snapshot_due(api, e);
     if (due)
@@ -131,7 +141,9 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
     if (rc == GP_OK) {
         e->seq = *seq;
         e->since_snapshot = due ? 0 : e->since_snapshot + 1;
-        e->logged_bytes = due ? 0 : e->logged_bytes + ob->k * (ob->d + ob->p) * sizeof(double);
+        e->logged_bytes = due ? 0
+                              : e->logged_bytes + ob->k * (ob->d + ob->p + (ob->noise != NULL)) *
+                                                      sizeof(double);
         e->apply_seconds = due ? 0.0 : e->apply_seconds + took;
         if (due)
             e->state_bytes = gp_cache_state_bytes(&snap);
@@ -180,7 +192,7 @@ static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_bod
     gp_state_free(&st);
     gp_state_init(&st);
     if (rc == GP_OK)
-        rc = gp_model_observe(copy, ob->X, ob->Y, ob->k, err);
+        rc = gp_model_observe_noise(copy, ob->X, ob->Y, ob->noise, ob->k, err);
     if (rc == GP_OK)
         rc = gp_store_meta(api->store, e->name, e->version, &old, err);
     if (rc == GP_OK)

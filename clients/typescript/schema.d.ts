@@ -579,6 +579,8 @@ export interface components {
         ObserveRequest: {
             X: components["schemas"]["Inputs"];
             y: components["schemas"]["Targets"];
+            /** @description the known noise variances of the observed rows (one per row, caller's units of y, finite, >= 0). Required by a model fitted with noise.per_point (400 invalid_argument naming noise without it); refused by every other model (422 unsupported naming noise). Of the methods that observe, exact and ssgp take it. A wrong length or a bad entry is 422 invalid_data naming noise or noise[i]; nothing is applied or logged. It is logged with its rows, so a replay rebuilds the same model. */
+            noise?: number[];
             /** @description the version observed (default the latest) */
             version?: number;
             /**
@@ -628,8 +630,52 @@ export interface components {
             /** @description periodic only */
             period?: number;
             active_dims?: number[];
-            fixed?: boolean | ("variance" | "lengthscale" | "alpha" | "period")[];
+            /** @description true, false, or the hyperparameters held at their given values: the groups variance, lengthscale, alpha, period; one lengthscale "lengthscale[i]"; and, on the root kernel only, "noise" (with noise.variance given). A sum or product takes ["noise"] only (its terms hold their own). */
+            fixed?: boolean | string[];
+            /** @description Priors of the hyperparameters (a MAP fit: the objective gains log p, with analytic gradients), in the model's working units (standardised inputs and targets unless standardize is false). Keys: variance, lengthscale (one prior for every lengthscale, or a list with one prior or null per lengthscale), alpha (rq), period (periodic) on a leaf; noise (the noise variance) on the root only. "default" on the root: BoTorch's dimension-scaled preset, every lengthscale lognormal(sqrt 2 + log(12 d)/2, sqrt 3), the noise lognormal(-4, 1). Methods whose GET /v1/methods entry has hyper_priors true take priors (422 unsupported otherwise). A key the kernel does not have, an unknown type or a bad parameter is 400 invalid_argument naming it (kernel.priors.alpha, ...); nothing is stored. */
+            priors?: "default" | {
+                variance?: components["schemas"]["Prior"];
+                lengthscale?: components["schemas"]["Prior"] | (components["schemas"]["Prior"] | null)[];
+                alpha?: components["schemas"]["Prior"];
+                period?: components["schemas"]["Prior"];
+                noise?: components["schemas"]["Prior"];
+            };
+            /** @description Bounds [lo, hi] (0 < lo < hi, working units) the optimiser keeps the hyperparameters within (a logistic transform: no step leaves them; a fit that ends within 1e-4 of the log width of a bound reports it in warnings). Keys as for priors; lengthscale takes one pair for all or a list of pairs (or null) per lengthscale. A start outside its bounds is 400 invalid_argument naming it. */
+            bounds?: {
+                variance?: components["schemas"]["Bound"];
+                lengthscale?: components["schemas"]["Bound"] | ((unknown[] & components["schemas"]["Bound"]) | null)[];
+                alpha?: components["schemas"]["Bound"];
+                period?: components["schemas"]["Bound"];
+                noise?: components["schemas"]["Bound"];
+            };
             terms?: components["schemas"]["Kernel"][];
+        };
+        /** @description lognormal (loc, scale of log x), gamma (shape, rate), normal (loc, scale of log x itself), halfcauchy (scale), uniform (low, high: also a bound); log p is the density of x (of log x for normal), as GPyTorch's priors. */
+        Prior: {
+            /** @enum {string} */
+            type: "lognormal" | "gamma" | "normal" | "halfcauchy" | "uniform";
+            loc?: number;
+            scale?: number;
+            shape?: number;
+            rate?: number;
+            low?: number;
+            high?: number;
+        };
+        /** @description [lo, hi], 0 < lo < hi; in a model's answer hi is null when unbounded */
+        Bound: (number | null)[];
+        /** @description a fitted hyperparameter that ended on a bound (scikit-learn's ConvergenceWarning): at_bound for a stated bound (or a uniform prior's support), at_noise_floor for the built-in noise floor (1e-8 of the targets' variance) */
+        FitWarning: {
+            /** @enum {string} */
+            code: "at_bound" | "at_noise_floor";
+            /** @description e.g. lengthscale[2], terms[1].variance, noise */
+            hyperparameter: string;
+            /** @enum {string} */
+            bound: "lower" | "upper" | "floor";
+            /** @description the fitted value (working units) */
+            value?: number;
+            /** @description the bound it sits on */
+            limit?: number;
+            message: string;
         };
         /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations) */
         FitRequest: {
@@ -646,9 +692,12 @@ export interface components {
              */
             likelihood?: components["schemas"]["Likelihood"];
             noise?: {
+                /** @description the homoscedastic noise variance (initial, or held with fixed), working units; > 0, except that 0 is allowed when fixed is true and per_point is given (400 invalid_argument otherwise) */
                 variance?: number;
                 /** @default false */
                 fixed?: boolean;
+                /** @description known noise variances of the rows (one per row of X, finite, >= 0) in the caller's units of y, added to the homoscedastic variance (scikit-learn's alpha array, GPyTorch's FixedNoiseGaussianLikelihood). Methods whose GET /v1/methods entry has per_point_noise true take it (exact, sgpr, svgp, ssgp, renyi; with the gaussian likelihood; ssgp and renyi need a variance > 0 beside it); the others answer 422 unsupported naming those that do. A wrong length or a negative or non-finite entry is 422 invalid_data naming noise.per_point or noise.per_point[i]; nothing is stored. */
+                per_point?: number[];
             };
             /** @description Method-specific: the schema <Method>Options of the method (ExactOptions, SsgpOptions, ...); GET /v1/methods lists them. */
             options?: components["schemas"]["MethodOptions"];
@@ -675,6 +724,15 @@ export interface components {
             converged?: boolean;
             fit_seconds?: number;
             jitter?: number;
+            /** @description a fit with priors or bounds: log p of the fitted hyperparameters under the priors (working units) */
+            log_prior?: number;
+            /** @description objective + log_prior, what the MAP fit maximised */
+            objective_with_prior?: number;
+            /**
+             * @description present when the priors are the "default" preset
+             * @enum {string}
+             */
+            priors?: "default";
         };
         Model: {
             name: string;
@@ -698,10 +756,14 @@ export interface components {
             noise_variance?: number;
             /** @description original units */
             noise_variance_original?: number;
+            /** @description present (true) when the model was fitted with known per-point noise (noise.per_point): noise_variance is then the homoscedastic part only */
+            per_point_noise?: boolean;
             hyperparameters?: {
                 [key: string]: number;
             };
             diagnostics: components["schemas"]["Diagnostics"];
+            /** @description the bounds the fit ended on (empty when none) */
+            warnings?: components["schemas"]["FitWarning"][];
             /** @description method-specific facts about the fit: the schema <Method>MethodInfo of the model's method (ExactMethodInfo, SsgpMethodInfo, ...) */
             method_info?: components["schemas"]["MethodInfo"];
             standardize?: boolean;
@@ -744,6 +806,8 @@ export interface components {
              * @default false
              */
             components?: boolean;
+            /** @description known noise variances of the points (one per point of X, caller's units), added with include_noise to the model's homoscedastic noise. A model fitted with per-point noise needs them for observation variances: without, its answer is the latent variance and says so (noise_included false). Gaussian single-Gaussian methods only (422 unsupported otherwise); a wrong length or a negative or non-finite entry is 422 invalid_data naming noise or noise[i] */
+            noise?: number[];
         };
         PredictResponse: {
             name: string;
@@ -754,6 +818,9 @@ export interface components {
             variance: components["schemas"]["OutputsOrNull"];
             /** @description m rows of m; for p > 1 outputs a list of p such matrices */
             covariance?: unknown[][];
+            /** @description present (false) only when include_noise was asked of a model fitted with per-point noise without the points' noise: mean, variance and quantiles are the latent function's (noise_note says why) */
+            noise_included?: boolean;
+            noise_note?: string;
             /**
              * @description gate models (rfgp)
              * @enum {string}
@@ -1665,7 +1732,7 @@ export interface components {
         };
         /** @description the options of a fit: those of its method, <Method>Options */
         MethodOptions: components["schemas"]["ExactOptions"] | components["schemas"]["SsgpOptions"] | components["schemas"]["MsrfrOptions"] | components["schemas"]["SgprOptions"] | components["schemas"]["RenyiOptions"] | components["schemas"]["SvgpOptions"] | components["schemas"]["PlsOptions"] | components["schemas"]["HkdOptions"] | components["schemas"]["RfgpOptions"] | components["schemas"]["GwiOptions"];
-        /** @description method_info of a model: that of its method, <Method>MethodInfo */
+        /** @description method_info of a model: that of its method, <Method>MethodInfo; a fit with priors or bounds adds log_prior, objective_without_prior and objective_with_prior (as diagnostics has them) */
         MethodInfo: components["schemas"]["ExactMethodInfo"] | components["schemas"]["SsgpMethodInfo"] | components["schemas"]["MsrfrMethodInfo"] | components["schemas"]["SgprMethodInfo"] | components["schemas"]["RenyiMethodInfo"] | components["schemas"]["SvgpMethodInfo"] | components["schemas"]["PlsMethodInfo"] | components["schemas"]["HkdMethodInfo"] | components["schemas"]["RfgpMethodInfo"] | components["schemas"]["GwiMethodInfo"];
         Method: {
             name: components["schemas"]["MethodName"];
@@ -2262,6 +2329,8 @@ export interface operations {
                 noise_variance?: number;
                 /** @description CSV bodies */
                 noise_fixed?: boolean;
+                /** @description CSV bodies: the header name of the column holding each row's known noise variance (noise.per_point); that column is not an input. An unknown name is 400 invalid_argument naming noise_column; a bad cell 422 naming noise.per_point[i] */
+                noise_column?: string;
                 /** @description CSV bodies */
                 standardize?: boolean;
                 /** @description CSV bodies */

@@ -44,6 +44,8 @@ struct gp_rff_work {
     double *B;          /* GRAD_ROUND_BLOCKS x GRAD_BLOCK_ROWS x m */
     double *GZ;         /* GRAD_ROUND_BLOCKS x GRAD_BLOCK_ROWS x R */
     double *dOmega;     /* R x d */
+    double *wt, *yt;    /* n each, per-point noise only (allocated on first use):
+                           sqrt(d_i) and the weighted targets */
     double jitter;
 };
 
@@ -61,6 +63,8 @@ void gp_rff_work_free(gp_rff_work *w)
     free(w->B);
     free(w->GZ);
     free(w->dOmega);
+    free(w->wt);
+    free(w->yt);
     free(w);
 }
 
@@ -193,8 +197,8 @@ static int check_problem(const gp_rff_problem *p, const gp_rff_work *w, gp_error
     return GP_OK;
 }
 
-/* A = Phi^T Phi + s I factored in place (lower); alpha, res. */
-static int factor_and_solve(const gp_rff_problem *p, gp_rff_work *w, double s, gp_error *err)
+/* A = Phi^T Phi + s I factored in place (lower); alpha, res (for targets y). */
+static int factor_and_solve(const double *y, gp_rff_work *w, double s, gp_error *err)
 {
     size_t n = w->n, m = w->m;
     gp_panel_syrk_lower(1, m, n, 1.0, w->Phi, n, w->A, m);
@@ -206,10 +210,10 @@ static int factor_and_solve(const gp_rff_problem *p, gp_rff_work *w, double s, g
     if (rc)
         return rc;
     w->jitter = ci.jitter;
-    cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)m, 1.0, w->Phi, (int)n, p->y, 1, 0.0,
+    cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)m, 1.0, w->Phi, (int)n, y, 1, 0.0,
                 w->alpha, 1);
     gp_chol_solve(w->A, m, m, w->alpha, 1, m);
-    memcpy(w->res, p->y, n * sizeof *w->res);
+    memcpy(w->res, y, n * sizeof *w->res);
     cblas_dgemv(CblasColMajor, CblasNoTrans, (int)n, (int)m, -1.0, w->Phi, (int)n, w->alpha, 1,
                 1.0, w->res, 1);
     return GP_OK;
@@ -280,16 +284,60 @@ static int omega_gradient(gp_rff_work *w, double s, const gp_cancel *cancel)
     return GP_OK;
 }
 
-static int fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
-                          const gp_rff_grad *grad)
+/* Per-point noise: dLML/dlog s = 1/2 sum_i d_i (res_i^2 / s - 1 + h_i) on the
+ * weighted rows, h_i = phi_i^T A^{-1} phi_i (the derivative in each row's own
+ * lambda_i = s + r_i times d lambda_i / dlog s = s; homoscedastic it is the
+ * formula of fill_gradient). A^{-1} must be in w->Ainv; w->B is scratch. */
+static double weighted_noise_grad(gp_rff_work *w, double s)
+{
+    size_t n = w->n, m = w->m;
+    double g = 0.0;
+    for (size_t lo = 0; lo < n; lo += GRAD_BLOCK_ROWS) {
+        size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
+        cblas_dsymm(CblasColMajor, CblasRight, CblasLower, (int)b, (int)m, 1.0, w->Ainv, (int)m,
+                    w->Phi + lo, (int)n, 0.0, w->B, (int)b);
+        for (size_t i = 0; i < b; i++) {
+            double h = 0.0, di = w->wt[lo + i] * w->wt[lo + i], r = w->res[lo + i];
+            for (size_t j = 0; j < m; j++)
+                h += w->B[j * b + i] * w->Phi[j * n + lo + i];
+            g += di * (r * r / s - 1.0 + h);
+        }
+    }
+    return 0.5 * g;
+}
+
+/* Scale Phi's rows and y by sqrt(d_i), d_i = s / (s + noise_i), into w->wt,
+ * w->yt; returns sum log d_i (the LML's Jacobian term). */
+static double weight_rows(const gp_rff_problem *p, const double *noise, gp_rff_work *w,
+                          double s)
+{
+    size_t n = w->n;
+    double log_d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double di = s / (s + noise[i]);
+        w->wt[i] = sqrt(di);
+        w->yt[i] = w->wt[i] * p->y[i];
+        log_d += log(di);
+    }
+    for (size_t j = 0; j < w->m; j++)
+        for (size_t i = 0; i < n; i++)
+            w->Phi[j * n + i] *= w->wt[i];
+    return log_d;
+}
+
+static int fill_gradient(const gp_rff_problem *p, const double *noise, gp_rff_work *w,
+                         double s, const gp_rff_grad *grad)
 {
     size_t n = w->n, R = w->R, d = w->d;
+    const double *y = noise ? w->yt : p->y;
     double tr = inverse_from_factor(w);
     double rr = cblas_ddot((int)n, w->res, 1, w->res, 1);
     if (grad->log_noise)
-        *grad->log_noise = rr / (2 * s) - ((double)n - 2.0 * (double)R) / 2 - s * tr / 2;
+        *grad->log_noise = noise ? weighted_noise_grad(w, s)
+                                    : rr / (2 * s) - ((double)n - 2.0 * (double)R) / 2 -
+                                          s * tr / 2;
     if (grad->log_amplitude2) {
-        double fit_res = cblas_ddot((int)n, p->y, 1, w->res, 1) - rr; /* (Phi alpha)^T res */
+        double fit_res = cblas_ddot((int)n, y, 1, w->res, 1) - rr; /* (Phi alpha)^T res */
         *grad->log_amplitude2 = 0.5 * (fit_res / s - 2.0 * (double)R + s * tr);
     }
     if (grad->omega == NULL && grad->log_ls == NULL)
@@ -311,6 +359,12 @@ static int fill_gradient(const gp_rff_problem *p, gp_rff_work *w, double s,
 int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
                gp_error *err)
 {
+    return gp_rff_lml_noise(p, NULL, w, lml, grad, err);
+}
+
+int gp_rff_lml_noise(const gp_rff_problem *p, const double *noise, gp_rff_work *w, double *lml,
+                     const gp_rff_grad *grad, gp_error *err)
+{
     int rc = check_problem(p, w, err);
     if (rc)
         return rc;
@@ -322,7 +376,14 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
     features_scaled(w->Xs, n, d, p->omega, R, a2, w->Phi, n);
     if (gp_cancel_requested(p->cancel))
         return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled after the feature map");
-    rc = factor_and_solve(p, w, s, err);
+    double log_d = 0.0;
+    if (noise) {
+        if ((!w->wt && !(w->wt = gp_alloc_doubles(n, err))) ||
+            (!w->yt && !(w->yt = gp_alloc_doubles(n, err))))
+            return GP_ENOMEM;
+        log_d = weight_rows(p, noise, w, s);
+    }
+    rc = factor_and_solve(noise ? w->yt : p->y, w, s, err);
     if (rc)
         return rc;
     /* y^T y - b^T alpha = ||res||^2 + s ||alpha||^2 avoids the cancellation. */
@@ -330,10 +391,12 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
                s * cblas_ddot((int)m, w->alpha, 1, w->alpha, 1);
     double v = -q / (2 * s) - 0.5 * gp_chol_logdet(w->A, m, m) + (double)R * p->log_noise -
                0.5 * (double)n * (LOG_2PI + p->log_noise);
+    if (noise)
+        v += 0.5 * log_d;
     if (!isfinite(v))
         return gp_error_set(err, GP_ENOTPD, NULL, "the log marginal likelihood is not finite");
     *lml = v;
-    if (grad && fill_gradient(p, w, s, grad))
+    if (grad && fill_gradient(p, noise, w, s, grad))
         return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled during the LML gradient");
     return GP_OK;
 }

@@ -56,6 +56,16 @@ void gp_rff_work_free(gp_rff_work *w);
 int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
                gp_error *err);
 
+/* The same with known noise variances of the n rows (noise: NULL for none;
+ * finite, >= 0): row i has noise s + noise[i]. Evaluated by weighting: with
+ * d_i = s / (s + noise[i]), row i of Phi and y is scaled by sqrt(d_i), which
+ * makes the problem homoscedastic at s, and the LML gains sum log d_i / 2;
+ * the work's factor and alpha are then those of the weighted rows (alpha is
+ * still the posterior mean of the weights). log_noise's gradient is the
+ * total derivative in log s with noise held. */
+int gp_rff_lml_noise(const gp_rff_problem *p, const double *noise, gp_rff_work *w, double *lml,
+                     const gp_rff_grad *grad, gp_error *err);
+
 /* After a successful gp_rff_lml on w: the factor L (2R x 2R, lower, column-
  * major, the strict upper triangle undefined), alpha (2R) and the absolute
  * jitter added to A's diagonal. Pointers into w, valid until its next use. */

@@ -27,6 +27,8 @@ typedef struct rb_work {
     const gp_kernel *k;
     double s2, a;
     const double *X, *y, *Z;
+    const double *r; /* n known per-point noise variances (NULL: none): Xi's diagonal
+                        then carries lambda_i = s2 + r_i where it carried s2 */
     size_t n, m, d;
     double *L;  /* m x m chol(Kuu + jitter) */
     double *V;  /* m x n L^{-1} Kuf */
@@ -99,6 +101,8 @@ static int rb_build_xi(rb_work *W, gp_error *err)
         for (size_t i = j; i < n; i++)
             col[i] *= 1.0 - W->a;
         col[j] += W->s2;
+        if (W->r)
+            col[j] += W->r[j];
     }
     cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)n, (blasint)m, W->a, W->V,
                 (blasint)m, 1.0, W->A, (blasint)n);
@@ -167,7 +171,14 @@ static int rb_value(rb_work *W, gp_error *err)
     if (rc)
         return rc;
     double c = W->a > 0.0 ? W->a / (2.0 * (1.0 - W->a)) : 0.0;
-    double log_a = W->logdet_xi + W->logdet_c - (double)n * log(W->s2);
+    /* log|A| = log|Xi| + log|C| - log|Lambda|, Lambda = s2 I (+ diag r) */
+    double log_lambda = (double)n * log(W->s2);
+    if (W->r) {
+        log_lambda = 0.0;
+        for (size_t i = 0; i < n; i++)
+            log_lambda += log(W->s2 + W->r[i]);
+    }
+    double log_a = W->logdet_xi + W->logdet_c - log_lambda;
     W->bound = -0.5 * (double)n * LOG_2PI - 0.5 * W->logdet_xi -
                0.5 * cblas_ddot((blasint)n, W->y, 1, W->w, 1) - (c > 0.0 ? c * log_a : 0.0);
     return GP_OK;
@@ -229,8 +240,15 @@ static int rb_grad_k(rb_work *W, double *gk, double *gs, gp_error *err)
     gp_kernel_gram_grad_contract(W->k, W->X, n, W->A, n, gk);
     double c = W->a / (2.0 * (1.0 - W->a)), ww = frob2(W->w, n);
     double g_s = -0.5 * (tr_xinv - ww);
+    /* d log|Lambda| / ds2 = sum_i 1 / lambda_i */
+    double inv_lambda = (double)n / W->s2;
+    if (W->r) {
+        inv_lambda = 0.0;
+        for (size_t i = 0; i < n; i++)
+            inv_lambda += 1.0 / (W->s2 + W->r[i]);
+    }
     if (W->a > 0.0)
-        g_s += -c * (tr_xinv + frob2(W->R, n * m)) + c * (double)n / W->s2;
+        g_s += -c * (tr_xinv + frob2(W->R, n * m)) + c * inv_lambda;
     *gs = W->s2 * g_s;
     return GP_OK;
 }
@@ -275,6 +293,8 @@ static void rb_terms(const rb_work *W, double quad_up, gp_renyi_terms *terms)
     terms->logdet_c = W->logdet_c;
     terms->upper = -0.5 * (double)W->n * LOG_2PI - 0.5 * W->logdet_xi - 0.5 * quad_up;
     terms->certified = gp_renyi_certified_gap(W->a, W->n, W->s2, W->trace, y_sq);
+    if (W->r) /* both derived for one s2 only (renyi-gp.md §5): not claimed */
+        terms->upper = terms->certified = NAN;
 }
 
 /* The bound; want_upper adds L_upper (one more N x N Cholesky), which the
@@ -288,7 +308,7 @@ static int renyi_eval(rb_work *W, gp_renyi_terms *terms, int want_upper, double 
     int rc = rb_alloc(W, err);
     if (rc == GP_OK)
         rc = rb_build_xi(W, err);
-    if (rc == GP_OK && want_upper && (rc = rb_upper_quad(W, &quad_up, err)) != GP_OK &&
+    if (rc == GP_OK && want_upper && !W->r && (rc = rb_upper_quad(W, &quad_up, err)) != GP_OK &&
         rc != GP_ENOMEM)
         rc = gp_error_set(err, GP_ENOTPD, NULL, "Xi + a t I cannot be factorised");
     if (rc == GP_OK)
@@ -319,14 +339,15 @@ static int bound_args_ok(const gp_kernel *k, double s2, double a, size_t n, size
 }
 
 static int bound_internal(const gp_kernel *k, double s2, double a, const double *X, size_t n,
-                          size_t d, const double *y, const double *Z, size_t m,
+                          size_t d, const double *y, const double *r, const double *Z, size_t m,
                           gp_renyi_terms *terms, int want_upper, double *grad, double *gz,
                           gp_inducing_post *post, gp_error *err)
 {
     int rc = bound_args_ok(k, s2, a, n, d, m, err);
     if (rc)
         return rc;
-    rb_work W = {.k = k, .s2 = s2, .a = a, .X = X, .y = y, .Z = Z, .n = n, .m = m, .d = d};
+    rb_work W = {.k = k, .s2 = s2, .a = a, .X = X, .y = y, .r = r, .Z = Z, .n = n, .m = m,
+                 .d = d};
     return renyi_eval(&W, terms, want_upper, grad, gz, post, err);
 }
 
@@ -334,7 +355,16 @@ int gp_renyi_bound(const gp_kernel *k, double s2, double a, const double *X, siz
                    const double *y, const double *Z, size_t m, gp_renyi_terms *terms,
                    double *grad, double *gz, struct gp_inducing_post *post, gp_error *err)
 {
-    return bound_internal(k, s2, a, X, n, d, y, Z, m, terms, terms != NULL, grad, gz, post,
+    return bound_internal(k, s2, a, X, n, d, y, NULL, Z, m, terms, terms != NULL, grad, gz,
+                          post, err);
+}
+
+int gp_renyi_bound_noise(const gp_kernel *k, double s2, const double *r, double a,
+                         const double *X, size_t n, size_t d, const double *y, const double *Z,
+                         size_t m, gp_renyi_terms *terms, double *grad, double *gz,
+                         struct gp_inducing_post *post, gp_error *err)
+{
+    return bound_internal(k, s2, a, X, n, d, y, r, Z, m, terms, terms != NULL, grad, gz, post,
                           err);
 }
 
@@ -441,6 +471,7 @@ static int size_guard(const gp_fit_request *req, gp_error *err)
 typedef struct fit_data {
     const double *X, *y;
     size_t n, d;
+    const double *r; /* known per-point noise of the rows (NULL: none) */
 } fit_data;
 
 typedef struct objective_ctx {
@@ -455,8 +486,8 @@ static int objective(void *ctx, const gp_kernel *k, double s2, const double *Z, 
     const fit_data *D = oc->data;
     gp_renyi_terms t;
     gp_error err;
-    int rc = bound_internal(k, s2, oc->a, D->X, D->n, D->d, D->y, Z, m, &t, 0, grad, gz, NULL,
-                            &err);
+    int rc = bound_internal(k, s2, oc->a, D->X, D->n, D->d, D->y, D->r, Z, m, &t, 0, grad, gz,
+                            NULL, &err);
     if (rc == GP_OK)
         *f = t.bound;
     return rc;
@@ -573,7 +604,7 @@ static int split_rows(const fit_data *D, uint64_t seed, fit_data *tr, fit_data *
                       double **buf, gp_error *err)
 {
     size_t n = D->n, d = D->d, *perm = malloc(n * sizeof *perm), nd = 0;
-    int rc = perm ? gp_checked_size(n, d + 1, &nd, err) : GP_ENOMEM;
+    int rc = perm ? gp_checked_size(n, d + 1 + (D->r ? 1 : 0), &nd, err) : GP_ENOMEM;
     *buf = rc ? NULL : gp_alloc_doubles(nd, err);
     if (*buf == NULL) {
         free(perm);
@@ -594,8 +625,15 @@ static int split_rows(const fit_data *D, uint64_t seed, fit_data *tr, fit_data *
         memcpy(X + i * d, D->X + perm[i] * d, d * sizeof *X);
         y[i] = D->y[perm[i]];
     }
-    *tr = (fit_data){X, y, n - nv, d};
-    *va = (fit_data){X + (n - nv) * d, y + (n - nv), nv, d};
+    *tr = (fit_data){X, y, n - nv, d, NULL};
+    *va = (fit_data){X + (n - nv) * d, y + (n - nv), nv, d, NULL};
+    if (D->r) { /* each row's known noise follows it */
+        double *r = y + n;
+        for (size_t i = 0; i < n; i++)
+            r[i] = D->r[perm[i]];
+        tr->r = r;
+        va->r = r + (n - nv);
+    }
     free(perm);
     return GP_OK;
 }
@@ -637,8 +675,8 @@ static int grid_fit(const fit_run *run, const fit_data *tr, const fit_data *va, 
     rc = fit_one(run, tr, a, out->k, &out->np, &out->s2, out->Z, out->m, optimize_z, err);
     gp_inducing_post p;
     if (rc == GP_OK)
-        rc = bound_internal(out->k, out->s2, a, tr->X, tr->n, tr->d, tr->y, out->Z, out->m, NULL,
-                            0, NULL, NULL, &p, err);
+        rc = bound_internal(out->k, out->s2, a, tr->X, tr->n, tr->d, tr->y, tr->r, out->Z,
+                            out->m, NULL, 0, NULL, NULL, &p, err);
     if (rc == GP_OK) {
         *rmse = validation_rmse(out->k, &p, va, err) * run->y_scale;
         gp_inducing_post_free(&p);
@@ -746,14 +784,15 @@ static int finish(gp_model *model, renyi_impl *im, const fit_data *D, const doub
     gp_renyi_terms t;
     const gp_kernel *k = model->kernel;
     double s2 = model->noise_variance, off = -(double)D->n * log(model->y_scale), exact;
-    int rc = bound_internal(k, s2, im->alpha, D->X, D->n, D->d, D->y, Z, m, &t, 1, NULL, NULL,
-                            &im->post, err);
+    int rc = bound_internal(k, s2, im->alpha, D->X, D->n, D->d, D->y, D->r, Z, m, &t, 1, NULL,
+                            NULL, &im->post, err);
     if (rc == GP_OK)
         rc = gp_inducing_post_prepare(&im->post, k, err);
     if (rc)
         return rc;
     gp_error xerr;
-    if (gp_exact_lml_grad(k, s2, D->X, D->d, D->n, D->y, &exact, NULL, &xerr) != GP_OK)
+    if (gp_exact_lml_grad_noise(k, s2, D->r, D->X, D->d, D->n, D->y, &exact, NULL, &xerr) !=
+        GP_OK)
         exact = NAN; /* reported as unknown; the fit itself stands */
     model->diag.objective = t.bound + off;
     model->diag.jitter = im->post.jitter;
@@ -763,8 +802,10 @@ static int finish(gp_model *model, renyi_impl *im, const fit_data *D, const doub
     gp_model_info_number(model, "trace_fraction", sumk > 0.0 ? t.trace / sumk : NAN);
     gp_model_info_number(model, "exact_lml", exact + off);
     gp_model_info_number(model, "gap", exact - t.bound);
-    gp_model_info_number(model, "certified_gap", t.certified);
-    gp_model_info_number(model, "upper_bound", t.upper + off);
+    if (D->r == NULL) { /* derived for one noise variance only */
+        gp_model_info_number(model, "certified_gap", t.certified);
+        gp_model_info_number(model, "upper_bound", t.upper + off);
+    }
     return GP_OK;
 }
 
@@ -808,6 +849,11 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const fit_data 
 static int renyi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
+    /* the bound's c log|A| divides by s2 (renyi-gp.md §2) */
+    if (req->noise_per_point && req->noise_given && !(req->noise_variance > 0.0))
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.variance",
+                            "renyi needs noise.variance > 0 beside noise.per_point; fix it at a "
+                            "small value such as 1e-8 or let it be learned");
     int rc = size_guard(req, err);
     if (rc == GP_OK)
         rc = gp_model_new(m, req, &model, err);
@@ -822,8 +868,11 @@ static int renyi_fit(const gp_method *m, const gp_fit_request *req, gp_model **o
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
         gp_model_working_targets(model, req->y, req->n, yw);
-        fit_data all = {Xw, yw, req->n, req->d};
-        rc = fit_model(model, req, &all, err);
+        double *r = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
+        fit_data all = {Xw, yw, req->n, req->d, r};
+        if (rc == GP_OK)
+            rc = fit_model(model, req, &all, err);
+        free(r);
     }
     free(Xw);
     free(yw);
@@ -924,5 +973,6 @@ const gp_method gp_method_renyi = {
     .quick = renyi_quick,
     .n_quick = sizeof renyi_quick / sizeof renyi_quick[0],
     .hyper_priors = 1,
+    .per_point_noise = 1,
     .ops = &renyi_ops,
 };

@@ -55,6 +55,15 @@ int gp_renyi_bound(const gp_kernel *k, double s2, double a, const double *X, siz
                    const double *y, const double *Z, size_t m, gp_renyi_terms *terms,
                    double *grad, double *gz, struct gp_inducing_post *post, gp_error *err);
 
+/* The same with known per-point noise r (n, working units; NULL: none): Xi =
+ * Lambda + (1-a) Kff + a Q, Lambda = diag(s2 + r_i), and log|A| = log|Xi| +
+ * log|C| - log|Lambda|; grad's last entry is dL/dlog s2 with r held. The
+ * terms' upper and certified are NAN with r (derived for one s2 only). */
+int gp_renyi_bound_noise(const gp_kernel *k, double s2, const double *r, double a,
+                         const double *X, size_t n, size_t d, const double *y, const double *Z,
+                         size_t m, gp_renyi_terms *terms, double *grad, double *gz,
+                         struct gp_inducing_post *post, gp_error *err);
+
 /* G(a) = a N/(2(1-a)) log(1 + (1-a) t/(N s2)) + ||y||^2 a t / (2 s2 (s2 + a t)). */
 double gp_renyi_certified_gap(double a, size_t n, double s2, double trace, double y_sq);
 

@@ -288,17 +288,19 @@ class Client:
 
     def fit_csv(self, name, data, *, target=None, method=None, kernel=None,
                 likelihood=None, options=None, noise_variance=None, noise_fixed=None,
-                standardize=None, seed=None, async_=False, timeout=None, idempotency_key=None):
+                standardize=None, seed=None, async_=False, timeout=None, idempotency_key=None,
+                noise_column=None):
         """Fit from CSV text (str, bytes or a binary/text file object): a
         header row, then rows of numbers; the target is the last column or
-        ``target`` (a header name or 0-based index).  Returns the model, or
-        the job id when ``async_``."""
+        ``target`` (a header name or 0-based index); ``noise_column`` names
+        the column of the rows' known noise variances (not an input).
+        Returns the model, or the job id when ``async_``."""
         if hasattr(data, "read"):
             data = data.read()
         query = dict(name=name, target=target, method=method, kernel=kernel,
                      likelihood=likelihood, options=options, noise_variance=noise_variance,
                      noise_fixed=noise_fixed, standardize=standardize, seed=seed,
-                     **{"async": True if async_ else None})
+                     noise_column=noise_column, **{"async": True if async_ else None})
         answer = self.request("POST", "/v1/models", body=data, content_type="text/csv",
                               query=query, timeout=timeout,
                               idempotency_key=idempotency_key).json()
@@ -382,12 +384,14 @@ class Client:
         return self._post(self._model_path(name, "/sample"), body, timeout=timeout)
 
     def observe(self, name, X, y, *, version=None, new_version=None, timeout=None,
-                idempotency_key=None):
+                idempotency_key=None, noise=None):
         """``POST /v1/models/{name}/observe``: add rows to a model that
         learns online (exact, ssgp, rfgp); ``{name, version, n, state,
-        observations}``.  With ``idempotency_key``, a retry (say after a
-        lost answer) adds the rows once and answers the first answer."""
+        observations}``.  ``noise``: the rows' known noise variances (a
+        model fitted with per-point noise needs them).  With
+        ``idempotency_key``, a retry (say after a lost answer) adds the rows
+        once and answers the first answer."""
         body = _drop_none(dict(X=to_plain(X), y=to_plain(y), version=version,
-                               new_version=new_version))
+                               new_version=new_version, noise=to_plain(noise)))
         return self._post(self._model_path(name, "/observe"), body, timeout=timeout,
                           idempotency_key=idempotency_key)

@@ -204,6 +204,12 @@ class GPServeRegressor(_GPServeEstimator):
         values are initial values, ``"fixed": True`` holds them.
     noise_variance, noise_fixed : the initial (or, fixed, the final) noise
         variance; None lets the daemon start from the data.
+    alpha : known noise variances of the training rows, as scikit-learn's
+        GaussianProcessRegressor ``alpha`` (an array, one per row, or a
+        number for every row): sent as ``noise.per_point`` (exact, sgpr,
+        svgp, ssgp, renyi take it), added to the homoscedastic noise above,
+        which is learned unless fixed; ``noise_variance=0, noise_fixed=True``
+        is scikit-learn's model with that alpha.  None (default): none.
     options : the method's options dict.
     standardize, seed : as in the API (working units are standardised).
     include_noise : True (default): ``predict``'s std and covariance and
@@ -227,7 +233,7 @@ class GPServeRegressor(_GPServeEstimator):
     def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="exact", kernel=None,
                  noise_variance=None, noise_fixed=False, options=None, standardize=True,
                  seed=0, include_noise=True, async_fit=False, timeout=60.0, fit_timeout=None,
-                 poll_interval=0.2):
+                 poll_interval=0.2, alpha=None):
         self.url = url
         self.api_key = api_key
         self.name = name
@@ -243,6 +249,7 @@ class GPServeRegressor(_GPServeEstimator):
         self.timeout = timeout
         self.fit_timeout = fit_timeout
         self.poll_interval = poll_interval
+        self.alpha = alpha
 
     def _extra_fit_fields(self):
         noise = {}
@@ -250,26 +257,37 @@ class GPServeRegressor(_GPServeEstimator):
             noise["variance"] = self.noise_variance
         if self.noise_fixed:
             noise["fixed"] = True
+        if self._per_point is not None:
+            noise["per_point"] = self._per_point
         return {"noise": noise or None}
 
     def fit(self, X, y):
         """Fit on the daemon; returns self."""
         rows = _rows(X)
-        self._fit_on_daemon(rows, _targets(y, len(rows)))
+        self._per_point = _per_point(self.alpha, len(rows))
+        try:
+            self._fit_on_daemon(rows, _targets(y, len(rows)))
+        finally:
+            del self._per_point
         self.noise_variance_ = self.model_.get("noise_variance_original")
         diag = self.model_.get("diagnostics") or {}
         if diag.get("objective_name") == "log_marginal_likelihood":
             self.log_marginal_likelihood_value_ = diag.get("objective")
         return self
 
-    def predict(self, X, return_std=False, return_cov=False):
+    def predict(self, X, return_std=False, return_cov=False, noise=None):
         """The predictive mean, and with ``return_std`` its standard
         deviation or with ``return_cov`` the covariance of the points, as
-        GaussianProcessRegressor.predict (of y or f: see include_noise)."""
+        GaussianProcessRegressor.predict (of y or f: see include_noise).
+        ``noise``: the points' known noise variances (one per point), added
+        with include_noise; a model fitted with ``alpha`` needs them for the
+        variance of y (without, the daemon answers the latent variance)."""
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         answer = self._predict_raw(X, include_noise=self.include_noise,
-                                   full_covariance=True if return_cov else None)
+                                   full_covariance=True if return_cov else None,
+                                   noise=None if noise is None else
+                                   [float(v) for v in to_plain(noise)])
         mean = _array(answer["mean"])
         if return_std:
             var = answer["variance"]
@@ -375,6 +393,16 @@ class GPServeClassifier(_GPServeEstimator):
         pred = to_plain(self.predict(X))
         w = [1.0] * len(truth) if sample_weight is None else [float(v) for v in to_plain(sample_weight)]
         return sum(wi for wi, t, p in zip(w, truth, pred) if t == p) / sum(w)
+
+
+def _per_point(alpha, n):
+    """alpha as the n known noise variances of noise.per_point (None: none)."""
+    if alpha is None:
+        return None
+    values = to_plain(alpha)
+    if isinstance(values, (int, float)):
+        return [float(values)] * n
+    return [float(v) for v in values]
 
 
 def _differs(value, default):

@@ -111,6 +111,30 @@ class ModelsTest(unittest.TestCase):
                                   kernel={"type": "matern52"}, options={"max_iterations": 50})
         self.assertEqual(self.client.wait_job(job)["kernel"], json_model["kernel"])
 
+    def test_per_point_noise_csv_and_observe(self):
+        """noise_column in a CSV fit is the JSON fit's noise.per_point; an
+        observe of that model takes the rows' noise and needs it."""
+        X, y = support.plane(20)
+        r = [0.01 + 0.02 * (i % 3) for i in range(20)]
+        name = unique("py-ppn")
+        lines = ["a,b,sd2,target"] + ["%r,%r,%r,%r" % (p[0], p[1], v, t)
+                                      for p, v, t in zip(X, r, y)]
+        fixed = dict(kernel={"type": "rbf", "fixed": True}, noise_variance=0.01,
+                     noise_fixed=True, seed=1)
+        self.client.fit_csv(name + "-c", "\n".join(lines), noise_column="sd2", **fixed)
+        self.client.fit(name + "-j", X, y, kernel=fixed["kernel"], seed=1,
+                        noise={"variance": 0.01, "fixed": True, "per_point": r})
+        a = self.client.predict(name + "-c", [[0.3, -0.2]])
+        b = self.client.predict(name + "-j", [[0.3, -0.2]])
+        self.assertEqual((a["mean"], a["variance"]), (b["mean"], b["variance"]))
+        with self.assertRaises(errors.GPServeError) as cm:
+            self.client.observe(name + "-j", [[0.5, 0.5]], [0.1])
+        self.assertEqual(cm.exception.field, "noise")
+        answer = self.client.observe(name + "-j", [[0.5, 0.5]], [0.1], noise=[0.02])
+        self.assertEqual(answer["n"], 21)
+        for suffix in ("-c", "-j"):
+            self.client.delete_model(name + suffix)
+
 
 @need_daemon
 class PredictSampleObserveTest(unittest.TestCase):

@@ -207,6 +207,31 @@ class AgainstScikitLearnTest(unittest.TestCase):
         from sklearn.gaussian_process.kernels import Matern
         self.compare("matern52", Matern(LENGTHSCALE, "fixed", nu=2.5))
 
+    def test_alpha_array(self):
+        """alpha as an array: scikit-learn's GaussianProcessRegressor with it
+        (noise_variance 0, fixed), and predict's noise adds the points' own."""
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+        alpha = 0.005 + 0.05 * (np.arange(len(self.y)) % 4)
+        kernel = {"type": "rbf", "ard": True, "lengthscale": LENGTHSCALE,
+                  "variance": VARIANCE, "fixed": True}
+        ours = GPServeRegressor(support.URL, kernel=kernel, noise_variance=0, noise_fixed=True,
+                                standardize=False, alpha=alpha).fit(self.X, self.y)
+        self.assertTrue(ours.model_["per_point_noise"])
+        ref = GaussianProcessRegressor(ConstantKernel(VARIANCE, "fixed") *
+                                       RBF(LENGTHSCALE, "fixed"), alpha=alpha, optimizer=None,
+                                       normalize_y=False).fit(self.X, self.y)
+        m, s = ours.predict(self.Xt, return_std=True)
+        rm, rs = ref.predict(self.Xt, return_std=True)
+        np.testing.assert_allclose(m, rm, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(s, rs, rtol=0, atol=1e-8)
+        self.assertAlmostEqual(ours.log_marginal_likelihood_value_,
+                               ref.log_marginal_likelihood_value_, delta=1e-7)
+        pn = np.full(len(self.Xt), 0.3)
+        _, s2 = ours.predict(self.Xt, return_std=True, noise=pn)
+        np.testing.assert_allclose(s2 ** 2, rs ** 2 + pn, rtol=1e-12, atol=0)
+        ours.delete_model()
+
     def test_sample_y_moments_match_sklearn_covariance(self):
         from sklearn.gaussian_process.kernels import RBF
         ours = fixed_regressor("rbf", include_noise=False).fit(self.X, self.y)

@@ -23,6 +23,7 @@ typedef struct fit_problem {
     gp_noise_param np;
     double noise;           /* the noise variance of the last problem_apply */
     const gp_fit_request *req;
+    const double *r;        /* known per-point noise, working units (NULL: none) */
     double lml_offset;
     int iteration_base; /* progress continues over the fits of one request */
 } fit_problem;
@@ -77,7 +78,7 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double lml, g_amp = 0, g_noise = 0;
     gp_rff_grad grad = {p->learn_omega ? p->g_omega : NULL, p->free_ls ? p->g_ls : NULL,
                         &g_amp, &g_noise};
-    if (gp_rff_lml(&p->rp, p->work, &lml, &grad, NULL))
+    if (gp_rff_lml_noise(&p->rp, p->r, p->work, &lml, &grad, NULL))
         return INFINITY;
     size_t i = 0, d = p->rp.d;
     if (p->free_amp)
@@ -157,12 +158,13 @@ static int lengthscales_stated(const fit_problem *p)
 }
 
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
-                        const double *Xw, const double *yw, ssgp_impl *im, int learn_omega,
-                        gp_error *err)
+                        const double *Xw, const double *yw, const double *rw, ssgp_impl *im,
+                        int learn_omega, gp_error *err)
 {
     memset(p, 0, sizeof *p);
     size_t n = req->n, d = im->d, R = im->R;
     p->req = req;
+    p->r = rw;
     p->lml_offset = -(double)n * log(model->y_scale);
     p->rp = (gp_rff_problem){.X = Xw, .y = yw, .n = n, .d = d, .R = R, .omega = im->omega,
                              .cancel = &req->cancel};
@@ -215,7 +217,8 @@ static void best_lengthscale_start(fit_problem *p, double *x)
             x[off + j] = base[j] + shift;
         problem_apply(p, x);
         double lml;
-        if (gp_rff_lml(&p->rp, p->work, &lml, NULL, NULL) == GP_OK && -lml < best_f) {
+        if (gp_rff_lml_noise(&p->rp, p->r, p->work, &lml, NULL, NULL) == GP_OK &&
+            -lml < best_f) {
             best_f = -lml;
             best_shift = shift;
         }
@@ -307,7 +310,7 @@ static int draw_frequencies(const gp_spectral *sp, const gp_fit_request *req, ss
 static int cache_factor(gp_model *model, fit_problem *p, ssgp_impl *im, gp_error *err)
 {
     double lml;
-    int rc = gp_rff_lml(&p->rp, p->work, &lml, NULL, err);
+    int rc = gp_rff_lml_noise(&p->rp, p->r, p->work, &lml, NULL, err);
     if (rc)
         return rc;
     size_t m = im->m;
@@ -325,10 +328,10 @@ static int cache_factor(gp_model *model, fit_problem *p, ssgp_impl *im, gp_error
 /* Fit the hyperparameters (and omega when learned) on im's frequencies;
  * model->kernel and noise take the result and im the factor it gives. */
 static int fit_once(gp_model *model, const gp_fit_request *req, const double *Xw,
-                    const double *yw, ssgp_impl *im, int learn, gp_error *err)
+                    const double *yw, const double *rw, ssgp_impl *im, int learn, gp_error *err)
 {
     fit_problem p;
-    int rc = problem_init(&p, model, req, Xw, yw, im, learn, err);
+    int rc = problem_init(&p, model, req, Xw, yw, rw, im, learn, err);
     if (rc == GP_OK)
         rc = optimise(&p, model->method, req, &model->diag, err);
     if (rc == GP_OK) {
@@ -360,7 +363,7 @@ static double current_spread(const gp_model *model, const ssgp_impl *im, const d
  * learned lengthscales: when they put the data in another sampler's regime,
  * redraw with that sampler and refit once from the learned values. */
 static int fit_model(gp_model *model, const gp_fit_request *req, const double *Xw,
-                     const double *yw, ssgp_impl *im, gp_error *err)
+                     const double *yw, const double *rw, ssgp_impl *im, gp_error *err)
 {
     size_t R;
     int sampler, learn;
@@ -377,7 +380,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
                                      : (gp_freq_sampler)sampler;
     rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
     if (rc == GP_OK)
-        rc = fit_once(model, req, Xw, yw, im, learn, err);
+        rc = fit_once(model, req, Xw, yw, rw, im, learn, err);
     int redrawn = 0;
     if (rc == GP_OK && is_auto && !learn) {
         double s2 = current_spread(model, im, Xw);
@@ -388,7 +391,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
             chosen = again;
             rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
             if (rc == GP_OK)
-                rc = fit_once(model, req, Xw, yw, im, learn, err);
+                rc = fit_once(model, req, Xw, yw, rw, im, learn, err);
             if (rc == GP_OK)
                 spread = current_spread(model, im, Xw);
         }
@@ -426,6 +429,12 @@ static int size_guard(const gp_method *me, const gp_fit_request *req, gp_error *
 int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
+    /* The rows are weighted by s / (s + r_i): a homoscedastic part of 0 has none. */
+    if (req->noise_per_point && req->noise_given && !(req->noise_variance > 0.0))
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.variance",
+                            "ssgp needs noise.variance > 0 beside noise.per_point (it weights "
+                            "each row by s / (s + r_i)); fix it at a small value such as 1e-8 "
+                            "or let it be learned");
     int rc = size_guard(m, req, err);
     if (rc)
         return rc;
@@ -443,9 +452,12 @@ int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_e
     if (rc == GP_OK) {
         gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
         gp_model_working_targets(model, req->y, req->n, yw);
-        rc = fit_model(model, req, Xw, yw, im, err);
+        double *rw = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
         if (rc == GP_OK)
-            rc = ssgp_cache_targets(model, im, req->X, yw, req->n, err);
+            rc = fit_model(model, req, Xw, yw, rw, im, err);
+        if (rc == GP_OK)
+            rc = ssgp_cache_targets(model, im, req->X, yw, rw, req->n, err);
+        free(rw);
     }
     free(Xw);
     free(yw);

@@ -28,6 +28,11 @@ typedef struct ssgp_impl {
     double *alpha;        /* m */
     double *phi_y;        /* m: Phi^T y, which observe adds the new rows' terms to */
     double y_sq;          /* y^T y (working units): the LML after observe; NAN if unknown */
+    /* Known per-point noise (gp_model.per_point_noise): every row enters
+     * A, phi_y and y_sq weighted by sqrt(d_i), d_i = s / (s + r_i)
+     * (gp_rff_lml_noise), and log_d = sum log d_i is the LML's extra term
+     * (0 without). */
+    double log_d;
     gp_freq_sampler sampler;
 } ssgp_impl;
 

@@ -23,13 +23,16 @@ typedef void (*rows_fn)(void *ctx, const double *Phi, size_t b);
  * `block` rows; returns yw^T yw. Phi (block x m) and Xw (block x d) are
  * scratch; `use` (when not NULL) gets each block's features. */
 static double add_rows(const gp_model *model, const ssgp_impl *im, const double *X,
-                       const double *yw, size_t n, size_t block, double *Phi, double *Xw,
-                       double *phi_y, rows_fn use, void *ctx)
+                       const double *yw, const double *wt, size_t n, size_t block, double *Phi,
+                       double *Xw, double *phi_y, rows_fn use, void *ctx)
 {
     double ysq = 0.0;
     for (size_t start = 0; start < n; start += block) {
         size_t b = n - start < block ? n - start : block;
         ssgp_test_features(model, im, X, n, start, b, Xw, Phi);
+        for (size_t j = 0; wt && j < im->m; j++) /* rows weighted as the fit's */
+            for (size_t i = 0; i < b; i++)
+                Phi[j * b + i] *= wt[start + i];
         cblas_dgemv(CblasColMajor, CblasTrans, (blasint)b, (blasint)im->m, 1.0, Phi, (blasint)b,
                     yw + start, 1, 1.0, phi_y, 1);
         ysq += cblas_ddot((blasint)b, yw + start, 1, yw + start, 1);
@@ -39,21 +42,45 @@ static double add_rows(const gp_model *model, const ssgp_impl *im, const double 
     return ysq;
 }
 
+/* Known noise rw (n, working units) as the row weights sqrt(d_i), d_i =
+ * s / (s + rw_i), into wt; y (n) weighted in place; returns sum log d_i. */
+static double weigh_rows(double s, const double *rw, size_t n, double *wt, double *y)
+{
+    double log_d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double di = s / (s + rw[i]);
+        wt[i] = sqrt(di);
+        y[i] *= wt[i];
+        log_d += log(di);
+    }
+    return log_d;
+}
+
 /* Phi^T y and y^T y of the fit's rows at the fitted hyperparameters (X
- * original units, yw working targets), computed again from the rows rather
- * than as A alpha, which would carry alpha's error times cond(A). */
+ * original units, yw working targets, rw their known noise or NULL),
+ * computed again from the rows rather than as A alpha, which would carry
+ * alpha's error times cond(A). */
 int ssgp_cache_targets(const gp_model *model, ssgp_impl *im, const double *X,
-                       const double *yw, size_t n, gp_error *err)
+                       const double *yw, const double *rw, size_t n, gp_error *err)
 {
     size_t block = gp_predict_block_rows(im->m, n);
     double *Phi = gp_alloc_doubles(block * im->m, err), *Xw = gp_alloc_doubles(block * im->d, err);
-    int rc = Phi && Xw ? GP_OK : GP_ENOMEM;
+    double *wt = rw ? gp_alloc_doubles(n, err) : NULL, *yt = rw ? gp_alloc_doubles(n, err) : NULL;
+    int rc = Phi && Xw && (!rw || (wt && yt)) ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK) {
+        im->log_d = 0.0;
+        if (rw) {
+            memcpy(yt, yw, n * sizeof *yt);
+            im->log_d = weigh_rows(model->noise_variance, rw, n, wt, yt);
+        }
         memset(im->phi_y, 0, im->m * sizeof *im->phi_y);
-        im->y_sq = add_rows(model, im, X, yw, n, block, Phi, Xw, im->phi_y, NULL, NULL);
+        im->y_sq = add_rows(model, im, X, rw ? yt : yw, wt, n, block, Phi, Xw, im->phi_y, NULL,
+                            NULL);
     }
     free(Phi);
     free(Xw);
+    free(wt);
+    free(yt);
     return rc;
 }
 
@@ -111,11 +138,14 @@ static void update_objective(gp_model *model, const ssgp_impl *im)
                model->diag.jitter * cblas_ddot(m, im->alpha, 1, im->alpha, 1);
     double lml = -q / (2.0 * s) - 0.5 * gp_chol_logdet(im->L, im->m, im->m) +
                  (double)im->R * log(s) - 0.5 * n * (LOG_2PI + log(s));
+    if (model->per_point_noise)
+        lml += 0.5 * im->log_d;
     model->diag.objective = lml - n * log(model->y_scale);
 }
 
 typedef struct observe_work {
     double *Phi, *Xw, *yw, *b, *alpha;
+    double *wt; /* k row weights (per-point noise only) */
     double *A; /* m x m, the re-factorisation path */
     double *T; /* m x block, the Givens path */
 } observe_work;
@@ -127,6 +157,7 @@ static void observe_work_free(observe_work *w)
     free(w->yw);
     free(w->b);
     free(w->alpha);
+    free(w->wt);
     free(w->A);
     free(w->T);
 }
@@ -141,7 +172,7 @@ static int refactor(gp_model *model, const ssgp_impl *im, const double *X, size_
     cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)m, 1.0, im->L,
                 (blasint)m, 0.0, w->A, (blasint)m);
     gram_ctx g = {w->A, m};
-    *ysq = add_rows(model, im, X, w->yw, k, block, w->Phi, w->Xw, w->b, gram_rows, &g);
+    *ysq = add_rows(model, im, X, w->yw, w->wt, k, block, w->Phi, w->Xw, w->b, gram_rows, &g);
     gp_symmetrize_from_lower(w->A, m, m);
     gp_chol_info ci;
     int rc = gp_cholesky_jitter(w->A, m, m, &ci, err);
@@ -154,6 +185,12 @@ static int refactor(gp_model *model, const ssgp_impl *im, const double *X, size_
 
 int ssgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
                  gp_error *err)
+{
+    return ssgp_observe_noise(model, X, Y, NULL, k, err);
+}
+
+int ssgp_observe_noise(gp_model *model, const double *X, const double *Y, const double *noise,
+                       size_t k, gp_error *err)
 {
     ssgp_impl *im = model->impl;
     size_t m = im->m, block = gp_predict_block_rows(m + im->d, k);
@@ -175,11 +212,17 @@ int ssgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
         w.T = gp_alloc_doubles(block * m, err);
     if (!(whole ? w.A : w.T) || !(w.Phi = gp_alloc_doubles(block * m, err)) ||
         !(w.Xw = gp_alloc_doubles(block * im->d, err)) || !(w.yw = gp_alloc_doubles(k, err)) ||
-        !(w.b = gp_alloc_doubles(m, err)) || !(w.alpha = gp_alloc_doubles(m, err))) {
+        !(w.b = gp_alloc_doubles(m, err)) || !(w.alpha = gp_alloc_doubles(m, err)) ||
+        (noise && !(w.wt = gp_alloc_doubles(k, err)))) {
         observe_work_free(&w);
         return GP_ENOMEM;
     }
     gp_model_working_targets(model, Y, k, w.yw);
+    double log_d = 0.0;
+    if (noise) { /* wt holds the working noise until weigh_rows turns it into weights */
+        gp_model_working_noise(model, noise, k, w.wt);
+        log_d = weigh_rows(model->noise_variance, w.wt, k, w.wt, w.yw);
+    }
     memcpy(w.b, im->phi_y, m * sizeof *w.b);
     double ysq = 0.0, jitter = model->diag.jitter;
     if (whole) {
@@ -195,7 +238,7 @@ int ssgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
     }
     else { /* cannot fail from here on: L is updated in place */
         givens_ctx g = {im->L, w.T, m};
-        ysq = add_rows(model, im, X, w.yw, k, block, w.Phi, w.Xw, w.b, givens_rows, &g);
+        ysq = add_rows(model, im, X, w.yw, w.wt, k, block, w.Phi, w.Xw, w.b, givens_rows, &g);
     }
     if (rc == GP_OK) {
         double *t;
@@ -206,6 +249,7 @@ int ssgp_observe(gp_model *model, const double *X, const double *Y, size_t k,
         t = im->phi_y, im->phi_y = w.b, w.b = t;
         t = im->alpha, im->alpha = w.alpha, w.alpha = t;
         im->y_sq += ysq;
+        im->log_d += log_d;
         model->n_train += k;
         update_objective(model, im);
     }

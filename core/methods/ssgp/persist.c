@@ -25,6 +25,8 @@ int ssgp_export(const gp_model *model, gp_state *st, gp_error *err)
         rc = gp_state_put(st, "phi_y", m, 1, im->phi_y, err);
     if (rc == GP_OK && isfinite(im->y_sq)) /* unknown for some states from before phi_y */
         rc = gp_state_put_scalar(st, "y_sq", im->y_sq, err);
+    if (rc == GP_OK && model->per_point_noise) /* only then: other states keep their bytes */
+        rc = gp_state_put_scalar(st, "noise_logd", im->log_d, err);
     return rc;
 }
 
@@ -92,6 +94,11 @@ int ssgp_import(gp_model *model, const gp_state *st, gp_error *err)
         im->sampler = (gp_freq_sampler)sampler;
         ssgp_impl_set_kernel(im, model->kernel);
         rc = import_targets(model, st, im, err);
+    }
+    if (rc == GP_OK && model->per_point_noise) {
+        rc = gp_state_get_scalar(st, "noise_logd", &im->log_d, err);
+        if (rc == GP_OK && !(isfinite(im->log_d) && im->log_d <= 0.0))
+            rc = gp_error_set(err, GP_EDATA, "noise_logd", "corrupt per-point noise term");
     }
     if (rc) {
         ssgp_impl_free(im);

@@ -48,6 +48,7 @@ static const gp_method_ops ssgp_ops = {
     .import_impl = ssgp_import,
     .free_impl = ssgp_impl_free,
     .observe = ssgp_observe,
+    .observe_noise = ssgp_observe_noise,
     .batch_invariant = 1, /* predict: per-point arithmetic (gp_rff_features_columns) */
 };
 
@@ -86,5 +87,6 @@ const gp_method gp_method_ssgp = {
     .quick = ssgp_quick,
     .n_quick = sizeof ssgp_quick / sizeof ssgp_quick[0],
     .hyper_priors = 1,
+    .per_point_noise = 1,
     .ops = &ssgp_ops,
 };

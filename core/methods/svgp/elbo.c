@@ -112,21 +112,44 @@ void svgp_block_moments(const svgp_eval *e, const double *X, size_t nb, svgp_wor
     }
 }
 
-/* scale * sum_n E log p(y_n | f_n) over the block; gmu, gv get scale times
- * the derivatives, *dlog_s2 the derivative in log s2 (gaussian, else 0). */
-double svgp_block_expect(const svgp_eval *e, const double *y, size_t nb, double scale,
-                         svgp_work *w, double *dlog_s2)
+/* Gaussian with known per-point noise r: row i has variance lam = s2 + r_i,
+ * so E_i is the homoscedastic term at lam, and d/dlog s2 = (s2 / lam) dE_i/dlog lam. */
+static double block_expect_noise(const svgp_eval *e, const double *y, const double *r,
+                                 size_t nb, double scale, svgp_work *w, double *dlog_s2)
 {
-    double sum = 0.0, ds = 0.0;
+    double sum = 0.0, ds = 0.0, s2 = e->lik->noise;
+    gp_lik row = *e->lik;
+    for (size_t i = 0; i < nb; i++) {
+        double dm = 0.0, dv = 0.0, lam = s2 + r[i];
+        row.noise = lam;
+        sum += gp_lik_expected(&row, e->q, y[i], w->mu[i], w->var[i], &dm, &dv);
+        w->gmu[i] = scale * dm;
+        w->gv[i] = scale * dv;
+        double res = (y[i] - w->mu[i]) * (y[i] - w->mu[i]) + w->var[i];
+        ds += (s2 / lam) * (-0.5 + res / (2.0 * lam));
+    }
+    *dlog_s2 = scale * ds;
+    return scale * sum;
+}
+
+/* scale * sum_n E log p(y_n | f_n) over the block; gmu, gv get scale times
+ * the derivatives, *dlog_s2 the derivative in log s2 (gaussian, else 0).
+ * r: the block's known noise variances (gaussian only; NULL: none). */
+double svgp_block_expect(const svgp_eval *e, const double *y, const double *r, size_t nb,
+                         double scale, svgp_work *w, double *dlog_s2)
+{
     int gauss = e->lik->type == GP_LIK_GAUSSIAN;
+    if (gauss && r)
+        return block_expect_noise(e, y, r, nb, scale, w, dlog_s2);
+    double sum = 0.0, ds = 0.0;
     for (size_t i = 0; i < nb; i++) {
         double dm = 0.0, dv = 0.0;
         sum += gp_lik_expected(e->lik, e->q, y[i], w->mu[i], w->var[i], &dm, &dv);
         w->gmu[i] = scale * dm;
         w->gv[i] = scale * dv;
         if (gauss) { /* E = -log(2 pi s2)/2 - r/(2 s2), r = (y - mu)^2 + var */
-            double r = (y[i] - w->mu[i]) * (y[i] - w->mu[i]) + w->var[i];
-            ds += -0.5 + r / (2.0 * e->lik->noise);
+            double r2 = (y[i] - w->mu[i]) * (y[i] - w->mu[i]) + w->var[i];
+            ds += -0.5 + r2 / (2.0 * e->lik->noise);
         }
     }
     *dlog_s2 = scale * ds;
@@ -229,7 +252,7 @@ int svgp_eval_full(const svgp_eval *e, const double *X, size_t n, const double *
         return rc;
     svgp_block_moments(e, X, n, w);
     double dlog_s2 = 0.0;
-    t->expected_log_lik = svgp_block_expect(e, y, n, 1.0, w, &dlog_s2);
+    t->expected_log_lik = svgp_block_expect(e, y, e->r, n, 1.0, w, &dlog_s2);
     t->kl = svgp_kl_value(e->mq, e->Lq, e->m);
     t->elbo = t->expected_log_lik - t->kl;
     if (!isfinite(t->elbo))
@@ -264,7 +287,7 @@ int svgp_expected_blocks(const svgp_eval *e, const double *X, size_t d, size_t n
         size_t nb = n - s < w->cap ? n - s : w->cap;
         double ds;
         svgp_block_moments(e, X + s * d, nb, w);
-        *sum += svgp_block_expect(e, y + s, nb, 1.0, w, &ds);
+        *sum += svgp_block_expect(e, y + s, e->r ? e->r + s : NULL, nb, 1.0, w, &ds);
     }
     return isfinite(*sum) ? GP_OK : gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
 }
@@ -273,13 +296,21 @@ int gp_svgp_elbo(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *q, 
                  size_t n, const double *y, const double *Z, size_t m, const double *mq,
                  const double *Lq, gp_svgp_terms *terms, const gp_svgp_grad *grad, gp_error *err)
 {
+    return gp_svgp_elbo_noise(k, lik, q, X, n, y, NULL, Z, m, mq, Lq, terms, grad, err);
+}
+
+int gp_svgp_elbo_noise(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *q,
+                       const double *X, size_t n, const double *y, const double *r,
+                       const double *Z, size_t m, const double *mq, const double *Lq,
+                       gp_svgp_terms *terms, const gp_svgp_grad *grad, gp_error *err)
+{
     if (n == 0 || m == 0)
         return gp_error_set(err, GP_EINVAL, NULL, "svgp bound needs n, m >= 1");
     svgp_work w;
     int rc = svgp_work_alloc(&w, m, n, err);
     if (rc)
         return rc;
-    svgp_eval e = {k, lik, q, Z, m, mq, Lq};
+    svgp_eval e = {k, lik, q, Z, m, mq, Lq, r};
     svgp_out out = {0};
     if (grad)
         out = (svgp_out){grad->theta, grad->z, grad->mean, grad->chol, 0};
@@ -360,12 +391,12 @@ int gp_svgp_natgrad(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *
         svgp_work_free(&w);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
-    svgp_eval e = {k, lik, q, Z, m, mq, Lq};
+    svgp_eval e = {k, lik, q, Z, m, mq, Lq, NULL};
     double ds;
     rc = svgp_factor_kuu(&e, &w, err);
     if (rc == GP_OK) {
         svgp_block_moments(&e, X, n, &w);
-        svgp_block_expect(&e, y, n, scale, &w, &ds);
+        svgp_block_expect(&e, y, NULL, n, scale, &w, &ds);
         svgp_block_sens(&e, n, 0, &w);
         rc = svgp_natgrad_update(m, w.D, w.agmu, step, mq, Lq, &b, err);
     }

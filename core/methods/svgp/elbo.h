@@ -13,8 +13,8 @@ int svgp_factor_kuu(const svgp_eval *e, svgp_work *w, gp_error *err);
 
 void svgp_block_moments(const svgp_eval *e, const double *X, size_t nb, svgp_work *w);
 
-double svgp_block_expect(const svgp_eval *e, const double *y, size_t nb, double scale,
-                         svgp_work *w, double *dlog_s2);
+double svgp_block_expect(const svgp_eval *e, const double *y, const double *r, size_t nb,
+                         double scale, svgp_work *w, double *dlog_s2);
 
 void svgp_block_sens(const svgp_eval *e, size_t nb, int kernel_sens, svgp_work *w);
 

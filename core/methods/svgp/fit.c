@@ -318,7 +318,13 @@ int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, g
             gp_noise_param_init(&f.np, req, y, req->n);
             f.lik.noise = f.np.start;
         }
-        rc = fit_into(model, req, &f, im, err);
+        double *r = NULL;
+        if (req->likelihood == GP_LIK_GAUSSIAN)
+            r = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
+        f.r = r;
+        if (rc == GP_OK)
+            rc = fit_into(model, req, &f, im, err);
+        free(r);
     }
     fit_free(&f);
     free(X);

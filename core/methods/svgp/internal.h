@@ -20,6 +20,11 @@ typedef struct svgp_eval {
     const double *Z;
     size_t m;
     const double *mq, *Lq;
+    /* Gaussian: the known noise variances of the rows evaluated (NULL: none),
+     * each row's variance being lik->noise + r[i]. Aligned with the X and y
+     * handed to svgp_eval_full / svgp_expected_blocks; a minibatch gathers its
+     * own (svgp_block_expect takes the block's). */
+    const double *r;
 } svgp_eval;
 
 /* Buffers: L and two m x m, three m x cap (Kuf, A, the sensitivity), four of cap. */
@@ -49,6 +54,7 @@ typedef struct svgp_fit {
     gp_quadrature quad;
     gp_noise_param np; /* gaussian only; learned 0 otherwise */
     const double *X, *y;
+    const double *r; /* n: known per-point noise, working units (NULL: none) */
     size_t n, d, m; /* m: the inducing points chosen (selection may return fewer than asked) */
     double *Z, *mq, *Lq;
     int optimize_z;

@@ -100,5 +100,6 @@ const gp_method gp_method_svgp = {
     .quick = svgp_quick,
     .n_quick = sizeof svgp_quick / sizeof svgp_quick[0],
     .hyper_priors = 1,
+    .per_point_noise = 1,
     .ops = &svgp_ops,
 };

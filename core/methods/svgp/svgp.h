@@ -63,6 +63,14 @@ int gp_svgp_elbo(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *q, 
                  size_t n, const double *y, const double *Z, size_t m, const double *mq,
                  const double *Lq, gp_svgp_terms *terms, const gp_svgp_grad *grad, gp_error *err);
 
+/* The same with known per-point noise r (n, working units; NULL: none):
+ * gaussian row i has variance lik->noise + r[i]; theta's last entry is then
+ * d/dlog lik->noise with r held. */
+int gp_svgp_elbo_noise(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *q,
+                       const double *X, size_t n, const double *y, const double *r,
+                       const double *Z, size_t m, const double *mq, const double *Lq,
+                       gp_svgp_terms *terms, const gp_svgp_grad *grad, gp_error *err);
+
 /* One natural-gradient step of size `step` on q (mq, Lq updated in place) in
  * the natural parameters (S^{-1} m, -S^{-1}/2), from the n points given, whose
  * expected log-likelihood terms are weighted by `scale` (N / batch size for a

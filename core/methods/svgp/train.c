@@ -28,7 +28,7 @@ static size_t full_dim(const svgp_fit *f)
 
 svgp_eval svgp_fit_eval(const svgp_fit *f)
 {
-    return (svgp_eval){f->k, &f->lik, &f->quad, f->Z, f->m, f->mq, f->Lq};
+    return (svgp_eval){f->k, &f->lik, &f->quad, f->Z, f->m, f->mq, f->Lq, f->r};
 }
 
 /* x = (free kernel log-parameters, the noise's unconstrained value, Z). */
@@ -207,12 +207,13 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
 
 /* ---- minibatch Adam with natural-gradient steps on q ---- */
 
-/* One minibatch (nb points gathered into Xb, yb) at weight n / nb: Adam on
+/* One minibatch (nb points gathered into Xb, yb, and rb: their known noise
+ * or NULL) at weight n / nb: Adam on
  * the hyperparameters x (h entries), a natural-gradient step on q. *est
  * receives the minibatch estimate of the ELBO. */
 static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
-                      const double *Xb, const double *yb, size_t nb, const svgp_settings *st,
-                      double *est, gp_error *err)
+                      const double *Xb, const double *yb, const double *rb, size_t nb,
+                      const svgp_settings *st, double *est, gp_error *err)
 {
     size_t h = hyper_dim(f);
     svgp_eval e = svgp_fit_eval(f);
@@ -221,7 +222,7 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
         return rc;
     svgp_block_moments(&e, Xb, nb, &f->w);
     double ds, scale = (double)f->n / (double)nb;
-    *est = svgp_block_expect(&e, yb, nb, scale, &f->w, &ds) - svgp_kl_value(f->mq, f->Lq, f->m);
+    *est = svgp_block_expect(&e, yb, rb, nb, scale, &f->w, &ds) - svgp_kl_value(f->mq, f->Lq, f->m);
     if (!isfinite(*est))
         return gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
     svgp_block_sens(&e, nb, h > 0, &f->w);
@@ -245,9 +246,8 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
 
 /* One epoch: a seeded shuffle, then the minibatches in order. */
 static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
-                      size_t *perm,
-                      double *Xb, double *yb, gp_rng *rng, const svgp_settings *st,
-                      double *mean_est, gp_error *err)
+                      size_t *perm, double *Xb, double *yb, double *rb, gp_rng *rng,
+                      const svgp_settings *st, double *mean_est, gp_error *err)
 {
     size_t n = f->n, d = f->d, b = f->w.cap;
     for (size_t i = n; i > 1; i--) {
@@ -263,8 +263,10 @@ static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
             memcpy(Xb + i * d, f->X + perm[s + i] * d, d * sizeof *Xb);
             yb[i] = f->y[perm[s + i]];
         }
+        for (size_t i = 0; rb && i < nb; i++) /* a row's known noise follows it */
+            rb[i] = f->r[perm[s + i]];
         double est;
-        int rc = adam_batch(f, adam, hw, x, g, Xb, yb, nb, st, &est, err);
+        int rc = adam_batch(f, adam, hw, x, g, Xb, yb, rb, nb, st, &est, err);
         if (rc)
             return rc;
         if (gp_cancel_requested(f->cancel))
@@ -285,8 +287,9 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
     gp_adam adam = {0};
     double *x = gp_alloc_doubles(h + 1, err), *g = gp_alloc_doubles(h + 1, err);
     double *Xb = gp_alloc_doubles(b * f->d, err), *yb = gp_alloc_doubles(b, err);
+    double *rb = f->r ? gp_alloc_doubles(b, err) : NULL;
     size_t *perm = malloc(f->n * sizeof *perm);
-    int rc = x && g && Xb && yb && perm ? GP_OK : GP_ENOMEM;
+    int rc = x && g && Xb && yb && perm && (rb || !f->r) ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK && h > 0)
         rc = gp_adam_init(&adam, h, st->lr, err);
     gp_hyper_walk *hw = NULL;
@@ -308,7 +311,7 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
     gp_rng_seed(&rng, req->seed);
     for (int ep = 1; rc == GP_OK && ep <= st->epochs; ep++) {
         double est = 0.0;
-        rc = adam_epoch(f, &adam, hw, x, g, perm, Xb, yb, &rng, st, &est, err);
+        rc = adam_epoch(f, &adam, hw, x, g, perm, Xb, yb, rb, &rng, st, &est, err);
         diag->iterations = ep;
         diag->evaluations += (int)((f->n + b - 1) / b);
         long it = ((long)ep * st->budget + st->epochs - 1) / st->epochs;
@@ -325,6 +328,7 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
     free(g);
     free(Xb);
     free(yb);
+    free(rb);
     free(perm);
     return rc == GP_ENOMEM ? gp_error_set(err, GP_ENOMEM, NULL, "out of memory") : rc;
 }
