@@ -318,6 +318,8 @@ static json_t *method_json(const gp_method *m)
     json_object_set_new(o, "multi_output", json_boolean(m->multi_output != 0));
     /* known per-point noise in a fit (noise.per_point) */
     json_object_set_new(o, "per_point_noise", json_boolean(m->per_point_noise != 0));
+    /* a constant or linear mean in a fit ("mean": {"type": ...}) */
+    json_object_set_new(o, "mean_functions", json_boolean(m->mean_functions != 0));
     json_t *kinds = json_array();
     for (int k = 0; kinds && k < GP_INPUT_KIND_COUNT; k++)
         if (k == GP_INPUT_POINT || (m->input_kinds & (1u << k)))

@@ -192,6 +192,8 @@ static void md_method(text *t, const gp_method *m)
     put(t, ".\n");
     if (m->per_point_noise)
         put(t, "- Takes known per-point noise (`\"noise\": {\"per_point\": [...]}`).\n");
+    if (m->mean_functions)
+        put(t, "- Takes a constant or linear mean (`\"mean\": {\"type\": \"linear\"}`).\n");
     if (gp_method_is_mixture(m))
         put(t, "- Predicts with a mixture of Gaussians (`\"components\": true` returns them).\n");
     if (gp_method_has_parts(m))
