@@ -646,3 +646,29 @@ double *gp_model_mean_basis(const gp_model *model, const double *P, size_t n, gp
         gp_mean_basis(model->mean_type, P, model->input_dim, n, H);
     return H;
 }
+
+int gp_model_mean_residual_ols(gp_model *model, const double *X, size_t n, double *yw,
+                               gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, model->input_dim);
+    if (p == 0)
+        return GP_OK;
+    double *P = NULL, *H = NULL, *G = gp_alloc_doubles(p * p, err);
+    int rc = G ? gp_model_points(model, X, n, &P, err) : GP_ENOMEM;
+    if (rc == GP_OK && (H = gp_model_mean_basis(model, P, n, err)) == NULL)
+        rc = GP_ENOMEM;
+    if (rc == GP_OK) {
+        cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)p, (blasint)n, 1.0, H,
+                    (blasint)n, 0.0, G, (blasint)p);
+        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, H, (blasint)n, yw, 1,
+                    0.0, model->mean_coef, 1);
+        rc = gp_mean_solve_normal(G, model->mean_coef, p, err);
+    }
+    if (rc == GP_OK)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, H, (blasint)n,
+                    model->mean_coef, 1, 1.0, yw, 1);
+    free(G);
+    free(P);
+    free(H);
+    return rc;
+}
