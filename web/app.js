@@ -680,11 +680,12 @@
       ['Jitter', fmt(d.jitter)],
       ['Noise variance', m.noise_variance_original === undefined ? '–' : fmt(m.noise_variance_original, 6)],
       ['Kernel', kernelText(m.kernel)],
+      ['Mean', meanText(m.mean)],
       ['Created', m.created_at],
     ];
     $('model-facts').replaceChildren(...facts.flatMap(([k, v]) =>
       [el('dt', { text: k }), el('dd', { text: v === undefined ? '–' : String(v) })]));
-    const extra = { kernel: m.kernel, hyperparameters: m.hyperparameters, method_info: m.method_info,
+    const extra = { kernel: m.kernel, mean: m.mean, hyperparameters: m.hyperparameters, method_info: m.method_info,
       standardization: m.standardization, online: m.online };
     $('model-json').textContent = JSON.stringify(extra, null, 2);
   }
@@ -693,6 +694,15 @@
     if (!k) return '–';
     if (k.terms) return `${k.type}(${k.terms.map(kernelText).join(', ')})`;
     return k.type;
+  }
+
+  /* The mean function in the caller's units: "zero" when the model has none,
+   * else y = c0 + c1 x0 + ... from its coefficients_original. */
+  function meanText(mean) {
+    if (!mean) return 'zero';
+    const c = mean.coefficients_original || [];
+    const terms = c.slice(1).map((v, j) => `${fmt(v, 4)} x${j}`);
+    return `${mean.type}: ${[fmt(c[0], 4), ...terms].join(' + ')}`;
   }
 
   /* The inputs' names: the training CSV's header when known, else x0, x1, ... */

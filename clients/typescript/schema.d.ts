@@ -646,9 +646,20 @@ export interface components {
              */
             likelihood?: components["schemas"]["Likelihood"];
             noise?: {
+                /** @description the homoscedastic noise variance (initial, or held with fixed), working units; > 0, except that 0 is allowed when fixed is true and per_point is given (400 invalid_argument otherwise) */
                 variance?: number;
                 /** @default false */
                 fixed?: boolean;
+                /** @description known noise variances of the rows (one per row of X, finite, >= 0) in the caller's units of y, added to the homoscedastic variance (scikit-learn's alpha array, GPyTorch's FixedNoiseGaussianLikelihood). Methods whose GET /v1/methods entry has per_point_noise true take it (exact, sgpr); the others answer 422 unsupported naming those that do. A wrong length or a negative or non-finite entry is 422 invalid_data naming noise.per_point or noise.per_point[i]; nothing is stored. */
+                per_point?: number[];
+            };
+            /** @description the GP's mean function m(x) = b0 (constant) or b0 + w^T x (linear), in the working (standardised) units, its coefficients learned with the hyperparameters (exact and sgpr: the generalised least-squares estimate at every evaluation of the objective, i.e. maximised jointly). Gaussian likelihood only; methods whose GET /v1/methods entry has mean_functions true take it, the others answer 422 unsupported naming mean and those that do. An unknown type is 400 invalid_argument naming mean.type; nothing is stored. */
+            mean?: {
+                /**
+                 * @default zero
+                 * @enum {string}
+                 */
+                type: "zero" | "constant" | "linear";
             };
             /** @description Method-specific: the schema <Method>Options of the method (ExactOptions, SsgpOptions, ...); GET /v1/methods lists them. */
             options?: components["schemas"]["MethodOptions"];
@@ -698,6 +709,15 @@ export interface components {
             noise_variance?: number;
             /** @description original units */
             noise_variance_original?: number;
+            /** @description present (true) when the model was fitted with known per-point noise (noise.per_point): noise_variance is then the homoscedastic part only */
+            per_point_noise?: boolean;
+            /** @description present when the model was fitted with a constant or linear mean (absent: zero mean). coefficients are (b0, w) in working units; coefficients_original the same function in the caller's units, y = c0 + sum_j c_j x_j (standardisation undone). */
+            mean?: {
+                /** @enum {string} */
+                type?: "constant" | "linear";
+                coefficients?: number[];
+                coefficients_original?: number[];
+            };
             hyperparameters?: {
                 [key: string]: number;
             };
@@ -744,6 +764,8 @@ export interface components {
              * @default false
              */
             components?: boolean;
+            /** @description known noise variances of the points (one per point of X, caller's units), added with include_noise to the model's homoscedastic noise. A model fitted with per-point noise needs them for observation variances: without, its answer is the latent variance and says so (noise_included false). Gaussian single-Gaussian methods only (422 unsupported otherwise); a wrong length or a negative or non-finite entry is 422 invalid_data naming noise or noise[i] */
+            noise?: number[];
         };
         PredictResponse: {
             name: string;
@@ -754,6 +776,9 @@ export interface components {
             variance: components["schemas"]["OutputsOrNull"];
             /** @description m rows of m; for p > 1 outputs a list of p such matrices */
             covariance?: unknown[][];
+            /** @description present (false) only when include_noise was asked of a model fitted with per-point noise without the points' noise: mean, variance and quantiles are the latent function's (noise_note says why) */
+            noise_included?: boolean;
+            noise_note?: string;
             /**
              * @description gate models (rfgp)
              * @enum {string}

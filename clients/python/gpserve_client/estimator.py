@@ -205,6 +205,10 @@ class GPServeRegressor(_GPServeEstimator):
     noise_variance, noise_fixed : the initial (or, fixed, the final) noise
         variance; None lets the daemon start from the data.
     options : the method's options dict.
+    mean : None or "zero" (a zero mean), "constant" or "linear": the GP's
+        mean function, its coefficients learned with the hyperparameters
+        (exact, sgpr, msrfr: GET /v1/methods lists mean_functions); the
+        model's ``mean`` (in ``model_``) has them in original units.
     standardize, seed : as in the API (working units are standardised).
     include_noise : True (default): ``predict``'s std and covariance and
         ``sample_y`` are of y, the latent f plus the noise, as in
@@ -227,7 +231,7 @@ class GPServeRegressor(_GPServeEstimator):
     def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="exact", kernel=None,
                  noise_variance=None, noise_fixed=False, options=None, standardize=True,
                  seed=0, include_noise=True, async_fit=False, timeout=60.0, fit_timeout=None,
-                 poll_interval=0.2):
+                 poll_interval=0.2, mean=None):
         self.url = url
         self.api_key = api_key
         self.name = name
@@ -243,6 +247,7 @@ class GPServeRegressor(_GPServeEstimator):
         self.timeout = timeout
         self.fit_timeout = fit_timeout
         self.poll_interval = poll_interval
+        self.mean = mean
 
     def _extra_fit_fields(self):
         noise = {}
@@ -250,7 +255,9 @@ class GPServeRegressor(_GPServeEstimator):
             noise["variance"] = self.noise_variance
         if self.noise_fixed:
             noise["fixed"] = True
-        return {"noise": noise or None}
+        # mean: None (the daemon's zero mean), "zero", "constant" or "linear"
+        mean = {"type": self.mean} if self.mean is not None else None
+        return {"noise": noise or None, "mean": mean}
 
     def fit(self, X, y):
         """Fit on the daemon; returns self."""
