@@ -320,6 +320,8 @@ static json_t *method_json(const gp_method *m)
     json_object_set_new(o, "per_point_noise", json_boolean(m->per_point_noise != 0));
     /* priors, bounds and single held hyperparameters in the kernel JSON */
     json_object_set_new(o, "hyper_priors", json_boolean(m->hyper_priors != 0));
+    /* a constant or linear mean in a fit ("mean": {"type": ...}) */
+    json_object_set_new(o, "mean_functions", json_boolean(m->mean_functions != 0));
     json_t *kinds = json_array();
     for (int k = 0; kinds && k < GP_INPUT_KIND_COUNT; k++)
         if (k == GP_INPUT_POINT || (m->input_kinds & (1u << k)))

@@ -28,6 +28,7 @@ struct gp_fit_job {
     double *X, *y;
     size_t n, d, p;     /* p: outputs (columns of y) */
     gp_input_spec input; /* what a row of X is */
+    gp_mean_type mean;   /* "mean": {"type": ...} (zero when absent) */
     char *spec;
     /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
     char hold_id[40];
@@ -38,7 +39,8 @@ struct gp_fit_job {
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
-                                       NULL};
+                                       "mean", NULL};
+static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
 void gp_fit_job_free(gp_fit_job *job)
@@ -127,6 +129,7 @@ static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
     fr->cancel.flag = job->cancel;
     fr->n_outputs = job->p ? job->p : 1;
     fr->input = job->input;
+    fr->mean = job->mean;
 }
 
 void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag)
@@ -280,6 +283,49 @@ static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
                         "method '%s' does not fit the %s likelihood; %s fit%s it",
                         job->method->name, name, names[0] ? names : "no method",
                         strchr(names, ',') || !names[0] ? "" : "s");
+}
+
+/* The methods that take a constant or linear mean, from their descriptors. */
+static void mean_methods(char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t i = 0, used = 0; gp_method_at(i) && used < len; i++)
+        if (gp_method_at(i)->mean_functions)
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "",
+                                     gp_method_at(i)->name);
+}
+
+/* "mean": {"type": "zero" | "constant" | "linear"}, after the method and
+ * the likelihood: a mean other than zero needs a method that learns one and
+ * the gaussian likelihood (refused here, before an async fit becomes a job). */
+static int parse_mean(gp_fit_job *job, json_t *v, gp_error *err)
+{
+    if (!json_is_object(v))
+        return gp_error_set(err, GP_EINVAL, "mean",
+                            "mean must be an object {\"type\": \"zero\" | \"constant\" | "
+                            "\"linear\"}");
+    int rc = gp_json_known_keys(v, mean_keys, "mean", err);
+    if (rc)
+        return rc;
+    const char *t = json_string_value(json_object_get(v, "type"));
+    if (t == NULL || gp_mean_from_name(t, &job->mean) != 0)
+        return gp_error_set(err, GP_EINVAL, "mean.type",
+                            "mean.type must be one of zero, constant, linear");
+    if (job->mean == GP_MEAN_ZERO)
+        return GP_OK;
+    if (!job->method->mean_functions) {
+        char names[256];
+        mean_methods(names, sizeof names);
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: method '%s' fits a zero mean only; %s take a constant or "
+                            "linear mean", job->method->name, names);
+    }
+    if (job->likelihood != GP_LIK_GAUSSIAN)
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: a constant or linear mean is for the gaussian likelihood; "
+                            "a %s model has a zero-mean latent function",
+                            gp_likelihood_name(job->likelihood));
+    return GP_OK;
 }
 
 /* The methods that take known per-point noise, from their descriptors. */
@@ -491,6 +537,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return gp_error_set(err, GP_EINVAL, "noise",
                             "noise is for the gaussian likelihood; a %s model has none",
                             gp_likelihood_name(job->likelihood));
+    if ((e = json_object_get(obj, "mean")) && (rc = parse_mean(job, e, err)))
+        return rc;
     if (!have_data && (rc = parse_data(api, obj, job, err)))
         return rc;
     if (have_data && (rc = stored_input_spec(job, err)))
@@ -568,7 +616,8 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target,
                 rc = gp_error_set(err, GP_EINVAL, k, "%s is not valid UTF-8", k);
             else
                 json_object_set_new(obj, k, s);
-        } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0) {
+        } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0 ||
+                   strcmp(k, "mean") == 0) {
             json_error_t je;
             json_t *j = json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
             if (j == NULL)
@@ -584,7 +633,7 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target,
         } else {
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
-                              "target, kernel, likelihood, options, noise_variance, "
+                              "target, kernel, likelihood, options, mean, noise_variance, "
                               "noise_fixed, noise_column, standardize, seed, async)",
                               k);
         }
@@ -726,6 +775,27 @@ static json_t *warnings_json(const gp_model *m)
     return a;
 }
 
+/* {"type", "coefficients" (working units: b0, w), "coefficients_original"
+ * (the caller's units: y = c0 + sum_j c_j x_j)}. */
+static json_t *mean_json(const gp_model *m)
+{
+    size_t p = gp_mean_n_coef(m->mean_type, m->input_dim);
+    double *c = malloc((p ? p : 1) * sizeof *c);
+    json_t *o = json_object(), *w = json_array(), *orig = json_array();
+    if (c)
+        gp_mean_original(m->mean_type, m->mean_coef, m->input_dim, m->x_mean, m->x_scale,
+                         m->y_mean, m->y_scale, c);
+    for (size_t j = 0; c && j < p; j++) {
+        json_array_append_new(w, gp_json_real(m->mean_coef[j]));
+        json_array_append_new(orig, gp_json_real(c[j]));
+    }
+    free(c);
+    json_object_set_new(o, "type", json_string(gp_mean_name(m->mean_type)));
+    json_object_set_new(o, "coefficients", w);
+    json_object_set_new(o, "coefficients_original", orig);
+    return o;
+}
+
 static json_t *info_json(const gp_model *m)
 {
     json_t *o = json_object();
@@ -741,6 +811,8 @@ static json_t *info_json(const gp_model *m)
         if (m->per_point_noise) /* noise_variance is then the homoscedastic part only */
             json_object_set_new(o, "per_point_noise", json_true());
     }
+    if (m->mean_type != GP_MEAN_ZERO) /* absent: a zero mean */
+        json_object_set_new(o, "mean", mean_json(m));
     json_t *hp = json_object();
     size_t np = gp_kernel_n_params(m->kernel);
     double *theta = np ? malloc(np * sizeof *theta) : NULL;

@@ -195,6 +195,8 @@ static void md_method(text *t, const gp_method *m)
     if (m->hyper_priors)
         put(t, "- Takes priors, bounds and single held hyperparameters in the kernel "
                "(`\"priors\"`, `\"bounds\"`, `\"fixed\": [\"lengthscale[i]\"]`).\n");
+    if (m->mean_functions)
+        put(t, "- Takes a constant or linear mean (`\"mean\": {\"type\": \"linear\"}`).\n");
     if (gp_method_is_mixture(m))
         put(t, "- Predicts with a mixture of Gaussians (`\"components\": true` returns them).\n");
     if (gp_method_has_parts(m))

@@ -680,6 +680,7 @@
       ['Jitter', fmt(d.jitter)],
       ['Noise variance', m.noise_variance_original === undefined ? '–' : fmt(m.noise_variance_original, 6)],
       ['Kernel', kernelText(m.kernel)],
+      ['Mean', meanText(m.mean)],
       /* a MAP fit (priors or bounds stated in the kernel): the prior's share */
       ...(d.log_prior === undefined ? [] : [
         ['Priors', d.priors === 'default' ? 'default preset' : 'stated in the kernel'],
@@ -691,8 +692,9 @@
     ];
     $('model-facts').replaceChildren(...facts.flatMap(([k, v]) =>
       [el('dt', { text: k }), el('dd', { text: v === undefined ? '–' : String(v) })]));
-    const extra = { kernel: m.kernel, hyperparameters: m.hyperparameters, method_info: m.method_info,
-      warnings: m.warnings, standardization: m.standardization, online: m.online };
+    const extra = { kernel: m.kernel, mean: m.mean, hyperparameters: m.hyperparameters,
+      method_info: m.method_info, warnings: m.warnings, standardization: m.standardization,
+      online: m.online };
     $('model-json').textContent = JSON.stringify(extra, null, 2);
   }
 
@@ -700,6 +702,15 @@
     if (!k) return '–';
     if (k.terms) return `${k.type}(${k.terms.map(kernelText).join(', ')})`;
     return k.type;
+  }
+
+  /* The mean function in the caller's units: "zero" when the model has none,
+   * else y = c0 + c1 x0 + ... from its coefficients_original. */
+  function meanText(mean) {
+    if (!mean) return 'zero';
+    const c = mean.coefficients_original || [];
+    const terms = c.slice(1).map((v, j) => `${fmt(v, 4)} x${j}`);
+    return `${mean.type}: ${[fmt(c[0], 4), ...terms].join(' + ')}`;
   }
 
   /* The inputs' names: the training CSV's header when known, else x0, x1, ... */

@@ -210,6 +210,10 @@ static int fit_setup(const json_t *fit, gp_bench_fit_setup *su, char *why, size_
             int l = gp_likelihood_from_name(json_string_value(v));
             bad = l < 0;
             su->likelihood = bad ? GP_LIK_GAUSSIAN : (gp_likelihood)l;
+        } else if (strcmp(key, "mean") == 0 && json_is_string(v)) {
+            gp_mean_type t;
+            bad = gp_mean_from_name(json_string_value(v), &t) != 0;
+            su->mean = bad ? GP_MEAN_ZERO : t;
         } else if (strcmp(key, "kernel") == 0 && json_is_string(v)) {
             int k = gp_kernel_type_from_name(json_string_value(v));
             bad = k < 0;

@@ -72,6 +72,7 @@ int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, siz
     req.noise_fixed = su->noise_fixed;
     req.noise_variance = su->noise_variance;
     req.likelihood = su->likelihood;
+    req.mean = su->mean;
     req.seed = seed;
     req.options = n_opts > 0 ? opts : NULL;
     req.n_options = n_opts;

@@ -36,6 +36,7 @@ typedef struct gp_bench_fit_setup {
     int noise_fixed;          /* 1: the noise is not learned */
     double noise_variance;    /* working units */
     gp_likelihood likelihood; /* default gaussian */
+    gp_mean_type mean;        /* default zero ("mean": "constant" | "linear") */
     gp_kernel_type kernel;    /* default rbf */
     int ard;                  /* default 1: one lengthscale per input */
     double lengthscale;       /* > 0: every lengthscale starts there (default 0: 1) */

@@ -699,6 +699,14 @@ export interface components {
                 /** @description known noise variances of the rows (one per row of X, finite, >= 0) in the caller's units of y, added to the homoscedastic variance (scikit-learn's alpha array, GPyTorch's FixedNoiseGaussianLikelihood). Methods whose GET /v1/methods entry has per_point_noise true take it (exact, sgpr, svgp, ssgp, renyi; with the gaussian likelihood; ssgp and renyi need a variance > 0 beside it); the others answer 422 unsupported naming those that do. A wrong length or a negative or non-finite entry is 422 invalid_data naming noise.per_point or noise.per_point[i]; nothing is stored. */
                 per_point?: number[];
             };
+            /** @description the GP's mean function m(x) = b0 (constant) or b0 + w^T x (linear), in the working (standardised) units, its coefficients learned with the hyperparameters (exact and sgpr: the generalised least-squares estimate at every evaluation of the objective, i.e. maximised jointly). Gaussian likelihood only; methods whose GET /v1/methods entry has mean_functions true take it, the others answer 422 unsupported naming mean and those that do. An unknown type is 400 invalid_argument naming mean.type; nothing is stored. */
+            mean?: {
+                /**
+                 * @default zero
+                 * @enum {string}
+                 */
+                type: "zero" | "constant" | "linear";
+            };
             /** @description Method-specific: the schema <Method>Options of the method (ExactOptions, SsgpOptions, ...); GET /v1/methods lists them. */
             options?: components["schemas"]["MethodOptions"];
             /** @default true */
@@ -758,6 +766,13 @@ export interface components {
             noise_variance_original?: number;
             /** @description present (true) when the model was fitted with known per-point noise (noise.per_point): noise_variance is then the homoscedastic part only */
             per_point_noise?: boolean;
+            /** @description present when the model was fitted with a constant or linear mean (absent: zero mean). coefficients are (b0, w) in working units; coefficients_original the same function in the caller's units, y = c0 + sum_j c_j x_j (standardisation undone). */
+            mean?: {
+                /** @enum {string} */
+                type?: "constant" | "linear";
+                coefficients?: number[];
+                coefficients_original?: number[];
+            };
             hyperparameters?: {
                 [key: string]: number;
             };

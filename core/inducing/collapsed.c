@@ -21,6 +21,7 @@
 #include "core/inducing/inducing.h"
 #include "core/linalg/linalg.h"
 #include "core/linalg/panels.h"
+#include "core/model/mean.h"
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -38,6 +39,14 @@ typedef struct sgpr_work {
      * with unit noise (header of collapsed.h). dsq = d_i^2, vv = |V~_i|^2. */
     const double *r;
     double *ys, *dsq, *vv;
+    /* A mean's basis H (n x p; p 0: none), profiled out of the bound: y is
+     * replaced by the residual y - H beta (res; whitened in ys with r) at
+     * the GLS estimate beta under Q + Lambda (mean_beta, p). yeff: the
+     * targets the gradient sees (y, res or ys). */
+    const double *H;
+    size_t p;
+    double *mean_beta, *res, *hw;
+    const double *yeff;
 } sgpr_work;
 
 static void work_free(sgpr_work *w)
@@ -58,6 +67,8 @@ static void work_free(sgpr_work *w)
     free(w->ys);
     free(w->dsq);
     free(w->vv);
+    free(w->res);
+    free(w->hw);
 }
 
 static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error *err)
@@ -136,6 +147,50 @@ static void noise_terms(const sgpr_work *w, double kii, gp_sgpr_terms *terms)
     terms->bound = -0.5 * ((double)w->n * LOG_2PI + logdet) - 0.5 * wtrace;
 }
 
+/* The mean profiled out under Sigma = Q + s2 I on the (whitened) problem:
+ * Woodbury gives u^T Sigma^{-1} v = u.v / s2 - (Lb^{-1} V u / s2).(Lb^{-1} V v / s2),
+ * so with Ch = Lb^{-1} V H / s2 and cy = Lb^{-1} V y / s2 the normal
+ * equations are (H^T H / s2 - Ch^T Ch) beta = H^T y / s2 - Ch^T cy:
+ * O(n m p) on the bound's own factors. y (n) becomes y - H beta in place.
+ * Rows are whitened (w->r) by d_i: H's rows then too, and s2 = 1. */
+static int profile_mean(sgpr_work *w, double s2, double *y, gp_error *err)
+{
+    size_t n = w->n, m = w->m, p = w->p, count = 0;
+    /* Hw (n x p), Ch (m x p), G (p x p), b (p), cy (m) */
+    if (gp_checked_size(n + m + p + 1, p, &count, err) || count + m < count)
+        return GP_ENOMEM;
+    if (!w->hw && !(w->hw = gp_alloc_doubles(count + m, err)))
+        return GP_ENOMEM;
+    double *Hw = w->hw, *Ch = Hw + n * p, *G = Ch + m * p, *b = G + p * p, *cy = b + p;
+    memcpy(Hw, w->H, n * p * sizeof *Hw);
+    for (size_t j = 0; w->r && j < p; j++)
+        for (size_t i = 0; i < n; i++)
+            Hw[j * n + i] *= sqrt(w->dsq[i]);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)p, (blasint)n,
+                1.0 / s2, w->V, (blasint)m, Hw, (blasint)n, 0.0, Ch, (blasint)m);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)m, (blasint)n, 1.0 / s2, w->V, (blasint)m,
+                y, 1, 0.0, cy, 1);
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
+                (blasint)p, 1.0, w->Lb, (blasint)m, Ch, (blasint)m);
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, w->Lb,
+                (blasint)m, cy, 1);
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)p, (blasint)p, (blasint)n,
+                1.0 / s2, Hw, (blasint)n, Hw, (blasint)n, 0.0, G, (blasint)p);
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)p, (blasint)p, (blasint)m,
+                -1.0, Ch, (blasint)m, Ch, (blasint)m, 1.0, G, (blasint)p);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0 / s2, Hw, (blasint)n, y, 1,
+                0.0, b, 1);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)p, -1.0, Ch, (blasint)m, cy, 1,
+                1.0, b, 1);
+    int rc = gp_mean_solve_normal(G, b, p, err);
+    if (rc)
+        return rc;
+    memcpy(w->mean_beta, b, p * sizeof *b);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, Hw, (blasint)n, b, 1,
+                1.0, y, 1);
+    return GP_OK;
+}
+
 /* L, V = L^{-1} Kuf, B = I + V V^T / s2 (full), Lb = chol(B), and the value
  * of F into terms. *jitter receives Kuu's. */
 static int bound_value(const gp_kernel *k, double s2, const double *X, const double *y,
@@ -163,6 +218,17 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
     memcpy(w->Lb, w->B, m * m * sizeof *w->B);
     if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)m, w->Lb, (lapack_int)m) != 0)
         return gp_error_set(err, GP_ENOTPD, NULL, "I + V V^T / s2 is not positive definite");
+    w->yeff = y;
+    if (w->p) {
+        double *res = w->r ? w->ys : w->res;
+        if (res == NULL && (res = w->res = gp_alloc_doubles(n, err)) == NULL)
+            return GP_ENOMEM;
+        if (res != y)
+            memcpy(res, y, n * sizeof *res);
+        if ((rc = profile_mean(w, s2, res, err)) != GP_OK)
+            return rc;
+        y = w->yeff = res;
+    }
     cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)m, (blasint)n, 1.0, w->V, (blasint)m, y, 1,
                 0.0, w->vy, 1);
     for (size_t i = 0; i < m; i++)
@@ -319,7 +385,7 @@ static int bound_in(sgpr_work *w, const gp_kernel *k, double s2, const double *r
         rc = invert_b(w, err);
     if (rc == GP_OK && grad)
         rc = w->r ? noise_gradient(k, s2, X, Z, w, grad, gz, err)
-                  : bound_gradient(k, s2, X, y, Z, terms, w, grad, gz, err);
+                  : bound_gradient(k, s2, X, w->yeff, Z, terms, w, grad, gz, err);
     if (rc == GP_OK && post) {
         rc = gp_inducing_post_alloc(post, w->m, d, err);
         if (rc == GP_OK)
@@ -347,10 +413,22 @@ int gp_sgpr_bound_noise(const gp_kernel *k, double s2, const double *r, const do
                         gp_sgpr_terms *terms, double *grad, double *gz,
                         struct gp_inducing_post *post, gp_error *err)
 {
+    return gp_sgpr_bound_mean(k, s2, r, NULL, 0, NULL, X, n, d, y, Z, m, terms, grad, gz, post,
+                              err);
+}
+
+int gp_sgpr_bound_mean(const gp_kernel *k, double s2, const double *r, const double *H,
+                       size_t p, double *beta, const double *X, size_t n, size_t d,
+                       const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
+                       double *grad, double *gz, struct gp_inducing_post *post, gp_error *err)
+{
     if (!bound_args_ok(n, m, s2, r))
         return gp_error_set(err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
     sgpr_work w;
     int rc = work_alloc(&w, n, m, grad != NULL, err);
+    w.H = H;
+    w.p = H ? p : 0;
+    w.mean_beta = beta;
     if (rc == GP_OK)
         rc = bound_in(&w, k, s2, r, X, d, y, Z, terms, grad, gz, post, err);
     work_free(&w);
@@ -397,6 +475,11 @@ int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const doubl
         rc = gp_error_set(&err, GP_EINVAL, NULL, "sgpr bound needs n, m >= 1 and s2 > 0");
     } else {
         sgpr_work *w = kept_work(data, m, &err);
+        if (w) {
+            w->H = data->H;
+            w->p = data->H ? data->p : 0;
+            w->mean_beta = data->beta;
+        }
         rc = w ? bound_in(w, k, s2, data->r, data->X, data->d, data->y, Z, &terms, grad, gz, NULL,
                           &err)
                : GP_ENOMEM;

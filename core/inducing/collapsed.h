@@ -49,6 +49,17 @@ int gp_sgpr_bound_noise(const gp_kernel *k, double s2, const double *r, const do
                         gp_sgpr_terms *terms, double *grad, double *gz,
                         struct gp_inducing_post *post, gp_error *err);
 
+/* The same with a mean's basis H (n x p, column-major; NULL: none)
+ * profiled out: F at the GLS estimate beta = (H^T S^{-1} H)^{-1} H^T S^{-1} y
+ * under S = Q + Lambda (into beta, p entries), i.e. max over beta of the
+ * bound for targets y - H beta (the trace term does not involve y); the
+ * gradient is the one at that beta (envelope theorem). The posterior post is
+ * then of the residual y - H beta. */
+int gp_sgpr_bound_mean(const gp_kernel *k, double s2, const double *r, const double *H,
+                       size_t p, double *beta, const double *X, size_t n, size_t d,
+                       const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
+                       double *grad, double *gz, struct gp_inducing_post *post, gp_error *err);
+
 /* The training data of a collapsed-bound fit (working units, point-major
  * X: d x n), and the bound as the gp_inducing_objective that
  * gp_inducing_optimise / gp_inducing_fit maximise (ctx: a gp_collapsed_data):
@@ -62,6 +73,11 @@ typedef struct gp_collapsed_data {
      * NULL to begin with; gp_collapsed_data_release frees them. */
     struct gp_sgpr_scratch *scratch;
     const double *r; /* known per-point noise, working units (NULL: none) */
+    /* A mean's basis (n x p; NULL: zero mean) profiled out by every
+     * evaluation, its estimate written to beta (p). */
+    const double *H;
+    size_t p;
+    double *beta;
 } gp_collapsed_data;
 
 int gp_collapsed_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, size_t m,

@@ -47,4 +47,29 @@ int gp_exact_lml_grad_noise_on(const gp_kernel *k, double s2, const double *r,
                                double *alpha, double *lml, double *grad,
                                const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
 
+/* A mean's basis profiled out of the objective (docs/design/numerics.md
+ * "Mean functions"): with H (n x p, column-major) the functions below give
+ * the LML at the GLS estimate beta = (H^T C^{-1} H)^{-1} H^T C^{-1} y (into
+ * beta, p entries), i.e. max over beta of log N(y; H beta, C), alpha =
+ * C^{-1} (y - H beta), and the gradient in the kernel parameters and noise
+ * at that beta (the envelope theorem: the profiled objective's gradient).
+ * work: (n + p + 1) p doubles of scratch. basis NULL or p 0: the plain
+ * functions above. */
+typedef struct gp_lml_basis {
+    const double *H;
+    size_t p;
+    double *beta;
+    double *work;
+} gp_lml_basis;
+
+int gp_exact_lml_factor_basis(const gp_kernel *k, double s2, const double *r,
+                              const gp_lml_basis *basis, const double *Xt, size_t n,
+                              const double *y, double *A, double *alpha, double *lml,
+                              const gp_cancel *cancel, gp_chol_info *info, gp_error *err);
+int gp_exact_lml_grad_basis_on(const gp_kernel *k, double s2, const double *r,
+                               const gp_lml_basis *basis, const double *Xt, size_t n,
+                               const double *y, double *A, double *alpha, double *lml,
+                               double *grad, const gp_cancel *cancel, gp_chol_info *info,
+                               gp_error *err);
+
 #endif

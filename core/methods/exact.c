@@ -99,6 +99,7 @@ typedef struct fit_problem {
     double *A, *alpha;     /* n x n and n workspaces */
     double lml_offset;     /* working -> original units, for progress */
     const gp_cancel *cancel; /* the request's: polled inside every evaluation */
+    gp_lml_basis basis;    /* the mean's basis, profiled out (p 0: zero mean) */
 } fit_problem;
 
 static size_t problem_dim(const fit_problem *p)
@@ -127,14 +128,30 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double s2 = problem_noise(p, x), lml;
     if (!isfinite(s2))
         return INFINITY;
-    if (gp_exact_lml_grad_noise_on(p->k, s2, p->r, p->Xt, p->n, p->y, p->A, p->alpha, &lml,
-                                   p->grad, p->cancel, NULL, NULL))
+    if (gp_exact_lml_grad_basis_on(p->k, s2, p->r, &p->basis, p->Xt, p->n, p->y, p->A, p->alpha,
+                                   &lml, p->grad, p->cancel, NULL, NULL))
         return INFINITY;
     for (size_t i = 0; i < p->n_free_kernel; i++)
         g[i] = -p->grad[p->free_idx[i]];
     if (p->noise.learned)
         g[p->n_free_kernel] = -gp_noise_param_grad(&p->noise, s2, p->grad[p->n_kparams]);
     return -lml;
+}
+
+/* The mean's basis and scratch of the profiled objective (zero mean: none);
+ * its estimate lands in the model's coefficients. */
+static int basis_init(fit_problem *p, const gp_model *model, gp_error *err)
+{
+    size_t q = gp_mean_n_coef(model->mean_type, model->input_dim), count = 0;
+    if (q == 0)
+        return GP_OK;
+    p->basis.p = q;
+    p->basis.beta = model->mean_coef;
+    p->basis.H = gp_model_mean_basis(model, p->Xt, p->n, err);
+    if (p->basis.H == NULL || gp_checked_size(p->n + q + 1, q, &count, err) ||
+        (p->basis.work = gp_alloc_doubles(count, err)) == NULL)
+        return GP_ENOMEM;
+    return GP_OK;
 }
 
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
@@ -170,7 +187,7 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
             p->free_idx[p->n_free_kernel++] = i;
     free(mask);
     gp_noise_param_init(&p->noise, req, y, req->n);
-    return GP_OK;
+    return basis_init(p, model, err);
 }
 
 static void problem_free(fit_problem *p)
@@ -181,6 +198,8 @@ static void problem_free(fit_problem *p)
     free(p->grad);
     free(p->A);
     free(p->alpha);
+    free((double *)p->basis.H);
+    free(p->basis.work);
 }
 
 /* Starting point: the given (or data-based) values. */
@@ -243,15 +262,21 @@ static double *working_targets(const gp_model *model, const double *y, size_t n,
 }
 
 /* Cache L and alpha at the fitted hyperparameters; fills the final LML. */
-static int cache_factor(gp_model *model, exact_impl *im, const double *y,
+static int cache_factor(gp_model *model, exact_impl *im, double *y, const gp_lml_basis *basis,
                         const gp_cancel *cancel, gp_error *err)
 {
     gp_chol_info info;
     double lml;
-    int rc = gp_exact_lml_factor_noise(model->kernel, model->noise_variance, im->r, im->Xt,
-                                       im->n, y, im->L, im->alpha, &lml, cancel, &info, err);
+    int rc = gp_exact_lml_factor_basis(model->kernel, model->noise_variance, im->r, basis,
+                                       im->Xt, im->n, y, im->L, im->alpha, &lml, cancel, &info,
+                                       err);
     if (rc)
         return rc;
+    /* With a mean the model keeps the residual targets y - H beta, the
+     * ones alpha solves for and observe extends. */
+    if (basis->p)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)im->n, (blasint)basis->p, -1.0,
+                    basis->H, (blasint)im->n, basis->beta, 1, 1.0, y, 1);
     /* Keep only the factor: zero the copy of K left in the upper triangle. */
     gp_zero_upper(im->L, im->n, im->n);
     model->diag.jitter = info.jitter;
@@ -260,7 +285,7 @@ static int cache_factor(gp_model *model, exact_impl *im, const double *y,
 }
 
 static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl *im,
-                          const double *ys, gp_error *err)
+                          double *ys, gp_error *err)
 {
     fit_problem p;
     int rc = problem_init(&p, model, req, im->Xt, ys, err);
@@ -279,8 +304,8 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
             model->diag.converged = 1;
         im->L = p.A; /* the fit's n x n workspace becomes the cached factor */
         p.A = NULL;
+        rc = cache_factor(model, im, ys, &p.basis, &req->cancel, err);
         problem_free(&p);
-        rc = cache_factor(model, im, ys, &req->cancel, err);
     } else
         problem_free(&p);
     free(best);
@@ -994,6 +1019,7 @@ const gp_method gp_method_exact = {
     .n_kernels = 0,
     .composite_kernels = 1,
     .per_point_noise = 1,
+    .mean_functions = 1,
     .iterations_option = "max_iterations",
     .restarts_option = "restarts",
     .quick = exact_quick,

@@ -2,6 +2,7 @@
  * core/methods/sgpr.h; the bound and its gradient are core/inducing/collapsed.c. */
 #include "core/methods/sgpr.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,12 +68,21 @@ static void report(gp_model *model, const gp_fit_request *req, const gp_collapse
     size_t cap = gp_fit_point_cap(req);
     double lml;
     gp_error err;
+    /* with a mean: the exact LML at the bound's coefficients, of the residual */
+    double *res = gp_alloc_doubles(data->n, &err);
+    if (res == NULL)
+        return;
+    memcpy(res, data->y, data->n * sizeof *res);
+    if (data->H)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)data->n, (blasint)data->p, -1.0,
+                    data->H, (blasint)data->n, data->beta, 1, 1.0, res, 1);
     if (data->n <= GP_SGPR_EXACT_REPORT_MAX && data->n <= cap &&
         gp_exact_lml_grad_noise(model->kernel, model->noise_variance, data->r, data->X, data->d,
-                                data->n, data->y, &lml, NULL, &err) == GP_OK) {
+                                data->n, res, &lml, NULL, &err) == GP_OK) {
         gp_model_info_number(model, "exact_lml", lml + offset);
         gp_model_info_number(model, "gap", lml - terms->bound);
     }
+    free(res);
 }
 
 /* Select Z, optimise, and build the posterior at the optimum. */
@@ -101,8 +111,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gp_collaps
                              data->n, Z, &m, req, &spec, &model->diag, err);
     gp_sgpr_terms terms;
     if (rc == GP_OK)
-        rc = gp_sgpr_bound_noise(model->kernel, model->noise_variance, data->r, data->X, data->n,
-                                 d, data->y, Z, m, &terms, NULL, NULL, im, err);
+        rc = gp_sgpr_bound_mean(model->kernel, model->noise_variance, data->r, data->H, data->p,
+                                data->beta, data->X, data->n, d, data->y, Z, m, &terms, NULL,
+                                NULL, im, err);
     if (rc == GP_OK)
         rc = gp_inducing_post_prepare(im, model->kernel, err);
     if (rc == GP_OK) {
@@ -134,10 +145,14 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
         gp_model_standardize_points(model, req->X, req->n, X);
         gp_model_working_targets(model, req->y, req->n, y);
         double *r = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
-        gp_collapsed_data data = {X, y, req->n, req->d, NULL, r};
+        gp_collapsed_data data = {X, y, req->n, req->d, NULL, r, NULL, 0, model->mean_coef};
+        data.p = gp_mean_n_coef(model->mean_type, req->d);
+        if (rc == GP_OK && data.p && !(data.H = gp_model_mean_basis(model, X, req->n, err)))
+            rc = GP_ENOMEM;
         if (rc == GP_OK)
             rc = fit_into(model, req, &data, im, err);
         free(r);
+        free((double *)data.H);
         gp_collapsed_data_release(&data);
     }
     free(X);
@@ -192,6 +207,7 @@ const gp_method gp_method_sgpr = {
     .n_kernels = sizeof sgpr_kernels / sizeof sgpr_kernels[0],
     .composite_kernels = 0,
     .per_point_noise = 1,
+    .mean_functions = 1,
     .iterations_option = "max_iterations",
     .restarts_option = NULL,
     .info = sgpr_info,

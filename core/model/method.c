@@ -280,6 +280,7 @@ void gp_model_free(gp_model *model)
         model->method->ops->free_impl(model->impl);
     gp_kernel_free(model->kernel);
     gp_hyper_spec_free(model->hyper);
+    free(model->mean_coef);
     free(model->x_mean);
     free(model->x_scale);
     free(model);
@@ -368,6 +369,14 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     }
     model->noise_variance = req->noise_variance;
     model->per_point_noise = req->noise_per_point != NULL;
+    size_t p = gp_mean_n_coef(req->mean, req->d);
+    if (p && (model->mean_coef = gp_alloc_doubles(p, err)) == NULL) {
+        gp_model_free(model);
+        return GP_ENOMEM;
+    }
+    for (size_t j = 0; j < p; j++)
+        model->mean_coef[j] = 0.0;
+    model->mean_type = p ? req->mean : GP_MEAN_ZERO;
     if (req->likelihood != GP_LIK_GAUSSIAN) {
         /* Labels keep their meaning (0/1, counts): the latent f is in natural
          * units, and there is no noise variance. */
@@ -627,4 +636,41 @@ int gp_model_gaussian_draws(const gp_model *model, const gp_sample_request *req,
         for (size_t j = 0; j < m; j++)
             samples[s * m + j] = (mean[j] + samples[s * m + j]) * model->y_scale + model->y_mean;
     return GP_OK;
+}
+
+double *gp_model_mean_basis(const gp_model *model, const double *P, size_t n, gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, model->input_dim), count = 0;
+    if (gp_checked_size(n, p ? p : 1, &count, err))
+        return NULL;
+    double *H = gp_alloc_doubles(count, err);
+    if (H)
+        gp_mean_basis(model->mean_type, P, model->input_dim, n, H);
+    return H;
+}
+
+int gp_model_mean_residual_ols(gp_model *model, const double *X, size_t n, double *yw,
+                               gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, model->input_dim);
+    if (p == 0)
+        return GP_OK;
+    double *P = NULL, *H = NULL, *G = gp_alloc_doubles(p * p, err);
+    int rc = G ? gp_model_points(model, X, n, &P, err) : GP_ENOMEM;
+    if (rc == GP_OK && (H = gp_model_mean_basis(model, P, n, err)) == NULL)
+        rc = GP_ENOMEM;
+    if (rc == GP_OK) {
+        cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)p, (blasint)n, 1.0, H,
+                    (blasint)n, 0.0, G, (blasint)p);
+        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, H, (blasint)n, yw, 1,
+                    0.0, model->mean_coef, 1);
+        rc = gp_mean_solve_normal(G, model->mean_coef, p, err);
+    }
+    if (rc == GP_OK)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, H, (blasint)n,
+                    model->mean_coef, 1, 1.0, yw, 1);
+    free(G);
+    free(P);
+    free(H);
+    return rc;
 }

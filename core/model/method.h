@@ -240,6 +240,15 @@ void gp_model_working_noise(const gp_model *model, const double *r, size_t n, do
 /* The same allocated (caller frees); NULL with *rc GP_OK when r is NULL. */
 double *gp_model_working_noise_alloc(const gp_model *model, const double *r, size_t n, int *rc,
                                      gp_error *err);
+/* The mean's basis H (n x p, column-major, gp_mean_basis) of n working-unit
+ * points P (d x n), allocated here; NULL without memory. */
+double *gp_model_mean_basis(const gp_model *model, const double *P, size_t n, gp_error *err);
+/* A method that does not learn its mean inside its objective: the mean's
+ * coefficients by ordinary least squares on the working targets yw of the
+ * n points X (caller's units, column-major) into model->mean_coef, and yw
+ * made the residual yw - H beta the method then fits (zero mean: nothing). */
+int gp_model_mean_residual_ols(gp_model *model, const double *X, size_t n, double *yw,
+                               gp_error *err);
 /* Standardised targets (working units) of y (n) into out. */
 void gp_model_working_targets(const gp_model *model, const double *y, size_t n, double *out);
 /* Test points per prediction block of a feature method with width doubles

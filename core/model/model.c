@@ -120,6 +120,27 @@ static int keep_hyper(gp_model *model, const gp_fit_request *req, gp_error *err)
     return GP_OK;
 }
 
+/* A mean other than zero: a known type, on a method that learns one, for
+ * one Gaussian output. */
+static int check_mean_taken(const gp_method *m, const gp_fit_request *req, gp_error *err)
+{
+    if (req->mean == GP_MEAN_ZERO)
+        return GP_OK;
+    if (gp_mean_name(req->mean) == NULL)
+        return gp_error_set(err, GP_EINVAL, "mean.type", "mean.type: unknown mean type %d",
+                            (int)req->mean);
+    if (!m->mean_functions)
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: method '%s' fits a zero mean only (GET /v1/methods lists "
+                            "the methods that take a constant or linear mean: mean_functions)",
+                            m->name);
+    if (req->likelihood != GP_LIK_GAUSSIAN || (req->n_outputs > 1))
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: a constant or linear mean is for one output with the "
+                            "gaussian likelihood");
+    return GP_OK;
+}
+
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     *out = NULL;
@@ -147,6 +168,8 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
                           "noise.per_point: method '%s' does not take known per-point noise "
                           "(GET /v1/methods lists the methods that do: per_point_noise)",
                           m->name);
+    if (rc == GP_OK)
+        rc = check_mean_taken(m, req, err);
     if (rc)
         return rc;
     double t0 = seconds_now();
@@ -349,6 +372,47 @@ static int predict_with_point_noise(const gp_model *model, const gp_predict_requ
     return GP_OK;
 }
 
+/* The mean function on m points (caller's units) into shift: y_scale
+ * h(x_w)^T beta, what a model with a mean adds to everything the method
+ * answers for its residual process. */
+static void mean_shift(const gp_model *model, const double *X, size_t m, double *shift)
+{
+    for (size_t i = 0; i < m; i++)
+        shift[i] = 0.0;
+    gp_mean_add_original(model->mean_type, model->mean_coef, X, m, model->input_dim,
+                         model->x_mean, model->x_scale, model->y_scale, shift);
+}
+
+/* A Gaussian answer's location fields moved by the mean: mean, and for a
+ * mixture its components and its own quantiles (a single Gaussian's are
+ * made from the moved mean afterwards). Variances do not change: the
+ * coefficients are point estimates. */
+static int add_mean_to_prediction(const gp_model *model, const gp_predict_request *req,
+                                  gp_prediction *out, gp_error *err)
+{
+    if (model->mean_type == GP_MEAN_ZERO)
+        return GP_OK;
+    size_t m = req->m;
+    double *shift = gp_alloc_doubles(m ? m : 1, err);
+    if (shift == NULL)
+        return GP_ENOMEM;
+    mean_shift(model, req->X, m, shift);
+    for (size_t i = 0; i < m; i++)
+        out->mean[i] += shift[i];
+    /* a mixture's components each carry the mean; a sum's parts do not
+     * (the mean is none of them) */
+    int mixture = model->method->ops->components != NULL;
+    size_t K = req->components && mixture ? gp_model_components(model) : 0;
+    for (size_t k = 0; k < K; k++)
+        for (size_t i = 0; i < m; i++)
+            out->component_mean[k * m + i] += shift[i];
+    for (size_t q = 0; mixture && q < req->n_quantiles; q++)
+        for (size_t i = 0; i < m; i++)
+            out->quantiles[q * m + i] += shift[i];
+    free(shift);
+    return GP_OK;
+}
+
 /* The method's answer for exactly the points of req. */
 static int predict_points(const gp_model *model, const gp_predict_request *req,
                           gp_prediction *out, gp_error *err)
@@ -360,6 +424,8 @@ static int predict_points(const gp_model *model, const gp_predict_request *req,
         rc = model->method->ops->predict(model, req, out, err);
     else
         rc = predict_with_point_noise(model, req, out, err);
+    if (rc == GP_OK)
+        rc = add_mean_to_prediction(model, req, out, err);
     if (rc == GP_OK && req->n_quantiles && model->method->ops->components == NULL)
         gaussian_quantiles(req, model->n_outputs, out);
     return rc;
@@ -692,12 +758,32 @@ static int check_samples_finite(const gp_model *model, const gp_sample_request *
     return row < req->m ? refuse_point(row, "sample", err) : GP_OK;
 }
 
+/* Draws of the residual process moved by the mean (one output). */
+static int add_mean_to_samples(const gp_model *model, const gp_sample_request *req,
+                               double *samples, gp_error *err)
+{
+    if (model->mean_type == GP_MEAN_ZERO)
+        return GP_OK;
+    size_t m = req->m;
+    double *shift = gp_alloc_doubles(m ? m : 1, err);
+    if (shift == NULL)
+        return GP_ENOMEM;
+    mean_shift(model, req->X, m, shift);
+    for (size_t s = 0; s < req->n_samples; s++)
+        for (size_t i = 0; i < m; i++)
+            samples[s * m + i] += shift[i];
+    free(shift);
+    return GP_OK;
+}
+
 int gp_model_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                     gp_error *err)
 {
     int rc = sample_checks(model, req, err);
     if (rc == GP_OK)
         rc = model->method->ops->sample(model, req, samples, err);
+    if (rc == GP_OK)
+        rc = add_mean_to_samples(model, req, samples, err);
     return rc == GP_OK ? check_samples_finite(model, req, samples, err) : rc;
 }
 
@@ -739,7 +825,9 @@ int gp_model_sample_batch(const gp_model *model, const gp_sample_request *reqs,
         for (size_t j = 0; j < k; j++) {
             size_t i = idx[j];
             rcs[i] = ok_rcs[j] ? ok_rcs[j]
-                               : check_samples_finite(model, &reqs[i], samples[i], &ok_errs[j]);
+                               : add_mean_to_samples(model, &reqs[i], samples[i], &ok_errs[j]);
+            if (rcs[i] == GP_OK)
+                rcs[i] = check_samples_finite(model, &reqs[i], samples[i], &ok_errs[j]);
             if (rcs[i])
                 errs[i] = ok_errs[j];
         }
@@ -862,6 +950,8 @@ static int export_common(const gp_model *model, gp_state *st, gp_error *err)
         rc = gp_state_put_scalar(st, "n_outputs", (double)model->n_outputs, err);
     if (rc == GP_OK && model->per_point_noise)
         rc = gp_state_put_scalar(st, "per_point_noise", 1.0, err);
+    if (rc == GP_OK)
+        rc = gp_mean_export(model->mean_type, model->mean_coef, model->input_dim, st, err);
     if (rc == GP_OK && model->input.kind != GP_INPUT_POINT) {
         double spec[GP_INPUT_CODE_LEN];
         gp_input_spec_encode(&model->input, spec);
@@ -989,6 +1079,8 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
             rc = gp_error_set(err, GP_EDATA, "per_point_noise", "corrupt per-point noise flag");
         model->per_point_noise = 1;
     }
+    if (rc == GP_OK)
+        rc = gp_mean_import(st, d, &model->mean_type, &model->mean_coef, err);
     if (rc) {
         gp_model_free(model);
         return rc;
@@ -1081,8 +1173,21 @@ int gp_model_observe_noise(gp_model *model, const double *X, const double *Y,
         return rc;
     if ((rc = check_observe_noise(model, noise, k, err)) != GP_OK)
         return rc;
+    /* A model with a mean updates its residual process: the new targets
+     * less the mean, whose coefficients stay the fit's until the next fit. */
+    double *R = NULL;
+    if (model->mean_type != GP_MEAN_ZERO) {
+        if ((R = gp_alloc_doubles(k, err)) == NULL)
+            return GP_ENOMEM;
+        mean_shift(model, X, k, R);
+        for (size_t i = 0; i < k; i++)
+            R[i] = Y[i] - R[i];
+        Y = R;
+    }
     /* Each method bounds its own working values (GP_WORKING_LIMIT, with the
      * statistics it standardises by) before it changes anything. */
-    return noise ? m->ops->observe_noise(model, X, Y, noise, k, err)
-                 : m->ops->observe(model, X, Y, k, err);
+    rc = noise ? m->ops->observe_noise(model, X, Y, noise, k, err)
+               : m->ops->observe(model, X, Y, k, err);
+    free(R);
+    return rc;
 }

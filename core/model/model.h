@@ -29,6 +29,7 @@
 #include "core/likelihood/likelihood.h"
 #include "core/model/hyperspec.h"
 #include "core/model/inputs.h"
+#include "core/model/mean.h"
 
 /* ---- method options ---- */
 typedef enum gp_option_type {
@@ -113,6 +114,10 @@ typedef struct gp_fit_request {
      * priors, bounds, single parameters held; NULL: nothing. Only methods
      * whose descriptor sets hyper_priors take one that states something. */
     const gp_hyper_spec *hyper;
+    /* The mean function (core/model/mean.h; zeroed: zero mean, the GP of
+     * old). Only methods whose descriptor sets mean_functions take another,
+     * with the gaussian likelihood; its coefficients are learned by the fit. */
+    gp_mean_type mean;
 } gp_fit_request;
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000
@@ -173,6 +178,12 @@ typedef struct gp_model {
      * the bounds its hyperparameters ended on (core/model/hyperspec.h). */
     gp_hyper_spec *hyper;
     gp_fit_warnings warnings;
+    /* The mean function and its coefficients (owned; gp_mean_n_coef of
+     * them, working units; NULL for a zero mean). gp_model_predict and the
+     * samples add it back generically: the method predicts the residual
+     * process f, and the answer is y_mean + y_scale (f + h(x_w)^T beta). */
+    gp_mean_type mean_type;
+    double *mean_coef;
     void *impl; /* owned by the method */
 } gp_model;
 
@@ -287,6 +298,9 @@ typedef struct gp_method {
     int hyper_priors;
     /* 1: a fit takes known per-point noise (gp_fit_request.noise_per_point). */
     int per_point_noise;
+    /* 1: a fit takes a constant or linear mean (gp_fit_request.mean) and
+     * fills gp_model.mean_coef; gp_model_fit refuses a mean elsewhere. */
+    int mean_functions;
     /* The `quick` preset: option values that make a fit of some 40-60 points
      * fast while the method does what it always does (budgets and sizes only:
      * the iterations option, features, inducing points, particles, warm-up;

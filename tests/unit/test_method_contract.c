@@ -74,6 +74,7 @@ typedef struct fit_setup {
     size_t n_opts;
     gp_kernel *kernel;
     gp_likelihood lik; /* of the fits (zeroed: gaussian) */
+    gp_mean_type mean; /* of the fits (zeroed: zero mean) */
     problem p;
 } fit_setup;
 
@@ -109,6 +110,7 @@ static void request(const fit_setup *s, gp_fit_request *req)
     req->options = s->opts;
     req->n_options = s->n_opts;
     req->likelihood = s->lik;
+    req->mean = s->mean;
 }
 
 static gp_model *fit_or_fail(const fit_setup *s, const gp_fit_request *req)
@@ -974,12 +976,26 @@ static const contract_check likelihood_checks[] = {
     {"threads", NULL, check_obs_threads},
 };
 
+/* Every method that takes a mean (mean_functions), with a linear one: the
+ * mean is added back generically (core/model/model.c), so these make sure
+ * that path keeps batches, threads, samples and states bit-identical. */
+static const contract_check mean_checks[] = {
+    {"predict", check_prediction, NULL},
+    {"batching", check_batch_of, NULL},
+    {"samples", check_samples, NULL},
+    {"sample batching", check_sample_batch, NULL},
+    {"export/import", check_roundtrip, NULL},
+    {"threads", NULL, check_threads},
+};
+
 #define N_METHOD_CHECKS (sizeof method_checks / sizeof method_checks[0])
+#define N_MEAN_CHECKS (sizeof mean_checks / sizeof mean_checks[0])
 #define N_LIKELIHOOD_CHECKS (sizeof likelihood_checks / sizeof likelihood_checks[0])
 
 typedef struct contract_case {
     const gp_method *m;
     gp_likelihood lik;
+    gp_mean_type mean;
     const contract_check *check;
     char name[96];
 } contract_case;
@@ -993,6 +1009,7 @@ static void run_case(void **state)
         make_labels(&s.p, c->lik);
         s.lik = c->lik;
     }
+    s.mean = c->mean;
     if (c->check->on_model) {
         gp_fit_request req;
         request(&s, &req);
@@ -1027,7 +1044,8 @@ static size_t add_cases(contract_case *cases, struct CMUnitTest *tests, size_t c
 int main(void)
 {
     size_t n = gp_method_count();
-    size_t cap = n * (N_METHOD_CHECKS + (size_t)GP_LIK_COUNT * N_LIKELIHOOD_CHECKS), count = 0;
+    size_t cap = n * (N_METHOD_CHECKS + N_MEAN_CHECKS + (size_t)GP_LIK_COUNT * N_LIKELIHOOD_CHECKS),
+           count = 0;
     struct CMUnitTest *tests = calloc(cap, sizeof *tests);
     contract_case *cases = calloc(cap, sizeof *cases);
     if (tests == NULL || cases == NULL)
@@ -1036,6 +1054,16 @@ int main(void)
         const gp_method *m = gp_method_at(i);
         count = add_cases(cases, tests, count, m, GP_LIK_GAUSSIAN, method_checks,
                           N_METHOD_CHECKS);
+        if (m->mean_functions) {
+            size_t first = count;
+            count = add_cases(cases, tests, count, m, GP_LIK_GAUSSIAN, mean_checks,
+                              N_MEAN_CHECKS);
+            for (size_t k = first; k < count; k++) {
+                cases[k].mean = GP_MEAN_LINEAR;
+                snprintf(cases[k].name, sizeof cases[k].name, "%s/linear mean: %s", m->name,
+                         cases[k].check->name);
+            }
+        }
         for (int l = 1; l < GP_LIK_COUNT; l++)
             if (gp_method_accepts_likelihood(m, (gp_likelihood)l))
                 count = add_cases(cases, tests, count, m, (gp_likelihood)l, likelihood_checks,

@@ -211,6 +211,10 @@ class GPServeRegressor(_GPServeEstimator):
         which is learned unless fixed; ``noise_variance=0, noise_fixed=True``
         is scikit-learn's model with that alpha.  None (default): none.
     options : the method's options dict.
+    mean : None or "zero" (a zero mean), "constant" or "linear": the GP's
+        mean function, its coefficients learned with the hyperparameters
+        (exact, sgpr, msrfr: GET /v1/methods lists mean_functions); the
+        model's ``mean`` (in ``model_``) has them in original units.
     standardize, seed : as in the API (working units are standardised).
     include_noise : True (default): ``predict``'s std and covariance and
         ``sample_y`` are of y, the latent f plus the noise, as in
@@ -233,7 +237,7 @@ class GPServeRegressor(_GPServeEstimator):
     def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="exact", kernel=None,
                  noise_variance=None, noise_fixed=False, options=None, standardize=True,
                  seed=0, include_noise=True, async_fit=False, timeout=60.0, fit_timeout=None,
-                 poll_interval=0.2, alpha=None):
+                 poll_interval=0.2, alpha=None, mean=None):
         self.url = url
         self.api_key = api_key
         self.name = name
@@ -250,6 +254,7 @@ class GPServeRegressor(_GPServeEstimator):
         self.fit_timeout = fit_timeout
         self.poll_interval = poll_interval
         self.alpha = alpha
+        self.mean = mean
 
     def _extra_fit_fields(self):
         noise = {}
@@ -259,7 +264,9 @@ class GPServeRegressor(_GPServeEstimator):
             noise["fixed"] = True
         if self._per_point is not None:
             noise["per_point"] = self._per_point
-        return {"noise": noise or None}
+        # mean: None (the daemon's zero mean), "zero", "constant" or "linear"
+        mean = {"type": self.mean} if self.mean is not None else None
+        return {"noise": noise or None, "mean": mean}
 
     def fit(self, X, y):
         """Fit on the daemon; returns self."""

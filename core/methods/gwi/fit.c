@@ -191,7 +191,7 @@ static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_
     quiet.progress = req->progress ? hyper_progress : NULL;
     quiet.progress_ctx = &pc;
     double f = NAN;
-    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d, NULL, NULL};
+    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d, NULL, NULL, NULL, 0, NULL};
     gp_inducing_fit_spec spec = {.fn = gp_collapsed_objective, .ctx = &data,
                                  .optimize_z = st->optimize_inducing,
                                  .max_iterations = 200, .tolerance = 1e-9,

@@ -265,12 +265,16 @@ int msrfr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_
     if (rc == GP_OK) {
         gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
         gp_model_working_targets(model, req->y, req->n, yw);
+        /* a constant or linear mean: its least-squares fit first, the
+         * components then model the residual (docs/design/numerics.md) */
+        rc = gp_model_mean_residual_ols(model, req->X, req->n, yw, err);
         msrfr_impl_set_kernel(im, model->kernel);
         /* The M components run on our threads, each calling BLAS: BLAS
          * itself single-threaded for the whole fit (parallel.h explains
          * why), which also makes the fit independent of its thread count. */
         gp_blas_serial_begin();
-        rc = fit_all(model, req, &set, Xw, yw, im, err);
+        if (rc == GP_OK)
+            rc = fit_all(model, req, &set, Xw, yw, im, err);
         gp_blas_serial_end();
     }
     free(Xw);

@@ -99,6 +99,7 @@ const gp_method gp_method_msrfr = {
     .restarts_option = NULL,
     .info = msrfr_info,
     .n_info = sizeof msrfr_info / sizeof msrfr_info[0],
+    .mean_functions = 1, /* least squares before the SVGD run: fit.c */
     .quick = msrfr_quick,
     .n_quick = sizeof msrfr_quick / sizeof msrfr_quick[0],
     .hyper_priors = 1,

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Integration area "means": a constant or linear mean in a fit ("mean":
+# {"type": ...}): accepted by exact and sgpr, shown in the model JSON with its
+# coefficients in working and original units, carried to predictions far
+# from the data; refused naming mean / mean.type (unknown type, a method
+# without means, a non-gaussian likelihood), nothing stored.
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+
+section "mean functions"
+MX='[[0],[0.5],[1],[1.5],[2],[2.5],[3],[3.5]]'
+MY='[3.0,4.1,4.9,6.1,7.0,7.9,9.1,10.0]'
+check_jerr "mean: unknown type" 400 invalid_argument '^mean\.type$' /v1/models \
+    "{\"name\":\"mf\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"quadratic\"}}"
+check_jerr "mean: not an object" 400 invalid_argument '^mean$' /v1/models \
+    "{\"name\":\"mf\",\"X\":$MX,\"y\":$MY,\"mean\":\"linear\"}"
+check_jerr "mean: unknown key" 400 invalid_argument '^mean\.' /v1/models \
+    "{\"name\":\"mf\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\",\"slope\":2}}"
+check_jerr "mean: method without means" 422 unsupported '^mean$' /v1/models \
+    "{\"name\":\"mf\",\"method\":\"hkd\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\"}}"
+if grep -q 'exact, msrfr, sgpr take' "$T/body"; then pass "the refusal names the methods that take a mean"
+else fail "the refusal names the methods that take a mean" "$(head -c 300 "$T/body")"; fi
+check_jerr "mean: non-gaussian likelihood" 422 unsupported '^mean$' /v1/models \
+    "{\"name\":\"mf\",\"method\":\"svgp\",\"likelihood\":\"bernoulli\",\"X\":$MX,\"y\":[0,0,0,1,1,1,1,1],\"mean\":{\"type\":\"constant\"}}"
+check "nothing stored" 404 GET /v1/models/mf
+jpost /v1/models "{\"name\":\"mf\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\"},\"options\":{\"max_iterations\":30}}"
+if [ "$ST" = 201 ] || [ "$ST" = 200 ]; then pass "exact fit with a linear mean"
+else fail "exact fit with a linear mean" "status $ST" body; fi
+check "model" 200 GET /v1/models/mf
+if grep -q '"mean":{"type":"linear","coefficients":\[' "$T/body" &&
+    grep -q '"coefficients_original":\[' "$T/body"; then
+    pass "the model shows its mean and coefficients"
+else fail "the model shows its mean and coefficients" "$(head -c 400 "$T/body")"; fi
+# y = 3 + 2 x: at x = 50 the trend gives 103; a zero-mean GP reverts to ~6.5
+jpost /v1/models/mf/predict '{"X":[[50]]}'
+M=$(sed -n 's/.*"mean":\[\([-0-9.e+]*\).*/\1/p' "$T/body")
+if [ "$ST" = 200 ] && awk -v m="$M" 'BEGIN { exit !(m > 95 && m < 111) }'; then
+    pass "the linear mean carries the trend far from the data ($M)"
+else fail "the linear mean carries the trend far from the data" "status $ST mean '$M'" body; fi
+jpost /v1/models "{\"name\":\"mf2\",\"method\":\"sgpr\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"constant\"},\"options\":{\"max_iterations\":10,\"inducing\":4}}"
+if [ "$ST" = 201 ] || [ "$ST" = 200 ]; then pass "sgpr fit with a constant mean"
+else fail "sgpr fit with a constant mean" "status $ST" body; fi
+check "methods list mean_functions" 200 GET /v1/methods
+if grep -q '"mean_functions":true' "$T/body"; then pass "/v1/methods lists mean_functions"
+else fail "/v1/methods lists mean_functions" "$(head -c 200 "$T/body")"; fi
+req DELETE /v1/models/mf
+req DELETE /v1/models/mf2

@@ -1,0 +1,443 @@
+/* Mean functions (gp_fit_request.mean, core/model/mean.h): the profiled
+ * objectives of exact and sgpr against finite differences and against a
+ * brute-force maximum over the coefficients; exact recovering a linear trend
+ * and predicting it far from the data; exact with a linear mean against the
+ * same GP with the basis as a vague-prior linear kernel (R&W §2.7: the
+ * predictive means agree in the limit); sgpr with M = N inducing points at
+ * the inputs against exact; export/import, samples, observe; bad input. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/inducing/collapsed.h"
+#include "core/kernel/lml.h"
+#include "core/methods/registry.h"
+#include "core/model/mean.h"
+#include "core/model/model.h"
+#include "tests/unit/testutil.h"
+
+#define N 40
+#define D 2
+
+/* y = 3 + 2 x_0 - x_1 + a smooth wiggle + noise, points column-major. */
+static void trend_problem(double *X, double *y)
+{
+    gp_rng rng;
+    gp_rng_seed(&rng, 11);
+    for (size_t i = 0; i < N * D; i++)
+        X[i] = 5.0 * gp_rng_uniform(&rng);
+    for (size_t i = 0; i < N; i++)
+        y[i] = 3.0 + 2.0 * X[i] - X[N + i] + 0.3 * sin(2.0 * X[i]) +
+               0.05 * gp_rng_normal(&rng);
+}
+
+static gp_kernel *rbf(size_t d, double var, double ls, int fixed)
+{
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, d, 0, NULL, 0, &err), GP_OK);
+    double th[2] = {log(var), log(ls)};
+    gp_kernel_set_params(k, th);
+    k->fixed = fixed ? GP_FIX_ALL : 0;
+    return k;
+}
+
+static gp_fit_request request(const double *X, const double *y, size_t n, size_t d,
+                              const gp_kernel *k, gp_mean_type mean)
+{
+    gp_fit_request req;
+    memset(&req, 0, sizeof req);
+    req.X = X;
+    req.y = y;
+    req.n = n;
+    req.d = d;
+    req.kernel = k;
+    req.seed = 3;
+    req.standardize = 1;
+    req.mean = mean;
+    return req;
+}
+
+static gp_model *fit(const char *method, const gp_fit_request *req)
+{
+    gp_model *model = NULL;
+    gp_error err;
+    if (gp_model_fit(gp_method_find(method), req, &model, &err) != GP_OK)
+        fail_msg("%s fit: %s (%s)", method, err.message, err.field);
+    return model;
+}
+
+static void predict(const gp_model *model, const double *Xs, size_t m, size_t d, double *mu,
+                    double *var)
+{
+    gp_predict_request pr = {.X = Xs, .m = m, .d = d};
+    gp_prediction out = {.mean = mu, .variance = var};
+    gp_error err;
+    if (gp_model_predict(model, &pr, &out, &err) != GP_OK)
+        fail_msg("predict: %s", err.message);
+}
+
+/* ---- the profiled objectives ---- */
+
+typedef struct prof_ctx {
+    gp_kernel *k;
+    const double *P, *y, *H, *r, *Z;
+    size_t n, d, p, m, np;
+    int sparse;
+} prof_ctx;
+
+/* The profiled objective at x = (kernel log-parameters, log s2). */
+static double profiled(void *ctx, const double *x)
+{
+    prof_ctx *c = ctx;
+    gp_kernel_set_params(c->k, x);
+    double s2 = exp(x[c->np]), beta[1 + D], f;
+    gp_error err;
+    if (c->sparse) {
+        gp_sgpr_terms t;
+        assert_int_equal(gp_sgpr_bound_mean(c->k, s2, c->r, c->H, c->p, beta, c->P, c->n, c->d,
+                                            c->y, c->Z, c->m, &t, NULL, NULL, NULL, &err),
+                         GP_OK);
+        return t.bound;
+    }
+    double *A = malloc(c->n * c->n * sizeof *A), *alpha = malloc(c->n * sizeof *alpha);
+    double *work = malloc((c->n + c->p + 1) * c->p * sizeof *work);
+    gp_lml_basis b = {c->H, c->p, beta, work};
+    assert_int_equal(gp_exact_lml_grad_basis_on(c->k, s2, c->r, &b, c->P, c->n, c->y, A, alpha,
+                                                &f, NULL, NULL, NULL, &err),
+                     GP_OK);
+    free(A);
+    free(alpha);
+    free(work);
+    return f;
+}
+
+static void problem_points(double *P, double *y, double *H, double *r)
+{
+    double X[N * D];
+    trend_problem(X, y);
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < D; j++)
+            P[i * D + j] = X[j * N + i] - 2.5; /* roughly centred, as working units are */
+    gp_mean_basis(GP_MEAN_LINEAR, P, D, N, H);
+    for (size_t i = 0; r && i < N; i++)
+        r[i] = 0.002 + 0.01 * (double)(i % 4);
+}
+
+static void check_profiled_gradient(int sparse, int with_r)
+{
+    double P[N * D], y[N], H[N * (1 + D)], r[N], Z[7 * D], beta[1 + D], x[3], g[3];
+    problem_points(P, y, H, r);
+    for (size_t i = 0; i < 7 * D; i++)
+        Z[i] = P[5 * i % (N * D)] + 0.05;
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    prof_ctx c = {k, P, y, H, with_r ? r : NULL, Z, N, D, 1 + D, 7, 2, sparse};
+    x[0] = log(1.7), x[1] = log(0.9), x[2] = log(0.03);
+    gp_kernel_set_params(k, x);
+    gp_error err;
+    double f;
+    if (sparse) {
+        gp_sgpr_terms t;
+        assert_int_equal(gp_sgpr_bound_mean(k, exp(x[2]), c.r, H, 1 + D, beta, P, N, D, y, Z, 7,
+                                            &t, g, NULL, NULL, &err),
+                         GP_OK);
+    } else {
+        double *A = malloc(N * N * sizeof *A), alpha[N], work[(N + 4) * 3];
+        gp_lml_basis b = {H, 1 + D, beta, work};
+        assert_int_equal(gp_exact_lml_grad_basis_on(k, exp(x[2]), c.r, &b, P, N, y, A, alpha, &f,
+                                                    g, NULL, NULL, &err),
+                         GP_OK);
+        free(A);
+    }
+    /* the envelope: the profiled objective's gradient is the fixed-beta one */
+    tu_fd_spec spec = {1e-5, 1e-5, 1e-7, 1.0, 0};
+    tu_check_gradient(profiled, &c, x, 3, g, spec, NULL,
+                      sparse ? "sgpr profiled bound" : "exact profiled LML");
+    /* and beta is the maximiser: the plain objective of y - H beta is the
+     * profiled one, and of y - H (beta +- 0.01 e_j) less */
+    double f0 = profiled(&c, x), yr[N], bt[1 + D];
+    if (sparse) {
+        gp_sgpr_terms t;
+        assert_int_equal(gp_sgpr_bound_mean(k, exp(x[2]), c.r, H, 1 + D, bt, P, N, D, y, Z, 7, &t,
+                                            NULL, NULL, NULL, &err),
+                         GP_OK);
+    } else {
+        double *A = malloc(N * N * sizeof *A), alpha[N], work[(N + 4) * 3];
+        gp_lml_basis b = {H, 1 + D, bt, work};
+        assert_int_equal(gp_exact_lml_factor_basis(k, exp(x[2]), c.r, &b, P, N, y, A, alpha, &f,
+                                                   NULL, NULL, &err),
+                         GP_OK);
+        free(A);
+    }
+    prof_ctx plain = c;
+    plain.y = yr;
+    plain.H = NULL;
+    plain.p = 0;
+    for (size_t j = 0; j < 1 + D; j++)
+        for (int sg = -1; sg <= 1; sg++) {
+            for (size_t i = 0; i < N; i++) {
+                yr[i] = y[i];
+                for (size_t l = 0; l < 1 + D; l++)
+                    yr[i] -= H[l * N + i] * (bt[l] + (l == j ? 0.01 * sg : 0.0));
+            }
+            double fp = profiled(&plain, x);
+            if (sg == 0)
+                tu_assert_close(fp, f0, 1e-10, 1e-10, "objective of the residual");
+            else if (!(fp < f0))
+                fail_msg("beta[%zu] %+d: %.17g not below the profiled %.17g", j, sg, fp, f0);
+        }
+    gp_kernel_free(k);
+}
+
+static void test_exact_gradient(void **state)
+{
+    (void)state;
+    check_profiled_gradient(0, 0);
+    check_profiled_gradient(0, 1);
+}
+
+static void test_sgpr_gradient(void **state)
+{
+    (void)state;
+    check_profiled_gradient(1, 0);
+    check_profiled_gradient(1, 1);
+}
+
+/* ---- exact: the trend recovered and extrapolated ---- */
+
+static void test_exact_recovers_trend(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    gp_model *lin = fit("exact", &req);
+    req.mean = GP_MEAN_ZERO;
+    gp_model *zero = fit("exact", &req);
+    assert_int_equal(lin->mean_type, GP_MEAN_LINEAR);
+    assert_null(zero->mean_coef);
+    double c[1 + D];
+    gp_mean_original(lin->mean_type, lin->mean_coef, D, lin->x_mean, lin->x_scale, lin->y_mean,
+                     lin->y_scale, c);
+    tu_assert_within(c[0], 3.0, 0.5, "intercept (original units)");
+    tu_assert_within(c[1], 2.0, 0.2, "slope of x0");
+    tu_assert_within(c[2], -1.0, 0.2, "slope of x1");
+    /* far outside the data: the trend, where a zero-mean GP reverts */
+    double Xs[2 * D] = {200.0, -150.0, 10.0, 0.0}, want[2], mu[2], var[2], mz[2];
+    for (size_t i = 0; i < 2; i++)
+        want[i] = 3.0 + 2.0 * Xs[i] - Xs[2 + i];
+    predict(lin, Xs, 2, D, mu, var);
+    predict(zero, Xs, 2, D, mz, var);
+    for (size_t i = 0; i < 2; i++) {
+        tu_assert_within(mu[i], want[i], 0.05 * fabs(want[i]), "linear mean far out [%zu]", i);
+        if (!(fabs(mz[i] - want[i]) > 0.5 * fabs(want[i])))
+            fail_msg("zero mean far out [%zu]: %g, the trend %g", i, mz[i], want[i]);
+    }
+    gp_model_free(lin);
+    gp_model_free(zero);
+    gp_kernel_free(k);
+}
+
+/* ---- the basis as a vague-prior kernel (R&W §2.7) ----
+ * beta ~ N(0, b I) on the basis (1, x) is the kernel b (1 + x.x'): the
+ * linear kernel on the points with a column of ones. As b grows, its
+ * predictive mean tends to H_s^T beta_gls + K_s^T C^{-1} (y - H beta_gls),
+ * the profiled model's (raw units, kernel and noise fixed). */
+static void test_exact_equals_vague_basis(void **state)
+{
+    (void)state;
+    double X[N * D], y[N], X1[N * (D + 1)];
+    trend_problem(X, y);
+    memcpy(X1, X, sizeof X);
+    for (size_t i = 0; i < N; i++)
+        X1[D * N + i] = 1.0;
+    gp_error err;
+    gp_kernel *k = rbf(D, 0.5, 1.2, 1);
+    size_t act[D] = {0, 1};
+    gp_kernel *terms[2] = {NULL, NULL}, *sum = NULL;
+    assert_int_equal(gp_kernel_leaf(&terms[0], GP_KERNEL_RBF, D + 1, 0, act, D, &err), GP_OK);
+    assert_int_equal(gp_kernel_leaf(&terms[1], GP_KERNEL_LINEAR, D + 1, 0, NULL, 0, &err), GP_OK);
+    double th[3] = {log(0.5), log(1.2), log(1e6)};
+    assert_int_equal(gp_kernel_composite(&sum, GP_KERNEL_SUM, terms, 2, &err), GP_OK);
+    gp_kernel_set_params(sum, th);
+    sum->terms[0]->fixed = sum->terms[1]->fixed = GP_FIX_ALL;
+    gp_fit_request a = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    gp_fit_request b = request(X1, y, N, D + 1, sum, GP_MEAN_ZERO);
+    a.standardize = b.standardize = 0;
+    a.noise_given = b.noise_given = 1;
+    a.noise_fixed = b.noise_fixed = 1;
+    a.noise_variance = b.noise_variance = 0.01;
+    gp_model *ma = fit("exact", &a), *mb = fit("exact", &b);
+    double Xs[3 * D] = {0.5, 2.0, 4.5, 1.0, 3.3, 0.2}, Xs1[3 * (D + 1)], mua[3], mub[3], v[3];
+    memcpy(Xs1, Xs, sizeof Xs);
+    for (size_t i = 0; i < 3; i++)
+        Xs1[2 * 3 + i] = 1.0;
+    predict(ma, Xs, 3, D, mua, v);
+    predict(mb, Xs1, 3, D + 1, mub, v);
+    for (size_t i = 0; i < 3; i++)
+        tu_assert_close(mua[i], mub[i], 1e-5, 1e-5, "profiled vs vague-prior basis mean[%zu]", i);
+    gp_model_free(ma);
+    gp_model_free(mb);
+    gp_kernel_free(k);
+    gp_kernel_free(sum);
+}
+
+/* ---- sgpr with M = N inducing points at the inputs is exact ---- */
+
+static void test_sgpr_equals_exact(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 0.8, 1.1, 1);
+    gp_option_value opts[] = {{"inducing", (double)N, NULL, NULL},
+                              {"optimize_inducing", 0, NULL, NULL},
+                              {"reselect", 0, NULL, NULL}};
+    for (int t = GP_MEAN_CONSTANT; t <= GP_MEAN_LINEAR; t++) {
+        gp_fit_request req = request(X, y, N, D, k, (gp_mean_type)t);
+        req.noise_given = req.noise_fixed = 1;
+        req.noise_variance = 0.05;
+        gp_model *ex = fit("exact", &req);
+        req.options = opts;
+        req.n_options = 3;
+        gp_model *sp = fit("sgpr", &req);
+        for (size_t j = 0; j < gp_mean_n_coef((gp_mean_type)t, D); j++)
+            tu_assert_close(sp->mean_coef[j], ex->mean_coef[j], 1e-6, 1e-6, "beta[%zu]", j);
+        double Xs[4 * D] = {0.3, 1.7, 2.9, 4.4, 4.0, 0.1, 2.2, 3.8}, m1[4], m2[4], v1[4], v2[4];
+        predict(ex, Xs, 4, D, m1, v1);
+        predict(sp, Xs, 4, D, m2, v2);
+        for (size_t i = 0; i < 4; i++) {
+            tu_assert_close(m2[i], m1[i], 1e-5, 1e-5, "sgpr mean[%zu]", i);
+            tu_assert_close(v2[i], v1[i], 1e-4, 1e-5, "sgpr variance[%zu]", i);
+        }
+        gp_model_free(ex);
+        gp_model_free(sp);
+    }
+    gp_kernel_free(k);
+}
+
+/* ---- persistence, samples, observe ---- */
+
+static void test_export_import_samples(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    const char *methods[] = {"exact", "sgpr"};
+    for (size_t mi = 0; mi < 2; mi++) {
+        gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+        gp_model *model = fit(methods[mi], &req), *back = NULL;
+        gp_state st;
+        gp_error err;
+        gp_state_init(&st);
+        assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+        assert_non_null(gp_state_find(&st, "mean_coef"));
+        assert_int_equal(gp_model_import(gp_method_find(methods[mi]), &st, &back, &err), GP_OK);
+        assert_int_equal(back->mean_type, GP_MEAN_LINEAR);
+        double Xs[3 * D] = {9.0, 1.0, 2.0, 4.0, -3.0, 2.0}, m1[3], m2[3], v1[3], v2[3];
+        predict(model, Xs, 3, D, m1, v1);
+        predict(back, Xs, 3, D, m2, v2);
+        assert_memory_equal(m1, m2, sizeof m1);
+        assert_memory_equal(v1, v2, sizeof v1);
+        /* samples carry the mean: their average is near the mean far out */
+        gp_sample_request sr = {.X = Xs, .m = 3, .d = D, .n_samples = 400, .seed = 5};
+        double *s = malloc(3 * 400 * sizeof *s);
+        assert_int_equal(gp_model_sample(back, &sr, s, &err), GP_OK);
+        for (size_t i = 0; i < 3; i++) {
+            double avg = 0.0;
+            for (size_t q = 0; q < 400; q++)
+                avg += s[q * 3 + i] / 400.0;
+            tu_assert_within(avg, m1[i], 4.0 * sqrt(v1[i] / 400.0) + 1e-9, "sample mean[%zu]", i);
+        }
+        free(s);
+        gp_state_free(&st);
+        gp_model_free(back);
+        gp_model_free(model);
+        /* a zero mean writes no mean arrays (states keep their bytes) */
+        req.mean = GP_MEAN_ZERO;
+        model = fit(methods[mi], &req);
+        gp_state_init(&st);
+        assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+        assert_null(gp_state_find(&st, "mean_type"));
+        assert_null(gp_state_find(&st, "mean_coef"));
+        gp_state_free(&st);
+        gp_model_free(model);
+    }
+    gp_kernel_free(k);
+}
+
+/* Observe subtracts the fit's mean from the new targets: rows that lie on
+ * the model's own predictive mean leave the mean where it was (a residual
+ * GP updated with its own mean barely moves), while without the subtraction
+ * they would pull a zero-mean residual by the whole trend. */
+static void test_exact_observe(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    gp_model *model = fit("exact", &req);
+    double Xn[2 * D] = {12.0, 14.0, 1.0, 2.0}, yn[2], v[2], Xs[D] = {13.0, 1.5}, before, after, vs;
+    predict(model, Xn, 2, D, yn, v);
+    predict(model, Xs, 1, D, &before, &vs);
+    gp_error err;
+    assert_int_equal(gp_model_observe(model, Xn, yn, 2, &err), GP_OK);
+    predict(model, Xs, 1, D, &after, &vs);
+    tu_assert_within(after, before, 1e-3 * fabs(before), "mean after observing its own mean");
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* ---- bad input ---- */
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_model *model = NULL;
+    gp_error err;
+    gp_fit_request req = request(X, y, N, D, k, (gp_mean_type)7);
+    assert_int_equal(gp_model_fit(gp_method_find("exact"), &req, &model, &err), GP_EINVAL);
+    assert_string_equal(err.field, "mean.type");
+    assert_null(model);
+    req.mean = GP_MEAN_LINEAR;
+    assert_int_equal(gp_model_fit(gp_method_find("hkd"), &req, &model, &err), GP_EUNSUPPORTED);
+    assert_string_equal(err.field, "mean");
+    assert_null(model);
+    double yb[N];
+    for (size_t i = 0; i < N; i++)
+        yb[i] = y[i] > 5.0 ? 1.0 : 0.0;
+    req.y = yb;
+    req.likelihood = GP_LIK_BERNOULLI;
+    assert_int_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_EUNSUPPORTED);
+    assert_string_equal(err.field, "mean");
+    assert_null(model);
+    gp_kernel_free(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_gradient),
+        cmocka_unit_test(test_sgpr_gradient),
+        cmocka_unit_test(test_exact_recovers_trend),
+        cmocka_unit_test(test_exact_equals_vague_basis),
+        cmocka_unit_test(test_sgpr_equals_exact),
+        cmocka_unit_test(test_export_import_samples),
+        cmocka_unit_test(test_exact_observe),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
