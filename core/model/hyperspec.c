@@ -104,6 +104,11 @@ static size_t each_leaf(const gp_kernel *k, size_t at, void (*fn)(const gp_kerne
 static void default_leaf(const gp_kernel *leaf, size_t at, void *ctx)
 {
     gp_hyper_spec *s = ctx;
+    /* a weak prior on the variance: BoTorch's and GPyTorch's classic
+     * outputscale prior gamma(2, 0.15) (mode 6.7, mean 13); it keeps a
+     * classifier's amplitude from running off on few rows (sonar) */
+    if (s->entry[at].prior.type == GP_PRIOR_NONE)
+        s->entry[at].prior = (gp_prior){GP_PRIOR_GAMMA, 2.0, 0.15};
     /* BoTorch's dimension-scaled prior: the typical lengthscale grows as
      * sqrt(d), so a point keeps neighbours as dimensions are added. BoTorch
      * states it for inputs in the unit cube, whose uniform spread has

@@ -58,8 +58,9 @@ void gp_hyper_entry_bounds(const gp_hyper_entry *e, double *lo, double *hi);
 
 /* The "default" preset (BoTorch's, Hvarfner et al. 2024, moved from the
  * unit cube to standardised units): every lengthscale of a leaf seeing d
- * dimensions lognormal(sqrt 2 + log(12 d)/2, sqrt 3), and the noise
- * lognormal(-4, 1); entries with a prior of their own keep it. */
+ * dimensions lognormal(sqrt 2 + log(12 d)/2, sqrt 3), every leaf's variance
+ * gamma(2, 0.15) (BoTorch's and GPyTorch's classic outputscale prior), and
+ * the noise lognormal(-4, 1); entries with a prior of their own keep it. */
 void gp_hyper_default_priors(gp_hyper_spec *s, const gp_kernel *k);
 
 /* GP_EINVAL naming the field ("kernel.bounds.lengthscale", "noise") unless

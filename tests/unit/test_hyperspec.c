@@ -418,7 +418,9 @@ static void test_default_preset(void **state)
     gp_hyper_spec *s;
     assert_int_equal(gp_hyper_spec_new(&s, k, &err), GP_OK);
     gp_hyper_default_priors(s, k);
-    assert_int_equal(s->entry[0].prior.type, GP_PRIOR_NONE);
+    assert_int_equal(s->entry[0].prior.type, GP_PRIOR_GAMMA);
+    tu_assert_within(s->entry[0].prior.a, 2.0, 0, "line %d", __LINE__);
+    tu_assert_within(s->entry[0].prior.b, 0.15, 0, "line %d", __LINE__);
     for (size_t j = 1; j <= 4; j++) {
         assert_int_equal(s->entry[j].prior.type, GP_PRIOR_LOGNORMAL);
         tu_assert_within(s->entry[j].prior.a, sqrt(2.0) + 0.5 * log(48.0), 1e-15, "line %d", __LINE__);
