@@ -11,10 +11,11 @@ returned when numpy is installed.
 from . import errors
 from .client import DEFAULT_URL, Client
 from .errors import GPServeError, JobTimeout, TransportError, TransportTimeout
-from .estimator import GPServeClassifier, GPServeRegressor, NotFittedError
+from .estimator import ConvergenceWarning, GPServeClassifier, GPServeRegressor, NotFittedError
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "DEFAULT_URL", "GPServeRegressor", "GPServeClassifier", "GPServeError",
-           "TransportError", "TransportTimeout", "JobTimeout", "NotFittedError", "errors",
+           "TransportError", "TransportTimeout", "JobTimeout", "NotFittedError", "ConvergenceWarning",
+           "errors",
            "__version__"]

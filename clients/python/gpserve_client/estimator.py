@@ -17,6 +17,7 @@ import inspect
 import math
 import random
 import uuid
+import warnings
 
 from .client import DEFAULT_URL, Client, to_plain
 
@@ -171,6 +172,9 @@ class _GPServeEstimator:
         self.version_ = model["version"]
         self.kernel_ = model.get("kernel")
         self.n_features_in_ = model.get("input_dim")
+        self.warnings_ = model.get("warnings", [])
+        for w in self.warnings_:  # as scikit-learn's ConvergenceWarning at a bound
+            warnings.warn(w.get("message", w.get("code", "")), ConvergenceWarning, stacklevel=3)
         return self
 
     def _extra_fit_fields(self):
@@ -185,8 +189,15 @@ class _GPServeEstimator:
         daemon; the estimator is then no longer fitted."""
         self._check_fitted()
         self._client().delete_model(self.name_)
-        for attr in ("model_", "name_", "version_", "kernel_", "n_features_in_", "job_id_"):
+        for attr in ("model_", "name_", "version_", "kernel_", "n_features_in_", "job_id_",
+                     "warnings_"):
             self.__dict__.pop(attr, None)
+
+
+class ConvergenceWarning(UserWarning):
+    """A fitted hyperparameter ended on a bound (or the noise on its floor),
+    as scikit-learn's ``sklearn.exceptions.ConvergenceWarning`` says it; the
+    model's ``warnings`` list (``warnings_``) has each with its code."""
 
 
 class GPServeRegressor(_GPServeEstimator):
@@ -201,7 +212,12 @@ class GPServeRegressor(_GPServeEstimator):
         per fit; a fit under an existing name adds a version).
     method : ``exact`` (default), ``ssgp``, ``sgpr``, ... (``GET /v1/methods``).
     kernel : the API's kernel dict, e.g. ``{"type": "matern52", "ard": True}``;
-        values are initial values, ``"fixed": True`` holds them.
+        values are initial values, ``"fixed": True`` holds them (or a list:
+        ``["variance", "lengthscale[2]", "noise"]``). What you know of them
+        goes there too: ``"priors": {"lengthscale": {"type": "lognormal",
+        "loc": 0, "scale": 1.7}, "noise": {...}}`` or ``"priors": "default"``
+        (a MAP fit), ``"bounds": {"lengthscale": [0.05, 20], "noise": [1e-6,
+        1]}`` (scikit-learn's ``*_bounds``), in working units.
     noise_variance, noise_fixed : the initial (or, fixed, the final) noise
         variance; None lets the daemon start from the data.
     alpha : known noise variances of the training rows, as scikit-learn's
@@ -225,7 +241,9 @@ class GPServeRegressor(_GPServeEstimator):
         fit, no limit for an async one).
 
     Fitted attributes: ``name_``, ``version_``, ``model_`` (the model JSON),
-    ``kernel_`` (the fitted kernel dict, working units), ``noise_variance_``
+    ``kernel_`` (the fitted kernel dict, working units), ``warnings_`` (the
+    bounds the fit ended on; each also raised as a ``ConvergenceWarning``),
+    ``noise_variance_``
     (original units), ``n_features_in_``, ``log_marginal_likelihood_value_``
     (for methods whose objective is the log marginal likelihood), ``job_id_``
     (async fits).

@@ -57,6 +57,23 @@ class RegressorTest(unittest.TestCase):
         self.assertEqual(est.log_marginal_likelihood_value_, est.model_["diagnostics"]["objective"])
         self.assertIsNone(est.name)            # the constructor's parameter is untouched
 
+    def test_bound_warning(self):
+        # a lengthscale bounded far above the data's: the fit ends on the bound and says so
+        import warnings as w
+        from gpserve_client import ConvergenceWarning
+        kernel = {"type": "rbf", "lengthscale": 30, "bounds": {"lengthscale": [20, 50]},
+                  "priors": {"variance": {"type": "gamma", "shape": 2, "rate": 0.15}}}
+        with w.catch_warnings(record=True) as caught:
+            w.simplefilter("always")
+            est = GPServeRegressor(support.URL, kernel=kernel, seed=2).fit(self.X, self.y)
+        self.assertTrue(est.warnings_)
+        self.assertTrue(all(x["code"] == "at_bound" for x in est.warnings_))
+        self.assertTrue(any(issubclass(c.category, ConvergenceWarning) for c in caught))
+        self.assertTrue(all(l >= 20 for l in est.kernel_["lengthscale"]))
+        self.assertIn("log_prior", est.model_["diagnostics"])
+        self.assertEqual(self.est.warnings_, [])
+        est.delete_model()
+
     def test_predict_equals_raw_answer(self):
         mean = self.est.predict(self.Xt)
         answer = self.raw_predict(include_noise=True)
