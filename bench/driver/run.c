@@ -196,7 +196,12 @@ static int fit_setup(const json_t *fit, gp_bench_fit_setup *su, char *why, size_
             su->noise_fixed = json_is_true(v);
         else if (strcmp(key, "ard") == 0)
             su->ard = json_is_true(v);
-        else if (strcmp(key, "priors") == 0 && json_is_string(v))
+        else if (strcmp(key, "noise_bounds") == 0 && json_is_array(v) &&
+                 json_array_size(v) == 2) {
+            su->noise_lo = json_number_value(json_array_get(v, 0));
+            su->noise_hi = json_number_value(json_array_get(v, 1));
+            bad = !(su->noise_lo > 0.0 && su->noise_lo < su->noise_hi);
+        } else if (strcmp(key, "priors") == 0 && json_is_string(v))
             su->default_priors = !(bad = strcmp(json_string_value(v), "default") != 0);
         else if (strcmp(key, "lengthscale") == 0 && json_is_number(v))
             su->lengthscale = json_number_value(v);

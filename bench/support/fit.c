@@ -55,8 +55,15 @@ int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, siz
     gp_kernel *k = NULL;
     gp_hyper_spec *hs = NULL;
     int rc = setup_kernel(su, train, seed, &k, err);
-    if (rc == GP_OK && su->default_priors && (rc = gp_hyper_spec_new(&hs, k, err)) == GP_OK)
-        gp_hyper_default_priors(hs, k);
+    if (rc == GP_OK && (su->default_priors || su->noise_lo > 0.0) &&
+        (rc = gp_hyper_spec_new(&hs, k, err)) == GP_OK) {
+        if (su->default_priors)
+            gp_hyper_default_priors(hs, k);
+        if (su->noise_lo > 0.0) {
+            hs->entry[hs->n_kernel].lo = su->noise_lo;
+            hs->entry[hs->n_kernel].hi = su->noise_hi;
+        }
+    }
     if (rc == GP_OK)
         rc = gp_options_validate(m, opts, n_opts, err);
     gp_fit_request req;
