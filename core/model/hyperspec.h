@@ -1,7 +1,7 @@
 /* gpserve core: what the caller knows about a fit's hyperparameters (priors,
- * bounds, single parameters held), the objective wrapper through which every
- * method that fits them runs its optimiser, and the warnings of a fit that
- * ends on a bound.
+ * bounds, single parameters held) and the warnings of a fit that ends on a
+ * bound. The objective wrapper through which every method that fits them
+ * runs its optimiser is core/model/hyperfit.h.
  *
  * A spec has one entry per kernel parameter, in the kernel's flat order
  * (gp_kernel_get_params: log variance, log lengthscales, ...), and one more,
@@ -24,12 +24,6 @@
 #include "core/base/prior.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
-#include "core/optim/driver.h"
-
-/* An optimiser coordinate that is the noise (gp_noise_param's x), or none of
- * the spec's entries. Other coordinates name a kernel flat index. */
-#define GP_HYPER_NOISE ((size_t)-1)
-#define GP_HYPER_OTHER ((size_t)-2)
 
 typedef struct gp_hyper_entry {
     gp_prior prior;
@@ -76,52 +70,6 @@ void gp_hyper_free_mask(const gp_kernel *k, const gp_hyper_spec *s, unsigned cha
 /* log p of the kernel's parameters and of the noise (noise < 0: not counted)
  * under the spec's priors; 0 without priors. */
 double gp_hyper_log_prior(const gp_hyper_spec *s, const gp_kernel *k, double noise);
-
-/* How a method's optimiser coordinates map to the spec (gp_hyper_minimize).
- * noise_floor: the floor of gp_noise_param (s = floor + e^x) when a
- * coordinate is GP_HYPER_NOISE. */
-typedef struct gp_hyper_coords {
-    const size_t *coord; /* n entries: kernel flat index, GP_HYPER_NOISE or GP_HYPER_OTHER */
-    size_t n;
-    double noise_floor;
-} gp_hyper_coords;
-
-/* gp_driver_minimize of fn from x through the spec: x (n = c->n entries, in
- * the method's coordinates) is the start on entry and the optimum on success;
- * res->f is the minimised objective including -log prior. Refuses
- * (GP_EUNSUPPORTED naming the entry) a prior or bound on a parameter the
- * method neither optimises nor holds. s NULL or stating nothing: exactly
- * gp_driver_minimize. */
-int gp_hyper_minimize(const gp_hyper_spec *s, const gp_hyper_coords *c, const gp_kernel *k,
-                      gp_objective_fn fn, void *ctx, double *x, const gp_driver_options *opt,
-                      gp_driver_result *res, gp_error *err);
-
-/* gp_hyper_minimize for the layout most methods share: x = (kernel
- * parameters free_idx[0 .. n_free), the noise when learned (s = floor +
- * e^x), then dim - n_free - learned coordinates of the method's own). s NULL:
- * gp_driver_minimize. */
-int gp_hyper_minimize_free(const gp_hyper_spec *s, const gp_kernel *k, const size_t *free_idx,
-                           size_t n_free, int noise_learned, double noise_floor,
-                           gp_objective_fn fn, void *ctx, double *x, size_t dim,
-                           const gp_driver_options *opt, gp_driver_result *res, gp_error *err);
-
-/* The MAP objective the optimiser minimises, in the method's coordinates:
- * fn(x) - log p(x) and its gradient into g (may be NULL); NAN on a refusal
- * (err says why). For checks against finite differences and reports. */
-double gp_hyper_eval(const gp_hyper_spec *s, const gp_hyper_coords *c, const gp_kernel *k,
-                     gp_objective_fn fn, void *ctx, const double *x, double *g, gp_error *err);
-
-/* A stepwise optimiser (Adam) under the spec: gp_hyper_walk_prior adds
- * -d log p / dx to g (x, g in the method's coordinates; g may be NULL) and
- * returns log p; gp_hyper_walk_project puts x back inside its bounds after
- * a step (projected gradient steps). *out is NULL when s states nothing,
- * and both then do nothing. Refuses as gp_hyper_minimize does. */
-typedef struct gp_hyper_walk gp_hyper_walk;
-int gp_hyper_walk_new(const gp_hyper_spec *s, const gp_hyper_coords *c, const gp_kernel *k,
-                      gp_hyper_walk **out, gp_error *err);
-double gp_hyper_walk_prior(const gp_hyper_walk *w, const double *x, double *g);
-void gp_hyper_walk_project(const gp_hyper_walk *w, double *x);
-void gp_hyper_walk_free(gp_hyper_walk *w);
 
 /* The entry name of kernel parameter i ("lengthscale[2]", "terms[1].variance")
  * or "noise" for i = n_kernel. */

@@ -15,6 +15,7 @@
 #include "core/base/error.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
+#include "core/model/hyperfit.h"
 #include "core/model/model.h"
 
 struct gp_method_ops {
