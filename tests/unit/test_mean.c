@@ -20,6 +20,7 @@
 #include "core/inducing/collapsed.h"
 #include "core/kernel/lml.h"
 #include "core/methods/registry.h"
+#include "core/methods/renyi/renyi.h"
 #include "core/model/mean.h"
 #include "core/model/model.h"
 #include "tests/unit/testutil.h"
@@ -91,7 +92,7 @@ typedef struct prof_ctx {
     gp_kernel *k;
     const double *P, *y, *H, *r, *Z;
     size_t n, d, p, m, np;
-    int sparse;
+    int sparse; /* 0 exact, 1 sgpr, 2 renyi at a = 0.4 */
 } prof_ctx;
 
 /* The profiled objective at x = (kernel log-parameters, log s2). */
@@ -101,6 +102,14 @@ static double profiled(void *ctx, const double *x)
     gp_kernel_set_params(c->k, x);
     double s2 = exp(x[c->np]), beta[1 + D], f;
     gp_error err;
+    if (c->sparse == 2) {
+        gp_renyi_terms t;
+        renyi_mean mean = {c->p ? GP_MEAN_LINEAR : GP_MEAN_ZERO, beta};
+        assert_int_equal(renyi_bound_eval(c->k, s2, 0.4, c->P, c->n, c->d, c->y, c->r, &mean,
+                                          c->Z, c->m, &t, 0, NULL, NULL, NULL, &err),
+                         GP_OK);
+        return t.bound;
+    }
     if (c->sparse) {
         gp_sgpr_terms t;
         assert_int_equal(gp_sgpr_bound_mean(c->k, s2, c->r, c->H, c->p, beta, c->P, c->n, c->d,
@@ -144,7 +153,13 @@ static void check_profiled_gradient(int sparse, int with_r)
     gp_kernel_set_params(k, x);
     gp_error err;
     double f;
-    if (sparse) {
+    if (sparse == 2) {
+        gp_renyi_terms t;
+        renyi_mean mean = {GP_MEAN_LINEAR, beta};
+        assert_int_equal(renyi_bound_eval(k, exp(x[2]), 0.4, P, N, D, y, c.r, &mean, Z, 7, &t, 1,
+                                          g, NULL, NULL, &err),
+                         GP_OK);
+    } else if (sparse) {
         gp_sgpr_terms t;
         assert_int_equal(gp_sgpr_bound_mean(k, exp(x[2]), c.r, H, 1 + D, beta, P, N, D, y, Z, 7,
                                             &t, g, NULL, NULL, &err),
@@ -160,11 +175,14 @@ static void check_profiled_gradient(int sparse, int with_r)
     /* the envelope: the profiled objective's gradient is the fixed-beta one */
     tu_fd_spec spec = {1e-5, 1e-5, 1e-7, 1.0, 0};
     tu_check_gradient(profiled, &c, x, 3, g, spec, NULL,
-                      sparse ? "sgpr profiled bound" : "exact profiled LML");
+                      sparse == 2 ? "renyi profiled bound"
+                                  : sparse ? "sgpr profiled bound" : "exact profiled LML");
     /* and beta is the maximiser: the plain objective of y - H beta is the
      * profiled one, and of y - H (beta +- 0.01 e_j) less */
     double f0 = profiled(&c, x), yr[N], bt[1 + D];
-    if (sparse) {
+    if (sparse == 2) {
+        memcpy(bt, beta, sizeof bt);
+    } else if (sparse) {
         gp_sgpr_terms t;
         assert_int_equal(gp_sgpr_bound_mean(k, exp(x[2]), c.r, H, 1 + D, bt, P, N, D, y, Z, 7, &t,
                                             NULL, NULL, NULL, &err),
@@ -210,6 +228,14 @@ static void test_sgpr_gradient(void **state)
     check_profiled_gradient(1, 0);
     check_profiled_gradient(1, 1);
 }
+
+static void test_renyi_gradient(void **state)
+{
+    (void)state;
+    check_profiled_gradient(2, 0);
+    check_profiled_gradient(2, 1);
+}
+
 
 /* ---- ssgp: the weight-space LML with the mean profiled out ---- */
 
@@ -342,6 +368,13 @@ static void test_ssgp_recovers_trend(void **state)
     check_recovers_trend("ssgp", opts, 1, 0.2);
 }
 
+static void test_renyi_recovers_trend(void **state)
+{
+    (void)state;
+    gp_option_value opts[] = {{"inducing", 12, NULL, NULL}};
+    check_recovers_trend("renyi", opts, 1, 0.2);
+}
+
 /* ---- exact: the trend recovered and extrapolated ---- */
 
 static void test_exact_recovers_trend(void **state)
@@ -464,7 +497,7 @@ static void test_export_import_samples(void **state)
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
-    const char *methods[] = {"exact", "sgpr", "ssgp"};
+    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi"};
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
         gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
         gp_model *model = fit(methods[mi], &req), *back = NULL;
@@ -581,6 +614,8 @@ int main(void)
         cmocka_unit_test(test_sgpr_equals_exact),
         cmocka_unit_test(test_export_import_samples),
         cmocka_unit_test(test_exact_observe),
+        cmocka_unit_test(test_renyi_gradient),
+        cmocka_unit_test(test_renyi_recovers_trend),
         cmocka_unit_test(test_ssgp_gradient),
         cmocka_unit_test(test_ssgp_recovers_trend),
         cmocka_unit_test(test_ssgp_observe),

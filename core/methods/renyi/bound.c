@@ -33,6 +33,12 @@ typedef struct rb_work {
     double *mt; /* m V w */
     double *C;  /* m x m I - V R (full) */
     double *LC; /* m x m chol(C) */
+    /* A mean profiled out (renyi_bound_eval): its type, the estimate's
+     * destination (p entries), and H, Xi^{-1} H (n x p each) and the
+     * residual targets y - H beta, which W->y then points to. */
+    gp_mean_type mean;
+    size_t p;
+    double *beta, *H, *yres;
     double jitter, trace, logdet_xi, logdet_c, bound, upper;
 } rb_work;
 
@@ -46,6 +52,8 @@ static void rb_free(rb_work *W)
     free(W->mt);
     free(W->C);
     free(W->LC);
+    free(W->H);
+    free(W->yres);
 }
 
 static int rb_alloc(rb_work *W, gp_error *err)
@@ -106,14 +114,15 @@ static int rb_build_xi(rb_work *W, gp_error *err)
 }
 
 /* L_upper (docs/methods/renyi-gp.md §5.1) needs y^T (Xi + a t I)^{-1} y: one more Cholesky, on
- * its own buffer, done only when the caller asks for the terms. */
-static int rb_upper_quad(const rb_work *W, double *quad, gp_error *err)
+ * its own buffer B (a copy of Xi taken before rb_value factors it, so that
+ * y can be the residual of a profiled mean), done only when the caller asks
+ * for the terms. */
+static int rb_upper_quad(const rb_work *W, double *B, double *quad, gp_error *err)
 {
-    size_t n = W->n, nn = n * n;
-    double *B = gp_alloc_doubles(nn, err), *z = gp_alloc_doubles(n, err);
-    int rc = B && z ? GP_OK : GP_ENOMEM;
+    size_t n = W->n;
+    double *z = gp_alloc_doubles(n, err);
+    int rc = z ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK) {
-        memcpy(B, W->A, nn * sizeof *B);
         for (size_t i = 0; i < n; i++)
             B[i * n + i] += W->a * W->trace;
         rc = gp_cholesky_jitter(B, n, n, NULL, err);
@@ -123,9 +132,43 @@ static int rb_upper_quad(const rb_work *W, double *quad, gp_error *err)
         gp_chol_solve(B, n, n, z, 1, n);
         *quad = cblas_ddot((blasint)n, W->y, 1, z, 1);
     }
-    free(B);
     free(z);
     return rc;
+}
+
+/* The mean profiled out of log N(y; 0, Xi), the only term with y: on the
+ * factor of Xi (in A) and w = Xi^{-1} y, beta = (H^T Xi^{-1} H)^{-1} H^T w,
+ * then y - H beta into yres (W->y from here on) and w -= Xi^{-1} H beta:
+ * O(N^2 p), the maximum over beta of the bound at these hyperparameters. */
+static int rb_profile(rb_work *W, gp_error *err)
+{
+    size_t n = W->n, p = W->p, np = 0;
+    /* H, HX (n x p each), G (p x p), b (p) */
+    int rc = gp_checked_size(2 * n + p + 1, p, &np, err);
+    if (rc == GP_OK && (!(W->H = gp_alloc_doubles(np, err)) ||
+                        !(W->yres = gp_alloc_doubles(n, err))))
+        rc = GP_ENOMEM;
+    if (rc)
+        return rc;
+    double *HX = W->H + n * p, *G = HX + n * p, *b = G + p * p;
+    gp_mean_basis(W->mean, W->X, W->d, n, W->H);
+    memcpy(HX, W->H, n * p * sizeof *HX);
+    gp_chol_solve(W->A, n, n, HX, p, n);
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)p, (blasint)p, (blasint)n, 1.0,
+                W->H, (blasint)n, HX, (blasint)n, 0.0, G, (blasint)p);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, W->H, (blasint)n, W->w,
+                1, 0.0, b, 1);
+    if ((rc = gp_mean_solve_normal(G, b, p, err)) != GP_OK)
+        return rc;
+    if (W->beta)
+        memcpy(W->beta, b, p * sizeof *b);
+    memcpy(W->yres, W->y, n * sizeof *W->yres);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, W->H, (blasint)n, b, 1,
+                1.0, W->yres, 1);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, HX, (blasint)n, b, 1,
+                1.0, W->w, 1);
+    W->y = W->yres;
+    return GP_OK;
 }
 
 /* C = I - V R, symmetrised against rounding, and its factor LC. */
@@ -157,6 +200,11 @@ static int rb_value(rb_work *W, gp_error *err)
     W->logdet_xi = gp_chol_logdet(W->A, n, n);
     memcpy(W->w, W->y, n * sizeof *W->w);
     gp_chol_solve(W->A, n, n, W->w, 1, n);
+    if (W->p) {
+        int prc = rb_profile(W, err);
+        if (prc)
+            return prc;
+    }
     for (size_t j = 0; j < m; j++)
         cblas_dcopy((blasint)n, W->V + j, (blasint)m, W->R + j * n, 1);
     gp_chol_solve(W->A, n, n, W->R, m, n);
@@ -297,17 +345,24 @@ static void rb_terms(const rb_work *W, double quad_up, gp_renyi_terms *terms)
 static int renyi_eval(rb_work *W, gp_renyi_terms *terms, int want_upper, double *grad,
                       double *gz, gp_inducing_post *post, gp_error *err)
 {
-    double quad_up = NAN;
+    double quad_up = NAN, *xi = NULL;
     if (post)
         memset(post, 0, sizeof *post);
     int rc = rb_alloc(W, err);
     if (rc == GP_OK)
         rc = rb_build_xi(W, err);
-    if (rc == GP_OK && want_upper && !W->r && (rc = rb_upper_quad(W, &quad_up, err)) != GP_OK &&
-        rc != GP_ENOMEM)
-        rc = gp_error_set(err, GP_ENOTPD, NULL, "Xi + a t I cannot be factorised");
+    if (rc == GP_OK && want_upper && !W->r) {
+        if ((xi = gp_alloc_doubles(W->n * W->n, err)) == NULL)
+            rc = GP_ENOMEM;
+        else
+            memcpy(xi, W->A, W->n * W->n * sizeof *xi);
+    }
     if (rc == GP_OK)
         rc = rb_value(W, err);
+    if (rc == GP_OK && xi && (rc = rb_upper_quad(W, xi, &quad_up, err)) != GP_OK &&
+        rc != GP_ENOMEM)
+        rc = gp_error_set(err, GP_ENOTPD, NULL, "Xi + a t I cannot be factorised");
+    free(xi);
     if (rc == GP_OK && terms)
         rb_terms(W, quad_up, terms);
     if (rc == GP_OK && post)
@@ -334,15 +389,20 @@ static int bound_args_ok(const gp_kernel *k, double s2, double a, size_t n, size
 }
 
 int renyi_bound_eval(const gp_kernel *k, double s2, double a, const double *X, size_t n,
-                     size_t d, const double *y, const double *r, const double *Z, size_t m,
-                     gp_renyi_terms *terms, int want_upper, double *grad, double *gz,
-                     gp_inducing_post *post, gp_error *err)
+                     size_t d, const double *y, const double *r, const renyi_mean *mean,
+                     const double *Z, size_t m, gp_renyi_terms *terms, int want_upper,
+                     double *grad, double *gz, gp_inducing_post *post, gp_error *err)
 {
     int rc = bound_args_ok(k, s2, a, n, d, m, err);
     if (rc)
         return rc;
     rb_work W = {.k = k, .s2 = s2, .a = a, .X = X, .y = y, .r = r, .Z = Z, .n = n, .m = m,
                  .d = d};
+    if (mean && mean->type != GP_MEAN_ZERO) {
+        W.mean = mean->type;
+        W.p = gp_mean_n_coef(mean->type, d);
+        W.beta = mean->beta;
+    }
     return renyi_eval(&W, terms, want_upper, grad, gz, post, err);
 }
 
@@ -350,8 +410,8 @@ int gp_renyi_bound(const gp_kernel *k, double s2, double a, const double *X, siz
                    const double *y, const double *Z, size_t m, gp_renyi_terms *terms,
                    double *grad, double *gz, struct gp_inducing_post *post, gp_error *err)
 {
-    return renyi_bound_eval(k, s2, a, X, n, d, y, NULL, Z, m, terms, terms != NULL, grad, gz,
-                            post, err);
+    return renyi_bound_eval(k, s2, a, X, n, d, y, NULL, NULL, Z, m, terms, terms != NULL, grad,
+                            gz, post, err);
 }
 
 int gp_renyi_bound_noise(const gp_kernel *k, double s2, const double *r, double a,
@@ -359,8 +419,8 @@ int gp_renyi_bound_noise(const gp_kernel *k, double s2, const double *r, double 
                          size_t m, gp_renyi_terms *terms, double *grad, double *gz,
                          struct gp_inducing_post *post, gp_error *err)
 {
-    return renyi_bound_eval(k, s2, a, X, n, d, y, r, Z, m, terms, terms != NULL, grad, gz, post,
-                            err);
+    return renyi_bound_eval(k, s2, a, X, n, d, y, r, NULL, Z, m, terms, terms != NULL, grad,
+                            gz, post, err);
 }
 
 double gp_renyi_certified_gap(double a, size_t n, double s2, double trace, double y_sq)

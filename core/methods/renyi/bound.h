@@ -9,6 +9,7 @@
 
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
+#include "core/model/mean.h"
 
 typedef struct gp_renyi_terms {
     double bound;      /* L_a */
@@ -41,11 +42,23 @@ int gp_renyi_bound_noise(const gp_kernel *k, double s2, const double *r, double 
 /* G(a) = a N/(2(1-a)) log(1 + (1-a) t/(N s2)) + ||y||^2 a t / (2 s2 (s2 + a t)). */
 double gp_renyi_certified_gap(double a, size_t n, double s2, double trace, double y_sq);
 
-/* The bound behind both (r: known noise or NULL); want_upper adds L_upper
- * (one more N x N Cholesky), which the optimiser's evaluations skip. */
+/* A mean profiled out of the bound: its type (basis of the points X) and
+ * where the estimate goes (1 + d entries at most; may be NULL). */
+typedef struct renyi_mean {
+    gp_mean_type type;
+    double *beta;
+} renyi_mean;
+
+/* The bound behind both (r: known noise or NULL; mean: NULL or zero for
+ * none); want_upper adds L_upper (one more N x N Cholesky), which the
+ * optimiser's evaluations skip. With a mean, L_a is that of y - H beta at
+ * the GLS estimate beta = (H^T Xi^{-1} H)^{-1} H^T Xi^{-1} y (y enters L_a
+ * only through log N(y; 0, Xi)), i.e. the maximum over beta; the gradient
+ * is the one at that beta (envelope theorem), the posterior, L_upper and
+ * G(a) those of the residual. */
 int renyi_bound_eval(const gp_kernel *k, double s2, double a, const double *X, size_t n,
-                     size_t d, const double *y, const double *r, const double *Z, size_t m,
-                     gp_renyi_terms *terms, int want_upper, double *grad, double *gz,
-                     struct gp_inducing_post *post, gp_error *err);
+                     size_t d, const double *y, const double *r, const renyi_mean *mean,
+                     const double *Z, size_t m, gp_renyi_terms *terms, int want_upper,
+                     double *grad, double *gz, struct gp_inducing_post *post, gp_error *err);
 
 #endif

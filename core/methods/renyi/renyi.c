@@ -113,6 +113,9 @@ typedef struct fit_data {
     const double *X, *y;
     size_t n, d;
     const double *r; /* known per-point noise of the rows (NULL: none) */
+    /* a mean profiled out of every bound (type zero: none) and where its
+     * estimate on these rows goes */
+    renyi_mean mean;
 } fit_data;
 
 typedef struct objective_ctx {
@@ -127,8 +130,8 @@ static int objective(void *ctx, const gp_kernel *k, double s2, const double *Z, 
     const fit_data *D = oc->data;
     gp_renyi_terms t;
     gp_error err;
-    int rc = renyi_bound_eval(k, s2, oc->a, D->X, D->n, D->d, D->y, D->r, Z, m, &t, 0, grad,
-                              gz, NULL, &err);
+    int rc = renyi_bound_eval(k, s2, oc->a, D->X, D->n, D->d, D->y, D->r, &D->mean, Z, m, &t, 0,
+                              grad, gz, NULL, &err);
     if (rc == GP_OK)
         *f = t.bound;
     return rc;
@@ -219,9 +222,10 @@ static int final_fit(const fit_run *run, const fit_data *D, double a, gp_kernel 
 
 /* ---- alpha = "auto" (docs/methods/renyi-gp.md §4.5) ---- */
 
-/* RMSE (working units) of the posterior's latent means at the points of D. */
+/* RMSE (working units) of the posterior's latent means at the points of D,
+ * plus the mean h(x)^T beta of the training rows' fit (mean: its type). */
 static double validation_rmse(const gp_kernel *k, const gp_inducing_post *p, const fit_data *D,
-                              gp_error *err)
+                              const renyi_mean *mean, gp_error *err)
 {
     size_t m = p->m, mn = 0;
     if (gp_checked_size(m, D->n, &mn, err))
@@ -233,6 +237,8 @@ static double validation_rmse(const gp_kernel *k, const gp_inducing_post *p, con
     gp_trsm_lower(p->L, m, m, 0, Aw, D->n, m);
     for (size_t j = 0; j < D->n; j++) {
         double r = cblas_ddot((blasint)m, Aw + j * m, 1, p->mt, 1) - D->y[j];
+        if (mean->type != GP_MEAN_ZERO)
+            r += gp_mean_at(mean->type, mean->beta, D->X + j * D->d, D->d);
         sse += r * r;
     }
     free(Aw);
@@ -240,12 +246,16 @@ static double validation_rmse(const gp_kernel *k, const gp_inducing_post *p, con
 }
 
 /* The seeded 80/20 split of D's rows (Fisher-Yates) into tr and va, whose
- * arrays (allocated here, one block: Xtr, Xva, ytr, yva) *buf owns. */
+ * arrays (allocated here, one block: Xtr, Xva, ytr, yva, r, and the
+ * training rows' mean coefficients) *buf owns. */
 static int split_rows(const fit_data *D, uint64_t seed, fit_data *tr, fit_data *va,
                       double **buf, gp_error *err)
 {
     size_t n = D->n, d = D->d, *perm = malloc(n * sizeof *perm), nd = 0;
     int rc = perm ? gp_checked_size(n, d + 1 + (D->r ? 1 : 0), &nd, err) : GP_ENOMEM;
+    if (rc == GP_OK && nd + d + 1 < nd)
+        rc = gp_error_set(err, GP_ETOOBIG, NULL, "too many rows");
+    nd += d + 1;
     *buf = rc ? NULL : gp_alloc_doubles(nd, err);
     if (*buf == NULL) {
         free(perm);
@@ -266,8 +276,9 @@ static int split_rows(const fit_data *D, uint64_t seed, fit_data *tr, fit_data *
         memcpy(X + i * d, D->X + perm[i] * d, d * sizeof *X);
         y[i] = D->y[perm[i]];
     }
-    *tr = (fit_data){X, y, n - nv, d, NULL};
-    *va = (fit_data){X + (n - nv) * d, y + (n - nv), nv, d, NULL};
+    renyi_mean mean = {D->mean.type, y + n + (D->r ? n : 0)};
+    *tr = (fit_data){X, y, n - nv, d, NULL, mean};
+    *va = (fit_data){X + (n - nv) * d, y + (n - nv), nv, d, NULL, mean};
     if (D->r) { /* each row's known noise follows it */
         double *r = y + n;
         for (size_t i = 0; i < n; i++)
@@ -316,10 +327,10 @@ static int grid_fit(const fit_run *run, const fit_data *tr, const fit_data *va, 
     rc = fit_one(run, tr, a, out->k, &out->np, &out->s2, out->Z, out->m, optimize_z, err);
     gp_inducing_post p;
     if (rc == GP_OK)
-        rc = renyi_bound_eval(out->k, out->s2, a, tr->X, tr->n, tr->d, tr->y, tr->r, out->Z,
-                            out->m, NULL, 0, NULL, NULL, &p, err);
+        rc = renyi_bound_eval(out->k, out->s2, a, tr->X, tr->n, tr->d, tr->y, tr->r, &tr->mean,
+                              out->Z, out->m, NULL, 0, NULL, NULL, &p, err);
     if (rc == GP_OK) {
-        *rmse = validation_rmse(out->k, &p, va, err) * run->y_scale;
+        *rmse = validation_rmse(out->k, &p, va, &tr->mean, err) * run->y_scale;
         gp_inducing_post_free(&p);
         if (isnan(*rmse))
             return GP_ENOMEM;
@@ -425,16 +436,25 @@ static int finish(gp_model *model, renyi_impl *im, const fit_data *D, const doub
     gp_renyi_terms t;
     const gp_kernel *k = model->kernel;
     double s2 = model->noise_variance, off = -(double)D->n * log(model->y_scale), exact;
-    int rc = renyi_bound_eval(k, s2, im->alpha, D->X, D->n, D->d, D->y, D->r, Z, m, &t, 1,
-                              NULL, NULL, &im->post, err);
+    int rc = renyi_bound_eval(k, s2, im->alpha, D->X, D->n, D->d, D->y, D->r, &D->mean, Z, m,
+                              &t, 1, NULL, NULL, &im->post, err);
     if (rc == GP_OK)
         rc = gp_inducing_post_prepare(&im->post, k, err);
     if (rc)
         return rc;
+    /* with a mean: the exact LML at the bound's coefficients, of the residual */
+    double *res = gp_alloc_doubles(D->n, err);
+    if (res == NULL)
+        return GP_ENOMEM;
+    for (size_t i = 0; i < D->n; i++)
+        res[i] = D->y[i] - (D->mean.type != GP_MEAN_ZERO
+                                ? gp_mean_at(D->mean.type, D->mean.beta, D->X + i * D->d, D->d)
+                                : 0.0);
     gp_error xerr;
-    if (gp_exact_lml_grad_noise(k, s2, D->r, D->X, D->d, D->n, D->y, &exact, NULL, &xerr) !=
+    if (gp_exact_lml_grad_noise(k, s2, D->r, D->X, D->d, D->n, res, &exact, NULL, &xerr) !=
         GP_OK)
         exact = NAN; /* reported as unknown; the fit itself stands */
+    free(res);
     model->diag.objective = t.bound + off;
     model->diag.jitter = im->post.jitter;
     double sumk = (double)D->n * gp_kernel_diag(k, D->X);
@@ -510,7 +530,7 @@ static int renyi_fit(const gp_method *m, const gp_fit_request *req, gp_model **o
     if (rc == GP_OK) {
         gp_model_working_targets(model, req->y, req->n, yw);
         double *r = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
-        fit_data all = {Xw, yw, req->n, req->d, r};
+        fit_data all = {Xw, yw, req->n, req->d, r, {model->mean_type, model->mean_coef}};
         if (rc == GP_OK)
             rc = fit_model(model, req, &all, err);
         free(r);
@@ -615,5 +635,6 @@ const gp_method gp_method_renyi = {
     .n_quick = sizeof renyi_quick / sizeof renyi_quick[0],
     .hyper_priors = 1,
     .per_point_noise = 1,
+    .mean_functions = 1,
     .ops = &renyi_ops,
 };
