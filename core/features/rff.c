@@ -19,6 +19,7 @@
 #include "core/linalg/fastmath.h"
 #include "core/linalg/linalg.h"
 #include "core/linalg/panels.h"
+#include "core/model/mean.h"
 
 #define LOG_2PI 1.8378770664093454836
 /* Rows per block of the gradient's Phi A^{-1} product: big enough for dsymm
@@ -46,6 +47,10 @@ struct gp_rff_work {
     double *dOmega;     /* R x d */
     double *wt, *yt;    /* n each, per-point noise only (allocated on first use):
                            sqrt(d_i) and the weighted targets */
+    double *ym;         /* n: the residual targets y - H beta (a mean only) */
+    double *hw;         /* the mean's profile scratch, hw_p coefficients */
+    size_t hw_p;
+    const double *yeff; /* the targets of the last evaluation (y, yt or ym) */
     double jitter;
 };
 
@@ -65,6 +70,8 @@ void gp_rff_work_free(gp_rff_work *w)
     free(w->dOmega);
     free(w->wt);
     free(w->yt);
+    free(w->ym);
+    free(w->hw);
     free(w);
 }
 
@@ -197,8 +204,8 @@ static int check_problem(const gp_rff_problem *p, const gp_rff_work *w, gp_error
     return GP_OK;
 }
 
-/* A = Phi^T Phi + s I factored in place (lower); alpha, res (for targets y). */
-static int factor_and_solve(const double *y, gp_rff_work *w, double s, gp_error *err)
+/* A = Phi^T Phi + s I factored in place (lower). */
+static int factor(gp_rff_work *w, double s, gp_error *err)
 {
     size_t n = w->n, m = w->m;
     gp_panel_syrk_lower(1, m, n, 1.0, w->Phi, n, w->A, m);
@@ -210,12 +217,68 @@ static int factor_and_solve(const double *y, gp_rff_work *w, double s, gp_error 
     if (rc)
         return rc;
     w->jitter = ci.jitter;
+    return GP_OK;
+}
+
+/* alpha = A^{-1} Phi^T y and res = y - Phi alpha on the factor. */
+static void solve(const double *y, gp_rff_work *w)
+{
+    size_t n = w->n, m = w->m;
+    w->yeff = y;
     cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)m, 1.0, w->Phi, (int)n, y, 1, 0.0,
                 w->alpha, 1);
     gp_chol_solve(w->A, m, m, w->alpha, 1, m);
     memcpy(w->res, y, n * sizeof *w->res);
     cblas_dgemv(CblasColMajor, CblasNoTrans, (int)n, (int)m, -1.0, w->Phi, (int)n, w->alpha, 1,
                 1.0, w->res, 1);
+}
+
+/* The mean profiled out: with C^{-1} = (I - Phi A^{-1} Phi^T) / s (Woodbury),
+ * U = L^{-1} Phi^T H and c = L^{-1} Phi^T y, the normal equations are
+ * (H^T H - U^T U) beta = H^T y - U^T c (the 1/s cancels): O(N R p) on the
+ * factor at hand. Rows weighted for per-point noise (w->wt, y already
+ * weighted) weight H too: the weighted problem is homoscedastic at s. The
+ * residual y - H beta (weighted rows) goes to w->ym. */
+static int profile_mean(const gp_rff_basis *p, const double *y, int weighted, gp_rff_work *w,
+                        gp_error *err)
+{
+    size_t n = w->n, m = w->m, q = p->n_coef, count = 0;
+    if (w->hw_p != q) {
+        free(w->hw);
+        w->hw = NULL;
+        w->hw_p = 0;
+        if (gp_checked_size(n + m + q + 1, q, &count, err) || count + m < count ||
+            !(w->hw = gp_alloc_doubles(count + m, err)))
+            return GP_ENOMEM;
+        w->hw_p = q;
+    }
+    if (!w->ym && !(w->ym = gp_alloc_doubles(n, err)))
+        return GP_ENOMEM;
+    double *Hw = w->hw, *U = Hw + n * q, *G = U + m * q, *b = G + q * q, *c = b + q;
+    memcpy(Hw, p->H, n * q * sizeof *Hw);
+    for (size_t j = 0; weighted && j < q; j++)
+        for (size_t i = 0; i < n; i++)
+            Hw[j * n + i] *= w->wt[i];
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)m, (int)q, (int)n, 1.0, w->Phi,
+                (int)n, Hw, (int)n, 0.0, U, (int)m);
+    cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)m, 1.0, w->Phi, (int)n, y, 1, 0.0, c, 1);
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (int)m, (int)q,
+                1.0, w->A, (int)m, U, (int)m);
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (int)m, w->A, (int)m, c, 1);
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)q, (int)q, (int)n, 1.0, Hw, (int)n,
+                Hw, (int)n, 0.0, G, (int)q);
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)q, (int)q, (int)m, -1.0, U, (int)m,
+                U, (int)m, 1.0, G, (int)q);
+    cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)q, 1.0, Hw, (int)n, y, 1, 0.0, b, 1);
+    cblas_dgemv(CblasColMajor, CblasTrans, (int)m, (int)q, -1.0, U, (int)m, c, 1, 1.0, b, 1);
+    int rc = gp_mean_solve_normal(G, b, q, err);
+    if (rc)
+        return rc;
+    if (p->beta)
+        memcpy(p->beta, b, q * sizeof *b);
+    memcpy(w->ym, y, n * sizeof *w->ym);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (int)n, (int)q, -1.0, Hw, (int)n, b, 1, 1.0, w->ym,
+                1);
     return GP_OK;
 }
 
@@ -329,7 +392,7 @@ static int fill_gradient(const gp_rff_problem *p, const double *noise, gp_rff_wo
                          double s, const gp_rff_grad *grad)
 {
     size_t n = w->n, R = w->R, d = w->d;
-    const double *y = noise ? w->yt : p->y;
+    const double *y = w->yeff;
     double tr = inverse_from_factor(w);
     double rr = cblas_ddot((int)n, w->res, 1, w->res, 1);
     if (grad->log_noise)
@@ -365,6 +428,12 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
 int gp_rff_lml_noise(const gp_rff_problem *p, const double *noise, gp_rff_work *w, double *lml,
                      const gp_rff_grad *grad, gp_error *err)
 {
+    return gp_rff_lml_mean(p, noise, NULL, w, lml, grad, err);
+}
+
+int gp_rff_lml_mean(const gp_rff_problem *p, const double *noise, const gp_rff_basis *basis,
+                    gp_rff_work *w, double *lml, const gp_rff_grad *grad, gp_error *err)
+{
     int rc = check_problem(p, w, err);
     if (rc)
         return rc;
@@ -383,9 +452,15 @@ int gp_rff_lml_noise(const gp_rff_problem *p, const double *noise, gp_rff_work *
             return GP_ENOMEM;
         log_d = weight_rows(p, noise, w, s);
     }
-    rc = factor_and_solve(noise ? w->yt : p->y, w, s, err);
-    if (rc)
+    if ((rc = factor(w, s, err)) != GP_OK)
         return rc;
+    const double *y = noise ? w->yt : p->y;
+    if (basis && basis->H && basis->n_coef) {
+        if ((rc = profile_mean(basis, y, noise != NULL, w, err)) != GP_OK)
+            return rc;
+        y = w->ym;
+    }
+    solve(y, w);
     /* y^T y - b^T alpha = ||res||^2 + s ||alpha||^2 avoids the cancellation. */
     double q = cblas_ddot((int)n, w->res, 1, w->res, 1) +
                s * cblas_ddot((int)m, w->alpha, 1, w->alpha, 1);

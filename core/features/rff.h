@@ -66,6 +66,24 @@ int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rf
 int gp_rff_lml_noise(const gp_rff_problem *p, const double *noise, gp_rff_work *w, double *lml,
                      const gp_rff_grad *grad, gp_error *err);
 
+/* A mean's basis H (n x n_coef, column-major) profiled out of the LML:
+ * every evaluation takes the GLS estimate beta = (H^T C^{-1} H)^{-1} H^T C^{-1} y
+ * under C = Phi Phi^T + s I (+ the known noise), by Woodbury on A's factor
+ * at O(N R p), and is then the LML of y - H beta, i.e. the maximum over
+ * beta; the gradient is the one at that beta (envelope theorem). beta
+ * (n_coef; may be NULL) receives the estimate; the work's alpha is then the
+ * residual's. */
+typedef struct gp_rff_basis {
+    const double *H;
+    size_t n_coef;
+    double *beta;
+} gp_rff_basis;
+
+/* gp_rff_lml_noise with a mean's basis profiled out (basis NULL or n_coef 0:
+ * none, the same bits as without). */
+int gp_rff_lml_mean(const gp_rff_problem *p, const double *noise, const gp_rff_basis *basis,
+                    gp_rff_work *w, double *lml, const gp_rff_grad *grad, gp_error *err);
+
 /* After a successful gp_rff_lml on w: the factor L (2R x 2R, lower, column-
  * major, the strict upper triangle undefined), alpha (2R) and the absolute
  * jitter added to A's diagonal. Pointers into w, valid until its next use. */

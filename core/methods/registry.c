@@ -8,7 +8,7 @@
 #include "core/methods/hkd/hkd.h"
 #include "core/methods/msrfr/msrfr.h"
 #include "core/methods/pls/pls.h"
-#include "core/methods/renyi.h"
+#include "core/methods/renyi/renyi.h"
 #include "core/methods/rfgp/rfgp.h"
 #include "core/methods/sgpr.h"
 #include "core/methods/ssgp/ssgp.h"

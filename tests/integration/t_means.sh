@@ -17,7 +17,7 @@ check_jerr "mean: unknown key" 400 invalid_argument '^mean\.' /v1/models \
     "{\"name\":\"mf\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\",\"slope\":2}}"
 check_jerr "mean: method without means" 422 unsupported '^mean$' /v1/models \
     "{\"name\":\"mf\",\"method\":\"hkd\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\"}}"
-if grep -q 'exact, msrfr, sgpr take' "$T/body"; then pass "the refusal names the methods that take a mean"
+if grep -q 'exact, ssgp, msrfr, sgpr, renyi take' "$T/body"; then pass "the refusal names the methods that take a mean"
 else fail "the refusal names the methods that take a mean" "$(head -c 300 "$T/body")"; fi
 check_jerr "mean: non-gaussian likelihood" 422 unsupported '^mean$' /v1/models \
     "{\"name\":\"mf\",\"method\":\"svgp\",\"likelihood\":\"bernoulli\",\"X\":$MX,\"y\":[0,0,0,1,1,1,1,1],\"mean\":{\"type\":\"constant\"}}"

@@ -16,9 +16,11 @@
 
 #include <cmocka.h>
 
+#include "core/features/rff.h"
 #include "core/inducing/collapsed.h"
 #include "core/kernel/lml.h"
 #include "core/methods/registry.h"
+#include "core/methods/renyi/renyi.h"
 #include "core/model/mean.h"
 #include "core/model/model.h"
 #include "tests/unit/testutil.h"
@@ -90,7 +92,7 @@ typedef struct prof_ctx {
     gp_kernel *k;
     const double *P, *y, *H, *r, *Z;
     size_t n, d, p, m, np;
-    int sparse;
+    int sparse; /* 0 exact, 1 sgpr, 2 renyi at a = 0.4 */
 } prof_ctx;
 
 /* The profiled objective at x = (kernel log-parameters, log s2). */
@@ -100,6 +102,14 @@ static double profiled(void *ctx, const double *x)
     gp_kernel_set_params(c->k, x);
     double s2 = exp(x[c->np]), beta[1 + D], f;
     gp_error err;
+    if (c->sparse == 2) {
+        gp_renyi_terms t;
+        renyi_mean mean = {c->p ? GP_MEAN_LINEAR : GP_MEAN_ZERO, beta};
+        assert_int_equal(renyi_bound_eval(c->k, s2, 0.4, c->P, c->n, c->d, c->y, c->r, &mean,
+                                          c->Z, c->m, &t, 0, NULL, NULL, NULL, &err),
+                         GP_OK);
+        return t.bound;
+    }
     if (c->sparse) {
         gp_sgpr_terms t;
         assert_int_equal(gp_sgpr_bound_mean(c->k, s2, c->r, c->H, c->p, beta, c->P, c->n, c->d,
@@ -143,7 +153,13 @@ static void check_profiled_gradient(int sparse, int with_r)
     gp_kernel_set_params(k, x);
     gp_error err;
     double f;
-    if (sparse) {
+    if (sparse == 2) {
+        gp_renyi_terms t;
+        renyi_mean mean = {GP_MEAN_LINEAR, beta};
+        assert_int_equal(renyi_bound_eval(k, exp(x[2]), 0.4, P, N, D, y, c.r, &mean, Z, 7, &t, 1,
+                                          g, NULL, NULL, &err),
+                         GP_OK);
+    } else if (sparse) {
         gp_sgpr_terms t;
         assert_int_equal(gp_sgpr_bound_mean(k, exp(x[2]), c.r, H, 1 + D, beta, P, N, D, y, Z, 7,
                                             &t, g, NULL, NULL, &err),
@@ -159,11 +175,14 @@ static void check_profiled_gradient(int sparse, int with_r)
     /* the envelope: the profiled objective's gradient is the fixed-beta one */
     tu_fd_spec spec = {1e-5, 1e-5, 1e-7, 1.0, 0};
     tu_check_gradient(profiled, &c, x, 3, g, spec, NULL,
-                      sparse ? "sgpr profiled bound" : "exact profiled LML");
+                      sparse == 2 ? "renyi profiled bound"
+                                  : sparse ? "sgpr profiled bound" : "exact profiled LML");
     /* and beta is the maximiser: the plain objective of y - H beta is the
      * profiled one, and of y - H (beta +- 0.01 e_j) less */
     double f0 = profiled(&c, x), yr[N], bt[1 + D];
-    if (sparse) {
+    if (sparse == 2) {
+        memcpy(bt, beta, sizeof bt);
+    } else if (sparse) {
         gp_sgpr_terms t;
         assert_int_equal(gp_sgpr_bound_mean(k, exp(x[2]), c.r, H, 1 + D, bt, P, N, D, y, Z, 7, &t,
                                             NULL, NULL, NULL, &err),
@@ -208,6 +227,152 @@ static void test_sgpr_gradient(void **state)
     (void)state;
     check_profiled_gradient(1, 0);
     check_profiled_gradient(1, 1);
+}
+
+static void test_renyi_gradient(void **state)
+{
+    (void)state;
+    check_profiled_gradient(2, 0);
+    check_profiled_gradient(2, 1);
+}
+
+
+/* ---- ssgp: the weight-space LML with the mean profiled out ---- */
+
+typedef struct rff_ctx {
+    gp_rff_problem rp;
+    gp_rff_basis basis;
+    gp_rff_work *w;
+    const double *r;
+    double log_ls[D];
+} rff_ctx;
+
+#define RFF_R 12
+
+/* x = (log a2, log l_0, log l_1, log s) */
+static double rff_profiled(void *ctx, const double *x)
+{
+    rff_ctx *c = ctx;
+    c->rp.log_amplitude2 = x[0];
+    c->log_ls[0] = x[1];
+    c->log_ls[1] = x[2];
+    c->rp.log_noise = x[3];
+    double lml;
+    gp_error err;
+    assert_int_equal(gp_rff_lml_mean(&c->rp, c->r, &c->basis, c->w, &lml, NULL, &err), GP_OK);
+    return lml;
+}
+
+static void check_rff_profile(int with_r)
+{
+    double P[N * D], Xc[N * D], y[N], H[N * (1 + D)], r[N], omega[RFF_R * D], beta[1 + D];
+    double bt[1 + D], yr[N], x[4] = {log(1.3), log(0.8), log(1.4), log(0.02)}, g[4];
+    problem_points(P, y, H, r);
+    for (size_t i = 0; i < N; i++) /* rff.h takes column-major inputs */
+        for (size_t j = 0; j < D; j++)
+            Xc[j * N + i] = P[i * D + j];
+    gp_rng rng;
+    gp_rng_seed(&rng, 5);
+    for (size_t i = 0; i < RFF_R * D; i++)
+        omega[i] = gp_rng_normal(&rng);
+    rff_ctx c;
+    memset(&c, 0, sizeof c);
+    c.rp = (gp_rff_problem){Xc, y, N, D, RFF_R, omega, c.log_ls, 0.0, 0.0, NULL};
+    c.basis = (gp_rff_basis){H, 1 + D, beta};
+    c.r = with_r ? r : NULL;
+    gp_error err;
+    assert_int_equal(gp_rff_work_new(N, D, RFF_R, &c.w, &err), GP_OK);
+    double f0 = rff_profiled(&c, x), ga2, gs, gls[D];
+    gp_rff_grad grad = {NULL, gls, &ga2, &gs};
+    double lml;
+    assert_int_equal(gp_rff_lml_mean(&c.rp, c.r, &c.basis, c.w, &lml, &grad, &err), GP_OK);
+    tu_assert_close(lml, f0, 0.0, 0.0, "the same LML with the gradient");
+    g[0] = ga2, g[1] = gls[0], g[2] = gls[1], g[3] = gs;
+    tu_fd_spec spec = {1e-5, 1e-5, 1e-7, 1.0, 0};
+    tu_check_gradient(rff_profiled, &c, x, 4, g, spec, NULL, "ssgp profiled LML");
+    /* beta is the maximiser: the plain LML of y - H beta is f0, of
+     * y - H (beta +- 0.01 e_j) less */
+    memcpy(bt, beta, sizeof bt);
+    rff_ctx plain = c;
+    plain.rp.y = yr;
+    plain.basis.n_coef = 0;
+    for (size_t j = 0; j < 1 + D; j++)
+        for (int sg = -1; sg <= 1; sg++) {
+            for (size_t i = 0; i < N; i++) {
+                yr[i] = y[i];
+                for (size_t l = 0; l < 1 + D; l++)
+                    yr[i] -= H[l * N + i] * (bt[l] + (l == j ? 0.01 * sg : 0.0));
+            }
+            double fp = rff_profiled(&plain, x);
+            if (sg == 0)
+                tu_assert_close(fp, f0, 1e-10, 1e-10, "ssgp LML of the residual");
+            else if (!(fp < f0))
+                fail_msg("ssgp beta[%zu] %+d: %.17g not below the profiled %.17g", j, sg, fp,
+                         f0);
+        }
+    gp_rff_work_free(c.w);
+}
+
+static void test_ssgp_gradient(void **state)
+{
+    (void)state;
+    check_rff_profile(0);
+    check_rff_profile(1);
+}
+
+/* ---- the trend recovered and extrapolated ---- */
+
+/* A method with a linear mean finds the trend's coefficients (original
+ * units, within tol of the slopes) and predicts it far outside the data,
+ * where its zero-mean fit reverts. */
+static void check_recovers_trend(const char *method, const gp_option_value *opts, size_t n_opts,
+                                 double tol)
+{
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    req.options = opts;
+    req.n_options = n_opts;
+    gp_model *lin = fit(method, &req);
+    req.mean = GP_MEAN_ZERO;
+    gp_model *zero = fit(method, &req);
+    assert_int_equal(lin->mean_type, GP_MEAN_LINEAR);
+    assert_null(zero->mean_coef);
+    double c[1 + D];
+    gp_mean_original(lin->mean_type, lin->mean_coef, D, lin->x_mean, lin->x_scale, lin->y_mean,
+                     lin->y_scale, c);
+    tu_assert_within(c[0], 3.0, 2.5 * tol, "%s intercept (original units)", method);
+    tu_assert_within(c[1], 2.0, tol, "%s slope of x0", method);
+    tu_assert_within(c[2], -1.0, tol, "%s slope of x1", method);
+    double Xs[2 * D] = {200.0, -150.0, 10.0, 0.0}, want[2], mu[2], var[2], mz[2];
+    for (size_t i = 0; i < 2; i++)
+        want[i] = 3.0 + 2.0 * Xs[i] - Xs[2 + i];
+    predict(lin, Xs, 2, D, mu, var);
+    predict(zero, Xs, 2, D, mz, var);
+    for (size_t i = 0; i < 2; i++) {
+        tu_assert_within(mu[i], want[i], 0.05 * fabs(want[i]), "%s linear mean far out [%zu]",
+                         method, i);
+        if (!(fabs(mz[i] - want[i]) > 0.5 * fabs(want[i])))
+            fail_msg("%s zero mean far out [%zu]: %g, the trend %g", method, i, mz[i], want[i]);
+    }
+    gp_model_free(lin);
+    gp_model_free(zero);
+    gp_kernel_free(k);
+}
+
+static void test_ssgp_recovers_trend(void **state)
+{
+    (void)state;
+    gp_option_value opts[] = {{"features", 30, NULL, NULL}};
+    check_recovers_trend("ssgp", opts, 1, 0.2);
+}
+
+static void test_renyi_recovers_trend(void **state)
+{
+    (void)state;
+    gp_option_value opts[] = {{"inducing", 12, NULL, NULL}};
+    check_recovers_trend("renyi", opts, 1, 0.2);
 }
 
 /* ---- exact: the trend recovered and extrapolated ---- */
@@ -332,8 +497,8 @@ static void test_export_import_samples(void **state)
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
-    const char *methods[] = {"exact", "sgpr"};
-    for (size_t mi = 0; mi < 2; mi++) {
+    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi"};
+    for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
         gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
         gp_model *model = fit(methods[mi], &req), *back = NULL;
         gp_state st;
@@ -379,23 +544,35 @@ static void test_export_import_samples(void **state)
  * the model's own predictive mean leave the mean where it was (a residual
  * GP updated with its own mean barely moves), while without the subtraction
  * they would pull a zero-mean residual by the whole trend. */
-static void test_exact_observe(void **state)
+static void check_observe(const char *method)
 {
-    (void)state;
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
     gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
-    gp_model *model = fit("exact", &req);
+    gp_model *model = fit(method, &req);
     double Xn[2 * D] = {12.0, 14.0, 1.0, 2.0}, yn[2], v[2], Xs[D] = {13.0, 1.5}, before, after, vs;
     predict(model, Xn, 2, D, yn, v);
     predict(model, Xs, 1, D, &before, &vs);
     gp_error err;
     assert_int_equal(gp_model_observe(model, Xn, yn, 2, &err), GP_OK);
     predict(model, Xs, 1, D, &after, &vs);
-    tu_assert_within(after, before, 1e-3 * fabs(before), "mean after observing its own mean");
+    tu_assert_within(after, before, 1e-3 * fabs(before), "%s: mean after observing its own mean",
+                     method);
     gp_model_free(model);
     gp_kernel_free(k);
+}
+
+static void test_exact_observe(void **state)
+{
+    (void)state;
+    check_observe("exact");
+}
+
+static void test_ssgp_observe(void **state)
+{
+    (void)state;
+    check_observe("ssgp");
 }
 
 /* ---- bad input ---- */
@@ -437,6 +614,11 @@ int main(void)
         cmocka_unit_test(test_sgpr_equals_exact),
         cmocka_unit_test(test_export_import_samples),
         cmocka_unit_test(test_exact_observe),
+        cmocka_unit_test(test_renyi_gradient),
+        cmocka_unit_test(test_renyi_recovers_trend),
+        cmocka_unit_test(test_ssgp_gradient),
+        cmocka_unit_test(test_ssgp_recovers_trend),
+        cmocka_unit_test(test_ssgp_observe),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,7 +22,7 @@
 #include "core/features/rff.h"
 #include "core/kernel/lml.h"
 #include "core/methods/registry.h"
-#include "core/methods/renyi.h"
+#include "core/methods/renyi/renyi.h"
 #include "core/methods/ssgp/internal.h"
 #include "core/methods/svgp/svgp.h"
 #include "core/model/model.h"

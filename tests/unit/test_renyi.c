@@ -1,4 +1,4 @@
-/* Method "renyi" (core/methods/renyi.h): the reference values of docs/methods/renyi-gp.md §9, the limits
+/* Method "renyi" (core/methods/renyi/renyi.h): the reference values of docs/methods/renyi-gp.md §9, the limits
  * and orderings of the bound (L_0 = exact, monotone in a, VFE as a -> 1,
  * gap <= G(a), L_a <= log p(y) <= L_upper), finite-difference gradients in
  * theta, log s2 and Z, the whitened posterior against the direct N x N
@@ -23,7 +23,7 @@
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/methods/registry.h"
-#include "core/methods/renyi.h"
+#include "core/methods/renyi/renyi.h"
 #include "core/model/model.h"
 #include "tests/unit/method_testutil.h"
 #include "tests/unit/testutil.h"

@@ -1,6 +1,7 @@
 /* Fit of method "ssgp": L-BFGS over the free kernel parameters, the noise and the frequencies. */
 #include "core/methods/ssgp/fit.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +9,21 @@
 #include "core/methods/ssgp/internal.h"
 #include "core/methods/ssgp/model.h"
 #include "core/methods/ssgp/observe.h"
+#include "core/model/mean.h"
 
 /* ---- the fit problem: L-BFGS over free kernel parameters, noise, omega ---- */
 
+/* The fit's rows in working units: inputs (n x d of the kernel's dims),
+ * targets, known noise (NULL: none) and a mean's basis of all the inputs
+ * (n x p; NULL: zero mean), profiled out of every LML (gp_rff_problem.H). */
+typedef struct ssgp_data {
+    const double *Xw, *yw, *rw;
+    const double *H;
+} ssgp_data;
+
 typedef struct fit_problem {
     gp_rff_problem rp;
+    gp_rff_basis basis; /* a mean's, profiled out (n_coef 0: zero mean) */
     gp_rff_work *work;
     gp_kernel *k;           /* working copy */
     double *log_ls;         /* d (a shared lengthscale repeated) */
@@ -78,7 +89,7 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double lml, g_amp = 0, g_noise = 0;
     gp_rff_grad grad = {p->learn_omega ? p->g_omega : NULL, p->free_ls ? p->g_ls : NULL,
                         &g_amp, &g_noise};
-    if (gp_rff_lml_noise(&p->rp, p->r, p->work, &lml, &grad, NULL))
+    if (gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, &lml, &grad, NULL))
         return INFINITY;
     size_t i = 0, d = p->rp.d;
     if (p->free_amp)
@@ -158,16 +169,18 @@ static int lengthscales_stated(const fit_problem *p)
 }
 
 static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_request *req,
-                        const double *Xw, const double *yw, const double *rw, ssgp_impl *im,
-                        int learn_omega, gp_error *err)
+                        const ssgp_data *D, ssgp_impl *im, int learn_omega, gp_error *err)
 {
     memset(p, 0, sizeof *p);
     size_t n = req->n, d = im->d, R = im->R;
+    const double *Xw = D->Xw, *yw = D->yw;
     p->req = req;
-    p->r = rw;
+    p->r = D->rw;
     p->lml_offset = -(double)n * log(model->y_scale);
     p->rp = (gp_rff_problem){.X = Xw, .y = yw, .n = n, .d = d, .R = R, .omega = im->omega,
                              .cancel = &req->cancel};
+    p->basis = (gp_rff_basis){D->H, D->H ? gp_mean_n_coef(model->mean_type, model->input_dim) : 0,
+                              model->mean_coef};
     p->omega = im->omega;
     p->learn_omega = learn_omega;
     int rc = gp_kernel_copy(&p->k, model->kernel, err);
@@ -217,7 +230,7 @@ static void best_lengthscale_start(fit_problem *p, double *x)
             x[off + j] = base[j] + shift;
         problem_apply(p, x);
         double lml;
-        if (gp_rff_lml_noise(&p->rp, p->r, p->work, &lml, NULL, NULL) == GP_OK &&
+        if (gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, &lml, NULL, NULL) == GP_OK &&
             -lml < best_f) {
             best_f = -lml;
             best_shift = shift;
@@ -310,7 +323,7 @@ static int draw_frequencies(const gp_spectral *sp, const gp_fit_request *req, ss
 static int cache_factor(gp_model *model, fit_problem *p, ssgp_impl *im, gp_error *err)
 {
     double lml;
-    int rc = gp_rff_lml_noise(&p->rp, p->r, p->work, &lml, NULL, err);
+    int rc = gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, &lml, NULL, err);
     if (rc)
         return rc;
     size_t m = im->m;
@@ -327,11 +340,11 @@ static int cache_factor(gp_model *model, fit_problem *p, ssgp_impl *im, gp_error
 
 /* Fit the hyperparameters (and omega when learned) on im's frequencies;
  * model->kernel and noise take the result and im the factor it gives. */
-static int fit_once(gp_model *model, const gp_fit_request *req, const double *Xw,
-                    const double *yw, const double *rw, ssgp_impl *im, int learn, gp_error *err)
+static int fit_once(gp_model *model, const gp_fit_request *req, const ssgp_data *D,
+                    ssgp_impl *im, int learn, gp_error *err)
 {
     fit_problem p;
-    int rc = problem_init(&p, model, req, Xw, yw, rw, im, learn, err);
+    int rc = problem_init(&p, model, req, D, im, learn, err);
     if (rc == GP_OK)
         rc = optimise(&p, model->method, req, &model->diag, err);
     if (rc == GP_OK) {
@@ -362,9 +375,10 @@ static double current_spread(const gp_model *model, const ssgp_impl *im, const d
 /* Draw, fit, and for auto with fixed frequencies check the choice at the
  * learned lengthscales: when they put the data in another sampler's regime,
  * redraw with that sampler and refit once from the learned values. */
-static int fit_model(gp_model *model, const gp_fit_request *req, const double *Xw,
-                     const double *yw, const double *rw, ssgp_impl *im, gp_error *err)
+static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data *D,
+                     ssgp_impl *im, gp_error *err)
 {
+    const double *Xw = D->Xw;
     size_t R;
     int sampler, learn;
     gp_stein_options stein;
@@ -380,7 +394,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
                                      : (gp_freq_sampler)sampler;
     rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
     if (rc == GP_OK)
-        rc = fit_once(model, req, Xw, yw, rw, im, learn, err);
+        rc = fit_once(model, req, D, im, learn, err);
     int redrawn = 0;
     if (rc == GP_OK && is_auto && !learn) {
         double s2 = current_spread(model, im, Xw);
@@ -391,7 +405,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const double *X
             chosen = again;
             rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
             if (rc == GP_OK)
-                rc = fit_once(model, req, Xw, yw, rw, im, learn, err);
+                rc = fit_once(model, req, D, im, learn, err);
             if (rc == GP_OK)
                 spread = current_spread(model, im, Xw);
         }
@@ -426,6 +440,20 @@ static int size_guard(const gp_method *me, const gp_fit_request *req, gp_error *
     return GP_OK;
 }
 
+/* A mean's basis of the request's points (zero mean: none). */
+static int mean_basis(const gp_model *model, const gp_fit_request *req, ssgp_data *D,
+                      gp_error *err)
+{
+    if (model->mean_type == GP_MEAN_ZERO)
+        return GP_OK;
+    double *P = NULL;
+    int rc = gp_model_points(model, req->X, req->n, &P, err);
+    if (rc == GP_OK && (D->H = gp_model_mean_basis(model, P, req->n, err)) == NULL)
+        rc = GP_ENOMEM;
+    free(P);
+    return rc;
+}
+
 int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     gp_model *model;
@@ -453,11 +481,20 @@ int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_e
         gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
         gp_model_working_targets(model, req->y, req->n, yw);
         double *rw = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
+        ssgp_data D = {Xw, yw, rw, NULL};
         if (rc == GP_OK)
-            rc = fit_model(model, req, Xw, yw, rw, im, err);
+            rc = mean_basis(model, req, &D, err);
+        if (rc == GP_OK)
+            rc = fit_model(model, req, &D, im, err);
+        /* with a mean the weights model the residual y - H beta */
+        if (rc == GP_OK && D.H)
+            cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)req->n,
+                        (blasint)gp_mean_n_coef(model->mean_type, model->input_dim), -1.0, D.H,
+                        (blasint)req->n, model->mean_coef, 1, 1.0, yw, 1);
         if (rc == GP_OK)
             rc = ssgp_cache_targets(model, im, req->X, yw, rw, req->n, err);
         free(rw);
+        free((double *)D.H);
     }
     free(Xw);
     free(yw);

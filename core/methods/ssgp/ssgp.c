@@ -88,5 +88,6 @@ const gp_method gp_method_ssgp = {
     .n_quick = sizeof ssgp_quick / sizeof ssgp_quick[0],
     .hyper_priors = 1,
     .per_point_noise = 1,
+    .mean_functions = 1,
     .ops = &ssgp_ops,
 };
