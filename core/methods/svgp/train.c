@@ -52,7 +52,8 @@ static void pack_hyper(const svgp_fit *f, double x0_noise, double *x)
     if (f->optimize_z)
         memcpy(x + o, f->Z, f->m * f->d * sizeof *x);
     o += f->optimize_z ? f->m * f->d : 0;
-    memcpy(x + o, f->beta, f->p * sizeof *x);
+    if (f->p)
+        memcpy(x + o, f->beta, f->p * sizeof *x);
 }
 
 static void apply_hyper(svgp_fit *f, const double *x)
@@ -66,7 +67,8 @@ static void apply_hyper(svgp_fit *f, const double *x)
     if (f->optimize_z)
         memcpy(f->Z, x + o, f->m * f->d * sizeof *x);
     o += f->optimize_z ? f->m * f->d : 0;
-    memcpy(f->beta, x + o, f->p * sizeof *x); /* off follows: svgp_mean_offsets */
+    if (f->p) /* off follows: svgp_mean_offsets */
+        memcpy(f->beta, x + o, f->p * sizeof *x);
 }
 
 /* q after the hyperparameters: m, then Lq's lower triangle by columns with
