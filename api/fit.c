@@ -320,11 +320,8 @@ static int parse_mean(gp_fit_job *job, json_t *v, gp_error *err)
                             "mean: method '%s' fits a zero mean only; %s take a constant or "
                             "linear mean", job->method->name, names);
     }
-    if (job->likelihood != GP_LIK_GAUSSIAN)
-        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
-                            "mean: a constant or linear mean is for the gaussian likelihood; "
-                            "a %s model has a zero-mean latent function",
-                            gp_likelihood_name(job->likelihood));
+    /* a method that takes a mean takes it with every likelihood it fits:
+     * with a non-Gaussian one it is the latent f's (core/model/model.c) */
     return GP_OK;
 }
 

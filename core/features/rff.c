@@ -118,6 +118,11 @@ const double *gp_rff_work_alpha(const gp_rff_work *w)
     return w->alpha;
 }
 
+const double *gp_rff_work_residual(const gp_rff_work *w)
+{
+    return w->res;
+}
+
 double gp_rff_work_jitter(const gp_rff_work *w)
 {
     return w->jitter;

@@ -89,6 +89,8 @@ int gp_rff_lml_mean(const gp_rff_problem *p, const double *noise, const gp_rff_b
  * jitter added to A's diagonal. Pointers into w, valid until its next use. */
 const double *gp_rff_work_factor(const gp_rff_work *w);
 const double *gp_rff_work_alpha(const gp_rff_work *w);
+/* The residual y - Phi alpha (n): s K^{-1} y, so d LML / dy = -res / s. */
+const double *gp_rff_work_residual(const gp_rff_work *w);
 double gp_rff_work_jitter(const gp_rff_work *w);
 
 #endif

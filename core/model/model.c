@@ -121,7 +121,9 @@ static int keep_hyper(gp_model *model, const gp_fit_request *req, gp_error *err)
 }
 
 /* A mean other than zero: a known type, on a method that learns one, for
- * one Gaussian output. */
+ * one output. A method that sets mean_functions takes a mean with every
+ * likelihood it fits: with a non-Gaussian one the mean is the latent f's
+ * (svgp, pls), moved before the likelihood's predictive is formed. */
 static int check_mean_taken(const gp_method *m, const gp_fit_request *req, gp_error *err)
 {
     if (req->mean == GP_MEAN_ZERO)
@@ -134,10 +136,9 @@ static int check_mean_taken(const gp_method *m, const gp_fit_request *req, gp_er
                             "mean: method '%s' fits a zero mean only (GET /v1/methods lists "
                             "the methods that take a constant or linear mean: mean_functions)",
                             m->name);
-    if (req->likelihood != GP_LIK_GAUSSIAN || (req->n_outputs > 1))
+    if (req->n_outputs > 1)
         return gp_error_set(err, GP_EUNSUPPORTED, "mean",
-                            "mean: a constant or linear mean is for one output with the "
-                            "gaussian likelihood");
+                            "mean: a constant or linear mean is for one output");
     return GP_OK;
 }
 
@@ -249,6 +250,30 @@ static int check_observation_buffers(const gp_model *model, const gp_predict_req
     return GP_OK;
 }
 
+static void mean_shift(const gp_model *model, const double *X, size_t m, double *shift);
+
+/* A non-Gaussian model's mean moves its latent f: the mixture's mean and
+ * each component's (cm, m x K; the same buffer when K is 1), before the
+ * likelihood turns them into y's predictive (not p(y) itself). */
+static int add_mean_to_latent(const gp_model *model, const gp_predict_request *req, double *cm,
+                              size_t K, double *latent_mean, gp_error *err)
+{
+    if (model->mean_type == GP_MEAN_ZERO)
+        return GP_OK;
+    size_t m = req->m;
+    double *shift = gp_alloc_doubles(m ? m : 1, err);
+    if (shift == NULL)
+        return GP_ENOMEM;
+    mean_shift(model, req->X, m, shift);
+    for (size_t k = 0; k < K; k++)
+        for (size_t i = 0; i < m; i++)
+            cm[k * m + i] += shift[i];
+    for (size_t i = 0; cm != latent_mean && i < m; i++)
+        latent_mean[i] += shift[i];
+    free(shift);
+    return GP_OK;
+}
+
 /* Non-Gaussian likelihoods: the method predicts the latent f (a mixture of K
  * Gaussians for mixture methods), and the likelihood turns it into y's
  * predictive (docs/methods/sparse-variational-and-pls.md §5.2 A5). */
@@ -285,6 +310,8 @@ static int predict_observations(const gp_model *model, const gp_predict_request 
     lout.component_mean = K > 1 ? cm : NULL;
     lout.component_variance = K > 1 ? cv : NULL;
     rc = model->method->ops->predict(model, &lreq, &lout, err);
+    if (rc == GP_OK)
+        rc = add_mean_to_latent(model, req, cm, K, out->latent_mean, err);
     if (rc == GP_OK) {
         out->clamped = lout.clamped;
         gp_lik lik = {model->likelihood, 0.0};

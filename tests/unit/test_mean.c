@@ -4,7 +4,11 @@
  * and predicting it far from the data; exact with a linear mean against the
  * same GP with the basis as a vague-prior linear kernel (R&W §2.7: the
  * predictive means agree in the limit); sgpr with M = N inducing points at
- * the inputs against exact; export/import, samples, observe; bad input. */
+ * the inputs against exact; export/import, samples, observe; svgp's latent
+ * mean (the ELBO's gradient in beta against finite differences for each
+ * likelihood; a gaussian trend far from the data by L-BFGS and by Adam; a
+ * bernoulli trend whose mean moves the latent f, not p(y = 1)); msrfr's
+ * coefficients learned on past their least-squares start; bad input. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +23,7 @@
 #include "core/features/rff.h"
 #include "core/inducing/collapsed.h"
 #include "core/kernel/lml.h"
+#include "core/methods/svgp/elbo.h"
 #include "core/methods/registry.h"
 #include "core/methods/renyi/renyi.h"
 #include "core/model/mean.h"
@@ -575,6 +580,182 @@ static void test_ssgp_observe(void **state)
     check_observe("ssgp");
 }
 
+/* ---- svgp: a latent mean ---- */
+
+typedef struct elbo_ctx {
+    gp_kernel *k;
+    gp_lik lik;
+    gp_quadrature q;
+    const double *P, *y, *H, *Z, *mq, *Lq;
+    size_t m;
+    double off[N], *gmu; /* gmu: N, filled by the evaluation at x when set */
+} elbo_ctx;
+
+/* The ELBO at beta = x, with the latent mean H beta. */
+static double elbo_at(void *ctx, const double *x)
+{
+    elbo_ctx *c = ctx;
+    for (size_t i = 0; i < N; i++) {
+        c->off[i] = 0.0;
+        for (size_t j = 0; j < 1 + D; j++)
+            c->off[i] += c->H[j * N + i] * x[j];
+    }
+    svgp_eval e = {c->k, &c->lik, &c->q, c->Z, c->m, c->mq, c->Lq, NULL, c->off};
+    svgp_work w;
+    gp_error err;
+    gp_svgp_terms t;
+    assert_int_equal(svgp_work_alloc(&w, c->m, N, &err), GP_OK);
+    assert_int_equal(svgp_eval_full(&e, c->P, N, c->y, &w, &t, NULL, &err), GP_OK);
+    if (c->gmu)
+        memcpy(c->gmu, w.gmu, N * sizeof *c->gmu);
+    svgp_work_free(&w);
+    return t.elbo;
+}
+
+/* dELBO/dbeta = H^T gmu (train.c) against central differences. */
+static void check_svgp_mean_gradient(gp_likelihood l)
+{
+    double P[N * D], y[N], H[N * (1 + D)], Z[6 * D], mq[6], Lq[36] = {0}, gmu[N];
+    problem_points(P, y, H, NULL);
+    for (size_t i = 0; l != GP_LIK_GAUSSIAN && i < N; i++)
+        y[i] = l == GP_LIK_BERNOULLI ? (y[i] > 3.0 ? 1.0 : 0.0) : floor(fabs(y[i]) / 2.0);
+    for (size_t i = 0; i < 6 * D; i++)
+        Z[i] = P[7 * i % (N * D)] + 0.03;
+    for (size_t j = 0; j < 6; j++) {
+        mq[j] = 0.1 * (double)j - 0.2;
+        Lq[j + 6 * j] = 0.8;
+        if (j)
+            Lq[j + 6 * (j - 1)] = 0.1;
+    }
+    gp_kernel *k = rbf(D, 1.3, 1.1, 0);
+    elbo_ctx c = {.k = k, .lik = {l, l == GP_LIK_GAUSSIAN ? 0.2 : 0.0}, .P = P, .y = y, .H = H,
+                  .Z = Z, .mq = mq, .Lq = Lq, .m = 6, .gmu = gmu};
+    gp_error err;
+    assert_int_equal(gp_quadrature_init(&c.q, 20, &err), GP_OK);
+    double beta[1 + D] = {0.3, 0.4, -0.2}, g[1 + D];
+    elbo_at(&c, beta);
+    for (size_t j = 0; j < 1 + D; j++) {
+        g[j] = 0.0;
+        for (size_t i = 0; i < N; i++)
+            g[j] += H[j * N + i] * gmu[i];
+    }
+    c.gmu = NULL;
+    tu_fd_spec spec = {1e-5, 1e-6, 1e-7, 1.0, 0};
+    tu_check_gradient(elbo_at, &c, beta, 1 + D, g, spec, NULL, gp_likelihood_name(l));
+    gp_kernel_free(k);
+}
+
+static void test_svgp_mean_gradient(void **state)
+{
+    (void)state;
+    check_svgp_mean_gradient(GP_LIK_GAUSSIAN);
+    check_svgp_mean_gradient(GP_LIK_BERNOULLI);
+    check_svgp_mean_gradient(GP_LIK_POISSON);
+}
+
+static void add_option_svgp(gp_fit_request *req, gp_option_value *o, size_t n)
+{
+    req->options = o;
+    req->n_options = n;
+}
+
+/* The trend far from the data (x = (40, 1), true 3 + 80 - 1 = 82): a
+ * zero-mean svgp reverts towards the data's mean there, a linear mean
+ * carries the trend, by L-BFGS and by minibatch Adam. */
+static void test_svgp_recovers_trend(void **state)
+{
+    (void)state;
+    double X[N * D], y[N], Xs[D] = {40.0, 1.0}, mu, var;
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    const char *opt[2] = {"lbfgs", "adam"};
+    for (int a = 0; a < 2; a++) {
+        gp_option_value o[3] = {{.name = "optimizer", .string = opt[a]},
+                                {.name = "epochs", .number = 300},
+                                {.name = "batch_size", .number = 10}};
+        gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+        add_option_svgp(&req, o, 3);
+        gp_model *model = fit("svgp", &req);
+        predict(model, Xs, 1, D, &mu, &var);
+        tu_assert_within(mu, 82.0, 4.0, "svgp %s, linear mean, far from the data", opt[a]);
+        gp_model_free(model);
+        req.mean = GP_MEAN_ZERO;
+        model = fit("svgp", &req);
+        predict(model, Xs, 1, D, &mu, &var);
+        if (fabs(mu - 82.0) < 20.0)
+            fail_msg("svgp %s zero mean %g: the test does not tell the means apart", opt[a], mu);
+        gp_model_free(model);
+    }
+    gp_kernel_free(k);
+}
+
+/* Bernoulli labels of the trend: the mean moves the latent f, so far to the
+ * right p(y = 1) goes to 1 (a zero mean: back to 1/2), every p stays in
+ * [0, 1], and the observation mean is the likelihood's of the moved latent
+ * moments (not p(y = 1) plus the mean). */
+static void test_svgp_bernoulli_mean(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    for (size_t i = 0; i < N; i++)
+        y[i] = y[i] > 6.0 ? 1.0 : 0.0;
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    req.likelihood = GP_LIK_BERNOULLI;
+    gp_model *model = fit("svgp", &req);
+    double Xs[2 * D] = {25.0, -20.0, 1.0, 1.0}, mu[2], var[2], lm[2], lv[2], om[2], ov[2];
+    gp_predict_request pr = {.X = Xs, .m = 2, .d = D, .include_noise = 1};
+    gp_prediction out = {.mean = mu, .variance = var, .latent_mean = lm, .latent_variance = lv,
+                         .obs_mean = om, .obs_variance = ov};
+    gp_error err;
+    assert_int_equal(gp_model_predict(model, &pr, &out, &err), GP_OK);
+    if (!(lm[0] > 3.0 && lm[1] < -3.0))
+        fail_msg("latent means %g, %g: the trend is not in the latent f", lm[0], lm[1]);
+    for (size_t i = 0; i < 2; i++) {
+        if (!(om[i] >= 0.0 && om[i] <= 1.0))
+            fail_msg("p(y = 1) = %g at point %zu", om[i], i);
+        double want_m, want_v;
+        gp_lik lik = {GP_LIK_BERNOULLI, 0.0};
+        gp_lik_predict(&lik, &model->quadrature, &lm[i], &lv[i], 1, 1, &want_m, &want_v, NULL,
+                       NULL);
+        tu_assert_close(om[i], want_m, 1e-12, 1e-12, "p(y = 1) from the moved latent at %zu", i);
+    }
+    if (!(om[0] > 0.9 && om[1] < 0.1))
+        fail_msg("p(y = 1) = %g, %g far from the data", om[0], om[1]);
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* msrfr learns its coefficients in the SVGD run: they leave the
+ * least-squares start (before: exactly the least-squares fit). */
+static void test_msrfr_joint_mean(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_option_value o[3] = {{.name = "iterations", .number = 60},
+                            {.name = "particles", .number = 3},
+                            {.name = "features", .number = 10}};
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    req.options = o;
+    req.n_options = 3;
+    gp_model *model = fit("msrfr", &req);
+    double learned[1 + D], yw[N];
+    memcpy(learned, model->mean_coef, sizeof learned);
+    gp_error err;
+    gp_model_working_targets(model, y, N, yw);
+    assert_int_equal(gp_model_mean_residual_ols(model, X, N, yw, &err), GP_OK);
+    double moved = 0.0;
+    for (size_t j = 0; j < 1 + D; j++)
+        moved = fmax(moved, fabs(learned[j] - model->mean_coef[j]));
+    if (!(moved > 1e-4))
+        fail_msg("msrfr's coefficients are their least-squares start (moved %g)", moved);
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
 /* ---- bad input ---- */
 
 static void test_bad_input(void **state)
@@ -598,7 +779,7 @@ static void test_bad_input(void **state)
         yb[i] = y[i] > 5.0 ? 1.0 : 0.0;
     req.y = yb;
     req.likelihood = GP_LIK_BERNOULLI;
-    assert_int_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_EUNSUPPORTED);
+    assert_int_equal(gp_model_fit(gp_method_find("pls"), &req, &model, &err), GP_EUNSUPPORTED);
     assert_string_equal(err.field, "mean");
     assert_null(model);
     gp_kernel_free(k);
@@ -619,6 +800,10 @@ int main(void)
         cmocka_unit_test(test_ssgp_gradient),
         cmocka_unit_test(test_ssgp_recovers_trend),
         cmocka_unit_test(test_ssgp_observe),
+        cmocka_unit_test(test_svgp_mean_gradient),
+        cmocka_unit_test(test_svgp_recovers_trend),
+        cmocka_unit_test(test_svgp_bernoulli_mean),
+        cmocka_unit_test(test_msrfr_joint_mean),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -988,6 +988,18 @@ static const contract_check mean_checks[] = {
     {"threads", NULL, check_threads},
 };
 
+/* The same with a non-Gaussian likelihood: the mean moves the latent f
+ * before the likelihood's predictive (observation fields, draws of y). */
+static const contract_check obs_mean_checks[] = {
+    {"fit and report", check_obs_fit, NULL},
+    {"predict", check_obs_predict, NULL},
+    {"batching", check_batch_of, NULL},
+    {"samples", check_obs_draws, NULL},
+    {"export/import", check_obs_roundtrip, NULL},
+    {"threads", NULL, check_obs_threads},
+};
+
+#define N_OBS_MEAN_CHECKS (sizeof obs_mean_checks / sizeof obs_mean_checks[0])
 #define N_METHOD_CHECKS (sizeof method_checks / sizeof method_checks[0])
 #define N_MEAN_CHECKS (sizeof mean_checks / sizeof mean_checks[0])
 #define N_LIKELIHOOD_CHECKS (sizeof likelihood_checks / sizeof likelihood_checks[0])
@@ -1044,7 +1056,8 @@ static size_t add_cases(contract_case *cases, struct CMUnitTest *tests, size_t c
 int main(void)
 {
     size_t n = gp_method_count();
-    size_t cap = n * (N_METHOD_CHECKS + N_MEAN_CHECKS + (size_t)GP_LIK_COUNT * N_LIKELIHOOD_CHECKS),
+    size_t cap = n * (N_METHOD_CHECKS +
+                      (size_t)GP_LIK_COUNT * (N_MEAN_CHECKS + N_LIKELIHOOD_CHECKS)),
            count = 0;
     struct CMUnitTest *tests = calloc(cap, sizeof *tests);
     contract_case *cases = calloc(cap, sizeof *cases);
@@ -1054,13 +1067,19 @@ int main(void)
         const gp_method *m = gp_method_at(i);
         count = add_cases(cases, tests, count, m, GP_LIK_GAUSSIAN, method_checks,
                           N_METHOD_CHECKS);
-        if (m->mean_functions) {
+        /* a linear mean with every likelihood the method fits (svgp's latent mean) */
+        for (int l = 0; m->mean_functions && l < GP_LIK_COUNT; l++) {
+            if (!gp_method_accepts_likelihood(m, (gp_likelihood)l))
+                continue;
             size_t first = count;
-            count = add_cases(cases, tests, count, m, GP_LIK_GAUSSIAN, mean_checks,
-                              N_MEAN_CHECKS);
+            count = l ? add_cases(cases, tests, count, m, (gp_likelihood)l, obs_mean_checks,
+                                  N_OBS_MEAN_CHECKS)
+                      : add_cases(cases, tests, count, m, GP_LIK_GAUSSIAN, mean_checks,
+                                  N_MEAN_CHECKS);
             for (size_t k = first; k < count; k++) {
                 cases[k].mean = GP_MEAN_LINEAR;
-                snprintf(cases[k].name, sizeof cases[k].name, "%s/linear mean: %s", m->name,
+                snprintf(cases[k].name, sizeof cases[k].name, "%s%s%s/linear mean: %s",
+                         m->name, l ? "/" : "", l ? gp_likelihood_name((gp_likelihood)l) : "",
                          cases[k].check->name);
             }
         }

@@ -229,7 +229,7 @@ class GPServeRegressor(_GPServeEstimator):
     options : the method's options dict.
     mean : None or "zero" (a zero mean), "constant" or "linear": the GP's
         mean function, its coefficients learned with the hyperparameters
-        (exact, sgpr, msrfr: GET /v1/methods lists mean_functions); the
+        (exact, sgpr, svgp, msrfr: GET /v1/methods lists mean_functions); the
         model's ``mean`` (in ``model_``) has them in original units.
     standardize, seed : as in the API (working units are standardised).
     include_noise : True (default): ``predict``'s std and covariance and

@@ -161,7 +161,7 @@ static int calibrate(const gp_fit_request *req, const msrfr_settings *set, const
         run_result res;
         int iters = 0;
         progress_span span = {0, 2 * set->T, y_log_scale};
-        rc = msrfr_fit_rows(req, set, sp, Xt, yt, nt, k, im, &span, &res, &iters, err);
+        rc = msrfr_fit_rows(req, set, sp, Xt, yt, nt, k, im, &span, NULL, &res, &iters, err);
         if (rc == GP_OK) {
             msrfr_impl_set_kernel(im, k);
             take_rows(X, y, n, d, perm + nt, h, Xt, yt);
@@ -214,6 +214,43 @@ static void record_info(gp_model *model, const msrfr_settings *set, const run_re
     gp_model_info_number(model, "variance_scale", im->variance_scale);
 }
 
+/* The mean's basis at the training rows (working units) for the joint run;
+ * *H NULL for a zero mean. */
+static int mean_basis(const gp_model *model, const gp_fit_request *req, double **H,
+                      gp_error *err)
+{
+    *H = NULL;
+    if (model->mean_type == GP_MEAN_ZERO)
+        return GP_OK;
+    double *P = NULL;
+    int rc = gp_model_points(model, req->X, req->n, &P, err);
+    if (rc == GP_OK && (*H = gp_model_mean_basis(model, P, req->n, err)) == NULL)
+        rc = GP_ENOMEM;
+    free(P);
+    return rc;
+}
+
+/* The run on all rows; a mean's coefficients are the least-squares start
+ * (model->mean_coef, yw its residual) plus the step learned in the run. */
+static int fit_rows_mean(gp_model *model, const gp_fit_request *req, const msrfr_settings *set,
+                         const gp_spectral *sp, const double *Xw, const double *yw,
+                         msrfr_impl *im, const progress_span *span, run_result *res, int *iters,
+                         gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, model->input_dim);
+    double *H = NULL, *delta = p ? gp_alloc_doubles(p, err) : NULL;
+    int rc = p && delta == NULL ? GP_ENOMEM : mean_basis(model, req, &H, err);
+    msrfr_mean mean = {H, p, delta};
+    if (rc == GP_OK)
+        rc = msrfr_fit_rows(req, set, sp, Xw, yw, req->n, model->kernel, im, span,
+                            p ? &mean : NULL, res, iters, err);
+    for (size_t j = 0; rc == GP_OK && j < p; j++)
+        model->mean_coef[j] += delta[j];
+    free(H);
+    free(delta);
+    return rc;
+}
+
 static int fit_all(gp_model *model, const gp_fit_request *req, const msrfr_settings *set,
                    const double *Xw, const double *yw, msrfr_impl *im, gp_error *err)
 {
@@ -229,7 +266,7 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const msrfr_setti
     int iters = 0;
     progress_span span = {set->calibrate ? set->T : 0, set->calibrate ? 2 * set->T : set->T,
                           log(model->y_scale)};
-    rc = msrfr_fit_rows(req, set, &sp, Xw, yw, req->n, model->kernel, im, &span, &res, &iters, err);
+    rc = fit_rows_mean(model, req, set, &sp, Xw, yw, im, &span, &res, &iters, err);
     if (rc)
         return rc;
     im->variance_scale = scale;
@@ -265,8 +302,9 @@ int msrfr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_
     if (rc == GP_OK) {
         gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
         gp_model_working_targets(model, req->y, req->n, yw);
-        /* a constant or linear mean: its least-squares fit first, the
-         * components then model the residual (docs/design/numerics.md) */
+        /* a constant or linear mean: its least-squares fit is the start,
+         * learned on jointly with the hyperparameters in the SVGD run
+         * (fit_rows_mean; docs/design/numerics.md) */
         rc = gp_model_mean_residual_ols(model, req->X, req->n, yw, err);
         msrfr_impl_set_kernel(im, model->kernel);
         /* The M components run on our threads, each calling BLAS: BLAS

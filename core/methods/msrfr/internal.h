@@ -56,6 +56,16 @@ typedef struct progress_span {
     double y_log_scale;
 } progress_span;
 
+/* The mean learned jointly with the hyperparameters (p = 0: none): the run's
+ * targets y are the residual r0 of a start beta0, and it learns the step
+ * delta (p) by the same Adam ascent of the mean component LML, its targets
+ * becoming r0 - H delta; H (n x p, column-major) are the rows' basis. */
+typedef struct msrfr_mean {
+    const double *H;
+    size_t p;
+    double *delta; /* in: 0; out: the learned step */
+} msrfr_mean;
+
 typedef struct run_result {
     double mean_lml, lml_sd, noise, bandwidth_mean;
     double jitter;

@@ -10,6 +10,7 @@
  * workspace computed it), then the pooled SVGD step runs once. */
 #include "core/methods/msrfr/svgd.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,12 @@ typedef struct fit_state {
     gp_hyper_walk *hw;     /* the request's priors and bounds over hyper (NULL: none) */
     size_t *hcoord;        /* n_hyper: what each entry of hyper is to them */
     double *hprior;        /* n_hyper: -d log p / d hyper */
+    const msrfr_mean *mean; /* NULL or p = 0: no mean learned here */
+    const double *y0;       /* the run's targets before the mean's step (r0) */
+    double *ymean;          /* n: r0 - H delta, what fs->y points to */
+    double *comp_gbeta;     /* M x p: d LML_m / d delta = H^T res_m / s */
+    double *bgrad;          /* p */
+    gp_adam adam_b;
 } fit_state;
 
 static void state_free(fit_state *fs)
@@ -86,6 +93,32 @@ static void state_free(fit_state *fs)
     gp_hyper_walk_free(fs->hw);
     free(fs->hcoord);
     free(fs->hprior);
+    free(fs->ymean);
+    free(fs->comp_gbeta);
+    free(fs->bgrad);
+    gp_adam_free(&fs->adam_b);
+}
+
+static size_t mean_p(const fit_state *fs)
+{
+    return fs->mean ? fs->mean->p : 0;
+}
+
+/* The mean's buffers; the run's targets become r0 - H delta (delta = 0). */
+static int mean_alloc(fit_state *fs, gp_error *err)
+{
+    size_t p = mean_p(fs);
+    if (p == 0)
+        return GP_OK;
+    fs->y0 = fs->y;
+    if (!(fs->ymean = gp_alloc_doubles(fs->n, err)) ||
+        !(fs->comp_gbeta = gp_alloc_doubles(fs->M * p, err)) ||
+        !(fs->bgrad = gp_alloc_doubles(p, err)))
+        return GP_ENOMEM;
+    memset(fs->mean->delta, 0, p * sizeof *fs->mean->delta);
+    memcpy(fs->ymean, fs->y0, fs->n * sizeof *fs->ymean);
+    fs->y = fs->ymean;
+    return gp_adam_init(&fs->adam_b, p, fs->set->ls_step, err);
 }
 
 static int state_alloc(fit_state *fs, gp_error *err)
@@ -253,6 +286,13 @@ static void eval_component(fit_state *fs, size_t m, gp_rff_work *w)
         &fs->comp_lml[m], &fs->comp_err[m]);
     if (fs->comp_rc[m] == GP_OK && fs->cache)
         cache_component(fs, m, w);
+    size_t nb = mean_p(fs);
+    if (fs->comp_rc[m] == GP_OK && fs->with_grad && nb) {
+        const double *res = gp_rff_work_residual(w);
+        for (size_t j = 0; j < nb; j++)
+            fs->comp_gbeta[m * nb + j] =
+                cblas_ddot((blasint)fs->n, fs->mean->H + j * fs->n, 1, res, 1) / fs->noise;
+    }
 }
 
 /* Task t evaluates components t, t + n_work, ... on workspace t. */
@@ -391,6 +431,21 @@ static void hyper_step(fit_state *fs)
     hyper_project(fs);
 }
 
+/* The mean's step: Adam ascent of the mean component LML in delta (the
+ * lengthscales' rate), then the targets r0 - H delta. */
+static void mean_step(fit_state *fs)
+{
+    size_t p = mean_p(fs), M = fs->M;
+    memset(fs->bgrad, 0, p * sizeof *fs->bgrad);
+    for (size_t m = 0; m < M; m++)
+        for (size_t j = 0; j < p; j++)
+            fs->bgrad[j] += fs->comp_gbeta[m * p + j] / (double)M;
+    gp_svgd_adam_step(&fs->adam_b, fs->mean->delta, fs->bgrad, fs->set->ls_step, 0.0);
+    memcpy(fs->ymean, fs->y0, fs->n * sizeof *fs->ymean);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)fs->n, (blasint)p, -1.0, fs->mean->H,
+                (blasint)fs->n, fs->mean->delta, 1, 1.0, fs->ymean, 1);
+}
+
 /* One iteration of Algorithm 1 (docs/methods/stein-random-features.md §4.4): every gradient at the
  * pre-update parameters, then the particle and hyperparameter steps. */
 static int iterate(fit_state *fs, int t, double *mean_lml, gp_error *err)
@@ -404,6 +459,8 @@ static int iterate(fit_state *fs, int t, double *mean_lml, gp_error *err)
     gp_svgd_adam_step(&fs->adam_w, fs->W, fs->phi, fs->set->step, WEIGHT_DECAY);
     if (fs->set->learn_ls || fs->np.learned)
         hyper_step(fs);
+    if (mean_p(fs))
+        mean_step(fs);
     return GP_OK;
 }
 
@@ -424,6 +481,8 @@ static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, run_result *res
                     gp_error *err)
 {
     int rc = state_alloc(fs, err);
+    if (rc == GP_OK)
+        rc = mean_alloc(fs, err);
     if (rc == GP_OK)
         rc = init_lengthscales(fs, k, err);
     if (rc == GP_OK)
@@ -474,11 +533,13 @@ static int run_svgd(fit_state *fs, gp_kernel *k, msrfr_impl *im, run_result *res
 /* One fit on n rows: state set up from the request and settings. */
 int msrfr_fit_rows(const gp_fit_request *req, const msrfr_settings *set, const gp_spectral *sp,
                    const double *X, const double *y, size_t n, gp_kernel *k, msrfr_impl *im,
-                   const progress_span *span, run_result *res, int *iterations, gp_error *err)
+                   const progress_span *span, const msrfr_mean *mean, run_result *res,
+                   int *iterations, gp_error *err)
 {
     fit_state fs;
     memset(&fs, 0, sizeof fs);
     fs.span = span;
+    fs.mean = mean;
     fs.req = req;
     fs.set = set;
     fs.spectral = sp;

@@ -91,8 +91,10 @@ int svgp_factor_kuu(const svgp_eval *e, svgp_work *w, gp_error *err)
     return GP_OK;
 }
 
-/* Kuf, A = L^{-1} Kuf and the marginals (mu, var) of f at the nb points X. */
-void svgp_block_moments(const svgp_eval *e, const double *X, size_t nb, svgp_work *w)
+/* Kuf, A = L^{-1} Kuf and the marginals (mu, var) of f at the nb points X;
+ * off: the mean function's values there (NULL: zero mean). */
+void svgp_block_moments(const svgp_eval *e, const double *X, const double *off, size_t nb,
+                        svgp_work *w)
 {
     size_t m = e->m;
     gp_kernel_cross(e->k, e->Z, m, X, nb, w->Kuf, m);
@@ -100,6 +102,8 @@ void svgp_block_moments(const svgp_eval *e, const double *X, size_t nb, svgp_wor
     gp_trsm_lower(w->L, m, m, 0, w->A, nb, m);
     cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)nb, 1.0, w->A, (blasint)m, e->mq,
                 1, 0.0, w->mu, 1);
+    for (size_t i = 0; off && i < nb; i++)
+        w->mu[i] += off[i];
     memcpy(w->W, w->A, m * nb * sizeof *w->W);
     cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (blasint)m,
                 (blasint)nb, 1.0, e->Lq, (blasint)m, w->W, (blasint)m);
@@ -250,7 +254,7 @@ int svgp_eval_full(const svgp_eval *e, const double *X, size_t n, const double *
     int rc = svgp_factor_kuu(e, w, err);
     if (rc)
         return rc;
-    svgp_block_moments(e, X, n, w);
+    svgp_block_moments(e, X, e->off, n, w);
     double dlog_s2 = 0.0;
     t->expected_log_lik = svgp_block_expect(e, y, e->r, n, 1.0, w, &dlog_s2);
     t->kl = svgp_kl_value(e->mq, e->Lq, e->m);
@@ -286,7 +290,7 @@ int svgp_expected_blocks(const svgp_eval *e, const double *X, size_t d, size_t n
     for (size_t s = 0; s < n; s += w->cap) {
         size_t nb = n - s < w->cap ? n - s : w->cap;
         double ds;
-        svgp_block_moments(e, X + s * d, nb, w);
+        svgp_block_moments(e, X + s * d, e->off ? e->off + s : NULL, nb, w);
         *sum += svgp_block_expect(e, y + s, e->r ? e->r + s : NULL, nb, 1.0, w, &ds);
     }
     return isfinite(*sum) ? GP_OK : gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
@@ -310,7 +314,7 @@ int gp_svgp_elbo_noise(const gp_kernel *k, const gp_lik *lik, const gp_quadratur
     int rc = svgp_work_alloc(&w, m, n, err);
     if (rc)
         return rc;
-    svgp_eval e = {k, lik, q, Z, m, mq, Lq, r};
+    svgp_eval e = {k, lik, q, Z, m, mq, Lq, r, NULL};
     svgp_out out = {0};
     if (grad)
         out = (svgp_out){grad->theta, grad->z, grad->mean, grad->chol, 0};
@@ -391,11 +395,11 @@ int gp_svgp_natgrad(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *
         svgp_work_free(&w);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
-    svgp_eval e = {k, lik, q, Z, m, mq, Lq, NULL};
+    svgp_eval e = {k, lik, q, Z, m, mq, Lq, NULL, NULL};
     double ds;
     rc = svgp_factor_kuu(&e, &w, err);
     if (rc == GP_OK) {
-        svgp_block_moments(&e, X, n, &w);
+        svgp_block_moments(&e, X, NULL, n, &w);
         svgp_block_expect(&e, y, NULL, n, scale, &w, &ds);
         svgp_block_sens(&e, n, 0, &w);
         rc = svgp_natgrad_update(m, w.D, w.agmu, step, mq, Lq, &b, err);

@@ -11,7 +11,8 @@ int svgp_work_alloc(svgp_work *w, size_t m, size_t cap, gp_error *err);
 
 int svgp_factor_kuu(const svgp_eval *e, svgp_work *w, gp_error *err);
 
-void svgp_block_moments(const svgp_eval *e, const double *X, size_t nb, svgp_work *w);
+void svgp_block_moments(const svgp_eval *e, const double *X, const double *off, size_t nb,
+                        svgp_work *w);
 
 double svgp_block_expect(const svgp_eval *e, const double *y, const double *r, size_t nb,
                          double scale, svgp_work *w, double *dlog_s2);

@@ -53,6 +53,10 @@ static void fit_free(svgp_fit *f)
     free(f->gmean);
     free(f->gchol);
     free(f->save);
+    free(f->H);
+    free(f->beta);
+    free(f->off);
+    free(f->gbeta);
     svgp_work_free(&f->w);
     svgp_natgrad_buf_free(&f->nb);
 }
@@ -172,6 +176,56 @@ static int optimise(svgp_fit *f, const gp_fit_request *req, int lbfgs, const svg
     return rc;
 }
 
+/* The mean's start on the link scale: gaussian, the least-squares fit of the
+ * working targets; bernoulli and poisson, the intercept at the link of the
+ * base rate (logit of the share of ones, log of the mean count; a rate of 0
+ * or 1 is pulled in by half a row) and the slopes at 0. */
+static int mean_start(svgp_fit *f, gp_error *err)
+{
+    size_t n = f->n, p = f->p;
+    memset(f->beta, 0, p * sizeof *f->beta);
+    double ybar = 0.0;
+    for (size_t i = 0; i < n; i++)
+        ybar += f->y[i] / (double)n;
+    double lo = 0.5 / (double)n;
+    if (f->lik.type == GP_LIK_BERNOULLI) {
+        double r = fmin(fmax(ybar, lo), 1.0 - lo);
+        f->beta[0] = log(r / (1.0 - r));
+    } else if (f->lik.type != GP_LIK_GAUSSIAN) {
+        f->beta[0] = log(fmax(ybar, lo));
+    } else {
+        double *G = gp_alloc_doubles(p * p, err);
+        if (G == NULL)
+            return GP_ENOMEM;
+        cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)p, (blasint)n, 1.0, f->H,
+                    (blasint)n, 0.0, G, (blasint)p);
+        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, f->H, (blasint)n,
+                    f->y, 1, 0.0, f->beta, 1);
+        int rc = gp_mean_solve_normal(G, f->beta, p, err);
+        free(G);
+        if (rc)
+            return rc;
+    }
+    svgp_mean_offsets(f);
+    return GP_OK;
+}
+
+/* The latent mean's basis at the training rows and its start (zero mean:
+ * nothing; the model's type and p coefficients). */
+static int mean_init(svgp_fit *f, const gp_model *model, gp_error *err)
+{
+    f->p = gp_mean_n_coef(model->mean_type, f->d);
+    if (f->p == 0)
+        return GP_OK;
+    f->H = gp_model_mean_basis(model, f->X, f->n, err);
+    f->beta = gp_alloc_doubles(f->p, err);
+    f->gbeta = gp_alloc_doubles(f->p, err);
+    f->off = gp_alloc_doubles(f->n, err);
+    if (!f->H || !f->beta || !f->gbeta || !f->off)
+        return GP_ENOMEM;
+    return mean_start(f, err);
+}
+
 /* The lengthscales' share of a pair's scaled squared distance. */
 static double scaled_r2(const gp_kernel *k, const double *a, const double *b)
 {
@@ -276,12 +330,16 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_
         return rc;
     gp_kernel_get_params(f->k, f->theta);
     q_prior(f);
-    rc = optimise(f, req, lbfgs, &st, &model->diag, err);
+    rc = mean_init(f, model, err);
+    if (rc == GP_OK)
+        rc = optimise(f, req, lbfgs, &st, &model->diag, err);
     gp_svgp_terms t;
     if (rc == GP_OK)
         rc = build_post(f, im, &t, err);
     if (rc == GP_OK) {
         report(model, f, lbfgs, &st, &t, gp_inducing_selection_name(sel));
+        if (f->p)
+            memcpy(model->mean_coef, f->beta, f->p * sizeof *f->beta);
         if (rescale != 1.0)
             gp_model_info_number(model, "lengthscale_rescaled", rescale);
     }

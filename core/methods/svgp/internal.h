@@ -25,6 +25,9 @@ typedef struct svgp_eval {
      * handed to svgp_eval_full / svgp_expected_blocks; a minibatch gathers its
      * own (svgp_block_expect takes the block's). */
     const double *r;
+    /* The mean function's value h(x_i)^T beta at the rows (NULL: zero mean),
+     * aligned like r: the latent marginal means are mu_i = a_i^T m + off_i. */
+    const double *off;
 } svgp_eval;
 
 /* Buffers: L and two m x m, three m x cap (Kuf, A, the sensitivity), four of cap. */
@@ -63,6 +66,11 @@ typedef struct svgp_fit {
     size_t n_kp, n_free, *free_idx; /* the free kernel parameters */
     double *theta, *gtheta, *gz, *gmean, *gchol;
     double *save; /* m + m x m + m + m x m: q and its D, agmu for the warm start */
+    /* The latent mean h(x)^T beta (p = 0: zero mean): H (n x p, column-major,
+     * the rows of X), beta (p, optimised after the hyperparameters), off = H
+     * beta (n), gbeta = dELBO/dbeta = H^T gmu (p). */
+    size_t p;
+    double *H, *beta, *off, *gbeta;
     svgp_work w;
     natgrad_buf nb;
 } svgp_fit;

@@ -101,5 +101,6 @@ const gp_method gp_method_svgp = {
     .n_quick = sizeof svgp_quick / sizeof svgp_quick[0],
     .hyper_priors = 1,
     .per_point_noise = 1,
+    .mean_functions = 1, /* a latent mean, its coefficients optimised with the ELBO: train.c */
     .ops = &svgp_ops,
 };

@@ -2,6 +2,7 @@
  * natural-gradient steps on q. */
 #include "core/methods/svgp/train.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static int noise_learned(const svgp_fit *f)
 
 static size_t hyper_dim(const svgp_fit *f)
 {
-    return f->n_free + (size_t)noise_learned(f) + (f->optimize_z ? f->m * f->d : 0);
+    return f->n_free + (size_t)noise_learned(f) + (f->optimize_z ? f->m * f->d : 0) + f->p;
 }
 
 static size_t full_dim(const svgp_fit *f)
@@ -28,10 +29,19 @@ static size_t full_dim(const svgp_fit *f)
 
 svgp_eval svgp_fit_eval(const svgp_fit *f)
 {
-    return (svgp_eval){f->k, &f->lik, &f->quad, f->Z, f->m, f->mq, f->Lq, f->r};
+    return (svgp_eval){f->k, &f->lik, &f->quad, f->Z, f->m, f->mq, f->Lq, f->r, f->p ? f->off : NULL};
 }
 
-/* x = (free kernel log-parameters, the noise's unconstrained value, Z). */
+/* off = H beta: the mean function at every training row. */
+void svgp_mean_offsets(svgp_fit *f)
+{
+    if (f->p)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)f->n, (blasint)f->p, 1.0, f->H,
+                    (blasint)f->n, f->beta, 1, 0.0, f->off, 1);
+}
+
+/* x = (free kernel log-parameters, the noise's unconstrained value, Z, the
+ * mean's coefficients beta: the method's own trailing coordinates). */
 static void pack_hyper(const svgp_fit *f, double x0_noise, double *x)
 {
     size_t o = 0;
@@ -41,6 +51,9 @@ static void pack_hyper(const svgp_fit *f, double x0_noise, double *x)
         x[o++] = x0_noise;
     if (f->optimize_z)
         memcpy(x + o, f->Z, f->m * f->d * sizeof *x);
+    o += f->optimize_z ? f->m * f->d : 0;
+    if (f->p)
+        memcpy(x + o, f->beta, f->p * sizeof *x);
 }
 
 static void apply_hyper(svgp_fit *f, const double *x)
@@ -53,6 +66,9 @@ static void apply_hyper(svgp_fit *f, const double *x)
         f->lik.noise = gp_noise_param_value(&f->np, noise_learned(f) ? x[o++] : 0.0);
     if (f->optimize_z)
         memcpy(f->Z, x + o, f->m * f->d * sizeof *x);
+    o += f->optimize_z ? f->m * f->d : 0;
+    if (f->p) /* off follows: svgp_mean_offsets */
+        memcpy(f->beta, x + o, f->p * sizeof *x);
 }
 
 /* q after the hyperparameters: m, then Lq's lower triangle by columns with
@@ -86,6 +102,21 @@ static void hyper_grad(const svgp_fit *f, double *g)
         g[o++] = -gp_noise_param_grad(&f->np, f->lik.noise, f->gtheta[f->n_kp]);
     for (size_t i = 0; f->optimize_z && i < f->m * f->d; i++)
         g[o++] = -f->gz[i];
+    for (size_t j = 0; j < f->p; j++)
+        g[o++] = -f->gbeta[j];
+}
+
+/* dELBO/dbeta = H^T gmu over the rows evaluated (rows NULL: all n, in order;
+ * else the nb rows rows[0..nb) of H, a minibatch). */
+static void mean_grad(svgp_fit *f, const size_t *rows, size_t nb)
+{
+    for (size_t j = 0; j < f->p; j++) {
+        const double *h = f->H + j * f->n;
+        double s = 0.0;
+        for (size_t i = 0; i < nb; i++)
+            s += h[rows ? rows[i] : i] * f->w.gmu[i];
+        f->gbeta[j] = s;
+    }
 }
 
 /* What each hyperparameter coordinate is to the request's spec (the q block
@@ -105,6 +136,7 @@ static double fit_objective(void *ctx, const double *x, double *g)
     size_t h = hyper_dim(f), m = f->m;
     apply_hyper(f, x);
     apply_q(f, x + h);
+    svgp_mean_offsets(f);
     if (!isfinite(f->lik.noise))
         return INFINITY;
     svgp_eval e = svgp_fit_eval(f);
@@ -115,6 +147,7 @@ static double fit_objective(void *ctx, const double *x, double *g)
     gp_error err;
     if (svgp_eval_full(&e, f->X, f->n, f->y, &f->w, &t, &out, &err) != GP_OK)
         return INFINITY;
+    mean_grad(f, NULL, f->n);
     hyper_grad(f, g);
     size_t o = h;
     for (size_t j = 0; j < m; j++)
@@ -198,6 +231,7 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
     if (rc == GP_OK) {
         apply_hyper(f, x);
         apply_q(f, x + hyper_dim(f));
+        svgp_mean_offsets(f);
     } else if (rc == GP_ENOTPD) {
         gp_error_set(err, GP_ENOTPD, NULL, "the ELBO cannot be evaluated at the starting point");
     }
@@ -208,19 +242,26 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
 /* ---- minibatch Adam with natural-gradient steps on q ---- */
 
 /* One minibatch (nb points gathered into Xb, yb, and rb: their known noise
- * or NULL) at weight n / nb: Adam on
+ * or NULL; rows: their indices, for the mean's basis rows) at weight n / nb: Adam on
  * the hyperparameters x (h entries), a natural-gradient step on q. *est
  * receives the minibatch estimate of the ELBO. */
 static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
-                      const double *Xb, const double *yb, const double *rb, size_t nb,
-                      const svgp_settings *st, double *est, gp_error *err)
+                      const double *Xb, const double *yb, const double *rb, const size_t *rows,
+                      size_t nb, const svgp_settings *st, double *est, gp_error *err)
 {
     size_t h = hyper_dim(f);
     svgp_eval e = svgp_fit_eval(f);
     int rc = svgp_factor_kuu(&e, &f->w, err);
     if (rc)
         return rc;
-    svgp_block_moments(&e, Xb, nb, &f->w);
+    double *offb = f->p ? f->off : NULL; /* the batch's own offsets (off is stale here) */
+    for (size_t i = 0; offb && i < nb; i++) {
+        double v = 0.0;
+        for (size_t j = 0; j < f->p; j++)
+            v += f->H[rows[i] + j * f->n] * f->beta[j];
+        offb[i] = v;
+    }
+    svgp_block_moments(&e, Xb, offb, nb, &f->w);
     double ds, scale = (double)f->n / (double)nb;
     *est = svgp_block_expect(&e, yb, rb, nb, scale, &f->w, &ds) - svgp_kl_value(f->mq, f->Lq, f->m);
     if (!isfinite(*est))
@@ -235,6 +276,7 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
     if (rc != GP_OK && rc != GP_ENOTPD)
         return gp_error_set(err, rc, NULL, "out of memory");
     if (h > 0) { /* a projected step under the priors and bounds */
+        mean_grad(f, rows, nb);
         hyper_grad(f, g);
         gp_hyper_walk_prior(hw, x, g);
         gp_adam_step(adam, x, g);
@@ -266,7 +308,7 @@ static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
         for (size_t i = 0; rb && i < nb; i++) /* a row's known noise follows it */
             rb[i] = f->r[perm[s + i]];
         double est;
-        int rc = adam_batch(f, adam, hw, x, g, Xb, yb, rb, nb, st, &est, err);
+        int rc = adam_batch(f, adam, hw, x, g, Xb, yb, rb, perm + s, nb, st, &est, err);
         if (rc)
             return rc;
         if (gp_cancel_requested(f->cancel))
@@ -320,6 +362,7 @@ int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *s
             rc = gp_error_set(err, GP_ECANCELLED, NULL, "cancelled");
     }
     diag->converged = 0; /* a fixed number of epochs */
+    svgp_mean_offsets(f);
     if (h > 0)
         gp_adam_free(&adam);
     gp_hyper_walk_free(hw);

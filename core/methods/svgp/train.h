@@ -8,6 +8,9 @@
 
 svgp_eval svgp_fit_eval(const svgp_fit *f);
 
+/* f->off = H beta after beta moved (zero mean: nothing). */
+void svgp_mean_offsets(svgp_fit *f);
+
 int svgp_refine_q(svgp_fit *f, int max_steps, double *elbo, gp_error *err);
 
 int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *st,
