@@ -19,6 +19,7 @@
 #include "core/features/rff.h"
 #include "core/inducing/collapsed.h"
 #include "core/kernel/lml.h"
+#include "core/methods/gwi/internal.h"
 #include "core/methods/hkd/hkd.h"
 #include "core/methods/registry.h"
 #include "core/methods/renyi/renyi.h"
@@ -427,6 +428,62 @@ static void test_hkd_maximiser(void **state)
     gp_kernel_free(k);
 }
 
+/* ---- gwi: the prior's mean profiled by its sgpr bound ---- */
+
+/* gwi's beta (prior sgpr, no validation rows, the noise held through the
+ * W2 stage) is the profiled estimate of the prior's collapsed bound at the
+ * frozen kernel, noise and Z: gp_sgpr_bound_mean there gives the same
+ * coefficients, and the plain bound of y - H b is lower at b = beta +-
+ * 0.01 in every coefficient. */
+static void test_gwi_prior_beta(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    gp_option_value opts[] = {{"validation_fraction", 0, NULL, NULL},
+                              {"learn_noise", 0, NULL, NULL},
+                              {"inducing", 10, NULL, NULL},
+                              {"epochs", 20, NULL, NULL}};
+    req.options = opts;
+    req.n_options = 4;
+    gp_model *model = fit("gwi", &req);
+    const gwi_impl *im = model->impl;
+    double P[N * D], yw[N], H[N * (1 + D)], beta[1 + D], r[N], f, fb;
+    gp_model_standardize_points(model, X, N, P);
+    gp_model_working_targets(model, y, N, yw);
+    gp_mean_basis(GP_MEAN_LINEAR, P, D, N, H);
+    gp_sgpr_terms t;
+    gp_error err;
+    assert_int_equal(gp_sgpr_bound_mean(model->kernel, model->noise_variance, NULL, H, 1 + D,
+                                        beta, P, N, D, yw, im->post.Z, im->post.m, &t, NULL,
+                                        NULL, NULL, &err),
+                     GP_OK);
+    f = t.bound;
+    for (size_t j = 0; j <= D; j++)
+        tu_assert_within(model->mean_coef[j], beta[j], 1e-9 * (1.0 + fabs(beta[j])),
+                         "gwi beta[%zu] against the prior's profile", j);
+    for (size_t j = 0; j <= D; j++)
+        for (int sign = -1; sign <= 1; sign += 2) {
+            double b[1 + D];
+            memcpy(b, beta, sizeof b);
+            b[j] += 0.01 * sign;
+            for (size_t i = 0; i < N; i++)
+                r[i] = yw[i] - gp_mean_at(GP_MEAN_LINEAR, b, P + i * D, D);
+            assert_int_equal(gp_sgpr_bound_mean(model->kernel, model->noise_variance, NULL, NULL,
+                                                0, NULL, P, N, D, r, im->post.Z, im->post.m, &t,
+                                                NULL, NULL, NULL, &err),
+                             GP_OK);
+            fb = t.bound;
+            if (!(fb < f))
+                fail_msg("coefficient %zu %+d: plain %.12g not below the profiled %.12g", j,
+                         sign, fb, f);
+        }
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
 /* ---- the trend recovered and extrapolated ---- */
 
 /* A method with a linear mean finds the trend's coefficients (original
@@ -480,6 +537,21 @@ static void test_hkd_recovers_trend(void **state)
     (void)state;
     gp_option_value opts[] = {{"inducing", 16, NULL, NULL}};
     check_recovers_trend("hkd", opts, 1, 0.2);
+}
+
+/* gwi: both variational means (kernel_sum, the network) and both priors
+ * (sgpr profiles beta, inducing takes least squares first) learn the
+ * residual of the prior's trend and revert to it far out. */
+static void test_gwi_recovers_trend(void **state)
+{
+    (void)state;
+    gp_option_value sum_sgpr[] = {{"inducing", 12, NULL, NULL}, {"epochs", 60, NULL, NULL}};
+    check_recovers_trend("gwi", sum_sgpr, 2, 0.2);
+    gp_option_value net_inducing[] = {{"inducing", 12, NULL, NULL},
+                                      {"epochs", 60, NULL, NULL},
+                                      {"mean", 0, "mlp", NULL},
+                                      {"prior", 0, "inducing", NULL}};
+    check_recovers_trend("gwi", net_inducing, 4, 0.2);
 }
 
 static void test_renyi_recovers_trend(void **state)
@@ -611,7 +683,7 @@ static void test_export_import_samples(void **state)
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
-    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi", "hkd"};
+    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi", "hkd", "gwi"};
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
         gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
         gp_model *model = fit(methods[mi], &req), *back = NULL;
@@ -736,6 +808,8 @@ int main(void)
         cmocka_unit_test(test_hkd_gradient),
         cmocka_unit_test(test_hkd_maximiser),
         cmocka_unit_test(test_hkd_recovers_trend),
+        cmocka_unit_test(test_gwi_prior_beta),
+        cmocka_unit_test(test_gwi_recovers_trend),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
