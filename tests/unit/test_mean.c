@@ -4,7 +4,9 @@
  * and predicting it far from the data; exact with a linear mean against the
  * same GP with the basis as a vague-prior linear kernel (R&W §2.7: the
  * predictive means agree in the limit); sgpr with M = N inducing points at
- * the inputs against exact; export/import, samples, observe; bad input. */
+ * the inputs against exact; hkd's profiled bound (FD gradient, maximiser)
+ * and gwi's prior beta (the prior bound's profile); export/import, samples,
+ * observe; bad input. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
