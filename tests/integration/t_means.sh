@@ -1,6 +1,7 @@
 #!/bin/sh
 # Integration area "means": a constant or linear mean in a fit ("mean":
-# {"type": ...}): accepted by exact, sgpr and svgp (bernoulli too), shown in the model JSON with its
+# {"type": ...}): accepted by the methods with mean_functions (exact, sgpr, ssgp, renyi, msrfr,
+# svgp (bernoulli too), hkd, gwi), shown in the model JSON with its
 # coefficients in working and original units, carried to predictions far
 # from the data (svgp bernoulli: through the latent f); refused naming mean /
 # mean.type (unknown type, a method without means), nothing stored.
@@ -16,8 +17,8 @@ check_jerr "mean: not an object" 400 invalid_argument '^mean$' /v1/models \
 check_jerr "mean: unknown key" 400 invalid_argument '^mean\.' /v1/models \
     "{\"name\":\"mf\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\",\"slope\":2}}"
 check_jerr "mean: method without means" 422 unsupported '^mean$' /v1/models \
-    "{\"name\":\"mf\",\"method\":\"hkd\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\"}}"
-if grep -q 'exact, .*sgpr.* take' "$T/body"; then pass "the refusal names the methods that take a mean"
+    "{\"name\":\"mf\",\"method\":\"rfgp\",\"X\":$MX,\"y\":$MY,\"mean\":{\"type\":\"linear\"}}"
+if grep -q 'exact, .*sgpr.*svgp.*gwi take' "$T/body"; then pass "the refusal names the methods that take a mean"
 else fail "the refusal names the methods that take a mean" "$(head -c 300 "$T/body")"; fi
 check_jerr "mean: pls (no mean) with bernoulli" 422 unsupported '^mean$' /v1/models \
     "{\"name\":\"mf\",\"method\":\"pls\",\"likelihood\":\"bernoulli\",\"X\":$MX,\"y\":[0,0,0,1,1,1,1,1],\"mean\":{\"type\":\"constant\"}}"

@@ -4,11 +4,13 @@
  * and predicting it far from the data; exact with a linear mean against the
  * same GP with the basis as a vague-prior linear kernel (R&W §2.7: the
  * predictive means agree in the limit); sgpr with M = N inducing points at
- * the inputs against exact; export/import, samples, observe; svgp's latent
- * mean (the ELBO's gradient in beta against finite differences for each
- * likelihood; a gaussian trend far from the data by L-BFGS and by Adam; a
- * bernoulli trend whose mean moves the latent f, not p(y = 1)); msrfr's
- * coefficients learned on past their least-squares start; bad input. */
+ * the inputs against exact; hkd's profiled bound (FD gradient, maximiser)
+ * and gwi's prior beta (the prior bound's profile); export/import, samples,
+ * observe; svgp's latent mean (the ELBO's gradient in beta against finite
+ * differences for each likelihood; a gaussian trend far from the data by
+ * L-BFGS and by Adam; a bernoulli trend whose mean moves the latent f, not
+ * p(y = 1)); msrfr's coefficients learned on past their least-squares start;
+ * bad input. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,8 @@
 #include "core/features/rff.h"
 #include "core/inducing/collapsed.h"
 #include "core/kernel/lml.h"
+#include "core/methods/gwi/internal.h"
+#include "core/methods/hkd/hkd.h"
 #include "core/methods/svgp/elbo.h"
 #include "core/methods/registry.h"
 #include "core/methods/renyi/renyi.h"
@@ -325,6 +329,168 @@ static void test_ssgp_gradient(void **state)
     check_rff_profile(1);
 }
 
+/* ---- hkd: the coefficients profiled out of the block-structured bound ---- */
+
+static gp_model *hkd_model(const double *X, const double *y, const gp_kernel *k,
+                           gp_fit_request *req, gp_option_value *opts)
+{
+    *req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    opts[0] = (gp_option_value){"inducing", 10, NULL, NULL};
+    opts[1] = (gp_option_value){"max_iterations", 0, NULL, NULL};
+    opts[2] = (gp_option_value){"pcg_tolerance", 1e-13, NULL, NULL};
+    req->options = opts;
+    req->n_options = 3;
+    return fit("hkd", req);
+}
+
+/* The profiled bound's analytic gradient (kernel parameters, log s2)
+ * against central differences: the envelope theorem's plain gradient of
+ * the residual's bound. The default symmetry (every input negated) gives
+ * 4 blocks, so the profile's solves go through the coupled PCG. */
+static void test_hkd_gradient(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0), *kk = NULL;
+    gp_fit_request req;
+    gp_option_value opts[3];
+    gp_model *model = hkd_model(X, y, k, &req, opts);
+    gp_error err;
+    assert_int_equal(gp_kernel_copy(&kk, model->kernel, &err), GP_OK);
+    size_t np = gp_kernel_n_params(kk);
+    double theta[4], grad[5], f, fp, fm, s2 = 0.05, beta[1 + D];
+    gp_kernel_get_params(kk, theta);
+    assert_int_equal(gp_hkd_bound_mean(model, &req, kk, s2, NULL, &f, grad, NULL, beta, &err),
+                     GP_OK);
+    for (size_t p = 0; p <= np; p++) {
+        double h = 1e-5, th[4], sp = s2, sm = s2;
+        memcpy(th, theta, sizeof th);
+        if (p < np)
+            th[p] += h;
+        else
+            sp = s2 * exp(h);
+        gp_kernel_set_params(kk, th);
+        assert_int_equal(gp_hkd_bound_mean(model, &req, kk, sp, NULL, &fp, NULL, NULL, NULL, &err),
+                         GP_OK);
+        if (p < np)
+            th[p] -= 2 * h;
+        else
+            sm = s2 * exp(-h);
+        gp_kernel_set_params(kk, th);
+        assert_int_equal(gp_hkd_bound_mean(model, &req, kk, sm, NULL, &fm, NULL, NULL, NULL, &err),
+                         GP_OK);
+        gp_kernel_set_params(kk, theta);
+        double num = (fp - fm) / (2 * h);
+        if (fabs(num - grad[p]) > 1e-5 * (1.0 + fabs(num)))
+            fail_msg("hkd parameter %zu: analytic %.10g, differences %.10g", p, grad[p], num);
+    }
+    gp_kernel_free(kk);
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* beta-hat maximises the bound: the plain (zero-mean) bound of the targets
+ * less h^T beta is the profiled one at beta-hat and lower at beta-hat +-
+ * 0.01 in every coefficient. */
+static void test_hkd_maximiser(void **state)
+{
+    (void)state;
+    double X[N * D], y[N], yr[N], beta[1 + D], f, fb;
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req;
+    gp_option_value opts[3];
+    gp_model *model = hkd_model(X, y, k, &req, opts);
+    gp_error err;
+    double s2 = 0.05;
+    assert_int_equal(
+        gp_hkd_bound_mean(model, &req, model->kernel, s2, NULL, &f, NULL, NULL, beta, &err),
+        GP_OK);
+    model->mean_type = GP_MEAN_ZERO; /* the plain bound at the same structure */
+    gp_fit_request plain = req;
+    plain.y = yr;
+    for (size_t j = 0; j <= D; j++)
+        for (int sign = -1; sign <= 1; sign++) {
+            double b[1 + D];
+            memcpy(b, beta, sizeof b);
+            b[j] += 0.01 * sign;
+            for (size_t i = 0; i < N; i++) {
+                double xw[D];
+                for (size_t c = 0; c < D; c++)
+                    xw[c] = (X[c * N + i] - model->x_mean[c]) / model->x_scale[c];
+                yr[i] = y[i] - model->y_scale * gp_mean_at(GP_MEAN_LINEAR, b, xw, D);
+            }
+            assert_int_equal(
+                gp_hkd_bound(model, &plain, model->kernel, s2, NULL, &fb, NULL, NULL, &err),
+                GP_OK);
+            if (sign == 0)
+                tu_assert_within(fb, f, 1e-8 * (1.0 + fabs(f)), "plain bound at beta-hat");
+            else if (!(fb < f))
+                fail_msg("coefficient %zu %+d: plain %.12g not below the profiled %.12g", j,
+                         sign, fb, f);
+        }
+    model->mean_type = GP_MEAN_LINEAR;
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* ---- gwi: the prior's mean profiled by its sgpr bound ---- */
+
+/* gwi's beta (prior sgpr, no validation rows, the noise held through the
+ * W2 stage) is the profiled estimate of the prior's collapsed bound at the
+ * frozen kernel, noise and Z: gp_sgpr_bound_mean there gives the same
+ * coefficients, and the plain bound of y - H b is lower at b = beta +-
+ * 0.01 in every coefficient. */
+static void test_gwi_prior_beta(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    gp_option_value opts[] = {{"validation_fraction", 0, NULL, NULL},
+                              {"learn_noise", 0, NULL, NULL},
+                              {"inducing", 10, NULL, NULL},
+                              {"epochs", 20, NULL, NULL}};
+    req.options = opts;
+    req.n_options = 4;
+    gp_model *model = fit("gwi", &req);
+    const gwi_impl *im = model->impl;
+    double P[N * D], yw[N], H[N * (1 + D)], beta[1 + D], r[N], f, fb;
+    gp_model_standardize_points(model, X, N, P);
+    gp_model_working_targets(model, y, N, yw);
+    gp_mean_basis(GP_MEAN_LINEAR, P, D, N, H);
+    gp_sgpr_terms t;
+    gp_error err;
+    assert_int_equal(gp_sgpr_bound_mean(model->kernel, model->noise_variance, NULL, H, 1 + D,
+                                        beta, P, N, D, yw, im->post.Z, im->post.m, &t, NULL,
+                                        NULL, NULL, &err),
+                     GP_OK);
+    f = t.bound;
+    for (size_t j = 0; j <= D; j++)
+        tu_assert_within(model->mean_coef[j], beta[j], 1e-9 * (1.0 + fabs(beta[j])),
+                         "gwi beta[%zu] against the prior's profile", j);
+    for (size_t j = 0; j <= D; j++)
+        for (int sign = -1; sign <= 1; sign += 2) {
+            double b[1 + D];
+            memcpy(b, beta, sizeof b);
+            b[j] += 0.01 * sign;
+            for (size_t i = 0; i < N; i++)
+                r[i] = yw[i] - gp_mean_at(GP_MEAN_LINEAR, b, P + i * D, D);
+            assert_int_equal(gp_sgpr_bound_mean(model->kernel, model->noise_variance, NULL, NULL,
+                                                0, NULL, P, N, D, r, im->post.Z, im->post.m, &t,
+                                                NULL, NULL, NULL, &err),
+                             GP_OK);
+            fb = t.bound;
+            if (!(fb < f))
+                fail_msg("coefficient %zu %+d: plain %.12g not below the profiled %.12g", j,
+                         sign, fb, f);
+        }
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
 /* ---- the trend recovered and extrapolated ---- */
 
 /* A method with a linear mean finds the trend's coefficients (original
@@ -371,6 +537,28 @@ static void test_ssgp_recovers_trend(void **state)
     (void)state;
     gp_option_value opts[] = {{"features", 30, NULL, NULL}};
     check_recovers_trend("ssgp", opts, 1, 0.2);
+}
+
+static void test_hkd_recovers_trend(void **state)
+{
+    (void)state;
+    gp_option_value opts[] = {{"inducing", 16, NULL, NULL}};
+    check_recovers_trend("hkd", opts, 1, 0.2);
+}
+
+/* gwi: both variational means (kernel_sum, the network) and both priors
+ * (sgpr profiles beta, inducing takes least squares first) learn the
+ * residual of the prior's trend and revert to it far out. */
+static void test_gwi_recovers_trend(void **state)
+{
+    (void)state;
+    gp_option_value sum_sgpr[] = {{"inducing", 12, NULL, NULL}, {"epochs", 60, NULL, NULL}};
+    check_recovers_trend("gwi", sum_sgpr, 2, 0.2);
+    gp_option_value net_inducing[] = {{"inducing", 12, NULL, NULL},
+                                      {"epochs", 60, NULL, NULL},
+                                      {"mean", 0, "mlp", NULL},
+                                      {"prior", 0, "inducing", NULL}};
+    check_recovers_trend("gwi", net_inducing, 4, 0.2);
 }
 
 static void test_renyi_recovers_trend(void **state)
@@ -502,7 +690,7 @@ static void test_export_import_samples(void **state)
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
-    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi"};
+    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi", "hkd", "gwi"};
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
         gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
         gp_model *model = fit(methods[mi], &req), *back = NULL;
@@ -771,7 +959,7 @@ static void test_bad_input(void **state)
     assert_string_equal(err.field, "mean.type");
     assert_null(model);
     req.mean = GP_MEAN_LINEAR;
-    assert_int_equal(gp_model_fit(gp_method_find("hkd"), &req, &model, &err), GP_EUNSUPPORTED);
+    assert_int_equal(gp_model_fit(gp_method_find("rfgp"), &req, &model, &err), GP_EUNSUPPORTED);
     assert_string_equal(err.field, "mean");
     assert_null(model);
     double yb[N];
@@ -804,6 +992,11 @@ int main(void)
         cmocka_unit_test(test_svgp_recovers_trend),
         cmocka_unit_test(test_svgp_bernoulli_mean),
         cmocka_unit_test(test_msrfr_joint_mean),
+        cmocka_unit_test(test_hkd_gradient),
+        cmocka_unit_test(test_hkd_maximiser),
+        cmocka_unit_test(test_hkd_recovers_trend),
+        cmocka_unit_test(test_gwi_prior_beta),
+        cmocka_unit_test(test_gwi_recovers_trend),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,7 @@
  * model. */
 #include "core/methods/gwi/fit.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "core/methods/gwi/loss.h"
 #include "core/methods/gwi/model.h"
 #include "core/methods/gwi/train.h"
+#include "core/model/mean.h"
 
 static void read_settings(const gp_method *me, const gp_fit_request *req, gwi_settings *st)
 {
@@ -182,7 +184,7 @@ static int hyper_progress(void *ctx, int iteration, int max_iterations, double o
  * hyperparameters and Z are then frozen as in the thesis. Z gets the
  * optimised inputs. */
 static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_settings *st,
-                          const gwi_data *D, double *Z, size_t m, gp_error *err)
+                          const gwi_data *D, const double *H, double *Z, size_t m, gp_error *err)
 {
     gp_noise_param np;
     gp_noise_param_init(&np, req, D->ytr, D->ntr);
@@ -191,13 +193,21 @@ static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_
     quiet.progress = req->progress ? hyper_progress : NULL;
     quiet.progress_ctx = &pc;
     double f = NAN;
-    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d, NULL, NULL, NULL, 0, NULL};
+    gp_collapsed_data data = {D->Xtr, D->ytr, D->ntr, D->d, NULL, NULL, H,
+                              H ? gp_mean_n_coef(model->mean_type, D->d) : 0, model->mean_coef};
     gp_inducing_fit_spec spec = {.fn = gp_collapsed_objective, .ctx = &data,
                                  .optimize_z = st->optimize_inducing,
                                  .max_iterations = 200, .tolerance = 1e-9,
                                  .max_total = st->epochs, .result_f = &f};
     int rc = gp_inducing_optimise(model->kernel, &np, &model->noise_variance, Z, m, &quiet, &spec,
                                   &model->diag, err);
+    /* the profiled beta of the hyperparameters kept (the search's last
+     * evaluation need not be at them) */
+    double f_end;
+    if (rc == GP_OK && H &&
+        gp_collapsed_objective(&data, model->kernel, model->noise_variance, Z, m, &f_end, NULL,
+                               NULL) != GP_OK)
+        rc = gp_error_set(err, GP_ENOTPD, NULL, "the prior's bound fails at its own optimum");
     gp_collapsed_data_release(&data);
     gp_model_info_number(model, "prior_objective", f);
     return rc;
@@ -206,10 +216,11 @@ static int fit_prior_sgpr(gp_model *model, const gp_fit_request *req, const gwi_
 /* B2: the prior's hyperparameters by the exact marginal likelihood on (Z,
  * y_Z) [T (B.58)] (or fit_prior_sgpr), then frozen. */
 static int fit_prior(gp_model *model, const gp_fit_request *req, const gwi_settings *st,
-                     const gwi_data *D, double *Z, const double *yZ, size_t m, gp_error *err)
+                     const gwi_data *D, const double *H, double *Z, const double *yZ, size_t m,
+                     gp_error *err)
 {
     if (st->prior_sgpr)
-        return fit_prior_sgpr(model, req, st, D, Z, m, err);
+        return fit_prior_sgpr(model, req, st, D, H, Z, m, err);
     gp_noise_param np;
     gp_noise_param_init(&np, req, yZ, m);
     progress_ctx pc = {req, st->epochs};
@@ -226,6 +237,55 @@ static int fit_prior(gp_model *model, const gp_fit_request *req, const gwi_setti
                                  &res, err);
     gp_model_info_number(model, "prior_objective", -res.f);
     return rc;
+}
+
+/* ---- a mean function: the prior's mean, GP(h^T beta, k) ----
+ * beta is the prior's (profiled by prior sgpr's bound; least squares on the
+ * training rows for prior inducing) and frozen with its hyperparameters;
+ * Q and P shifted by the same function are as far apart in W2, so gwi
+ * trains its own mean (kernel_sum or the network) on the residual targets
+ * y - h^T beta against GP(0, k), and core/model/model.c adds h^T beta back. */
+
+/* The basis rows of the training and validation points (*Htr, *Hva; NULL
+ * for a zero mean). */
+static int mean_bases(const gp_model *model, const gwi_data *D, double **Htr, double **Hva,
+                      gp_error *err)
+{
+    *Htr = *Hva = NULL;
+    if (model->mean_type == GP_MEAN_ZERO)
+        return GP_OK;
+    *Htr = gp_model_mean_basis(model, D->Xtr, D->ntr, err);
+    *Hva = gp_model_mean_basis(model, D->Xva, D->nva, err);
+    return *Htr && *Hva ? GP_OK : GP_ENOMEM;
+}
+
+/* beta by least squares on the training rows (prior inducing: M points
+ * are too few to carry 1 + d coefficients beside the kernel's). */
+static int mean_least_squares(gp_model *model, const gwi_data *D, const double *H, gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, D->d), n = D->ntr;
+    double *G = gp_alloc_doubles(p * p, err);
+    if (G == NULL)
+        return GP_ENOMEM;
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)p, (blasint)n, 1.0, H,
+                (blasint)n, 0.0, G, (blasint)p);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, H, (blasint)n, D->ytr, 1,
+                0.0, model->mean_coef, 1);
+    int rc = gp_mean_solve_normal(G, model->mean_coef, p, err);
+    free(G);
+    return rc;
+}
+
+/* y -= H beta on the training and validation rows. */
+static void mean_residuals(const gp_model *model, gwi_data *D, const double *Htr,
+                           const double *Hva)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, D->d);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)D->ntr, (blasint)p, -1.0, Htr,
+                (blasint)D->ntr, model->mean_coef, 1, 1.0, D->ytr, 1);
+    if (D->nva)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)D->nva, (blasint)p, -1.0, Hva,
+                    (blasint)D->nva, model->mean_coef, 1, 1.0, D->yva, 1);
 }
 
 static int size_guard(const gp_fit_request *req, const gwi_settings *st, gp_error *err)
@@ -323,8 +383,15 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     if (rc)
         return rc;
     size_t M = inducing_count(st, D.ntr), m = 0, d = D.d;
-    double *Z = NULL, *yZ = NULL, *Lk = NULL, jitter = 0.0;
-    rc = gwi_alloc2(&Z, d, M, err);
+    double *Z = NULL, *yZ = NULL, *Lk = NULL, jitter = 0.0, *Htr = NULL, *Hva = NULL;
+    rc = mean_bases(model, &D, &Htr, &Hva, err);
+    if (rc == GP_OK && Htr && !st->prior_sgpr) { /* the inducing points' targets: residuals */
+        rc = mean_least_squares(model, &D, Htr, err);
+        if (rc == GP_OK)
+            mean_residuals(model, &D, Htr, Hva);
+    }
+    if (rc == GP_OK)
+        rc = gwi_alloc2(&Z, d, M, err);
     if (rc == GP_OK)
         rc = gwi_alloc2(&yZ, M, 1, err);
     if (rc == GP_OK && st->greedy) /* [D] sgpr's choice, under the starting kernel */
@@ -333,7 +400,9 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     else if (rc == GP_OK)
         rc = choose_inducing(&D, M, req->seed, Z, yZ, &m, err);
     if (rc == GP_OK)
-        rc = fit_prior(model, req, st, &D, Z, yZ, m, err);
+        rc = fit_prior(model, req, st, &D, st->prior_sgpr ? Htr : NULL, Z, yZ, m, err);
+    if (rc == GP_OK && Htr && st->prior_sgpr)
+        mean_residuals(model, &D, Htr, Hva);
     if (rc == GP_OK)
         rc = gwi_alloc2(&Lk, m, m, err);
     if (rc == GP_OK)
@@ -352,6 +421,8 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     free(Z);
     free(yZ);
     free(Lk);
+    free(Htr);
+    free(Hva);
     data_free(&D);
     return rc;
 }

@@ -116,5 +116,6 @@ const gp_method gp_method_gwi = {
     .quick = gwi_quick,
     .n_quick = sizeof gwi_quick / sizeof gwi_quick[0],
     .hyper_priors = 1,
+    .mean_functions = 1, /* the prior's mean: fit.c mean_bases */
     .ops = &gwi_ops,
 };

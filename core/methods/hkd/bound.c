@@ -17,6 +17,10 @@
  *       - r0 / (2 s2),   r = y - Phi^T mt,  r0 = sum_n k(x_n, x_n) - |Phi|_F^2,
  * which equals L* of note §5 step 9 at the exact mean and stays a valid
  * lower bound for a PCG mean that is not.
+ * With a mean function (hkd_data.H, p columns) y is y - H beta with
+ * beta profiled (profile_mean: the GLS estimate under Phi^T Phi + s2 I at
+ * every evaluation); the bound and the gradient below are those of the
+ * residual, exact by the envelope theorem (dF/dbeta = 0 at beta-hat).
  *
  * Gradient (envelope theorem: at the optimal q the bound's derivative is the
  * ELBO's at fixed q; with the unwhitened q held, dF/dK needs no derivative of
@@ -41,6 +45,7 @@
 
 #include "core/methods/hkd/internal.h"
 #include "core/methods/hkd/state.h"
+#include "core/model/mean.h"
 
 void hkd_work_free(hkd_work *w)
 {
@@ -60,6 +65,9 @@ void hkd_work_free(hkd_work *w)
     free(w->gzt);
     free(w->cache);
     free(w->kcache);
+    free(w->ph);
+    free(w->U);
+    free(w->hh);
     memset(w, 0, sizeof *w);
 }
 
@@ -118,6 +126,17 @@ int hkd_work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes
     if (w->cache && grad && (double)(P + mS) * (double)n * 8.0 <= cache_bytes)
         w->kcache = malloc(mS * n * sizeof *w->kcache);
     return GP_OK;
+}
+
+int hkd_work_alloc_mean(hkd_work *w, const hkd_impl *im, size_t p, gp_error *err)
+{
+    if (p == 0)
+        return GP_OK;
+    w->ph = gp_alloc_doubles((im->P ? im->P : 1) * p, err);
+    w->U = gp_alloc_doubles((im->P ? im->P : 1) * p, err);
+    w->hh = gp_alloc_doubles(p * (p + 1), err);
+    w->warm_h = 0;
+    return w->ph && w->U && w->hh ? GP_OK : GP_ENOMEM;
 }
 
 /* ---- the prior blocks ---- */
@@ -209,12 +228,32 @@ const double *hkd_chunk_features(const hkd_impl *im, const hkd_data *data, hkd_w
 
 /* ---- the data pass ---- */
 
+/* A mean's share of one chunk: Phi H into w->ph, [H^T H | H^T y] into w->hh. */
+static void basis_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w, const double *Phi,
+                        size_t ldp, size_t start, size_t b)
+{
+    size_t p = data->p, n = data->n;
+    const double *Hc = data->H + start;
+    if (im->P)
+        cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)im->P, (blasint)p,
+                    (blasint)b, 1.0, Phi, (blasint)ldp, Hc, (blasint)n, 1.0, w->ph,
+                    (blasint)im->P);
+    cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)p, (blasint)p, (blasint)b, 1.0,
+                Hc, (blasint)n, Hc, (blasint)n, 1.0, w->hh, (blasint)p);
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)b, (blasint)p, 1.0, Hc, (blasint)n,
+                data->y + start, 1, 1.0, w->hh + p * p, 1);
+}
+
 /* C_t, g = Phi y, r0 and y.y over all chunks (filling the cache). */
 static int data_pass(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_error *err)
 {
     size_t T = im->group.blocks, m = im->m, P = im->P, n = data->n;
     memset(w->C, 0, T * m * m * sizeof *w->C);
     memset(w->g, 0, (P + 1) * sizeof *w->g);
+    if (data->p) {
+        memset(w->ph, 0, (P ? P : 1) * data->p * sizeof *w->ph);
+        memset(w->hh, 0, data->p * (data->p + 1) * sizeof *w->hh);
+    }
     double kdiag = gp_kernel_diag(im->kin, data->X), r0 = 0.0;
     w->cached = 0;
     for (size_t start = 0; start < n; start += w->chunk) {
@@ -232,6 +271,8 @@ static int data_pass(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_e
         if (P)
             cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)P, (blasint)b, 1.0, Phi,
                         (blasint)ldp, data->y + start, 1, 1.0, w->g, 1);
+        if (data->p)
+            basis_chunk(im, data, w, Phi, ldp, start, b);
         for (size_t c = 0; c < b; c++)
             r0 += kdiag - (P ? cblas_ddot((blasint)P, Phi + c * ldp, 1, Phi + c * ldp, 1) : 0.0);
     }
@@ -296,22 +337,23 @@ static void precondition(const hkd_impl *im, const double *v, double *z)
             gp_chol_solve(im->Mb + t * m * m, im->mt[t], m, z + im->off[t], 1, im->mt[t]);
 }
 
-/* (I + Phi Phi^T / s2) mean = g / s2 by PCG from the block-diagonal solution. */
-static int solve_means(hkd_impl *im, const hkd_data *data, hkd_work *w, double s2, double tol,
-                       int max_it, gp_error *err)
+/* (I + Phi Phi^T / s2) x = rhs / s2 by PCG, from x itself when warm (the
+ * last solve of this search: the hyperparameters moved a little since), else
+ * from the block-diagonal solution. */
+static int solve_system(const hkd_impl *im, const hkd_data *data, hkd_work *w, double s2,
+                        const double *rhs, double *x, int warm, double tol, int max_it,
+                        int *iterations, double *residual, gp_error *err)
 {
     size_t P = im->P;
-    double *x = im->mean, *res = w->pcg, *z = res + P, *p = z + P, *q = p + P;
-    w->pcg_iterations = 0;
-    w->pcg_residual = 0.0;
+    double *res = w->pcg, *z = res + P, *p = z + P, *q = p + P;
+    *iterations = 0;
+    *residual = 0.0;
     if (P == 0)
         return GP_OK;
     for (size_t i = 0; i < P; i++)
-        res[i] = w->g[i] / s2;
+        res[i] = rhs[i] / s2;
     double bnorm = cblas_dnrm2((blasint)P, res, 1);
-    /* Start from the last solve of this search (the hyperparameters moved a
-     * little since), else from the block-diagonal solution. */
-    if (!w->warm)
+    if (!warm)
         precondition(im, res, x);
     int rc = apply_system(im, data, w, s2, x, q, err);
     if (rc)
@@ -340,13 +382,69 @@ static int solve_means(hkd_impl *im, const hkd_data *data, hkd_work *w, double s
             p[i] = z[i] + (rz2 / rz) * p[i];
         rz = rz2;
     }
-    w->pcg_iterations = it;
-    w->pcg_residual = rel;
-    w->warm = 1;
+    *iterations = it;
+    *residual = rel;
     return GP_OK;
 }
 
-/* r = y - Phi^T mean. */
+/* The coupled means of y: (I + Phi Phi^T / s2) mean = g / s2. */
+static int solve_means(hkd_impl *im, const hkd_data *data, hkd_work *w, double s2, double tol,
+                       int max_it, gp_error *err)
+{
+    int rc = solve_system(im, data, w, s2, w->g, im->mean, w->warm, tol, max_it,
+                          &w->pcg_iterations, &w->pcg_residual, err);
+    if (rc == GP_OK && im->P)
+        w->warm = 1;
+    return rc;
+}
+
+/* A mean profiled out: y enters the bound only through the Gaussian term
+ * log N(y; 0, Sigma), Sigma = Phi^T Phi + s2 I (the ELBO at the optimal q
+ * is that minus r0 / (2 s2) and the log-determinants), so the maximum over
+ * beta is the GLS estimate under Sigma. By Woodbury, with A = I + Phi Phi^T / s2,
+ *   s2 H^T Sigma^{-1} H = H^T H - (Phi H)^T U,  U = A^{-1} Phi H / s2,
+ *   s2 H^T Sigma^{-1} y = H^T y - (Phi H)^T mean,
+ * (the 1/s2 cancels in the normal equations), U by p more PCG solves with
+ * the same system and preconditioner as the means (A couples the blocks:
+ * no per-block shortcut, pitfall 8), and by linearity the means of the
+ * residual y - H beta are mean - U beta. The solves add p times the means'
+ * PCG work; the iterations reported are the sum. */
+static int profile_mean(hkd_impl *im, const hkd_data *data, hkd_work *w, double s2, double tol,
+                        int max_it, gp_error *err)
+{
+    size_t p = data->p, P = im->P;
+    for (size_t j = 0; j < p; j++) {
+        int it;
+        double rel;
+        int rc = solve_system(im, data, w, s2, w->ph + j * P, w->U + j * P, w->warm_h, tol,
+                              max_it, &it, &rel, err);
+        if (rc)
+            return rc;
+        w->pcg_iterations += it;
+        w->pcg_residual = rel > w->pcg_residual ? rel : w->pcg_residual;
+    }
+    w->warm_h = P > 0;
+    double G[(1 + GP_SYM_MAX_DIMS) * (1 + GP_SYM_MAX_DIMS)], b[1 + GP_SYM_MAX_DIMS];
+    for (size_t j = 0; j < p; j++) {
+        for (size_t k = j; k < p; k++) /* symmetric in exact arithmetic: PCG's is not */
+            G[k + j * p] = w->hh[k + j * p] -
+                           (P ? 0.5 * (cblas_ddot((blasint)P, w->ph + k * P, 1, w->U + j * P, 1) +
+                                       cblas_ddot((blasint)P, w->ph + j * P, 1, w->U + k * P, 1))
+                              : 0.0);
+        b[j] = w->hh[p * p + j] -
+               (P ? cblas_ddot((blasint)P, w->ph + j * P, 1, im->mean, 1) : 0.0);
+    }
+    int rc = gp_mean_solve_normal(G, b, p, err);
+    if (rc)
+        return rc;
+    memcpy(data->beta, b, p * sizeof *b);
+    if (P)
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)P, (blasint)p, -1.0, w->U, (blasint)P,
+                    b, 1, 1.0, im->mean, 1);
+    return GP_OK;
+}
+
+/* r = y - H beta - Phi^T mean. */
 static int residuals(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_error *err)
 {
     size_t P = im->P, n = data->n;
@@ -356,6 +454,9 @@ static int residuals(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_e
         size_t b = n - start < w->chunk ? n - start : w->chunk, ldp;
         const double *Phi = hkd_chunk_features(im, data, w, start, b, 0, &ldp);
         memcpy(w->r + start, data->y + start, b * sizeof *w->r);
+        if (data->p)
+            cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)b, (blasint)data->p, -1.0,
+                        data->H + start, (blasint)n, data->beta, 1, 1.0, w->r + start, 1);
         if (P)
             cblas_dgemv(CblasColMajor, CblasTrans, (blasint)P, (blasint)b, -1.0, Phi,
                         (blasint)ldp, im->mean, 1, 1.0, w->r + start, 1);
@@ -391,6 +492,8 @@ int hkd_evaluate(hkd_impl *im, const hkd_data *data, hkd_work *w, double s2, dou
         rc = factor_posterior(im, w, s2, err);
     if (rc == GP_OK)
         rc = solve_means(im, data, w, s2, tol, max_it, err);
+    if (rc == GP_OK && data->p)
+        rc = profile_mean(im, data, w, s2, tol, max_it, err);
     if (rc == GP_OK)
         rc = residuals(im, data, w, err);
     if (rc == GP_OK && !isfinite(bound_value(im, w, data->n, s2, terms)))

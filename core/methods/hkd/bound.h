@@ -9,6 +9,8 @@ void hkd_work_free(hkd_work *w);
 
 int hkd_work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes, int grad,
                    gp_error *err);
+/* The buffers of a mean's basis of p columns (none for p 0), after hkd_work_alloc. */
+int hkd_work_alloc_mean(hkd_work *w, const hkd_impl *im, size_t p, gp_error *err);
 
 void hkd_features_from(const hkd_impl *im, const double *E, size_t b, double *Phi, size_t ldp,
                        double *K);

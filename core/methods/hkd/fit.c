@@ -12,6 +12,7 @@
 #include "core/methods/hkd/gradient.h"
 #include "core/methods/hkd/internal.h"
 #include "core/methods/hkd/state.h"
+#include "core/model/mean.h"
 
 /* ---- fit ---- */
 
@@ -231,14 +232,18 @@ static int place_blocks(hkd_impl *im, gp_error *err)
     return GP_OK;
 }
 
-/* A seeded subsample of `rows` of the n working points and targets. */
-static int subsample(const double *Xw, const double *y, size_t n, size_t dw, size_t rows,
-                     uint64_t seed, double **Xs, double **ys, gp_error *err)
+/* A seeded subsample of `rows` of the n working points and targets (and a
+ * mean's basis rows, *Hs, when there is one). */
+static int subsample(const hkd_data *full, size_t dw, size_t rows, uint64_t seed, double **Xs,
+                     double **ys, double **Hs, gp_error *err)
 {
+    const double *Xw = full->X, *y = full->y;
+    size_t n = full->n, p = full->p;
     *Xs = gp_alloc_doubles(rows * dw, err);
     *ys = gp_alloc_doubles(rows, err);
+    *Hs = p ? gp_alloc_doubles(rows * p, err) : NULL;
     unsigned char *taken = calloc(n, 1);
-    if (!*Xs || !*ys || !taken) {
+    if (!*Xs || !*ys || (p && !*Hs) || !taken) {
         free(taken);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
@@ -254,6 +259,8 @@ static int subsample(const double *Xw, const double *y, size_t n, size_t dw, siz
     for (size_t i = 0, k = 0; i < n; i++)
         if (taken[i]) {
             memcpy(*Xs + k * dw, Xw + i * dw, dw * sizeof *Xw);
+            for (size_t j = 0; j < p; j++)
+                (*Hs)[k + j * rows] = full->H[i + j * n];
             (*ys)[k++] = y[i];
         }
     free(taken);
@@ -296,16 +303,18 @@ static int fit_hyper(gp_model *model, const gp_fit_request *req, hkd_impl *im,
         model->noise_variance = np.start;
         return GP_OK;
     }
-    double *Xs = NULL, *ys = NULL;
+    double *Xs = NULL, *ys = NULL, *Hs = NULL;
     hkd_data sub = *full;
     int rc = GP_OK;
     if (rows < full->n) {
-        rc = subsample(full->X, full->y, full->n, im->frame.dw, rows, req->seed, &Xs, &ys, err);
-        sub = (hkd_data){Xs, ys, rows};
+        rc = subsample(full, im->frame.dw, rows, req->seed, &Xs, &ys, &Hs, err);
+        sub = (hkd_data){Xs, ys, rows, Hs, full->p, full->beta};
     }
     hkd_work w;
     if (rc == GP_OK)
         rc = hkd_work_alloc(&w, im, sub.n, cache_bytes(me, req), optimize_z ? 2 : 1, err);
+    if (rc == GP_OK && (rc = hkd_work_alloc_mean(&w, im, sub.p, err)) != GP_OK)
+        hkd_work_free(&w);
     if (rc == GP_OK) {
         w.cancel = &req->cancel;
         hkd_problem pb = {im, &sub, &w, gp_option_number(me, req, "pcg_tolerance"),
@@ -320,6 +329,7 @@ static int fit_hyper(gp_model *model, const gp_fit_request *req, hkd_impl *im,
     }
     free(Xs);
     free(ys);
+    free(Hs);
     return rc;
 }
 
@@ -354,6 +364,8 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
     const gp_method *me = model->method;
     hkd_work w;
     int rc = hkd_work_alloc(&w, im, data->n, cache_bytes(me, req), 0, err);
+    if (rc == GP_OK && (rc = hkd_work_alloc_mean(&w, im, data->p, err)) != GP_OK)
+        hkd_work_free(&w);
     if (rc)
         return rc;
     w.cancel = &req->cancel;
@@ -402,6 +414,7 @@ static int fit_into(gp_model *model, const gp_fit_request *req, hkd_impl *im, gp
 {
     size_t n = req->n, d = req->d;
     double *Xs = gp_alloc_doubles(n * d, err), *y = gp_alloc_doubles(n, err), *Xw = NULL;
+    double *H = NULL;
     int rc = Xs && y ? GP_OK : GP_ENOMEM;
     if (rc == GP_OK) {
         adjust_standardisation(model, &im->sym);
@@ -409,9 +422,14 @@ static int fit_into(gp_model *model, const gp_fit_request *req, hkd_impl *im, gp
         gp_model_working_targets(model, req->y, n, y);
         rc = build_structure(model, req, im, Xs, &Xw, err);
     }
+    /* a mean's basis is of the standardised points (model.c adds it back at
+     * those), not of hkd's frame: the mean is no part of the symmetric f */
+    size_t p = gp_mean_n_coef(model->mean_type, d);
+    if (rc == GP_OK && p && (H = gp_model_mean_basis(model, Xs, n, err)) == NULL)
+        rc = GP_ENOMEM;
     if (rc == GP_OK)
         rc = place_blocks(im, err);
-    hkd_data data = {Xw, y, n};
+    hkd_data data = {Xw, y, n, H, p, model->mean_coef};
     if (rc == GP_OK)
         rc = fit_hyper(model, req, im, &data, err);
     if (rc == GP_OK)
@@ -419,6 +437,7 @@ static int fit_into(gp_model *model, const gp_fit_request *req, hkd_impl *im, gp
     free(Xs);
     free(Xw);
     free(y);
+    free(H);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #include "core/methods/hkd/bound.h"
 #include "core/methods/hkd/internal.h"
 #include "core/methods/hkd/state.h"
+#include "core/model/mean.h"
 
 /* ---- the gradient ---- */
 
@@ -213,6 +214,13 @@ int hkd_objective(void *ctx, const gp_kernel *k, double s2, const double *Z, siz
 int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kernel *k, double s2,
                  const double *Z, double *bound, double *grad, double *gz, gp_error *err)
 {
+    return gp_hkd_bound_mean(model, req, k, s2, Z, bound, grad, gz, NULL, err);
+}
+
+int gp_hkd_bound_mean(const gp_model *model, const gp_fit_request *req, const gp_kernel *k,
+                      double s2, const double *Z, double *bound, double *grad, double *gz,
+                      double *beta, gp_error *err)
+{
     /* A copy of the structure with its own factors and kernel: the model stays as it was. */
     const hkd_impl *src = model->impl;
     hkd_impl im = *src;
@@ -226,7 +234,8 @@ int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kern
     im.kin = NULL;
     im.Op = NULL;
     double *Xs = gp_alloc_doubles(n * d, err), *Xw = gp_alloc_doubles(n * dw, err);
-    double *y = gp_alloc_doubles(n, err);
+    double *y = gp_alloc_doubles(n, err), *H = NULL, bh[1 + GP_SYM_MAX_DIMS];
+    size_t p = gp_mean_n_coef(model->mean_type, d);
     int rc = Xs && Xw && y && im.L && im.Mb && im.mean && im.jitter && im.Z && im.O ? GP_OK
                                                                                   : GP_ENOMEM;
     if (rc == GP_OK)
@@ -241,13 +250,20 @@ int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kern
         gp_model_standardize_points(model, req->X, n, Xs);
         gp_hkd_frame_apply(&im.frame, Xs, n, Xw);
         gp_model_working_targets(model, req->y, n, y);
-        rc = hkd_work_alloc(&w, &im, n, 1e9, gz ? 2 : grad ? 1 : 0, err); /* the caches' paths */
+        if (p && (H = gp_model_mean_basis(model, Xs, n, err)) == NULL)
+            rc = GP_ENOMEM;
+        if (rc == GP_OK) /* the caches' paths */
+            rc = hkd_work_alloc(&w, &im, n, 1e9, gz ? 2 : grad ? 1 : 0, err);
+        if (rc == GP_OK)
+            rc = hkd_work_alloc_mean(&w, &im, p, err);
     }
     if (rc == GP_OK) {
-        hkd_problem pb = {&im, &(hkd_data){Xw, y, n}, &w, 1e-13, 10000};
+        hkd_problem pb = {&im, &(hkd_data){Xw, y, n, H, p, bh}, &w, 1e-13, 10000};
         rc = hkd_objective(&pb, k, s2, im.Z, im.m, bound, grad, gz);
         if (rc)
             gp_error_set(err, rc, NULL, "the bound cannot be evaluated there");
+        if (rc == GP_OK && beta)
+            memcpy(beta, bh, p * sizeof *bh);
     }
     hkd_work_free(&w);
     gp_kernel_free(im.kin);
@@ -260,5 +276,6 @@ int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kern
     free(Xs);
     free(Xw);
     free(y);
+    free(H);
     return rc;
 }

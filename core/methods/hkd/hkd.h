@@ -28,6 +28,15 @@
  * (core/methods/hkd/bound.c derives it) on a subsample, then one full-data pass.
  * For T = 1 (no generators) L* is Titsias' bound: hkd is sgpr with fixed Z.
  *
+ * A constant or linear mean m(x) = h(x)^T beta (of the standardised inputs)
+ * is profiled out of L* at every evaluation (the GLS estimate under
+ * Phi^T Phi + s2 I, core/methods/hkd/bound.c profile_mean) and belongs to
+ * the total latent mean, not to a part: the parts model the residual, their
+ * means sum to the latent mean minus m(x) (core/model/model.c adds m back
+ * to the total only). The symmetry is the kernel's: a linear mean is not
+ * invariant under the group (a constant one is), so a problem that is
+ * invariant is best fitted without a linear mean.
+ *
  * Options: see the method descriptor (GET /v1/methods). */
 #ifndef GP_HKD_H
 #define GP_HKD_H
@@ -54,5 +63,11 @@ int gp_hkd_trace_error(const gp_fit_request *req, double *trace, gp_error *err);
  * The model is not changed. */
 int gp_hkd_bound(const gp_model *model, const gp_fit_request *req, const gp_kernel *k, double s2,
                  const double *Z, double *bound, double *grad, double *gz, gp_error *err);
+/* The same with the model's mean function profiled out (its basis of the
+ * model's standardised points, as the fit does): the bound of the residual
+ * y - H beta-hat; beta (may be NULL) receives beta-hat (1 or 1 + d). */
+int gp_hkd_bound_mean(const gp_model *model, const gp_fit_request *req, const gp_kernel *k,
+                      double s2, const double *Z, double *bound, double *grad, double *gz,
+                      double *beta, gp_error *err);
 
 #endif

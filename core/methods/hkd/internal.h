@@ -45,6 +45,12 @@ typedef struct hkd_data {
     const double *X; /* dw x n, working coordinates */
     const double *y; /* n, working units */
     size_t n;
+    /* A mean's basis, profiled out of the bound (bound.c): H (n x p,
+     * column-major, of the standardised points, not hkd's frame; p 0: zero
+     * mean) and beta (p), where each evaluation leaves the GLS estimate. */
+    const double *H;
+    size_t p;
+    double *beta;
 } hkd_data;
 
 typedef struct hkd_work {
@@ -59,6 +65,8 @@ typedef struct hkd_work {
     double *C;    /* T x m x m */
     double *Sinv; /* T x m x m: S_t = B_t^{-1}, then the K_t sensitivity */
     double *g, *r, *pcg; /* P; n; 4 P */
+    double *ph, *U, *hh; /* a mean's basis: Phi H, (I + Phi Phi^T / s2)^{-1} Phi H / s2 (P x p
+                            each) and [H^T H | H^T y] (p x (p + 1)); NULL without one */
     double *gzo, *gzt;   /* dw x mS: dF/dO and one contraction's share (Z optimised) */
     double *cache;       /* P x n, or NULL */
     double *kcache;      /* mS x n: the kernel values of the data pass, for the gradient's
@@ -66,6 +74,7 @@ typedef struct hkd_work {
     const double *Ecur;  /* the current chunk's kernel values */
     int cached;          /* the cache holds Phi at the current factors */
     int warm;            /* im->mean holds an earlier solution of this work's data */
+    int warm_h;          /* U holds an earlier solution of this work's basis */
     double r0, yy;
     int pcg_iterations;
     double pcg_residual;
