@@ -101,6 +101,13 @@ static size_t each_leaf(const gp_kernel *k, size_t at, void (*fn)(const gp_kerne
            (k->type == GP_KERNEL_PERIODIC);
 }
 
+static gp_hyper_entry preset_prior(gp_hyper_entry e, gp_prior p)
+{
+    e.prior = p;
+    e.preset = 1;
+    return e;
+}
+
 static void default_leaf(const gp_kernel *leaf, size_t at, void *ctx)
 {
     gp_hyper_spec *s = ctx;
@@ -108,7 +115,7 @@ static void default_leaf(const gp_kernel *leaf, size_t at, void *ctx)
      * outputscale prior gamma(2, 0.15) (mode 6.7, mean 13); it keeps a
      * classifier's amplitude from running off on few rows (sonar) */
     if (s->entry[at].prior.type == GP_PRIOR_NONE)
-        s->entry[at].prior = (gp_prior){GP_PRIOR_GAMMA, 2.0, 0.15};
+        s->entry[at] = preset_prior(s->entry[at], (gp_prior){GP_PRIOR_GAMMA, 2.0, 0.15});
     /* BoTorch's dimension-scaled prior: the typical lengthscale grows as
      * sqrt(d), so a point keeps neighbours as dimensions are added. BoTorch
      * states it for inputs in the unit cube, whose uniform spread has
@@ -118,7 +125,7 @@ static void default_leaf(const gp_kernel *leaf, size_t at, void *ctx)
     for (size_t i = 0; i < leaf->n_lengthscale; i++) {
         gp_hyper_entry *e = &s->entry[at + 1 + i];
         if (e->prior.type == GP_PRIOR_NONE)
-            e->prior = (gp_prior){GP_PRIOR_LOGNORMAL, loc, sqrt(3.0)};
+            *e = preset_prior(*e, (gp_prior){GP_PRIOR_LOGNORMAL, loc, sqrt(3.0)});
     }
 }
 
@@ -127,7 +134,7 @@ void gp_hyper_default_priors(gp_hyper_spec *s, const gp_kernel *k)
     each_leaf(k, 0, default_leaf, s);
     gp_hyper_entry *noise = &s->entry[s->n_kernel];
     if (noise->prior.type == GP_PRIOR_NONE)
-        noise->prior = (gp_prior){GP_PRIOR_LOGNORMAL, -4.0, 1.0};
+        *noise = preset_prior(*noise, (gp_prior){GP_PRIOR_LOGNORMAL, -4.0, 1.0});
     s->preset = 1;
 }
 

@@ -29,6 +29,7 @@ typedef struct gp_hyper_entry {
     gp_prior prior;
     double lo, hi; /* bounds in natural units; 0 and +inf: none */
     int fixed;     /* held at its start, beside the kernel's group bits */
+    int preset;    /* the prior is the "default" preset's (a fit-time fact, not stored) */
 } gp_hyper_entry;
 
 typedef struct gp_hyper_spec {

@@ -113,13 +113,19 @@ static size_t auto_number(const gp_fit_request *req, const char *name, size_t fa
 
 /* The [D] amplitude step rescales the kernel variance after the fit: only
  * where the caller left that variance free and said nothing of it (a held
- * variance, a prior or a bound on it keeps the fitted value). */
+ * variance, a prior or a bound on it keeps the fitted value). The default
+ * preset's weak prior is no statement about it: the preset regularises the
+ * subset fits, and [D] still calibrates the amplitude fitted on 0/1 labels. */
 static int variance_rescalable(const gp_fit_request *req)
 {
     if (req->kernel->fixed & GP_FIX_VARIANCE)
         return 0;
     const gp_hyper_spec *hs = req->hyper;
-    return hs == NULL || (!hs->entry[0].fixed && !gp_hyper_entry_stated(&hs->entry[0]));
+    if (hs == NULL)
+        return 1;
+    const gp_hyper_entry *e = &hs->entry[0];
+    int bounded = e->lo > 0.0 || e->hi < INFINITY;
+    return !e->fixed && !bounded && (e->prior.type == GP_PRIOR_NONE || e->preset);
 }
 
 static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *err)
