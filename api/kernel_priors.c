@@ -4,7 +4,8 @@
  *                             | [prior or null, one per lengthscale],
  *              "variance": {...}, "alpha": {...}, "period": {...},
  *              "noise": {...}}                    (noise: the root only)
- *            | "default"                          (the root only)
+ *            | "default" | "none"                 (the root only; "none": no
+ *                                                   method's default priors either)
  *   "bounds": {"lengthscale": [lo, hi] | [[lo, hi], ...], "variance": [lo, hi],
  *              ..., "noise": [lo, hi]}
  *   "fixed": [..., "lengthscale[2]", "noise"]
@@ -28,6 +29,7 @@ typedef struct walk {
     gp_hyper_spec *s;
     size_t at; /* flat index of the current leaf's first parameter */
     int stated;
+    int none; /* "priors": "none": a spec stating nothing (no method default) */
 } walk;
 
 static int is_composite(const gp_kernel *k)
@@ -248,9 +250,13 @@ static int walk_node(walk *w, json_t *v, const char *prefix, const gp_kernel *k,
         gp_fieldf(f, sizeof f, "%s.priors", prefix);
         if (json_is_string(e) && root && strcmp(json_string_value(e), "default") == 0)
             w->s->preset = 1;
+        else if (json_is_string(e) && root && strcmp(json_string_value(e), "none") == 0)
+            w->none = 1;
         else if (json_is_string(e))
             return gp_error_set(err, GP_EINVAL, f,
-                                "%s must be an object, or \"default\" on the root kernel", f);
+                                "%s must be an object, or \"default\" or \"none\" on the root "
+                                "kernel",
+                                f);
         else if ((rc = parse_table(w, k, root, e, f, 0, err)))
             return rc;
     }
@@ -280,7 +286,7 @@ int gp_kernel_spec_from_json(json_t *v, const char *prefix, const gp_kernel *k,
                              gp_hyper_spec **out, gp_error *err)
 {
     *out = NULL;
-    walk w = {k, NULL, 0, 0};
+    walk w = {k, NULL, 0, 0, 0};
     int rc = gp_hyper_spec_new(&w.s, k, err);
     if (rc == GP_OK && v)
         rc = walk_node(&w, v, prefix, k, 1, err);
@@ -288,7 +294,7 @@ int gp_kernel_spec_from_json(json_t *v, const char *prefix, const gp_kernel *k,
         gp_hyper_default_priors(w.s, k);
         w.stated = 1;
     }
-    if (rc || !w.stated) {
+    if (rc || (!w.stated && !w.none)) { /* "none" alone: an empty spec, no default */
         gp_hyper_spec_free(w.s);
         return rc;
     }

@@ -201,8 +201,11 @@ static int fit_setup(const json_t *fit, gp_bench_fit_setup *su, char *why, size_
             su->noise_lo = json_number_value(json_array_get(v, 0));
             su->noise_hi = json_number_value(json_array_get(v, 1));
             bad = !(su->noise_lo > 0.0 && su->noise_lo < su->noise_hi);
-        } else if (strcmp(key, "priors") == 0 && json_is_string(v))
-            su->default_priors = !(bad = strcmp(json_string_value(v), "default") != 0);
+        } else if (strcmp(key, "priors") == 0 && json_is_string(v)) {
+            const char *p = json_string_value(v);
+            su->default_priors = strcmp(p, "default") == 0 ? 1 : strcmp(p, "none") == 0 ? -1 : 0;
+            bad = su->default_priors == 0;
+        }
         else if (strcmp(key, "lengthscale") == 0 && json_is_number(v))
             su->lengthscale = json_number_value(v);
         else if (strcmp(key, "lengthscale") == 0 && json_is_string(v) &&

@@ -57,7 +57,7 @@ int gp_bench_fit_timed_with(const gp_method *m, const gp_option_value *opts, siz
     int rc = setup_kernel(su, train, seed, &k, err);
     if (rc == GP_OK && (su->default_priors || su->noise_lo > 0.0) &&
         (rc = gp_hyper_spec_new(&hs, k, err)) == GP_OK) {
-        if (su->default_priors)
+        if (su->default_priors > 0)
             gp_hyper_default_priors(hs, k);
         if (su->noise_lo > 0.0) {
             hs->entry[hs->n_kernel].lo = su->noise_lo;

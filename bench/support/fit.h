@@ -41,7 +41,8 @@ typedef struct gp_bench_fit_setup {
     int ard;                  /* default 1: one lengthscale per input */
     double lengthscale;       /* > 0: every lengthscale starts there (default 0: 1) */
     size_t median_rows;       /* > 0: they start at the median heuristic of so many rows */
-    int default_priors;       /* 1: the "default" priors preset (core/model/hyperspec.h) */
+    int default_priors;       /* 1: the "default" priors preset (core/model/hyperspec.h);
+                                 -1: "none", a spec stating nothing (no method's default) */
     double noise_lo, noise_hi; /* > 0: bounds on the noise variance (working units) */
 } gp_bench_fit_setup;
 

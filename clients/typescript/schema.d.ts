@@ -633,7 +633,7 @@ export interface components {
             /** @description true, false, or the hyperparameters held at their given values: the groups variance, lengthscale, alpha, period; one lengthscale "lengthscale[i]"; and, on the root kernel only, "noise" (with noise.variance given). A sum or product takes ["noise"] only (its terms hold their own). */
             fixed?: boolean | string[];
             /** @description Priors of the hyperparameters (a MAP fit: the objective gains log p, with analytic gradients), in the model's working units (standardised inputs and targets unless standardize is false). Keys: variance, lengthscale (one prior for every lengthscale, or a list with one prior or null per lengthscale), alpha (rq), period (periodic) on a leaf; noise (the noise variance) on the root only. "default" on the root: BoTorch's dimension-scaled preset, every lengthscale lognormal(sqrt 2 + log(12 d)/2, sqrt 3), every variance gamma(2, 0.15), the noise lognormal(-4, 1). Methods whose GET /v1/methods entry has hyper_priors true take priors (422 unsupported otherwise). A key the kernel does not have, an unknown type or a bad parameter is 400 invalid_argument naming it (kernel.priors.alpha, ...); nothing is stored. */
-            priors?: "default" | {
+            priors?: ("default" | "none") | {
                 variance?: components["schemas"]["Prior"];
                 lengthscale?: components["schemas"]["Prior"] | (components["schemas"]["Prior"] | null)[];
                 alpha?: components["schemas"]["Prior"];
@@ -1211,7 +1211,7 @@ export interface components {
             /** @description alpha auto only: the held-out RMSE of the chosen alpha */
             validation_rmse?: number;
         };
-        /** @description Uncollapsed sparse variational GP with M inducing points and a full-covariance whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per predicted point */
+        /** @description Uncollapsed sparse variational GP with M inducing points and a full-covariance whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per predicted point. A bernoulli or poisson fit with ARD lengthscales uses the default priors unless the kernel states its own ("priors": "none" for none) */
         SvgpOptions: {
             /**
              * @description M, the number of inducing points (at most the number of training points)

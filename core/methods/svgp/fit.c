@@ -346,11 +346,30 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_
     return rc;
 }
 
+/* A classifier (bernoulli, poisson) with ARD lengthscales fits under the
+ * default priors unless the request states its own or asks for none (an
+ * empty spec, "priors": "none"): measured on the five binary sets, the MAP
+ * fit's log loss is lower on all five, sonar's by a third (ARD on 60 inputs
+ * and 166 rows overfits), and it fits faster (bench/results/priors.md). The
+ * model keeps the preset, so its answer says so. */
+static int classifier_priors(gp_model *model, const gp_fit_request *req, gp_error *err)
+{
+    const gp_kernel *k = model->kernel;
+    if (req->hyper != NULL || req->likelihood == GP_LIK_GAUSSIAN || k->n_lengthscale < 2)
+        return GP_OK;
+    int rc = gp_hyper_spec_new(&model->hyper, k, err);
+    if (rc == GP_OK)
+        gp_hyper_default_priors(model->hyper, k);
+    return rc;
+}
+
 int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     const gp_method *me = m;
     gp_model *model;
     int rc = gp_model_new(me, req, &model, err);
+    if (rc == GP_OK && (rc = classifier_priors(model, req, err)) != GP_OK)
+        gp_model_free(model);
     if (rc != GP_OK)
         return rc;
     gp_inducing_post *im = calloc(1, sizeof *im);
@@ -370,7 +389,7 @@ int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, g
         else
             memcpy(y, req->y, req->n * sizeof *y);
         f = (svgp_fit){.k = model->kernel, .lik = {req->likelihood, 0.0}, .X = X, .y = y,
-                       .n = req->n, .d = req->d, .cancel = &req->cancel, .hyper = req->hyper,
+                       .n = req->n, .d = req->d, .cancel = &req->cancel, .hyper = model->hyper,
                        .optimize_z = gp_option_number(me, req, "optimize_inducing") != 0.0};
         if (req->likelihood == GP_LIK_GAUSSIAN) {
             gp_noise_param_init(&f.np, req, y, req->n);

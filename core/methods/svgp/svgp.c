@@ -84,7 +84,9 @@ const gp_method gp_method_svgp = {
                "whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson "
                "likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with "
                "natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per "
-               "predicted point",
+               "predicted point. A bernoulli or poisson fit with ARD lengthscales uses the "
+               "default priors unless the kernel states its own (\"priors\": \"none\" for "
+               "none)",
     .objective_name = "elbo",
     .options = svgp_options,
     .n_options = sizeof svgp_options / sizeof svgp_options[0],
