@@ -78,6 +78,17 @@ jpost /v1/models "$(printf '{"name":"pri3","method":"sgpr","X":[[0,1],[1,0.5],[2
 if [ "$ST" = 201 ] && jq_has "d['kernel']['lengthscale'][1] == 0.37 and d['kernel']['fixed'] == ['lengthscale[1]'] and d['diagnostics']['priors'] == 'default' and d['kernel']['priors']['lengthscale']['type'] == 'lognormal'"; then
     pass "sgpr: the default preset, one lengthscale held exactly"
 else fail "sgpr: the default preset, one lengthscale held exactly" "status $ST" body; fi
+# svgp's classifier: the default preset unless "none"
+BX='[[0,1],[1,0.5],[2,0.1],[3,0.7],[4,0.2],[5,0.9],[6,0.4],[7,0.3]]'
+jpost /v1/models "{\"name\":\"pri4\",\"method\":\"svgp\",\"likelihood\":\"bernoulli\",\"X\":$BX,\"y\":[0,0,0,1,0,1,1,1],\"options\":{\"max_iterations\":20}}"
+if [ "$ST" = 201 ] && jq_has "d['diagnostics']['priors'] == 'default'"; then
+    pass "svgp bernoulli with ARD: the default priors unless told"
+else fail "svgp bernoulli with ARD: the default priors unless told" "status $ST" body; fi
+jpost /v1/models "{\"name\":\"pri4\",\"method\":\"svgp\",\"likelihood\":\"bernoulli\",\"X\":$BX,\"y\":[0,0,0,1,0,1,1,1],\"kernel\":{\"type\":\"rbf\",\"priors\":\"none\"},\"options\":{\"max_iterations\":20}}"
+if [ "$ST" = 201 ] && jq_has "'log_prior' not in d['diagnostics']"; then
+    pass "\"priors\": \"none\" fits without them"
+else fail "\"priors\": \"none\" fits without them" "status $ST" body; fi
+req DELETE /v1/models/pri4
 check "methods list hyper_priors" 200 GET /v1/methods
 if grep -q '"hyper_priors":true' "$T/body"; then pass "/v1/methods lists hyper_priors"
 else fail "/v1/methods lists hyper_priors" "$(head -c 200 "$T/body")"; fi

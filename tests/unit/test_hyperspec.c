@@ -380,6 +380,49 @@ static void test_rfgp_ml_bounds(void **state)
     fit_case_free(&c);
 }
 
+/* svgp's classifiers with ARD lengthscales fit under the default preset
+ * unless told otherwise; an empty spec ("priors": "none") keeps plain ML,
+ * bit for bit the fit of a request that states nothing to other methods. */
+static void test_svgp_classifier_default(void **state)
+{
+    (void)state;
+    gp_rng rng;
+    gp_rng_seed(&rng, 9);
+    double X[N * 3], y[N];
+    for (size_t i = 0; i < N; i++) {
+        for (size_t j = 0; j < 3; j++)
+            X[i + j * N] = gp_rng_normal(&rng);
+        y[i] = X[i] + 0.5 * X[i + N] > 0.0;
+    }
+    gp_kernel *k;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 3, 1, NULL, 0, &err), GP_OK);
+    gp_option_value opts[] = {{.name = "max_iterations", .number = 30}};
+    gp_fit_request req;
+    fit_request(&req, X, y, N, 3, k, opts, 1);
+    req.likelihood = GP_LIK_BERNOULLI;
+    gp_model *m = fit_ok(gp_method_find("svgp"), &req, "svgp bernoulli");
+    assert_non_null(m->hyper);
+    assert_true(m->hyper->preset);
+    assert_true(m->diag.log_prior != 0.0);
+    gp_model_free(m);
+    gp_hyper_spec *none;
+    assert_int_equal(gp_hyper_spec_new(&none, k, &err), GP_OK);
+    req.hyper = none;
+    m = fit_ok(gp_method_find("svgp"), &req, "svgp bernoulli, priors none");
+    assert_false(gp_hyper_shapes_objective(m->hyper));
+    assert_true(m->diag.log_prior == 0.0);
+    gp_model_free(m);
+    gp_hyper_spec_free(none);
+    /* gaussian: no default */
+    req.hyper = NULL;
+    req.likelihood = GP_LIK_GAUSSIAN;
+    m = fit_ok(gp_method_find("svgp"), &req, "svgp gaussian");
+    assert_null(m->hyper);
+    gp_model_free(m);
+    gp_kernel_free(k);
+}
+
 static void test_persisted(void **state)
 {
     (void)state;
@@ -473,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_held_single_lengthscale),
         cmocka_unit_test(test_msrfr_bounds_and_prior),
         cmocka_unit_test(test_rfgp_ml_bounds),
+        cmocka_unit_test(test_svgp_classifier_default),
         cmocka_unit_test(test_persisted),
         cmocka_unit_test(test_default_preset),
         cmocka_unit_test(test_refusals),
