@@ -19,10 +19,17 @@ static double hyper_objective(void *ctx, const double *x, double *g)
         p->theta[p->free_idx[i]] = x[i];
     gp_kernel_set_params(p->k, p->theta);
     double s2 = gp_noise_param_value(&p->noise, p->noise.learned ? x[p->n_free] : 0.0), lml;
-    if (!isfinite(s2) ||
-        gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->t, p->A, p->alpha, &lml, p->grad,
-                             p->cancel, NULL, NULL))
+    if (!isfinite(s2))
         return INFINITY;
+    if (p->p) {
+        gp_lml_basis b = {p->H, p->p, p->beta, p->mean_work};
+        if (gp_exact_lml_grad_basis_on(p->k, s2, NULL, &b, p->Xt, p->n, p->t, p->A, p->alpha,
+                                       &lml, p->grad, p->cancel, NULL, NULL))
+            return INFINITY;
+    } else if (gp_exact_lml_grad_on(p->k, s2, p->Xt, p->n, p->t, p->A, p->alpha, &lml, p->grad,
+                                    p->cancel, NULL, NULL)) {
+        return INFINITY;
+    }
     for (size_t i = 0; i < p->n_free; i++)
         g[i] = -p->grad[p->free_idx[i]];
     if (p->noise.learned)
@@ -72,7 +79,29 @@ void gp_hyper_problem_free(gp_hyper_problem *p)
     free(p->grad);
     free(p->A);
     free(p->alpha);
+    free(p->H);
+    free(p->beta);
+    free(p->mean_work);
     memset(p, 0, sizeof *p);
+}
+
+int gp_hyper_problem_set_mean(gp_hyper_problem *p, gp_mean_type t, gp_error *err)
+{
+    size_t q = gp_mean_n_coef(t, p->k->input_dim), cap = p->n_max ? p->n_max : 1, nh = 0;
+    if (q == 0)
+        return GP_OK;
+    int rc = gp_checked_size(cap + q + 1, q, &nh, err);
+    if (rc)
+        return rc;
+    p->H = gp_alloc_doubles(cap * q, err);
+    p->beta = gp_alloc_doubles(q, err);
+    p->mean_work = gp_alloc_doubles(nh, err);
+    if (p->H == NULL || p->beta == NULL || p->mean_work == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for the mean's basis");
+    memset(p->beta, 0, q * sizeof *p->beta);
+    p->mean = t;
+    p->p = q;
+    return GP_OK;
 }
 
 size_t gp_hyper_problem_dim(const gp_hyper_problem *p)
@@ -100,14 +129,30 @@ int gp_hyper_problem_fit(gp_hyper_problem *p, const double *Xt, size_t n, const 
     p->t = t;
     p->n = n;
     p->cancel = opt->cancel;
+    if (p->p)
+        gp_mean_basis(p->mean, Xt, p->k->input_dim, n, p->H);
     size_t dim = gp_hyper_problem_dim(p);
-    if (dim > 0)
-        return gp_hyper_minimize_free(p->spec, p->k, p->free_idx, p->n_free, p->noise.learned,
-                                      p->noise.floor, hyper_objective, p, x, dim, opt, res, err);
+    if (dim > 0) {
+        int rc = gp_hyper_minimize_free(p->spec, p->k, p->free_idx, p->n_free, p->noise.learned,
+                                        p->noise.floor, hyper_objective, p, x, dim, opt, res, err);
+        /* beta of the best point x, not of the last one the line search tried */
+        if (rc == GP_OK && p->p) {
+            double *g = gp_alloc_doubles(dim, err);
+            if (g == NULL)
+                return GP_ENOMEM;
+            double f = hyper_objective(p, x, g);
+            free(g);
+            if (!isfinite(f))
+                return gp_error_set(err, GP_ENOTPD, NULL,
+                                    "the marginal likelihood cannot be evaluated at the fitted "
+                                    "hyperparameters");
+        }
+        return rc;
+    }
     /* Nothing free: the driver needs n > 0, but the caller still wants the
      * LML at the given values (and to learn that it cannot be evaluated). */
     memset(res, 0, sizeof *res);
-    double g_unused = 0.0;
+    double g_unused = 0.0; /* dim 0: the objective writes no gradient entry */
     res->f = hyper_objective(p, x, &g_unused);
     res->evaluations = 1;
     res->converged = 1;

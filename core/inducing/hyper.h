@@ -19,6 +19,7 @@
 #include "core/base/cancel.h"
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
+#include "core/model/mean.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
 
@@ -37,6 +38,13 @@ typedef struct gp_hyper_problem {
     double *A, *alpha;      /* n_max x n_max and n_max: gp_exact_lml_grad_on's workspace */
     const gp_cancel *cancel; /* the current fit's token, polled inside an evaluation */
     const gp_hyper_spec *spec; /* the fit's priors, bounds, held parameters (may be NULL) */
+    /* A mean profiled out of the LML (gp_hyper_problem_set_mean; zero mean:
+     * p 0, every pointer NULL and the objective the plain LML): its basis
+     * H of the current fit's points (n_max x p), its scratch, and beta, the
+     * GLS coefficients at the point the objective last evaluated. */
+    gp_mean_type mean;
+    size_t p;
+    double *H, *beta, *mean_work;
 } gp_hyper_problem;
 
 /* A problem for kernel k (copied: k is not touched) and noise np (copied),
@@ -47,6 +55,13 @@ typedef struct gp_hyper_problem {
 int gp_hyper_problem_init(gp_hyper_problem *p, const gp_kernel *k, const gp_noise_param *np,
                           const gp_hyper_spec *spec, size_t n_max, gp_error *err);
 void gp_hyper_problem_free(gp_hyper_problem *p);
+
+/* Profile a mean of type t out of every later fit's LML (t zero: nothing):
+ * the objective becomes the LML of the residual t - H beta at the GLS
+ * estimate beta (gp_exact_lml_grad_basis_on, core/kernel/lml.h), and a
+ * successful gp_hyper_problem_fit leaves in p->beta (p->p entries) the
+ * coefficients at its best point. */
+int gp_hyper_problem_set_mean(gp_hyper_problem *p, gp_mean_type t, gp_error *err);
 
 /* Entries of x: n_free, plus one when the noise is learned (may be 0). */
 size_t gp_hyper_problem_dim(const gp_hyper_problem *p);

@@ -10,7 +10,9 @@
  * differences for each likelihood; a gaussian trend far from the data by
  * L-BFGS and by Adam; a bernoulli trend whose mean moves the latent f, not
  * p(y = 1)); msrfr's coefficients learned on past their least-squares start;
- * bad input. */
+ * pls (a trend by the profiled subset fit; bernoulli and poisson latent
+ * means far out) and rfgp (least squares on the warm-up; observe keeps it;
+ * a warm-up grown by observe equals the fit); bad input (several outputs). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -568,6 +570,25 @@ static void test_renyi_recovers_trend(void **state)
     check_recovers_trend("renyi", opts, 1, 0.2);
 }
 
+/* pls: beta profiled in the subset fits (one subset here: N < N_sub), the
+ * closed form on the residual targets. */
+static void test_pls_recovers_trend(void **state)
+{
+    (void)state;
+    check_recovers_trend("pls", NULL, 0, 0.2);
+}
+
+/* rfgp: least squares on the warm-up rows (30 of 40: the last 10 go through
+ * the online update in the same fit, as residuals of the fitted mean). */
+static const gp_option_value rfgp_opts[] = {{"warmup", 30, NULL, NULL},
+                                            {"features", 100, NULL, NULL}};
+
+static void test_rfgp_recovers_trend(void **state)
+{
+    (void)state;
+    check_recovers_trend("rfgp", rfgp_opts, 2, 0.2);
+}
+
 /* ---- exact: the trend recovered and extrapolated ---- */
 
 static void test_exact_recovers_trend(void **state)
@@ -690,9 +711,13 @@ static void test_export_import_samples(void **state)
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
-    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi", "hkd", "gwi"};
+    const char *methods[] = {"exact", "sgpr", "ssgp", "renyi", "hkd", "gwi", "pls", "rfgp"};
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
         gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+        if (strcmp(methods[mi], "rfgp") == 0) {
+            req.options = rfgp_opts;
+            req.n_options = 2;
+        }
         gp_model *model = fit(methods[mi], &req), *back = NULL;
         gp_state st;
         gp_error err;
@@ -737,12 +762,14 @@ static void test_export_import_samples(void **state)
  * the model's own predictive mean leave the mean where it was (a residual
  * GP updated with its own mean barely moves), while without the subtraction
  * they would pull a zero-mean residual by the whole trend. */
-static void check_observe(const char *method)
+static void check_observe(const char *method, const gp_option_value *opts, size_t n_opts)
 {
     double X[N * D], y[N];
     trend_problem(X, y);
     gp_kernel *k = rbf(D, 1.0, 1.0, 0);
     gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    req.options = opts;
+    req.n_options = n_opts;
     gp_model *model = fit(method, &req);
     double Xn[2 * D] = {12.0, 14.0, 1.0, 2.0}, yn[2], v[2], Xs[D] = {13.0, 1.5}, before, after, vs;
     predict(model, Xn, 2, D, yn, v);
@@ -759,13 +786,56 @@ static void check_observe(const char *method)
 static void test_exact_observe(void **state)
 {
     (void)state;
-    check_observe("exact");
+    check_observe("exact", NULL, 0);
 }
 
 static void test_ssgp_observe(void **state)
 {
     (void)state;
-    check_observe("ssgp");
+    check_observe("ssgp", NULL, 0);
+}
+
+/* rfgp: the generic observe subtracts the mean held since the warm-up. */
+static void test_rfgp_observe(void **state)
+{
+    (void)state;
+    check_observe("rfgp", rfgp_opts, 2);
+}
+
+/* rfgp: a model created empty observes its warm-up in two calls, the second
+ * ending it with rows after it; it equals the fit of the same rows (the
+ * generic observe subtracts nothing before the mean is fitted). */
+static void test_rfgp_warmup_observe(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    trend_problem(X, y);
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_fit_request req = request(X, y, N, D, k, GP_MEAN_LINEAR);
+    req.options = rfgp_opts;
+    req.n_options = 2;
+    gp_model *whole = fit("rfgp", &req);
+    req.n = 0;
+    req.X = NULL;
+    req.y = NULL;
+    gp_model *grown = fit("rfgp", &req);
+    double X1[20 * D], X2[20 * D];
+    for (size_t j = 0; j < D; j++) {
+        memcpy(X1 + j * 20, X + j * N, 20 * sizeof *X);
+        memcpy(X2 + j * 20, X + j * N + 20, 20 * sizeof *X);
+    }
+    gp_error err;
+    assert_int_equal(gp_model_observe(grown, X1, y, 20, &err), GP_OK);
+    assert_int_equal(gp_model_observe(grown, X2, y + 20, 20, &err), GP_OK);
+    assert_memory_equal(whole->mean_coef, grown->mean_coef, (1 + D) * sizeof(double));
+    double Xs[2 * D] = {30.0, -2.0, 1.0, 3.0}, m1[2], m2[2], v1[2], v2[2];
+    predict(whole, Xs, 2, D, m1, v1);
+    predict(grown, Xs, 2, D, m2, v2);
+    for (size_t i = 0; i < 2; i++)
+        tu_assert_close(m2[i], m1[i], 1e-9, 1e-9, "grown model's mean [%zu]", i);
+    gp_model_free(whole);
+    gp_model_free(grown);
+    gp_kernel_free(k);
 }
 
 /* ---- svgp: a latent mean ---- */
@@ -915,6 +985,69 @@ static void test_svgp_bernoulli_mean(void **state)
     gp_kernel_free(k);
 }
 
+/* pls: a non-gaussian mean moves the latent f of every particle. Bernoulli
+ * labels of the trend: far to the right p(y = 1) goes to 1, far to the
+ * left to 0 (beta: the logistic regression's, on the logit scale; a zero
+ * mean reverts to 1/2); poisson counts of rate exp(0.5 + 0.6 x0): the
+ * latent mean follows log rate far out. */
+static void test_pls_latent_mean(void **state)
+{
+    (void)state;
+    double X[N * D], y[N], yc[N];
+    trend_problem(X, y);
+    gp_rng rng;
+    gp_rng_seed(&rng, 5);
+    for (size_t i = 0; i < N; i++) {
+        double rate = exp(0.5 + 0.6 * X[i]), c = 0.0, t = -log(gp_rng_uniform_pos(&rng));
+        while (t < rate) { /* Poisson by exponential gaps */
+            c += 1.0;
+            t += -log(gp_rng_uniform_pos(&rng));
+        }
+        yc[i] = c;
+        y[i] = y[i] > 6.0 ? 1.0 : 0.0;
+    }
+    gp_kernel *k = rbf(D, 1.0, 1.0, 0);
+    gp_option_value o[2] = {{.name = "steps", .number = 60}, {.name = "particles", .number = 20}};
+    double Xs[2 * D] = {25.0, -20.0, 1.0, 1.0}, mu[2], var[2], lm[2], lv[2], om[2], ov[2];
+    double rm[2], rv[2];
+    gp_predict_request pr = {.X = Xs, .m = 2, .d = D, .include_noise = 1};
+    gp_prediction out = {.mean = mu, .variance = var, .latent_mean = lm, .latent_variance = lv,
+                         .obs_mean = om, .obs_variance = ov, .rate_mean = rm, .rate_variance = rv};
+    gp_error err;
+    for (int zero = 0; zero < 2; zero++) {
+        gp_fit_request req = request(X, y, N, D, k, zero ? GP_MEAN_ZERO : GP_MEAN_LINEAR);
+        req.likelihood = GP_LIK_BERNOULLI;
+        req.options = o;
+        req.n_options = 2;
+        gp_model *model = fit("pls", &req);
+        if (gp_model_predict(model, &pr, &out, &err) != GP_OK)
+            fail_msg("pls bernoulli predict: %s", err.message);
+        for (size_t i = 0; i < 2; i++)
+            if (!(om[i] >= 0.0 && om[i] <= 1.0))
+                fail_msg("p(y = 1) = %g at point %zu", om[i], i);
+        if (!zero && !(lm[0] > 3.0 && lm[1] < -3.0 && om[0] > 0.9 && om[1] < 0.1))
+            fail_msg("bernoulli: latent %g, %g, p(y = 1) %g, %g far from the data", lm[0],
+                     lm[1], om[0], om[1]);
+        if (zero && !(fabs(om[0] - 0.5) < 0.3 && fabs(om[1] - 0.5) < 0.3))
+            fail_msg("bernoulli, zero mean: p(y = 1) %g, %g: the test does not tell the means "
+                     "apart",
+                     om[0], om[1]);
+        gp_model_free(model);
+    }
+    gp_fit_request req = request(X, yc, N, D, k, GP_MEAN_LINEAR);
+    req.likelihood = GP_LIK_POISSON;
+    req.options = o;
+    req.n_options = 2;
+    gp_model *model = fit("pls", &req);
+    if (gp_model_predict(model, &pr, &out, &err) != GP_OK)
+        fail_msg("pls poisson predict: %s", err.message);
+    /* log rate 0.5 + 0.6 x0: 15.5 at x0 = 25, -11.5 at x0 = -20 */
+    tu_assert_within(lm[0], 15.5, 2.5, "poisson latent mean far right");
+    tu_assert_within(lm[1], -11.5, 2.5, "poisson latent mean far left");
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
 /* msrfr learns its coefficients in the SVGD run: they leave the
  * least-squares start (before: exactly the least-squares fit). */
 static void test_msrfr_joint_mean(void **state)
@@ -959,15 +1092,22 @@ static void test_bad_input(void **state)
     assert_string_equal(err.field, "mean.type");
     assert_null(model);
     req.mean = GP_MEAN_LINEAR;
+    /* several outputs: one mean is for one output */
+    double Y2[2 * N];
+    memcpy(Y2, y, sizeof y);
+    memcpy(Y2 + N, y, sizeof y);
+    req.y = Y2;
+    req.n_outputs = 2;
     assert_int_equal(gp_model_fit(gp_method_find("rfgp"), &req, &model, &err), GP_EUNSUPPORTED);
     assert_string_equal(err.field, "mean");
     assert_null(model);
-    double yb[N];
-    for (size_t i = 0; i < N; i++)
-        yb[i] = y[i] > 5.0 ? 1.0 : 0.0;
-    req.y = yb;
-    req.likelihood = GP_LIK_BERNOULLI;
-    assert_int_equal(gp_model_fit(gp_method_find("pls"), &req, &model, &err), GP_EUNSUPPORTED);
+    /* rfgp created empty with options.outputs 2 */
+    gp_option_value two[] = {{"outputs", 2, NULL, NULL}};
+    gp_fit_request empty = request(NULL, NULL, 0, D, k, GP_MEAN_LINEAR);
+    empty.options = two;
+    empty.n_options = 1;
+    assert_int_equal(gp_model_fit(gp_method_find("rfgp"), &empty, &model, &err),
+                     GP_EUNSUPPORTED);
     assert_string_equal(err.field, "mean");
     assert_null(model);
     gp_kernel_free(k);
@@ -997,6 +1137,11 @@ int main(void)
         cmocka_unit_test(test_hkd_recovers_trend),
         cmocka_unit_test(test_gwi_prior_beta),
         cmocka_unit_test(test_gwi_recovers_trend),
+        cmocka_unit_test(test_pls_recovers_trend),
+        cmocka_unit_test(test_pls_latent_mean),
+        cmocka_unit_test(test_rfgp_recovers_trend),
+        cmocka_unit_test(test_rfgp_observe),
+        cmocka_unit_test(test_rfgp_warmup_observe),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -142,7 +142,9 @@ static int hyp_subset(const hyp_run *run, const double *Xt, const double *t, siz
 }
 
 /* A1 (§5.2): R subset fits of the regression target t, log-parameters
- * averaged into model->kernel; *s2 gets the averaged noise. */
+ * averaged into model->kernel; *s2 gets the averaged noise. A mean is
+ * profiled in each subset's LML (GLS of t on the basis) and its coefficients
+ * averaged over the R fits like the log-parameters, into model->mean_coef. */
 int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double *t,
                   gp_noise_param *np, double *s2, gp_error *err)
 {
@@ -155,6 +157,13 @@ int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double 
     int rc = gp_hyper_problem_init(&p, model->kernel, np, run->req->hyper, sub, err);
     if (rc)
         return rc;
+    rc = gp_hyper_problem_set_mean(&p, model->mean_type, err);
+    if (rc) {
+        gp_hyper_problem_free(&p);
+        return rc;
+    }
+    for (size_t j = 0; j < p.p; j++)
+        model->mean_coef[j] = 0.0;
     Xs = gp_alloc_doubles(sub * d, err);
     ts = gp_alloc_doubles(sub, err);
     x = gp_alloc_doubles(p.n_free + 1, err);
@@ -168,6 +177,8 @@ int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double 
             rc = hyp_fit_one(run, &p, Xs, ts, sub, x, err);
         for (size_t i = 0; rc == GP_OK && i <= p.n_free; i++)
             avg[i] += x[i] / (double)R;
+        for (size_t j = 0; rc == GP_OK && j < p.p; j++)
+            model->mean_coef[j] += p.beta[j] / (double)R;
     }
     if (rc == GP_OK) {
         gp_hyper_problem_apply(&p, avg, model->kernel, s2);

@@ -58,6 +58,7 @@ typedef struct newton_ws {
     double *H;             /* mk x mk lower factor of H at the last point evaluated */
     double *f, *d1, *S;    /* n, n, mk x n */
     double *grad, *step, *at; /* mk each */
+    const double *off;        /* n: the mean's h(x)^T beta added to f (NULL: none) */
 } newton_ws;
 
 typedef struct sampler_out {
@@ -67,6 +68,8 @@ typedef struct sampler_out {
 
 typedef struct fit_data {
     double *Xt, *y, *t, *Phi;
+    double *H;   /* n x p: the mean's basis of the training points (NULL: zero mean) */
+    double *off; /* n: h(x)^T beta, the latent offset of a non-gaussian mean (NULL: none) */
     size_t n, d;
     uint64_t seed; /* of the landmark selection (kmeans, random) */
 } fit_data;

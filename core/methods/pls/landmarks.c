@@ -168,6 +168,7 @@ int pls_amplitude_rebuild(gp_model *model, const pls_settings *set, const gp_lik
     double *a = gp_alloc_doubles((*im)->mk, err);
     int rc = a ? pls_newton_alloc(&w, lik, D->Phi, D->y, D->n, (*im)->mk, err) : GP_ENOMEM;
     if (rc == GP_OK) {
+        w.off = D->off;
         rc = pls_laplace_amplitude(&w, (*im)->rmode, a, log_c);
         pls_newton_free(&w);
     }

@@ -18,6 +18,7 @@
 typedef struct chain {
     const gp_lik *lik;
     const double *Phi, *y, *w; /* w: per-point curvature of the preconditioner (n) */
+    const double *off;         /* n: the mean's latent offset h(x)^T beta (NULL: none) */
     size_t n, mk, J;
     int clip;
     double *Rb;          /* mk x mk lower: chol(I + Phi diag(w) Phi^T) */
@@ -135,6 +136,8 @@ static void lik_columns(void *ctx, size_t task)
             continue;
         }
         double *col = c->F + j * c->n;
+        if (c->off)
+            cblas_daxpy((blasint)c->n, 1.0, c->off, 1, col, 1);
         double ll = pls_loglik_and_g(c->lik, c->y, col, c->n, g, c->clip);
         memcpy(col, g, c->n * sizeof *g);
         const double *a = t->A + j * c->mk;
@@ -235,6 +238,7 @@ static int laplace_precondition(chain *c, gp_error *err)
     if (c->mode == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     int rc = pls_newton_alloc(&w, c->lik, c->Phi, c->y, c->n, c->mk, err);
+    w.off = c->off;
     double V;
     if (rc == GP_OK)
         rc = pls_newton_mode(&w, c->mode, &V, err);
@@ -285,8 +289,9 @@ static int run_chains(chain *c, const pls_settings *set, const gp_fit_request *r
 }
 
 int pls_sample_particles(pls_impl *im, const gp_lik *lik, const double *Phi, size_t n,
-                         const double *y, const pls_settings *set, const gp_fit_request *req,
-                         int iteration_base, int max_total, sampler_out *so, gp_error *err)
+                         const double *y, const double *off, const pls_settings *set,
+                         const gp_fit_request *req, int iteration_base, int max_total,
+                         sampler_out *so, gp_error *err)
 {
     chain c;
     memset(&c, 0, sizeof c);
@@ -296,6 +301,7 @@ int pls_sample_particles(pls_impl *im, const gp_lik *lik, const double *Phi, siz
         c.lik = lik;
         c.Phi = Phi;
         c.y = y;
+        c.off = off;
         c.w = w;
         c.clip = 1;
         if (set->laplace_start) {

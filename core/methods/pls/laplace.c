@@ -8,6 +8,7 @@
 
 #include "core/linalg/linalg.h"
 #include "core/methods/pls/model.h"
+#include "core/model/mean.h"
 
 /* ---- [D] the Laplace mode of V (as implemented, §5.2) ----
  * For a log-concave likelihood (gaussian, bernoulli, poisson with the log
@@ -45,18 +46,20 @@ int pls_newton_alloc(newton_ws *w, const gp_lik *lik, const double *Phi, const d
     *w = (newton_ws){lik, Phi, y, n, mk, 1.0, gp_alloc_doubles(mk * mk, err),
                      gp_alloc_doubles(n, err), gp_alloc_doubles(n, err), gp_alloc_doubles(cnt, err),
                      gp_alloc_doubles(mk, err), gp_alloc_doubles(mk, err),
-                     gp_alloc_doubles(mk, err)};
+                     gp_alloc_doubles(mk, err), NULL};
     if (w->H && w->f && w->d1 && w->S && w->grad && w->step && w->at)
         return GP_OK;
     pls_newton_free(w);
     return GP_ENOMEM;
 }
 
-/* V at a (f = s Phi^T a kept in w->f, d log p / df in w->d1). */
+/* V at a (f = s Phi^T a + off kept in w->f, d log p / df in w->d1). */
 static double newton_value(newton_ws *w, const double *a)
 {
     blasint mk = (blasint)w->mk, n = (blasint)w->n;
     cblas_dgemv(CblasColMajor, CblasTrans, mk, n, w->s, w->Phi, mk, a, 1, 0.0, w->f, 1);
+    if (w->off)
+        cblas_daxpy(n, 1.0, w->off, 1, w->f, 1);
     double ll = gp_lik_log_density_sum(w->lik, w->y, w->f, w->n, w->d1);
     return -ll + 0.5 * cblas_ddot(mk, a, 1, a, 1);
 }
@@ -174,4 +177,73 @@ int pls_laplace_amplitude(newton_ws *w, int rmode, double *a, double *log_c)
     *log_c = isfinite(f1) || isfinite(f2) ? 0.5 * (lo + hi) : 0.0;
     w->s = 1.0;
     return GP_OK;
+}
+
+/* ---- a non-gaussian mean's coefficients ----
+ * The logistic regression of the labels on the basis alone: beta maximising
+ * sum_i log p(y_i | h_i^T beta) - RIDGE |beta|^2 / 2 by Newton with halving
+ * steps (the log-likelihood is concave in beta; the ridge, a N(0, 1/RIDGE)
+ * prior on the logit scale, keeps separable labels finite). */
+
+#define GLM_RIDGE 1e-2
+
+static double glm_value(const gp_lik *lik, const double *H, size_t n, size_t p, const double *y,
+                        const double *beta, double *f)
+{
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, 1.0, H, (blasint)n, beta, 1,
+                0.0, f, 1);
+    return gp_lik_log_density_sum(lik, y, f, n, NULL) -
+           0.5 * GLM_RIDGE * cblas_ddot((blasint)p, beta, 1, beta, 1);
+}
+
+int pls_glm_coef(const gp_lik *lik, const double *H, size_t n, size_t p, const double *y,
+                 double *beta, gp_error *err)
+{
+    double *f = gp_alloc_doubles(n, err), *G = gp_alloc_doubles(p * p, err),
+           *g = gp_alloc_doubles(p, err), *at = gp_alloc_doubles(p, err);
+    int rc = f && G && g && at ? GP_OK : GP_ENOMEM;
+    double v = rc == GP_OK ? glm_value(lik, H, n, p, y, beta, f) : NAN;
+    for (int it = 0; rc == GP_OK && it < NEWTON_MAX && isfinite(v); it++) {
+        for (size_t j = 0; j < p; j++)
+            g[j] = -GLM_RIDGE * beta[j];
+        memset(G, 0, p * p * sizeof *G);
+        for (size_t i = 0; i < n; i++) {
+            double d1, d2;
+            gp_lik_derivatives(lik, y[i], f[i], &d1, &d2);
+            for (size_t j = 0; j < p; j++) {
+                double hj = H[j * n + i];
+                g[j] += d1 * hj;
+                for (size_t k = j; k < p; k++)
+                    G[j * p + k] -= d2 * hj * H[k * n + i];
+            }
+        }
+        for (size_t j = 0; j < p; j++)
+            G[j * p + j] += GLM_RIDGE;
+        memcpy(at, g, p * sizeof *g);
+        rc = gp_mean_solve_normal(G, at, p, err);
+        if (rc)
+            break;
+        double step = 0.0;
+        for (size_t j = 0; j < p; j++)
+            step += at[j] * g[j];
+        if (step < 1e-18 * (1.0 + fabs(v)))
+            break;
+        double t = 1.0, vn = -INFINITY;
+        for (int h = 0; h < NEWTON_HALVINGS; h++, t *= 0.5) {
+            for (size_t j = 0; j < p; j++)
+                g[j] = beta[j] + t * at[j];
+            vn = glm_value(lik, H, n, p, y, g, f);
+            if (vn >= v)
+                break;
+        }
+        if (!(vn >= v))
+            break; /* round-off floor */
+        memcpy(beta, g, p * sizeof *g);
+        v = vn;
+    }
+    free(f);
+    free(G);
+    free(g);
+    free(at);
+    return rc;
 }

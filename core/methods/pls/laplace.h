@@ -20,4 +20,12 @@ int pls_newton_mode(newton_ws *w, double *a, double *V, gp_error *err);
  * scale as c^(1/2) in k-mode and c in r-mode). a gets the mode at that c. */
 int pls_laplace_amplitude(newton_ws *w, int rmode, double *a, double *log_c);
 
+/* A non-gaussian mean's coefficients beta (p, in: the start, out: the
+ * result) on the latent scale: the likelihood's regression of y on the
+ * basis H (n x p, column-major) alone, f = H beta, with a weak ridge (a
+ * N(0, 100) prior per coefficient), by Newton. For log-concave likelihoods
+ * (bernoulli: the logistic regression of the labels). */
+int pls_glm_coef(const gp_lik *lik, const double *H, size_t n, size_t p, const double *y,
+                 double *beta, gp_error *err);
+
 #endif

@@ -32,6 +32,7 @@
 #include "core/methods/pls/internal.h"
 #include "core/methods/pls/landmarks.h"
 #include "core/methods/pls/langevin.h"
+#include "core/methods/pls/laplace.h"
 #include "core/methods/pls/model.h"
 #include "core/methods/pls/persist.h"
 #include "core/model/method.h"
@@ -243,6 +244,8 @@ static void data_free(fit_data *D)
     free(D->y);
     free(D->t);
     free(D->Phi);
+    free(D->H);
+    free(D->off);
 }
 
 static int data_init(fit_data *D, gp_model *model, const gp_fit_request *req, gp_error *err)
@@ -288,6 +291,51 @@ static void hyper_noise_param(const gp_fit_request *req, const pls_settings *set
         np->floor = set->noise_floor * v;
     if (np->start < 2.0 * np->floor)
         np->start = 2.0 * np->floor;
+}
+
+/* The mean, once the hyperparameter stage has run (docs/design/numerics.md
+ * "Mean functions"): beta is that stage's GLS profile on t (averaged over
+ * the subsets), or without optimize the least-squares fit of t; bernoulli
+ * replaces it by the logistic regression of the labels on the basis (t's 0/1
+ * scale is not the logit's). Then held: gaussian fits the residual targets
+ * y - H beta, the other likelihoods see f = s Phi^T a + H beta (D->off). */
+static int hold_mean(gp_model *model, const pls_settings *set, fit_data *D, gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, model->input_dim), n = D->n;
+    if (p == 0)
+        return GP_OK;
+    double *beta = model->mean_coef;
+    if ((D->H = gp_model_mean_basis(model, D->Xt, n, err)) == NULL)
+        return GP_ENOMEM;
+    int rc = GP_OK;
+    if (!set->optimize) {
+        double *G = gp_alloc_doubles(p * p, err);
+        if (G == NULL)
+            return GP_ENOMEM;
+        cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)p, (blasint)n, 1.0, D->H,
+                    (blasint)n, 0.0, G, (blasint)p);
+        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, D->H, (blasint)n,
+                    D->t, 1, 0.0, beta, 1);
+        rc = gp_mean_solve_normal(G, beta, p, err);
+        free(G);
+    }
+    gp_lik lik = {model->likelihood, 1.0};
+    if (rc == GP_OK && model->likelihood == GP_LIK_BERNOULLI) {
+        memset(beta, 0, p * sizeof *beta);
+        rc = pls_glm_coef(&lik, D->H, n, p, D->y, beta, err);
+    }
+    if (rc)
+        return rc;
+    if (model->likelihood == GP_LIK_GAUSSIAN) {
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, D->H, (blasint)n,
+                    beta, 1, 1.0, D->y, 1);
+        return GP_OK;
+    }
+    if ((D->off = gp_alloc_doubles(n, err)) == NULL)
+        return GP_ENOMEM;
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, 1.0, D->H, (blasint)n, beta,
+                1, 0.0, D->off, 1);
+    return GP_OK;
 }
 
 static void report(gp_model *model, const pls_settings *set, const pls_impl *im,
@@ -341,6 +389,8 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
                    0.0};
     double s2 = np.start;
     int rc = set->optimize ? pls_fit_hyper(&run, model, D->Xt, D->t, &np, &s2, err) : GP_OK;
+    if (rc == GP_OK)
+        rc = hold_mean(model, set, D, err);
     if (rc)
         return rc;
     gp_lik lik = {model->likelihood, s2};
@@ -355,8 +405,8 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
         rc = closed_form(im, D->Phi, D->n, D->y, s2, err);
         so.energy = rc == GP_OK ? closed_energy(im, D, s2) : NAN;
     } else if (rc == GP_OK) {
-        rc = pls_sample_particles(im, &lik, D->Phi, D->n, D->y, set, req, 0, run.max_total, &so,
-                                  err);
+        rc = pls_sample_particles(im, &lik, D->Phi, D->n, D->y, D->off, set, req, 0,
+                                  run.max_total, &so, err);
     }
     if (rc) {
         pls_impl_free(im);
@@ -470,5 +520,6 @@ const gp_method gp_method_pls = {
     .quick = pls_quick,
     .n_quick = sizeof pls_quick / sizeof pls_quick[0],
     .hyper_priors = 1,
+    .mean_functions = 1, /* profiled in the subset fits, held: pls.c hold_mean */
     .ops = &pls_ops,
 };

@@ -147,6 +147,12 @@ int rfgp_read_cfg(const gp_method *m, const gp_fit_request *req, rfgp_cfg *c, gp
         return gp_error_set(err, GP_EINVAL, "options.outer_width",
                             "width_selection fixed with %s inputs needs outer_width",
                             gp_input_kind_name(req->input.kind));
+    /* the mean's basis is of standardised points, fitted for one output */
+    if (req->mean != GP_MEAN_ZERO && (req->input.kind != GP_INPUT_POINT || c->p > 1))
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: rfgp takes a constant or linear mean for point inputs and "
+                            "one output, not %s",
+                            c->p > 1 ? "several outputs" : "distributional inputs");
     rc = check_hyper(req, c, err);
     return rc ? rc : size_guard(req, c, err);
 }

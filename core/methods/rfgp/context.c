@@ -3,6 +3,7 @@
  * targets and the heuristics' subsample. */
 #include "core/methods/rfgp/context.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,8 @@ void rfgp_staged_free(staged *st)
 {
     rfgp_map_free(&st->m);
     rfgp_post_free(&st->q);
+    free(st->beta);
+    st->beta = NULL;
 }
 
 /* Rows for the heuristics: all of them up to HEURISTIC_ROWS, else a seeded
@@ -156,5 +159,60 @@ void rfgp_sel_release(sel_ctx *s)
     unit_free(&s->u);
     free(s->widths);
     free(s->Yw);
+    free(s->Yr);
     free(s->Xs);
+}
+
+/* ---- a mean (docs/design/numerics.md "Mean functions") ---- */
+
+/* H (n x p) of the buffer's points standardised by the staged map. */
+static double *buffer_basis(const gp_model *model, const sel_ctx *s, size_t p, gp_error *err)
+{
+    size_t n = s->n, d = s->c->dk;
+    double *P = gp_alloc_doubles(n * d, err), *H = gp_alloc_doubles(n * p, err);
+    if (P == NULL || H == NULL) {
+        free(P);
+        free(H);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            P[i * d + j] = (s->X[j * s->ldx + i] - s->m->x_mean[j]) / s->m->x_scale[j];
+    gp_mean_basis(model->mean_type, P, d, n, H);
+    free(P);
+    return H;
+}
+
+int rfgp_mean_fit(const gp_model *model, const rfgp_impl *im, staged *st, sel_ctx *s,
+                  gp_error *err)
+{
+    size_t p = gp_mean_n_coef(model->mean_type, s->c->dk), n = s->n;
+    if (p == 0)
+        return GP_OK;
+    if ((st->beta = gp_alloc_doubles(p, err)) == NULL ||
+        (s->Yr = gp_alloc_doubles(s->ldx, err)) == NULL)
+        return GP_ENOMEM;
+    memset(st->beta, 0, p * sizeof *st->beta);
+    if (n == 0) /* warmup 0: nothing to fit, the mean stays 0 */
+        return GP_OK;
+    double *H = buffer_basis(model, s, p, err), *G = gp_alloc_doubles(p * p, err);
+    int rc = H && G ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK) {
+        cblas_dsyrk(CblasColMajor, CblasLower, CblasTrans, (blasint)p, (blasint)n, 1.0, H,
+                    (blasint)n, 0.0, G, (blasint)p);
+        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)n, (blasint)p, 1.0, H, (blasint)n, s->Yw,
+                    1, 0.0, st->beta, 1);
+        rc = gp_mean_solve_normal(G, st->beta, p, err);
+    }
+    if (rc == GP_OK) {
+        /* Yw's residual; the buffer's y less y_scale h^T beta (original units) */
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -1.0, H, (blasint)n,
+                    st->beta, 1, 1.0, s->Yw, 1);
+        memcpy(s->Yr, im->buf_y, n * sizeof *s->Yr);
+        cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)n, (blasint)p, -s->m->y_scale[0], H,
+                    (blasint)n, st->beta, 1, 1.0, s->Yr, 1);
+    }
+    free(H);
+    free(G);
+    return rc;
 }

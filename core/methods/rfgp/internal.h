@@ -86,7 +86,9 @@ typedef struct sel_ctx {
     const gp_input_spec *in;
     const double *X; /* n x width, leading dimension ldx */
     size_t ldx, n;
-    double *Yw;      /* n x p working targets */
+    double *Yw;      /* n x p working targets (a mean's residual: rfgp_mean_fit) */
+    double *Yr;      /* n (leading dimension ldx): a mean's residual of the buffer's y,
+                      * original units (NULL: zero mean) */
     double *Xs;      /* the heuristics' subsample rows, ns x width (compact) */
     size_t ns;
     unit_draws u;
@@ -104,6 +106,7 @@ typedef struct sel_ctx {
 typedef struct staged {
     fmap m;
     post q;
+    double *beta; /* the mean's coefficients (NULL: zero mean) */
     double s0, noise, objective, jitter;
     int iterations, evaluations;
 } staged;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/base/parallel.h"
+#include "core/linalg/linalg.h"
 #include "core/methods/rfgp/config.h"
 #include "core/methods/rfgp/context.h"
 #include "core/methods/rfgp/embed.h"
@@ -111,6 +112,10 @@ static void commit(gp_model *model, rfgp_impl *im, staged *st)
     model->diag.evaluations = st->evaluations;
     model->diag.converged = 1;
     model->diag.jitter = st->jitter;
+    if (st->beta) /* the mean, held from here on */
+        memcpy(model->mean_coef, st->beta,
+               gp_mean_n_coef(model->mean_type, model->input_dim) * sizeof *st->beta);
+    free(st->beta);
     rfgp_map_free(&im->map);
     rfgp_post_free(&im->post);
     im->map = st->m;
@@ -122,6 +127,23 @@ static void commit(gp_model *model, rfgp_impl *im, staged *st)
     im->buf_x = im->buf_y = NULL;
     im->n_buf = 0;
     rfgp_set_thresholds(model, im);
+}
+
+/* The rows after the warm-up's end in the call that ended it, with a mean:
+ * gp_model_observe subtracted the mean at the coefficients before (0), so
+ * they are made the residual y - y_scale h(x_w)^T beta here, at the
+ * coefficients and the standardisation just fitted (one output; X n x d with
+ * leading dimension k, as fit and observe pass it). */
+static double *residual_after_warmup(const gp_model *model, const staged *st, const double *X,
+                                     const double *Y, size_t k, gp_error *err)
+{
+    double *R = gp_alloc_doubles(k, err);
+    if (R == NULL)
+        return NULL;
+    memcpy(R, Y, k * sizeof *R);
+    gp_mean_add_original(model->mean_type, st->beta, X, k, model->input_dim, st->m.x_mean,
+                         st->m.x_scale, -st->m.y_scale[0], R);
+    return R;
 }
 
 /* Rows 0 .. k of X (leading dimension ldx) and Y (ldy), original units: into
@@ -158,8 +180,18 @@ static int take_rows(gp_model *model, const double *X, size_t ldx, const double 
     post *q = ended ? &st.q : &im->post;
     double noise = ended ? st.noise : model->noise_variance;
     double s0 = ended ? st.s0 : exp(model->kernel->log_variance), jitter = model->diag.jitter;
-    int rc = rfgp_apply_rows(c, &model->input, m, q, noise, s0, X, ldx, Y, ldy, take, k - take, 0,
-                             ended ? &st.jitter : &jitter, err);
+    double *R = NULL;
+    int rc = GP_OK;
+    if (ended && st.beta && k > take) {
+        if ((R = residual_after_warmup(model, &st, X, Y, k, err)) == NULL)
+            rc = GP_ENOMEM;
+        Y = R;
+        ldy = k;
+    }
+    if (rc == GP_OK)
+        rc = rfgp_apply_rows(c, &model->input, m, q, noise, s0, X, ldx, Y, ldy, take, k - take,
+                             0, ended ? &st.jitter : &jitter, err);
+    free(R);
     if (rc) {
         if (ended) {
             rfgp_staged_free(&st);
@@ -401,5 +433,6 @@ const gp_method gp_method_rfgp = {
     .quick = rfgp_quick,
     .n_quick = sizeof rfgp_quick / sizeof rfgp_quick[0],
     .hyper_priors = 1,
+    .mean_functions = 1, /* one output, point inputs: least squares on the warm-up, then held */
     .ops = &rfgp_ops,
 };

@@ -298,6 +298,8 @@ int rfgp_warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *
     sel_ctx s;
     int rc = rfgp_sel_prepare(model, im, req, shift, st, &s, err);
     if (rc == GP_OK)
+        rc = rfgp_mean_fit(model, im, st, &s, err);
+    if (rc == GP_OK)
         rc = run_selection(&s, err);
     if (rc == GP_OK) {
         rfgp_scale_map(c, &s.u, s.widths, s.gamma, &st->m);
@@ -306,7 +308,7 @@ int rfgp_warmup_end(gp_model *model, const rfgp_impl *im, const gp_fit_request *
     if (rc == GP_OK) {
         rfgp_post_prior(c, &st->q, s.s0);
         rc = rfgp_apply_rows(c, &model->input, &st->m, &st->q, s.noise, s.s0, im->buf_x, s.ldx,
-                             im->buf_y, s.ldx, 0, n, shift, &st->jitter, err);
+                             s.Yr ? s.Yr : im->buf_y, s.ldx, 0, n, shift, &st->jitter, err);
     }
     st->objective = 0.0;
     if (rc == GP_OK && n > 0 && (rc = rfgp_selected_lml(&s, &st->objective, err)) == GP_OK)
