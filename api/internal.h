@@ -203,6 +203,13 @@ void gp_json_respond(json_t *v, int status, gp_response *out);
 /* json_real that never fails on NaN/Inf (those become null). */
 json_t *gp_json_real(double v);
 
+/* ---- the fitted model's metadata (model_info.c) ---- */
+/* The model JSON a fit stores with its version: kernel (with its priors,
+ * bounds, held parameters), noise, hyperparameters, diagnostics, warnings,
+ * method_info, mean, standardisation (new reference; NULL when out of
+ * memory). */
+json_t *gp_api_model_info_json(const gp_model *m);
+
 /* ---- kernels (kernel_json.c) ---- */
 /* Parse a kernel JSON object for input_dim columns; field prefix e.g. "kernel".
  * method may be NULL (no restriction on kernel types). */
