@@ -260,7 +260,7 @@ static int parse_predict_args(gp_api *api, json_t *obj, predict_args *a, gp_erro
     int rc = GP_OK;
     if ((e = json_object_get(obj, "noise")))
         rc = gp_json_vector(e, "noise", api->cfg.max_points, &a->noise, &a->n_noise, err);
-    if ((e = json_object_get(obj, "full_covariance")))
+    if (rc == GP_OK && (e = json_object_get(obj, "full_covariance")))
         rc = gp_json_get_bool(e, "full_covariance", &a->full, err);
     if (rc == GP_OK && (e = json_object_get(obj, "components")))
         rc = gp_json_get_bool(e, "components", &a->comps, err);
@@ -285,7 +285,8 @@ static void write_prediction(gp_buf *b, const gp_model *model, const predict_arg
         write_quantiles(b, a->q, a->nq, pr->quantiles, m, p);
     if (a->comps)
         write_components(b, model, parts, pr, m, K);
-    if (a->include_noise && model->per_point_noise && a->noise == NULL)
+    gp_predict_request asked = {.include_noise = a->include_noise, .noise = a->noise};
+    if (a->include_noise && !gp_predict_noise_included(model, &asked))
         gp_buf_puts(b, ",\"noise_included\":false,\"noise_note\":\"the model was fitted with "
                        "known per-point noise: give \\\"noise\\\" (one variance per point) for "
                        "observation variances; these are the latent function's\"");

@@ -40,6 +40,8 @@ check_jerr "predict noise: wrong length" 422 invalid_data '^noise$' /v1/models/p
     '{"X":[[0.7],[3]],"noise":[0.5]}'
 check_jerr "predict noise: negative" 422 invalid_data '^noise\[1\]$' /v1/models/ppn/predict \
     '{"X":[[0.7],[3]],"noise":[0.5,-0.25]}'
+check_jerr "predict noise: a bad entry beside full_covariance" 422 invalid_data '^noise\[0\]$' \
+    /v1/models/ppn/predict '{"X":[[0.7],[3]],"noise":["x",0.25],"full_covariance":true}'
 check "methods list per_point_noise" 200 GET /v1/methods
 if grep -q '"per_point_noise":true' "$T/body"; then pass "/v1/methods lists per_point_noise"
 else fail "/v1/methods lists per_point_noise" "$(head -c 200 "$T/body")"; fi
