@@ -69,6 +69,38 @@ typedef struct gp_option_value {
     const gp_value *object; /* OBJECT (owned by whoever built the request) */
 } gp_option_value;
 
+/* ---- several outputs at once: coregionalisation ----
+ * A coregionalised model (exact, sgpr, svgp with options.coregionalization,
+ * docs/design/multioutput.md) models p outputs jointly: the covariance of
+ * output i at x and output j at x' is
+ *     sum_q B_q[i,j] k_q(x, x'),   B_q = W_q W_q^T + diag(kappa_q),
+ * with Q latent kernels k_q (each a copy of the request's kernel with its
+ * variance held at 1: W carries the scale), W_q p x rank. ICM is Q = 1 of
+ * rank R; LMC is Q latents (rank 1 each unless given). Each output has its
+ * own noise variance and its own standardisation (mean and deviation of its
+ * observed entries). Targets are y (n x p column-major) with NaN for a
+ * missing entry (heterotopic data): only observed entries enter the fit. */
+#define GP_COREG_MAX_OUTPUTS 16
+#define GP_COREG_MAX_LATENTS 8
+typedef enum gp_coreg_type { GP_COREG_NONE = 0, GP_COREG_ICM, GP_COREG_LMC } gp_coreg_type;
+
+/* What a coregionalised model holds, read-only for the service layers
+ * (gp_model.coreg; type GP_COREG_NONE for every other model). The arrays
+ * belong to the method's impl and live as long as the model. Everything is
+ * in working units: output j's original value is y_mean[j] + y_scale[j] * v
+ * (noise and B entries scale by y_scale[i] y_scale[j]). */
+typedef struct gp_coreg_view {
+    gp_coreg_type type;
+    size_t p, q, rank;             /* outputs, latent kernels, columns of each W_q */
+    const gp_kernel *const *kernels; /* q latent kernels (input working units) */
+    const double *W;               /* q blocks of p x rank, column-major: W_q at q*p*rank */
+    const double *kappa;           /* p x q, column q = kappa_q (>= 0; zero when not learned) */
+    const double *noise;           /* p noise variances */
+    const double *y_mean, *y_scale; /* p each */
+    size_t n_observed;             /* observed entries of y the model holds */
+    int kronecker;                 /* 1: the fit used the Kronecker path (isotopic ICM) */
+} gp_coreg_view;
+
 /* Progress of a fit: return nonzero to ask the fit to stop (cancellation). */
 typedef int (*gp_progress_fn)(void *ctx, int iteration, int max_iterations, double objective);
 
@@ -104,7 +136,9 @@ typedef struct gp_fit_request {
      * standardised (y_mean 0, y_scale 1); noise_* fields are ignored. */
     gp_likelihood likelihood;
     /* Columns of y: y is n x n_outputs, column-major (0 means 1). More than
-     * one only for methods whose descriptor sets multi_output. */
+     * one only for methods whose descriptor sets multi_output, or with
+     * options.coregionalization on one that sets coregionalization; only
+     * then may y hold NaN (a missing entry; never a whole row or output). */
     size_t n_outputs;
     /* What one row of X is (zeroed: points of d columns). d is then the
      * encoded width, gp_input_width(&input); methods that take other kinds
@@ -184,6 +218,9 @@ typedef struct gp_model {
      * process f, and the answer is y_mean + y_scale (f + h(x_w)^T beta). */
     gp_mean_type mean_type;
     double *mean_coef;
+    /* Coregionalised models: the method points this at its impl's arrays
+     * at fit and import (type GP_COREG_NONE otherwise). */
+    gp_coreg_view coreg;
     void *impl; /* owned by the method */
 } gp_model;
 
@@ -217,6 +254,12 @@ typedef struct gp_prediction {
     double *mean;
     double *variance;
     double *covariance;
+    /* Coregionalised models with full_covariance (NULL otherwise; the caller
+     * allocates it when model->coreg.type != GP_COREG_NONE): the joint
+     * covariance of the m points' p outputs, (m p) x (m p) column-major, the
+     * entry of (point i, output j) at index i + m j (output-major, as mean
+     * is). covariance still gets its p within-output blocks. */
+    double *cross_covariance;
     double *quantiles; /* m x n_quantiles (column q = level q), when asked */
     /* m x gp_model_components(model) each (column k = component k), when
      * components is asked: each component's mean and variance. */
@@ -301,6 +344,9 @@ typedef struct gp_method {
     /* 1: a fit takes a constant or linear mean (gp_fit_request.mean) and
      * fills gp_model.mean_coef; gp_model_fit refuses a mean elsewhere. */
     int mean_functions;
+    /* 1: takes the OBJECT option "coregionalization" (several outputs
+     * modelled jointly, gp_coreg_view), with y's missing entries as NaN. */
+    int coregionalization;
     /* The `quick` preset: option values that make a fit of some 40-60 points
      * fast while the method does what it always does (budgets and sizes only:
      * the iterations option, features, inducing points, particles, warm-up;
