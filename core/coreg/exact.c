@@ -20,8 +20,14 @@ struct gp_coreg_exact {
     gp_coreg_params cp;
     gp_coreg_entries e;
     size_t n, d, cap;
-    double *Xt, *yw, *L, *alpha;
+    double *Xt, *yw;
+    double *L, *alpha; /* the general path's factor and K^-1 y (NULL on the Kronecker path) */
     int kronecker;
+    /* The Kronecker path's state (kronecker set): the decomposition and what
+     * a point's columns need, c (p x p, column j = V^T D^-1/2 B[:,j]), rt
+     * (n x p, 1 / sqrt(s_r l_k + 1)) and AB (n x p, A B: the means' weights). */
+    gp_coreg_kron kr;
+    double *c, *rt, *AB;
 };
 
 void gp_coreg_exact_free(gp_coreg_exact *ce)
@@ -34,7 +40,49 @@ void gp_coreg_exact_free(gp_coreg_exact *ce)
     free(ce->yw);
     free(ce->L);
     free(ce->alpha);
+    gp_coreg_kron_free(&ce->kr);
+    free(ce->c);
+    free(ce->rt);
+    free(ce->AB);
     free(ce);
+}
+
+/* c, rt and AB from the decomposition and the parameters. */
+static int kron_derived(gp_coreg_exact *ce, gp_error *err)
+{
+    size_t n = ce->n, p = ce->cp.p;
+    const gp_coreg_kron *kr = &ce->kr;
+    double *c = gp_alloc_doubles(p * p, err), *rt = gp_alloc_doubles(n * p, err);
+    double *AB = gp_alloc_doubles(n * p, err);
+    if (!c || !rt || !AB) {
+        free(c);
+        free(rt);
+        free(AB);
+        return GP_ENOMEM;
+    }
+    const double *B = ce->cp.B;
+    for (size_t j = 0; j < p; j++)
+        for (size_t k = 0; k < p; k++) {
+            double t = 0.0;
+            for (size_t i = 0; i < p; i++)
+                t += kr->V[k * p + i] * B[j * p + i] / sqrt(ce->cp.noise[i]);
+            c[j * p + k] = t;
+        }
+    for (size_t k = 0; k < p; k++)
+        for (size_t r = 0; r < n; r++)
+            rt[k * n + r] = 1.0 / sqrt(kr->s[r] * kr->l[k] + 1.0);
+    for (size_t j = 0; j < p; j++)
+        for (size_t r = 0; r < n; r++) {
+            double t = 0.0;
+            for (size_t i = 0; i < p; i++)
+                t += kr->A[i * n + r] * B[j * p + i];
+            AB[j * n + r] = t;
+        }
+    free(ce->c);
+    free(ce->rt);
+    free(ce->AB);
+    ce->c = c, ce->rt = rt, ce->AB = AB;
+    return GP_OK;
 }
 
 static gp_coreg_data data_of(const gp_coreg_exact *ce)
@@ -58,10 +106,39 @@ static double original_lml(const gp_coreg_exact *ce, double lml)
     return lml;
 }
 
+/* The Kronecker state at the current parameters, replacing ce's (and a
+ * general factor) only on success. */
+static int refactor_kronecker(gp_model *model, gp_coreg_exact *ce, const gp_cancel *cancel,
+                              gp_error *err)
+{
+    gp_coreg_kron kr, old = ce->kr;
+    double lml = 0.0;
+    gp_coreg_data D = data_of(ce);
+    int rc = gp_coreg_kron_factor(&ce->cp, &D, &kr, &lml, cancel, err);
+    if (rc)
+        return rc;
+    ce->kr = kr;
+    if ((rc = kron_derived(ce, err)) != GP_OK) {
+        ce->kr = old;
+        gp_coreg_kron_free(&kr);
+        return rc;
+    }
+    gp_coreg_kron_free(&old);
+    free(ce->L);
+    free(ce->alpha);
+    ce->L = ce->alpha = NULL;
+    model->diag.jitter = 0.0;
+    model->diag.objective = original_lml(ce, lml);
+    return GP_OK;
+}
+
 /* L, alpha and the LML at the current parameters (general path), into new
- * buffers that replace ce's only on success. */
+ * buffers that replace ce's only on success; the Kronecker state instead
+ * when ce->kronecker. */
 static int refactor(gp_model *model, gp_coreg_exact *ce, const gp_cancel *cancel, gp_error *err)
 {
+    if (ce->kronecker)
+        return refactor_kronecker(model, ce, cancel, err);
     size_t M = ce->e.M, MM = 0;
     int rc = gp_checked_size(M, M, &MM, err);
     double *L = rc ? NULL : gp_alloc_doubles(MM, err);
@@ -83,6 +160,7 @@ static int refactor(gp_model *model, gp_coreg_exact *ce, const gp_cancel *cancel
     free(ce->alpha);
     ce->L = L;
     ce->alpha = alpha;
+    gp_coreg_kron_free(&ce->kr);
     model->diag.jitter = info.jitter;
     model->diag.objective = original_lml(ce, lml);
     return GP_OK;
@@ -274,6 +352,32 @@ static void block_free(pred_block *b)
     free(b->prior);
 }
 
+/* The Kronecker path's whitened columns: K^-1 = W W^T with W = (I (x)
+ * D^-1/2)(U (x) V) diag(t)^-1/2, so column (i, j) is v[r + n k] = u_r c_jk /
+ * sqrt(t_rk) with u = U^T k_x(x_i), and its mean k_x(x_i) . (A B)[:, j]:
+ * per-point dots in a fixed order, as the general path's solve. */
+static int kron_columns(const gp_coreg_exact *ce, pred_block *b, gp_error *err)
+{
+    size_t n = ce->n, p = ce->cp.p, m = b->m, M = n * p;
+    double *u = gp_alloc_doubles(n ? n : 1, err);
+    if (u == NULL)
+        return GP_ENOMEM;
+    for (size_t i = 0; i < m; i++) {
+        const double *kx = b->Kc + i * n;
+        for (size_t r = 0; r < n; r++)
+            u[r] = gp_dot(ce->kr.U + r * n, kx, n);
+        for (size_t j = 0; j < p; j++) {
+            double *v = b->V + (j * m + i) * M;
+            for (size_t k = 0; k < p; k++)
+                for (size_t r = 0; r < n; r++)
+                    v[k * n + r] = u[r] * ce->c[j * p + k] * ce->rt[k * n + r];
+            b->mu[j * m + i] = gp_dot(kx, ce->AB + j * n, n);
+        }
+    }
+    free(u);
+    return GP_OK;
+}
+
 static int block_columns(const gp_coreg_exact *ce, const double *P, size_t m, pred_block *b,
                          gp_error *err)
 {
@@ -293,6 +397,8 @@ static int block_columns(const gp_coreg_exact *ce, const double *P, size_t m, pr
         for (size_t i = 0; i < m; i++)
             b->prior[l * m + i] = gp_kernel_diag(ce->cp.kernels[l], P + i * ce->d);
     }
+    if (ce->kronecker)
+        return kron_columns(ce, b, err);
     for (size_t j = 0; j < p; j++)
         for (size_t i = 0; i < m; i++) {
             double *v = b->V + (j * m + i) * M;
@@ -450,6 +556,22 @@ int gp_coreg_exact_state(const gp_state *st)
     return gp_state_find(st, "coreg_sizes") != NULL;
 }
 
+/* The Kronecker state: the decomposition and alpha as n x p. */
+static int export_kronecker(const gp_coreg_exact *ce, gp_state *st, gp_error *err)
+{
+    size_t n = ce->n, p = ce->cp.p;
+    int rc = gp_state_put(st, "coreg_U", n, n, ce->kr.U, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "coreg_s", n, 1, ce->kr.s, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "coreg_V", p, p, ce->kr.V, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "coreg_l", p, 1, ce->kr.l, err);
+    if (rc == GP_OK)
+        rc = gp_state_put(st, "coreg_A", n, p, ce->kr.A, err);
+    return rc;
+}
+
 int gp_coreg_exact_export(const gp_coreg_exact *ce, gp_state *st, gp_error *err)
 {
     size_t M = ce->e.M;
@@ -468,9 +590,11 @@ int gp_coreg_exact_export(const gp_coreg_exact *ce, gp_state *st, gp_error *err)
         rc = gp_state_put(st, "X_train", ce->d, ce->n, ce->Xt, err);
     if (rc == GP_OK)
         rc = gp_state_put(st, "y_train", M, 1, ce->yw, err);
-    if (rc == GP_OK)
+    if (rc == GP_OK && ce->kronecker)
+        rc = export_kronecker(ce, st, err);
+    if (rc == GP_OK && !ce->kronecker)
         rc = gp_state_put(st, "alpha", M, 1, ce->alpha, err);
-    if (rc == GP_OK)
+    if (rc == GP_OK && !ce->kronecker)
         rc = gp_state_put_cholesky(st, "chol_packed", ce->L, M, err);
     if (rc == GP_OK)
         rc = gp_state_put_scalar(st, "max_train_points", (double)ce->cap, err);
@@ -505,20 +629,55 @@ static int import_entries(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
     return GP_OK;
 }
 
+static int import_one(const gp_state *st, const char *name, size_t rows, size_t cols,
+                      double **dst, gp_error *err)
+{
+    const double *src;
+    int rc = gp_state_get(st, name, rows, cols, &src, err);
+    if (rc == GP_OK && (*dst = gp_alloc_doubles(rows * cols, err)) == NULL)
+        rc = GP_ENOMEM;
+    if (rc == GP_OK)
+        memcpy(*dst, src, rows * cols * sizeof *src);
+    return rc;
+}
+
+/* The Kronecker state as exported; t = s l + 1 must be positive. */
+static int import_kronecker(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
+{
+    size_t n = ce->n, p = ce->cp.p;
+    gp_coreg_kron *kr = &ce->kr;
+    kr->n = n;
+    kr->p = p;
+    int rc = import_one(st, "coreg_U", n, n, &kr->U, err);
+    if (rc == GP_OK)
+        rc = import_one(st, "coreg_s", n, 1, &kr->s, err);
+    if (rc == GP_OK)
+        rc = import_one(st, "coreg_V", p, p, &kr->V, err);
+    if (rc == GP_OK)
+        rc = import_one(st, "coreg_l", p, 1, &kr->l, err);
+    if (rc == GP_OK)
+        rc = import_one(st, "coreg_A", n, p, &kr->A, err);
+    for (size_t k = 0; rc == GP_OK && k < p; k++)
+        for (size_t r = 0; rc == GP_OK && r < n; r++)
+            if (!(kr->s[r] * kr->l[k] + 1.0 > 0.0))
+                rc = gp_error_set(err, GP_EDATA, "coreg_s", "corrupt eigenvalues");
+    return rc == GP_OK ? kron_derived(ce, err) : rc;
+}
+
 static int import_arrays(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
 {
     size_t M = ce->e.M, MM = 0;
-    const double *Xt, *y, *alpha;
+    const double *Xt, *y;
     double cap = 0, kron = 0;
     int rc = gp_state_get(st, "X_train", ce->d, ce->n, &Xt, err);
     if (rc == GP_OK)
         rc = gp_state_get(st, "y_train", M, 1, &y, err);
     if (rc == GP_OK)
-        rc = gp_state_get(st, "alpha", M, 1, &alpha, err);
-    if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "max_train_points", &cap, err);
     if (rc == GP_OK)
         rc = gp_state_get_scalar(st, "coreg_kronecker", &kron, err);
+    if (rc == GP_OK && kron != 0.0 && !(ce->cp.q == 1 && M == ce->n * ce->cp.p))
+        rc = gp_error_set(err, GP_EDATA, "coreg_kronecker", "corrupt solver flag");
     if (rc == GP_OK && !(cap >= 1 && cap <= 1e15 && cap == floor(cap) && cap >= (double)M))
         rc = gp_error_set(err, GP_EDATA, "max_train_points", "corrupt point cap");
     if (rc == GP_OK)
@@ -527,11 +686,17 @@ static int import_arrays(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
         return rc;
     ce->cap = (size_t)cap;
     ce->kronecker = kron != 0.0;
-    if (!(ce->Xt = gp_alloc_doubles(ce->d * ce->n, err)) || !(ce->yw = gp_alloc_doubles(M, err)) ||
-        !(ce->alpha = gp_alloc_doubles(M, err)) || !(ce->L = gp_alloc_doubles(MM, err)))
+    if (!(ce->Xt = gp_alloc_doubles(ce->d * ce->n, err)) || !(ce->yw = gp_alloc_doubles(M, err)))
         return GP_ENOMEM;
     memcpy(ce->Xt, Xt, ce->d * ce->n * sizeof *Xt);
     memcpy(ce->yw, y, M * sizeof *y);
+    if (ce->kronecker)
+        return import_kronecker(ce, st, err);
+    const double *alpha;
+    if ((rc = gp_state_get(st, "alpha", M, 1, &alpha, err)) != GP_OK)
+        return rc;
+    if (!(ce->alpha = gp_alloc_doubles(M, err)) || !(ce->L = gp_alloc_doubles(MM, err)))
+        return GP_ENOMEM;
     memcpy(ce->alpha, alpha, M * sizeof *alpha);
     return gp_state_get_cholesky(st, "chol_packed", M, ce->L, err);
 }
@@ -627,15 +792,18 @@ int gp_coreg_exact_observe(gp_model *model, gp_coreg_exact *ce, const double *X,
     if (rc == GP_OK) {
         nw.n = ce->n + k;
         double jitter = model->diag.jitter, objective = model->diag.objective;
+        int kron = ce->kronecker;
         swap_state(ce, &nw);
+        /* the Kronecker path while the rows stay isotopic, else the general one */
+        ce->kronecker = kron && gp_coreg_entries_isotopic(&ce->e, ce->n, ce->cp.p);
         rc = refactor(model, ce, NULL, err);
         if (rc) { /* all or nothing: the old rows back */
             swap_state(ce, &nw);
+            ce->kronecker = kron;
             model->diag.jitter = jitter;
             model->diag.objective = objective;
         } else {
             model->n_train = ce->n;
-            ce->kronecker = ce->kronecker && gp_coreg_entries_isotopic(&ce->e, ce->n, ce->cp.p);
             point_view(model, ce);
         }
     }

@@ -264,6 +264,45 @@ static void test_kronecker_equals_general(void **state)
     tu_assert_close_array(mean[0], mean[1], 12, 1e-9, 1e-12, "mean");
     tu_assert_close_array(var[0], var[1], 12, 1e-9, 1e-12, "variance");
     tu_assert_close_array(cross[0], cross[1], 144, 1e-9, 1e-12, "cross_covariance");
+    /* the Kronecker model's state round trip and a point alone: the same bits */
+    gp_state st;
+    gp_state_init(&st);
+    gp_model *back = NULL;
+    assert_int_equal(gp_model_export(mk, &st, &err), GP_OK);
+    assert_int_equal(gp_model_import(&gp_method_exact, &st, &back, &err), GP_OK);
+    assert_int_equal(back->coreg.kronecker, 1);
+    double m3[12], v3[12], m1[4], v1[4];
+    gp_predict_request pr = {.X = Xs, .m = 3, .d = 1};
+    gp_prediction o3 = {.mean = m3, .variance = v3};
+    assert_int_equal(gp_model_predict(back, &pr, &o3, &err), GP_OK);
+    assert_memory_equal(m3, mean[0], sizeof m3);
+    assert_memory_equal(v3, var[0], sizeof v3);
+    gp_predict_request one = {.X = Xs + 1, .m = 1, .d = 1};
+    gp_prediction o1 = {.mean = m1, .variance = v1};
+    assert_int_equal(gp_model_predict(mk, &one, &o1, &err), GP_OK);
+    for (size_t j = 0; j < 4; j++) {
+        assert_memory_equal(&m1[j], &mean[0][j * 3 + 1], sizeof(double));
+        assert_memory_equal(&v1[j], &var[0][j * 3 + 1], sizeof(double));
+    }
+    /* observe: isotopic rows keep the Kronecker path and agree with the
+     * general model observing them; a row with a missing output switches */
+    double Xn[2] = {0.33, -1.4}, Yn[8] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8};
+    assert_int_equal(gp_model_observe(mk, Xn, Yn, 2, &err), GP_OK);
+    assert_int_equal(gp_model_observe(mg, Xn, Yn, 2, &err), GP_OK);
+    assert_int_equal(mk->coreg.kronecker, 1);
+    tu_assert_close(mk->diag.objective, mg->diag.objective, 1e-9, 0.0, "observed LML");
+    for (int t = 0; t < 2; t++) {
+        gp_prediction out = {.mean = mean[t], .variance = var[t]};
+        assert_int_equal(gp_model_predict(ms[t], &pr, &out, &err), GP_OK);
+    }
+    tu_assert_close_array(mean[0], mean[1], 12, 1e-9, 1e-12, "observed mean");
+    tu_assert_close_array(var[0], var[1], 12, 1e-9, 1e-12, "observed variance");
+    double Yh[4] = {0.1, NAN, 0.3, 0.2};
+    assert_int_equal(gp_model_observe(mk, Xn, Yh, 1, &err), GP_OK);
+    assert_int_equal(mk->coreg.kronecker, 0);
+    assert_int_equal(mk->coreg.n_observed, 30 * 4 + 8 + 3);
+    gp_state_free(&st);
+    gp_model_free(back);
     free(x);
     free(gk);
     free(gg);
