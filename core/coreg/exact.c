@@ -251,6 +251,20 @@ static int choose_solver(const gp_coreg_spec *spec, gp_coreg_exact *ce, gp_error
     return GP_OK;
 }
 
+/* The cap on the matrices' order (max_train_points): the general path's
+ * M x M over the observed values, the Kronecker path's N x N over the rows. */
+static int size_guard(const gp_coreg_exact *ce, size_t n, size_t M, gp_error *err)
+{
+    size_t order = ce->kronecker ? n : M;
+    if (order <= ce->cap)
+        return GP_OK;
+    return gp_error_set(err, GP_ETOOBIG, "X",
+                        "exact GP needs a %zu x %zu matrix (%s): it exceeds max_train_points = "
+                        "%zu (use sgpr or svgp)",
+                        order, order, ce->kronecker ? "the rows" : "the observed values",
+                        ce->cap);
+}
+
 /* The rows, entries, parameters and working targets of the request. */
 static int fit_setup(gp_model *model, const gp_fit_request *req, const gp_coreg_spec *spec,
                      gp_coreg_exact *ce, gp_error *err)
@@ -260,20 +274,17 @@ static int fit_setup(gp_model *model, const gp_fit_request *req, const gp_coreg_
     ce->d = d;
     ce->cap = gp_fit_point_cap(req);
     int rc = gp_coreg_entries_build(req->y, n, p, &ce->e, err);
-    if (rc == GP_OK && ce->e.M > ce->cap)
-        rc = gp_error_set(err, GP_ETOOBIG, "X",
-                          "exact GP needs an M x M matrix of the %zu observed values: they "
-                          "exceed max_train_points = %zu (use sgpr or svgp)",
-                          ce->e.M, ce->cap);
+    if (rc == GP_OK)
+        rc = gp_coreg_params_init(&ce->cp, spec, p, model->kernel, req, err);
+    if (rc == GP_OK)
+        rc = choose_solver(spec, ce, err);
+    if (rc == GP_OK)
+        rc = size_guard(ce, ce->n, ce->e.M, err);
     if (rc == GP_OK)
         rc = gp_checked_size(n, d, &nd, err);
     if (rc == GP_OK && (!(ce->Xt = gp_alloc_doubles(nd, err)) ||
                         !(ce->yw = gp_alloc_doubles(ce->e.M ? ce->e.M : 1, err))))
         rc = GP_ENOMEM;
-    if (rc == GP_OK)
-        rc = gp_coreg_params_init(&ce->cp, spec, p, model->kernel, req, err);
-    if (rc == GP_OK)
-        rc = choose_solver(spec, ce, err);
     if (rc)
         return rc;
     if (model->standardize && p > 1) /* gp_model_new standardises one output's X only */
@@ -738,11 +749,12 @@ static int append_rows(const gp_model *model, const gp_coreg_exact *ce, const do
     if (rc == GP_OK)
         rc = gp_coreg_entries_build(Y, k, p, &add, err);
     size_t M = ce->e.M + add.M;
-    if (rc == GP_OK && (M > ce->cap || M < ce->e.M))
-        rc = gp_error_set(err, GP_ETOOBIG, "X",
-                          "exact GP needs an M x M matrix: %zu observed values exceed "
-                          "max_train_points = %zu",
-                          M, ce->cap);
+    int kron = ce->kronecker && add.M == k * p;
+    gp_coreg_exact probe = {.kronecker = kron, .cap = ce->cap};
+    if (rc == GP_OK && (N < n || M < ce->e.M))
+        rc = gp_error_set(err, GP_ETOOBIG, "X", "too many rows");
+    if (rc == GP_OK)
+        rc = size_guard(&probe, N, M, err);
     if (rc == GP_OK &&
         (!(nw->Xt = gp_alloc_doubles(Nd, err)) || !(nw->yw = gp_alloc_doubles(M, err)) ||
          !(nw->e.row = malloc(M * sizeof *nw->e.row)) || !(nw->e.out = malloc(M * sizeof *nw->e.out))))

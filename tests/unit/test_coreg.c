@@ -603,6 +603,39 @@ static void test_gpytorch_fixture(void **state)
     gp_kernel_free(k);
 }
 
+/* ---- progress and cancellation ---- */
+
+static int stop_at_second(void *ctx, int iteration, int max_iterations, double objective)
+{
+    int *calls = ctx;
+    (void)iteration;
+    assert_true(isfinite(objective));
+    assert_int_equal(max_iterations, 50);
+    return ++*calls >= 2;
+}
+
+static void test_progress_and_cancel(void **state)
+{
+    (void)state;
+    size_t n = 20, d = 1, p = 2;
+    double X[20], y[40];
+    make_data(n, d, p, 0.3, 19, X, y);
+    gp_kernel *k = rbf(d, 0);
+    coreg_opt o;
+    opt_make(&o, "lmc", 1, 2, 1, NULL, 50);
+    gp_fit_request req;
+    request(&req, X, y, n, d, p, k, &o);
+    int calls = 0;
+    req.progress = stop_at_second;
+    req.progress_ctx = &calls;
+    gp_model *model = NULL;
+    gp_error err;
+    assert_int_equal(gp_model_fit(&gp_method_exact, &req, &model, &err), GP_ECANCELLED);
+    assert_null(model);
+    assert_int_equal(calls, 2);
+    gp_kernel_free(k);
+}
+
 /* ---- bad input, each refusal naming its field ---- */
 
 static void expect_refusal(gp_fit_request *req, int code, const char *field)
@@ -683,6 +716,23 @@ static void test_bad_input(void **state)
     req.n_outputs = big;
     expect_refusal(&req, GP_EDATA, "y");
     free(yb);
+    req.y = y;
+    req.n_outputs = p;
+    /* the cap on the matrices: M x M on the general path, N x N on the
+     * Kronecker path (isotopic ICM) */
+    req.max_train_points = 15;
+    opt_make(&o, "icm", 1, 0, 1, "general", 1);
+    expect_refusal(&req, GP_ETOOBIG, "X");
+    opt_make(&o, "icm", 1, 0, 1, NULL, 1);
+    {
+        gp_model *mk = NULL;
+        gp_error e2;
+        req.max_train_points = 10;
+        assert_int_equal(gp_model_fit(&gp_method_exact, &req, &mk, &e2), GP_OK);
+        assert_int_equal(mk->coreg.kronecker, 1);
+        gp_model_free(mk);
+        req.max_train_points = 0;
+    }
     /* the option on a method that does not take it */
     req.y = y;
     req.n_outputs = p;
@@ -704,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_export_import_identical),
         cmocka_unit_test(test_observe_equals_refit),
         cmocka_unit_test(test_gpytorch_fixture),
+        cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests_name("coreg", tests, NULL, NULL);
