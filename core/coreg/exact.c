@@ -1,34 +1,18 @@
-/* exact with options.coregionalization: core/coreg/exact.h.
- *
- * State: the rows' standardised points Xt (d x n), the observed entries
- * (row order), their working targets yw (M), the general path's factor L
- * (M x M) of K + jitter I and alpha = K^-1 yw. Output j's answers are
- * y_mean[j] + y_scale[j] v. */
+/* exact with options.coregionalization (core/coreg/exact.h): the fit, the
+ * state at given parameters (refactor), observe. Predictions and samples:
+ * exact_predict.c; export and import: exact_persist.c; the state they share:
+ * exact_impl.h. */
 #include "core/coreg/exact.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/rng.h"
 #include "core/coreg/lml.h"
 #include "core/coreg/params.h"
 #include "core/linalg/linalg.h"
 #include "core/optim/driver.h"
 
-struct gp_coreg_exact {
-    gp_coreg_params cp;
-    gp_coreg_entries e;
-    size_t n, d, cap;
-    double *Xt, *yw;
-    double *L, *alpha; /* the general path's factor and K^-1 y (NULL on the Kronecker path) */
-    int kronecker;
-    /* The Kronecker path's state (kronecker set): the decomposition and what
-     * a point's columns need, c (p x p, column j = V^T D^-1/2 B[:,j]), rt
-     * (n x p, 1 / sqrt(s_r l_k + 1)) and AB (n x p, A B: the means' weights). */
-    gp_coreg_kron kr;
-    double *c, *rt, *AB;
-};
 
 void gp_coreg_exact_free(gp_coreg_exact *ce)
 {
@@ -48,7 +32,7 @@ void gp_coreg_exact_free(gp_coreg_exact *ce)
 }
 
 /* c, rt and AB from the decomposition and the parameters. */
-static int kron_derived(gp_coreg_exact *ce, gp_error *err)
+int gp_coreg_exact_kron_derived(gp_coreg_exact *ce, gp_error *err)
 {
     size_t n = ce->n, p = ce->cp.p;
     const gp_coreg_kron *kr = &ce->kr;
@@ -91,7 +75,7 @@ static gp_coreg_data data_of(const gp_coreg_exact *ce)
     return D;
 }
 
-static void point_view(gp_model *model, gp_coreg_exact *ce)
+void gp_coreg_exact_point_view(gp_model *model, gp_coreg_exact *ce)
 {
     gp_coreg_params_view(&ce->cp, &model->coreg);
     model->coreg.n_observed = ce->e.M;
@@ -118,7 +102,7 @@ static int refactor_kronecker(gp_model *model, gp_coreg_exact *ce, const gp_canc
     if (rc)
         return rc;
     ce->kr = kr;
-    if ((rc = kron_derived(ce, err)) != GP_OK) {
+    if ((rc = gp_coreg_exact_kron_derived(ce, err)) != GP_OK) {
         ce->kr = old;
         gp_coreg_kron_free(&kr);
         return rc;
@@ -310,7 +294,7 @@ static void fill_common(gp_model *model, gp_coreg_exact *ce)
         model->y_mean = ce->cp.y_mean[0];
         model->y_scale = ce->cp.y_scale[0];
     }
-    point_view(model, ce);
+    gp_coreg_exact_point_view(model, ce);
 }
 
 int gp_coreg_exact_fit(const gp_method *m, const gp_fit_request *req, gp_model **out,
@@ -338,401 +322,6 @@ int gp_coreg_exact_fit(const gp_method *m, const gp_fit_request *req, gp_model *
     fill_common(model, ce);
     *out = model;
     *ce_out = ce;
-    return GP_OK;
-}
-
-/* ---- predict ----
- * Column (i, j) of a block: the covariance of (point i, output j) with the
- * entries, c_a = sum_q B_q[j, j_a] k_q(x_i, x_{row a}); its mean c^T alpha
- * and its whitened column v = L^-1 c (gp_solve_lower_columns: a column's
- * bits are its own), so a point's answer does not depend on the others. */
-
-typedef struct pred_block {
-    size_t m;        /* points */
-    double *Kc;      /* q x (n x m): k_q(X_train, points) */
-    double *V;       /* M x (m p): column i + m j */
-    double *mu;      /* m p latent means, working units */
-    double *prior;   /* q x m: k_q(x_i, x_i) */
-} pred_block;
-
-static void block_free(pred_block *b)
-{
-    free(b->Kc);
-    free(b->V);
-    free(b->mu);
-    free(b->prior);
-}
-
-/* The Kronecker path's whitened columns: K^-1 = W W^T with W = (I (x)
- * D^-1/2)(U (x) V) diag(t)^-1/2, so column (i, j) is v[r + n k] = u_r c_jk /
- * sqrt(t_rk) with u = U^T k_x(x_i), and its mean k_x(x_i) . (A B)[:, j]:
- * per-point dots in a fixed order, as the general path's solve. */
-static int kron_columns(const gp_coreg_exact *ce, pred_block *b, gp_error *err)
-{
-    size_t n = ce->n, p = ce->cp.p, m = b->m, M = n * p;
-    double *u = gp_alloc_doubles(n ? n : 1, err);
-    if (u == NULL)
-        return GP_ENOMEM;
-    for (size_t i = 0; i < m; i++) {
-        const double *kx = b->Kc + i * n;
-        for (size_t r = 0; r < n; r++)
-            u[r] = gp_dot(ce->kr.U + r * n, kx, n);
-        for (size_t j = 0; j < p; j++) {
-            double *v = b->V + (j * m + i) * M;
-            for (size_t k = 0; k < p; k++)
-                for (size_t r = 0; r < n; r++)
-                    v[k * n + r] = u[r] * ce->c[j * p + k] * ce->rt[k * n + r];
-            b->mu[j * m + i] = gp_dot(kx, ce->AB + j * n, n);
-        }
-    }
-    free(u);
-    return GP_OK;
-}
-
-static int block_columns(const gp_coreg_exact *ce, const double *P, size_t m, pred_block *b,
-                         gp_error *err)
-{
-    size_t n = ce->n, M = ce->e.M, p = ce->cp.p, q = ce->cp.q, c1 = 0, c2 = 0;
-    memset(b, 0, sizeof *b);
-    b->m = m;
-    int rc = gp_checked_size(q * n, m, &c1, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(M, m * p, &c2, err);
-    if (rc)
-        return rc;
-    if (!(b->Kc = gp_alloc_doubles(c1 ? c1 : 1, err)) || !(b->V = gp_alloc_doubles(c2 ? c2 : 1, err)) ||
-        !(b->mu = gp_alloc_doubles(m * p + 1, err)) || !(b->prior = gp_alloc_doubles(q * m + 1, err)))
-        return GP_ENOMEM;
-    for (size_t l = 0; l < q; l++) {
-        gp_kernel_cross(ce->cp.kernels[l], ce->Xt, n, P, m, b->Kc + l * n * m, n);
-        for (size_t i = 0; i < m; i++)
-            b->prior[l * m + i] = gp_kernel_diag(ce->cp.kernels[l], P + i * ce->d);
-    }
-    if (ce->kronecker)
-        return kron_columns(ce, b, err);
-    for (size_t j = 0; j < p; j++)
-        for (size_t i = 0; i < m; i++) {
-            double *v = b->V + (j * m + i) * M;
-            for (size_t a = 0; a < M; a++) {
-                double s = 0.0;
-                for (size_t l = 0; l < q; l++)
-                    s += ce->cp.B[l * p * p + ce->e.out[a] * p + j] *
-                         b->Kc[l * n * m + i * n + ce->e.row[a]];
-                v[a] = s;
-            }
-            b->mu[j * m + i] = gp_dot(v, ce->alpha, M);
-        }
-    gp_solve_lower_columns(ce->L, M, M, b->V, m * p, M);
-    return GP_OK;
-}
-
-/* Latent covariance (working units) of columns c1 = (i1, j1), c2 = (i2, j2). */
-static double latent_cov(const gp_coreg_exact *ce, const double *P, const pred_block *b,
-                         size_t c1, size_t c2)
-{
-    size_t m = b->m, p = ce->cp.p, M = ce->e.M;
-    size_t i1 = c1 % m, j1 = c1 / m, i2 = c2 % m, j2 = c2 / m;
-    double s = 0.0;
-    for (size_t l = 0; l < ce->cp.q; l++) {
-        double k = i1 == i2 ? b->prior[l * m + i1]
-                            : gp_kernel_eval(ce->cp.kernels[l], P + i1 * ce->d, P + i2 * ce->d, 0);
-        s += ce->cp.B[l * p * p + j2 * p + j1] * k;
-    }
-    return s - gp_dot(b->V + c1 * M, b->V + c2 * M, M);
-}
-
-static double clamp_variance(double v, size_t *clamped)
-{
-    if (v < 0.0) {
-        (*clamped)++;
-        return 0.0;
-    }
-    return v;
-}
-
-static void fill_covariances(const gp_coreg_exact *ce, const double *P, const pred_block *b,
-                             int include_noise, gp_prediction *out)
-{
-    size_t m = b->m, p = ce->cp.p, mp = m * p;
-    for (size_t c2 = 0; c2 < mp; c2++)
-        for (size_t c1 = 0; c1 < mp; c1++) {
-            size_t j1 = c1 / m, j2 = c2 / m;
-            double v = latent_cov(ce, P, b, c1, c2);
-            if (c1 == c2)
-                v = clamp_variance(v + (include_noise ? ce->cp.noise[j1] : 0.0), &out->clamped);
-            v *= ce->cp.y_scale[j1] * ce->cp.y_scale[j2];
-            if (out->cross_covariance)
-                out->cross_covariance[c2 * mp + c1] = v;
-            if (j1 == j2 && out->covariance)
-                out->covariance[j1 * m * m + (c2 % m) * m + c1 % m] = v;
-        }
-}
-
-/* Means and variances of the b points P (working units) into out's rows
- * start .. start + b (original units). */
-static int predict_rows(const gp_coreg_exact *ce, const double *P, size_t b, size_t start,
-                        size_t m, int include_noise, gp_prediction *out, gp_error *err)
-{
-    pred_block blk;
-    int rc = block_columns(ce, P, b, &blk, err);
-    for (size_t j = 0; rc == GP_OK && j < ce->cp.p; j++)
-        for (size_t i = 0; i < b; i++) {
-            size_t c = j * b + i, o = j * m + start + i;
-            double v = latent_cov(ce, P, &blk, c, c) + (include_noise ? ce->cp.noise[j] : 0.0);
-            out->mean[o] = ce->cp.y_mean[j] + ce->cp.y_scale[j] * blk.mu[c];
-            out->variance[o] =
-                ce->cp.y_scale[j] * ce->cp.y_scale[j] * clamp_variance(v, &out->clamped);
-        }
-    block_free(&blk);
-    return rc;
-}
-
-/* Points per block: the whitened columns (M x b p) stay below 4M doubles;
- * a point's bits do not depend on its block. */
-#define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
-
-int gp_coreg_exact_predict(const gp_model *model, const gp_coreg_exact *ce,
-                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
-{
-    size_t m = req->m, d = ce->d, per = ce->e.M * ce->cp.p;
-    size_t block = per ? PREDICT_BLOCK_DOUBLES / per : m;
-    block = block < 1 ? 1 : block > m ? m : block;
-    double *P = NULL;
-    int rc = gp_model_points(model, req->X, m, &P, err);
-    if (rc == GP_OK && req->full_covariance) { /* one block: every pair is asked */
-        pred_block b;
-        rc = block_columns(ce, P, m, &b, err);
-        if (rc == GP_OK)
-            fill_covariances(ce, P, &b, req->include_noise, out);
-        block_free(&b);
-    }
-    for (size_t s = 0; rc == GP_OK && s < m; s += block) {
-        size_t b = m - s < block ? m - s : block;
-        rc = predict_rows(ce, P + s * d, b, s, m, req->include_noise, out, err);
-    }
-    free(P);
-    return rc;
-}
-
-/* ---- sample ---- */
-
-int gp_coreg_exact_sample(const gp_model *model, const gp_coreg_exact *ce,
-                          const gp_sample_request *req, double *samples, gp_error *err)
-{
-    size_t m = req->m, p = ce->cp.p, mp = m * p, ns = req->n_samples, cc = 0;
-    double *P = NULL, *C = NULL;
-    pred_block b;
-    memset(&b, 0, sizeof b);
-    int rc = gp_model_points(model, req->X, m, &P, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(mp, mp, &cc, err);
-    if (rc == GP_OK && (C = gp_alloc_doubles(cc ? cc : 1, err)) == NULL)
-        rc = GP_ENOMEM;
-    if (rc == GP_OK)
-        rc = block_columns(ce, P, m, &b, err);
-    for (size_t c2 = 0; rc == GP_OK && c2 < mp; c2++)
-        for (size_t c1 = 0; c1 < mp; c1++)
-            C[c2 * mp + c1] = latent_cov(ce, P, &b, c1, c2) +
-                              (c1 == c2 && req->include_noise ? ce->cp.noise[c1 / m] : 0.0);
-    gp_chol_info info;
-    if (rc == GP_OK && mp > 0)
-        rc = gp_cholesky_jitter(C, mp, mp, &info, err);
-    if (rc == GP_OK) {
-        gp_rng rng;
-        gp_rng_seed(&rng, req->seed);
-        double *e = gp_alloc_doubles(mp + 1, err);
-        for (size_t s = 0; e && s < ns; s++) {
-            gp_rng_normal_fill(&rng, e, mp);
-            for (size_t c = 0; c < mp; c++) { /* f = mu + L e, L lower */
-                double f = b.mu[c];
-                for (size_t k = 0; k <= c; k++)
-                    f += C[k * mp + c] * e[k];
-                size_t i = c % m, j = c / m;
-                samples[j * m * ns + s * m + i] = ce->cp.y_mean[j] + ce->cp.y_scale[j] * f;
-            }
-        }
-        rc = e ? GP_OK : GP_ENOMEM;
-        free(e);
-    }
-    block_free(&b);
-    free(C);
-    free(P);
-    return rc;
-}
-
-/* ---- export / import ---- */
-
-int gp_coreg_exact_state(const gp_state *st)
-{
-    return gp_state_find(st, "coreg_sizes") != NULL;
-}
-
-/* The Kronecker state: the decomposition and alpha as n x p. */
-static int export_kronecker(const gp_coreg_exact *ce, gp_state *st, gp_error *err)
-{
-    size_t n = ce->n, p = ce->cp.p;
-    int rc = gp_state_put(st, "coreg_U", n, n, ce->kr.U, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "coreg_s", n, 1, ce->kr.s, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "coreg_V", p, p, ce->kr.V, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "coreg_l", p, 1, ce->kr.l, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "coreg_A", n, p, ce->kr.A, err);
-    return rc;
-}
-
-int gp_coreg_exact_export(const gp_coreg_exact *ce, gp_state *st, gp_error *err)
-{
-    size_t M = ce->e.M;
-    double *idx = gp_alloc_doubles(2 * M + 1, err);
-    if (idx == NULL)
-        return GP_ENOMEM;
-    for (size_t a = 0; a < M; a++) {
-        idx[a] = (double)ce->e.row[a];
-        idx[M + a] = (double)ce->e.out[a];
-    }
-    int rc = gp_coreg_params_export(&ce->cp, st, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "coreg_entries", M, 2, idx, err);
-    free(idx);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "X_train", ce->d, ce->n, ce->Xt, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "y_train", M, 1, ce->yw, err);
-    if (rc == GP_OK && ce->kronecker)
-        rc = export_kronecker(ce, st, err);
-    if (rc == GP_OK && !ce->kronecker)
-        rc = gp_state_put(st, "alpha", M, 1, ce->alpha, err);
-    if (rc == GP_OK && !ce->kronecker)
-        rc = gp_state_put_cholesky(st, "chol_packed", ce->L, M, err);
-    if (rc == GP_OK)
-        rc = gp_state_put_scalar(st, "max_train_points", (double)ce->cap, err);
-    if (rc == GP_OK)
-        rc = gp_state_put_scalar(st, "coreg_kronecker", (double)ce->kronecker, err);
-    return rc;
-}
-
-/* The entries: rows < n in row order, outputs < p, each row observed. */
-static int import_entries(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
-{
-    const gp_named_array *a = gp_state_find(st, "coreg_entries");
-    if (a == NULL || a->cols != 2 || a->rows == 0)
-        return gp_error_set(err, GP_EDATA, "coreg_entries", "missing or corrupt entries");
-    size_t M = a->rows;
-    ce->e.M = M;
-    ce->e.row = malloc(M * sizeof *ce->e.row);
-    ce->e.out = malloc(M * sizeof *ce->e.out);
-    if (!ce->e.row || !ce->e.out)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    for (size_t i = 0; i < M; i++) {
-        double r = a->data[i], o = a->data[M + i];
-        if (!(r >= 0 && r < (double)ce->n && r == floor(r) && o >= 0 &&
-              o < (double)ce->cp.p && o == floor(o)))
-            return gp_error_set(err, GP_EDATA, "coreg_entries", "corrupt entries");
-        ce->e.row[i] = (size_t)r;
-        ce->e.out[i] = (size_t)o;
-        if (i > 0 && (ce->e.row[i] < ce->e.row[i - 1] ||
-                      (ce->e.row[i] == ce->e.row[i - 1] && ce->e.out[i] <= ce->e.out[i - 1])))
-            return gp_error_set(err, GP_EDATA, "coreg_entries", "corrupt entries");
-    }
-    return GP_OK;
-}
-
-static int import_one(const gp_state *st, const char *name, size_t rows, size_t cols,
-                      double **dst, gp_error *err)
-{
-    const double *src;
-    int rc = gp_state_get(st, name, rows, cols, &src, err);
-    if (rc == GP_OK && (*dst = gp_alloc_doubles(rows * cols, err)) == NULL)
-        rc = GP_ENOMEM;
-    if (rc == GP_OK)
-        memcpy(*dst, src, rows * cols * sizeof *src);
-    return rc;
-}
-
-/* The Kronecker state as exported; t = s l + 1 must be positive. */
-static int import_kronecker(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
-{
-    size_t n = ce->n, p = ce->cp.p;
-    gp_coreg_kron *kr = &ce->kr;
-    kr->n = n;
-    kr->p = p;
-    int rc = import_one(st, "coreg_U", n, n, &kr->U, err);
-    if (rc == GP_OK)
-        rc = import_one(st, "coreg_s", n, 1, &kr->s, err);
-    if (rc == GP_OK)
-        rc = import_one(st, "coreg_V", p, p, &kr->V, err);
-    if (rc == GP_OK)
-        rc = import_one(st, "coreg_l", p, 1, &kr->l, err);
-    if (rc == GP_OK)
-        rc = import_one(st, "coreg_A", n, p, &kr->A, err);
-    for (size_t k = 0; rc == GP_OK && k < p; k++)
-        for (size_t r = 0; rc == GP_OK && r < n; r++)
-            if (!(kr->s[r] * kr->l[k] + 1.0 > 0.0))
-                rc = gp_error_set(err, GP_EDATA, "coreg_s", "corrupt eigenvalues");
-    return rc == GP_OK ? kron_derived(ce, err) : rc;
-}
-
-static int import_arrays(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
-{
-    size_t M = ce->e.M, MM = 0;
-    const double *Xt, *y;
-    double cap = 0, kron = 0;
-    int rc = gp_state_get(st, "X_train", ce->d, ce->n, &Xt, err);
-    if (rc == GP_OK)
-        rc = gp_state_get(st, "y_train", M, 1, &y, err);
-    if (rc == GP_OK)
-        rc = gp_state_get_scalar(st, "max_train_points", &cap, err);
-    if (rc == GP_OK)
-        rc = gp_state_get_scalar(st, "coreg_kronecker", &kron, err);
-    if (rc == GP_OK && kron != 0.0 && !(ce->cp.q == 1 && M == ce->n * ce->cp.p))
-        rc = gp_error_set(err, GP_EDATA, "coreg_kronecker", "corrupt solver flag");
-    if (rc == GP_OK && !(cap >= 1 && cap <= 1e15 && cap == floor(cap) && cap >= (double)M))
-        rc = gp_error_set(err, GP_EDATA, "max_train_points", "corrupt point cap");
-    if (rc == GP_OK)
-        rc = gp_checked_size(M, M, &MM, err);
-    if (rc)
-        return rc;
-    ce->cap = (size_t)cap;
-    ce->kronecker = kron != 0.0;
-    if (!(ce->Xt = gp_alloc_doubles(ce->d * ce->n, err)) || !(ce->yw = gp_alloc_doubles(M, err)))
-        return GP_ENOMEM;
-    memcpy(ce->Xt, Xt, ce->d * ce->n * sizeof *Xt);
-    memcpy(ce->yw, y, M * sizeof *y);
-    if (ce->kronecker)
-        return import_kronecker(ce, st, err);
-    const double *alpha;
-    if ((rc = gp_state_get(st, "alpha", M, 1, &alpha, err)) != GP_OK)
-        return rc;
-    if (!(ce->alpha = gp_alloc_doubles(M, err)) || !(ce->L = gp_alloc_doubles(MM, err)))
-        return GP_ENOMEM;
-    memcpy(ce->alpha, alpha, M * sizeof *alpha);
-    return gp_state_get_cholesky(st, "chol_packed", M, ce->L, err);
-}
-
-int gp_coreg_exact_import(gp_model *model, const gp_state *st, gp_coreg_exact **out,
-                          gp_error *err)
-{
-    gp_coreg_exact *ce = calloc(1, sizeof *ce);
-    if (ce == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    ce->n = model->n_train;
-    ce->d = model->input_dim;
-    int rc = gp_coreg_params_import(&ce->cp, st, model->kernel, err);
-    if (rc == GP_OK && ce->cp.p != model->n_outputs)
-        rc = gp_error_set(err, GP_EDATA, "coreg_sizes", "output count differs from the model's");
-    if (rc == GP_OK)
-        rc = import_entries(ce, st, err);
-    if (rc == GP_OK)
-        rc = import_arrays(ce, st, err);
-    if (rc) {
-        gp_coreg_exact_free(ce);
-        return rc;
-    }
-    point_view(model, ce);
-    *out = ce;
     return GP_OK;
 }
 
@@ -816,7 +405,7 @@ int gp_coreg_exact_observe(gp_model *model, gp_coreg_exact *ce, const double *X,
             model->diag.objective = objective;
         } else {
             model->n_train = ce->n;
-            point_view(model, ce);
+            gp_coreg_exact_point_view(model, ce);
         }
     }
     gp_coreg_entries_free(&nw.e);
