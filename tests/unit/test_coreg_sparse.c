@@ -17,9 +17,14 @@
 #include <lapacke.h>
 
 #include "core/base/rng.h"
+#include "core/base/state.h"
+#include "core/base/value.h"
+#include "core/coreg/params.h"
 #include "core/coreg/sparse.h"
 #include "core/kernel/kernel.h"
 #include "core/linalg/linalg.h"
+#include "core/methods/registry.h"
+#include "core/model/model.h"
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -260,6 +265,269 @@ static void test_svgp_at_optimal_q_is_sgpr(void **state)
     problem_free(&pb);
 }
 
+
+/* A row whose outputs are all missing contributes nothing: the bound with
+ * it in X (and no entry of it) equals the bound without the row. */
+static void test_missing_equals_removed(void **state)
+{
+    (void)state;
+    problem pb;
+    problem_init(&pb, MZ);
+    double y1[(N + 1) * P], y2[N * P];
+    for (size_t i = 0; i < (N + 1) * P; i++)
+        y1[i] = NAN;
+    for (size_t i = 0; i < N * P; i++)
+        y2[i] = NAN;
+    for (size_t a = 0; a < pb.M; a++) { /* row N/2 of y1 is the extra one */
+        size_t i = pb.row[a], i1 = i < N / 2 ? i : i + 1;
+        y1[pb.out[a] * (N + 1) + i1] = pb.y[a];
+        y2[pb.out[a] * N + i] = pb.y[a];
+    }
+    double X1[D * (N + 1)];
+    for (size_t i = 0; i <= N; i++)
+        for (size_t k = 0; k < D; k++)
+            X1[i * D + k] = i == N / 2 ? 0.123 * (double)(k + 1)
+                                       : pb.X[(i < N / 2 ? i : i - 1) * D + k];
+    gp_coreg_entries e1, e2;
+    gp_error err;
+    assert_int_equal(gp_coreg_entries_build(y1, N + 1, P, &e1, &err), GP_OK);
+    assert_int_equal(gp_coreg_entries_build(y2, N, P, &e2, &err), GP_OK);
+    assert_int_equal(e1.M, pb.M);
+    double t1[N * P], t2[N * P];
+    for (size_t a = 0; a < e1.M; a++) {
+        t1[a] = y1[e1.out[a] * (N + 1) + e1.row[a]];
+        t2[a] = y2[e2.out[a] * N + e2.row[a]];
+    }
+    gp_coreg_sparse_at at = at_of(&pb);
+    gp_coreg_sparse_data d1 = {X1, N + 1, D, e1.M, e1.row, e1.out, t1};
+    gp_coreg_sparse_data d2 = {pb.X, N, D, e2.M, e2.row, e2.out, t2};
+    double F1, F2, E1, E2;
+    size_t K = LAT * MZ;
+    double *mq = calloc(K, sizeof *mq), *Lq = calloc(K * K, sizeof *Lq);
+    q_init(K, mq, Lq);
+    assert_int_equal(gp_coreg_sgpr_bound(&at, &d1, &F1, NULL, NULL, &err), GP_OK);
+    assert_int_equal(gp_coreg_sgpr_bound(&at, &d2, &F2, NULL, NULL, &err), GP_OK);
+    assert_int_equal(gp_coreg_svgp_elbo(&at, &d1, mq, Lq, &E1, NULL, NULL, &err), GP_OK);
+    assert_int_equal(gp_coreg_svgp_elbo(&at, &d2, mq, Lq, &E2, NULL, NULL, &err), GP_OK);
+    assert_true(fabs(F1 - F2) < 1e-10 * (1.0 + fabs(F1)));
+    assert_true(fabs(E1 - E2) < 1e-10 * (1.0 + fabs(E1)));
+    free(mq);
+    free(Lq);
+    gp_coreg_entries_free(&e1);
+    gp_coreg_entries_free(&e2);
+    problem_free(&pb);
+}
+
+/* ---- the methods ---- */
+
+enum { FN = 40, FP = 2 };
+
+/* Two correlated outputs of one input, output 1 missing on every third row. */
+static void method_data(double *X, double *Y)
+{
+    for (size_t i = 0; i < FN; i++) {
+        double x = -2.0 + 4.0 * (double)i / (FN - 1);
+        X[i] = x;
+        Y[i] = sin(2.0 * x) + 0.05 * cos(13.0 * x);
+        Y[FN + i] = i % 3 == 1 ? NAN : 2.0 * sin(2.0 * x) + 0.5 + 0.05 * sin(17.0 * x);
+    }
+}
+
+typedef struct coreg_opts {
+    gp_value obj, items[2];
+    char *keys[2];
+    gp_option_value ov[3];
+} coreg_opts;
+
+static size_t coreg_options(coreg_opts *o, const char *type, size_t inducing)
+{
+    memset(o, 0, sizeof *o);
+    o->keys[0] = (char *)"type";
+    o->items[0].type = GP_VALUE_STRING;
+    o->items[0].string = (char *)type;
+    o->obj.type = GP_VALUE_OBJECT;
+    o->obj.keys = o->keys;
+    o->obj.items = o->items;
+    o->obj.n = 1;
+    o->ov[0].name = "coregionalization";
+    o->ov[0].object = &o->obj;
+    o->ov[1].name = "inducing";
+    o->ov[1].number = (double)inducing;
+    o->ov[2].name = "max_iterations";
+    o->ov[2].number = 60;
+    return 3;
+}
+
+static gp_model *fit_coreg(const char *method, const char *type, size_t inducing, double *X,
+                           double *Y)
+{
+    const gp_method *me = gp_method_find(method);
+    assert_non_null(me);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
+    coreg_opts o;
+    size_t no = coreg_options(&o, type, inducing);
+    method_data(X, Y);
+    gp_fit_request req = {.X = X, .y = Y, .n = FN, .d = 1, .kernel = k, .standardize = 1,
+                          .seed = 3, .options = o.ov, .n_options = no, .n_outputs = FP};
+    gp_model *model = NULL;
+    int rc = gp_model_fit(me, &req, &model, &err);
+    if (rc != GP_OK)
+        fail_msg("%s %s: %s (field %s)", method, type, err.message, err.field);
+    gp_kernel_free(k);
+    assert_int_equal(model->coreg.type, strcmp(type, "icm") == 0 ? GP_COREG_ICM : GP_COREG_LMC);
+    assert_int_equal(model->n_outputs, FP);
+    return model;
+}
+
+static void predict_model(const gp_model *model, const double *Xs, size_t m, int full,
+                          double *mu, double *var, double *cov, double *cross)
+{
+    gp_predict_request pr = {.X = Xs, .m = m, .d = 1, .include_noise = 0,
+                             .full_covariance = full};
+    gp_prediction out = {.mean = mu, .variance = var, .covariance = cov,
+                         .cross_covariance = cross};
+    gp_error err;
+    if (gp_model_predict(model, &pr, &out, &err) != GP_OK)
+        fail_msg("predict: %s", err.message);
+}
+
+/* Fit, predict near the truth, batch invariance, covariances consistent,
+ * export/import bit for bit, samples of the right shape. */
+static void method_round(const char *method, const char *type)
+{
+    double X[FN], Y[FN * FP];
+    gp_model *model = fit_coreg(method, type, 12, X, Y);
+    enum { TM = 5 };
+    double Xs[TM] = {-1.5, -0.7, 0.1, 0.9, 1.7};
+    double mu[TM * FP], var[TM * FP], cov[TM * TM * FP], cross[TM * FP * TM * FP];
+    predict_model(model, Xs, TM, 1, mu, var, cov, cross);
+    for (size_t i = 0; i < TM; i++) {
+        double t0 = sin(2.0 * Xs[i]), t1 = 2.0 * t0 + 0.5;
+        if (!(fabs(mu[i] - t0) < 0.15 && fabs(mu[TM + i] - t1) < 0.3))
+            fail_msg("%s %s: point %zu predicted (%g, %g), truth (%g, %g)", method, type, i,
+                     mu[i], mu[TM + i], t0, t1);
+        for (size_t j = 0; j < FP; j++) {
+            size_t r = i + TM * j;
+            assert_true(var[r] >= 0.0);
+            assert_true(fabs(cross[r * TM * FP + r] - var[r]) <= 1e-12 * (1.0 + var[r]));
+            assert_true(fabs(cov[j * TM * TM + i * TM + i] - var[r]) <= 1e-12 * (1.0 + var[r]));
+        }
+    }
+    /* batch invariance: each point alone gives the same bits */
+    for (size_t i = 0; i < TM; i++) {
+        double m1[FP], v1[FP];
+        predict_model(model, Xs + i, 1, 0, m1, v1, NULL, NULL);
+        for (size_t j = 0; j < FP; j++) {
+            assert_memory_equal(&m1[j], &mu[i + TM * j], sizeof(double));
+            assert_memory_equal(&v1[j], &var[i + TM * j], sizeof(double));
+        }
+    }
+    /* round trip */
+    gp_state st;
+    gp_state_init(&st);
+    gp_error err;
+    assert_int_equal(gp_model_export(model, &st, &err), GP_OK);
+    gp_model *back = NULL;
+    if (gp_model_import(model->method, &st, &back, &err) != GP_OK)
+        fail_msg("import: %s", err.message);
+    double mu2[TM * FP], var2[TM * FP];
+    predict_model(back, Xs, TM, 0, mu2, var2, NULL, NULL);
+    assert_memory_equal(mu, mu2, sizeof mu);
+    assert_memory_equal(var, var2, sizeof var);
+    assert_int_equal(back->coreg.type, model->coreg.type);
+    assert_int_equal(back->coreg.n_observed, model->coreg.n_observed);
+    /* samples: m x n_samples x p, their spread near the variance */
+    enum { NS = 400 };
+    double *smp = malloc(TM * NS * FP * sizeof *smp);
+    gp_sample_request sr = {.X = Xs, .m = TM, .d = 1, .n_samples = NS, .seed = 5};
+    if (gp_model_sample(back, &sr, smp, &err) != GP_OK)
+        fail_msg("sample: %s", err.message);
+    for (size_t j = 0; j < FP; j++) {
+        double s = 0.0;
+        for (size_t t = 0; t < NS; t++)
+            s += smp[j * TM * NS + t * TM + 2];
+        s /= NS;
+        assert_true(fabs(s - mu[2 + TM * j]) < 4.0 * sqrt(var[2 + TM * j] / NS) + 1e-6);
+    }
+    free(smp);
+    gp_model_free(back);
+    gp_state_free(&st);
+    gp_model_free(model);
+}
+
+static void test_sgpr_icm_method(void **state)
+{
+    (void)state;
+    method_round("sgpr", "icm");
+}
+
+static void test_sgpr_lmc_method(void **state)
+{
+    (void)state;
+    method_round("sgpr", "lmc");
+}
+
+static void test_svgp_icm_method(void **state)
+{
+    (void)state;
+    method_round("svgp", "icm");
+}
+
+static void test_svgp_lmc_method(void **state)
+{
+    (void)state;
+    method_round("svgp", "lmc");
+}
+
+/* Refused naming the field: solver on a sparse method, adam, a likelihood
+ * other than gaussian, several outputs without the option. */
+static void test_bad_input(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    method_data(X, Y);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
+    coreg_opts o;
+    size_t no = coreg_options(&o, "icm", 8);
+    gp_fit_request req = {.X = X, .y = Y, .n = FN, .d = 1, .kernel = k, .standardize = 1,
+                          .seed = 3, .options = o.ov, .n_options = no, .n_outputs = FP};
+    gp_model *model = NULL;
+    /* solver is exact's */
+    o.keys[1] = (char *)"solver";
+    o.items[1].type = GP_VALUE_STRING;
+    o.items[1].string = (char *)"kronecker";
+    o.obj.n = 2;
+    assert_int_not_equal(gp_model_fit(gp_method_find("sgpr"), &req, &model, &err), GP_OK);
+    assert_string_equal(err.field, "options.coregionalization.solver");
+    o.obj.n = 1;
+    /* adam */
+    gp_option_value ov[4];
+    memcpy(ov, o.ov, sizeof o.ov);
+    ov[3].name = "optimizer";
+    ov[3].string = "adam";
+    req.options = ov;
+    req.n_options = 4;
+    assert_int_not_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_OK);
+    assert_string_equal(err.field, "options.optimizer");
+    req.options = o.ov;
+    req.n_options = no;
+    /* bernoulli */
+    req.likelihood = GP_LIK_BERNOULLI;
+    assert_int_not_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_OK);
+    assert_string_equal(err.field, "likelihood");
+    req.likelihood = GP_LIK_GAUSSIAN;
+    /* several outputs without the option */
+    req.n_options = 0;
+    assert_int_not_equal(gp_model_fit(gp_method_find("sgpr"), &req, &model, &err), GP_OK);
+    assert_string_equal(err.field, "y");
+    assert_null(model);
+    gp_kernel_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +535,12 @@ int main(void)
         cmocka_unit_test(test_svgp_gradient),
         cmocka_unit_test(test_sgpr_full_rank_is_exact),
         cmocka_unit_test(test_svgp_at_optimal_q_is_sgpr),
+        cmocka_unit_test(test_missing_equals_removed),
+        cmocka_unit_test(test_sgpr_icm_method),
+        cmocka_unit_test(test_sgpr_lmc_method),
+        cmocka_unit_test(test_svgp_icm_method),
+        cmocka_unit_test(test_svgp_lmc_method),
+        cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

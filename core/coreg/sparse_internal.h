@@ -1,0 +1,36 @@
+/* What the files of the coregionalised sparse models share
+ * (core/coreg/sparse_model.h): the impl and the mixing matrix A. */
+#ifndef GP_COREG_SPARSE_INTERNAL_H
+#define GP_COREG_SPARSE_INTERNAL_H
+
+#include "core/coreg/params.h"
+#include "core/coreg/sparse.h"
+#include "core/inducing/inducing.h"
+
+typedef struct gp_coreg_sparse_impl {
+    /* m = 0, everything else zero: the mark gp_coreg_sparse_impl_is reads
+     * (sgpr's and svgp's other impl is a gp_inducing_post with m >= 1). */
+    gp_inducing_post none;
+    gp_coreg_params cp;
+    size_t m, d, per_q, K; /* inducing points, input width, latents per kernel, L m */
+    double *Z;             /* d x m */
+    double *Lf;            /* q blocks m x m: chol(Kuu_q + jitter) */
+    double *A;             /* p x L */
+    gp_coreg_sparse_post post;
+    gp_kernel_points **Zp; /* q: Z prepared for each latent kernel */
+} gp_coreg_sparse_impl;
+
+/* Latents per kernel: the R columns of W_q, and p more with kappa. */
+size_t gp_coreg_sparse_per_q(const gp_coreg_params *cp);
+/* A (p x q per_q) from W and kappa. */
+void gp_coreg_sparse_build_A(const gp_coreg_params *cp, double *A);
+/* The optimiser's gradient of cp's packing (gp_coreg_params_dim entries)
+ * from dF/dA, dF/dtheta_q and dF/ds (gB: q p p scratch). */
+void gp_coreg_sparse_chain(const gp_coreg_params *cp, const double *gk, const double *gA,
+                           const double *gs, double *gB, double *g);
+/* Z prepared for the kernels and the Kuu factors, after a fit or import. */
+int gp_coreg_sparse_impl_prepare(gp_coreg_sparse_impl *im, gp_error *err);
+/* The at of the impl's parameters. */
+gp_coreg_sparse_at gp_coreg_sparse_impl_at(const gp_coreg_sparse_impl *im);
+
+#endif
