@@ -372,6 +372,7 @@ int gp_coreg_sparse_fit(const gp_method *me, const gp_fit_request *req, gp_coreg
         gp_model_free(model);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
+    gp_coreg_sparse_impl_mark(im);
     size_t p = req->n_outputs;
     gp_coreg_entries e = {0};
     double *X = NULL, *yw = NULL;

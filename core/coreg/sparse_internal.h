@@ -8,8 +8,9 @@
 #include "core/inducing/inducing.h"
 
 typedef struct gp_coreg_sparse_impl {
-    /* m = 0, everything else zero: the mark gp_coreg_sparse_impl_is reads
-     * (sgpr's and svgp's other impl is a gp_inducing_post with m >= 1). */
+    /* Unused but for none.Z, the mark gp_coreg_sparse_impl_is reads
+     * (gp_coreg_sparse_impl_mark): sgpr's and svgp's other impl is a
+     * gp_inducing_post, so both begin alike. */
     gp_inducing_post none;
     gp_coreg_params cp;
     size_t m, d, per_q, K; /* inducing points, input width, latents per kernel, L m */
@@ -20,6 +21,8 @@ typedef struct gp_coreg_sparse_impl {
     gp_kernel_points **Zp; /* q: Z prepared for each latent kernel */
 } gp_coreg_sparse_impl;
 
+/* Mark a new (zeroed) impl as this module's. */
+void gp_coreg_sparse_impl_mark(gp_coreg_sparse_impl *im);
 /* Latents per kernel: the R columns of W_q, and p more with kappa. */
 size_t gp_coreg_sparse_per_q(const gp_coreg_params *cp);
 /* A (p x q per_q) from W and kappa. */

@@ -18,8 +18,8 @@ typedef enum gp_coreg_sparse_kind { GP_COREG_SPARSE_SGPR = 0, GP_COREG_SPARSE_SV
  * be auto or lbfgs). */
 int gp_coreg_sparse_fit(const gp_method *me, const gp_fit_request *req, gp_coreg_sparse_kind kind,
                         gp_model **out, gp_error *err);
-/* 1 when a model's impl is this module's (the method's other impl is a
- * gp_inducing_post, whose m is never 0: this impl begins with one of m 0). */
+/* 1 when a model's impl (sgpr's or svgp's) is this module's rather than a
+ * gp_inducing_post: this impl begins with one whose Z is a marker. */
 int gp_coreg_sparse_impl_is(const void *impl);
 int gp_coreg_sparse_predict(const gp_model *model, const gp_predict_request *req,
                             gp_prediction *out, gp_error *err);

@@ -19,9 +19,18 @@
 #include "core/coreg/sparse_internal.h"
 #include "core/linalg/linalg.h"
 
+/* none.Z of every coregionalised impl: an address no inducing posterior's
+ * Z can hold (theirs are NULL or their own allocation). */
+static double impl_mark;
+
+void gp_coreg_sparse_impl_mark(gp_coreg_sparse_impl *im)
+{
+    im->none.Z = &impl_mark;
+}
+
 int gp_coreg_sparse_impl_is(const void *impl)
 {
-    return impl != NULL && ((const gp_inducing_post *)impl)->m == 0;
+    return impl != NULL && ((const gp_inducing_post *)impl)->Z == &impl_mark;
 }
 
 void gp_coreg_sparse_free(void *impl)
@@ -369,6 +378,7 @@ int gp_coreg_sparse_import(gp_model *model, const gp_state *st, gp_error *err)
     gp_coreg_sparse_impl *im = calloc(1, sizeof *im);
     if (im == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    gp_coreg_sparse_impl_mark(im);
     im->d = model->input_dim;
     double n_obs = 0.0;
     int rc = gp_coreg_params_import(&im->cp, st, model->kernel, err);
