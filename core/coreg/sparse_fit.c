@@ -5,7 +5,7 @@
  * its lower factor with the diagonal as its log, as svgp's own full-batch
  * fit packs it). svgp's q starts at the collapsed optimum of the starting
  * hyperparameters, where its ELBO equals sgpr's bound. */
-#include "core/coreg/sparse_model.h"
+#include "core/coreg/sparse_fit.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -13,53 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/coreg/sparse_internal.h"
+#include "core/coreg/sparse_impl.h"
 #include "core/linalg/linalg.h"
 #include "core/optim/driver.h"
 
-size_t gp_coreg_sparse_per_q(const gp_coreg_params *cp)
-{
-    return cp->rank + (cp->learn_kappa ? cp->p : 0);
-}
-
-void gp_coreg_sparse_build_A(const gp_coreg_params *cp, double *A)
-{
-    size_t p = cp->p, R = cp->rank, per_q = gp_coreg_sparse_per_q(cp);
-    memset(A, 0, p * cp->q * per_q * sizeof *A);
-    for (size_t q = 0; q < cp->q; q++) {
-        for (size_t r = 0; r < R; r++)
-            for (size_t j = 0; j < p; j++)
-                A[j + (q * per_q + r) * p] = cp->W[q * p * R + r * p + j];
-        for (size_t j = 0; cp->learn_kappa && j < p; j++)
-            A[j + (q * per_q + R + j) * p] = sqrt(cp->kappa[q * p + j]);
-    }
-}
-
-void gp_coreg_sparse_chain(const gp_coreg_params *cp, const double *gk, const double *gA,
-                           const double *gs, double *gB, double *g)
-{
-    size_t p = cp->p, R = cp->rank, per_q = gp_coreg_sparse_per_q(cp);
-    size_t o = gp_coreg_params_w_offset(cp);
-    memset(gB, 0, cp->q * p * p * sizeof *gB);
-    gp_coreg_params_chain(cp, gk, gB, gs, g); /* kernels and noises; W and kappa below */
-    for (size_t q = 0; q < cp->q; q++)
-        for (size_t r = 0; r < R; r++)
-            for (size_t j = 0; j < p; j++)
-                g[o + q * p * R + r * p + j] = gA[j + (q * per_q + r) * p];
-    o += cp->q * p * R;
-    /* A = sqrt(kappa) = exp(x / 2): dF/dx = dF/dA sqrt(kappa) / 2 */
-    for (size_t q = 0; cp->learn_kappa && q < cp->q; q++)
-        for (size_t j = 0; j < p; j++)
-            g[o + q * p + j] = 0.5 * gA[j + (q * per_q + R + j) * p] * sqrt(cp->kappa[q * p + j]);
-}
-
-gp_coreg_sparse_at gp_coreg_sparse_impl_at(const gp_coreg_sparse_impl *im)
-{
-    gp_coreg_sparse_at at = {im->cp.p, im->cp.q, im->per_q,
-                             (const gp_kernel *const *)im->cp.kernels, im->A, im->cp.noise,
-                             im->Z, im->m};
-    return at;
-}
 
 /* ---- the objective ---- */
 

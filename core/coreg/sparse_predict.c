@@ -9,59 +9,17 @@
  * The mean and variance are per-point arithmetic in a fixed order (the
  * kernel row, gp_solve_lower_columns, gp_dot), so a point's answer does not
  * depend on the other points of the call (batch_invariant). */
-#include "core/coreg/sparse_model.h"
+#include "core/coreg/sparse_predict.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/coreg/sparse_internal.h"
+#include "core/coreg/sparse_impl.h"
 #include "core/linalg/linalg.h"
 
-/* none.Z of every coregionalised impl: an address no inducing posterior's
- * Z can hold (theirs are NULL or their own allocation). */
-static double impl_mark;
 
-void gp_coreg_sparse_impl_mark(gp_coreg_sparse_impl *im)
-{
-    im->none.Z = &impl_mark;
-}
-
-int gp_coreg_sparse_impl_is(const void *impl)
-{
-    return impl != NULL && ((const gp_inducing_post *)impl)->Z == &impl_mark;
-}
-
-void gp_coreg_sparse_free(void *impl)
-{
-    gp_coreg_sparse_impl *im = impl;
-    if (im == NULL)
-        return;
-    for (size_t q = 0; im->Zp && q < im->cp.q; q++)
-        gp_kernel_points_free(im->Zp[q]);
-    free(im->Zp);
-    gp_coreg_params_free(&im->cp);
-    free(im->Z);
-    free(im->Lf);
-    free(im->A);
-    gp_coreg_sparse_post_free(&im->post);
-    free(im);
-}
-
-int gp_coreg_sparse_impl_prepare(gp_coreg_sparse_impl *im, gp_error *err)
-{
-    size_t q = im->cp.q, m = im->m;
-    im->Lf = gp_alloc_doubles(q * m * m, err);
-    im->Zp = calloc(q, sizeof *im->Zp);
-    if (!im->Lf || !im->Zp)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
-    int rc = gp_coreg_sparse_kuu(&at, im->Lf, err);
-    for (size_t l = 0; rc == GP_OK && l < q; l++)
-        rc = gp_kernel_points_new(im->cp.kernels[l], im->Z, m, &im->Zp[l], err);
-    return rc;
-}
 
 /* ---- predict ---- */
 

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "core/coreg/params.h"
-#include "core/coreg/sparse_model.h"
+#include "core/coreg/sparse_fit.h"
+#include "core/coreg/sparse_impl.h"
+#include "core/coreg/sparse_predict.h"
 #include "core/inducing/inducing.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"

@@ -3,7 +3,9 @@
 #include "core/methods/svgp/svgp.h"
 
 #include "core/coreg/params.h"
-#include "core/coreg/sparse_model.h"
+#include "core/coreg/sparse_fit.h"
+#include "core/coreg/sparse_impl.h"
+#include "core/coreg/sparse_predict.h"
 #include "core/methods/svgp/fit.h"
 #include "core/methods/svgp/internal.h"
 

@@ -1,7 +1,8 @@
-/* What the files of the coregionalised sparse models share
- * (core/coreg/sparse_model.h): the impl and the mixing matrix A. */
-#ifndef GP_COREG_SPARSE_INTERNAL_H
-#define GP_COREG_SPARSE_INTERNAL_H
+/* gpserve core: the impl of a coregionalised sgpr or svgp model
+ * (core/coreg/sparse_fit.h, sparse_predict.h) and the mixing matrix A of
+ * its latent functions (core/coreg/sparse.h). */
+#ifndef GP_COREG_SPARSE_IMPL_H
+#define GP_COREG_SPARSE_IMPL_H
 
 #include "core/coreg/params.h"
 #include "core/coreg/sparse.h"
@@ -21,6 +22,11 @@ typedef struct gp_coreg_sparse_impl {
     gp_kernel_points **Zp; /* q: Z prepared for each latent kernel */
 } gp_coreg_sparse_impl;
 
+/* 1 when a model's impl (sgpr's or svgp's) is a gp_coreg_sparse_impl
+ * rather than a gp_inducing_post: none.Z is a marker no posterior holds. */
+int gp_coreg_sparse_impl_is(const void *impl);
+/* gp_method.free_impl of such an impl. */
+void gp_coreg_sparse_free(void *impl);
 /* Mark a new (zeroed) impl as this module's. */
 void gp_coreg_sparse_impl_mark(gp_coreg_sparse_impl *im);
 /* Latents per kernel: the R columns of W_q, and p more with kappa. */
