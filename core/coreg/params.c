@@ -12,13 +12,18 @@
 
 /* ---- the option ---- */
 
-const char gp_coreg_option_schema[] =
-    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"type\"], "
-    "\"properties\": {\"type\": {\"type\": \"string\", \"enum\": [\"icm\", \"lmc\"]}, "
-    "\"rank\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 16}, "
-    "\"latents\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 8}, "
-    "\"kappa\": {\"type\": \"boolean\"}, "
-    "\"solver\": {\"type\": \"string\", \"enum\": [\"auto\", \"kronecker\", \"general\"]}}}";
+#define COREG_SCHEMA_MEMBERS                                                                   \
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"type\"], "         \
+    "\"properties\": {\"type\": {\"type\": \"string\", \"enum\": [\"icm\", \"lmc\"]}, "             \
+    "\"rank\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 16}, "                        \
+    "\"latents\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 8}, "                      \
+    "\"kappa\": {\"type\": \"boolean\"}"
+
+const char gp_coreg_option_schema[] = COREG_SCHEMA_MEMBERS "}}";
+
+const char gp_coreg_option_schema_solver[] =
+    COREG_SCHEMA_MEMBERS ", \"solver\": {\"type\": \"string\", "
+                         "\"enum\": [\"auto\", \"kronecker\", \"general\"]}}}";
 
 const char gp_coreg_option_help[] =
     "several outputs modelled jointly (docs/design/multioutput.md): {\"type\": \"icm\" | "
@@ -115,14 +120,27 @@ int gp_coreg_spec_parse(const gp_value *v, const char *field, int solver_allowed
     return rc;
 }
 
+static int check_option(const char *name, const gp_value *v, const char *field,
+                        int solver_allowed, gp_error *err)
+{
+    if (strcmp(name, "coregionalization") != 0)
+        return gp_error_set(err, GP_EINVAL, field, "unknown option");
+    gp_coreg_spec s;
+    return gp_coreg_spec_parse(v, field, solver_allowed, &s, err);
+}
+
 int gp_coreg_check_option(const char *name, const gp_value *v, size_t d, const char *field,
                           gp_error *err)
 {
     (void)d;
-    if (strcmp(name, "coregionalization") != 0)
-        return gp_error_set(err, GP_EINVAL, field, "unknown option");
-    gp_coreg_spec s;
-    return gp_coreg_spec_parse(v, field, 0, &s, err);
+    return check_option(name, v, field, 0, err);
+}
+
+int gp_coreg_check_option_solver(const char *name, const gp_value *v, size_t d,
+                                 const char *field, gp_error *err)
+{
+    (void)d;
+    return check_option(name, v, field, 1, err);
 }
 
 int gp_coreg_spec_check_outputs(const gp_coreg_spec *s, size_t p, gp_error *err)

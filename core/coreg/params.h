@@ -34,8 +34,10 @@ typedef struct gp_coreg_spec {
     gp_coreg_solver solver; /* exact only */
 } gp_coreg_spec;
 
-/* The option's JSON Schema (the descriptor's choices text). */
+/* The option's JSON Schema (the descriptor's choices text), without and
+ * with the member `solver` (exact's). */
 extern const char gp_coreg_option_schema[];
+extern const char gp_coreg_option_schema_solver[];
 /* The descriptor's help text of the option. */
 extern const char gp_coreg_option_help[];
 
@@ -48,6 +50,9 @@ int gp_coreg_spec_parse(const gp_value *v, const char *field, int solver_allowed
 /* A check_option for a method whose only OBJECT option is this one. */
 int gp_coreg_check_option(const char *name, const gp_value *v, size_t d, const char *field,
                           gp_error *err);
+/* The same for exact, whose option also takes `solver`. */
+int gp_coreg_check_option_solver(const char *name, const gp_value *v, size_t d,
+                                 const char *field, gp_error *err);
 /* At fit time, with p outputs: rank <= p, p <= GP_COREG_MAX_OUTPUTS. */
 int gp_coreg_spec_check_outputs(const gp_coreg_spec *s, size_t p, gp_error *err);
 /* The request's spec (type NONE without the option); checks with p. */

@@ -158,8 +158,9 @@ static int check_coreg_taken(const gp_method *m, const gp_fit_request *req, gp_e
         return gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
                             "kernel.priors: priors and bounds with options.coregionalization "
                             "are not supported yet (held parameters are)");
+    /* solver: the method's own check_option has taken or refused it */
     gp_coreg_spec spec;
-    return gp_coreg_spec_from_request(req, 0, &spec, err);
+    return gp_coreg_spec_from_request(req, 1, &spec, err);
 }
 
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
