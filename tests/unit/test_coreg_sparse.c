@@ -19,7 +19,9 @@
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/base/value.h"
+#include "core/coreg/lml.h"
 #include "core/coreg/params.h"
+#include "core/coreg/sparse_impl.h"
 #include "core/coreg/sparse.h"
 #include "core/kernel/kernel.h"
 #include "core/linalg/linalg.h"
@@ -28,7 +30,7 @@
 
 #define LOG_2PI 1.8378770664093454836
 
-enum { N = 11, D = 2, P = 3, Q = 2, R = 1, PER_Q = R + P, LAT = Q * PER_Q, MZ = 4 };
+enum { N = 11, D = 2, D_DIM = D, P = 3, Q = 2, R = 1, PER_Q = R + P, LAT = Q * PER_Q, MZ = 4 };
 
 typedef struct problem {
     double X[D * N], Z[D * N], A[P * LAT], noise[P];
@@ -318,6 +320,73 @@ static void test_missing_equals_removed(void **state)
     problem_free(&pb);
 }
 
+/* With Z = X, sgpr's bound in the packed coordinates of the shared
+ * parameters (core/coreg/params.h) is the exact coregionalised LML of
+ * core/coreg/lml.h, value and gradient (up to Kuu's jitter): checks the chain
+ * from dF/dA to W and log kappa against the exact path's chain from B. */
+static void full_rank_against_exact(gp_coreg_type type, size_t latents, size_t rank)
+{
+    problem pb;
+    problem_init(&pb, N);
+    gp_error err;
+    gp_coreg_spec spec = {type, rank, latents, 1, GP_COREG_SOLVER_AUTO};
+    gp_coreg_params cp;
+    assert_int_equal(gp_coreg_params_init(&cp, &spec, P, pb.k[0], NULL, &err), GP_OK);
+    size_t dim = gp_coreg_params_dim(&cp);
+    double *x = calloc(dim, sizeof *x), *g1 = calloc(dim, sizeof *g1), *g2 = calloc(dim, sizeof *g2);
+    gp_coreg_params_pack(&cp, x);
+    for (size_t i = 0; i < dim; i++) /* away from the symmetric start */
+        x[i] += 0.1 * sin(3.0 * (double)i + 1.0);
+    gp_coreg_params_unpack(&cp, x);
+    double yw[N * P], Y[N * P];
+    for (size_t i = 0; i < N * P; i++)
+        Y[i] = NAN;
+    for (size_t a = 0; a < pb.M; a++)
+        Y[pb.out[a] * N + pb.row[a]] = pb.y[a];
+    gp_coreg_entries e;
+    assert_int_equal(gp_coreg_entries_build(Y, N, P, &e, &err), GP_OK);
+    for (size_t a = 0; a < e.M; a++)
+        yw[a] = Y[e.out[a] * N + e.row[a]];
+    gp_coreg_data cd = {pb.X, N, D_DIM, &e, yw};
+    double *A = calloc(e.M * e.M, sizeof *A), *alpha = calloc(e.M, sizeof *alpha), lml;
+    assert_int_equal(gp_coreg_lml_general(&cp, &cd, A, alpha, &lml, g1, NULL, NULL, &err), GP_OK);
+    size_t per_q = gp_coreg_sparse_per_q(&cp), L = cp.q * per_q;
+    double *Am = calloc(P * L, sizeof *Am);
+    gp_coreg_sparse_build_A(&cp, Am);
+    gp_coreg_sparse_at at = {P, cp.q, per_q, (const gp_kernel *const *)cp.kernels, Am, cp.noise,
+                             pb.X, N};
+    gp_coreg_sparse_data sd = {pb.X, N, D_DIM, e.M, e.row, e.out, yw};
+    double *gk = calloc(cp.q * cp.n_kparams, sizeof *gk), *gA = calloc(P * L, sizeof *gA);
+    double gs[P], *gB = calloc(cp.q * P * P, sizeof *gB), F;
+    gp_coreg_sparse_grad gr = {gk, gA, gs, NULL, NULL, NULL};
+    assert_int_equal(gp_coreg_sgpr_bound(&at, &sd, &F, &gr, NULL, &err), GP_OK);
+    gp_coreg_sparse_chain(&cp, gk, gA, gs, gB, g2);
+    if (!(fabs(F - lml) < 1e-4 * (1.0 + fabs(lml))))
+        fail_msg("bound %.10g, exact LML %.10g", F, lml);
+    for (size_t i = 0; i < dim; i++)
+        if (!(fabs(g1[i] - g2[i]) < 1e-3 * (1.0 + fabs(g1[i]))))
+            fail_msg("packed gradient [%zu]: bound %.8g, exact %.8g", i, g2[i], g1[i]);
+    free(x);
+    free(g1);
+    free(g2);
+    free(A);
+    free(alpha);
+    free(Am);
+    free(gk);
+    free(gA);
+    free(gB);
+    gp_coreg_entries_free(&e);
+    gp_coreg_params_free(&cp);
+    problem_free(&pb);
+}
+
+static void test_full_rank_against_exact(void **state)
+{
+    (void)state;
+    full_rank_against_exact(GP_COREG_ICM, 1, 2);
+    full_rank_against_exact(GP_COREG_LMC, 2, 1);
+}
+
 /* ---- the methods ---- */
 
 enum { FN = 40, FP = 2 };
@@ -536,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_sgpr_full_rank_is_exact),
         cmocka_unit_test(test_svgp_at_optimal_q_is_sgpr),
         cmocka_unit_test(test_missing_equals_removed),
+        cmocka_unit_test(test_full_rank_against_exact),
         cmocka_unit_test(test_sgpr_icm_method),
         cmocka_unit_test(test_sgpr_lmc_method),
         cmocka_unit_test(test_svgp_icm_method),
