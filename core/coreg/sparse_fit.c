@@ -269,6 +269,26 @@ static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, dou
     return rc;
 }
 
+/* The model's common fields as exact's coregionalised model has them: its
+ * kernel is latent 0's, its noise output 0's (every number is in
+ * model->coreg), one output's standardisation when p is 1. */
+static int fill_common(gp_model *model, const gp_coreg_params *cp, gp_error *err)
+{
+    double *theta = gp_alloc_doubles(cp->n_kparams + 1, err);
+    if (theta == NULL)
+        return GP_ENOMEM;
+    gp_kernel_get_params(cp->kernels[0], theta);
+    gp_kernel_set_params(model->kernel, theta);
+    model->kernel->fixed = cp->kernels[0]->fixed;
+    free(theta);
+    model->noise_variance = cp->noise[0];
+    if (cp->p == 1) {
+        model->y_mean = cp->y_mean[0];
+        model->y_scale = cp->y_scale[0];
+    }
+    return GP_OK;
+}
+
 static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *req,
                     gp_coreg_sparse_kind kind, gp_coreg_sparse_impl *im, const double *X,
                     const gp_coreg_entries *e, const double *yw, gp_error *err)
@@ -347,7 +367,7 @@ int gp_coreg_sparse_fit(const gp_method *me, const gp_fit_request *req, gp_coreg
     if (rc == GP_OK) {
         gp_coreg_params_view(&im->cp, &model->coreg);
         model->coreg.n_observed = e.M;
-        model->noise_variance = im->cp.noise[0];
+        rc = fill_common(model, &im->cp, err);
     }
     free(X);
     free(yw);
