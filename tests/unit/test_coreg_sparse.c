@@ -550,6 +550,99 @@ static void test_svgp_lmc_method(void **state)
     method_round("svgp", "lmc");
 }
 
+/* sum_q B_q[ja,jb] k_q(xa, xb) */
+static double kco(const gp_coreg_view *v, double Bq[][FP * FP], const double *xa, size_t ja,
+                  const double *xb, size_t jb, int same)
+{
+    double t = 0.0;
+    for (size_t q = 0; q < v->q; q++)
+        t += Bq[q][ja + jb * FP] * gp_kernel_eval(v->kernels[q], xa, xb, same);
+    return t;
+}
+
+/* sgpr with every training input inducing (random selection of all n,
+ * Z fixed) predicts as the dense coregionalised GP at its fitted
+ * parameters (model->coreg), in original units. */
+static void test_sgpr_full_rank_predicts_exact(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    method_data(X, Y);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
+    coreg_opts o;
+    coreg_options(&o, "lmc", FN);
+    gp_option_value ov[6];
+    memcpy(ov, o.ov, sizeof o.ov);
+    ov[3] = (gp_option_value){.name = "inducing_selection", .string = "random"};
+    ov[4] = (gp_option_value){.name = "optimize_inducing", .number = 0};
+    ov[5] = (gp_option_value){.name = "reselect", .number = 0};
+    ov[2].number = 15;
+    gp_fit_request req = {.X = X, .y = Y, .n = FN, .d = 1, .kernel = k, .standardize = 1,
+                          .seed = 3, .options = ov, .n_options = 6, .n_outputs = FP};
+    gp_model *model = NULL;
+    if (gp_model_fit(gp_method_find("sgpr"), &req, &model, &err) != GP_OK)
+        fail_msg("fit: %s", err.message);
+    const gp_coreg_view *v = &model->coreg;
+    /* the dense GP over the observed entries, working units */
+    size_t M = 0, row[FN * FP], out[FN * FP];
+    double yw[FN * FP], xs[FN];
+    for (size_t i = 0; i < FN; i++)
+        xs[i] = (X[i] - model->x_mean[0]) / model->x_scale[0];
+    for (size_t i = 0; i < FN; i++)
+        for (size_t j = 0; j < FP; j++)
+            if (!isnan(Y[j * FN + i])) {
+                row[M] = i;
+                out[M] = j;
+                yw[M++] = (Y[j * FN + i] - v->y_mean[j]) / v->y_scale[j];
+            }
+    double *S = calloc(M * M, sizeof *S), *al = malloc(M * sizeof *al);
+    double Bq[GP_COREG_MAX_LATENTS][FP * FP];
+    for (size_t q = 0; q < v->q; q++)
+        for (size_t a = 0; a < FP; a++)
+            for (size_t b = 0; b < FP; b++) {
+                double t = a == b ? v->kappa[q * FP + a] : 0.0;
+                for (size_t r = 0; r < v->rank; r++)
+                    t += v->W[q * FP * v->rank + r * FP + a] * v->W[q * FP * v->rank + r * FP + b];
+                Bq[q][a + b * FP] = t;
+            }
+    for (size_t c = 0; c < M; c++)
+        for (size_t r = 0; r < M; r++)
+            S[r + c * M] = kco(v, Bq, &xs[row[r]], out[r], &xs[row[c]], out[c], row[r] == row[c]) +
+                           (r == c ? v->noise[out[r]] : 0.0);
+    assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)M, S, (lapack_int)M), 0);
+    memcpy(al, yw, M * sizeof *al);
+    LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (lapack_int)M, 1, S, (lapack_int)M, al, (lapack_int)M);
+    enum { TM = 4 };
+    double Xt[TM] = {-1.3, -0.2, 0.55, 1.8}, mu[TM * FP], var[TM * FP], ks[FN * FP];
+    predict_model(model, Xt, TM, 0, mu, var, NULL, NULL);
+    for (size_t i = 0; i < TM; i++) {
+        double x = (Xt[i] - model->x_mean[0]) / model->x_scale[0];
+        for (size_t j = 0; j < FP; j++) {
+            double m0 = 0.0;
+            for (size_t a = 0; a < M; a++) {
+                ks[a] = kco(v, Bq, &x, j, &xs[row[a]], out[a], 0);
+                m0 += ks[a] * al[a];
+            }
+            LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (lapack_int)M, 1, S, (lapack_int)M, ks,
+                           (lapack_int)M);
+            double v0 = kco(v, Bq, &x, j, &x, j, 1);
+            for (size_t a = 0; a < M; a++)
+                v0 -= kco(v, Bq, &x, j, &xs[row[a]], out[a], 0) * ks[a];
+            double sc = v->y_scale[j], mo = v->y_mean[j] + sc * m0, vo = v0 * sc * sc;
+            if (!(fabs(mu[i + TM * j] - mo) < 1e-4 * (1.0 + fabs(mo)) &&
+                  fabs(var[i + TM * j] - vo) < 1e-4 * (sc * sc + vo)))
+                fail_msg("point %zu output %zu: sgpr (%.8g, %.8g), exact (%.8g, %.8g)", i, j,
+                         mu[i + TM * j], var[i + TM * j], mo, vo);
+        }
+    }
+    free(S);
+    free(al);
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
 /* Refused naming the field: solver on a sparse method, adam, a likelihood
  * other than gaussian, several outputs without the option. */
 static void test_bad_input(void **state)
@@ -610,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_sgpr_lmc_method),
         cmocka_unit_test(test_svgp_icm_method),
         cmocka_unit_test(test_svgp_lmc_method),
+        cmocka_unit_test(test_sgpr_full_rank_predicts_exact),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
