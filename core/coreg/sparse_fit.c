@@ -312,7 +312,7 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
                                  &im->m, err)) != GP_OK)
         return rc;
     im->K = im->cp.q * im->per_q * im->m;
-    sfit f = {.im = im, .kind = kind, .data = {X, req->n, d, e->M, e->row, e->out, yw},
+    sfit f = {.im = im, .kind = kind, .data = {X, req->n, d, e->M, e->row, e->out, yw, 1.0},
               .optz = gp_option_number(me, req, "optimize_inducing") != 0.0,
               .cancel = &req->cancel};
     rc = sfit_alloc(&f, im, err);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <cblas.h>
 #include <lapacke.h>
 
 #include "core/base/rng.h"
@@ -90,7 +91,7 @@ static gp_coreg_sparse_at at_of(const problem *pb)
 
 static gp_coreg_sparse_data data_of(const problem *pb)
 {
-    gp_coreg_sparse_data d = {pb->X, N, D, pb->M, pb->row, pb->out, pb->y};
+    gp_coreg_sparse_data d = {pb->X, N, D, pb->M, pb->row, pb->out, pb->y, 1.0};
     return d;
 }
 
@@ -257,6 +258,24 @@ static void test_svgp_at_optimal_q_is_sgpr(void **state)
     assert_int_equal(gp_coreg_svgp_elbo(&at, &d, post.mt, Lq, &E, NULL, NULL, &err), GP_OK);
     if (!(fabs(F - E) < 1e-8 * (1.0 + fabs(F))))
         fail_msg("sgpr %.12g, svgp at the optimal q %.12g", F, E);
+    /* a natural-gradient step of 1 on the full batch from the prior lands there */
+    double *m1 = calloc(K, sizeof *m1), *L1 = calloc(K * K, sizeof *L1), *S1 = calloc(K * K, sizeof *S1);
+    for (size_t i = 0; i < K; i++)
+        L1[i * K + i] = 1.0;
+    assert_int_equal(gp_coreg_svgp_natgrad(&at, &d, 1.0, m1, L1, &err), GP_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_true(fabs(m1[i] - post.mt[i]) < 1e-8 * (1.0 + fabs(post.mt[i])));
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)K, (int)K, (int)K, 1.0, L1, (int)K,
+                L1, (int)K, 0.0, S1, (int)K);
+    for (size_t i = 0; i < K * K; i++)
+        assert_true(fabs(S1[i] - post.C[i]) < 1e-8);
+    /* a half step from the optimum stays there */
+    assert_int_equal(gp_coreg_svgp_natgrad(&at, &d, 0.5, m1, L1, &err), GP_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_true(fabs(m1[i] - post.mt[i]) < 1e-8 * (1.0 + fabs(post.mt[i])));
+    free(m1);
+    free(L1);
+    free(S1);
     /* and any other q is worse */
     Lq[0] *= 1.1;
     double E2;
@@ -301,8 +320,8 @@ static void test_missing_equals_removed(void **state)
         t2[a] = y2[e2.out[a] * N + e2.row[a]];
     }
     gp_coreg_sparse_at at = at_of(&pb);
-    gp_coreg_sparse_data d1 = {X1, N + 1, D, e1.M, e1.row, e1.out, t1};
-    gp_coreg_sparse_data d2 = {pb.X, N, D, e2.M, e2.row, e2.out, t2};
+    gp_coreg_sparse_data d1 = {X1, N + 1, D, e1.M, e1.row, e1.out, t1, 1.0};
+    gp_coreg_sparse_data d2 = {pb.X, N, D, e2.M, e2.row, e2.out, t2, 1.0};
     double F1, F2, E1, E2;
     size_t K = LAT * MZ;
     double *mq = calloc(K, sizeof *mq), *Lq = calloc(K * K, sizeof *Lq);
@@ -355,7 +374,7 @@ static void full_rank_against_exact(gp_coreg_type type, size_t latents, size_t r
     gp_coreg_sparse_build_A(&cp, Am);
     gp_coreg_sparse_at at = {P, cp.q, per_q, (const gp_kernel *const *)cp.kernels, Am, cp.noise,
                              pb.X, N};
-    gp_coreg_sparse_data sd = {pb.X, N, D_DIM, e.M, e.row, e.out, yw};
+    gp_coreg_sparse_data sd = {pb.X, N, D_DIM, e.M, e.row, e.out, yw, 1.0};
     double *gk = calloc(cp.q * cp.n_kparams, sizeof *gk), *gA = calloc(P * L, sizeof *gA);
     double gs[P], *gB = calloc(cp.q * P * P, sizeof *gB), F;
     gp_coreg_sparse_grad gr = {gk, gA, gs, NULL, NULL, NULL};
