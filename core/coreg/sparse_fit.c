@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/coreg/sparse_impl.h"
+#include "core/coreg/sparse_train.h"
 #include "core/linalg/linalg.h"
 #include "core/optim/driver.h"
 
@@ -169,14 +170,14 @@ static int q_start(sfit *f, gp_error *err)
 }
 
 /* The fitted posterior: sgpr's optimal q, or svgp's q. */
-static int final_post(sfit *f, double *F, gp_error *err)
+static int final_post(sfit *f, int full, double *F, gp_error *err)
 {
     gp_coreg_sparse_impl *im = f->im;
     gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
     if (f->kind == GP_COREG_SPARSE_SGPR)
         return gp_coreg_sgpr_bound(&at, &f->data, F, NULL, &im->post, err);
     size_t K = im->K;
-    int rc = gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, F, NULL, NULL, err);
+    int rc = full ? gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, F, NULL, NULL, err) : GP_OK;
     im->post.m = im->m;
     im->post.K = K;
     im->post.mt = gp_alloc_doubles(K, err);
@@ -192,33 +193,46 @@ static int final_post(sfit *f, double *F, gp_error *err)
     return GP_OK;
 }
 
-static int check_sizes(const gp_method *me, const gp_fit_request *req, size_t K, size_t M,
-                       gp_coreg_sparse_kind kind, gp_error *err)
+/* Doubles of the full-batch evaluation (its K x M buffers and the K x K
+ * ones; svgp's L-BFGS history of q's K^2 / 2 coordinates). */
+static double full_need(size_t K, size_t M, gp_coreg_sparse_kind kind)
 {
-    double cap = (double)gp_fit_point_cap(req), dK = (double)K;
-    double need = (double)M * (4.0 * dK + 8.0) + 8.0 * dK * dK +
-                  (kind == GP_COREG_SPARSE_SVGP ? 24.0 * dK * dK : 0.0);
+    double dK = (double)K;
+    return (double)M * (4.0 * dK + 8.0) + 8.0 * dK * dK +
+           (kind == GP_COREG_SPARSE_SVGP ? 24.0 * dK * dK : 0.0);
+}
+
+/* The optimiser (*lbfgs: full batch; else svgp's minibatch Adam) and the
+ * memory check, before the big buffers: within the budget of an exact fit
+ * of max_train_points points (sgpr's and svgp's rule). */
+static int check_sizes(const gp_method *me, const gp_fit_request *req, size_t K, size_t M,
+                       gp_coreg_sparse_kind kind, int *lbfgs, gp_error *err)
+{
+    double cap = (double)gp_fit_point_cap(req), need = full_need(K, M, kind);
+    *lbfgs = 1;
     if (kind == GP_COREG_SPARSE_SVGP) {
         const char *opt = gp_option_string(me, req, "optimizer");
-        if (opt && strcmp(opt, "adam") == 0)
-            return gp_error_set(err, GP_EUNSUPPORTED, "options.optimizer",
-                                "options.optimizer: a coregionalised svgp trains by full-batch "
-                                "L-BFGS (auto or lbfgs); adam is not supported with "
-                                "options.coregionalization yet");
+        *lbfgs = strcmp(opt, "lbfgs") == 0 || (strcmp(opt, "auto") == 0 && need <= cap * cap);
+        if (!*lbfgs) {
+            size_t b = (size_t)gp_option_number(me, req, "batch_size");
+            double Mb = (double)(b < req->n ? b : req->n) * (double)req->n_outputs;
+            need = Mb * (4.0 * (double)K + 8.0) + 12.0 * (double)K * (double)K;
+        }
     }
     if (need > cap * cap)
-        return gp_error_set(err, GP_ETOOBIG, "options.inducing",
-                            "options.inducing: a coregionalised %s with %zu inducing values "
-                            "(latents x inducing points) on %zu observed entries needs %.1f GB "
-                            "of workspace, above the budget of an exact fit of "
-                            "max_train_points = %.0f points: use fewer inducing points, "
-                            "latents or rank",
-                            me->name, K, M, need * 8e-9, cap);
+        return gp_error_set(err, GP_ETOOBIG, *lbfgs ? "options.inducing" : "options.batch_size",
+                            "%s: a coregionalised %s with %zu inducing values (latents x "
+                            "inducing points) on %zu observed entries needs %.1f GB of "
+                            "workspace, above the budget of an exact fit of max_train_points "
+                            "= %.0f points: use fewer inducing points, latents or rank%s",
+                            *lbfgs ? "options.inducing" : "options.batch_size", me->name, K, M,
+                            need * 8e-9, cap,
+                            kind == GP_COREG_SPARSE_SVGP ? ", or svgp's optimizer adam" : "");
     return GP_OK;
 }
 
 static void report(gp_model *model, const gp_method *me, const gp_fit_request *req,
-                   const sfit *f, double F, const char *sel)
+                   const sfit *f, double F, const char *sel, int lbfgs)
 {
     const gp_coreg_sparse_impl *im = f->im;
     double offset = 0.0;
@@ -229,7 +243,7 @@ static void report(gp_model *model, const gp_method *me, const gp_fit_request *r
     gp_model_info_string(model, "inducing_selection", sel);
     gp_model_info_number(model, "optimize_inducing", gp_option_number(me, req, "optimize_inducing"));
     if (f->kind == GP_COREG_SPARSE_SVGP)
-        gp_model_info_string(model, "optimizer", "lbfgs");
+        gp_model_info_string(model, "optimizer", lbfgs ? "lbfgs" : "adam");
 }
 
 /* ---- the fit ---- */
@@ -289,6 +303,29 @@ static int fill_common(gp_model *model, const gp_coreg_params *cp, gp_error *err
     return GP_OK;
 }
 
+/* svgp's minibatch path (core/coreg/sparse_train.h) from q = N(0, I). */
+static int train_adam(sfit *f, gp_model *model, const gp_method *me, const gp_fit_request *req,
+                      double offset, double *F, gp_error *err)
+{
+    size_t K = f->im->K, b = (size_t)gp_option_number(me, req, "batch_size");
+    memset(f->mq, 0, K * sizeof *f->mq);
+    memset(f->Lq, 0, K * K * sizeof *f->Lq);
+    for (size_t i = 0; i < K; i++)
+        f->Lq[i * K + i] = 1.0;
+    gp_coreg_adam_settings st = {
+        .batch = b < f->data.n ? b : f->data.n,
+        .epochs = (int)gp_option_number(me, req, "epochs"),
+        .lr = gp_option_number(me, req, "learning_rate"),
+        .natgrad_step = gp_option_number(me, req, "natgrad_step"),
+        .budget = (int)gp_option_number(me, req, "max_iterations"),
+        .offset = offset,
+        .optimize_z = f->optz};
+    gp_model_info_number(model, "epochs", (double)st.epochs);
+    gp_model_info_number(model, "batch_size", (double)st.batch);
+    return gp_coreg_svgp_train_adam(f->im, &f->data, &st, f->mq, f->Lq, req, &model->diag, F,
+                                    err);
+}
+
 static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *req,
                     gp_coreg_sparse_kind kind, gp_coreg_sparse_impl *im, const double *X,
                     const gp_coreg_entries *e, const double *yw, gp_error *err)
@@ -300,7 +337,8 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
         Mz = req->n;
     im->d = d;
     im->per_q = gp_coreg_sparse_per_q(&im->cp);
-    int rc = check_sizes(me, req, im->cp.q * im->per_q * Mz, e->M, kind, err);
+    int lbfgs;
+    int rc = check_sizes(me, req, im->cp.q * im->per_q * Mz, e->M, kind, &lbfgs, err);
     if (rc)
         return rc;
     im->Z = gp_alloc_doubles(d * Mz, err);
@@ -316,19 +354,21 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
               .optz = gp_option_number(me, req, "optimize_inducing") != 0.0,
               .cancel = &req->cancel};
     rc = sfit_alloc(&f, im, err);
-    if (rc == GP_OK && kind == GP_COREG_SPARSE_SVGP)
+    if (rc == GP_OK && kind == GP_COREG_SPARSE_SVGP && lbfgs)
         rc = q_start(&f, err);
     double offset = 0.0, F = NAN;
     for (size_t a = 0; a < e->M; a++)
         offset -= log(im->cp.y_scale[e->out[a]]);
-    if (rc == GP_OK)
+    if (rc == GP_OK && lbfgs)
         rc = optimise(&f, me, req, offset, &model->diag, err);
+    if (rc == GP_OK && !lbfgs)
+        rc = train_adam(&f, model, me, req, offset, &F, err);
     if (rc == GP_OK)
-        rc = final_post(&f, &F, err);
+        rc = final_post(&f, lbfgs, &F, err);
     if (rc == GP_OK)
         rc = gp_coreg_sparse_impl_prepare(im, err);
     if (rc == GP_OK)
-        report(model, me, req, &f, F, gp_inducing_selection_name(sel));
+        report(model, me, req, &f, F, gp_inducing_selection_name(sel), lbfgs);
     sfit_free(&f);
     return rc;
 }

@@ -662,8 +662,49 @@ static void test_sgpr_full_rank_predicts_exact(void **state)
     gp_kernel_free(k);
 }
 
-/* Refused naming the field: solver on a sparse method, adam, a likelihood
- * other than gaussian, several outputs without the option. */
+/* svgp's minibatch path (optimizer adam): natural-gradient steps on the
+ * joint q and Adam on the parameters reach predictions near the truth. */
+static void test_svgp_adam_method(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    method_data(X, Y);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
+    coreg_opts o;
+    coreg_options(&o, "icm", 12);
+    gp_option_value ov[7];
+    memcpy(ov, o.ov, sizeof o.ov);
+    ov[3] = (gp_option_value){.name = "optimizer", .string = "adam"};
+    ov[4] = (gp_option_value){.name = "batch_size", .number = 10};
+    ov[5] = (gp_option_value){.name = "epochs", .number = 60};
+    ov[6] = (gp_option_value){.name = "learning_rate", .number = 0.05};
+    gp_fit_request req = {.X = X, .y = Y, .n = FN, .d = 1, .kernel = k, .standardize = 1,
+                          .seed = 3, .options = ov, .n_options = 7, .n_outputs = FP};
+    gp_model *model = NULL;
+    if (gp_model_fit(gp_method_find("svgp"), &req, &model, &err) != GP_OK)
+        fail_msg("fit: %s", err.message);
+    const gp_info_item *it = NULL;
+    for (size_t i = 0; i < model->diag.n_info; i++)
+        if (strcmp(model->diag.info[i].key, "optimizer") == 0)
+            it = &model->diag.info[i];
+    assert_non_null(it);
+    assert_string_equal(it->string, "adam");
+    double Xs[3] = {-1.2, 0.3, 1.1}, mu[3 * FP], var[3 * FP];
+    predict_model(model, Xs, 3, 0, mu, var, NULL, NULL);
+    for (size_t i = 0; i < 3; i++) {
+        double t0 = sin(2.0 * Xs[i]), t1 = 2.0 * t0 + 0.5;
+        if (!(fabs(mu[i] - t0) < 0.25 && fabs(mu[3 + i] - t1) < 0.5))
+            fail_msg("adam: point %zu predicted (%g, %g), truth (%g, %g)", i, mu[i], mu[3 + i],
+                     t0, t1);
+    }
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* Refused naming the field: solver on a sparse method, a likelihood other
+ * than gaussian, several outputs without the option. */
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -685,17 +726,6 @@ static void test_bad_input(void **state)
     assert_int_not_equal(gp_model_fit(gp_method_find("sgpr"), &req, &model, &err), GP_OK);
     assert_string_equal(err.field, "options.coregionalization.solver");
     o.obj.n = 1;
-    /* adam */
-    gp_option_value ov[4];
-    memcpy(ov, o.ov, sizeof o.ov);
-    ov[3].name = "optimizer";
-    ov[3].string = "adam";
-    req.options = ov;
-    req.n_options = 4;
-    assert_int_not_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_OK);
-    assert_string_equal(err.field, "options.optimizer");
-    req.options = o.ov;
-    req.n_options = no;
     /* bernoulli */
     req.likelihood = GP_LIK_BERNOULLI;
     assert_int_not_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_OK);
@@ -723,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_svgp_icm_method),
         cmocka_unit_test(test_svgp_lmc_method),
         cmocka_unit_test(test_sgpr_full_rank_predicts_exact),
+        cmocka_unit_test(test_svgp_adam_method),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
