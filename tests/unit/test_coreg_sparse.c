@@ -17,6 +17,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/base/value.h"
@@ -662,6 +663,43 @@ static void test_sgpr_full_rank_predicts_exact(void **state)
     gp_kernel_free(k);
 }
 
+/* Batched predictions (gp_model_predict_batch) and 1 or 2 threads give a
+ * point the bits it gets alone; the fit is the same bits with 1 or 2
+ * threads. */
+static void test_batch_and_threads(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    gp_parallel_set_threads(1);
+    gp_model *m1 = fit_coreg("sgpr", "lmc", 10, X, Y);
+    gp_parallel_set_threads(2);
+    gp_model *m2 = fit_coreg("sgpr", "lmc", 10, X, Y);
+    double Xa[3] = {-1.1, 0.2, 1.4}, Xb[2] = {0.7, -0.4};
+    double ma[3 * FP], va[3 * FP], mb[2 * FP], vb[2 * FP], m2a[3 * FP], v2a[3 * FP];
+    predict_model(m2, Xa, 3, 0, m2a, v2a, NULL, NULL);
+    gp_parallel_set_threads(1);
+    gp_predict_request reqs[2] = {{.X = Xa, .m = 3, .d = 1}, {.X = Xb, .m = 2, .d = 1}};
+    gp_prediction outs[2] = {{.mean = ma, .variance = va}, {.mean = mb, .variance = vb}};
+    int rcs[2];
+    gp_error errs[2];
+    assert_int_equal(gp_model_predict_batch(m1, reqs, outs, rcs, errs, 2), GP_OK);
+    assert_int_equal(rcs[0], GP_OK);
+    assert_int_equal(rcs[1], GP_OK);
+    assert_memory_equal(ma, m2a, sizeof ma); /* fit and predict with 2 threads: same bits */
+    assert_memory_equal(va, v2a, sizeof va);
+    for (size_t i = 0; i < 2; i++) {
+        double m0[FP], v0[FP];
+        predict_model(m1, Xb + i, 1, 0, m0, v0, NULL, NULL);
+        for (size_t j = 0; j < FP; j++) {
+            assert_memory_equal(&m0[j], &mb[i + 2 * j], sizeof(double));
+            assert_memory_equal(&v0[j], &vb[i + 2 * j], sizeof(double));
+        }
+    }
+    gp_parallel_set_threads(0);
+    gp_model_free(m1);
+    gp_model_free(m2);
+}
+
 /* svgp's minibatch path (optimizer adam): natural-gradient steps on the
  * joint q and Adam on the parameters reach predictions near the truth. */
 static void test_svgp_adam_method(void **state)
@@ -753,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_svgp_icm_method),
         cmocka_unit_test(test_svgp_lmc_method),
         cmocka_unit_test(test_sgpr_full_rank_predicts_exact),
+        cmocka_unit_test(test_batch_and_threads),
         cmocka_unit_test(test_svgp_adam_method),
         cmocka_unit_test(test_bad_input),
     };
