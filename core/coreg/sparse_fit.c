@@ -169,6 +169,37 @@ static int q_start(sfit *f, gp_error *err)
     return rc;
 }
 
+/* svgp after L-BFGS (as svgp's own fit ends, svgp_refine_q): q made optimal
+ * for the fitted parameters by one full-batch natural-gradient step of 1
+ * (exact for the gaussian likelihood), kept when the ELBO does not drop. */
+static int refine_q(sfit *f, gp_error *err)
+{
+    gp_coreg_sparse_impl *im = f->im;
+    gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
+    size_t K = im->K;
+    double *mq0 = gp_alloc_doubles(K, err), *Lq0 = gp_alloc_doubles(K * K, err), F0, F1;
+    int rc = mq0 && Lq0 ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        rc = gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, &F0, NULL, NULL, err);
+    if (rc == GP_OK) {
+        memcpy(mq0, f->mq, K * sizeof *mq0);
+        memcpy(Lq0, f->Lq, K * K * sizeof *Lq0);
+        gp_error e2;
+        int r2 = gp_coreg_svgp_natgrad(&at, &f->data, 1.0, f->mq, f->Lq, &e2);
+        if (r2 == GP_OK)
+            r2 = gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, &F1, NULL, NULL, &e2);
+        if (r2 == GP_ENOMEM)
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        else if (r2 != GP_OK || !(F1 >= F0)) {
+            memcpy(f->mq, mq0, K * sizeof *mq0);
+            memcpy(f->Lq, Lq0, K * K * sizeof *Lq0);
+        }
+    }
+    free(mq0);
+    free(Lq0);
+    return rc;
+}
+
 /* The fitted posterior: sgpr's optimal q, or svgp's q. */
 static int final_post(sfit *f, int full, double *F, gp_error *err)
 {
@@ -361,6 +392,8 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
         offset -= log(im->cp.y_scale[e->out[a]]);
     if (rc == GP_OK && lbfgs)
         rc = optimise(&f, me, req, offset, &model->diag, err);
+    if (rc == GP_OK && lbfgs && kind == GP_COREG_SPARSE_SVGP)
+        rc = refine_q(&f, err);
     if (rc == GP_OK && !lbfgs)
         rc = train_adam(&f, model, me, req, offset, &F, err);
     if (rc == GP_OK)

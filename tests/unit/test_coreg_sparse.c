@@ -663,6 +663,35 @@ static void test_sgpr_full_rank_predicts_exact(void **state)
     gp_kernel_free(k);
 }
 
+/* A full-batch svgp fit ends with q optimal for its parameters: its
+ * reported ELBO is sgpr's collapsed bound at them. */
+static void test_svgp_fit_ends_at_collapsed_bound(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    gp_model *model = fit_coreg("svgp", "icm", 10, X, Y);
+    const gp_coreg_sparse_impl *im = model->impl;
+    gp_coreg_entries e;
+    gp_error err;
+    assert_int_equal(gp_coreg_entries_build(Y, FN, FP, &e, &err), GP_OK);
+    double yw[FN * FP], xs[FN], offset = 0.0, F;
+    for (size_t a = 0; a < e.M; a++) {
+        size_t j = e.out[a];
+        yw[a] = (Y[j * FN + e.row[a]] - im->cp.y_mean[j]) / im->cp.y_scale[j];
+        offset -= log(im->cp.y_scale[j]);
+    }
+    for (size_t i = 0; i < FN; i++)
+        xs[i] = (X[i] - model->x_mean[0]) / model->x_scale[0];
+    gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
+    gp_coreg_sparse_data d = {xs, FN, 1, e.M, e.row, e.out, yw, 1.0};
+    assert_int_equal(gp_coreg_sgpr_bound(&at, &d, &F, NULL, NULL, &err), GP_OK);
+    if (!(fabs(F + offset - model->diag.objective) < 1e-6 * (1.0 + fabs(F))))
+        fail_msg("svgp's ELBO %.10g, the collapsed bound there %.10g", model->diag.objective,
+                 F + offset);
+    gp_coreg_entries_free(&e);
+    gp_model_free(model);
+}
+
 /* Batched predictions (gp_model_predict_batch) and 1 or 2 threads give a
  * point the bits it gets alone; the fit is the same bits with 1 or 2
  * threads. */
@@ -791,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_svgp_icm_method),
         cmocka_unit_test(test_svgp_lmc_method),
         cmocka_unit_test(test_sgpr_full_rank_predicts_exact),
+        cmocka_unit_test(test_svgp_fit_ends_at_collapsed_bound),
         cmocka_unit_test(test_batch_and_threads),
         cmocka_unit_test(test_svgp_adam_method),
         cmocka_unit_test(test_bad_input),
