@@ -288,7 +288,7 @@ static int standardise_inputs(gp_model *model, const gp_fit_request *req, double
 }
 
 static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, double offset,
-                    gp_diagnostics *diag, gp_error *err)
+                    int iterations, gp_diagnostics *diag, gp_error *err)
 {
     double *x = gp_alloc_doubles(f->dim, err);
     if (x == NULL)
@@ -296,7 +296,9 @@ static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, dou
     pack_all(f, x);
     gp_driver_options opt;
     gp_driver_default_options(&opt);
-    opt.max_iterations = (int)gp_option_number(me, req, "max_iterations");
+    opt.max_iterations = iterations;
+    opt.iteration_base = diag->iterations; /* progress continues across rounds */
+    opt.max_total = (int)gp_option_number(me, req, "max_iterations");
     opt.tolerance = gp_option_number(me, req, "tolerance");
     opt.progress = req->progress;
     opt.progress_ctx = req->progress_ctx;
@@ -311,6 +313,31 @@ static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, dou
     if (rc == GP_OK)
         apply_all(f, x); /* the best point */
     free(x);
+    return rc;
+}
+
+/* sgpr: one L-BFGS run. svgp: SVGP_ROUNDS runs sharing the budget, each
+ * followed by refine_q: L-BFGS moves q's K (K + 3) / 2 coordinates slowly
+ * (their scale is far from the parameters'), and hyperparameters fitted
+ * against a stale q drift; restarting from the optimal q of the current
+ * parameters keeps the two together, and the fit ends with q optimal. */
+#define SVGP_ROUNDS 4
+static int full_batch(sfit *f, const gp_method *me, const gp_fit_request *req, double offset,
+                      gp_diagnostics *diag, gp_error *err)
+{
+    int budget = (int)gp_option_number(me, req, "max_iterations");
+    if (f->kind == GP_COREG_SPARSE_SGPR)
+        return optimise(f, me, req, offset, budget, diag, err);
+    int rc = GP_OK, done = 0;
+    for (int r = 0; rc == GP_OK && r < SVGP_ROUNDS && done < budget; r++) {
+        int it = (budget - done) / (SVGP_ROUNDS - r);
+        rc = optimise(f, me, req, offset, it > 0 ? it : 1, diag, err);
+        done = diag->iterations;
+        if (rc == GP_OK)
+            rc = refine_q(f, err);
+        if (rc == GP_OK && diag->converged && r > 0)
+            break;
+    }
     return rc;
 }
 
@@ -391,9 +418,7 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
     for (size_t a = 0; a < e->M; a++)
         offset -= log(im->cp.y_scale[e->out[a]]);
     if (rc == GP_OK && lbfgs)
-        rc = optimise(&f, me, req, offset, &model->diag, err);
-    if (rc == GP_OK && lbfgs && kind == GP_COREG_SPARSE_SVGP)
-        rc = refine_q(&f, err);
+        rc = full_batch(&f, me, req, offset, &model->diag, err);
     if (rc == GP_OK && !lbfgs)
         rc = train_adam(&f, model, me, req, offset, &F, err);
     if (rc == GP_OK)
