@@ -356,10 +356,11 @@ typedef struct gp_point_answer {
 } gp_point_answer;
 
 typedef struct gp_point_writer {
-    /* The checks of call c that need its model (warmup: a gate model in
-     * warm-up; a writer that cannot answer then fails here). */
+    /* The checks of call c that need its model (outputs: its outputs' names
+     * as JSON text, NULL for one output; warmup: a gate model in warm-up; a
+     * writer that cannot answer then fails here). */
     int (*prepare)(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
-                   int warmup, gp_error *err);
+                   const char *outputs, int warmup, gp_error *err);
     /* The 200 answer's body. */
     void (*write)(gp_buf *b, const gp_point_call *c, const gp_point_answer *a);
     /* Free the protocol's part of a call (may be NULL). */

@@ -338,8 +338,9 @@ struct gp_point_call {
 /* ---- the v1 writer: POST /v1/models/{name}/predict's answer ---- */
 
 static int v1_prepare(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
-                      int warmup, gp_error *err)
+                      const char *outputs, int warmup, gp_error *err)
 {
+    (void)outputs; /* written with the answer */
     (void)warmup; /* v1 answers a model in warm-up: "mean": null, every point asks */
     int rc = gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
     if (rc == GP_OK && c->a.noise && c->a.n_noise != c->m)
@@ -498,12 +499,13 @@ typedef struct call_state {
 } call_state;
 
 /* The checks of call c against the model, and its buffers (st->rc). */
-static void predict_prepare(gp_api *api, const gp_model *model, gp_point_call *c, int gate,
-                            const gp_online_status *ost, call_state *st)
+static void predict_prepare(gp_api *api, const gp_cache_entry *entry, const gp_model *model,
+                            gp_point_call *c, int gate, const gp_online_status *ost,
+                            call_state *st)
 {
     gp_error *err = &st->err;
     const predict_args *a = &c->a;
-    int rc = c->writer->prepare(api, c, model, c->name, ost->warmup, err);
+    int rc = c->writer->prepare(api, c, model, c->name, entry->outputs, ost->warmup, err);
     if (rc == GP_OK && a->full && c->m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "a full covariance of %zu points is above the limit "
@@ -578,7 +580,7 @@ static void run_predicts(gp_api *api, gp_point_call **calls, size_t n, gp_respon
             gp_model_online_status(model, &ost);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            predict_prepare(api, model, calls[i], gate, &ost, &st[i]);
+            predict_prepare(api, entry, model, calls[i], gate, &ost, &st[i]);
             if (st[i].rc || ost.warmup)
                 continue;
             const predict_args *a = &calls[i]->a;
