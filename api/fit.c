@@ -589,7 +589,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
     if ((rc = check_outputs(obj, job, err)))
         return rc;
     /* before the 202 of an async fit: labels that cannot be fitted never become a job */
-    if ((rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
+    /* (a coregionalised fit's missing entries are NaN; core takes it gaussian only) */
+    if (!job_coreg(job) && (rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
         return rc;
     if ((rc = check_noise_pp(job, err)))
         return rc;
