@@ -83,6 +83,21 @@ check_jerr "multioutput: observe an all-missing row" 422 invalid_data 'y\[1\]' /
 check_jerr "multioutput: observe rows of 2 on a 3-output model" 422 invalid_data 'y\[0\]' /v1/models/mo_obs/observe '{"X":[[6]],"y":[[1,2]]}'
 check_jerr "multioutput: observe null on a one-output model" 422 invalid_data 'y\[0\]' /v1/models/sine/observe '{"X":[[6]],"y":[null]}'
 
+check_json "multioutput: observe with null as a new version" 200 /v1/models/mo_obs/observe '{"X":[[6]],"y":[[0.2,null,0.4]],"new_version":true}'
+check "multioutput: the new version keeps the names" 200 GET /v1/models/mo_obs/versions/2
+jhas '.outputs == ["Cd","Ni","Zn"]'
+verdict "multioutput: version 2 outputs Cd, Ni, Zn" $? "$(jqb '.outputs | tostring')"
+
+# ---- an async fit with null: the durable job stores y with its missing entries
+jpost /v1/models "$(printf '%s' "$MO_BODY" | sed 's/"mo_jura"/"mo_async"/; s/"seed":1,/"seed":1,"async":true,/')"
+MO_JOB=$(jstr job)
+if [ "$ST" = 202 ] && [ -n "$MO_JOB" ] && wait_job "$MO_JOB" succeeded; then
+    jhas '.model.outputs == ["Cd","Ni","Zn"] and .model.coregionalization.n_observed == 25'
+    verdict "multioutput: async fit with null succeeds with the names and 25 observed" $? "$(head -c 200 "$T/body")"
+else
+    fail "multioutput: async fit with null" "status $ST, job '$MO_JOB' $JOB_STATUS" body
+fi
+
 # ---- CSV: ?targets= names several target columns; an empty cell is missing
 printf 'x,Cd,Ni\n0,0.1,1.0\n0.5,,1.4\n1,0.8,\n1.5,0.9,2.4\n2,0.9,2.0\n2.5,0.6,1.2\n3,0.1,0.4\n' >"$T/mo.csv"
 check "multioutput: CSV fit with ?targets=Cd,Ni" 201 POST "/v1/models?name=mo_csv&method=exact&targets=Cd,Ni&options=%7B%22coregionalization%22%3A%7B%22type%22%3A%22icm%22%7D%7D" -H 'Content-Type: text/csv' --data-binary @"$T/mo.csv"
