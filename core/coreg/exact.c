@@ -351,28 +351,48 @@ static void fill_covariances(const gp_coreg_exact *ce, const double *P, const pr
         }
 }
 
+/* Means and variances of the b points P (working units) into out's rows
+ * start .. start + b (original units). */
+static int predict_rows(const gp_coreg_exact *ce, const double *P, size_t b, size_t start,
+                        size_t m, int include_noise, gp_prediction *out, gp_error *err)
+{
+    pred_block blk;
+    int rc = block_columns(ce, P, b, &blk, err);
+    for (size_t j = 0; rc == GP_OK && j < ce->cp.p; j++)
+        for (size_t i = 0; i < b; i++) {
+            size_t c = j * b + i, o = j * m + start + i;
+            double v = latent_cov(ce, P, &blk, c, c) + (include_noise ? ce->cp.noise[j] : 0.0);
+            out->mean[o] = ce->cp.y_mean[j] + ce->cp.y_scale[j] * blk.mu[c];
+            out->variance[o] =
+                ce->cp.y_scale[j] * ce->cp.y_scale[j] * clamp_variance(v, &out->clamped);
+        }
+    block_free(&blk);
+    return rc;
+}
+
+/* Points per block: the whitened columns (M x b p) stay below 4M doubles;
+ * a point's bits do not depend on its block. */
+#define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
+
 int gp_coreg_exact_predict(const gp_model *model, const gp_coreg_exact *ce,
                            const gp_predict_request *req, gp_prediction *out, gp_error *err)
 {
-    size_t m = req->m, p = ce->cp.p;
+    size_t m = req->m, d = ce->d, per = ce->e.M * ce->cp.p;
+    size_t block = per ? PREDICT_BLOCK_DOUBLES / per : m;
+    block = block < 1 ? 1 : block > m ? m : block;
     double *P = NULL;
     int rc = gp_model_points(model, req->X, m, &P, err);
-    pred_block b;
-    if (rc == GP_OK)
+    if (rc == GP_OK && req->full_covariance) { /* one block: every pair is asked */
+        pred_block b;
         rc = block_columns(ce, P, m, &b, err);
-    if (rc == GP_OK) {
-        for (size_t j = 0; j < p; j++)
-            for (size_t i = 0; i < m; i++) {
-                size_t c = j * m + i;
-                double v = latent_cov(ce, P, &b, c, c) + (req->include_noise ? ce->cp.noise[j] : 0.0);
-                out->mean[c] = ce->cp.y_mean[j] + ce->cp.y_scale[j] * b.mu[c];
-                out->variance[c] = ce->cp.y_scale[j] * ce->cp.y_scale[j] * clamp_variance(v, &out->clamped);
-            }
-        if (req->full_covariance)
+        if (rc == GP_OK)
             fill_covariances(ce, P, &b, req->include_noise, out);
-    }
-    if (P)
         block_free(&b);
+    }
+    for (size_t s = 0; rc == GP_OK && s < m; s += block) {
+        size_t b = m - s < block ? m - s : block;
+        rc = predict_rows(ce, P + s * d, b, s, m, req->include_noise, out, err);
+    }
     free(P);
     return rc;
 }

@@ -1057,6 +1057,12 @@ static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
     return GP_OK;
 }
 
+struct gp_coreg_exact *gp_exact_coreg(const gp_model *model)
+{
+    const exact_impl *im = model->method == &gp_method_exact ? model->impl : NULL;
+    return im ? im->coreg : NULL;
+}
+
 static const gp_method_ops exact_ops = {
     .fit = exact_fit,
     .predict = exact_predict,

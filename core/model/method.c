@@ -11,7 +11,6 @@
 #include <cblas.h>
 
 #include "core/base/rng.h"
-#include "core/coreg/params.h"
 #include "core/linalg/linalg.h"
 
 
@@ -222,12 +221,12 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
         snprintf(field, sizeof field, "X[%zu][%zu]", bad % req->n, bad / req->n);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
-    /* A coregionalised fit's y may miss entries (NaN), checked per output.
-     * The option reaches here only on a method that takes it: gp_model_fit
-     * validates the options first (gp_fit_coregionalised). */
+    /* A coregionalised fit's y may miss entries (NaN): gp_model_fit checks
+     * it per output (gp_coreg_check_targets, core/coreg, which calls this
+     * file: the check is there so that no circle forms). The option reaches
+     * here only on a method that takes it: gp_model_fit validates the
+     * options first (gp_fit_coregionalised). */
     int coreg = gp_option_object(req, "coregionalization") != NULL;
-    if (coreg && (rc = gp_coreg_check_targets(req->y, req->n, p, 1, req->standardize, 0, err)))
-        return rc;
     if (!coreg && !gp_all_finite(req->y, ycount, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
         gp_y_field(field, sizeof field, bad, req->n, p);

@@ -158,8 +158,9 @@ static int check_coreg_taken(const gp_method *m, const gp_fit_request *req, gp_e
         return gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
                             "kernel.priors: priors and bounds with options.coregionalization "
                             "are not supported yet (held parameters are)");
+    /* solver: the method's own check_option has taken or refused it */
     gp_coreg_spec spec;
-    return gp_coreg_spec_from_request(req, 0, &spec, err);
+    return gp_coreg_spec_from_request(req, 1, &spec, err);
 }
 
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
@@ -173,6 +174,9 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     if (rc == GP_OK)
         rc = req->n == 0 && m->starts_empty ? gp_check_fit_settings(req, err)
                                             : gp_check_training_data(req, err);
+    if (rc == GP_OK && req->n > 0 && gp_fit_coregionalised(m, req))
+        rc = gp_coreg_check_targets(req->y, req->n, req->n_outputs ? req->n_outputs : 1, 1,
+                                    req->standardize, 0, err);
     if (rc == GP_OK)
         rc = gp_options_check_data(m, req->options, req->n_options, req->d, err);
     /* The descriptor's kernel facts are the rule, whatever the method checks itself. */
