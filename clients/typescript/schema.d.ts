@@ -817,7 +817,7 @@ export interface components {
             }[];
             /** @description the outputs' correlation at distance zero: sum_q B_q scaled to a unit diagonal (the same in working and original units) */
             output_correlation?: number[][];
-            /** @description per output */
+            /** @description per output, original units */
             noise_variance_original?: number[];
             y_mean?: number[];
             y_scale?: number[];
@@ -1172,6 +1172,14 @@ export interface components {
              * @default 1e-9
              */
             tolerance?: number;
+            /** @description several outputs modelled jointly (docs/design/multioutput.md): {"type": "icm" | "lmc", "rank": R (1 .. p, default 1), "latents": Q (lmc only, 1 .. 8, default 2), "kappa": learn each output's own share (default true)}; y rows of p values, null for a missing one */
+            coregionalization?: {
+                /** @enum {string} */
+                type: "icm" | "lmc";
+                rank?: number;
+                latents?: number;
+                kappa?: boolean;
+            };
         };
         /** @description method_info of a sgpr model */
         SgprMethodInfo: {
@@ -1320,6 +1328,14 @@ export interface components {
              * @default 0.1
              */
             natgrad_step?: number;
+            /** @description several outputs modelled jointly (docs/design/multioutput.md): {"type": "icm" | "lmc", "rank": R (1 .. p, default 1), "latents": Q (lmc only, 1 .. 8, default 2), "kappa": learn each output's own share (default true)}; y rows of p values, null for a missing one */
+            coregionalization?: {
+                /** @enum {string} */
+                type: "icm" | "lmc";
+                rank?: number;
+                latents?: number;
+                kappa?: boolean;
+            };
         };
         /** @description method_info of a svgp model */
         SvgpMethodInfo: {
