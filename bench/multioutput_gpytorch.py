@@ -128,7 +128,7 @@ def main():
         def __init__(self, train, y, lik, rank):
             super().__init__(train, y, lik)
             self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.RBFKernel()
+            self.covar_module = gpytorch.kernels.RBFKernel(ard_num_dims=2)
             self.task_covar_module = gpytorch.kernels.IndexKernel(num_tasks=3, rank=rank)
 
         def forward(self, x, t):
@@ -139,7 +139,7 @@ def main():
         def __init__(self, x, y, lik):
             super().__init__(x, y, lik)
             self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=2))
 
         def forward(self, x):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
