@@ -540,7 +540,7 @@ def main():
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--restarts", type=int, default=4, help="the restarts of the second Jura run")
     ap.add_argument("--gpytorch", default="", help="PYTHONPATH of GPyTorch 1.8.1's source tree")
-    ap.add_argument("--gpytorch-iterations", default="50,300")
+    ap.add_argument("--gpytorch-iterations", default="50")
     ap.add_argument("--sparse-max-train", type=int, default=0)
     ap.add_argument("--kron-n", type=int, default=2000)
     ap.add_argument("--kron-p", type=int, default=4)
