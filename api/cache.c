@@ -27,6 +27,7 @@
 static void entry_free(gp_cache_entry *e)
 {
     gp_model_free(e->model);
+    free(e->outputs);
     pthread_rwlock_destroy(&e->lock);
     pthread_mutex_destroy(&e->write_lock);
     pthread_mutex_destroy(&e->gate_lock);
@@ -79,11 +80,16 @@ static void insert_locked(gp_api *api, gp_cache_entry *e)
     api->cache_count++;
 }
 
-static gp_cache_entry *entry_new(const gp_model_meta *meta, gp_model *model)
+/* info: the version's info JSON (its "outputs"; may be NULL). */
+static gp_cache_entry *entry_new(const gp_model_meta *meta, const char *info, gp_model *model)
 {
     gp_cache_entry *e = calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
+    if (model->n_outputs > 1 && (e->outputs = gp_api_outputs_text(info, model->n_outputs)) == NULL) {
+        free(e);
+        return NULL;
+    }
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -121,7 +127,7 @@ void gp_cache_entry_discard(gp_api *api, gp_cache_entry *e)
 
 void gp_cache_insert(gp_api *api, const gp_model_meta *meta, gp_model *model)
 {
-    gp_cache_entry *e = entry_new(meta, model);
+    gp_cache_entry *e = entry_new(meta, meta->info, model);
     if (e == NULL) {
         gp_model_free(model);
         return;
@@ -251,7 +257,14 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
     if (rc == GP_OK && meta->obs_seq > snap)
         rc = replay(api, meta->id, loaded, snap, meta->obs_seq, &logged, err);
     double replayed = gp_cache_seconds_now() - t0;
-    gp_cache_entry *fresh = rc == GP_OK ? entry_new(meta, loaded) : NULL;
+    /* the brief row has no info: a model of several outputs reads its names */
+    gp_model_meta full;
+    memset(&full, 0, sizeof full);
+    if (rc == GP_OK && loaded->n_outputs > 1 && meta->info == NULL)
+        rc = gp_rows_meta(api, meta->name, meta->version, 1, &full, err);
+    gp_cache_entry *fresh =
+        rc == GP_OK ? entry_new(meta, meta->info ? meta->info : full.info, loaded) : NULL;
+    gp_model_meta_free(&full);
     if (rc == GP_OK && fresh == NULL)
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     if (rc) {

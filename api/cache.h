@@ -21,6 +21,9 @@ struct gp_cache_entry {
     int64_t id;
     char created_at[GP_TIME_LEN];
     gp_model *model;
+    /* the outputs' names as JSON text (models of several outputs; NULL
+     * otherwise), from the version's info: predict, sample and OIP name them */
+    char *outputs;
     int refs;
     int detached; /* out of the table; freed by the last release */
     uint64_t stamp;

@@ -299,14 +299,25 @@ static int find_noise_column(const header *h, const char *name, size_t tcol, siz
                         name);
 }
 
+/* The target columns: out_of[c] is column c's output (SIZE_MAX: not a
+ * target), p outputs; missing: an empty target cell is a missing entry
+ * (NaN), as ?targets= allows. */
+typedef struct csv_targets {
+    size_t *out_of;
+    size_t p;
+    int missing;
+} csv_targets;
+
 /* ncol: the noise column (SIZE_MAX: none). */
-static int cell_error(const header *h, size_t row, size_t col, size_t target, size_t ncol,
+static int cell_error(const header *h, size_t row, size_t col, const csv_targets *t, size_t ncol,
                       size_t xcol, const char *cell, size_t len, const char *why, gp_error *err)
 {
     char field[GP_ERROR_FIELD_LEN];
     if (col == ncol)
         snprintf(field, sizeof field, "noise.per_point[%zu]", row);
-    else if (col == target)
+    else if (t->out_of[col] != SIZE_MAX && t->p > 1)
+        snprintf(field, sizeof field, "y[%zu][%zu]", row, t->out_of[col]);
+    else if (t->out_of[col] != SIZE_MAX)
         snprintf(field, sizeof field, "y[%zu]", row);
     else
         snprintf(field, sizeof field, "X[%zu][%zu]", row, xcol);
@@ -361,8 +372,8 @@ static const char *cell_number(const csv_field *f, double *v)
 
 /* Fill X (rows x d, column-major), y and (column ncol, SIZE_MAX: none) the
  * rows' noise nv from the data records at pos. */
-static int read_rows(const char *pos, const char *end, const header *h, size_t tcol, size_t ncol,
-                     size_t rows, double *Xm, double *yv, double *nv, gp_error *err)
+static int read_rows(const char *pos, const char *end, const header *h, const csv_targets *t,
+                     size_t ncol, size_t rows, double *Xm, double *yv, double *nv, gp_error *err)
 {
     csv_field *f = malloc(h->n * sizeof *f);
     if (f == NULL)
@@ -379,11 +390,14 @@ static int read_rows(const char *pos, const char *end, const header *h, size_t t
         }
         for (size_t c = 0, xc = 0; rc == GP_OK && c < h->n; c++) {
             double v = 0.0;
+            size_t j = t->out_of[c];
             const char *why = cell_number(&f[c], &v);
-            if (why)
-                rc = cell_error(h, r, c, tcol, ncol, xc, f[c].p, f[c].len, why, err);
-            else if (c == tcol)
-                yv[r] = v;
+            if (why && j != SIZE_MAX && t->missing && strcmp(why, "is empty") == 0)
+                yv[j * rows + r] = NAN;
+            else if (why)
+                rc = cell_error(h, r, c, t, ncol, xc, f[c].p, f[c].len, why, err);
+            else if (j != SIZE_MAX)
+                yv[j * rows + r] = v;
             else if (c == ncol)
                 nv[r] = v;
             else
@@ -402,10 +416,75 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
                               d_out, err);
 }
 
+/* ?targets=A,B,C: the named header columns, in that order (by name only;
+ * each once), into t (out_of sized h->n) and names (their JSON list). */
+static int find_targets(const header *h, const char *list, csv_targets *t, json_t *names,
+                        gp_error *err)
+{
+    for (size_t c = 0; c < h->n; c++)
+        t->out_of[c] = SIZE_MAX;
+    t->p = 0;
+    t->missing = 1;
+    const char *s = list;
+    for (;;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s), c = 0;
+        while (c < h->n && !(h->len[c] == len && memcmp(h->name[c], s, len) == 0))
+            c++;
+        if (len == 0 || c == h->n)
+            return gp_error_set(err, GP_EINVAL, "targets",
+                                "targets: '%.*s' is not a column of the CSV header", (int)
+                                (len > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : len), s);
+        if (t->out_of[c] != SIZE_MAX)
+            return gp_error_set(err, GP_EINVAL, "targets", "targets names '%.*s' twice",
+                                (int)(len > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : len), s);
+        if (t->p == GP_COREG_MAX_OUTPUTS)
+            return gp_error_set(err, GP_EDATA, "y",
+                                "targets names more than %d outputs; a coregionalised model "
+                                "takes at most %d",
+                                GP_COREG_MAX_OUTPUTS, GP_COREG_MAX_OUTPUTS);
+        t->out_of[c] = t->p++;
+        json_array_append_new(names, json_stringn(s, len));
+        if (e == NULL)
+            return GP_OK;
+        s = e + 1;
+    }
+}
+
+/* The one target of ?target= (or the last column), into t. */
+static int one_target(const header *h, const char *target, csv_targets *t, gp_error *err)
+{
+    size_t tcol = 0;
+    int rc = find_target(h, target, &tcol, err);
+    for (size_t c = 0; c < h->n; c++)
+        t->out_of[c] = c == tcol ? 0 : SIZE_MAX;
+    t->p = 1;
+    t->missing = 0;
+    return rc;
+}
+
+static size_t first_target(const csv_targets *t, size_t n)
+{
+    for (size_t c = 0; c < n; c++)
+        if (t->out_of[c] != SIZE_MAX)
+            return c;
+    return SIZE_MAX;
+}
+
 int gp_csv_parse_noise(const char *body, size_t len, const char *target,
                        const char *noise_column, size_t max_rows, size_t max_inputs, double **X,
                        double **y, double **noise, size_t *n_out, size_t *d_out, gp_error *err)
 {
+    gp_csv_request r = {target, NULL, noise_column, max_rows, max_inputs};
+    size_t p = 1;
+    return gp_csv_parse_request(body, len, &r, X, y, noise, n_out, d_out, &p, NULL, err);
+}
+
+int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, double **X,
+                         double **y, double **noise, size_t *n_out, size_t *d_out, size_t *p_out,
+                         json_t *names, gp_error *err)
+{
+    const char *noise_column = q->noise_column;
     *X = NULL;
     *y = NULL;
     if (noise)
@@ -418,13 +497,22 @@ int gp_csv_parse_noise(const char *body, size_t len, const char *target,
     if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
         pos += 3; /* UTF-8 byte order mark */
     header h = {NULL, NULL, 0, NULL};
-    int rc = parse_header(&pos, end, max_inputs, &h, err);
-    size_t tcol = 0, rows = 0, ncol = SIZE_MAX, extra = noise_column ? 1 : 0;
+    int rc = parse_header(&pos, end, q->max_inputs, &h, err);
+    csv_targets t = {NULL, 0, 0};
+    size_t rows = 0, ncol = SIZE_MAX, extra = noise_column ? 1 : 0;
+    if (rc == GP_OK && (t.out_of = malloc(h.n * sizeof *t.out_of)) == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (rc == GP_OK && q->targets && q->target)
+        rc = gp_error_set(err, GP_EINVAL, "targets", "give target or targets, not both");
     if (rc == GP_OK)
-        rc = find_target(&h, target, &tcol, err);
+        rc = q->targets && names ? find_targets(&h, q->targets, &t, names, err)
+                                 : one_target(&h, q->target, &t, err);
     if (rc == GP_OK && noise_column)
-        rc = find_noise_column(&h, noise_column, tcol, &ncol, err);
-    if (rc == GP_OK && h.n < 2 + extra)
+        rc = find_noise_column(&h, noise_column, t.p == 1 ? first_target(&t, h.n) : SIZE_MAX,
+                               &ncol, err);
+    if (rc == GP_OK && noise_column && t.out_of[ncol] != SIZE_MAX)
+        rc = gp_error_set(err, GP_EINVAL, "noise_column", "noise_column is a target column");
+    if (rc == GP_OK && h.n < t.p + 1 + extra)
         rc = gp_error_set(err, GP_EDATA, "X",
                           "the CSV has %zu column%s: no input columns besides the target%s", h.n,
                           h.n == 1 ? "" : "s", extra ? " and the noise column" : "");
@@ -432,15 +520,16 @@ int gp_csv_parse_noise(const char *body, size_t len, const char *target,
         rc = count_rows(pos, end, &rows, err);
     if (rc == GP_OK && rows == 0)
         rc = gp_error_set(err, GP_EDATA, "X", "the CSV has a header but no data rows");
-    if (rc == GP_OK && rows > max_rows)
+    if (rc == GP_OK && rows > q->max_rows)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
-                          "the CSV has %zu rows; the limit is max_points = %zu", rows, max_rows);
-    size_t d = h.n - 1 - extra;
+                          "the CSV has %zu rows; the limit is max_points = %zu", rows,
+                          q->max_rows);
+    size_t d = rc == GP_OK ? h.n - t.p - extra : 0;
     double *Xm = NULL, *yv = NULL, *nv = NULL;
     if (rc == GP_OK && extra && (nv = malloc(rows * sizeof *nv)) == NULL)
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     if (rc == GP_OK) {
-        yv = malloc(rows * sizeof *yv);
+        yv = malloc(rows * t.p * sizeof *yv);
         if (d <= SIZE_MAX / sizeof(double) / rows)
             Xm = malloc(rows * d * sizeof *Xm);
         if (Xm == NULL || yv == NULL)
@@ -448,8 +537,9 @@ int gp_csv_parse_noise(const char *body, size_t len, const char *target,
                               d);
     }
     if (rc == GP_OK)
-        rc = read_rows(pos, end, &h, tcol, ncol, rows, Xm, yv, nv, err);
+        rc = read_rows(pos, end, &h, &t, ncol, rows, Xm, yv, nv, err);
     header_free(&h);
+    free(t.out_of);
     if (rc) {
         free(Xm);
         free(yv);
@@ -462,5 +552,6 @@ int gp_csv_parse_noise(const char *body, size_t len, const char *target,
         *noise = nv;
     *n_out = rows;
     *d_out = d;
+    *p_out = t.p;
     return GP_OK;
 }

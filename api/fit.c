@@ -29,6 +29,7 @@ struct gp_fit_job {
     size_t n, d, p;     /* p: outputs (columns of y) */
     gp_input_spec input; /* what a row of X is */
     gp_mean_type mean;   /* "mean": {"type": ...} (zero when absent) */
+    json_t *outputs;     /* the outputs' names (p > 1, or given; NULL otherwise) */
     char *spec;
     /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
     char hold_id[40];
@@ -39,7 +40,7 @@ struct gp_fit_job {
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
-                                       "mean", NULL};
+                                       "mean", "outputs", NULL};
 static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
@@ -55,6 +56,7 @@ void gp_fit_job_free(gp_fit_job *job)
     free(job->noise_pp);
     free(job->spec);
     free(job->hold_owner);
+    json_decref(job->outputs);
     free(job);
 }
 
@@ -418,6 +420,51 @@ static int empty_data(gp_fit_job *job, gp_error *err)
     return GP_OK;
 }
 
+/* 1 when the fit gives options.coregionalization (several outputs modelled
+ * jointly, y's missing entries allowed). */
+static int job_coreg(const gp_fit_job *job)
+{
+    for (size_t i = 0; i < job->n_options; i++)
+        if (strcmp(job->options[i].name, "coregionalization") == 0)
+            return 1;
+    return 0;
+}
+
+/* y of a JSON fit: rows of p values with null for a missing one when the fit
+ * is coregionalised; else numbers only (a null says what it needs), rows for
+ * multi-output methods only (a method that takes coregionalisation says so). */
+static int parse_targets(gp_api *api, json_t *y, gp_fit_job *job, size_t *ny, gp_error *err)
+{
+    if (job_coreg(job))
+        return gp_json_targets_missing(y, api->cfg.max_points, 1, &job->y, ny, &job->p, err);
+    int rc = gp_json_targets_null(y, err);
+    if (rc == GP_OK && job->method->coregionalization && json_is_array(json_array_get(y, 0)))
+        return gp_error_set(err, GP_EUNSUPPORTED, "y",
+                            "y has rows of several outputs: method '%s' models them jointly "
+                            "with options.coregionalization ({\"type\": \"icm\"} or "
+                            "{\"type\": \"lmc\"}); without it, give a list of numbers",
+                            job->method->name);
+    if (rc == GP_OK)
+        rc = gp_json_targets(y, "y", api->cfg.max_points, job->method->multi_output, &job->y,
+                             ny, &job->p, err);
+    return rc;
+}
+
+/* The outputs against y (after it is parsed, JSON or CSV or a stored job's):
+ * missing entries, all-missing rows and outputs, and the names, kept for
+ * p > 1 or when given. */
+static int check_outputs(json_t *obj, gp_fit_job *job, gp_error *err)
+{
+    size_t p = job->p ? job->p : 1;
+    json_t *given = json_object_get(obj, "outputs");
+    int rc = GP_OK;
+    if (given || p > 1)
+        rc = gp_api_parse_outputs(given, p, &job->outputs, err);
+    if (rc == GP_OK && job->y && job->n)
+        rc = gp_api_check_targets(job->y, job->n, p, job_coreg(job), 0, job->outputs, err);
+    return rc;
+}
+
 /* X and y of a JSON fit: rows of numbers, or the input kind of options.input;
  * y a list, or rows of outputs for multi-output methods. */
 static int parse_data(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
@@ -451,8 +498,7 @@ static int parse_data(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
                             "(--max-input-dim)",
                             job->d, api->cfg.max_input_dim);
     size_t ny = 0;
-    if ((rc = gp_json_targets(y, "y", api->cfg.max_points, job->method->multi_output, &job->y,
-                              &ny, &job->p, err)))
+    if ((rc = parse_targets(api, y, job, &ny, err)))
         return rc;
     if (ny != job->n)
         return gp_error_set(err, GP_EDATA, "y", "y has %zu entries; X has %zu rows", ny, job->n);
@@ -540,8 +586,11 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     if (have_data && (rc = stored_input_spec(job, err)))
         return rc;
+    if ((rc = check_outputs(obj, job, err)))
+        return rc;
     /* before the 202 of an async fit: labels that cannot be fitted never become a job */
-    if ((rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
+    /* (a coregionalised fit's missing entries are NaN; core takes it gaussian only) */
+    if (!job_coreg(job) && (rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
         return rc;
     if ((rc = check_noise_pp(job, err)))
         return rc;
@@ -581,11 +630,12 @@ static json_t *query_scalar(const char *v)
     return s ? s : json_string("?");
 }
 
-static int csv_fields(const gp_request *req, json_t **out, const char **target,
-                      const char **noise_column, gp_error *err)
+static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp_error *err)
 {
+    const char **target = &q->target, **noise_column = &q->noise_column;
     *target = NULL;
     *noise_column = NULL;
+    q->targets = NULL;
     json_t *obj = json_object(), *noise = json_object();
     if (obj == NULL || noise == NULL) {
         json_decref(obj);
@@ -600,10 +650,13 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target,
         if (json_object_get(obj, k) ||
             (strncmp(k, "noise_", 6) == 0 && json_object_get(noise, k + 6)) ||
             (strcmp(k, "target") == 0 && *target) ||
+            (strcmp(k, "targets") == 0 && q->targets) ||
             (strcmp(k, "noise_column") == 0 && *noise_column)) {
             rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice", k);
         } else if (strcmp(k, "target") == 0) {
             *target = v;
+        } else if (strcmp(k, "targets") == 0) {
+            q->targets = v;
         } else if (strcmp(k, "noise_column") == 0) {
             *noise_column = v;
         } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0 ||
@@ -630,7 +683,7 @@ static int csv_fields(const gp_request *req, json_t **out, const char **target,
         } else {
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
-                              "target, kernel, likelihood, options, mean, noise_variance, "
+                              "target, targets, kernel, likelihood, options, mean, noise_variance, "
                               "noise_fixed, noise_column, standardize, seed, async)",
                               k);
         }
@@ -669,16 +722,21 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
         if (rc == GP_OK)
             rc = parse_fields(api, obj, job, 0, err);
     } else {
-        const char *target = NULL, *noise_column = NULL;
-        rc = csv_fields(req, &obj, &target, &noise_column, err);
+        gp_csv_request q = {.max_rows = api->cfg.max_points,
+                            .max_inputs = api->cfg.max_input_dim};
+        rc = csv_fields(req, &obj, &q, err);
         /* name first, so that a CSV without ?name= says so before parsing the data */
         if (rc == GP_OK && json_object_get(obj, "name") == NULL)
             rc = gp_error_set(err, GP_EINVAL, "name",
                               "name is missing (a CSV fit takes it as ?name=)");
+        json_t *names = rc == GP_OK && q.targets ? json_array() : NULL;
         if (rc == GP_OK)
-            rc = gp_csv_parse_noise(req->body, req->body_len, target, noise_column,
-                                    api->cfg.max_points, api->cfg.max_input_dim, &job->X, &job->y,
-                                    &job->noise_pp, &job->n, &job->d, err);
+            rc = gp_csv_parse_request(req->body, req->body_len, &q, &job->X, &job->y,
+                                      &job->noise_pp, &job->n, &job->d, &job->p, names, err);
+        /* the target columns' names are the outputs' (kept in the spec) */
+        if (rc == GP_OK && names)
+            json_object_set(obj, "outputs", names);
+        json_decref(names);
         if (rc == GP_OK && job->noise_pp) /* checked with the rest by parse_fields */
             job->n_noise_pp = job->n;
         if (rc == GP_OK)
@@ -757,6 +815,8 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     gp_state_init(&st);
     char *info = NULL;
     json_t *ij = gp_api_model_info_json(model);
+    if (ij && job->outputs) /* kept with the version: GET, predict, OIP and observe read it */
+        json_object_set(ij, "outputs", job->outputs);
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);

@@ -180,6 +180,33 @@ int gp_json_model_inputs(json_t *v, const gp_input_spec *s, const char *field, s
  * numbers (column-major n x p); rows given to a one-output method are 422. */
 int gp_json_targets(json_t *v, const char *field, size_t max_rows, int several, double **y,
                     size_t *n, size_t *p, gp_error *err);
+/* ---- several outputs (targets.c, docs/design/multioutput.md) ---- */
+#define GP_OUTPUT_NAME_MAX 64
+/* y of a coregionalised fit or observe: a list (p = 1) or rows of p values
+ * (several: rows allowed), where null is a missing entry (NaN). Rows of
+ * another length than y[0] are 422 naming y[i], p above
+ * GP_COREG_MAX_OUTPUTS 422 naming y. */
+int gp_json_targets_missing(json_t *v, size_t max_rows, int several, double **y, size_t *n,
+                            size_t *p, gp_error *err);
+/* The first null entry of y (a fit or observe without coregionalisation):
+ * 422 naming y[i] or y[i][j], saying missing values need the option. */
+int gp_json_targets_null(json_t *v, gp_error *err);
+/* That refusal, naming field. */
+int gp_api_missing_refused(const char *field, gp_error *err);
+/* y (n x p, NaN missing) against the rules of docs/design/multioutput.md:
+ * without coreg no entry may be missing (y[i] / y[i][j]); a row with every
+ * output missing is 422 naming y[i]; unless rows_only (an observe), an
+ * output never observed is 422 naming y (and the output, names may be NULL). */
+int gp_api_check_targets(const double *y, size_t n, size_t p, int coreg, int rows_only,
+                         json_t *names, gp_error *err);
+/* The body's "outputs" (v; NULL: absent -> y0, y1, ...) for p outputs:
+ * p unique non-empty strings, else 400 naming outputs or outputs[i]. *out
+ * a new reference. */
+int gp_api_parse_outputs(json_t *v, size_t p, json_t **out, gp_error *err);
+/* The names kept in a model's info JSON (its "outputs"), or the defaults,
+ * as JSON text (malloc'ed; NULL when out of memory). */
+char *gp_api_outputs_text(const char *info, size_t p);
+
 /* One number of the data (X, y): 422 invalid_data naming field for anything
  * else (a string such as "NaN", null, an array, a non-finite value). */
 int gp_json_cell(json_t *v, const char *field, double *out, gp_error *err);
@@ -209,6 +236,13 @@ json_t *gp_json_real(double v);
  * method_info, mean, standardisation (new reference; NULL when out of
  * memory). */
 json_t *gp_api_model_info_json(const gp_model *m);
+
+/* A coregionalised model's "coregionalization" block (coreg_json.c): type,
+ * rank, latents, per latent its kernel, W, kappa and B (working units), the
+ * outputs' correlation at distance 0 (sum of the B_q at unit diagonal), the
+ * noise per output in original units, n_observed, kronecker (new
+ * reference; NULL when out of memory). */
+json_t *gp_api_coreg_json(const gp_model *m);
 
 /* ---- kernels (kernel_json.c) ---- */
 /* Parse a kernel JSON object for input_dim columns; field prefix e.g. "kernel".
@@ -249,6 +283,20 @@ int gp_csv_parse(const char *body, size_t len, const char *target, size_t max_ro
 int gp_csv_parse_noise(const char *body, size_t len, const char *target,
                        const char *noise_column, size_t max_rows, size_t max_inputs, double **X,
                        double **y, double **noise, size_t *n, size_t *d, gp_error *err);
+
+/* A CSV fit's choice of columns: target (one, by name or index; NULL: the
+ * last column) or targets (several, "A,B,C" by header name: an empty cell
+ * of theirs is a missing entry, NaN), and the noise column (NULL: none). */
+typedef struct gp_csv_request {
+    const char *target, *targets, *noise_column;
+    size_t max_rows, max_inputs;
+} gp_csv_request;
+/* gp_csv_parse_noise for either: y column-major n x p; names (a JSON array,
+ * may be NULL without targets) gets the targets' names. An unknown or
+ * repeated name of targets is GP_EINVAL naming targets. */
+int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, double **X,
+                         double **y, double **noise, size_t *n, size_t *d, size_t *p,
+                         json_t *names, gp_error *err);
 
 /* ---- errors (errors.c) ---- */
 /* The GP_E* code of a catalogue name ("invalid_argument" -> GP_EINVAL). */
@@ -304,13 +352,15 @@ typedef struct gp_point_answer {
     size_t m;                    /* points */
     size_t K;                    /* components asked (0: none) */
     int parts;                   /* they are an additive model's parts */
+    const char *outputs;         /* the outputs' names, JSON text (p > 1; else NULL) */
 } gp_point_answer;
 
 typedef struct gp_point_writer {
-    /* The checks of call c that need its model (warmup: a gate model in
-     * warm-up; a writer that cannot answer then fails here). */
+    /* The checks of call c that need its model (outputs: its outputs' names
+     * as JSON text, NULL for one output; warmup: a gate model in warm-up; a
+     * writer that cannot answer then fails here). */
     int (*prepare)(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
-                   int warmup, gp_error *err);
+                   const char *outputs, int warmup, gp_error *err);
     /* The 200 answer's body. */
     void (*write)(gp_buf *b, const gp_point_call *c, const gp_point_answer *a);
     /* Free the protocol's part of a call (may be NULL). */

@@ -153,5 +153,7 @@ json_t *gp_api_model_info_json(const gp_model *m)
     json_object_set_new(st, "y_mean", gp_json_real(m->y_mean));
     json_object_set_new(st, "y_scale", gp_json_real(m->y_scale));
     json_object_set_new(o, "standardization", st);
+    if (m->coreg.type != GP_COREG_NONE)
+        json_object_set_new(o, "coregionalization", gp_api_coreg_json(m));
     return o;
 }

@@ -61,14 +61,21 @@ static int observe_data(gp_api *api, const gp_model *model, const char *name, ob
     size_t ny = 0;
     int rc = gp_api_parse_x_late(api, model, name, json_object_get(ob->obj, "X"), &ob->X,
                                  &ob->k, &ob->d, err);
-    if (rc == GP_OK)
-        rc = gp_json_targets(json_object_get(ob->obj, "y"), "y", api->cfg.max_points,
-                             model->n_outputs > 1, &ob->Y, &ny, &ob->p, err);
+    /* a coregionalised model takes rows with missing outputs (null, NaN in core) */
+    json_t *yj = json_object_get(ob->obj, "y");
+    int coreg = model->coreg.type != GP_COREG_NONE;
+    if (rc == GP_OK && coreg)
+        rc = gp_json_targets_missing(yj, api->cfg.max_points, 1, &ob->Y, &ny, &ob->p, err);
+    else if (rc == GP_OK && (rc = gp_json_targets_null(yj, err)) == GP_OK)
+        rc = gp_json_targets(yj, "y", api->cfg.max_points, model->n_outputs > 1, &ob->Y, &ny,
+                             &ob->p, err);
     if (rc == GP_OK && ny != ob->k)
         rc = gp_error_set(err, GP_EDATA, "y", "y has %zu rows; X has %zu", ny, ob->k);
     if (rc == GP_OK && ob->p != model->n_outputs)
         rc = gp_error_set(err, GP_EDATA, "y[0]", "y[0] has %zu outputs; model '%s' has %zu",
                           ob->p, name, model->n_outputs);
+    if (rc == GP_OK && coreg)
+        rc = gp_api_check_targets(ob->Y, ob->k, ob->p, 1, 1, NULL, err);
     json_t *e = rc == GP_OK ? json_object_get(ob->obj, "noise") : NULL;
     size_t nn = 0;
     if (e && (rc = gp_json_vector(e, "noise", api->cfg.max_points, &ob->noise, &nn, err)) ==

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/internal.h"
+#include "api/cache.h"
 
 /* The server's version in the server metadata: the API's, as the OpenAPI
  * document's info.version states it. */
@@ -71,6 +71,27 @@ static int model_has_output(const gp_model *model, int k)
     default:
         return 0;
     }
+}
+
+/* A coregionalised model's outputs also have one tensor each for mean and
+ * variance, named by the output ("mean_Cd", "variance_Cd"): the code of
+ * output j's is OUT_COUNT + 2 j (+1 for the variance). */
+#define OUT_PER_PREFIX_MEAN "mean_"
+#define OUT_PER_PREFIX_VARIANCE "variance_"
+#define OUT_MAX (OUT_COUNT + 2 * GP_COREG_MAX_OUTPUTS)
+
+static int has_output_tensors(const gp_model *model)
+{
+    return model->coreg.type != GP_COREG_NONE && model->n_outputs <= GP_COREG_MAX_OUTPUTS;
+}
+
+/* The tensor name of code k >= OUT_COUNT, from the outputs' names. */
+static void per_output_name(json_t *names, int k, char *out, size_t len)
+{
+    size_t j = (size_t)(k - OUT_COUNT) / 2;
+    const char *s = json_string_value(json_array_get(names, j));
+    snprintf(out, len, "%s%s", (k - OUT_COUNT) % 2 ? OUT_PER_PREFIX_VARIANCE : OUT_PER_PREFIX_MEAN,
+             s ? s : "?");
 }
 
 /* Columns of output k per point: the model's outputs for mean and variance. */
@@ -172,7 +193,7 @@ static int warming_up(const gp_model *model)
 }
 
 static void write_metadata(gp_buf *b, const char *name, const int *versions, size_t nv,
-                           const gp_model *model)
+                           const gp_model *model, const char *outputs)
 {
     gp_buf_puts(b, "{\"name\":");
     gp_buf_json_string(b, name);
@@ -196,6 +217,15 @@ static void write_metadata(gp_buf *b, const char *name, const int *versions, siz
         write_tensor_meta(b, out_names[k], k == OUT_ASK_ORACLE ? "BOOL" : "FP64",
                           cols > 1 ? cols : 0);
     }
+    json_error_t je;
+    json_t *names = has_output_tensors(model) && outputs ? json_loads(outputs, 0, &je) : NULL;
+    for (int k = OUT_COUNT; names && k < OUT_COUNT + 2 * (int)model->n_outputs; k++) {
+        char tn[GP_OUTPUT_NAME_MAX + 16];
+        per_output_name(names, k, tn, sizeof tn);
+        gp_buf_put(b, ",", 1);
+        write_tensor_meta(b, tn, "FP64", 0);
+    }
+    json_decref(names);
     gp_buf_puts(b, "]}");
 }
 
@@ -219,7 +249,8 @@ void gp_api_oip_model_metadata(gp_api *api, const char *name, int version, gp_re
     }
     gp_buf b;
     gp_buf_init(&b);
-    write_metadata(&b, name, version ? &version : versions, version ? 1 : nv, model);
+    write_metadata(&b, name, version ? &version : versions, version ? 1 : nv, model,
+                   entry->outputs);
     gp_cache_release(api, entry);
     free(versions);
     gp_buf_respond(&b, 200, out);
@@ -257,8 +288,11 @@ void gp_api_oip_model_ready(gp_api *api, const char *name, int version, gp_respo
 typedef struct gp_oip_call {
     char *id;          /* the request's "id" (echoed), or NULL */
     size_t d;          /* the shape's second entry */
-    int asked[OUT_COUNT]; /* outputs asked, in request order (n_asked of them) */
+    int asked[OUT_MAX];   /* outputs asked, in request order (n_asked of them); -1: a
+                           * per-output name (pending[j]) resolved against the model */
+    char *pending[OUT_MAX];
     size_t n_asked;       /* 0: every output of the model */
+    json_t *names;        /* the model's outputs' names (per-output tensors) */
 } gp_oip_call;
 
 static void oip_call_free(void *proto)
@@ -267,6 +301,9 @@ static void oip_call_free(void *proto)
     if (o == NULL)
         return;
     free(o->id);
+    for (size_t j = 0; j < o->n_asked; j++)
+        free(o->pending[j]);
+    json_decref(o->names);
     free(o);
 }
 
@@ -483,6 +520,21 @@ static int parse_outputs(json_t *v, gp_oip_call *o, gp_error *err)
         int k = 0;
         while (k < OUT_COUNT && strcmp(out_names[k], name) != 0)
             k++;
+        int per = k == OUT_COUNT &&
+                  (strncmp(name, OUT_PER_PREFIX_MEAN, strlen(OUT_PER_PREFIX_MEAN)) == 0 ||
+                   strncmp(name, OUT_PER_PREFIX_VARIANCE, strlen(OUT_PER_PREFIX_VARIANCE)) == 0);
+        if (per) { /* an output's own tensor: the model says whether it has it */
+            for (size_t j = 0; j < o->n_asked; j++)
+                if (o->pending[j] && strcmp(o->pending[j], name) == 0)
+                    return gp_error_set(err, GP_EINVAL, f, "%s repeats outputs[%zu].name", f, j);
+            if (o->n_asked == OUT_MAX)
+                return gp_error_set(err, GP_EINVAL, "outputs", "outputs lists more than %d "
+                                    "tensors", OUT_MAX);
+            if ((o->pending[o->n_asked] = strdup(name)) == NULL)
+                return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+            o->asked[o->n_asked++] = -1;
+            continue;
+        }
         if (k == OUT_COUNT) {
             char all[256];
             list_outputs(NULL, all, sizeof all);
@@ -600,11 +652,42 @@ void gp_api_oip_infer(gp_api *api, const char *name, int version, const gp_reque
 /* The checks of an infer that need its model (inputs of points, the shape's
  * d, the outputs asked; warmup: a gate model in warm-up, 409); fixes the
  * outputs to answer (every output of the model when none were asked). */
+/* The per-output tensors asked (pending names) against the model's outputs. */
+static int resolve_per_output(gp_oip_call *o, const gp_model *model, const char *name,
+                              const char *outputs, gp_error *err)
+{
+    json_error_t je;
+    if (has_output_tensors(model) && outputs && o->names == NULL)
+        o->names = json_loads(outputs, 0, &je);
+    for (size_t j = 0; j < o->n_asked; j++) {
+        if (o->asked[j] != -1)
+            continue;
+        for (int k = OUT_COUNT; o->names && k < OUT_COUNT + 2 * (int)model->n_outputs; k++) {
+            char tn[GP_OUTPUT_NAME_MAX + 16];
+            per_output_name(o->names, k, tn, sizeof tn);
+            if (strcmp(tn, o->pending[j]) == 0)
+                o->asked[j] = k;
+        }
+        if (o->asked[j] != -1)
+            continue;
+        char f[GP_ERROR_FIELD_LEN];
+        snprintf(f, sizeof f, "outputs[%zu].name", j);
+        return gp_error_set(err, GP_EINVAL, f,
+                            "%s: model '%s' has no output '%.40s' (GET /v2/models/%s lists its "
+                            "outputs)",
+                            f, name, o->pending[j], name);
+    }
+    return GP_OK;
+}
+
 static int oip_prepare(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
-                       int warmup, gp_error *err)
+                       const char *outputs, int warmup, gp_error *err)
 {
     (void)api;
     gp_oip_call *o = gp_point_call_proto(c);
+    int rc = resolve_per_output(o, model, name, outputs, err);
+    if (rc)
+        return rc;
     if (model->input.kind != GP_INPUT_POINT)
         return gp_error_set(err, GP_EUNSUPPORTED, "inputs[0]",
                             "inputs[0]: model '%s' takes %s inputs, which are no tensor of "
@@ -616,7 +699,7 @@ static int oip_prepare(gp_api *api, gp_point_call *c, const gp_model *model, con
                             "(shape [n, %zu])",
                             o->d, name, model->input_dim, model->input_dim);
     for (size_t j = 0; j < o->n_asked; j++) {
-        if (model_has_output(model, o->asked[j]))
+        if (o->asked[j] >= OUT_COUNT || model_has_output(model, o->asked[j]))
             continue;
         char mine[256], f[GP_ERROR_FIELD_LEN];
         list_outputs(model, mine, sizeof mine);
@@ -625,10 +708,13 @@ static int oip_prepare(gp_api *api, gp_point_call *c, const gp_model *model, con
                             "%s: model '%s' has no output '%s' (its outputs: %s)",
                             f, name, out_names[o->asked[j]], mine);
     }
-    if (o->n_asked == 0)
+    if (o->n_asked == 0) {
         for (int k = 0; k < OUT_COUNT; k++)
             if (model_has_output(model, k))
                 o->asked[o->n_asked++] = k;
+        for (int k = OUT_COUNT; o->names && k < OUT_COUNT + 2 * (int)model->n_outputs; k++)
+            o->asked[o->n_asked++] = k;
+    }
     if (warmup)
         return gp_error_set(err, GP_ECONFLICT, NULL,
                             "model '%s' is warming up: it predicts once it holds its warmup "
@@ -698,6 +784,17 @@ static void oip_write(gp_buf *b, const gp_point_call *c, const gp_point_answer *
     gp_buf_puts(b, ",\"outputs\":[");
     for (size_t j = 0; j < o->n_asked; j++) {
         int k = o->asked[j];
+        if (k >= OUT_COUNT) { /* output (k - OUT_COUNT) / 2's own mean or variance */
+            char tn[GP_OUTPUT_NAME_MAX + 16];
+            size_t out = (size_t)(k - OUT_COUNT) / 2;
+            per_output_name(o->names, k, tn, sizeof tn);
+            gp_buf_puts(b, j ? ",{\"name\":" : "{\"name\":");
+            gp_buf_json_string(b, tn);
+            gp_buf_printf(b, ",\"datatype\":\"FP64\",\"shape\":[%zu],\"data\":", m);
+            gp_buf_json_array(b, ((k - OUT_COUNT) % 2 ? pr->variance : pr->mean) + out * m, m, 1);
+            gp_buf_put(b, "}", 1);
+            continue;
+        }
         size_t cols = output_columns(model, k);
         gp_buf_puts(b, j ? ",{\"name\":\"" : "{\"name\":\"");
         gp_buf_puts(b, out_names[k]);

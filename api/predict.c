@@ -107,12 +107,14 @@ static int check_components(const gp_model *model, int comps, size_t *K, int *pa
 
 /* One block for every output the request asked for (owner: *mem); obs: the
  * six observation-level outputs of a non-Gaussian model. */
-static int alloc_prediction(size_t m, size_t np, int full, size_t nq, size_t K, int obs,
-                            double **mem, gp_prediction *pr, gp_error *err)
+static int alloc_prediction(size_t m, size_t np, int full, int cross, size_t nq, size_t K,
+                            int obs, double **mem, gp_prediction *pr, gp_error *err)
 {
     /* np outputs: m np means and variances, np covariances, m nq np quantiles
-     * (np is at most a few: the request's m is bounded, and np by the fit) */
-    size_t total = 2 * m * np + (full ? m * m * np : 0) + nq * m * np + 2 * K * m +
+     * (np is at most a few: the request's m is bounded, and np by the fit);
+     * cross: the joint (m np)^2 covariance of a coregionalised model */
+    size_t mp = full && cross ? m * np : 0;
+    size_t total = 2 * m * np + (full ? m * m * np : 0) + mp * mp + nq * m * np + 2 * K * m +
                    (obs ? 6 * m : 0) + m; /* + m: the gate's flags */
     *mem = malloc(total * sizeof **mem);
     if (*mem == NULL)
@@ -123,6 +125,8 @@ static int alloc_prediction(size_t m, size_t np, int full, size_t nq, size_t K, 
     p += 2 * m * np;
     pr->covariance = full ? p : NULL;
     p += full ? m * m * np : 0;
+    pr->cross_covariance = mp ? p : NULL;
+    p += mp * mp;
     pr->quantiles = nq ? p : NULL;
     p += nq * m * np;
     pr->component_mean = K ? p : NULL;
@@ -239,6 +243,26 @@ static void write_covariance(gp_buf *b, const double *C, size_t m, size_t p)
         gp_buf_put(b, "]", 1);
 }
 
+/* cross_covariance: (m p) rows of (m p), row and column i p + j the point
+ * i's output j; core holds (i, j) at i + m j (output-major). */
+static void write_cross_covariance(gp_buf *b, const double *C, size_t m, size_t p)
+{
+    size_t mp = m * p;
+    gp_buf_puts(b, ",\"cross_covariance\":[");
+    for (size_t r = 0; r < mp; r++) {
+        size_t ri = (r / p) + m * (r % p); /* the row's index in core's layout */
+        gp_buf_puts(b, r ? ",[" : "[");
+        for (size_t c = 0; c < mp; c++) {
+            size_t ci = (c / p) + m * (c % p);
+            if (c)
+                gp_buf_put(b, ",", 1);
+            gp_buf_json_number(b, C[ci * mp + ri]);
+        }
+        gp_buf_put(b, "]", 1);
+    }
+    gp_buf_put(b, "]", 1);
+}
+
 /* A gate model in warm-up predicts nothing yet: every point asks the oracle. */
 static void respond_warmup(gp_buf *b, const gp_online_status *st, size_t m, size_t p)
 {
@@ -281,6 +305,8 @@ static void write_prediction(gp_buf *b, const gp_model *model, const predict_arg
         write_observation_fields(b, model->likelihood, pr, m);
     if (a->full)
         write_covariance(b, pr->covariance, m, p);
+    if (a->full && pr->cross_covariance)
+        write_cross_covariance(b, pr->cross_covariance, m, p);
     if (a->nq)
         write_quantiles(b, a->q, a->nq, pr->quantiles, m, p);
     if (a->comps)
@@ -312,8 +338,9 @@ struct gp_point_call {
 /* ---- the v1 writer: POST /v1/models/{name}/predict's answer ---- */
 
 static int v1_prepare(gp_api *api, gp_point_call *c, const gp_model *model, const char *name,
-                      int warmup, gp_error *err)
+                      const char *outputs, int warmup, gp_error *err)
 {
+    (void)outputs; /* written with the answer */
     (void)warmup; /* v1 answers a model in warm-up: "mean": null, every point asks */
     int rc = gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
     if (rc == GP_OK && c->a.noise && c->a.n_noise != c->m)
@@ -326,6 +353,8 @@ static void v1_write(gp_buf *b, const gp_point_call *c, const gp_point_answer *a
 {
     size_t p = a->model->n_outputs;
     gp_api_write_head(b, a->name, a->version);
+    if (a->outputs)
+        gp_buf_printf(b, ",\"outputs\":%s", a->outputs);
     if (a->ost->warmup)
         respond_warmup(b, a->ost, a->m, p);
     else
@@ -470,23 +499,31 @@ typedef struct call_state {
 } call_state;
 
 /* The checks of call c against the model, and its buffers (st->rc). */
-static void predict_prepare(gp_api *api, const gp_model *model, gp_point_call *c, int gate,
-                            const gp_online_status *ost, call_state *st)
+static void predict_prepare(gp_api *api, const gp_cache_entry *entry, const gp_model *model,
+                            gp_point_call *c, int gate, const gp_online_status *ost,
+                            call_state *st)
 {
     gp_error *err = &st->err;
     const predict_args *a = &c->a;
-    int rc = c->writer->prepare(api, c, model, c->name, ost->warmup, err);
+    int rc = c->writer->prepare(api, c, model, c->name, entry->outputs, ost->warmup, err);
     if (rc == GP_OK && a->full && c->m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
                           "a full covariance of %zu points is above the limit "
                           "max_covariance_points = %zu",
                           c->m, api->cfg.max_covariance_points);
+    /* the joint covariance of a coregionalised model is (m p)^2 */
+    int cross = model->coreg.type != GP_COREG_NONE;
+    if (rc == GP_OK && a->full && cross && c->m * model->n_outputs > api->cfg.max_covariance_points)
+        rc = gp_error_set(err, GP_ETOOBIG, "X",
+                          "a full covariance of %zu points x %zu outputs is above the limit "
+                          "max_covariance_points = %zu",
+                          c->m, model->n_outputs, api->cfg.max_covariance_points);
     if (rc == GP_OK)
         rc = check_components(model, a->comps, &st->K, &st->parts, err);
     int obs = model->likelihood != GP_LIK_GAUSSIAN;
     if (rc == GP_OK && !ost->warmup)
-        rc = alloc_prediction(c->m, model->n_outputs, a->full, a->nq, st->K, obs, &st->mem,
-                              &st->pr, err);
+        rc = alloc_prediction(c->m, model->n_outputs, a->full, cross, a->nq, st->K, obs,
+                              &st->mem, &st->pr, err);
     if (rc == GP_OK && !gate)
         st->pr.ask_oracle = NULL;
     st->rc = rc;
@@ -506,7 +543,8 @@ static void predict_respond(gp_api *api, gp_cache_entry *entry, const gp_model *
     gp_buf b;
     gp_buf_init(&b);
     /* entry's name/version are the row that was served */
-    gp_point_answer a = {model, c->name, entry->version, gate, ost, &st->pr, m, st->K, st->parts};
+    gp_point_answer a = {model,  c->name, entry->version, gate,          ost,
+                         &st->pr, m,      st->K,          st->parts,     entry->outputs};
     c->writer->write(&b, c, &a);
     if (gate) /* in warm-up every point asks the oracle */
         gp_cache_gate_record(entry, ost->warmup ? NULL : st->pr.ask_oracle, m);
@@ -542,7 +580,7 @@ static void run_predicts(gp_api *api, gp_point_call **calls, size_t n, gp_respon
             gp_model_online_status(model, &ost);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            predict_prepare(api, model, calls[i], gate, &ost, &st[i]);
+            predict_prepare(api, entry, model, calls[i], gate, &ost, &st[i]);
             if (st[i].rc || ost.warmup)
                 continue;
             const predict_args *a = &calls[i]->a;

@@ -92,12 +92,15 @@ static int sample_prepare(gp_api *api, const gp_model *model, const char *name,
 }
 
 static void sample_respond(const gp_model *model, const char *name, int version,
-                           const gp_sample_call *c, size_t count, gp_response *out)
+                           const char *outputs, const gp_sample_call *c, size_t count,
+                           gp_response *out)
 {
     size_t m = c->m, n = (size_t)c->a.n_samples, p = model->n_outputs;
     gp_buf b;
     gp_buf_init(&b);
     gp_api_write_head(&b, name, version);
+    if (outputs) /* the names of several outputs */
+        gp_buf_printf(&b, ",\"outputs\":%s", outputs);
     write_draws(&b, "samples", c->S, m, n, p);
     if (c->a.observations)
         write_draws(&b, "observations", c->S + count, m, n, p);
@@ -171,7 +174,8 @@ void gp_sample_run(gp_api *api, const char *name, int version, gp_sample_call **
                 rcs[i] = gp_model_sample_observations(model, &sr, c->S, c->S + counts[i],
                                                       &errs[i]);
             if (rcs[i] == GP_OK)
-                sample_respond(model, name, entry->version, c, counts[i], &res[i]);
+                sample_respond(model, name, entry->version, entry->outputs, c, counts[i],
+                               &res[i]);
             else
                 gp_api_error(&errs[i], &res[i]);
         }

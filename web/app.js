@@ -129,6 +129,8 @@
 
   /* The first output of a value (a model of several outputs answers rows). */
   const first = (v) => (Array.isArray(v) ? v[0] : v);
+  /* Output o of a value. */
+  const outputOf = (o) => (v) => (Array.isArray(v) ? v[o] : v);
   const logistic = (f) => 1 / (1 + Math.exp(-f));
 
   /* ---------------------------------------------------------------- CSV rows */
@@ -867,14 +869,17 @@
       let datasets;
       let yTitle;
       let caption;
+      let answers = null;
       if (lik === 'bernoulli') {
         ({ datasets, caption } = await bernoulliSets(model, X, xs));
         yTitle = 'p(y = 1)';
       } else {
-        ({ datasets, caption } = await regressionSets(model, X, xs, lik));
+        ({ datasets, caption, answers } = await regressionSets(model, X, xs, lik));
         yTitle = lik === 'gaussian' ? 'y' : 'y (count)';
+        if (Array.isArray(model.outputs) && model.outputs.length > 1) yTitle = model.outputs[0];
       }
       if (token !== state.renderToken) return;
+      drawOutputs(model, answers, xs, lik, frame, names[j]);
       if (!datasets) {
         note.textContent = caption;
         setPlotState('posterior-box', 'empty');
@@ -917,26 +922,52 @@
     if (p.mean === null || p.mean === undefined) {
       return { datasets: null, caption: `The model predicts nothing yet (${p.state || 'no mean'}).` };
     }
-    const mean = p.mean.map(first);
-    const sd = p.variance.map((v) => Math.sqrt(Math.max(0, first(v))));
+    const datasets = outputSets(p, s, xs, lik, first);
+    const caption = gaussian
+      ? `Posterior mean, the band mean ± 1.96 sd of ${noise ? 'an observation (noise included)' : 'the latent function'}, `
+        + `and ${N_SAMPLES} joint draws of the latent function (seed ${SAMPLE_SEED}).`
+      : `Mean count, the band mean ± 1.96 sd of a count, and ${N_SAMPLES} joint draws of the rate (seed ${SAMPLE_SEED}).`;
+    return { datasets, caption, answers: { p, s } };
+  }
+
+  /* The datasets of one output (pick: its value out of a row) of a predict
+   * answer p and a sample answer s. */
+  function outputSets(p, s, xs, lik, pick) {
+    const gaussian = lik === 'gaussian';
+    const mean = p.mean.map(pick);
+    const sd = p.variance.map((v) => Math.sqrt(Math.max(0, pick(v))));
     let lo = mean.map((m, i) => m - Z95 * sd[i]);
     const hi = mean.map((m, i) => m + Z95 * sd[i]);
     if (!gaussian) lo = lo.map((v) => Math.max(0, v)); /* counts */
     /* Samples are of the latent f: for counts, the rate it implies. */
     const link = lik === 'poisson' ? Math.exp : lik === 'poisson_sq' ? (f) => f * f : (f) => f;
     const samples = s.samples.map((draw, k) => lineSet(gaussian ? `sample ${k + 1}` : `rate sample ${k + 1}`,
-      pts(xs, draw.map((v) => link(first(v)))),
+      pts(xs, draw.map((v) => link(pick(v)))),
       { borderColor: COLORS.samples[k % 3], backgroundColor: COLORS.samples[k % 3], borderWidth: 1.2, order: 2 }));
-    const datasets = [
+    return [
       ...bandSets(xs, lo, hi, '95% band (mean ± 1.96 sd)'),
       lineSet('mean', pts(xs, mean), { order: 1 }),
       ...samples,
     ];
-    const caption = gaussian
-      ? `Posterior mean, the band mean ± 1.96 sd of ${noise ? 'an observation (noise included)' : 'the latent function'}, `
-        + `and ${N_SAMPLES} joint draws of the latent function (seed ${SAMPLE_SEED}).`
-      : `Mean count, the band mean ± 1.96 sd of a count, and ${N_SAMPLES} joint draws of the rate (seed ${SAMPLE_SEED}).`;
-    return { datasets, caption };
+  }
+
+  /* A model of several outputs: one small plot per output, named, from the
+   * same prediction and draws as the main plot (which shows the first). */
+  function drawOutputs(model, answers, xs, lik, frame, xTitle) {
+    const box = $('output-plots');
+    for (const id of Object.keys(state.charts)) if (id.startsWith('output-chart-')) destroyChart(id);
+    box.replaceChildren();
+    const names = Array.isArray(model.outputs) ? model.outputs : [];
+    box.hidden = names.length < 2 || !answers;
+    if (box.hidden) return;
+    names.forEach((name, o) => {
+      const id = `output-chart-${o}`;
+      const canvas = el('canvas', { id, role: 'img', 'aria-label': `Posterior of output ${name}` });
+      box.append(el('figure', { className: 'plot' }, el('div', { className: 'plot-box small' }, canvas),
+        el('figcaption', { text: `output ${o + 1} of ${names.length}: ${name}` })));
+      makeChart(id, outputSets(answers.p, answers.s, xs, lik, outputOf(o)), xTitle, name,
+        { x: { min: frame.lo, max: frame.hi, ticks: { includeBounds: false } } });
+    });
   }
 
   /* Binary classification: p(y = 1), and the 95% band of logistic(f). */

@@ -491,7 +491,7 @@ export interface components {
             platform: string;
             /** @description One tensor X of shape [-1, d]; none for a model whose inputs are distributions. */
             inputs: components["schemas"]["V2TensorMetadata"][];
-            /** @description mean and variance; latent_mean, latent_variance and probability (bernoulli) or count_mean, count_variance, rate_mean, rate_variance (poisson); ask_oracle (BOOL) for a gated model. */
+            /** @description mean and variance; latent_mean, latent_variance and probability (bernoulli) or count_mean, count_variance, rate_mean, rate_variance (poisson); ask_oracle (BOOL) for a gated model. A coregionalised model also lists, per output NAME (its outputs), mean_NAME and variance_NAME of shape [-1]: that output's column of mean and variance. */
             outputs: components["schemas"]["V2TensorMetadata"][];
         };
         V2InferRequest: {
@@ -570,8 +570,8 @@ export interface components {
                 };
             }[];
         };
-        /** @description One number per row; rows of p numbers for a multi-output method (rfgp), p fixed by the fit. */
-        Targets: number[] | number[][];
+        /** @description One number per row; rows of p numbers for a multi-output method (rfgp) or a coregionalised fit (options.coregionalization of exact, sgpr, svgp; p at most 16), p fixed by the fit. A coregionalised fit's entries may be null (a missing value; a row or an output with none observed is 422 naming y[i] or y); null elsewhere is 422 naming y[i] or y[i][j] (docs/design/multioutput.md). */
+        Targets: (number | null)[] | (number | null)[][];
         /** @description one value per point; for a model of p > 1 outputs, one row of p per point */
         Outputs: number[] | number[][];
         /** @description Outputs, or null (a gate model in warm-up) */
@@ -717,6 +717,8 @@ export interface components {
             async?: boolean;
             X?: components["schemas"]["Inputs"];
             y?: components["schemas"]["Targets"];
+            /** @description the outputs' names, one per column of y, distinct (default y0, y1, ...): kept with the model and returned with its predictions, samples and OIP tensors */
+            outputs?: string[];
         };
         /**
          * @description gaussian N(y | f, noise); bernoulli p(y=1) = logistic(f); poisson rate exp(f); poisson_sq rate f^2 (pls only)
@@ -791,6 +793,38 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             online?: components["schemas"]["OnlineStatus"];
+            /** @description the outputs' names (models of several outputs, or names given) */
+            outputs?: string[];
+            coregionalization?: components["schemas"]["Coregionalization"];
+        };
+        /** @description a coregionalised model's what-was-learned (docs/design/multioutput.md): cov(f_i(x), f_j(x')) = sum_q B_q[i,j] k_q(x, x'), B_q = W_q W_q^T + diag(kappa_q), in working units (output j's value is y_mean[j] + y_scale[j] v) */
+        Coregionalization: {
+            /** @enum {string} */
+            type?: "icm" | "lmc";
+            /** @description p */
+            outputs?: number;
+            /** @description columns of each W_q */
+            rank?: number;
+            /** @description Q latent kernels */
+            latents?: number;
+            latent?: {
+                kernel?: components["schemas"]["Kernel"];
+                /** @description p rows of rank */
+                W?: number[][];
+                kappa?: number[];
+                /** @description p x p */
+                B?: number[][];
+            }[];
+            /** @description the outputs' correlation at distance zero: sum_q B_q scaled to a unit diagonal (the same in working and original units) */
+            output_correlation?: number[][];
+            /** @description per output */
+            noise_variance_original?: number[];
+            y_mean?: number[];
+            y_scale?: number[];
+            /** @description observed entries of y */
+            n_observed?: number;
+            /** @description the fit took the Kronecker path (isotopic ICM) */
+            kronecker?: boolean;
         };
         ModelSummary: {
             name: string;
@@ -833,6 +867,10 @@ export interface components {
             variance: components["schemas"]["OutputsOrNull"];
             /** @description m rows of m; for p > 1 outputs a list of p such matrices */
             covariance?: unknown[][];
+            /** @description models of p > 1 outputs, their names (the order of each row's p values) */
+            outputs?: string[];
+            /** @description coregionalised models with full_covariance: the joint covariance of every (point, output) pair, (m p) rows of (m p), row and column i p + j point i's output j (its within-output blocks are covariance); m p is bounded by max_covariance_points (413 naming X) */
+            cross_covariance?: number[][];
             /** @description present (false) only when include_noise was asked of a model fitted with per-point noise without the points' noise: mean, variance and quantiles are the latent function's (noise_note says why) */
             noise_included?: boolean;
             noise_note?: string;
@@ -893,6 +931,8 @@ export interface components {
         SampleResponse: {
             name: string;
             version: number;
+            /** @description models of p > 1 outputs, their names */
+            outputs?: string[];
             /** @description joint draws of the latent function, one array of points per draw (for p > 1 outputs, a row of p per point) */
             samples: components["schemas"]["Outputs"][];
             /** @description with observations true, y drawn given each sample */
@@ -917,6 +957,16 @@ export interface components {
              * @default 1e-10
              */
             tolerance?: number;
+            /** @description several outputs modelled jointly (docs/design/multioutput.md): {"type": "icm" | "lmc", "rank": R (1 .. p, default 1), "latents": Q (lmc only, 1 .. 8, default 2), "kappa": learn each output's own share (default true), "solver": "auto" (Kronecker eigendecompositions when icm and every output is observed at every row) | "kronecker" | "general"}; y rows of p values, null for a missing one */
+            coregionalization?: {
+                /** @enum {string} */
+                type: "icm" | "lmc";
+                rank?: number;
+                latents?: number;
+                kappa?: boolean;
+                /** @enum {string} */
+                solver?: "auto" | "kronecker" | "general";
+            };
         };
         /** @description method_info of a exact model */
         ExactMethodInfo: Record<string, never>;
@@ -2334,6 +2384,8 @@ export interface operations {
                 method?: string;
                 /** @description CSV bodies: target column (header name or 0-based index; default the last column) */
                 target?: string;
+                /** @description CSV bodies: several target columns by header name, comma separated (e.g. Cd,Ni,Zn), the outputs of a coregionalised fit and their names; an empty cell of theirs is a missing value (refused without options.coregionalization: 422 naming y[i][j]); an unknown column is 400 naming targets */
+                targets?: string;
                 /** @description CSV bodies: kernel as JSON text */
                 kernel?: string;
                 /** @description CSV bodies */

@@ -13,6 +13,8 @@
 
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/coreg/exact.h"
+#include "core/coreg/params.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
@@ -37,6 +39,9 @@ typedef struct exact_impl {
                       the factor is then of K + s2 I + diag(r) + jitter I */
     size_t cap;    /* the fit's cap on N (max_train_points), which observe keeps */
     gp_kernel_points *Xp; /* Xt scaled by the fitted kernel, for predictions */
+    /* A coregionalised model (options.coregionalization): everything is
+     * here, the fields above unused (core/coreg/exact.c). */
+    gp_coreg_exact *coreg;
 } exact_impl;
 
 static const gp_option_spec exact_options[] = {
@@ -46,6 +51,12 @@ static const gp_option_spec exact_options[] = {
      "L-BFGS iterations per run"},
     {"tolerance", GP_OPTION_NUMBER, 1e-10, NULL, 1e-16, 1, NULL,
      "stop when the relative LML change of an iteration falls below this"},
+    {"coregionalization", GP_OPTION_OBJECT, 0, NULL, 0, 0, gp_coreg_option_schema_solver,
+     "several outputs modelled jointly (docs/design/multioutput.md): {\"type\": \"icm\" | "
+     "\"lmc\", \"rank\": R (1 .. p, default 1), \"latents\": Q (lmc only, 1 .. 8, default 2), "
+     "\"kappa\": learn each output's own share (default true), \"solver\": \"auto\" (Kronecker "
+     "eigendecompositions when icm and every output is observed at every row) | \"kronecker\" | "
+     "\"general\"}; y rows of p values, null for a missing one"},
 };
 
 static void impl_free(void *p)
@@ -54,6 +65,7 @@ static void impl_free(void *p)
     if (im == NULL)
         return;
     gp_kernel_points_free(im->Xp);
+    gp_coreg_exact_free(im->coreg);
     free(im->Xt);
     free(im->L);
     free(im->alpha);
@@ -312,8 +324,30 @@ static int exact_fit_into(gp_model *model, const gp_fit_request *req, exact_impl
     return rc;
 }
 
+/* A coregionalised fit: core/coreg/exact.c's model in an empty shell. */
+static int exact_fit_coreg(const gp_method *m, const gp_fit_request *req, gp_model **out,
+                           gp_error *err)
+{
+    gp_coreg_exact *ce = NULL;
+    int rc = gp_coreg_exact_fit(m, req, out, &ce, err);
+    if (rc)
+        return rc;
+    exact_impl *im = calloc(1, sizeof *im);
+    if (im == NULL) {
+        gp_coreg_exact_free(ce);
+        gp_model_free(*out);
+        *out = NULL;
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    }
+    im->coreg = ce;
+    (*out)->impl = im;
+    return GP_OK;
+}
+
 static int exact_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
+    if (gp_fit_coregionalised(m, req))
+        return exact_fit_coreg(m, req, out, err);
     int rc = size_guard(req, err);
     if (rc)
         return rc;
@@ -502,6 +536,8 @@ static int exact_predict(const gp_model *model, const gp_predict_request *req, g
                          gp_error *err)
 {
     const exact_impl *im = model->impl;
+    if (im->coreg)
+        return gp_coreg_exact_predict(model, im->coreg, req, out, err);
     double *P;
     int rc = gp_model_points(model, req->X, req->m, &P, err);
     if (rc)
@@ -595,6 +631,12 @@ static void exact_sample_batch(const gp_model *model, const gp_sample_request *r
                                double *const *samples, int *rcs, gp_error *errs, size_t n)
 {
     const exact_impl *im = model->impl;
+    for (size_t i = 0; im->coreg && i < n; i++) {
+        gp_error_clear(&errs[i]);
+        rcs[i] = gp_coreg_exact_sample(model, im->coreg, &reqs[i], samples[i], &errs[i]);
+    }
+    if (im->coreg)
+        return;
     size_t cap = SAMPLE_BATCH_DOUBLES / (im->n ? im->n : 1);
     for (size_t i = 0; i < n;) {
         size_t k = 1, pts = reqs[i].m;
@@ -611,6 +653,9 @@ static int exact_sample(const gp_model *model, const gp_sample_request *req, dou
 {
     int rc = GP_OK;
     gp_error_clear(err);
+    const exact_impl *im = model->impl;
+    if (im->coreg)
+        return gp_coreg_exact_sample(model, im->coreg, req, samples, err);
     sample_group(model, req, &samples, &rc, err, 1);
     return rc;
 }
@@ -838,6 +883,8 @@ static int exact_observe_noise(gp_model *model, const double *X, const double *Y
                                const double *noise, size_t k, gp_error *err)
 {
     exact_impl *im = model->impl;
+    if (im->coreg)
+        return gp_coreg_exact_observe(model, im->coreg, X, Y, k, err);
     size_t n = im->n, N = n + k;
     if (k > im->cap || n > im->cap - k)
         return gp_error_set(err, GP_ETOOBIG, "X",
@@ -886,6 +933,8 @@ static int exact_observe(gp_model *model, const double *X, const double *Y, size
 static int exact_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const exact_impl *im = model->impl;
+    if (im->coreg)
+        return gp_coreg_exact_export(im->coreg, st, err);
     /* the factor's leading dimension may exceed n (observe's spare rows) */
     int rc = gp_state_put_cholesky_ld(st, "chol_packed", im->L, im->n, im->ld, err);
     if (rc == GP_OK)
@@ -956,8 +1005,25 @@ static int import_noise(const gp_state *st, exact_impl *im, gp_error *err)
     return GP_OK;
 }
 
+/* A coregionalised model's state into an empty shell. */
+static int exact_import_coreg(gp_model *model, const gp_state *st, gp_error *err)
+{
+    exact_impl *im = calloc(1, sizeof *im);
+    if (im == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    int rc = gp_coreg_exact_import(model, st, &im->coreg, err);
+    if (rc) {
+        free(im);
+        return rc;
+    }
+    model->impl = im;
+    return GP_OK;
+}
+
 static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
 {
+    if (gp_coreg_exact_state(st))
+        return exact_import_coreg(model, st, err);
     size_t n = model->n_train, d = model->input_dim, nn = 0;
     const double *Xt, *alpha;
     int rc = gp_checked_size(n, n, &nn, err);
@@ -991,6 +1057,12 @@ static int exact_import(gp_model *model, const gp_state *st, gp_error *err)
     return GP_OK;
 }
 
+struct gp_coreg_exact *gp_exact_coreg(const gp_model *model)
+{
+    const exact_impl *im = model->method == &gp_method_exact ? model->impl : NULL;
+    return im ? im->coreg : NULL;
+}
+
 static const gp_method_ops exact_ops = {
     .fit = exact_fit,
     .predict = exact_predict,
@@ -1001,6 +1073,7 @@ static const gp_method_ops exact_ops = {
     .free_impl = impl_free,
     .observe = exact_observe,
     .observe_noise = exact_observe_noise,
+    .check_option = gp_coreg_check_option_solver,
     /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns) */
     .batch_invariant = 1,
     .batch_shares_work = 1, /* a batch streams the factor L once */
@@ -1020,6 +1093,7 @@ const gp_method gp_method_exact = {
     .composite_kernels = 1,
     .per_point_noise = 1,
     .mean_functions = 1,
+    .coregionalization = 1,
     .iterations_option = "max_iterations",
     .restarts_option = "restarts",
     .quick = exact_quick,

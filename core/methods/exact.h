@@ -18,7 +18,9 @@
  *
  * Exported arrays: chol_packed, X_train (d x N), alpha, y_train (N, working
  * units) and max_train_points; a state without the last two (written before
- * observe existed) imports with y = (L L^T) alpha and the default cap. */
+ * observe existed) imports with y = (L L^T) alpha and the default cap.
+ *
+ * Several outputs with options.coregionalization: core/coreg/exact.h. */
 #ifndef GP_EXACT_H
 #define GP_EXACT_H
 
@@ -27,5 +29,10 @@
 #include "core/model/model.h"
 
 extern const gp_method gp_method_exact;
+
+/* With options.coregionalization the model is core/coreg/exact.c's; its
+ * impl, for tests and benchmarks (NULL for a single-output model). */
+struct gp_coreg_exact;
+struct gp_coreg_exact *gp_exact_coreg(const gp_model *model);
 
 #endif

@@ -51,6 +51,11 @@ const gp_value *gp_option_object(const gp_fit_request *req, const char *name)
     return v ? v->object : NULL;
 }
 
+int gp_fit_coregionalised(const gp_method *m, const gp_fit_request *req)
+{
+    return m->coregionalization && gp_option_object(req, "coregionalization") != NULL;
+}
+
 void gp_y_field(char *field, size_t len, size_t bad, size_t n, size_t p)
 {
     if (p > 1)
@@ -216,7 +221,13 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
         snprintf(field, sizeof field, "X[%zu][%zu]", bad % req->n, bad / req->n);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
     }
-    if (!gp_all_finite(req->y, ycount, &bad)) {
+    /* A coregionalised fit's y may miss entries (NaN): gp_model_fit checks
+     * it per output (gp_coreg_check_targets, core/coreg, which calls this
+     * file: the check is there so that no circle forms). The option reaches
+     * here only on a method that takes it: gp_model_fit validates the
+     * options first (gp_fit_coregionalised). */
+    int coreg = gp_option_object(req, "coregionalization") != NULL;
+    if (!coreg && !gp_all_finite(req->y, ycount, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
         gp_y_field(field, sizeof field, bad, req->n, p);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);
@@ -226,7 +237,8 @@ int gp_check_training_data(const gp_fit_request *req, gp_error *err)
         return rc;
     /* labels (0/1, counts) are never standardised */
     int std_y = req->standardize && req->likelihood == GP_LIK_GAUSSIAN;
-    if ((rc = gp_check_standardisable(req->y, req->n, p, req->n, std_y, 1, 0, err)) != GP_OK)
+    if (!coreg &&
+        (rc = gp_check_standardisable(req->y, req->n, p, req->n, std_y, 1, 0, err)) != GP_OK)
         return rc;
     return gp_check_fit_settings(req, err);
 }

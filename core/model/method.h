@@ -105,6 +105,12 @@ const char *gp_option_string(const gp_method *m, const gp_fit_request *req, cons
 /* An OBJECT option's value, NULL when not given (the method's default). */
 const gp_value *gp_option_object(const gp_fit_request *req, const char *name);
 
+/* 1 when the fit is coregionalised: m takes options.coregionalization
+ * (descriptor fact coregionalization) and the request gives it. Only then
+ * may y hold NaN (a missing entry) and several outputs go to a method that
+ * is not multi_output (docs/design/multioutput.md). */
+int gp_fit_coregionalised(const gp_method *m, const gp_fit_request *req);
+
 /* The request's cap on N for methods that build N x N matrices
  * (max_train_points, else GP_DEFAULT_MAX_TRAIN_POINTS); the other methods
  * take cap^2 doubles, an exact fit's workspace, as their memory budget. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/coreg/params.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/model/persist.h"
@@ -32,7 +33,13 @@ static double seconds_now(void)
 static int check_fit_shape(const gp_method *m, const gp_fit_request *req, gp_error *err)
 {
     size_t p = req->n_outputs ? req->n_outputs : 1;
-    if (p > 1 && !m->multi_output)
+    if (p > 1 && !m->multi_output && m->coregionalization && !gp_fit_coregionalised(m, req))
+        return gp_error_set(err, GP_EUNSUPPORTED, "y",
+                            "y: %zu outputs; method '%s' models several outputs jointly with "
+                            "options.coregionalization (e.g. {\"type\": \"icm\"}), "
+                            "docs/design/multioutput.md",
+                            p, m->name);
+    if (p > 1 && !m->multi_output && !gp_fit_coregionalised(m, req))
         return gp_error_set(err, GP_EUNSUPPORTED, "y",
                             "method '%s' fits one output: y must be a list of numbers", m->name);
     if (req->n == 0 && !m->starts_empty)
@@ -130,6 +137,32 @@ static int check_mean_taken(const gp_method *m, const gp_fit_request *req, gp_er
     return GP_OK;
 }
 
+/* What a coregionalised fit does not take (yet), and the option's checks
+ * that need p (rank, the output count). */
+static int check_coreg_taken(const gp_method *m, const gp_fit_request *req, gp_error *err)
+{
+    if (!gp_fit_coregionalised(m, req))
+        return GP_OK;
+    if (req->mean != GP_MEAN_ZERO)
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: a constant or linear mean with options.coregionalization is "
+                            "not supported yet (give the zero mean)");
+    if (req->noise_per_point)
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.per_point",
+                            "noise.per_point: known per-point noise with "
+                            "options.coregionalization is not supported yet");
+    if (req->likelihood != GP_LIK_GAUSSIAN)
+        return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
+                            "likelihood: a coregionalised model is gaussian only");
+    if (req->hyper && gp_hyper_shapes_objective(req->hyper))
+        return gp_error_set(err, GP_EUNSUPPORTED, "kernel.priors",
+                            "kernel.priors: priors and bounds with options.coregionalization "
+                            "are not supported yet (held parameters are)");
+    /* solver: the method's own check_option has taken or refused it */
+    gp_coreg_spec spec;
+    return gp_coreg_spec_from_request(req, 1, &spec, err);
+}
+
 int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     *out = NULL;
@@ -137,8 +170,13 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     if (rc == GP_OK)
         rc = check_fit_shape(m, req, err);
     if (rc == GP_OK)
+        rc = check_coreg_taken(m, req, err);
+    if (rc == GP_OK)
         rc = req->n == 0 && m->starts_empty ? gp_check_fit_settings(req, err)
                                             : gp_check_training_data(req, err);
+    if (rc == GP_OK && req->n > 0 && gp_fit_coregionalised(m, req))
+        rc = gp_coreg_check_targets(req->y, req->n, req->n_outputs ? req->n_outputs : 1, 1,
+                                    req->standardize, 0, err);
     if (rc == GP_OK)
         rc = gp_options_check_data(m, req->options, req->n_options, req->d, err);
     /* The descriptor's kernel facts are the rule, whatever the method checks itself. */
@@ -218,7 +256,11 @@ int gp_model_observe_noise(gp_model *model, const double *X, const double *Y,
         rc = gp_checked_size(k, model->n_outputs, &count, err);
     if (rc)
         return rc;
-    if (!gp_all_finite(Y, count, &bad)) {
+    /* a coregionalised model's new rows may miss outputs (NaN) */
+    if (model->coreg.type != GP_COREG_NONE &&
+        (rc = gp_coreg_check_targets(Y, k, model->n_outputs, 0, 0, 0, err)) != GP_OK)
+        return rc;
+    if (model->coreg.type == GP_COREG_NONE && !gp_all_finite(Y, count, &bad)) {
         char field[GP_ERROR_FIELD_LEN];
         gp_y_field(field, sizeof field, bad, k, model->n_outputs);
         return gp_error_set(err, GP_EDATA, field, "%s is not a finite number", field);

@@ -9,6 +9,7 @@ Fields left as None are not sent, so the daemon's defaults apply.
 
 import http.client
 import json
+import math
 import socket
 import threading
 import time
@@ -48,6 +49,18 @@ def encode_json(body):
     except ValueError as exc:
         raise ValueError("request body holds NaN or Inf, which JSON cannot carry "
                          "(remove or impute those values)") from exc
+
+
+def missing_to_null(values):
+    """Targets with NaN for a missing value (pandas' and numpy's) as JSON
+    null: a coregionalised fit's or observe's missing outputs
+    (docs/design/multioutput.md).  Lists (of rows) of plain numbers."""
+    values = to_plain(values)
+    if isinstance(values, (list, tuple)):
+        return [missing_to_null(v) for v in values]
+    if isinstance(values, float) and math.isnan(values):
+        return None
+    return values
 
 
 def _drop_none(fields):
@@ -258,7 +271,7 @@ class Client:
         if X is not None:
             body["X"] = to_plain(X)
         if y is not None:
-            body["y"] = to_plain(y)
+            body["y"] = missing_to_null(y)  # NaN: a missing output (coregionalised fits)
         return body
 
     def fit(self, name, X=None, y=None, *, method=None, kernel=None, likelihood=None,
@@ -289,15 +302,19 @@ class Client:
     def fit_csv(self, name, data, *, target=None, method=None, kernel=None,
                 likelihood=None, options=None, noise_variance=None, noise_fixed=None,
                 standardize=None, seed=None, async_=False, timeout=None, idempotency_key=None,
-                noise_column=None):
+                noise_column=None, targets=None):
         """Fit from CSV text (str, bytes or a binary/text file object): a
         header row, then rows of numbers; the target is the last column or
-        ``target`` (a header name or 0-based index); ``noise_column`` names
+        ``target`` (a header name or 0-based index), or the several columns
+        ``targets`` names (a list of header names, the outputs of a
+        coregionalised fit; an empty cell is a missing value); ``noise_column`` names
         the column of the rows' known noise variances (not an input).
         Returns the model, or the job id when ``async_``."""
         if hasattr(data, "read"):
             data = data.read()
-        query = dict(name=name, target=target, method=method, kernel=kernel,
+        if targets is not None and not isinstance(targets, str):
+            targets = ",".join(targets)
+        query = dict(name=name, target=target, targets=targets, method=method, kernel=kernel,
                      likelihood=likelihood, options=options, noise_variance=noise_variance,
                      noise_fixed=noise_fixed, standardize=standardize, seed=seed,
                      noise_column=noise_column, **{"async": True if async_ else None})
@@ -390,8 +407,9 @@ class Client:
         observations}``.  ``noise``: the rows' known noise variances (a
         model fitted with per-point noise needs them).  With
         ``idempotency_key``, a retry (say after a lost answer) adds the rows
-        once and answers the first answer."""
-        body = _drop_none(dict(X=to_plain(X), y=to_plain(y), version=version,
+        once and answers the first answer.  NaN in ``y`` is a missing output
+        (coregionalised exact models)."""
+        body = _drop_none(dict(X=to_plain(X), y=missing_to_null(y), version=version,
                                new_version=new_version, noise=to_plain(noise)))
         return self._post(self._model_path(name, "/observe"), body, timeout=timeout,
                           idempotency_key=idempotency_key)

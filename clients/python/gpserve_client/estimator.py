@@ -19,7 +19,7 @@ import random
 import uuid
 import warnings
 
-from .client import DEFAULT_URL, Client, to_plain
+from .client import DEFAULT_URL, Client, missing_to_null, to_plain
 
 try:
     import numpy as _np
@@ -43,7 +43,9 @@ def _rows(X):
 
 
 def _targets(y, n):
-    y = to_plain(y)
+    """y as a list (or rows of p outputs), NaN (a missing output of a
+    coregionalised fit) as None, which the API reads as a missing value."""
+    y = missing_to_null(y)
     if not isinstance(y, (list, tuple)) or len(y) != n:
         raise ValueError("y must be an array-like of %d targets (one per row of X)" % n)
     return list(y)
@@ -158,7 +160,7 @@ class _GPServeEstimator:
         client = self._client()
         name = self.name if self.name is not None else "sklearn-" + uuid.uuid4().hex[:16]
         body = dict(method=self.method, kernel=self.kernel, likelihood=self._likelihood,
-                    options=self.options, standardize=self.standardize, seed=self.seed)
+                    options=self._fit_options(), standardize=self.standardize, seed=self.seed)
         body.update(self._extra_fit_fields())
         if self.async_fit:
             self.job_id_ = client.fit_async(name, X, y, **body)
@@ -173,12 +175,21 @@ class _GPServeEstimator:
         self.kernel_ = model.get("kernel")
         self.n_features_in_ = model.get("input_dim")
         self.warnings_ = model.get("warnings", [])
+        if model.get("outputs") is not None:  # several outputs: their names
+            self.output_names_ = list(model["outputs"])
         for w in self.warnings_:  # as scikit-learn's ConvergenceWarning at a bound
             warnings.warn(w.get("message", w.get("code", "")), ConvergenceWarning, stacklevel=3)
         return self
 
     def _extra_fit_fields(self):
         return {}
+
+    def _fit_options(self):
+        """options, with the regressor's coregionalization in it."""
+        coreg = getattr(self, "coregionalization", None)
+        if coreg is None:
+            return self.options
+        return dict(self.options or {}, coregionalization=coreg)
 
     def _predict_raw(self, X, **fields):
         self._check_fitted()
@@ -190,7 +201,7 @@ class _GPServeEstimator:
         self._check_fitted()
         self._client().delete_model(self.name_)
         for attr in ("model_", "name_", "version_", "kernel_", "n_features_in_", "job_id_",
-                     "warnings_"):
+                     "warnings_", "output_names_"):
             self.__dict__.pop(attr, None)
 
 
@@ -227,6 +238,15 @@ class GPServeRegressor(_GPServeEstimator):
         which is learned unless fixed; ``noise_variance=0, noise_fixed=True``
         is scikit-learn's model with that alpha.  None (default): none.
     options : the method's options dict.
+    coregionalization : several outputs modelled jointly (exact, sgpr, svgp;
+        docs/design/multioutput.md): ``{"type": "icm", "rank": 1}`` or
+        ``{"type": "lmc", "latents": 2}``, sent as
+        ``options.coregionalization``.  ``y`` is then 2-D (n_samples,
+        n_outputs) with NaN for a missing value; ``predict`` answers
+        (n_points, n_outputs) arrays and ``predict_cross_covariance`` the
+        joint covariance of every (point, output) pair.
+    output_names : the outputs' names (default ``y0``, ``y1``, ...):
+        ``output_names_`` after the fit.
     mean : None or "zero" (a zero mean), "constant" or "linear": the GP's
         mean function, its coefficients learned with the hyperparameters
         (exact, sgpr, svgp, msrfr: GET /v1/methods lists mean_functions); the
@@ -255,7 +275,8 @@ class GPServeRegressor(_GPServeEstimator):
     def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="exact", kernel=None,
                  noise_variance=None, noise_fixed=False, options=None, standardize=True,
                  seed=0, include_noise=True, async_fit=False, timeout=60.0, fit_timeout=None,
-                 poll_interval=0.2, alpha=None, mean=None):
+                 poll_interval=0.2, alpha=None, mean=None, coregionalization=None,
+                 output_names=None):
         self.url = url
         self.api_key = api_key
         self.name = name
@@ -273,6 +294,8 @@ class GPServeRegressor(_GPServeEstimator):
         self.poll_interval = poll_interval
         self.alpha = alpha
         self.mean = mean
+        self.coregionalization = coregionalization
+        self.output_names = output_names
 
     def _extra_fit_fields(self):
         noise = {}
@@ -284,7 +307,8 @@ class GPServeRegressor(_GPServeEstimator):
             noise["per_point"] = self._per_point
         # mean: None (the daemon's zero mean), "zero", "constant" or "linear"
         mean = {"type": self.mean} if self.mean is not None else None
-        return {"noise": noise or None, "mean": mean}
+        names = list(self.output_names) if self.output_names is not None else None
+        return {"noise": noise or None, "mean": mean, "outputs": names}
 
     def fit(self, X, y):
         """Fit on the daemon; returns self."""
@@ -321,6 +345,17 @@ class GPServeRegressor(_GPServeEstimator):
         if return_cov:
             return mean, _array(answer["covariance"])
         return mean
+
+    def predict_cross_covariance(self, X):
+        """A coregionalised model's mean (n_points, n_outputs) and the joint
+        covariance of every (point, output) pair, (n_points * n_outputs)
+        square, row and column ``i * n_outputs + j`` point i's output j (of
+        y or f: see include_noise)."""
+        answer = self._predict_raw(X, include_noise=self.include_noise, full_covariance=True)
+        if "cross_covariance" not in answer:
+            raise ValueError("model %r is not coregionalised: it has no cross-output "
+                             "covariance (fit with coregionalization=...)" % self.name_)
+        return _array(answer["mean"]), _array(answer["cross_covariance"])
 
     def predict_quantiles(self, X, quantiles=(0.05, 0.95)):
         """Predictive quantiles: an array (n_points, len(quantiles)) in the
