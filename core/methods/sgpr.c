@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/coreg/params.h"
+#include "core/coreg/sparse_fit.h"
+#include "core/coreg/sparse_impl.h"
+#include "core/coreg/sparse_predict.h"
 #include "core/inducing/inducing.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
@@ -33,6 +37,8 @@ static const gp_option_spec sgpr_options[] = {
     {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL, "L-BFGS iterations per fit"},
     {"tolerance", GP_OPTION_NUMBER, 1e-9, NULL, 1e-16, 1, NULL,
      "stop when the relative change of the bound in an iteration falls below this"},
+    {"coregionalization", GP_OPTION_OBJECT, 0, NULL, 0, 0, gp_coreg_option_schema,
+     gp_coreg_option_help},
 };
 
 /* Memory checked before anything is allocated: three m x n buffers per
@@ -127,6 +133,8 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gp_collaps
 static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     const gp_method *me = m;
+    if (gp_fit_coregionalised(me, req))
+        return gp_coreg_sparse_fit(me, req, GP_COREG_SPARSE_SGPR, out, err);
     size_t M = (size_t)gp_option_number(me, req, "inducing");
     int rc = size_guard(req, M < req->n ? M : req->n, err);
     if (rc)
@@ -165,14 +173,55 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
     return GP_OK;
 }
 
+/* A model's impl is the inducing posterior, or a coregionalised model's
+ * (core/coreg/sparse_model.h, gp_coreg_sparse_impl_is tells them apart). */
+static int sgpr_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                        gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_coreg_sparse_predict(model, req, out, err);
+    return gp_inducing_method_predict(model, req, out, err);
+}
+
+static int sgpr_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                       gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_coreg_sparse_sample(model, req, samples, err);
+    return gp_inducing_method_sample(model, req, samples, err);
+}
+
+static int sgpr_export(const gp_model *model, gp_state *st, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_coreg_sparse_export(model, st, err);
+    return gp_inducing_method_export(model, st, err);
+}
+
+static int sgpr_import(gp_model *model, const gp_state *st, gp_error *err)
+{
+    if (gp_coreg_sparse_state_is(st))
+        return gp_coreg_sparse_import(model, st, err);
+    return gp_inducing_method_import(model, st, err);
+}
+
+static void sgpr_free(void *impl)
+{
+    if (gp_coreg_sparse_impl_is(impl))
+        gp_coreg_sparse_free(impl);
+    else
+        gp_inducing_method_free(impl);
+}
+
 static const gp_method_ops sgpr_ops = {
     .fit = sgpr_fit,
-    .predict = gp_inducing_method_predict,
-    .batch_invariant = 1, /* core/inducing's predict: per-point arithmetic */
-    .sample = gp_inducing_method_sample,
-    .export_impl = gp_inducing_method_export,
-    .import_impl = gp_inducing_method_import,
-    .free_impl = gp_inducing_method_free,
+    .predict = sgpr_predict,
+    .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
+    .sample = sgpr_sample,
+    .export_impl = sgpr_export,
+    .import_impl = sgpr_import,
+    .free_impl = sgpr_free,
+    .check_option = gp_coreg_check_option,
 };
 
 static const gp_info_spec sgpr_info[] = {
@@ -215,5 +264,6 @@ const gp_method gp_method_sgpr = {
     .quick = sgpr_quick,
     .n_quick = sizeof sgpr_quick / sizeof sgpr_quick[0],
     .hyper_priors = 1,
+    .coregionalization = 1,
     .ops = &sgpr_ops,
 };
