@@ -402,21 +402,21 @@ int gp_coreg_svgp_elbo(const gp_coreg_sparse_at *at, const gp_coreg_sparse_data 
         rc = GP_ENOMEM;
     if (rc == GP_OK)
         rc = proj_build(&pr, at, data, err);
-    double ell = 0.0, klv = 0.0;
+    double ell = 0.0, klv = 0.0, w = data->weight > 0.0 ? data->weight : 1.0;
     if (rc == GP_OK) {
         memcpy(LtV, pr.V, K * M * sizeof *LtV);
         cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (blasint)K,
                     (blasint)M, 1.0, Lq, (blasint)K, LtV, (blasint)K);
         for (size_t a = 0; a < M; a++) {
-            const double *v = pr.V + a * K, *w = LtV + a * K;
+            const double *v = pr.V + a * K, *lv = LtV + a * K;
             double lam = pr.lam[a];
-            double var = pr.kd[a] - gp_dot(v, v, K) + gp_dot(w, w, K);
+            double var = pr.kd[a] - gp_dot(v, v, K) + gp_dot(lv, lv, K);
             mu[a] = gp_dot(v, mq, K);
             double r = data->y[a] - mu[a];
-            ell += -0.5 * (LOG_2PI + log(lam)) - (r * r + var) / (2.0 * lam);
-            gmu[a] = r / lam;
-            gv[a] = -0.5 / lam;
-            glam[a] = -0.5 / lam + (r * r + var) / (2.0 * lam * lam);
+            ell += w * (-0.5 * (LOG_2PI + log(lam)) - (r * r + var) / (2.0 * lam));
+            gmu[a] = w * r / lam;
+            gv[a] = -0.5 * w / lam;
+            glam[a] = w * (-0.5 / lam + (r * r + var) / (2.0 * lam * lam));
         }
         klv = kl_of(mq, Lq, K);
         *F = ell - klv;
@@ -474,6 +474,68 @@ int gp_coreg_svgp_elbo(const gp_coreg_sparse_at *at, const gp_coreg_sparse_data 
     free(gmu);
     free(gv);
     free(glam);
+    proj_free(&pr);
+    return rc;
+}
+
+/* Lambda_new (K x K) and theta (K) of the step, from q's precision P = S^{-1}. */
+static void natgrad_target(const proj *pr, const gp_coreg_sparse_data *d, double step, double *P,
+                           double *theta, const double *mq)
+{
+    size_t K = pr->K, M = pr->M;
+    double w = d->weight > 0.0 ? d->weight : 1.0;
+    cblas_dsymv(CblasColMajor, CblasLower, (blasint)K, 1.0 - step, P, (blasint)K, mq, 1, 0.0,
+                theta, 1);
+    for (size_t i = 0; i < K * K; i++)
+        P[i] *= 1.0 - step;
+    for (size_t i = 0; i < K; i++)
+        P[i * K + i] += step;
+    for (size_t a = 0; a < M; a++) {
+        const double *v = pr->V + a * K;
+        double s = step * w / pr->lam[a];
+        cblas_dsyr(CblasColMajor, CblasLower, (blasint)K, s, v, 1, P, (blasint)K);
+        cblas_daxpy((blasint)K, s * d->y[a], v, 1, theta, 1);
+    }
+}
+
+int gp_coreg_svgp_natgrad(const gp_coreg_sparse_at *at, const gp_coreg_sparse_data *data,
+                          double step, double *mq, double *Lq, gp_error *err)
+{
+    proj pr;
+    if (data->M == 0 || at->m == 0)
+        return gp_error_set(err, GP_EINVAL, NULL, "the step needs observed entries and Z");
+    int rc = proj_alloc(&pr, at, data, err);
+    if (rc)
+        return rc;
+    size_t K = pr.K;
+    double *P = gp_alloc_doubles(K * K, err), *theta = gp_alloc_doubles(K, err);
+    rc = P && theta ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        rc = proj_build(&pr, at, data, err);
+    if (rc == GP_OK) {
+        memcpy(P, Lq, K * K * sizeof *P); /* S^{-1} from S's factor */
+        if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)K, P, (lapack_int)K) != 0)
+            rc = gp_error_set(err, GP_ENOTPD, NULL, "q's covariance is singular");
+    }
+    if (rc == GP_OK) {
+        natgrad_target(&pr, data, step, P, theta, mq);
+        if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)K, P, (lapack_int)K) != 0)
+            rc = gp_error_set(err, GP_ENOTPD, NULL, "the new precision is not positive definite");
+    }
+    if (rc == GP_OK) { /* m = Lambda^{-1} theta, S = Lambda^{-1}, Lq = chol(S) */
+        LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (lapack_int)K, 1, P, (lapack_int)K, theta,
+                       (lapack_int)K);
+        if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)K, P, (lapack_int)K) != 0 ||
+            LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)K, P, (lapack_int)K) != 0)
+            rc = gp_error_set(err, GP_ENOTPD, NULL, "the new covariance is not positive definite");
+    }
+    if (rc == GP_OK) {
+        gp_zero_upper(P, K, K);
+        memcpy(Lq, P, K * K * sizeof *P);
+        memcpy(mq, theta, K * sizeof *theta);
+    }
+    free(P);
+    free(theta);
     proj_free(&pr);
     return rc;
 }

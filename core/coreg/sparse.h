@@ -48,13 +48,15 @@ typedef struct gp_coreg_sparse_at {
 } gp_coreg_sparse_at;
 
 /* The data: n rows X (d x n), the M observed entries (row, out) and their
- * working targets y. */
+ * working targets y. weight multiplies svgp's expected log-likelihood (0
+ * means 1): N / batch for a minibatch's unbiased estimate. */
 typedef struct gp_coreg_sparse_data {
     const double *X;
     size_t n, d;
     size_t M;
     const size_t *row, *out;
     const double *y;
+    double weight;
 } gp_coreg_sparse_data;
 
 /* Gradient outputs (each may be NULL). */
@@ -86,6 +88,16 @@ int gp_coreg_sgpr_bound(const gp_coreg_sparse_at *at, const gp_coreg_sparse_data
 int gp_coreg_svgp_elbo(const gp_coreg_sparse_at *at, const gp_coreg_sparse_data *data,
                        const double *mq, const double *Lq, double *F, double *kl,
                        const gp_coreg_sparse_grad *grad, gp_error *err);
+
+/* One natural-gradient step of size `step` on q (mq, Lq updated in place)
+ * from the entries of data at its weight: in the natural parameters
+ * (S^{-1} m, -S^{-1}/2) the Gaussian likelihood's optimum of the batch is
+ * (w V Lambda^{-1} y, I + w V Lambda^{-1} V^T), and the step moves a
+ * fraction `step` towards it (step 1 on the full batch lands on sgpr's
+ * optimal q). GP_ENOTPD (q unchanged) when the new precision is not positive
+ * definite. */
+int gp_coreg_svgp_natgrad(const gp_coreg_sparse_at *at, const gp_coreg_sparse_data *data,
+                          double step, double *mq, double *Lq, gp_error *err);
 
 void gp_coreg_sparse_post_free(gp_coreg_sparse_post *p);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/coreg/sparse_impl.h"
+#include "core/coreg/sparse_train.h"
 #include "core/linalg/linalg.h"
 #include "core/optim/driver.h"
 
@@ -168,15 +169,46 @@ static int q_start(sfit *f, gp_error *err)
     return rc;
 }
 
+/* svgp after L-BFGS (as svgp's own fit ends, svgp_refine_q): q made optimal
+ * for the fitted parameters by one full-batch natural-gradient step of 1
+ * (exact for the gaussian likelihood), kept when the ELBO does not drop. */
+static int refine_q(sfit *f, gp_error *err)
+{
+    gp_coreg_sparse_impl *im = f->im;
+    gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
+    size_t K = im->K;
+    double *mq0 = gp_alloc_doubles(K, err), *Lq0 = gp_alloc_doubles(K * K, err), F0, F1;
+    int rc = mq0 && Lq0 ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        rc = gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, &F0, NULL, NULL, err);
+    if (rc == GP_OK) {
+        memcpy(mq0, f->mq, K * sizeof *mq0);
+        memcpy(Lq0, f->Lq, K * K * sizeof *Lq0);
+        gp_error e2;
+        int r2 = gp_coreg_svgp_natgrad(&at, &f->data, 1.0, f->mq, f->Lq, &e2);
+        if (r2 == GP_OK)
+            r2 = gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, &F1, NULL, NULL, &e2);
+        if (r2 == GP_ENOMEM)
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        else if (r2 != GP_OK || !(F1 >= F0)) {
+            memcpy(f->mq, mq0, K * sizeof *mq0);
+            memcpy(f->Lq, Lq0, K * K * sizeof *Lq0);
+        }
+    }
+    free(mq0);
+    free(Lq0);
+    return rc;
+}
+
 /* The fitted posterior: sgpr's optimal q, or svgp's q. */
-static int final_post(sfit *f, double *F, gp_error *err)
+static int final_post(sfit *f, int full, double *F, gp_error *err)
 {
     gp_coreg_sparse_impl *im = f->im;
     gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
     if (f->kind == GP_COREG_SPARSE_SGPR)
         return gp_coreg_sgpr_bound(&at, &f->data, F, NULL, &im->post, err);
     size_t K = im->K;
-    int rc = gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, F, NULL, NULL, err);
+    int rc = full ? gp_coreg_svgp_elbo(&at, &f->data, f->mq, f->Lq, F, NULL, NULL, err) : GP_OK;
     im->post.m = im->m;
     im->post.K = K;
     im->post.mt = gp_alloc_doubles(K, err);
@@ -192,33 +224,46 @@ static int final_post(sfit *f, double *F, gp_error *err)
     return GP_OK;
 }
 
-static int check_sizes(const gp_method *me, const gp_fit_request *req, size_t K, size_t M,
-                       gp_coreg_sparse_kind kind, gp_error *err)
+/* Doubles of the full-batch evaluation (its K x M buffers and the K x K
+ * ones; svgp's L-BFGS history of q's K^2 / 2 coordinates). */
+static double full_need(size_t K, size_t M, gp_coreg_sparse_kind kind)
 {
-    double cap = (double)gp_fit_point_cap(req), dK = (double)K;
-    double need = (double)M * (4.0 * dK + 8.0) + 8.0 * dK * dK +
-                  (kind == GP_COREG_SPARSE_SVGP ? 24.0 * dK * dK : 0.0);
+    double dK = (double)K;
+    return (double)M * (4.0 * dK + 8.0) + 8.0 * dK * dK +
+           (kind == GP_COREG_SPARSE_SVGP ? 24.0 * dK * dK : 0.0);
+}
+
+/* The optimiser (*lbfgs: full batch; else svgp's minibatch Adam) and the
+ * memory check, before the big buffers: within the budget of an exact fit
+ * of max_train_points points (sgpr's and svgp's rule). */
+static int check_sizes(const gp_method *me, const gp_fit_request *req, size_t K, size_t M,
+                       gp_coreg_sparse_kind kind, int *lbfgs, gp_error *err)
+{
+    double cap = (double)gp_fit_point_cap(req), need = full_need(K, M, kind);
+    *lbfgs = 1;
     if (kind == GP_COREG_SPARSE_SVGP) {
         const char *opt = gp_option_string(me, req, "optimizer");
-        if (opt && strcmp(opt, "adam") == 0)
-            return gp_error_set(err, GP_EUNSUPPORTED, "options.optimizer",
-                                "options.optimizer: a coregionalised svgp trains by full-batch "
-                                "L-BFGS (auto or lbfgs); adam is not supported with "
-                                "options.coregionalization yet");
+        *lbfgs = strcmp(opt, "lbfgs") == 0 || (strcmp(opt, "auto") == 0 && need <= cap * cap);
+        if (!*lbfgs) {
+            size_t b = (size_t)gp_option_number(me, req, "batch_size");
+            double Mb = (double)(b < req->n ? b : req->n) * (double)req->n_outputs;
+            need = Mb * (4.0 * (double)K + 8.0) + 12.0 * (double)K * (double)K;
+        }
     }
     if (need > cap * cap)
-        return gp_error_set(err, GP_ETOOBIG, "options.inducing",
-                            "options.inducing: a coregionalised %s with %zu inducing values "
-                            "(latents x inducing points) on %zu observed entries needs %.1f GB "
-                            "of workspace, above the budget of an exact fit of "
-                            "max_train_points = %.0f points: use fewer inducing points, "
-                            "latents or rank",
-                            me->name, K, M, need * 8e-9, cap);
+        return gp_error_set(err, GP_ETOOBIG, *lbfgs ? "options.inducing" : "options.batch_size",
+                            "%s: a coregionalised %s with %zu inducing values (latents x "
+                            "inducing points) on %zu observed entries needs %.1f GB of "
+                            "workspace, above the budget of an exact fit of max_train_points "
+                            "= %.0f points: use fewer inducing points, latents or rank%s",
+                            *lbfgs ? "options.inducing" : "options.batch_size", me->name, K, M,
+                            need * 8e-9, cap,
+                            kind == GP_COREG_SPARSE_SVGP ? ", or svgp's optimizer adam" : "");
     return GP_OK;
 }
 
 static void report(gp_model *model, const gp_method *me, const gp_fit_request *req,
-                   const sfit *f, double F, const char *sel)
+                   const sfit *f, double F, const char *sel, int lbfgs)
 {
     const gp_coreg_sparse_impl *im = f->im;
     double offset = 0.0;
@@ -229,7 +274,7 @@ static void report(gp_model *model, const gp_method *me, const gp_fit_request *r
     gp_model_info_string(model, "inducing_selection", sel);
     gp_model_info_number(model, "optimize_inducing", gp_option_number(me, req, "optimize_inducing"));
     if (f->kind == GP_COREG_SPARSE_SVGP)
-        gp_model_info_string(model, "optimizer", "lbfgs");
+        gp_model_info_string(model, "optimizer", lbfgs ? "lbfgs" : "adam");
 }
 
 /* ---- the fit ---- */
@@ -243,7 +288,7 @@ static int standardise_inputs(gp_model *model, const gp_fit_request *req, double
 }
 
 static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, double offset,
-                    gp_diagnostics *diag, gp_error *err)
+                    int iterations, gp_diagnostics *diag, gp_error *err)
 {
     double *x = gp_alloc_doubles(f->dim, err);
     if (x == NULL)
@@ -251,7 +296,9 @@ static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, dou
     pack_all(f, x);
     gp_driver_options opt;
     gp_driver_default_options(&opt);
-    opt.max_iterations = (int)gp_option_number(me, req, "max_iterations");
+    opt.max_iterations = iterations;
+    opt.iteration_base = diag->iterations; /* progress continues across rounds */
+    opt.max_total = (int)gp_option_number(me, req, "max_iterations");
     opt.tolerance = gp_option_number(me, req, "tolerance");
     opt.progress = req->progress;
     opt.progress_ctx = req->progress_ctx;
@@ -269,6 +316,74 @@ static int optimise(sfit *f, const gp_method *me, const gp_fit_request *req, dou
     return rc;
 }
 
+/* sgpr: one L-BFGS run. svgp: SVGP_ROUNDS runs sharing the budget, each
+ * followed by refine_q: L-BFGS moves q's K (K + 3) / 2 coordinates slowly
+ * (their scale is far from the parameters'), and hyperparameters fitted
+ * against a stale q drift; restarting from the optimal q of the current
+ * parameters keeps the two together, and the fit ends with q optimal. */
+#define SVGP_ROUNDS 4
+static int full_batch(sfit *f, const gp_method *me, const gp_fit_request *req, double offset,
+                      gp_diagnostics *diag, gp_error *err)
+{
+    int budget = (int)gp_option_number(me, req, "max_iterations");
+    if (f->kind == GP_COREG_SPARSE_SGPR)
+        return optimise(f, me, req, offset, budget, diag, err);
+    int rc = GP_OK, done = 0;
+    for (int r = 0; rc == GP_OK && r < SVGP_ROUNDS && done < budget; r++) {
+        int it = (budget - done) / (SVGP_ROUNDS - r);
+        rc = optimise(f, me, req, offset, it > 0 ? it : 1, diag, err);
+        done = diag->iterations;
+        if (rc == GP_OK)
+            rc = refine_q(f, err);
+        if (rc == GP_OK && diag->converged && r > 0)
+            break;
+    }
+    return rc;
+}
+
+/* The model's common fields as exact's coregionalised model has them: its
+ * kernel is latent 0's, its noise output 0's (every number is in
+ * model->coreg), one output's standardisation when p is 1. */
+static int fill_common(gp_model *model, const gp_coreg_params *cp, gp_error *err)
+{
+    double *theta = gp_alloc_doubles(cp->n_kparams + 1, err);
+    if (theta == NULL)
+        return GP_ENOMEM;
+    gp_kernel_get_params(cp->kernels[0], theta);
+    gp_kernel_set_params(model->kernel, theta);
+    model->kernel->fixed = cp->kernels[0]->fixed;
+    free(theta);
+    model->noise_variance = cp->noise[0];
+    if (cp->p == 1) {
+        model->y_mean = cp->y_mean[0];
+        model->y_scale = cp->y_scale[0];
+    }
+    return GP_OK;
+}
+
+/* svgp's minibatch path (core/coreg/sparse_train.h) from q = N(0, I). */
+static int train_adam(sfit *f, gp_model *model, const gp_method *me, const gp_fit_request *req,
+                      double offset, double *F, gp_error *err)
+{
+    size_t K = f->im->K, b = (size_t)gp_option_number(me, req, "batch_size");
+    memset(f->mq, 0, K * sizeof *f->mq);
+    memset(f->Lq, 0, K * K * sizeof *f->Lq);
+    for (size_t i = 0; i < K; i++)
+        f->Lq[i * K + i] = 1.0;
+    gp_coreg_adam_settings st = {
+        .batch = b < f->data.n ? b : f->data.n,
+        .epochs = (int)gp_option_number(me, req, "epochs"),
+        .lr = gp_option_number(me, req, "learning_rate"),
+        .natgrad_step = gp_option_number(me, req, "natgrad_step"),
+        .budget = (int)gp_option_number(me, req, "max_iterations"),
+        .offset = offset,
+        .optimize_z = f->optz};
+    gp_model_info_number(model, "epochs", (double)st.epochs);
+    gp_model_info_number(model, "batch_size", (double)st.batch);
+    return gp_coreg_svgp_train_adam(f->im, &f->data, &st, f->mq, f->Lq, req, &model->diag, F,
+                                    err);
+}
+
 static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *req,
                     gp_coreg_sparse_kind kind, gp_coreg_sparse_impl *im, const double *X,
                     const gp_coreg_entries *e, const double *yw, gp_error *err)
@@ -280,7 +395,8 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
         Mz = req->n;
     im->d = d;
     im->per_q = gp_coreg_sparse_per_q(&im->cp);
-    int rc = check_sizes(me, req, im->cp.q * im->per_q * Mz, e->M, kind, err);
+    int lbfgs;
+    int rc = check_sizes(me, req, im->cp.q * im->per_q * Mz, e->M, kind, &lbfgs, err);
     if (rc)
         return rc;
     im->Z = gp_alloc_doubles(d * Mz, err);
@@ -292,23 +408,25 @@ static int fit_impl(gp_model *model, const gp_method *me, const gp_fit_request *
                                  &im->m, err)) != GP_OK)
         return rc;
     im->K = im->cp.q * im->per_q * im->m;
-    sfit f = {.im = im, .kind = kind, .data = {X, req->n, d, e->M, e->row, e->out, yw},
+    sfit f = {.im = im, .kind = kind, .data = {X, req->n, d, e->M, e->row, e->out, yw, 1.0},
               .optz = gp_option_number(me, req, "optimize_inducing") != 0.0,
               .cancel = &req->cancel};
     rc = sfit_alloc(&f, im, err);
-    if (rc == GP_OK && kind == GP_COREG_SPARSE_SVGP)
+    if (rc == GP_OK && kind == GP_COREG_SPARSE_SVGP && lbfgs)
         rc = q_start(&f, err);
     double offset = 0.0, F = NAN;
     for (size_t a = 0; a < e->M; a++)
         offset -= log(im->cp.y_scale[e->out[a]]);
+    if (rc == GP_OK && lbfgs)
+        rc = full_batch(&f, me, req, offset, &model->diag, err);
+    if (rc == GP_OK && !lbfgs)
+        rc = train_adam(&f, model, me, req, offset, &F, err);
     if (rc == GP_OK)
-        rc = optimise(&f, me, req, offset, &model->diag, err);
-    if (rc == GP_OK)
-        rc = final_post(&f, &F, err);
+        rc = final_post(&f, lbfgs, &F, err);
     if (rc == GP_OK)
         rc = gp_coreg_sparse_impl_prepare(im, err);
     if (rc == GP_OK)
-        report(model, me, req, &f, F, gp_inducing_selection_name(sel));
+        report(model, me, req, &f, F, gp_inducing_selection_name(sel), lbfgs);
     sfit_free(&f);
     return rc;
 }
@@ -347,7 +465,7 @@ int gp_coreg_sparse_fit(const gp_method *me, const gp_fit_request *req, gp_coreg
     if (rc == GP_OK) {
         gp_coreg_params_view(&im->cp, &model->coreg);
         model->coreg.n_observed = e.M;
-        model->noise_variance = im->cp.noise[0];
+        rc = fill_common(model, &im->cp, err);
     }
     free(X);
     free(yw);

@@ -14,8 +14,10 @@
 
 #include <cmocka.h>
 
+#include <cblas.h>
 #include <lapacke.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/base/value.h"
@@ -90,7 +92,7 @@ static gp_coreg_sparse_at at_of(const problem *pb)
 
 static gp_coreg_sparse_data data_of(const problem *pb)
 {
-    gp_coreg_sparse_data d = {pb->X, N, D, pb->M, pb->row, pb->out, pb->y};
+    gp_coreg_sparse_data d = {pb->X, N, D, pb->M, pb->row, pb->out, pb->y, 1.0};
     return d;
 }
 
@@ -257,6 +259,24 @@ static void test_svgp_at_optimal_q_is_sgpr(void **state)
     assert_int_equal(gp_coreg_svgp_elbo(&at, &d, post.mt, Lq, &E, NULL, NULL, &err), GP_OK);
     if (!(fabs(F - E) < 1e-8 * (1.0 + fabs(F))))
         fail_msg("sgpr %.12g, svgp at the optimal q %.12g", F, E);
+    /* a natural-gradient step of 1 on the full batch from the prior lands there */
+    double *m1 = calloc(K, sizeof *m1), *L1 = calloc(K * K, sizeof *L1), *S1 = calloc(K * K, sizeof *S1);
+    for (size_t i = 0; i < K; i++)
+        L1[i * K + i] = 1.0;
+    assert_int_equal(gp_coreg_svgp_natgrad(&at, &d, 1.0, m1, L1, &err), GP_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_true(fabs(m1[i] - post.mt[i]) < 1e-8 * (1.0 + fabs(post.mt[i])));
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)K, (int)K, (int)K, 1.0, L1, (int)K,
+                L1, (int)K, 0.0, S1, (int)K);
+    for (size_t i = 0; i < K * K; i++)
+        assert_true(fabs(S1[i] - post.C[i]) < 1e-8);
+    /* a half step from the optimum stays there */
+    assert_int_equal(gp_coreg_svgp_natgrad(&at, &d, 0.5, m1, L1, &err), GP_OK);
+    for (size_t i = 0; i < K; i++)
+        assert_true(fabs(m1[i] - post.mt[i]) < 1e-8 * (1.0 + fabs(post.mt[i])));
+    free(m1);
+    free(L1);
+    free(S1);
     /* and any other q is worse */
     Lq[0] *= 1.1;
     double E2;
@@ -301,8 +321,8 @@ static void test_missing_equals_removed(void **state)
         t2[a] = y2[e2.out[a] * N + e2.row[a]];
     }
     gp_coreg_sparse_at at = at_of(&pb);
-    gp_coreg_sparse_data d1 = {X1, N + 1, D, e1.M, e1.row, e1.out, t1};
-    gp_coreg_sparse_data d2 = {pb.X, N, D, e2.M, e2.row, e2.out, t2};
+    gp_coreg_sparse_data d1 = {X1, N + 1, D, e1.M, e1.row, e1.out, t1, 1.0};
+    gp_coreg_sparse_data d2 = {pb.X, N, D, e2.M, e2.row, e2.out, t2, 1.0};
     double F1, F2, E1, E2;
     size_t K = LAT * MZ;
     double *mq = calloc(K, sizeof *mq), *Lq = calloc(K * K, sizeof *Lq);
@@ -355,7 +375,7 @@ static void full_rank_against_exact(gp_coreg_type type, size_t latents, size_t r
     gp_coreg_sparse_build_A(&cp, Am);
     gp_coreg_sparse_at at = {P, cp.q, per_q, (const gp_kernel *const *)cp.kernels, Am, cp.noise,
                              pb.X, N};
-    gp_coreg_sparse_data sd = {pb.X, N, D_DIM, e.M, e.row, e.out, yw};
+    gp_coreg_sparse_data sd = {pb.X, N, D_DIM, e.M, e.row, e.out, yw, 1.0};
     double *gk = calloc(cp.q * cp.n_kparams, sizeof *gk), *gA = calloc(P * L, sizeof *gA);
     double gs[P], *gB = calloc(cp.q * P * P, sizeof *gB), F;
     gp_coreg_sparse_grad gr = {gk, gA, gs, NULL, NULL, NULL};
@@ -550,8 +570,208 @@ static void test_svgp_lmc_method(void **state)
     method_round("svgp", "lmc");
 }
 
-/* Refused naming the field: solver on a sparse method, adam, a likelihood
- * other than gaussian, several outputs without the option. */
+/* sum_q B_q[ja,jb] k_q(xa, xb) */
+static double kco(const gp_coreg_view *v, double Bq[][FP * FP], const double *xa, size_t ja,
+                  const double *xb, size_t jb, int same)
+{
+    double t = 0.0;
+    for (size_t q = 0; q < v->q; q++)
+        t += Bq[q][ja + jb * FP] * gp_kernel_eval(v->kernels[q], xa, xb, same);
+    return t;
+}
+
+/* sgpr with every training input inducing (random selection of all n,
+ * Z fixed) predicts as the dense coregionalised GP at its fitted
+ * parameters (model->coreg), in original units. */
+static void test_sgpr_full_rank_predicts_exact(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    method_data(X, Y);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
+    coreg_opts o;
+    coreg_options(&o, "lmc", FN);
+    gp_option_value ov[6];
+    memcpy(ov, o.ov, sizeof o.ov);
+    ov[3] = (gp_option_value){.name = "inducing_selection", .string = "random"};
+    ov[4] = (gp_option_value){.name = "optimize_inducing", .number = 0};
+    ov[5] = (gp_option_value){.name = "reselect", .number = 0};
+    ov[2].number = 15;
+    gp_fit_request req = {.X = X, .y = Y, .n = FN, .d = 1, .kernel = k, .standardize = 1,
+                          .seed = 3, .options = ov, .n_options = 6, .n_outputs = FP};
+    gp_model *model = NULL;
+    if (gp_model_fit(gp_method_find("sgpr"), &req, &model, &err) != GP_OK)
+        fail_msg("fit: %s", err.message);
+    const gp_coreg_view *v = &model->coreg;
+    /* the dense GP over the observed entries, working units */
+    size_t M = 0, row[FN * FP], out[FN * FP];
+    double yw[FN * FP], xs[FN];
+    for (size_t i = 0; i < FN; i++)
+        xs[i] = (X[i] - model->x_mean[0]) / model->x_scale[0];
+    for (size_t i = 0; i < FN; i++)
+        for (size_t j = 0; j < FP; j++)
+            if (!isnan(Y[j * FN + i])) {
+                row[M] = i;
+                out[M] = j;
+                yw[M++] = (Y[j * FN + i] - v->y_mean[j]) / v->y_scale[j];
+            }
+    double *S = calloc(M * M, sizeof *S), *al = malloc(M * sizeof *al);
+    double Bq[GP_COREG_MAX_LATENTS][FP * FP];
+    for (size_t q = 0; q < v->q; q++)
+        for (size_t a = 0; a < FP; a++)
+            for (size_t b = 0; b < FP; b++) {
+                double t = a == b ? v->kappa[q * FP + a] : 0.0;
+                for (size_t r = 0; r < v->rank; r++)
+                    t += v->W[q * FP * v->rank + r * FP + a] * v->W[q * FP * v->rank + r * FP + b];
+                Bq[q][a + b * FP] = t;
+            }
+    for (size_t c = 0; c < M; c++)
+        for (size_t r = 0; r < M; r++)
+            S[r + c * M] = kco(v, Bq, &xs[row[r]], out[r], &xs[row[c]], out[c], row[r] == row[c]) +
+                           (r == c ? v->noise[out[r]] : 0.0);
+    assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)M, S, (lapack_int)M), 0);
+    memcpy(al, yw, M * sizeof *al);
+    LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (lapack_int)M, 1, S, (lapack_int)M, al, (lapack_int)M);
+    enum { TM = 4 };
+    double Xt[TM] = {-1.3, -0.2, 0.55, 1.8}, mu[TM * FP], var[TM * FP], ks[FN * FP];
+    predict_model(model, Xt, TM, 0, mu, var, NULL, NULL);
+    for (size_t i = 0; i < TM; i++) {
+        double x = (Xt[i] - model->x_mean[0]) / model->x_scale[0];
+        for (size_t j = 0; j < FP; j++) {
+            double m0 = 0.0;
+            for (size_t a = 0; a < M; a++) {
+                ks[a] = kco(v, Bq, &x, j, &xs[row[a]], out[a], 0);
+                m0 += ks[a] * al[a];
+            }
+            LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', (lapack_int)M, 1, S, (lapack_int)M, ks,
+                           (lapack_int)M);
+            double v0 = kco(v, Bq, &x, j, &x, j, 1);
+            for (size_t a = 0; a < M; a++)
+                v0 -= kco(v, Bq, &x, j, &xs[row[a]], out[a], 0) * ks[a];
+            double sc = v->y_scale[j], mo = v->y_mean[j] + sc * m0, vo = v0 * sc * sc;
+            if (!(fabs(mu[i + TM * j] - mo) < 1e-4 * (1.0 + fabs(mo)) &&
+                  fabs(var[i + TM * j] - vo) < 1e-4 * (sc * sc + vo)))
+                fail_msg("point %zu output %zu: sgpr (%.8g, %.8g), exact (%.8g, %.8g)", i, j,
+                         mu[i + TM * j], var[i + TM * j], mo, vo);
+        }
+    }
+    free(S);
+    free(al);
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* A full-batch svgp fit ends with q optimal for its parameters: its
+ * reported ELBO is sgpr's collapsed bound at them. */
+static void test_svgp_fit_ends_at_collapsed_bound(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    gp_model *model = fit_coreg("svgp", "icm", 10, X, Y);
+    const gp_coreg_sparse_impl *im = model->impl;
+    gp_coreg_entries e;
+    gp_error err;
+    assert_int_equal(gp_coreg_entries_build(Y, FN, FP, &e, &err), GP_OK);
+    double yw[FN * FP], xs[FN], offset = 0.0, F;
+    for (size_t a = 0; a < e.M; a++) {
+        size_t j = e.out[a];
+        yw[a] = (Y[j * FN + e.row[a]] - im->cp.y_mean[j]) / im->cp.y_scale[j];
+        offset -= log(im->cp.y_scale[j]);
+    }
+    for (size_t i = 0; i < FN; i++)
+        xs[i] = (X[i] - model->x_mean[0]) / model->x_scale[0];
+    gp_coreg_sparse_at at = gp_coreg_sparse_impl_at(im);
+    gp_coreg_sparse_data d = {xs, FN, 1, e.M, e.row, e.out, yw, 1.0};
+    assert_int_equal(gp_coreg_sgpr_bound(&at, &d, &F, NULL, NULL, &err), GP_OK);
+    if (!(fabs(F + offset - model->diag.objective) < 1e-6 * (1.0 + fabs(F))))
+        fail_msg("svgp's ELBO %.10g, the collapsed bound there %.10g", model->diag.objective,
+                 F + offset);
+    gp_coreg_entries_free(&e);
+    gp_model_free(model);
+}
+
+/* Batched predictions (gp_model_predict_batch) and 1 or 2 threads give a
+ * point the bits it gets alone; the fit is the same bits with 1 or 2
+ * threads. */
+static void test_batch_and_threads(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    gp_parallel_set_threads(1);
+    gp_model *m1 = fit_coreg("sgpr", "lmc", 10, X, Y);
+    gp_parallel_set_threads(2);
+    gp_model *m2 = fit_coreg("sgpr", "lmc", 10, X, Y);
+    double Xa[3] = {-1.1, 0.2, 1.4}, Xb[2] = {0.7, -0.4};
+    double ma[3 * FP], va[3 * FP], mb[2 * FP], vb[2 * FP], m2a[3 * FP], v2a[3 * FP];
+    predict_model(m2, Xa, 3, 0, m2a, v2a, NULL, NULL);
+    gp_parallel_set_threads(1);
+    gp_predict_request reqs[2] = {{.X = Xa, .m = 3, .d = 1}, {.X = Xb, .m = 2, .d = 1}};
+    gp_prediction outs[2] = {{.mean = ma, .variance = va}, {.mean = mb, .variance = vb}};
+    int rcs[2];
+    gp_error errs[2];
+    assert_int_equal(gp_model_predict_batch(m1, reqs, outs, rcs, errs, 2), GP_OK);
+    assert_int_equal(rcs[0], GP_OK);
+    assert_int_equal(rcs[1], GP_OK);
+    assert_memory_equal(ma, m2a, sizeof ma); /* fit and predict with 2 threads: same bits */
+    assert_memory_equal(va, v2a, sizeof va);
+    for (size_t i = 0; i < 2; i++) {
+        double m0[FP], v0[FP];
+        predict_model(m1, Xb + i, 1, 0, m0, v0, NULL, NULL);
+        for (size_t j = 0; j < FP; j++) {
+            assert_memory_equal(&m0[j], &mb[i + 2 * j], sizeof(double));
+            assert_memory_equal(&v0[j], &vb[i + 2 * j], sizeof(double));
+        }
+    }
+    gp_parallel_set_threads(0);
+    gp_model_free(m1);
+    gp_model_free(m2);
+}
+
+/* svgp's minibatch path (optimizer adam): natural-gradient steps on the
+ * joint q and Adam on the parameters reach predictions near the truth. */
+static void test_svgp_adam_method(void **state)
+{
+    (void)state;
+    double X[FN], Y[FN * FP];
+    method_data(X, Y);
+    gp_kernel *k = NULL;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 1, 0, NULL, 0, &err), GP_OK);
+    coreg_opts o;
+    coreg_options(&o, "icm", 12);
+    gp_option_value ov[7];
+    memcpy(ov, o.ov, sizeof o.ov);
+    ov[3] = (gp_option_value){.name = "optimizer", .string = "adam"};
+    ov[4] = (gp_option_value){.name = "batch_size", .number = 10};
+    ov[5] = (gp_option_value){.name = "epochs", .number = 60};
+    ov[6] = (gp_option_value){.name = "learning_rate", .number = 0.05};
+    gp_fit_request req = {.X = X, .y = Y, .n = FN, .d = 1, .kernel = k, .standardize = 1,
+                          .seed = 3, .options = ov, .n_options = 7, .n_outputs = FP};
+    gp_model *model = NULL;
+    if (gp_model_fit(gp_method_find("svgp"), &req, &model, &err) != GP_OK)
+        fail_msg("fit: %s", err.message);
+    const gp_info_item *it = NULL;
+    for (size_t i = 0; i < model->diag.n_info; i++)
+        if (strcmp(model->diag.info[i].key, "optimizer") == 0)
+            it = &model->diag.info[i];
+    assert_non_null(it);
+    assert_string_equal(it->string, "adam");
+    double Xs[3] = {-1.2, 0.3, 1.1}, mu[3 * FP], var[3 * FP];
+    predict_model(model, Xs, 3, 0, mu, var, NULL, NULL);
+    for (size_t i = 0; i < 3; i++) {
+        double t0 = sin(2.0 * Xs[i]), t1 = 2.0 * t0 + 0.5;
+        if (!(fabs(mu[i] - t0) < 0.25 && fabs(mu[3 + i] - t1) < 0.5))
+            fail_msg("adam: point %zu predicted (%g, %g), truth (%g, %g)", i, mu[i], mu[3 + i],
+                     t0, t1);
+    }
+    gp_model_free(model);
+    gp_kernel_free(k);
+}
+
+/* Refused naming the field: solver on a sparse method, a likelihood other
+ * than gaussian, several outputs without the option. */
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -573,17 +793,6 @@ static void test_bad_input(void **state)
     assert_int_not_equal(gp_model_fit(gp_method_find("sgpr"), &req, &model, &err), GP_OK);
     assert_string_equal(err.field, "options.coregionalization.solver");
     o.obj.n = 1;
-    /* adam */
-    gp_option_value ov[4];
-    memcpy(ov, o.ov, sizeof o.ov);
-    ov[3].name = "optimizer";
-    ov[3].string = "adam";
-    req.options = ov;
-    req.n_options = 4;
-    assert_int_not_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_OK);
-    assert_string_equal(err.field, "options.optimizer");
-    req.options = o.ov;
-    req.n_options = no;
     /* bernoulli */
     req.likelihood = GP_LIK_BERNOULLI;
     assert_int_not_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_OK);
@@ -610,6 +819,10 @@ int main(void)
         cmocka_unit_test(test_sgpr_lmc_method),
         cmocka_unit_test(test_svgp_icm_method),
         cmocka_unit_test(test_svgp_lmc_method),
+        cmocka_unit_test(test_sgpr_full_rank_predicts_exact),
+        cmocka_unit_test(test_svgp_fit_ends_at_collapsed_bound),
+        cmocka_unit_test(test_batch_and_threads),
+        cmocka_unit_test(test_svgp_adam_method),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
