@@ -1,28 +1,18 @@
-/* exact with options.coregionalization: core/coreg/exact.h.
- *
- * State: the rows' standardised points Xt (d x n), the observed entries
- * (row order), their working targets yw (M), the general path's factor L
- * (M x M) of K + jitter I and alpha = K^-1 yw. Output j's answers are
- * y_mean[j] + y_scale[j] v. */
+/* exact with options.coregionalization (core/coreg/exact.h): the fit, the
+ * state at given parameters (refactor), observe. Predictions and samples:
+ * exact_predict.c; export and import: exact_persist.c; the state they share:
+ * exact_impl.h. */
 #include "core/coreg/exact.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/rng.h"
 #include "core/coreg/lml.h"
 #include "core/coreg/params.h"
 #include "core/linalg/linalg.h"
 #include "core/optim/driver.h"
 
-struct gp_coreg_exact {
-    gp_coreg_params cp;
-    gp_coreg_entries e;
-    size_t n, d, cap;
-    double *Xt, *yw, *L, *alpha;
-    int kronecker;
-};
 
 void gp_coreg_exact_free(gp_coreg_exact *ce)
 {
@@ -34,7 +24,49 @@ void gp_coreg_exact_free(gp_coreg_exact *ce)
     free(ce->yw);
     free(ce->L);
     free(ce->alpha);
+    gp_coreg_kron_free(&ce->kr);
+    free(ce->c);
+    free(ce->rt);
+    free(ce->AB);
     free(ce);
+}
+
+/* c, rt and AB from the decomposition and the parameters. */
+int gp_coreg_exact_kron_derived(gp_coreg_exact *ce, gp_error *err)
+{
+    size_t n = ce->n, p = ce->cp.p;
+    const gp_coreg_kron *kr = &ce->kr;
+    double *c = gp_alloc_doubles(p * p, err), *rt = gp_alloc_doubles(n * p, err);
+    double *AB = gp_alloc_doubles(n * p, err);
+    if (!c || !rt || !AB) {
+        free(c);
+        free(rt);
+        free(AB);
+        return GP_ENOMEM;
+    }
+    const double *B = ce->cp.B;
+    for (size_t j = 0; j < p; j++)
+        for (size_t k = 0; k < p; k++) {
+            double t = 0.0;
+            for (size_t i = 0; i < p; i++)
+                t += kr->V[k * p + i] * B[j * p + i] / sqrt(ce->cp.noise[i]);
+            c[j * p + k] = t;
+        }
+    for (size_t k = 0; k < p; k++)
+        for (size_t r = 0; r < n; r++)
+            rt[k * n + r] = 1.0 / sqrt(kr->s[r] * kr->l[k] + 1.0);
+    for (size_t j = 0; j < p; j++)
+        for (size_t r = 0; r < n; r++) {
+            double t = 0.0;
+            for (size_t i = 0; i < p; i++)
+                t += kr->A[i * n + r] * B[j * p + i];
+            AB[j * n + r] = t;
+        }
+    free(ce->c);
+    free(ce->rt);
+    free(ce->AB);
+    ce->c = c, ce->rt = rt, ce->AB = AB;
+    return GP_OK;
 }
 
 static gp_coreg_data data_of(const gp_coreg_exact *ce)
@@ -43,7 +75,7 @@ static gp_coreg_data data_of(const gp_coreg_exact *ce)
     return D;
 }
 
-static void point_view(gp_model *model, gp_coreg_exact *ce)
+void gp_coreg_exact_point_view(gp_model *model, gp_coreg_exact *ce)
 {
     gp_coreg_params_view(&ce->cp, &model->coreg);
     model->coreg.n_observed = ce->e.M;
@@ -58,10 +90,39 @@ static double original_lml(const gp_coreg_exact *ce, double lml)
     return lml;
 }
 
+/* The Kronecker state at the current parameters, replacing ce's (and a
+ * general factor) only on success. */
+static int refactor_kronecker(gp_model *model, gp_coreg_exact *ce, const gp_cancel *cancel,
+                              gp_error *err)
+{
+    gp_coreg_kron kr, old = ce->kr;
+    double lml = 0.0;
+    gp_coreg_data D = data_of(ce);
+    int rc = gp_coreg_kron_factor(&ce->cp, &D, &kr, &lml, cancel, err);
+    if (rc)
+        return rc;
+    ce->kr = kr;
+    if ((rc = gp_coreg_exact_kron_derived(ce, err)) != GP_OK) {
+        ce->kr = old;
+        gp_coreg_kron_free(&kr);
+        return rc;
+    }
+    gp_coreg_kron_free(&old);
+    free(ce->L);
+    free(ce->alpha);
+    ce->L = ce->alpha = NULL;
+    model->diag.jitter = 0.0;
+    model->diag.objective = original_lml(ce, lml);
+    return GP_OK;
+}
+
 /* L, alpha and the LML at the current parameters (general path), into new
- * buffers that replace ce's only on success. */
+ * buffers that replace ce's only on success; the Kronecker state instead
+ * when ce->kronecker. */
 static int refactor(gp_model *model, gp_coreg_exact *ce, const gp_cancel *cancel, gp_error *err)
 {
+    if (ce->kronecker)
+        return refactor_kronecker(model, ce, cancel, err);
     size_t M = ce->e.M, MM = 0;
     int rc = gp_checked_size(M, M, &MM, err);
     double *L = rc ? NULL : gp_alloc_doubles(MM, err);
@@ -83,6 +144,7 @@ static int refactor(gp_model *model, gp_coreg_exact *ce, const gp_cancel *cancel
     free(ce->alpha);
     ce->L = L;
     ce->alpha = alpha;
+    gp_coreg_kron_free(&ce->kr);
     model->diag.jitter = info.jitter;
     model->diag.objective = original_lml(ce, lml);
     return GP_OK;
@@ -173,6 +235,20 @@ static int choose_solver(const gp_coreg_spec *spec, gp_coreg_exact *ce, gp_error
     return GP_OK;
 }
 
+/* The cap on the matrices' order (max_train_points): the general path's
+ * M x M over the observed values, the Kronecker path's N x N over the rows. */
+static int size_guard(const gp_coreg_exact *ce, size_t n, size_t M, gp_error *err)
+{
+    size_t order = ce->kronecker ? n : M;
+    if (order <= ce->cap)
+        return GP_OK;
+    return gp_error_set(err, GP_ETOOBIG, "X",
+                        "exact GP needs a %zu x %zu matrix (%s): it exceeds max_train_points = "
+                        "%zu (use sgpr or svgp)",
+                        order, order, ce->kronecker ? "the rows" : "the observed values",
+                        ce->cap);
+}
+
 /* The rows, entries, parameters and working targets of the request. */
 static int fit_setup(gp_model *model, const gp_fit_request *req, const gp_coreg_spec *spec,
                      gp_coreg_exact *ce, gp_error *err)
@@ -182,20 +258,17 @@ static int fit_setup(gp_model *model, const gp_fit_request *req, const gp_coreg_
     ce->d = d;
     ce->cap = gp_fit_point_cap(req);
     int rc = gp_coreg_entries_build(req->y, n, p, &ce->e, err);
-    if (rc == GP_OK && ce->e.M > ce->cap)
-        rc = gp_error_set(err, GP_ETOOBIG, "X",
-                          "exact GP needs an M x M matrix of the %zu observed values: they "
-                          "exceed max_train_points = %zu (use sgpr or svgp)",
-                          ce->e.M, ce->cap);
+    if (rc == GP_OK)
+        rc = gp_coreg_params_init(&ce->cp, spec, p, model->kernel, req, err);
+    if (rc == GP_OK)
+        rc = choose_solver(spec, ce, err);
+    if (rc == GP_OK)
+        rc = size_guard(ce, ce->n, ce->e.M, err);
     if (rc == GP_OK)
         rc = gp_checked_size(n, d, &nd, err);
     if (rc == GP_OK && (!(ce->Xt = gp_alloc_doubles(nd, err)) ||
                         !(ce->yw = gp_alloc_doubles(ce->e.M ? ce->e.M : 1, err))))
         rc = GP_ENOMEM;
-    if (rc == GP_OK)
-        rc = gp_coreg_params_init(&ce->cp, spec, p, model->kernel, req, err);
-    if (rc == GP_OK)
-        rc = choose_solver(spec, ce, err);
     if (rc)
         return rc;
     if (model->standardize && p > 1) /* gp_model_new standardises one output's X only */
@@ -221,7 +294,7 @@ static void fill_common(gp_model *model, gp_coreg_exact *ce)
         model->y_mean = ce->cp.y_mean[0];
         model->y_scale = ce->cp.y_scale[0];
     }
-    point_view(model, ce);
+    gp_coreg_exact_point_view(model, ce);
 }
 
 int gp_coreg_exact_fit(const gp_method *m, const gp_fit_request *req, gp_model **out,
@@ -252,314 +325,6 @@ int gp_coreg_exact_fit(const gp_method *m, const gp_fit_request *req, gp_model *
     return GP_OK;
 }
 
-/* ---- predict ----
- * Column (i, j) of a block: the covariance of (point i, output j) with the
- * entries, c_a = sum_q B_q[j, j_a] k_q(x_i, x_{row a}); its mean c^T alpha
- * and its whitened column v = L^-1 c (gp_solve_lower_columns: a column's
- * bits are its own), so a point's answer does not depend on the others. */
-
-typedef struct pred_block {
-    size_t m;        /* points */
-    double *Kc;      /* q x (n x m): k_q(X_train, points) */
-    double *V;       /* M x (m p): column i + m j */
-    double *mu;      /* m p latent means, working units */
-    double *prior;   /* q x m: k_q(x_i, x_i) */
-} pred_block;
-
-static void block_free(pred_block *b)
-{
-    free(b->Kc);
-    free(b->V);
-    free(b->mu);
-    free(b->prior);
-}
-
-static int block_columns(const gp_coreg_exact *ce, const double *P, size_t m, pred_block *b,
-                         gp_error *err)
-{
-    size_t n = ce->n, M = ce->e.M, p = ce->cp.p, q = ce->cp.q, c1 = 0, c2 = 0;
-    memset(b, 0, sizeof *b);
-    b->m = m;
-    int rc = gp_checked_size(q * n, m, &c1, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(M, m * p, &c2, err);
-    if (rc)
-        return rc;
-    if (!(b->Kc = gp_alloc_doubles(c1 ? c1 : 1, err)) || !(b->V = gp_alloc_doubles(c2 ? c2 : 1, err)) ||
-        !(b->mu = gp_alloc_doubles(m * p + 1, err)) || !(b->prior = gp_alloc_doubles(q * m + 1, err)))
-        return GP_ENOMEM;
-    for (size_t l = 0; l < q; l++) {
-        gp_kernel_cross(ce->cp.kernels[l], ce->Xt, n, P, m, b->Kc + l * n * m, n);
-        for (size_t i = 0; i < m; i++)
-            b->prior[l * m + i] = gp_kernel_diag(ce->cp.kernels[l], P + i * ce->d);
-    }
-    for (size_t j = 0; j < p; j++)
-        for (size_t i = 0; i < m; i++) {
-            double *v = b->V + (j * m + i) * M;
-            for (size_t a = 0; a < M; a++) {
-                double s = 0.0;
-                for (size_t l = 0; l < q; l++)
-                    s += ce->cp.B[l * p * p + ce->e.out[a] * p + j] *
-                         b->Kc[l * n * m + i * n + ce->e.row[a]];
-                v[a] = s;
-            }
-            b->mu[j * m + i] = gp_dot(v, ce->alpha, M);
-        }
-    gp_solve_lower_columns(ce->L, M, M, b->V, m * p, M);
-    return GP_OK;
-}
-
-/* Latent covariance (working units) of columns c1 = (i1, j1), c2 = (i2, j2). */
-static double latent_cov(const gp_coreg_exact *ce, const double *P, const pred_block *b,
-                         size_t c1, size_t c2)
-{
-    size_t m = b->m, p = ce->cp.p, M = ce->e.M;
-    size_t i1 = c1 % m, j1 = c1 / m, i2 = c2 % m, j2 = c2 / m;
-    double s = 0.0;
-    for (size_t l = 0; l < ce->cp.q; l++) {
-        double k = i1 == i2 ? b->prior[l * m + i1]
-                            : gp_kernel_eval(ce->cp.kernels[l], P + i1 * ce->d, P + i2 * ce->d, 0);
-        s += ce->cp.B[l * p * p + j2 * p + j1] * k;
-    }
-    return s - gp_dot(b->V + c1 * M, b->V + c2 * M, M);
-}
-
-static double clamp_variance(double v, size_t *clamped)
-{
-    if (v < 0.0) {
-        (*clamped)++;
-        return 0.0;
-    }
-    return v;
-}
-
-static void fill_covariances(const gp_coreg_exact *ce, const double *P, const pred_block *b,
-                             int include_noise, gp_prediction *out)
-{
-    size_t m = b->m, p = ce->cp.p, mp = m * p;
-    for (size_t c2 = 0; c2 < mp; c2++)
-        for (size_t c1 = 0; c1 < mp; c1++) {
-            size_t j1 = c1 / m, j2 = c2 / m;
-            double v = latent_cov(ce, P, b, c1, c2);
-            if (c1 == c2)
-                v = clamp_variance(v + (include_noise ? ce->cp.noise[j1] : 0.0), &out->clamped);
-            v *= ce->cp.y_scale[j1] * ce->cp.y_scale[j2];
-            if (out->cross_covariance)
-                out->cross_covariance[c2 * mp + c1] = v;
-            if (j1 == j2 && out->covariance)
-                out->covariance[j1 * m * m + (c2 % m) * m + c1 % m] = v;
-        }
-}
-
-/* Means and variances of the b points P (working units) into out's rows
- * start .. start + b (original units). */
-static int predict_rows(const gp_coreg_exact *ce, const double *P, size_t b, size_t start,
-                        size_t m, int include_noise, gp_prediction *out, gp_error *err)
-{
-    pred_block blk;
-    int rc = block_columns(ce, P, b, &blk, err);
-    for (size_t j = 0; rc == GP_OK && j < ce->cp.p; j++)
-        for (size_t i = 0; i < b; i++) {
-            size_t c = j * b + i, o = j * m + start + i;
-            double v = latent_cov(ce, P, &blk, c, c) + (include_noise ? ce->cp.noise[j] : 0.0);
-            out->mean[o] = ce->cp.y_mean[j] + ce->cp.y_scale[j] * blk.mu[c];
-            out->variance[o] =
-                ce->cp.y_scale[j] * ce->cp.y_scale[j] * clamp_variance(v, &out->clamped);
-        }
-    block_free(&blk);
-    return rc;
-}
-
-/* Points per block: the whitened columns (M x b p) stay below 4M doubles;
- * a point's bits do not depend on its block. */
-#define PREDICT_BLOCK_DOUBLES ((size_t)4 << 20)
-
-int gp_coreg_exact_predict(const gp_model *model, const gp_coreg_exact *ce,
-                           const gp_predict_request *req, gp_prediction *out, gp_error *err)
-{
-    size_t m = req->m, d = ce->d, per = ce->e.M * ce->cp.p;
-    size_t block = per ? PREDICT_BLOCK_DOUBLES / per : m;
-    block = block < 1 ? 1 : block > m ? m : block;
-    double *P = NULL;
-    int rc = gp_model_points(model, req->X, m, &P, err);
-    if (rc == GP_OK && req->full_covariance) { /* one block: every pair is asked */
-        pred_block b;
-        rc = block_columns(ce, P, m, &b, err);
-        if (rc == GP_OK)
-            fill_covariances(ce, P, &b, req->include_noise, out);
-        block_free(&b);
-    }
-    for (size_t s = 0; rc == GP_OK && s < m; s += block) {
-        size_t b = m - s < block ? m - s : block;
-        rc = predict_rows(ce, P + s * d, b, s, m, req->include_noise, out, err);
-    }
-    free(P);
-    return rc;
-}
-
-/* ---- sample ---- */
-
-int gp_coreg_exact_sample(const gp_model *model, const gp_coreg_exact *ce,
-                          const gp_sample_request *req, double *samples, gp_error *err)
-{
-    size_t m = req->m, p = ce->cp.p, mp = m * p, ns = req->n_samples, cc = 0;
-    double *P = NULL, *C = NULL;
-    pred_block b;
-    memset(&b, 0, sizeof b);
-    int rc = gp_model_points(model, req->X, m, &P, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(mp, mp, &cc, err);
-    if (rc == GP_OK && (C = gp_alloc_doubles(cc ? cc : 1, err)) == NULL)
-        rc = GP_ENOMEM;
-    if (rc == GP_OK)
-        rc = block_columns(ce, P, m, &b, err);
-    for (size_t c2 = 0; rc == GP_OK && c2 < mp; c2++)
-        for (size_t c1 = 0; c1 < mp; c1++)
-            C[c2 * mp + c1] = latent_cov(ce, P, &b, c1, c2) +
-                              (c1 == c2 && req->include_noise ? ce->cp.noise[c1 / m] : 0.0);
-    gp_chol_info info;
-    if (rc == GP_OK && mp > 0)
-        rc = gp_cholesky_jitter(C, mp, mp, &info, err);
-    if (rc == GP_OK) {
-        gp_rng rng;
-        gp_rng_seed(&rng, req->seed);
-        double *e = gp_alloc_doubles(mp + 1, err);
-        for (size_t s = 0; e && s < ns; s++) {
-            gp_rng_normal_fill(&rng, e, mp);
-            for (size_t c = 0; c < mp; c++) { /* f = mu + L e, L lower */
-                double f = b.mu[c];
-                for (size_t k = 0; k <= c; k++)
-                    f += C[k * mp + c] * e[k];
-                size_t i = c % m, j = c / m;
-                samples[j * m * ns + s * m + i] = ce->cp.y_mean[j] + ce->cp.y_scale[j] * f;
-            }
-        }
-        rc = e ? GP_OK : GP_ENOMEM;
-        free(e);
-    }
-    block_free(&b);
-    free(C);
-    free(P);
-    return rc;
-}
-
-/* ---- export / import ---- */
-
-int gp_coreg_exact_state(const gp_state *st)
-{
-    return gp_state_find(st, "coreg_sizes") != NULL;
-}
-
-int gp_coreg_exact_export(const gp_coreg_exact *ce, gp_state *st, gp_error *err)
-{
-    size_t M = ce->e.M;
-    double *idx = gp_alloc_doubles(2 * M + 1, err);
-    if (idx == NULL)
-        return GP_ENOMEM;
-    for (size_t a = 0; a < M; a++) {
-        idx[a] = (double)ce->e.row[a];
-        idx[M + a] = (double)ce->e.out[a];
-    }
-    int rc = gp_coreg_params_export(&ce->cp, st, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "coreg_entries", M, 2, idx, err);
-    free(idx);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "X_train", ce->d, ce->n, ce->Xt, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "y_train", M, 1, ce->yw, err);
-    if (rc == GP_OK)
-        rc = gp_state_put(st, "alpha", M, 1, ce->alpha, err);
-    if (rc == GP_OK)
-        rc = gp_state_put_cholesky(st, "chol_packed", ce->L, M, err);
-    if (rc == GP_OK)
-        rc = gp_state_put_scalar(st, "max_train_points", (double)ce->cap, err);
-    if (rc == GP_OK)
-        rc = gp_state_put_scalar(st, "coreg_kronecker", (double)ce->kronecker, err);
-    return rc;
-}
-
-/* The entries: rows < n in row order, outputs < p, each row observed. */
-static int import_entries(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
-{
-    const gp_named_array *a = gp_state_find(st, "coreg_entries");
-    if (a == NULL || a->cols != 2 || a->rows == 0)
-        return gp_error_set(err, GP_EDATA, "coreg_entries", "missing or corrupt entries");
-    size_t M = a->rows;
-    ce->e.M = M;
-    ce->e.row = malloc(M * sizeof *ce->e.row);
-    ce->e.out = malloc(M * sizeof *ce->e.out);
-    if (!ce->e.row || !ce->e.out)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    for (size_t i = 0; i < M; i++) {
-        double r = a->data[i], o = a->data[M + i];
-        if (!(r >= 0 && r < (double)ce->n && r == floor(r) && o >= 0 &&
-              o < (double)ce->cp.p && o == floor(o)))
-            return gp_error_set(err, GP_EDATA, "coreg_entries", "corrupt entries");
-        ce->e.row[i] = (size_t)r;
-        ce->e.out[i] = (size_t)o;
-        if (i > 0 && (ce->e.row[i] < ce->e.row[i - 1] ||
-                      (ce->e.row[i] == ce->e.row[i - 1] && ce->e.out[i] <= ce->e.out[i - 1])))
-            return gp_error_set(err, GP_EDATA, "coreg_entries", "corrupt entries");
-    }
-    return GP_OK;
-}
-
-static int import_arrays(gp_coreg_exact *ce, const gp_state *st, gp_error *err)
-{
-    size_t M = ce->e.M, MM = 0;
-    const double *Xt, *y, *alpha;
-    double cap = 0, kron = 0;
-    int rc = gp_state_get(st, "X_train", ce->d, ce->n, &Xt, err);
-    if (rc == GP_OK)
-        rc = gp_state_get(st, "y_train", M, 1, &y, err);
-    if (rc == GP_OK)
-        rc = gp_state_get(st, "alpha", M, 1, &alpha, err);
-    if (rc == GP_OK)
-        rc = gp_state_get_scalar(st, "max_train_points", &cap, err);
-    if (rc == GP_OK)
-        rc = gp_state_get_scalar(st, "coreg_kronecker", &kron, err);
-    if (rc == GP_OK && !(cap >= 1 && cap <= 1e15 && cap == floor(cap) && cap >= (double)M))
-        rc = gp_error_set(err, GP_EDATA, "max_train_points", "corrupt point cap");
-    if (rc == GP_OK)
-        rc = gp_checked_size(M, M, &MM, err);
-    if (rc)
-        return rc;
-    ce->cap = (size_t)cap;
-    ce->kronecker = kron != 0.0;
-    if (!(ce->Xt = gp_alloc_doubles(ce->d * ce->n, err)) || !(ce->yw = gp_alloc_doubles(M, err)) ||
-        !(ce->alpha = gp_alloc_doubles(M, err)) || !(ce->L = gp_alloc_doubles(MM, err)))
-        return GP_ENOMEM;
-    memcpy(ce->Xt, Xt, ce->d * ce->n * sizeof *Xt);
-    memcpy(ce->yw, y, M * sizeof *y);
-    memcpy(ce->alpha, alpha, M * sizeof *alpha);
-    return gp_state_get_cholesky(st, "chol_packed", M, ce->L, err);
-}
-
-int gp_coreg_exact_import(gp_model *model, const gp_state *st, gp_coreg_exact **out,
-                          gp_error *err)
-{
-    gp_coreg_exact *ce = calloc(1, sizeof *ce);
-    if (ce == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    ce->n = model->n_train;
-    ce->d = model->input_dim;
-    int rc = gp_coreg_params_import(&ce->cp, st, model->kernel, err);
-    if (rc == GP_OK && ce->cp.p != model->n_outputs)
-        rc = gp_error_set(err, GP_EDATA, "coreg_sizes", "output count differs from the model's");
-    if (rc == GP_OK)
-        rc = import_entries(ce, st, err);
-    if (rc == GP_OK)
-        rc = import_arrays(ce, st, err);
-    if (rc) {
-        gp_coreg_exact_free(ce);
-        return rc;
-    }
-    point_view(model, ce);
-    *out = ce;
-    return GP_OK;
-}
-
 /* ---- observe ---- */
 
 /* ce's rows, entries and targets with the k new rows appended, in new
@@ -573,11 +338,12 @@ static int append_rows(const gp_model *model, const gp_coreg_exact *ce, const do
     if (rc == GP_OK)
         rc = gp_coreg_entries_build(Y, k, p, &add, err);
     size_t M = ce->e.M + add.M;
-    if (rc == GP_OK && (M > ce->cap || M < ce->e.M))
-        rc = gp_error_set(err, GP_ETOOBIG, "X",
-                          "exact GP needs an M x M matrix: %zu observed values exceed "
-                          "max_train_points = %zu",
-                          M, ce->cap);
+    int kron = ce->kronecker && add.M == k * p;
+    gp_coreg_exact probe = {.kronecker = kron, .cap = ce->cap};
+    if (rc == GP_OK && (N < n || M < ce->e.M))
+        rc = gp_error_set(err, GP_ETOOBIG, "X", "too many rows");
+    if (rc == GP_OK)
+        rc = size_guard(&probe, N, M, err);
     if (rc == GP_OK &&
         (!(nw->Xt = gp_alloc_doubles(Nd, err)) || !(nw->yw = gp_alloc_doubles(M, err)) ||
          !(nw->e.row = malloc(M * sizeof *nw->e.row)) || !(nw->e.out = malloc(M * sizeof *nw->e.out))))
@@ -627,16 +393,19 @@ int gp_coreg_exact_observe(gp_model *model, gp_coreg_exact *ce, const double *X,
     if (rc == GP_OK) {
         nw.n = ce->n + k;
         double jitter = model->diag.jitter, objective = model->diag.objective;
+        int kron = ce->kronecker;
         swap_state(ce, &nw);
+        /* the Kronecker path while the rows stay isotopic, else the general one */
+        ce->kronecker = kron && gp_coreg_entries_isotopic(&ce->e, ce->n, ce->cp.p);
         rc = refactor(model, ce, NULL, err);
         if (rc) { /* all or nothing: the old rows back */
             swap_state(ce, &nw);
+            ce->kronecker = kron;
             model->diag.jitter = jitter;
             model->diag.objective = objective;
         } else {
             model->n_train = ce->n;
-            ce->kronecker = ce->kronecker && gp_coreg_entries_isotopic(&ce->e, ce->n, ce->cp.p);
-            point_view(model, ce);
+            gp_coreg_exact_point_view(model, ce);
         }
     }
     gp_coreg_entries_free(&nw.e);

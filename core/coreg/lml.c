@@ -137,16 +137,9 @@ int gp_coreg_lml_general(const gp_coreg_params *cp, const gp_coreg_data *D, doub
  *   B_jj':   1/2 ((A^T K_x A) - D^-1/2 V diag(e) V^T D^-1/2)_jj',  e_k = sum_i s_i / t_ik
  *   D_j:     1/2 (sum_i A_ij^2 - sum_k V_jk^2 f_k / D_j),  f_k = sum_i 1 / t_ik */
 
-typedef struct kron_work {
-    size_t n, p;
-    double *U, *s;   /* K_x's eigenvectors (n x n) and values */
-    double *V, *l;   /* D^-1/2 B D^-1/2's (p x p) */
-    double *Z;       /* n x p: U^T Y D^-1/2 V, then Z ./ t */
-    double *A;       /* n x p: alpha */
-    double *T;       /* n x p scratch */
-} kron_work;
+typedef gp_coreg_kron kron_work;
 
-static void kron_free(kron_work *w)
+void gp_coreg_kron_free(gp_coreg_kron *w)
 {
     free(w->U);
     free(w->s);
@@ -155,7 +148,10 @@ static void kron_free(kron_work *w)
     free(w->Z);
     free(w->A);
     free(w->T);
+    memset(w, 0, sizeof *w);
 }
+
+#define kron_free gp_coreg_kron_free
 
 static int kron_alloc(kron_work *w, size_t n, size_t p, gp_error *err)
 {
@@ -294,20 +290,32 @@ static void kron_output_grad(const gp_coreg_params *cp, kron_work *w, double *gB
     }
 }
 
-int gp_coreg_lml_kronecker(const gp_coreg_params *cp, const gp_coreg_data *D, double *lml,
-                           double *grad, const gp_cancel *cancel, gp_error *err)
+int gp_coreg_kron_factor(const gp_coreg_params *cp, const gp_coreg_data *D, gp_coreg_kron *w,
+                         double *lml, const gp_cancel *cancel, gp_error *err)
 {
     size_t n = D->n, p = cp->p;
+    memset(w, 0, sizeof *w);
     if (cp->q != 1 || D->e->M != n * p)
         return gp_error_set(err, GP_EINVAL, "options.coregionalization.solver",
                             "the Kronecker path needs icm and every output at every row");
+    int rc = kron_alloc(w, n, p, err);
+    if (rc == GP_OK)
+        rc = kron_eigen(cp, D, w, cancel, err);
+    if (rc == GP_OK)
+        rc = kron_solve(cp, D, w, lml, err);
+    if (rc)
+        gp_coreg_kron_free(w);
+    return rc;
+}
+
+int gp_coreg_lml_kronecker(const gp_coreg_params *cp, const gp_coreg_data *D, double *lml,
+                           double *grad, const gp_cancel *cancel, gp_error *err)
+{
     kron_work w;
-    int rc = kron_alloc(&w, n, p, err);
-    if (rc == GP_OK)
-        rc = kron_eigen(cp, D, &w, cancel, err);
-    if (rc == GP_OK)
-        rc = kron_solve(cp, D, &w, lml, err);
-    if (rc == GP_OK && grad) {
+    int rc = gp_coreg_kron_factor(cp, D, &w, lml, cancel, err);
+    if (rc)
+        return rc;
+    if (grad) {
         double *gk = gp_alloc_doubles(cp->n_kparams + 1, err);
         double gB[GP_COREG_MAX_OUTPUTS * GP_COREG_MAX_OUTPUTS], gs[GP_COREG_MAX_OUTPUTS];
         rc = gk ? kron_kernel_grad(cp, D, &w, gk, cancel, err) : GP_ENOMEM;

@@ -43,4 +43,21 @@ int gp_coreg_lml_general(const gp_coreg_params *cp, const gp_coreg_data *D, doub
 int gp_coreg_lml_kronecker(const gp_coreg_params *cp, const gp_coreg_data *D, double *lml,
                            double *grad, const gp_cancel *cancel, gp_error *err);
 
+/* The Kronecker path's decomposition at the parameters (kept by a model
+ * fitted on it, for predictions): K_x = U diag(s) U^T, D^-1/2 B D^-1/2 =
+ * V diag(l) V^T, and alpha as an n x p matrix A (A[i + n j] = alpha of row
+ * i's output j). Z and T are scratch. */
+typedef struct gp_coreg_kron {
+    size_t n, p;
+    double *U, *s;  /* n x n, n */
+    double *V, *l;  /* p x p, p */
+    double *Z, *A, *T; /* n x p each */
+} gp_coreg_kron;
+
+/* The decomposition and the LML (no jitter: GP_ENOTPD when the covariance
+ * is not positive definite); *w allocated here (gp_coreg_kron_free). */
+int gp_coreg_kron_factor(const gp_coreg_params *cp, const gp_coreg_data *D, gp_coreg_kron *w,
+                         double *lml, const gp_cancel *cancel, gp_error *err);
+void gp_coreg_kron_free(gp_coreg_kron *w);
+
 #endif

@@ -14,6 +14,8 @@
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/coreg/exact.h"
+#include "core/coreg/exact_persist.h"
+#include "core/coreg/exact_predict.h"
 #include "core/coreg/params.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"

@@ -264,6 +264,45 @@ static void test_kronecker_equals_general(void **state)
     tu_assert_close_array(mean[0], mean[1], 12, 1e-9, 1e-12, "mean");
     tu_assert_close_array(var[0], var[1], 12, 1e-9, 1e-12, "variance");
     tu_assert_close_array(cross[0], cross[1], 144, 1e-9, 1e-12, "cross_covariance");
+    /* the Kronecker model's state round trip and a point alone: the same bits */
+    gp_state st;
+    gp_state_init(&st);
+    gp_model *back = NULL;
+    assert_int_equal(gp_model_export(mk, &st, &err), GP_OK);
+    assert_int_equal(gp_model_import(&gp_method_exact, &st, &back, &err), GP_OK);
+    assert_int_equal(back->coreg.kronecker, 1);
+    double m3[12], v3[12], m1[4], v1[4];
+    gp_predict_request pr = {.X = Xs, .m = 3, .d = 1};
+    gp_prediction o3 = {.mean = m3, .variance = v3};
+    assert_int_equal(gp_model_predict(back, &pr, &o3, &err), GP_OK);
+    assert_memory_equal(m3, mean[0], sizeof m3);
+    assert_memory_equal(v3, var[0], sizeof v3);
+    gp_predict_request one = {.X = Xs + 1, .m = 1, .d = 1};
+    gp_prediction o1 = {.mean = m1, .variance = v1};
+    assert_int_equal(gp_model_predict(mk, &one, &o1, &err), GP_OK);
+    for (size_t j = 0; j < 4; j++) {
+        assert_memory_equal(&m1[j], &mean[0][j * 3 + 1], sizeof(double));
+        assert_memory_equal(&v1[j], &var[0][j * 3 + 1], sizeof(double));
+    }
+    /* observe: isotopic rows keep the Kronecker path and agree with the
+     * general model observing them; a row with a missing output switches */
+    double Xn[2] = {0.33, -1.4}, Yn[8] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8};
+    assert_int_equal(gp_model_observe(mk, Xn, Yn, 2, &err), GP_OK);
+    assert_int_equal(gp_model_observe(mg, Xn, Yn, 2, &err), GP_OK);
+    assert_int_equal(mk->coreg.kronecker, 1);
+    tu_assert_close(mk->diag.objective, mg->diag.objective, 1e-9, 0.0, "observed LML");
+    for (int t = 0; t < 2; t++) {
+        gp_prediction out = {.mean = mean[t], .variance = var[t]};
+        assert_int_equal(gp_model_predict(ms[t], &pr, &out, &err), GP_OK);
+    }
+    tu_assert_close_array(mean[0], mean[1], 12, 1e-9, 1e-12, "observed mean");
+    tu_assert_close_array(var[0], var[1], 12, 1e-9, 1e-12, "observed variance");
+    double Yh[4] = {0.1, NAN, 0.3, 0.2};
+    assert_int_equal(gp_model_observe(mk, Xn, Yh, 1, &err), GP_OK);
+    assert_int_equal(mk->coreg.kronecker, 0);
+    assert_int_equal(mk->coreg.n_observed, 30 * 4 + 8 + 3);
+    gp_state_free(&st);
+    gp_model_free(back);
     free(x);
     free(gk);
     free(gg);
@@ -564,6 +603,39 @@ static void test_gpytorch_fixture(void **state)
     gp_kernel_free(k);
 }
 
+/* ---- progress and cancellation ---- */
+
+static int stop_at_second(void *ctx, int iteration, int max_iterations, double objective)
+{
+    int *calls = ctx;
+    (void)iteration;
+    assert_true(isfinite(objective));
+    assert_int_equal(max_iterations, 50);
+    return ++*calls >= 2;
+}
+
+static void test_progress_and_cancel(void **state)
+{
+    (void)state;
+    size_t n = 20, d = 1, p = 2;
+    double X[20], y[40];
+    make_data(n, d, p, 0.3, 19, X, y);
+    gp_kernel *k = rbf(d, 0);
+    coreg_opt o;
+    opt_make(&o, "lmc", 1, 2, 1, NULL, 50);
+    gp_fit_request req;
+    request(&req, X, y, n, d, p, k, &o);
+    int calls = 0;
+    req.progress = stop_at_second;
+    req.progress_ctx = &calls;
+    gp_model *model = NULL;
+    gp_error err;
+    assert_int_equal(gp_model_fit(&gp_method_exact, &req, &model, &err), GP_ECANCELLED);
+    assert_null(model);
+    assert_int_equal(calls, 2);
+    gp_kernel_free(k);
+}
+
 /* ---- bad input, each refusal naming its field ---- */
 
 static void expect_refusal(gp_fit_request *req, int code, const char *field)
@@ -644,6 +716,23 @@ static void test_bad_input(void **state)
     req.n_outputs = big;
     expect_refusal(&req, GP_EDATA, "y");
     free(yb);
+    req.y = y;
+    req.n_outputs = p;
+    /* the cap on the matrices: M x M on the general path, N x N on the
+     * Kronecker path (isotopic ICM) */
+    req.max_train_points = 15;
+    opt_make(&o, "icm", 1, 0, 1, "general", 1);
+    expect_refusal(&req, GP_ETOOBIG, "X");
+    opt_make(&o, "icm", 1, 0, 1, NULL, 1);
+    {
+        gp_model *mk = NULL;
+        gp_error e2;
+        req.max_train_points = 10;
+        assert_int_equal(gp_model_fit(&gp_method_exact, &req, &mk, &e2), GP_OK);
+        assert_int_equal(mk->coreg.kronecker, 1);
+        gp_model_free(mk);
+        req.max_train_points = 0;
+    }
     /* the option on a method that does not take it */
     req.y = y;
     req.n_outputs = p;
@@ -665,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_export_import_identical),
         cmocka_unit_test(test_observe_equals_refit),
         cmocka_unit_test(test_gpytorch_fixture),
+        cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests_name("coreg", tests, NULL, NULL);
