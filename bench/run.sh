@@ -68,6 +68,14 @@
 # $SOAK_SECONDS (default 600; 60 with --quick), e.g. `SOAK_SECONDS=120 make bench`;
 # only the soak:
 #   sh bench/run.sh BUILD_DIR soak [SECONDS]
+# Only the multi-output benchmark (issue 34: coregionalised exact on Jura against an
+# independent GP and GPyTorch's multitask GP, sgpr/svgp LMC on the power plant's two outputs,
+# the Kronecker path against the general one; bench/results/multioutput.md), with
+# bench/multioutput.py's arguments (--quick, --parts jura,sparse,kron, --seeds, --restarts):
+#   sh bench/run.sh BUILD_DIR multioutput [--quick] ...
+# The GPyTorch peer runs when GPYTORCH_PATH names GPyTorch 1.8.1's source tree (default
+# /work/wt/gpytorch181 when it exists) and Debian's python3-torch imports; skipped with a
+# message otherwise, as is everything without the shared datasets.
 BUILD=${1:-build}
 # See the Makefile: keeps OpenBLAS's idle threads from spinning on our cores.
 : "${OPENBLAS_THREAD_TIMEOUT:=16}"
@@ -166,6 +174,12 @@ run_experiments() {
     done
     return $est
 }
+# bench/multioutput.py (bench/results/multioutput.md); arguments go to it.
+run_multioutput() {
+    gpt=${GPYTORCH_PATH:-}
+    [ -z "$gpt" ] && [ -d /work/wt/gpytorch181/gpytorch ] && gpt=/work/wt/gpytorch181
+    /usr/bin/python3 bench/multioutput.py --build "$BUILD" ${gpt:+--gpytorch "$gpt"} "$@"
+}
 # Only the experiments (all, or EXPERIMENTS=a,b), with gpbench run's arguments:
 #   sh bench/run.sh BUILD_DIR experiments [--quick | --smoke] [--datasets a,b]
 # (--smoke: --quick with every method at its descriptor's quick preset and no
@@ -180,6 +194,11 @@ if [ "${1:-}" = exact ]; then
     xtmp=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-exact.XXXXXX") || exit 1
     trap 'rm -rf "$xtmp"' EXIT INT TERM
     run_exact "$xtmp" "$@"
+    exit $?
+fi
+if [ "${1:-}" = multioutput ]; then
+    shift
+    run_multioutput "$@"
     exit $?
 fi
 if [ "${1:-}" = online ]; then
@@ -297,6 +316,10 @@ for src in bench/bench_*.c bench/bench_*/; do
     # shellcheck disable=SC2086
     "$b" $PYEXTRA || status=1
 done
+
+# Several outputs (bench/multioutput.py; bench/results/multioutput.md).
+# shellcheck disable=SC2086
+run_multioutput $PYEXTRA || status=1
 
 # rfgp online (bench_online, then its HTTP part; bench/results/online.md).
 # shellcheck disable=SC2086
