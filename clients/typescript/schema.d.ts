@@ -953,7 +953,7 @@ export interface components {
              */
             max_iterations?: number;
             /**
-             * @description stop when the relative LML change of an iteration falls below this
+             * @description stop when the relative LML change of an iteration falls below this (default 1e-7 with coregionalization: its likelihood has flat ridges, docs/design/multioutput.md)
              * @default 1e-10
              */
             tolerance?: number;

@@ -52,7 +52,8 @@ static const gp_option_spec exact_options[] = {
     {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
      "L-BFGS iterations per run"},
     {"tolerance", GP_OPTION_NUMBER, 1e-10, NULL, 1e-16, 1, NULL,
-     "stop when the relative LML change of an iteration falls below this"},
+     "stop when the relative LML change of an iteration falls below this (default 1e-7 with "
+     "coregionalization: its likelihood has flat ridges, docs/design/multioutput.md)"},
     {"coregionalization", GP_OPTION_OBJECT, 0, NULL, 0, 0, gp_coreg_option_schema_solver,
      "several outputs modelled jointly (docs/design/multioutput.md): {\"type\": \"icm\" | "
      "\"lmc\", \"rank\": R (1 .. p, default 1), \"latents\": Q (lmc only, 1 .. 8, default 2), "
