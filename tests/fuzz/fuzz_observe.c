@@ -1,8 +1,9 @@
 /* libFuzzer target: observe bodies, gp_api_observe against the models that
  * learn online, each made once at start-up: "ex" (exact, 1 input), "ss" (ssgp,
- * 2 inputs), "rp" (rfgp, points, 2 outputs), "rg" (rfgp, Gaussian inputs) and
- * "rm" (rfgp, messages normal, beta, gamma). The first byte of an input picks
- * the model (byte % 5), the rest is the body.
+ * 2 inputs), "rp" (rfgp, points, 2 outputs), "rg" (rfgp, Gaussian inputs),
+ * "rm" (rfgp, messages normal, beta, gamma) and "mo" (exact, coregionalised,
+ * 2 outputs with missing entries). The first byte of an input picks the
+ * model (byte % 6), the rest is the body.
  *
  * An accepted observe changes the model (and may make a version), so that the
  * next input would meet another model: after each one the model is predicted
@@ -42,6 +43,11 @@ static const observed_model models[] = {
      "\"warmup\":2}}",
      "{\"X\":[{\"messages\":[{\"normal\":{\"mean\":0,\"var\":1}},{\"beta\":{\"a\":2,\"b\":1}},"
      "{\"gamma\":{\"shape\":2,\"rate\":1}}]}]}"},
+    {"mo",
+     "{\"name\":\"mo\",\"method\":\"exact\",\"seed\":6,\"options\":{\"max_iterations\":3,"
+     "\"coregionalization\":{\"type\":\"icm\",\"rank\":1}},\"X\":[0,0.5,1,1.5,2,2.5],"
+     "\"y\":[[0.1,1],[0.5,null],[null,1.8],[1,2.1],[0.9,null],[0.6,1.5]]}",
+     "{\"X\":[0.25,4],\"full_covariance\":true}"},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 
