@@ -5,6 +5,7 @@
 #include "core/coreg/exact.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,6 +346,24 @@ int gp_coreg_exact_fit(const gp_method *m, const gp_fit_request *req, gp_model *
 
 /* ---- observe ---- */
 
+/* The new rows' targets in working units (yw, one per entry of `add`) as
+ * a one-output observe checks them: finite and within GP_WORKING_LIMIT of
+ * the output's mean, so that nothing the factor builds from them
+ * overflows; "y[i][j]" names the first that is not. */
+static int check_working_targets(const double *yw, const gp_coreg_entries *add, gp_error *err)
+{
+    for (size_t a = 0; a < add->M; a++)
+        if (!isfinite(yw[a]) || fabs(yw[a]) > GP_WORKING_LIMIT) {
+            char field[GP_ERROR_FIELD_LEN];
+            snprintf(field, sizeof field, "y[%zu][%zu]", add->row[a], add->out[a]);
+            return gp_error_set(err, GP_EDATA, field,
+                                "%s lies beyond %g standard deviations of its output's "
+                                "training values, so the model could not stay finite",
+                                field, GP_WORKING_LIMIT);
+        }
+    return GP_OK;
+}
+
 /* ce's rows, entries and targets with the k new rows appended, in new
  * arrays swapped in by the caller. */
 static int append_rows(const gp_model *model, const gp_coreg_exact *ce, const double *X,
@@ -379,10 +398,7 @@ static int append_rows(const gp_model *model, const gp_coreg_exact *ce, const do
             nw->yw[b] = (Y[j * k + add.row[a]] - ce->cp.y_mean[j]) / ce->cp.y_scale[j];
         }
         nw->e.M = M;
-        if (!gp_all_finite(nw->yw + ce->e.M, add.M, NULL) ||
-            !gp_all_finite(nw->Xt + n * d, k * d, NULL))
-            rc = gp_error_set(err, GP_EDATA, "y", "the observed rows are beyond float64's reach "
-                                                  "in the model's working units");
+        rc = check_working_targets(nw->yw + ce->e.M, &add, err);
     }
     gp_coreg_entries_free(&add);
     return rc;

@@ -81,6 +81,7 @@ verdict "multioutput: predicts beside the observed rows" $? "$(head -c 200 "$T/b
 remember mo_observed /v1/models/mo_obs/predict "{\"X\":[[5.2]],\"full_covariance\":true}"
 check_jerr "multioutput: observe an all-missing row" 422 invalid_data 'y\[1\]' /v1/models/mo_obs/observe '{"X":[[6],[7]],"y":[[1,2,3],[null,null,null]]}'
 check_jerr "multioutput: observe rows of 2 on a 3-output model" 422 invalid_data 'y\[0\]' /v1/models/mo_obs/observe '{"X":[[6]],"y":[[1,2]]}'
+check_jerr "multioutput: observe a value beyond float64's reach in working units" 422 invalid_data 'y\[0\]\[1\]' /v1/models/mo_obs/observe '{"X":[[6]],"y":[[null,1e300,0.1]]}'
 check_jerr "multioutput: observe null on a one-output model" 422 invalid_data 'y\[0\]' /v1/models/sine/observe '{"X":[[6]],"y":[null]}'
 
 # a model of its own: mo_obs's remembered answer (the log's replay after a restart) stays
