@@ -503,6 +503,9 @@ static int check_prediction_finite(const gp_model *model, const gp_predict_reque
         lowest_bad_row(obs_value(out, k), m, 1, &row);
     if (sh.cov) /* entry (r, c) of a covariance: row r (c's own diagonal is a variance) */
         lowest_bad_row(out->covariance, m, m * sh.p, &row);
+    /* the joint one's row i + m j is point i's output j, so index % m is the point */
+    if (sh.cov && out->cross_covariance && model->coreg.type != GP_COREG_NONE)
+        lowest_bad_row(out->cross_covariance, m, m * sh.p * sh.p, &row);
     return row < m ? refuse_point(row, "prediction", err) : GP_OK;
 }
 
