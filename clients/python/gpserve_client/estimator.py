@@ -19,36 +19,25 @@ import random
 import uuid
 import warnings
 
-from .client import DEFAULT_URL, Client, missing_to_null, to_plain
+from .client import DEFAULT_URL, Client, to_plain
+from .validation import DataConversionWarning, check_labels, check_regression_y, check_X
 
 try:
     import numpy as _np
 except ImportError:  # the estimators work on lists without numpy
     _np = None
 
-__all__ = ["GPServeRegressor", "GPServeClassifier", "NotFittedError"]
+__all__ = ["GPServeRegressor", "GPServeClassifier", "NotFittedError", "ConvergenceWarning",
+           "DataConversionWarning"]
 
 
-def _rows(X):
-    """X as a list of rows (2-D, as scikit-learn requires); rows may also be
-    the distributional-input objects of rfgp."""
-    X = to_plain(X)
-    if not isinstance(X, (list, tuple)) or len(X) == 0:
-        raise ValueError("X must be a non-empty 2-D array-like (n_samples, n_features)")
-    if not all(isinstance(row, (list, tuple, dict)) for row in X):
-        raise ValueError("Expected a 2-D array, got a 1-D one: reshape your data with "
-                         "X.reshape(-1, 1) for a single feature, or X.reshape(1, -1) for "
-                         "a single sample")
-    return list(X)
-
-
-def _targets(y, n):
-    """y as a list (or rows of p outputs), NaN (a missing output of a
-    coregionalised fit) as None, which the API reads as a missing value."""
-    y = missing_to_null(y)
-    if not isinstance(y, (list, tuple)) or len(y) != n:
-        raise ValueError("y must be an array-like of %d targets (one per row of X)" % n)
-    return list(y)
+def _rows(X, estimator=None):
+    """X as a list of rows (2-D, as scikit-learn requires), checked as
+    scikit-learn's check_array checks it (validation.py); rows may also be
+    the distributional-input objects of rfgp.  With a fitted ``estimator``,
+    the number of features must be the one it was fitted on."""
+    n_features = getattr(estimator, "n_features_in_", None) if estimator is not None else None
+    return check_X(X, n_features=n_features, estimator=estimator)
 
 
 def _array(values):
@@ -154,12 +143,14 @@ class _GPServeEstimator:
         if not hasattr(self, "version_"):
             raise _not_fitted_error(self)
 
-    def _fit_on_daemon(self, X, y):
+    def _fit_on_daemon(self, X, y, likelihood=None):
         """Fit X, y on the daemon (sync or async) and set the fitted
-        attributes from the model it answers."""
+        attributes from the model it answers (``likelihood``: the
+        estimator's own when None)."""
         client = self._client()
         name = self.name if self.name is not None else "sklearn-" + uuid.uuid4().hex[:16]
-        body = dict(method=self.method, kernel=self.kernel, likelihood=self._likelihood,
+        body = dict(method=self.method, kernel=self.kernel,
+                    likelihood=likelihood if likelihood is not None else self._likelihood,
                     options=self._fit_options(), standardize=self.standardize, seed=self.seed)
         body.update(self._extra_fit_fields())
         if self.async_fit:
@@ -193,7 +184,8 @@ class _GPServeEstimator:
 
     def _predict_raw(self, X, **fields):
         self._check_fitted()
-        return self._client().predict(self.name_, _rows(X), version=self.version_, **fields)
+        return self._client().predict(self.name_, _rows(X, self), version=self.version_,
+                                      **fields)
 
     def delete_model(self):
         """Delete the fitted model (every version of ``name_``) from the
@@ -315,7 +307,8 @@ class GPServeRegressor(_GPServeEstimator):
         rows = _rows(X)
         self._per_point = _per_point(self.alpha, len(rows))
         try:
-            self._fit_on_daemon(rows, _targets(y, len(rows)))
+            targets = check_regression_y(y, len(rows), self.coregionalization is not None)
+            self._fit_on_daemon(rows, targets)
         finally:
             del self._per_point
         self.noise_variance_ = self.model_.get("noise_variance_original")
@@ -375,7 +368,7 @@ class GPServeRegressor(_GPServeEstimator):
         outputs).  The same integer random_state gives the same draws; None
         draws a fresh seed."""
         self._check_fitted()
-        answer = self._client().sample(self.name_, _rows(X), version=self.version_,
+        answer = self._client().sample(self.name_, _rows(X, self), version=self.version_,
                                        n_samples=int(n_samples), seed=_seed_from(random_state),
                                        include_noise=self.include_noise or None)
         draws = answer["samples"]
@@ -391,12 +384,15 @@ class GPServeRegressor(_GPServeEstimator):
 
 
 class GPServeClassifier(_GPServeEstimator):
-    """Binary Gaussian-process classification on a gpserve daemon
-    (``"likelihood": "bernoulli"``): p(y = 1) = logistic(f), integrated
-    over the latent posterior by the daemon.
+    """Gaussian-process classification on a gpserve daemon, shaped like
+    scikit-learn's GaussianProcessClassifier.  Two classes fit with
+    ``"likelihood": "bernoulli"`` (p(y = 1) = logistic(f), integrated over
+    the latent posterior by the daemon); three or more with ``"softmax"``
+    (one latent GP per class; issue 35: a daemon without it refuses the fit).
 
-    ``y`` takes any two labels (``classes_``, sorted; the second is the
-    positive class).  Parameters as GPServeRegressor's, without the noise;
+    ``y`` takes any labels (strings, integers): ``classes_`` is them sorted
+    and the daemon sees their indices 0..C-1; for two, the second is the
+    positive class.  Parameters as GPServeRegressor's, without the noise;
     ``method`` is ``svgp`` (default) or ``pls``.  Fitted attributes:
     ``classes_``, ``name_``, ``version_``, ``model_``, ``kernel_``,
     ``n_features_in_``.
@@ -424,27 +420,38 @@ class GPServeClassifier(_GPServeEstimator):
     def fit(self, X, y):
         """Fit on the daemon; returns self."""
         rows = _rows(X)
-        labels = _targets(y, len(rows))
+        labels = check_labels(y, len(rows))
         classes = sorted(set(labels))
-        if len(classes) != 2:
-            raise ValueError("GPServeClassifier is binary: y has %d distinct labels (%r)"
-                             % (len(classes), classes[:5]))
-        self._fit_on_daemon(rows, [classes.index(v) for v in labels])
+        if len(classes) < 2:
+            raise ValueError("This solver needs samples of at least 2 classes in the data, but "
+                             "the data contains only one class: %r" % (classes[0],))
+        index = {label: i for i, label in enumerate(classes)}
+        likelihood = "bernoulli" if len(classes) == 2 else "softmax"
+        self._fit_on_daemon(rows, [index[v] for v in labels], likelihood=likelihood)
         self.classes_ = _np.asarray(classes) if _np is not None else classes
         return self
 
+    def _probabilities(self, X):
+        """One row of len(classes_) probabilities per point: a softmax
+        model's ``probabilities``, or [1 - p, p] of a bernoulli model's
+        ``probability`` p of classes_[1]."""
+        answer = self._predict_raw(X)
+        if "probabilities" in answer:
+            return [list(row) for row in answer["probabilities"]]
+        return [[1.0 - p, p] for p in answer["probability"]]
+
     def predict_proba(self, X):
-        """Class probabilities, shape (n_points, 2): [p(classes_[0]),
-        p(classes_[1])], with p(classes_[1]) the daemon's ``probability``."""
-        p1 = self._predict_raw(X)["probability"]
-        rows = [[1.0 - p, p] for p in p1]
-        return _array(rows)
+        """Class probabilities, shape (n_points, n_classes), columns in the
+        order of ``classes_``."""
+        return _array(self._probabilities(X))
 
     def predict(self, X):
-        """The more probable label of each point (classes_[1] when its
-        probability is above 0.5)."""
-        p1 = self._predict_raw(X)["probability"]
-        labels = [self.classes_[1] if p > 0.5 else self.classes_[0] for p in p1]
+        """The most probable label of each point (for two classes,
+        classes_[1] when its probability is above 0.5)."""
+        rows = self._probabilities(X)
+        labels = [self.classes_[max(range(len(row)), key=lambda j, r=row: (r[j], -j))]
+                  if len(row) > 2 else (self.classes_[1] if row[1] > 0.5 else self.classes_[0])
+                  for row in rows]
         return _np.asarray(labels) if _np is not None else labels
 
     def score(self, X, y, sample_weight=None):
