@@ -401,6 +401,20 @@ class GPServeClassifier(_GPServeEstimator):
     _estimator_type = "classifier"
     _likelihood = "bernoulli"
 
+    # scikit-learn's estimator checks this estimator cannot pass yet, each
+    # with its reason (scikit-learn's _xfail_checks tag; the client's tests
+    # run them and expect them to fail).  Each fits three or more classes.
+    _SOFTMAX_MISSING = "softmax likelihood not yet in the daemon (issue 35)"
+    _XFAIL_CHECKS = dict.fromkeys((
+        "check_classifiers_classes", "check_classifiers_train", "check_dont_overwrite_parameters",
+        "check_dtype_object", "check_estimators_dtypes", "check_estimators_fit_returns_self",
+        "check_estimators_overwrite_params", "check_fit2d_predict1d", "check_fit_score_takes_y",
+        "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+        "check_supervised_y_2d"), _SOFTMAX_MISSING)
+
+    def _more_tags(self):
+        return {"_xfail_checks": dict(self._XFAIL_CHECKS)}
+
     def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="svgp", kernel=None,
                  options=None, standardize=True, seed=0, async_fit=False, timeout=60.0,
                  fit_timeout=None, poll_interval=0.2):
