@@ -106,10 +106,8 @@ def check_X(X, n_features=None, estimator=None):
                          "feature or array.reshape(1, -1) if it contains a single sample."
                          % (rows[:10],))
     width = len(rows[0])
-    if any(len(row) != width for row in rows):
-        raise ValueError("X has rows of different lengths (row 0 has %d values); X must be "
-                         "a 2-D array (n_samples, n_features)" % width)
-    if width == 0:
+    ragged = any(len(row) != width for row in rows)   # the daemon names the row
+    if width == 0 and not ragged:
         raise ValueError("Found array with 0 feature(s) (shape=(%d, 0)) while a minimum of 1 "
                          "is required." % len(rows))
     out = []
@@ -120,7 +118,7 @@ def check_X(X, n_features=None, estimator=None):
     for row in out:
         for v in row:
             _check_finite(v, "X")
-    if n_features is not None and width != n_features:
+    if n_features is not None and width != n_features and not ragged:
         raise ValueError("X has %d features, but %s is expecting %d features as input."
                          % (width, type(estimator).__name__, n_features))
     return out

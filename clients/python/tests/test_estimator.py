@@ -333,8 +333,24 @@ class SklearnConventionsTest(unittest.TestCase):
             est.fit([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])          # 1-D X
         with self.assertRaises(ValueError):
             est.fit([[1.0], [2.0]], [1.0])                     # lengths differ
-        with self.assertRaises(ValueError):
-            GPServeClassifier(support.URL).fit([[0.0], [1.0], [2.0]], [0, 1, 2])
+        with self.assertRaisesRegex(ValueError, "one class"):
+            GPServeClassifier(support.URL).fit([[0.0], [1.0], [2.0]], [1, 1, 1])
+
+    def test_three_classes_ask_for_softmax(self):
+        # Issue 35: three labels fit with "likelihood": "softmax"; a daemon
+        # without it refuses naming the field, one with it answers (3, 3).
+        X = [[0.0], [0.5], [1.0], [1.5], [2.0], [2.5]]
+        y = ["b", "a", "c", "b", "a", "c"]
+        est = GPServeClassifier(support.URL, options={"max_iterations": 8, "inducing": 4})
+        try:
+            est.fit(X, y)
+        except errors.GPServeError as exc:
+            self.assertEqual(exc.field, "likelihood")
+            self.assertIn("likelihood", exc.message)
+            return
+        self.assertEqual(list(est.classes_), ["a", "b", "c"])
+        self.assertEqual(len(est.predict_proba(X)), 6)
+        self.assertEqual(len(est.predict_proba(X)[0]), 3)
 
     def test_errors_are_typed(self):
         with self.assertRaises(errors.InvalidArgument) as cm:
