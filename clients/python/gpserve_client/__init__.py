@@ -12,10 +12,12 @@ from . import errors
 from .client import DEFAULT_URL, Client
 from .errors import GPServeError, JobTimeout, TransportError, TransportTimeout
 from .estimator import ConvergenceWarning, GPServeClassifier, GPServeRegressor, NotFittedError
+from .validation import DataConversionWarning
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "DEFAULT_URL", "GPServeRegressor", "GPServeClassifier", "GPServeError",
            "TransportError", "TransportTimeout", "JobTimeout", "NotFittedError", "ConvergenceWarning",
+           "DataConversionWarning",
            "errors",
            "__version__"]
