@@ -1,4 +1,4 @@
-/* The fit of a coregionalised sgpr or svgp model: core/coreg/sparse_model.h.
+/* The fit of a coregionalised sgpr or svgp model: core/coreg/sparse_fit.h.
  *
  * One L-BFGS run (gp_driver_minimize) over x = (the shared parameters'
  * packing, core/coreg/params.h; Z when optimize_inducing; svgp: q's mean and

@@ -1,5 +1,5 @@
 /* Predict, sample, export and import of a coregionalised sgpr or svgp model:
- * core/coreg/sparse_model.h.
+ * core/coreg/sparse_predict.h.
  *
  * At a point x, aw_q = L_q^{-1} k_q(Z, x) for every kernel; output j's
  * whitened projection a_j (K) has block l = A[j,l] aw_{q(l)}, so
@@ -354,4 +354,44 @@ int gp_coreg_sparse_import(gp_model *model, const gp_state *st, gp_error *err)
     gp_coreg_params_view(&im->cp, &model->coreg);
     model->coreg.n_observed = (size_t)n_obs;
     return GP_OK;
+}
+
+/* ---- the inducing-point methods' ops, for both kinds of model ---- */
+
+int gp_coreg_inducing_predict(const gp_model *model, const gp_predict_request *req,
+                              gp_prediction *out, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_coreg_sparse_predict(model, req, out, err);
+    return gp_inducing_method_predict(model, req, out, err);
+}
+
+int gp_coreg_inducing_sample(const gp_model *model, const gp_sample_request *req,
+                             double *samples, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_coreg_sparse_sample(model, req, samples, err);
+    return gp_inducing_method_sample(model, req, samples, err);
+}
+
+int gp_coreg_inducing_export(const gp_model *model, gp_state *st, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_coreg_sparse_export(model, st, err);
+    return gp_inducing_method_export(model, st, err);
+}
+
+int gp_coreg_inducing_import(gp_model *model, const gp_state *st, gp_error *err)
+{
+    if (gp_coreg_sparse_state_is(st))
+        return gp_coreg_sparse_import(model, st, err);
+    return gp_inducing_method_import(model, st, err);
+}
+
+void gp_coreg_inducing_free(void *impl)
+{
+    if (gp_coreg_sparse_impl_is(impl))
+        gp_coreg_sparse_free(impl);
+    else
+        gp_inducing_method_free(impl);
 }

@@ -22,4 +22,15 @@ int gp_coreg_sparse_export(const gp_model *model, gp_state *st, gp_error *err);
 int gp_coreg_sparse_state_is(const gp_state *st);
 int gp_coreg_sparse_import(gp_model *model, const gp_state *st, gp_error *err);
 
+/* The ops of an inducing-point method (sgpr, svgp) whose models may be
+ * coregionalised: each goes to the functions above for a coregionalised
+ * impl (gp_coreg_sparse_impl_is) or state, to core/inducing's otherwise. */
+int gp_coreg_inducing_predict(const gp_model *model, const gp_predict_request *req,
+                              gp_prediction *out, gp_error *err);
+int gp_coreg_inducing_sample(const gp_model *model, const gp_sample_request *req,
+                             double *samples, gp_error *err);
+int gp_coreg_inducing_export(const gp_model *model, gp_state *st, gp_error *err);
+int gp_coreg_inducing_import(gp_model *model, const gp_state *st, gp_error *err);
+void gp_coreg_inducing_free(void *impl);
+
 #endif

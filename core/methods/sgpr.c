@@ -9,7 +9,6 @@
 
 #include "core/coreg/params.h"
 #include "core/coreg/sparse_fit.h"
-#include "core/coreg/sparse_impl.h"
 #include "core/coreg/sparse_predict.h"
 #include "core/inducing/inducing.h"
 #include "core/kernel/lml.h"
@@ -173,54 +172,15 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
     return GP_OK;
 }
 
-/* A model's impl is the inducing posterior, or a coregionalised model's
- * (core/coreg/sparse_model.h, gp_coreg_sparse_impl_is tells them apart). */
-static int sgpr_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
-{
-    if (gp_coreg_sparse_impl_is(model->impl))
-        return gp_coreg_sparse_predict(model, req, out, err);
-    return gp_inducing_method_predict(model, req, out, err);
-}
-
-static int sgpr_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                       gp_error *err)
-{
-    if (gp_coreg_sparse_impl_is(model->impl))
-        return gp_coreg_sparse_sample(model, req, samples, err);
-    return gp_inducing_method_sample(model, req, samples, err);
-}
-
-static int sgpr_export(const gp_model *model, gp_state *st, gp_error *err)
-{
-    if (gp_coreg_sparse_impl_is(model->impl))
-        return gp_coreg_sparse_export(model, st, err);
-    return gp_inducing_method_export(model, st, err);
-}
-
-static int sgpr_import(gp_model *model, const gp_state *st, gp_error *err)
-{
-    if (gp_coreg_sparse_state_is(st))
-        return gp_coreg_sparse_import(model, st, err);
-    return gp_inducing_method_import(model, st, err);
-}
-
-static void sgpr_free(void *impl)
-{
-    if (gp_coreg_sparse_impl_is(impl))
-        gp_coreg_sparse_free(impl);
-    else
-        gp_inducing_method_free(impl);
-}
-
 static const gp_method_ops sgpr_ops = {
     .fit = sgpr_fit,
-    .predict = sgpr_predict,
+    /* the impl is the inducing posterior or a coregionalised model's */
+    .predict = gp_coreg_inducing_predict,
     .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
-    .sample = sgpr_sample,
-    .export_impl = sgpr_export,
-    .import_impl = sgpr_import,
-    .free_impl = sgpr_free,
+    .sample = gp_coreg_inducing_sample,
+    .export_impl = gp_coreg_inducing_export,
+    .import_impl = gp_coreg_inducing_import,
+    .free_impl = gp_coreg_inducing_free,
     .check_option = gp_coreg_check_option,
 };
 

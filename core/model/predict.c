@@ -92,6 +92,14 @@ static int check_observation_buffers(const gp_model *model, const gp_predict_req
     return GP_OK;
 }
 
+/* The mean function on m points, allocated (caller frees; NULL: out of memory). */
+static double *mean_shift_alloc(const gp_model *model, const double *X, size_t m, gp_error *err)
+{
+    double *shift = gp_alloc_doubles(m ? m : 1, err);
+    if (shift)
+        gp_model_mean_shift(model, X, m, shift);
+    return shift;
+}
 
 /* A non-Gaussian model's mean moves its latent f: the mixture's mean and
  * each component's (cm, m x K; the same buffer when K is 1), before the
@@ -102,10 +110,9 @@ static int add_mean_to_latent(const gp_model *model, const gp_predict_request *r
     if (model->mean_type == GP_MEAN_ZERO)
         return GP_OK;
     size_t m = req->m;
-    double *shift = gp_alloc_doubles(m ? m : 1, err);
+    double *shift = mean_shift_alloc(model, req->X, m, err);
     if (shift == NULL)
         return GP_ENOMEM;
-    gp_model_mean_shift(model, req->X, m, shift);
     for (size_t k = 0; k < K; k++)
         for (size_t i = 0; i < m; i++)
             cm[k * m + i] += shift[i];
@@ -249,15 +256,6 @@ void gp_model_mean_shift(const gp_model *model, const double *X, size_t m, doubl
         shift[i] = 0.0;
     gp_mean_add_original(model->mean_type, model->mean_coef, X, m, model->input_dim,
                          model->x_mean, model->x_scale, model->y_scale, shift);
-}
-
-/* The mean function on m points, allocated (caller frees; NULL: out of memory). */
-static double *mean_shift_alloc(const gp_model *model, const double *X, size_t m, gp_error *err)
-{
-    double *shift = gp_alloc_doubles(m ? m : 1, err);
-    if (shift)
-        gp_model_mean_shift(model, X, m, shift);
-    return shift;
 }
 
 /* A Gaussian answer's location fields moved by the mean: mean, and for a

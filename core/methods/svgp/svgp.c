@@ -4,7 +4,6 @@
 
 #include "core/coreg/params.h"
 #include "core/coreg/sparse_fit.h"
-#include "core/coreg/sparse_impl.h"
 #include "core/coreg/sparse_predict.h"
 #include "core/methods/svgp/fit.h"
 #include "core/methods/svgp/internal.h"
@@ -50,12 +49,7 @@ static const gp_option_spec svgp_options[] = {
      gp_coreg_option_help},
 };
 
-/* Doubles held during a fit with m inducing points and b points per
- * evaluation (b = n for L-BFGS): three m x b buffers, the working copies of X
- * and y, the m x m matrices and, for L-BFGS, its history of 2 x 10 vectors
- * of the parameter count (about m^2 / 2 + m d). */
-/* A model's impl is the inducing posterior, or a coregionalised model's
- * (core/coreg/sparse_model.h, gp_coreg_sparse_impl_is tells them apart). */
+/* A coregionalised fit is core/coreg's (sparse_fit.h). */
 static int svgp_fit_any(const gp_method *m, const gp_fit_request *req, gp_model **out,
                         gp_error *err)
 {
@@ -64,52 +58,15 @@ static int svgp_fit_any(const gp_method *m, const gp_fit_request *req, gp_model 
     return svgp_fit_op(m, req, out, err);
 }
 
-static int svgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
-{
-    if (gp_coreg_sparse_impl_is(model->impl))
-        return gp_coreg_sparse_predict(model, req, out, err);
-    return gp_inducing_method_predict(model, req, out, err);
-}
-
-static int svgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
-                       gp_error *err)
-{
-    if (gp_coreg_sparse_impl_is(model->impl))
-        return gp_coreg_sparse_sample(model, req, samples, err);
-    return gp_inducing_method_sample(model, req, samples, err);
-}
-
-static int svgp_export(const gp_model *model, gp_state *st, gp_error *err)
-{
-    if (gp_coreg_sparse_impl_is(model->impl))
-        return gp_coreg_sparse_export(model, st, err);
-    return gp_inducing_method_export(model, st, err);
-}
-
-static int svgp_import(gp_model *model, const gp_state *st, gp_error *err)
-{
-    if (gp_coreg_sparse_state_is(st))
-        return gp_coreg_sparse_import(model, st, err);
-    return gp_inducing_method_import(model, st, err);
-}
-
-static void svgp_free(void *impl)
-{
-    if (gp_coreg_sparse_impl_is(impl))
-        gp_coreg_sparse_free(impl);
-    else
-        gp_inducing_method_free(impl);
-}
-
 static const gp_method_ops svgp_ops = {
     .fit = svgp_fit_any,
-    .predict = svgp_predict,
+    /* the impl is the inducing posterior or a coregionalised model's */
+    .predict = gp_coreg_inducing_predict,
     .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
-    .sample = svgp_sample,
-    .export_impl = svgp_export,
-    .import_impl = svgp_import,
-    .free_impl = svgp_free,
+    .sample = gp_coreg_inducing_sample,
+    .export_impl = gp_coreg_inducing_export,
+    .import_impl = gp_coreg_inducing_import,
+    .free_impl = gp_coreg_inducing_free,
     .check_option = gp_coreg_check_option,
 };
 
@@ -159,6 +116,6 @@ const gp_method gp_method_svgp = {
     .hyper_priors = 1,
     .per_point_noise = 1,
     .mean_functions = 1, /* a latent mean, its coefficients optimised with the ELBO: train.c */
-    .coregionalization = 1, /* gaussian only: core/coreg/sparse_model.h */
+    .coregionalization = 1, /* gaussian only: core/coreg/sparse_fit.h */
     .ops = &svgp_ops,
 };
