@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/likelihood/softmax.h"
 #include "core/model/mixture.h"
 
 #define LOG_2PI 1.8378770664093454836
@@ -32,7 +33,7 @@
 #define GRID_MAX 4096
 
 static const char *const names[GP_LIK_COUNT] = {"gaussian", "bernoulli", "poisson",
-                                                 "poisson_sq"};
+                                                 "poisson_sq", "softmax"};
 
 int gp_likelihood_from_name(const char *name)
 {
@@ -62,6 +63,10 @@ static int label_fits(gp_likelihood l, double y)
 
 int gp_likelihood_check_labels(gp_likelihood l, const double *y, size_t n, gp_error *err)
 {
+    if (l == GP_LIK_SOFTMAX) {
+        size_t classes;
+        return gp_softmax_classes(y, n, &classes, err);
+    }
     for (size_t i = 0; i < n; i++) {
         if (label_fits(l, y[i]))
             continue;

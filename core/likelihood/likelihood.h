@@ -8,6 +8,10 @@
  *   poisson_sq  y in {0, 1, 2, ...}, rate f^2                  (the thesis's square link,
  *               §1.4(g); log f^2 is taken as log(f^2 + GP_LIK_SQ_EPS), pitfall P19, so the
  *               density and its derivatives stay finite at f = 0)
+ *   softmax     y in {0, ..., C-1},  p(y=c) = softmax(f)_c over C latent functions, one per
+ *               class (core/likelihood/softmax.h; C from the labels, at most
+ *               GP_SOFTMAX_MAX_CLASSES). The scalar functions below do not apply to it:
+ *               a softmax model's expectations and predictive are softmax.h's.
  *
  * The latent function of a non-Gaussian model is in natural units: labels are
  * never standardised. Predictive distributions of f are given as equally
@@ -26,6 +30,7 @@ typedef enum gp_likelihood {
     GP_LIK_BERNOULLI,
     GP_LIK_POISSON,
     GP_LIK_POISSON_SQ,
+    GP_LIK_SOFTMAX, /* multiclass: C latents (softmax.h); persisted as 4 */
     GP_LIK_COUNT
 } gp_likelihood;
 
@@ -34,7 +39,7 @@ typedef enum gp_likelihood {
 #define GP_LIK_QUADRATURE_POINTS 20
 #define GP_LIK_QUADRATURE_MAX 64
 
-/* "gaussian" | "bernoulli" | "poisson" | "poisson_sq"; -1 when unknown. */
+/* "gaussian" | "bernoulli" | "poisson" | "poisson_sq" | "softmax"; -1 when unknown. */
 int gp_likelihood_from_name(const char *name);
 const char *gp_likelihood_name(gp_likelihood l);
 
@@ -45,7 +50,9 @@ typedef struct gp_lik {
 } gp_lik;
 
 /* GP_EDATA naming the first bad cell "y[i]" when a label does not fit l:
- * bernoulli 0 or 1, the Poisson ones a non-negative integer below 1e9. */
+ * bernoulli 0 or 1, the Poisson ones a non-negative integer below 1e9,
+ * softmax an integer class 0..GP_SOFTMAX_MAX_CLASSES-1 with at least two
+ * classes present (naming "y" when there is one class: gp_softmax_classes). */
 int gp_likelihood_check_labels(gp_likelihood l, const double *y, size_t n, gp_error *err);
 
 /* ---- the density and its derivatives in f ---- */

@@ -27,6 +27,7 @@
 #include "core/base/value.h"
 #include "core/kernel/kernel.h"
 #include "core/likelihood/likelihood.h"
+#include "core/likelihood/softmax.h"
 #include "core/model/hyperspec.h"
 #include "core/model/inputs.h"
 #include "core/model/mean.h"
@@ -201,9 +202,16 @@ typedef struct gp_model {
      * (core/likelihood), computed once by gp_model_fit and gp_model_import
      * rather than by every prediction (a 20 x 20 eigenproblem, ~20 us). */
     gp_quadrature quadrature;
+    /* Softmax models: the fixed draws of their predictive probabilities
+     * (GP_SOFTMAX_PREDICT_DRAWS x n_outputs, owned), made once by the fit
+     * and by import like the quadrature; empty otherwise. */
+    gp_softmax_mc softmax_draws;
     gp_diagnostics diag;
     /* Outputs (columns of y); 1 except for multi-output methods. Their
-     * predictions carry n_outputs columns (gp_prediction). */
+     * predictions carry n_outputs columns (gp_prediction). A softmax model
+     * (likelihood GP_LIK_SOFTMAX) has one output per class: n_outputs = C,
+     * the number of classes its labels 0..C-1 gave (y itself is one column
+     * of labels, gp_fit_request.n_outputs 1). */
     size_t n_outputs;
     /* What one input is; input_dim is its encoded width. Kind POINT for
      * every model of points. */
@@ -272,6 +280,15 @@ typedef struct gp_prediction {
     double *latent_mean, *latent_variance;
     double *obs_mean, *obs_variance;
     double *rate_mean, *rate_variance;
+    /* Softmax models (n_outputs = C classes): latent_mean, latent_variance,
+     * obs_mean and obs_variance are m x C each, column c = class c, as mean
+     * is. obs_mean is the class probabilities p(y = c), integrated over the
+     * latent posterior (gp_softmax_probabilities, not softmax of the latent
+     * mean), obs_variance p (1 - p): the moments of the one-hot label. mean
+     * and variance are those (include_noise) or the latents'. Quantiles are
+     * refused; rate_* are untouched. Samples (gp_model_sample) are the
+     * latents, m x n_samples x C; gp_model_sample_observations turns them
+     * into labels, m x n_samples (one column per draw, not per class). */
     size_t clamped; /* variances that came out negative and were clamped at 0 */
     /* Methods with an uncertainty gate (gp_method_has_gate), filled when not
      * NULL: one flag per point, 1 where the model asks for the true answer
@@ -401,7 +418,9 @@ int gp_model_sample_batch(const gp_model *model, const gp_sample_request *reqs,
                           double *const *samples, int *rcs, gp_error *errs, size_t n);
 /* Draws of y given each latent draw (samples as gp_model_sample wrote them
  * with include_noise 0) into obs (same shape), from a stream derived from
- * req->seed: the observation model of the fit applied point by point. */
+ * req->seed: the observation model of the fit applied point by point.
+ * Softmax: one label per point and draw from its C latents, obs m x
+ * n_samples (the labels 0..C-1 as numbers). */
 int gp_model_sample_observations(const gp_model *model, const gp_sample_request *req,
                                  const double *samples, double *obs, gp_error *err);
 /* Export everything (common fields and the method's arrays) into st (initialised
