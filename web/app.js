@@ -670,7 +670,7 @@
     const facts = [
       ['Version', `${m.version}${latest.versions ? ` of ${latest.versions.length}` : ''}`],
       ['Method', m.method],
-      ['Likelihood', m.likelihood || 'gaussian'],
+      ['Likelihood', likelihoodText(m)],
       ['Training rows (n)', m.n_train],
       ['Inputs (d)', m.input_dim],
       ['Objective', d.objective_name ? `${d.objective_name} = ${fmt(d.objective, 8)}` : '–'],
@@ -698,6 +698,12 @@
       method_info: m.method_info, warnings: m.warnings, standardization: m.standardization,
       online: m.online };
     $('model-json').textContent = JSON.stringify(extra, null, 2);
+  }
+
+  /* The likelihood, with a softmax model's number of classes. */
+  function likelihoodText(m) {
+    if (m.likelihood === 'softmax') return `softmax, ${m.classes} classes`;
+    return m.likelihood || 'gaussian';
   }
 
   function kernelText(k) {
@@ -793,7 +799,11 @@
     samples: ['#d9822b', '#2a9d8f', '#8e5ea2'],
     train: '#c0392b',
     rows: '#444444',
+    /* one colour a class (softmax): Tableau 10, again from the start past 10 */
+    classes: ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7',
+      '#9c755f', '#bab0ac'],
   };
+  const classColor = (c) => COLORS.classes[c % COLORS.classes.length];
 
   const pts = (xs, ys) => xs.map((x, i) => ({ x, y: ys[i] }));
 
@@ -873,6 +883,9 @@
       if (lik === 'bernoulli') {
         ({ datasets, caption } = await bernoulliSets(model, X, xs));
         yTitle = 'p(y = 1)';
+      } else if (lik === 'softmax') {
+        ({ datasets, caption } = await softmaxSets(model, X, xs));
+        yTitle = 'p(y = c)';
       } else {
         ({ datasets, caption, answers } = await regressionSets(model, X, xs, lik));
         yTitle = lik === 'gaussian' ? 'y' : 'y (count)';
@@ -888,7 +901,8 @@
       }
       if (d === 1) {
         const train = trainingRows(model);
-        if (train) datasets.push(pointSet('training points', pts(train.X.map((r) => r[0]), train.y), COLORS.train));
+        if (train && lik === 'softmax') datasets.push(labelSet('training labels', train));
+        else if (train) datasets.push(pointSet('training points', pts(train.X.map((r) => r[0]), train.y), COLORS.train));
         const up = state.rows.get(model.name);
         if (up && up.X.length && up.X[0].length === 1) {
           datasets.push(pointSet('uploaded rows', pts(up.X.map((r) => r[0]), up.y), COLORS.rows));
@@ -988,6 +1002,60 @@
     };
   }
 
+  /* Several classes (softmax): one line a class of p(y = c), the class
+   * probabilities integrated over the latent posterior (they sum to 1). */
+  async function softmaxSets(model, X, xs) {
+    const p = await predict(model, X);
+    const probs = p.probabilities;
+    if (!Array.isArray(probs) || !probs.length) {
+      return { datasets: null, caption: `The model predicts nothing yet (${p.state || 'no probabilities'}).` };
+    }
+    const C = probs[0].length;
+    const datasets = Array.from({ length: C }, (_, c) => lineSet(`p(y = ${c})`, pts(xs, probs.map((row) => row[c])),
+      { borderColor: classColor(c), backgroundColor: classColor(c), order: 1 }));
+    return {
+      datasets,
+      caption: `The probability of each of the ${C} classes (integrated over the latent posterior; they sum to 1 `
+        + 'at every x).',
+    };
+  }
+
+  /* Points (xs, ys) each in the colour of its class (softmax labels). */
+  function classPointSet(label, xs, ys, classes) {
+    const colors = classes.map((c) => classColor(c));
+    return { ...pointSet(label, pts(xs, ys), COLORS.rows), pointBackgroundColor: colors,
+      pointBorderColor: colors, gpClasses: classes.slice() };
+  }
+
+  /* Training labels of a 1-D softmax model: at height 1 (the observed
+   * p(y = label) of a one-hot label), each in its class's colour. */
+  const labelSet = (label, rows) => classPointSet(label, rows.X.map((r) => r[0]), rows.y.map(() => 1), rows.y);
+
+  /* A softmax model's uploaded rows: the probability the model gives each
+   * row's observed class, against that class; accuracy and log loss. */
+  async function drawClassPvo(model, rows, token) {
+    const p = await predict(model, rows.X);
+    if (token !== state.renderToken) return;
+    if (!Array.isArray(p.probabilities)) throw new Error('the model predicts nothing yet');
+    const C = p.probabilities[0].length;
+    const bad = rows.y.findIndex((c) => !Number.isInteger(c) || c < 0 || c >= C);
+    if (bad >= 0) throw new Error(`row ${bad + 1}: the label ${rows.y[bad]} is not a class 0..${C - 1}`);
+    let right = 0;
+    let loss = 0;
+    const given = rows.y.map((c, i) => {
+      const row = p.probabilities[i];
+      if (row.indexOf(Math.max(...row)) === c) right++;
+      loss -= Math.log(Math.max(row[c], 1e-300));
+      return row[c];
+    });
+    makeChart('pvo-chart', [classPointSet('data rows', rows.y, given, rows.y)], 'observed class', 'p(observed class)',
+      { x: { min: -0.5, max: C - 0.5, ticks: { stepSize: 1 } }, y: { min: 0, max: 1 } });
+    const n = rows.y.length;
+    $('pvo-caption').textContent = `${n} rows · accuracy ${fmt((100 * right) / n, 3)}% (${right} of ${n}) · `
+      + `log loss ${fmt(loss / n)}.`;
+    setPlotState('pvo-box', 'ready');
+  }
+
   /* Predicted against observed for the uploaded rows, with ± 1.96 sd bars. */
   async function drawPvo(token) {
     const model = state.model;
@@ -1003,6 +1071,10 @@
     try {
       if (rows.X[0].length !== model.input_dim) {
         throw new Error(`the data rows have ${rows.X[0].length} inputs; the model takes ${model.input_dim}`);
+      }
+      if (model.likelihood === 'softmax') {
+        await drawClassPvo(model, rows, token);
+        return;
       }
       const gaussian = (model.likelihood || 'gaussian') === 'gaussian';
       const p = await predict(model, rows.X, gaussian ? { include_noise: true } : {});

@@ -116,6 +116,17 @@ function classRows() {
   }
   return rows;
 }
+/* Three classes along x: mostly class floor(x / 2) on [0, 6), a few labels flipped. */
+function threeClassRows() {
+  const r = lcg(23);
+  const rows = [];
+  for (let i = 0; i < 45; i++) {
+    const x = fix(6 * r());
+    const c = r() < 0.1 ? Math.floor(3 * r()) : Math.min(2, Math.floor(x / 2));
+    rows.push([x, c]);
+  }
+  return rows;
+}
 function longRows() {
   const r = lcg(5);
   const rows = [];
@@ -342,6 +353,69 @@ await step('classification', async () => {
   check('classification plot: p(y = 1) equals the API\'s probability', !bad, bad);
   check('classification plot: probabilities lie in [0, 1]', prob.every((p) => p.y >= 0 && p.y <= 1), 'out of range');
   await shot(page, 'model-class');
+});
+
+/* ---- several classes (softmax): one probability line a class ---- */
+const CLASSES3 = threeClassRows();
+const CLASSES3_TEST = threeClassRows().slice(0, 15).map(([x, c]) => [fix(x + 0.05), c]);
+await step('softmax', async () => {
+  const methods = await api('GET', '/v1/methods');
+  const svgp = (methods.methods || methods).find((m) => m.name === 'svgp');
+  if (!svgp || !(svgp.likelihoods || []).includes('softmax')) {
+    console.log('note skipped: the softmax class-probability plot: svgp does not list softmax in /v1/methods');
+    return;
+  }
+  await fitThroughForm(page, { name: 'ui-softmax', method: 'svgp', likelihood: 'softmax', seed: 1,
+    csv: toCsv(['x', 'label'], CLASSES3) });
+  const st = await waitJob(page, ['succeeded', 'failed', 'cancelled']);
+  check('softmax svgp fit through the form succeeds', st === 'succeeded',
+    `job ${st}: ${await page.textContent('#fit-error')}`);
+  await openModel(page, 'ui-softmax');
+  const facts = await page.$$eval('#model-facts dd', (dds) => dds.map((d) => d.textContent));
+  check('softmax model panel: the likelihood reads "softmax, 3 classes"', facts.includes('softmax, 3 classes'),
+    facts.slice(0, 4).join(' | '));
+  const sets = await datasets(page, 'posterior-chart');
+  const want = ['p(y = 0)', 'p(y = 1)', 'p(y = 2)', 'training labels'];
+  check('softmax plot: one probability line a class and the training labels (4 series)',
+    JSON.stringify(sets.map((s) => s.label)) === JSON.stringify(want), sets.map((s) => s.label).join(', '));
+  const idx = [0, 45, 110, 199];
+  const grid = byLabel(sets, 'p(y = 0)').data;
+  const ref = await api('POST', '/v1/models/ui-softmax/predict', { X: idx.map((i) => [grid[i].x]) });
+  const badP = [0, 1, 2].map((c) => mismatch(idx.map((i) => byLabel(sets, `p(y = ${c})`).data[i].y),
+    ref.probabilities.map((row) => row[c]))).filter(Boolean).join('; ');
+  check('softmax plot: each class\'s line is the API\'s probabilities column', !badP && ref.probabilities.length === 4,
+    badP || `${ref.probabilities.length} rows`);
+  const sums = grid.map((_, i) => [0, 1, 2].reduce((acc, c) => acc + byLabel(sets, `p(y = ${c})`).data[i].y, 0));
+  check('softmax plot: the probabilities lie in [0, 1] and sum to 1 at every x',
+    sets.slice(0, 3).every((s) => s.data.every((p) => p.y >= 0 && p.y <= 1)) && sums.every((v) => close(v, 1, 1e-9)),
+    `sums ${Math.min(...sums)}..${Math.max(...sums)}`);
+  const marks = await page.evaluate(() => {
+    const d = Chart.getChart(document.getElementById('posterior-chart')).data.datasets.at(-1);
+    return { classes: d.gpClasses, colors: d.pointBackgroundColor, ys: d.data.map((p) => p.y),
+      xs: d.data.map((p) => p.x), line: Chart.getChart(document.getElementById('posterior-chart'))
+        .data.datasets.slice(0, 3).map((s) => s.borderColor) };
+  });
+  check('softmax plot: the training labels are the 45 rows fitted, each in its class\'s line colour',
+    !mismatch(marks.xs, CLASSES3.map((r) => r[0]), 0) && JSON.stringify(marks.classes) === JSON.stringify(CLASSES3.map((r) => r[1]))
+      && marks.classes.every((c, i) => marks.colors[i] === marks.line[c]) && marks.ys.every((y) => y === 1),
+    JSON.stringify(marks).slice(0, 200));
+  await page.fill('#model-rows-csv', toCsv(['x', 'label'], CLASSES3_TEST));
+  await page.click('#model-rows-use');
+  await page.waitForSelector('#pvo-box[data-state="ready"]');
+  const pvo = await datasets(page, 'pvo-chart');
+  const refT = await api('POST', '/v1/models/ui-softmax/predict', { X: CLASSES3_TEST.map((r) => [r[0]]) });
+  const rowsSet = byLabel(pvo, 'data rows');
+  const badT = !rowsSet ? 'no data rows' : mismatch(rowsSet.data.map((p) => p.x), CLASSES3_TEST.map((r) => r[1]), 0)
+    || mismatch(rowsSet.data.map((p) => p.y), CLASSES3_TEST.map((r, i) => refT.probabilities[i][r[1]]));
+  check('softmax rows: each row at (its class, the API\'s probability of that class)', !badT, badT);
+  const right = CLASSES3_TEST.filter((r, i) => {
+    const row = refT.probabilities[i];
+    return row.indexOf(Math.max(...row)) === r[1];
+  }).length;
+  const cap = await page.textContent('#pvo-caption');
+  check('softmax rows: the caption gives the accuracy and log loss', cap.includes(`(${right} of 15)`)
+    && /log loss [0-9.]+/.test(cap), cap);
+  await shot(page, 'model-softmax');
 });
 
 /* ---- a long fit cancelled from the form ---- */
