@@ -904,7 +904,9 @@
         if (train && lik === 'softmax') datasets.push(labelSet('training labels', train));
         else if (train) datasets.push(pointSet('training points', pts(train.X.map((r) => r[0]), train.y), COLORS.train));
         const up = state.rows.get(model.name);
-        if (up && up.X.length && up.X[0].length === 1) {
+        if (up && up.X.length && up.X[0].length === 1 && lik === 'softmax') {
+          datasets.push({ ...labelSet('uploaded rows', up), pointStyle: 'triangle' });
+        } else if (up && up.X.length && up.X[0].length === 1) {
           datasets.push(pointSet('uploaded rows', pts(up.X.map((r) => r[0]), up.y), COLORS.rows));
         }
         note.textContent = train ? '' : 'The daemon does not give out training data: the training points show '
@@ -1049,7 +1051,9 @@
       return row[c];
     });
     makeChart('pvo-chart', [classPointSet('data rows', rows.y, given, rows.y)], 'observed class', 'p(observed class)',
-      { x: { min: -0.5, max: C - 0.5, ticks: { stepSize: 1 } }, y: { min: 0, max: 1 } });
+      { x: { min: -0.5, max: C - 0.5, afterBuildTicks: (axis) => {
+        axis.ticks = Array.from({ length: C }, (_, c) => ({ value: c }));
+      } }, y: { min: 0, max: 1 } });
     const n = rows.y.length;
     $('pvo-caption').textContent = `${n} rows · accuracy ${fmt((100 * right) / n, 3)}% (${right} of ${n}) · `
       + `log loss ${fmt(loss / n)}.`;

@@ -336,19 +336,15 @@ class SklearnConventionsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "one class"):
             GPServeClassifier(support.URL).fit([[0.0], [1.0], [2.0]], [1, 1, 1])
 
-    def test_three_classes_ask_for_softmax(self):
-        # Issue 35: three labels fit with "likelihood": "softmax"; a daemon
-        # without it refuses naming the field, one with it answers (3, 3).
+    def test_three_classes_fit_softmax(self):
+        # Issue 35: three labels fit with "likelihood": "softmax" and answer
+        # (3, 3) probabilities.
         X = [[0.0], [0.5], [1.0], [1.5], [2.0], [2.5]]
         y = ["b", "a", "c", "b", "a", "c"]
         est = GPServeClassifier(support.URL, options={"max_iterations": 8, "inducing": 4})
-        try:
-            est.fit(X, y)
-        except errors.GPServeError as exc:
-            self.assertEqual(exc.field, "likelihood")
-            self.assertIn("likelihood", exc.message)
-            return
+        est.fit(X, y)
         self.assertEqual(list(est.classes_), ["a", "b", "c"])
+        self.assertEqual(est.model_["likelihood"], "softmax")
         self.assertEqual(len(est.predict_proba(X)), 6)
         self.assertEqual(len(est.predict_proba(X)[0]), 3)
 
@@ -499,3 +495,67 @@ class EstimatorAuthTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _three_classes(n=60, seed=3):
+    """n points of two inputs with three labels by angle, a few flipped."""
+    import random
+    rng = random.Random(seed)
+    X, y = [], []
+    for _ in range(n):
+        a, b = rng.uniform(-2, 2), rng.uniform(-2, 2)
+        c = (0 if a < -0.5 else 1 if b < 0 else 2) if rng.random() > 0.1 else rng.randrange(3)
+        X.append([a, b])
+        y.append(c)
+    return X, y
+
+
+@need_daemon
+@need_numpy
+class MulticlassTest(unittest.TestCase):
+    """Three classes (softmax): labels in any order map to classes_, the
+    probabilities are the API's columns in classes_ order."""
+
+    NAMES = ["west", "south", "north"]   # label c is NAMES[c]: classes_ sorts them
+
+    @classmethod
+    def setUpClass(cls):
+        X, y = _three_classes()
+        cls.X = np.asarray(X)
+        cls.y = np.asarray([cls.NAMES[c] for c in y])
+        cls.Xt = np.asarray([[-1.8, 0.0], [1.5, -1.5], [1.5, 1.5], [0.0, 0.0]])
+        cls.est = GPServeClassifier(support.URL, seed=1,
+                                    options={"max_iterations": 60, "inducing": 16}).fit(cls.X, cls.y)
+
+    def test_model_is_softmax(self):
+        self.assertEqual(self.est.classes_.tolist(), ["north", "south", "west"])
+        self.assertEqual(self.est.model_["likelihood"], "softmax")
+        self.assertEqual(self.est.model_["classes"], 3)
+
+    def test_probabilities_equal_the_api_in_classes_order(self):
+        proba = self.est.predict_proba(self.Xt)
+        self.assertEqual(proba.shape, (4, 3))
+        self.assertTrue(np.all((proba >= 0) & (proba <= 1)))
+        self.assertTrue(np.allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12))
+        answer = raw_ok("POST", "/v1/models/%s/predict" % self.est.name_,
+                        {"X": self.Xt.tolist(), "version": self.est.version_})
+        # the daemon's class j is classes_[j]
+        self.assertEqual(proba.tolist(), answer["probabilities"])
+        # far inside each region its class is the most probable
+        self.assertEqual(self.est.classes_[proba[:3].argmax(axis=1)].tolist(),
+                         ["west", "south", "north"])
+
+    def test_predict_is_the_argmax_and_score_the_accuracy(self):
+        proba = self.est.predict_proba(self.X)
+        pred = self.est.predict(self.X)
+        self.assertEqual(pred.tolist(), self.est.classes_[proba.argmax(axis=1)].tolist())
+        acc = self.est.score(self.X, self.y)
+        self.assertEqual(acc, float(np.mean(pred == self.y)))
+        self.assertGreater(acc, 0.75)
+
+    def test_integer_labels(self):
+        X, y = _three_classes(30, seed=8)
+        est = GPServeClassifier(support.URL, seed=1, options={"max_iterations": 8, "inducing": 8})
+        est.fit(X, [10 * c for c in y])
+        self.assertEqual(est.classes_.tolist(), [0, 10, 20])
+        self.assertTrue(set(est.predict(X).tolist()) <= {0, 10, 20})
