@@ -388,12 +388,13 @@ class GPServeClassifier(_GPServeEstimator):
     scikit-learn's GaussianProcessClassifier.  Two classes fit with
     ``"likelihood": "bernoulli"`` (p(y = 1) = logistic(f), integrated over
     the latent posterior by the daemon); three or more with ``"softmax"``
-    (one latent GP per class; issue 35: a daemon without it refuses the fit).
+    (one latent GP per class, ``svgp`` only; ``predict_proba`` is the
+    daemon's ``probabilities``, integrated over the latent posterior).
 
     ``y`` takes any labels (strings, integers): ``classes_`` is them sorted
     and the daemon sees their indices 0..C-1; for two, the second is the
     positive class.  Parameters as GPServeRegressor's, without the noise;
-    ``method`` is ``svgp`` (default) or ``pls``.  Fitted attributes:
+    ``method`` is ``svgp`` (default) or, for two classes, ``pls``.  Fitted attributes:
     ``classes_``, ``name_``, ``version_``, ``model_``, ``kernel_``,
     ``n_features_in_``.
     """
@@ -401,16 +402,10 @@ class GPServeClassifier(_GPServeEstimator):
     _estimator_type = "classifier"
     _likelihood = "bernoulli"
 
-    # scikit-learn's estimator checks this estimator cannot pass yet, each
-    # with its reason (scikit-learn's _xfail_checks tag; the client's tests
-    # run them and expect them to fail).  Each fits three or more classes.
-    _SOFTMAX_MISSING = "softmax likelihood not yet in the daemon (issue 35)"
-    _XFAIL_CHECKS = dict.fromkeys((
-        "check_classifiers_classes", "check_classifiers_train", "check_dont_overwrite_parameters",
-        "check_dtype_object", "check_estimators_dtypes", "check_estimators_fit_returns_self",
-        "check_estimators_overwrite_params", "check_fit2d_predict1d", "check_fit_score_takes_y",
-        "check_methods_sample_order_invariance", "check_methods_subset_invariance",
-        "check_supervised_y_2d"), _SOFTMAX_MISSING)
+    # scikit-learn's estimator checks a remote estimator cannot honour, each
+    # with its reason (scikit-learn's _xfail_checks tag; the client's tests run
+    # them and expect them to fail).  None: every check passes.
+    _XFAIL_CHECKS = {}
 
     def _more_tags(self):
         return {"_xfail_checks": dict(self._XFAIL_CHECKS)}

@@ -36,6 +36,8 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("422 invalid_data X[0]", text)
         self.assertEqual(scope["draws"].shape, (2, 3))
         self.assertEqual(scope["clf"].classes_.tolist(), ["down", "up"])
+        self.assertEqual(scope["multi"].classes_.tolist(), [0, 1, 2])
+        self.assertEqual(scope["multi"].model_["likelihood"], "softmax")
 
 
 if __name__ == "__main__":
