@@ -37,7 +37,7 @@ class ReadmeTest(unittest.TestCase):
         self.assertEqual(scope["draws"].shape, (2, 3))
         self.assertEqual(scope["clf"].classes_.tolist(), ["down", "up"])
         self.assertEqual(scope["multi"].classes_.tolist(), [0, 1, 2])
-        self.assertEqual(scope["multi"].model_["likelihood"], "softmax")
+        self.assertIn("softmax", text)       # multi's likelihood, printed before the delete
 
 
 if __name__ == "__main__":
