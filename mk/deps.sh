@@ -11,7 +11,8 @@
 #                        make test runs (clang and libFuzzer's runtime, which Debian
 #                        bookworm ships in libclang-rt-14-dev); make deps runs it, and
 #                        without them make test skips the fuzz targets with a message
-#   sh mk/deps.sh bench  only the peers of make bench (scikit-learn, statsmodels
+#   sh mk/deps.sh bench  only the peers of make bench (scikit-learn, statsmodels,
+#                        pandas: check_estimator runs its DataFrame check only with it
 #                        for /usr/bin/python3; wrk, Flask and gunicorn for the
 #                        HTTP benchmark, bench/http); without root a missing one
 #                        is a warning, not a failure: those comparisons are skipped
@@ -31,7 +32,7 @@ fi
 PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev pkg-config"
 TEST_PKGS="libcmocka-dev curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
-BENCH_PKGS="python3-sklearn python3-statsmodels wrk python3-flask gunicorn"
+BENCH_PKGS="python3-sklearn python3-statsmodels python3-pandas wrk python3-flask gunicorn"
 if [ "${1:-}" = test ]; then
     PKGS=$TEST_PKGS
 elif [ "${1:-}" = fuzz ]; then
