@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "core/base/rng.h"
+#include "core/kernel/kernel.h"
 #include "core/methods/registry.h"
 #include "core/model/model.h"
 #include "tests/unit/testutil.h"
@@ -48,8 +49,14 @@ static gp_model *fit_softmax(void)
             y[i] = (double)(((size_t)y[i] + 1) % C);
     }
     gp_option_value opts[] = {{"max_iterations", 30, NULL, NULL}, {"inducing", 10, NULL, NULL}};
+    gp_error err;
+    gp_error_clear(&err);
+    gp_kernel *k = NULL;
+    if (gp_kernel_leaf(&k, GP_KERNEL_RBF, D, 1, NULL, 0, &err) != GP_OK)
+        fail_msg("kernel: %s", err.message);
     gp_fit_request req;
     memset(&req, 0, sizeof req);
+    req.kernel = k;
     req.X = X;
     req.y = y;
     req.n = N;
@@ -60,9 +67,9 @@ static gp_model *fit_softmax(void)
     req.n_options = 2;
     req.likelihood = GP_LIK_SOFTMAX;
     gp_model *model = NULL;
-    gp_error err;
-    gp_error_clear(&err);
-    if (gp_model_fit(gp_method_find("svgp"), &req, &model, &err) != GP_OK)
+    int rc = gp_model_fit(gp_method_find("svgp"), &req, &model, &err);
+    gp_kernel_free(k);
+    if (rc != GP_OK)
         fail_msg("svgp softmax fit: %s (%s)", err.message, err.field);
     assert_int_equal(model->likelihood, GP_LIK_SOFTMAX);
     assert_int_equal(model->n_outputs, C);
