@@ -50,7 +50,7 @@ jhas '.likelihood == "softmax" and .classes == 3'
 verdict "the CSV fit is a softmax model of 3 classes" $? "$(jq -c '{likelihood, classes}' "$T/body")"
 csv_to_json mc3async "\"method\":\"svgp\",\"likelihood\":\"softmax\",\"seed\":4,\"async\":true,\"options\":$MCQ," <"$T/mc.csv" >"$T/mc3async.json"
 check_json "fit svgp softmax (async): 202" 202 $M @"$T/mc3async.json"
-MCJOB=$(jstr job_id)
+MCJOB=$(jstr job)
 [ -n "$MCJOB" ] && wait_job "$MCJOB" succeeded
 verdict "the async softmax job succeeds" $? "job '$MCJOB': $JOB_STATUS"
 check "GET the async softmax model" 200 GET $M/mc3async
