@@ -1273,7 +1273,7 @@ export interface components {
             /** @description alpha auto only: the held-out RMSE of the chosen alpha */
             validation_rmse?: number;
         };
-        /** @description Uncollapsed sparse variational GP with M inducing points and a full-covariance whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per predicted point. A bernoulli or poisson fit with ARD lengthscales uses the default priors unless the kernel states its own ("priors": "none" for none) */
+        /** @description Uncollapsed sparse variational GP with M inducing points and a full-covariance whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli, poisson or softmax likelihood (softmax: one latent GP per class sharing the kernel and the inducing points, labels 0..C-1, C <= 64); full-batch L-BFGS with analytic gradients, or minibatch Adam with natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per predicted point. A bernoulli or poisson fit with ARD lengthscales uses the default priors unless the kernel states its own ("priors": "none" for none) */
         SvgpOptions: {
             /**
              * @description M, the number of inducing points (at most the number of training points)
