@@ -86,7 +86,8 @@ static gp_cache_entry *entry_new(const gp_model_meta *meta, const char *info, gp
     gp_cache_entry *e = calloc(1, sizeof *e);
     if (e == NULL)
         return NULL;
-    if (model->n_outputs > 1 && (e->outputs = gp_api_outputs_text(info, model->n_outputs)) == NULL) {
+    if (gp_api_named_outputs(model) &&
+        (e->outputs = gp_api_outputs_text(info, model->n_outputs)) == NULL) {
         free(e);
         return NULL;
     }
@@ -160,7 +161,7 @@ static int replay_one(void *ctx, uint64_t seq, const gp_state *batch, gp_error *
     const gp_named_array *X = gp_state_find(batch, "X"), *Y = gp_state_find(batch, "y");
     const gp_named_array *N = gp_state_find(batch, "noise"); /* known per-point noise */
     if (X == NULL || Y == NULL || X->rows != Y->rows || X->cols != r->model->input_dim ||
-        Y->cols != r->model->n_outputs || (N && (N->rows != X->rows || N->cols != 1)))
+        Y->cols != gp_api_target_columns(r->model) || (N && (N->rows != X->rows || N->cols != 1)))
         return gp_error_set(err, GP_EDATA, NULL, "observation log entry %llu is malformed",
                             (unsigned long long)seq);
     r->bytes += (X->rows * (X->cols + Y->cols + (N ? 1 : 0))) * sizeof(double);
@@ -260,7 +261,7 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
     /* the brief row has no info: a model of several outputs reads its names */
     gp_model_meta full;
     memset(&full, 0, sizeof full);
-    if (rc == GP_OK && loaded->n_outputs > 1 && meta->info == NULL)
+    if (rc == GP_OK && gp_api_named_outputs(loaded) && meta->info == NULL)
         rc = gp_rows_meta(api, meta->name, meta->version, 1, &full, err);
     gp_cache_entry *fresh =
         rc == GP_OK ? entry_new(meta, meta->info ? meta->info : full.info, loaded) : NULL;

@@ -267,19 +267,34 @@ static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
     return gp_api_parse_options(job->method, v, &job->options, &job->n_options, err);
 }
 
+/* The catalogue's likelihood names, comma separated. */
+static void likelihood_names(char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < GP_LIK_COUNT && pos < len; l++) {
+        int w = snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "",
+                         gp_likelihood_name((gp_likelihood)l));
+        if (w < 0)
+            break;
+        pos += (size_t)w;
+    }
+}
+
 /* "likelihood": a name of the catalogue the method fits (422 unsupported
  * naming the methods that fit it otherwise). */
 static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
 {
     const char *name = json_string_value(v);
     int l = name ? gp_likelihood_from_name(name) : -1;
-    if (l < 0)
-        return gp_error_set(err, GP_EINVAL, "likelihood",
-                            "likelihood must be one of gaussian, bernoulli, poisson, poisson_sq");
+    char names[256];
+    if (l < 0) {
+        likelihood_names(names, sizeof names);
+        return gp_error_set(err, GP_EINVAL, "likelihood", "likelihood must be one of %s", names);
+    }
     job->likelihood = (gp_likelihood)l;
     if (gp_method_accepts_likelihood(job->method, job->likelihood))
         return GP_OK;
-    char names[256];
     method_names((int)job->likelihood, names, sizeof names);
     return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
                         "method '%s' does not fit the %s likelihood; %s fit%s it",

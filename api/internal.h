@@ -206,6 +206,12 @@ int gp_api_parse_outputs(json_t *v, size_t p, json_t **out, gp_error *err);
 /* The names kept in a model's info JSON (its "outputs"), or the defaults,
  * as JSON text (malloc'ed; NULL when out of memory). */
 char *gp_api_outputs_text(const char *info, size_t p);
+/* Whether model's n_outputs are named outputs (several, and not a softmax
+ * model's classes, which are the column indices 0..C-1 and carry no names). */
+int gp_api_named_outputs(const gp_model *model);
+/* Columns of y a fit or an observe gives model: its outputs, or one column
+ * of labels for a softmax model (whose n_outputs are its classes). */
+size_t gp_api_target_columns(const gp_model *model);
 
 /* One number of the data (X, y): 422 invalid_data naming field for anything
  * else (a string such as "NaN", null, an array, a non-finite value). */

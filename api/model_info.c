@@ -84,6 +84,8 @@ json_t *gp_api_model_info_json(const gp_model *m)
     int gaussian = m->likelihood == GP_LIK_GAUSSIAN;
     json_object_set_new(o, "kernel", gp_kernel_to_json_spec(m->kernel, m->hyper));
     json_object_set_new(o, "likelihood", json_string(gp_likelihood_name(m->likelihood)));
+    if (m->likelihood == GP_LIK_SOFTMAX) /* the columns of its predictions: classes 0..C-1 */
+        json_object_set_new(o, "classes", json_integer((json_int_t)m->n_outputs));
     if (gaussian) { /* other likelihoods have no noise variance */
         json_object_set_new(o, "noise_variance", gp_json_real(m->noise_variance));
         json_object_set_new(o, "noise_variance_original",

@@ -67,13 +67,13 @@ static int observe_data(gp_api *api, const gp_model *model, const char *name, ob
     if (rc == GP_OK && coreg)
         rc = gp_json_targets_missing(yj, api->cfg.max_points, 1, &ob->Y, &ny, &ob->p, err);
     else if (rc == GP_OK && (rc = gp_json_targets_null(yj, err)) == GP_OK)
-        rc = gp_json_targets(yj, "y", api->cfg.max_points, model->n_outputs > 1, &ob->Y, &ny,
-                             &ob->p, err);
+        rc = gp_json_targets(yj, "y", api->cfg.max_points, gp_api_target_columns(model) > 1,
+                             &ob->Y, &ny, &ob->p, err);
     if (rc == GP_OK && ny != ob->k)
         rc = gp_error_set(err, GP_EDATA, "y", "y has %zu rows; X has %zu", ny, ob->k);
-    if (rc == GP_OK && ob->p != model->n_outputs)
+    if (rc == GP_OK && ob->p != gp_api_target_columns(model))
         rc = gp_error_set(err, GP_EDATA, "y[0]", "y[0] has %zu outputs; model '%s' has %zu",
-                          ob->p, name, model->n_outputs);
+                          ob->p, name, gp_api_target_columns(model));
     if (rc == GP_OK && coreg)
         rc = gp_api_check_targets(ob->Y, ob->k, ob->p, 1, 1, NULL, err);
     json_t *e = rc == GP_OK ? json_object_get(ob->obj, "noise") : NULL;

@@ -35,6 +35,7 @@ enum {
     OUT_LATENT_MEAN,
     OUT_LATENT_VARIANCE,
     OUT_PROBABILITY,
+    OUT_PROBABILITIES,
     OUT_COUNT_MEAN,
     OUT_COUNT_VARIANCE,
     OUT_RATE_MEAN,
@@ -46,7 +47,8 @@ enum {
 /* The names v1 predict gives the same values (docs/design/api.md, "Predict"). */
 static const char *const out_names[OUT_COUNT] = {
     "mean",       "variance",       "latent_mean", "latent_variance", "probability",
-    "count_mean", "count_variance", "rate_mean",   "rate_variance",   "ask_oracle"};
+    "probabilities", "count_mean",  "count_variance", "rate_mean",    "rate_variance",
+    "ask_oracle"};
 
 /* Whether a model's prediction carries output k, as its v1 predict answer does. */
 static int model_has_output(const gp_model *model, int k)
@@ -61,6 +63,8 @@ static int model_has_output(const gp_model *model, int k)
         return l != GP_LIK_GAUSSIAN;
     case OUT_PROBABILITY:
         return l == GP_LIK_BERNOULLI;
+    case OUT_PROBABILITIES:
+        return l == GP_LIK_SOFTMAX;
     case OUT_COUNT_MEAN:
     case OUT_COUNT_VARIANCE:
     case OUT_RATE_MEAN:
@@ -94,10 +98,12 @@ static void per_output_name(json_t *names, int k, char *out, size_t len)
              s ? s : "?");
 }
 
-/* Columns of output k per point: the model's outputs for mean and variance. */
+/* Columns of output k per point: the model's outputs for mean and variance,
+ * and a softmax model's classes for its latents and probabilities too (every
+ * other non-Gaussian model has one output). */
 static size_t output_columns(const gp_model *model, int k)
 {
-    return k == OUT_MEAN || k == OUT_VARIANCE ? model->n_outputs : 1;
+    return k == OUT_ASK_ORACLE ? 1 : model->n_outputs;
 }
 
 /* "mean, variance, ..." : the outputs of model (NULL: every name) into out. */
@@ -752,6 +758,7 @@ static const double *output_values(const gp_prediction *pr, int k)
     case OUT_LATENT_VARIANCE:
         return pr->latent_variance;
     case OUT_PROBABILITY:
+    case OUT_PROBABILITIES:
     case OUT_COUNT_MEAN:
         return pr->obs_mean;
     case OUT_COUNT_VARIANCE:

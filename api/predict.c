@@ -106,7 +106,8 @@ static int check_components(const gp_model *model, int comps, size_t *K, int *pa
 }
 
 /* One block for every output the request asked for (owner: *mem); obs: the
- * six observation-level outputs of a non-Gaussian model. */
+ * six observation-level outputs of a non-Gaussian model, m x np each (np is
+ * 1 for all but a softmax model, whose np = C classes). */
 static int alloc_prediction(size_t m, size_t np, int full, int cross, size_t nq, size_t K,
                             int obs, double **mem, gp_prediction *pr, gp_error *err)
 {
@@ -115,7 +116,7 @@ static int alloc_prediction(size_t m, size_t np, int full, int cross, size_t nq,
      * cross: the joint (m np)^2 covariance of a coregionalised model */
     size_t mp = full && cross ? m * np : 0;
     size_t total = 2 * m * np + (full ? m * m * np : 0) + mp * mp + nq * m * np + 2 * K * m +
-                   (obs ? 6 * m : 0) + m; /* + m: the gate's flags */
+                   (obs ? 6 * m * np : 0) + m; /* + m: the gate's flags */
     *mem = malloc(total * sizeof **mem);
     if (*mem == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu points", m);
@@ -135,21 +136,26 @@ static int alloc_prediction(size_t m, size_t np, int full, int cross, size_t nq,
     double **outs[6] = {&pr->latent_mean, &pr->latent_variance, &pr->obs_mean,
                         &pr->obs_variance, &pr->rate_mean, &pr->rate_variance};
     for (int k = 0; k < 6; k++)
-        *outs[k] = obs ? p + (size_t)k * m : NULL;
-    p += obs ? 6 * m : 0;
+        *outs[k] = obs ? p + (size_t)k * m * np : NULL;
+    p += obs ? 6 * m * np : 0;
     pr->ask_oracle = (unsigned char *)p;
     return GP_OK;
 }
 
-/* The observation-level lists of a non-Gaussian model's prediction. */
+/* The observation-level lists of a non-Gaussian model's prediction, as
+ * write_outputs lays out its p columns (a softmax model's: rows of C, one
+ * value per class; its obs_variance p (1 - p) is "variance" already with
+ * include_noise, and not repeated). */
 static void write_observation_fields(gp_buf *b, gp_likelihood l, const gp_prediction *pr,
-                                     size_t m)
+                                     size_t m, size_t p)
 {
     const char *keys[6] = {"latent_mean", "latent_variance", NULL, NULL, NULL, NULL};
     const double *vals[6] = {pr->latent_mean, pr->latent_variance, pr->obs_mean,
                              pr->obs_variance, pr->rate_mean, pr->rate_variance};
     if (l == GP_LIK_BERNOULLI)
         keys[2] = "probability";
+    else if (l == GP_LIK_SOFTMAX)
+        keys[2] = "probabilities";
     else {
         keys[2] = "count_mean";
         keys[3] = "count_variance";
@@ -160,7 +166,7 @@ static void write_observation_fields(gp_buf *b, gp_likelihood l, const gp_predic
         if (keys[k] == NULL)
             continue;
         gp_buf_printf(b, ",\"%s\":", keys[k]);
-        gp_buf_json_array(b, vals[k], m, 1);
+        write_outputs(b, vals[k], m, p);
     }
 }
 
@@ -302,7 +308,7 @@ static void write_prediction(gp_buf *b, const gp_model *model, const predict_arg
     gp_buf_puts(b, ",\"variance\":");
     write_outputs(b, pr->variance, m, p);
     if (model->likelihood != GP_LIK_GAUSSIAN)
-        write_observation_fields(b, model->likelihood, pr, m);
+        write_observation_fields(b, model->likelihood, pr, m, p);
     if (a->full)
         write_covariance(b, pr->covariance, m, p);
     if (a->full && pr->cross_covariance)

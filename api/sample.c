@@ -102,8 +102,11 @@ static void sample_respond(const gp_model *model, const char *name, int version,
     if (outputs) /* the names of several outputs */
         gp_buf_printf(&b, ",\"outputs\":%s", outputs);
     write_draws(&b, "samples", c->S, m, n, p);
+    /* draws of y are one column a draw: a softmax model's are labels, one
+     * per point (its p columns are the classes' latents); other models with
+     * several outputs draw y with include_noise, not observations */
     if (c->a.observations)
-        write_draws(&b, "observations", c->S + count, m, n, p);
+        write_draws(&b, "observations", c->S + count, m, n, 1);
     gp_buf_put(&b, "}", 1);
     gp_buf_respond(&b, 200, out);
 }

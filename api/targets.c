@@ -239,3 +239,13 @@ char *gp_api_outputs_text(const char *info, size_t p)
     json_decref(o);
     return text;
 }
+
+int gp_api_named_outputs(const gp_model *model)
+{
+    return model->n_outputs > 1 && model->likelihood != GP_LIK_SOFTMAX;
+}
+
+size_t gp_api_target_columns(const gp_model *model)
+{
+    return model->likelihood == GP_LIK_SOFTMAX ? 1 : model->n_outputs;
+}

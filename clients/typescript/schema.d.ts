@@ -491,7 +491,7 @@ export interface components {
             platform: string;
             /** @description One tensor X of shape [-1, d]; none for a model whose inputs are distributions. */
             inputs: components["schemas"]["V2TensorMetadata"][];
-            /** @description mean and variance; latent_mean, latent_variance and probability (bernoulli) or count_mean, count_variance, rate_mean, rate_variance (poisson); ask_oracle (BOOL) for a gated model. A coregionalised model also lists, per output NAME (its outputs), mean_NAME and variance_NAME of shape [-1]: that output's column of mean and variance. */
+            /** @description mean and variance; latent_mean, latent_variance and probability (bernoulli) or count_mean, count_variance, rate_mean, rate_variance (poisson); ask_oracle (BOOL) for a gated model. A softmax model of C classes: mean, variance, latent_mean, latent_variance and probabilities, each of shape [-1, C] (column c = class c). A coregionalised model also lists, per output NAME (its outputs), mean_NAME and variance_NAME of shape [-1]: that output's column of mean and variance. */
             outputs: components["schemas"]["V2TensorMetadata"][];
         };
         V2InferRequest: {
@@ -572,7 +572,7 @@ export interface components {
         };
         /** @description One number per row; rows of p numbers for a multi-output method (rfgp) or a coregionalised fit (options.coregionalization of exact, sgpr, svgp; p at most 16), p fixed by the fit. A coregionalised fit's entries may be null (a missing value; a row or an output with none observed is 422 naming y[i] or y); null elsewhere is 422 naming y[i] or y[i][j] (docs/design/multioutput.md). */
         Targets: (number | null)[] | (number | null)[][];
-        /** @description one value per point; for a model of p > 1 outputs, one row of p per point */
+        /** @description one value per point; for a model of p > 1 outputs, one row of p per point (a softmax model's: one value per class) */
         Outputs: number[] | number[][];
         /** @description Outputs, or null (a gate model in warm-up) */
         OutputsOrNull: (number[] | null) | number[][];
@@ -687,7 +687,7 @@ export interface components {
             method?: components["schemas"]["MethodName"];
             kernel?: components["schemas"]["Kernel"];
             /**
-             * @description the observation model; GET /v1/methods lists the ones each method fits (422 unsupported, naming them, otherwise). Labels must fit it (422 invalid_data naming the cell y[i]): bernoulli 0 or 1, poisson and poisson_sq non-negative integers. Non-Gaussian labels are never standardised, and noise is refused.
+             * @description the observation model; GET /v1/methods lists the ones each method fits (422 unsupported, naming them, otherwise). Labels must fit it (422 invalid_data naming the cell y[i]): bernoulli 0 or 1, poisson and poisson_sq non-negative integers, softmax the classes 0..C-1 as one column of integers below 64 with at least two classes present (one class only: 422 naming y). Non-Gaussian labels are never standardised, and noise is refused.
              * @default gaussian
              */
             likelihood?: components["schemas"]["Likelihood"];
@@ -721,10 +721,10 @@ export interface components {
             outputs?: string[];
         };
         /**
-         * @description gaussian N(y | f, noise); bernoulli p(y=1) = logistic(f); poisson rate exp(f); poisson_sq rate f^2 (pls only)
+         * @description gaussian N(y | f, noise); bernoulli p(y=1) = logistic(f); poisson rate exp(f); poisson_sq rate f^2 (pls only); softmax p(y=c) = softmax(f)_c over C latent functions, one per class (labels 0..C-1, C from the data, at most 64)
          * @enum {string}
          */
-        Likelihood: "gaussian" | "bernoulli" | "poisson" | "poisson_sq";
+        Likelihood: "gaussian" | "bernoulli" | "poisson" | "poisson_sq" | "softmax";
         Diagnostics: {
             objective?: number;
             objective_name?: string;
@@ -762,6 +762,8 @@ export interface components {
             input_dim: number;
             kernel: components["schemas"]["Kernel"];
             likelihood?: components["schemas"]["Likelihood"];
+            /** @description softmax models only: C, the classes 0..C-1 (from the labels); the columns of their predictions (no outputs names) */
+            classes?: number;
             /** @description working units (gaussian likelihood only) */
             noise_variance?: number;
             /** @description original units */
@@ -882,12 +884,14 @@ export interface components {
             /** @description gate models (rfgp): per point, true where the log observation variance reaches oracle_threshold for some output, or in warm-up (docs/methods/kernel-jit-online.md) */
             ask_oracle?: boolean[];
             oracle_threshold?: (number | null) | number[];
-            /** @description non-Gaussian likelihoods */
-            latent_mean?: number[];
-            /** @description non-Gaussian likelihoods */
-            latent_variance?: number[];
+            /** @description non-Gaussian likelihoods: one value per point; softmax: a row of C per point, class c's latent mean */
+            latent_mean?: components["schemas"]["Outputs"];
+            /** @description non-Gaussian likelihoods: one value per point; softmax: a row of C per point */
+            latent_variance?: components["schemas"]["Outputs"];
             /** @description bernoulli: p(y=1) integrated over the latent posterior (not the plug-in) */
             probability?: number[];
+            /** @description softmax: a row of C per point, p(y = c) integrated over the latent posterior (not the softmax of the latent mean); each row sums to 1. mean is the same with include_noise, and variance p (1 - p); without, mean and variance are the latents'. quantiles are refused (422 naming quantiles) */
+            probabilities?: number[][];
             /** @description poisson, poisson_sq: E[rate] */
             rate_mean?: number[];
             /** @description poisson, poisson_sq: Var[rate] */
@@ -935,7 +939,7 @@ export interface components {
             outputs?: string[];
             /** @description joint draws of the latent function, one array of points per draw (for p > 1 outputs, a row of p per point) */
             samples: components["schemas"]["Outputs"][];
-            /** @description with observations true, y drawn given each sample */
+            /** @description with observations true, y drawn given each sample: one array of points per draw, one value per point (a softmax model's: class labels 0..C-1, while its samples are the C latents, a row of C per point) */
             observations?: number[][];
         };
         /** @enum {string} */
@@ -1269,7 +1273,7 @@ export interface components {
             /** @description alpha auto only: the held-out RMSE of the chosen alpha */
             validation_rmse?: number;
         };
-        /** @description Uncollapsed sparse variational GP with M inducing points and a full-covariance whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per predicted point. A bernoulli or poisson fit with ARD lengthscales uses the default priors unless the kernel states its own ("priors": "none" for none) */
+        /** @description Uncollapsed sparse variational GP with M inducing points and a full-covariance whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli, poisson or softmax likelihood (softmax: one latent GP per class sharing the kernel and the inducing points, labels 0..C-1, C <= 64); full-batch L-BFGS with analytic gradients, or minibatch Adam with natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per predicted point. A bernoulli or poisson fit with ARD lengthscales uses the default priors unless the kernel states its own ("priors": "none" for none) */
         SvgpOptions: {
             /**
              * @description M, the number of inducing points (at most the number of training points)

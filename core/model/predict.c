@@ -247,6 +247,11 @@ static int predict_checks(const gp_model *model, const gp_predict_request *req,
         if (!(req->quantiles[q] > 0.0 && req->quantiles[q] < 1.0))
             return gp_error_set(err, GP_EINVAL, "quantiles",
                                 "quantile levels must lie strictly between 0 and 1");
+    /* a label has no quantiles, and the latents' would be no answer about it */
+    if (req->n_quantiles && model->likelihood == GP_LIK_SOFTMAX)
+        return gp_error_set(err, GP_EUNSUPPORTED, "quantiles",
+                            "quantiles: a softmax model predicts class probabilities, and "
+                            "a class label has no quantiles");
     if (req->n_quantiles && out->quantiles == NULL)
         return gp_error_set(err, GP_EINVAL, "quantiles", "no quantile buffer given");
     if (req->components && model->method->ops->components == NULL &&
@@ -343,12 +348,13 @@ static int predict_points(const gp_model *model, const gp_predict_request *req,
  *
  * The per-point outputs a request asked for (which pointers of its
  * gp_prediction are set) and their widths: mean and variance m x p, quantiles
- * m x nq x p, components m x K, the six observation fields m each, the gate's
- * flags m. A "row range" copy moves points [off, off + m) of one such set of
+ * m x nq x p, components m x K, the six observation fields m x p each (p is 1
+ * for every non-Gaussian model but a softmax one, whose p = C classes), the
+ * gate's flags m. A "row range" copy moves points [off, off + m) of one such set of
  * buffers (of M points) to another of m points. */
 typedef struct pred_shape {
     size_t p, nq, K;
-    int fields; /* observation fields the likelihood writes (bernoulli: no rates) */
+    int fields; /* observation fields the likelihood writes (bernoulli, softmax: no rates) */
     int cov;    /* a covariance too (never in a joined call: same_options) */
 } pred_shape;
 
@@ -357,7 +363,10 @@ static pred_shape shape_of(const gp_model *model, const gp_predict_request *req)
     size_t parts = gp_model_parts(model);
     pred_shape sh = {model->n_outputs, req->n_quantiles, 0, 0, req->full_covariance};
     if (model->likelihood != GP_LIK_GAUSSIAN)
-        sh.fields = model->likelihood == GP_LIK_BERNOULLI ? 4 : 6;
+        sh.fields = model->likelihood == GP_LIK_BERNOULLI ||
+                            model->likelihood == GP_LIK_SOFTMAX
+                        ? 4
+                        : 6;
     if (req->components)
         sh.K = parts ? parts : gp_model_components(model);
     return sh;
@@ -387,7 +396,7 @@ static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_pre
     for (int k = 0; k < sh.fields; k++)
         n_obs += obs_value(like, k) != NULL;
     /* + 1: the flags (a joined call asks no covariance: same_options) */
-    size_t per_point = 2 * sh.p + sh.nq * sh.p + 2 * sh.K + n_obs + 1;
+    size_t per_point = 2 * sh.p + sh.nq * sh.p + 2 * sh.K + n_obs * sh.p + 1;
     size_t total = 0;
     if (gp_checked_size(M, per_point, &total, err))
         return GP_ENOMEM;
@@ -409,7 +418,7 @@ static int pred_alloc(const gp_prediction *like, pred_shape sh, size_t M, gp_pre
     for (int k = 0; k < sh.fields; k++)
         if (obs_value(like, k)) {
             *obs_field(pr, k) = p;
-            p += M;
+            p += M * sh.p;
         }
     if (like->ask_oracle)
         pr->ask_oracle = (unsigned char *)p;
@@ -437,7 +446,7 @@ static void pred_copy_rows(gp_prediction *dst, size_t m, const gp_prediction *sr
     }
     for (int k = 0; k < sh.fields; k++)
         if (*obs_field(dst, k))
-            memcpy(*obs_field(dst, k), obs_value(src, k) + off, m * sizeof(double));
+            copy_block(*obs_field(dst, k), obs_value(src, k), m, M, off, sh.p);
     if (dst->ask_oracle)
         memcpy(dst->ask_oracle, src->ask_oracle + off, m);
 }
@@ -532,7 +541,7 @@ static int check_prediction_finite(const gp_model *model, const gp_predict_reque
     lowest_bad_row(out->component_mean, m, sh.K, &row);
     lowest_bad_row(out->component_variance, m, sh.K, &row);
     for (int k = 0; k < sh.fields; k++)
-        lowest_bad_row(obs_value(out, k), m, 1, &row);
+        lowest_bad_row(obs_value(out, k), m, sh.p, &row);
     if (sh.cov) /* entry (r, c) of a covariance: row r (c's own diagonal is a variance) */
         lowest_bad_row(out->covariance, m, m * sh.p, &row);
     /* the joint one's row i + m j is point i's output j, so index % m is the point */

@@ -31,8 +31,8 @@ cp "$T/body" "$T/lik_methods.json"
 lik_of() { jqb ".methods[] | select(.name == \"$1\") | .likelihoods | join(\",\")" "$T/lik_methods.json"; }
 [ "$(lik_of exact)" = gaussian ]
 verdict "exact lists gaussian only" $? "'$(lik_of exact)'"
-[ "$(lik_of svgp)" = "gaussian,bernoulli,poisson" ]
-verdict "svgp lists gaussian, bernoulli, poisson" $? "'$(lik_of svgp)'"
+[ "$(lik_of svgp)" = "gaussian,bernoulli,poisson,softmax" ]
+verdict "svgp lists gaussian, bernoulli, poisson, softmax" $? "'$(lik_of svgp)'"
 [ "$(lik_of pls)" = "gaussian,bernoulli,poisson,poisson_sq" ]
 verdict "pls lists gaussian, bernoulli, poisson, poisson_sq" $? "'$(lik_of pls)'"
 
