@@ -136,7 +136,7 @@ else
     grep -q '^browser checks done' "$T/browser.out"
     verdict "the browser test ran to its end" $? "exit $br_rc: $(tail -n 3 "$T/browser.err" | tr '\n' ' ')"
     missing=""
-    for s in models fit-succeeded fit-running fit-cancelled model-1d model-2d model-class auth-model; do
+    for s in models fit-succeeded fit-running fit-cancelled model-1d model-2d model-class model-softmax auth-model; do
         [ -s "$BR_SHOTS/$s.png" ] || missing="$missing $s"
     done
     [ -z "$missing" ]
