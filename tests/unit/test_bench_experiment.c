@@ -243,6 +243,50 @@ static void test_preprocess(void **state)
     gp_dataset_free(&ds);
 }
 
+/* "split_file": the rows of line k of that file are the test set, the rest
+ * the training set, both in row order; the entry is prepared (not loaded from
+ * the datasets folder's splits/). */
+static void test_split_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gp_test_split_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("0 4\n1 3\n", f);
+    fclose(f);
+    gp_dataset all;
+    memset(&all, 0, sizeof all);
+    all.n = 5;
+    all.d = 1;
+    all.X = malloc(5 * sizeof(double));
+    all.y = malloc(5 * sizeof(double));
+    assert_non_null(all.X);
+    assert_non_null(all.y);
+    for (size_t i = 0; i < 5; i++) {
+        all.X[i] = (double)i;
+        all.y[i] = 10.0 + (double)i;
+    }
+    json_t *ds = json_pack("{s:s, s:s}", "name", "no_such_set", "split_file", path);
+    assert_true(gpb_prepare_wanted(ds));
+    gp_dataset train, test;
+    gp_error err;
+    gp_error_clear(&err);
+    assert_int_equal(gpb_prepare_split(ds, &all, 1, &train, &test, &err), GP_OK);
+    assert_int_equal(test.n, 2);
+    assert_int_equal(train.n, 3);
+    assert_true(test.X[0] == 1.0 && test.X[1] == 3.0 && test.y[1] == 13.0);
+    assert_true(train.X[0] == 0.0 && train.X[1] == 2.0 && train.X[2] == 4.0);
+    gp_dataset_free(&train);
+    gp_dataset_free(&test);
+    /* a split the file does not have: an error, nothing left allocated */
+    assert_true(gpb_prepare_split(ds, &all, 2, &train, &test, &err) != GP_OK);
+    json_decref(ds);
+    gp_dataset_free(&all);
+    remove(path);
+}
+
 /* AUC by ranks: ties share their average rank; one class only: NAN. */
 /* --smoke: the descriptor's quick preset replaces the file's sizes and keeps
  * its other options; an unknown method is left alone. */
@@ -369,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_rules_fit_label_split_and_quick_runs),
         cmocka_unit_test(test_preprocess),
+        cmocka_unit_test(test_split_file),
         cmocka_unit_test(test_auc),
         cmocka_unit_test(test_method_quick_preset),
         cmocka_unit_test(test_median_heuristic),
