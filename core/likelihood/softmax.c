@@ -16,11 +16,15 @@
 int gp_softmax_classes(const double *y, size_t n, size_t *classes, gp_error *err)
 {
     double top = -1.0;
+    size_t distinct = 0;
+    unsigned char seen[GP_SOFTMAX_MAX_CLASSES] = {0};
     for (size_t i = 0; i < n; i++) {
         double v = y[i];
         if (isfinite(v) && v >= 0.0 && v == floor(v) && v < GP_SOFTMAX_MAX_CLASSES) {
             if (v > top)
                 top = v;
+            distinct += !seen[(size_t)v];
+            seen[(size_t)v] = 1;
             continue;
         }
         char field[GP_ERROR_FIELD_LEN];
@@ -30,10 +34,10 @@ int gp_softmax_classes(const double *y, size_t n, size_t *classes, gp_error *err
                             "0..%d",
                             field, v, GP_SOFTMAX_MAX_CLASSES - 1);
     }
-    if (top < 1.0)
+    if (distinct < 2)
         return gp_error_set(err, GP_EDATA, "y",
                             "softmax needs labels of at least two classes (0..C-1); %s",
-                            n ? "all are 0" : "there are none");
+                            n ? "all are one class" : "there are none");
     *classes = (size_t)top + 1;
     return GP_OK;
 }

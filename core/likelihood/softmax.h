@@ -44,7 +44,7 @@
 /* The class count of labels y (n of them): C = max label + 1. GP_EDATA naming
  * "y[i]" for a label that is not an integer in 0..GP_SOFTMAX_MAX_CLASSES-1
  * (non-finite, fractional, negative, too large), naming "y" when n = 0 or all
- * labels are one class (C = 1). A class with no label below the maximum is
+ * labels are one class (whichever it is). A class with no label below the maximum is
  * allowed (its latent is then pushed down by the data). */
 int gp_softmax_classes(const double *y, size_t n, size_t *classes, gp_error *err);
 

@@ -291,6 +291,7 @@ void gp_model_free(gp_model *model)
     if (model->impl && model->method && model->method->ops->free_impl)
         model->method->ops->free_impl(model->impl);
     gp_kernel_free(model->kernel);
+    gp_softmax_mc_free(&model->softmax_draws);
     gp_hyper_spec_free(model->hyper);
     free(model->mean_coef);
     free(model->x_mean);

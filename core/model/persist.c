@@ -25,6 +25,11 @@ int gp_model_prepare_likelihood(gp_model *model, gp_error *err)
 {
     if (model->likelihood == GP_LIK_GAUSSIAN)
         return GP_OK;
+    if (model->likelihood == GP_LIK_SOFTMAX) {
+        gp_softmax_mc_free(&model->softmax_draws);
+        return gp_softmax_mc_init(&model->softmax_draws, model->n_outputs,
+                                  GP_SOFTMAX_PREDICT_DRAWS, err);
+    }
     return gp_quadrature_init(&model->quadrature, GP_LIK_QUADRATURE_POINTS, err);
 }
 

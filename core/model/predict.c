@@ -122,6 +122,38 @@ static int add_mean_to_latent(const gp_model *model, const gp_predict_request *r
     return GP_OK;
 }
 
+/* Softmax: the method predicts the C latents (m x C, as several outputs),
+ * and the probabilities are their integral over the latent posterior; the
+ * one-hot label's moments are p and p (1 - p). */
+static int predict_classes(const gp_model *model, const gp_predict_request *req,
+                           gp_prediction *out, gp_error *err)
+{
+    size_t m = req->m, mc = m * model->n_outputs;
+    if (req->n_quantiles)
+        return gp_error_set(err, GP_EUNSUPPORTED, "quantiles",
+                            "quantiles: a class label has no quantiles; the answer's "
+                            "probabilities give its distribution");
+    gp_predict_request lreq = *req;
+    lreq.include_noise = 0;
+    gp_prediction lout = *out;
+    lout.mean = out->latent_mean;
+    lout.variance = out->latent_variance;
+    lout.quantiles = NULL;
+    int rc = model->method->ops->predict(model, &lreq, &lout, err);
+    if (rc)
+        return rc;
+    out->clamped = lout.clamped;
+    gp_softmax_probabilities(&model->softmax_draws, out->latent_mean, out->latent_variance, m,
+                             out->obs_mean);
+    for (size_t i = 0; i < mc; i++)
+        out->obs_variance[i] = out->obs_mean[i] * (1.0 - out->obs_mean[i]);
+    const double *mean = req->include_noise ? out->obs_mean : out->latent_mean;
+    const double *var = req->include_noise ? out->obs_variance : out->latent_variance;
+    memcpy(out->mean, mean, mc * sizeof *mean);
+    memcpy(out->variance, var, mc * sizeof *var);
+    return GP_OK;
+}
+
 /* Non-Gaussian likelihoods: the method predicts the latent f (a mixture of K
  * Gaussians for mixture methods), and the likelihood turns it into y's
  * predictive (docs/methods/sparse-variational-and-pls.md §5.2 A5). */
@@ -130,6 +162,8 @@ static int predict_observations(const gp_model *model, const gp_predict_request 
 {
     size_t m = req->m, K = gp_model_components(model), mk = 0;
     int rc = check_observation_buffers(model, req, out, err);
+    if (rc == GP_OK && model->likelihood == GP_LIK_SOFTMAX)
+        return predict_classes(model, req, out, err);
     if (rc == GP_OK)
         rc = gp_checked_size(m, K, &mk, err);
     if (rc)
@@ -720,6 +754,24 @@ int gp_model_sample_batch(const gp_model *model, const gp_sample_request *reqs,
  * from the latent draws' own stream. */
 #define OBSERVATION_STREAM 0x0b5e7a710ULL
 
+/* Softmax: a label per point and draw from its C latents (samples m x n x C,
+ * obs m x n). */
+static int draw_labels(const gp_model *model, const gp_sample_request *req,
+                       const double *samples, double *obs, gp_error *err)
+{
+    size_t m = req->m, n = req->n_samples, C = model->n_outputs, count = m * n;
+    double f[GP_SOFTMAX_MAX_CLASSES];
+    gp_rng rng;
+    gp_rng_derive(&rng, req->seed, OBSERVATION_STREAM);
+    for (size_t k = 0; k < count; k++) { /* k = s m + i: point i of draw s */
+        for (size_t c = 0; c < C; c++)
+            f[c] = samples[c * count + k];
+        gp_softmax_draw(f, C, 1, &rng, obs + k);
+    }
+    (void)err;
+    return GP_OK;
+}
+
 int gp_model_sample_observations(const gp_model *model, const gp_sample_request *req,
                                  const double *samples, double *obs, gp_error *err)
 {
@@ -731,6 +783,8 @@ int gp_model_sample_observations(const gp_model *model, const gp_sample_request 
         return gp_error_set(err, GP_EUNSUPPORTED, "observations",
                             "observations: the model was fitted with known per-point noise, "
                             "which new points do not have here; draw the latent function");
+    if (model->likelihood == GP_LIK_SOFTMAX)
+        return draw_labels(model, req, samples, obs, err);
     if (model->n_outputs > 1) /* draws of y are the method's own (include_noise) */
         return gp_error_set(err, GP_EUNSUPPORTED, "observations",
                             "observations: ask \"include_noise\": true for draws of y");

@@ -858,7 +858,7 @@ static double elbo_at(void *ctx, const double *x)
         for (size_t j = 0; j < 1 + D; j++)
             c->off[i] += c->H[j * N + i] * x[j];
     }
-    svgp_eval e = {c->k, &c->lik, &c->q, c->Z, c->m, c->mq, c->Lq, NULL, c->off};
+    svgp_eval e = {c->k, &c->lik, &c->q, c->Z, c->m, c->mq, c->Lq, NULL, c->off, 1, NULL};
     svgp_work w;
     gp_error err;
     gp_svgp_terms t;

@@ -50,36 +50,54 @@ void svgp_work_free(svgp_work *w)
     free(w->gmu);
     free(w->gv);
     free(w->agmu);
+    free(w->G);
     memset(w, 0, sizeof *w);
 }
 
 int svgp_work_alloc(svgp_work *w, size_t m, size_t cap, gp_error *err)
 {
+    return svgp_work_alloc_latents(w, m, cap, 1, err);
+}
+
+int svgp_work_alloc_latents(svgp_work *w, size_t m, size_t cap, size_t C, gp_error *err)
+{
     memset(w, 0, sizeof *w);
-    size_t mn = 0, mm = 0;
+    size_t mn = 0, mm = 0, mmc = 0, capc = 0;
     int rc = gp_checked_size(m, cap, &mn, err);
     if (rc == GP_OK)
         rc = gp_checked_size(m, m, &mm, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(mm, C, &mmc, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(cap, C, &capc, err);
     if (rc)
         return rc;
     w->cap = cap;
+    w->C = C;
     w->L = gp_alloc_doubles(mm, err);
-    w->D = gp_alloc_doubles(mm, err);
+    w->D = gp_alloc_doubles(mmc, err);
     w->T = gp_alloc_doubles(mm, err);
     w->Kuf = gp_alloc_doubles(mn, err);
     w->A = gp_alloc_doubles(mn, err);
     w->W = gp_alloc_doubles(mn, err);
-    w->mu = gp_alloc_doubles(cap, err);
-    w->var = gp_alloc_doubles(cap, err);
-    w->gmu = gp_alloc_doubles(cap, err);
-    w->gv = gp_alloc_doubles(cap, err);
-    w->agmu = gp_alloc_doubles(m, err);
+    w->G = C > 1 ? gp_alloc_doubles(mn, err) : NULL;
+    w->mu = gp_alloc_doubles(capc, err);
+    w->var = gp_alloc_doubles(capc, err);
+    w->gmu = gp_alloc_doubles(capc, err);
+    w->gv = gp_alloc_doubles(capc, err);
+    w->agmu = gp_alloc_doubles(m * C, err);
     if (!w->L || !w->D || !w->T || !w->Kuf || !w->A || !w->W || !w->mu || !w->var || !w->gmu ||
-        !w->gv || !w->agmu) {
+        !w->gv || !w->agmu || (C > 1 && !w->G)) {
         svgp_work_free(w);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
     return GP_OK;
+}
+
+/* The latents of an evaluation (a zeroed C is one). */
+static size_t latents(const svgp_eval *e)
+{
+    return e->C > 1 ? e->C : 1;
 }
 
 /* w->L = chol(Kuu + jitter I). */
@@ -91,8 +109,9 @@ int svgp_factor_kuu(const svgp_eval *e, svgp_work *w, gp_error *err)
     return GP_OK;
 }
 
-/* Kuf, A = L^{-1} Kuf and the marginals (mu, var) of f at the nb points X;
- * off: the mean function's values there (NULL: zero mean). */
+/* Kuf, A = L^{-1} Kuf and the marginals (mu, var) of every latent at the nb
+ * points X (latent c at c cap); off: the mean function's values there (NULL:
+ * zero mean). A is shared by the latents; each has its own q. */
 void svgp_block_moments(const svgp_eval *e, const double *X, const double *off, size_t nb,
                         svgp_work *w)
 {
@@ -100,20 +119,45 @@ void svgp_block_moments(const svgp_eval *e, const double *X, const double *off, 
     gp_kernel_cross(e->k, e->Z, m, X, nb, w->Kuf, m);
     memcpy(w->A, w->Kuf, m * nb * sizeof *w->A);
     gp_trsm_lower(w->L, m, m, 0, w->A, nb, m);
-    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)nb, 1.0, w->A, (blasint)m, e->mq,
-                1, 0.0, w->mu, 1);
-    for (size_t i = 0; off && i < nb; i++)
-        w->mu[i] += off[i];
-    memcpy(w->W, w->A, m * nb * sizeof *w->W);
-    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (blasint)m,
-                (blasint)nb, 1.0, e->Lq, (blasint)m, w->W, (blasint)m);
     double kd = gp_kernel_diag(e->k, X); /* stationary: one point serves */
-    for (size_t i = 0; i < nb; i++) {
-        const double *a = w->A + i * m, *p = w->W + i * m;
-        double aa = cblas_ddot((blasint)m, a, 1, a, 1), pp = cblas_ddot((blasint)m, p, 1, p, 1);
-        /* Kff - Q is PSD in exact arithmetic (the jittered Kuu): clamp its rounding. */
-        w->var[i] = fmax(kd - aa, 0.0) + pp;
+    for (size_t c = 0; c < latents(e); c++) {
+        double *mu = w->mu + c * w->cap, *var = w->var + c * w->cap;
+        cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)nb, 1.0, w->A, (blasint)m,
+                    e->mq + c * m, 1, 0.0, mu, 1);
+        for (size_t i = 0; off && i < nb; i++)
+            mu[i] += off[i];
+        memcpy(w->W, w->A, m * nb * sizeof *w->W);
+        cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, (blasint)m,
+                    (blasint)nb, 1.0, e->Lq + c * m * m, (blasint)m, w->W, (blasint)m);
+        for (size_t i = 0; i < nb; i++) {
+            const double *a = w->A + i * m, *p = w->W + i * m;
+            double aa = cblas_ddot((blasint)m, a, 1, a, 1), pp = cblas_ddot((blasint)m, p, 1, p, 1);
+            /* Kff - Q is PSD in exact arithmetic (the jittered Kuu): clamp its rounding. */
+            var[i] = fmax(kd - aa, 0.0) + pp;
+        }
     }
+}
+
+/* Softmax: each point's C latents at once (gp_softmax_expected); the
+ * derivatives scattered back to the latents' columns. */
+static double block_expect_softmax(const svgp_eval *e, const double *y, size_t nb, double scale,
+                                   svgp_work *w)
+{
+    size_t C = e->C, cap = w->cap;
+    double mu[GP_SOFTMAX_MAX_CLASSES], var[GP_SOFTMAX_MAX_CLASSES];
+    double dm[GP_SOFTMAX_MAX_CLASSES], dv[GP_SOFTMAX_MAX_CLASSES], sum = 0.0;
+    for (size_t i = 0; i < nb; i++) {
+        for (size_t c = 0; c < C; c++) {
+            mu[c] = w->mu[c * cap + i];
+            var[c] = w->var[c * cap + i];
+        }
+        sum += gp_softmax_expected(e->mc, (size_t)y[i], mu, var, dm, dv);
+        for (size_t c = 0; c < C; c++) {
+            w->gmu[c * cap + i] = scale * dm[c];
+            w->gv[c * cap + i] = scale * dv[c];
+        }
+    }
+    return scale * sum;
 }
 
 /* Gaussian with known per-point noise r: row i has variance lam = s2 + r_i,
@@ -143,6 +187,9 @@ double svgp_block_expect(const svgp_eval *e, const double *y, const double *r, s
                          double scale, svgp_work *w, double *dlog_s2)
 {
     int gauss = e->lik->type == GP_LIK_GAUSSIAN;
+    *dlog_s2 = 0.0;
+    if (e->lik->type == GP_LIK_SOFTMAX)
+        return block_expect_softmax(e, y, nb, scale, w);
     if (gauss && r)
         return block_expect_noise(e, y, r, nb, scale, w, dlog_s2);
     double sum = 0.0, ds = 0.0;
@@ -160,30 +207,56 @@ double svgp_block_expect(const svgp_eval *e, const double *y, const double *r, s
     return scale * sum;
 }
 
-/* From gmu, gv: D = A diag(gv) A^T, agmu = A gmu, and (with kernel_sens)
- * W = dF/dKuf = L^{-T} G and T = dF/dKuu (see the derivation above). */
-void svgp_block_sens(const svgp_eval *e, size_t nb, int kernel_sens, svgp_work *w)
+/* Latent c's part of the sensitivities: D_c = A diag(gv_c) A^T, agmu_c =
+ * A gmu_c and (with kernel_sens) its dF/dA, G_c = m_c gmu_c^T + 2 (S_c - I) A
+ * diag(gv_c), left in W. */
+static void latent_sens(const svgp_eval *e, size_t c, size_t nb, int kernel_sens, svgp_work *w)
 {
     size_t m = e->m;
     blasint bm = (blasint)m, bn = (blasint)nb;
+    const double *gv = w->gv + c * w->cap, *gmu = w->gmu + c * w->cap;
+    const double *mq = e->mq + c * m, *Lq = e->Lq + c * m * m;
+    double *D = w->D + c * m * m;
     for (size_t i = 0; i < nb; i++)
         for (size_t j = 0; j < m; j++)
-            w->W[j + i * m] = w->A[j + i * m] * w->gv[i];
+            w->W[j + i * m] = w->A[j + i * m] * gv[i];
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, bm, bm, bn, 1.0, w->W, bm, w->A, bm, 0.0,
-                w->D, bm);
-    gp_symmetrize_average(w->D, m, m);
-    cblas_dgemv(CblasColMajor, CblasNoTrans, bm, bn, 1.0, w->A, bm, w->gmu, 1, 0.0, w->agmu, 1);
+                D, bm);
+    gp_symmetrize_average(D, m, m);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, bm, bn, 1.0, w->A, bm, gmu, 1, 0.0, w->agmu + c * m,
+                1);
     if (!kernel_sens)
         return;
-    /* G = m gmu^T + 2 (S - I) A diag(gv), with S A diag(gv) = Lq (Lq^T W). */
-    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, bm, bn, 1.0,
-                e->Lq, bm, w->W, bm);
-    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, bm, bn, 1.0,
-                e->Lq, bm, w->W, bm);
+    /* S A diag(gv) = Lq (Lq^T W) */
+    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasTrans, CblasNonUnit, bm, bn, 1.0, Lq,
+                bm, w->W, bm);
+    cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, bm, bn, 1.0, Lq,
+                bm, w->W, bm);
     for (size_t i = 0; i < nb; i++)
         for (size_t j = 0; j < m; j++)
-            w->W[j + i * m] = 2.0 * (w->W[j + i * m] - w->gv[i] * w->A[j + i * m]) +
-                              e->mq[j] * w->gmu[i];
+            w->W[j + i * m] = 2.0 * (w->W[j + i * m] - gv[i] * w->A[j + i * m]) + mq[j] * gmu[i];
+}
+
+/* From gmu, gv: every latent's D and agmu, and (with kernel_sens) W = dF/dKuf
+ * = L^{-T} G, G = sum_c G_c, and T = dF/dKuu (see the derivation above: the
+ * latents share A, so their dF/dA add up before the chain rule). */
+void svgp_block_sens(const svgp_eval *e, size_t nb, int kernel_sens, svgp_work *w)
+{
+    size_t m = e->m, C = latents(e);
+    blasint bm = (blasint)m, bn = (blasint)nb;
+    for (size_t c = 0; c < C; c++) {
+        latent_sens(e, c, nb, kernel_sens, w);
+        if (kernel_sens && C > 1) {
+            if (c == 0)
+                memcpy(w->G, w->W, m * nb * sizeof *w->G);
+            else
+                cblas_daxpy((blasint)(m * nb), 1.0, w->W, 1, w->G, 1);
+        }
+    }
+    if (!kernel_sens)
+        return;
+    if (C > 1)
+        memcpy(w->W, w->G, m * nb * sizeof *w->W);
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, bm, bm, bn, 1.0, w->W, bm, w->A, bm, 0.0,
                 w->T, bm);
     gp_trsm_lower(w->L, m, m, 1, w->W, nb, m);
@@ -206,8 +279,9 @@ int svgp_kernel_grad(const svgp_eval *e, const double *X, size_t nb, const svgp_
                      double dlog_s2, double *theta, double *gz, gp_error *err)
 {
     double wdiag = 0.0;
-    for (size_t i = 0; i < nb; i++)
-        wdiag += w->gv[i];
+    for (size_t c = 0; c < latents(e); c++)
+        for (size_t i = 0; i < nb; i++)
+            wdiag += w->gv[c * w->cap + i];
     int rc = gp_inducing_contract(e->k, X, nb, e->Z, e->m, w->Kuf, w->W, w->T,
                                   wdiag / (double)nb, theta, gz, err);
     if (rc == GP_OK)
@@ -226,25 +300,42 @@ double svgp_kl_value(const double *mq, const double *Lq, size_t m)
     return 0.5 * (fro + cblas_ddot((blasint)m, mq, 1, mq, 1) - (double)m) - logdiag;
 }
 
-/* dF/dm = agmu - m into gmean and the lower triangle of dF/dLq = 2 D Lq - Lq +
- * diag(1/Lq_ii) into gchol (either may be NULL). */
-static void q_gradient(const svgp_eval *e, const svgp_work *w, double *gmean, double *gchol)
+double svgp_kl_sum(const double *mq, const double *Lq, size_t m, size_t C)
 {
-    size_t m = e->m;
+    double kl = 0.0;
+    for (size_t c = 0; c < (C > 1 ? C : 1); c++)
+        kl += svgp_kl_value(mq + c * m, Lq + c * m * m, m);
+    return kl;
+}
+
+/* Latent c: dF/dm = agmu - m into gmean and the lower triangle of dF/dLq =
+ * 2 D Lq - Lq + diag(1/Lq_ii) into gchol (either may be NULL). */
+static void latent_q_gradient(size_t m, const double *mq, const double *Lq, const double *D,
+                              const double *agmu, double *gmean, double *gchol)
+{
     for (size_t j = 0; gmean && j < m; j++)
-        gmean[j] = w->agmu[j] - e->mq[j];
+        gmean[j] = agmu[j] - mq[j];
     if (gchol == NULL)
         return;
-    memcpy(gchol, w->D, m * m * sizeof *gchol);
+    memcpy(gchol, D, m * m * sizeof *gchol);
     cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
-                (blasint)m, 2.0, e->Lq, (blasint)m, gchol, (blasint)m);
+                (blasint)m, 2.0, Lq, (blasint)m, gchol, (blasint)m);
     for (size_t j = 0; j < m; j++) {
         for (size_t i = 0; i < j; i++)
             gchol[i + j * m] = 0.0;
         for (size_t i = j; i < m; i++)
-            gchol[i + j * m] -= e->Lq[i + j * m];
-        gchol[j + j * m] += 1.0 / e->Lq[j + j * m];
+            gchol[i + j * m] -= Lq[i + j * m];
+        gchol[j + j * m] += 1.0 / Lq[j + j * m];
     }
+}
+
+/* Every latent's q gradient, in the blocks of mq and Lq. */
+static void q_gradient(const svgp_eval *e, const svgp_work *w, double *gmean, double *gchol)
+{
+    size_t m = e->m, mm = m * m;
+    for (size_t c = 0; c < latents(e); c++)
+        latent_q_gradient(m, e->mq + c * m, e->Lq + c * mm, w->D + c * mm, w->agmu + c * m,
+                          gmean ? gmean + c * m : NULL, gchol ? gchol + c * mm : NULL);
 }
 
 /* The bound over all n points as one block (w->cap >= n). */
@@ -257,7 +348,7 @@ int svgp_eval_full(const svgp_eval *e, const double *X, size_t n, const double *
     svgp_block_moments(e, X, e->off, n, w);
     double dlog_s2 = 0.0;
     t->expected_log_lik = svgp_block_expect(e, y, e->r, n, 1.0, w, &dlog_s2);
-    t->kl = svgp_kl_value(e->mq, e->Lq, e->m);
+    t->kl = svgp_kl_sum(e->mq, e->Lq, e->m, latents(e));
     t->elbo = t->expected_log_lik - t->kl;
     if (!isfinite(t->elbo))
         return gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
@@ -314,7 +405,28 @@ int gp_svgp_elbo_noise(const gp_kernel *k, const gp_lik *lik, const gp_quadratur
     int rc = svgp_work_alloc(&w, m, n, err);
     if (rc)
         return rc;
-    svgp_eval e = {k, lik, q, Z, m, mq, Lq, r, NULL};
+    svgp_eval e = {k, lik, q, Z, m, mq, Lq, r, NULL, 1, NULL};
+    svgp_out out = {0};
+    if (grad)
+        out = (svgp_out){grad->theta, grad->z, grad->mean, grad->chol, 0};
+    rc = svgp_eval_full(&e, X, n, y, &w, terms, grad ? &out : NULL, err);
+    svgp_work_free(&w);
+    return rc;
+}
+
+int gp_svgp_elbo_softmax(const gp_kernel *k, const gp_softmax_mc *mc, const double *X,
+                         size_t n, const double *y, const double *Z, size_t m, const double *mq,
+                         const double *Lq, gp_svgp_terms *terms, const gp_svgp_grad *grad,
+                         gp_error *err)
+{
+    if (n == 0 || m == 0 || mc == NULL || mc->C < 2)
+        return gp_error_set(err, GP_EINVAL, NULL, "svgp softmax bound needs n, m >= 1, C >= 2");
+    svgp_work w;
+    int rc = svgp_work_alloc_latents(&w, m, n, mc->C, err);
+    if (rc)
+        return rc;
+    gp_lik lik = {GP_LIK_SOFTMAX, 0.0};
+    svgp_eval e = {k, &lik, NULL, Z, m, mq, Lq, NULL, NULL, mc->C, mc};
     svgp_out out = {0};
     if (grad)
         out = (svgp_out){grad->theta, grad->z, grad->mean, grad->chol, 0};
@@ -395,7 +507,7 @@ int gp_svgp_natgrad(const gp_kernel *k, const gp_lik *lik, const gp_quadrature *
         svgp_work_free(&w);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
-    svgp_eval e = {k, lik, q, Z, m, mq, Lq, NULL, NULL};
+    svgp_eval e = {k, lik, q, Z, m, mq, Lq, NULL, NULL, 1, NULL};
     double ds;
     rc = svgp_factor_kuu(&e, &w, err);
     if (rc == GP_OK) {

@@ -9,6 +9,9 @@ void svgp_work_free(svgp_work *w);
 
 int svgp_work_alloc(svgp_work *w, size_t m, size_t cap, gp_error *err);
 
+/* The same for C latents (svgp_work's comment). */
+int svgp_work_alloc_latents(svgp_work *w, size_t m, size_t cap, size_t C, gp_error *err);
+
 int svgp_factor_kuu(const svgp_eval *e, svgp_work *w, gp_error *err);
 
 void svgp_block_moments(const svgp_eval *e, const double *X, const double *off, size_t nb,
@@ -23,6 +26,9 @@ int svgp_kernel_grad(const svgp_eval *e, const double *X, size_t nb, const svgp_
                      double dlog_s2, double *theta, double *gz, gp_error *err);
 
 double svgp_kl_value(const double *mq, const double *Lq, size_t m);
+
+/* The KLs of C latents' q (blocks of mq and Lq) added up. */
+double svgp_kl_sum(const double *mq, const double *Lq, size_t m, size_t C);
 
 int svgp_eval_full(const svgp_eval *e, const double *X, size_t n, const double *y,
                    svgp_work *w, gp_svgp_terms *t, const svgp_out *out, gp_error *err);

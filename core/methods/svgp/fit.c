@@ -6,16 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/methods/svgp/classes.h"
 #include "core/methods/svgp/elbo.h"
 #include "core/methods/svgp/internal.h"
 #include "core/methods/svgp/train.h"
 
-static double fit_need(size_t n, size_t d, size_t m, size_t b, int lbfgs)
+/* Doubles a fit holds (C latents: a softmax fit's classes, else 1). */
+static double fit_need(size_t n, size_t d, size_t m, size_t b, size_t C, int lbfgs)
 {
-    double dm = (double)m, dd = (double)d;
-    double need = (double)n * (dd + 2.0) + (double)b * (3.0 * dm + dd + 4.0) + 12.0 * dm * dm;
+    double dm = (double)m, dd = (double)d, dc = (double)C;
+    double need = (double)n * (dd + 2.0) + (double)b * ((C > 1 ? 4.0 : 3.0) * dm + dd + 4.0 * dc) +
+                  (7.0 + 5.0 * dc) * dm * dm;
     if (lbfgs)
-        need += 24.0 * (0.5 * dm * dm + dm * dd + dm);
+        need += 24.0 * (0.5 * dm * dm * dc + dm * dd + dm * dc);
     return need;
 }
 
@@ -23,13 +26,13 @@ static double fit_need(size_t n, size_t d, size_t m, size_t b, int lbfgs)
  * is allocated: within the budget of an exact fit of max_train_points points
  * (sgpr's rule). */
 static int choose_optimizer(const gp_method *me, const gp_fit_request *req, size_t m,
-                            size_t batch, int *lbfgs, gp_error *err)
+                            size_t batch, size_t C, int *lbfgs, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
     const char *name = gp_option_string(me, req, "optimizer");
-    int fits = fit_need(req->n, req->d, m, req->n, 1) <= cap * cap;
+    int fits = fit_need(req->n, req->d, m, req->n, C, 1) <= cap * cap;
     *lbfgs = strcmp(name, "lbfgs") == 0 || (strcmp(name, "auto") == 0 && fits);
-    double need = fit_need(req->n, req->d, m, *lbfgs ? req->n : batch, *lbfgs);
+    double need = fit_need(req->n, req->d, m, *lbfgs ? req->n : batch, C, *lbfgs);
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, *lbfgs ? "options.optimizer" : "options.inducing",
                             "svgp with %zu inducing points on %zu points needs %.1f GB of "
@@ -59,28 +62,29 @@ static void fit_free(svgp_fit *f)
     free(f->gbeta);
     svgp_work_free(&f->w);
     svgp_natgrad_buf_free(&f->nb);
+    gp_softmax_mc_free(&f->mc);
 }
 
-/* Buffers for M inducing points; q starts at the prior N(0, I). */
+/* Buffers for M inducing points and f->C latents; q starts at the prior N(0, I). */
 static int fit_alloc(svgp_fit *f, size_t M, size_t cap, gp_error *err)
 {
-    size_t d = f->d, np = gp_kernel_n_params(f->k), mm = M * M;
+    size_t d = f->d, np = gp_kernel_n_params(f->k), C = f->C, mm = M * M * C;
     f->n_kp = np;
     f->Z = gp_alloc_doubles(d * M, err);
-    f->mq = gp_alloc_doubles(M, err);
+    f->mq = gp_alloc_doubles(M * C, err);
     f->Lq = gp_alloc_doubles(mm, err);
     f->free_idx = malloc((np + 1) * sizeof *f->free_idx);
     f->theta = gp_alloc_doubles(np + 1, err);
     f->gtheta = gp_alloc_doubles(np + 1, err);
     f->gz = gp_alloc_doubles(d * M, err);
-    f->gmean = gp_alloc_doubles(M, err);
+    f->gmean = gp_alloc_doubles(M * C, err);
     f->gchol = gp_alloc_doubles(mm, err);
-    f->save = gp_alloc_doubles(2 * mm + 2 * M, err);
+    f->save = gp_alloc_doubles(2 * mm + 2 * M * C, err);
     unsigned char *mask = malloc(np + 1);
     int ok = f->Z && f->mq && f->Lq && f->free_idx && f->theta && f->gtheta && f->gz &&
              f->gmean && f->gchol && f->save && mask;
     if (ok)
-        ok = svgp_work_alloc(&f->w, M, cap, err) == GP_OK &&
+        ok = svgp_work_alloc_latents(&f->w, M, cap, C, err) == GP_OK &&
              svgp_natgrad_buf_alloc(&f->nb, M, err) == GP_OK;
     if (!ok) {
         free(mask);
@@ -95,14 +99,16 @@ static int fit_alloc(svgp_fit *f, size_t M, size_t cap, gp_error *err)
     return GP_OK;
 }
 
-/* q = N(0, I) over the m inducing points chosen. */
+/* Every latent's q = N(0, I) over the m inducing points chosen (the blocks
+ * are laid out for the m chosen, which may be fewer than allocated). */
 static void q_prior(svgp_fit *f)
 {
     size_t m = f->m;
-    memset(f->mq, 0, m * sizeof *f->mq);
-    memset(f->Lq, 0, m * m * sizeof *f->Lq);
-    for (size_t i = 0; i < m; i++)
-        f->Lq[i + i * m] = 1.0;
+    memset(f->mq, 0, m * f->C * sizeof *f->mq);
+    memset(f->Lq, 0, m * m * f->C * sizeof *f->Lq);
+    for (size_t c = 0; c < f->C; c++)
+        for (size_t i = 0; i < m; i++)
+            f->Lq[c * m * m + i + i * m] = 1.0;
 }
 
 static void settings_read(const gp_fit_request *req, const gp_model *model, svgp_settings *st)
@@ -119,24 +125,30 @@ static void settings_read(const gp_fit_request *req, const gp_model *model, svgp
     st->offset = -(double)req->n * log(model->y_scale);
 }
 
-/* The fitted posterior (mt = m, C = Lq Lq^T) and the bound's parts at the end. */
+/* The fitted posterior (mt = m, C = Lq Lq^T; a softmax fit's C classes side
+ * by side, classes.h) and the bound's parts at the end. */
 static int build_post(svgp_fit *f, gp_inducing_post *im, gp_svgp_terms *t, gp_error *err)
 {
     svgp_eval e = svgp_fit_eval(f);
     int rc = svgp_expected_blocks(&e, f->X, f->d, f->n, f->y, &f->w, &t->expected_log_lik, err);
     if (rc)
         return rc;
-    t->kl = svgp_kl_value(f->mq, f->Lq, f->m);
+    t->kl = svgp_kl_sum(f->mq, f->Lq, f->m, f->C);
     t->elbo = t->expected_log_lik - t->kl;
     size_t m = f->m;
     if ((rc = gp_inducing_post_alloc(im, m, f->d, err)) != GP_OK)
         return rc;
+    if (f->C > 1 && (rc = svgp_classes_widen(im, f->C, err)) != GP_OK)
+        return rc;
     memcpy(im->Z, f->Z, f->d * m * sizeof *f->Z);
     memcpy(im->L, f->w.L, m * m * sizeof *f->w.L);
-    memcpy(im->mt, f->mq, m * sizeof *f->mq);
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)m, 1.0, f->Lq,
-                (blasint)m, 0.0, im->C, (blasint)m);
-    gp_symmetrize_from_lower(im->C, m, m);
+    memcpy(im->mt, f->mq, m * f->C * sizeof *f->mq);
+    for (size_t c = 0; c < f->C; c++) {
+        double *S = im->C + c * m * m;
+        cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, (blasint)m, (blasint)m, 1.0,
+                    f->Lq + c * m * m, (blasint)m, 0.0, S, (blasint)m);
+        gp_symmetrize_from_lower(S, m, m);
+    }
     im->jitter = f->w.jitter;
     return gp_inducing_post_prepare(im, f->k, err);
 }
@@ -317,7 +329,7 @@ static int fit_into(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_
     svgp_settings st;
     settings_read(req, model, &st);
     int lbfgs = 1;
-    int rc = choose_optimizer(me, req, M, st.batch, &lbfgs, err);
+    int rc = choose_optimizer(me, req, M, st.batch, f->C, &lbfgs, err);
     if (rc == GP_OK)
         rc = fit_alloc(f, M, lbfgs ? f->n : st.batch, err);
     if (rc == GP_OK)
@@ -363,6 +375,25 @@ static int classifier_priors(gp_model *model, const gp_fit_request *req, gp_erro
     return rc;
 }
 
+/* A softmax fit: its classes from the labels (the model's outputs), a zero
+ * latent mean, and the ELBO's fixed draws. */
+static int softmax_setup(gp_model *model, const gp_fit_request *req, svgp_fit *f, gp_error *err)
+{
+    if (req->mean != GP_MEAN_ZERO)
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: a softmax model's latents have a zero mean (each class's "
+                            "level is learned by its own q(u))");
+    size_t C;
+    int rc = gp_softmax_classes(req->y, req->n, &C, err);
+    if (rc == GP_OK)
+        rc = gp_softmax_mc_init(&f->mc, C, GP_SOFTMAX_DRAWS, err);
+    if (rc == GP_OK) {
+        f->C = C;
+        model->n_outputs = C;
+    }
+    return rc;
+}
+
 int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     const gp_method *me = m;
@@ -389,8 +420,11 @@ int svgp_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out, g
         else
             memcpy(y, req->y, req->n * sizeof *y);
         f = (svgp_fit){.k = model->kernel, .lik = {req->likelihood, 0.0}, .X = X, .y = y,
-                       .n = req->n, .d = req->d, .cancel = &req->cancel, .hyper = model->hyper,
+                       .n = req->n, .d = req->d, .C = 1, .cancel = &req->cancel,
+                       .hyper = model->hyper,
                        .optimize_z = gp_option_number(me, req, "optimize_inducing") != 0.0};
+        if (req->likelihood == GP_LIK_SOFTMAX)
+            rc = softmax_setup(model, req, &f, err);
         if (req->likelihood == GP_LIK_GAUSSIAN) {
             gp_noise_param_init(&f.np, req, y, req->n);
             f.lik.noise = f.np.start;

@@ -7,6 +7,7 @@
 
 #include "core/base/rng.h"
 #include "core/inducing/inducing.h"
+#include "core/likelihood/softmax.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
@@ -28,12 +29,20 @@ typedef struct svgp_eval {
     /* The mean function's value h(x_i)^T beta at the rows (NULL: zero mean),
      * aligned like r: the latent marginal means are mu_i = a_i^T m + off_i. */
     const double *off;
+    /* Softmax (several latents; 0 or 1: one): C latent GPs sharing k and Z,
+     * each its own whitened q (mq m x C, Lq m x m x C, class c at c m and c
+     * m m); the expected log likelihood is mc's fixed Monte Carlo estimate.
+     * The bound is the sum of the classes' KLs subtracted from it. */
+    size_t C;
+    const gp_softmax_mc *mc;
 } svgp_eval;
 
-/* Buffers: L and two m x m, three m x cap (Kuf, A, the sensitivity), four of cap. */
+/* Buffers: L and two m x m, three m x cap (Kuf, A, the sensitivity), four of cap.
+ * With C latents: D m x m x C, agmu m x C, mu, var, gmu, gv cap x C (latent
+ * c at c cap), and G (m x cap) where the classes' dF/dA add up (C > 1 only). */
 typedef struct svgp_work {
-    size_t cap;
-    double *L, *D, *T, *Kuf, *A, *W;
+    size_t cap, C;
+    double *L, *D, *T, *Kuf, *A, *W, *G;
     double *mu, *var, *gmu, *gv, *agmu;
     double jitter;
 } svgp_work;
@@ -59,13 +68,15 @@ typedef struct svgp_fit {
     const double *X, *y;
     const double *r; /* n: known per-point noise, working units (NULL: none) */
     size_t n, d, m; /* m: the inducing points chosen (selection may return fewer than asked) */
-    double *Z, *mq, *Lq;
+    size_t C;       /* latents: the classes of a softmax fit, else 1 */
+    gp_softmax_mc mc; /* softmax: the ELBO's fixed draws */
+    double *Z, *mq, *Lq; /* mq m x C, Lq m x m x C */
     int optimize_z;
     const gp_cancel *cancel;
     const gp_hyper_spec *hyper; /* the request's priors, bounds, held parameters */
     size_t n_kp, n_free, *free_idx; /* the free kernel parameters */
-    double *theta, *gtheta, *gz, *gmean, *gchol;
-    double *save; /* m + m x m + m + m x m: q and its D, agmu for the warm start */
+    double *theta, *gtheta, *gz, *gmean, *gchol; /* gmean, gchol: C blocks */
+    double *save; /* (m + m x m + m + m x m) x C: q and its D, agmu for the warm start */
     /* The latent mean h(x)^T beta (p = 0: zero mean): H (n x p, column-major,
      * the rows of X), beta (p, optimised after the hyperparameters), off = H
      * beta (n), gbeta = dELBO/dbeta = H^T gmu (p). */

@@ -5,6 +5,7 @@
 #include "core/coreg/params.h"
 #include "core/coreg/sparse_fit.h"
 #include "core/coreg/sparse_predict.h"
+#include "core/methods/svgp/classes.h"
 #include "core/methods/svgp/fit.h"
 #include "core/methods/svgp/internal.h"
 
@@ -15,7 +16,7 @@ static const gp_kernel_type svgp_kernels[] = {GP_KERNEL_RBF, GP_KERNEL_MATERN12,
                                               GP_KERNEL_RQ};
 
 static const gp_likelihood svgp_likelihoods[] = {GP_LIK_GAUSSIAN, GP_LIK_BERNOULLI,
-                                                 GP_LIK_POISSON};
+                                                 GP_LIK_POISSON, GP_LIK_SOFTMAX};
 
 static const gp_option_spec svgp_options[] = {
     {"inducing", GP_OPTION_INT, 100, NULL, 1, 8192, NULL,
@@ -58,14 +59,45 @@ static int svgp_fit_any(const gp_method *m, const gp_fit_request *req, gp_model 
     return svgp_fit_op(m, req, out, err);
 }
 
+/* The impl is the inducing posterior, a softmax model's C of them
+ * (classes.h), or a coregionalised model's. */
+static int svgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
+                        gp_error *err)
+{
+    if (model->likelihood == GP_LIK_SOFTMAX)
+        return svgp_classes_predict(model, req, out, err);
+    return gp_coreg_inducing_predict(model, req, out, err);
+}
+
+static int svgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
+                       gp_error *err)
+{
+    if (model->likelihood == GP_LIK_SOFTMAX)
+        return svgp_classes_sample(model, req, samples, err);
+    return gp_coreg_inducing_sample(model, req, samples, err);
+}
+
+static int svgp_export(const gp_model *model, gp_state *st, gp_error *err)
+{
+    if (model->likelihood == GP_LIK_SOFTMAX)
+        return svgp_classes_export(model, st, err);
+    return gp_coreg_inducing_export(model, st, err);
+}
+
+static int svgp_import(gp_model *model, const gp_state *st, gp_error *err)
+{
+    if (model->likelihood == GP_LIK_SOFTMAX)
+        return svgp_classes_import(model, st, err);
+    return gp_coreg_inducing_import(model, st, err);
+}
+
 static const gp_method_ops svgp_ops = {
     .fit = svgp_fit_any,
-    /* the impl is the inducing posterior or a coregionalised model's */
-    .predict = gp_coreg_inducing_predict,
+    .predict = svgp_predict,
     .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
-    .sample = gp_coreg_inducing_sample,
-    .export_impl = gp_coreg_inducing_export,
-    .import_impl = gp_coreg_inducing_import,
+    .sample = svgp_sample,
+    .export_impl = svgp_export,
+    .import_impl = svgp_import,
     .free_impl = gp_coreg_inducing_free,
     .check_option = gp_coreg_check_option,
 };
@@ -93,8 +125,9 @@ static const gp_option_setting svgp_quick[] = {{"max_iterations", 8}, {"inducing
 const gp_method gp_method_svgp = {
     .name = "svgp",
     .summary = "Uncollapsed sparse variational GP with M inducing points and a full-covariance "
-               "whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli or poisson "
-               "likelihood; full-batch L-BFGS with analytic gradients, or minibatch Adam with "
+               "whitened q(u) (Hensman et al.; GPflow's SVGP): gaussian, bernoulli, poisson or "
+               "softmax likelihood (softmax: one latent GP per class sharing the kernel and the "
+               "inducing points, labels 0..C-1, C <= 64); full-batch L-BFGS with analytic gradients, or minibatch Adam with "
                "natural-gradient steps on q(u) for large N. O(N M^2) per pass, O(M^2) per "
                "predicted point. A bernoulli or poisson fit with ARD lengthscales uses the "
                "default priors unless the kernel states its own (\"priors\": \"none\" for "

@@ -35,6 +35,7 @@
 #include "core/base/error.h"
 #include "core/kernel/kernel.h"
 #include "core/likelihood/likelihood.h"
+#include "core/likelihood/softmax.h"
 #include "core/model/model.h"
 
 extern const gp_method gp_method_svgp;
@@ -70,6 +71,18 @@ int gp_svgp_elbo_noise(const gp_kernel *k, const gp_lik *lik, const gp_quadratur
                        const double *X, size_t n, const double *y, const double *r,
                        const double *Z, size_t m, const double *mq, const double *Lq,
                        gp_svgp_terms *terms, const gp_svgp_grad *grad, gp_error *err);
+
+/* Softmax (C = mc->C >= 2 classes, labels y in 0..C-1): C latent GPs sharing
+ * k and Z, each with its own whitened q (mq m x C, Lq m x m x C: class c at
+ * c m and c m m), the expected log likelihood estimated with mc's fixed
+ * draws (core/likelihood/softmax.h):
+ *   ELBO = sum_n E log softmax(f_n)_{y_n} - sum_c KL(q_c || N(0, I)).
+ * The classes share A, so dF/dA = sum_c G_c and the kernel and Z gradients
+ * are one contraction; grad->mean and grad->chol get C blocks. */
+int gp_svgp_elbo_softmax(const gp_kernel *k, const gp_softmax_mc *mc, const double *X,
+                         size_t n, const double *y, const double *Z, size_t m, const double *mq,
+                         const double *Lq, gp_svgp_terms *terms, const gp_svgp_grad *grad,
+                         gp_error *err);
 
 /* One natural-gradient step of size `step` on q (mq, Lq updated in place) in
  * the natural parameters (S^{-1} m, -S^{-1}/2), from the n points given, whose

@@ -22,14 +22,21 @@ static size_t hyper_dim(const svgp_fit *f)
     return f->n_free + (size_t)noise_learned(f) + (f->optimize_z ? f->m * f->d : 0) + f->p;
 }
 
+/* The q block: every latent's m and Lq's lower triangle. */
+static size_t q_dim(const svgp_fit *f)
+{
+    return f->C * (f->m + f->m * (f->m + 1) / 2);
+}
+
 static size_t full_dim(const svgp_fit *f)
 {
-    return hyper_dim(f) + f->m + f->m * (f->m + 1) / 2;
+    return hyper_dim(f) + q_dim(f);
 }
 
 svgp_eval svgp_fit_eval(const svgp_fit *f)
 {
-    return (svgp_eval){f->k, &f->lik, &f->quad, f->Z, f->m, f->mq, f->Lq, f->r, f->p ? f->off : NULL};
+    return (svgp_eval){f->k, &f->lik, &f->quad, f->Z, f->m, f->mq, f->Lq, f->r,
+                       f->p ? f->off : NULL, f->C, f->C > 1 ? &f->mc : NULL};
 }
 
 /* off = H beta: the mean function at every training row. */
@@ -71,25 +78,32 @@ static void apply_hyper(svgp_fit *f, const double *x)
         memcpy(f->beta, x + o, f->p * sizeof *x);
 }
 
-/* q after the hyperparameters: m, then Lq's lower triangle by columns with
- * the diagonal as its log (Lq stays a valid factor). */
+/* q after the hyperparameters, latent by latent: m, then Lq's lower
+ * triangle by columns with the diagonal as its log (Lq stays a valid factor). */
 static void pack_q(const svgp_fit *f, double *x)
 {
     size_t m = f->m, o = 0;
-    memcpy(x, f->mq, m * sizeof *x);
-    o = m;
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j; i < m; i++)
-            x[o++] = i == j ? log(f->Lq[i + j * m]) : f->Lq[i + j * m];
+    for (size_t c = 0; c < f->C; c++) {
+        const double *Lq = f->Lq + c * m * m;
+        memcpy(x + o, f->mq + c * m, m * sizeof *x);
+        o += m;
+        for (size_t j = 0; j < m; j++)
+            for (size_t i = j; i < m; i++)
+                x[o++] = i == j ? log(Lq[i + j * m]) : Lq[i + j * m];
+    }
 }
 
 static void apply_q(svgp_fit *f, const double *x)
 {
-    size_t m = f->m, o = m;
-    memcpy(f->mq, x, m * sizeof *x);
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j; i < m; i++)
-            f->Lq[i + j * m] = i == j ? exp(x[o++]) : x[o++];
+    size_t m = f->m, o = 0;
+    for (size_t c = 0; c < f->C; c++) {
+        double *Lq = f->Lq + c * m * m;
+        memcpy(f->mq + c * m, x + o, m * sizeof *x);
+        o += m;
+        for (size_t j = 0; j < m; j++)
+            for (size_t i = j; i < m; i++)
+                Lq[i + j * m] = i == j ? exp(x[o++]) : x[o++];
+    }
 }
 
 /* -(hyperparameter gradient) into g (hyper_dim entries) from gtheta, gz. */
@@ -150,11 +164,14 @@ static double fit_objective(void *ctx, const double *x, double *g)
     mean_grad(f, NULL, f->n);
     hyper_grad(f, g);
     size_t o = h;
-    for (size_t j = 0; j < m; j++)
-        g[o++] = -f->gmean[j];
-    for (size_t j = 0; j < m; j++) /* d/dlog l_jj = l_jj d/dl_jj */
-        for (size_t i = j; i < m; i++)
-            g[o++] = -f->gchol[i + j * m] * (i == j ? f->Lq[i + j * m] : 1.0);
+    for (size_t c = 0; c < f->C; c++) {
+        const double *gm = f->gmean + c * m, *gc = f->gchol + c * m * m, *Lq = f->Lq + c * m * m;
+        for (size_t j = 0; j < m; j++)
+            g[o++] = -gm[j];
+        for (size_t j = 0; j < m; j++) /* d/dlog l_jj = l_jj d/dl_jj */
+            for (size_t i = j; i < m; i++)
+                g[o++] = -gc[i + j * m] * (i == j ? Lq[i + j * m] : 1.0);
+    }
     return -t.elbo;
 }
 
@@ -164,10 +181,23 @@ static double fit_objective(void *ctx, const double *x, double *g)
  * it starts L-BFGS (whose q block is badly scaled against the kernel's) near
  * the optimal q for the current kernel; run again at the end it makes q
  * optimal for the fitted kernel. *elbo receives the bound reached. */
-int svgp_refine_q(svgp_fit *f, int max_steps, double *elbo, gp_error *err)
+/* One natural-gradient step on every latent's q; GP_ENOTPD (q partly moved:
+ * the caller restores it) when one of them would be improper. */
+static int natgrad_all(svgp_fit *f, const double *D, const double *agmu, double step,
+                       gp_error *err)
 {
     size_t m = f->m;
-    double *mq0 = f->save, *Lq0 = mq0 + m, *D0 = Lq0 + m * m, *ag0 = D0 + m * m;
+    int rc = GP_OK;
+    for (size_t c = 0; rc == GP_OK && c < f->C; c++)
+        rc = svgp_natgrad_update(m, D + c * m * m, agmu + c * m, step, f->mq + c * m,
+                                 f->Lq + c * m * m, &f->nb, err);
+    return rc;
+}
+
+int svgp_refine_q(svgp_fit *f, int max_steps, double *elbo, gp_error *err)
+{
+    size_t m = f->m * f->C, mm = f->m * f->m * f->C; /* all latents' blocks */
+    double *mq0 = f->save, *Lq0 = mq0 + m, *D0 = Lq0 + mm, *ag0 = D0 + mm;
     svgp_eval e = svgp_fit_eval(f);
     svgp_out out = {.sens = 1};
     gp_svgp_terms t0, t1;
@@ -177,19 +207,19 @@ int svgp_refine_q(svgp_fit *f, int max_steps, double *elbo, gp_error *err)
         if (gp_cancel_requested(f->cancel))
             return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled");
         memcpy(mq0, f->mq, m * sizeof *mq0);
-        memcpy(Lq0, f->Lq, m * m * sizeof *Lq0);
-        memcpy(D0, f->w.D, m * m * sizeof *D0);
+        memcpy(Lq0, f->Lq, mm * sizeof *Lq0);
+        memcpy(D0, f->w.D, mm * sizeof *D0);
         memcpy(ag0, f->w.agmu, m * sizeof *ag0);
         gp_error e2;
-        int r2 = svgp_natgrad_update(m, D0, ag0, step, f->mq, f->Lq, &f->nb, &e2);
+        int r2 = natgrad_all(f, D0, ag0, step, &e2);
         if (r2 == GP_OK)
             r2 = svgp_eval_full(&e, f->X, f->n, f->y, &f->w, &t1, &out, &e2);
         if (r2 == GP_ENOMEM)
             return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
         if (r2 != GP_OK || !(t1.elbo >= t0.elbo)) { /* back to q0, with its D and agmu */
             memcpy(f->mq, mq0, m * sizeof *mq0);
-            memcpy(f->Lq, Lq0, m * m * sizeof *Lq0);
-            memcpy(f->w.D, D0, m * m * sizeof *D0);
+            memcpy(f->Lq, Lq0, mm * sizeof *Lq0);
+            memcpy(f->w.D, D0, mm * sizeof *D0);
             memcpy(f->w.agmu, ag0, m * sizeof *ag0);
             step *= 0.5;
             continue;
@@ -263,16 +293,22 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
     }
     svgp_block_moments(&e, Xb, offb, nb, &f->w);
     double ds, scale = (double)f->n / (double)nb;
-    *est = svgp_block_expect(&e, yb, rb, nb, scale, &f->w, &ds) - svgp_kl_value(f->mq, f->Lq, f->m);
+    *est = svgp_block_expect(&e, yb, rb, nb, scale, &f->w, &ds) -
+           svgp_kl_sum(f->mq, f->Lq, f->m, f->C);
     if (!isfinite(*est))
         return gp_error_set(err, GP_ENOTPD, NULL, "the ELBO is not finite");
     svgp_block_sens(&e, nb, h > 0, &f->w);
     if (h > 0 && (rc = svgp_kernel_grad(&e, Xb, nb, &f->w, ds, f->gtheta,
                                         f->optimize_z ? f->gz : NULL, err)) != GP_OK)
         return rc;
-    /* A step that would leave q improper is skipped (the next batch retries). */
+    /* A step that would leave a latent's q improper is skipped for that latent
+     * (svgp_natgrad_update leaves it unchanged; the next batch retries). */
     gp_error e2;
-    rc = svgp_natgrad_update(f->m, f->w.D, f->w.agmu, st->natgrad_step, f->mq, f->Lq, &f->nb, &e2);
+    rc = GP_OK;
+    for (size_t c = 0; c < f->C && (rc == GP_OK || rc == GP_ENOTPD); c++)
+        rc = svgp_natgrad_update(f->m, f->w.D + c * f->m * f->m, f->w.agmu + c * f->m,
+                                 st->natgrad_step, f->mq + c * f->m, f->Lq + c * f->m * f->m,
+                                 &f->nb, &e2);
     if (rc != GP_OK && rc != GP_ENOTPD)
         return gp_error_set(err, rc, NULL, "out of memory");
     if (h > 0) { /* a projected step under the priors and bounds */
