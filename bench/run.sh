@@ -333,7 +333,9 @@ fi
 # sparse_large: sgpr and renyi against exact, bench/results/sparse.md, ~45
 # minutes; msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, about
 # 45 minutes; classification: svgp and pls on the binary and count sets with
-# their scikit-learn peers, bench/results/classification.md, about an hour).
+# their scikit-learn peers, bench/results/classification.md, about an hour;
+# multiclass: svgp softmax against GPC one-vs-rest and one-vs-one, the
+# multiclass section of bench/results/classification.md, about 16 minutes).
 run_experiments $PYEXTRA || status=1
 
 # Any other benchmark program (bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run
