@@ -31,6 +31,17 @@
 # default 10 splits: about 22 minutes (gpserve 6, the peers 16, most of it GPC
 # on spam, ~4 minutes a fit; bench/results/classification.md).
 #
+# Only the multiclass benchmark (issue 35: svgp with the softmax likelihood
+# against scikit-learn's GaussianProcessClassifier one-vs-rest and one-vs-one on
+# wine_classes and digits, the seeded 80/20 splits of bench/data/splits/;
+# the multiclass section of bench/results/classification.md):
+#   sh bench/run.sh BUILD_DIR multiclass [--quick] [gpbench run's arguments]
+# (gpbench runs bench/experiments/multiclass.json with its peer,
+# bench/sklearn_multiclass.py, on the same split files, prints the table, then
+# the fit-time ratios and the verdict; the lines are kept in $GPBENCH_OUT when
+# it names a folder). Duration on the shared 2-core machine: see
+# bench/results/classification.md; --quick (2 splits of wine) about a minute.
+#
 # Only the hkd benchmark (harmonic kernel decomposition against sgpr: the large
 # sets, the Nystrom trace study and a synthetic rotation-invariant set;
 # bench/results/hkd.md), with its own arguments:
@@ -111,6 +122,22 @@ run_classification() {
     fi
     # shellcheck disable=SC2086
     /usr/bin/python3 bench/sklearn_classification.py --gpserve "$dir/classification.jsonl" $py
+}
+# bench/experiments/multiclass.json through gpbench with its peers (lines in
+# folder $1 unless GPBENCH_OUT names one), its table, then the verdict.
+run_multiclass() {
+    mdir=${GPBENCH_OUT:-$1}
+    shift
+    if [ ! -x "$BUILD/bench/gpbench" ]; then
+        echo "gpbench: $BUILD/bench/gpbench not built: skipped"
+        return 1
+    fi
+    e=bench/experiments/multiclass.json
+    "$BUILD/bench/gpbench" run "$e" "$@" --out "$mdir/multiclass.jsonl" || return 1
+    "$BUILD/bench/gpbench" table "$e" "$mdir/multiclass.jsonl" || return 1
+    if /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1; then
+        /usr/bin/python3 bench/sklearn_multiclass.py --verdict "$mdir/multiclass.jsonl"
+    fi
 }
 # bench_exact then scikit-learn on the same rows (folder $1); the remaining
 # arguments go to bench_exact, --quick also to the Python side.
@@ -221,6 +248,13 @@ if [ "${1:-}" = classification ]; then
     run_classification "$ctmp" "$@"
     exit $?
 fi
+if [ "${1:-}" = multiclass ]; then
+    shift
+    mtmp=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-mc.XXXXXX") || exit 1
+    trap 'rm -rf "$mtmp"' EXIT INT TERM
+    run_multiclass "$mtmp" "$@"
+    exit $?
+fi
 if [ "${1:-}" = hkd ]; then
     shift
     if [ ! -x "$BUILD/bench/bench_hkd" ]; then
@@ -299,7 +333,9 @@ fi
 # sparse_large: sgpr and renyi against exact, bench/results/sparse.md, ~45
 # minutes; msrfr: Table 1 of the M-SRFR paper, bench/results/msrfr.md, about
 # 45 minutes; classification: svgp and pls on the binary and count sets with
-# their scikit-learn peers, bench/results/classification.md, about an hour).
+# their scikit-learn peers, bench/results/classification.md, about an hour;
+# multiclass: svgp softmax against GPC one-vs-rest and one-vs-one, the
+# multiclass section of bench/results/classification.md, about 16 minutes).
 run_experiments $PYEXTRA || status=1
 
 # Any other benchmark program (bench_hkd: hkd against sgpr, bench/results/hkd.md, ~25 minutes), run

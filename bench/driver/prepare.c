@@ -14,6 +14,7 @@ int gpb_prepare_wanted(const json_t *ds)
 {
     const char *scheme = json_string_value(json_object_get(ds, "scheme"));
     return json_object_get(ds, "preprocess") != NULL ||
+           json_object_get(ds, "split_file") != NULL ||
            (scheme != NULL && strcmp(scheme, "permutation") == 0);
 }
 
@@ -208,7 +209,10 @@ int gpb_prepare_split(const json_t *ds, const gp_dataset *all, int k, gp_dataset
         return permutation_split(ds, all, k, train, test, err);
     gp_split sp;
     memset(&sp, 0, sizeof sp);
-    int rc = gp_split_load(all->name, scheme != NULL ? scheme : "test20", k, all->n, &sp, err);
+    const char *file = json_string_value(json_object_get(ds, "split_file"));
+    scheme = scheme != NULL ? scheme : "test20";
+    int rc = file != NULL ? gp_split_load_file(file, scheme, k, all->n, &sp, err)
+                          : gp_split_load(all->name, scheme, k, all->n, &sp, err);
     if (rc == GP_OK)
         rc = gp_dataset_rows(all, sp.test, sp.n_test, test, err);
     if (rc == GP_OK)

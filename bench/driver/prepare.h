@@ -2,8 +2,8 @@
  *
  * A paper may scale its inputs on the whole dataset, one-hot some columns,
  * standardise y itself and split by a seeded permutation (the M-SRFR paper's
- * Table 1 does all four). An entry saying "preprocess" and/or the scheme
- * "permutation" is loaded here instead of by gp_dataset_load_split:
+ * Table 1 does all four). An entry saying "preprocess", "split_file" or the
+ * scheme "permutation" is loaded here instead of by gp_dataset_load_split:
  *   "preprocess": {"x": "minmax" | "standard", "one_hot": [col, ...],
  *                  "y": "standard"}
  * X columns not one-hot encoded keep their order and are scaled on ALL rows
@@ -14,7 +14,11 @@
  * units). "scheme": "permutation" with "test_fraction" f and
  * "permutation_seed" s: split k is the Fisher-Yates permutation of
  * gp_rng_seed(s * 1000 + k); its first floor(f N) rows are the test set,
- * both sets in row order. */
+ * both sets in row order. "split_file": a split file of the scheme's format
+ * (test20 or fold10) at that path (relative to the working directory, the
+ * repository root) instead of the datasets folder's splits/<name>_<scheme>.txt:
+ * a set shipped without splits gets seeded ones committed under bench/data/
+ * (bench/multiclass_splits.py). */
 #ifndef GP_BENCH_PREPARE_H
 #define GP_BENCH_PREPARE_H
 
@@ -22,8 +26,8 @@
 
 #include "bench/support/dataset.h"
 
-/* 1 when dataset entry ds needs gpb_prepare_split (it has "preprocess" or
- * the scheme "permutation"). */
+/* 1 when dataset entry ds needs gpb_prepare_split (it has "preprocess",
+ * "split_file" or the scheme "permutation"). */
 int gpb_prepare_wanted(const json_t *ds);
 
 /* The whole dataset of entry ds, preprocessed, into *all (caller frees);

@@ -18,7 +18,8 @@ static json_t *number(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
-/* Every output of one prediction: 8 m-vectors and the components (m x K). */
+/* Every output of one prediction: 8 m x p blocks (p = the model's outputs,
+ * a softmax model's classes) and the components (m x K). */
 typedef struct pred_buf {
     double *block;
     gp_prediction out;
@@ -28,18 +29,19 @@ static int predict_all(const gp_model *model, const gp_dataset *test, pred_buf *
                        gp_error *err)
 {
     size_t m = test->n, K = gp_model_components(model), kk = K > 1 ? K : 0;
+    size_t mp = m * (model->n_outputs > 1 ? model->n_outputs : 1);
     memset(b, 0, sizeof *b);
-    b->block = calloc(8 * m + 2 * m * kk + 1, sizeof(double));
+    b->block = calloc(8 * mp + 2 * m * kk + 1, sizeof(double));
     if (b->block == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     double **v[] = {&b->out.mean,           &b->out.variance,        &b->out.latent_mean,
                     &b->out.latent_variance, &b->out.obs_mean,        &b->out.obs_variance,
                     &b->out.rate_mean,       &b->out.rate_variance};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        *v[i] = b->block + i * m;
+        *v[i] = b->block + i * mp;
     if (kk) {
-        b->out.component_mean = b->block + 8 * m;
-        b->out.component_variance = b->block + 8 * m + m * kk;
+        b->out.component_mean = b->block + 8 * mp;
+        b->out.component_variance = b->block + 8 * mp + m * kk;
     }
     gp_predict_request req = {.X = test->X, .m = m, .d = test->d, .include_noise = 1,
                               .components = K > 1};
@@ -95,6 +97,27 @@ static void binary_scores(const double *p, const double *y, size_t n, json_t *re
     json_object_set_new(rec, "accuracy", number(100.0 * correct / (double)n));
     json_object_set_new(rec, "auc", number(100.0 * gpb_auc(p, y, n)));
     json_object_set_new(rec, "log_loss", number(-ll / (double)n));
+}
+
+/* Softmax: prob is m x C column-major (column c = class c), labels y in
+ * 0..C-1. Accuracy: the argmax class (the lowest on a tie); log loss: the
+ * true class's probability clipped to [1e-15, 1]. */
+static void multiclass_scores(const double *prob, size_t C, const double *y, size_t m,
+                              json_t *rec)
+{
+    double correct = 0.0, ll = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        size_t best = 0;
+        for (size_t c = 1; c < C; c++)
+            best = prob[c * m + i] > prob[best * m + i] ? c : best;
+        correct += (double)best == y[i];
+        size_t t = y[i] >= 0.0 && y[i] < (double)C ? (size_t)y[i] : 0;
+        double p = y[i] == (double)t ? prob[t * m + i] : 0.0; /* a label C never saw: p 0 */
+        ll += log(fmin(fmax(p, P_CLIP), 1.0));
+    }
+    json_object_set_new(rec, "accuracy", number(100.0 * correct / (double)m));
+    json_object_set_new(rec, "log_loss", number(-ll / (double)m));
+    json_object_set_new(rec, "classes", json_integer((json_int_t)C));
 }
 
 static int count_scores(const gp_model *model, const pred_buf *b, const gp_dataset *test,
@@ -176,6 +199,8 @@ int gpb_score(const gp_model *model, const gp_dataset *test, const json_t *spec,
                             err);
     } else if (rc == GP_OK && model->likelihood == GP_LIK_BERNOULLI) {
         binary_scores(b.out.obs_mean, test->y, test->n, rec);
+    } else if (rc == GP_OK && model->likelihood == GP_LIK_SOFTMAX) {
+        multiclass_scores(b.out.obs_mean, model->n_outputs, test->y, test->n, rec);
     } else if (rc == GP_OK) {
         rc = count_scores(model, &b, test, rec, err);
     }

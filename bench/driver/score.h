@@ -10,7 +10,9 @@
  * and NLPD are then put back into original units by y_sd (the dataset's own
  * standardisation, prepare.h). bernoulli: "accuracy" (%, p(y=1) >= 0.5),
  * "auc" (%, rank formula, ties averaged), "log_loss" (p clipped to
- * [1e-15, 1 - 1e-15]). Other likelihoods (counts): "test_ll" (mean log
+ * [1e-15, 1 - 1e-15]). softmax (C = n_outputs classes, obs_mean m x C):
+ * "accuracy" (%, the argmax class), "log_loss" (the true class's
+ * probability clipped to [1e-15, 1]), "classes" (C). Other likelihoods (counts): "test_ll" (mean log
  * predictive per point from the latent predictive, every component) and
  * "rmse" of the observation mean. */
 #ifndef GP_BENCH_SCORE_H

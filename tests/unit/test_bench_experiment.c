@@ -22,7 +22,9 @@
 #include "bench/support/args.h"
 #include "bench/support/fit.h"
 #include "bench/support/cli.h"
+#include "core/likelihood/likelihood.h"
 #include "core/methods/registry.h"
+#include "core/model/model.h"
 
 static const char *const EXPERIMENT =
     "{\"name\": \"t\", \"seed\": 0,"
@@ -243,6 +245,100 @@ static void test_preprocess(void **state)
     gp_dataset_free(&ds);
 }
 
+/* "split_file": the rows of line k of that file are the test set, the rest
+ * the training set, both in row order; the entry is prepared (not loaded from
+ * the datasets folder's splits/). */
+static void test_split_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gp_test_split_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("0 4\n1 3\n", f);
+    fclose(f);
+    gp_dataset all;
+    memset(&all, 0, sizeof all);
+    all.n = 5;
+    all.d = 1;
+    all.X = malloc(5 * sizeof(double));
+    all.y = malloc(5 * sizeof(double));
+    assert_non_null(all.X);
+    assert_non_null(all.y);
+    for (size_t i = 0; i < 5; i++) {
+        all.X[i] = (double)i;
+        all.y[i] = 10.0 + (double)i;
+    }
+    json_t *ds = json_pack("{s:s, s:s}", "name", "no_such_set", "split_file", path);
+    assert_true(gpb_prepare_wanted(ds));
+    gp_dataset train, test;
+    gp_error err;
+    gp_error_clear(&err);
+    assert_int_equal(gpb_prepare_split(ds, &all, 1, &train, &test, &err), GP_OK);
+    assert_int_equal(test.n, 2);
+    assert_int_equal(train.n, 3);
+    assert_true(test.X[0] == 1.0 && test.X[1] == 3.0 && test.y[1] == 13.0);
+    assert_true(train.X[0] == 0.0 && train.X[1] == 2.0 && train.X[2] == 4.0);
+    gp_dataset_free(&train);
+    gp_dataset_free(&test);
+    /* a split the file does not have: an error, nothing left allocated */
+    assert_true(gpb_prepare_split(ds, &all, 2, &train, &test, &err) != GP_OK);
+    json_decref(ds);
+    gp_dataset_free(&all);
+    remove(path);
+}
+
+/* softmax scores: accuracy of the argmax class and the log loss of the true
+ * class's probability, read from obs_mean's column of that class (m x C,
+ * column-major), checked against a prediction made here. */
+static void test_softmax_scores(void **state)
+{
+    (void)state;
+    enum { N = 30, M = 3, C = 3 };
+    double X[N], y[N], Xt[M] = {-3.0, 0.0, 3.0}, yt[M] = {0.0, 1.0, 2.0};
+    for (size_t i = 0; i < N; i++) {
+        y[i] = (double)(i % C);
+        X[i] = 3.0 * (y[i] - 1.0) + 0.1 * (double)(i / C) - 0.45;
+    }
+    gp_dataset train = {.n = N, .d = 1, .X = X, .y = y}, test = {.n = M, .d = 1, .X = Xt, .y = yt};
+    gp_bench_fit_setup su = gp_bench_fit_default();
+    su.likelihood = GP_LIK_SOFTMAX;
+    gp_model *model = NULL;
+    double secs;
+    gp_error err;
+    gp_error_clear(&err);
+    assert_int_equal(gp_bench_fit_timed_with(gp_method_find("svgp"), NULL, 0, &train, 0, &su,
+                                             &model, &secs, &err),
+                     GP_OK);
+    assert_int_equal(model->n_outputs, C);
+    double buf[8 * M * C] = {0};
+    gp_prediction out = {.mean = buf, .variance = buf + M * C, .latent_mean = buf + 2 * M * C,
+                         .latent_variance = buf + 3 * M * C, .obs_mean = buf + 4 * M * C,
+                         .obs_variance = buf + 5 * M * C, .rate_mean = buf + 6 * M * C,
+                         .rate_variance = buf + 7 * M * C};
+    gp_predict_request req = {.X = Xt, .m = M, .d = 1, .include_noise = 1};
+    assert_int_equal(gp_model_predict(model, &req, &out, &err), GP_OK);
+    double want = 0.0;
+    for (size_t i = 0; i < M; i++) /* each point's own class is its most probable */
+        want -= log(out.obs_mean[i * M + i]) / M;
+    json_t *rec = json_object();
+    assert_int_equal(gpb_score(model, &test, NULL, 1.0, rec, &err), GP_OK);
+    assert_true(json_real_value(json_object_get(rec, "accuracy")) == 100.0);
+    assert_true(fabs(json_real_value(json_object_get(rec, "log_loss")) - want) < 1e-12);
+    assert_int_equal(json_integer_value(json_object_get(rec, "classes")), C);
+    /* every label moved on by one class: none right, the log loss of those columns */
+    double moved[M] = {1.0, 2.0, 0.0};
+    test.y = moved;
+    want = -(log(out.obs_mean[1 * M + 0]) + log(out.obs_mean[2 * M + 1]) +
+             log(out.obs_mean[0 * M + 2])) / M;
+    assert_int_equal(gpb_score(model, &test, NULL, 1.0, rec, &err), GP_OK);
+    assert_true(json_real_value(json_object_get(rec, "accuracy")) == 0.0);
+    assert_true(fabs(json_real_value(json_object_get(rec, "log_loss")) - want) < 1e-12);
+    json_decref(rec);
+    gp_model_free(model);
+}
+
 /* AUC by ranks: ties share their average rank; one class only: NAN. */
 /* --smoke: the descriptor's quick preset replaces the file's sizes and keeps
  * its other options; an unknown method is left alone. */
@@ -369,6 +465,8 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_rules_fit_label_split_and_quick_runs),
         cmocka_unit_test(test_preprocess),
+        cmocka_unit_test(test_split_file),
+        cmocka_unit_test(test_softmax_scores),
         cmocka_unit_test(test_auc),
         cmocka_unit_test(test_method_quick_preset),
         cmocka_unit_test(test_median_heuristic),
