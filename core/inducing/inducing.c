@@ -113,6 +113,7 @@ int gp_inducing_post_alloc(gp_inducing_post *p, size_t m, size_t d, gp_error *er
         return rc;
     p->m = m;
     p->d = d;
+    p->latents = 1;
     p->scale = 1.0;
     p->Z = gp_alloc_doubles(md, err);
     p->L = gp_alloc_doubles(mm, err);
@@ -160,23 +161,45 @@ static void quad_form_lower(const double *C, size_t m, const double *a, double *
     }
 }
 
-/* Latent mean and variance (working units) of b points P (d x b); Aw (m x b)
- * gets A^T w = L^-1 K_uf, ca (m) is scratch. Every point's arithmetic is its
- * own, in a fixed order (the kernel row, gp_solve_lower_columns, gp_dot), so
- * the methods on this path are batch_invariant (core/model/method.h). */
-static void predict_block(const gp_kernel *k, const gp_inducing_post *p, const double *P,
-                          size_t b, double *Aw, double *ca, double *mean, double *var)
+/* The latents of a posterior (a zeroed count is one). */
+static size_t post_latents(const gp_inducing_post *p)
 {
-    size_t m = p->m;
+    return p->latents > 1 ? p->latents : 1;
+}
+
+/* Latent mean and variance (working units) of b points P (d x b), latent l's
+ * at l stride in mean and var; Aw (m x b) gets A^T w = L^-1 K_uf, shared by
+ * the latents; ca (m) is scratch. Every point's arithmetic is its own, in a
+ * fixed order (the kernel row, gp_solve_lower_columns, gp_dot), so the
+ * methods on this path are batch_invariant (core/model/method.h). */
+/* One latent's mean and variance at a point from its a = L^-1 k(Z, x) and
+ * prior variance k(x, x) - a.a; ca (m) is scratch. */
+static inline void point_moments(const double *C, const double *mt, size_t m, const double *a,
+                                 double prior, double *ca, double *mean, double *var)
+{
+    quad_form_lower(C, m, a, ca);
+    double post = gp_dot(a, ca, m);
+    *mean = gp_dot(a, mt, m);
+    *var = (prior > 0.0 ? prior : 0.0) + (post > 0.0 ? post : 0.0);
+}
+
+static void predict_block(const gp_kernel *k, const gp_inducing_post *p, const double *P,
+                          size_t b, double *Aw, double *ca, double *mean, double *var,
+                          size_t stride)
+{
+    size_t m = p->m, nl = post_latents(p);
     gp_kernel_cross_points(k, p->Zp, P, b, Aw, m);
     gp_solve_lower_columns(p->L, m, m, Aw, b, m);
     for (size_t j = 0; j < b; j++) {
         const double *a = Aw + j * m;
-        quad_form_lower(p->C, m, a, ca);
         double prior = gp_kernel_diag(k, P + j * p->d) - gp_dot(a, a, m);
-        double post = gp_dot(a, ca, m);
-        mean[j] = gp_dot(a, p->mt, m);
-        var[j] = (prior > 0.0 ? prior : 0.0) + (post > 0.0 ? post : 0.0);
+        if (nl == 1) { /* the common case, kept apart so that it stays as lean as it was */
+            point_moments(p->C, p->mt, m, a, prior, ca, mean + j, var + j);
+            continue;
+        }
+        for (size_t l = 0; l < nl; l++)
+            point_moments(p->C + l * m * m, p->mt + l * m, m, a, prior, ca, mean + l * stride + j,
+                          var + l * stride + j);
     }
 }
 
@@ -239,27 +262,28 @@ static int predict_blocks(const gp_model *model, const gp_inducing_post *p, cons
         free(CAw);
         return rc ? rc : GP_ENOMEM;
     }
+    size_t nl = post_latents(p);
     for (size_t start = 0; start < m; start += block) {
         size_t b = m - start < block ? m - start : block, off = full ? start * M : 0;
         predict_block(model->kernel, p, P + start * p->d, b, Aw + off, CAw, out->mean + start,
-                      out->variance + start);
+                      out->variance + start, m);
     }
-    if (full) { /* C Aw for every point, then the covariance; its diagonal is set below */
-        cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (blasint)M, (blasint)m, 1.0, p->C,
-                    (blasint)M, Aw, (blasint)M, 0.0, CAw, (blasint)M);
-        covariance_from(model->kernel, M, P, m, Aw, CAw, out->covariance);
+    for (size_t l = 0; full && l < nl; l++) { /* C Aw for every point, then the covariance */
+        cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (blasint)M, (blasint)m, 1.0,
+                    p->C + l * M * M, (blasint)M, Aw, (blasint)M, 0.0, CAw, (blasint)M);
+        covariance_from(model->kernel, M, P, m, Aw, CAw, out->covariance + l * m * m);
     }
     free(Aw);
     free(CAw);
-    for (size_t j = 0; j < m; j++)
+    for (size_t j = 0; j < m * nl; j++)
         out->variance[j] =
             observed(model, p->scale, out->variance[j], req->include_noise, &out->clamped);
-    if (full) {
-        double *S = out->covariance, s = p->scale * model->y_scale * model->y_scale;
+    for (size_t l = 0; full && l < nl; l++) { /* the diagonal is the variance */
+        double *S = out->covariance + l * m * m, s = p->scale * model->y_scale * model->y_scale;
         for (size_t i = 0; i < m * m; i++)
             S[i] *= s;
         for (size_t j = 0; j < m; j++)
-            S[j * m + j] = out->variance[j];
+            S[j * m + j] = out->variance[l * m + j];
     }
     return GP_OK;
 }
@@ -270,7 +294,7 @@ int gp_inducing_predict_points(const gp_model *model, const gp_inducing_post *p,
 {
     int rc = predict_blocks(model, p, P, req, out, err);
     if (rc == GP_OK)
-        for (size_t j = 0; j < req->m; j++)
+        for (size_t j = 0; j < req->m * post_latents(p); j++)
             out->mean[j] = out->mean[j] * model->y_scale + model->y_mean;
     return rc;
 }

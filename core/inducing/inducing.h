@@ -113,6 +113,12 @@ typedef struct gp_inducing_post {
     double *mt; /* m */
     double *C;  /* m x m, full symmetric */
     double jitter;
+    /* Latent functions sharing Z and L (1 from gp_inducing_post_alloc): a
+     * softmax svgp model's classes (core/methods/svgp/classes.h), whose mt is
+     * m x latents and C m x m x latents, class l's at l m and l m m.
+     * gp_inducing_predict answers every latent, m x latents (one kernel row
+     * and one solve per point, shared); sampling and export take one latent. */
+    size_t latents;
     /* Multiplies every predictive variance and covariance, latent and
      * observed, and the random part of every draw: 1 (gp_inducing_post_alloc)
      * except for gwi's tempering (core/methods/gwi/gwi.h). Not exported: a method

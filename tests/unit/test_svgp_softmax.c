@@ -387,6 +387,27 @@ static void test_fit_three_classes(void **state)
     assert_int_equal(gp_model_predict(model, &pr, &out, &err), GP_OK);
     assert_memory_equal(mu, p.lm, sizeof mu);
     assert_memory_equal(var, p.lv, sizeof var);
+    /* the latents' covariances: one m x m block a class, its diagonal the
+     * variance, each the class's own (the blocks differ) */
+    enum { mf = 8 };
+    double Xf[mf * 2], cov[mf * mf * NC], fm[mf * NC], fv[mf * NC];
+    for (size_t i = 0; i < mf; i++) {
+        Xf[i] = Xt[i];
+        Xf[mf + i] = Xt[60 + i];
+    }
+    gp_predict_request fr = {.X = Xf, .m = mf, .d = 2, .full_covariance = 1};
+    gp_prediction fo = {fm, fv, cov, .latent_mean = lm, .latent_variance = lv, .obs_mean = om,
+                        .obs_variance = ov};
+    assert_int_equal(gp_model_predict(model, &fr, &fo, &err), GP_OK);
+    for (size_t c = 0; c < NC; c++)
+        for (size_t i = 0; i < mf; i++) {
+            assert_true(cov[c * mf * mf + i * mf + i] == fv[c * mf + i]);
+            tu_assert_close(fv[c * mf + i], p.lv[c * 60 + i], 0, 0, "variance with covariance");
+            for (size_t j = 0; j < mf; j++)
+                tu_assert_close(cov[c * mf * mf + i * mf + j], cov[c * mf * mf + j * mf + i], 1e-14,
+                                1e-14, "class %zu covariance symmetric", c);
+        }
+    assert_true(memcmp(cov, cov + mf * mf, mf * mf * sizeof *cov) != 0);
     /* quantiles of a label are refused */
     double lev = 0.5, qs[60 * NC];
     pr.quantiles = &lev;

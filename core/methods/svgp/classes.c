@@ -28,6 +28,7 @@ int svgp_classes_widen(gp_inducing_post *p, size_t C, gp_error *err)
     free(p->C);
     p->mt = mt;
     p->C = cov;
+    p->latents = C;
     return GP_OK;
 }
 
@@ -37,30 +38,15 @@ static gp_inducing_post class_view(const gp_inducing_post *p, size_t c)
     gp_inducing_post v = *p;
     v.mt = p->mt + c * p->m;
     v.C = p->C + c * p->m * p->m;
+    v.latents = 1;
     return v;
 }
 
 int svgp_classes_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                          gp_error *err)
 {
-    const gp_inducing_post *p = model->impl;
-    size_t m = req->m;
-    double *P;
-    int rc = gp_model_points(model, req->X, m, &P, err);
-    if (rc)
-        return rc;
-    out->clamped = 0;
-    for (size_t c = 0; rc == GP_OK && c < model->n_outputs; c++) {
-        gp_inducing_post v = class_view(p, c);
-        gp_prediction oc = {0};
-        oc.mean = out->mean + c * m;
-        oc.variance = out->variance + c * m;
-        oc.covariance = req->full_covariance ? out->covariance + c * m * m : NULL;
-        rc = gp_inducing_predict_points(model, &v, P, req, &oc, err);
-        out->clamped += oc.clamped;
-    }
-    free(P);
-    return rc;
+    out->clamped = 0; /* the inducing posterior answers every class (its latents) */
+    return gp_inducing_predict(model, model->impl, req, out, err);
 }
 
 int svgp_classes_sample(const gp_model *model, const gp_sample_request *req, double *samples,

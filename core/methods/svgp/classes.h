@@ -2,11 +2,12 @@
  * GPs that share the kernel and Z (docs/design/numerics.md "Softmax").
  *
  * The model's impl is a gp_inducing_post whose mt and C hold every class:
- * mt is m x C (class c at c m) and C is m x m x C (class c at c m m), so the
- * inducing posterior's free releases them; Z, L and the jitter are shared. A
- * class's view is that posterior with mt and C moved to its block, and every
- * prediction is the inducing posterior's, class by class (batch-invariant:
- * per-point arithmetic). */
+ * mt is m x C (class c at c m) and C is m x m x C (class c at c m m), and
+ * its latents count is C: the inducing posterior predicts every class at once
+ * (one kernel row and one triangular solve a point) and its free releases
+ * them; Z, L and the jitter are shared. A class's view (for draws) is that
+ * posterior with mt and C moved to its block. Predictions are per-point
+ * arithmetic: batch-invariant. */
 #ifndef GP_METHODS_SVGP_CLASSES_H
 #define GP_METHODS_SVGP_CLASSES_H
 
@@ -17,7 +18,8 @@ int svgp_classes_widen(gp_inducing_post *p, size_t C, gp_error *err);
 
 /* Latent predictions of a softmax model: mean, variance m x C (and covariance
  * m x m x C with full_covariance), in the model's units (natural: never
- * standardised). */
+ * standardised): the inducing posterior's, whose latents are the classes
+ * (one kernel row and one triangular solve per point serve them all). */
 int svgp_classes_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                          gp_error *err);
 
