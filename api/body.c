@@ -2,6 +2,7 @@
  * the media type, "version", X in two steps, and the answer's head. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/internal.h"
@@ -90,10 +91,22 @@ int gp_api_x_or_rows(json_t *obj, const char *what, json_t **Xj, json_t **rows, 
     return GP_OK;
 }
 
-/* A query parameter's value as JSON: a number, true, false, or a string. */
-static json_t *query_value(const char *v)
+/* A query parameter's value as JSON: a number, true, false, or a string;
+ * the lists (quantiles, noise) as comma-separated values (?quantiles=0.1,0.9). */
+static json_t *query_value(const char *k, const char *v)
 {
     json_error_t je;
+    if (strcmp(k, "quantiles") == 0 || strcmp(k, "noise") == 0) {
+        size_t len = strlen(v);
+        char *list = malloc(len + 3);
+        json_t *a = NULL;
+        if (list) {
+            snprintf(list, len + 3, "[%s]", v);
+            a = json_loads(list, 0, &je);
+            free(list);
+        }
+        return a ? a : json_string(v);
+    }
     json_t *j = json_loads(v, JSON_DECODE_ANY, &je);
     if (json_is_number(j) || json_is_boolean(j))
         return j;
@@ -117,7 +130,7 @@ static int csv_object(gp_api *api, const gp_request *req, json_t **out, gp_error
             rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice or in "
                               "the body", k);
         else
-            json_object_set_new(obj, k, query_value(v));
+            json_object_set_new(obj, k, query_value(k, v));
     }
     if (obj && rc == GP_OK)
         json_object_set_new(obj, "rows", rows);

@@ -306,6 +306,7 @@ typedef struct csv_targets {
     size_t *out_of;
     size_t p;
     int missing;
+    int records; /* a predict's rows: errors name rows[i].column */
 } csv_targets;
 
 /* ncol: the noise column (SIZE_MAX: none). */
@@ -313,7 +314,10 @@ static int cell_error(const header *h, size_t row, size_t col, const csv_targets
                       size_t xcol, const char *cell, size_t len, const char *why, gp_error *err)
 {
     char field[GP_ERROR_FIELD_LEN];
-    if (col == ncol)
+    int nl = h->len[col] > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : (int)h->len[col];
+    if (t->records)
+        snprintf(field, sizeof field, "rows[%zu].%.*s", row, nl, h->name[col]);
+    else if (col == ncol)
         snprintf(field, sizeof field, "noise.per_point[%zu]", row);
     else if (t->out_of[col] != SIZE_MAX && t->p > 1)
         snprintf(field, sizeof field, "y[%zu][%zu]", row, t->out_of[col]);
@@ -321,7 +325,6 @@ static int cell_error(const header *h, size_t row, size_t col, const csv_targets
         snprintf(field, sizeof field, "y[%zu]", row);
     else
         snprintf(field, sizeof field, "X[%zu][%zu]", row, xcol);
-    int nl = h->len[col] > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : (int)h->len[col];
     int cl = len > 24 ? 24 : (int)len;
     return gp_error_set(err, GP_EDATA, field, "row %zu, column '%.*s': '%.*s' %s", row + 1, nl,
                         h->name[col], cl, cell, why);
@@ -521,7 +524,7 @@ int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, 
         pos += 3; /* UTF-8 byte order mark */
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, q->max_inputs, &h, err);
-    csv_targets t = {NULL, 0, 0};
+    csv_targets t = {NULL, 0, 0, 0};
     size_t rows = 0, ncol = SIZE_MAX, extra = noise_column ? 1 : 0;
     if (rc == GP_OK && (t.out_of = malloc(h.n * sizeof *t.out_of)) == NULL)
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
@@ -617,7 +620,7 @@ int gp_csv_records(const char *body, size_t len, size_t max_rows, size_t max_col
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, max_cols, &h, err);
     /* every column is read as an input; the model sorts them out by name */
-    csv_targets t = {NULL, 0, 0};
+    csv_targets t = {NULL, 0, 0, 1};
     size_t rows = 0;
     double *M = NULL;
     if (rc == GP_OK && (t.out_of = malloc(h.n * sizeof *t.out_of)) == NULL)
