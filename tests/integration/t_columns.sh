@@ -68,6 +68,11 @@ check_json "predict the model observed positionally" 200 "$M/cols-on2/predict" '
 verdict "observed by names == observed positionally" $? "$(cat "$T/cols_on.txt") vs $(jqb '.mean')"
 check_json "observe by named rows with y beside" 200 "$M/cols-on/observe" \
     '{"rows":[{"slag":0.1,"cement":0.9}],"y":[0.2]}'
+check_json "observe by named rows as a new version" 200 "$M/cols-on/observe" \
+    '{"rows":[{"slag":0.3,"cement":0.2,"strength":0.1}],"new_version":true}'
+check "GET the new version" 200 GET "$M/cols-on/versions/$(jqb .version)"
+jhas '.feature_names == ["cement","slag"] and .target_names == ["strength"]'
+verdict "a version saved by observe keeps the names" $? "$(jqb '[.feature_names, .target_names] | tostring')"
 
 # the bad cases, each with its status and field
 check_jerr "named rows: a missing column" 422 invalid_data '^rows\[1\]\.slag$' "$CM/predict" \
