@@ -741,10 +741,11 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
     return GP_OK;
 }
 
-/* A CSV header's names as the fit's feature_names and target_names, unless
- * the query gives them; names that could not be a signature (empty, too
- * long, repeated once the targets are out) leave the model without one, as
- * before names were kept: the CSV itself is valid. */
+/* A CSV header's names as the fit's feature_names and target_names (kept in
+ * its spec, so a stored job's run keeps them too); names that could not be a
+ * signature (an empty one, one over GP_OUTPUT_NAME_MAX bytes or with a control
+ * character) leave the model without one, as before names were kept: the CSV
+ * itself is valid. */
 static void keep_header_names(json_t *obj, const gp_csv_request *q, const gp_fit_job *job)
 {
     gp_error ignored;
