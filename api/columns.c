@@ -22,20 +22,9 @@ int gp_api_check_names(json_t *v, const char *field, size_t want, gp_error *err)
         return gp_error_set(err, GP_EDATA, field, "%s has %zu names; the data has %zu columns",
                             field, json_array_size(v), want);
     for (size_t i = 0; i < want; i++) {
-        char f[GP_ERROR_FIELD_LEN];
-        snprintf(f, sizeof f, "%s[%zu]", field, i);
-        const char *s = json_string_value(json_array_get(v, i));
-        size_t len = s ? strlen(s) : 0;
-        if (s == NULL || len == 0 || len > GP_OUTPUT_NAME_MAX)
-            return gp_error_set(err, GP_EINVAL, f, "%s must be a non-empty string of at most %d "
-                                "bytes", f, GP_OUTPUT_NAME_MAX);
-        for (size_t k = 0; k < len; k++)
-            if ((unsigned char)s[k] < 0x20)
-                return gp_error_set(err, GP_EINVAL, f, "%s holds a control character", f);
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(s, json_string_value(json_array_get(v, k))) == 0)
-                return gp_error_set(err, GP_EINVAL, f, "%s repeats %s[%zu] ('%.*s')", f, field, k,
-                                    NAME_SHOWN, s);
+        int rc = gp_api_check_name_at(v, field, i, err);
+        if (rc)
+            return rc;
     }
     return GP_OK;
 }

@@ -506,6 +506,20 @@ static void column_names(const header *h, const csv_targets *t, size_t ncol,
     json_decref(out);
 }
 
+/* Where a CSV body's header starts (after a UTF-8 byte order mark):
+ * GP_EDATA naming "X" for an empty body or one holding a NUL byte. */
+static int body_start(const char *body, size_t len, const char **pos, gp_error *err)
+{
+    if (body == NULL || len == 0)
+        return gp_error_set(err, GP_EDATA, "X", "the CSV body is empty");
+    if (memchr(body, '\0', len))
+        return gp_error_set(err, GP_EDATA, "X", "the CSV body contains a NUL byte");
+    *pos = body;
+    if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
+        *pos += 3; /* UTF-8 byte order mark */
+    return GP_OK;
+}
+
 int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, double **X,
                          double **y, double **noise, size_t *n_out, size_t *d_out, size_t *p_out,
                          json_t *names, gp_error *err)
@@ -515,13 +529,10 @@ int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, 
     *y = NULL;
     if (noise)
         *noise = NULL;
-    if (body == NULL || len == 0)
-        return gp_error_set(err, GP_EDATA, "X", "the CSV body is empty");
-    if (memchr(body, '\0', len))
-        return gp_error_set(err, GP_EDATA, "X", "the CSV body contains a NUL byte");
-    const char *pos = body, *end = body + len;
-    if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
-        pos += 3; /* UTF-8 byte order mark */
+    const char *pos, *end = body + len;
+    int start = body_start(body, len, &pos, err);
+    if (start)
+        return start;
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, q->max_inputs, &h, err);
     csv_targets t = {NULL, 0, 0, 0};
@@ -610,13 +621,10 @@ int gp_csv_records(const char *body, size_t len, size_t max_rows, size_t max_col
                    json_t **rows_out, gp_error *err)
 {
     *rows_out = NULL;
-    if (body == NULL || len == 0)
-        return gp_error_set(err, GP_EDATA, "X", "the CSV body is empty");
-    if (memchr(body, '\0', len))
-        return gp_error_set(err, GP_EDATA, "X", "the CSV body contains a NUL byte");
-    const char *pos = body, *end = body + len;
-    if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
-        pos += 3; /* UTF-8 byte order mark */
+    const char *pos, *end = body + len;
+    int start = body_start(body, len, &pos, err);
+    if (start)
+        return start;
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, max_cols, &h, err);
     /* every column is read as an input; the model sorts them out by name */

@@ -206,6 +206,10 @@ int gp_api_parse_outputs(json_t *v, size_t p, json_t **out, gp_error *err);
 /* The names kept in a model's info JSON (its "outputs"), or the defaults,
  * as JSON text (malloc'ed; NULL when out of memory). */
 char *gp_api_outputs_text(const char *info, size_t p);
+/* Name i of the list `names` (the field's name, e.g. "outputs"): a non-empty
+ * string of at most GP_OUTPUT_NAME_MAX bytes, no control character, unlike
+ * the names before it; GP_EINVAL naming "field[i]" otherwise. */
+int gp_api_check_name_at(json_t *names, const char *field, size_t i, gp_error *err);
 /* Whether model's n_outputs are named outputs (several, and not a softmax
  * model's classes, which are the column indices 0..C-1 and carry no names). */
 int gp_api_named_outputs(const gp_model *model);
