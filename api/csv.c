@@ -529,10 +529,11 @@ int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, 
     *y = NULL;
     if (noise)
         *noise = NULL;
-    const char *pos, *end = body + len;
+    const char *pos;
     int start = body_start(body, len, &pos, err);
     if (start)
         return start;
+    const char *end = body + len; /* body is not NULL here */
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, q->max_inputs, &h, err);
     csv_targets t = {NULL, 0, 0, 0};
@@ -621,10 +622,11 @@ int gp_csv_records(const char *body, size_t len, size_t max_rows, size_t max_col
                    json_t **rows_out, gp_error *err)
 {
     *rows_out = NULL;
-    const char *pos, *end = body + len;
+    const char *pos;
     int start = body_start(body, len, &pos, err);
     if (start)
         return start;
+    const char *end = body + len; /* body is not NULL here */
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, max_cols, &h, err);
     /* every column is read as an input; the model sorts them out by name */
