@@ -98,7 +98,7 @@ if start_daemon "$T/bk.log" --db "$BK_DB"; then
         req GET /v1/models/load
         bad=""
         n=0
-        for v in $(jqb '.versions[]?.version // empty'); do
+        for v in $(jqb '.versions[]? | if type == "object" then .version else . end'); do
             n=$((n + 1))
             jpost /v1/models/load/predict "{\"X\":$BKQ,\"version\":$v}"
             cmp -s "$T/body" "$T/bkref/load.$v" || bad="$bad $v($ST)"
