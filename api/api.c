@@ -347,3 +347,13 @@ void gp_api_methods(gp_api *api, gp_response *out)
     json_object_set_new(root, "methods", list);
     gp_json_respond(root, 200, out);
 }
+
+int gp_api_backup(const char *db, const char *out_file, gp_error *err)
+{
+    return gp_store_sqlite_backup(db, out_file, err);
+}
+
+int gp_api_restore(const char *db, const char *from_file, gp_error *err)
+{
+    return gp_store_sqlite_restore(db, from_file, err);
+}

@@ -48,6 +48,12 @@ void gp_api_close(gp_api *api);
 int gp_api_ready(gp_api *api);
 /* db (a db_path) as it may be logged: a PostgreSQL URL's password hidden. */
 void gp_api_redact_db(const char *db, char *out, size_t size);
+/* `gpserve backup` / `gpserve restore` of a SQLite database file (the store's
+ * gp_store_sqlite_backup / gp_store_sqlite_restore; a PostgreSQL URL is
+ * GP_EUNSUPPORTED: pg_dump / pg_restore). Restore is GP_ECONFLICT while a
+ * daemon holds db. */
+int gp_api_backup(const char *db, const char *out_file, gp_error *err);
+int gp_api_restore(const char *db, const char *from_file, gp_error *err);
 
 /* ---- requests and responses ---- */
 typedef struct gp_query_param {
@@ -83,6 +89,10 @@ typedef struct gp_response {
     size_t n_headers;
 } gp_response;
 
+/* Add "request_id": rid to the catalogue's error object of res (a body
+ * {"error":{...}}); any other body is left alone. rid holds no character
+ * JSON escapes (server/access_log.h). */
+void gp_api_error_request_id(gp_response *res, const char *rid);
 void gp_response_free(gp_response *res);
 /* Add an extra header (ignored past GP_RESPONSE_MAX_HEADERS). */
 void gp_response_header(gp_response *res, const char *name, const char *value);

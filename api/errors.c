@@ -153,3 +153,25 @@ int gp_api_check_name(const char *name, gp_error *err)
     return GP_OK;
 }
 
+
+void gp_api_error_request_id(gp_response *res, const char *rid)
+{
+    static const char head[] = "{\"error\":{";
+    size_t n = res->body ? res->body_len : 0;
+    if (rid == NULL || n < sizeof head + 1 || memcmp(res->body, head, sizeof head - 1) != 0 ||
+        memcmp(res->body + n - 2, "}}", 2) != 0)
+        return;
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_buf_put(&b, res->body, n - 2);
+    gp_buf_puts(&b, ",\"request_id\":");
+    gp_buf_json_string(&b, rid);
+    gp_buf_puts(&b, "}}");
+    if (b.failed) {
+        gp_buf_free(&b);
+        return; /* the answer without its id rather than none */
+    }
+    free(res->body);
+    res->body = b.data;
+    res->body_len = b.len;
+}

@@ -30,17 +30,14 @@ enum MHD_Result gp_http_send_response(conn_ctx *ctx, gp_response *res)
         r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     }
     if (r == NULL) {
-        gp_log("gpserve: request %llu: cannot create a response (out of memory)",
-               (unsigned long long)ctx->id);
+        gp_log("gpserve: request %s: cannot create a response (out of memory)", ctx->rid);
         gp_response_free(res);
         return MHD_NO;
     }
     if (len > 0 || (res->content_type && res->status != 204))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 res->content_type ? res->content_type : "application/json");
-    char rid[24];
-    snprintf(rid, sizeof rid, "%llu", (unsigned long long)ctx->id);
-    MHD_add_response_header(r, "X-Request-Id", rid);
+    MHD_add_response_header(r, "X-Request-Id", ctx->rid);
     for (size_t i = 0; i < res->n_headers && i < GP_RESPONSE_MAX_HEADERS; i++)
         MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
     int status = res->status ? res->status : 500;
@@ -61,13 +58,14 @@ static void log_server_error(conn_ctx *ctx, const gp_response *res)
     char msg[GP_ERROR_MESSAGE_LEN];
     if (!gp_json_find_string(res->body, res->body_len, "message", msg, sizeof msg))
         snprintf(msg, sizeof msg, "(no message)");
-    gp_log("gpserve: request %llu: %s %s: error %d: %s", (unsigned long long)ctx->id,
-           ctx->method, ctx->path, res->status, msg);
+    gp_log("gpserve: request %s: %s %s: error %d: %s", ctx->rid, ctx->method, ctx->path,
+           res->status, msg);
 }
 
 enum MHD_Result gp_http_answer(conn_ctx *ctx, gp_response *res)
 {
     log_server_error(ctx, res);
+    gp_api_error_request_id(res, ctx->rid);
     /* Every answer on a /v2 path, whoever made it (the early checks, a
      * handler, a batch), carries the Open Inference Protocol's error shape. */
     if (ctx->match.v2)

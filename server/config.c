@@ -94,6 +94,10 @@ static const opt_def options[] = {
      "survives a power loss (SQLite: one fsync for the writes that arrived meanwhile); "
      "normal: once committed (survives a crash of the daemon, but a power loss may lose the "
      "last writes; faster on slow disks). PostgreSQL syncs every commit either way"},
+    {"access-log", "GPSERVE_ACCESS_LOG", OPT_STRING, OFF(access_log), 0, 0,
+     "file the access log is appended to, one JSON line per request (time, request_id, "
+     "client, key, method, route, model, version, status, bytes, duration_us), written "
+     "off the request threads; '-' = standard output; none by default"},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])

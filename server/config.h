@@ -35,6 +35,7 @@ typedef struct gp_server_config {
     long batch_delay_us;      /* --batch-delay-us: longest wait for a batch; 0 = no batching; 300 */
     long batch_max_points;    /* --batch-max-points: points per batch; 64 */
     const char *durability;   /* --durability: "full" (writes answered once on disk) | "normal" */
+    const char *access_log;   /* --access-log: a file, "-" (standard output), or NULL: none */
 } gp_server_config;
 
 /* Result of gp_config_parse. */

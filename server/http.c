@@ -132,8 +132,11 @@ static struct MHD_Response *library_error(struct MHD_Connection *c, unsigned *st
     uint64_t id = ctx ? ctx->id
               : gc    ? atomic_fetch_add(&gc->srv->next_request_id, 1) + 1
                       : 0;
-    char rid[24];
-    snprintf(rid, sizeof rid, "%llu", (unsigned long long)id);
+    char rid[GP_REQUEST_ID_SIZE];
+    if (ctx)
+        memcpy(rid, ctx->rid, sizeof rid);
+    else
+        snprintf(rid, sizeof rid, "%llu", (unsigned long long)id);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(r, "X-Request-Id", rid);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -175,6 +178,7 @@ static void server_free(gp_server *srv)
     gp_syncer_free(srv->syncer);
     gp_jobs_free(srv->jobs);
     gp_metrics_free(srv->metrics);
+    gp_access_log_close(srv->access_log); /* writes what is buffered */
     pthread_cond_destroy(&srv->sweep_wake);
     pthread_mutex_destroy(&srv->conns_lock);
     free(srv->timeout_body);
@@ -326,6 +330,13 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
     atomic_init(&srv->sync_pending, 0);
     atomic_init(&srv->refused_unlogged, 0);
     atomic_init(&srv->refused_logged_us, 0);
+    if (cfg->access_log) {
+        srv->access_log = gp_access_log_open(cfg->access_log, msg, msg_size);
+        if (srv->access_log == NULL) {
+            server_free(srv);
+            return NULL;
+        }
+    }
     srv->slots = gp_slots_new((size_t)cfg->max_connections, (size_t)cfg->max_connections_per_ip);
     if (srv->slots == NULL || gp_http_refusals_make(srv) != 0) {
         snprintf(msg, msg_size, "out of memory");

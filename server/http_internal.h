@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "server/access_log.h"
 #include "server/acceptor.h"
 #include "server/batcher.h"
 #include "server/http.h"
@@ -40,6 +41,7 @@ struct gp_server {
     gp_batcher *batcher; /* NULL: batching off (--batch-delay-us 0) */
     gp_syncer *syncer;   /* observes waiting for the disk (server/syncer.h) */
     gp_metrics *metrics;
+    gp_access_log *access_log; /* NULL: --access-log not set */
     atomic_int stopping;
     atomic_uint_fast64_t next_request_id;
     atomic_int sync_pending; /* synchronous fits not answered yet */
@@ -95,6 +97,7 @@ typedef struct conn_ctx {
     uint64_t t0_us;
     enum conn_state state;
     char method[12];
+    char rid[GP_REQUEST_ID_SIZE]; /* X-Request-Id: the request's, or made */
     char path[LOG_PATH_MAX + 1]; /* for the log, control characters replaced */
     gp_route_match match;
     int verb;

@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "core/base/blas_core.h"
 #include "core/base/parallel.h"
+#include "server/admin.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/util.h"
@@ -43,6 +44,8 @@ static void raise_fd_limit(long sockets)
 
 int main(int argc, char **argv)
 {
+    if (gp_admin_is_command(argc, argv)) /* backup, restore: no daemon, no BLAS */
+        return gp_admin_run(argc, argv, env_lookup, stdout, stderr);
     /* OpenBLAS's settings are read when it loads: start again with them. */
     if (gp_blas_restart_prepare())
         execv("/proc/self/exe", argv); /* on failure, go on as we are */

@@ -4,11 +4,14 @@
  * framing), the body, the answer and its log line and metrics. */
 #include "server/http_internal.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "server/mhd_shim.h"
 #include "server/util.h"
@@ -37,6 +40,7 @@ static conn_ctx *ctx_new(gp_server *srv, const char *uri)
     ctx->srv = srv;
     ctx->t0_us = gp_monotonic_us();
     ctx->id = atomic_fetch_add(&srv->next_request_id, 1) + 1;
+    gp_request_id_choose(NULL, ctx->rid); /* the request's own, once its headers are read */
     const char *u = uri ? uri : "";
     size_t plen = strcspn(u, "?");
     copy_for_log(ctx->path, sizeof ctx->path, u, plen);
@@ -67,10 +71,42 @@ void *gp_http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 }
 
 
+/* The access log's line of an answered request (--access-log). */
+static void access_log(gp_server *srv, struct MHD_Connection *conn, const conn_ctx *ctx,
+                       uint64_t us)
+{
+    if (srv->access_log == NULL)
+        return;
+    char client[INET6_ADDRSTRLEN] = "";
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        const void *a = sa->sa_family == AF_INET6
+                            ? (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr
+                            : (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        if (inet_ntop(sa->sa_family, a, client, sizeof client) == NULL)
+            client[0] = '\0';
+    }
+    int named = ctx->match.route != GP_ROUTE_NONE && ctx->match.param_error == GP_PARAM_OK;
+    gp_access_entry e = {
+        .request_id = ctx->rid,
+        .client = client[0] ? client : NULL,
+        .key_name = NULL,
+        .method = ctx->method[0] ? ctx->method : NULL,
+        .route = gp_route_name(ctx->match.route),
+        .model = named && ctx->match.name[0] ? ctx->match.name : NULL,
+        .version = named ? ctx->match.version : 0,
+        .status = ctx->status,
+        .bytes = ctx->resp_bytes,
+        .duration_us = us,
+    };
+    gp_access_log_write(srv->access_log, &e);
+}
+
 void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     gp_server *srv = cls;
     conn_ctx *ctx = *con_cls;
     if (ctx == NULL)
@@ -86,18 +122,18 @@ void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls
     if (ctx->status) {
         gp_metrics_request(srv->metrics, ctx->match.route, ctx->method, ctx->status,
                            (double)us * 1e-6);
-        gp_log("%s %s %d %zu %lluus req=%llu", ctx->method[0] ? ctx->method : "-", ctx->path,
-               ctx->status, ctx->resp_bytes, (unsigned long long)us,
-               (unsigned long long)ctx->id);
+        gp_log("%s %s %d %zu %lluus req=%s", ctx->method[0] ? ctx->method : "-", ctx->path,
+               ctx->status, ctx->resp_bytes, (unsigned long long)us, ctx->rid);
+        access_log(srv, conn, ctx, us);
     } else {
         const char *why = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
                           : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client went away"
                           : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "daemon shutdown"
                                                                            : "closed";
         /* No method: libmicrohttpd refused the request itself (e.g. 431). */
-        gp_log("%s %s - 0 %lluus req=%llu (%s before an answer)",
-               ctx->method[0] ? ctx->method : "-", ctx->path, (unsigned long long)us,
-               (unsigned long long)ctx->id, why);
+        gp_log("%s %s - 0 %lluus req=%s (%s before an answer)",
+               ctx->method[0] ? ctx->method : "-", ctx->path, (unsigned long long)us, ctx->rid,
+               why);
     }
     if (ctx->fit_pending) {
         ctx->fit_pending = 0;
@@ -256,6 +292,9 @@ static enum MHD_Result first_call(conn_ctx *ctx, const char *method, const char 
     if (ctx->gc && ctx->gc->refused)
         return MHD_NO; /* refused a slot: answered already, libmicrohttpd read it anyway */
     snprintf(ctx->method, sizeof ctx->method, "%s", method ? method : "?");
+    const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (rid)
+        gp_request_id_choose(rid, ctx->rid);
     ctx->verb = gp_verb_of(method);
     ctx->state = CS_BODY;
     gp_route_id r = ctx->match.route;

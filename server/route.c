@@ -283,6 +283,16 @@ const char *gp_route_allow(gp_route_id r)
     return i ? allow_of[i->verbs & 7] : "";
 }
 
+const char *gp_route_name(gp_route_id r)
+{
+    static const char *const names[GP_ROUTE_COUNT] = {
+#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) [GP_ROUTE_##id] = #id,
+#include "server/routes.def"
+#undef ROUTE
+    };
+    return info(r) ? names[r] : "NONE";
+}
+
 const char *gp_route_pattern(gp_route_id r)
 {
     const route_info *i = info(r);

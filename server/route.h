@@ -89,6 +89,8 @@ const char *gp_route_allow(gp_route_id r);
 /* The route pattern used as the metrics label ("/v1/models/{name}/predict");
  * "unmatched" for GP_ROUTE_NONE. */
 const char *gp_route_pattern(gp_route_id r);
+/* The route's ID in server/routes.def ("PREDICT"); "NONE" for GP_ROUTE_NONE. */
+const char *gp_route_name(gp_route_id r);
 /* 0 for the routes open without an API key (GP_AUTH_OPEN); 1 for
  * GP_ROUTE_NONE. */
 int gp_route_needs_auth(gp_route_id r);

@@ -445,4 +445,16 @@ uint64_t gp_store_generation(gp_store *store);
 /* Current UTC time as ISO 8601 with seconds ("2026-11-21T06:12:20Z"). */
 void gp_store_now(char out[GP_TIME_LEN]);
 
+/* ---- backups of a SQLite file (sqlite_backup.c) ---- */
+/* Copy the live database db_path to out_path (replaced whole, never left
+ * partial) with SQLite's online backup API, in steps that do not hold the
+ * writers back. GP_ENOTFOUND (no database), GP_EDATA (not a gpserve
+ * database), GP_EUNSUPPORTED (a PostgreSQL URL: pg_dump), GP_ESTORAGE. */
+int gp_store_sqlite_backup(const char *db_path, const char *out_path, gp_error *err);
+/* Put the backup from_path into db_path (created if missing), in WAL mode.
+ * GP_ECONFLICT when a daemon (any SQLite connection) holds db_path open. */
+int gp_store_sqlite_restore(const char *db_path, const char *from_path, gp_error *err);
+/* 1 when some process has the WAL database db_path open (its -shm lock). */
+int gp_store_sqlite_held(const char *db_path);
+
 #endif
