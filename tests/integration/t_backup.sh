@@ -159,8 +159,21 @@ rc=$?
 verdict "backup: an unknown option exits 2" $? "exit $rc: $(cat "$T/bk_out")"
 
 section "backup: PostgreSQL (pg_dump / pg_restore recipe of docs/design/storage.md)"
+# GPSERVE_TEST_DB_URL's server, or else a throw-away PostgreSQL 15 cluster
+# (tests/support/pgtmp.sh, as the replicas area) where one is installed.
+BK_MAIN_DB_URL=$DB_URL
+BK_PGDIR=""
+if [ -z "$DB_URL" ] && [ -x "${PGBIN:-/usr/lib/postgresql/15/bin}/initdb" ]; then
+    BK_PGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-pg.XXXXXX") && chmod 755 "$BK_PGDIR"
+    if DB_URL=$(sh "$ROOT/tests/support/pgtmp.sh" start "$BK_PGDIR/pg" 2>"$T/bk_pgstart"); then
+        CLEANUP_CMDS="$CLEANUP_CMDS sh '$ROOT/tests/support/pgtmp.sh' stop '$BK_PGDIR/pg' >/dev/null 2>&1; rm -rf '$BK_PGDIR';"
+    else
+        note "backup: no PostgreSQL cluster could be started ($(tail -n 1 "$T/bk_pgstart"))"
+        DB_URL=""
+    fi
+fi
 if [ -z "$DB_URL" ] || ! command -v pg_dump >/dev/null 2>&1 || ! command -v pg_restore >/dev/null 2>&1; then
-    note "backup: PostgreSQL part skipped (needs GPSERVE_TEST_DB_URL, pg_dump and pg_restore)"
+    note "backup: PostgreSQL part skipped (needs PostgreSQL 15 or GPSERVE_TEST_DB_URL, pg_dump and pg_restore)"
 else
     PG_SRC=$(db_for bksrc)
     if start_daemon "$T/bkpg.log" --db "$PG_SRC"; then
@@ -187,3 +200,8 @@ else
         PORT=$MPORT
     fi
 fi
+if [ -n "$BK_PGDIR" ]; then
+    sh "$ROOT/tests/support/pgtmp.sh" stop "$BK_PGDIR/pg" >/dev/null 2>&1
+    rm -rf "$BK_PGDIR"
+fi
+DB_URL=$BK_MAIN_DB_URL
