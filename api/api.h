@@ -93,6 +93,11 @@ typedef struct gp_response {
  * {"error":{...}}); any other body is left alone. rid holds no character
  * JSON escapes (server/access_log.h). */
 void gp_api_error_request_id(gp_response *res, const char *rid);
+/* The model version an answer of predict, sample, observe or OIP infer names
+ * in its head ({"name":..,"version":N or {"model_name":..,"model_version":"N"),
+ * or 0: the access log's version when the request named none (the latest)
+ * or an alias. */
+int gp_api_answered_version(const char *body, size_t len);
 void gp_response_free(gp_response *res);
 /* Add an extra header (ignored past GP_RESPONSE_MAX_HEADERS). */
 void gp_response_header(gp_response *res, const char *name, const char *value);

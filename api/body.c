@@ -182,3 +182,44 @@ void gp_api_write_head(gp_buf *b, const char *name, int version)
     gp_buf_json_string(b, name);
     gp_buf_printf(b, ",\"version\":%d", version);
 }
+
+/* Past the JSON string at p (a model name: no escapes are written for the
+ * names gp_api_valid_name allows), or NULL. */
+static const char *skip_name(const char *p, const char *end)
+{
+    if (p >= end || *p != '"')
+        return NULL;
+    for (p++; p < end && *p != '"'; p++)
+        if (*p == '\\')
+            return NULL;
+    return p < end ? p + 1 : NULL;
+}
+
+static int starts(const char *p, const char *end, const char *s, const char **after)
+{
+    size_t n = strlen(s);
+    if ((size_t)(end - p) < n || memcmp(p, s, n) != 0)
+        return 0;
+    *after = p + n;
+    return 1;
+}
+
+int gp_api_answered_version(const char *body, size_t len)
+{
+    if (body == NULL)
+        return 0;
+    const char *end = body + len, *p;
+    int oip = 0;
+    if (!starts(body, end, "{\"name\":", &p)) {
+        if (!starts(body, end, "{\"model_name\":", &p))
+            return 0;
+        oip = 1;
+    }
+    if ((p = skip_name(p, end)) == NULL ||
+        !starts(p, end, oip ? ",\"model_version\":\"" : ",\"version\":", &p))
+        return 0;
+    long v = 0;
+    for (; p < end && *p >= '0' && *p <= '9' && v <= INT_MAX / 10; p++)
+        v = v * 10 + (*p - '0');
+    return v <= INT_MAX ? (int)v : 0;
+}

@@ -22,6 +22,10 @@ enum MHD_Result gp_http_send_response(conn_ctx *ctx, gp_response *res)
     }
     struct MHD_Response *r;
     size_t len = res->body ? res->body_len : 0;
+    /* the access log names the version that answered a request for the
+     * latest (or an alias): read from the answer's head before it goes */
+    if (ctx->srv->access_log && ctx->match.version == 0 && res->status == 200)
+        ctx->answered_version = gp_api_answered_version(res->body, len);
     if (len > 0) {
         r = MHD_create_response_from_buffer(len, res->body, MHD_RESPMEM_MUST_FREE);
         if (r)

@@ -98,6 +98,7 @@ typedef struct conn_ctx {
     enum conn_state state;
     char method[12];
     char rid[GP_REQUEST_ID_SIZE]; /* X-Request-Id: the request's, or made */
+    int answered_version; /* the version its answer names (access log), else 0 */
     char path[LOG_PATH_MAX + 1]; /* for the log, control characters replaced */
     gp_route_match match;
     int verb;

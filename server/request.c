@@ -96,7 +96,7 @@ static void access_log(gp_server *srv, struct MHD_Connection *conn, const conn_c
         .method = ctx->method[0] ? ctx->method : NULL,
         .route = gp_route_name(ctx->match.route),
         .model = named && ctx->match.name[0] ? ctx->match.name : NULL,
-        .version = named ? ctx->match.version : 0,
+        .version = named ? (ctx->match.version ? ctx->match.version : ctx->answered_version) : 0,
         .status = ctx->status,
         .bytes = ctx->resp_bytes,
         .duration_us = us,

@@ -34,6 +34,13 @@ if start_daemon "$T/al.log" --db "$T/al.db" --access-log "$AL"; then
     check_json "access_log: predict" 200 /v1/models/al/predict '{"X":[[0.5]]}' -H 'X-Request-Id: pr-1'
     PBYTES=$(wc -c <"$T/body")
     check "access_log: GET a version" 200 GET /v1/models/al/versions/1
+    jpost /v1/models "{\"name\":\"al\",\"X\":$X2,\"y\":[1,2,4]}"
+    check_json "access_log: predict naming version 1 in its body" 200 /v1/models/al/predict \
+        '{"X":[[0.5]],"version":1}' -H 'X-Request-Id: pr-v1'
+    check_json "access_log: sample of the latest" 200 /v1/models/al/sample '{"X":[[0.5]],"n_samples":2}' \
+        -H 'X-Request-Id: sa-latest'
+    check_json "access_log: OIP infer of the latest" 200 /v2/models/al/infer \
+        '{"inputs":[{"name":"X","shape":[1,1],"datatype":"FP64","data":[0.5]}]}' -H 'X-Request-Id: oip-latest'
     stop_daemon "$AL_PID"
     PORT=$MPORT
     [ "$STOP_RC" = 0 ]
@@ -51,6 +58,11 @@ if start_daemon "$T/al.log" --db "$T/al.db" --access-log "$AL"; then
     verdict "access_log: the predict's line (route, model, status, bytes)" $? "$(grep pr-1 "$AL")"
     jq -se 'any(.[]; .route == "MODEL_VERSION" and .model == "al" and .version == 1 and .status == 200)' "$AL" >/dev/null
     verdict "access_log: a version's line" $? "$(grep MODEL_VERSION "$AL")"
+    jq -se 'any(.[]; .request_id == "pr-1" and .version == 1) and any(.[]; .request_id == "pr-v1" and .version == 1)
+        and any(.[]; .request_id == "sa-latest" and .version == 2) and any(.[]; .request_id == "oip-latest" and .version == 2)' \
+        "$AL" >/dev/null
+    verdict "access_log: the version that answered (from the body, or the latest's number)" $? \
+        "$(grep -E 'pr-1|pr-v1|sa-latest|oip-latest' "$AL")"
     jq -se 'any(.[]; .request_id == "err-42" and .status == 400 and .route == "MODELS")' "$AL" >/dev/null
     verdict "access_log: the error's line" $? "$(grep err-42 "$AL")"
     grep -q "req=err-42" "$T/al.log"
