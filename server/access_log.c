@@ -81,60 +81,121 @@ void gp_request_id_choose(const char *header, char out[GP_REQUEST_ID_SIZE])
 
 /* ---- lines ---- */
 
-/* s as a JSON string (or null) at out[*n], within size. */
-static void put_json(char *out, size_t size, size_t *n, const char *s)
+/* The line is built by hand rather than by snprintf: at about 16,000
+ * instructions a line snprintf cost more than the rest of a cheap request's
+ * handling (callgrind), and this costs a few hundred. Whatever the size of
+ * out, the result is the line's first size - 1 bytes and a NUL. */
+typedef struct line {
+    char *out;
+    size_t size; /* >= 1 */
+    size_t n;    /* bytes written, < size */
+} line_buf;
+
+static void put(line_buf *l, const char *s, size_t len)
 {
-    if (*n >= size)
-        return;
+    size_t room = l->size - 1 - l->n;
+    if (len > room)
+        len = room;
+    memcpy(l->out + l->n, s, len);
+    l->n += len;
+}
+
+static void put_str(line_buf *l, const char *s) { put(l, s, strlen(s)); }
+
+static void put_uint(line_buf *l, unsigned long long v)
+{
+    char digits[24];
+    size_t i = sizeof digits;
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put(l, digits + i, sizeof digits - i);
+}
+
+/* v as exactly width decimal digits (0 <= v < 10^width). */
+static void put_fixed(line_buf *l, int v, int width)
+{
+    char digits[8];
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        digits[i] = (char)('0' + v % 10);
+    put(l, digits, (size_t)width);
+}
+
+/* s as a JSON string, or null. */
+static void put_json(line_buf *l, const char *s)
+{
     if (s == NULL) {
-        *n += (size_t)snprintf(out + *n, size - *n, "null");
+        put(l, "null", 4);
         return;
     }
-    if (*n + 1 < size)
-        out[(*n)++] = '"';
-    for (const char *p = s; *p && *n + 7 < size; p++) {
+    static const char hex[] = "0123456789abcdef";
+    put(l, "\"", 1);
+    for (const char *p = s; *p; p++) {
+        const char *run = p; /* the characters that need no escape, at once */
+        while (*p && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20 && *p != 0x7f)
+            p++;
+        put(l, run, (size_t)(p - run));
+        if (*p == '\0')
+            break;
         unsigned char c = (unsigned char)*p;
         if (c == '"' || c == '\\') {
-            out[(*n)++] = '\\';
-            out[(*n)++] = (char)c;
-        } else if (c < 0x20 || c == 0x7f) {
-            *n += (size_t)snprintf(out + *n, size - *n, "\\u%04x", c);
+            char esc[2] = {'\\', (char)c};
+            put(l, esc, 2);
         } else {
-            out[(*n)++] = (char)c;
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(l, esc, 6);
         }
     }
-    if (*n + 1 < size)
-        out[(*n)++] = '"';
-    out[*n < size ? *n : size - 1] = '\0';
+    put(l, "\"", 1);
 }
 
 size_t gp_access_log_format(const gp_access_entry *e, long long sec, int ms, char *out,
                             size_t size)
 {
+    if (size == 0)
+        return 0;
+    line_buf l = {out, size, 0};
     time_t t = (time_t)sec;
     struct tm tm;
     gmtime_r(&t, &tm);
-    size_t n = (size_t)snprintf(out, size,
-                                "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\",\"request_id\":",
-                                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                                tm.tm_min, tm.tm_sec, ms);
+    put_str(&l, "{\"time\":\"");
+    put_fixed(&l, tm.tm_year + 1900, 4);
+    put(&l, "-", 1);
+    put_fixed(&l, tm.tm_mon + 1, 2);
+    put(&l, "-", 1);
+    put_fixed(&l, tm.tm_mday, 2);
+    put(&l, "T", 1);
+    put_fixed(&l, tm.tm_hour, 2);
+    put(&l, ":", 1);
+    put_fixed(&l, tm.tm_min, 2);
+    put(&l, ":", 1);
+    put_fixed(&l, tm.tm_sec, 2);
+    put(&l, ".", 1);
+    put_fixed(&l, ms, 3);
+    put_str(&l, "Z\",\"request_id\":");
+    put_json(&l, e->request_id);
     static const char *const keys[] = {",\"client\":", ",\"key\":", ",\"method\":",
                                        ",\"route\":", ",\"model\":"};
     const char *vals[] = {e->client, e->key_name, e->method, e->route, e->model};
-    put_json(out, size, &n, e->request_id);
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0] && n < size; k++) {
-        n += (size_t)snprintf(out + n, size - n, "%s", keys[k]);
-        put_json(out, size, &n, vals[k]);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        put_str(&l, keys[k]);
+        put_json(&l, vals[k]);
     }
-    if (n < size) {
-        char version[16] = "null";
-        if (e->version > 0)
-            snprintf(version, sizeof version, "%d", e->version);
-        n += (size_t)snprintf(out + n, size - n,
-                              ",\"version\":%s,\"status\":%d,\"bytes\":%zu,\"duration_us\":%llu}\n",
-                              version, e->status, e->bytes, (unsigned long long)e->duration_us);
-    }
-    return n < size ? n : size - 1;
+    put_str(&l, ",\"version\":");
+    if (e->version > 0)
+        put_uint(&l, (unsigned long long)e->version);
+    else
+        put(&l, "null", 4);
+    put_str(&l, ",\"status\":");
+    put_uint(&l, (unsigned long long)(e->status > 0 ? e->status : 0));
+    put_str(&l, ",\"bytes\":");
+    put_uint(&l, (unsigned long long)e->bytes);
+    put_str(&l, ",\"duration_us\":");
+    put_uint(&l, (unsigned long long)e->duration_us);
+    put(&l, "}\n", 2);
+    out[l.n] = '\0';
+    return l.n;
 }
 
 /* ---- the writer ---- */
