@@ -453,4 +453,37 @@ const gp_api_idem *gp_fit_job_idem(const gp_fit_job *job);
 /* The fit response's body for a saved row (the text a keyed fit records). */
 char *gp_api_fit_body(const gp_model_meta *meta, void *ctx);
 
+/* ---- the portable model file (model_file.c, docs/design/model-file.md) ---- */
+#define GP_MODEL_FILE_FORMAT "gpserve-model"
+#define GP_MODEL_FILE_VERSION 1
+
+/* What the exporting daemon's model holds beside its row: the rows it was
+ * fitted on plus those observed since, and its observation log position. */
+typedef struct gp_model_file_source {
+    size_t n_train, input_dim;
+    uint64_t obs_seq;
+} gp_model_file_source;
+
+/* A file read back and checked. */
+typedef struct gp_model_file {
+    const gp_method *method;           /* of this build's registry */
+    char source_name[GP_NAME_MAX + 1]; /* the exporting model's name */
+    char *spec;                        /* owned: the fit request as stored (JSON text) */
+    char *info;                        /* owned: the model JSON's fitted metadata */
+    size_t n_train, input_dim;
+    uint64_t obs_seq;                  /* the source's observation log position (0: none) */
+    gp_state state;                    /* the arrays, bit for bit as exported */
+} gp_model_file;
+
+void gp_model_file_free(gp_model_file *f);
+/* Append the file of the stored row meta (its spec and info), with the
+ * model's state st, to b. */
+int gp_model_file_write(const gp_model_meta *meta, const gp_model_file_source *src,
+                        const gp_state *st, gp_buf *b, gp_error *err);
+/* Read and check text[0..len): GP_EDATA (422) naming the field for a file
+ * that is corrupt, truncated, altered (checksum), of a newer format or
+ * whose arrays are damaged; GP_EUNSUPPORTED (field "method") for a method
+ * this build lacks. On failure f holds nothing. */
+int gp_model_file_read(const char *text, size_t len, gp_model_file *f, gp_error *err);
+
 #endif

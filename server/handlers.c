@@ -346,6 +346,18 @@ static void route_model_version(route_call *c)
     gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
 }
 
+static void route_model_export(route_call *c)
+{
+    gp_api_export_model(api_of(c), c->m->name, c->m->version, c->res);
+}
+
+/* Import stores a version as a fit does: it runs on the request thread
+ * (decoding and one save, no optimiser) under the same key. */
+static void route_model_import(route_call *c)
+{
+    gp_api_import_model(api_of(c), c->req, c->res);
+}
+
 /* A route of the batcher (GP_BATCHED) goes through it when batching is on
  * and the model's method shares work across a batch (first_call decided). */
 static int batching(const route_call *c)
