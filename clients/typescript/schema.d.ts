@@ -147,6 +147,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Store a portable model file as a new version
+         * @description Stores a file made by GET /v1/models/{name}/versions/{version}/export (on this daemon or another, SQLite or PostgreSQL) as a new version of the model named by ?name= (default: the name it was exported under). The new version predicts and samples bit-identically to the exported one. Needs the same API key as a fit. A corrupt, truncated or altered file (checksum mismatch), one of a newer format version, or one whose method this build lacks is refused with 422 naming the field (body, sha256, format_version, method, arrays[i]...); nothing is stored. The body limit (--max-body-mb) applies: a model file is about 4/3 of its arrays' bytes (docs/design/model-file.md).
+         */
+        post: operations["importModel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models/{name}": {
         parameters: {
             query?: never;
@@ -182,6 +202,31 @@ export interface paths {
         };
         /** Metadata of one version */
         get: operations["getModelVersion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/versions/{version}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The version as a portable model file
+         * @description One self-describing JSON file (docs/design/model-file.md): format and format version, method, likelihood, the fit request as stored (kernel with its priors, options, mean), the fitted metadata, the names the model carries, the observation log position of an online model (the file holds the model with every observation applied), the state's arrays as base64 of little-endian float64, and a SHA-256 of the content. POST /v1/models/import stores it elsewhere.
+         */
+        get: operations["exportModel"];
         put?: never;
         post?: never;
         delete?: never;
@@ -743,6 +788,49 @@ export interface components {
              * @enum {string}
              */
             priors?: "default";
+        };
+        /** @description The portable model file (docs/design/model-file.md). Its bytes are checked as exported: sha256 is the SHA-256 (hex) of every byte before the member ',"sha256":"' followed by "}", so the file must be sent unchanged. */
+        ModelFile: {
+            /** @enum {string} */
+            format: "gpserve-model";
+            /** @description 1; a reader refuses a newer one */
+            format_version: number;
+            method: string;
+            likelihood: string;
+            source: {
+                name: string;
+                version: number;
+                created_at: string;
+            };
+            n_train: number;
+            input_dim: number;
+            /** @description the exported model's observation log position (null when it has none) */
+            observations: {
+                seq: number;
+            } | null;
+            /** @description the names the model carries (outputs, feature names), each an array of strings */
+            names: {
+                [key: string]: string[];
+            };
+            /** @description the fit request as stored (kernel with priors and bounds, options, likelihood, mean, ...), without X and y */
+            fit_request: {
+                [key: string]: unknown;
+            };
+            /** @description the fitted metadata the model JSON shows */
+            info: {
+                [key: string]: unknown;
+            };
+            arrays: {
+                name: string;
+                rows: number;
+                cols: number;
+                /**
+                 * Format: byte
+                 * @description base64 of rows x cols little-endian IEEE-754 float64, column-major
+                 */
+                data: string;
+            }[];
+            sha256: string;
         };
         Model: {
             name: string;
@@ -2482,6 +2570,46 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    importModel: {
+        parameters: {
+            query?: {
+                /** @description the name of the new version's model (default the file's source.name) */
+                name?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelFile"];
+            };
+        };
+        responses: {
+            /** @description Stored as a new version. */
+            201: {
+                headers: {
+                    /** @description /v1/models/{name}/versions/{version} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Model"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getModel: {
         parameters: {
             query?: never;
@@ -2568,6 +2696,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportModel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model file. */
+            200: {
+                headers: {
+                    /** @description attachment; filename="NAME-vVERSION.gpmodel.json" */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelFile"];
                 };
             };
             400: components["responses"]["BadRequest"];
