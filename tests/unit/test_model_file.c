@@ -136,6 +136,9 @@ static void test_roundtrip_every_method(void **state)
         gp_buf b;
         gp_buf_init(&b);
         write_file(model, &b);
+        /* the names the model JSON holds, gathered in one block */
+        assert_non_null(strstr(b.data, "\"names\":{\"outputs\":[\"y\"]}"));
+        assert_non_null(strstr(b.data, "\"observations\":{\"seq\":5}"));
         gp_model_file f;
         gp_error err;
         if (gp_model_file_read(b.data, b.len, &f, &err) != GP_OK)
