@@ -19,12 +19,16 @@ static int export_state(gp_api *api, const char *name, int version, gp_state *st
     if (rc)
         return rc;
     rc = gp_model_export(model, st, err);
-    src->n_train = model->n_train;
-    src->input_dim = model->input_dim;
+    src->n_train = model->n_train; /* the fitted rows and those observed since */
     src->obs_seq = e->seq;
     int v = e->version;
     gp_cache_release(api, e);
-    return rc ? rc : gp_store_meta(api->store, name, v, meta, err);
+    if (rc == GP_OK)
+        rc = gp_store_meta(api->store, name, v, meta, err);
+    /* the row's width of a request's rows (a distributional input's model
+     * works on its encoded width) */
+    src->input_dim = meta->input_dim;
+    return rc;
 }
 
 void gp_api_export_model(gp_api *api, const char *name, int version, gp_response *out)
