@@ -4,6 +4,7 @@
 #define GP_API_INTERNAL_H
 
 #include <jansson.h>
+#include <nettle/sha2.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -456,13 +457,10 @@ void gp_sample_run(gp_api *api, const char *name, int version, gp_sample_call **
                    size_t n, gp_response *res);
 void gp_sample_call_free(gp_sample_call *c);
 
-/* SHA-256 (api/sha256.c): init, update with any bytes, then the digest as
- * 64 lowercase hex digits. */
+/* SHA-256 (api/sha256.c, nettle's): init, update with any bytes, then the
+ * digest as 64 lowercase hex digits (which also resets it). */
 typedef struct gp_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t fill;
+    struct sha256_ctx ctx;
 } gp_sha256;
 void gp_sha256_init(gp_sha256 *s);
 void gp_sha256_update(gp_sha256 *s, const void *data, size_t n);
