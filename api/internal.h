@@ -521,13 +521,14 @@ typedef struct gp_model_file {
 
 void gp_model_file_free(gp_model_file *f);
 /* Append the file of the stored row meta (its spec and info), with the
- * model's state st, to b. */
+ * model's state st, to b: one reservation of the file's exact size. */
 int gp_model_file_write(const gp_model_meta *meta, const gp_model_file_source *src,
                         const gp_state *st, gp_buf *b, gp_error *err);
-/* Read and check text[0..len): GP_EDATA (422) naming the field for a file
- * that is corrupt, truncated, altered (checksum), of a newer format or
- * whose arrays are damaged; GP_EUNSUPPORTED (field "method") for a method
- * this build lacks. On failure f holds nothing. */
-int gp_model_file_read(const char *text, size_t len, gp_model_file *f, gp_error *err);
+/* Read and check body[0..len) (model_file_read.c): GP_EDATA (422) naming the
+ * field for a file that is corrupt, truncated, altered (checksum), of a
+ * newer format, whose header length or array ranges are impossible or whose
+ * arrays are damaged; GP_EUNSUPPORTED (field "method") for a method this
+ * build lacks. On failure f holds nothing. */
+int gp_model_file_read(const char *body, size_t len, gp_model_file *f, gp_error *err);
 
 #endif
