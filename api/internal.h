@@ -352,6 +352,11 @@ json_t *gp_api_error_json(const gp_error *err);
 void gp_buf_respond(gp_buf *b, int status, gp_response *out);
 /* A model name as a route takes it (gp_api_valid_name), else 400 naming "name". */
 int gp_api_check_name(const char *name, gp_error *err);
+/* 1 for a name a /v1/models/... route spells literally ("import"): a model
+ * so named would be shadowed; a fit or an import refuses it (422 naming
+ * "name", gp_api_refuse_reserved_name). */
+int gp_api_reserved_name(const char *name);
+int gp_api_refuse_reserved_name(const char *name, gp_error *err);
 
 /* ---- model metadata (models.c) ---- */
 /* The model JSON of a store row: name, version, method, status, n_train,
@@ -500,6 +505,8 @@ char *gp_api_fit_body(const gp_model_meta *meta, void *ctx);
 /* ---- the portable model file (model_file.c, docs/design/model-file.md) ---- */
 #define GP_MODEL_FILE_FORMAT "gpserve-model"
 #define GP_MODEL_FILE_VERSION 1
+/* the export's Content-Type (an import also takes application/octet-stream) */
+#define GP_MODEL_FILE_MEDIA_TYPE "application/vnd.gpserve.model"
 
 /* What the exporting daemon's model holds beside its row: the rows it was
  * fitted on plus those observed since, and its observation log position. */

@@ -53,12 +53,14 @@ void gp_api_export_model(gp_api *api, const char *name, int version, gp_response
         return;
     }
     char disp[160];
-    snprintf(disp, sizeof disp, "attachment; filename=\"%s-v%d.gpmodel.json\"", meta.name,
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s-v%d.gpmodel\"", meta.name,
              meta.version);
     gp_model_meta_free(&meta);
     gp_buf_respond(&b, 200, out);
-    if (out->status == 200)
+    if (out->status == 200) {
+        out->content_type = GP_MODEL_FILE_MEDIA_TYPE;
         gp_response_header(out, "Content-Disposition", disp);
+    }
 }
 
 /* ?name= of the import, or the source's name. */
@@ -75,7 +77,7 @@ static int import_name(const gp_request *req, const gp_model_file *f, const char
     }
     if (!gp_api_valid_name(*name))
         return gp_error_set(err, GP_EINVAL, "name", "must match [A-Za-z0-9._-]{1,64}");
-    return GP_OK;
+    return gp_api_refuse_reserved_name(*name, err);
 }
 
 /* The model the file's arrays make, or GP_EDATA saying why not (a file
