@@ -158,7 +158,7 @@ export interface paths {
         put?: never;
         /**
          * Store a portable model file as a new version
-         * @description Stores a file made by GET /v1/models/{name}/versions/{version}/export (on this daemon or another, SQLite or PostgreSQL) as a new version of the model named by ?name= (default: the name it was exported under). The new version predicts and samples bit-identically to the exported one. Needs the same API key as a fit. A corrupt, truncated or altered file (checksum mismatch), one of a newer format version, or one whose method this build lacks is refused with 422 naming the field (body, sha256, format_version, method, arrays[i]...); nothing is stored. The body limit (--max-body-mb) applies: a model file is about 4/3 of its arrays' bytes (docs/design/model-file.md).
+         * @description Stores a file made by GET /v1/models/{name}/versions/{version}/export (on this daemon or another, SQLite or PostgreSQL) as a new version of the model named by ?name= (default: the name it was exported under; "import" itself is refused with 422 naming name, as it is for a fit: it is this route's path). The new version predicts and samples bit-identically to the exported one. Needs the same API key as a fit. The body is the file's bytes as exported, sent as application/vnd.gpserve.model (or application/octet-stream). A truncated, corrupt or altered file (checksum mismatch), one of a newer format version, one whose header length or array byte ranges are impossible (overlapping, short of their shape, not covering the data), or one whose method this build lacks is refused with 422 naming the field (body, header_length, header, format, format_version, sha256, NAME.data_offsets, data_offsets, model, method...); nothing is stored. The body limit (--max-body-mb) applies: a model file is its arrays' bytes plus a small header (docs/design/model-file.md).
          */
         post: operations["importModel"];
         delete?: never;
@@ -224,7 +224,7 @@ export interface paths {
         };
         /**
          * The version as a portable model file
-         * @description One self-describing JSON file (docs/design/model-file.md): format and format version, method, likelihood, the fit request as stored (kernel with its priors, options, mean), the fitted metadata, the names the model carries, the observation log position of an online model (the file holds the model with every observation applied), the state's arrays as base64 of little-endian float64, and a SHA-256 of the content. POST /v1/models/import stores it elsewhere.
+         * @description One self-describing binary file (docs/design/model-file.md), a safetensors container: an 8-byte little-endian header length, a JSON header whose __metadata__ holds the format, its version, the model's description (method, likelihood, the fit request as stored, the fitted metadata, the names it carries, the observation log position of an online model, which the file holds with every observation applied) and a SHA-256 of the file, then the state's arrays as raw little-endian float64. numpy or safetensors read it; POST /v1/models/import stores it elsewhere.
          */
         get: operations["exportModel"];
         put?: never;
@@ -741,6 +741,7 @@ export interface components {
         };
         /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations) */
         FitRequest: {
+            /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
             /**
              * @description GET /v1/methods lists each method with its options and kernels
@@ -810,49 +811,11 @@ export interface components {
              */
             priors?: "default";
         };
-        /** @description The portable model file (docs/design/model-file.md). Its bytes are checked as exported: sha256 is the SHA-256 (hex) of every byte before the member ',"sha256":"' followed by "}", so the file must be sent unchanged. */
-        ModelFile: {
-            /** @enum {string} */
-            format: "gpserve-model";
-            /** @description 1; a reader refuses a newer one */
-            format_version: number;
-            method: string;
-            likelihood: string;
-            source: {
-                name: string;
-                version: number;
-                created_at: string;
-            };
-            n_train: number;
-            input_dim: number;
-            /** @description the exported model's observation log position (null when it has none) */
-            observations: {
-                seq: number;
-            } | null;
-            /** @description the names the model carries (outputs, feature names), each an array of strings */
-            names: {
-                [key: string]: string[];
-            };
-            /** @description the fit request as stored (kernel with priors and bounds, options, likelihood, mean, ...), without X and y */
-            fit_request: {
-                [key: string]: unknown;
-            };
-            /** @description the fitted metadata the model JSON shows */
-            info: {
-                [key: string]: unknown;
-            };
-            arrays: {
-                name: string;
-                rows: number;
-                cols: number;
-                /**
-                 * Format: byte
-                 * @description base64 of rows x cols little-endian IEEE-754 float64, column-major
-                 */
-                data: string;
-            }[];
-            sha256: string;
-        };
+        /**
+         * Format: binary
+         * @description The portable model file (docs/design/model-file.md), a safetensors container: u64 little-endian N; N bytes of JSON header ({"__metadata__": {"format": "gpserve-model", "format_version": "1", "model": "<JSON text>", "sha256": "<64 hex>"}, and per array {"dtype": "F64", "shape": [cols, rows], "data_offsets": [begin, end]}); the arrays' little-endian float64 bytes. sha256 is the SHA-256 of the whole file with its own 64 hex digits read as ASCII '0', so the file must be sent unchanged.
+         */
+        ModelFile: string;
         Model: {
             name: string;
             version: number;
@@ -2611,7 +2574,8 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ModelFile"];
+                "application/vnd.gpserve.model": components["schemas"]["ModelFile"];
+                "application/octet-stream": components["schemas"]["ModelFile"];
             };
         };
         responses: {
@@ -2755,12 +2719,12 @@ export interface operations {
             /** @description The model file. */
             200: {
                 headers: {
-                    /** @description attachment; filename="NAME-vVERSION.gpmodel.json" */
+                    /** @description attachment; filename="NAME-vVERSION.gpmodel" */
                     "Content-Disposition"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ModelFile"];
+                    "application/vnd.gpserve.model": components["schemas"]["ModelFile"];
                 };
             };
             400: components["responses"]["BadRequest"];

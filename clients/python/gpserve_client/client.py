@@ -406,10 +406,11 @@ class Client:
 
     def export_model(self, name, version=None, path=None):
         """``GET /v1/models/{name}/versions/{version}/export``: the portable
-        model file (docs/design/model-file.md) as bytes, exactly as the daemon
-        wrote them (its SHA-256 covers them: do not re-serialise it).  The
-        latest version when ``version`` is None.  With ``path``, the bytes are
-        also written to that file."""
+        model file (docs/design/model-file.md: a safetensors container,
+        ``application/vnd.gpserve.model``) as bytes, exactly as the daemon
+        wrote them (its SHA-256 covers them).  The latest version when
+        ``version`` is None.  With ``path``, the bytes are also written to
+        that file (``safetensors.numpy.load_file`` or numpy read it)."""
         if version is None:
             version = self.get_model(name)["version"]
         data = self.request("GET", self._model_path(name, "/versions/%d/export" % int(version))).body
@@ -432,7 +433,8 @@ class Client:
         path = "/v1/models/import"
         if name is not None:
             path += "?" + urllib.parse.urlencode({"name": str(name)})
-        return self.request("POST", path, body=data).json()
+        return self.request("POST", path, body=data,
+                            content_type="application/vnd.gpserve.model").json()
 
     # ------------------------------------------------------------ serving
 

@@ -4,6 +4,7 @@ compared with the same request made with urllib, and the typed errors."""
 import json
 import re
 import socket
+import struct
 import threading
 import unittest
 
@@ -93,16 +94,21 @@ class ModelsTest(unittest.TestCase):
         name = unique("py-file")
         self.client.fit(name, support.SINE_X, support.SINE_Y, kernel={"type": "rbf"}, seed=3)
         data = self.client.export_model(name)
-        self.assertEqual(json.loads(data), raw("GET", "/v1/models/%s/versions/1/export" % name)[1])
+        # the bytes as sent: a safetensors container (8-byte length, JSON header)
+        n = struct.unpack("<Q", data[:8])[0]
+        meta = json.loads(data[8:8 + n])["__metadata__"]
+        self.assertEqual((meta["format"], meta["format_version"]), ("gpserve-model", "1"))
+        self.assertEqual(json.loads(meta["model"])["method"], "exact")
         copy = self.client.import_model(data, name=name + "-copy")
         self.assertEqual((copy["name"], copy["version"], copy["method"]), (name + "-copy", 1, "exact"))
         X = [[0.1], [2.7]]
         a = self.client.predict(name, X)
         b = self.client.predict(name + "-copy", X)
         self.assertEqual((a["mean"], a["variance"]), (b["mean"], b["variance"]))
-        bad = data.replace(b'"format_version":1', b'"format_version":1 ', 1)
+        bad = bytearray(data)
+        bad[-1] ^= 1  # the last byte of the last array
         with self.assertRaises(errors.InvalidData) as cm:
-            self.client.import_model(bad, name=name + "-bad")
+            self.client.import_model(bytes(bad), name=name + "-bad")
         self.assertEqual((cm.exception.status, cm.exception.field), (422, "sha256"))
         self.client.delete_model(name)
         self.client.delete_model(name + "-copy")
