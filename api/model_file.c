@@ -82,7 +82,8 @@ static json_t *names_block(json_t *info, json_t *spec)
     return names;
 }
 
-/* Everything but the arrays and the checksum, as a JSON object. */
+/* Everything but the arrays, the format and the checksum, as a JSON object
+ * (__metadata__.model). */
 static json_t *file_head(const gp_model_meta *meta, const gp_model_file_source *src,
                          gp_error *err)
 {
@@ -99,8 +100,6 @@ static json_t *file_head(const gp_model_meta *meta, const gp_model_file_source *
     json_t *lik = json_object_get(spec, "likelihood");
     if (lik == NULL)
         lik = json_object_get(info, "likelihood");
-    json_object_set_new(o, "format", json_string(GP_MODEL_FILE_FORMAT));
-    json_object_set_new(o, "format_version", json_integer(GP_MODEL_FILE_VERSION));
     json_object_set_new(o, "method", json_string(meta->method));
     json_object_set_new(o, "likelihood", lik ? json_incref(lik) : json_string("gaussian"));
     json_t *source = json_object();
