@@ -123,8 +123,10 @@ void gp_api_export_model(gp_api *api, const char *name, int version, gp_response
 /* Store a model file as a new version (of ?name=, else of the name it was
  * exported under): 201 with the model JSON and Location; 422 naming the
  * field for a corrupt, truncated, altered or newer-format file, or one of
- * a method this build lacks; nothing stored then. */
-void gp_api_import_model(gp_api *api, const gp_request *req, gp_response *out);
+ * a method this build lacks; nothing stored then. body is req->body,
+ * malloc'ed, and the import takes it: a file can be gigabytes, and it is
+ * freed once read, before the model is built (req->body is not read after). */
+void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_response *out);
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 /* ---- predict and sample in two steps, for dynamic batching (server/batcher.c):

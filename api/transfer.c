@@ -94,7 +94,7 @@ static int build_model(const gp_model_file *f, gp_model **model, gp_error *err)
                         f->method->name, why.message);
 }
 
-void gp_api_import_model(gp_api *api, const gp_request *req, gp_response *out)
+void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_response *out)
 {
     gp_error err;
     gp_error_clear(&err);
@@ -103,7 +103,8 @@ void gp_api_import_model(gp_api *api, const gp_request *req, gp_response *out)
     const char *name = NULL;
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
-    int rc = gp_model_file_read(req->body, req->body_len, &f, &err);
+    int rc = gp_model_file_read(body, req->body_len, &f, &err);
+    free(body); /* the arrays are copied out: peak memory is theirs and the model's */
     if (rc == GP_OK)
         rc = import_name(req, &f, &name, &err);
     if (rc == GP_OK)

@@ -20,7 +20,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/$BUILD/gpserve
 T=$(mktemp -d "${TMPDIR:-/tmp}/gpserve-mf.XXXXXX")
 PIDS=""
-trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT INT TERM
+trap 'rc=$?; for p in $PIDS; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"; exit $rc' EXIT INT TERM
 
 start() { # LOG DB: sets PORT
     "$BIN" --bind 127.0.0.1 --port 0 --db "$2" --max-train-points "$N" --max-body-mb 8192 \
