@@ -43,9 +43,13 @@ check "export of an unknown version" 404 GET /v1/models/sine/versions/999/export
 # ---- an independent reader: checksum, arrays, and the predictive mean
 jpost /v1/models/sine/predict "{\"X\":$SINE_X}"
 MF_MEAN=$(jq -c .mean "$T/body")
-/usr/bin/python3 "$ROOT/tests/integration/model_file_reader.py" "$T/mf_sine.gpmodel" "$SINE_X" "$MF_MEAN" >"$T/mf_reader.out" 2>&1
-verdict "an independent reader (numpy, hashlib, json) verifies the file and reproduces the mean" $? "$(cat "$T/mf_reader.out")"
-sed 's/^/note: /' "$T/mf_reader.out"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    /usr/bin/python3 "$ROOT/tests/integration/model_file_reader.py" "$T/mf_sine.gpmodel" "$SINE_X" "$MF_MEAN" >"$T/mf_reader.out" 2>&1
+    verdict "an independent reader (numpy, hashlib, json) verifies the file and reproduces the mean" $? "$(cat "$T/mf_reader.out")"
+    sed 's/^/note: /' "$T/mf_reader.out"
+else
+    note "model_file: /usr/bin/python3 has no numpy (Debian python3-numpy): the independent reader is skipped"
+fi
 
 # ---- refusals on the main daemon: 422 naming the field, nothing stored
 mf_refused() { # LABEL FIELD FILE
