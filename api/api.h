@@ -132,6 +132,16 @@ void gp_api_list_models(gp_api *api, gp_response *out);
 /* version 0: the latest, with "versions": [...]. */
 void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out);
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
+/* The portable model file of a version as served (docs/design/model-file.md):
+ * 200 with the file, Content-Disposition naming it; version 0: the latest. */
+void gp_api_export_model(gp_api *api, const char *name, int version, gp_response *out);
+/* Store a model file as a new version (of ?name=, else of the name it was
+ * exported under): 201 with the model JSON and Location; 422 naming the
+ * field for a corrupt, truncated, altered or newer-format file, or one of
+ * a method this build lacks; nothing stored then. body is req->body,
+ * malloc'ed, and the import takes it: a file can be gigabytes, and it is
+ * freed once read, before the model is built (req->body is not read after). */
+void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_response *out);
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 /* ---- predict and sample in two steps, for dynamic batching (server/batcher.c):

@@ -145,6 +145,23 @@ int gp_api_valid_name(const char *name)
     return n >= 1;
 }
 
+int gp_api_reserved_name(const char *name)
+{
+    /* a literal segment of a /v1/models/... route, matched before
+     * /v1/models/{name}: a model of that name could not be read or deleted */
+    return name != NULL && strcmp(name, "import") == 0;
+}
+
+int gp_api_refuse_reserved_name(const char *name, gp_error *err)
+{
+    if (gp_api_reserved_name(name))
+        return gp_error_set(err, GP_EDATA, "name",
+                            "'%s' is a route of the API (POST /v1/models/%s): choose another "
+                            "model name",
+                            name, name);
+    return GP_OK;
+}
+
 int gp_api_check_name(const char *name, gp_error *err)
 {
     if (!gp_api_valid_name(name))

@@ -587,6 +587,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
     if (!json_is_string(e) || !gp_api_valid_name(json_string_value(e)))
         return gp_error_set(err, GP_EINVAL, "name",
                             "name must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+    if ((rc = gp_api_refuse_reserved_name(json_string_value(e), err)) != GP_OK)
+        return rc;
     snprintf(job->name, sizeof job->name, "%s", json_string_value(e));
     job->method = gp_method_find("exact");
     if ((e = json_object_get(obj, "method"))) {

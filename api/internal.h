@@ -4,6 +4,7 @@
 #define GP_API_INTERNAL_H
 
 #include <jansson.h>
+#include <nettle/sha2.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -351,6 +352,11 @@ json_t *gp_api_error_json(const gp_error *err);
 void gp_buf_respond(gp_buf *b, int status, gp_response *out);
 /* A model name as a route takes it (gp_api_valid_name), else 400 naming "name". */
 int gp_api_check_name(const char *name, gp_error *err);
+/* 1 for a name a /v1/models/... route spells literally ("import"): a model
+ * so named would be shadowed; a fit or an import refuses it (422 naming
+ * "name", gp_api_refuse_reserved_name). */
+int gp_api_reserved_name(const char *name);
+int gp_api_refuse_reserved_name(const char *name, gp_error *err);
 
 /* ---- model metadata (models.c) ---- */
 /* The model JSON of a store row: name, version, method, status, n_train,
@@ -456,13 +462,10 @@ void gp_sample_run(gp_api *api, const char *name, int version, gp_sample_call **
                    size_t n, gp_response *res);
 void gp_sample_call_free(gp_sample_call *c);
 
-/* SHA-256 (api/sha256.c): init, update with any bytes, then the digest as
- * 64 lowercase hex digits. */
+/* SHA-256 (api/sha256.c, nettle's): init, update with any bytes, then the
+ * digest as 64 lowercase hex digits (which also resets it). */
 typedef struct gp_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t fill;
+    struct sha256_ctx ctx;
 } gp_sha256;
 void gp_sha256_init(gp_sha256 *s);
 void gp_sha256_update(gp_sha256 *s, const void *data, size_t n);
@@ -498,5 +501,41 @@ int gp_api_idem_replay(gp_api *api, const gp_api_idem *k, gp_response *out);
 const gp_api_idem *gp_fit_job_idem(const gp_fit_job *job);
 /* The fit response's body for a saved row (the text a keyed fit records). */
 char *gp_api_fit_body(const gp_model_meta *meta, void *ctx);
+
+/* ---- the portable model file (model_file.c, docs/design/model-file.md) ---- */
+#define GP_MODEL_FILE_FORMAT "gpserve-model"
+#define GP_MODEL_FILE_VERSION 1
+/* the export's Content-Type (an import also takes application/octet-stream) */
+#define GP_MODEL_FILE_MEDIA_TYPE "application/vnd.gpserve.model"
+
+/* What the exporting daemon's model holds beside its row: the rows it was
+ * fitted on plus those observed since, and its observation log position. */
+typedef struct gp_model_file_source {
+    size_t n_train, input_dim;
+    uint64_t obs_seq;
+} gp_model_file_source;
+
+/* A file read back and checked. */
+typedef struct gp_model_file {
+    const gp_method *method;           /* of this build's registry */
+    char source_name[GP_NAME_MAX + 1]; /* the exporting model's name */
+    char *spec;                        /* owned: the fit request as stored (JSON text) */
+    char *info;                        /* owned: the model JSON's fitted metadata */
+    size_t n_train, input_dim;
+    uint64_t obs_seq;                  /* the source's observation log position (0: none) */
+    gp_state state;                    /* the arrays, bit for bit as exported */
+} gp_model_file;
+
+void gp_model_file_free(gp_model_file *f);
+/* Append the file of the stored row meta (its spec and info), with the
+ * model's state st, to b: one reservation of the file's exact size. */
+int gp_model_file_write(const gp_model_meta *meta, const gp_model_file_source *src,
+                        const gp_state *st, gp_buf *b, gp_error *err);
+/* Read and check body[0..len) (model_file_read.c): GP_EDATA (422) naming the
+ * field for a file that is corrupt, truncated, altered (checksum), of a
+ * newer format, whose header length or array ranges are impossible or whose
+ * arrays are damaged; GP_EUNSUPPORTED (field "method") for a method this
+ * build lacks. On failure f holds nothing. */
+int gp_model_file_read(const char *body, size_t len, gp_model_file *f, gp_error *err);
 
 #endif

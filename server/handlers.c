@@ -346,6 +346,23 @@ static void route_model_version(route_call *c)
     gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
 }
 
+static void route_model_export(route_call *c)
+{
+    gp_api_export_model(api_of(c), c->m->name, c->m->version, c->res);
+}
+
+/* Import stores a version as a fit does: it runs on the request thread
+ * (decoding and one save, no optimiser) under the same key. */
+static void route_model_import(route_call *c)
+{
+    /* the import takes the body (a model file can be gigabytes: it frees it
+     * once read, so the arrays and the model are not held beside it) */
+    char *body = c->ctx->body;
+    c->ctx->body = NULL;
+    c->ctx->cap = 0;
+    gp_api_import_model(api_of(c), c->req, body, c->res);
+}
+
 /* A route of the batcher (GP_BATCHED) goes through it when batching is on
  * and the model's method shares work across a batch (first_call decided). */
 static int batching(const route_call *c)

@@ -385,12 +385,17 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
     if (ctx->body_types) {
         const char *ct =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        int ok = gp_media_type_is(ct, "application/json") ||
-                 ((ctx->body_types & 2) && gp_media_type_is(ct, "text/csv"));
+        int model = ctx->body_types == GP_BODY_MODEL;
+        int ok = model ? gp_media_type_is(ct, "application/vnd.gpserve.model") ||
+                             gp_media_type_is(ct, "application/octet-stream")
+                       : gp_media_type_is(ct, "application/json") ||
+                             ((ctx->body_types & 2) && gp_media_type_is(ct, "text/csv"));
         if (!ok)
             return gp_http_fail(ctx, GP_EMEDIATYPE, NULL, "Content-Type must be %s (got %s)",
-                        (ctx->body_types & 2) ? "application/json or text/csv"
-                                              : "application/json",
+                        model                    ? "application/vnd.gpserve.model or "
+                                                   "application/octet-stream"
+                        : (ctx->body_types & 2) ? "application/json or text/csv"
+                                                : "application/json",
                         ct ? ct : "none");
     }
     if (cl) {

@@ -41,7 +41,12 @@ enum {
 };
 
 /* Media types of a POST body (bits). */
-enum { GP_BODY_NONE = 0, GP_BODY_JSON = 1, GP_BODY_JSON_CSV = 3 };
+enum {
+    GP_BODY_NONE = 0,
+    GP_BODY_JSON = 1,
+    GP_BODY_JSON_CSV = 3,
+    GP_BODY_MODEL = 4 /* a model file: application/vnd.gpserve.model or application/octet-stream */
+};
 
 /* Why a matched route's parameter was rejected (400 invalid_argument). */
 typedef enum gp_route_param_error {

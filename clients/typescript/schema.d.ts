@@ -147,6 +147,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Store a portable model file as a new version
+         * @description Stores a file made by GET /v1/models/{name}/versions/{version}/export (on this daemon or another, SQLite or PostgreSQL) as a new version of the model named by ?name= (default: the name it was exported under; "import" itself is refused with 422 naming name, as it is for a fit: it is this route's path). The new version predicts and samples bit-identically to the exported one. Needs the same API key as a fit. The body is the file's bytes as exported, sent as application/vnd.gpserve.model (or application/octet-stream). A truncated, corrupt or altered file (checksum mismatch), one of a newer format version, one whose header length or array byte ranges are impossible (overlapping, short of their shape, not covering the data), or one whose method this build lacks is refused with 422 naming the field (body, header_length, header, format, format_version, sha256, NAME.data_offsets, data_offsets, model, method...); nothing is stored. The body limit (--max-body-mb) applies: a model file is its arrays' bytes plus a small header (docs/design/model-file.md).
+         */
+        post: operations["importModel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models/{name}": {
         parameters: {
             query?: never;
@@ -182,6 +202,31 @@ export interface paths {
         };
         /** Metadata of one version */
         get: operations["getModelVersion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/versions/{version}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The version as a portable model file
+         * @description One self-describing binary file (docs/design/model-file.md), a safetensors container: an 8-byte little-endian header length, a JSON header whose __metadata__ holds the format, its version, the model's description (method, likelihood, the fit request as stored, the fitted metadata, the names it carries, the observation log position of an online model, which the file holds with every observation applied) and a SHA-256 of the file, then the state's arrays as raw little-endian float64. numpy or safetensors read it; POST /v1/models/import stores it elsewhere.
+         */
+        get: operations["exportModel"];
         put?: never;
         post?: never;
         delete?: never;
@@ -696,6 +741,7 @@ export interface components {
         };
         /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations) */
         FitRequest: {
+            /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
             /**
              * @description GET /v1/methods lists each method with its options and kernels
@@ -765,6 +811,11 @@ export interface components {
              */
             priors?: "default";
         };
+        /**
+         * Format: binary
+         * @description The portable model file (docs/design/model-file.md), a safetensors container: u64 little-endian N; N bytes of JSON header ({"__metadata__": {"format": "gpserve-model", "format_version": "1", "model": "<JSON text>", "sha256": "<64 hex>"}, and per array {"dtype": "F64", "shape": [cols, rows], "data_offsets": [begin, end]}); the arrays' little-endian float64 bytes. sha256 is the SHA-256 of the whole file with its own 64 hex digits read as ASCII '0', so the file must be sent unchanged.
+         */
+        ModelFile: string;
         Model: {
             name: string;
             version: number;
@@ -2511,6 +2562,47 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    importModel: {
+        parameters: {
+            query?: {
+                /** @description the name of the new version's model (default the file's source.name) */
+                name?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/vnd.gpserve.model": components["schemas"]["ModelFile"];
+                "application/octet-stream": components["schemas"]["ModelFile"];
+            };
+        };
+        responses: {
+            /** @description Stored as a new version. */
+            201: {
+                headers: {
+                    /** @description /v1/models/{name}/versions/{version} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Model"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getModel: {
         parameters: {
             query?: never;
@@ -2597,6 +2689,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Model"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportModel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1. */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model file. */
+            200: {
+                headers: {
+                    /** @description attachment; filename="NAME-vVERSION.gpmodel" */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/vnd.gpserve.model": components["schemas"]["ModelFile"];
                 };
             };
             400: components["responses"]["BadRequest"];

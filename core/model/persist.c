@@ -4,6 +4,7 @@
  * method adds its own arrays. */
 #include "core/model/persist.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,13 @@ static int import_shape(const gp_state *st, gp_model *model, gp_error *err)
     return rc;
 }
 
+/* A diagnostics count as stored: an int, and a state from outside (a model
+ * file) may hold any double, whose conversion past int's range is undefined. */
+static int diag_count(double v)
+{
+    return v >= 0.0 && v <= (double)INT_MAX ? (int)v : 0;
+}
+
 static int import_common(const gp_method *m, const gp_state *st, gp_model **out, gp_error *err)
 {
     const double *shape, *p;
@@ -218,10 +226,10 @@ static int import_common(const gp_method *m, const gp_state *st, gp_model **out,
     }
     if (rc == GP_OK && (rc = gp_state_get(st, "diagnostics", GP_DIAG_FIELDS, 1, &p, err)) == 0) {
         model->diag.objective = p[0];
-        model->diag.iterations = (int)p[1];
-        model->diag.evaluations = (int)p[2];
-        model->diag.restarts = (int)p[3];
-        model->diag.converged = (int)p[4];
+        model->diag.iterations = diag_count(p[1]);
+        model->diag.evaluations = diag_count(p[2]);
+        model->diag.restarts = diag_count(p[3]);
+        model->diag.converged = diag_count(p[4]);
         model->diag.fit_seconds = p[5];
         model->diag.jitter = p[6];
     }

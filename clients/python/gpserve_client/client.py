@@ -404,6 +404,38 @@ class Client:
         """``DELETE /v1/models/{name}``: every version."""
         self.request("DELETE", self._model_path(name))
 
+    def export_model(self, name, version=None, path=None):
+        """``GET /v1/models/{name}/versions/{version}/export``: the portable
+        model file (docs/design/model-file.md: a safetensors container,
+        ``application/vnd.gpserve.model``) as bytes, exactly as the daemon
+        wrote them (its SHA-256 covers them).  The latest version when
+        ``version`` is None.  With ``path``, the bytes are also written to
+        that file (``safetensors.numpy.load_file`` or numpy read it)."""
+        if version is None:
+            version = self.get_model(name)["version"]
+        data = self.request("GET", self._model_path(name, "/versions/%d/export" % int(version))).body
+        if path is not None:
+            with open(path, "wb") as f:
+                f.write(data)
+        return data
+
+    def import_model(self, model_file, name=None):
+        """``POST /v1/models/import``: store a model file (bytes, or the path
+        of a file written by :meth:`export_model`) as a new version of
+        ``name`` (default: the name it was exported under); returns the new
+        version's model JSON.  A damaged, altered or newer-format file, or one
+        of a method the daemon lacks, raises the 422 error naming the field."""
+        if isinstance(model_file, (bytes, bytearray)):
+            data = bytes(model_file)
+        else:
+            with open(model_file, "rb") as f:
+                data = f.read()
+        path = "/v1/models/import"
+        if name is not None:
+            path += "?" + urllib.parse.urlencode({"name": str(name)})
+        return self.request("POST", path, body=data,
+                            content_type="application/vnd.gpserve.model").json()
+
     # ------------------------------------------------------------ serving
 
     def predict(self, name, X, *, version=None, include_noise=None, full_covariance=None,

@@ -1,8 +1,10 @@
 """The low-level Client against a live daemon: every route, its answers
 compared with the same request made with urllib, and the typed errors."""
 
+import json
 import re
 import socket
+import struct
 import threading
 import unittest
 
@@ -87,6 +89,29 @@ class ModelsTest(unittest.TestCase):
             self.client.get_model(name)
         self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
         self.assertNotIn(name, {m["name"] for m in self.client.list_models()})
+
+    def test_export_import_model_file(self):
+        name = unique("py-file")
+        self.client.fit(name, support.SINE_X, support.SINE_Y, kernel={"type": "rbf"}, seed=3)
+        data = self.client.export_model(name)
+        # the bytes as sent: a safetensors container (8-byte length, JSON header)
+        n = struct.unpack("<Q", data[:8])[0]
+        meta = json.loads(data[8:8 + n])["__metadata__"]
+        self.assertEqual((meta["format"], meta["format_version"]), ("gpserve-model", "1"))
+        self.assertEqual(json.loads(meta["model"])["method"], "exact")
+        copy = self.client.import_model(data, name=name + "-copy")
+        self.assertEqual((copy["name"], copy["version"], copy["method"]), (name + "-copy", 1, "exact"))
+        X = [[0.1], [2.7]]
+        a = self.client.predict(name, X)
+        b = self.client.predict(name + "-copy", X)
+        self.assertEqual((a["mean"], a["variance"]), (b["mean"], b["variance"]))
+        bad = bytearray(data)
+        bad[-1] ^= 1  # the last byte of the last array
+        with self.assertRaises(errors.InvalidData) as cm:
+            self.client.import_model(bytes(bad), name=name + "-bad")
+        self.assertEqual((cm.exception.status, cm.exception.field), (422, "sha256"))
+        self.client.delete_model(name)
+        self.client.delete_model(name + "-copy")
 
     def test_csv_fit_equals_json_fit(self):
         X, y = support.plane(30)
