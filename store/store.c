@@ -110,11 +110,7 @@ static int end_job_in_save(gp_store *s, const save_ctx *c, gp_error *err)
     return rc;
 }
 
-/* Inside a write transaction: hold name until the transaction ends, so that
- * saves and deletes of one name run one after the other (PostgreSQL: an
- * advisory lock on the name's hash; nothing in SQLite, whose write
- * transaction already excludes every other writer). */
-static int lock_name(gp_store_conn *w, const char *name, gp_error *err)
+int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err)
 {
     gp_db_stmt *st = gp_store_stmt(w, GPS_LOCK_NAME);
     int src = gp_db_bind_text(st, 1, name);
@@ -133,7 +129,7 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a save");
     if (rc)
         return rc;
-    if ((rc = lock_name(w, c->name, err)))
+    if ((rc = gp_store_lock_name(w, c->name, err)))
         goto fail;
     gp_db_stmt *st = gp_store_stmt(w, GPS_MAX_VERSION);
     int src = gp_db_bind_text(st, 1, c->name);
@@ -467,12 +463,20 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
     if (rc)
         return rc;
-    if ((rc = lock_name(w, c->name, err))) {
+    if ((rc = gp_store_lock_name(w, c->name, err))) {
         gp_store_rollback(w);
         return rc;
     }
-    gp_db_stmt *st = gp_store_stmt(w, GPS_DELETE);
+    /* The model's aliases first: their foreign key holds its versions. */
+    gp_db_stmt *st = gp_store_stmt(w, GPS_ALIAS_DELETE_ALL);
     int src = gp_db_bind_text(st, 1, c->name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    gp_store_stmt_done(st);
+    if (src == GP_DB_DONE) {
+        st = gp_store_stmt(w, GPS_DELETE);
+        src = gp_db_bind_text(st, 1, c->name);
+    }
     if (src == GP_DB_OK)
         src = gp_db_step(st);
     gp_store_stmt_done(st);

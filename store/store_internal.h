@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 4
+#define GP_STORE_SCHEMA_VERSION 5
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -92,6 +92,13 @@ enum gp_store_stmt {
      * other daemons' change watches (PostgreSQL's NOTIFY, delivered at
      * COMMIT; nothing on SQLite, whose watches read PRAGMA data_version). */
     GPS_NOTIFY,
+    /* aliases (store_alias.c) */
+    GPS_VERSION_EXISTS,
+    GPS_ALIAS_PUT,
+    GPS_ALIAS_GET,
+    GPS_ALIAS_LIST,
+    GPS_ALIAS_DELETE,
+    GPS_ALIAS_DELETE_ALL,
     GPS_STMT_COUNT
 };
 
@@ -315,6 +322,11 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
 int gp_store_idem_check(const gp_idem_put *idem, gp_error *err);
 int gp_store_idem_put_locked(gp_store *s, const gp_idem_put *idem, const gp_model_meta *meta,
                              gp_error *err);
+/* Inside a write transaction: hold name until the transaction ends, so that
+ * saves, deletes and alias writes of one name run one after the other
+ * (PostgreSQL: an advisory lock on the name's hash; nothing in SQLite, whose
+ * write transaction already excludes every other writer). */
+int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err);
 /* malloc'ed copy of text, or NULL. */
 char *gp_store_dup_text(const char *text);
 

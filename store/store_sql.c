@@ -139,6 +139,18 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
     /* At most 1000 rows a call, like GPS_JOB_PRUNE. */
     [GPS_IDEM_PRUNE] = "DELETE FROM idempotency WHERE (scope, key) IN (SELECT scope, key FROM"
                        " idempotency WHERE created_at < ?1 LIMIT 1000)",
+    /* Aliases (store_alias.c). */
+    [GPS_VERSION_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 AND version = ?2",
+    [GPS_ALIAS_PUT] = "INSERT INTO aliases(name, alias, version, updated_at, updated_by)"
+                      " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(name, alias) DO UPDATE SET"
+                      " version = excluded.version, updated_at = excluded.updated_at,"
+                      " updated_by = excluded.updated_by",
+    [GPS_ALIAS_GET] = "SELECT alias, version, updated_at, updated_by FROM aliases"
+                      " WHERE name = ?1 AND alias = ?2",
+    [GPS_ALIAS_LIST] = "SELECT alias, version, updated_at, updated_by FROM aliases"
+                       " WHERE name = ?1 ORDER BY alias",
+    [GPS_ALIAS_DELETE] = "DELETE FROM aliases WHERE name = ?1 AND alias = ?2",
+    [GPS_ALIAS_DELETE_ALL] = "DELETE FROM aliases WHERE name = ?1",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)
