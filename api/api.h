@@ -96,6 +96,13 @@ void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt,
 
 /* 1 when name matches [A-Za-z0-9._-]{1,64}. */
 int gp_api_valid_name(const char *name);
+/* 1 when alias is a valid version alias: [A-Za-z][A-Za-z0-9_.-]{0,63} (a
+ * letter first, so that it is never a version number). */
+int gp_api_valid_alias(const char *alias);
+/* The version that alias of model name points at, into *version. 404
+ * field "name" (no such model) or "version" (no such alias); err says which. */
+int gp_api_resolve_alias(gp_api *api, const char *name, const char *alias, int *version,
+                         gp_error *err);
 
 /* ---- route handlers: each fills *out, errors included ----
  * *out must start zeroed (or freed by gp_response_free): a handler frees any
@@ -117,6 +124,15 @@ void gp_api_list_models(gp_api *api, gp_response *out);
 /* version 0: the latest, with "versions": [...]. */
 void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out);
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
+/* Aliases (aliases.c; docs/design/api.md, "Aliases"): the list
+ * {"name", "aliases": [{"alias", "version", "updated_at", "updated_by"}]},
+ * one alias, PUT {"version": N} (200 with the alias; by: who, the caller's
+ * key name, or NULL), DELETE (204). */
+void gp_api_list_aliases(gp_api *api, const char *name, gp_response *out);
+void gp_api_get_alias(gp_api *api, const char *name, const char *alias, gp_response *out);
+void gp_api_put_alias(gp_api *api, const char *name, const char *alias, const gp_request *req,
+                      const char *by, gp_response *out);
+void gp_api_delete_alias(gp_api *api, const char *name, const char *alias, gp_response *out);
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 /* ---- predict and sample in two steps, for dynamic batching (server/batcher.c):

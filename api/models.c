@@ -229,6 +229,10 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
             rc = err.code;
     }
     free(versions);
+    if (rc == GP_OK) { /* the model's labels, on every version's page */
+        json_t *aliases = gp_api_aliases_object(api, name, &err);
+        rc = aliases ? json_object_set_new(o, "aliases", aliases), GP_OK : err.code;
+    }
     if (rc == GP_OK)
         keep_body(api, name, version, gen, o, &meta);
     const gp_method *method = rc == GP_OK ? gp_method_find(meta.method) : NULL;
