@@ -161,7 +161,7 @@ export interface paths {
         get: operations["getModel"];
         put?: never;
         post?: never;
-        /** Delete every version */
+        /** Delete every version (and the model's aliases) */
         delete: operations["deleteModel"];
         options?: never;
         head?: never;
@@ -175,7 +175,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -185,6 +185,53 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/aliases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /** The model's aliases, by name, with who set each and when */
+        get: operations["listAliases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/aliases/{alias}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        /** One alias */
+        get: operations["getAlias"];
+        /**
+         * Point an alias at a version (create or move it, atomically)
+         * @description The version must exist (404 not_found naming version); "version" may name another alias (promote what it points at). Every daemon on the database sees the move within the change generation's bound. A refused request stores nothing.
+         */
+        put: operations["putAlias"];
+        post?: never;
+        /** Remove an alias (the version stays) */
+        delete: operations["deleteAlias"];
         options?: never;
         head?: never;
         patch?: never;
@@ -392,7 +439,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -414,7 +461,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -436,7 +483,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -581,8 +628,8 @@ export interface components {
             y: components["schemas"]["Targets"];
             /** @description the known noise variances of the observed rows (one per row, caller's units of y, finite, >= 0). Required by a model fitted with noise.per_point (400 invalid_argument naming noise without it); refused by every other model (422 unsupported naming noise). Of the methods that observe, exact and ssgp take it. A wrong length or a bad entry is 422 invalid_data naming noise or noise[i]; nothing is applied or logged. It is logged with its rows, so a replay rebuilds the same model. */
             noise?: number[];
-            /** @description the version observed (default the latest) */
-            version?: number;
+            /** @description the version observed, or an alias of it (default the latest) */
+            version?: components["schemas"]["VersionRef"];
             /**
              * @description save the model with the batch as a new version (the version observed stays as it was); by default the batch is applied to the version in place and logged
              * @default false
@@ -592,6 +639,8 @@ export interface components {
         ObserveResponse: {
             name: string;
             version: number;
+            /** @description the alias the request named the version by */
+            alias?: string;
             /** @description rows the model holds */
             n: number;
             /** @enum {string} */
@@ -794,10 +843,32 @@ export interface components {
             };
             /** Format: date-time */
             created_at: string;
+            /** @description the model's aliases and the versions they point at (on every version's page) */
+            aliases?: {
+                [key: string]: number;
+            };
             online?: components["schemas"]["OnlineStatus"];
             /** @description the outputs' names (models of several outputs, or names given) */
             outputs?: string[];
             coregionalization?: components["schemas"]["Coregionalization"];
+        };
+        /** @description A version number (from 1) or an alias of one. */
+        VersionRef: number | string;
+        AliasRequest: {
+            version: components["schemas"]["VersionRef"];
+        };
+        Alias: {
+            name?: string;
+            alias: string;
+            version: number;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description who set it (the API key's name once keys have names; null until then) */
+            updated_by: string | null;
+        };
+        AliasList: {
+            name: string;
+            aliases: components["schemas"]["Alias"][];
         };
         /** @description a coregionalised model's what-was-learned (docs/design/multioutput.md): cov(f_i(x), f_j(x')) = sum_q B_q[i,j] k_q(x, x'), B_q = W_q W_q^T + diag(kappa_q), in working units (output j's value is y_mean[j] + y_scale[j] v) */
         Coregionalization: {
@@ -839,7 +910,7 @@ export interface components {
         };
         PredictRequest: {
             X: components["schemas"]["Inputs"];
-            version?: number;
+            version?: components["schemas"]["VersionRef"];
             /**
              * @description mean, variance and quantiles of y (true) or of the latent f (false); for non-Gaussian likelihoods y's are the count's or the label's
              * @default true
@@ -863,6 +934,8 @@ export interface components {
         PredictResponse: {
             name: string;
             version: number;
+            /** @description the alias the request named the version by */
+            alias?: string;
             /** @description null for a gate model in warm-up */
             mean: components["schemas"]["OutputsOrNull"];
             /** @description null for a gate model in warm-up */
@@ -916,7 +989,7 @@ export interface components {
         };
         SampleRequest: {
             X: components["schemas"]["Inputs"];
-            version?: number;
+            version?: components["schemas"]["VersionRef"];
             /** @default 10 */
             n_samples?: number;
             /** @default 0 */
@@ -935,6 +1008,8 @@ export interface components {
         SampleResponse: {
             name: string;
             version: number;
+            /** @description the alias the request named the version by */
+            alias?: string;
             /** @description models of p > 1 outputs, their names */
             outputs?: string[];
             /** @description joint draws of the latent function, one array of points per draw (for p > 1 outputs, a row of p per point) */
@@ -2101,8 +2176,10 @@ export interface components {
     parameters: {
         /** @description The model name. */
         Name: string;
-        /** @description A version of the model, from 1. */
-        Version: number;
+        /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
+        Version: components["schemas"]["VersionRef"];
+        /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+        AliasName: string;
         /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
         IdempotencyKey: string;
         /** @description The job id the 202 of an async fit gave (32 hex characters). */
@@ -2554,7 +2631,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -2579,6 +2656,145 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAliases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every alias of the model (empty when it has none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AliasList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The alias and the version it points at. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Alias"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    putAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AliasRequest"];
+            };
+        };
+        responses: {
+            /** @description The alias as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Alias"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     predict: {
@@ -2927,7 +3143,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -2956,7 +3172,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -2986,7 +3202,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;

@@ -74,10 +74,13 @@ done
 verdict "openapi.yaml documents every route of docs/design/api.md" $? "missing ${missing#, }"
 # Each documented route answers (not a 404 for the route, not 405, not 5xx).
 jpost /v1/models '{"name":"oa-del","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
+# an alias for the alias routes to find (the DELETE route removes it again)
+req PUT /v1/models/sine/aliases/oa -H 'Content-Type: application/json' --data-binary '{"version":1}'
 while read -r verb path; do
     p=$(printf '%s\n' "$path" | sed -e 's#/v1/jobs/{[^}]*}#/v1/jobs/'"$JOB"'#' \
-        -e 's#/versions/{[^}]*}#/versions/1#')
+        -e 's#/versions/{[^}]*}#/versions/1#' -e 's#/aliases/{[^}]*}#/aliases/oa#')
     case "$verb $p" in
+    "DELETE /v1/models/{"*/aliases/*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
     "DELETE /v1/models/{"*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-del/') ;;
     "GET /ui/{"*) p=/ui/app.js ;;
     *) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
