@@ -40,6 +40,13 @@ def _json_default(value):
     raise TypeError("%s is not JSON serialisable" % type(value).__name__)
 
 
+def _version_segment(version):
+    """A version for a path: a number as digits, an alias as it is (quoted)."""
+    if isinstance(version, str):
+        return urllib.parse.quote(version, safe="")
+    return "%d" % int(version)
+
+
 def encode_json(body):
     """The JSON text of a request body; NaN and Inf are refused here, since
     JSON cannot carry them (the daemon would answer malformed_json)."""
@@ -365,18 +372,47 @@ class Client:
 
     def get_model(self, name, version=None):
         """``GET /v1/models/{name}`` (the latest, with ``versions``) or
-        ``GET /v1/models/{name}/versions/{version}``."""
+        ``GET /v1/models/{name}/versions/{version}``; ``version`` is a
+        number or an alias (``"champion"``)."""
         if version is None:
             return self._get(self._model_path(name))
-        return self._get(self._model_path(name, "/versions/%d" % int(version)))
+        return self._get(self._model_path(name, "/versions/" + _version_segment(version)))
 
     def versions(self, name):
         """The version numbers of a model."""
         return self.get_model(name)["versions"]
 
     def delete_model(self, name):
-        """``DELETE /v1/models/{name}``: every version."""
+        """``DELETE /v1/models/{name}``: every version (and its aliases)."""
         self.request("DELETE", self._model_path(name))
+
+    # ------------------------------------------------------------ aliases
+    # Movable labels of a model's versions; every ``version=`` of this client
+    # (get_model, predict, sample, observe) takes an alias as well.
+
+    def _alias_path(self, name, alias):
+        return self._model_path(name, "/aliases/" + urllib.parse.quote(str(alias), safe=""))
+
+    def set_alias(self, name, alias, version):
+        """``PUT /v1/models/{name}/aliases/{alias}``: point ``alias`` at
+        ``version`` (a number, or another alias: promote what it points at);
+        returns ``{name, alias, version, updated_at, updated_by}``."""
+        version = version if isinstance(version, str) else int(version)
+        return self.request("PUT", self._alias_path(name, alias),
+                            body={"version": version}).json()
+
+    def get_alias(self, name, alias):
+        """``GET /v1/models/{name}/aliases/{alias}``."""
+        return self._get(self._alias_path(name, alias))
+
+    def list_aliases(self, name):
+        """``GET /v1/models/{name}/aliases``: a list of ``{alias, version,
+        updated_at, updated_by}``, by alias."""
+        return self._get(self._model_path(name, "/aliases"))["aliases"]
+
+    def delete_alias(self, name, alias):
+        """``DELETE /v1/models/{name}/aliases/{alias}`` (the version stays)."""
+        self.request("DELETE", self._alias_path(name, alias))
 
     # ------------------------------------------------------------ serving
 
