@@ -458,14 +458,15 @@ void gp_store_set_part_bytes(gp_store *store, size_t bytes);
  * A number that changes whenever what the read functions return may have
  * changed, so that a caller may keep rows it read, tagged with the
  * generation read BEFORE it read them, and use them while
- * gp_store_generation still answers that tag. This handle's saves, deletes
- * and log appends change it before they return (committed or failed; job
+ * gp_store_generation still answers that tag. This handle's saves, deletes,
+ * log appends and alias writes change it before they return (committed or failed; job
  * writes do not, they change no model row); another
  * connection's commits (another daemon on the same database, an operator's
  * SQL) change it within GP_STORE_WATCH_MS of the commit, plus the time the
  * watch thread waits for a CPU: SQLite's PRAGMA data_version polled every
  * GP_STORE_WATCH_MS on a connection of the watch's own; PostgreSQL's
- * notifications (saves, deletes and log appends NOTIFY in their transaction;
+ * notifications (saves, deletes, log appends and alias writes NOTIFY in their
+ * transaction;
  * the watch LISTENs), delivered as they commit. */
 #define GP_STORE_WATCH_MS 5
 /* How long the watch waits before it opens its connection again after a loss. */
