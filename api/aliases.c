@@ -52,7 +52,7 @@ json_t *gp_api_aliases_object(gp_api *api, const char *name, gp_error *err)
 {
     gp_alias_row *rows = NULL;
     size_t n = 0;
-    if (gp_store_aliases(api->store, name, &rows, &n, err))
+    if (gp_rows_aliases(api, name, &rows, &n, err))
         return NULL;
     json_t *o = json_object();
     for (size_t i = 0; o && i < n; i++)

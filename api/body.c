@@ -2,6 +2,7 @@
  * the media type, "version", X in two steps, and the answer's head. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/internal.h"
@@ -27,18 +28,24 @@ int gp_api_resolve_alias(gp_api *api, const char *name, const char *alias, int *
                          gp_error *err)
 {
     *version = 0;
-    gp_alias_row row;
+    if (!gp_store_alias_valid(alias))
+        return gp_error_set(err, GP_EINVAL, "version", GP_API_VERSION_RULE);
+    /* the model's aliases as kept while nothing was written (api/rows.c):
+     * a request named by an alias asks the store nothing more than one
+     * named by a number */
+    gp_alias_row *rows = NULL;
+    size_t n = 0;
     int rc = gp_api_check_name(name, err);
     if (rc == GP_OK)
-        rc = gp_store_alias_get(api->store, name, alias, &row, err);
-    if (rc == GP_ENOTFOUND && strcmp(err->field, "alias") == 0)
+        rc = gp_rows_aliases(api, name, &rows, &n, err);
+    for (size_t i = 0; rc == GP_OK && i < n && *version == 0; i++)
+        if (strcmp(rows[i].alias, alias) == 0)
+            *version = rows[i].version;
+    free(rows);
+    if (rc == GP_OK && *version == 0)
         /* where a version was asked for, the version is what is missing */
-        return gp_error_set(err, GP_ENOTFOUND, "version",
-                            "model '%s' has no version or alias '%s'", name, alias);
-    if (rc == GP_EINVAL)
-        return gp_error_set(err, GP_EINVAL, "version", GP_API_VERSION_RULE);
-    if (rc == GP_OK)
-        *version = row.version;
+        rc = gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version or alias '%s'",
+                          name, alias);
     return rc;
 }
 

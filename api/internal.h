@@ -52,6 +52,10 @@ int gp_rows_init(gp_api *api);
 void gp_rows_destroy(gp_api *api);
 int gp_rows_meta(gp_api *api, const char *name, int version, int full, gp_model_meta *meta,
                  gp_error *err);
+/* Every alias of name (gp_store_aliases), kept like the version list; *rows
+ * malloc'ed (caller frees), NULL when none. */
+int gp_rows_aliases(gp_api *api, const char *name, gp_alias_row **rows, size_t *count,
+                    gp_error *err);
 int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *count,
                      gp_error *err);
 /* The GET /v1/models/{name} body of (name, version) rendered at generation
