@@ -99,8 +99,15 @@ int gp_api_parse_x_early(gp_api *api, json_t *Xj, double **X, size_t *m, size_t 
 }
 
 int gp_api_parse_x_late(gp_api *api, const gp_model *model, const char *name, json_t *Xj,
-                        double **X, size_t *m, size_t *d, gp_error *err)
+                        const gp_x_names *nm, double **X, size_t *m, size_t *d, gp_error *err)
 {
+    if (nm && nm->rows) {
+        if (model->input.kind != GP_INPUT_POINT)
+            return gp_error_set(err, GP_EDATA, "rows",
+                                "model '%s' takes %s inputs: give X, not named rows", name,
+                                gp_input_kind_name(model->input.kind));
+        return gp_api_records(nm, name, api->cfg.max_points, X, m, d, err);
+    }
     if (model->input.kind == GP_INPUT_POINT) {
         if (*X == NULL) /* objects given to a model of points: gp_json_matrix says what is wrong */
             return gp_json_matrix(Xj, "X", api->cfg.max_points, X, m, d, err);
@@ -115,6 +122,86 @@ int gp_api_parse_x_late(gp_api *api, const gp_model *model, const char *name, js
     return gp_json_inputs(Xj, &model->input, "X", api->cfg.max_points, X, m, err);
 }
 
+int gp_api_x_or_rows(json_t *obj, const char *what, json_t **Xj, json_t **rows, gp_error *err)
+{
+    *Xj = json_object_get(obj, "X");
+    *rows = json_object_get(obj, "rows");
+    if (*Xj && *rows)
+        return gp_error_set(err, GP_EINVAL, "rows", "give X (positional rows) or rows (named "
+                            "ones), not both");
+    if (*Xj == NULL && *rows == NULL)
+        return gp_error_set(err, GP_EINVAL, "X", "X (%s) is missing", what);
+    return GP_OK;
+}
+
+/* A query parameter's value as JSON: a number, true, false, or a string;
+ * the lists (quantiles, noise) as comma-separated values (?quantiles=0.1,0.9). */
+static json_t *query_value(const char *k, const char *v)
+{
+    json_error_t je;
+    if (strcmp(k, "quantiles") == 0 || strcmp(k, "noise") == 0) {
+        size_t len = strlen(v);
+        char *list = malloc(len + 3);
+        json_t *a = NULL;
+        if (list) {
+            snprintf(list, len + 3, "[%s]", v);
+            a = json_loads(list, 0, &je);
+            free(list);
+        }
+        return a ? a : json_string(v);
+    }
+    json_t *j = json_loads(v, JSON_DECODE_ANY, &je);
+    if (json_is_number(j) || json_is_boolean(j))
+        return j;
+    json_decref(j);
+    return json_string(v);
+}
+
+/* A text/csv body as the JSON object a JSON body would be: its rows as
+ * "rows", the query's parameters as the other members (?version=3). */
+static int csv_object(gp_api *api, const gp_request *req, json_t **out, gp_error *err)
+{
+    json_t *rows = NULL;
+    int rc = gp_csv_records(req->body, req->body_len, api->cfg.max_points,
+                            api->cfg.max_input_dim + GP_COREG_MAX_OUTPUTS, &rows, err);
+    if (rc)
+        return rc;
+    json_t *obj = json_object();
+    for (size_t i = 0; obj && i < req->n_query && rc == GP_OK; i++) {
+        const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
+        if (strcmp(k, "rows") == 0 || strcmp(k, "X") == 0 || json_object_get(obj, k))
+            rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice or in "
+                              "the body", k);
+        else
+            json_object_set_new(obj, k, query_value(k, v));
+    }
+    if (obj && rc == GP_OK)
+        json_object_set_new(obj, "rows", rows);
+    else
+        json_decref(rows);
+    if (obj == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (rc) {
+        json_decref(obj);
+        return rc;
+    }
+    *out = obj;
+    return GP_OK;
+}
+
+int gp_api_body_object(gp_api *api, const gp_request *req, json_t **obj, gp_error *err)
+{
+    *obj = NULL;
+    int media = gp_media_type(req->content_type);
+    if (media == 2)
+        return csv_object(api, req, obj, err);
+    if (media != 1)
+        return gp_error_set(err, GP_EMEDIATYPE, NULL,
+                            "Content-Type must be application/json or text/csv, not '%.60s'",
+                            req->content_type);
+    return gp_json_parse_body(req, obj, err);
+}
+
 /* What predict and sample bodies share: a JSON object of known keys, an
  * optional "version" and "include_noise" (*include_noise keeps its default
  * when absent). */
@@ -123,9 +210,7 @@ int gp_api_parse_point_request(gp_api *api, const char *name, const gp_request *
                                int *include_noise, gp_error *err)
 {
     json_t *e;
-    int rc = gp_api_check_json(req, err);
-    if (rc == GP_OK)
-        rc = gp_json_parse_body(req, obj, err);
+    int rc = gp_api_body_object(api, req, obj, err);
     if (rc == GP_OK)
         rc = gp_json_known_keys(*obj, keys, NULL, err);
     if (rc == GP_OK)

@@ -28,6 +28,8 @@ static void entry_free(gp_cache_entry *e)
 {
     gp_model_free(e->model);
     free(e->outputs);
+    json_decref(e->features);
+    json_decref(e->targets);
     pthread_rwlock_destroy(&e->lock);
     pthread_mutex_destroy(&e->write_lock);
     pthread_mutex_destroy(&e->gate_lock);
@@ -91,12 +93,17 @@ static gp_cache_entry *entry_new(const gp_model_meta *meta, const char *info, gp
         free(e);
         return NULL;
     }
+    e->features = gp_api_info_names(info, "feature_names");
+    e->targets = gp_api_info_names(info, "target_names");
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     int rc = pthread_rwlock_init(&e->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     if (rc != 0) {
+        json_decref(e->features);
+    json_decref(e->targets);
+        free(e->outputs);
         free(e);
         return NULL;
     }
@@ -258,10 +265,11 @@ static int load_entry(gp_api *api, const gp_model_meta *meta, gp_cache_entry **o
     if (rc == GP_OK && meta->obs_seq > snap)
         rc = replay(api, meta->id, loaded, snap, meta->obs_seq, &logged, err);
     double replayed = gp_cache_seconds_now() - t0;
-    /* the brief row has no info: a model of several outputs reads its names */
+    /* the brief row has no info: the names of the outputs and of the inputs
+     * (feature_names, which any model may have) are read from the full one */
     gp_model_meta full;
     memset(&full, 0, sizeof full);
-    if (rc == GP_OK && gp_api_named_outputs(loaded) && meta->info == NULL)
+    if (rc == GP_OK && meta->info == NULL)
         rc = gp_rows_meta(api, meta->name, meta->version, 1, &full, err);
     gp_cache_entry *fresh =
         rc == GP_OK ? entry_new(meta, meta->info ? meta->info : full.info, loaded) : NULL;

@@ -24,6 +24,10 @@ struct gp_cache_entry {
     /* the outputs' names as JSON text (models of several outputs; NULL
      * otherwise), from the version's info: predict, sample and OIP name them */
     char *outputs;
+    /* the inputs' names (the version's info "feature_names", a JSON list;
+     * NULL: fitted without): predict, sample and observe match rows by them */
+    json_t *features;
+    json_t *targets; /* the targets' names ("target_names"), or NULL: an observe's rows may carry them */
     int refs;
     int detached; /* out of the table; freed by the last release */
     uint64_t stamp;

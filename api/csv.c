@@ -306,6 +306,7 @@ typedef struct csv_targets {
     size_t *out_of;
     size_t p;
     int missing;
+    int records; /* a predict's rows: errors name rows[i].column */
 } csv_targets;
 
 /* ncol: the noise column (SIZE_MAX: none). */
@@ -313,7 +314,10 @@ static int cell_error(const header *h, size_t row, size_t col, const csv_targets
                       size_t xcol, const char *cell, size_t len, const char *why, gp_error *err)
 {
     char field[GP_ERROR_FIELD_LEN];
-    if (col == ncol)
+    int nl = h->len[col] > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : (int)h->len[col];
+    if (t->records)
+        snprintf(field, sizeof field, "rows[%zu].%.*s", row, nl, h->name[col]);
+    else if (col == ncol)
         snprintf(field, sizeof field, "noise.per_point[%zu]", row);
     else if (t->out_of[col] != SIZE_MAX && t->p > 1)
         snprintf(field, sizeof field, "y[%zu][%zu]", row, t->out_of[col]);
@@ -321,7 +325,6 @@ static int cell_error(const header *h, size_t row, size_t col, const csv_targets
         snprintf(field, sizeof field, "y[%zu]", row);
     else
         snprintf(field, sizeof field, "X[%zu][%zu]", row, xcol);
-    int nl = h->len[col] > CSV_NAME_SHOWN ? CSV_NAME_SHOWN : (int)h->len[col];
     int cl = len > 24 ? 24 : (int)len;
     return gp_error_set(err, GP_EDATA, field, "row %zu, column '%.*s': '%.*s' %s", row + 1, nl,
                         h->name[col], cl, cell, why);
@@ -475,9 +478,46 @@ int gp_csv_parse_noise(const char *body, size_t len, const char *target,
                        const char *noise_column, size_t max_rows, size_t max_inputs, double **X,
                        double **y, double **noise, size_t *n_out, size_t *d_out, gp_error *err)
 {
-    gp_csv_request r = {target, NULL, noise_column, max_rows, max_inputs};
+    gp_csv_request r = {target, NULL, noise_column, max_rows, max_inputs, NULL, NULL};
     size_t p = 1;
     return gp_csv_parse_request(body, len, &r, X, y, noise, n_out, d_out, &p, NULL, err);
+}
+
+/* The header's names of the input columns (X's order) and of the targets
+ * (y's) into q's lists; a name that is not UTF-8 is left out of both, so
+ * the model keeps no signature (jansson refuses it). */
+static void column_names(const header *h, const csv_targets *t, size_t ncol,
+                         const gp_csv_request *q)
+{
+    json_t *in = json_array(), *out = json_array();
+    int ok = in && out;
+    for (size_t j = 0; ok && j < t->p; j++)
+        for (size_t c = 0; ok && c < h->n; c++)
+            if (t->out_of[c] == j)
+                ok = json_array_append_new(out, json_stringn(h->name[c], h->len[c])) == 0;
+    for (size_t c = 0; ok && c < h->n; c++)
+        if (t->out_of[c] == SIZE_MAX && c != ncol)
+            ok = json_array_append_new(in, json_stringn(h->name[c], h->len[c])) == 0;
+    if (ok && q->feature_names)
+        json_array_extend(q->feature_names, in);
+    if (ok && q->target_names)
+        json_array_extend(q->target_names, out);
+    json_decref(in);
+    json_decref(out);
+}
+
+/* Where a CSV body's header starts (after a UTF-8 byte order mark):
+ * GP_EDATA naming "X" for an empty body or one holding a NUL byte. */
+static int body_start(const char *body, size_t len, const char **pos, gp_error *err)
+{
+    if (body == NULL || len == 0)
+        return gp_error_set(err, GP_EDATA, "X", "the CSV body is empty");
+    if (memchr(body, '\0', len))
+        return gp_error_set(err, GP_EDATA, "X", "the CSV body contains a NUL byte");
+    *pos = body;
+    if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
+        *pos += 3; /* UTF-8 byte order mark */
+    return GP_OK;
 }
 
 int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, double **X,
@@ -489,16 +529,14 @@ int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, 
     *y = NULL;
     if (noise)
         *noise = NULL;
-    if (body == NULL || len == 0)
-        return gp_error_set(err, GP_EDATA, "X", "the CSV body is empty");
-    if (memchr(body, '\0', len))
-        return gp_error_set(err, GP_EDATA, "X", "the CSV body contains a NUL byte");
-    const char *pos = body, *end = body + len;
-    if (len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
-        pos += 3; /* UTF-8 byte order mark */
+    const char *pos;
+    int start = body_start(body, len, &pos, err);
+    if (start)
+        return start;
+    const char *end = body + len; /* body is not NULL here */
     header h = {NULL, NULL, 0, NULL};
     int rc = parse_header(&pos, end, q->max_inputs, &h, err);
-    csv_targets t = {NULL, 0, 0};
+    csv_targets t = {NULL, 0, 0, 0};
     size_t rows = 0, ncol = SIZE_MAX, extra = noise_column ? 1 : 0;
     if (rc == GP_OK && (t.out_of = malloc(h.n * sizeof *t.out_of)) == NULL)
         rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
@@ -538,6 +576,8 @@ int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, 
     }
     if (rc == GP_OK)
         rc = read_rows(pos, end, &h, &t, ncol, rows, Xm, yv, nv, err);
+    if (rc == GP_OK)
+        column_names(&h, &t, ncol, q);
     header_free(&h);
     free(t.out_of);
     if (rc) {
@@ -554,4 +594,64 @@ int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, 
     *d_out = d;
     *p_out = t.p;
     return GP_OK;
+}
+
+/* ---- the CSV body of a predict, sample or observe: named rows ---- */
+
+/* The rows' cells (column-major rows x h->n in M) as records. */
+static json_t *records_of(const header *h, const double *M, size_t rows)
+{
+    json_t *list = json_array();
+    for (size_t r = 0; list && r < rows; r++) {
+        json_t *o = json_object();
+        for (size_t c = 0; o && c < h->n; c++)
+            if (json_object_setn_new(o, h->name[c], h->len[c],
+                                             json_real(M[c * rows + r])) != 0) {
+                json_decref(o);
+                o = NULL;
+            }
+        if (o == NULL || json_array_append_new(list, o) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+int gp_csv_records(const char *body, size_t len, size_t max_rows, size_t max_cols,
+                   json_t **rows_out, gp_error *err)
+{
+    *rows_out = NULL;
+    const char *pos;
+    int start = body_start(body, len, &pos, err);
+    if (start)
+        return start;
+    const char *end = body + len; /* body is not NULL here */
+    header h = {NULL, NULL, 0, NULL};
+    int rc = parse_header(&pos, end, max_cols, &h, err);
+    /* every column is read as an input; the model sorts them out by name */
+    csv_targets t = {NULL, 0, 0, 1};
+    size_t rows = 0;
+    double *M = NULL;
+    if (rc == GP_OK && (t.out_of = malloc(h.n * sizeof *t.out_of)) == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    for (size_t c = 0; rc == GP_OK && c < h.n; c++)
+        t.out_of[c] = SIZE_MAX;
+    if (rc == GP_OK)
+        rc = count_rows(pos, end, &rows, err);
+    if (rc == GP_OK && rows == 0)
+        rc = gp_error_set(err, GP_EDATA, "X", "the CSV has a header but no data rows");
+    if (rc == GP_OK && rows > max_rows)
+        rc = gp_error_set(err, GP_ETOOBIG, "X",
+                          "the CSV has %zu rows; the limit is max_points = %zu", rows, max_rows);
+    if (rc == GP_OK && (M = malloc(rows * h.n * sizeof *M)) == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory for %zu rows", rows);
+    if (rc == GP_OK)
+        rc = read_rows(pos, end, &h, &t, SIZE_MAX, rows, M, NULL, NULL, err);
+    if (rc == GP_OK && (*rows_out = records_of(&h, M, rows)) == NULL)
+        rc = gp_error_set(err, GP_EDATA, "X", "the CSV header's names must be UTF-8 text");
+    free(M);
+    free(t.out_of);
+    header_free(&h);
+    return rc;
 }

@@ -30,6 +30,8 @@ struct gp_fit_job {
     gp_input_spec input; /* what a row of X is */
     gp_mean_type mean;   /* "mean": {"type": ...} (zero when absent) */
     json_t *outputs;     /* the outputs' names (p > 1, or given; NULL otherwise) */
+    json_t *features;    /* the inputs' names (given, or a CSV header's; NULL otherwise) */
+    json_t *targets;     /* the targets' names (given, the outputs', or a CSV header's) */
     char *spec;
     /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
     char hold_id[40];
@@ -40,7 +42,7 @@ struct gp_fit_job {
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
-                                       "mean", "outputs", NULL};
+                                       "mean", "outputs", "feature_names", "target_names", NULL};
 static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
@@ -57,6 +59,8 @@ void gp_fit_job_free(gp_fit_job *job)
     free(job->spec);
     free(job->hold_owner);
     json_decref(job->outputs);
+    json_decref(job->features);
+    json_decref(job->targets);
     free(job);
 }
 
@@ -480,6 +484,27 @@ static int check_outputs(json_t *obj, gp_fit_job *job, gp_error *err)
     return rc;
 }
 
+/* The columns' names, a model signature (columns.c): feature_names, one a
+ * column of X (points only), and target_names, one an output (the outputs'
+ * names when not given). */
+static int check_names(json_t *obj, gp_fit_job *job, gp_error *err)
+{
+    json_t *f = json_object_get(obj, "feature_names"), *t = json_object_get(obj, "target_names");
+    size_t p = job->p ? job->p : 1;
+    int rc = GP_OK;
+    if (f && job->input.kind != GP_INPUT_POINT)
+        return gp_error_set(err, GP_EUNSUPPORTED, "feature_names",
+                            "feature_names names columns of numbers; this model's inputs are "
+                            "%s rows", gp_input_kind_name(job->input.kind));
+    if (f && (rc = gp_api_check_names(f, "feature_names", job->d, err)) == GP_OK)
+        job->features = json_incref(f);
+    if (rc == GP_OK && t && (rc = gp_api_check_names(t, "target_names", p, err)) == GP_OK)
+        job->targets = json_incref(t);
+    else if (rc == GP_OK && t == NULL && job->outputs)
+        job->targets = json_incref(job->outputs);
+    return rc;
+}
+
 /* X and y of a JSON fit: rows of numbers, or the input kind of options.input;
  * y a list, or rows of outputs for multi-output methods. */
 static int parse_data(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
@@ -603,6 +628,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     if ((rc = check_outputs(obj, job, err)))
         return rc;
+    if ((rc = check_names(obj, job, err)))
+        return rc;
     /* before the 202 of an async fit: labels that cannot be fitted never become a job */
     /* (a coregionalised fit's missing entries are NaN; core takes it gaussian only) */
     if (!job_coreg(job) && (rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
@@ -714,6 +741,23 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
     return GP_OK;
 }
 
+/* A CSV header's names as the fit's feature_names and target_names (kept in
+ * its spec, so a stored job's run keeps them too); names that could not be a
+ * signature (an empty one, one over GP_OUTPUT_NAME_MAX bytes or with a control
+ * character) leave the model without one, as before names were kept: the CSV
+ * itself is valid. */
+static void keep_header_names(json_t *obj, const gp_csv_request *q, const gp_fit_job *job)
+{
+    gp_error ignored;
+    if (json_object_get(obj, "feature_names") == NULL &&
+        gp_api_check_names(q->feature_names, "feature_names", job->d, &ignored) == GP_OK)
+        json_object_set(obj, "feature_names", q->feature_names);
+    if (json_object_get(obj, "target_names") == NULL &&
+        gp_api_check_names(q->target_names, "target_names", job->p ? job->p : 1, &ignored) ==
+            GP_OK)
+        json_object_set(obj, "target_names", q->target_names);
+}
+
 int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_error *err)
 {
     *out = NULL;
@@ -745,12 +789,22 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
             rc = gp_error_set(err, GP_EINVAL, "name",
                               "name is missing (a CSV fit takes it as ?name=)");
         json_t *names = rc == GP_OK && q.targets ? json_array() : NULL;
+        q.feature_names = json_array();
+        q.target_names = json_array();
+        if (rc == GP_OK && (q.feature_names == NULL || q.target_names == NULL))
+            rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
         if (rc == GP_OK)
             rc = gp_csv_parse_request(req->body, req->body_len, &q, &job->X, &job->y,
                                       &job->noise_pp, &job->n, &job->d, &job->p, names, err);
         /* the target columns' names are the outputs' (kept in the spec) */
         if (rc == GP_OK && names)
             json_object_set(obj, "outputs", names);
+        /* the header's names are the model's signature; names the request
+         * also gives in the query are checked against the data instead */
+        if (rc == GP_OK)
+            keep_header_names(obj, &q, job);
+        json_decref(q.feature_names);
+        json_decref(q.target_names);
         json_decref(names);
         if (rc == GP_OK && job->noise_pp) /* checked with the rest by parse_fields */
             job->n_noise_pp = job->n;
@@ -832,6 +886,10 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     json_t *ij = gp_api_model_info_json(model);
     if (ij && job->outputs) /* kept with the version: GET, predict, OIP and observe read it */
         json_object_set(ij, "outputs", job->outputs);
+    if (ij && job->features) /* the model's signature: records are matched by these */
+        json_object_set(ij, "feature_names", job->features);
+    if (ij && job->targets)
+        json_object_set(ij, "target_names", job->targets);
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);

@@ -210,6 +210,10 @@ int gp_api_parse_outputs(json_t *v, size_t p, json_t **out, gp_error *err);
 /* The names kept in a model's info JSON (its "outputs"), or the defaults,
  * as JSON text (malloc'ed; NULL when out of memory). */
 char *gp_api_outputs_text(const char *info, size_t p);
+/* Name i of the list `names` (the field's name, e.g. "outputs"): a non-empty
+ * string of at most GP_OUTPUT_NAME_MAX bytes, no control character, unlike
+ * the names before it; GP_EINVAL naming "field[i]" otherwise. */
+int gp_api_check_name_at(json_t *names, const char *field, size_t i, gp_error *err);
 /* Whether model's n_outputs are named outputs (several, and not a softmax
  * model's classes, which are the column indices 0..C-1 and carry no names). */
 int gp_api_named_outputs(const gp_model *model);
@@ -300,6 +304,9 @@ int gp_csv_parse_noise(const char *body, size_t len, const char *target,
 typedef struct gp_csv_request {
     const char *target, *targets, *noise_column;
     size_t max_rows, max_inputs;
+    /* JSON lists (NULL: not wanted) that get the input columns' names, in
+     * X's order, and the target columns', in y's */
+    json_t *feature_names, *target_names;
 } gp_csv_request;
 /* gp_csv_parse_noise for either: y column-major n x p; names (a JSON array,
  * may be NULL without targets) gets the targets' names. An unknown or
@@ -307,6 +314,36 @@ typedef struct gp_csv_request {
 int gp_csv_parse_request(const char *body, size_t len, const gp_csv_request *q, double **X,
                          double **y, double **noise, size_t *n, size_t *d, size_t *p,
                          json_t *names, gp_error *err);
+
+/* A text/csv predict, sample or observe body: a header of names, then rows
+ * of numbers, as a JSON list of records ({"name": value}); errors name
+ * X[i][j] and the column, as a fit's CSV. */
+int gp_csv_records(const char *body, size_t len, size_t max_rows, size_t max_cols,
+                   json_t **rows, gp_error *err);
+
+/* ---- named columns (columns.c) ---- */
+/* Named rows of a body (columns.c): rows the body's "rows" (records, or a
+ * text/csv body's rows; NULL: X is positional), features the model's
+ * feature_names (NULL: fitted without), targets names a row may also carry
+ * (an observe's targets; NULL otherwise). */
+typedef struct gp_x_names {
+    json_t *rows;
+    const json_t *features, *targets;
+} gp_x_names;
+/* A list of want distinct names (non-empty strings of at most
+ * GP_OUTPUT_NAME_MAX bytes, no control character), named field in errors. */
+int gp_api_check_names(json_t *v, const char *field, size_t want, gp_error *err);
+/* The list key ("feature_names", "target_names") of a version's info text
+ * (a new reference), or NULL. */
+json_t *gp_api_info_names(const char *info, const char *key);
+/* nm->rows matched by name to nm->features into X (column-major m x d):
+ * a missing, unknown (not a feature nor a target) or non-numeric column is
+ * 422 naming rows[i].column; a model without names is 422 naming rows. */
+int gp_api_records(const gp_x_names *nm, const char *name, size_t max_rows, double **X,
+                   size_t *m, size_t *d, gp_error *err);
+/* The targets' values of each record (column-major n x p; p = the list's). */
+int gp_api_record_targets(json_t *rows, const json_t *targets, double **y, size_t *p,
+                          gp_error *err);
 
 /* ---- errors (errors.c) ---- */
 /* The GP_E* code of a catalogue name ("invalid_argument" -> GP_EINVAL). */
@@ -347,13 +384,21 @@ json_t *gp_api_aliases_object(gp_api *api, const char *name, gp_error *err);
 int gp_api_parse_x_early(gp_api *api, json_t *Xj, double **X, size_t *m, size_t *d,
                          gp_error *err);
 int gp_api_parse_x_late(gp_api *api, const gp_model *model, const char *name, json_t *Xj,
-                        double **X, size_t *m, size_t *d, gp_error *err);
+                        const gp_x_names *nm, double **X, size_t *m, size_t *d, gp_error *err);
+/* The body's X, or its "rows" (records): both is 400 naming rows, neither
+ * 400 naming X (what: the points' role, for the message). */
+int gp_api_x_or_rows(json_t *obj, const char *what, json_t **Xj, json_t **rows,
+                     gp_error *err);
 /* What predict and sample bodies share: a JSON object of known keys, an
  * optional "version" and "include_noise" (*include_noise keeps its default
  * when absent). */
 int gp_api_parse_point_request(gp_api *api, const char *name, const gp_request *req,
                                const char *const *keys, json_t **obj, int *version, char *alias,
                                int *include_noise, gp_error *err);
+/* A predict, sample or observe body as a JSON object: the JSON body, or a
+ * text/csv body's rows as "rows" with the query's parameters beside them
+ * (415 for other media types). */
+int gp_api_body_object(gp_api *api, const gp_request *req, json_t **obj, gp_error *err);
 /* {"name": name, "version": version (the answer goes on). */
 void gp_api_write_head(gp_buf *b, const char *name, int version);
 /* ,"alias": alias when the request named the version by an alias (else nothing). */
@@ -410,6 +455,7 @@ typedef struct gp_sample_args {
 typedef struct gp_sample_call {
     json_t *obj;    /* the parsed body; Xj points into it */
     json_t *Xj;
+    json_t *rows;   /* named rows instead of X (into obj), or NULL */
     double *X;      /* column-major m x d, original units (parsed early, or late for objects) */
     size_t m, d;
     gp_sample_args a;

@@ -14,10 +14,11 @@
  * two-stage rfgp before this bound). */
 #define SNAPSHOT_REPLAY_SECONDS 0.5
 
-static const char *const observe_keys[] = {"X", "y", "noise", "version", "new_version", NULL};
+static const char *const observe_keys[] = {"X", "rows", "y", "noise", "version", "new_version", NULL};
 
 typedef struct observe_body {
     json_t *obj;
+    json_t *Xj, *rows; /* X, or the named rows (into obj) */
     int version, new_version;
     char alias[GP_ALIAS_MAX + 1]; /* the alias "version" named, or "" */
     double *X, *Y;
@@ -37,36 +38,47 @@ static int parse_observe(gp_api *api, const char *name, const gp_request *req, o
                          gp_error *err)
 {
     json_t *e;
-    int rc = gp_api_check_json(req, err);
-    if (rc == GP_OK)
-        rc = gp_json_parse_body(req, &ob->obj, err);
+    int rc = gp_api_body_object(api, req, &ob->obj, err);
     if (rc == GP_OK)
         rc = gp_json_known_keys(ob->obj, observe_keys, NULL, err);
     if (rc == GP_OK)
         rc = gp_api_get_version(api, name, ob->obj, &ob->version, ob->alias, err);
     if (rc == GP_OK && (e = json_object_get(ob->obj, "new_version")))
         rc = gp_json_get_bool(e, "new_version", &ob->new_version, err);
-    json_t *Xj = rc == GP_OK ? json_object_get(ob->obj, "X") : NULL;
-    if (rc == GP_OK && Xj == NULL)
-        rc = gp_error_set(err, GP_EINVAL, "X", "X (the inputs observed) is missing");
-    if (rc == GP_OK && json_object_get(ob->obj, "y") == NULL)
-        rc = gp_error_set(err, GP_EINVAL, "y", "y (the targets observed) is missing");
     if (rc == GP_OK)
-        rc = gp_api_parse_x_early(api, Xj, &ob->X, &ob->k, &ob->d, err);
+        rc = gp_api_x_or_rows(ob->obj, "the inputs observed", &ob->Xj, &ob->rows, err);
+    /* named rows may carry the targets too (by their target_names) */
+    if (rc == GP_OK && ob->rows == NULL && json_object_get(ob->obj, "y") == NULL)
+        rc = gp_error_set(err, GP_EINVAL, "y", "y (the targets observed) is missing");
+    if (rc == GP_OK && ob->Xj)
+        rc = gp_api_parse_x_early(api, ob->Xj, &ob->X, &ob->k, &ob->d, err);
     return rc;
 }
 
+/* y of named rows without "y": each row's targets, by the model's target_names. */
+static int row_targets(const gp_cache_entry *e, const char *name, observe_body *ob,
+                       size_t *ny, gp_error *err)
+{
+    if (e->targets == NULL)
+        return gp_error_set(err, GP_EINVAL, "y", "y (the targets observed) is missing, and "
+                            "model '%s' has no target_names to find them in the rows", name);
+    *ny = json_array_size(ob->rows);
+    return gp_api_record_targets(ob->rows, e->targets, &ob->Y, &ob->p, err);
+}
+
 /* X and y against the model: the input kind and width, the output count. */
-static int observe_data(gp_api *api, const gp_model *model, const char *name, observe_body *ob,
-                        gp_error *err)
+static int observe_data(gp_api *api, const gp_cache_entry *entry, const gp_model *model,
+                        const char *name, observe_body *ob, gp_error *err)
 {
     size_t ny = 0;
-    int rc = gp_api_parse_x_late(api, model, name, json_object_get(ob->obj, "X"), &ob->X,
-                                 &ob->k, &ob->d, err);
+    gp_x_names nm = {ob->rows, entry->features, entry->targets};
+    int rc = gp_api_parse_x_late(api, model, name, ob->Xj, &nm, &ob->X, &ob->k, &ob->d, err);
     /* a coregionalised model takes rows with missing outputs (null, NaN in core) */
     json_t *yj = json_object_get(ob->obj, "y");
     int coreg = model->coreg.type != GP_COREG_NONE;
-    if (rc == GP_OK && coreg)
+    if (rc == GP_OK && yj == NULL)
+        rc = row_targets(entry, name, ob, &ny, err);
+    else if (rc == GP_OK && coreg)
         rc = gp_json_targets_missing(yj, api->cfg.max_points, 1, &ob->Y, &ny, &ob->p, err);
     else if (rc == GP_OK && (rc = gp_json_targets_null(yj, err)) == GP_OK)
         rc = gp_json_targets(yj, "y", api->cfg.max_points, gp_api_target_columns(model) > 1,
@@ -243,7 +255,7 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_
                               "the data instead",
                               model->method->name);
         if (rc == GP_OK && ob->Y == NULL)
-            rc = observe_data(api, model, name, ob, err);
+            rc = observe_data(api, e, model, name, ob, err);
         uint64_t seq = 0, ticket = 0;
         if (rc == GP_OK && ob->new_version) {
             pthread_mutex_lock(&e->write_lock);

@@ -199,7 +199,7 @@ static int warming_up(const gp_model *model)
 }
 
 static void write_metadata(gp_buf *b, const char *name, const int *versions, size_t nv,
-                           const gp_model *model, const char *outputs)
+                           const gp_model *model, const char *outputs, const json_t *features)
 {
     gp_buf_puts(b, "{\"name\":");
     gp_buf_json_string(b, name);
@@ -209,7 +209,15 @@ static void write_metadata(gp_buf *b, const char *name, const int *versions, siz
     gp_buf_puts(b, "],\"platform\":\"gpserve\",\"inputs\":[");
     /* Inputs that are distributions (rfgp's gaussian, samples, messages) are
      * no tensor of numbers: such a model lists none, and infer refuses it. */
-    if (model->input.kind == GP_INPUT_POINT)
+    if (model->input.kind == GP_INPUT_POINT && features) {
+        /* the tensor stays "X" (infer takes one tensor of rows); its columns'
+         * names, the model's feature_names, ride in its parameters */
+        char *names = json_dumps(features, GP_JSON_FLAGS);
+        gp_buf_puts(b, "{\"name\":\"" INPUT_NAME "\",\"datatype\":\"FP64\",");
+        gp_buf_printf(b, "\"shape\":[-1,%zu],\"parameters\":{\"feature_names\":%s}}",
+                      model->input_dim, names ? names : "[]");
+        free(names);
+    } else if (model->input.kind == GP_INPUT_POINT)
         write_tensor_meta(b, INPUT_NAME, "FP64", model->input_dim);
     gp_buf_puts(b, "],\"outputs\":[");
     int first = 1;
@@ -256,7 +264,7 @@ void gp_api_oip_model_metadata(gp_api *api, const char *name, int version, gp_re
     gp_buf b;
     gp_buf_init(&b);
     write_metadata(&b, name, version ? &version : versions, version ? 1 : nv, model,
-                   entry->outputs);
+                   entry->outputs, entry->features);
     gp_cache_release(api, entry);
     free(versions);
     gp_buf_respond(&b, 200, out);

@@ -48,7 +48,7 @@ static void write_gate(gp_buf *b, const gp_online_status *st, const unsigned cha
         gp_buf_json_array(b, st->threshold, p, 1);
 }
 
-static const char *const predict_keys[] = {"X", "version", "include_noise", "full_covariance",
+static const char *const predict_keys[] = {"X", "rows", "version", "include_noise", "full_covariance",
                                            "quantiles", "components", "noise", NULL};
 
 static int parse_quantiles(json_t *v, double *q, size_t *nq, gp_error *err)
@@ -334,6 +334,8 @@ struct gp_point_call {
     char alias[GP_ALIAS_MAX + 1]; /* the alias the body named the version by, or "" */
     json_t *obj;             /* the parsed body (owned); Xj points into it */
     json_t *Xj;
+    json_t *rows;            /* named rows instead of X (into obj), or NULL */
+    const json_t *features;  /* the model's feature_names while prepared (its entry's) */
     double *X;               /* rows of numbers, parsed early (owned); NULL for objects */
     size_t m, d;
     predict_args a;          /* predict */
@@ -349,7 +351,8 @@ static int v1_prepare(gp_api *api, gp_point_call *c, const gp_model *model, cons
 {
     (void)outputs; /* written with the answer */
     (void)warmup; /* v1 answers a model in warm-up: "mean": null, every point asks */
-    int rc = gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
+    gp_x_names nm = {c->rows, c->features, NULL};
+    int rc = gp_api_parse_x_late(api, model, name, c->Xj, &nm, &c->X, &c->m, &c->d, err);
     if (rc == GP_OK && c->a.noise && c->a.n_noise != c->m)
         rc = gp_error_set(err, GP_EDATA, "noise", "noise has %zu entries; X has %zu points",
                           c->a.n_noise, c->m);
@@ -425,10 +428,9 @@ static int parse_predict_call(gp_api *api, const gp_request *req, gp_point_call 
                                         c->alias, &c->a.include_noise, err);
     if (rc == GP_OK)
         rc = parse_predict_args(api, c->obj, &c->a, err);
-    c->Xj = c->obj ? json_object_get(c->obj, "X") : NULL;
-    if (rc == GP_OK && c->Xj == NULL)
-        rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to predict at) is missing");
     if (rc == GP_OK)
+        rc = gp_api_x_or_rows(c->obj, "the points to predict at", &c->Xj, &c->rows, err);
+    if (rc == GP_OK && c->Xj)
         rc = gp_api_parse_x_early(api, c->Xj, &c->X, &c->m, &c->d, err);
     return rc;
 }
@@ -513,6 +515,7 @@ static void predict_prepare(gp_api *api, const gp_cache_entry *entry, const gp_m
 {
     gp_error *err = &st->err;
     const predict_args *a = &c->a;
+    c->features = entry->features;
     int rc = c->writer->prepare(api, c, model, c->name, entry->outputs, ost->warmup, err);
     if (rc == GP_OK && a->full && c->m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",

@@ -8,7 +8,7 @@
 
 #include "api/cache.h"
 
-static const char *const sample_keys[] = {"X",           "version",      "n_samples", "seed",
+static const char *const sample_keys[] = {"X", "rows", "version",      "n_samples", "seed",
                                           "include_noise", "observations", NULL};
 
 /* n draws of m points: per draw a list of m numbers, or for p outputs m rows
@@ -61,19 +61,19 @@ int gp_sample_parse(gp_api *api, const char *name, const gp_request *req, gp_sam
         rc = gp_error_set(err, GP_ETOOBIG, "n_samples",
                           "n_samples = %llu is above the limit max_samples = %zu",
                           (unsigned long long)a->n_samples, api->cfg.max_samples);
-    c->Xj = obj ? json_object_get(obj, "X") : NULL;
-    if (rc == GP_OK && c->Xj == NULL)
-        rc = gp_error_set(err, GP_EINVAL, "X", "X (the points to sample at) is missing");
     if (rc == GP_OK)
+        rc = gp_api_x_or_rows(obj, "the points to sample at", &c->Xj, &c->rows, err);
+    if (rc == GP_OK && c->Xj)
         rc = gp_api_parse_x_early(api, c->Xj, &c->X, &c->m, &c->d, err);
     return rc;
 }
 
 /* The checks of call c against the model and its buffer: c->S, count. */
-static int sample_prepare(gp_api *api, const gp_model *model, const char *name,
-                          gp_sample_call *c, size_t *count, gp_error *err)
+static int sample_prepare(gp_api *api, const gp_model *model, const json_t *features,
+                          const char *name, gp_sample_call *c, size_t *count, gp_error *err)
 {
-    int rc = gp_api_parse_x_late(api, model, name, c->Xj, &c->X, &c->m, &c->d, err);
+    gp_x_names nm = {c->rows, features, NULL};
+    int rc = gp_api_parse_x_late(api, model, name, c->Xj, &nm, &c->X, &c->m, &c->d, err);
     size_t m = c->m, p = model->n_outputs;
     if (rc == GP_OK && m > api->cfg.max_covariance_points)
         rc = gp_error_set(err, GP_ETOOBIG, "X",
@@ -166,7 +166,7 @@ void gp_sample_run(gp_api *api, const char *name, int version, gp_sample_call **
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             gp_error_clear(&errs[i]);
-            rcs[i] = sample_prepare(api, model, name, calls[i], &counts[i], &errs[i]);
+            rcs[i] = sample_prepare(api, model, entry->features, name, calls[i], &counts[i], &errs[i]);
             if (rcs[i] == GP_OK)
                 idx[k++] = i;
         }

@@ -170,12 +170,10 @@ int gp_api_check_targets(const double *y, size_t n, size_t p, int coreg, int row
     return GP_OK;
 }
 
-/* One name of "outputs": a non-empty string of at most GP_OUTPUT_NAME_MAX
- * bytes, none of them a control character, unlike the names before it. */
-static int check_name(json_t *names, size_t i, gp_error *err)
+int gp_api_check_name_at(json_t *names, const char *field, size_t i, gp_error *err)
 {
     char f[GP_ERROR_FIELD_LEN];
-    snprintf(f, sizeof f, "outputs[%zu]", i);
+    snprintf(f, sizeof f, "%s[%zu]", field, i);
     const char *s = json_string_value(json_array_get(names, i));
     size_t len = s ? strlen(s) : 0;
     if (s == NULL || len == 0 || len > GP_OUTPUT_NAME_MAX)
@@ -186,7 +184,7 @@ static int check_name(json_t *names, size_t i, gp_error *err)
             return gp_error_set(err, GP_EINVAL, f, "%s holds a control character", f);
     for (size_t k = 0; k < i; k++)
         if (strcmp(s, json_string_value(json_array_get(names, k))) == 0)
-            return gp_error_set(err, GP_EINVAL, f, "%s repeats outputs[%zu] ('%s')", f, k, s);
+            return gp_error_set(err, GP_EINVAL, f, "%s repeats %s[%zu] ('%s')", f, field, k, s);
     return GP_OK;
 }
 
@@ -214,7 +212,7 @@ int gp_api_parse_outputs(json_t *v, size_t p, json_t **out, gp_error *err)
         return gp_error_set(err, GP_EINVAL, "outputs",
                             "outputs has %zu names; y has %zu outputs", json_array_size(v), p);
     for (size_t i = 0; i < p; i++) {
-        int rc = check_name(v, i, err);
+        int rc = gp_api_check_name_at(v, "outputs", i, err);
         if (rc)
             return rc;
     }

@@ -682,7 +682,7 @@
       ['Jitter', fmt(d.jitter)],
       ['Noise variance', m.noise_variance_original === undefined ? '–' : fmt(m.noise_variance_original, 6)],
       ['Kernel', kernelText(m.kernel)],
-      ['Mean', meanText(m.mean)],
+      ['Mean', meanText(m.mean, m.feature_names)],
       /* a MAP fit (priors or bounds stated in the kernel): the prior's share */
       ...(d.log_prior === undefined ? [] : [
         ['Priors', d.priors === 'default' ? 'default preset' : 'stated in the kernel'],
@@ -713,16 +713,20 @@
   }
 
   /* The mean function in the caller's units: "zero" when the model has none,
-   * else y = c0 + c1 x0 + ... from its coefficients_original. */
-  function meanText(mean) {
+   * else y = c0 + c1 x0 + ... from its coefficients_original (names: the
+   * inputs' feature_names, else x0, x1, ...). */
+  function meanText(mean, names) {
     if (!mean) return 'zero';
     const c = mean.coefficients_original || [];
-    const terms = c.slice(1).map((v, j) => `${fmt(v, 4)} x${j}`);
+    const terms = c.slice(1).map((v, j) => `${fmt(v, 4)} ${(names && names[j]) || `x${j}`}`);
     return `${mean.type}: ${[fmt(c[0], 4), ...terms].join(' + ')}`;
   }
 
-  /* The inputs' names: the training CSV's header when known, else x0, x1, ... */
+  /* The inputs' names: the model's own (feature_names, kept by the fit), else
+   * the training CSV's header when known, else x0, x1, ... */
   function inputNames(model) {
+    const own = model.feature_names;
+    if (Array.isArray(own) && own.length === model.input_dim) return own;
     const rows = trainingRows(model) || state.rows.get(model.name);
     if (rows && rows.names.length === model.input_dim) return rows.names;
     return Array.from({ length: model.input_dim }, (_, j) => `x${j}`);

@@ -530,6 +530,11 @@ export interface components {
             datatype: "FP64" | "BOOL";
             /** @description -1 for the number of points. */
             shape: number[];
+            /** @description the input X of a model fitted with names */
+            parameters?: {
+                /** @description the names of X's columns, in order */
+                feature_names?: string[];
+            };
         };
         V2ModelMetadata: {
             name: string;
@@ -594,6 +599,16 @@ export interface components {
         };
         /** @description The rows of X: numbers (Matrix) for models of points; for models of distributional inputs (rfgp with options.input) one object per input of the model's kind. */
         Inputs: components["schemas"]["Matrix"] | components["schemas"]["DistributionInput"][];
+        /** @description Points by name, the model's signature (docs/design/api.md, "Named columns"): one object a point, {"cement": 540, "slag": 0, ...}, its keys the model's feature_names in any order, matched by name to the same doubles as X's positional rows (the answer is byte for byte X's). A missing or unknown column, or a value that is not a finite number, is 422 invalid_data naming rows[i].column; a model fitted without feature_names takes no named rows (422 naming rows: give X). An observe's rows may also carry the targets, by the model's target_names, instead of y. */
+        NamedRows: {
+            [key: string]: number;
+        }[];
+        /**
+         * @description A text/csv body for predict, sample and observe: a header of the model's column names, then rows of numbers (RFC 4180, as a fit's CSV), taken as rows (NamedRows) in the header's order whatever the model's. The request's other fields come from the query (?version=2&include_noise=false, ?quantiles=0.1,0.9, ?n_samples=3&seed=5); an observe's header names the targets too. A cell that is not a number is 422 naming rows[i].column.
+         * @example slag,cement
+         *     0,540
+         */
+        CsvRows: string;
         /** @description {"gaussian": {"mean": [d], "var": [d]}} (or "cov": d rows of d, for covariance full); {"samples": [S points of d]}; {"messages": [{"normal": {"mean", "var"}} | {"beta": {"a", "b"}} | {"gamma": {"shape", "rate"}}, ... in the model's order]} */
         DistributionInput: {
             gaussian?: {
@@ -623,9 +638,11 @@ export interface components {
         Outputs: number[] | number[][];
         /** @description Outputs, or null (a gate model in warm-up) */
         OutputsOrNull: (number[] | null) | number[][];
+        /** @description X (positional rows) and y, or rows (named ones) with y beside them or the targets in each row by the model's target_names */
         ObserveRequest: {
-            X: components["schemas"]["Inputs"];
-            y: components["schemas"]["Targets"];
+            X?: components["schemas"]["Inputs"];
+            rows?: components["schemas"]["NamedRows"];
+            y?: components["schemas"]["Targets"];
             /** @description the known noise variances of the observed rows (one per row, caller's units of y, finite, >= 0). Required by a model fitted with noise.per_point (400 invalid_argument naming noise without it); refused by every other model (422 unsupported naming noise). Of the methods that observe, exact and ssgp take it. A wrong length or a bad entry is 422 invalid_data naming noise or noise[i]; nothing is applied or logged. It is logged with its rows, so a replay rebuilds the same model. */
             noise?: number[];
             /** @description the version observed, or an alias of it (default the latest) */
@@ -768,6 +785,10 @@ export interface components {
             y?: components["schemas"]["Targets"];
             /** @description the outputs' names, one per column of y, distinct (default y0, y1, ...): kept with the model and returned with its predictions, samples and OIP tensors */
             outputs?: string[];
+            /** @description the inputs' names, one per column of X, distinct (models of points): the model's signature, by which predict, sample and observe match named rows and CSV bodies. A CSV fit takes its header's. A wrong count is 422 invalid_data naming feature_names; a repeated, empty or too long name 400 naming feature_names[i]. */
+            feature_names?: string[];
+            /** @description the targets' names, one per column of y (default: outputs, when given). A CSV fit takes its target columns' header names. */
+            target_names?: string[];
         };
         /**
          * @description gaussian N(y | f, noise); bernoulli p(y=1) = logistic(f); poisson rate exp(f); poisson_sq rate f^2 (pls only); softmax p(y=c) = softmax(f)_c over C latent functions, one per class (labels 0..C-1, C from the data, at most 64)
@@ -850,6 +871,10 @@ export interface components {
             online?: components["schemas"]["OnlineStatus"];
             /** @description the outputs' names (models of several outputs, or names given) */
             outputs?: string[];
+            /** @description the inputs' names (a CSV fit's header, or given at the fit); absent without */
+            feature_names?: string[];
+            /** @description the targets' names (a CSV fit's header, or given at the fit); absent without */
+            target_names?: string[];
             coregionalization?: components["schemas"]["Coregionalization"];
         };
         /** @description A version number (from 1) or an alias of one. */
@@ -908,8 +933,10 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @description X (positional rows) or rows (named ones), one of them (400 naming rows for both) */
         PredictRequest: {
-            X: components["schemas"]["Inputs"];
+            X?: components["schemas"]["Inputs"];
+            rows?: components["schemas"]["NamedRows"];
             version?: components["schemas"]["VersionRef"];
             /**
              * @description mean, variance and quantiles of y (true) or of the latent f (false); for non-Gaussian likelihoods y's are the count's or the label's
@@ -987,8 +1014,10 @@ export interface components {
                 variance: number[][];
             };
         };
+        /** @description X (positional rows) or rows (named ones), one of them (400 naming rows for both) */
         SampleRequest: {
-            X: components["schemas"]["Inputs"];
+            X?: components["schemas"]["Inputs"];
+            rows?: components["schemas"]["NamedRows"];
             version?: components["schemas"]["VersionRef"];
             /** @default 10 */
             n_samples?: number;
@@ -2041,7 +2070,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description unsupported_media_type, a Content-Type the route does not take (fits take JSON or CSV, predict, sample and observe JSON). */
+        /** @description unsupported_media_type, a Content-Type the route does not take (fits, predict, sample and observe take JSON or CSV; OIP infer JSON). */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -2810,6 +2839,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["PredictRequest"];
+                "text/csv": components["schemas"]["CsvRows"];
             };
         };
         responses: {
@@ -2849,6 +2879,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["SampleRequest"];
+                "text/csv": components["schemas"]["CsvRows"];
             };
         };
         responses: {
@@ -2891,6 +2922,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["ObserveRequest"];
+                "text/csv": components["schemas"]["CsvRows"];
             };
         };
         responses: {

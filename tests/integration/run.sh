@@ -11,7 +11,7 @@
 #   An area makes what it needs from another (a model, a finished job) itself.
 #
 # Areas, one file each (tests/integration/t_AREA.sh; tests/integration/README.md):
-#   health readme fit models predict sample multioutput batching jobs methods likelihood multiclass
+#   health readme fit models columns predict sample multioutput batching jobs methods likelihood multiclass
 #   hkd online
 #   idempotency oip aliases
 #   openapi ts_client python_client browser bad_requests cancel metrics second_daemon restart
@@ -24,7 +24,7 @@
 # 100 ms while 1,500 slow connections are held, /healthz and a predict within
 # 0.5 s while 6 addresses hold 300 each, and the 3 s request deadline.
 
-AREAS="health readme fit models predict ppnoise priors means sample multioutput batching jobs methods likelihood multiclass hkd online finite idempotency oip aliases openapi ts_client python_client browser bad_requests cancel metrics
+AREAS="health readme fit models columns predict ppnoise priors means sample multioutput batching jobs methods likelihood multiclass hkd online finite idempotency oip aliases openapi ts_client python_client browser bad_requests cancel metrics
 second_daemon restart crash replicas auth queue abuse logs resources docker deploy config"
 
 BUILD=${1:-build}

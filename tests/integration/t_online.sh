@@ -57,7 +57,9 @@ check_jerr "observe: two outputs to a one-output model" 422 unsupported '^y$' \
 check_jerr "observe: NaN in X" 422 invalid_data '^X\[0\]' "$M/on-ex/observe" '{"X":["NaN"],"y":[1]}'
 check_jerr "observe: unknown key" 400 invalid_argument '^colour$' "$M/on-ex/observe" \
     '{"X":[1],"y":[1],"colour":1}'
-check_err "observe: not JSON" 415 unsupported_media_type - POST "$M/on-ex/observe" \
+check_err "observe: neither JSON nor CSV" 415 unsupported_media_type - POST "$M/on-ex/observe" \
+    -H 'Content-Type: text/plain' --data-binary 'x,y'
+check_err "observe: a CSV body without rows" 422 invalid_data '^X$' POST "$M/on-ex/observe" \
     -H 'Content-Type: text/csv' --data-binary 'x,y'
 check "exact: a refused observe left n at 9" 200 GET $M/on-ex
 jhas '.online.n == 9 and .online.observations == 2'

@@ -22,7 +22,8 @@ run_readme_examples() {
     if [ -z "$concrete" ]; then
         concrete=$T/concrete_standin.csv
         {
-            echo "c1,c2,c3,c4,c5,c6,c7,c8,y"
+            # concrete.csv's header: the README predicts by these names
+            echo "cement,blast_furnace_slag,fly_ash,water,superplasticizer,coarse_aggregate,fine_aggregate,age_days,y"
             gen_xy 60 8 21
         } >"$concrete"
     fi

@@ -221,7 +221,10 @@ static const bad_case cases[] = {
      "invalid_data", "X[0][1]", NULL},
     {"predict unknown field", PREDICT, J, "{\"X\":[[1,2]],\"mode\":1}", NULL, "m", 0, 400,
      "invalid_argument", "mode", NULL},
-    {"predict CSV content type", PREDICT, CSV, "a,b\n1,2\n", NULL, "m", 0, 415,
+    /* a CSV body names its columns: m was fitted without names to match */
+    {"predict CSV body, model without names", PREDICT, CSV, "a,b\n1,2\n", NULL, "m", 0, 422,
+     "invalid_data", "rows", NULL},
+    {"predict text/plain", PREDICT, "text/plain", "{\"X\":[[1,2]]}", NULL, "m", 0, 415,
      "unsupported_media_type", "", NULL},
     {"predict malformed", PREDICT, J, "{\"X\":[[1,2]", NULL, "m", 0, 400, "malformed_json", "",
      NULL},

@@ -212,7 +212,9 @@ static void test_route_table(void **state)
 
     assert_int_equal(gp_route_body_types(GP_ROUTE_MODELS, GP_VERB_POST), 3);
     assert_int_equal(gp_route_body_types(GP_ROUTE_MODELS, GP_VERB_GET), 0);
-    assert_int_equal(gp_route_body_types(GP_ROUTE_PREDICT, GP_VERB_POST), 1);
+    /* named columns: a predict takes JSON or a CSV body (api/columns.c) */
+    assert_int_equal(gp_route_body_types(GP_ROUTE_PREDICT, GP_VERB_POST), GP_BODY_JSON_CSV);
+    assert_int_equal(gp_route_body_types(GP_ROUTE_OPENAPI, GP_VERB_GET), GP_BODY_NONE);
     assert_int_equal(gp_route_body_types(GP_ROUTE_JOB, GP_VERB_DELETE), 0);
 }
 

@@ -34,6 +34,29 @@ def to_plain(value):
     return value
 
 
+def column_names(X):
+    """The column names of a table (a pandas DataFrame: anything with a
+    ``columns`` attribute; pandas is never imported), as a list of str, or
+    None: no columns, or some name not a string (scikit-learn's rule for
+    ``feature_names_in_``)."""
+    columns = getattr(X, "columns", None)
+    if columns is None:
+        return None
+    names = list(columns)
+    if not names or not all(isinstance(n, str) for n in names):
+        return None
+    return names
+
+
+def named_points(X):
+    """("rows", records) for a table with column names (matched by name on
+    the daemon, in any order), else ("X", the positional rows)."""
+    names = column_names(X)
+    if names is None:
+        return "X", to_plain(X)
+    return "rows", [dict(zip(names, row)) for row in to_plain(X)]
+
+
 def _json_default(value):
     if hasattr(value, "tolist"):      # numpy scalars and arrays nested in lists
         return value.tolist()
@@ -277,6 +300,9 @@ class Client:
                                seed=seed, **fields))
         if X is not None:
             body["X"] = to_plain(X)
+            names = column_names(X)   # a DataFrame's columns: the model's signature
+            if names is not None and "feature_names" not in body:
+                body["feature_names"] = names
         if y is not None:
             body["y"] = missing_to_null(y)  # NaN: a missing output (coregionalised fits)
         return body
@@ -421,8 +447,11 @@ class Client:
         """``POST /v1/models/{name}/predict``: ``mean``, ``variance`` and,
         when asked, ``covariance``, ``quantiles`` (keyed by the level as the
         daemon writes it, e.g. ``"0.05"``), ``components``; non-Gaussian
-        likelihoods add ``probability``, ``latent_mean``, ... (see the API)."""
-        body = _drop_none(dict(X=to_plain(X), version=version, include_noise=include_noise,
+        likelihoods add ``probability``, ``latent_mean``, ... (see the API).
+        A DataFrame (``X.columns``) is sent as named rows, matched by the
+        model's feature_names."""
+        key, points = named_points(X)
+        body = _drop_none(dict({key: points}, version=version, include_noise=include_noise,
                                full_covariance=full_covariance, quantiles=to_plain(quantiles),
                                components=components, **fields))
         return self._post(self._model_path(name, "/predict"), body, timeout=timeout)
@@ -430,8 +459,10 @@ class Client:
     def sample(self, name, X, *, n_samples=None, seed=None, version=None, include_noise=None,
                observations=None, timeout=None, **fields):
         """``POST /v1/models/{name}/sample``: ``samples``, one list of
-        values over the points per draw (the same seed, the same draws)."""
-        body = _drop_none(dict(X=to_plain(X), n_samples=n_samples, seed=seed, version=version,
+        values over the points per draw (the same seed, the same draws).
+        A DataFrame is sent as named rows, as ``predict`` does."""
+        key, points = named_points(X)
+        body = _drop_none(dict({key: points}, n_samples=n_samples, seed=seed, version=version,
                                include_noise=include_noise, observations=observations,
                                **fields))
         return self._post(self._model_path(name, "/sample"), body, timeout=timeout)
@@ -444,8 +475,9 @@ class Client:
         model fitted with per-point noise needs them).  With
         ``idempotency_key``, a retry (say after a lost answer) adds the rows
         once and answers the first answer.  NaN in ``y`` is a missing output
-        (coregionalised exact models)."""
-        body = _drop_none(dict(X=to_plain(X), y=missing_to_null(y), version=version,
+        (coregionalised exact models).  A DataFrame is sent as named rows."""
+        key, points = named_points(X)
+        body = _drop_none(dict({key: points}, y=missing_to_null(y), version=version,
                                new_version=new_version, noise=to_plain(noise)))
         return self._post(self._model_path(name, "/observe"), body, timeout=timeout,
                           idempotency_key=idempotency_key)

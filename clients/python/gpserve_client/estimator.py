@@ -19,7 +19,7 @@ import random
 import uuid
 import warnings
 
-from .client import DEFAULT_URL, Client, to_plain
+from .client import DEFAULT_URL, Client, column_names, to_plain
 from .validation import DataConversionWarning, check_labels, check_regression_y, check_X
 
 try:
@@ -38,6 +38,18 @@ def _rows(X, estimator=None):
     the number of features must be the one it was fitted on."""
     n_features = getattr(estimator, "n_features_in_", None) if estimator is not None else None
     return check_X(X, n_features=n_features, estimator=estimator)
+
+
+class _Table:
+    """Checked rows with their column names: what ``column_names`` and
+    ``to_plain`` read of a DataFrame, without pandas."""
+
+    def __init__(self, columns, rows):
+        self.columns = columns
+        self._rows = rows
+
+    def tolist(self):
+        return self._rows
 
 
 def _array(values):
@@ -143,7 +155,7 @@ class _GPServeEstimator:
         if not hasattr(self, "version_"):
             raise _not_fitted_error(self)
 
-    def _fit_on_daemon(self, X, y, likelihood=None):
+    def _fit_on_daemon(self, X, y, likelihood=None, names=None):
         """Fit X, y on the daemon (sync or async) and set the fitted
         attributes from the model it answers (``likelihood``: the
         estimator's own when None)."""
@@ -153,6 +165,8 @@ class _GPServeEstimator:
                     likelihood=likelihood if likelihood is not None else self._likelihood,
                     options=self._fit_options(), standardize=self.standardize, seed=self.seed)
         body.update(self._extra_fit_fields())
+        if names is not None:  # a DataFrame's columns: the model's signature
+            body["feature_names"] = names
         if self.async_fit:
             self.job_id_ = client.fit_async(name, X, y, **body)
             model = client.wait_job(self.job_id_, poll_interval=self.poll_interval,
@@ -165,6 +179,11 @@ class _GPServeEstimator:
         self.version_ = model["version"]
         self.kernel_ = model.get("kernel")
         self.n_features_in_ = model.get("input_dim")
+        self.__dict__.pop("feature_names_in_", None)  # a refit without names has none
+        if names is not None and model.get("feature_names") is not None:
+            # as scikit-learn sets it: the DataFrame's columns, as the model keeps them
+            kept = list(model["feature_names"])
+            self.feature_names_in_ = _np.asarray(kept, dtype=object) if _np is not None else kept
         self.warnings_ = model.get("warnings", [])
         if model.get("outputs") is not None:  # several outputs: their names
             self.output_names_ = list(model["outputs"])
@@ -182,9 +201,19 @@ class _GPServeEstimator:
             return self.options
         return dict(self.options or {}, coregionalization=coreg)
 
+    def _points(self, X):
+        """X checked, as rows; a DataFrame given to a model fitted with
+        names stays a table (the client sends it by name, as scikit-learn
+        matches feature_names_in_)."""
+        rows = _rows(X, self)
+        names = column_names(X)
+        if names is None or getattr(self, "feature_names_in_", None) is None:
+            return rows
+        return _Table(names, rows)
+
     def _predict_raw(self, X, **fields):
         self._check_fitted()
-        return self._client().predict(self.name_, _rows(X, self), version=self.version_,
+        return self._client().predict(self.name_, self._points(X), version=self.version_,
                                       **fields)
 
     def delete_model(self):
@@ -193,7 +222,7 @@ class _GPServeEstimator:
         self._check_fitted()
         self._client().delete_model(self.name_)
         for attr in ("model_", "name_", "version_", "kernel_", "n_features_in_", "job_id_",
-                     "warnings_", "output_names_"):
+                     "warnings_", "output_names_", "feature_names_in_"):
             self.__dict__.pop(attr, None)
 
 
@@ -308,7 +337,7 @@ class GPServeRegressor(_GPServeEstimator):
         self._per_point = _per_point(self.alpha, len(rows))
         try:
             targets = check_regression_y(y, len(rows), self.coregionalization is not None)
-            self._fit_on_daemon(rows, targets)
+            self._fit_on_daemon(rows, targets, names=column_names(X))
         finally:
             del self._per_point
         self.noise_variance_ = self.model_.get("noise_variance_original")
@@ -368,7 +397,7 @@ class GPServeRegressor(_GPServeEstimator):
         outputs).  The same integer random_state gives the same draws; None
         draws a fresh seed."""
         self._check_fitted()
-        answer = self._client().sample(self.name_, _rows(X, self), version=self.version_,
+        answer = self._client().sample(self.name_, self._points(X), version=self.version_,
                                        n_samples=int(n_samples), seed=_seed_from(random_state),
                                        include_noise=self.include_noise or None)
         draws = answer["samples"]
@@ -436,7 +465,8 @@ class GPServeClassifier(_GPServeEstimator):
                              "the data contains only one class: %r" % (classes[0],))
         index = {label: i for i, label in enumerate(classes)}
         likelihood = "bernoulli" if len(classes) == 2 else "softmax"
-        self._fit_on_daemon(rows, [index[v] for v in labels], likelihood=likelihood)
+        self._fit_on_daemon(rows, [index[v] for v in labels], likelihood=likelihood,
+                            names=column_names(X))
         self.classes_ = _np.asarray(classes) if _np is not None else classes
         return self
 

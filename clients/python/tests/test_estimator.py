@@ -560,3 +560,60 @@ class MulticlassTest(unittest.TestCase):
         est.fit(X, [10 * c for c in y])
         self.assertEqual(est.classes_.tolist(), [0, 10, 20])
         self.assertTrue(set(est.predict(X).tolist()) <= {0, 10, 20})
+
+
+class _Frame:
+    """What the client reads of a pandas DataFrame (columns, to_numpy), without pandas."""
+
+    def __init__(self, columns, rows):
+        self.columns = list(columns)
+        self._rows = [list(r) for r in rows]
+
+    def to_numpy(self):
+        return np.asarray(self._rows, dtype=float) if np is not None else _RowsArray(self._rows)
+
+
+class _RowsArray:
+    def __init__(self, rows):
+        self._rows = rows
+
+    def tolist(self):
+        return [list(r) for r in self._rows]
+
+
+@need_daemon
+class ColumnNamesTest(unittest.TestCase):
+    """A DataFrame's column names: sent as feature_names at the fit, its
+    points sent by name at predict and sample (in any column order), and
+    feature_names_in_ set as scikit-learn sets it."""
+
+    def test_dataframe_fit_and_predict_by_name(self):
+        X, y = support.plane(30)
+        frame = _Frame(["cement", "slag"], X)
+        est = GPServeRegressor(support.URL, name=unique("cols"), seed=1).fit(frame, y)
+        try:
+            self.assertEqual(list(est.feature_names_in_), ["cement", "slag"])
+            self.assertEqual(est.model_["feature_names"], ["cement", "slag"])
+            Xt = [[0.1, -0.3], [1.2, 0.4]]
+            positional = est.predict(Xt)
+            swapped = _Frame(["slag", "cement"], [[r[1], r[0]] for r in Xt])
+            by_name = est.predict(swapped)
+            self.assertEqual(list(map(float, by_name)), list(map(float, positional)))
+            raw = raw_ok("POST", "/v1/models/%s/predict" % est.name_,
+                         {"rows": [{"slag": -0.3, "cement": 0.1}, {"slag": 0.4, "cement": 1.2}]})
+            self.assertEqual(list(map(float, by_name)), raw["mean"])
+            plain = lambda v: v.tolist() if hasattr(v, "tolist") else v
+            self.assertEqual(plain(est.sample_y(swapped, random_state=3)),
+                             plain(est.sample_y(Xt, random_state=3)))
+        finally:
+            est.delete_model()
+
+    def test_numpy_fit_has_no_feature_names(self):
+        X, y = support.plane(20)
+        est = GPServeRegressor(support.URL, name=unique("nocols"), seed=1).fit(X, y)
+        try:
+            self.assertFalse(hasattr(est, "feature_names_in_"))
+            # a table given to a model without names goes positionally
+            self.assertEqual(len(est.predict(_Frame(["a", "b"], [[0.1, 0.2]]))), 1)
+        finally:
+            est.delete_model()

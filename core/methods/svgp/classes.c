@@ -42,13 +42,6 @@ static gp_inducing_post class_view(const gp_inducing_post *p, size_t c)
     return v;
 }
 
-int svgp_classes_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                         gp_error *err)
-{
-    out->clamped = 0; /* the inducing posterior answers every class (its latents) */
-    return gp_inducing_predict(model, model->impl, req, out, err);
-}
-
 int svgp_classes_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                         gp_error *err)
 {

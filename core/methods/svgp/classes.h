@@ -16,13 +16,6 @@
 /* Grow p's mt and C (allocated for one latent) to C latents, contents unset. */
 int svgp_classes_widen(gp_inducing_post *p, size_t C, gp_error *err);
 
-/* Latent predictions of a softmax model: mean, variance m x C (and covariance
- * m x m x C with full_covariance), in the model's units (natural: never
- * standardised): the inducing posterior's, whose latents are the classes
- * (one kernel row and one triangular solve per point serve them all). */
-int svgp_classes_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                         gp_error *err);
-
 /* Draws of the C latents, m x n_samples x C; class c's from its own stream of
  * req->seed (class 0's is the seed's own), so the classes' draws are
  * independent as their posteriors are. */

@@ -59,16 +59,9 @@ static int svgp_fit_any(const gp_method *m, const gp_fit_request *req, gp_model 
     return svgp_fit_op(m, req, out, err);
 }
 
-/* The impl is the inducing posterior, a softmax model's C of them
- * (classes.h), or a coregionalised model's. */
-static int svgp_predict(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
-                        gp_error *err)
-{
-    if (model->likelihood == GP_LIK_SOFTMAX)
-        return svgp_classes_predict(model, req, out, err);
-    return gp_coreg_inducing_predict(model, req, out, err);
-}
-
+/* The impl is the inducing posterior (a softmax model's holds its C classes
+ * as latents, which its predict answers together: classes.h) or a
+ * coregionalised model's. */
 static int svgp_sample(const gp_model *model, const gp_sample_request *req, double *samples,
                        gp_error *err)
 {
@@ -93,7 +86,7 @@ static int svgp_import(gp_model *model, const gp_state *st, gp_error *err)
 
 static const gp_method_ops svgp_ops = {
     .fit = svgp_fit_any,
-    .predict = svgp_predict,
+    .predict = gp_coreg_inducing_predict,
     .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
     .sample = svgp_sample,
     .export_impl = svgp_export,
