@@ -124,6 +124,9 @@ void gp_api_list_models(gp_api *api, gp_response *out);
 /* version 0: the latest, with "versions": [...]. */
 void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out);
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
+/* 204; 409 (field "alias") when an alias points at it, 409 (field "version")
+ * for the model's only version; gp_store_delete_version. */
+void gp_api_delete_version(gp_api *api, const char *name, int version, gp_response *out);
 /* Aliases (aliases.c; docs/design/api.md, "Aliases"): the list
  * {"name", "aliases": [{"alias", "version", "updated_at", "updated_by"}]},
  * one alias, PUT {"version": N} (200 with the alias; by: who, the caller's

@@ -359,7 +359,10 @@ static void route_alias(route_call *c)
 
 static void route_model_version(route_call *c)
 {
-    gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
+    if (c->ctx->verb == GP_VERB_DELETE)
+        gp_api_delete_version(api_of(c), c->m->name, c->m->version, c->res);
+    else
+        gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
 }
 
 /* A route of the batcher (GP_BATCHED) goes through it when batching is on

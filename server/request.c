@@ -347,6 +347,13 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
     case GP_PARAM_BAD_ID:
         return gp_http_fail(ctx, GP_EINVAL, "id", "a job id must match [A-Za-z0-9._-]{1,39}");
     }
+    if (ctx->match.version_alias[0] != '\0' && r == GP_ROUTE_MODEL_VERSION &&
+        ctx->verb == GP_VERB_DELETE)
+        /* an alias moves: deleting through one could delete another version
+         * than the one its sender saw, so a delete names the number */
+        return gp_http_fail(ctx, GP_EINVAL, "version",
+                    "delete a version by its number, not through an alias ('%s')",
+                    ctx->match.version_alias);
     if (ctx->match.version_alias[0] != '\0') {
         /* {v} named by an alias: resolved here, once, for every route */
         gp_error err;

@@ -168,8 +168,22 @@ static int migrate_to_v5(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
+/* Deleted versions (docs/design/storage.md, "Deleting a version"): the
+ * highest version number a model has given out, kept when that version is
+ * deleted, so a later save takes the next number and never reuses one (a
+ * client holding "version 3" must never get another model under it). A
+ * model's delete removes its row: a new model of the name starts at 1, as
+ * before. */
+static int migrate_to_v6(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] = "CREATE TABLE version_marks("
+                              " name TEXT PRIMARY KEY,"
+                              " last_version INTEGER NOT NULL);";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
 static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3,
-                                          migrate_to_v4, migrate_to_v5};
+                                          migrate_to_v4, migrate_to_v5, migrate_to_v6};
 
 /* Where SQLite's text differs from the shared one (store_sql.c). */
 static const char *const sqlite_sql[GPS_STMT_COUNT] = {

@@ -473,6 +473,13 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     if (src == GP_DB_OK)
         src = gp_db_step(st);
     gp_store_stmt_done(st);
+    if (src == GP_DB_DONE) { /* and the mark of its deleted versions: a new model starts at 1 */
+        st = gp_store_stmt(w, GPS_MARK_DELETE);
+        src = gp_db_bind_text(st, 1, c->name);
+        if (src == GP_DB_OK)
+            src = gp_db_step(st);
+        gp_store_stmt_done(st);
+    }
     if (src == GP_DB_DONE) {
         st = gp_store_stmt(w, GPS_DELETE);
         src = gp_db_bind_text(st, 1, c->name);
@@ -494,8 +501,7 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     return rc;
 }
 
-/* The reserve file released, under the writer's mutex: 1 when there was one. */
-static int release_reserve(gp_store *s)
+int gp_store_release_reserve(gp_store *s)
 {
     if (s->drv->release_reserve == NULL)
         return 0;
@@ -505,8 +511,7 @@ static int release_reserve(gp_store *s)
     return released;
 }
 
-/* The space a delete freed, back to the file system (best effort). */
-static void reclaim(gp_store *s)
+void gp_store_reclaim(gp_store *s)
 {
     if (s->drv->reclaim == NULL)
         return;
@@ -525,10 +530,10 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
         return not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
     int rc = gp_store_write(store, delete_once, &c, err);
-    if (rc == GP_ESTORAGE && release_reserve(store))
+    if (rc == GP_ESTORAGE && gp_store_release_reserve(store))
         rc = gp_store_write(store, delete_once, &c, err);
     if (rc == GP_OK && c.found)
-        reclaim(store);
+        gp_store_reclaim(store);
     if (rc == GP_OK && !c.found)
         rc = not_found_name(name, err);
     return rc;

@@ -144,6 +144,15 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
 /* Delete every version of `name` and their arrays (one transaction). Unknown
  * name: GP_ENOTFOUND field "name". */
 int gp_store_delete(gp_store *store, const char *name, gp_error *err);
+/* Delete version `version` of `name` and everything keyed by it (its arrays,
+ * observation log and snapshot) in one transaction under the name's lock
+ * (store_version.c). "The latest" is then the highest remaining version; the
+ * deleted number is never given out again (schema v6, version_marks). Unknown
+ * name or version: GP_ENOTFOUND field "name" / "version". GP_ECONFLICT field
+ * "alias" (the message lists them) when an alias points at the version;
+ * GP_ECONFLICT field "version" when it is the model's only version (delete
+ * the model instead). */
+int gp_store_delete_version(gp_store *store, const char *name, int version, gp_error *err);
 
 /* ---- aliases (store_alias.c; docs/design/storage.md, "Aliases") ----
  * A movable label of a model ("champion") pointing at one of its versions,

@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 5
+#define GP_STORE_SCHEMA_VERSION 6
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -99,6 +99,10 @@ enum gp_store_stmt {
     GPS_ALIAS_LIST,
     GPS_ALIAS_DELETE,
     GPS_ALIAS_DELETE_ALL,
+    GPS_ALIASES_OF_VERSION,
+    GPS_DELETE_VERSION,
+    GPS_MARK_VERSION,
+    GPS_MARK_DELETE,
     GPS_STMT_COUNT
 };
 
@@ -298,6 +302,11 @@ int gp_store_write_unique(gp_store *s, int (*write)(gp_store *, void *, gp_error
                           gp_error *err);
 /* gp_store_write of BEGIN IMMEDIATE, body(s, ctx, err), COMMIT; rolled back
  * when body or the commit fails. */
+/* The reserve file released, under the writer's mutex: 1 when there was one
+ * (a delete retries in its space; docs/design/storage.md, "A full disk"). */
+int gp_store_release_reserve(gp_store *s);
+/* The space a delete freed, back to the file system (best effort). */
+void gp_store_reclaim(gp_store *s);
 int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
                        const char *what, gp_error *err);
 /* gp_store_write_txn that returns once committed, with *ticket the commit's

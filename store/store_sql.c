@@ -25,7 +25,11 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
      * BEGIN IMMEDIATE already holds the one write lock). */
     [GPS_COMMIT] = "COMMIT",
     [GPS_ROLLBACK] = "ROLLBACK",
-    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = ?1",
+    /* The next version follows the highest one given out: the highest row,
+     * or the mark a deleted latest version left (version_marks). */
+    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(v), 0) FROM (SELECT version AS v FROM models"
+                        " WHERE name = ?1 UNION ALL SELECT last_version FROM version_marks"
+                        " WHERE name = ?1) AS given",
     [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
                          " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
                          " RETURNING id",
@@ -151,6 +155,14 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
                        " WHERE name = ?1 ORDER BY alias",
     [GPS_ALIAS_DELETE] = "DELETE FROM aliases WHERE name = ?1 AND alias = ?2",
     [GPS_ALIAS_DELETE_ALL] = "DELETE FROM aliases WHERE name = ?1",
+    /* Deleting one version (store.c, gp_store_delete_version). */
+    [GPS_ALIASES_OF_VERSION] = "SELECT alias FROM aliases WHERE name = ?1 AND version = ?2"
+                               " ORDER BY alias",
+    [GPS_DELETE_VERSION] = "DELETE FROM models WHERE name = ?1 AND version = ?2",
+    [GPS_MARK_VERSION] = "INSERT INTO version_marks(name, last_version) VALUES(?1, ?2)"
+                         " ON CONFLICT(name) DO UPDATE SET last_version = excluded.last_version"
+                         " WHERE excluded.last_version > version_marks.last_version",
+    [GPS_MARK_DELETE] = "DELETE FROM version_marks WHERE name = ?1",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

@@ -155,6 +155,42 @@ check "DELETE challenger" 204 DELETE $AL/aliases/challenger
 check "GET the list after the delete" 200 GET $AL/aliases
 jhas '[.aliases[].alias] == ["champion"]'
 verdict "challenger is gone, champion stays" $? "$(head -c 200 "$T/body")"
+
+# ---- deleting one version (DELETE /v1/models/{name}/versions/{v}); al has
+# 1, 2, 3 and champion -> 2
+check_err "DELETE a version that does not exist" 404 not_found '^version$' DELETE $AL/versions/9
+check_err "DELETE a version of a model that does not exist" 404 not_found '^name$' \
+    DELETE /v1/models/no-such-model/versions/1
+check_err "DELETE a version through an alias" 400 invalid_argument '^version$' \
+    DELETE $AL/versions/champion
+check_err "DELETE the version an alias points to" 409 conflict '^alias$' DELETE $AL/versions/2
+grep -q champion "$T/body"
+verdict "the 409 names the alias" $? "$(head -c 200 "$T/body")"
+check "GET version 2 after the refusal" 200 GET $AL/versions/2
+check "DELETE the latest version (3)" 204 DELETE $AL/versions/3
+check_err "GET the deleted version" 404 not_found '^version$' GET $AL/versions/3
+check_jerr "predict the deleted version" 404 not_found '^version$' $AL/predict \
+    "{\"X\":$SINE_X,\"version\":3}"
+check "GET the model after deleting its latest version" 200 GET $AL
+jhas '.version == 2'
+verdict "the latest is now the highest remaining version (2)" $? "$(head -c 200 "$T/body")"
+check_json "predict without a version after the delete" 200 $AL/predict "{\"X\":$SINE_X}"
+jhas '.version == 2'
+verdict "a predict without a version answers with version 2" $? "$(head -c 200 "$T/body")"
+check_json "fit al after deleting version 3" 201 /v1/models "$AL_BODY"
+jhas '.version == 4'
+verdict "the next fit is version 4: a deleted number is never given again" $? \
+    "$(head -c 200 "$T/body")"
+check "DELETE version 1 (not the latest)" 204 DELETE $AL/versions/1
+check_err "GET version 1 after its delete" 404 not_found '^version$' GET $AL/versions/1
+check "GET version 2 after version 1's delete" 200 GET $AL/versions/2
+req DELETE /v1/models/al-one
+AL_ONE_BODY=$(printf '%s' "$SINE_BODY" | sed 's/"name":"sine"/"name":"al-one"/')
+check_json "fit al-one (one version)" 201 /v1/models "$AL_ONE_BODY"
+check_err "DELETE a model's only version" 409 conflict '^version$' \
+    DELETE /v1/models/al-one/versions/1
+check "the only version stays" 200 GET /v1/models/al-one/versions/1
+req DELETE /v1/models/al-one
 check "DELETE the model with an alias" 204 DELETE $AL
 check_json "fit al again (version 1)" 201 /v1/models "$AL_BODY"
 check "GET aliases of the new al" 200 GET $AL/aliases
@@ -173,6 +209,8 @@ if AL_DB=$(db_for aliases) && start_daemon "$T/aliases_a.log" --db "$AL_DB"; the
     check_json "own daemon: fit al version 2" 201 /v1/models "$AL_BODY"
     check "own daemon: PUT prod -> 1" 200 PUT $AL/aliases/prod \
         -H 'Content-Type: application/json' --data-binary '{"version": 1}'
+    check_json "own daemon: fit al version 3" 201 /v1/models "$AL_BODY"
+    check "own daemon: DELETE version 3" 204 DELETE $AL/versions/3
     stop_daemon "$AL_A"
     if start_daemon "$T/aliases_b.log" --db "$AL_DB"; then
         AL_B=$DPID
@@ -180,6 +218,11 @@ if AL_DB=$(db_for aliases) && start_daemon "$T/aliases_a.log" --db "$AL_DB"; the
         check "after a restart: GET prod" 200 GET $AL/aliases/prod
         jhas '.version == 1'
         verdict "after a restart: prod still points at 1" $? "$(head -c 200 "$T/body")"
+        check_err "after a restart: version 3 stays deleted" 404 not_found '^version$' \
+            GET $AL/versions/3
+        check "after a restart: GET the model" 200 GET $AL
+        jhas '.version == 2'
+        verdict "after a restart: the latest is 2" $? "$(head -c 200 "$T/body")"
         if start_daemon "$T/aliases_c.log" --db "$AL_DB"; then
             AL_C_PORT=$DPORT
             PORT=$AL_C_PORT
@@ -195,6 +238,14 @@ if AL_DB=$(db_for aliases) && start_daemon "$T/aliases_a.log" --db "$AL_DB"; the
                 -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]],"version":"prod"}'
             seen_within "second daemon: the model JSON follows the move" \
                 '.aliases.prod == 2' GET $AL
+            PORT=$(sed -n 's/.*gpserve listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' \
+                "$T/aliases_b.log" | head -n 1)
+            check "first daemon: DELETE version 1 (no alias left on it)" 204 \
+                DELETE $AL/versions/1
+            PORT=$AL_C_PORT
+            seen_within "second daemon: predict version 1 (cached there) is 404 after the delete" \
+                '.error.code == "not_found" and .error.field == "version"' POST $AL/predict \
+                -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]],"version":1}'
         else
             fail "second daemon on the aliases database starts" "no listening line"
         fi
