@@ -198,6 +198,57 @@ static uint64_t generation_moved(gp_store *s, uint64_t from)
     return 0;
 }
 
+/* Deleting one version: unknown name/version refused naming it; a labelled
+ * version refused naming the label (409 "alias"); the only version refused
+ * (409 "version"); the latest deleted leaves the highest remaining as the
+ * latest, its rows and arrays gone, its number never given again (the mark
+ * survives a reopen; a model's delete clears it); the generation moves. */
+static void test_delete_version(void **state)
+{
+    (void)state;
+    char path[256];
+    sf_db_path(path, sizeof path, "alias_delver.db");
+    gp_store *s = sf_open_store("alias_delver.db");
+    save_versions(s, "m", 3);
+    save_versions(s, "one", 1);
+    gp_error err;
+    assert_int_equal(gp_store_watch_start(s, &err), GP_OK);
+    assert_int_equal(gp_store_delete_version(s, "nope", 1, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "name");
+    assert_int_equal(gp_store_delete_version(s, "m", 9, &err), GP_ENOTFOUND);
+    assert_string_equal(err.field, "version");
+    assert_int_equal(gp_store_alias_set(s, "m", "champion", 2, NULL, NULL, &err), GP_OK);
+    assert_int_equal(gp_store_alias_set(s, "m", "backup", 2, NULL, NULL, &err), GP_OK);
+    assert_int_equal(gp_store_delete_version(s, "m", 2, &err), GP_ECONFLICT);
+    assert_string_equal(err.field, "alias");
+    assert_non_null(strstr(err.message, "'backup', 'champion'"));
+    assert_int_equal(gp_store_delete_version(s, "one", 1, &err), GP_ECONFLICT);
+    assert_string_equal(err.field, "version");
+    uint64_t g = generation_moved(s, 0);
+    assert_int_equal(gp_store_delete_version(s, "m", 3, &err), GP_OK);
+    assert_true(gp_store_generation(s) != g); /* this handle's: when the delete returns */
+    gp_model_meta meta;
+    assert_int_equal(gp_store_meta_brief(s, "m", 0, &meta, &err), GP_OK);
+    assert_int_equal(meta.version, 2);
+    gp_model_meta_free(&meta);
+    assert_int_equal(gp_store_meta_brief(s, "m", 3, &meta, &err), GP_ENOTFOUND);
+    gp_model_meta_free(&meta);
+    assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM arrays WHERE model_id NOT IN"
+                                      " (SELECT id FROM models)", NULL), 0);
+    gp_store_close(s);
+    s = sf_open_store("alias_delver.db");
+    save_versions(s, "m", 1);
+    assert_int_equal(gp_store_meta_brief(s, "m", 0, &meta, &err), GP_OK);
+    assert_int_equal(meta.version, 4); /* not 3 again */
+    gp_model_meta_free(&meta);
+    assert_int_equal(gp_store_delete(s, "m", &err), GP_OK);
+    save_versions(s, "m", 1);
+    assert_int_equal(gp_store_meta_brief(s, "m", 0, &meta, &err), GP_OK);
+    assert_int_equal(meta.version, 1); /* a new model of the name starts at 1 */
+    gp_model_meta_free(&meta);
+    gp_store_close(s);
+}
+
 /* An alias write moves the generation of its own handle when it returns,
  * and another handle's (another daemon on the database: PostgreSQL's NOTIFY,
  * SQLite's data_version) once its watch sees the commit; and it is durable:
@@ -237,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_alias_set_move_delete),
         cmocka_unit_test(test_alias_refused),
         cmocka_unit_test(test_alias_delete_model),
+        cmocka_unit_test(test_delete_version),
         cmocka_unit_test(test_alias_generation_durable),
     };
     return sf_run_groups("store_alias", both, SF_COUNT(both), alone, SF_COUNT(alone), NULL, 0);
