@@ -184,7 +184,11 @@ export interface paths {
         get: operations["getModelVersion"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete one version (by its number, never through an alias)
+         * @description Removes the version, its arrays, its observation log and its snapshot, on every replica (the change generation). The latest version is then the highest remaining one; a deleted number is never given to a later fit. Refused with 409 conflict naming the field alias (the message lists them) while an alias points at the version, with 409 conflict naming version for the model's only version (delete the model), and with 400 naming version when {version} is an alias.
+         */
+        delete: operations["deleteModelVersion"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2043,7 +2047,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones; an Idempotency-Key sent again with a different request, field Idempotency-Key); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
+        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones; an Idempotency-Key sent again with a different request, field Idempotency-Key; deleting a version an alias points to, field alias, or a model's only version, field version); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -2685,6 +2689,40 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteModelVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     listAliases: {
