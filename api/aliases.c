@@ -25,6 +25,10 @@ static json_t *alias_json(const char *name, const gp_alias_row *row)
     json_object_set_new(o, "updated_at", json_string(row->updated_at));
     json_object_set_new(o, "updated_by",
                         row->updated_by[0] ? json_string(row->updated_by) : json_null());
+    /* the roll back's target: what the alias pointed at before its last move */
+    json_object_set_new(o, "previous_version", row->previous_version
+                                                   ? json_integer(row->previous_version)
+                                                   : json_null());
     return o;
 }
 

@@ -143,10 +143,12 @@ static const char *const pg_migrations[] = {
     " updated_by TEXT,"
     " PRIMARY KEY(name, alias),"
     " FOREIGN KEY(name, version) REFERENCES models(name, version) ON DELETE RESTRICT);",
-    /* version 6: the highest version given out (db_sqlite.c, migrate_to_v6) */
+    /* version 6: the highest version given out, an alias's previous target
+     * (db_sqlite.c, migrate_to_v6) */
     "CREATE TABLE version_marks("
     " name TEXT PRIMARY KEY,"
-    " last_version BIGINT NOT NULL);",
+    " last_version BIGINT NOT NULL);"
+    "ALTER TABLE aliases ADD COLUMN previous_version BIGINT;",
 };
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");

@@ -173,12 +173,14 @@ static int migrate_to_v5(sqlite3 *db, char **errmsg)
  * deleted, so a later save takes the next number and never reuses one (a
  * client holding "version 3" must never get another model under it). A
  * model's delete removes its row: a new model of the name starts at 1, as
- * before. */
+ * before. And an alias's previous target (what a roll back points it at
+ * again): set by a move, NULL when there is none or it was deleted. */
 static int migrate_to_v6(sqlite3 *db, char **errmsg)
 {
     static const char sql[] = "CREATE TABLE version_marks("
                               " name TEXT PRIMARY KEY,"
-                              " last_version INTEGER NOT NULL);";
+                              " last_version INTEGER NOT NULL);"
+                              "ALTER TABLE aliases ADD COLUMN previous_version INTEGER;";
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 

@@ -166,6 +166,8 @@ typedef struct gp_alias_row {
     int version;
     char updated_at[GP_TIME_LEN];    /* ISO 8601 UTC */
     char updated_by[GP_NAME_MAX + 1]; /* who set it; "" when not known */
+    int previous_version; /* what it pointed at before its last move (a roll back's
+                           * target); 0: never moved, or that version was deleted */
 } gp_alias_row;
 /* 1 when alias is a valid label: [A-Za-z][A-Za-z0-9_.-]{0,63} (URL-safe as
  * it is, and never a number, so that a version field is either). */
@@ -173,7 +175,8 @@ int gp_store_alias_valid(const char *alias);
 /* Point alias of name at version (created or moved), recording when and
  * by (NULL or "": not known). GP_EINVAL field "alias" for an invalid label;
  * GP_ENOTFOUND field "name" (no such model) or "version" (no such version).
- * row (may be NULL) receives the stored row. */
+ * row (may be NULL) receives the stored row. A move to another version keeps
+ * the version it leaves as previous_version (schema v6). */
 int gp_store_alias_set(gp_store *store, const char *name, const char *alias, int version,
                        const char *by, gp_alias_row *row, gp_error *err);
 /* One label. GP_ENOTFOUND field "alias" (unknown label of a known model) or

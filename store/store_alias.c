@@ -68,7 +68,7 @@ static int not_found_name(const char *name, gp_error *err)
 }
 
 /* The row of an alias statement's current result: alias, version, updated_at,
- * updated_by. */
+ * updated_by, previous_version. */
 static int read_alias_row(gp_db_stmt *st, gp_alias_row *row, gp_error *err)
 {
     memset(row, 0, sizeof *row);
@@ -78,6 +78,8 @@ static int read_alias_row(gp_db_stmt *st, gp_alias_row *row, gp_error *err)
         !gp_store_copy_col(st, 3, row->updated_by, sizeof row->updated_by, 1))
         return gp_error_set(err, GP_EDATA, "alias", "an alias row is corrupt");
     row->version = (int)version;
+    const int64_t previous = gp_db_col_int64(st, 4); /* NULL reads 0 */
+    row->previous_version = previous > 0 && previous <= INT_MAX ? (int)previous : 0;
     return GP_OK;
 }
 
@@ -85,7 +87,23 @@ typedef struct set_ctx {
     const char *name, *alias, *by;
     int version;
     char now[GP_TIME_LEN];
+    gp_alias_row row; /* as stored (its previous_version is the database's) */
 } set_ctx;
+
+/* The row of name's alias as the writer sees it, inside its transaction. */
+static int read_back(gp_store_conn *w, set_ctx *c, gp_error *err)
+{
+    gp_db_stmt *st = gp_store_stmt(w, GPS_ALIAS_GET);
+    int src = gp_db_bind_text(st, 1, c->name);
+    if (src == GP_DB_OK)
+        src = gp_db_bind_text(st, 2, c->alias);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    int rc = src == GP_DB_ROW ? read_alias_row(st, &c->row, err)
+                              : gp_store_sql_error(w, src, err, "reading an alias back");
+    gp_store_stmt_done(st);
+    return rc;
+}
 
 static int set_body(gp_store *s, void *vctx, gp_error *err)
 {
@@ -116,6 +134,8 @@ static int set_body(gp_store *s, void *vctx, gp_error *err)
         src = gp_db_bind_text(st, 5, c->by && c->by[0] ? c->by : NULL);
     rc = gp_store_step_write(w, st, src, NULL, err, "setting an alias");
     if (rc == GP_OK)
+        rc = read_back(w, c, err);
+    if (rc == GP_OK)
         rc = gp_store_notify(s, err, "notifying an alias change");
     return rc;
 }
@@ -136,12 +156,8 @@ int gp_store_alias_set(gp_store *store, const char *name, const char *alias, int
     set_ctx c = {.name = name, .alias = alias, .by = by, .version = version};
     gp_store_now(c.now);
     rc = gp_store_write_txn(store, set_body, &c, "setting an alias", err);
-    if (rc == GP_OK && row) {
-        snprintf(row->alias, sizeof row->alias, "%s", alias);
-        row->version = version;
-        memcpy(row->updated_at, c.now, sizeof row->updated_at);
-        snprintf(row->updated_by, sizeof row->updated_by, "%s", by ? by : "");
-    }
+    if (rc == GP_OK && row)
+        *row = c.row;
     return rc;
 }
 

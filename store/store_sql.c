@@ -145,13 +145,17 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
                        " idempotency WHERE created_at < ?1 LIMIT 1000)",
     /* Aliases (store_alias.c). */
     [GPS_VERSION_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 AND version = ?2",
+    /* A move keeps the target it leaves as previous_version (a PUT of the
+     * same version keeps the one before): the roll back's target. */
     [GPS_ALIAS_PUT] = "INSERT INTO aliases(name, alias, version, updated_at, updated_by)"
                       " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(name, alias) DO UPDATE SET"
+                      " previous_version = CASE WHEN aliases.version <> excluded.version"
+                      " THEN aliases.version ELSE aliases.previous_version END,"
                       " version = excluded.version, updated_at = excluded.updated_at,"
                       " updated_by = excluded.updated_by",
-    [GPS_ALIAS_GET] = "SELECT alias, version, updated_at, updated_by FROM aliases"
+    [GPS_ALIAS_GET] = "SELECT alias, version, updated_at, updated_by, previous_version FROM aliases"
                       " WHERE name = ?1 AND alias = ?2",
-    [GPS_ALIAS_LIST] = "SELECT alias, version, updated_at, updated_by FROM aliases"
+    [GPS_ALIAS_LIST] = "SELECT alias, version, updated_at, updated_by, previous_version FROM aliases"
                        " WHERE name = ?1 ORDER BY alias",
     [GPS_ALIAS_DELETE] = "DELETE FROM aliases WHERE name = ?1 AND alias = ?2",
     [GPS_ALIAS_DELETE_ALL] = "DELETE FROM aliases WHERE name = ?1",
@@ -163,6 +167,8 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
                          " ON CONFLICT(name) DO UPDATE SET last_version = excluded.last_version"
                          " WHERE excluded.last_version > version_marks.last_version",
     [GPS_MARK_DELETE] = "DELETE FROM version_marks WHERE name = ?1",
+    [GPS_ALIAS_FORGET_PREVIOUS] = "UPDATE aliases SET previous_version = NULL WHERE name = ?1"
+                                  " AND previous_version = ?2",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

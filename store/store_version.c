@@ -114,6 +114,9 @@ static int delete_version_body(gp_store *s, void *vctx, gp_error *err)
         rc = given_out(w, c->name, &max, err);
     if (rc == GP_OK)
         rc = run(w, GPS_MARK_VERSION, c->name, max, NULL, err, "keeping the latest version");
+    if (rc == GP_OK) /* no roll back to a version that is gone */
+        rc = run(w, GPS_ALIAS_FORGET_PREVIOUS, c->name, c->version, NULL, err,
+                 "deleting a version");
     if (rc == GP_OK)
         rc = run(w, GPS_DELETE_VERSION, c->name, c->version, NULL, err, "deleting a version");
     if (rc == GP_OK)

@@ -894,6 +894,8 @@ export interface components {
             updated_at: string;
             /** @description who set it (the API key's name once keys have names; null until then) */
             updated_by: string | null;
+            /** @description the version it pointed at before its last move (PUT it back to roll back); null when it never moved or that version was deleted */
+            previous_version: number | null;
         };
         AliasList: {
             name: string;

@@ -25,6 +25,7 @@ verdict "the list is empty" $? "$(head -c 200 "$T/body")"
 check "PUT champion -> 2" 200 PUT $AL/aliases/champion -H 'Content-Type: application/json' \
     --data-binary '{"version": 2}'
 jhas '.name == "al" and .alias == "champion" and .version == 2 and .updated_by == null and
+      .previous_version == null and
       (.updated_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$"))'
 verdict "the answer names the alias, its version, when and who" $? "$(head -c 300 "$T/body")"
 check "PUT challenger -> 3" 200 PUT $AL/aliases/challenger -H 'Content-Type: application/json' \
@@ -73,13 +74,16 @@ verdict "OIP infer through an unknown alias: 404 in the protocol's shape, naming
 # ---- a move is atomic: the next request sees the new version
 check "PUT champion -> 3 (promote)" 200 PUT $AL/aliases/champion \
     -H 'Content-Type: application/json' --data-binary '{"version": "challenger"}'
-jhas '.version == 3'
-verdict "promoting by another alias's name points at its version" $? "$(head -c 200 "$T/body")"
+jhas '.version == 3 and .previous_version == 2'
+verdict "promoting by another alias's name points at its version, keeping 2 as previous" $? \
+    "$(head -c 200 "$T/body")"
 check_json "predict champion after the move" 200 $AL/predict "{\"X\":$SINE_X,\"version\":\"champion\"}"
 jhas '.version == 3'
 verdict "the predict follows the move" $? "$(head -c 200 "$T/body")"
 check "PUT champion -> 2 (roll back)" 200 PUT $AL/aliases/champion \
     -H 'Content-Type: application/json' --data-binary '{"version": 2}'
+jhas '.version == 2 and .previous_version == 3'
+verdict "the roll back to previous_version keeps 3 as previous" $? "$(head -c 200 "$T/body")"
 
 # ---- bad input: each its own case, nothing stored
 req GET $AL/aliases

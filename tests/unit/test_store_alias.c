@@ -202,7 +202,8 @@ static uint64_t generation_moved(gp_store *s, uint64_t from)
  * version refused naming the label (409 "alias"); the only version refused
  * (409 "version"); the latest deleted leaves the highest remaining as the
  * latest, its rows and arrays gone, its number never given again (the mark
- * survives a reopen; a model's delete clears it); the generation moves. */
+ * survives a reopen; a model's delete clears it); the generation moves; an
+ * alias's previous target, kept by a move, forgotten when it is deleted. */
 static void test_delete_version(void **state)
 {
     (void)state;
@@ -217,7 +218,13 @@ static void test_delete_version(void **state)
     assert_string_equal(err.field, "name");
     assert_int_equal(gp_store_delete_version(s, "m", 9, &err), GP_ENOTFOUND);
     assert_string_equal(err.field, "version");
-    assert_int_equal(gp_store_alias_set(s, "m", "champion", 2, NULL, NULL, &err), GP_OK);
+    gp_alias_row row;
+    assert_int_equal(gp_store_alias_set(s, "m", "champion", 1, NULL, &row, &err), GP_OK);
+    assert_int_equal(row.previous_version, 0); /* new: nothing to roll back to */
+    assert_int_equal(gp_store_alias_set(s, "m", "champion", 2, NULL, &row, &err), GP_OK);
+    assert_int_equal(row.previous_version, 1); /* a move keeps the target it leaves */
+    assert_int_equal(gp_store_alias_set(s, "m", "champion", 2, NULL, &row, &err), GP_OK);
+    assert_int_equal(row.previous_version, 1); /* the same target again keeps it */
     assert_int_equal(gp_store_alias_set(s, "m", "backup", 2, NULL, NULL, &err), GP_OK);
     assert_int_equal(gp_store_delete_version(s, "m", 2, &err), GP_ECONFLICT);
     assert_string_equal(err.field, "alias");
@@ -227,6 +234,9 @@ static void test_delete_version(void **state)
     uint64_t g = generation_moved(s, 0);
     assert_int_equal(gp_store_delete_version(s, "m", 3, &err), GP_OK);
     assert_true(gp_store_generation(s) != g); /* this handle's: when the delete returns */
+    assert_int_equal(gp_store_delete_version(s, "m", 1, &err), GP_OK);
+    assert_int_equal(gp_store_alias_get(s, "m", "champion", &row, &err), GP_OK);
+    assert_int_equal(row.previous_version, 0); /* no roll back to a deleted version */
     gp_model_meta meta;
     assert_int_equal(gp_store_meta_brief(s, "m", 0, &meta, &err), GP_OK);
     assert_int_equal(meta.version, 2);
