@@ -4,10 +4,11 @@
 # an alias wherever a version is taken (predict, sample and observe bodies,
 # GET /v1/models/{name}/versions/{alias}, the OIP V2 version routes),
 # answered with the resolved version (and the alias); the model JSON's
-# "aliases"; each bad input refused naming its field with nothing stored; a
-# model's delete taking its aliases; durability across a restart; and a
-# second daemon on the same database seeing an alias move within the bound of
-# the change generation. Runs on PostgreSQL too when GPSERVE_TEST_DB_URL is
+# "aliases"; an alias's previous_version; each bad input refused naming its
+# field with nothing stored; deleting one version (each refusal, the latest,
+# numbers never reused); a model's delete taking its aliases; durability
+# across a restart; and a second daemon on the same database seeing an alias
+# move and a version delete within the bound of the change generation. Runs on PostgreSQL too when GPSERVE_TEST_DB_URL is
 # set (lib.sh, db_for).
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
