@@ -26,10 +26,13 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
     [GPS_COMMIT] = "COMMIT",
     [GPS_ROLLBACK] = "ROLLBACK",
     /* The next version follows the highest one given out: the highest row,
-     * or the mark a deleted latest version left (version_marks). */
-    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(v), 0) FROM (SELECT version AS v FROM models"
-                        " WHERE name = ?1 UNION ALL SELECT last_version FROM version_marks"
-                        " WHERE name = ?1) AS given",
+     * or the mark a deleted latest version left (version_marks). Two scalar
+     * subqueries, so MAX(version) stays one seek of the UNIQUE(name, version)
+     * index (a UNION of the rows would read every version of the name). */
+    [GPS_MAX_VERSION] = "SELECT CASE WHEN v >= m THEN v ELSE m END FROM (SELECT"
+                        " COALESCE((SELECT MAX(version) FROM models WHERE name = ?1), 0) AS v,"
+                        " COALESCE((SELECT last_version FROM version_marks WHERE name = ?1), 0)"
+                        " AS m) AS given",
     [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
                          " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
                          " RETURNING id",
