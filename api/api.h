@@ -111,6 +111,13 @@ void gp_api_fail(gp_response *out, int code, const char *field, const char *fmt,
 
 /* 1 when name matches [A-Za-z0-9._-]{1,64}. */
 int gp_api_valid_name(const char *name);
+/* 1 when alias is a valid version alias: [A-Za-z][A-Za-z0-9_.-]{0,63} (a
+ * letter first, so that it is never a version number). */
+int gp_api_valid_alias(const char *alias);
+/* The version that alias of model name points at, into *version. 404
+ * field "name" (no such model) or "version" (no such alias); err says which. */
+int gp_api_resolve_alias(gp_api *api, const char *name, const char *alias, int *version,
+                         gp_error *err);
 
 /* ---- route handlers: each fills *out, errors included ----
  * *out must start zeroed (or freed by gp_response_free): a handler frees any
@@ -142,6 +149,18 @@ void gp_api_export_model(gp_api *api, const char *name, int version, gp_response
  * malloc'ed, and the import takes it: a file can be gigabytes, and it is
  * freed once read, before the model is built (req->body is not read after). */
 void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_response *out);
+/* 204; 409 (field "alias") when an alias points at it, 409 (field "version")
+ * for the model's only version; gp_store_delete_version. */
+void gp_api_delete_version(gp_api *api, const char *name, int version, gp_response *out);
+/* Aliases (aliases.c; docs/design/api.md, "Aliases"): the list
+ * {"name", "aliases": [{"alias", "version", "updated_at", "updated_by"}]},
+ * one alias, PUT {"version": N} (200 with the alias; by: who, the caller's
+ * key name, or NULL), DELETE (204). */
+void gp_api_list_aliases(gp_api *api, const char *name, gp_response *out);
+void gp_api_get_alias(gp_api *api, const char *name, const char *alias, gp_response *out);
+void gp_api_put_alias(gp_api *api, const char *name, const char *alias, const gp_request *req,
+                      const char *by, gp_response *out);
+void gp_api_delete_alias(gp_api *api, const char *name, const char *alias, gp_response *out);
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 /* ---- predict and sample in two steps, for dynamic batching (server/batcher.c):

@@ -16,12 +16,55 @@ int gp_api_check_json(const gp_request *req, gp_error *err)
     return GP_OK;
 }
 
-int gp_api_get_version(json_t *obj, int *version, gp_error *err)
+/* Aliases are resolved here, beside the version field they stand for, so
+ * that aliases.c (which takes a version field too) depends on this file and
+ * not the other way round. */
+int gp_api_valid_alias(const char *alias)
+{
+    return gp_store_alias_valid(alias);
+}
+
+int gp_api_resolve_alias(gp_api *api, const char *name, const char *alias, int *version,
+                         gp_error *err)
+{
+    *version = 0;
+    if (!gp_store_alias_valid(alias))
+        return gp_error_set(err, GP_EINVAL, "version", GP_API_VERSION_RULE);
+    /* the model's aliases as kept while nothing was written (api/rows.c):
+     * a request named by an alias asks the store nothing more than one
+     * named by a number */
+    gp_alias_row *rows = NULL;
+    size_t n = 0;
+    int rc = gp_api_check_name(name, err);
+    if (rc == GP_OK)
+        rc = gp_rows_aliases(api, name, &rows, &n, err);
+    for (size_t i = 0; rc == GP_OK && i < n && *version == 0; i++)
+        if (strcmp(rows[i].alias, alias) == 0)
+            *version = rows[i].version;
+    free(rows);
+    if (rc == GP_OK && *version == 0)
+        /* where a version was asked for, the version is what is missing */
+        rc = gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version or alias '%s'",
+                          name, alias);
+    return rc;
+}
+
+int gp_api_get_version(gp_api *api, const char *name, json_t *obj, int *version, char *alias,
+                       gp_error *err)
 {
     json_t *v = json_object_get(obj, "version");
     *version = 0;
+    alias[0] = '\0';
     if (v == NULL)
         return GP_OK;
+    if (json_is_string(v)) {
+        /* resolved here, once: everything after sees the numeric version */
+        const char *text = json_string_value(v);
+        if (!gp_store_alias_valid(text))
+            return gp_error_set(err, GP_EINVAL, "version", GP_API_VERSION_RULE);
+        snprintf(alias, GP_ALIAS_MAX + 1, "%s", text);
+        return gp_api_resolve_alias(api, name, alias, version, err);
+    }
     uint64_t x = 0;
     int rc = gp_json_get_uint(v, "version", INT_MAX, &x, err);
     if (rc == GP_OK && x == 0)
@@ -162,15 +205,16 @@ int gp_api_body_object(gp_api *api, const gp_request *req, json_t **obj, gp_erro
 /* What predict and sample bodies share: a JSON object of known keys, an
  * optional "version" and "include_noise" (*include_noise keeps its default
  * when absent). */
-int gp_api_parse_point_request(gp_api *api, const gp_request *req, const char *const *keys,
-                               json_t **obj, int *version, int *include_noise, gp_error *err)
+int gp_api_parse_point_request(gp_api *api, const char *name, const gp_request *req,
+                               const char *const *keys, json_t **obj, int *version, char *alias,
+                               int *include_noise, gp_error *err)
 {
     json_t *e;
     int rc = gp_api_body_object(api, req, obj, err);
     if (rc == GP_OK)
         rc = gp_json_known_keys(*obj, keys, NULL, err);
     if (rc == GP_OK)
-        rc = gp_api_get_version(*obj, version, err);
+        rc = gp_api_get_version(api, name, *obj, version, alias, err);
     if (rc == GP_OK && (e = json_object_get(*obj, "include_noise")))
         rc = gp_json_get_bool(e, "include_noise", include_noise, err);
     return rc;
@@ -222,4 +266,12 @@ int gp_api_answered_version(const char *body, size_t len)
     for (; p < end && *p >= '0' && *p <= '9' && v <= INT_MAX / 10; p++)
         v = v * 10 + (*p - '0');
     return v <= INT_MAX ? (int)v : 0;
+}
+
+void gp_api_write_alias(gp_buf *b, const char *alias)
+{
+    if (alias == NULL || alias[0] == '\0')
+        return;
+    gp_buf_puts(b, ",\"alias\":");
+    gp_buf_json_string(b, alias);
 }

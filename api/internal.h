@@ -53,6 +53,10 @@ int gp_rows_init(gp_api *api);
 void gp_rows_destroy(gp_api *api);
 int gp_rows_meta(gp_api *api, const char *name, int version, int full, gp_model_meta *meta,
                  gp_error *err);
+/* Every alias of name (gp_store_aliases), kept like the version list; *rows
+ * malloc'ed (caller frees), NULL when none. */
+int gp_rows_aliases(gp_api *api, const char *name, gp_alias_row **rows, size_t *count,
+                    gp_error *err);
 int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *count,
                      gp_error *err);
 /* The GET /v1/models/{name} body of (name, version) rendered at generation
@@ -367,8 +371,18 @@ json_t *gp_api_model_json(const gp_model_meta *meta, const int *versions, size_t
 /* ---- the body of a model route (body.c) ---- */
 /* 415 unless the request's body is JSON. */
 int gp_api_check_json(const gp_request *req, gp_error *err);
-/* The body's optional "version" (0 when absent; else an integer >= 1). */
-int gp_api_get_version(json_t *obj, int *version, gp_error *err);
+/* The body's optional "version": 0 when absent, an integer >= 1, or an
+ * alias of model name (a string), resolved here to its version (alias
+ * receives it, GP_ALIAS_MAX + 1 bytes; "" when none was given). An unknown
+ * alias: 404 field "version". */
+int gp_api_get_version(gp_api *api, const char *name, json_t *obj, int *version, char *alias,
+                       gp_error *err);
+/* What a version field or {v} takes (the message of a 400 "version"). */
+#define GP_API_VERSION_RULE                                                                   \
+    "a version must be an integer >= 1 or an alias ([A-Za-z][A-Za-z0-9_.-]{0,63})"
+/* The aliases of model name as a JSON object {"alias": version, ...}
+ * (aliases.c), for the model JSON; NULL on failure (err says why). */
+json_t *gp_api_aliases_object(gp_api *api, const char *name, gp_error *err);
 /* X of a predict, sample or observe body, in two steps: rows of numbers are
  * parsed before the model is looked up (a malformed X is a 400 whatever the
  * model), rows that are objects (distributional inputs) once the model's
@@ -384,14 +398,17 @@ int gp_api_x_or_rows(json_t *obj, const char *what, json_t **Xj, json_t **rows,
 /* What predict and sample bodies share: a JSON object of known keys, an
  * optional "version" and "include_noise" (*include_noise keeps its default
  * when absent). */
-int gp_api_parse_point_request(gp_api *api, const gp_request *req, const char *const *keys,
-                               json_t **obj, int *version, int *include_noise, gp_error *err);
+int gp_api_parse_point_request(gp_api *api, const char *name, const gp_request *req,
+                               const char *const *keys, json_t **obj, int *version, char *alias,
+                               int *include_noise, gp_error *err);
 /* A predict, sample or observe body as a JSON object: the JSON body, or a
  * text/csv body's rows as "rows" with the query's parameters beside them
  * (415 for other media types). */
 int gp_api_body_object(gp_api *api, const gp_request *req, json_t **obj, gp_error *err);
 /* {"name": name, "version": version (the answer goes on). */
 void gp_api_write_head(gp_buf *b, const char *name, int version);
+/* ,"alias": alias when the request named the version by an alias (else nothing). */
+void gp_api_write_alias(gp_buf *b, const char *alias);
 
 /* ---- point calls (predict.c): one answer writer per protocol ----
  * A predict call is parsed on the request thread and answered in a batch
@@ -449,12 +466,13 @@ typedef struct gp_sample_call {
     size_t m, d;
     gp_sample_args a;
     double *S;      /* the draws (and the observation draws after them) */
+    char alias[GP_ALIAS_MAX + 1]; /* the alias the body named the version by, or "" */
 } gp_sample_call;
 /* Parse a sample body into c (zeroed by the caller) and *version: the same
  * checks, in the same order, as the answer alone makes before it looks the
  * model up. */
-int gp_sample_parse(gp_api *api, const gp_request *req, gp_sample_call *c, int *version,
-                    gp_error *err);
+int gp_sample_parse(gp_api *api, const char *name, const gp_request *req, gp_sample_call *c,
+                    int *version, gp_error *err);
 /* Answer calls[0..n) of model name and version into res[0..n): one look-up,
  * each call's checks, one gp_model_sample_batch for those that pass (each
  * answered exactly as alone). The calls stay the caller's to free. */

@@ -229,6 +229,10 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
             rc = err.code;
     }
     free(versions);
+    if (rc == GP_OK) { /* the model's labels, on every version's page */
+        json_t *aliases = gp_api_aliases_object(api, name, &err);
+        rc = aliases ? json_object_set_new(o, "aliases", aliases), GP_OK : err.code;
+    }
     if (rc == GP_OK)
         keep_body(api, name, version, gen, o, &meta);
     const gp_method *method = rc == GP_OK ? gp_method_find(meta.method) : NULL;
@@ -276,6 +280,34 @@ void gp_api_list_models(gp_api *api, gp_response *out)
     gp_buf_respond(&b, 200, out);
 }
 
+/* 204: no body (the answer of a delete). */
+static void respond_deleted(gp_response *out)
+{
+    free(out->body);
+    out->body = NULL;
+    out->body_len = 0;
+    out->status = 204;
+    out->content_type = "application/json";
+}
+
+void gp_api_delete_version(gp_api *api, const char *name, int version, gp_response *out)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    int rc = gp_api_check_name(name, &err);
+    if (rc == GP_OK)
+        rc = gp_store_delete_version(api->store, name, version, &err);
+    if (rc) {
+        gp_api_error(&err, out);
+        return;
+    }
+    /* The name's entries go (the other versions load again on use): this
+     * daemon's at once; other daemons' through the change generation. */
+    gp_cache_evict_name(api, name);
+    gp_poisoned_forget(api, name);
+    respond_deleted(out);
+}
+
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
 {
     gp_error err;
@@ -295,9 +327,5 @@ void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
     }
     gp_cache_evict_name(api, name);
     gp_poisoned_forget(api, name);
-    free(out->body);
-    out->body = NULL;
-    out->body_len = 0;
-    out->status = 204;
-    out->content_type = "application/json";
+    respond_deleted(out);
 }

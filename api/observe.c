@@ -20,6 +20,7 @@ typedef struct observe_body {
     json_t *obj;
     json_t *Xj, *rows; /* X, or the named rows (into obj) */
     int version, new_version;
+    char alias[GP_ALIAS_MAX + 1]; /* the alias "version" named, or "" */
     double *X, *Y;
     double *noise; /* k known noise variances (NULL: none); the model checks them */
     size_t k, d, p;
@@ -33,14 +34,15 @@ static void observe_body_free(observe_body *ob)
     free(ob->noise);
 }
 
-static int parse_observe(gp_api *api, const gp_request *req, observe_body *ob, gp_error *err)
+static int parse_observe(gp_api *api, const char *name, const gp_request *req, observe_body *ob,
+                         gp_error *err)
 {
     json_t *e;
     int rc = gp_api_body_object(api, req, &ob->obj, err);
     if (rc == GP_OK)
         rc = gp_json_known_keys(ob->obj, observe_keys, NULL, err);
     if (rc == GP_OK)
-        rc = gp_api_get_version(ob->obj, &ob->version, err);
+        rc = gp_api_get_version(api, name, ob->obj, &ob->version, ob->alias, err);
     if (rc == GP_OK && (e = json_object_get(ob->obj, "new_version")))
         rc = gp_json_get_bool(e, "new_version", &ob->new_version, err);
     if (rc == GP_OK)
@@ -97,12 +99,13 @@ static int observe_data(gp_api *api, const gp_cache_entry *entry, const gp_model
     return rc;
 }
 
-static void respond_observed(gp_buf *b, const char *name, int version, const gp_model *model,
-                             uint64_t seq)
+static void respond_observed(gp_buf *b, const char *name, int version, const char *alias,
+                             const gp_model *model, uint64_t seq)
 {
     gp_online_status st;
     gp_model_online_status(model, &st);
     gp_api_write_head(b, name, version);
+    gp_api_write_alias(b, alias);
     gp_buf_printf(b, ",\"n\":%zu,\"state\":\"%s\",\"observations\":%llu}", st.n,
                   st.warmup ? "warmup" : "online", (unsigned long long)seq);
 }
@@ -148,7 +151,7 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
     gp_online_status st;
     gp_model_online_status(e->model, &st);
     if (rc == GP_OK && key->present) {
-        respond_observed(&answer, e->name, e->version, e->model, e->seq + 1);
+        respond_observed(&answer, e->name, e->version, ob->alias, e->model, e->seq + 1);
         if (answer.failed)
             rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory building the response");
     }
@@ -184,7 +187,7 @@ static char *new_version_body(const gp_model_meta *meta, void *ctx)
     const new_version_answer *a = ctx;
     gp_buf b;
     gp_buf_init(&b);
-    respond_observed(&b, meta->name, meta->version, a->model, 0);
+    respond_observed(&b, meta->name, meta->version, NULL, a->model, 0);
     if (b.failed) {
         gp_buf_free(&b);
         return NULL;
@@ -225,7 +228,7 @@ static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_bod
     gp_state_free(&st);
     gp_model_meta_free(&old);
     if (rc == GP_OK) {
-        respond_observed(b, e->name, saved.version, copy, 0);
+        respond_observed(b, e->name, saved.version, NULL, copy, 0);
         gp_cache_insert(api, &saved, copy); /* the cache owns it from here */
         copy = NULL;
     }
@@ -263,7 +266,7 @@ static int do_observe(gp_api *api, const char *name, observe_body *ob, const gp_
             rc = observe_in_place(api, e, ob, key, &seq, &ticket, err);
             if (rc == GP_OK) {
                 pthread_rwlock_rdlock(&e->lock);
-                respond_observed(b, name, e->version, e->model, seq);
+                respond_observed(b, name, e->version, ob->alias, e->model, seq);
                 pthread_rwlock_unlock(&e->lock);
             }
             pthread_mutex_unlock(&e->write_lock);
@@ -313,7 +316,7 @@ void gp_api_observe_deferred(gp_api *api, const char *name, const gp_request *re
     if (rc == GP_OK && gp_api_idem_replay(api, &key, out))
         return;
     if (rc == GP_OK)
-        rc = parse_observe(api, req, &ob, &err);
+        rc = parse_observe(api, name, req, &ob, &err);
     if (rc == GP_OK)
         rc = do_observe(api, name, &ob, &key, &b, ticket, &err);
     observe_body_free(&ob);

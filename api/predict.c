@@ -331,6 +331,7 @@ struct gp_point_call {
     int kind;                /* GP_CALL_PREDICT or GP_CALL_SAMPLE */
     char name[GP_NAME_MAX + 1];
     int version;             /* 0: the latest */
+    char alias[GP_ALIAS_MAX + 1]; /* the alias the body named the version by, or "" */
     json_t *obj;             /* the parsed body (owned); Xj points into it */
     json_t *Xj;
     json_t *rows;            /* named rows instead of X (into obj), or NULL */
@@ -362,6 +363,7 @@ static void v1_write(gp_buf *b, const gp_point_call *c, const gp_point_answer *a
 {
     size_t p = a->model->n_outputs;
     gp_api_write_head(b, a->name, a->version);
+    gp_api_write_alias(b, c->alias);
     if (a->outputs)
         gp_buf_printf(b, ",\"outputs\":%s", a->outputs);
     if (a->ost->warmup)
@@ -422,8 +424,8 @@ static int parse_predict_call(gp_api *api, const gp_request *req, gp_point_call 
                               gp_error *err)
 {
     c->a.include_noise = 1;
-    int rc = gp_api_parse_point_request(api, req, predict_keys, &c->obj, &c->version,
-                                        &c->a.include_noise, err);
+    int rc = gp_api_parse_point_request(api, c->name, req, predict_keys, &c->obj, &c->version,
+                                        c->alias, &c->a.include_noise, err);
     if (rc == GP_OK)
         rc = parse_predict_args(api, c->obj, &c->a, err);
     if (rc == GP_OK)
@@ -449,7 +451,7 @@ int gp_api_point_call_parse(gp_api *api, int kind, const char *name, const gp_re
     if (rc == GP_OK && kind == GP_CALL_PREDICT)
         rc = parse_predict_call(api, req, c, &err);
     else if (rc == GP_OK)
-        rc = gp_sample_parse(api, req, &c->s, &c->version, &err);
+        rc = gp_sample_parse(api, name, req, &c->s, &c->version, &err);
     if (rc) {
         gp_api_point_call_free(c);
         gp_api_error(&err, res);

@@ -23,7 +23,7 @@
 #include "api/internal.h"
 
 /* What a slot holds. */
-enum row_kind { ROW_META = 1, ROW_VERSIONS, ROW_BODY };
+enum row_kind { ROW_META = 1, ROW_VERSIONS, ROW_BODY, ROW_ALIASES };
 /* Slots probed from a name's hash before the least recently used of them is
  * replaced. */
 #define ROWS_PROBE 8
@@ -37,6 +37,8 @@ struct gp_row_slot {
     gp_model_meta meta; /* spec and info NULL for a brief row */
     int *versions;
     size_t n_versions;
+    gp_alias_row *aliases; /* ROW_ALIASES: every alias of the name */
+    size_t n_aliases;
     char *text; /* a GET body: head, NUL, tail, NUL (text_len bytes) */
     size_t text_len, head_len;
 };
@@ -45,6 +47,7 @@ static void slot_clear(gp_row_slot *s)
 {
     gp_model_meta_free(&s->meta);
     free(s->versions);
+    free(s->aliases);
     free(s->text);
     memset(s, 0, sizeof *s);
 }
@@ -215,6 +218,45 @@ int gp_rows_versions(gp_api *api, const char *name, int **versions, size_t *coun
             s->n_versions = *count;
             pthread_mutex_unlock(&api->rows_lock);
         }
+    }
+    return rc;
+}
+
+/* A malloc'ed copy of n alias rows (one row's room when n is 0: malloc(0) may be NULL). */
+static gp_alias_row *aliases_copy(const gp_alias_row *rows, size_t n)
+{
+    gp_alias_row *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (copy && n)
+        memcpy(copy, rows, n * sizeof *copy);
+    return copy;
+}
+
+int gp_rows_aliases(gp_api *api, const char *name, gp_alias_row **rows, size_t *count,
+                    gp_error *err)
+{
+    *rows = NULL;
+    *count = 0;
+    const uint64_t gen = gp_store_generation(api->store);
+    if (gen) {
+        pthread_mutex_lock(&api->rows_lock);
+        gp_row_slot *s = slot_find(api, name, ROW_ALIASES, 0, gen);
+        if (s) {
+            s->stamp = ++api->rows_clock;
+            *rows = aliases_copy(s->aliases, s->n_aliases);
+            *count = *rows ? s->n_aliases : 0;
+        }
+        pthread_mutex_unlock(&api->rows_lock);
+        if (*rows)
+            return GP_OK;
+    }
+    int rc = gp_store_aliases(api->store, name, rows, count, err);
+    gp_alias_row *copy = rc == GP_OK && gen ? aliases_copy(*rows, *count) : NULL;
+    if (copy) {
+        pthread_mutex_lock(&api->rows_lock);
+        gp_row_slot *s = slot_take(api, name, ROW_ALIASES, 0, gen);
+        s->aliases = copy;
+        s->n_aliases = *count;
+        pthread_mutex_unlock(&api->rows_lock);
     }
     return rc;
 }

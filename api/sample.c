@@ -35,13 +35,14 @@ static void write_draws(gp_buf *b, const char *key, const double *S, size_t m, s
     gp_buf_put(b, "]", 1);
 }
 
-int gp_sample_parse(gp_api *api, const gp_request *req, gp_sample_call *c, int *version,
-                    gp_error *err)
+int gp_sample_parse(gp_api *api, const char *name, const gp_request *req, gp_sample_call *c,
+                    int *version, gp_error *err)
 {
     gp_sample_args *a = &c->a;
     json_t *e, *obj = NULL;
     a->n_samples = 10;
-    int rc = gp_api_parse_point_request(api, req, sample_keys, &obj, version, &a->include_noise, err);
+    int rc = gp_api_parse_point_request(api, name, req, sample_keys, &obj, version, c->alias,
+                                        &a->include_noise, err);
     c->obj = obj;
     if (rc == GP_OK && (e = json_object_get(obj, "observations")))
         rc = gp_json_get_bool(e, "observations", &a->observations, err);
@@ -99,6 +100,7 @@ static void sample_respond(const gp_model *model, const char *name, int version,
     gp_buf b;
     gp_buf_init(&b);
     gp_api_write_head(&b, name, version);
+    gp_api_write_alias(&b, c->alias);
     if (outputs) /* the names of several outputs */
         gp_buf_printf(&b, ",\"outputs\":%s", outputs);
     write_draws(&b, "samples", c->S, m, n, p);

@@ -341,9 +341,28 @@ static void route_model(route_call *c)
         gp_api_get_model(api_of(c), c->m->name, 0, c->res);
 }
 
+static void route_aliases(route_call *c)
+{
+    gp_api_list_aliases(api_of(c), c->m->name, c->res);
+}
+
+static void route_alias(route_call *c)
+{
+    if (c->ctx->verb == GP_VERB_PUT)
+        /* who: keys have no names yet, so nobody is recorded */
+        gp_api_put_alias(api_of(c), c->m->name, c->m->alias, c->req, NULL, c->res);
+    else if (c->ctx->verb == GP_VERB_DELETE)
+        gp_api_delete_alias(api_of(c), c->m->name, c->m->alias, c->res);
+    else
+        gp_api_get_alias(api_of(c), c->m->name, c->m->alias, c->res);
+}
+
 static void route_model_version(route_call *c)
 {
-    gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
+    if (c->ctx->verb == GP_VERB_DELETE)
+        gp_api_delete_version(api_of(c), c->m->name, c->m->version, c->res);
+    else
+        gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
 }
 
 static void route_model_export(route_call *c)

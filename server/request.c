@@ -377,9 +377,29 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
         return gp_http_fail(ctx, GP_EINVAL, "name",
                     "a model name must match [A-Za-z0-9._-]{1,64}");
     case GP_PARAM_BAD_VERSION:
-        return gp_http_fail(ctx, GP_EINVAL, "version", "a version must be an integer >= 1");
+        return gp_http_fail(ctx, GP_EINVAL, "version",
+                    "a version must be an integer >= 1 or an alias ([A-Za-z][A-Za-z0-9_.-]{0,63})");
+    case GP_PARAM_BAD_ALIAS:
+        return gp_http_fail(ctx, GP_EINVAL, "alias",
+                    "an alias must match [A-Za-z][A-Za-z0-9_.-]{0,63} (a letter first: never "
+                    "a number)");
     case GP_PARAM_BAD_ID:
         return gp_http_fail(ctx, GP_EINVAL, "id", "a job id must match [A-Za-z0-9._-]{1,39}");
+    }
+    if (ctx->match.version_alias[0] != '\0' && r == GP_ROUTE_MODEL_VERSION &&
+        ctx->verb == GP_VERB_DELETE)
+        /* an alias moves: deleting through one could delete another version
+         * than the one its sender saw, so a delete names the number */
+        return gp_http_fail(ctx, GP_EINVAL, "version",
+                    "delete a version by its number, not through an alias ('%s')",
+                    ctx->match.version_alias);
+    if (ctx->match.version_alias[0] != '\0') {
+        /* {v} named by an alias: resolved here, once, for every route */
+        gp_error err;
+        gp_error_clear(&err);
+        if (gp_api_resolve_alias(srv->api, ctx->match.name, ctx->match.version_alias,
+                                 &ctx->match.version, &err))
+            return gp_http_fail(ctx, err.code, err.field, "%s", err.message);
     }
     ctx->body_types = gp_route_body_types(r, ctx->verb);
     if (ctx->body_types) {

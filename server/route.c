@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -65,8 +66,31 @@ static void take_name(const segment *s, gp_route_match *m)
     memcpy(m->name, buf, (size_t)n + 1);
 }
 
+/* {alias}: [A-Za-z][A-Za-z0-9_.-]{0,63} (gp_api_valid_alias). */
+static int take_alias_text(const segment *s, char *out)
+{
+    char buf[4 * GP_ROUTE_ALIAS_MAX];
+    long n = gp_percent_decode(s->p, s->n, buf, sizeof buf);
+    if (n < 0 || n >= GP_ROUTE_ALIAS_MAX || !gp_api_valid_alias(buf))
+        return 0;
+    memcpy(out, buf, (size_t)n + 1);
+    return 1;
+}
+
+static void take_alias(const segment *s, gp_route_match *m)
+{
+    if (!take_alias_text(s, m->alias))
+        m->param_error = GP_PARAM_BAD_ALIAS;
+}
+
 static void take_version(const segment *s, gp_route_match *m)
 {
+    /* a letter first: an alias, resolved by the request checks */
+    if (s->n > 0 && ((s->p[0] >= 'A' && s->p[0] <= 'Z') || (s->p[0] >= 'a' && s->p[0] <= 'z'))) {
+        if (!take_alias_text(s, m->version_alias))
+            m->param_error = GP_PARAM_BAD_VERSION;
+        return;
+    }
     char buf[32];
     long n = gp_percent_decode(s->p, s->n, buf, sizeof buf);
     if (n <= 0 || n > 10) {
@@ -117,7 +141,7 @@ static const route_info routes[GP_ROUTE_COUNT] = {
 
 /* The patterns parsed once into segments (pattern_segments), so that a
  * request's match is a few integer and memcmp comparisons per route. */
-enum { SEG_LITERAL = 0, SEG_NAME, SEG_VERSION, SEG_ID, SEG_FILE };
+enum { SEG_LITERAL = 0, SEG_NAME, SEG_VERSION, SEG_ID, SEG_FILE, SEG_ALIAS };
 
 typedef struct pattern_segment {
     const char *p; /* a literal segment's bytes (in the pattern) */
@@ -139,7 +163,8 @@ static int segment_kind(const char *p, size_t n)
     static const struct {
         const char *text;
         int kind;
-    } params[] = {{"{name}", SEG_NAME}, {"{v}", SEG_VERSION}, {"{id}", SEG_ID}, {"{file}", SEG_FILE}};
+    } params[] = {{"{name}", SEG_NAME}, {"{v}", SEG_VERSION}, {"{id}", SEG_ID}, {"{file}", SEG_FILE},
+                  {"{alias}", SEG_ALIAS}};
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
         if (strlen(params[i].text) == n && memcmp(params[i].text, p, n) == 0)
             return params[i].kind;
@@ -201,6 +226,9 @@ static void take_params(const compiled_pattern *c, const segment *s, gp_route_ma
         case SEG_ID:
             take_id(&s[i], m);
             break;
+        case SEG_ALIAS:
+            take_alias(&s[i], m);
+            break;
         case SEG_FILE:
             take_asset(s[i].p, m);
             break;
@@ -257,6 +285,8 @@ int gp_verb_of(const char *method)
         return GP_VERB_POST;
     if (strcmp(method, "DELETE") == 0)
         return GP_VERB_DELETE;
+    if (strcmp(method, "PUT") == 0)
+        return GP_VERB_PUT;
     return GP_VERB_OTHER;
 }
 
@@ -271,16 +301,34 @@ int gp_route_verbs(gp_route_id r)
     return i ? i->verbs : 0;
 }
 
-/* The Allow header of each set of verbs (GET brings HEAD). */
-static const char *const allow_of[8] = {
-    "",          "GET, HEAD",         "POST",         "GET, HEAD, POST",
-    "DELETE",    "GET, HEAD, DELETE", "POST, DELETE", "GET, HEAD, POST, DELETE",
-};
+/* The Allow header of each route (GET brings HEAD), made once. */
+static char allow_text[GP_ROUTE_COUNT][48];
+static pthread_once_t allow_once = PTHREAD_ONCE_INIT;
+
+static void make_allow(void)
+{
+    static const struct {
+        int verb;
+        const char *text;
+    } verbs[] = {{GP_VERB_GET, "GET, HEAD"},
+                 {GP_VERB_POST, "POST"},
+                 {GP_VERB_PUT, "PUT"},
+                 {GP_VERB_DELETE, "DELETE"}};
+    for (int r = 0; r < GP_ROUTE_COUNT; r++) {
+        size_t o = 0;
+        for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++)
+            if (routes[r].verbs & verbs[v].verb)
+                o += (size_t)snprintf(allow_text[r] + o, sizeof allow_text[r] - o, "%s%s",
+                                      o ? ", " : "", verbs[v].text);
+    }
+}
 
 const char *gp_route_allow(gp_route_id r)
 {
-    const route_info *i = info(r);
-    return i ? allow_of[i->verbs & 7] : "";
+    if (info(r) == NULL)
+        return "";
+    pthread_once(&allow_once, make_allow);
+    return allow_text[r];
 }
 
 const char *gp_route_name(gp_route_id r)
@@ -325,7 +373,7 @@ int gp_route_shape(gp_route_id r)
 int gp_route_body_types(gp_route_id r, int verb)
 {
     const route_info *i = info(r);
-    if (i == NULL || verb != GP_VERB_POST)
+    if (i == NULL || (verb != GP_VERB_POST && verb != GP_VERB_PUT))
         return 0;
     return i->post_types;
 }

@@ -21,7 +21,8 @@ enum {
     GP_VERB_GET = 1,
     GP_VERB_POST = 2,
     GP_VERB_DELETE = 4,
-    GP_VERB_OTHER = 8
+    GP_VERB_OTHER = 8,
+    GP_VERB_PUT = 16
 };
 
 /* Who may call a route (the auth column of server/routes.def). */
@@ -53,11 +54,13 @@ typedef enum gp_route_param_error {
     GP_PARAM_OK = 0,
     GP_PARAM_BAD_NAME,    /* field "name" */
     GP_PARAM_BAD_VERSION, /* field "version" */
+    GP_PARAM_BAD_ALIAS,   /* field "alias" */
     GP_PARAM_BAD_ID       /* field "id" */
 } gp_route_param_error;
 
 #define GP_ROUTE_NAME_MAX 65 /* [A-Za-z0-9._-]{1,64} + NUL */
 #define GP_ROUTE_ID_MAX 40   /* gp_job_info.id */
+#define GP_ROUTE_ALIAS_MAX 65 /* [A-Za-z][A-Za-z0-9_.-]{0,63} + NUL */
 #define GP_ROUTE_ASSET_MAX 128 /* {file} of /ui/{file}, decoded, + NUL */
 
 typedef struct gp_route_match {
@@ -65,7 +68,12 @@ typedef struct gp_route_match {
     gp_route_param_error param_error;
     char name[GP_ROUTE_NAME_MAX]; /* {name}, decoded (valid only when param_error == OK) */
     char id[GP_ROUTE_ID_MAX];     /* {id} of a job */
-    int version;                  /* {v}, >= 1 */
+    int version;                  /* {v}, >= 1; 0 while version_alias is unresolved */
+    /* {v} given as an alias ("champion"; else ""): the request checks
+     * resolve it into version once (gp_api_resolve_alias), before any
+     * handler runs, so every route taking {v} takes an alias too. */
+    char version_alias[GP_ROUTE_ALIAS_MAX];
+    char alias[GP_ROUTE_ALIAS_MAX]; /* {alias} of the alias routes */
     /* Its errors take the Open Inference Protocol's shape {"error": "..."}:
      * the route's shape is GP_SHAPE_OIP or, when no route matches, that of
      * the routes under the same first segment (/v2/...). */

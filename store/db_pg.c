@@ -134,6 +134,21 @@ static const char *const pg_migrations[] = {
     " created_at TEXT NOT NULL,"
     " PRIMARY KEY(scope, key));"
     "CREATE INDEX idempotency_created ON idempotency(created_at);",
+    /* version 5: aliases (db_sqlite.c, migrate_to_v5) */
+    "CREATE TABLE aliases("
+    " name TEXT NOT NULL,"
+    " alias TEXT NOT NULL,"
+    " version BIGINT NOT NULL,"
+    " updated_at TEXT NOT NULL,"
+    " updated_by TEXT,"
+    " PRIMARY KEY(name, alias),"
+    " FOREIGN KEY(name, version) REFERENCES models(name, version) ON DELETE RESTRICT);",
+    /* version 6: the highest version given out, an alias's previous target
+     * (db_sqlite.c, migrate_to_v6) */
+    "CREATE TABLE version_marks("
+    " name TEXT PRIMARY KEY,"
+    " last_version BIGINT NOT NULL);"
+    "ALTER TABLE aliases ADD COLUMN previous_version BIGINT;",
 };
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");

@@ -149,8 +149,43 @@ static int migrate_to_v4(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
+/* Aliases (docs/design/storage.md, "Aliases"): a movable label of a model
+ * pointing at one of its versions. The foreign key holds the label to an
+ * existing version; a delete of a version a label points to fails (RESTRICT),
+ * so a version cannot lose a label behind the API's back; deleting a model
+ * deletes its labels first, in the same transaction. */
+static int migrate_to_v5(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] =
+        "CREATE TABLE aliases("
+        " name TEXT NOT NULL,"
+        " alias TEXT NOT NULL,"
+        " version INTEGER NOT NULL,"
+        " updated_at TEXT NOT NULL,"
+        " updated_by TEXT,"
+        " PRIMARY KEY(name, alias),"
+        " FOREIGN KEY(name, version) REFERENCES models(name, version) ON DELETE RESTRICT);";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
+/* Deleted versions (docs/design/storage.md, "Deleting a version"): the
+ * highest version number a model has given out, kept when that version is
+ * deleted, so a later save takes the next number and never reuses one (a
+ * client holding "version 3" must never get another model under it). A
+ * model's delete removes its row: a new model of the name starts at 1, as
+ * before. And an alias's previous target (what a roll back points it at
+ * again): set by a move, NULL when there is none or it was deleted. */
+static int migrate_to_v6(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] = "CREATE TABLE version_marks("
+                              " name TEXT PRIMARY KEY,"
+                              " last_version INTEGER NOT NULL);"
+                              "ALTER TABLE aliases ADD COLUMN previous_version INTEGER;";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
 static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3,
-                                          migrate_to_v4};
+                                          migrate_to_v4, migrate_to_v5, migrate_to_v6};
 
 /* Where SQLite's text differs from the shared one (store_sql.c). */
 static const char *const sqlite_sql[GPS_STMT_COUNT] = {

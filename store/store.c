@@ -110,11 +110,7 @@ static int end_job_in_save(gp_store *s, const save_ctx *c, gp_error *err)
     return rc;
 }
 
-/* Inside a write transaction: hold name until the transaction ends, so that
- * saves and deletes of one name run one after the other (PostgreSQL: an
- * advisory lock on the name's hash; nothing in SQLite, whose write
- * transaction already excludes every other writer). */
-static int lock_name(gp_store_conn *w, const char *name, gp_error *err)
+int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err)
 {
     gp_db_stmt *st = gp_store_stmt(w, GPS_LOCK_NAME);
     int src = gp_db_bind_text(st, 1, name);
@@ -133,7 +129,7 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a save");
     if (rc)
         return rc;
-    if ((rc = lock_name(w, c->name, err)))
+    if ((rc = gp_store_lock_name(w, c->name, err)))
         goto fail;
     gp_db_stmt *st = gp_store_stmt(w, GPS_MAX_VERSION);
     int src = gp_db_bind_text(st, 1, c->name);
@@ -467,12 +463,27 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_exec(w, GPS_BEGIN_IMMEDIATE, err, "starting a delete");
     if (rc)
         return rc;
-    if ((rc = lock_name(w, c->name, err))) {
+    if ((rc = gp_store_lock_name(w, c->name, err))) {
         gp_store_rollback(w);
         return rc;
     }
-    gp_db_stmt *st = gp_store_stmt(w, GPS_DELETE);
+    /* The model's aliases first: their foreign key holds its versions. */
+    gp_db_stmt *st = gp_store_stmt(w, GPS_ALIAS_DELETE_ALL);
     int src = gp_db_bind_text(st, 1, c->name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    gp_store_stmt_done(st);
+    if (src == GP_DB_DONE) { /* and the mark of its deleted versions: a new model starts at 1 */
+        st = gp_store_stmt(w, GPS_MARK_DELETE);
+        src = gp_db_bind_text(st, 1, c->name);
+        if (src == GP_DB_OK)
+            src = gp_db_step(st);
+        gp_store_stmt_done(st);
+    }
+    if (src == GP_DB_DONE) {
+        st = gp_store_stmt(w, GPS_DELETE);
+        src = gp_db_bind_text(st, 1, c->name);
+    }
     if (src == GP_DB_OK)
         src = gp_db_step(st);
     gp_store_stmt_done(st);
@@ -490,8 +501,7 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
     return rc;
 }
 
-/* The reserve file released, under the writer's mutex: 1 when there was one. */
-static int release_reserve(gp_store *s)
+int gp_store_release_reserve(gp_store *s)
 {
     if (s->drv->release_reserve == NULL)
         return 0;
@@ -501,8 +511,7 @@ static int release_reserve(gp_store *s)
     return released;
 }
 
-/* The space a delete freed, back to the file system (best effort). */
-static void reclaim(gp_store *s)
+void gp_store_reclaim(gp_store *s)
 {
     if (s->drv->reclaim == NULL)
         return;
@@ -521,10 +530,10 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
         return not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
     int rc = gp_store_write(store, delete_once, &c, err);
-    if (rc == GP_ESTORAGE && release_reserve(store))
+    if (rc == GP_ESTORAGE && gp_store_release_reserve(store))
         rc = gp_store_write(store, delete_once, &c, err);
     if (rc == GP_OK && c.found)
-        reclaim(store);
+        gp_store_reclaim(store);
     if (rc == GP_OK && !c.found)
         rc = not_found_name(name, err);
     return rc;

@@ -38,7 +38,10 @@
  * and, since version 2, the durable-job columns and job_arrays; since version
  * 3, models.obs_seq, observations(model_id, seq, key, part, rows, cols, data)
  * and snapshots(model_id, seq, key, part, rows, cols, data), in the parts
- * scheme of arrays (see "online models" below).
+ * scheme of arrays (see "online models" below); since version 4,
+ * idempotency(scope, key, ...); since version 5, aliases(name, alias,
+ * version, updated_at, updated_by) with a foreign key (name, version) to
+ * models (see "aliases" below).
  *
  * Every function returns 0 or a negative GP_E* code (core/base/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
@@ -141,6 +144,51 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
 /* Delete every version of `name` and their arrays (one transaction). Unknown
  * name: GP_ENOTFOUND field "name". */
 int gp_store_delete(gp_store *store, const char *name, gp_error *err);
+/* Delete version `version` of `name` and everything keyed by it (its arrays,
+ * observation log and snapshot) in one transaction under the name's lock
+ * (store_version.c). "The latest" is then the highest remaining version; the
+ * deleted number is never given out again (schema v6, version_marks). Unknown
+ * name or version: GP_ENOTFOUND field "name" / "version". GP_ECONFLICT field
+ * "alias" (the message lists them) when an alias points at the version;
+ * GP_ECONFLICT field "version" when it is the model's only version (delete
+ * the model instead). */
+int gp_store_delete_version(gp_store *store, const char *name, int version, gp_error *err);
+
+/* ---- aliases (store_alias.c; docs/design/storage.md, "Aliases") ----
+ * A movable label of a model ("champion") pointing at one of its versions,
+ * set, moved and removed atomically: a label always names a version that
+ * exists (a foreign key). Deleting a model removes its labels with it; a
+ * version a label points to cannot be deleted. Every alias write changes the
+ * change generation like a save (other daemons see it through their watch). */
+#define GP_ALIAS_MAX 64
+typedef struct gp_alias_row {
+    char alias[GP_ALIAS_MAX + 1];
+    int version;
+    char updated_at[GP_TIME_LEN];    /* ISO 8601 UTC */
+    char updated_by[GP_NAME_MAX + 1]; /* who set it; "" when not known */
+    int previous_version; /* what it pointed at before its last move (a roll back's
+                           * target); 0: never moved, or that version was deleted */
+} gp_alias_row;
+/* 1 when alias is a valid label: [A-Za-z][A-Za-z0-9_.-]{0,63} (URL-safe as
+ * it is, and never a number, so that a version field is either). */
+int gp_store_alias_valid(const char *alias);
+/* Point alias of name at version (created or moved), recording when and
+ * by (NULL or "": not known). GP_EINVAL field "alias" for an invalid label;
+ * GP_ENOTFOUND field "name" (no such model) or "version" (no such version).
+ * row (may be NULL) receives the stored row. A move to another version keeps
+ * the version it leaves as previous_version (schema v6). */
+int gp_store_alias_set(gp_store *store, const char *name, const char *alias, int version,
+                       const char *by, gp_alias_row *row, gp_error *err);
+/* One label. GP_ENOTFOUND field "alias" (unknown label of a known model) or
+ * "name" (no such model). */
+int gp_store_alias_get(gp_store *store, const char *name, const char *alias, gp_alias_row *row,
+                       gp_error *err);
+/* Every label of name, by label; *rows malloc'ed (NULL when none). A model
+ * without labels: GP_OK, count 0; no such model: GP_ENOTFOUND field "name". */
+int gp_store_aliases(gp_store *store, const char *name, gp_alias_row **rows, size_t *count,
+                     gp_error *err);
+/* Remove a label. GP_ENOTFOUND field "alias" or "name" as gp_store_alias_get. */
+int gp_store_alias_delete(gp_store *store, const char *name, const char *alias, gp_error *err);
 
 /* Jobs (store_jobs.c). Texts are JSON (progress, error, result: the fitted
  * model's metadata) or NULL. */
@@ -422,14 +470,15 @@ void gp_store_set_part_bytes(gp_store *store, size_t bytes);
  * A number that changes whenever what the read functions return may have
  * changed, so that a caller may keep rows it read, tagged with the
  * generation read BEFORE it read them, and use them while
- * gp_store_generation still answers that tag. This handle's saves, deletes
- * and log appends change it before they return (committed or failed; job
+ * gp_store_generation still answers that tag. This handle's saves, deletes,
+ * log appends and alias writes change it before they return (committed or failed; job
  * writes do not, they change no model row); another
  * connection's commits (another daemon on the same database, an operator's
  * SQL) change it within GP_STORE_WATCH_MS of the commit, plus the time the
  * watch thread waits for a CPU: SQLite's PRAGMA data_version polled every
  * GP_STORE_WATCH_MS on a connection of the watch's own; PostgreSQL's
- * notifications (saves, deletes and log appends NOTIFY in their transaction;
+ * notifications (saves, deletes, log appends and alias writes NOTIFY in their
+ * transaction;
  * the watch LISTENs), delivered as they commit. */
 #define GP_STORE_WATCH_MS 5
 /* How long the watch waits before it opens its connection again after a loss. */

@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 4
+#define GP_STORE_SCHEMA_VERSION 6
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -92,6 +92,18 @@ enum gp_store_stmt {
      * other daemons' change watches (PostgreSQL's NOTIFY, delivered at
      * COMMIT; nothing on SQLite, whose watches read PRAGMA data_version). */
     GPS_NOTIFY,
+    /* aliases (store_alias.c) */
+    GPS_VERSION_EXISTS,
+    GPS_ALIAS_PUT,
+    GPS_ALIAS_GET,
+    GPS_ALIAS_LIST,
+    GPS_ALIAS_DELETE,
+    GPS_ALIAS_DELETE_ALL,
+    GPS_ALIASES_OF_VERSION,
+    GPS_DELETE_VERSION,
+    GPS_MARK_VERSION,
+    GPS_MARK_DELETE,
+    GPS_ALIAS_FORGET_PREVIOUS,
     GPS_STMT_COUNT
 };
 
@@ -291,6 +303,11 @@ int gp_store_write_unique(gp_store *s, int (*write)(gp_store *, void *, gp_error
                           gp_error *err);
 /* gp_store_write of BEGIN IMMEDIATE, body(s, ctx, err), COMMIT; rolled back
  * when body or the commit fails. */
+/* The reserve file released, under the writer's mutex: 1 when there was one
+ * (a delete retries in its space; docs/design/storage.md, "A full disk"). */
+int gp_store_release_reserve(gp_store *s);
+/* The space a delete freed, back to the file system (best effort). */
+void gp_store_reclaim(gp_store *s);
 int gp_store_write_txn(gp_store *s, int (*body)(gp_store *, void *, gp_error *), void *ctx,
                        const char *what, gp_error *err);
 /* gp_store_write_txn that returns once committed, with *ticket the commit's
@@ -315,6 +332,11 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
 int gp_store_idem_check(const gp_idem_put *idem, gp_error *err);
 int gp_store_idem_put_locked(gp_store *s, const gp_idem_put *idem, const gp_model_meta *meta,
                              gp_error *err);
+/* Inside a write transaction: hold name until the transaction ends, so that
+ * saves, deletes and alias writes of one name run one after the other
+ * (PostgreSQL: an advisory lock on the name's hash; nothing in SQLite, whose
+ * write transaction already excludes every other writer). */
+int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err);
 /* malloc'ed copy of text, or NULL. */
 char *gp_store_dup_text(const char *text);
 

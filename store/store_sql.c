@@ -25,7 +25,14 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
      * BEGIN IMMEDIATE already holds the one write lock). */
     [GPS_COMMIT] = "COMMIT",
     [GPS_ROLLBACK] = "ROLLBACK",
-    [GPS_MAX_VERSION] = "SELECT COALESCE(MAX(version), 0) FROM models WHERE name = ?1",
+    /* The next version follows the highest one given out: the highest row,
+     * or the mark a deleted latest version left (version_marks). Two scalar
+     * subqueries, so MAX(version) stays one seek of the UNIQUE(name, version)
+     * index (a UNION of the rows would read every version of the name). */
+    [GPS_MAX_VERSION] = "SELECT CASE WHEN v >= m THEN v ELSE m END FROM (SELECT"
+                        " COALESCE((SELECT MAX(version) FROM models WHERE name = ?1), 0) AS v,"
+                        " COALESCE((SELECT last_version FROM version_marks WHERE name = ?1), 0)"
+                        " AS m) AS given",
     [GPS_INSERT_MODEL] = "INSERT INTO models(name, version, method, spec, info, n_train,"
                          " input_dim, created_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
                          " RETURNING id",
@@ -139,6 +146,32 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
     /* At most 1000 rows a call, like GPS_JOB_PRUNE. */
     [GPS_IDEM_PRUNE] = "DELETE FROM idempotency WHERE (scope, key) IN (SELECT scope, key FROM"
                        " idempotency WHERE created_at < ?1 LIMIT 1000)",
+    /* Aliases (store_alias.c). */
+    [GPS_VERSION_EXISTS] = "SELECT 1 FROM models WHERE name = ?1 AND version = ?2",
+    /* A move keeps the target it leaves as previous_version (a PUT of the
+     * same version keeps the one before): the roll back's target. */
+    [GPS_ALIAS_PUT] = "INSERT INTO aliases(name, alias, version, updated_at, updated_by)"
+                      " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(name, alias) DO UPDATE SET"
+                      " previous_version = CASE WHEN aliases.version <> excluded.version"
+                      " THEN aliases.version ELSE aliases.previous_version END,"
+                      " version = excluded.version, updated_at = excluded.updated_at,"
+                      " updated_by = excluded.updated_by",
+    [GPS_ALIAS_GET] = "SELECT alias, version, updated_at, updated_by, previous_version FROM aliases"
+                      " WHERE name = ?1 AND alias = ?2",
+    [GPS_ALIAS_LIST] = "SELECT alias, version, updated_at, updated_by, previous_version FROM aliases"
+                       " WHERE name = ?1 ORDER BY alias",
+    [GPS_ALIAS_DELETE] = "DELETE FROM aliases WHERE name = ?1 AND alias = ?2",
+    [GPS_ALIAS_DELETE_ALL] = "DELETE FROM aliases WHERE name = ?1",
+    /* Deleting one version (store.c, gp_store_delete_version). */
+    [GPS_ALIASES_OF_VERSION] = "SELECT alias FROM aliases WHERE name = ?1 AND version = ?2"
+                               " ORDER BY alias",
+    [GPS_DELETE_VERSION] = "DELETE FROM models WHERE name = ?1 AND version = ?2",
+    [GPS_MARK_VERSION] = "INSERT INTO version_marks(name, last_version) VALUES(?1, ?2)"
+                         " ON CONFLICT(name) DO UPDATE SET last_version = excluded.last_version"
+                         " WHERE excluded.last_version > version_marks.last_version",
+    [GPS_MARK_DELETE] = "DELETE FROM version_marks WHERE name = ?1",
+    [GPS_ALIAS_FORGET_PREVIOUS] = "UPDATE aliases SET previous_version = NULL WHERE name = ?1"
+                                  " AND previous_version = ?2",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

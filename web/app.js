@@ -1,7 +1,8 @@
 /* gpserve browser view: one page, three views chosen by the URL's hash
  *   #/models                      every model with its latest version and fit diagnostics
  *   #/fit                         a fit form; the fit runs as an async job with a progress bar
- *   #/models/NAME[/versions/V]    one model: facts, posterior plot, predicted-vs-observed
+ *   #/models/NAME[/versions/V]    one model: facts, aliases (promote the version viewed,
+ *                                 roll an alias back), posterior plot, predicted-vs-observed
  * Plain JavaScript, no build step; plots by Chart.js (web/vendor/, the global `Chart`).
  * Every request goes to the daemon that served the page, so the browser sends the
  * credentials it was asked for on `/` (HTTP Basic, the API key as the password)
@@ -248,6 +249,8 @@
     methods: null,      /* GET /v1/methods, once */
     job: null,          /* the fit job of the form: {id, status} */
     model: null,        /* the model on show */
+    aliases: [],        /* its aliases (GET .../aliases), for the alias controls */
+    latestVersion: 0,   /* its latest version */
     rows: new Map(),    /* data rows uploaded per model name */
     charts: {},         /* canvas id -> Chart */
     renderToken: 0,     /* drops the answers of a render overtaken by another */
@@ -655,9 +658,11 @@
     state.model = model;
     const vs = $('model-version');
     vs.replaceChildren(...(latest.versions || [latest.version]).slice().reverse()
-      .map((v) => el('option', { value: v, text: v === latest.version ? `${v} (latest)` : String(v) })));
+      .map((v) => el('option', { value: v, text: versionLabel(v, latest.version, []) })));
+    state.latestVersion = latest.version;
     vs.value = String(model.version);
     renderFacts(model, latest);
+    await renderAliases(token);
     setupSlice(model);
     const rows = state.rows.get(name);
     $('model-rows-summary').textContent = rows ? describeRows(rows) : '';
@@ -698,6 +703,73 @@
       method_info: m.method_info, warnings: m.warnings, standardization: m.standardization,
       online: m.online };
     $('model-json').textContent = JSON.stringify(extra, null, 2);
+  }
+
+  /* ------------------------------------------------------------ aliases */
+
+  /* "3 (latest, champion)": a version with what names it besides its number. */
+  function versionLabel(v, latestVersion, aliases) {
+    const names = aliases.filter((a) => a.version === v).map((a) => a.alias);
+    if (v === latestVersion) names.unshift('latest');
+    return names.length ? `${v} (${names.join(', ')})` : String(v);
+  }
+
+  /* The model's aliases (GET .../aliases: each with its previous target, which
+   * the store keeps on every move, so a roll back works from any browser and
+   * after a reload) in a table, and the controls for the alias named in the
+   * field. */
+  async function renderAliases(token) {
+    const m = state.model;
+    clearError($('alias-error'));
+    let list = [];
+    try {
+      list = (await api('GET', `${modelPath(m.name)}/aliases`)).aliases;
+    } catch (e) {
+      if (token === state.renderToken) showError($('alias-error'), e);
+    }
+    if (token !== state.renderToken) return;
+    state.aliases = list;
+    for (const o of $('model-version').options) o.textContent = versionLabel(Number(o.value), state.latestVersion, list);
+    $('model-aliases-body').replaceChildren(...list.map((a) => el('tr', {},
+      el('td', { text: a.alias }),
+      el('td', {}, el('a', { href: `#/models/${enc(m.name)}/versions/${a.version}`, text: String(a.version) })),
+      el('td', { text: a.previous_version ? String(a.previous_version) : '–' }),
+      el('td', { text: `${a.updated_at}${a.updated_by ? ` by ${a.updated_by}` : ''}` }))));
+    $('model-aliases').hidden = list.length === 0;
+    $('model-aliases-empty').hidden = list.length !== 0;
+    aliasControls();
+  }
+
+  /* The buttons for the alias in the field: promote points it at the version
+   * viewed; roll back points it at its previous target. */
+  function aliasControls() {
+    const m = state.model;
+    const name = $('alias-name').value.trim();
+    const valid = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/.test(name);
+    const a = (state.aliases || []).find((x) => x.alias === name);
+    const promote = $('alias-promote');
+    promote.textContent = `Promote version ${m ? m.version : ''} to ${name || '…'}`;
+    promote.disabled = !m || !valid || (a && a.version === m.version);
+    const back = $('alias-rollback');
+    back.textContent = a && a.previous_version
+      ? `Roll ${name} back to version ${a.previous_version}` : 'Roll back';
+    back.disabled = !valid || !a || !a.previous_version;
+  }
+
+  /* PUT the alias in the field at version, then show the list again. */
+  async function pointAlias(version, what) {
+    const m = state.model;
+    const name = $('alias-name').value.trim();
+    clearError($('alias-error'));
+    $('alias-status').textContent = '';
+    try {
+      await api('PUT', `${modelPath(m.name)}/aliases/${enc(name)}`, { json: { version } });
+    } catch (e) {
+      showError($('alias-error'), e);
+      return;
+    }
+    $('alias-status').textContent = `${name} ${what} version ${version}.`;
+    await renderAliases(state.renderToken);
   }
 
   /* The likelihood, with a softmax model's number of classes. */
@@ -1172,6 +1244,12 @@
   $('model-noise').addEventListener('change', () => {
     const token = ++state.renderToken;
     drawPosterior(token);
+  });
+  $('alias-name').addEventListener('input', aliasControls);
+  $('alias-promote').addEventListener('click', () => pointAlias(state.model.version, 'now points at'));
+  $('alias-rollback').addEventListener('click', () => {
+    const a = (state.aliases || []).find((x) => x.alias === $('alias-name').value.trim());
+    if (a && a.previous_version) pointAlias(a.previous_version, 'rolled back to');
   });
   $('model-rows-use').addEventListener('click', useRows);
   $('model-rows-clear').addEventListener('click', clearRows);

@@ -46,3 +46,22 @@ export function waitForJob(
     id: string,
     options?: WaitOptions,
 ): Promise<Schemas["Job"]>;
+
+/** A version number (from 1) or an alias of one (predict, sample, observe, setAlias). */
+export type VersionRef = Schemas["VersionRef"];
+
+/** PUT /v1/models/{name}/aliases/{alias}: point alias at version (a number or another alias). */
+export function setAlias(
+    client: GpserveClient,
+    name: string,
+    alias: string,
+    version: VersionRef,
+): Promise<Schemas["Alias"]>;
+/** GET /v1/models/{name}/aliases/{alias}. */
+export function getAlias(client: GpserveClient, name: string, alias: string): Promise<Schemas["Alias"]>;
+/** GET /v1/models/{name}/aliases: every alias of the model, by name. */
+export function listAliases(client: GpserveClient, name: string): Promise<Schemas["Alias"][]>;
+/** DELETE /v1/models/{name}/aliases/{alias}. */
+export function deleteAlias(client: GpserveClient, name: string, alias: string): Promise<void>;
+/** DELETE /v1/models/{name}/versions/{version}: by number (409 while an alias points at it). */
+export function deleteVersion(client: GpserveClient, name: string, version: number): Promise<void>;

@@ -1,7 +1,9 @@
 // The gpserve client: openapi-fetch's createClient over the types that
 // openapi-typescript generated from api/openapi.yaml (schema.d.ts). This file
 // adds what the document cannot say: the daemon's base URL, its optional API
-// key, and the polling of an async fit's job. Its types are in client.d.ts.
+// key, the polling of an async fit's job, and one-call helpers for aliases and
+// a version's delete (each returns the answer or throws a GpserveError). Its
+// types are in client.d.ts.
 import createFetchClient, { mergeHeaders } from "openapi-fetch";
 
 const ENDED = new Set(["succeeded", "failed", "cancelled"]);
@@ -43,4 +45,46 @@ export const waitForJob = async (client, id, { intervalMs = 200, timeoutMs = 600
             throw new Error(`job ${id} is still ${data.status} after ${timeoutMs} ms`);
         await new Promise((resolve) => setTimeout(resolve, intervalMs));
     }
+};
+
+/**
+ * The answer's data, or a GpserveError for an error answer.
+ * @template T
+ * @param {{ data?: T, error?: import("./client.js").Schemas["Error"], response: Response }} answer
+ * @returns {T}
+ */
+const dataOr = ({ data, error, response }) => {
+    if (error) throw new GpserveError(response.status, error);
+    return /** @type {T} */ (data);
+};
+
+/** @type {typeof import("./client.js").setAlias} */
+export const setAlias = async (client, name, alias, version) =>
+    dataOr(
+        await client.PUT("/v1/models/{name}/aliases/{alias}", {
+            params: { path: { name, alias } },
+            body: { version },
+        }),
+    );
+
+/** @type {typeof import("./client.js").getAlias} */
+export const getAlias = async (client, name, alias) =>
+    dataOr(await client.GET("/v1/models/{name}/aliases/{alias}", { params: { path: { name, alias } } }));
+
+/** @type {typeof import("./client.js").listAliases} */
+export const listAliases = async (client, name) =>
+    dataOr(await client.GET("/v1/models/{name}/aliases", { params: { path: { name } } })).aliases;
+
+/** @type {typeof import("./client.js").deleteAlias} */
+export const deleteAlias = async (client, name, alias) => {
+    dataOr(await client.DELETE("/v1/models/{name}/aliases/{alias}", { params: { path: { name, alias } } }));
+};
+
+/** @type {typeof import("./client.js").deleteVersion} */
+export const deleteVersion = async (client, name, version) => {
+    dataOr(
+        await client.DELETE("/v1/models/{name}/versions/{version}", {
+            params: { path: { name, version } },
+        }),
+    );
 };

@@ -181,7 +181,7 @@ export interface paths {
         get: operations["getModel"];
         put?: never;
         post?: never;
-        /** Delete every version */
+        /** Delete every version (and the model's aliases) */
         delete: operations["deleteModel"];
         options?: never;
         head?: never;
@@ -195,7 +195,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -204,7 +204,58 @@ export interface paths {
         get: operations["getModelVersion"];
         put?: never;
         post?: never;
+        /**
+         * Delete one version (by its number, never through an alias)
+         * @description Removes the version, its arrays, its observation log and its snapshot, on every replica (the change generation). The latest version is then the highest remaining one; a deleted number is never given to a later fit. Refused with 409 conflict naming the field alias (the message lists them) while an alias points at the version, with 409 conflict naming version for the model's only version (delete the model), and with 400 naming version when {version} is an alias.
+         */
+        delete: operations["deleteModelVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/aliases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /** The model's aliases, by name, with who set each and when */
+        get: operations["listAliases"];
+        put?: never;
+        post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/aliases/{alias}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        /** One alias */
+        get: operations["getAlias"];
+        /**
+         * Point an alias at a version (create or move it, atomically)
+         * @description The version must exist (404 not_found naming version); "version" may name another alias (promote what it points at). Every daemon on the database sees the move within the change generation's bound. A refused request stores nothing.
+         */
+        put: operations["putAlias"];
+        post?: never;
+        /** Remove an alias (the version stays) */
+        delete: operations["deleteAlias"];
         options?: never;
         head?: never;
         patch?: never;
@@ -217,7 +268,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -437,7 +488,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -459,7 +510,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -481,7 +532,7 @@ export interface paths {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -643,8 +694,8 @@ export interface components {
             y?: components["schemas"]["Targets"];
             /** @description the known noise variances of the observed rows (one per row, caller's units of y, finite, >= 0). Required by a model fitted with noise.per_point (400 invalid_argument naming noise without it); refused by every other model (422 unsupported naming noise). Of the methods that observe, exact and ssgp take it. A wrong length or a bad entry is 422 invalid_data naming noise or noise[i]; nothing is applied or logged. It is logged with its rows, so a replay rebuilds the same model. */
             noise?: number[];
-            /** @description the version observed (default the latest) */
-            version?: number;
+            /** @description the version observed, or an alias of it (default the latest) */
+            version?: components["schemas"]["VersionRef"];
             /**
              * @description save the model with the batch as a new version (the version observed stays as it was); by default the batch is applied to the version in place and logged
              * @default false
@@ -654,6 +705,8 @@ export interface components {
         ObserveResponse: {
             name: string;
             version: number;
+            /** @description the alias the request named the version by */
+            alias?: string;
             /** @description rows the model holds */
             n: number;
             /** @enum {string} */
@@ -866,6 +919,10 @@ export interface components {
             };
             /** Format: date-time */
             created_at: string;
+            /** @description the model's aliases and the versions they point at (on every version's page) */
+            aliases?: {
+                [key: string]: number;
+            };
             online?: components["schemas"]["OnlineStatus"];
             /** @description the outputs' names (models of several outputs, or names given) */
             outputs?: string[];
@@ -874,6 +931,26 @@ export interface components {
             /** @description the targets' names (a CSV fit's header, or given at the fit); absent without */
             target_names?: string[];
             coregionalization?: components["schemas"]["Coregionalization"];
+        };
+        /** @description A version number (from 1) or an alias of one. */
+        VersionRef: number | string;
+        AliasRequest: {
+            version: components["schemas"]["VersionRef"];
+        };
+        Alias: {
+            name?: string;
+            alias: string;
+            version: number;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description who set it (the API key's name once keys have names; null until then) */
+            updated_by: string | null;
+            /** @description the version it pointed at before its last move (PUT it back to roll back); null when it never moved or that version was deleted */
+            previous_version: number | null;
+        };
+        AliasList: {
+            name: string;
+            aliases: components["schemas"]["Alias"][];
         };
         /** @description a coregionalised model's what-was-learned (docs/design/multioutput.md): cov(f_i(x), f_j(x')) = sum_q B_q[i,j] k_q(x, x'), B_q = W_q W_q^T + diag(kappa_q), in working units (output j's value is y_mean[j] + y_scale[j] v) */
         Coregionalization: {
@@ -917,7 +994,7 @@ export interface components {
         PredictRequest: {
             X?: components["schemas"]["Inputs"];
             rows?: components["schemas"]["NamedRows"];
-            version?: number;
+            version?: components["schemas"]["VersionRef"];
             /**
              * @description mean, variance and quantiles of y (true) or of the latent f (false); for non-Gaussian likelihoods y's are the count's or the label's
              * @default true
@@ -941,6 +1018,8 @@ export interface components {
         PredictResponse: {
             name: string;
             version: number;
+            /** @description the alias the request named the version by */
+            alias?: string;
             /** @description null for a gate model in warm-up */
             mean: components["schemas"]["OutputsOrNull"];
             /** @description null for a gate model in warm-up */
@@ -996,7 +1075,7 @@ export interface components {
         SampleRequest: {
             X?: components["schemas"]["Inputs"];
             rows?: components["schemas"]["NamedRows"];
-            version?: number;
+            version?: components["schemas"]["VersionRef"];
             /** @default 10 */
             n_samples?: number;
             /** @default 0 */
@@ -1015,6 +1094,8 @@ export interface components {
         SampleResponse: {
             name: string;
             version: number;
+            /** @description the alias the request named the version by */
+            alias?: string;
             /** @description models of p > 1 outputs, their names */
             outputs?: string[];
             /** @description joint draws of the latent function, one array of points per draw (for p > 1 outputs, a row of p per point) */
@@ -2019,7 +2100,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones; an Idempotency-Key sent again with a different request, field Idempotency-Key); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
+        /** @description conflict, the resource is in a state that forbids this (a finished job; samples of a model in warm-up; an observe that kept meeting concurrent ones; an Idempotency-Key sent again with a different request, field Idempotency-Key; deleting a version an alias points to, field alias, or a model's only version, field version); or model_not_finite, a stored version that holds a non-finite number (written by a daemon before the finite-value checks): reported, not served. */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -2181,8 +2262,10 @@ export interface components {
     parameters: {
         /** @description The model name. */
         Name: string;
-        /** @description A version of the model, from 1. */
-        Version: number;
+        /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
+        Version: components["schemas"]["VersionRef"];
+        /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+        AliasName: string;
         /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
         IdempotencyKey: string;
         /** @description The job id the 202 of an async fit gave (32 hex characters). */
@@ -2675,7 +2758,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -2702,6 +2785,169 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    deleteModelVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
+                version: components["parameters"]["Version"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listAliases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every alias of the model (empty when it has none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AliasList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The alias and the version it points at. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Alias"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    putAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AliasRequest"];
+            };
+        };
+        responses: {
+            /** @description The alias as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Alias"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteAlias: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The model name. */
+                name: components["parameters"]["Name"];
+                /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
+                alias: components["parameters"]["AliasName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     exportModel: {
         parameters: {
             query?: never;
@@ -2709,7 +2955,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -2736,6 +2982,7 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     predict: {
@@ -3087,7 +3334,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -3116,7 +3363,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;
@@ -3146,7 +3393,7 @@ export interface operations {
             path: {
                 /** @description The model name. */
                 name: components["parameters"]["Name"];
-                /** @description A version of the model, from 1. */
+                /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
                 version: components["parameters"]["Version"];
             };
             cookie?: never;

@@ -455,8 +455,8 @@ seen_within() {
     done
 }
 
-# replica_changes A_PORT B_PORT LABEL: a fit (a new latest version), an
-# observe and a delete on daemon A, each served by daemon B (which has the
+# replica_changes A_PORT B_PORT LABEL: a fit (a new latest version), an alias
+# set and moved, a version deleted, an observe and a delete on daemon A, each served by daemon B (which has the
 # previous state cached: its resolved row and its model) within
 # CHANGE_BOUND_MS. PORT is restored.
 replica_changes() {
@@ -481,6 +481,25 @@ replica_changes() {
         '.version == 2 and .versions == [1,2]' GET /v1/models/chg
     seen_within "$_rl: B predicts with A's new latest version" '.version == 2' \
         POST /v1/models/chg/predict -H 'Content-Type: application/json' --data-binary '{"X":[[0.7]]}'
+    PORT=$_ra
+    check "$_rl: A points alias champion at chg version 1" 200 PUT /v1/models/chg/aliases/champion \
+        -H 'Content-Type: application/json' --data-binary '{"version": 1}'
+    PORT=$_rb
+    seen_within "$_rl: B predicts through A's alias (version 1)" \
+        '.version == 1 and .alias == "champion"' POST /v1/models/chg/predict \
+        -H 'Content-Type: application/json' --data-binary '{"X":[[0.7]],"version":"champion"}'
+    PORT=$_ra
+    check "$_rl: A moves champion to version 2" 200 PUT /v1/models/chg/aliases/champion \
+        -H 'Content-Type: application/json' --data-binary '{"version": 2}'
+    PORT=$_rb
+    seen_within "$_rl: B's alias list shows A's move" '.aliases == [.aliases[0]] and
+        .aliases[0].alias == "champion" and .aliases[0].version == 2' \
+        GET /v1/models/chg/aliases
+    PORT=$_ra
+    check "$_rl: A deletes chg version 1" 204 DELETE /v1/models/chg/versions/1
+    PORT=$_rb
+    seen_within "$_rl: B's GET shows A's version delete" '.version == 2 and .versions == [2]' \
+        GET /v1/models/chg
     PORT=$_ra
     check_json "$_rl: A observes a row into chg version 2" 200 /v1/models/chg/observe \
         '{"X":[[2]],"y":[0.9]}'

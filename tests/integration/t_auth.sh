@@ -18,6 +18,17 @@ if start_daemon "$T/key.log" --db "$T/key.db" --api-key-file "$T/keyfile" --max-
     [ "$(header WWW-Authenticate)" = 'Bearer realm="gpserve"' ]
     verdict "api key: an API 401 asks for Bearer" $? "'$(header WWW-Authenticate)'"
     check "api key: the key as a Basic password (curl -u) -> 200" 200 GET /v1/models -u "anyone:$KEY"
+    # aliases change what production serves: setting or deleting one, and deleting a
+    # version, take the key like a fit (401 before anything is looked up)
+    check_err "api key: PUT an alias without the key -> 401" 401 unauthorized - \
+        PUT /v1/models/m/aliases/champion -H 'Content-Type: application/json' --data-binary '{"version":1}'
+    check_err "api key: DELETE an alias without the key -> 401" 401 unauthorized - \
+        DELETE /v1/models/m/aliases/champion
+    check_err "api key: DELETE a version without the key -> 401" 401 unauthorized - \
+        DELETE /v1/models/m/versions/1
+    check_err "api key: PUT an alias with the key passes the key check (404 no model)" 404 not_found \
+        '^name$' PUT /v1/models/m/aliases/champion -H "Authorization: Bearer $KEY" \
+        -H 'Content-Type: application/json' --data-binary '{"version":1}'
     check_err "api key: a wrong Basic password -> 401" 401 unauthorized - GET /v1/models -u "anyone:${KEY}x"
     check_err "api key: fit without key -> 401" 401 unauthorized - POST $M -H 'Content-Type: application/json' --data-binary "$SINE_BODY"
     check_err "--max-train-points 10: 21 points -> 413" 413 payload_too_large - POST $M \

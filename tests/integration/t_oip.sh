@@ -155,7 +155,8 @@ oip_err "DELETE /v2/health/live: 405" 405 - DELETE /v2/health/live
 oip_err "unknown model: 404" 404 nosuch GET /v2/models/nosuch
 oip_err "unknown model ready: 404" 404 nosuch GET /v2/models/nosuch/ready
 oip_err "unknown version: 404" 404 version GET $V/versions/999
-oip_err "a version that is not an integer: 400" 400 version GET $V/versions/v1
+oip_err "a version that is neither an integer nor an alias: 400" 400 version GET $V/versions/1v
+oip_err "an unknown alias as the version: 404" 404 version GET $V/versions/v1
 oip_err "a bad model name: 400" 400 name GET '/v2/models/a%20b'
 oip_err "no route under /v2: 404" 404 /v2/repository/index GET /v2/repository/index
 oip_err "/v2/models: 404" 404 - GET /v2/models

@@ -62,7 +62,7 @@ sed 's/{[^}]*}/{}/g' "$T/routes.txt" | sort -u >"$T/routes.norm"
 missing=""
 for r in "GET /healthz" "GET /readyz" "GET /metrics" "GET /openapi.yaml" "GET /v1/methods" \
     "POST /v1/models" "GET /v1/models" "GET /v1/models/{}" "GET /v1/models/{}/versions/{}" \
-    "DELETE /v1/models/{}" "POST /v1/models/{}/predict" "POST /v1/models/{}/sample" \
+    "DELETE /v1/models/{}" "DELETE /v1/models/{}/versions/{}" "POST /v1/models/{}/predict" "POST /v1/models/{}/sample" \
     "POST /v1/models/{}/observe" "GET /v1/jobs/{}" "DELETE /v1/jobs/{}" \
     "GET /v2" "GET /v2/health/live" "GET /v2/health/ready" "GET /v2/models/{}" \
     "GET /v2/models/{}/ready" "POST /v2/models/{}/infer" "GET /v2/models/{}/versions/{}" \
@@ -74,10 +74,17 @@ done
 verdict "openapi.yaml documents every route of docs/design/api.md" $? "missing ${missing#, }"
 # Each documented route answers (not a 404 for the route, not 405, not 5xx).
 jpost /v1/models '{"name":"oa-del","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
+# two versions of a model whose version 1 the version DELETE route removes
+jpost /v1/models '{"name":"oa-delv","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
+jpost /v1/models '{"name":"oa-delv","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
+# an alias for the alias routes to find (the DELETE route removes it again)
+req PUT /v1/models/sine/aliases/oa -H 'Content-Type: application/json' --data-binary '{"version":1}'
 while read -r verb path; do
     p=$(printf '%s\n' "$path" | sed -e 's#/v1/jobs/{[^}]*}#/v1/jobs/'"$JOB"'#' \
-        -e 's#/versions/{[^}]*}#/versions/1#')
+        -e 's#/versions/{[^}]*}#/versions/1#' -e 's#/aliases/{[^}]*}#/aliases/oa#')
     case "$verb $p" in
+    "DELETE /v1/models/{"*/aliases/*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
+    "DELETE /v1/models/{"*/versions/*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-delv/') ;;
     "DELETE /v1/models/{"*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-del/') ;;
     "GET /ui/{"*) p=/ui/app.js ;;
     *) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
@@ -96,3 +103,4 @@ while read -r verb path; do
     *) pass "openapi route $verb $path answers ($verb $p -> $ST)" ;;
     esac
 done <"$T/routes.txt"
+req DELETE /v1/models/oa-delv

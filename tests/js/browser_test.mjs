@@ -450,6 +450,50 @@ await step('errors shown', async () => {
   problems.allowHttpErrors = false;
 });
 
+/* ---- aliases: promote the version viewed, roll back ---- */
+await step('aliases', async () => {
+  const fit = { name: 'ui-alias', method: 'exact', X: [[0], [1], [2], [3]], y: [0, 1, 0, 1] };
+  await apiJson(BASE, 'DELETE', '/v1/models/ui-alias').catch(() => null);
+  await api('POST', '/v1/models', fit);
+  await api('POST', '/v1/models', fit);
+  await page.goto(`${BASE}/#/models/ui-alias/versions/1`);
+  await page.waitForSelector('#posterior-box[data-state="ready"]');
+  await page.waitForSelector('#model-aliases-empty:not([hidden])');
+  check('a model without aliases says so', true);
+  const promote = await page.textContent('#alias-promote');
+  check('the promote button names the version viewed and "champion" (the default)',
+    promote === 'Promote version 1 to champion', promote);
+  check('roll back is disabled while the alias does not exist', await page.isDisabled('#alias-rollback'), 'enabled');
+  await page.click('#alias-promote');
+  await page.waitForSelector('#model-aliases-body tr');
+  const row = await page.$$eval('#model-aliases-body td', (tds) => tds.map((t) => t.textContent.trim()));
+  check('promote: the table shows champion -> 1', row[0] === 'champion' && row[1] === '1', row.join(' | '));
+  check('promote: the daemon has champion -> 1',
+    (await api('GET', '/v1/models/ui-alias/aliases/champion')).version === 1, 'not 1');
+  await page.goto(`${BASE}/#/models/ui-alias/versions/2`);
+  await page.waitForSelector('#posterior-box[data-state="ready"]');
+  await page.waitForSelector('#model-aliases-body tr');
+  await page.click('#alias-promote');
+  await page.waitForFunction(() => {
+    const td = document.querySelectorAll('#model-aliases-body td');
+    return td.length && td[1].textContent.trim() === '2';
+  });
+  const labels = await page.$$eval('#model-version option', (os) => os.map((o) => o.textContent));
+  check('the version list names the alias', labels.includes('2 (latest, champion)'), labels.join(' | '));
+  const back = await page.textContent('#alias-rollback');
+  check('roll back offers the previous target (1)', back === 'Roll champion back to version 1', back);
+  await page.click('#alias-rollback');
+  await page.waitForFunction(() => {
+    const td = document.querySelectorAll('#model-aliases-body td');
+    return td.length && td[1].textContent.trim() === '1';
+  });
+  const after = await api('GET', '/v1/models/ui-alias/aliases/champion');
+  check('roll back: the daemon has champion -> 1 again, 2 as its previous target',
+    after.version === 1 && after.previous_version === 2, JSON.stringify(after));
+  await shot(page, 'aliases');
+  await api('DELETE', '/v1/models/ui-alias');
+});
+
 /* ---- delete from the table ---- */
 await step('delete', async () => {
   await page.goto(`${BASE}/#/models`);

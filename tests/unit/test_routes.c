@@ -97,7 +97,7 @@ static void table_operations(gp_route_id skip, operation_set *set)
     static const struct {
         int verb;
         const char *method;
-    } verbs[] = {{GP_VERB_GET, "get"}, {GP_VERB_POST, "post"}, {GP_VERB_DELETE, "delete"}};
+    } verbs[] = {{GP_VERB_GET, "get"}, {GP_VERB_POST, "post"}, {GP_VERB_PUT, "put"}, {GP_VERB_DELETE, "delete"}};
     set->n = 0;
     for (int r = 0; r < GP_ROUTE_COUNT; r++) {
         if (r == (int)skip)

@@ -135,11 +135,28 @@ static void test_route_versions_and_jobs(void **state)
                      GP_ROUTE_MODEL_VERSION);
     assert_int_equal(m.version, 2147483647);
     const char *bad[] = {"/v1/models/m/versions/0", "/v1/models/m/versions/-1",
-                         "/v1/models/m/versions/x", "/v1/models/m/versions/",
+                         "/v1/models/m/versions/_x", "/v1/models/m/versions/",
+                         "/v1/models/m/versions/1x", "/v1/models/m/versions/a%20b",
                          "/v1/models/m/versions/2147483648", "/v1/models/m/versions/1.5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(gp_route_match_path(bad[i], &m), GP_ROUTE_MODEL_VERSION);
         assert_int_equal(m.param_error, GP_PARAM_BAD_VERSION);
+    }
+    /* a letter first: an alias, left for the request checks to resolve */
+    assert_int_equal(gp_route_match_path("/v1/models/m/versions/champion", &m),
+                     GP_ROUTE_MODEL_VERSION);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_int_equal(m.version, 0);
+    assert_string_equal(m.version_alias, "champion");
+    assert_int_equal(gp_route_match_path("/v1/models/m/aliases/champion", &m), GP_ROUTE_ALIAS);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_string_equal(m.alias, "champion");
+    assert_string_equal(m.version_alias, "");
+    const char *bad_alias[] = {"/v1/models/m/aliases/7", "/v1/models/m/aliases/_a",
+                               "/v1/models/m/aliases/a%2Fb"};
+    for (size_t i = 0; i < sizeof bad_alias / sizeof bad_alias[0]; i++) {
+        assert_int_equal(gp_route_match_path(bad_alias[i], &m), GP_ROUTE_ALIAS);
+        assert_int_equal(m.param_error, GP_PARAM_BAD_ALIAS);
     }
     /* a bad name is reported before the version */
     assert_int_equal(gp_route_match_path("/v1/models/a%20/versions/x", &m),
@@ -164,7 +181,8 @@ static void test_route_table(void **state)
     assert_int_equal(gp_verb_of("GET"), GP_VERB_GET);
     assert_int_equal(gp_verb_of("POST"), GP_VERB_POST);
     assert_int_equal(gp_verb_of("DELETE"), GP_VERB_DELETE);
-    assert_int_equal(gp_verb_of("PUT"), GP_VERB_OTHER);
+    assert_int_equal(gp_verb_of("PUT"), GP_VERB_PUT);
+    assert_int_equal(gp_verb_of("PATCH"), GP_VERB_OTHER);
     assert_int_equal(gp_verb_of("get"), GP_VERB_OTHER);
     assert_int_equal(gp_verb_of(NULL), GP_VERB_OTHER);
 
@@ -172,6 +190,7 @@ static void test_route_table(void **state)
     assert_string_equal(gp_route_allow(GP_ROUTE_MODEL), "GET, HEAD, DELETE");
     assert_string_equal(gp_route_allow(GP_ROUTE_JOB), "GET, HEAD, DELETE");
     assert_string_equal(gp_route_allow(GP_ROUTE_PREDICT), "POST");
+    assert_string_equal(gp_route_allow(GP_ROUTE_ALIAS), "GET, HEAD, PUT, DELETE");
     assert_string_equal(gp_route_allow(GP_ROUTE_HEALTHZ), "GET, HEAD");
     assert_int_equal(gp_verb_of("HEAD"), GP_VERB_GET);
     assert_true(gp_route_verbs(GP_ROUTE_MODELS) & GP_VERB_POST);
@@ -260,7 +279,7 @@ static void test_route_v2(void **state)
     /* a bad name or version: matched, its parameter refused */
     assert_int_equal(gp_route_match_path("/v2/models/a%20b/infer", &m), GP_ROUTE_V2_INFER);
     assert_int_equal(m.param_error, GP_PARAM_BAD_NAME);
-    assert_int_equal(gp_route_match_path("/v2/models/a/versions/v1/infer", &m),
+    assert_int_equal(gp_route_match_path("/v2/models/a/versions/1v/infer", &m),
                      GP_ROUTE_V2_VERSION_INFER);
     assert_int_equal(m.param_error, GP_PARAM_BAD_VERSION);
     assert_int_equal(gp_route_match_path("/v2/models/a/versions/0", &m),

@@ -63,6 +63,13 @@ def _json_default(value):
     raise TypeError("%s is not JSON serialisable" % type(value).__name__)
 
 
+def _version_segment(version):
+    """A version for a path: a number as digits, an alias as it is (quoted)."""
+    if isinstance(version, str):
+        return urllib.parse.quote(version, safe="")
+    return "%d" % int(version)
+
+
 def encode_json(body):
     """The JSON text of a request body; NaN and Inf are refused here, since
     JSON cannot carry them (the daemon would answer malformed_json)."""
@@ -391,17 +398,18 @@ class Client:
 
     def get_model(self, name, version=None):
         """``GET /v1/models/{name}`` (the latest, with ``versions``) or
-        ``GET /v1/models/{name}/versions/{version}``."""
+        ``GET /v1/models/{name}/versions/{version}``; ``version`` is a
+        number or an alias (``"champion"``)."""
         if version is None:
             return self._get(self._model_path(name))
-        return self._get(self._model_path(name, "/versions/%d" % int(version)))
+        return self._get(self._model_path(name, "/versions/" + _version_segment(version)))
 
     def versions(self, name):
         """The version numbers of a model."""
         return self.get_model(name)["versions"]
 
     def delete_model(self, name):
-        """``DELETE /v1/models/{name}``: every version."""
+        """``DELETE /v1/models/{name}``: every version (and its aliases)."""
         self.request("DELETE", self._model_path(name))
 
     def export_model(self, name, version=None, path=None):
@@ -409,11 +417,12 @@ class Client:
         model file (docs/design/model-file.md: a safetensors container,
         ``application/vnd.gpserve.model``) as bytes, exactly as the daemon
         wrote them (its SHA-256 covers them).  The latest version when
-        ``version`` is None.  With ``path``, the bytes are also written to
+        ``version`` is None; a number or an alias.  With ``path``, the bytes are also written to
         that file (``safetensors.numpy.load_file`` or numpy read it)."""
         if version is None:
             version = self.get_model(name)["version"]
-        data = self.request("GET", self._model_path(name, "/versions/%d/export" % int(version))).body
+        data = self.request("GET", self._model_path(
+            name, "/versions/" + _version_segment(version) + "/export")).body
         if path is not None:
             with open(path, "wb") as f:
                 f.write(data)
@@ -435,6 +444,33 @@ class Client:
             path += "?" + urllib.parse.urlencode({"name": str(name)})
         return self.request("POST", path, body=data,
                             content_type="application/vnd.gpserve.model").json()
+    # ------------------------------------------------------------ aliases
+    # Movable labels of a model's versions; every ``version=`` of this client
+    # (get_model, predict, sample, observe) takes an alias as well.
+
+    def _alias_path(self, name, alias):
+        return self._model_path(name, "/aliases/" + urllib.parse.quote(str(alias), safe=""))
+
+    def set_alias(self, name, alias, version):
+        """``PUT /v1/models/{name}/aliases/{alias}``: point ``alias`` at
+        ``version`` (a number, or another alias: promote what it points at);
+        returns ``{name, alias, version, updated_at, updated_by}``."""
+        version = version if isinstance(version, str) else int(version)
+        return self.request("PUT", self._alias_path(name, alias),
+                            body={"version": version}).json()
+
+    def get_alias(self, name, alias):
+        """``GET /v1/models/{name}/aliases/{alias}``."""
+        return self._get(self._alias_path(name, alias))
+
+    def list_aliases(self, name):
+        """``GET /v1/models/{name}/aliases``: a list of ``{alias, version,
+        updated_at, updated_by}``, by alias."""
+        return self._get(self._model_path(name, "/aliases"))["aliases"]
+
+    def delete_alias(self, name, alias):
+        """``DELETE /v1/models/{name}/aliases/{alias}`` (the version stays)."""
+        self.request("DELETE", self._alias_path(name, alias))
 
     # ------------------------------------------------------------ serving
 

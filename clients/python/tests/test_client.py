@@ -112,6 +112,36 @@ class ModelsTest(unittest.TestCase):
         self.assertEqual((cm.exception.status, cm.exception.field), (422, "sha256"))
         self.client.delete_model(name)
         self.client.delete_model(name + "-copy")
+    def test_aliases(self):
+        name = unique("py-alias")
+        for _ in range(2):
+            self.client.fit(name, support.SINE_X, support.SINE_Y, kernel={"type": "rbf"}, seed=3)
+        set_ = self.client.set_alias(name, "champion", 1)
+        self.assertEqual((set_["alias"], set_["version"], set_["updated_by"]), ("champion", 1, None))
+        self.assertEqual(self.client.get_alias(name, "champion")["version"], 1)
+        self.assertEqual(self.client.list_aliases(name),
+                         raw_ok("GET", "/v1/models/%s/aliases" % name)["aliases"])
+        self.assertEqual(self.client.get_model(name, version="champion")["version"], 1)
+        self.assertEqual(self.client.get_model(name)["aliases"], {"champion": 1})
+        p = self.client.predict(name, support.TEST_X, version="champion")
+        self.assertEqual((p["version"], p["alias"]), (1, "champion"))
+        self.assertEqual(p["mean"], self.client.predict(name, support.TEST_X, version=1)["mean"])
+        s = self.client.sample(name, support.TEST_X, version="champion", seed=2)
+        self.assertEqual(s["version"], 1)
+        self.client.set_alias(name, "challenger", 2)
+        self.assertEqual(self.client.set_alias(name, "champion", "challenger")["version"], 2)
+        with self.assertRaises(errors.NotFound) as cm:
+            self.client.predict(name, support.TEST_X, version="nope")
+        self.assertEqual(cm.exception.field, "version")
+        with self.assertRaises(errors.NotFound) as cm:
+            self.client.set_alias(name, "ghost", 9)
+        self.assertEqual(cm.exception.field, "version")
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            self.client.set_alias(name, "7", 1)
+        self.assertEqual(cm.exception.field, "alias")
+        self.client.delete_alias(name, "challenger")
+        self.assertEqual([a["alias"] for a in self.client.list_aliases(name)], ["champion"])
+        self.client.delete_model(name)
 
     def test_csv_fit_equals_json_fit(self):
         X, y = support.plane(30)

@@ -51,6 +51,7 @@ class RegressorTest(unittest.TestCase):
         self.assertEqual(est.n_features_in_, 2)
         stored = raw_ok("GET", "/v1/models/%s/versions/1" % est.name_)
         stored.pop("online", None)        # GET adds the online status of exact models
+        self.assertEqual(stored.pop("aliases"), {})  # and the model's aliases (none here)
         self.assertEqual(est.model_, stored)
         self.assertEqual(est.kernel_, est.model_["kernel"])
         self.assertEqual(est.noise_variance_, est.model_["noise_variance_original"])

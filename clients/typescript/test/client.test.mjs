@@ -10,7 +10,16 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { test } from "node:test";
 
-import { createClient, GpserveError, waitForJob } from "gpserve-client";
+import {
+    createClient,
+    deleteAlias,
+    deleteVersion,
+    getAlias,
+    GpserveError,
+    listAliases,
+    setAlias,
+    waitForJob,
+} from "gpserve-client";
 
 /** @typedef {import("gpserve-client").Schemas} Schemas */
 
@@ -368,6 +377,67 @@ test("auth: without the key 401, with it 200; /healthz open", { skip: noAuth }, 
     const allowed = await createClient({ baseUrl: `${base}/`, apiKey: AUTH_KEY }).GET("/v1/models");
     assert.equal(allowed.response.status, 200);
     assert.ok(Array.isArray(allowed.data?.models));
+});
+
+// ---- aliases ----
+
+test("aliases: set, get, list, an alias as version of predict, sample and observe, delete", async () => {
+    const name = `${PREFIX}-alias`;
+    const fit = async () => {
+        const { data, error } = await client.POST("/v1/models", { body: { ...FIT, name } });
+        assert.ok(data && "version" in data, JSON.stringify(error));
+        return data.version;
+    };
+    const v1 = await fit();
+    const v2 = await fit();
+    const set = await setAlias(client, name, "champion", v1);
+    assert.equal(set.alias, "champion");
+    assert.equal(set.version, v1);
+    assert.equal((await getAlias(client, name, "champion")).version, v1);
+    await setAlias(client, name, "challenger", "champion"); // another alias's version
+    assert.deepEqual(
+        (await listAliases(client, name)).map((a) => [a.alias, a.version]),
+        [["challenger", v1], ["champion", v1]],
+    );
+    const X = XS.map((x) => [x]);
+    const byAlias = await client.POST("/v1/models/{name}/predict", {
+        params: { path: { name } },
+        body: { X, version: "champion" },
+    });
+    const byNumber = await client.POST("/v1/models/{name}/predict", {
+        params: { path: { name } },
+        body: { X, version: v1 },
+    });
+    assert.equal(byAlias.data?.version, v1);
+    assert.equal(byAlias.data?.alias, "champion");
+    assert.deepEqual(byAlias.data?.mean, byNumber.data?.mean);
+    const sample = await client.POST("/v1/models/{name}/sample", {
+        params: { path: { name } },
+        body: { X, version: "champion", n_samples: 2, seed: 3 },
+    });
+    assert.equal(sample.data?.version, v1, JSON.stringify(sample.error));
+    const observe = await client.POST("/v1/models/{name}/observe", {
+        params: { path: { name } },
+        body: { X: [[6.0]], y: [0.1], version: "champion" },
+    });
+    assert.ok(observe.response.status === 200 || observe.response.status === 422, JSON.stringify(observe.error));
+    // the version an alias points to cannot be deleted: 409 naming the alias
+    await assert.rejects(deleteVersion(client, name, v1), (e) => {
+        assert.ok(e instanceof GpserveError);
+        assert.equal(e.status, 409);
+        assert.equal(e.field, "alias");
+        assert.match(e.message, /champion/);
+        return true;
+    });
+    await deleteAlias(client, name, "challenger");
+    await assert.rejects(getAlias(client, name, "challenger"), (e) => e instanceof GpserveError && e.status === 404);
+    await setAlias(client, name, "champion", v2);
+    await deleteVersion(client, name, v1);
+    const gone = await client.GET("/v1/models/{name}/versions/{version}", {
+        params: { path: { name, version: v1 } },
+    });
+    assert.equal(gone.response.status, 404);
+    await client.DELETE("/v1/models/{name}", { params: { path: { name } } });
 });
 
 // ---- delete ----
