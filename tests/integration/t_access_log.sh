@@ -41,6 +41,12 @@ if start_daemon "$T/al.log" --db "$T/al.db" --access-log "$AL"; then
         -H 'X-Request-Id: sa-latest'
     check_json "access_log: OIP infer of the latest" 200 /v2/models/al/infer \
         '{"inputs":[{"name":"X","shape":[1,1],"datatype":"FP64","data":[0.5]}]}' -H 'X-Request-Id: oip-latest'
+    check "access_log: alias champion -> 1" 200 PUT /v1/models/al/aliases/champion \
+        -H 'Content-Type: application/json' -d '{"version":1}'
+    check_json "access_log: predict through an alias in the body" 200 /v1/models/al/predict \
+        '{"X":[[0.5]],"version":"champion"}' -H 'X-Request-Id: pr-alias'
+    check "access_log: GET a version through an alias" 200 GET /v1/models/al/versions/champion \
+        -H 'X-Request-Id: get-alias'
     stop_daemon "$AL_PID"
     PORT=$MPORT
     [ "$STOP_RC" = 0 ]
@@ -59,10 +65,11 @@ if start_daemon "$T/al.log" --db "$T/al.db" --access-log "$AL"; then
     jq -se 'any(.[]; .route == "MODEL_VERSION" and .model == "al" and .version == 1 and .status == 200)' "$AL" >/dev/null
     verdict "access_log: a version's line" $? "$(grep MODEL_VERSION "$AL")"
     jq -se 'any(.[]; .request_id == "pr-1" and .version == 1) and any(.[]; .request_id == "pr-v1" and .version == 1)
-        and any(.[]; .request_id == "sa-latest" and .version == 2) and any(.[]; .request_id == "oip-latest" and .version == 2)' \
+        and any(.[]; .request_id == "sa-latest" and .version == 2) and any(.[]; .request_id == "oip-latest" and .version == 2)
+        and any(.[]; .request_id == "pr-alias" and .version == 1) and any(.[]; .request_id == "get-alias" and .version == 1)' \
         "$AL" >/dev/null
-    verdict "access_log: the version that answered (from the body, or the latest's number)" $? \
-        "$(grep -E 'pr-1|pr-v1|sa-latest|oip-latest' "$AL")"
+    verdict "access_log: the version that answered (the body's, an alias's, or the latest's number)" $? \
+        "$(grep -E 'pr-1|pr-v1|sa-latest|oip-latest|-alias' "$AL")"
     jq -se 'any(.[]; .request_id == "err-42" and .status == 400 and .route == "MODELS")' "$AL" >/dev/null
     verdict "access_log: the error's line" $? "$(grep err-42 "$AL")"
     grep -q "req=err-42" "$T/al.log"

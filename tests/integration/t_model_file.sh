@@ -39,6 +39,13 @@ verdict "the export is application/vnd.gpserve.model" $? "$(header Content-Type)
 header Content-Disposition | grep -q 'sine-v1.gpmodel'
 verdict "the export is named as an attachment" $? "$(header Content-Disposition)"
 check "export of an unknown version" 404 GET /v1/models/sine/versions/999/export
+check "alias stable -> sine version 1" 200 PUT /v1/models/sine/aliases/stable \
+    -H 'Content-Type: application/json' -d '{"version":1}'
+check "export through the alias" 200 GET /v1/models/sine/versions/stable/export
+cmp -s "$T/body" "$T/mf_sine.gpmodel"
+verdict "the export through an alias is the version's file, byte for byte" $? "files differ"
+check "export through an unknown alias" 404 GET /v1/models/sine/versions/nosuch/export
+req DELETE /v1/models/sine/aliases/stable
 
 # ---- an independent reader: checksum, arrays, and the predictive mean
 jpost /v1/models/sine/predict "{\"X\":$SINE_X}"
