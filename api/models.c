@@ -290,6 +290,21 @@ static void respond_deleted(gp_response *out)
     out->content_type = "application/json";
 }
 
+/* The answer of a delete (rc from the store): 204, the name's cache entries
+ * gone at once on this daemon (other daemons' through the change
+ * generation); else the error. */
+static void answer_delete(gp_api *api, const char *name, int rc, const gp_error *err,
+                          gp_response *out)
+{
+    if (rc) {
+        gp_api_error(err, out);
+        return;
+    }
+    gp_cache_evict_name(api, name);
+    gp_poisoned_forget(api, name);
+    respond_deleted(out);
+}
+
 void gp_api_delete_version(gp_api *api, const char *name, int version, gp_response *out)
 {
     gp_error err;
@@ -297,15 +312,8 @@ void gp_api_delete_version(gp_api *api, const char *name, int version, gp_respon
     int rc = gp_api_check_name(name, &err);
     if (rc == GP_OK)
         rc = gp_store_delete_version(api->store, name, version, &err);
-    if (rc) {
-        gp_api_error(&err, out);
-        return;
-    }
-    /* The name's entries go (the other versions load again on use): this
-     * daemon's at once; other daemons' through the change generation. */
-    gp_cache_evict_name(api, name);
-    gp_poisoned_forget(api, name);
-    respond_deleted(out);
+    /* the other versions load again on use */
+    answer_delete(api, name, rc, &err, out);
 }
 
 void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
@@ -321,11 +329,5 @@ void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
     gp_model_meta_free(&meta);
     if (rc == GP_OK)
         rc = gp_store_delete(api->store, name, &err);
-    if (rc) {
-        gp_api_error(&err, out);
-        return;
-    }
-    gp_cache_evict_name(api, name);
-    gp_poisoned_forget(api, name);
-    respond_deleted(out);
+    answer_delete(api, name, rc, &err, out);
 }

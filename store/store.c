@@ -262,31 +262,12 @@ int gp_store_save_keyed(gp_store *store, const char *name, const char *method, c
     return GP_OK;
 }
 
-/* 1 if a model called name exists, 0 if not, a negative GP code on failure. */
-static int name_exists(gp_store_conn *c, const char *name, gp_error *err)
-{
-    gp_db_stmt *st = gp_store_stmt(c, GPS_NAME_EXISTS);
-    int src = gp_db_bind_text(st, 1, name);
-    if (src == GP_DB_OK)
-        src = gp_db_step(st);
-    int rc = src == GP_DB_ROW    ? 1
-             : src == GP_DB_DONE ? 0
-                                  : gp_store_sql_error(c, src, err, "looking up a model");
-    gp_store_stmt_done(st);
-    return rc;
-}
-
-static int not_found_name(const char *name, gp_error *err)
-{
-    return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", name);
-}
-
 static int meta_lookup(gp_store *store, const char *name, int version, int with_texts,
                        gp_model_meta *meta, gp_error *err)
 {
     memset(meta, 0, sizeof *meta);
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
-        return not_found_name(name ? name : "", err);
+        return gp_store_not_found_name(name ? name : "", err);
     if (version < 0)
         return gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
                             version);
@@ -306,9 +287,9 @@ static int meta_lookup(gp_store *store, const char *name, int version, int with_
         gp_store_stmt_done(st);
     } else if (src == GP_DB_DONE) {
         gp_store_stmt_done(st);
-        rc = version == 0 ? 0 : name_exists(r, name, err);
+        rc = version == 0 ? 0 : gp_store_row_exists(r, GPS_NAME_EXISTS, name, 0, err);
         if (rc == 0)
-            rc = not_found_name(name, err);
+            rc = gp_store_not_found_name(name, err);
         else if (rc == 1)
             rc = gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", name,
                               version);
@@ -338,7 +319,7 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
     *versions = NULL;
     *count = 0;
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
-        return not_found_name(name ? name : "", err);
+        return gp_store_not_found_name(name ? name : "", err);
     int *v = NULL;
     size_t n = 0, cap = 0;
     int rc = GP_OK;
@@ -366,7 +347,7 @@ int gp_store_versions(gp_store *store, const char *name, int **versions, size_t 
     gp_store_stmt_done(st);
     pthread_mutex_unlock(&r->mu);
     if (rc == GP_OK && n == 0)
-        rc = not_found_name(name, err);
+        rc = gp_store_not_found_name(name, err);
     if (rc) {
         free(v);
         return rc;
@@ -527,7 +508,7 @@ void gp_store_reclaim(gp_store *s)
 int gp_store_delete(gp_store *store, const char *name, gp_error *err)
 {
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
-        return not_found_name(name ? name : "", err);
+        return gp_store_not_found_name(name ? name : "", err);
     delete_ctx c = {.name = name, .found = 0};
     int rc = gp_store_write(store, delete_once, &c, err);
     if (rc == GP_ESTORAGE && gp_store_release_reserve(store))
@@ -535,6 +516,6 @@ int gp_store_delete(gp_store *store, const char *name, gp_error *err)
     if (rc == GP_OK && c.found)
         gp_store_reclaim(store);
     if (rc == GP_OK && !c.found)
-        rc = not_found_name(name, err);
+        rc = gp_store_not_found_name(name, err);
     return rc;
 }

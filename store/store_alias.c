@@ -44,29 +44,6 @@ static int check_args(const char *name, const char *alias, gp_error *err)
     return GP_OK;
 }
 
-/* One statement with (name[, version]) bound: 1 when it returns a row, 0
- * when none, a negative GP code on failure. */
-static int row_exists(gp_store_conn *c, enum gp_store_stmt id, const char *name, int version,
-                      gp_error *err)
-{
-    gp_db_stmt *st = gp_store_stmt(c, id);
-    int src = gp_db_bind_text(st, 1, name);
-    if (src == GP_DB_OK && version > 0)
-        src = gp_db_bind_int64(st, 2, version);
-    if (src == GP_DB_OK)
-        src = gp_db_step(st);
-    int rc = src == GP_DB_ROW    ? 1
-             : src == GP_DB_DONE ? 0
-                                 : gp_store_sql_error(c, src, err, "looking up a model");
-    gp_store_stmt_done(st);
-    return rc;
-}
-
-static int not_found_name(const char *name, gp_error *err)
-{
-    return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", name);
-}
-
 /* The row of an alias statement's current result: alias, version, updated_at,
  * updated_by, previous_version. */
 static int read_alias_row(gp_db_stmt *st, gp_alias_row *row, gp_error *err)
@@ -111,11 +88,11 @@ static int set_body(gp_store *s, void *vctx, gp_error *err)
     gp_store_conn *w = s->w;
     int rc = gp_store_lock_name(w, c->name, err);
     if (rc == GP_OK)
-        rc = row_exists(w, GPS_VERSION_EXISTS, c->name, c->version, err);
+        rc = gp_store_row_exists(w, GPS_VERSION_EXISTS, c->name, c->version, err);
     if (rc == 0) { /* no such version: which is missing, the model or the version? */
-        rc = row_exists(w, GPS_NAME_EXISTS, c->name, 0, err);
+        rc = gp_store_row_exists(w, GPS_NAME_EXISTS, c->name, 0, err);
         if (rc == 0)
-            return not_found_name(c->name, err);
+            return gp_store_not_found_name(c->name, err);
         if (rc == 1)
             return gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d",
                                 c->name, c->version);
@@ -181,9 +158,9 @@ int gp_store_alias_get(gp_store *store, const char *name, const char *alias, gp_
         rc = gp_store_sql_error(r, src, err, "reading an alias");
     gp_store_stmt_done(st);
     if (src == GP_DB_DONE) {
-        rc = row_exists(r, GPS_NAME_EXISTS, name, 0, err);
+        rc = gp_store_row_exists(r, GPS_NAME_EXISTS, name, 0, err);
         if (rc == 0)
-            rc = not_found_name(name, err);
+            rc = gp_store_not_found_name(name, err);
         else if (rc == 1)
             rc = gp_error_set(err, GP_ENOTFOUND, "alias", "model '%s' has no alias '%s'", name,
                               alias);
@@ -220,7 +197,7 @@ int gp_store_aliases(gp_store *store, const char *name, gp_alias_row **rows, siz
     *rows = NULL;
     *count = 0;
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
-        return not_found_name(name ? name : "", err);
+        return gp_store_not_found_name(name ? name : "", err);
     gp_store_conn *r = gp_store_reader_lock(store);
     gp_db_stmt *st = gp_store_stmt(r, GPS_ALIAS_LIST);
     int src = gp_db_bind_text(st, 1, name);
@@ -231,8 +208,8 @@ int gp_store_aliases(gp_store *store, const char *name, gp_alias_row **rows, siz
         rc = gp_store_sql_error(r, src, err, "listing aliases");
     gp_store_stmt_done(st);
     if (rc == GP_OK && *count == 0) {
-        rc = row_exists(r, GPS_NAME_EXISTS, name, 0, err);
-        rc = rc == 0 ? not_found_name(name, err) : rc < 0 ? rc : GP_OK;
+        rc = gp_store_row_exists(r, GPS_NAME_EXISTS, name, 0, err);
+        rc = rc == 0 ? gp_store_not_found_name(name, err) : rc < 0 ? rc : GP_OK;
     }
     pthread_mutex_unlock(&r->mu);
     if (rc) {
@@ -261,8 +238,8 @@ static int delete_body(gp_store *s, void *vctx, gp_error *err)
         src = gp_db_bind_text(st, 2, c->alias);
     rc = gp_store_step_write(w, st, src, &c->changed, err, "deleting an alias");
     if (rc == GP_OK && c->changed == 0) { /* nothing to change: say what is missing */
-        rc = row_exists(w, GPS_NAME_EXISTS, c->name, 0, err);
-        return rc == 0   ? not_found_name(c->name, err)
+        rc = gp_store_row_exists(w, GPS_NAME_EXISTS, c->name, 0, err);
+        return rc == 0   ? gp_store_not_found_name(c->name, err)
                : rc == 1 ? gp_error_set(err, GP_ENOTFOUND, "alias", "model '%s' has no alias '%s'",
                                         c->name, c->alias)
                          : rc;

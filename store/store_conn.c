@@ -420,3 +420,24 @@ int gp_store_prune_before(gp_store *store, enum gp_store_stmt stmt, const char *
         *deleted = (size_t)c.deleted;
     return rc;
 }
+
+int gp_store_row_exists(gp_store_conn *c, enum gp_store_stmt id, const char *name, int version,
+                        gp_error *err)
+{
+    gp_db_stmt *st = gp_store_stmt(c, id);
+    int src = gp_db_bind_text(st, 1, name);
+    if (src == GP_DB_OK && version > 0)
+        src = gp_db_bind_int64(st, 2, version);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    int rc = src == GP_DB_ROW    ? 1
+             : src == GP_DB_DONE ? 0
+                                 : gp_store_sql_error(c, src, err, "looking up a model");
+    gp_store_stmt_done(st);
+    return rc;
+}
+
+int gp_store_not_found_name(const char *name, gp_error *err)
+{
+    return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", name);
+}

@@ -228,6 +228,12 @@ void gp_store_stmt_done(gp_db_stmt *st);
  * GP_ENOTREADY, no memory -> GP_ENOMEM, a full disk -> GP_ESTORAGE,
  * everything else -> GP_EINTERNAL. `what` says what was being done. */
 int gp_store_sql_error(gp_store_conn *c, int rc, gp_error *err, const char *what);
+/* One statement with (name[, version > 0]) bound: 1 when it returns a row,
+ * 0 when none, a negative GP code on failure ("looking up a model"). */
+int gp_store_row_exists(gp_store_conn *c, enum gp_store_stmt id, const char *name, int version,
+                        gp_error *err);
+/* 404 naming "name": model 'NAME' not found. */
+int gp_store_not_found_name(const char *name, gp_error *err);
 
 /* The group commit (store_sync.c). init: 0 or GP_EINTERNAL; destroy after
  * the connections are closed. ticket: the number of the commit that just

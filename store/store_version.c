@@ -40,12 +40,11 @@ static int run(gp_store_conn *w, enum gp_store_stmt id, const char *name, int64_
 /* GP_ENOTFOUND naming what is missing: the model or its version. */
 static int missing(gp_store_conn *w, const delete_version_ctx *c, gp_error *err)
 {
-    int n = 0;
-    int rc = run(w, GPS_NAME_EXISTS, c->name, 0, &n, err, "looking up a model");
-    if (rc)
+    int rc = gp_store_row_exists(w, GPS_NAME_EXISTS, c->name, 0, err);
+    if (rc < 0)
         return rc;
-    if (n == 0)
-        return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", c->name);
+    if (rc == 0)
+        return gp_store_not_found_name(c->name, err);
     return gp_error_set(err, GP_ENOTFOUND, "version", "model '%s' has no version %d", c->name,
                         c->version);
 }
@@ -127,8 +126,7 @@ static int delete_version_body(gp_store *s, void *vctx, gp_error *err)
 int gp_store_delete_version(gp_store *store, const char *name, int version, gp_error *err)
 {
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
-        return gp_error_set(err, GP_ENOTFOUND, "name", "model '%.64s' not found",
-                            name ? name : "");
+        return gp_store_not_found_name(name ? name : "", err);
     if (version < 1)
         return gp_error_set(err, GP_EINVAL, "version", "version must be an integer >= 1");
     delete_version_ctx c = {.name = name, .version = version};
