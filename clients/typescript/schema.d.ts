@@ -644,6 +644,8 @@ export interface components {
                 message: string;
                 /** @description The request field the error is about, e.g. "X[3][1]", "kernel.terms[1].lengthscale". */
                 field?: string;
+                /** @description The request's id, as in its X-Request-Id response header (the request's own X-Request-Id when it sent a sane one, else 16 made hex digits), its line of the daemon's log and of the access log. */
+                request_id?: string;
             };
         };
         /** @description The rows of X: numbers (Matrix) for models of points; for models of distributional inputs (rfgp with options.input) one object per input of the model's kind. */
@@ -2946,6 +2948,16 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     exportModel: {
@@ -2982,7 +2994,6 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
-            507: components["responses"]["InsufficientStorage"];
         };
     };
     predict: {
