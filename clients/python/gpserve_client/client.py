@@ -412,6 +412,15 @@ class Client:
         """``DELETE /v1/models/{name}``: every version (and its aliases)."""
         self.request("DELETE", self._model_path(name))
 
+    def delete_version(self, name, version):
+        """``DELETE /v1/models/{name}/versions/{version}``: one version, by
+        its number (an alias is refused: it may move).  Raises the 409
+        ``Conflict`` naming ``alias`` while an alias points at it, or naming
+        ``version`` for the model's only version (delete the model)."""
+        if isinstance(version, str) or int(version) != version:
+            raise ValueError("delete_version takes a version number, not an alias")
+        self.request("DELETE", self._model_path(name, "/versions/%d" % int(version)))
+
     def export_model(self, name, version=None, path=None):
         """``GET /v1/models/{name}/versions/{version}/export``: the portable
         model file (docs/design/model-file.md: a safetensors container,

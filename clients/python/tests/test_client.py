@@ -141,6 +141,17 @@ class ModelsTest(unittest.TestCase):
         self.assertEqual(cm.exception.field, "alias")
         self.client.delete_alias(name, "challenger")
         self.assertEqual([a["alias"] for a in self.client.list_aliases(name)], ["champion"])
+        # champion -> 2: version 2 cannot go, version 1 can; the latest is then 2
+        with self.assertRaises(errors.Conflict) as cm:
+            self.client.delete_version(name, 2)
+        self.assertEqual((cm.exception.status, cm.exception.field), (409, "alias"))
+        self.assertEqual(self.client.get_alias(name, "champion")["previous_version"], 1)
+        self.client.delete_version(name, 1)
+        self.assertIsNone(self.client.get_alias(name, "champion")["previous_version"])
+        with self.assertRaises(errors.NotFound):
+            self.client.get_model(name, version=1)
+        with self.assertRaises(ValueError):
+            self.client.delete_version(name, "champion")
         self.client.delete_model(name)
 
     def test_csv_fit_equals_json_fit(self):
