@@ -94,7 +94,7 @@ gp_idem_put gp_api_idem_put(const gp_api_idem *k, int status, const char *body,
     return p;
 }
 
-/* A replayed fit's Location, as the first answer had it. */
+/* A replayed fit's or import's Location, as the first answer had it. */
 static void fit_location(const gp_idem_row *row, gp_response *out)
 {
     json_error_t je;
@@ -143,7 +143,7 @@ int gp_api_idem_replay(gp_api *api, const gp_api_idem *k, gp_response *out)
     out->body_len = strlen(row.body);
     row.body = NULL;
     gp_response_header(out, "Idempotent-Replayed", "true");
-    if (strncmp(k->scope, "fit:", 4) == 0) {
+    if (strncmp(k->scope, "fit:", 4) == 0 || strncmp(k->scope, "import:", 7) == 0) {
         row.body = out->body; /* borrowed for the look-up */
         fit_location(&row, out);
     }

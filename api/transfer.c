@@ -98,23 +98,40 @@ void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_resp
 {
     gp_error err;
     gp_error_clear(&err);
-    gp_model_file f;
     gp_model *model = NULL;
     const char *name = NULL;
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
-    int rc = gp_model_file_read(body, req->body_len, &f, &err);
+    /* An Idempotency-Key makes a retried upload (a dropped connection after
+     * the 201) answer the first import instead of storing the file twice;
+     * its fingerprint hashes the body, so it is taken before the body goes. */
+    gp_api_idem key;
+    int rc = gp_api_idem_parse(req, "import", "", &key, &err);
+    if (rc == GP_OK && gp_api_idem_replay(api, &key, out)) {
+        free(body);
+        return;
+    }
+    gp_model_file f;
+    memset(&f, 0, sizeof f);
+    gp_state_init(&f.state);
+    if (rc == GP_OK)
+        rc = gp_model_file_read(body, req->body_len, &f, &err);
     free(body); /* the arrays are copied out: peak memory is theirs and the model's */
     if (rc == GP_OK)
         rc = import_name(req, &f, &name, &err);
     if (rc == GP_OK)
         rc = build_model(&f, &model, &err);
+    gp_idem_put idem = gp_api_idem_put(&key, 201, NULL, gp_api_fit_body, NULL);
     if (rc == GP_OK)
-        rc = gp_store_save(api->store, name, f.method->name, f.spec, f.info, f.n_train,
-                           f.input_dim, &f.state, &meta, &err);
+        rc = gp_store_save_keyed(api->store, name, f.method->name, f.spec, f.info, f.n_train,
+                                 f.input_dim, &f.state, NULL, key.present ? &idem : NULL, &meta,
+                                 &err);
     gp_model_file_free(&f);
     if (rc) {
         gp_model_free(model);
+        /* a retry with the key ran beside this one and stored first: its answer */
+        if (key.present && gp_api_key_taken(&err) && gp_api_idem_replay(api, &key, out))
+            return;
         gp_api_error(&err, out);
         return;
     }

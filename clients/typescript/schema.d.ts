@@ -158,7 +158,7 @@ export interface paths {
         put?: never;
         /**
          * Store a portable model file as a new version
-         * @description Stores a file made by GET /v1/models/{name}/versions/{version}/export (on this daemon or another, SQLite or PostgreSQL) as a new version of the model named by ?name= (default: the name it was exported under; "import" itself is refused with 422 naming name, as it is for a fit: it is this route's path). The new version predicts and samples bit-identically to the exported one. Needs the same API key as a fit. The body is the file's bytes as exported, sent as application/vnd.gpserve.model (or application/octet-stream). A truncated, corrupt or altered file (checksum mismatch), one of a newer format version, one whose header length or array byte ranges are impossible (overlapping, short of their shape, not covering the data), or one whose method this build lacks is refused with 422 naming the field (body, header_length, header, format, format_version, sha256, NAME.data_offsets, data_offsets, model, method...); nothing is stored. The body limit (--max-body-mb) applies: a model file is its arrays' bytes plus a small header (docs/design/model-file.md).
+         * @description Stores a file made by GET /v1/models/{name}/versions/{version}/export (on this daemon or another, SQLite or PostgreSQL) as a new version of the model named by ?name= (default: the name it was exported under; "import" itself is refused with 422 naming name, as it is for a fit: it is this route's path). The new version predicts and samples bit-identically to the exported one. Needs the same API key as a fit. The body is the file's bytes as exported, sent as application/vnd.gpserve.model (or application/octet-stream). A truncated, corrupt or altered file (checksum mismatch), one of a newer format version, one whose header length or array byte ranges are impossible (overlapping, short of their shape, not covering the data), or one whose method this build lacks is refused with 422 naming the field (body, header_length, header, format, format_version, sha256, NAME.data_offsets, data_offsets, model, method...); nothing is stored. The body limit (--max-body-mb) applies: a model file is its arrays' bytes plus a small header (docs/design/model-file.md). With an Idempotency-Key, a retry (the same key, name and bytes) answers the first import again (Idempotent-Replayed: true) and stores nothing; the key with another file or name is 409.
          */
         post: operations["importModel"];
         delete?: never;
@@ -2653,7 +2653,10 @@ export interface operations {
                 /** @description the name of the new version's model (default the file's source.name) */
                 name?: string;
             };
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -119,6 +119,30 @@ req POST "/v1/models/import?name=mf_bad" -H 'Content-Type: application/json' --d
 [ "$ST" = 415 ]
 verdict "an import sent as application/json is 415" $? "status $ST"
 
+# ---- a retried import with an Idempotency-Key stores the file once
+MF_KEY="mf-import-$$"
+req POST "/v1/models/import?name=mf_idem" -H 'Content-Type: application/vnd.gpserve.model' \
+    -H "Idempotency-Key: $MF_KEY" --data-binary "@$T/mf_sine.gpmodel"
+[ "$ST" = 201 ] && [ "$(jqb .version)" = 1 ]
+verdict "an import with an Idempotency-Key: 201, version 1" $? "status $ST $(head -c 300 "$T/body")"
+MF_LOC=$(header Location)
+req POST "/v1/models/import?name=mf_idem" -H 'Content-Type: application/vnd.gpserve.model' \
+    -H "Idempotency-Key: $MF_KEY" --data-binary "@$T/mf_sine.gpmodel"
+[ "$ST" = 201 ] && [ "$(jqb .version)" = 1 ] && [ "$(header Idempotent-Replayed)" = true ] &&
+    [ "$(header Location)" = "$MF_LOC" ]
+verdict "its retry answers the first import (replayed, same Location), nothing stored again" $? \
+    "status $ST replayed '$(header Idempotent-Replayed)' $(head -c 200 "$T/body")"
+req GET /v1/models/mf_idem
+[ "$(jqb '.versions | length')" = 1 ]
+verdict "the model holds one version after the retry" $? "$(head -c 300 "$T/body")"
+req POST "/v1/models/import?name=mf_idem2" -H 'Content-Type: application/vnd.gpserve.model' \
+    -H "Idempotency-Key: $MF_KEY" --data-binary "@$T/mf_sine.gpmodel"
+[ "$ST" = 409 ] && [ "$(jqb .error.field)" = Idempotency-Key ]
+verdict "the key with another import (another name) is 409 naming Idempotency-Key" $? \
+    "status $ST $(head -c 300 "$T/body")"
+check "nothing stored under the other name" 404 GET /v1/models/mf_idem2
+req DELETE /v1/models/mf_idem
+
 # ---- an online model: exported with its observations applied
 MF_EK='"kernel":{"type":"rbf","variance":1.3,"lengthscale":[0.7],"fixed":true},"noise":{"variance":0.01,"fixed":true},"standardize":false'
 req DELETE /v1/models/mf_online
