@@ -89,6 +89,8 @@ fire() {
         {
             echo "url = \"http://127.0.0.1:$2/v1/models/$1/$kind\""
             echo "header = \"Content-Type: application/json\""
+            # the same id as the reference's: an error body carries it
+            echo "header = \"X-Request-Id: burst-$i\""
             echo "data-binary = \"@$3.req$i\""
             echo "output = \"$3.$i\""
             echo "write-out = \"$i %{http_code}\\n\""
@@ -113,6 +115,7 @@ for m in exact ssgp msrfr svgp; do
     while IFS= read -r line; do
         kind=${line%% *}
         curl -sS --max-time "$MT" -o "$T/ref_$m.$n" -H 'Content-Type: application/json' \
+            -H "X-Request-Id: burst-$n" \
             --data-binary "${line#* }" "http://127.0.0.1:$B_PORT/v1/models/$name/$kind" 2>/dev/null
         n=$((n + 1))
     done <"$T/burst.txt"
