@@ -2,7 +2,8 @@
  * string parsers of server/util.h that see request data: percent-decoding,
  * the bearer token and the Basic password of an Authorization header, the media type of a
  * Content-Type, and the JSON string scanner used on response bodies.
- * Checks: a matched {name} passes gp_api_valid_name, a {v} is >= 1, an {id}
+ * Checks: a matched {name} passes gp_api_valid_name, a {v} is >= 1 or an
+ * alias and an {alias} is one (gp_api_valid_alias), an {id}
  * is [A-Za-z0-9._-]{1,39}, a path is marked v2 exactly when it is under /v2
  * (and then its route's table row has the OIP error shape), and every route
  * answers its table lookups. A /ui/{file} path matches whatever the file
@@ -55,8 +56,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int versioned = strstr(gp_route_pattern(r), "{v}") != NULL;
         if (named && !gp_api_valid_name(m.name))
             fail("matched a route with an invalid {name}", s);
-        if (versioned && m.version < 1)
-            fail("matched a version < 1", s);
+        /* {v} is a version >= 1, or an alias the request checks resolve */
+        if (versioned && m.version < 1 && !gp_api_valid_alias(m.version_alias))
+            fail("matched a {v} that is neither a version >= 1 nor an alias", s);
+        if (versioned && m.version >= 1 && m.version_alias[0] != '\0')
+            fail("matched a {v} that is both a version and an alias", s);
+        if (strstr(gp_route_pattern(r), "{alias}") != NULL && !gp_api_valid_alias(m.alias))
+            fail("matched an invalid {alias}", s);
         if (strstr(gp_route_pattern(r), "{id}") != NULL && !valid_id(m.id))
             fail("matched a job with an invalid {id}", s);
     }
