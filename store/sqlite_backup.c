@@ -140,6 +140,12 @@ int gp_store_sqlite_backup(const char *db_path, const char *out_path, gp_error *
         rc = open_db(tmp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &dst, err, "out");
     if (rc == 0) {
         int s = copy_pages(dst, src);
+        /* The copy carries the source's WAL mode in its header; a backup is
+         * one file at rest, and a read-only open of a WAL file (a restore)
+         * would leave -wal and -shm files beside it: a rollback journal
+         * instead (restore puts WAL back on the database it writes). */
+        if (s == SQLITE_OK)
+            s = sqlite3_exec(dst, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
         if (s != SQLITE_OK)
             rc = gp_error_set(err, s == SQLITE_FULL ? GP_ESTORAGE : GP_EINTERNAL, "out",
                               "copying '%s' to '%s': %s", db_path, tmp, sqlite3_errstr(s));

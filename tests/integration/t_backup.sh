@@ -78,6 +78,10 @@ if start_daemon "$T/bk.log" --db "$BK_DB"; then
     ic=$(sqlite3 "$T/restored.db" 'PRAGMA integrity_check' 2>&1)
     [ "$ic" = ok ]
     verdict "backup: the restored database passes PRAGMA integrity_check" $? "$ic"
+    [ ! -e "$T/bk.backup-wal" ] && [ ! -e "$T/bk.backup-shm" ] &&
+        [ "$(sqlite3 "$T/bk.backup" 'PRAGMA journal_mode' 2>&1)" = delete ]
+    verdict "backup: the backup is one file (a rollback journal; no -wal or -shm beside it after the restore read it)" $? \
+        "$(ls "$T"/bk.backup*)"
     jm=$(sqlite3 "$T/restored.db" 'PRAGMA journal_mode' 2>&1)
     [ "$jm" = wal ]
     verdict "backup: the restored database is in WAL mode" $? "$jm"
