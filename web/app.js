@@ -663,6 +663,7 @@
     vs.value = String(model.version);
     renderFacts(model, latest);
     await renderAliases(token);
+    if (token !== state.renderToken) return; /* another render began meanwhile (state.model is null or another's) */
     setupSlice(model);
     const rows = state.rows.get(name);
     $('model-rows-summary').textContent = rows ? describeRows(rows) : '';
@@ -1246,7 +1247,9 @@
     drawPosterior(token);
   });
   $('alias-name').addEventListener('input', aliasControls);
-  $('alias-promote').addEventListener('click', () => pointAlias(state.model.version, 'now points at'));
+  $('alias-promote').addEventListener('click', () => {
+    if (state.model) pointAlias(state.model.version, 'now points at');
+  });
   $('alias-rollback').addEventListener('click', () => {
     const a = (state.aliases || []).find((x) => x.alias === $('alias-name').value.trim());
     if (a && a.previous_version) pointAlias(a.previous_version, 'rolled back to');
