@@ -493,11 +493,12 @@ typedef struct gp_audit_row {
     char job_id[GP_JOB_ID_LEN];
 } gp_audit_row;
 
-/* A page of the trail: newest first (before: ids below it; 0 = from the
- * newest), or oldest first when after > 0 (ids above it); model, key_name
- * and since (ISO 8601 UTC, at >= since) filter when not NULL. */
+/* A page of the trail: newest first, ids below cursor (0: from the newest),
+ * or with ascending oldest first, ids above cursor; model, key_name and
+ * since (ISO 8601 UTC, at >= since) filter when not NULL. */
 typedef struct gp_audit_query {
-    int64_t before, after;
+    int64_t cursor;
+    int ascending;
     const char *model, *key_name, *since;
     size_t limit; /* 1..1000 */
 } gp_audit_query;

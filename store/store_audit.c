@@ -100,7 +100,7 @@ static int bind_query(gp_db_stmt *st, const gp_audit_query *q, int asc)
     if (src == GP_DB_OK)
         src = gp_db_bind_text(st, 3, q->since);
     if (src == GP_DB_OK)
-        src = gp_db_bind_int64(st, 4, asc ? q->after : q->before > 0 ? q->before : INT64_MAX);
+        src = gp_db_bind_int64(st, 4, asc || q->cursor > 0 ? q->cursor : INT64_MAX);
     if (src == GP_DB_OK) /* one more than asked: whether a next page exists */
         src = gp_db_bind_int64(st, 5, (int64_t)q->limit + 1);
     return src;
@@ -117,7 +117,7 @@ int gp_store_audit_list(gp_store *store, const gp_audit_query *q, gp_audit_row *
     gp_audit_row *out = calloc(q->limit, sizeof *out);
     if (out == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory reading the audit trail");
-    const int asc = q->after > 0;
+    const int asc = q->ascending != 0;
     gp_store_conn *r = gp_store_reader_lock(store);
     gp_db_stmt *st = gp_store_stmt(r, asc ? GPS_AUDIT_LIST_ASC : GPS_AUDIT_LIST_DESC);
     int src = bind_query(st, q, asc);
