@@ -161,8 +161,7 @@ static const char *const pg_migrations[] = {
     " code TEXT,"
     " request_id TEXT,"
     " job_id TEXT);"
-    "CREATE INDEX audit_at ON audit(at);"
-    "CREATE INDEX audit_model ON audit(model, id);",
+    "CREATE INDEX audit_at ON audit(at);",
 };
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");

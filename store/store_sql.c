@@ -184,9 +184,10 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
                             " ORDER BY id DESC LIMIT ?5",
     [GPS_AUDIT_LIST_ASC] = "SELECT " AUDIT_COLS " FROM audit WHERE id > ?4 AND" AUDIT_FILTER
                            " ORDER BY id LIMIT ?5",
-    /* At most 1000 rows a call, like GPS_JOB_PRUNE. */
+    /* At most 1000 rows a call, like GPS_JOB_PRUNE; never the newest row, so
+     * that SQLite (a rowid without AUTOINCREMENT) never gives an id out again. */
     [GPS_AUDIT_PRUNE] = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ?1"
-                        " ORDER BY id LIMIT 1000)",
+                        " AND id < (SELECT max(id) FROM audit) ORDER BY id LIMIT 1000)",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)
