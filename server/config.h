@@ -29,6 +29,9 @@ typedef struct gp_server_config {
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
     long idempotency_hours;   /* --idempotency-hours: answers of Idempotency-Keys kept; 24 */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
+    const char *tls_cert;      /* --tls-cert: PEM chain; NULL = plain HTTP */
+    const char *tls_key;       /* --tls-key: PEM key of tls_cert (both or neither) */
+    const char *tls_client_ca; /* --tls-client-ca: PEM CAs a client cert must chain to; NULL */
     long model_cache;         /* --model-cache: api default (32) */
     long snapshot_interval;   /* --snapshot-interval: api default (10000) */
     long compute_threads;     /* --compute-threads: the shared compute pool; 0 = all CPUs */
