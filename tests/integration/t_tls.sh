@@ -122,6 +122,11 @@ else
         p=$(tls_proto -tls1_3)
         [ "$p" = TLSv1.3 ]
         verdict "tls: s_client -tls1_3 accepted" $? "agreed $p"
+        p=$(echo Q | timeout $((10 * SLOW)) openssl s_client -connect "127.0.0.1:$TPORT" -tls1_2 \
+            -cipher 'ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384' -CAfile "$TD/ca.pem" 2>/dev/null |
+            sed -n 's/^New, \(TLSv[0-9.]*\), Cipher is .*/\1/p' | head -n 1)
+        [ -z "$p" ]
+        verdict "tls: a TLS 1.2 CBC suite is refused (AEAD only)" $? "agreed $p"
         curl -sS --max-time "$MT" -o /dev/null --cacert "$TD/otherca.pem" \
             "https://127.0.0.1:$TPORT/healthz" 2>"$T/curlerr"
         [ $? = 60 ]
@@ -223,7 +228,21 @@ EOF
         else
             note "tls: node or clients/typescript's npm packages missing: the TypeScript client over TLS is skipped"
         fi
-        TLS_BROWSER_PORT=$TPORT
+        # The browser view over https: one smoke check (the browser area has the rest).
+        if command -v node >/dev/null 2>&1 && [ -x "${CHROMIUM:-/usr/bin/chromium}" ] &&
+            [ -f "$ROOT/tests/js/node_modules/playwright-core/package.json" ]; then
+            timeout $((120 * SLOW)) node "$ROOT/tests/js/browser_tls.mjs" "https://127.0.0.1:$TPORT" sine \
+                >"$TD/browser.out" 2>&1
+            grep -q '^PASS' "$TD/browser.out" || fail "tls: browser view over https" "$(tail -n 3 "$TD/browser.out")"
+            while IFS= read -r line; do
+                case $line in
+                "PASS "*) pass "tls: browser: ${line#PASS }" ;;
+                "FAIL "*) fail "tls: browser: ${line#FAIL }" ;;
+                esac
+            done <"$TD/browser.out"
+        else
+            note "tls: node, chromium or tests/js's playwright-core missing: the browser view over https is skipped"
+        fi
         stop_daemon "$TPID"
         [ "$STOP_RC" = 0 ]
         verdict "tls: the daemon exits 0 on SIGTERM" $? "exit $STOP_RC"
