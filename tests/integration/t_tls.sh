@@ -266,6 +266,8 @@ EOF
         tcheck "tls: mTLS: the right client certificate is accepted" 200 GET /healthz \
             --cert "$TD/client.pem" --key "$TD/client.key"
         stop_daemon "$DPID"
+        [ "$STOP_RC" = 0 ]
+        verdict "tls: the mTLS daemon exits 0 on SIGTERM (no sanitizer report)" $? "exit $STOP_RC"
     else
         fail "tls: daemon with --tls-client-ca starts"
     fi
