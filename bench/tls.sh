@@ -72,26 +72,40 @@ for path in /healthz /v1/models/b/predict; do
                 1e6 / p, 1e6 / t, 1e6 / t - 1e6 / p }'
     done
 done
-# The same per-connection cost seen from curl: one curl process, N URLs, a
-# new connection each ("Connection: close"), TLS sessions never resumed
-# (--no-sessionid): every one a full handshake; client and daemon share the CPUs.
-N=300
-# conn_us URL: microseconds per connection of one such curl run.
-conn_us() {
-    urls=$(for _ in $(seq $N); do printf '%s/healthz ' "$1"; done)
-    t0=$(date +%s%N)
-    # shellcheck disable=SC2086
-    curl -s --no-sessionid --cacert "$W/ca.pem" -H 'Connection: close' -o /dev/null $urls
-    t1=$(date +%s%N)
-    echo $(((t1 - t0) / 1000 / N))
-}
-: >"$W/p"
-: >"$W/t"
-for _ in $(seq "$ROUNDS"); do
-    conn_us $PLAIN >>"$W/p"
-    conn_us $TLS >>"$W/t"
-done
-p=$(median <"$W/p")
-t=$(median <"$W/t")
+# The handshake alone: openssl s_time opens connections to the TLS daemon
+# for SECONDS, each a full handshake (-new) or a resumed session (-reuse),
+# and GETs /healthz on it; python3 does the same in plain TCP against the
+# plain daemon. The daemon's own CPU per connection (utime + stime from
+# /proc, in clock ticks) is the figure that does not depend on the client.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 echo
-echo "curl, $N new connections to /healthz, median of $ROUNDS: plain $p us, TLS $t us per connection (TLS adds $((t - p)) us)"
+echo "| connection | connections/s (client loop) | daemon CPU per connection, us |"
+echo "|---|---|---|"
+for mode in -new -reuse; do
+    a=$(ticks $P2)
+    out=$(timeout $((SECS * 4 + 10)) openssl s_time -connect 127.0.0.1:18442 $mode -time "$SECS" \
+        -www /healthz -CAfile "$W/ca.pem" 2>/dev/null | grep 'real seconds' | head -n 1)
+    b=$(ticks $P2)
+    n=$(echo "$out" | awk '{ print $1 }')
+    r=$(echo "$out" | awk '{ print $4 }')
+    awk -v m="$mode" -v n="$n" -v r="$r" -v d=$((b - a)) -v hz="$hz" 'BEGIN {
+        printf "| TLS %s | %.0f | %.0f |\n", m == "-new" ? "full handshake" : "resumed session",
+            n / r, d / hz * 1e6 / n }'
+done
+a=$(ticks $P1)
+n=$(python3 - "$SECS" <<'PY'
+import socket, sys, time
+t = time.time(); n = 0
+while time.time() - t < float(sys.argv[1]):
+    s = socket.create_connection(("127.0.0.1", 18441))
+    s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+    while s.recv(4096):
+        pass
+    s.close(); n += 1
+print(n)
+PY
+)
+b=$(ticks $P1)
+awk -v n="$n" -v s="$SECS" -v d=$((b - a)) -v hz="$hz" 'BEGIN {
+    printf "| plain TCP | %.0f | %.0f |\n", n / s, d / hz * 1e6 / n }'
