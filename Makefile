@@ -41,7 +41,7 @@ LDFLAGS := $(SANFLAGS)
 # OpenBLAS provides CBLAS (and LAPACK through Debian's alternatives); LAPACKE is its own library.
 BLAS_LIBS := -llapacke -lopenblas -lm
 CORE_LIBS := $(BLAS_LIBS) -lpthread
-SERVICE_LIBS := -lmicrohttpd -ljansson -lsqlite3 $(PQ_LIBS) -lnettle
+SERVICE_LIBS := -lmicrohttpd -lgnutls -ljansson -lsqlite3 $(PQ_LIBS) -lnettle
 TEST_LIBS := -lcmocka
 
 # OpenBLAS worker threads spin for 2^28 cycles (~0.1 s) after every call and

@@ -24,13 +24,15 @@
 #                        cannot be had is a warning, and those tests skip with a
 #                        message
 # nettle-dev: SHA-256 of the model file and of idempotency keys (api/sha256.c).
+# libgnutls28-dev: TLS (--tls-cert); libmicrohttpd runs it, the daemon loads the
+# certificate and key itself to re-read them on SIGHUP (server/tls.c).
 # libpq-dev: the daemon links libpq, the client library of its PostgreSQL back
 # end (--db postgresql://...).
 set -eu
 if [ "${1:-}" = node ]; then
     exec sh "$(dirname "$0")/deps_node.sh"
 fi
-PKGS="build-essential libmicrohttpd-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev nettle-dev pkg-config"
+PKGS="build-essential libmicrohttpd-dev libgnutls28-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev nettle-dev pkg-config"
 TEST_PKGS="libcmocka-dev curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 BENCH_PKGS="python3-sklearn python3-statsmodels python3-pandas wrk python3-flask gunicorn"

@@ -78,6 +78,16 @@ static const opt_def options[] = {
      "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
      "password of HTTP Basic auth (what a browser sends for the browser view at /); set but "
      "empty is an error (the daemon does not start without authentication by mistake)"},
+    {"tls-cert", "GPSERVE_TLS_CERT", OPT_STRING, OFF(tls_cert), 0, 0,
+     "PEM certificate (chain, leaf first) to serve HTTPS with, TLS 1.2 and 1.3 only; needs "
+     "--tls-key; then plain HTTP on the port is refused. Re-read with the key on SIGHUP "
+     "(connections kept; a bad new pair keeps the old one and logs why)"},
+    {"tls-key", "GPSERVE_TLS_KEY", OPT_STRING, OFF(tls_key), 0, 0,
+     "PEM private key of --tls-cert (unencrypted)"},
+    {"tls-client-ca", "GPSERVE_TLS_CLIENT_CA", OPT_STRING, OFF(tls_client_ca), 0, 0,
+     "PEM CA certificate(s): with --tls-cert, every client must present a certificate "
+     "signed by one of them (mutual TLS); a client without one, or with another CA's, is "
+     "refused in the handshake"},
     {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
      "fitted models kept in memory (LRU)"},
     {"snapshot-interval", "GPSERVE_SNAPSHOT_INTERVAL", OPT_LONG, OFF(snapshot_interval), 1,
@@ -112,7 +122,23 @@ static const opt_def options[] = {
  * start a daemon without authentication). */
 static int empty_env_refused(const opt_def *def)
 {
-    return def->offset == OFF(api_key_file);
+    return def->offset == OFF(api_key_file) || def->offset == OFF(tls_cert) ||
+           def->offset == OFF(tls_key) || def->offset == OFF(tls_client_ca);
+}
+
+/* The TLS options go together: a key without its certificate, or a client CA
+ * without TLS, would silently serve plain HTTP. */
+static int tls_options_consistent(const gp_server_config *cfg, FILE *err)
+{
+    if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
+        fprintf(err, "gpserve: --tls-cert and --tls-key go together: name both files\n");
+        return -1;
+    }
+    if (cfg->tls_client_ca != NULL && cfg->tls_cert == NULL) {
+        fprintf(err, "gpserve: --tls-client-ca needs --tls-cert and --tls-key\n");
+        return -1;
+    }
+    return 0;
 }
 
 static const char *const *choices_of(const opt_def *def)
@@ -304,7 +330,7 @@ int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_gete
         if (apply(cfg, def, value, source, err) != 0)
             return GP_CONFIG_ERROR;
     }
-    return GP_CONFIG_OK;
+    return tls_options_consistent(cfg, err) == 0 ? GP_CONFIG_OK : GP_CONFIG_ERROR;
 }
 
 static void default_text(const gp_server_config *d, const opt_def *def, char *buf, size_t size)

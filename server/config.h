@@ -30,6 +30,9 @@ typedef struct gp_server_config {
     long idempotency_hours;   /* --idempotency-hours: answers of Idempotency-Keys kept; 24 */
     long audit_retention_days; /* --audit-retention-days: audit entries kept; 90 (0: for ever) */
     const char *api_key_file; /* --api-key-file: NULL = no authentication */
+    const char *tls_cert;      /* --tls-cert: PEM chain; NULL = plain HTTP */
+    const char *tls_key;       /* --tls-key: PEM key of tls_cert (both or neither) */
+    const char *tls_client_ca; /* --tls-client-ca: PEM CAs a client cert must chain to; NULL */
     long model_cache;         /* --model-cache: api default (32) */
     long snapshot_interval;   /* --snapshot-interval: api default (10000) */
     long compute_threads;     /* --compute-threads: the shared compute pool; 0 = all CPUs */

@@ -48,6 +48,41 @@ int gp_http_request_finished(gp_conn *gc)
 
 static void refuse_connection(gp_server *srv, gp_conn *gc);
 
+/* With --tls-client-ca the handshake itself refuses a client without a
+ * certificate chaining to those CAs (libmicrohttpd only asks for one, and
+ * would leave the check to every handler); set on the session before its
+ * handshake starts. */
+static void require_client_certificate(gp_server *srv, struct MHD_Connection *conn)
+{
+    if (gp_tls_client_ca_pem(srv->tls) == NULL)
+        return;
+    const union MHD_ConnectionInfo *si =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (si == NULL || si->tls_session == NULL)
+        return;
+    gnutls_session_t session = si->tls_session;
+    gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUIRE);
+    gnutls_session_set_verify_cert(session, NULL, 0);
+}
+
+int gp_http_tls_certificate(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                            const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                            gnutls_pcert_st **pcert, unsigned int *pcert_length,
+                            gnutls_privkey_t *key)
+{
+    (void)req_ca_dn;
+    (void)nreqs;
+    (void)pk_algos;
+    (void)pk_algos_length;
+    gp_conn *gc = gp_http_conn_of(gnutls_session_get_ptr(session)); /* libmicrohttpd's pointer */
+    if (gc == NULL || gc->srv->tls == NULL)
+        return -1; /* no place to hold a reference: the handshake fails, nothing else */
+    if (gc->tls_cred == NULL)
+        gc->tls_cred = gp_tls_acquire(gc->srv->tls);
+    gp_tls_cred_get(gc->tls_cred, pcert, pcert_length, key);
+    return 0;
+}
+
 static void conn_opened(gp_server *srv, struct MHD_Connection *conn, void **socket_context)
 {
     gp_conn *gc = calloc(1, sizeof *gc);
@@ -63,6 +98,8 @@ static void conn_opened(gp_server *srv, struct MHD_Connection *conn, void **sock
     gc->receiving = 1;
     gc->ready_us = gp_monotonic_us();
     gp_slot_key_of(ai ? ai->client_addr : NULL, &gc->key);
+    if (srv->tls)
+        require_client_certificate(srv, conn);
     pthread_mutex_lock(&srv->conns_lock);
     int rc = gp_slots_take(srv->slots, &gc->key);
     gc->counted = rc == GP_SLOT_OK;
@@ -95,6 +132,7 @@ static void conn_closed(gp_server *srv, void **socket_context)
     if (gc->counted)
         gp_slots_give(srv->slots, &gc->key);
     pthread_mutex_unlock(&srv->conns_lock);
+    gp_tls_release(gc->tls_cred); /* its TLS session is gone: a replaced pair may be freed */
     free(gc);
 }
 
@@ -122,7 +160,9 @@ gp_conn *gp_http_conn_of(struct MHD_Connection *conn)
 
 /* Write the whole answer head + body on fd, without blocking: nothing has
  * been written on the connection yet, so the send buffer has room; a client
- * that does not read loses the answer only. */
+ * that does not read loses the answer only. Plain HTTP only: under TLS these
+ * bytes would be garbage inside the record stream (a 408 or a slot's 429 is
+ * then a closed connection; libmicrohttpd owns the session). */
 static void send_raw_answer(int fd, const char *status_line, uint64_t id, const char *body,
                             size_t body_len, const char *extra)
 {
@@ -150,7 +190,7 @@ static void expire(gp_server *srv, gp_conn *gc)
     gc->expired = 1;
     char *body = gc->v2 ? srv->timeout_body_v2 : srv->timeout_body;
     size_t body_len = gc->v2 ? srv->timeout_body_v2_len : srv->timeout_body_len;
-    if (gc->request_id != 0 && body != NULL && gc->fd >= 0)
+    if (gc->request_id != 0 && body != NULL && gc->fd >= 0 && srv->tls == NULL)
         send_raw_answer(gc->fd, "408 Request Timeout", gc->request_id, body, body_len, "");
     if (gc->fd >= 0)
         shutdown(gc->fd, SHUT_RDWR);
@@ -164,7 +204,7 @@ static void expire(gp_server *srv, gp_conn *gc)
 static void refuse_connection(gp_server *srv, gp_conn *gc)
 {
     int why = gc->refused;
-    if (gc->fd >= 0 && srv->refusal[why] != NULL) {
+    if (gc->fd >= 0 && srv->refusal[why] != NULL && srv->tls == NULL) {
         uint64_t id = atomic_fetch_add(&srv->next_request_id, 1) + 1;
         char retry[48];
         snprintf(retry, sizeof retry, "Retry-After: %d\r\n",

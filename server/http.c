@@ -186,6 +186,7 @@ static void server_free(gp_server *srv)
     for (size_t i = 0; i < sizeof srv->refusal / sizeof srv->refusal[0]; i++)
         free(srv->refusal[i]);
     gp_slots_free(srv->slots);
+    gp_tls_free(srv->tls); /* after the daemons: no handshake runs any more */
     free(srv);
 }
 
@@ -223,13 +224,35 @@ static const struct sockaddr *listen_address(const gp_server_config *cfg,
     return NULL;
 }
 
+/* The TLS options of a daemon (none without --tls-cert): libmicrohttpd runs
+ * GnuTLS on every connection the acceptor hands it (MHD_add_connection), asks
+ * server/conn.c's callback for the key pair in each handshake, and trusts
+ * --tls-client-ca's certificates for client certificates. */
+static void tls_options(const gp_server *srv, struct MHD_OptionItem opts[4])
+{
+    size_t n = 0;
+    if (srv->tls) {
+        void *cb;
+        gnutls_certificate_retrieve_function2 *fn = gp_http_tls_certificate;
+        memcpy(&cb, &fn, sizeof cb); /* an option array carries pointers as void * */
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, GP_TLS_PRIORITIES};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, cb};
+        const char *ca = gp_tls_client_ca_pem(srv->tls);
+        if (ca)
+            opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, (void *)ca};
+    }
+    opts[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+}
+
 /* One HTTP thread: a libmicrohttpd daemon without a listening socket (the
  * acceptor hands it connections), on epoll or, where epoll is missing, poll. */
 static struct MHD_Daemon *start_mhd(gp_server *srv)
 {
     const gp_server_config *cfg = &srv->cfg;
     unsigned base = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                    MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+                    MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | (srv->tls ? MHD_USE_TLS : 0);
+    struct MHD_OptionItem tls[4];
+    tls_options(srv, tls);
     unsigned pollers[2] = {MHD_USE_EPOLL, MHD_USE_POLL};
     int first = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? 0 : 1;
     struct MHD_Daemon *d = NULL;
@@ -241,7 +264,8 @@ static struct MHD_Daemon *start_mhd(gp_server *srv)
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_KIB * 1024,
             MHD_OPTION_URI_LOG_CALLBACK, gp_http_on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, gp_http_on_completed,
-            srv, MHD_OPTION_NOTIFY_CONNECTION, gp_http_on_connection, srv, MHD_OPTION_END);
+            srv, MHD_OPTION_NOTIFY_CONNECTION, gp_http_on_connection, srv, MHD_OPTION_ARRAY, tls,
+            MHD_OPTION_END);
         if (d == NULL && i == 0)
             gp_log("gpserve: starting with epoll failed; trying poll");
     }
@@ -337,6 +361,11 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
             return NULL;
         }
     }
+    if (cfg->tls_cert && (srv->tls = gp_tls_open(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca,
+                                                  msg, msg_size)) == NULL) {
+        server_free(srv);
+        return NULL;
+    }
     srv->slots = gp_slots_new((size_t)cfg->max_connections, (size_t)cfg->max_connections_per_ip);
     if (srv->slots == NULL || gp_http_refusals_make(srv) != 0) {
         snprintf(msg, msg_size, "out of memory");
@@ -392,6 +421,18 @@ long gp_server_connection_sockets(const gp_server_config *cfg)
 unsigned gp_server_port(const gp_server *srv)
 {
     return srv->port;
+}
+
+void gp_server_reload(gp_server *srv)
+{
+    if (srv == NULL || srv->tls == NULL)
+        return;
+    char msg[512];
+    if (gp_tls_reload(srv->tls, msg, sizeof msg) == 0)
+        gp_log("gpserve: TLS certificate '%s' and key '%s' re-read; new connections use them",
+               srv->cfg.tls_cert, srv->cfg.tls_key);
+    else
+        gp_log("gpserve: TLS reload failed, the previous certificate stays in use: %s", msg);
 }
 
 void gp_server_stop(gp_server *srv)

@@ -21,9 +21,13 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
 long gp_server_connection_sockets(const gp_server_config *cfg);
 /* The port actually bound (useful with --port 0). */
 unsigned gp_server_port(const gp_server *srv);
+/* SIGHUP: re-read what can change without a restart (the TLS certificate and
+ * key); a failure is logged and keeps what is in use. */
+void gp_server_reload(gp_server *srv);
 /* Graceful stop: stop accepting, cancel queued fits, ask running fits to
  * stop, wait for the fit workers, answer suspended requests, stop the
  * daemon, free everything (the api stays open: the caller closes it). */
+
 void gp_server_stop(gp_server *srv);
 
 #endif

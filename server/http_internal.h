@@ -20,6 +20,7 @@
 #include "server/route.h"
 #include "server/slots.h"
 #include "server/syncer.h"
+#include "server/tls.h"
 
 #define LOG_PATH_MAX 200
 
@@ -42,6 +43,7 @@ struct gp_server {
     gp_syncer *syncer;   /* observes waiting for the disk (server/syncer.h) */
     gp_metrics *metrics;
     gp_access_log *access_log; /* NULL: --access-log not set */
+    gp_tls *tls;               /* NULL: plain HTTP (no --tls-cert) */
     atomic_int stopping;
     atomic_uint_fast64_t next_request_id;
     atomic_int sync_pending; /* synchronous fits not answered yet */
@@ -84,6 +86,7 @@ struct gp_conn {
     int counted;          /* holds a slot of srv->slots under key */
     gp_slot_key key;
     struct conn_ctx *req; /* the request in progress */
+    gp_tls_cred *tls_cred; /* the key pair its TLS handshake used, held until it closes */
 };
 
 enum conn_state { CS_NEW = 0, CS_BODY, CS_DISCARD, CS_FIT_WAIT, CS_DEFERRED, CS_ANSWERED };
@@ -174,6 +177,12 @@ gp_conn *gp_http_conn_of(struct MHD_Connection *conn);
 /* libmicrohttpd's connection-notify callback (cls: the server). */
 void gp_http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                            enum MHD_ConnectionNotificationCode code);
+/* libmicrohttpd's certificate callback (MHD_OPTION_HTTPS_CERT_CALLBACK): the
+ * current key pair of --tls-cert, held by the connection until it closes. */
+int gp_http_tls_certificate(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                            const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                            gnutls_pcert_st **pcert, unsigned int *pcert_length,
+                            gnutls_privkey_t *key);
 /* The answers of connections refused a slot, made at start-up; -1: out of memory. */
 int gp_http_refusals_make(gp_server *srv);
 /* The sweeper thread (none without --request-timeout); -1 when it cannot start. */

@@ -82,8 +82,9 @@ int main(int argc, char **argv)
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGHUP); /* not a stop: a reload (gp_server_reload) */
     if (pthread_sigmask(SIG_BLOCK, &stop_signals, NULL) != 0) {
-        fprintf(stderr, "gpserve: cannot block SIGTERM/SIGINT\n");
+        fprintf(stderr, "gpserve: cannot block SIGTERM/SIGINT/SIGHUP\n");
         free(api_key);
         return 1;
     }
@@ -124,9 +125,10 @@ int main(int argc, char **argv)
     const char *close_b = strchr(cfg.bind, ':') ? "]" : "";
     gp_log("gpserve: db %s, %ld HTTP threads (0 = CPUs), %ld fit workers, queue %ld, "
            "body cap %ld MiB, timeout %ld s, request timeout %ld s, max connections %ld, "
-           "auth %s, durability %s",
+           "auth %s, durability %s, %s",
            db_shown, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
-           cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off", cfg.durability);
+           cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off", cfg.durability,
+           !cfg.tls_cert ? "plain HTTP" : cfg.tls_client_ca ? "TLS with client certificates" : "TLS");
     char blas_line[256];
     gp_blas_core_seen seen = gp_blas_core_observe();
     gp_blas_core_describe(&seen, blas_line, sizeof blas_line);
@@ -135,8 +137,12 @@ int main(int argc, char **argv)
 
     int sig = 0;
     for (;;) {
-        if (sigwait(&stop_signals, &sig) == 0)
+        if (sigwait(&stop_signals, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
             break;
+        gp_log("gpserve: SIGHUP received, reloading");
+        gp_server_reload(srv);
     }
     gp_log("gpserve: %s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     gp_server_stop(srv);

@@ -159,6 +159,40 @@ static void test_config_errors(void **state)
 
 /* ---- connection slots ---- */
 
+/* --tls-cert, --tls-key and --tls-client-ca: parsed from flags and the
+ * environment; a half configuration (which would serve plain HTTP) and a TLS
+ * variable set but empty are refused. */
+static void test_config_tls(void **state)
+{
+    (void)state;
+    gp_server_config cfg;
+    env_count = 0;
+    char *both[] = {"gpserve", "--tls-cert", "c.pem", "--tls-key", "k.pem"};
+    assert_int_equal(parse(&cfg, 5, both), GP_CONFIG_OK);
+    assert_string_equal(cfg.tls_cert, "c.pem");
+    assert_string_equal(cfg.tls_key, "k.pem");
+    assert_null(cfg.tls_client_ca);
+    char *none[] = {"gpserve"};
+    assert_int_equal(parse(&cfg, 1, none), GP_CONFIG_OK);
+    assert_null(cfg.tls_cert);
+    set_env("GPSERVE_TLS_CERT", "e.pem");
+    set_env("GPSERVE_TLS_KEY", "ek.pem");
+    set_env("GPSERVE_TLS_CLIENT_CA", "ca.pem");
+    assert_int_equal(parse(&cfg, 1, none), GP_CONFIG_OK);
+    assert_string_equal(cfg.tls_cert, "e.pem");
+    assert_string_equal(cfg.tls_client_ca, "ca.pem");
+    env_count = 0;
+    char *cert_only[] = {"gpserve", "--tls-cert", "c.pem"};
+    assert_int_equal(parse(&cfg, 3, cert_only), GP_CONFIG_ERROR);
+    char *key_only[] = {"gpserve", "--tls-key", "k.pem"};
+    assert_int_equal(parse(&cfg, 3, key_only), GP_CONFIG_ERROR);
+    char *ca_only[] = {"gpserve", "--tls-client-ca", "ca.pem"};
+    assert_int_equal(parse(&cfg, 3, ca_only), GP_CONFIG_ERROR);
+    set_env("GPSERVE_TLS_CERT", "");
+    assert_int_equal(parse(&cfg, 5, both), GP_CONFIG_ERROR);
+    env_count = 0;
+}
+
 static gp_slot_key v4_key(unsigned char last)
 {
     struct sockaddr_in a;
@@ -495,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_env_and_flags),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_tls),
         cmocka_unit_test(test_config_help_text),
         cmocka_unit_test(test_slots_rules),
         cmocka_unit_test(test_slots_keys),

@@ -11,6 +11,7 @@ import http.client
 import json
 import math
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -122,6 +123,10 @@ class Client:
 
     ``url`` is the daemon's base URL (``http://host:port``, or https, with an
     optional path prefix); ``api_key`` is sent as ``Authorization: Bearer``;
+    ``cafile`` names the PEM CA file an https daemon's certificate must chain
+    to (a daemon with a private CA); ``ssl_context`` (an ``ssl.SSLContext``)
+    replaces the default one altogether (client certificates for a daemon
+    with ``--tls-client-ca``: ``load_cert_chain`` on it; it is not pickled);
     ``timeout`` is the socket timeout of every request in seconds (a
     synchronous fit may take a while: pass ``timeout=`` to ``fit`` or use
     ``fit_async``).  Each thread that uses the client keeps one connection
@@ -131,7 +136,8 @@ class Client:
     connection the daemon closed while idle is replaced, once, by a new one.
     """
 
-    def __init__(self, url=DEFAULT_URL, api_key=None, timeout=60.0):
+    def __init__(self, url=DEFAULT_URL, api_key=None, timeout=60.0, cafile=None,
+                 ssl_context=None):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("url must be http://HOST[:PORT] or https://..., not %r" % url)
@@ -142,12 +148,23 @@ class Client:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
+        self.cafile = cafile
+        self.ssl_context = ssl_context
         self._local = threading.local()
 
     def __getstate__(self):
         state = self.__dict__.copy()
         del state["_local"]                       # connections stay with their process
+        state["ssl_context"] = None               # an SSLContext does not pickle
         return state
+
+    def _tls_context(self):
+        """The SSL context of https connections (None: Python's default)."""
+        if self.ssl_context is not None:
+            return self.ssl_context
+        if self.cafile is not None:
+            return ssl.create_default_context(cafile=self.cafile)
+        return None
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -172,8 +189,11 @@ class Client:
         conn = getattr(self._local, "conn", None)
         fresh = conn is None
         if fresh:
-            conn_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            conn = conn_class(self._host, self._port, timeout=timeout)
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
+                                                   context=self._tls_context())
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
             self._local.conn = conn
         conn.timeout = timeout
         if conn.sock is not None:
