@@ -70,6 +70,7 @@ typedef struct gp_request {
     /* The Idempotency-Key header of a fit or observe, or NULL (docs/design/api.md,
      * "Idempotent writes"). */
     const char *idempotency_key;
+    const char *key_name; /* the authenticated key's name; NULL when auth is off */
 } gp_request;
 
 #define GP_RESPONSE_MAX_HEADERS 6

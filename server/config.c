@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "server/route.h"
 
 enum opt_kind { OPT_LONG, OPT_STRING, OPT_ADDRESS, OPT_CHOICE };
 
@@ -73,7 +74,13 @@ static const opt_def options[] = {
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz, "
      "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
      "password of HTTP Basic auth (what a browser sends for the browser view at /); set but "
-     "empty is an error (the daemon does not start without authentication by mistake)"},
+     "empty is an error (the daemon does not start without authentication by mistake); the "
+     "key is an admin key named 'default'; not together with --keys-file"},
+    {"keys-file", "GPSERVE_KEYS_FILE", OPT_STRING, OFF(keys_file), 0, 0,
+     "file of named API keys with scopes, one 'NAME SCOPES SECRET' a line (README, \"Keys and "
+     "scopes\"); routes then need a key as with --api-key-file, and the key's scope (read, "
+     "write, admin); SIGHUP or POST /v1/admin/reload reads it again; set but empty is an "
+     "error"},
     {"model-cache", "GPSERVE_MODEL_CACHE", OPT_LONG, OFF(model_cache), 1, 1000000,
      "fitted models kept in memory (LRU)"},
     {"snapshot-interval", "GPSERVE_SNAPSHOT_INTERVAL", OPT_LONG, OFF(snapshot_interval), 1,
@@ -108,7 +115,7 @@ static const opt_def options[] = {
  * start a daemon without authentication). */
 static int empty_env_refused(const opt_def *def)
 {
-    return def->offset == OFF(api_key_file);
+    return def->offset == OFF(api_key_file) || def->offset == OFF(keys_file);
 }
 
 static const char *const *choices_of(const opt_def *def)
@@ -148,6 +155,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->job_retention_hours = 168;
     cfg->idempotency_hours = 24;
     cfg->api_key_file = NULL;
+    cfg->keys_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;
     cfg->compute_threads = 0;
@@ -253,6 +261,10 @@ int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_gete
             gp_config_usage(out, prog);
             return GP_CONFIG_HELP;
         }
+        if (strcmp(argv[i], "--print-routes") == 0) {
+            gp_routes_print(out);
+            return GP_CONFIG_HELP;
+        }
     }
     if (getenv_fn) {
         for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -298,6 +310,12 @@ int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_gete
         snprintf(source, sizeof source, "--%s", def->flag);
         if (apply(cfg, def, value, source, err) != 0)
             return GP_CONFIG_ERROR;
+    }
+    if (cfg->api_key_file && cfg->keys_file) {
+        /* two sources of keys: which wins would be a guess, so neither does */
+        fprintf(err, "gpserve: --api-key-file and --keys-file are both set: give one (a keys "
+                     "file holds the old key as a line 'default admin KEY')\n");
+        return GP_CONFIG_ERROR;
     }
     return GP_CONFIG_OK;
 }
@@ -345,6 +363,9 @@ void gp_config_usage(FILE *out, const char *prog)
         fprintf(out, "  %-26s %s\n  %-26s env %s, default %s%s\n", flag, def->help, "",
                 def->env, dflt, range);
     }
+    fprintf(out, "  %-26s %s\n", "--print-routes",
+            "print the route table (route, verb, pattern, scope a key needs, error shape) and "
+            "exit");
     fprintf(out, "  %-26s %s\n", "--help, -h", "print this help and exit");
 }
 

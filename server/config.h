@@ -28,7 +28,9 @@ typedef struct gp_server_config {
     long job_attempts;        /* --job-attempts: runs an async job may start; 3 */
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
     long idempotency_hours;   /* --idempotency-hours: answers of Idempotency-Keys kept; 24 */
-    const char *api_key_file; /* --api-key-file: NULL = no authentication */
+    const char *api_key_file; /* --api-key-file: one admin key "default" */
+    const char *keys_file;    /* --keys-file: named keys with scopes (server/keys.h);
+                                 neither: no authentication */
     long model_cache;         /* --model-cache: api default (32) */
     long snapshot_interval;   /* --snapshot-interval: api default (10000) */
     long compute_threads;     /* --compute-threads: the shared compute pool; 0 = all CPUs */
