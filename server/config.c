@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "server/route.h"
 
 enum opt_kind { OPT_LONG, OPT_STRING, OPT_ADDRESS, OPT_CHOICE };
 
@@ -261,10 +260,6 @@ int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_gete
             gp_config_usage(out, prog);
             return GP_CONFIG_HELP;
         }
-        if (strcmp(argv[i], "--print-routes") == 0) {
-            gp_routes_print(out);
-            return GP_CONFIG_HELP;
-        }
     }
     if (getenv_fn) {
         for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -363,9 +358,6 @@ void gp_config_usage(FILE *out, const char *prog)
         fprintf(out, "  %-26s %s\n  %-26s env %s, default %s%s\n", flag, def->help, "",
                 def->env, dflt, range);
     }
-    fprintf(out, "  %-26s %s\n", "--print-routes",
-            "print the route table (route, verb, pattern, scope a key needs, error shape) and "
-            "exit");
     fprintf(out, "  %-26s %s\n", "--help, -h", "print this help and exit");
 }
 

@@ -125,7 +125,7 @@ int gp_route_auth(gp_route_id r);
  * verb r does not take, and GP_ROUTE_NONE. */
 int gp_route_scope(gp_route_id r, int verb);
 /* The table, a line a route and verb: "ID VERB PATTERN SCOPE SHAPE" (SCOPE
- * open, read, write or admin; SHAPE v1 or oip): `gpserve --print-routes`,
+ * open, read, write or admin; SHAPE v1 or oip): `gpserve routes`,
  * from which the keys integration area makes its matrix. */
 void gp_routes_print(FILE *out);
 /* Whether r goes through the dynamic batcher (when batching is on). */

@@ -367,6 +367,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/reload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read the keys file again (rotation)
+         * @description Reads --keys-file (or --api-key-file) again, as SIGHUP does: a new key works and a removed key is refused from the next request on, without a restart and without dropping connections. A malformed file keeps the old keys (422 naming field keys_file, the message naming the line). Needs the admin scope; 409 when authentication is off.
+         */
+        post: operations["reloadKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2": {
         parameters: {
             query?: never;
@@ -640,7 +660,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_argument" | "overloaded" | "invalid_data" | "not_positive_definite" | "payload_too_large" | "unsupported" | "internal" | "not_found" | "conflict" | "not_ready" | "unauthorized" | "unsupported_media_type" | "method_not_allowed" | "malformed_json" | "insufficient_storage" | "malformed_request" | "request_timeout" | "uri_too_long" | "header_too_large" | "http_version_not_supported" | "interrupted" | "model_not_finite";
+                code: "invalid_argument" | "overloaded" | "invalid_data" | "not_positive_definite" | "payload_too_large" | "unsupported" | "internal" | "not_found" | "conflict" | "not_ready" | "unauthorized" | "unsupported_media_type" | "method_not_allowed" | "malformed_json" | "insufficient_storage" | "malformed_request" | "request_timeout" | "uri_too_long" | "header_too_large" | "http_version_not_supported" | "interrupted" | "model_not_finite" | "forbidden";
                 message: string;
                 /** @description The request field the error is about, e.g. "X[3][1]", "kernel.terms[1].lengthscale". */
                 field?: string;
@@ -919,6 +939,8 @@ export interface components {
                 y_mean?: number;
                 y_scale?: number;
             };
+            /** @description the name of the API key (--keys-file, or "default" for --api-key-file) that fitted the version; absent when authentication was off */
+            created_by?: string;
             /** Format: date-time */
             created_at: string;
             /** @description the model's aliases and the versions they point at (on every version's page) */
@@ -2073,6 +2095,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description forbidden, a named key (--keys-file) without the scope the operation needs (field scope), or limited to model names (models=PATTERN) other than the one named (field name); the message says which scope or name, and which key. */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description unauthorized, the API key is missing or wrong; the challenge asks a browser for it as a Basic password. */
         UnauthorizedBrowser: {
             headers: {
@@ -2197,6 +2228,15 @@ export interface components {
         };
         /** @description A refused infer request (malformed JSON, an unknown field or parameter, not exactly one input, a datatype other than FP64, a shape that is not [n, d], data whose count is not n*d or that is not numbers, an unknown output); the message starts with the field. */
         V2BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description A named key without the route's scope, or limited to other model names (the message says which scope or name, and which key). */
+        V2Forbidden: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2343,6 +2383,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["UnauthorizedBrowser"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2380,6 +2421,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["UnauthorizedBrowser"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
@@ -2495,6 +2537,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2523,6 +2566,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2552,6 +2596,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2634,6 +2679,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2680,6 +2726,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2716,6 +2763,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2746,6 +2794,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2781,6 +2830,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2813,6 +2863,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -2847,6 +2898,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2881,6 +2933,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2919,6 +2972,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2953,6 +3007,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2990,6 +3045,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -3027,6 +3083,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3067,6 +3124,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3111,6 +3169,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3147,6 +3206,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -3188,6 +3248,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3197,6 +3258,38 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    reloadKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys now in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: number;
+                        names: string[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            422: components["responses"]["UnprocessableEntity"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     v2ServerMetadata: {
@@ -3218,6 +3311,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3287,6 +3381,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
@@ -3314,6 +3409,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];
@@ -3335,6 +3431,7 @@ export interface operations {
             200: components["responses"]["V2InferResponse"];
             400: components["responses"]["V2BadRequest"];
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];
@@ -3365,6 +3462,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
@@ -3394,6 +3492,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];
@@ -3417,6 +3516,7 @@ export interface operations {
             200: components["responses"]["V2InferResponse"];
             400: components["responses"]["V2BadRequest"];
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Integration area "keys": named keys with scopes (--keys-file), the route x key
-# matrix made from the route table itself (gpserve --print-routes), who did
+# matrix made from the route table itself (gpserve routes), who did
 # what (created_by, updated_by, the access log's key), and rotation (SIGHUP,
 # POST /v1/admin/reload) under load.
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
@@ -42,10 +42,10 @@ MAINPORT=$PORT
 PORT=$DPORT
 
 # ---- the matrix: every route and verb of the table x every kind of key
-"$BIN" --print-routes >"$T/routes"
+"$BIN" routes >"$T/routes"
 n_routes=$(count_lines <"$T/routes")
 [ "$n_routes" -ge 30 ] && grep -q '^ADMIN_RELOAD POST /v1/admin/reload admin v1$' "$T/routes"
-verdict "--print-routes lists the table ($n_routes route verbs)" $? "$(head -n 3 "$T/routes")"
+verdict "gpserve routes lists the table ($n_routes route verbs)" $? "$(head -n 3 "$T/routes")"
 rank() {
     case $1 in open) echo 0 ;; read) echo 1 ;; write) echo 2 ;; admin) echo 3 ;; *) echo 9 ;; esac
 }
