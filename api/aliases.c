@@ -136,21 +136,30 @@ void gp_api_put_alias(gp_api *api, const char *name, const char *alias, const gp
     int rc = check_alias(name, alias, &err);
     if (rc == GP_OK)
         rc = parse_put(api, name, req, &version, &err);
+    gp_api_origin origin;
+    gp_api_origin_of(req, &origin);
+    gp_audit_put audit;
+    const gp_audit_put *a = gp_api_audit_put(&origin, &audit, name, version, 200);
     if (rc == GP_OK)
-        rc = gp_store_alias_set(api->store, name, alias, version, by, &row, &err);
+        rc = gp_store_alias_set_audited(api->store, name, alias, version, by, a, &row, &err);
     if (rc)
         gp_api_error(&err, out);
     else
         respond_alias(name, &row, out);
 }
 
-void gp_api_delete_alias(gp_api *api, const char *name, const char *alias, gp_response *out)
+void gp_api_delete_alias(gp_api *api, const char *name, const char *alias,
+                         const gp_request *req, gp_response *out)
 {
     gp_error err;
     gp_error_clear(&err);
+    gp_api_origin origin;
+    gp_api_origin_of(req, &origin);
+    gp_audit_put audit;
+    const gp_audit_put *a = gp_api_audit_put(&origin, &audit, name, 0, 204);
     int rc = check_alias(name, alias, &err);
     if (rc == GP_OK)
-        rc = gp_store_alias_delete(api->store, name, alias, &err);
+        rc = gp_store_alias_delete_audited(api->store, name, alias, a, &err);
     if (rc) {
         gp_api_error(&err, out);
         return;

@@ -70,7 +70,11 @@ typedef struct gp_request {
     /* The Idempotency-Key header of a fit or observe, or NULL (docs/design/api.md,
      * "Idempotent writes"). */
     const char *idempotency_key;
+    /* Who and what, for the audit trail of a write (docs/design/api.md, "The
+     * audit trail"): route NULL (a call not from the server) records nothing. */
     const char *key_name; /* the authenticated key's name; NULL when auth is off */
+    const char *request_id; /* X-Request-Id (server/access_log.c makes it) */
+    const char *route;      /* "METHOD /pattern" of server/routes.def */
 } gp_request;
 
 #define GP_RESPONSE_MAX_HEADERS 6
@@ -139,7 +143,8 @@ void gp_api_methods(gp_api *api, gp_response *out);   /* methods, options, defau
 void gp_api_list_models(gp_api *api, gp_response *out);
 /* version 0: the latest, with "versions": [...]. */
 void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out);
-void gp_api_delete_model(gp_api *api, const char *name, gp_response *out); /* 204 */
+/* 204. req (may be NULL) names who asked, for the audit trail. */
+void gp_api_delete_model(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 /* The portable model file of a version as served (docs/design/model-file.md):
  * 200 with the file, Content-Disposition naming it; version 0: the latest. */
 void gp_api_export_model(gp_api *api, const char *name, int version, gp_response *out);
@@ -152,7 +157,8 @@ void gp_api_export_model(gp_api *api, const char *name, int version, gp_response
 void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_response *out);
 /* 204; 409 (field "alias") when an alias points at it, 409 (field "version")
  * for the model's only version; gp_store_delete_version. */
-void gp_api_delete_version(gp_api *api, const char *name, int version, gp_response *out);
+void gp_api_delete_version(gp_api *api, const char *name, int version, const gp_request *req,
+                           gp_response *out);
 /* Aliases (aliases.c; docs/design/api.md, "Aliases"): the list
  * {"name", "aliases": [{"alias", "version", "updated_at", "updated_by"}]},
  * one alias, PUT {"version": N} (200 with the alias; by: who, the caller's
@@ -161,7 +167,8 @@ void gp_api_list_aliases(gp_api *api, const char *name, gp_response *out);
 void gp_api_get_alias(gp_api *api, const char *name, const char *alias, gp_response *out);
 void gp_api_put_alias(gp_api *api, const char *name, const char *alias, const gp_request *req,
                       const char *by, gp_response *out);
-void gp_api_delete_alias(gp_api *api, const char *name, const char *alias, gp_response *out);
+void gp_api_delete_alias(gp_api *api, const char *name, const char *alias,
+                         const gp_request *req, gp_response *out);
 void gp_api_predict(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 void gp_api_sample(gp_api *api, const char *name, const gp_request *req, gp_response *out);
 /* ---- predict and sample in two steps, for dynamic batching (server/batcher.c):
@@ -352,6 +359,19 @@ int gp_api_job_owned(gp_api *api, const char *prefix, gp_api_job_owner **jobs, s
 int gp_api_job_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 /* Expire the lease of a job whose holder is known dead. */
 int gp_api_job_expire(gp_api *api, const char *id, const char *owner, gp_error *err);
+
+/* ---- the audit trail (audit.c; docs/design/api.md, "The audit trail") ----
+ * A write answered 2xx is recorded by the api with the write, in its
+ * transaction; the server hands every other answer of a write route (and
+ * every DELETE of a job, whose effect lands later) to gp_api_audit_answer,
+ * which records it alone: model and version as the path named them. */
+void gp_api_audit_answer(gp_api *api, const gp_request *req, const char *model, int version,
+                         const gp_response *res);
+/* GET /v1/audit: ?limit= (1..1000, 100), ?before= / ?after= (an id),
+ * ?model=, ?key=, ?since= (RFC 3339); 200 {"entries": [...], "next"}. */
+void gp_api_audit(gp_api *api, const gp_request *req, gp_response *out);
+/* Remove audit rows older than age_seconds (up to 1000 a call). */
+int gp_api_audit_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 
 /* ---- figures for /metrics ---- */
 typedef struct gp_api_stats {

@@ -41,6 +41,7 @@ struct gp_fit_job {
     char *hold_owner;
     const atomic_int *cancel; /* the owner's flag, polled inside the fit (NULL: none) */
     gp_api_idem idem; /* the request's Idempotency-Key, if any */
+    gp_api_origin origin; /* who asked (the audit row of the save and of the job) */
 };
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
@@ -65,6 +66,29 @@ void gp_fit_job_free(gp_fit_job *job)
     json_decref(job->features);
     json_decref(job->targets);
     free(job);
+}
+
+const gp_api_origin *gp_fit_job_origin(const gp_fit_job *job)
+{
+    return &job->origin;
+}
+
+/* The audit row of a fit's save: the request's (201, the version the store
+ * makes); a durable job's run is its outcome, recorded even when the run is
+ * another daemon's take-over, which knows the job but not who submitted it. */
+static const gp_audit_put *fit_audit(const gp_fit_job *job, gp_audit_put *buf)
+{
+    const gp_audit_put *a = gp_api_audit_put(&job->origin, buf, job->name, 0, 201);
+    if (job->hold_owner == NULL)
+        return a;
+    if (a == NULL) {
+        memset(buf, 0, sizeof *buf);
+        buf->route = GP_API_FIT_ROUTE;
+        buf->model = job->name;
+        buf->status = 201;
+    }
+    buf->job_id = job->hold_id;
+    return buf;
 }
 
 int gp_fit_job_hold(gp_fit_job *job, const char *id, const char *owner)
@@ -779,6 +803,7 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
     if (req->key_name && gp_api_valid_name(req->key_name))
         snprintf(job->created_by, sizeof job->created_by, "%s", req->key_name);
     /* The key first: its scope gets the model's name once it is parsed. */
+    gp_api_origin_of(req, &job->origin);
     int rc = gp_api_idem_parse(req, "fit", "", &job->idem, err);
     if (rc) {
         gp_fit_job_free(job);
@@ -933,10 +958,12 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     /* An async fit's key was recorded with its job (the 202); its run saves
      * like any other. */
     const int keyed = job->idem.present && !job->async && job->hold_owner == NULL;
+    gp_audit_put audit;
+    const gp_audit_put *a = fit_audit(job, &audit);
     if (rc == GP_OK)
-        rc = gp_store_save_keyed(api->store, job->name, job->method->name, job->spec, info,
-                                 job->n, job->d, &st, job->hold_owner ? &done : NULL,
-                                 keyed ? &idem : NULL, &meta, &err);
+        rc = gp_store_save_audited(api->store, job->name, job->method->name, job->spec, info,
+                                   job->n, job->d, &st, job->hold_owner ? &done : NULL,
+                                   keyed ? &idem : NULL, a, &meta, &err);
     gp_state_free(&st);
     free(info);
     if (rc) {

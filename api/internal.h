@@ -520,6 +520,27 @@ const gp_api_idem *gp_fit_job_idem(const gp_fit_job *job);
 /* The fit response's body for a saved row (the text a keyed fit records). */
 char *gp_api_fit_body(const gp_model_meta *meta, void *ctx);
 
+/* ---- the audit trail (audit.c) ----
+ * Who asked for a write, copied from its request (a fit keeps it until its
+ * save, on a fit worker). present 0: nothing is recorded. */
+typedef struct gp_api_origin {
+    int present;
+    int has_key;
+    char key_name[GP_NAME_MAX + 1];
+    char route[GP_AUDIT_ROUTE_MAX + 1];
+    char request_id[GP_AUDIT_REQUEST_ID_MAX + 1];
+} gp_api_origin;
+void gp_api_origin_of(const gp_request *req, gp_api_origin *o);
+/* buf filled as the audit row of o's write (NULL when o is not present). */
+const gp_audit_put *gp_api_audit_put(const gp_api_origin *o, gp_audit_put *buf,
+                                     const char *model, int version, int status);
+/* The route of a fit, recorded for a durable job's outcome. */
+#define GP_API_FIT_ROUTE "POST /v1/models"
+/* Who asked for the fit (present 0 for a job read back from the store). */
+const gp_api_origin *gp_fit_job_origin(const gp_fit_job *job);
+/* An RFC 3339 date-time as the store's UTC text; GP_EINVAL when it is not one. */
+int gp_api_rfc3339_utc(const char *text, char out[GP_TIME_LEN]);
+
 /* ---- the portable model file (model_file.c, docs/design/model-file.md) ---- */
 #define GP_MODEL_FILE_FORMAT "gpserve-model"
 #define GP_MODEL_FILE_VERSION 1

@@ -210,9 +210,14 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
     char body[128];
     accepted_body(job->id, body, sizeof body);
     gp_idem_put idem = gp_api_idem_put(key, 202, body, NULL, NULL);
+    gp_audit_put audit; /* the submission; its outcome is the run's (fit.c) */
+    const gp_audit_put *a = gp_api_audit_put(gp_fit_job_origin(fj), &audit, job->model_name, 0,
+                                             202);
+    if (a)
+        audit.job_id = job->id;
     if (rc == GP_OK)
-        rc = gp_store_job_create_keyed(api->store, &row, spec, &data, owner, lease_until,
-                                       key->present ? &idem : NULL, err);
+        rc = gp_store_job_create_audited(api->store, &row, spec, &data, owner, lease_until,
+                                         key->present ? &idem : NULL, a, err);
     gp_job_row_free(&row);
     return rc;
 }
@@ -228,6 +233,23 @@ int gp_api_job_update(gp_api *api, const gp_job_info *job, const char *owner, in
     return rc;
 }
 
+/* The audit row of a job that ends failed or cancelled (a success is
+ * recorded by its save): the outcome of the fit submitted, whoever runs it.
+ * A cancel is recorded as 409 cancelled (a fit that will not be). */
+static const gp_audit_put *outcome_audit(const gp_job_info *job, gp_audit_put *a)
+{
+    if (is_succeeded(job))
+        return NULL;
+    memset(a, 0, sizeof *a);
+    a->route = GP_API_FIT_ROUTE;
+    a->model = job->model_name[0] ? job->model_name : NULL;
+    a->job_id = job->id;
+    const int failed = is_failed(job);
+    a->status = failed ? gp_api_http_status(job->error.code) : 409;
+    a->code = failed ? gp_status_name(job->error.code) : "cancelled";
+    return a;
+}
+
 int gp_api_job_finish(gp_api *api, const gp_job_info *job, const char *owner, gp_error *err)
 {
     gp_job_row row;
@@ -241,8 +263,10 @@ int gp_api_job_finish(gp_api *api, const gp_job_info *job, const char *owner, gp
     }
     if (rc == GP_OK && is_succeeded(job))
         row.result = job->model_json;
+    gp_audit_put audit;
     if (rc == GP_OK)
-        rc = gp_store_job_finish(api->store, &row, owner, err);
+        rc = gp_store_job_finish_audited(api->store, &row, owner, outcome_audit(job, &audit),
+                                         err);
     if (is_succeeded(job))
         row.result = NULL; /* not ours */
     gp_job_row_free(&row);

@@ -305,21 +305,30 @@ static void answer_delete(gp_api *api, const char *name, int rc, const gp_error 
     respond_deleted(out);
 }
 
-void gp_api_delete_version(gp_api *api, const char *name, int version, gp_response *out)
+void gp_api_delete_version(gp_api *api, const char *name, int version, const gp_request *req,
+                           gp_response *out)
 {
     gp_error err;
     gp_error_clear(&err);
+    gp_api_origin origin;
+    gp_api_origin_of(req, &origin);
+    gp_audit_put audit;
+    const gp_audit_put *a = gp_api_audit_put(&origin, &audit, name, version, 204);
     int rc = gp_api_check_name(name, &err);
     if (rc == GP_OK)
-        rc = gp_store_delete_version(api->store, name, version, &err);
+        rc = gp_store_delete_version_audited(api->store, name, version, a, &err);
     /* the other versions load again on use */
     answer_delete(api, name, rc, &err, out);
 }
 
-void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
+void gp_api_delete_model(gp_api *api, const char *name, const gp_request *req, gp_response *out)
 {
     gp_error err;
     gp_error_clear(&err);
+    gp_api_origin origin;
+    gp_api_origin_of(req, &origin);
+    gp_audit_put audit;
+    const gp_audit_put *a = gp_api_audit_put(&origin, &audit, name, 0, 204);
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
     int rc = gp_api_check_name(name, &err);
@@ -328,6 +337,6 @@ void gp_api_delete_model(gp_api *api, const char *name, gp_response *out)
         rc = gp_store_meta_brief(api->store, name, 0, &meta, &err);
     gp_model_meta_free(&meta);
     if (rc == GP_OK)
-        rc = gp_store_delete(api->store, name, &err);
+        rc = gp_store_delete_audited(api->store, name, a, &err);
     answer_delete(api, name, rc, &err, out);
 }

@@ -24,6 +24,7 @@ typedef struct observe_body {
     double *X, *Y;
     double *noise; /* k known noise variances (NULL: none); the model checks them */
     size_t k, d, p;
+    gp_api_origin origin; /* who asked (the audit row written with the entry) */
 } observe_body;
 
 static void observe_body_free(observe_body *ob)
@@ -156,10 +157,12 @@ static int observe_in_place(gp_api *api, gp_cache_entry *e, const observe_body *
             rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory building the response");
     }
     gp_idem_put idem = gp_api_idem_put(key, 200, answer.data, NULL, NULL);
+    gp_audit_put audit;
+    const gp_audit_put *a = gp_api_audit_put(&ob->origin, &audit, e->name, e->version, 200);
     if (rc == GP_OK)
-        rc = gp_store_observe_deferred(api->store, e->id, e->seq, &batch, st.n,
-                                       due ? &snap : NULL, key->present ? &idem : NULL, seq,
-                                       ticket, err);
+        rc = gp_store_observe_audited(api->store, e->id, e->seq, &batch, st.n,
+                                      due ? &snap : NULL, key->present ? &idem : NULL, a, seq,
+                                      ticket, err);
     if (rc == GP_OK) {
         e->seq = *seq;
         e->since_snapshot = due ? 0 : e->since_snapshot + 1;
@@ -221,10 +224,12 @@ static int observe_new_version(gp_api *api, gp_cache_entry *e, const observe_bod
         rc = gp_model_export(copy, &st, err);
     new_version_answer answer = {copy};
     gp_idem_put idem = gp_api_idem_put(key, 200, NULL, new_version_body, &answer);
+    gp_audit_put audit; /* version 0: the store records the one it made */
+    const gp_audit_put *a = gp_api_audit_put(&ob->origin, &audit, e->name, 0, 200);
     if (rc == GP_OK)
-        rc = gp_store_save_keyed(api->store, e->name, old.method, old.spec, old.info,
-                                 copy->n_train, copy->input_dim, &st, NULL,
-                                 key->present ? &idem : NULL, &saved, err);
+        rc = gp_store_save_audited(api->store, e->name, old.method, old.spec, old.info,
+                                   copy->n_train, copy->input_dim, &st, NULL,
+                                   key->present ? &idem : NULL, a, &saved, err);
     gp_state_free(&st);
     gp_model_meta_free(&old);
     if (rc == GP_OK) {
@@ -306,6 +311,7 @@ void gp_api_observe_deferred(gp_api *api, const char *name, const gp_request *re
     gp_error_clear(&err);
     observe_body ob;
     memset(&ob, 0, sizeof ob);
+    gp_api_origin_of(req, &ob.origin);
     gp_buf b;
     gp_buf_init(&b);
     gp_api_idem key;

@@ -122,10 +122,14 @@ void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_resp
     if (rc == GP_OK)
         rc = build_model(&f, &model, &err);
     gp_idem_put idem = gp_api_idem_put(&key, 201, NULL, gp_api_fit_body, NULL);
+    gp_api_origin origin;
+    gp_api_origin_of(req, &origin);
+    gp_audit_put audit; /* version 0: the store records the one it made */
+    const gp_audit_put *a = gp_api_audit_put(&origin, &audit, name, 0, 201);
     if (rc == GP_OK)
-        rc = gp_store_save_keyed(api->store, name, f.method->name, f.spec, f.info, f.n_train,
-                                 f.input_dim, &f.state, NULL, key.present ? &idem : NULL, &meta,
-                                 &err);
+        rc = gp_store_save_audited(api->store, name, f.method->name, f.spec, f.info, f.n_train,
+                                   f.input_dim, &f.state, NULL, key.present ? &idem : NULL, a,
+                                   &meta, &err);
     gp_model_file_free(&f);
     if (rc) {
         gp_model_free(model);

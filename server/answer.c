@@ -10,6 +10,8 @@
 
 #include "server/util.h"
 
+#define GP_AUDIT_ROUTE_TEXT 64
+
 /* ---- responses ---- */
 
 /* Queue res (its body is handed to libmicrohttpd). */
@@ -66,9 +68,55 @@ static void log_server_error(conn_ctx *ctx, const gp_response *res)
            res->status, msg);
 }
 
+int gp_http_is_write(gp_route_id r, int verb)
+{
+    switch (r) {
+    case GP_ROUTE_MODELS:
+    case GP_ROUTE_MODEL_IMPORT:
+    case GP_ROUTE_OBSERVE:
+        return verb == GP_VERB_POST;
+    case GP_ROUTE_MODEL:
+    case GP_ROUTE_MODEL_VERSION:
+    case GP_ROUTE_JOB:
+        return verb == GP_VERB_DELETE;
+    case GP_ROUTE_ALIAS:
+        return verb == GP_VERB_PUT || verb == GP_VERB_DELETE;
+    default:
+        return 0;
+    }
+}
+
+void gp_http_route_text(const conn_ctx *ctx, char *out, size_t size)
+{
+    snprintf(out, size, "%s %s", ctx->method, gp_route_pattern(ctx->match.route));
+}
+
+/* The audit row of a write's answer that the api did not record with the
+ * write: a refusal (nothing written, docs/design/api.md "The audit trail"),
+ * and a job's DELETE (its effect, the job's end, is recorded when it lands). */
+static void audit_answer(conn_ctx *ctx, const gp_response *res)
+{
+    if (!ctx->audit_write)
+        return;
+    if (res->status < 300 && ctx->match.route != GP_ROUTE_JOB)
+        return;
+    ctx->audit_write = 0;
+    char route[GP_AUDIT_ROUTE_TEXT];
+    gp_http_route_text(ctx, route, sizeof route);
+    gp_request req;
+    memset(&req, 0, sizeof req);
+    req.route = route;
+    req.request_id = ctx->rid;
+    req.key_name = ctx->key.name[0] ? ctx->key.name : NULL;
+    const int named = ctx->match.param_error == GP_PARAM_OK;
+    gp_api_audit_answer(ctx->srv->api, &req, named ? ctx->match.name : NULL,
+                        named ? ctx->match.version : 0, res);
+}
+
 enum MHD_Result gp_http_answer(conn_ctx *ctx, gp_response *res)
 {
     log_server_error(ctx, res);
+    audit_answer(ctx, res);
     gp_api_error_request_id(res, ctx->rid);
     /* Every answer on a /v2 path, whoever made it (the early checks, a
      * handler, a batch), carries the Open Inference Protocol's error shape. */

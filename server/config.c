@@ -69,6 +69,10 @@ static const opt_def options[] = {
      876000,
      "hours the answer of a fit or observe sent with an Idempotency-Key is kept: a retry "
      "with the key within them is answered it again and writes nothing; 0 = for ever"},
+    {"audit-retention-days", "GPSERVE_AUDIT_RETENTION_DAYS", OPT_LONG, OFF(audit_retention_days),
+     0, 36500,
+     "days an entry of the audit trail (GET /v1/audit: every write, who, when, outcome) is "
+     "kept; 0 = for ever"},
     {"api-key-file", "GPSERVE_API_KEY_FILE", OPT_STRING, OFF(api_key_file), 0, 0,
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz, "
      "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
@@ -153,6 +157,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->job_attempts = 3;
     cfg->job_retention_hours = 168;
     cfg->idempotency_hours = 24;
+    cfg->audit_retention_days = 90;
     cfg->api_key_file = NULL;
     cfg->keys_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache

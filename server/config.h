@@ -28,6 +28,7 @@ typedef struct gp_server_config {
     long job_attempts;        /* --job-attempts: runs an async job may start; 3 */
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
     long idempotency_hours;   /* --idempotency-hours: answers of Idempotency-Keys kept; 24 */
+    long audit_retention_days; /* --audit-retention-days: audit entries kept; 90 (0: for ever) */
     const char *api_key_file; /* --api-key-file: one admin key "default" */
     const char *keys_file;    /* --keys-file: named keys with scopes (server/keys.h);
                                  neither: no authentication */

@@ -346,7 +346,7 @@ static void route_models(route_call *c)
 static void route_model(route_call *c)
 {
     if (c->ctx->verb == GP_VERB_DELETE)
-        gp_api_delete_model(api_of(c), c->m->name, c->res);
+        gp_api_delete_model(api_of(c), c->m->name, c->req, c->res);
     else
         gp_api_get_model(api_of(c), c->m->name, 0, c->res);
 }
@@ -361,7 +361,7 @@ static void route_alias(route_call *c)
     if (c->ctx->verb == GP_VERB_PUT)
         gp_api_put_alias(api_of(c), c->m->name, c->m->alias, c->req, c->req->key_name, c->res);
     else if (c->ctx->verb == GP_VERB_DELETE)
-        gp_api_delete_alias(api_of(c), c->m->name, c->m->alias, c->res);
+        gp_api_delete_alias(api_of(c), c->m->name, c->m->alias, c->req, c->res);
     else
         gp_api_get_alias(api_of(c), c->m->name, c->m->alias, c->res);
 }
@@ -369,7 +369,7 @@ static void route_alias(route_call *c)
 static void route_model_version(route_call *c)
 {
     if (c->ctx->verb == GP_VERB_DELETE)
-        gp_api_delete_version(api_of(c), c->m->name, c->m->version, c->res);
+        gp_api_delete_version(api_of(c), c->m->name, c->m->version, c->req, c->res);
     else
         gp_api_get_model(api_of(c), c->m->name, c->m->version, c->res);
 }
@@ -479,6 +479,11 @@ static void route_admin_reload(route_call *c)
     free(names);
 }
 
+static void route_audit(route_call *c)
+{
+    gp_api_audit(api_of(c), c->req, c->res);
+}
+
 static void route_v2_server(route_call *c)
 {
     gp_api_oip_server_metadata(c->res);
@@ -557,6 +562,11 @@ enum MHD_Result gp_http_dispatch(conn_ctx *ctx)
     req.idempotency_key = MHD_lookup_connection_value(ctx->conn, MHD_HEADER_KIND,
                                                       "Idempotency-Key");
     req.key_name = ctx->key.name[0] ? ctx->key.name : NULL;
+    /* Who and what, for the audit trail of a write */
+    char route[64];
+    gp_http_route_text(ctx, route, sizeof route);
+    req.request_id = ctx->rid;
+    req.route = ctx->audit_write ? route : NULL;
     gp_response res;
     memset(&res, 0, sizeof res);
     route_call c = {.ctx = ctx, .m = m, .req = &req, .res = &res};

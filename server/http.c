@@ -366,6 +366,7 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, gp_keyring 
     gp_jobs_set_durability(srv->jobs, (double)cfg->job_lease, (int)cfg->job_attempts,
                            3600.0 * (double)cfg->job_retention_hours);
     gp_jobs_set_key_retention(srv->jobs, 3600.0 * (double)cfg->idempotency_hours);
+    gp_jobs_set_audit_retention(srv->jobs, 86400.0 * (double)cfg->audit_retention_days);
     if (start_http(srv, msg, msg_size) != 0) {
         server_free(srv);
         return NULL;

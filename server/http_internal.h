@@ -124,6 +124,9 @@ typedef struct conn_ctx {
     /* the answer, for the log and metrics */
     int status;
     size_t resp_bytes;
+    /* An authenticated write (gp_http_is_write): its answer, unless a 2xx
+     * the api recorded with the write, goes to the audit trail once. */
+    int audit_write;
 } conn_ctx;
 
 /* The files, each calling only those listed after it (no circle):
@@ -137,6 +140,12 @@ enum MHD_Result gp_http_on_request(void *cls, struct MHD_Connection *conn, const
                                    void **con_cls);
 void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                           enum MHD_RequestTerminationCode toe);
+
+/* server/answer.c: 1 when verb on route r writes (a fit, an import, an
+ * observe, an alias change, a delete, a job's cancel): the audit trail's
+ * routes. The route as the trail names it: "VERB /pattern". */
+int gp_http_is_write(gp_route_id r, int verb);
+void gp_http_route_text(const conn_ctx *ctx, char *out, size_t size);
 
 /* server/handlers.c: answer a complete request by its route's handler. */
 enum MHD_Result gp_http_dispatch(conn_ctx *ctx);

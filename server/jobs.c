@@ -36,6 +36,7 @@ static const gp_fit_ops api_ops = {
     .expire = gp_api_job_expire,
     .prune = gp_api_job_prune,
     .prune_keys = gp_api_idem_prune,
+    .prune_audit = gp_api_audit_prune,
 };
 
 /* ---- set-up ---- */
@@ -73,6 +74,7 @@ gp_jobs *gp_jobs_new(gp_api *api, size_t queue_size, size_t workers, gp_metrics 
     js->max_attempts = DEFAULT_MAX_ATTEMPTS;
     js->retention = DEFAULT_RETENTION_SECONDS;
     js->key_retention = DEFAULT_KEY_RETENTION_SECONDS;
+    js->audit_retention = 90.0 * 86400.0;
     make_owner(js);
     js->threads = calloc(js->n_workers, sizeof *js->threads);
     if (js->threads == NULL || gp_cond_init_monotonic(&js->keeper_wake) != 0) {
@@ -94,6 +96,12 @@ void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts,
         js->max_attempts = max_attempts;
     if (retention_seconds >= 0)
         js->retention = retention_seconds;
+}
+
+void gp_jobs_set_audit_retention(gp_jobs *js, double retention_seconds)
+{
+    if (retention_seconds >= 0)
+        js->audit_retention = retention_seconds;
 }
 
 void gp_jobs_set_key_retention(gp_jobs *js, double retention_seconds)

@@ -63,6 +63,8 @@ typedef struct gp_fit_ops {
     int (*prune)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
     /* Recorded answers of idempotency keys past their retention (NULL: none). */
     int (*prune_keys)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
+    /* Audit entries past their retention (NULL: none). */
+    int (*prune_audit)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 } gp_fit_ops;
 
 typedef struct gp_jobs gp_jobs;
@@ -92,6 +94,9 @@ void gp_jobs_set_durability(gp_jobs *js, double lease_seconds, int max_attempts,
 /* How long the answers of idempotency keys are kept (seconds; 0 = for ever;
  * default 24 hours): the keeper removes older ones with the ended jobs. */
 void gp_jobs_set_key_retention(gp_jobs *js, double retention_seconds);
+/* How long audit entries are kept (seconds; 0 = for ever; default 90 days):
+ * the keeper removes older ones with the ended jobs. */
+void gp_jobs_set_audit_retention(gp_jobs *js, double retention_seconds);
 /* This daemon's owner string (host:pid:nonce). */
 const char *gp_jobs_owner(const gp_jobs *js);
 /* Start the worker threads and the lease keeper, after claiming the jobs of

@@ -95,6 +95,7 @@ struct gp_jobs {
     int max_attempts;
     double retention;  /* seconds ended jobs are kept; 0 = for ever */
     double key_retention; /* seconds idempotency keys' answers are kept; 0 = for ever */
+    double audit_retention; /* seconds audit entries are kept; 0 = for ever */
     double last_prune; /* monotonic seconds (keeper thread only) */
     pthread_t keeper;
     int keeper_started;

@@ -302,7 +302,7 @@ static void prune_old(gp_jobs *js)
     double now = gp_monotonic_seconds();
     if (js->last_prune > 0 && now - js->last_prune < PRUNE_PERIOD_SECONDS)
         return;
-    size_t deleted = 0, keys = 0;
+    size_t deleted = 0, keys = 0, audit = 0;
     gp_error err;
     gp_error_clear(&err);
     if (js->ops.prune && js->retention > 0 &&
@@ -311,8 +311,11 @@ static void prune_old(gp_jobs *js)
     if (js->ops.prune_keys && js->key_retention > 0 &&
         js->ops.prune_keys(js->api, js->key_retention, &keys, &err) != 0)
         gp_log("gpserve: removing old idempotency keys failed: %s", err.message);
+    if (js->ops.prune_audit && js->audit_retention > 0 &&
+        js->ops.prune_audit(js->api, js->audit_retention, &audit, &err) != 0)
+        gp_log("gpserve: removing old audit entries failed: %s", err.message);
     /* A full batch: more may be waiting; come back next round. */
-    js->last_prune = deleted >= 1000 || keys >= 1000 ? 0 : now;
+    js->last_prune = deleted >= 1000 || keys >= 1000 || audit >= 1000 ? 0 : now;
 }
 
 /* Jobs whose model found the disk full, back on the queue when their wait

@@ -396,6 +396,7 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
         return gp_http_fail(ctx, GP_EUNAUTHORIZED, NULL,
                     "missing or wrong API key (send 'Authorization: Bearer KEY', or the key "
                     "as the password of Basic credentials)");
+    ctx->audit_write = gp_http_is_write(r, ctx->verb);
     if ((gp_route_verbs(r) & ctx->verb) == 0)
         return gp_http_fail(ctx, GP_EMETHOD, NULL, "%s is not allowed on %s (allowed: %s)", ctx->method,
                     gp_route_pattern(r), gp_route_allow(r));

@@ -149,6 +149,19 @@ static const char *const pg_migrations[] = {
     " name TEXT PRIMARY KEY,"
     " last_version BIGINT NOT NULL);"
     "ALTER TABLE aliases ADD COLUMN previous_version BIGINT;",
+    /* version 7: the audit trail (db_sqlite.c, migrate_to_v7) */
+    "CREATE TABLE audit("
+    " id BIGSERIAL PRIMARY KEY,"
+    " at TEXT NOT NULL,"
+    " key_name TEXT,"
+    " route TEXT NOT NULL,"
+    " model TEXT,"
+    " version BIGINT,"
+    " status BIGINT NOT NULL,"
+    " code TEXT,"
+    " request_id TEXT,"
+    " job_id TEXT);"
+    "CREATE INDEX audit_at ON audit(at);",
 };
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");

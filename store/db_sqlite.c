@@ -184,8 +184,33 @@ static int migrate_to_v6(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
+/* The audit trail (docs/design/storage.md, "The audit trail"): one row per
+ * write, inserted in the write's transaction, so every page it dirties is a
+ * WAL frame of every write: the rowid alone (no AUTOINCREMENT, whose
+ * sqlite_sequence update is one more page; the prune keeps the newest row
+ * instead, so an id is never given out twice) and one index, on `at`, which
+ * the prune and ?since= need (?model= walks the ids newest first). Measured
+ * in docs/design/storage.md. */
+static int migrate_to_v7(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] = "CREATE TABLE audit("
+                              " id INTEGER PRIMARY KEY,"
+                              " at TEXT NOT NULL,"
+                              " key_name TEXT,"
+                              " route TEXT NOT NULL,"
+                              " model TEXT,"
+                              " version INTEGER,"
+                              " status INTEGER NOT NULL,"
+                              " code TEXT,"
+                              " request_id TEXT,"
+                              " job_id TEXT);"
+                              "CREATE INDEX audit_at ON audit(at);";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
 static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3,
-                                          migrate_to_v4, migrate_to_v5, migrate_to_v6};
+                                          migrate_to_v4, migrate_to_v5, migrate_to_v6,
+                                          migrate_to_v7};
 
 /* Where SQLite's text differs from the shared one (store_sql.c). */
 static const char *const sqlite_sql[GPS_STMT_COUNT] = {

@@ -73,6 +73,7 @@ typedef struct save_ctx {
     const gp_state *state;
     const gp_job_done *job; /* NULL, or the durable job this save ends */
     const gp_idem_put *idem; /* NULL, or the key whose answer this save records */
+    const gp_audit_put *audit; /* NULL, or the audit row of this save */
     int64_t id;
     int version;
     char created_at[GP_TIME_LEN];
@@ -189,6 +190,8 @@ static int save_once(gp_store *s, void *vctx, gp_error *err)
     }
     if (c->job && (rc = end_job_in_save(s, c, err)))
         goto fail;
+    if ((rc = gp_store_audit_put_locked(s, c->audit, c->version, err)))
+        goto fail;
     if (s->save_hook)
         s->save_hook(s, c->id, s->save_hook_arg);
     if ((rc = gp_store_notify(s, err, "notifying a save")))
@@ -223,6 +226,16 @@ int gp_store_save_keyed(gp_store *store, const char *name, const char *method, c
                         const gp_state *state, const gp_job_done *job, const gp_idem_put *idem,
                         gp_model_meta *meta, gp_error *err)
 {
+    return gp_store_save_audited(store, name, method, spec, info, n_train, input_dim, state, job,
+                                 idem, NULL, meta, err);
+}
+
+int gp_store_save_audited(gp_store *store, const char *name, const char *method,
+                          const char *spec, const char *info, size_t n_train, size_t input_dim,
+                          const gp_state *state, const gp_job_done *job,
+                          const gp_idem_put *idem, const gp_audit_put *audit,
+                          gp_model_meta *meta, gp_error *err)
+{
     if (meta)
         memset(meta, 0, sizeof *meta);
     int rc = check_name(name, err);
@@ -239,7 +252,7 @@ int gp_store_save_keyed(gp_store *store, const char *name, const char *method, c
         return gp_error_set(err, GP_EINVAL, NULL, "n_train or input_dim out of range");
     save_ctx c = {.name = name, .method = method, .spec = spec, .info = info,
                   .n_train = n_train, .input_dim = input_dim, .state = state, .job = job,
-                  .idem = idem};
+                  .idem = idem, .audit = audit};
     /* A version number taken by another process meanwhile (a UNIQUE(name,
      * version) violation) is retried like a busy database. */
     rc = gp_store_write_unique(store, save_once, &c, err);
@@ -434,6 +447,7 @@ int gp_store_load_state(gp_store *store, int64_t model_id, gp_state *state, gp_e
 
 typedef struct delete_ctx {
     const char *name;
+    const gp_audit_put *audit;
     int found;
 } delete_ctx;
 
@@ -474,7 +488,9 @@ static int delete_once(gp_store *s, void *vctx, gp_error *err)
         return rc;
     }
     c->found = gp_db_changes(w->db) > 0;
-    rc = gp_store_notify(s, err, "notifying a delete");
+    rc = c->found ? gp_store_audit_put_locked(s, c->audit, 0, err) : GP_OK;
+    if (rc == GP_OK)
+        rc = gp_store_notify(s, err, "notifying a delete");
     if (rc == GP_OK)
         rc = gp_store_exec(w, GPS_COMMIT, err, "committing a delete");
     if (rc)
@@ -507,9 +523,15 @@ void gp_store_reclaim(gp_store *s)
  * space; once committed, the space goes back to the file system. */
 int gp_store_delete(gp_store *store, const char *name, gp_error *err)
 {
+    return gp_store_delete_audited(store, name, NULL, err);
+}
+
+int gp_store_delete_audited(gp_store *store, const char *name, const gp_audit_put *audit,
+                            gp_error *err)
+{
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
         return gp_store_not_found_name(name ? name : "", err);
-    delete_ctx c = {.name = name, .found = 0};
+    delete_ctx c = {.name = name, .audit = audit, .found = 0};
     int rc = gp_store_write(store, delete_once, &c, err);
     if (rc == GP_ESTORAGE && gp_store_release_reserve(store))
         rc = gp_store_write(store, delete_once, &c, err);

@@ -41,7 +41,10 @@
  * scheme of arrays (see "online models" below); since version 4,
  * idempotency(scope, key, ...); since version 5, aliases(name, alias,
  * version, updated_at, updated_by) with a foreign key (name, version) to
- * models (see "aliases" below).
+ * models (see "aliases" below); since version 6, version_marks and
+ * aliases.previous_version; since version 7, audit(id, at, key_name, route,
+ * model, version, status, code, request_id, job_id) (see "the audit trail"
+ * below).
  *
  * Every function returns 0 or a negative GP_E* code (core/base/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
@@ -452,6 +455,87 @@ int gp_store_observe_deferred(gp_store *store, int64_t model_id, uint64_t expect
  * with durability normal, or on PostgreSQL); GP_EINTERNAL (GP_ESTORAGE) when
  * the sync failed: the write is committed but may not survive a power loss. */
 int gp_store_wait_durable(gp_store *store, uint64_t ticket, gp_error *err);
+
+/* ---- the audit trail (store_audit.c; docs/design/storage.md, "The audit
+ * trail") ----
+ * One row per write: who (the key's name, NULL while keys have none), when
+ * (set by the store), which route, model and version, the outcome (HTTP
+ * status, and the catalogue's code when refused) and the request id. The
+ * *_audited writes below insert it in their own transaction, so a crash
+ * keeps the write and its row or neither; gp_store_audit_add inserts one
+ * alone (a refused write, which wrote nothing to go with it). Texts longer
+ * than the row's fields are cut (an audit row never refuses a write). */
+#define GP_AUDIT_ROUTE_MAX 63
+#define GP_AUDIT_CODE_MAX 31
+#define GP_AUDIT_REQUEST_ID_MAX 64
+typedef struct gp_audit_put {
+    const char *key_name;   /* NULL: auth off, or keys without names */
+    const char *route;      /* "DELETE /v1/models/{name}" */
+    const char *model;      /* NULL: none (a job cancel of a job not known here) */
+    int version;            /* 0: none; a save records the version it made */
+    int status;             /* HTTP status of the outcome */
+    const char *code;       /* the catalogue's code when refused, else NULL */
+    const char *request_id; /* X-Request-Id */
+    const char *job_id;     /* an async fit's job, else NULL */
+} gp_audit_put;
+
+typedef struct gp_audit_row {
+    int64_t id;
+    char at[GP_TIME_LEN];
+    char key_name[GP_NAME_MAX + 1]; /* "" when NULL (has_key 0) */
+    int has_key;
+    char route[GP_AUDIT_ROUTE_MAX + 1];
+    char model[GP_NAME_MAX + 1];    /* "" when none */
+    int version;                    /* 0 when none */
+    int status;
+    char code[GP_AUDIT_CODE_MAX + 1]; /* "" when none */
+    char request_id[GP_AUDIT_REQUEST_ID_MAX + 1];
+    char job_id[GP_JOB_ID_LEN];
+} gp_audit_row;
+
+/* A page of the trail: newest first, ids below cursor (0: from the newest),
+ * or with ascending oldest first, ids above cursor; model, key_name and
+ * since (ISO 8601 UTC, at >= since) filter when not NULL. */
+typedef struct gp_audit_query {
+    int64_t cursor;
+    int ascending;
+    const char *model, *key_name, *since;
+    size_t limit; /* 1..1000 */
+} gp_audit_query;
+/* *rows malloc'ed (NULL when none), *more 1 when rows past the page match. */
+int gp_store_audit_list(gp_store *store, const gp_audit_query *q, gp_audit_row **rows,
+                        size_t *count, int *more, gp_error *err);
+/* One row in a transaction of its own. */
+int gp_store_audit_add(gp_store *store, const gp_audit_put *a, gp_error *err);
+/* Delete up to 1000 rows made before `before` (ISO 8601 UTC). */
+int gp_store_audit_prune(gp_store *store, const char *before, size_t *deleted, gp_error *err);
+
+/* The writes with their audit row (audit NULL: none, which is what the
+ * functions without the suffix are). */
+int gp_store_save_audited(gp_store *store, const char *name, const char *method,
+                          const char *spec, const char *info, size_t n_train, size_t input_dim,
+                          const gp_state *state, const gp_job_done *job,
+                          const gp_idem_put *idem, const gp_audit_put *audit,
+                          gp_model_meta *meta, gp_error *err);
+int gp_store_job_create_audited(gp_store *store, const gp_job_row *job, const char *spec,
+                                const gp_state *data, const char *owner, double lease_until,
+                                const gp_idem_put *idem, const gp_audit_put *audit,
+                                gp_error *err);
+int gp_store_job_finish_audited(gp_store *store, const gp_job_row *job, const char *owner,
+                                const gp_audit_put *audit, gp_error *err);
+int gp_store_observe_audited(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                             const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                             const gp_idem_put *idem, const gp_audit_put *audit, uint64_t *seq,
+                             uint64_t *ticket, gp_error *err);
+int gp_store_alias_set_audited(gp_store *store, const char *name, const char *alias, int version,
+                               const char *by, const gp_audit_put *audit, gp_alias_row *row,
+                               gp_error *err);
+int gp_store_alias_delete_audited(gp_store *store, const char *name, const char *alias,
+                                  const gp_audit_put *audit, gp_error *err);
+int gp_store_delete_audited(gp_store *store, const char *name, const gp_audit_put *audit,
+                            gp_error *err);
+int gp_store_delete_version_audited(gp_store *store, const char *name, int version,
+                                    const gp_audit_put *audit, gp_error *err);
 
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit

@@ -62,6 +62,7 @@ static int read_alias_row(gp_db_stmt *st, gp_alias_row *row, gp_error *err)
 
 typedef struct set_ctx {
     const char *name, *alias, *by;
+    const gp_audit_put *audit;
     int version;
     char now[GP_TIME_LEN];
     gp_alias_row row; /* as stored (its previous_version is the database's) */
@@ -113,12 +114,21 @@ static int set_body(gp_store *s, void *vctx, gp_error *err)
     if (rc == GP_OK)
         rc = read_back(w, c, err);
     if (rc == GP_OK)
+        rc = gp_store_audit_put_locked(s, c->audit, c->version, err);
+    if (rc == GP_OK)
         rc = gp_store_notify(s, err, "notifying an alias change");
     return rc;
 }
 
 int gp_store_alias_set(gp_store *store, const char *name, const char *alias, int version,
                        const char *by, gp_alias_row *row, gp_error *err)
+{
+    return gp_store_alias_set_audited(store, name, alias, version, by, NULL, row, err);
+}
+
+int gp_store_alias_set_audited(gp_store *store, const char *name, const char *alias, int version,
+                               const char *by, const gp_audit_put *audit, gp_alias_row *row,
+                               gp_error *err)
 {
     if (row)
         memset(row, 0, sizeof *row);
@@ -130,7 +140,7 @@ int gp_store_alias_set(gp_store *store, const char *name, const char *alias, int
     if (by && strlen(by) > GP_NAME_MAX)
         return gp_error_set(err, GP_EINVAL, "updated_by", "who set an alias has at most %d "
                             "characters", GP_NAME_MAX);
-    set_ctx c = {.name = name, .alias = alias, .by = by, .version = version};
+    set_ctx c = {.name = name, .alias = alias, .by = by, .audit = audit, .version = version};
     gp_store_now(c.now);
     rc = gp_store_write_txn(store, set_body, &c, "setting an alias", err);
     if (rc == GP_OK && row)
@@ -222,6 +232,7 @@ int gp_store_aliases(gp_store *store, const char *name, gp_alias_row **rows, siz
 
 typedef struct delete_ctx {
     const char *name, *alias;
+    const gp_audit_put *audit;
     int changed;
 } delete_ctx;
 
@@ -245,15 +256,23 @@ static int delete_body(gp_store *s, void *vctx, gp_error *err)
                          : rc;
     }
     if (rc == GP_OK)
+        rc = gp_store_audit_put_locked(s, c->audit, 0, err);
+    if (rc == GP_OK)
         rc = gp_store_notify(s, err, "notifying an alias change");
     return rc;
 }
 
 int gp_store_alias_delete(gp_store *store, const char *name, const char *alias, gp_error *err)
 {
+    return gp_store_alias_delete_audited(store, name, alias, NULL, err);
+}
+
+int gp_store_alias_delete_audited(gp_store *store, const char *name, const char *alias,
+                                  const gp_audit_put *audit, gp_error *err)
+{
     int rc = check_args(name, alias, err);
     if (rc)
         return rc;
-    delete_ctx c = {.name = name, .alias = alias, .changed = 0};
+    delete_ctx c = {.name = name, .alias = alias, .audit = audit, .changed = 0};
     return gp_store_write_txn(store, delete_body, &c, "deleting an alias", err);
 }

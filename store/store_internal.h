@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 6
+#define GP_STORE_SCHEMA_VERSION 7
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -104,6 +104,11 @@ enum gp_store_stmt {
     GPS_MARK_VERSION,
     GPS_MARK_DELETE,
     GPS_ALIAS_FORGET_PREVIOUS,
+    /* the audit trail (store_audit.c) */
+    GPS_AUDIT_PUT,
+    GPS_AUDIT_LIST_DESC,
+    GPS_AUDIT_LIST_ASC,
+    GPS_AUDIT_PRUNE,
     GPS_STMT_COUNT
 };
 
@@ -338,6 +343,9 @@ int gp_store_job_end_locked(gp_store *s, const char *id, const char *owner, cons
 int gp_store_idem_check(const gp_idem_put *idem, gp_error *err);
 int gp_store_idem_put_locked(gp_store *s, const gp_idem_put *idem, const gp_model_meta *meta,
                              gp_error *err);
+/* Inside the writer's open transaction: insert a's row (a NULL: nothing),
+ * with version when a->version is 0 (a save's new version). */
+int gp_store_audit_put_locked(gp_store *s, const gp_audit_put *a, int version, gp_error *err);
 /* Inside a write transaction: hold name until the transaction ends, so that
  * saves, deletes and alias writes of one name run one after the other
  * (PostgreSQL: an advisory lock on the name's hash; nothing in SQLite, whose

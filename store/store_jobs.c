@@ -205,6 +205,7 @@ typedef struct create_ctx {
     const gp_state *data;
     double lease_until;
     const gp_idem_put *idem;
+    const gp_audit_put *audit;
 } create_ctx;
 
 static int create_body(gp_store *s, void *vctx, gp_error *err)
@@ -218,6 +219,8 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     int rc = gp_store_step_write(s->w, st, src, NULL, err, "creating a job");
     if (rc == GP_OK && c->idem)
         rc = gp_store_idem_put_locked(s, c->idem, NULL, err);
+    if (rc == GP_OK)
+        rc = gp_store_audit_put_locked(s, c->audit, 0, err);
     if (rc)
         return rc;
     gp_array_owner ao = {.table = GP_ARRAYS_JOB, .job_id = c->job->id};
@@ -235,6 +238,15 @@ int gp_store_job_create_keyed(gp_store *store, const gp_job_row *job, const char
                               const gp_state *data, const char *owner, double lease_until,
                               const gp_idem_put *idem, gp_error *err)
 {
+    return gp_store_job_create_audited(store, job, spec, data, owner, lease_until, idem, NULL,
+                                       err);
+}
+
+int gp_store_job_create_audited(gp_store *store, const gp_job_row *job, const char *spec,
+                                const gp_state *data, const char *owner, double lease_until,
+                                const gp_idem_put *idem, const gp_audit_put *audit,
+                                gp_error *err)
+{
     int rc = check_row(job, err);
     if (rc == GP_OK)
         rc = check_owner(owner, err);
@@ -246,7 +258,7 @@ int gp_store_job_create_keyed(gp_store *store, const gp_job_row *job, const char
         return rc;
     if (spec == NULL || data == NULL)
         return gp_error_set(err, GP_EINVAL, NULL, "a durable job needs its request");
-    create_ctx c = {job, spec, owner, data, lease_until, idem};
+    create_ctx c = {job, spec, owner, data, lease_until, idem, audit};
     return gp_store_write_txn(store, create_body, &c, "creating a job", err);
 }
 
@@ -345,24 +357,32 @@ int gp_store_job_update(gp_store *store, const gp_job_row *job, const char *owne
 typedef struct finish_ctx {
     const gp_job_row *job;
     const char *owner;
+    const gp_audit_put *audit;
 } finish_ctx;
 
 static int finish_body(gp_store *s, void *vctx, gp_error *err)
 {
     finish_ctx *c = vctx;
-    return gp_store_job_end_locked(s, c->job->id, c->owner, c->job->status, c->job->progress,
-                                   c->job->error, c->job->result, err);
+    int rc = gp_store_job_end_locked(s, c->job->id, c->owner, c->job->status, c->job->progress,
+                                     c->job->error, c->job->result, err);
+    return rc ? rc : gp_store_audit_put_locked(s, c->audit, 0, err);
 }
 
 int gp_store_job_finish(gp_store *store, const gp_job_row *job, const char *owner,
                         gp_error *err)
+{
+    return gp_store_job_finish_audited(store, job, owner, NULL, err);
+}
+
+int gp_store_job_finish_audited(gp_store *store, const gp_job_row *job, const char *owner,
+                                const gp_audit_put *audit, gp_error *err)
 {
     int rc = check_row(job, err);
     if (rc == GP_OK && owner)
         rc = check_owner(owner, err);
     if (rc)
         return rc;
-    finish_ctx c = {job, owner};
+    finish_ctx c = {job, owner, audit};
     return gp_store_write_txn(store, finish_body, &c, "ending a job", err);
 }
 

@@ -52,6 +52,7 @@ typedef struct observe_ctx {
     uint64_t expected, n_after;
     const gp_state *batch, *snapshot;
     const gp_idem_put *idem;
+    const gp_audit_put *audit;
 } observe_ctx;
 
 /* Inside the write transaction (gp_store_write_txn commits or rolls back). */
@@ -70,6 +71,8 @@ static int observe_body(gp_store *s, void *vctx, gp_error *err)
                             (long long)c->model_id, (unsigned long long)head,
                             (unsigned long long)c->expected);
     if (c->idem && (rc = gp_store_idem_put_locked(s, c->idem, NULL, err)))
+        return rc;
+    if ((rc = gp_store_audit_put_locked(s, c->audit, 0, err)))
         return rc;
     const int64_t seq = (int64_t)c->expected + 1;
     const gp_array_owner entry = {.table = GP_ARRAYS_OBSERVATIONS, .model_id = c->model_id,
@@ -127,6 +130,15 @@ int gp_store_observe_deferred(gp_store *store, int64_t model_id, uint64_t expect
                               const gp_idem_put *idem, uint64_t *seq, uint64_t *ticket,
                               gp_error *err)
 {
+    return gp_store_observe_audited(store, model_id, expected_seq, batch, n_after, snapshot, idem,
+                                    NULL, seq, ticket, err);
+}
+
+int gp_store_observe_audited(gp_store *store, int64_t model_id, uint64_t expected_seq,
+                             const gp_state *batch, size_t n_after, const gp_state *snapshot,
+                             const gp_idem_put *idem, const gp_audit_put *audit, uint64_t *seq,
+                             uint64_t *ticket, gp_error *err)
+{
     *ticket = 0;
     if (seq)
         *seq = 0;
@@ -152,7 +164,7 @@ int gp_store_observe_deferred(gp_store *store, int64_t model_id, uint64_t expect
     if (rc)
         return rc;
     observe_ctx c = {.model_id = model_id, .expected = expected_seq, .n_after = n_after,
-                     .batch = batch, .snapshot = snapshot, .idem = idem};
+                     .batch = batch, .snapshot = snapshot, .idem = idem, .audit = audit};
     rc = gp_store_write_txn_deferred(store, observe_body, &c, "appending an observation", ticket,
                                      err);
     if (rc == GP_OK && seq)

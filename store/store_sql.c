@@ -172,6 +172,22 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
     [GPS_MARK_DELETE] = "DELETE FROM version_marks WHERE name = ?1",
     [GPS_ALIAS_FORGET_PREVIOUS] = "UPDATE aliases SET previous_version = NULL WHERE name = ?1"
                                   " AND previous_version = ?2",
+    /* The audit trail (store_audit.c). The filters are NULL when not asked;
+     * CAST gives PostgreSQL their type. */
+    [GPS_AUDIT_PUT] = "INSERT INTO audit(at, key_name, route, model, version, status, code,"
+                      " request_id, job_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+#define AUDIT_COLS "id, at, key_name, route, model, version, status, code, request_id, job_id"
+#define AUDIT_FILTER " (CAST(?1 AS TEXT) IS NULL OR model = ?1) AND" \
+                     " (CAST(?2 AS TEXT) IS NULL OR key_name = ?2) AND" \
+                     " (CAST(?3 AS TEXT) IS NULL OR at >= ?3)"
+    [GPS_AUDIT_LIST_DESC] = "SELECT " AUDIT_COLS " FROM audit WHERE id < ?4 AND" AUDIT_FILTER
+                            " ORDER BY id DESC LIMIT ?5",
+    [GPS_AUDIT_LIST_ASC] = "SELECT " AUDIT_COLS " FROM audit WHERE id > ?4 AND" AUDIT_FILTER
+                           " ORDER BY id LIMIT ?5",
+    /* At most 1000 rows a call, like GPS_JOB_PRUNE; never the newest row, so
+     * that SQLite (a rowid without AUTOINCREMENT) never gives an id out again. */
+    [GPS_AUDIT_PRUNE] = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ?1"
+                        " AND id < (SELECT max(id) FROM audit) ORDER BY id LIMIT 1000)",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

@@ -15,6 +15,7 @@
 typedef struct delete_version_ctx {
     const char *name;
     int version;
+    const gp_audit_put *audit;
 } delete_version_ctx;
 
 /* Step statement id with (name, version) bound (version 0: not bound) to its
@@ -119,17 +120,25 @@ static int delete_version_body(gp_store *s, void *vctx, gp_error *err)
     if (rc == GP_OK)
         rc = run(w, GPS_DELETE_VERSION, c->name, c->version, NULL, err, "deleting a version");
     if (rc == GP_OK)
+        rc = gp_store_audit_put_locked(s, c->audit, c->version, err);
+    if (rc == GP_OK)
         rc = gp_store_notify(s, err, "notifying a delete");
     return rc;
 }
 
 int gp_store_delete_version(gp_store *store, const char *name, int version, gp_error *err)
 {
+    return gp_store_delete_version_audited(store, name, version, NULL, err);
+}
+
+int gp_store_delete_version_audited(gp_store *store, const char *name, int version,
+                                    const gp_audit_put *audit, gp_error *err)
+{
     if (name == NULL || name[0] == '\0' || strlen(name) > GP_NAME_MAX)
         return gp_store_not_found_name(name ? name : "", err);
     if (version < 1)
         return gp_error_set(err, GP_EINVAL, "version", "version must be an integer >= 1");
-    delete_version_ctx c = {.name = name, .version = version};
+    delete_version_ctx c = {.name = name, .version = version, .audit = audit};
     int rc = gp_store_write_txn(store, delete_version_body, &c, "deleting a version", err);
     if (rc == GP_ESTORAGE && gp_store_release_reserve(store))
         rc = gp_store_write_txn(store, delete_version_body, &c, "deleting a version", err);

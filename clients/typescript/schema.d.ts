@@ -387,6 +387,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit trail of writes, newest first, a page at a time
+         * @description Every write (a fit, its async job's submission and outcome, an observe, an alias set or delete, an import, a model or version delete, a job cancel) with who (the key's name, null with auth off), when, the route, model, version, outcome and request id. A write answered 2xx is recorded in the write's own transaction; a refused write (after authentication) is recorded alone. Kept for --audit-retention-days.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v2": {
         parameters: {
             query?: never;
@@ -2048,6 +2068,32 @@ export interface components {
                 [key: string]: number;
             };
         };
+        AuditPage: {
+            entries: components["schemas"]["AuditEntry"][];
+            /** @description The cursor of the next page (before= or after= as asked), null when none. */
+            next: number | null;
+        };
+        AuditEntry: {
+            /** @description Increasing; never given out twice. */
+            id: number;
+            /** @description When (UTC, seconds): 2026-11-29T14:00:00Z */
+            at: string;
+            /** @description The key's name (--keys-file; default for --api-key-file); null with auth off. */
+            key: string | null;
+            /** @description The verb and route pattern: "POST /v1/models" */
+            route: string;
+            model: string | null;
+            /** @description The version written (a fit's or import's new one), or as the path named it. */
+            version: number | null;
+            /** @description The HTTP status of the outcome (an async fit: 202 at its submission, then its outcome: 201, the error's status when failed, 409 with code cancelled). */
+            status: number;
+            /** @description The catalogue's error code when refused. */
+            code: string | null;
+            /** @description The request's X-Request-Id. */
+            request_id: string | null;
+            /** @description An async fit's job. */
+            job_id: string | null;
+        };
         Job: {
             id: string;
             name: string;
@@ -3290,6 +3336,47 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description Entries with ids below this one (newest first); the "next" of a page. */
+                before?: number;
+                /** @description Entries with ids above this one, oldest first (0: from the oldest); "next" is then the cursor of the following page with after=. */
+                after?: number;
+                /** @description Only this model's entries. */
+                model?: string;
+                /** @description Only this key name's entries. */
+                key?: string;
+                /** @description Only entries at or after this RFC 3339 date-time. */
+                since?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     v2ServerMetadata: {

@@ -271,7 +271,7 @@ static inline void fuzz_fit_template(const char *tmpl, const char *text, size_t 
         if (res.status == 201) {
             gp_response del;
             memset(&del, 0, sizeof del);
-            gp_api_delete_model(fuzz_api, name, &del);
+            gp_api_delete_model(fuzz_api, name, NULL, &del);
             if (del.status != 204) {
                 fprintf(stderr, "fuzz: delete of %s answered %d\n", name, del.status);
                 abort();

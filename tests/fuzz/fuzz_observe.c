@@ -66,7 +66,7 @@ static void predict_and_reset(const observed_model *m)
     fuzz_call_json(gp_api_predict, m->name, m->predict, strlen(m->predict));
     gp_response res;
     memset(&res, 0, sizeof res);
-    gp_api_delete_model(fuzz_api, m->name, &res);
+    gp_api_delete_model(fuzz_api, m->name, NULL, &res);
     if (res.status != 204) {
         fprintf(stderr, "fuzz: delete of %s answered %d\n", m->name, res.status);
         abort();

@@ -415,7 +415,7 @@ static void test_delete_then_404(void **state)
     gp_response_free(&res);
     gp_api_stats before, after;
     gp_api_get_stats(api, &before);
-    gp_api_delete_model(api, "gone", &res);
+    gp_api_delete_model(api, "gone", NULL, &res);
     expect_status(&res, 204);
     assert_null(res.body);
     assert_int_equal(res.body_len, 0);
@@ -428,7 +428,7 @@ static void test_delete_then_404(void **state)
     gp_api_get_model(api, "gone", 0, &res);
     expect_error(&res, 404, "not_found", "name");
     gp_response_free(&res);
-    gp_api_delete_model(api, "gone", &res);
+    gp_api_delete_model(api, "gone", NULL, &res);
     expect_error(&res, 404, "not_found", "name");
     gp_response_free(&res);
     /* a new fit under the name starts again and serves the new model */
@@ -525,7 +525,7 @@ static void two_replicas(const char *path)
      * created_at), would serve it if the refit fell in the same second.
      * PostgreSQL's BIGSERIAL never reuses an id.) */
     fit_toy(a, "rep-keeper", "");
-    gp_api_delete_model(a, "rep", &ra);
+    gp_api_delete_model(a, "rep", NULL, &ra);
     expect_status(&ra, 204);
     gp_response_free(&ra);
     predict_until(b, "rep", pb, &rb, is_not_found);

@@ -366,7 +366,7 @@ static void run_case(void **state)
     case SAMPLE: gp_api_sample(api, c->name, &req, &res); break;
     case GET: gp_api_get_model(api, c->name, 0, &res); break;
     case GET_VERSION: gp_api_get_model(api, c->name, c->version, &res); break;
-    case DELETE: gp_api_delete_model(api, c->name, &res); break;
+    case DELETE: gp_api_delete_model(api, c->name, NULL, &res); break;
     case OBSERVE: gp_api_observe(api, c->name, &req, &res); break;
     }
     print_message("%s -> %d %.*s\n", c->label, res.status, (int)res.body_len,

@@ -356,7 +356,7 @@ static void test_poisoned_version(void **state)
     expect_status(&res, 200);
     gp_response_free(&res);
     memset(&res, 0, sizeof res);
-    gp_api_delete_model(f->api, "po", &res);
+    gp_api_delete_model(f->api, "po", NULL, &res);
     expect_status(&res, 204);
     gp_response_free(&res);
     gp_api_get_stats(f->api, &st);

@@ -421,6 +421,20 @@ class Client:
             raise ValueError("delete_version takes a version number, not an alias")
         self.request("DELETE", self._model_path(name, "/versions/%d" % int(version)))
 
+    def audit(self, *, limit=None, before=None, after=None, model=None, key=None, since=None):
+        """``GET /v1/audit``: one page of the audit trail of writes (who,
+        when, route, model, version, outcome, request id), newest first, or
+        oldest first with ``after`` (0: from the oldest).  ``since`` is an
+        RFC 3339 date-time (a ``datetime`` with a time zone is formatted).
+        Returns ``{"entries": [...], "next": cursor or None}``: pass ``next``
+        back as ``before`` (or ``after``) for the following page."""
+        if since is not None and hasattr(since, "isoformat"):
+            since = since.isoformat()
+        query = {"limit": limit, "before": before, "after": after, "model": model, "key": key,
+                 "since": since}
+        return self.request("GET", "/v1/audit",
+                            query={k: v for k, v in query.items() if v is not None}).json()
+
     def export_model(self, name, version=None, path=None):
         """``GET /v1/models/{name}/versions/{version}/export``: the portable
         model file (docs/design/model-file.md: a safetensors container,

@@ -154,6 +154,32 @@ class ModelsTest(unittest.TestCase):
             self.client.delete_version(name, "champion")
         self.client.delete_model(name)
 
+    def test_audit(self):
+        name = unique("py-audit")
+        X, y = support.plane(12)
+        self.client.fit(name, X, y, method="exact")
+        self.client.set_alias(name, "champion", 1)
+        with self.assertRaises(errors.NotFound):
+            self.client.delete_alias(name, "nope")
+        page = self.client.audit(model=name)
+        self.assertEqual(page, raw_ok("GET", "/v1/audit?model=" + name))
+        got = [(e["route"], e["status"], e["version"]) for e in page["entries"]]
+        self.assertEqual(got, [("DELETE /v1/models/{name}/aliases/{alias}", 404, None),
+                               ("PUT /v1/models/{name}/aliases/{alias}", 200, 1),
+                               ("POST /v1/models", 201, 1)])
+        self.assertIsNone(page["next"])
+        first = self.client.audit(model=name, limit=1)
+        self.assertEqual(len(first["entries"]), 1)
+        rest = self.client.audit(model=name, before=first["next"])
+        self.assertEqual(first["entries"] + rest["entries"], page["entries"])
+        oldest = self.client.audit(model=name, after=0)["entries"]
+        self.assertEqual(oldest, list(reversed(page["entries"])))
+        self.assertEqual(self.client.audit(model=name, since="2999-01-01T00:00:00Z")["entries"], [])
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            self.client.audit(limit=0)
+        self.assertEqual(cm.exception.field, "limit")
+        self.client.delete_model(name)
+
     def test_csv_fit_equals_json_fit(self):
         X, y = support.plane(30)
         name = unique("py-csv")
