@@ -164,6 +164,15 @@ grep '"key":"reader"' "$T/keys_access.log" | grep -q '"route":"PREDICT"' &&
     grep -q '"key":"writer"' "$T/keys_access.log" && ! grep -q "$KR" "$T/keys_access.log"
 verdict "the access log names the key, never the secret" $? "$(tail -n 2 "$T/keys_access.log")"
 
+# ---- the audit trail names the key (admin reads it)
+check_err "a write key cannot read the audit trail" 403 forbidden '^scope$' GET /v1/audit -H "$A_W"
+check "admin reads the audit trail" 200 GET "/v1/audit?key=writer" -H "$A_A"
+jhas '[.entries[] | select(.key == "writer")] | length >= 2'
+verdict "the audit trail names the writer's fit and alias" $? "$(head -c 300 "$T/body")"
+check "admin reads reader's refused writes" 200 GET "/v1/audit?key=reader" -H "$A_A"
+jhas '[.entries[] | select(.key == "reader" and .status == 403)] | length >= 1'
+verdict "a 403 write is in the audit trail with its key" $? "$(head -c 300 "$T/body")"
+
 # ---- rotation by the route
 check_err "a write key cannot reload" 403 forbidden '^scope$' POST /v1/admin/reload -H "$A_W"
 write_keys without
