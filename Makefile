@@ -266,7 +266,7 @@ FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -g -O1 $(FUZZ_S
                 -fsanitize=fuzzer-no-link -I. $(PQ_CFLAGS) -MMD -MP
 FUZZ_LDFLAGS := $(FUZZ_SAN) -fsanitize=fuzzer
 FUZZ_LIB_SRC := $(core_SRC) $(store_SRC) $(api_SRC) \
-                $(wildcard server/route.c server/util.c)
+                $(wildcard server/route.c server/util.c server/keys.c server/config.c)
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRC)) \
                 $(FUZZ_DIR)/obj/gen/api/openapi_doc.o $(FUZZ_DIR)/obj/gen/api/ui_assets.o
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))

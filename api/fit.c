@@ -33,6 +33,9 @@ struct gp_fit_job {
     json_t *features;    /* the inputs' names (given, or a CSV header's; NULL otherwise) */
     json_t *targets;     /* the targets' names (given, the outputs', or a CSV header's) */
     char *spec;
+    /* The name of the key that asked for the fit ("" when auth is off): kept
+     * in the spec a durable job stores, and in the version's model JSON. */
+    char created_by[GP_NAME_MAX + 1];
     /* A durable job's run (gp_fit_job_hold): saved together with the job's end. */
     char hold_id[40];
     char *hold_owner;
@@ -676,6 +679,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     json_object_del(obj, "X");
     json_object_del(obj, "y");
+    if (job->created_by[0])
+        json_object_set_new(obj, "created_by", json_string(job->created_by));
     job->spec = json_dumps(obj, GP_JSON_FLAGS);
     if (job->spec == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
@@ -795,6 +800,8 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
     gp_fit_job *job = calloc(1, sizeof *job);
     if (job == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (req->key_name && gp_api_valid_name(req->key_name))
+        snprintf(job->created_by, sizeof job->created_by, "%s", req->key_name);
     /* The key first: its scope gets the model's name once it is parsed. */
     gp_api_origin_of(req, &job->origin);
     int rc = gp_api_idem_parse(req, "fit", "", &job->idem, err);
@@ -849,6 +856,17 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
     return GP_OK;
 }
 
+/* A stored spec's "created_by" (written by parse_fields, never a caller's
+ * field: a request naming it is refused as an unknown field) into the job. */
+static void take_created_by(json_t *obj, gp_fit_job *job)
+{
+    const char *by = json_string_value(json_object_get(obj, "created_by"));
+    if (by && gp_api_valid_name(by))
+        snprintf(job->created_by, sizeof job->created_by, "%s", by);
+    if (json_is_object(obj))
+        json_object_del(obj, "created_by");
+}
+
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
                             size_t d, size_t p, gp_fit_job **out, gp_error *err)
 {
@@ -866,6 +884,7 @@ int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y,
     job->p = p;
     json_error_t je;
     json_t *obj = spec ? json_loads(spec, JSON_DECODE_INT_AS_REAL, &je) : NULL;
+    take_created_by(obj, job);
     int rc = json_is_object(obj) ? parse_fields(api, obj, job, 1, err)
                                  : gp_error_set(err, GP_EDATA, NULL,
                                                 "the stored request is not a JSON object");
@@ -917,6 +936,8 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
         json_object_set(ij, "feature_names", job->features);
     if (ij && job->targets)
         json_object_set(ij, "target_names", job->targets);
+    if (ij && job->created_by[0]) /* absent when auth is off */
+        json_object_set_new(ij, "created_by", json_string(job->created_by));
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);

@@ -25,6 +25,8 @@
 #include <jansson.h>
 
 #include "core/methods/registry.h"
+/* the route table's constants only (no code of server/ is linked): the scopes table */
+#include "server/route.h"
 
 typedef struct text {
     char *buf;
@@ -487,6 +489,39 @@ static void yaml_errors(text *t)
     put(t, "]\n");
 }
 
+/* The scope a named key needs for each route and verb (server/routes.def). */
+typedef struct scope_row {
+    const char *pattern;
+    int verbs, auth, scopes;
+} scope_row;
+
+#define ROUTE(id, pattern, verbs, auth, scopes, batch, shape, body, handler) \
+    {pattern, verbs, auth, scopes},
+static const scope_row scope_rows[] = {
+#include "server/routes.def"
+};
+#undef ROUTE
+
+static void md_scopes(text *t)
+{
+    static const struct {
+        int bit, shift;
+        const char *name;
+    } verbs[] = {{GP_VERB_GET, 0, "GET"}, {GP_VERB_POST, 2, "POST"}, {GP_VERB_PUT, 4, "PUT"},
+                 {GP_VERB_DELETE, 6, "DELETE"}};
+    static const char *const names[] = {"none", "read", "write", "admin"};
+    put(t, "\n| route | scope |\n|---|---|\n");
+    for (size_t r = 0; r < sizeof scope_rows / sizeof scope_rows[0]; r++)
+        for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++) {
+            if (!(scope_rows[r].verbs & verbs[v].bit))
+                continue;
+            int sc = (scope_rows[r].scopes >> verbs[v].shift) & 3;
+            put(t, "| `%s %s` | %s |\n", verbs[v].name, scope_rows[r].pattern,
+                scope_rows[r].auth == GP_AUTH_OPEN ? "open (no key)" : names[sc]);
+        }
+    put(t, "\n");
+}
+
 /* ---- splicing ---- */
 
 typedef struct markers {
@@ -498,6 +533,7 @@ typedef struct markers {
 static const markers all_markers[] = {
     {0, "<!-- methods:begin", "<!-- methods:end", md_block},
     {0, "<!-- errors:begin", "<!-- errors:end", md_errors},
+    {0, "<!-- scopes:begin", "<!-- scopes:end", md_scopes},
     {1, "    # methods:begin", "    # methods:end", yaml_block},
     {1, "              # errors:begin", "              # errors:end", yaml_errors},
 };

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "server/route.h"
 
 enum { ADMIN_OK = 0, ADMIN_FAILED = 1, ADMIN_USAGE = 2, ADMIN_HELD = 3 };
 
@@ -18,15 +19,18 @@ static int is_backup(const char *cmd)
 
 int gp_admin_is_command(int argc, char *const argv[])
 {
-    return argc > 1 && (is_backup(argv[1]) || strcmp(argv[1], "restore") == 0);
+    return argc > 1 && (is_backup(argv[1]) || strcmp(argv[1], "restore") == 0 ||
+                        strcmp(argv[1], "routes") == 0);
 }
 
 static void admin_usage(FILE *out)
 {
     fprintf(out, "Usage: gpserve backup --db PATH --out FILE\n"
                  "       gpserve restore --db PATH --from FILE\n"
+                 "       gpserve routes\n"
                  "backup copies a live SQLite database (daemons may keep running) into FILE;\n"
                  "restore puts FILE back as PATH, refused while a daemon holds PATH.\n"
+                 "routes prints the route table: ID VERB PATTERN SCOPE SHAPE a line.\n"
                  "--db defaults to GPSERVE_DB, then ./gpserve.db. PostgreSQL: pg_dump and\n"
                  "pg_restore (docs/design/storage.md, \"Backups\").\n");
 }
@@ -67,6 +71,10 @@ static int parse_args(admin_args *a, const char *file_flag, int argc, char *cons
 
 int gp_admin_run(int argc, char *const argv[], gp_getenv_fn getenv_fn, FILE *out, FILE *err)
 {
+    if (strcmp(argv[1], "routes") == 0) { /* the keys area's matrix is made from it */
+        gp_routes_print(out);
+        return ADMIN_OK;
+    }
     int backup = is_backup(argv[1]);
     gp_server_config defaults;
     gp_config_defaults(&defaults);

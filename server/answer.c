@@ -107,7 +107,7 @@ static void audit_answer(conn_ctx *ctx, const gp_response *res)
     memset(&req, 0, sizeof req);
     req.route = route;
     req.request_id = ctx->rid;
-    req.key_name = NULL; /* keys have no names yet */
+    req.key_name = ctx->key.name[0] ? ctx->key.name : NULL;
     const int named = ctx->match.param_error == GP_PARAM_OK;
     gp_api_audit_answer(ctx->srv->api, &req, named ? ctx->match.name : NULL,
                         named ? ctx->match.version : 0, res);

@@ -77,7 +77,13 @@ static const opt_def options[] = {
      "file holding the API key (16 bytes or more); then every route but /healthz, /readyz, "
      "/metrics and /v2/health/{live,ready} needs 'Authorization: Bearer KEY', or KEY as the "
      "password of HTTP Basic auth (what a browser sends for the browser view at /); set but "
-     "empty is an error (the daemon does not start without authentication by mistake)"},
+     "empty is an error (the daemon does not start without authentication by mistake); the "
+     "key is an admin key named 'default'; not together with --keys-file"},
+    {"keys-file", "GPSERVE_KEYS_FILE", OPT_STRING, OFF(keys_file), 0, 0,
+     "file of named API keys with scopes, one 'NAME SCOPES SECRET' a line (README, \"Keys and "
+     "scopes\"); routes then need a key as with --api-key-file, and the key's scope (read, "
+     "write, admin); SIGHUP or POST /v1/admin/reload reads it again; set but empty is an "
+     "error"},
     {"tls-cert", "GPSERVE_TLS_CERT", OPT_STRING, OFF(tls_cert), 0, 0,
      "PEM certificate (chain, leaf first) to serve HTTPS with, TLS 1.2 and 1.3 only; needs "
      "--tls-key; then plain HTTP on the port is refused. Re-read with the key on SIGHUP "
@@ -122,8 +128,9 @@ static const opt_def options[] = {
  * start a daemon without authentication). */
 static int empty_env_refused(const opt_def *def)
 {
-    return def->offset == OFF(api_key_file) || def->offset == OFF(tls_cert) ||
-           def->offset == OFF(tls_key) || def->offset == OFF(tls_client_ca);
+    return def->offset == OFF(api_key_file) || def->offset == OFF(keys_file) ||
+           def->offset == OFF(tls_cert) || def->offset == OFF(tls_key) ||
+           def->offset == OFF(tls_client_ca);
 }
 
 /* The TLS options go together: a key without its certificate, or a client CA
@@ -179,6 +186,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->idempotency_hours = 24;
     cfg->audit_retention_days = 90;
     cfg->api_key_file = NULL;
+    cfg->keys_file = NULL;
     cfg->model_cache = api.model_cache > 0 && api.model_cache <= 1000000 ? (long)api.model_cache
                                                                          : 32;
     cfg->compute_threads = 0;
@@ -329,6 +337,12 @@ int gp_config_parse(gp_server_config *cfg, int argc, char *const argv[], gp_gete
         snprintf(source, sizeof source, "--%s", def->flag);
         if (apply(cfg, def, value, source, err) != 0)
             return GP_CONFIG_ERROR;
+    }
+    if (cfg->api_key_file && cfg->keys_file) {
+        /* two sources of keys: which wins would be a guess, so neither does */
+        fprintf(err, "gpserve: --api-key-file and --keys-file are both set: give one (a keys "
+                     "file holds the old key as a line 'default admin KEY')\n");
+        return GP_CONFIG_ERROR;
     }
     return tls_options_consistent(cfg, err) == 0 ? GP_CONFIG_OK : GP_CONFIG_ERROR;
 }

@@ -29,7 +29,9 @@ typedef struct gp_server_config {
     long job_retention_hours; /* --job-retention-hours: ended jobs kept; 0 = for ever; 168 */
     long idempotency_hours;   /* --idempotency-hours: answers of Idempotency-Keys kept; 24 */
     long audit_retention_days; /* --audit-retention-days: audit entries kept; 90 (0: for ever) */
-    const char *api_key_file; /* --api-key-file: NULL = no authentication */
+    const char *api_key_file; /* --api-key-file: one admin key "default" */
+    const char *keys_file;    /* --keys-file: named keys with scopes (server/keys.h);
+                                 neither: no authentication */
     const char *tls_cert;      /* --tls-cert: PEM chain; NULL = plain HTTP */
     const char *tls_key;       /* --tls-key: PEM key of tls_cert (both or neither) */
     const char *tls_client_ca; /* --tls-client-ca: PEM CAs a client cert must chain to; NULL */

@@ -113,6 +113,16 @@ static enum MHD_Result handle_fit(conn_ctx *ctx, const gp_request *req)
     }
     gp_response res;
     memset(&res, 0, sizeof res);
+    /* the model's name is in the body: a key limited to some names is held
+     * to them here, once it is parsed */
+    if (ctx->key.name[0] && !gp_key_allows_model(&ctx->key, gp_fit_job_name(fj))) {
+        gp_error_set(&err, GP_EFORBIDDEN, "name",
+                     "key '%s' may not name model '%s' (its models= patterns)", ctx->key.name,
+                     gp_fit_job_name(fj));
+        gp_fit_job_free(fj);
+        gp_api_error(&err, &res);
+        return gp_http_answer(ctx, &res);
+    }
     /* A retry of a keyed fit: the first answer again, nothing fitted. */
     if (gp_api_fit_replay(srv->api, fj, &res)) {
         gp_fit_job_free(fj);
@@ -349,8 +359,7 @@ static void route_aliases(route_call *c)
 static void route_alias(route_call *c)
 {
     if (c->ctx->verb == GP_VERB_PUT)
-        /* who: keys have no names yet, so nobody is recorded */
-        gp_api_put_alias(api_of(c), c->m->name, c->m->alias, c->req, NULL, c->res);
+        gp_api_put_alias(api_of(c), c->m->name, c->m->alias, c->req, c->req->key_name, c->res);
     else if (c->ctx->verb == GP_VERB_DELETE)
         gp_api_delete_alias(api_of(c), c->m->name, c->m->alias, c->req, c->res);
     else
@@ -421,6 +430,55 @@ static void route_job(route_call *c)
         gp_jobs_get(c->ctx->srv->jobs, c->m->id, c->res);
 }
 
+/* {"keys": N, "names": [...]}: key names are [A-Za-z0-9._-], nothing to escape. */
+static void reload_answer(size_t n, const char *names, gp_response *res)
+{
+    size_t cap = 64 + n * (GP_KEY_NAME_MAX + 3);
+    char *b = malloc(cap);
+    if (b == NULL) {
+        gp_api_fail(res, GP_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    size_t o = (size_t)snprintf(b, cap, "{\"keys\":%zu,\"names\":[", n);
+    const char *p = names;
+    for (size_t i = 0; i < n && *p; i++, p += strlen(p) + 1)
+        o += (size_t)snprintf(b + o, cap - o, "%s\"%s\"", i ? "," : "", p);
+    o += (size_t)snprintf(b + o, cap - o, "]}");
+    res->status = 200;
+    res->content_type = "application/json";
+    res->body = b;
+    res->body_len = o;
+}
+
+/* POST /v1/admin/reload: the keys file again, as SIGHUP reads it. */
+static void route_admin_reload(route_call *c)
+{
+    gp_keyring *kr = c->ctx->srv->keys;
+    if (kr == NULL) {
+        gp_api_fail(c->res, GP_ECONFLICT, NULL,
+                    "authentication is off (no --keys-file or --api-key-file): nothing to reload");
+        return;
+    }
+    size_t n = 0;
+    int line = 0;
+    char msg[512];
+    char *names = calloc(1, GP_KEYS_FILE_MAX / 2);
+    if (names == NULL) {
+        gp_api_fail(c->res, GP_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    int rc = gp_keyring_reload(kr, &n, names, GP_KEYS_FILE_MAX / 2, &line, msg, sizeof msg);
+    if (rc) {
+        gp_log("gpserve: reload refused, the old keys stay: %s", msg);
+        gp_api_fail(c->res, rc == GP_EDATA ? GP_EDATA : GP_EINTERNAL, "keys_file",
+                    "%s; the old keys stay", msg);
+    } else {
+        gp_log("gpserve: keys reloaded by key '%s': %zu keys", c->ctx->key.name, n);
+        reload_answer(n, names, c->res);
+    }
+    free(names);
+}
+
 static void route_audit(route_call *c)
 {
     gp_api_audit(api_of(c), c->req, c->res);
@@ -481,7 +539,7 @@ static void route_ui_asset(route_call *c)
 }
 
 static const route_handler handlers[GP_ROUTE_COUNT] = {
-#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) [GP_ROUTE_##id] = handler,
+#define ROUTE(id, pattern, verbs, auth, scopes, batch, shape, body, handler) [GP_ROUTE_##id] = handler,
 #include "server/routes.def"
 #undef ROUTE
 };
@@ -503,8 +561,8 @@ enum MHD_Result gp_http_dispatch(conn_ctx *ctx)
     req.n_query = q.n;
     req.idempotency_key = MHD_lookup_connection_value(ctx->conn, MHD_HEADER_KIND,
                                                       "Idempotency-Key");
-    /* Who and what, for the audit trail of a write (keys have no names
-     * yet: key_name stays NULL). */
+    req.key_name = ctx->key.name[0] ? ctx->key.name : NULL;
+    /* Who and what, for the audit trail of a write */
     char route[64];
     gp_http_route_text(ctx, route, sizeof route);
     req.request_id = ctx->rid;

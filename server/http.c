@@ -326,7 +326,7 @@ static int start_http(gp_server *srv, char *msg, size_t msg_size)
     return 0;
 }
 
-gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char *api_key,
+gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, gp_keyring *keys,
                            char *msg, size_t msg_size)
 {
     char shim_msg[160];
@@ -346,8 +346,7 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char 
     }
     srv->cfg = *cfg;
     srv->api = api;
-    srv->api_key = api_key;
-    srv->api_key_len = api_key ? strlen(api_key) : 0;
+    srv->keys = keys;
     srv->max_body = (size_t)cfg->max_body_mb * 1024 * 1024;
     atomic_init(&srv->stopping, 0);
     atomic_init(&srv->next_request_id, 0);

@@ -9,12 +9,15 @@
 
 #include "api/api.h"
 #include "server/config.h"
+#include "server/keys.h"
 
 typedef struct gp_server gp_server;
 
 /* Start listening with cfg (copied; its strings must outlive the server).
- * api_key NULL: no authentication. Returns NULL with a message in msg. */
-gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, const char *api_key,
+ * keys NULL: no authentication; else the caller's keyring (it outlives the
+ * server; reloading it is the caller's, on SIGHUP, and the reload route's).
+ * Returns NULL with a message in msg. */
+gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, gp_keyring *keys,
                            char *msg, size_t msg_size);
 /* The sockets libmicrohttpd may hold: --max-connections admitted ones, and
  * room to accept (and answer 429) those the slot policy refuses. */

@@ -16,6 +16,7 @@
 #include "server/batcher.h"
 #include "server/http.h"
 #include "server/jobs.h"
+#include "server/keys.h"
 #include "server/metrics.h"
 #include "server/route.h"
 #include "server/slots.h"
@@ -29,8 +30,7 @@ typedef struct gp_conn gp_conn;
 struct gp_server {
     gp_server_config cfg;
     gp_api *api;
-    const char *api_key;
-    size_t api_key_len;
+    gp_keyring *keys; /* NULL: no authentication (server/keys.h) */
     size_t max_body;
     /* One single-threaded libmicrohttpd daemon per HTTP thread, fed by the
      * acceptor (server/acceptor.h says why not libmicrohttpd's pool). */
@@ -101,6 +101,10 @@ typedef struct conn_ctx {
     enum conn_state state;
     char method[12];
     char rid[GP_REQUEST_ID_SIZE]; /* X-Request-Id: the request's, or made */
+    /* The authenticated key, copied out of the keyring (a reload may replace
+     * its table meanwhile); key.name[0] == '\0' when auth is off or the
+     * route is open. */
+    gp_key key;
     int answered_version; /* the version its answer names (access log), else 0 */
     char path[LOG_PATH_MAX + 1]; /* for the log, control characters replaced */
     gp_route_match match;

@@ -42,6 +42,22 @@ static void raise_fd_limit(long sockets)
                (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
+/* SIGHUP: the keys file again (rotation); a bad file keeps the old keys. */
+static void reload_keys(gp_keyring *keys)
+{
+    if (keys == NULL) {
+        gp_log("gpserve: SIGHUP received; authentication is off, nothing to reload");
+        return;
+    }
+    size_t n = 0;
+    int line = 0;
+    char msg[512];
+    if (gp_keyring_reload(keys, &n, NULL, 0, &line, msg, sizeof msg) != 0)
+        gp_log("gpserve: SIGHUP: reload refused, the old keys stay: %s", msg);
+    else
+        gp_log("gpserve: SIGHUP: keys reloaded: %zu keys", n);
+}
+
 int main(int argc, char **argv)
 {
     if (gp_admin_is_command(argc, argv)) /* backup, restore: no daemon, no BLAS */
@@ -57,11 +73,11 @@ int main(int argc, char **argv)
     if (rc != GP_CONFIG_OK)
         return 2;
 
-    char *api_key = NULL;
-    if (cfg.api_key_file) {
+    gp_keyring *keys = NULL;
+    if (cfg.api_key_file || cfg.keys_file) {
         char msg[512];
-        api_key = gp_read_api_key(cfg.api_key_file, msg, sizeof msg);
-        if (api_key == NULL) {
+        keys = gp_keyring_open(cfg.keys_file, cfg.api_key_file, msg, sizeof msg);
+        if (keys == NULL) {
             fprintf(stderr, "gpserve: %s\n", msg);
             return 2;
         }
@@ -76,16 +92,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpserve: warning: not every compute thread could be started\n");
     raise_fd_limit(gp_server_connection_sockets(&cfg));
 
-    /* Signals: SIGTERM/SIGINT go to sigwait below, in no other thread; threads
-     * created from here on inherit the mask. */
+    /* Signals: SIGTERM/SIGINT (stop) and SIGHUP (read the keys again) go to
+     * sigwait below, in no other thread; threads created from here on inherit
+     * the mask. */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGHUP); /* not a stop: a reload (gp_server_reload) */
+    sigaddset(&stop_signals, SIGHUP);
     if (pthread_sigmask(SIG_BLOCK, &stop_signals, NULL) != 0) {
         fprintf(stderr, "gpserve: cannot block SIGTERM/SIGINT/SIGHUP\n");
-        free(api_key);
+        gp_keyring_free(keys);
         return 1;
     }
     struct sigaction ign;
@@ -109,16 +126,16 @@ int main(int argc, char **argv)
     gp_api_redact_db(cfg.db, db_shown, sizeof db_shown);
     if (gp_api_open(&acfg, &api, &err) != 0 || api == NULL) {
         gp_log("gpserve: cannot open the database '%s': %s", db_shown, err.message);
-        free(api_key);
+        gp_keyring_free(keys);
         return 1;
     }
 
     char msg[512];
-    gp_server *srv = gp_server_start(&cfg, api, api_key, msg, sizeof msg);
+    gp_server *srv = gp_server_start(&cfg, api, keys, msg, sizeof msg);
     if (srv == NULL) {
         gp_log("gpserve: %s", msg);
         gp_api_close(api);
-        free(api_key);
+        gp_keyring_free(keys);
         return 1;
     }
     const char *open_b = strchr(cfg.bind, ':') ? "[" : "";
@@ -127,7 +144,8 @@ int main(int argc, char **argv)
            "body cap %ld MiB, timeout %ld s, request timeout %ld s, max connections %ld, "
            "auth %s, durability %s, %s",
            db_shown, cfg.threads, cfg.fit_workers, cfg.queue_size, cfg.max_body_mb, cfg.timeout,
-           cfg.request_timeout, cfg.max_connections, api_key ? "on" : "off", cfg.durability,
+           cfg.request_timeout, cfg.max_connections,
+           cfg.keys_file ? "named keys" : keys ? "on" : "off", cfg.durability,
            !cfg.tls_cert ? "plain HTTP" : cfg.tls_client_ca ? "TLS with client certificates" : "TLS");
     char blas_line[256];
     gp_blas_core_seen seen = gp_blas_core_observe();
@@ -142,12 +160,13 @@ int main(int argc, char **argv)
         if (sig != SIGHUP)
             break;
         gp_log("gpserve: SIGHUP received, reloading");
+        reload_keys(keys);
         gp_server_reload(srv);
     }
     gp_log("gpserve: %s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     gp_server_stop(srv);
     gp_api_close(api);
-    free(api_key);
+    gp_keyring_free(keys);
     gp_log("gpserve: stopped");
     return 0;
 }

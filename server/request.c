@@ -92,7 +92,7 @@ static void access_log(gp_server *srv, struct MHD_Connection *conn, const conn_c
     gp_access_entry e = {
         .request_id = ctx->rid,
         .client = client[0] ? client : NULL,
-        .key_name = NULL,
+        .key_name = ctx->key.name[0] ? ctx->key.name : NULL,
         .method = ctx->method[0] ? ctx->method : NULL,
         .route = gp_route_name(ctx->match.route),
         .model = named && ctx->match.name[0] ? ctx->match.name : NULL,
@@ -148,12 +148,11 @@ void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 
 
 /* ---- checks made before the body is read ---- */
-static int authorized(gp_server *srv, struct MHD_Connection *conn)
+/* Whether the request carries a key of the keyring; its facts into ctx->key. */
+static int authorized(conn_ctx *ctx)
 {
-    if (srv->api_key == NULL)
-        return 1;
-    const char *h =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *h = MHD_lookup_connection_value(ctx->conn, MHD_HEADER_KIND,
+                                                MHD_HTTP_HEADER_AUTHORIZATION);
     const char *tok = "";
     size_t toklen = 0;
     /* A Bearer token, or the password of Basic credentials (what a browser
@@ -167,10 +166,40 @@ static int authorized(gp_server *srv, struct MHD_Connection *conn)
         tok = "";
         toklen = 0;
     }
-    /* Compare even without a token, so that timing says nothing. */
-    int same = gp_ct_equal(tok, toklen, srv->api_key, srv->api_key_len);
+    /* Look up even without a token, so that timing says nothing. */
+    int found = gp_keyring_check(ctx->srv->keys, tok, toklen, &ctx->key);
     free(basic);
-    return have && same;
+    if (!(have && found))
+        memset(&ctx->key, 0, sizeof ctx->key);
+    return have && found;
+}
+
+/* The key's scope and model names against the route (docs/design/api.md,
+ * "Authentication and scopes"): 0, or the 403 answered. */
+static enum MHD_Result forbidden(conn_ctx *ctx, int *refused)
+{
+    const gp_key *k = &ctx->key;
+    gp_route_id r = ctx->match.route;
+    int need = gp_route_scope(r, ctx->verb);
+    *refused = 1;
+    if (!gp_key_allows_scope(k, need))
+        return gp_http_fail(ctx, GP_EFORBIDDEN, "scope",
+                            "%s %s needs the %s scope; key '%s' has %s", ctx->method,
+                            gp_route_pattern(r), gp_scope_name(need), k->name,
+                            gp_scope_name(k->scope));
+    if (ctx->match.name[0] && !gp_key_allows_model(k, ctx->match.name))
+        return gp_http_fail(ctx, GP_EFORBIDDEN, "name",
+                            "key '%s' may not name model '%s' (its models= patterns)", k->name,
+                            ctx->match.name);
+    if (r == GP_ROUTE_MODEL_IMPORT && k->n_models > 0)
+        /* the name is inside the file, read after these checks: a limited
+         * key is refused rather than trusted with any name */
+        return gp_http_fail(ctx, GP_EFORBIDDEN, "name",
+                            "key '%s' is limited to some model names and cannot import (the "
+                            "model file names the model)",
+                            k->name);
+    *refused = 0;
+    return MHD_YES;
 }
 
 /* ---- the request's framing (RFC 9112 §6.1, §6.3) ----
@@ -363,7 +392,7 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
         return refuse_length(ctx, bad_cl);
     if (r == GP_ROUTE_NONE)
         return gp_http_fail(ctx, GP_ENOTFOUND, NULL, "no route %s", ctx->path);
-    if (gp_route_needs_auth(r) && !authorized(srv, conn))
+    if (srv->keys && gp_route_needs_auth(r) && !authorized(ctx))
         return gp_http_fail(ctx, GP_EUNAUTHORIZED, NULL,
                     "missing or wrong API key (send 'Authorization: Bearer KEY', or the key "
                     "as the password of Basic credentials)");
@@ -386,6 +415,12 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
                     "a number)");
     case GP_PARAM_BAD_ID:
         return gp_http_fail(ctx, GP_EINVAL, "id", "a job id must match [A-Za-z0-9._-]{1,39}");
+    }
+    if (ctx->key.name[0]) {
+        int refused = 0;
+        enum MHD_Result ret = forbidden(ctx, &refused);
+        if (refused)
+            return ret;
     }
     if (ctx->match.version_alias[0] != '\0' && r == GP_ROUTE_MODEL_VERSION &&
         ctx->verb == GP_VERB_DELETE)

@@ -127,14 +127,15 @@ typedef struct route_info {
     const char *pattern;
     int verbs;
     int auth;
+    int scopes; /* GP_SCOPES(GET, POST, PUT, DELETE) */
     int batch;
     int shape;
     int post_types; /* body media types of POST */
 } route_info;
 
 static const route_info routes[GP_ROUTE_COUNT] = {
-#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) \
-    [GP_ROUTE_##id] = {pattern, verbs, auth, batch, shape, body},
+#define ROUTE(id, pattern, verbs, auth, scopes, batch, shape, body, handler) \
+    [GP_ROUTE_##id] = {pattern, verbs, auth, scopes, batch, shape, body},
 #include "server/routes.def"
 #undef ROUTE
 };
@@ -334,7 +335,7 @@ const char *gp_route_allow(gp_route_id r)
 const char *gp_route_name(gp_route_id r)
 {
     static const char *const names[GP_ROUTE_COUNT] = {
-#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) [GP_ROUTE_##id] = #id,
+#define ROUTE(id, pattern, verbs, auth, scopes, batch, shape, body, handler) [GP_ROUTE_##id] = #id,
 #include "server/routes.def"
 #undef ROUTE
     };
@@ -356,6 +357,33 @@ int gp_route_auth(gp_route_id r)
 {
     const route_info *i = info(r);
     return i ? i->auth : GP_AUTH_BEARER;
+}
+
+int gp_route_scope(gp_route_id r, int verb)
+{
+    const route_info *i = info(r);
+    if (i == NULL || i->auth == GP_AUTH_OPEN || (i->verbs & verb) == 0)
+        return GP_SCOPE_BITS_NONE;
+    int shift = verb == GP_VERB_GET ? 0 : verb == GP_VERB_POST ? 2 : verb == GP_VERB_PUT ? 4
+              : verb == GP_VERB_DELETE                          ? 6
+                                                                : -1;
+    return shift < 0 ? GP_SCOPE_BITS_NONE : (i->scopes >> shift) & 3;
+}
+
+void gp_routes_print(FILE *out)
+{
+    static const struct {
+        int bit;
+        const char *name;
+    } verbs[] = {{GP_VERB_GET, "GET"}, {GP_VERB_POST, "POST"}, {GP_VERB_PUT, "PUT"},
+                 {GP_VERB_DELETE, "DELETE"}};
+    static const char *const scopes[] = {"open", "read", "write", "admin"};
+    for (int r = 0; r < GP_ROUTE_COUNT; r++)
+        for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++)
+            if (routes[r].verbs & verbs[v].bit)
+                fprintf(out, "%s %s %s %s %s\n", gp_route_name((gp_route_id)r), verbs[v].name,
+                        routes[r].pattern, scopes[gp_route_scope((gp_route_id)r, verbs[v].bit)],
+                        routes[r].shape == GP_SHAPE_OIP ? "oip" : "v1");
 }
 
 int gp_route_batched(gp_route_id r)

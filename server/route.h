@@ -6,11 +6,12 @@
 #define GP_SERVER_ROUTE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* One id per row of server/routes.def, in its order. */
 typedef enum gp_route_id {
     GP_ROUTE_NONE = -1, /* no route: 404 */
-#define ROUTE(id, pattern, verbs, auth, batch, shape, body, handler) GP_ROUTE_##id,
+#define ROUTE(id, pattern, verbs, auth, scopes, batch, shape, body, handler) GP_ROUTE_##id,
 #include "server/routes.def"
 #undef ROUTE
     GP_ROUTE_COUNT
@@ -31,6 +32,16 @@ enum {
     GP_AUTH_BEARER = 1, /* the key; a 401 asks for a Bearer token */
     GP_AUTH_BASIC = 2   /* the key; a 401 asks for Basic credentials (browsers prompt) */
 };
+
+/* The scope a named key needs for each verb of a route (the scopes column of
+ * server/routes.def; the GP_SCOPE_* values of server/keys.h, 2 bits a verb). */
+#define GP_SCOPE_BITS_NONE 0
+#define GP_SCOPE_BITS_READ 1
+#define GP_SCOPE_BITS_WRITE 2
+#define GP_SCOPE_BITS_ADMIN 3
+#define GP_SCOPES(get, post, put, delete)                                                        \
+    (GP_SCOPE_BITS_##get | GP_SCOPE_BITS_##post << 2 | GP_SCOPE_BITS_##put << 4 |               \
+     GP_SCOPE_BITS_##delete << 6)
 
 /* Whether a route goes through the dynamic batcher (server/batcher.h). */
 enum { GP_UNBATCHED = 0, GP_BATCHED = 1 };
@@ -109,6 +120,14 @@ const char *gp_route_name(gp_route_id r);
 int gp_route_needs_auth(gp_route_id r);
 /* The auth column (GP_AUTH_*); GP_AUTH_BEARER for GP_ROUTE_NONE. */
 int gp_route_auth(gp_route_id r);
+/* The scope (GP_SCOPE_BITS_*, the GP_SCOPE_* of server/keys.h) a key needs
+ * for verb (a GP_VERB_* bit; HEAD is GET) on r: NONE for an open route, a
+ * verb r does not take, and GP_ROUTE_NONE. */
+int gp_route_scope(gp_route_id r, int verb);
+/* The table, a line a route and verb: "ID VERB PATTERN SCOPE SHAPE" (SCOPE
+ * open, read, write or admin; SHAPE v1 or oip): `gpserve routes`,
+ * from which the keys integration area makes its matrix. */
+void gp_routes_print(FILE *out);
 /* Whether r goes through the dynamic batcher (when batching is on). */
 int gp_route_batched(gp_route_id r);
 /* The shape of r's errors (GP_SHAPE_*). */

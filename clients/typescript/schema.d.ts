@@ -367,6 +367,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/reload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Read the keys file again (rotation)
+         * @description Reads --keys-file (or --api-key-file) again, as SIGHUP does: a new key works and a removed key is refused from the next request on, without a restart and without dropping connections. A malformed file keeps the old keys (422 naming field keys_file, the message naming the line). Needs the admin scope; 409 when authentication is off.
+         */
+        post: operations["reloadKeys"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit": {
         parameters: {
             query?: never;
@@ -376,7 +396,7 @@ export interface paths {
         };
         /**
          * The audit trail of writes, newest first, a page at a time
-         * @description Every write (a fit, its async job's submission and outcome, an observe, an alias set or delete, an import, a model or version delete, a job cancel) with who (the key's name, null while keys have none), when, the route, model, version, outcome and request id. A write answered 2xx is recorded in the write's own transaction; a refused write (after authentication) is recorded alone. Kept for --audit-retention-days.
+         * @description Every write (a fit, its async job's submission and outcome, an observe, an alias set or delete, an import, a model or version delete, a job cancel) with who (the key's name, null with auth off), when, the route, model, version, outcome and request id. A write answered 2xx is recorded in the write's own transaction; a refused write (after authentication) is recorded alone. Kept for --audit-retention-days.
          */
         get: operations["listAudit"];
         put?: never;
@@ -660,7 +680,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "invalid_argument" | "overloaded" | "invalid_data" | "not_positive_definite" | "payload_too_large" | "unsupported" | "internal" | "not_found" | "conflict" | "not_ready" | "unauthorized" | "unsupported_media_type" | "method_not_allowed" | "malformed_json" | "insufficient_storage" | "malformed_request" | "request_timeout" | "uri_too_long" | "header_too_large" | "http_version_not_supported" | "interrupted" | "model_not_finite";
+                code: "invalid_argument" | "overloaded" | "invalid_data" | "not_positive_definite" | "payload_too_large" | "unsupported" | "internal" | "not_found" | "conflict" | "not_ready" | "unauthorized" | "unsupported_media_type" | "method_not_allowed" | "malformed_json" | "insufficient_storage" | "malformed_request" | "request_timeout" | "uri_too_long" | "header_too_large" | "http_version_not_supported" | "interrupted" | "model_not_finite" | "forbidden";
                 message: string;
                 /** @description The request field the error is about, e.g. "X[3][1]", "kernel.terms[1].lengthscale". */
                 field?: string;
@@ -939,6 +959,8 @@ export interface components {
                 y_mean?: number;
                 y_scale?: number;
             };
+            /** @description the name of the API key (--keys-file, or "default" for --api-key-file) that fitted the version; absent when authentication was off */
+            created_by?: string;
             /** Format: date-time */
             created_at: string;
             /** @description the model's aliases and the versions they point at (on every version's page) */
@@ -2056,7 +2078,7 @@ export interface components {
             id: number;
             /** @description When (UTC, seconds): 2026-11-29T14:00:00Z */
             at: string;
-            /** @description The key's name; null while keys have none. */
+            /** @description The key's name (--keys-file; default for --api-key-file); null with auth off. */
             key: string | null;
             /** @description The verb and route pattern: "POST /v1/models" */
             route: string;
@@ -2113,6 +2135,15 @@ export interface components {
             headers: {
                 /** @description Bearer realm="gpserve" */
                 "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description forbidden, a named key (--keys-file) without the scope the operation needs (field scope), or limited to model names (models=PATTERN) other than the one named (field name); the message says which scope or name, and which key. */
+        Forbidden: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -2243,6 +2274,15 @@ export interface components {
         };
         /** @description A refused infer request (malformed JSON, an unknown field or parameter, not exactly one input, a datatype other than FP64, a shape that is not [n, d], data whose count is not n*d or that is not numbers, an unknown output); the message starts with the field. */
         V2BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description A named key without the route's scope, or limited to other model names (the message says which scope or name, and which key). */
+        V2Forbidden: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2389,6 +2429,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["UnauthorizedBrowser"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
@@ -2426,6 +2467,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["UnauthorizedBrowser"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
@@ -2541,6 +2583,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2569,6 +2612,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2598,6 +2642,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2680,6 +2725,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2726,6 +2772,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -2762,6 +2809,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2792,6 +2840,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2827,6 +2876,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2859,6 +2909,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -2893,6 +2944,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2927,6 +2979,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2965,6 +3018,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2999,6 +3053,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -3036,6 +3091,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -3073,6 +3129,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3113,6 +3170,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3157,6 +3215,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3193,6 +3252,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
@@ -3234,6 +3294,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
@@ -3243,6 +3304,38 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    reloadKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys now in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: number;
+                        names: string[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            422: components["responses"]["UnprocessableEntity"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     listAudit: {
@@ -3277,6 +3370,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -3304,6 +3398,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3373,6 +3468,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
@@ -3400,6 +3496,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];
@@ -3421,6 +3518,7 @@ export interface operations {
             200: components["responses"]["V2InferResponse"];
             400: components["responses"]["V2BadRequest"];
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];
@@ -3451,6 +3549,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
@@ -3480,6 +3579,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];
@@ -3503,6 +3603,7 @@ export interface operations {
             200: components["responses"]["V2InferResponse"];
             400: components["responses"]["V2BadRequest"];
             401: components["responses"]["V2Unauthorized"];
+            403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
             "4XX": components["responses"]["V2ClientError"];

@@ -53,7 +53,10 @@
       "an async fit whose daemon stopped during it --job-attempts times (job errors only)")       \
     X(GP_ENONFINITE, -24, "model_not_finite", 409, 0,                                             \
       "the stored version holds a non-finite number (poisoned before this daemon checked): "      \
-      "reported, not served; fit a new version or delete it")
+      "reported, not served; fit a new version or delete it")                                    \
+    X(GP_EFORBIDDEN, -25, "forbidden", 403, 0,                                                    \
+      "the API key is valid but lacks the route's scope (field scope) or may not name the "       \
+      "model (field name)")
 
 #define GP_ERROR_ENUM_ENTRY(code, value, name, http, retry, meaning) code = value,
 enum gp_status { GP_OK = 0, GP_ERROR_CATALOGUE(GP_ERROR_ENUM_ENTRY) };

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 
+#include "api/internal.h"
 #include "core/methods/registry.h"
 #include "api/ui_assets.h"
 #include "core/model/model.h"
@@ -440,6 +441,56 @@ static void test_batched_calls_match_alone(void **state)
     gp_response_free(&res);
 }
 
+/* The key that asked for a fit (gp_request.key_name) is the version's
+ * created_by, also when the fit runs from the request its job stored (a
+ * durable job run again); a caller cannot state created_by itself, and
+ * without a key there is none. */
+static void test_created_by_from_the_key(void **state)
+{
+    (void)state;
+    const char *body = "{\"name\":\"cb\",\"X\":[1,2,3],\"y\":[1,2,1]}";
+    gp_request req = make_req("application/json", body, NULL, 0);
+    req.key_name = "trainer";
+    gp_fit_job *job = NULL;
+    gp_error err;
+    assert_int_equal(gp_api_parse_fit(api, &req, &job, &err), GP_OK);
+    const char *spec;
+    const double *X, *y;
+    size_t n, d, p;
+    assert_int_equal(gp_fit_job_request(job, &spec, &X, &y, &n, &d, &p), GP_OK);
+    assert_non_null(strstr(spec, "\"created_by\":\"trainer\""));
+    double *X2 = malloc(n * d * sizeof *X2), *y2 = malloc(n * sizeof *y2);
+    assert_non_null(X2);
+    assert_non_null(y2);
+    memcpy(X2, X, n * d * sizeof *X2);
+    memcpy(y2, y, n * sizeof *y2);
+    gp_fit_job *again = NULL;
+    assert_int_equal(gp_fit_job_from_request(api, spec, X2, y2, n, d, p, &again, &err), GP_OK);
+    gp_response res = {0};
+    assert_int_equal(gp_api_run_fit(api, again, NULL, NULL, &res, NULL), GP_OK);
+    json_t *o = res_json(&res);
+    assert_string_equal(json_string_value(json_object_get(o, "created_by")), "trainer");
+    json_decref(o);
+    gp_response_free(&res);
+    gp_fit_job_free(job);
+    gp_fit_job_free(again);
+    /* no key: no created_by */
+    gp_request anon = make_req("application/json", body, NULL, 0);
+    do_fit(api, &anon, &res);
+    expect_status(&res, 201);
+    o = res_json(&res);
+    assert_null(json_object_get(o, "created_by"));
+    json_decref(o);
+    gp_response_free(&res);
+    /* a caller's own created_by is an unknown field */
+    gp_request forged = make_req(
+        "application/json", "{\"name\":\"cb\",\"created_by\":\"boss\",\"X\":[1,2,3],\"y\":[1,2,1]}",
+        NULL, 0);
+    do_fit(api, &forged, &res);
+    expect_error(&res, 400, "invalid_argument", "created_by");
+    gp_response_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_async_parse),
         cmocka_unit_test(test_cancelled_fit_stores_nothing),
         cmocka_unit_test(test_jobs_save_load),
+        cmocka_unit_test(test_created_by_from_the_key),
     };
     return cmocka_run_group_tests_name("api", tests, group_setup, group_teardown);
 }

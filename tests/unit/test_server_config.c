@@ -155,6 +155,18 @@ static void test_config_errors(void **state)
     char *empty_key[] = {"gpserve", "--api-key-file", ""};
     assert_int_equal(parse(&cfg, 3, empty_key), GP_CONFIG_ERROR);
     env_count = 0;
+    /* the keys file fails closed too, and one source of keys at a time */
+    set_env("GPSERVE_KEYS_FILE", "");
+    assert_int_equal(parse(&cfg, 1, none), GP_CONFIG_ERROR);
+    env_count = 0;
+    char *keys[] = {"gpserve", "--keys-file", "k.txt"};
+    assert_int_equal(parse(&cfg, 3, keys), GP_CONFIG_OK);
+    assert_string_equal(cfg.keys_file, "k.txt");
+    char *both[] = {"gpserve", "--keys-file", "k.txt", "--api-key-file", "a.txt"};
+    assert_int_equal(parse(&cfg, 5, both), GP_CONFIG_ERROR);
+    set_env("GPSERVE_API_KEY_FILE", "a.txt");
+    assert_int_equal(parse(&cfg, 3, keys), GP_CONFIG_ERROR);
+    env_count = 0;
 }
 
 /* ---- connection slots ---- */
