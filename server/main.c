@@ -46,7 +46,7 @@ static void raise_fd_limit(long sockets)
 static void reload_keys(gp_keyring *keys)
 {
     if (keys == NULL) {
-        gp_log("gpserve: SIGHUP received; authentication is off, nothing to reload");
+        gp_log("gpserve: SIGHUP: authentication is off, no keys to reload");
         return;
     }
     size_t n = 0;
@@ -92,9 +92,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpserve: warning: not every compute thread could be started\n");
     raise_fd_limit(gp_server_connection_sockets(&cfg));
 
-    /* Signals: SIGTERM/SIGINT (stop) and SIGHUP (read the keys again) go to
-     * sigwait below, in no other thread; threads created from here on inherit
-     * the mask. */
+    /* Signals: SIGTERM/SIGINT (stop) and SIGHUP (read the keys and the TLS
+     * certificate again) go to sigwait below, in no other thread; threads
+     * created from here on inherit the mask. */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);

@@ -169,7 +169,7 @@ static void test_error_catalogue_table(void **state)
     assert_true(strlen(meaning) > 0);
     GP_ERROR_CATALOGUE(CHECK_ROW)
 #undef CHECK_ROW
-    assert_int_equal(GP_ERROR_CODE_COUNT, 24);
+    assert_int_equal(GP_ERROR_CODE_COUNT, 25);
     assert_int_equal(gp_status_from_name("overloaded"), GP_EOVERLOADED);
     assert_int_equal(gp_status_from_name("internal"), GP_EINTERNAL);
     assert_int_equal(gp_api_http_status(GP_OK), 200);
