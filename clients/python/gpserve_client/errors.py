@@ -15,7 +15,8 @@ __all__ = [
     "Conflict", "NotReady", "Unauthorized", "UnsupportedMediaType",
     "MethodNotAllowed", "MalformedJson", "InsufficientStorage",
     "MalformedRequest", "RequestTimeout", "UriTooLong", "HeaderTooLarge",
-    "HttpVersionNotSupported", "Interrupted", "ERROR_CLASSES", "error_from_body",
+    "HttpVersionNotSupported", "Interrupted", "ModelNotFinite", "Forbidden",
+    "ERROR_CLASSES", "error_from_body",
 ]
 
 
@@ -100,6 +101,9 @@ NotReady = _code_class("NotReady", "not_ready",
                        "503: the store is not open, or the daemon is stopping.")
 Unauthorized = _code_class("Unauthorized", "unauthorized",
                            "401: the API key is missing or wrong.")
+Forbidden = _code_class("Forbidden", "forbidden",
+                        "403: the key lacks the scope the route needs (field scope), or is "
+                        "limited to other model names (field name).")
 UnsupportedMediaType = _code_class("UnsupportedMediaType", "unsupported_media_type",
                                    "415: a Content-Type the route does not take.")
 MethodNotAllowed = _code_class("MethodNotAllowed", "method_not_allowed",
@@ -126,7 +130,7 @@ ERROR_CLASSES = {cls.code: cls for cls in (
     Unsupported, Cancelled, Internal, NotFound, Conflict, NotReady, Unauthorized,
     UnsupportedMediaType, MethodNotAllowed, MalformedJson, InsufficientStorage,
     MalformedRequest, RequestTimeout, UriTooLong, HeaderTooLarge,
-    HttpVersionNotSupported, Interrupted, ModelNotFinite)}
+    HttpVersionNotSupported, Interrupted, ModelNotFinite, Forbidden)}
 
 
 def error_from_body(error, status=None, request_id=None, retry_after=None, job=None):
