@@ -140,7 +140,11 @@ void gp_api_ui_asset(const char *path, const char *if_none_match, gp_response *o
 /* The Content-Type the browser view serves a file of this path with. */
 const char *gp_api_ui_content_type(const char *path);
 void gp_api_methods(gp_api *api, gp_response *out);   /* methods, options, defaults, kernels */
-void gp_api_list_models(gp_api *api, gp_response *out);
+/* The models a caller may see: visible(name, ctx) != 0 (visible NULL: every
+ * model; a key limited to some model names sees only those). */
+typedef int (*gp_model_visible_fn)(const char *name, const void *ctx);
+void gp_api_list_models(gp_api *api, gp_model_visible_fn visible, const void *ctx,
+                        gp_response *out);
 /* version 0: the latest, with "versions": [...]. */
 void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *out);
 /* 204. req (may be NULL) names who asked, for the audit trail. */

@@ -248,7 +248,8 @@ void gp_api_get_model(gp_api *api, const char *name, int version, gp_response *o
         gp_json_respond(o, 200, out);
 }
 
-void gp_api_list_models(gp_api *api, gp_response *out)
+void gp_api_list_models(gp_api *api, gp_model_visible_fn visible, const void *ctx,
+                        gp_response *out)
 {
     gp_error err;
     gp_error_clear(&err);
@@ -262,9 +263,12 @@ void gp_api_list_models(gp_api *api, gp_response *out)
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_puts(&b, "{\"models\":[");
+    size_t shown = 0;
     for (size_t i = 0; i < n; i++) {
         const gp_model_meta *m = &metas[i];
-        if (i)
+        if (visible && !visible(m->name, ctx))
+            continue;
+        if (shown++)
             gp_buf_put(&b, ",", 1);
         gp_buf_puts(&b, "{\"name\":");
         gp_buf_json_string(&b, m->name);

@@ -335,12 +335,21 @@ static void route_methods(route_call *c)
     gp_api_methods(api_of(c), c->res);
 }
 
+static int key_sees_model(const char *name, const void *key)
+{
+    return gp_key_allows_model(key, name);
+}
+
 static void route_models(route_call *c)
 {
-    if (c->ctx->verb == GP_VERB_POST)
+    if (c->ctx->verb == GP_VERB_POST) {
         took_over(c, handle_fit(c->ctx, c->req));
-    else
-        gp_api_list_models(api_of(c), c->res);
+        return;
+    }
+    /* a key limited to some model names lists only those */
+    const gp_key *key = &c->ctx->key;
+    gp_api_list_models(api_of(c), key->name[0] && key->n_models ? key_sees_model : NULL, key,
+                       c->res);
 }
 
 static void route_model(route_call *c)

@@ -150,6 +150,12 @@ fi
 check "GET team-a.sine" 200 GET /v1/models/team-a.sine -H "$A_P"
 [ "$(jqb '.created_by')" = teama ]
 verdict "an async fit's version has created_by" $? "$(jqb '.created_by')"
+check "team-a key lists the models" 200 GET /v1/models -H "$A_P"
+[ "$(jqb '[.models[].name] | sort | join(",")')" = team-a.sine ]
+verdict "a models= key lists only the models it may name" $? "$(jqb '[.models[].name]')"
+check "reader lists the models" 200 GET /v1/models -H "$A_R"
+jhas '[.models[].name] | index("sine") != null and index("team-a.sine") != null'
+verdict "an unlimited key lists every model" $? "$(jqb '[.models[].name]')"
 check "writer sets alias champion" 200 PUT /v1/models/sine/aliases/champion -H "$A_W" \
     -H 'Content-Type: application/json' --data-binary '{"version":1}'
 [ "$(jqb '.updated_by')" = writer ]

@@ -252,7 +252,7 @@ static void test_predict_versions(void **state)
     gp_response_free(&res);
 
     /* list */
-    gp_api_list_models(api, &res);
+    gp_api_list_models(api, NULL, NULL, &res);
     expect_status(&res, 200);
     j = res_json(&res);
     json_t *models = json_object_get(j, "models");
