@@ -32,7 +32,7 @@
 enum { GP_RATE_RPS = 0, GP_RATE_FITS = 1, GP_RATE_KINDS = 2 };
 
 /* The longest principal: a key name (64) or an address (INET6_ADDRSTRLEN). */
-#define GP_RATE_PRINCIPAL_MAX 66
+#define GP_RATE_PRINCIPAL_MAX 66 /* >= GP_KEY_NAME_MAX (65) and INET6_ADDRSTRLEN + 3 */
 
 /* Principals the daemon holds buckets for: ~150 bytes each, ~2.5 MB at most. */
 #define GP_RATE_PRINCIPALS 16384

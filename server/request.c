@@ -215,14 +215,28 @@ static int rate_limited_route(gp_route_id r)
 /* The principal of an unauthenticated request: its client address as the
  * connection slots count it (an IPv4 address; an IPv6 one by its /64, as
  * one subscriber holds all of them). */
+static char *put_octet(char *o, unsigned v)
+{
+    if (v >= 100)
+        *o++ = (char)('0' + v / 100);
+    if (v >= 10)
+        *o++ = (char)('0' + v / 10 % 10);
+    *o++ = (char)('0' + v % 10);
+    return o;
+}
+
 static void address_principal(const gp_conn *gc, char *out, size_t size)
 {
     snprintf(out, size, "-");
     if (gc == NULL)
         return;
     const unsigned char *b = gc->key.b;
-    if (b[0] == 4) {
-        snprintf(out, size, "%u.%u.%u.%u", b[12], b[13], b[14], b[15]);
+    if (b[0] == 4) { /* by hand: snprintf cost ~1,500 instructions a request */
+        char *o = out;
+        for (int i = 12; i < 16; i++) {
+            o = put_octet(o, b[i]);
+            *o++ = i < 15 ? '.' : '\0';
+        }
     } else if (b[15] == 6) {
         struct in6_addr a;
         memset(&a, 0, sizeof a);
@@ -252,6 +266,8 @@ static enum MHD_Result refuse_rate(conn_ctx *ctx, const char *who, int kind, lon
     return gp_http_answer(ctx, &res);
 }
 
+_Static_assert(GP_RATE_PRINCIPAL_MAX >= GP_KEY_NAME_MAX, "a key name fits a principal");
+
 /* A token of each budget the request spends: 0, or the 429 answered. A key's
  * own rps=/fits_per_minute= wins over the flags' default. */
 static enum MHD_Result check_rate(conn_ctx *ctx, int *refused)
@@ -260,7 +276,7 @@ static enum MHD_Result check_rate(conn_ctx *ctx, int *refused)
     const gp_key *k = &ctx->key;
     char who[GP_RATE_PRINCIPAL_MAX];
     if (k->name[0])
-        snprintf(who, sizeof who, "%s", k->name);
+        memcpy(who, k->name, sizeof k->name); /* NUL-terminated, GP_KEY_NAME_MAX <= the size */
     else
         address_principal(ctx->gc, who, sizeof who);
     long limit[GP_RATE_KINDS] = {
