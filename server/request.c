@@ -212,9 +212,7 @@ static int rate_limited_route(gp_route_id r)
     return gp_route_needs_auth(r) && p[0] == '/' && p[1] == 'v' && (p[2] == '1' || p[2] == '2');
 }
 
-/* The principal of an unauthenticated request: its client address as the
- * connection slots count it (an IPv4 address; an IPv6 one by its /64, as
- * one subscriber holds all of them). */
+/* v in decimal at o; past its last digit returned. */
 static char *put_octet(char *o, unsigned v)
 {
     if (v >= 100)
@@ -225,6 +223,9 @@ static char *put_octet(char *o, unsigned v)
     return o;
 }
 
+/* The principal of an unauthenticated request: its client address as the
+ * connection slots count it (an IPv4 address; an IPv6 one by its /64, as
+ * one subscriber holds all of them). */
 static void address_principal(const gp_conn *gc, char *out, size_t size)
 {
     snprintf(out, size, "-");
@@ -255,8 +256,8 @@ static enum MHD_Result refuse_rate(conn_ctx *ctx, const char *who, int kind, lon
     gp_response res;
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, GP_EOVERLOADED, gp_rate_kind_name(kind),
-                "rate limit: %s %s at most %ld %s; retry in %ld s", ctx->key.name[0] ? "key" : "client",
-                who, rate, kind == GP_RATE_RPS ? "requests a second" : "fits a minute",
+                "rate limit: %s %s at most %ld %s; retry in %ld s",
+                ctx->key.name[0] ? "key" : "client", who, rate, kind == GP_RATE_RPS ? "requests a second" : "fits a minute",
                 retry_after);
     char v[24];
     snprintf(v, sizeof v, "%ld", retry_after);
@@ -488,6 +489,8 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
         return gp_http_fail(ctx, GP_EUNAUTHORIZED, NULL,
                     "missing or wrong API key (send 'Authorization: Bearer KEY', or the key "
                     "as the password of Basic credentials)");
+    /* Before audit_write is set: a 429 is not written to the audit trail,
+     * or a flood of refused writes would become a flood of store writes. */
     if (srv->rate && rate_limited_route(r)) {
         int refused = 0;
         enum MHD_Result ret = check_rate(ctx, &refused);
