@@ -257,8 +257,8 @@ static enum MHD_Result refuse_rate(conn_ctx *ctx, const char *who, int kind, lon
     memset(&res, 0, sizeof res);
     gp_api_fail(&res, GP_EOVERLOADED, gp_rate_kind_name(kind),
                 "rate limit: %s %s at most %ld %s; retry in %ld s",
-                ctx->key.name[0] ? "key" : "client", who, rate, kind == GP_RATE_RPS ? "requests a second" : "fits a minute",
-                retry_after);
+                ctx->key.name[0] ? "key" : "client", who, rate,
+                kind == GP_RATE_RPS ? "requests a second" : "fits a minute", retry_after);
     char v[24];
     snprintf(v, sizeof v, "%ld", retry_after);
     for (size_t i = 0; i < res.n_headers; i++) /* the catalogue's fixed figure, replaced */
