@@ -52,6 +52,15 @@ static const opt_def options[] = {
      "concurrent connections from one client address (an IPv6 one by its /64; one client "
      "holding many slow connections cannot take every slot); beyond, 429 overloaded; 0 = no "
      "limit and no reserved quarter"},
+    {"rate-limit-rps", "GPSERVE_RATE_LIMIT_RPS", OPT_LONG, OFF(rate_limit_rps), 0, 1000000000,
+     "requests a second of each key without its own rps= (each client address when "
+     "authentication is off) on the /v1 and /v2 routes but health and readiness; burst "
+     "max(1, N); beyond, 429 overloaded with Retry-After; 0 = no limit"},
+    {"rate-limit-fits-per-minute", "GPSERVE_RATE_LIMIT_FITS_PER_MINUTE", OPT_LONG,
+     OFF(rate_limit_fits_per_minute), 0, 1000000000,
+     "fits (POST /v1/models, sync and async) a minute of each key without its own "
+     "fits_per_minute= (each client address when authentication is off); burst N; beyond, "
+     "429 overloaded with Retry-After; 0 = no limit"},
     {"timeout", "GPSERVE_TIMEOUT", OPT_LONG, OFF(timeout), 0, 86400,
      "seconds an idle connection is kept; 0 = never closed"},
     {"request-timeout", "GPSERVE_REQUEST_TIMEOUT", OPT_LONG, OFF(request_timeout), 0, 86400,

@@ -22,6 +22,9 @@ typedef struct gp_server_config {
     long max_input_dim;       /* --max-input-dim: input columns of a fit; api default (1000) */
     long max_connections;     /* --max-connections: 1024 */
     long max_connections_per_ip; /* --max-connections-per-ip: 256; 0 = no limit (server/slots.h) */
+    long rate_limit_rps;      /* --rate-limit-rps: default requests/s a principal; 0 = none */
+    long rate_limit_fits_per_minute; /* --rate-limit-fits-per-minute: default; 0 = none
+                                        (server/ratelimit.h; a key's rps=, fits_per_minute= win) */
     long timeout;             /* --timeout: idle seconds, 0 = none; 30 */
     long request_timeout;     /* --request-timeout: seconds to receive a request, 0 = none; 120 */
     long job_lease;           /* --job-lease: seconds a dead daemon's async job stays held; 15 */

@@ -483,6 +483,8 @@ static void route_admin_reload(route_call *c)
                     "%s; the old keys stay", msg);
     } else {
         gp_log("gpserve: keys reloaded by key '%s': %zu keys", c->ctx->key.name, n);
+        if (c->ctx->srv->rate) /* the rate limits of removed keys go */
+            gp_ratelimit_retain(c->ctx->srv->rate, names, n);
         reload_answer(n, names, c->res);
     }
     free(names);

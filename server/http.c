@@ -186,6 +186,7 @@ static void server_free(gp_server *srv)
     for (size_t i = 0; i < sizeof srv->refusal / sizeof srv->refusal[0]; i++)
         free(srv->refusal[i]);
     gp_slots_free(srv->slots);
+    gp_ratelimit_free(srv->rate);
     gp_tls_free(srv->tls); /* after the daemons: no handshake runs any more */
     free(srv);
 }
@@ -371,6 +372,13 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, gp_keyring 
         server_free(srv);
         return NULL;
     }
+    /* With keys, any key's rps=/fits_per_minute= may apply (a reload may add one). */
+    if ((keys || cfg->rate_limit_rps > 0 || cfg->rate_limit_fits_per_minute > 0) &&
+        (srv->rate = gp_ratelimit_new(GP_RATE_PRINCIPALS)) == NULL) {
+        snprintf(msg, msg_size, "out of memory");
+        server_free(srv);
+        return NULL;
+    }
     srv->metrics = gp_metrics_new();
     srv->jobs = srv->metrics ? gp_jobs_new(api, (size_t)cfg->queue_size,
                                            (size_t)cfg->fit_workers, srv->metrics, NULL)
@@ -420,6 +428,12 @@ long gp_server_connection_sockets(const gp_server_config *cfg)
 unsigned gp_server_port(const gp_server *srv)
 {
     return srv->port;
+}
+
+void gp_server_keys_reloaded(gp_server *srv, const char *names, size_t n)
+{
+    if (srv && srv->rate && names)
+        gp_ratelimit_retain(srv->rate, names, n);
 }
 
 void gp_server_reload(gp_server *srv)

@@ -27,6 +27,9 @@ unsigned gp_server_port(const gp_server *srv);
 /* SIGHUP: re-read what can change without a restart (the TLS certificate and
  * key); a failure is logged and keeps what is in use. */
 void gp_server_reload(gp_server *srv);
+/* The keyring was reloaded and holds names (n NUL-separated): the rate
+ * limits' buckets of the keys no longer there are dropped. */
+void gp_server_keys_reloaded(gp_server *srv, const char *names, size_t n);
 /* Graceful stop: stop accepting, cancel queued fits, ask running fits to
  * stop, wait for the fit workers, answer suspended requests, stop the
  * daemon, free everything (the api stays open: the caller closes it). */

@@ -18,6 +18,7 @@
 #include "server/jobs.h"
 #include "server/keys.h"
 #include "server/metrics.h"
+#include "server/ratelimit.h"
 #include "server/route.h"
 #include "server/slots.h"
 #include "server/syncer.h"
@@ -44,6 +45,7 @@ struct gp_server {
     gp_metrics *metrics;
     gp_access_log *access_log; /* NULL: --access-log not set */
     gp_tls *tls;               /* NULL: plain HTTP (no --tls-cert) */
+    gp_ratelimit *rate;        /* NULL: no limit can apply (no keys, flags 0) */
     atomic_int stopping;
     atomic_uint_fast64_t next_request_id;
     atomic_int sync_pending; /* synchronous fits not answered yet */

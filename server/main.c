@@ -43,7 +43,7 @@ static void raise_fd_limit(long sockets)
 }
 
 /* SIGHUP: the keys file again (rotation); a bad file keeps the old keys. */
-static void reload_keys(gp_keyring *keys)
+static void reload_keys(gp_keyring *keys, gp_server *srv)
 {
     if (keys == NULL) {
         gp_log("gpserve: SIGHUP: authentication is off, no keys to reload");
@@ -52,10 +52,15 @@ static void reload_keys(gp_keyring *keys)
     size_t n = 0;
     int line = 0;
     char msg[512];
-    if (gp_keyring_reload(keys, &n, NULL, 0, &line, msg, sizeof msg) != 0)
+    char *names = calloc(1, GP_KEYS_FILE_MAX / 2); /* NULL: the reload still runs */
+    if (gp_keyring_reload(keys, &n, names, names ? GP_KEYS_FILE_MAX / 2 : 0, &line, msg,
+                          sizeof msg) != 0) {
         gp_log("gpserve: SIGHUP: reload refused, the old keys stay: %s", msg);
-    else
+    } else {
         gp_log("gpserve: SIGHUP: keys reloaded: %zu keys", n);
+        gp_server_keys_reloaded(srv, names, n); /* the rate limits of removed keys go */
+    }
+    free(names);
 }
 
 int main(int argc, char **argv)
@@ -160,7 +165,7 @@ int main(int argc, char **argv)
         if (sig != SIGHUP)
             break;
         gp_log("gpserve: SIGHUP received, reloading");
-        reload_keys(keys);
+        reload_keys(keys, srv);
         gp_server_reload(srv);
     }
     gp_log("gpserve: %s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");

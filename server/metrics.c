@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "core/base/blas_core.h"
+#include "server/keys.h"
+#include "server/ratelimit.h"
 
 static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
@@ -28,6 +30,15 @@ typedef struct histogram {
     double sum;
 } histogram;
 
+/* Requests refused by a rate limit, by key name and limit (server/ratelimit.h).
+ * Names are bounded by the keys files seen; past MAX_LIMITED names (a file
+ * of thousands of keys) the rest count under key "-", like auth-off clients. */
+#define MAX_LIMITED 1024
+typedef struct limited_counter {
+    char key[GP_KEY_NAME_MAX];
+    uint64_t count[GP_RATE_KINDS];
+} limited_counter;
+
 typedef struct fit_counter {
     char method[32];
     uint64_t succeeded, failed, cancelled;
@@ -41,6 +52,8 @@ struct gp_metrics {
     histogram hist[N_ROUTES];
     fit_counter *fits;
     size_t n_fits, cap_fits;
+    limited_counter *limited;
+    size_t n_limited, cap_limited;
 };
 
 gp_metrics *gp_metrics_new(void)
@@ -59,6 +72,7 @@ void gp_metrics_free(gp_metrics *m)
     pthread_mutex_destroy(&m->lock);
     free(m->reqs);
     free(m->fits);
+    free(m->limited);
     free(m);
 }
 
@@ -149,6 +163,40 @@ void gp_metrics_fit(gp_metrics *m, const char *method, const char *outcome, doub
             f->failed++;
         f->seconds += seconds > 0 ? seconds : 0;
     }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* The counter of key (grown on first use); NULL when out of room. Under m->lock. */
+static limited_counter *limited_of(gp_metrics *m, const char *key)
+{
+    for (size_t i = 0; i < m->n_limited; i++)
+        if (strcmp(m->limited[i].key, key) == 0)
+            return &m->limited[i];
+    if (m->n_limited >= MAX_LIMITED)
+        return strcmp(key, "-") == 0 ? NULL : limited_of(m, "-");
+    if (m->n_limited == m->cap_limited) {
+        size_t cap = m->cap_limited ? 2 * m->cap_limited : 8;
+        limited_counter *l = realloc(m->limited, cap * sizeof *l);
+        if (l == NULL)
+            return NULL;
+        m->limited = l;
+        m->cap_limited = cap;
+    }
+    limited_counter *c = &m->limited[m->n_limited++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->key, sizeof c->key, "%s", key);
+    return c;
+}
+
+void gp_metrics_rate_limited(gp_metrics *m, const char *key, int kind)
+{
+    if (m == NULL || kind < 0 || kind >= GP_RATE_KINDS)
+        return;
+    pthread_mutex_lock(&m->lock);
+    const char *k = key && key[0] ? key : "-";
+    limited_counter *c = limited_of(m, k);
+    if (c)
+        c->count[kind]++;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -259,6 +307,14 @@ char *gp_metrics_render(gp_metrics *m, const gp_metrics_gauges *g, size_t *len)
         fmt_double(m->fits[i].seconds, num, sizeof num);
         emit(&b, "gpserve_fit_seconds_total{method=\"%s\"} %s\n", m->fits[i].method, num);
     }
+    emit(&b, "# HELP gpserve_rate_limited_total Requests refused 429 by a rate limit, by key "
+             "name (\"-\": a client address when authentication is off) and limit (rps, "
+             "fits_per_minute).\n# TYPE gpserve_rate_limited_total counter\n");
+    for (size_t i = 0; i < m->n_limited; i++)
+        for (int k = 0; k < GP_RATE_KINDS; k++)
+            emit(&b, "gpserve_rate_limited_total{key=\"%s\",limit=\"%s\"} %llu\n",
+                 m->limited[i].key, gp_rate_kind_name(k),
+                 (unsigned long long)m->limited[i].count[k]);
     pthread_mutex_unlock(&m->lock);
 
     emit(&b, "# HELP gpserve_jobs_queued Fit jobs waiting for a worker.\n"

@@ -19,6 +19,10 @@ void gp_metrics_request(gp_metrics *m, gp_route_id route, const char *method, in
 /* One finished fit: outcome "succeeded", "failed" or "cancelled". */
 void gp_metrics_fit(gp_metrics *m, const char *method, const char *outcome, double seconds);
 
+/* One request refused 429 by a rate limit: key name ("-" or NULL: a client
+ * address, auth off) and GP_RATE_RPS or GP_RATE_FITS (server/ratelimit.h). */
+void gp_metrics_rate_limited(gp_metrics *m, const char *key, int kind);
+
 /* Figures that live elsewhere, sampled when /metrics is read. */
 typedef struct gp_metrics_gauges {
     size_t jobs_queued, jobs_running;

@@ -202,6 +202,99 @@ static enum MHD_Result forbidden(conn_ctx *ctx, int *refused)
     return MHD_YES;
 }
 
+/* ---- rate limits (server/ratelimit.h; docs/design/api.md, "Rate limits") ---- */
+
+/* Whether r is limited: the /v1 and /v2 routes but the open ones (health,
+ * readiness), which a load balancer polls and which must say the truth. */
+static int rate_limited_route(gp_route_id r)
+{
+    const char *p = gp_route_pattern(r);
+    return gp_route_needs_auth(r) && p[0] == '/' && p[1] == 'v' && (p[2] == '1' || p[2] == '2');
+}
+
+/* v in decimal at o; past its last digit returned. */
+static char *put_octet(char *o, unsigned v)
+{
+    if (v >= 100)
+        *o++ = (char)('0' + v / 100);
+    if (v >= 10)
+        *o++ = (char)('0' + v / 10 % 10);
+    *o++ = (char)('0' + v % 10);
+    return o;
+}
+
+/* The principal of an unauthenticated request: its client address as the
+ * connection slots count it (an IPv4 address; an IPv6 one by its /64, as
+ * one subscriber holds all of them). */
+static void address_principal(const gp_conn *gc, char *out, size_t size)
+{
+    snprintf(out, size, "-");
+    if (gc == NULL)
+        return;
+    const unsigned char *b = gc->key.b;
+    if (b[0] == 4) { /* by hand: snprintf cost ~1,500 instructions a request */
+        char *o = out;
+        for (int i = 12; i < 16; i++) {
+            o = put_octet(o, b[i]);
+            *o++ = i < 15 ? '.' : '\0';
+        }
+    } else if (b[15] == 6) {
+        struct in6_addr a;
+        memset(&a, 0, sizeof a);
+        memcpy(a.s6_addr, b, 8);
+        char t[INET6_ADDRSTRLEN];
+        if (inet_ntop(AF_INET6, &a, t, sizeof t))
+            snprintf(out, size, "%s/64", t);
+    }
+}
+
+/* The 429 of an empty bucket, Retry-After the seconds until its next token. */
+static enum MHD_Result refuse_rate(conn_ctx *ctx, const char *who, int kind, long rate,
+                                   long retry_after)
+{
+    gp_metrics_rate_limited(ctx->srv->metrics, ctx->key.name, kind);
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    gp_api_fail(&res, GP_EOVERLOADED, gp_rate_kind_name(kind),
+                "rate limit: %s %s at most %ld %s; retry in %ld s",
+                ctx->key.name[0] ? "key" : "client", who, rate,
+                kind == GP_RATE_RPS ? "requests a second" : "fits a minute", retry_after);
+    char v[24];
+    snprintf(v, sizeof v, "%ld", retry_after);
+    for (size_t i = 0; i < res.n_headers; i++) /* the catalogue's fixed figure, replaced */
+        if (strcmp(res.headers[i].name, "Retry-After") == 0)
+            snprintf(res.headers[i].value, sizeof res.headers[i].value, "%s", v);
+    return gp_http_answer(ctx, &res);
+}
+
+_Static_assert(GP_RATE_PRINCIPAL_MAX >= GP_KEY_NAME_MAX, "a key name fits a principal");
+
+/* A token of each budget the request spends: 0, or the 429 answered. A key's
+ * own rps=/fits_per_minute= wins over the flags' default. */
+static enum MHD_Result check_rate(conn_ctx *ctx, int *refused)
+{
+    gp_server *srv = ctx->srv;
+    const gp_key *k = &ctx->key;
+    char who[GP_RATE_PRINCIPAL_MAX];
+    if (k->name[0])
+        memcpy(who, k->name, sizeof k->name); /* NUL-terminated, GP_KEY_NAME_MAX <= the size */
+    else
+        address_principal(ctx->gc, who, sizeof who);
+    long limit[GP_RATE_KINDS] = {
+        k->rps > 0 ? k->rps : srv->cfg.rate_limit_rps,
+        k->fits_per_minute > 0 ? k->fits_per_minute : srv->cfg.rate_limit_fits_per_minute,
+    };
+    int fit = ctx->match.route == GP_ROUTE_MODELS && ctx->verb == GP_VERB_POST;
+    uint64_t now = limit[0] > 0 || (fit && limit[1] > 0) ? gp_monotonic_us() : 0;
+    *refused = 1;
+    long retry = 0;
+    for (int kind = 0; kind < (fit ? 2 : 1); kind++)
+        if (!gp_ratelimit_take(srv->rate, who, kind, limit[kind], now, &retry))
+            return refuse_rate(ctx, who, kind, limit[kind], retry);
+    *refused = 0;
+    return MHD_YES;
+}
+
 /* ---- the request's framing (RFC 9112 §6.1, §6.3) ----
  *
  * libmicrohttpd 0.9.75 takes the first of several Content-Length headers,
@@ -396,6 +489,14 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
         return gp_http_fail(ctx, GP_EUNAUTHORIZED, NULL,
                     "missing or wrong API key (send 'Authorization: Bearer KEY', or the key "
                     "as the password of Basic credentials)");
+    /* Before audit_write is set: a 429 is not written to the audit trail,
+     * or a flood of refused writes would become a flood of store writes. */
+    if (srv->rate && rate_limited_route(r)) {
+        int refused = 0;
+        enum MHD_Result ret = check_rate(ctx, &refused);
+        if (refused)
+            return ret;
+    }
     ctx->audit_write = gp_http_is_write(r, ctx->verb);
     if ((gp_route_verbs(r) & ctx->verb) == 0)
         return gp_http_fail(ctx, GP_EMETHOD, NULL, "%s is not allowed on %s (allowed: %s)", ctx->method,

@@ -2224,7 +2224,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description overloaded, the fit queue is full (--queue-size). */
+        /** @description overloaded: the fit queue is full (--queue-size; Retry-After 5), or a rate limit of the key (or client address) is spent: field rps or fits_per_minute, Retry-After the whole seconds until its next token (docs/design/api.md, "Rate limits"). */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -2275,6 +2275,26 @@ export interface components {
         /** @description A refused infer request (malformed JSON, an unknown field or parameter, not exactly one input, a datatype other than FP64, a shape that is not [n, d], data whose count is not n*d or that is not numbers, an unknown output); the message starts with the field. */
         V2BadRequest: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["V2Error"];
+            };
+        };
+        /** @description overloaded, field rps: the key's (or, without authentication, the client address's) requests a second are spent (rps= in the keys file, --rate-limit-rps); Retry-After the whole seconds until its next token (docs/design/api.md, "Rate limits"). */
+        RateLimited: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The key's (or client address's) requests a second are spent (rps=, --rate-limit-rps); Retry-After the whole seconds until its next token. */
+        V2RateLimited: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
             };
             content: {
@@ -2616,6 +2636,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -2646,6 +2667,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2778,6 +2800,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2814,6 +2837,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2845,6 +2869,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2881,6 +2906,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2915,6 +2941,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2949,6 +2976,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2984,6 +3012,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3024,6 +3053,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3058,6 +3088,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3096,6 +3127,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3137,6 +3169,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3178,6 +3211,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3223,6 +3257,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3257,6 +3292,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3300,6 +3336,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3334,6 +3371,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             414: components["responses"]["UriTooLong"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
@@ -3374,6 +3412,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3399,6 +3438,7 @@ export interface operations {
             };
             401: components["responses"]["V2Unauthorized"];
             403: components["responses"]["V2Forbidden"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3470,6 +3510,7 @@ export interface operations {
             401: components["responses"]["V2Unauthorized"];
             403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3499,6 +3540,7 @@ export interface operations {
             403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3521,6 +3563,7 @@ export interface operations {
             403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3551,6 +3594,7 @@ export interface operations {
             401: components["responses"]["V2Unauthorized"];
             403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3582,6 +3626,7 @@ export interface operations {
             403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };
@@ -3606,6 +3651,7 @@ export interface operations {
             403: components["responses"]["V2Forbidden"];
             404: components["responses"]["V2NotFound"];
             409: components["responses"]["V2Conflict"];
+            429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
         };

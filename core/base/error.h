@@ -30,7 +30,8 @@
     X(GP_EINTERNAL, -8, "internal", 500, 0, "a bug or a library failure")                         \
     X(GP_ENOTFOUND, -9, "not_found", 404, 0, "unknown model, version, job or route")              \
     X(GP_ECONFLICT, -10, "conflict", 409, 0, "the resource is in a state that forbids this")      \
-    X(GP_EOVERLOADED, -11, "overloaded", 429, 5, "the fit queue is full")                         \
+    X(GP_EOVERLOADED, -11, "overloaded", 429, 5,                                                  \
+      "the fit queue is full, or a rate limit is spent (Retry-After: until its next token)")      \
     X(GP_ENOTREADY, -12, "not_ready", 503, 0, "the store is not open, or the daemon is stopping") \
     X(GP_EUNAUTHORIZED, -13, "unauthorized", 401, 0, "the API key is missing or wrong")           \
     X(GP_EMEDIATYPE, -14, "unsupported_media_type", 415, 0,                                       \

@@ -17,7 +17,7 @@ write_keys() {
     {
         echo "# the keys area's keys"
         echo "reader read $KR"
-        echo "writer write,rps=50,fits_per_minute=6 $KW"
+        echo "writer write,rps=100000,fits_per_minute=1000 $KW"
         echo "boss admin sha256:$KA_SHA"
         echo "teama write,models=team-a.* $KP"
         [ "$1" = with ] && echo "gone read $KG"

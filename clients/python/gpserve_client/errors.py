@@ -82,7 +82,7 @@ def _code_class(class_name, code, doc):
 InvalidArgument = _code_class("InvalidArgument", "invalid_argument",
                               "400: bad option, shape, name or value.")
 Overloaded = _code_class("Overloaded", "overloaded",
-                         "429 (the fit queue is full) or 503 (memory ran out); see retry_after.")
+                         "429 (the fit queue is full, or a rate limit is spent) or 503 (memory ran out); see retry_after.")
 InvalidData = _code_class("InvalidData", "invalid_data",
                           "422: NaN/Inf in the data, or a dimension mismatch.")
 NotPositiveDefinite = _code_class("NotPositiveDefinite", "not_positive_definite",
