@@ -76,7 +76,13 @@ void gp_request_id_choose(const char *header, char out[GP_REQUEST_ID_SIZE])
         memcpy(out, header, strlen(header) + 1);
         return;
     }
-    snprintf(out, GP_REQUEST_ID_SIZE, "%016llx", (unsigned long long)next_random());
+    /* 16 hex digits by hand: snprintf's "%016llx" cost ~500 instructions,
+     * a tenth of a /healthz */
+    static const char hex[] = "0123456789abcdef";
+    uint64_t r = next_random();
+    for (int i = 15; i >= 0; i--, r >>= 4)
+        out[i] = hex[r & 15];
+    out[16] = '\0';
 }
 
 /* ---- lines ---- */
