@@ -433,6 +433,16 @@ static void route_observe(route_call *c)
 
 static void route_job(route_call *c)
 {
+    /* a key limited to some model names sees only those models' jobs: another
+     * model's job answers as no job at all (its id tells nothing) */
+    const gp_key *key = &c->ctx->key;
+    char model[GP_KEY_NAME_MAX];
+    if (key->name[0] && key->n_models &&
+        (gp_jobs_model_name(c->ctx->srv->jobs, c->m->id, model, sizeof model) != 0 ||
+         !gp_key_allows_model(key, model))) {
+        gp_api_fail(c->res, GP_ENOTFOUND, "id", "no job '%s'", c->m->id);
+        return;
+    }
     if (c->ctx->verb == GP_VERB_DELETE)
         gp_jobs_cancel(c->ctx->srv->jobs, c->m->id, c->res);
     else

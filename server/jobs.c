@@ -289,6 +289,27 @@ static void respond_stored(gp_jobs *js, const char *id, gp_response *out)
     gp_job_info_free(&info);
 }
 
+int gp_jobs_model_name(gp_jobs *js, const char *id, char *out, size_t size)
+{
+    out[0] = '\0';
+    pthread_mutex_lock(&js->lock);
+    job *j = gp_jobs_table_find_locked(js, id);
+    if (j)
+        snprintf(out, size, "%s", j->info.model_name);
+    pthread_mutex_unlock(&js->lock);
+    if (j)
+        return 0;
+    gp_job_info info;
+    memset(&info, 0, sizeof info);
+    gp_error err;
+    gp_error_clear(&err);
+    if (js->ops.load == NULL || js->ops.load(js->api, id, &info, &err) != 0)
+        return -1;
+    snprintf(out, size, "%s", info.model_name);
+    gp_job_info_free(&info);
+    return 0;
+}
+
 void gp_jobs_get(gp_jobs *js, const char *id, gp_response *out)
 {
     pthread_mutex_lock(&js->lock);

@@ -121,6 +121,9 @@ int gp_jobs_submit_sync(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
 int gp_jobs_submit_sync_watched(gp_jobs *js, gp_fit_job *fj, gp_job_before_fn before,
                                 gp_job_done_fn done, gp_job_alive_fn alive, void *cookie);
 
+/* The model name of job id (held here, else from the store) into out; 0,
+ * or -1 when there is no such job. */
+int gp_jobs_model_name(gp_jobs *js, const char *id, char *out, size_t size);
 /* GET /v1/jobs/{id}: from memory, else the store (another daemon's job), else 404. */
 void gp_jobs_get(gp_jobs *js, const char *id, gp_response *out);
 /* DELETE /v1/jobs/{id}: queued -> removed and cancelled (200); running ->

@@ -143,6 +143,14 @@ while [ $i -lt $((JOBWAIT * 5)) ]; do
 done
 [ "$(jqb '.status')" = succeeded ]
 verdict "the async job succeeds" $? "$(head -c 300 "$T/body")"
+# another model's job is no job at all to a models= key, and its own is
+check "the team-a key reads its own job" 200 GET "/v1/jobs/$job" -H "$A_P"
+OTHER_BODY=$(printf '%s' "$SINE_BODY" | sed 's/"name":"sine"/"name":"sine","async":true/')
+check_json "writer fits sine async" 202 $M "$OTHER_BODY" -H "$A_W"
+other_job=$(jqb '.job')
+check_err "the team-a key reading sine's job: 404 naming id" 404 not_found '^id$' GET "/v1/jobs/$other_job" -H "$A_P"
+check_err "the team-a key cancelling sine's job: 404 naming id" 404 not_found '^id$' DELETE "/v1/jobs/$other_job" -H "$A_P"
+check "the writer reads sine's job" 200 GET "/v1/jobs/$other_job" -H "$A_W"
 if command -v sqlite3 >/dev/null 2>&1; then
     sqlite3 "$T/keys.db" "SELECT * FROM jobs" 2>/dev/null | grep -q '"created_by":"teama"'
     verdict "the job's stored request names its key" $? "$(sqlite3 "$T/keys.db" 'SELECT * FROM jobs' 2>&1 | head -c 300)"
