@@ -94,6 +94,28 @@ static int build_model(const gp_model_file *f, gp_model **model, gp_error *err)
                         f->method->name, why.message);
 }
 
+/* The new version's created_by is the importing key's (absent when auth is
+ * off), not the name the exporting daemon recorded: who put it here. */
+static int set_created_by(gp_model_file *f, const char *key_name, gp_error *err)
+{
+    json_error_t je;
+    json_t *o = f->info ? json_loads(f->info, 0, &je) : json_object();
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return gp_error_set(err, GP_EDATA, "model", "the file's info is not a JSON object");
+    }
+    json_object_del(o, "created_by");
+    if (key_name)
+        json_object_set_new(o, "created_by", json_string(key_name));
+    char *text = json_dumps(o, GP_JSON_FLAGS);
+    json_decref(o);
+    if (text == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    free(f->info);
+    f->info = text;
+    return GP_OK;
+}
+
 void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_response *out)
 {
     gp_error err;
@@ -119,6 +141,8 @@ void gp_api_import_model(gp_api *api, const gp_request *req, char *body, gp_resp
     free(body); /* the arrays are copied out: peak memory is theirs and the model's */
     if (rc == GP_OK)
         rc = import_name(req, &f, &name, &err);
+    if (rc == GP_OK)
+        rc = set_created_by(&f, req->key_name, &err);
     if (rc == GP_OK)
         rc = build_model(&f, &model, &err);
     gp_idem_put idem = gp_api_idem_put(&key, 201, NULL, gp_api_fit_body, NULL);

@@ -131,6 +131,13 @@ verdict "the version's created_by is the key's name" $? "$(jqb '.created_by')"
 check "GET the version: created_by kept" 200 GET /v1/models/sine/versions/1 -H "$A_R"
 [ "$(jqb '.created_by')" = writer ]
 verdict "created_by is stored with the version" $? "$(jqb '.created_by')"
+check "reader exports sine (its file names writer)" 200 GET /v1/models/sine/versions/1/export -H "$A_R"
+cp "$T/body" "$T/keys_sine.gpmodel"
+req POST "/v1/models/import?name=sine-imp" -H "$A_A" -H 'Content-Type: application/vnd.gpserve.model' \
+    --data-binary "@$T/keys_sine.gpmodel"
+[ "$ST" = 201 ] && [ "$(jqb '.created_by')" = boss ]
+verdict "an imported version's created_by is the importing key (boss), not the exporter's" $? \
+    "status $ST $(jqb '.created_by')"
 TEAM_BODY=$(printf '%s' "$SINE_BODY" | sed 's/"name":"sine"/"name":"team-a.sine","async":true/')
 check_json "team-a key fits team-a.sine async" 202 $M "$TEAM_BODY" -H "$A_P"
 job=$(jqb '.job')
