@@ -211,6 +211,25 @@ print(len(p["mean"]))
 ' "https://127.0.0.1:$TPORT" "$TD/ca.pem" >"$TD/py.out" 2>&1
             [ "$(tail -n 1 "$TD/py.out")" = 2 ]
             verdict "tls: the Python client over https (cafile=)" $? "$(tail -n 3 "$TD/py.out")"
+            PYTHONPATH=$ROOT/clients/python timeout $((60 * SLOW)) /usr/bin/python3 -c '
+import sys
+try:
+    from gpserve_client import GPServeRegressor
+except ImportError as e:
+    print("skip", e)
+    sys.exit(0)
+est = GPServeRegressor(sys.argv[1], cafile=sys.argv[2], name="tls-est")
+X = [[0.0], [0.5], [1.0], [1.5], [2.0]]
+est.fit(X, [0.0, 0.48, 0.84, 1.0, 0.91])
+print(len(est.predict([[0.25], [1.25]])))
+' "https://127.0.0.1:$TPORT" "$TD/ca.pem" >"$TD/est.out" 2>&1
+            case $(tail -n 1 "$TD/est.out") in
+            skip*) note "tls: the estimator over https skipped: $(tail -n 1 "$TD/est.out")" ;;
+            *)
+                [ "$(tail -n 1 "$TD/est.out")" = 2 ]
+                verdict "tls: GPServeRegressor over https (cafile=)" $? "$(tail -n 3 "$TD/est.out")"
+                ;;
+            esac
         fi
         if command -v node >/dev/null 2>&1 && [ -d "$ROOT/clients/typescript/node_modules/openapi-fetch" ]; then
             cat >"$TD/ts.mjs" <<EOF

@@ -137,12 +137,14 @@ class _GPServeEstimator:
     # ---------------------------------------------------------- daemon
 
     def _client(self):
-        """A client of the current url, key and timeout, kept between calls
-        (so its kept-alive connections are too); never pickled or cloned."""
-        key = (self.url, self.api_key, self.timeout)
+        """A client of the current url, key, timeout and CA file (an https
+        daemon's certificate authority), kept between calls (so its
+        kept-alive connections are too); never pickled or cloned."""
+        key = (self.url, self.api_key, self.timeout, self.cafile)
         cached = self.__dict__.get("_client_cache")
         if cached is None or cached[0] != key:
-            cached = (key, Client(self.url, api_key=self.api_key, timeout=self.timeout))
+            cached = (key, Client(self.url, api_key=self.api_key, timeout=self.timeout,
+                                  cafile=self.cafile))
             self.__dict__["_client_cache"] = cached
         return cached[1]
 
@@ -240,6 +242,9 @@ class GPServeRegressor(_GPServeEstimator):
     ----------
     url, api_key, timeout : the daemon, its key (``Authorization: Bearer``)
         and the socket timeout of a request in seconds.
+    cafile : the PEM file of the certificate authority of an ``https://``
+        daemon's certificate (``--tls-cert``), when the system's do not
+        cover it; None: the system's.
     name : the model name on the daemon (default: a fresh ``sklearn-<hex>``
         per fit; a fit under an existing name adds a version).
     method : ``exact`` (default), ``ssgp``, ``sgpr``, ... (``GET /v1/methods``).
@@ -297,9 +302,10 @@ class GPServeRegressor(_GPServeEstimator):
                  noise_variance=None, noise_fixed=False, options=None, standardize=True,
                  seed=0, include_noise=True, async_fit=False, timeout=60.0, fit_timeout=None,
                  poll_interval=0.2, alpha=None, mean=None, coregionalization=None,
-                 output_names=None):
+                 output_names=None, cafile=None):
         self.url = url
         self.api_key = api_key
+        self.cafile = cafile
         self.name = name
         self.method = method
         self.kernel = kernel
@@ -441,9 +447,10 @@ class GPServeClassifier(_GPServeEstimator):
 
     def __init__(self, url=DEFAULT_URL, api_key=None, name=None, method="svgp", kernel=None,
                  options=None, standardize=True, seed=0, async_fit=False, timeout=60.0,
-                 fit_timeout=None, poll_interval=0.2):
+                 fit_timeout=None, poll_interval=0.2, cafile=None):
         self.url = url
         self.api_key = api_key
+        self.cafile = cafile
         self.name = name
         self.method = method
         self.kernel = kernel
