@@ -13,6 +13,7 @@
 
 #include "api/api.h"
 #include "server/config.h"
+#include "server/util.h"
 
 /* ---- small helpers ---- */
 
@@ -44,17 +45,6 @@ static void hash_secret(const char *s, size_t n, uint8_t out[GP_KEY_DIGEST])
     sha256_init(&ctx);
     sha256_update(&ctx, n, (const uint8_t *)s);
     sha256_digest(&ctx, GP_KEY_DIGEST, out);
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 int gp_digest_equal(const uint8_t *a, const uint8_t *b)
@@ -181,7 +171,7 @@ static int parse_secret(parse_state *ps, gp_key *k, const char *s, size_t n)
         if (n != 7 + 2 * GP_KEY_DIGEST)
             return fail(ps, "a sha256: secret is 64 hex digits (got %zu characters)", n - 7);
         for (int i = 0; i < GP_KEY_DIGEST; i++) {
-            int hi = hex_value(s[7 + 2 * i]), lo = hex_value(s[8 + 2 * i]);
+            int hi = gp_hex_digit(s[7 + 2 * i]), lo = gp_hex_digit(s[8 + 2 * i]);
             if (hi < 0 || lo < 0)
                 return fail(ps, "a sha256: secret is 64 hex digits (0-9, a-f)");
             k->digest[i] = (uint8_t)(hi << 4 | lo);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/util.h"
+
 #define SHARDS 16
 #define GP_RATE_UNIT 60000000ull /* units of one token: 60 s x 1e6 us */
 
@@ -35,21 +37,6 @@ typedef struct shard {
 struct gp_ratelimit {
     shard shards[SHARDS];
 };
-
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 1469598103934665603u; /* FNV-1a, then MurmurHash3's finaliser (slots.c says why) */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211u;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdu;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53u;
-    h ^= h >> 33;
-    return h;
-}
 
 gp_ratelimit *gp_ratelimit_new(size_t max_entries)
 {
@@ -205,7 +192,7 @@ int gp_ratelimit_take(gp_ratelimit *rl, const char *principal, int kind, long ra
 {
     if (rate <= 0 || kind < 0 || kind >= GP_RATE_KINDS)
         return 1;
-    uint64_t h = hash_name(principal);
+    uint64_t h = gp_hash_bytes(principal, strlen(principal));
     shard *s = &rl->shards[h >> 60]; /* the top bits pick the shard, the low ones the cell */
     pthread_mutex_lock(&s->lock);
     entry *e = lookup(s, principal, h);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/util.h"
+
 typedef struct cell {
     gp_slot_key key;
     size_t count; /* 0: empty */
@@ -78,21 +80,9 @@ void gp_slot_key_of(const struct sockaddr *sa, gp_slot_key *key)
 
 static size_t hash_key(const gp_slot_key *k)
 {
-    uint64_t h = 1469598103934665603u; /* FNV-1a */
-    for (size_t i = 0; i < sizeof k->b; i++) {
-        h ^= k->b[i];
-        h *= 1099511628211u;
-    }
-    /* FNV's low bits depend only on the inputs' low bits; the table indexes
-     * by the low bits, so mix (MurmurHash3's finaliser). An attacker who
-     * picks colliding addresses lengthens a probe run to at most the
-     * entries in use (<= --max-connections). */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdu;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53u;
-    h ^= h >> 33;
-    return (size_t)h;
+    /* An attacker who picks colliding addresses lengthens a probe run to at
+     * most the entries in use (<= --max-connections). */
+    return (size_t)gp_hash_bytes(k->b, sizeof k->b);
 }
 
 /* The cell of key, or the empty cell where it would go. */

@@ -145,7 +145,7 @@ int gp_basic_password(const char *header, char *buf, size_t size, const char **p
     return 1;
 }
 
-static int hexval(char c)
+int gp_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -164,7 +164,7 @@ long gp_percent_decode(const char *src, size_t len, char *dst, size_t dstsize)
         if (c == '%') {
             if (i + 2 >= len)
                 return -1;
-            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
+            int hi = gp_hex_digit(src[i + 1]), lo = gp_hex_digit(src[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             c = (char)(hi * 16 + lo);
@@ -310,7 +310,7 @@ static int hex4(const char *p, const char *end, unsigned *v)
         return 0;
     unsigned r = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexval(p[i]);
+        int h = gp_hex_digit(p[i]);
         if (h < 0)
             return 0;
         r = r * 16 + (unsigned)h;
@@ -447,4 +447,22 @@ void gp_cond_wait_us(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t us)
 void gp_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mutex, long ms)
 {
     gp_cond_wait_us(cond, mutex, ms > 0 ? (uint64_t)ms * 1000u : 0);
+}
+
+uint64_t gp_hash_bytes(const void *data, size_t n)
+{
+    const unsigned char *b = data;
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211u;
+    }
+    /* FNV's low bits depend only on the inputs' low bits, and tables index
+     * by the low bits: mix them (MurmurHash3's finaliser) */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdu;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53u;
+    h ^= h >> 33;
+    return h;
 }

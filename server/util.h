@@ -63,6 +63,12 @@ int gp_media_type_is(const char *content_type, const char *type);
  * bodies this process produced, not a validating parser. */
 int gp_json_find_string(const char *json, size_t len, const char *key, char *out, size_t size);
 
+/* The value of a hexadecimal digit (either case), or -1. */
+int gp_hex_digit(char c);
+/* A hash of n bytes for the server's tables (connection slots, rate-limit
+ * buckets): FNV-1a with MurmurHash3's finaliser, so the low bits mix. */
+uint64_t gp_hash_bytes(const void *data, size_t n);
+
 /* printf to stderr as one write(2) with a trailing newline. */
 void gp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
