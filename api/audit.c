@@ -232,16 +232,23 @@ void gp_api_audit(gp_api *api, const gp_request *req, gp_response *out)
     gp_json_respond(o, 200, out);
 }
 
+int gp_api_retention_cutoff(double age_seconds, const char *what, char before[GP_TIME_LEN],
+                            gp_error *err)
+{
+    if (!(age_seconds > 0) || age_seconds > 1e11)
+        return gp_error_set(err, GP_EINVAL, NULL, "%s retention out of range", what);
+    time_t cut = time(NULL) - (time_t)age_seconds;
+    struct tm tm;
+    if (gmtime_r(&cut, &tm) == NULL ||
+        strftime(before, GP_TIME_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot format the retention cut-off");
+    return GP_OK;
+}
+
 int gp_api_audit_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err)
 {
     *deleted = 0;
-    if (!(age_seconds > 0) || age_seconds > 1e11)
-        return gp_error_set(err, GP_EINVAL, NULL, "audit retention out of range");
-    time_t cut = time(NULL) - (time_t)age_seconds;
-    struct tm tm;
     char before[GP_TIME_LEN];
-    if (gmtime_r(&cut, &tm) == NULL ||
-        strftime(before, sizeof before, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot format the retention cut-off");
-    return gp_store_audit_prune(api->store, before, deleted, err);
+    int rc = gp_api_retention_cutoff(age_seconds, "audit", before, err);
+    return rc ? rc : gp_store_audit_prune(api->store, before, deleted, err);
 }

@@ -158,13 +158,7 @@ int gp_api_key_taken(const gp_error *err)
 int gp_api_idem_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err)
 {
     *deleted = 0;
-    if (!(age_seconds > 0) || age_seconds > 1e11)
-        return gp_error_set(err, GP_EINVAL, NULL, "idempotency retention out of range");
-    time_t cut = time(NULL) - (time_t)age_seconds;
-    struct tm tm;
     char before[GP_TIME_LEN];
-    if (gmtime_r(&cut, &tm) == NULL ||
-        strftime(before, sizeof before, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        return gp_error_set(err, GP_EINTERNAL, NULL, "cannot format the retention cut-off");
-    return gp_store_idem_prune(api->store, before, deleted, err);
+    int rc = gp_api_retention_cutoff(age_seconds, "idempotency", before, err);
+    return rc ? rc : gp_store_idem_prune(api->store, before, deleted, err);
 }

@@ -577,4 +577,10 @@ int gp_model_file_write(const gp_model_meta *meta, const gp_model_file_source *s
  * build lacks. On failure f holds nothing. */
 int gp_model_file_read(const char *body, size_t len, gp_model_file *f, gp_error *err);
 
+/* The UTC time age_seconds ago as "YYYY-MM-DDTHH:MM:SSZ" (audit.c): the
+ * cut-off of a retention prune (idempotency keys, audit entries); what names
+ * the retention in the error of an age out of range. */
+int gp_api_retention_cutoff(double age_seconds, const char *what, char before[GP_TIME_LEN],
+                            gp_error *err);
+
 #endif
