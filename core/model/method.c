@@ -12,6 +12,7 @@
 
 #include "core/base/rng.h"
 #include "core/linalg/linalg.h"
+#include "core/model/rows.h"
 
 
 static const gp_option_value *find_value(const gp_fit_request *req, const char *name)
@@ -368,8 +369,15 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         model->input = req->input;
     /* The common statistics standardise points and one output; a method of
      * other inputs or several outputs keeps its own (these stay 0 and 1). */
-    if (model->standardize && req->n > 0 && req->input.kind == GP_INPUT_POINT &&
-        model->n_outputs == 1) {
+    if (model->standardize && req->rows) {
+        rc = gp_rows_column_stats(req->rows, model->x_mean, model->x_scale, &model->y_mean,
+                                  &model->y_scale, err);
+        if (rc) {
+            gp_model_free(model);
+            return rc;
+        }
+    } else if (model->standardize && req->n > 0 && req->input.kind == GP_INPUT_POINT &&
+               model->n_outputs == 1) {
         gp_column_stats(req->X, req->n, req->d, model->x_mean, model->x_scale);
         gp_column_stats(req->y, req->n, 1, &model->y_mean, &model->y_scale);
     } else {

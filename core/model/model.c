@@ -17,6 +17,7 @@
 #include "core/model/method.h"
 #include "core/model/persist.h"
 #include "core/model/predict.h"
+#include "core/model/rows.h"
 
 /* ---- lifecycle ---- */
 
@@ -60,6 +61,29 @@ static int check_fit_shape(const gp_method *m, const gp_fit_request *req, gp_err
     return GP_OK;
 }
 
+/* Rows read in chunks (gp_fit_request.rows) go to the methods that stream
+ * them, with one output of points and no per-point noise; the rows' own
+ * values are checked by their reader (rows.h: every value finite). */
+static int check_rows_taken(const gp_method *m, const gp_fit_request *req, gp_error *err)
+{
+    if (!m->streams_rows)
+        return gp_error_set(err, GP_EUNSUPPORTED, "data.dataset",
+                            "method '%s' needs its rows in memory: a fit over a data set "
+                            "streams with ssgp, sgpr or svgp (GET /v1/methods: streams_rows)",
+                            m->name);
+    int rc = gp_rows_check(req->rows, err);
+    if (rc)
+        return rc;
+    if (req->rows->d != req->d || req->rows->n_total != req->n || req->X || req->y ||
+        req->noise_per_point || (req->n_outputs > 1) || req->likelihood != GP_LIK_GAUSSIAN)
+        return gp_error_set(err, GP_EINVAL, "data",
+                            "a fit over a data set has one gaussian output, no per-point noise "
+                            "and no X or y of its own");
+    if (req->n == 0)
+        return gp_error_set(err, GP_EDATA, "data.rows", "the data set has no rows");
+    return gp_check_fit_settings(req, err);
+}
+
 /* A spec that states something goes to methods that honour it; a noise
  * entry only to a model with a noise. */
 static int check_hyper_taken(const gp_method *m, const gp_fit_request *req, gp_error *err)
@@ -87,6 +111,12 @@ static int check_hyper_taken(const gp_method *m, const gp_fit_request *req, gp_e
  * (gp_noise_param_init). */
 static double working_power(const gp_model *model, const gp_fit_request *req)
 {
+    double power = 1.0;
+    gp_error err;
+    if (req->rows) /* one more pass: the floor is only for the warnings */
+        return gp_rows_target_power(req->rows, model->y_mean, model->y_scale, &power, &err)
+                   ? 1.0
+                   : power;
     double ss = 0.0;
     for (size_t i = 0; i < req->n; i++) {
         double t = (req->y[i] - model->y_mean) / model->y_scale;
@@ -171,7 +201,9 @@ int gp_model_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, 
         rc = check_fit_shape(m, req, err);
     if (rc == GP_OK)
         rc = check_coreg_taken(m, req, err);
-    if (rc == GP_OK)
+    if (rc == GP_OK && req->rows)
+        rc = check_rows_taken(m, req, err);
+    else if (rc == GP_OK)
         rc = req->n == 0 && m->starts_empty ? gp_check_fit_settings(req, err)
                                             : gp_check_training_data(req, err);
     if (rc == GP_OK && req->n > 0 && gp_fit_coregionalised(m, req))

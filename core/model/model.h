@@ -153,6 +153,12 @@ typedef struct gp_fit_request {
      * old). Only methods whose descriptor sets mean_functions take another,
      * with the gaussian likelihood; its coefficients are learned by the fit. */
     gp_mean_type mean;
+    /* The rows read in chunks instead of X and y (core/model/rows.h; NULL:
+     * X and y hold them): a fit over a data set in the store, or one rank's
+     * shard of it under MPI. X, y and noise_per_point are then NULL and n is
+     * rows->n_total. Only methods whose descriptor sets streams_rows take it,
+     * with one output and points as inputs. */
+    const struct gp_rows *rows;
 } gp_fit_request;
 
 #define GP_DEFAULT_MAX_TRAIN_POINTS 20000
@@ -364,6 +370,9 @@ typedef struct gp_method {
     /* 1: takes the OBJECT option "coregionalization" (several outputs
      * modelled jointly, gp_coreg_view), with y's missing entries as NaN. */
     int coregionalization;
+    /* 1: a fit may read its rows in chunks (gp_fit_request.rows) with memory
+     * independent of N, and sum over shards of them across processes. */
+    int streams_rows;
     /* The `quick` preset: option values that make a fit of some 40-60 points
      * fast while the method does what it always does (budgets and sizes only:
      * the iterations option, features, inducing points, particles, warm-up;
