@@ -9,6 +9,7 @@
 #   make fuzz       libFuzzer targets (clang) in build/fuzz, each run FUZZ_SECONDS
 #   make docs       regenerate the documentation blocks written from the code
 #   make check-layers  the include rules and no circle inside a layer (run by make test)
+#   build/gpserve-fit  the MPI fit program (mpi/), built with mpicc when it exists
 
 CC      ?= cc
 SAN     ?= 0
@@ -70,6 +71,22 @@ LIB_store  := $(BUILD)/libgpstore.a
 LIB_api    := $(BUILD)/libgpapi.a
 LIB_server := $(BUILD)/libgpserver.a
 
+# The MPI layer (mpi/, on top of api/): gpserve-fit, the program each rank of
+# a sharded fit runs (docs/design/scale-out.md). Only it includes <mpi.h>;
+# its objects, the MPI test programs (tests/mpi/) and benchmarks (bench/mpi/)
+# are compiled and linked with mpicc (Open MPI's wrapper: libopenmpi-dev).
+# Without mpicc they are skipped with a message.
+MPICC      ?= mpicc
+HAVE_MPI   := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
+mpi_SRC    := $(filter-out mpi/main.c,$(sort $(wildcard mpi/*.c)))
+mpi_OBJ    := $(patsubst %.c,$(BUILD)/obj/%.o,$(mpi_SRC))
+MPI_TEST_BIN  := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/*.c))
+MPI_BENCH_BIN := $(patsubst bench/mpi/%.c,$(BUILD)/bench/mpi/%,$(wildcard bench/mpi/*.c))
+GPSERVE_FIT := $(if $(wildcard mpi/main.c),$(BUILD)/gpserve-fit,)
+MPI_PROGRAMS := $(if $(HAVE_MPI),$(GPSERVE_FIT) $(MPI_TEST_BIN) $(MPI_BENCH_BIN))
+# What gpserve-fit links besides the layers: the store's and the api's libraries.
+FIT_LIBS   := -ljansson -lsqlite3 $(PQ_LIBS) -lnettle
+
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 # Support code shared by tests and benchmarks (dataset loader, fixture reader).
@@ -111,7 +128,14 @@ daemon: $(GPSERVE)
 .PHONY: build-all
 build-all: $(GEN_DOCS) $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
            $(if $(server_SRC),$(LIB_server)) $(GPSERVE) $(UNIT_BIN) $(BENCH_BIN) \
-           $(IT_HELPER_BIN)
+           $(IT_HELPER_BIN) mpi-programs
+
+# gpserve-fit and the MPI tests and benchmarks, or why not.
+.PHONY: mpi-programs
+mpi-programs: $(MPI_PROGRAMS)
+ifneq ($(HAVE_MPI),1)
+	@echo "mpi: $(MPICC) not found: gpserve-fit and the MPI tests are not built (make deps installs libopenmpi-dev)"
+endif
 
 # The tiers of mk/deps.sh: the daemon's build and run-time packages (deps);
 # what the tests and benchmarks compile against (build-deps: cmocka); and the
@@ -135,6 +159,30 @@ bench-deps:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The MPI layer and its programs: mpicc (the more specific patterns win).
+$(BUILD)/obj/mpi/%.o: mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/bench/mpi/%.o: bench/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gpserve-fit: $(BUILD)/obj/mpi/main.o $(mpi_OBJ) $(LIB_api) $(LIB_store) $(LIB_core)
+	$(MPICC) $(LDFLAGS) -o $@ $< $(mpi_OBJ) $(LIB_api) $(LIB_store) $(LIB_core) $(FIT_LIBS) $(CORE_LIBS)
+
+$(BUILD)/tests/mpi/%: $(BUILD)/obj/tests/mpi/%.o $(mpi_OBJ) $(LIB_api) $(LIB_store) $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(LDFLAGS) -o $@ $< $(mpi_OBJ) $(LIB_api) $(LIB_store) $(LIB_core) $(FIT_LIBS) $(CORE_LIBS)
+
+$(BUILD)/bench/mpi/%: $(BUILD)/obj/bench/mpi/%.o $(mpi_OBJ) $(LIB_api) $(LIB_store) $(LIB_core)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(LDFLAGS) -o $@ $< $(mpi_OBJ) $(LIB_api) $(LIB_store) $(LIB_core) $(FIT_LIBS) $(CORE_LIBS)
 
 $(OPENAPI_DOC_C): api/openapi.yaml api/gen_openapi.sh
 	@mkdir -p $(dir $@)
@@ -220,10 +268,10 @@ bench:
 CYCLE_LAYERS ?= $(LAYERS)
 .PHONY: check-layers
 check-layers: $(LIB_core) $(if $(store_SRC),$(LIB_store)) $(if $(api_SRC),$(LIB_api)) \
-              $(if $(server_SRC),$(LIB_server))
+              $(if $(server_SRC),$(LIB_server)) $(if $(HAVE_MPI),$(mpi_OBJ))
 	@sh mk/check_layers.sh
 	@sh mk/check_layers.sh --self-test
-	@sh mk/check_cycles.sh $(BUILD) $(CYCLE_LAYERS)
+	@sh mk/check_cycles.sh $(BUILD) $(CYCLE_LAYERS) $(if $(and $(HAVE_MPI),$(mpi_OBJ)),mpi)
 	@sh mk/check_cycles.sh --self-test
 
 .PHONY: docs

@@ -18,6 +18,7 @@ void gp_api_default_config(gp_api_config *cfg)
     cfg->max_sample_values = 10000000;
     cfg->model_cache = 32;
     cfg->snapshot_interval = 10000;
+    cfg->max_ranks = 16;
 }
 
 int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
@@ -36,6 +37,8 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
         api->cfg.max_train_points = def.max_train_points;
     if (api->cfg.max_points == 0)
         api->cfg.max_points = def.max_points;
+    if (api->cfg.max_ranks <= 0)
+        api->cfg.max_ranks = def.max_ranks;
     if (api->cfg.max_input_dim == 0)
         api->cfg.max_input_dim = def.max_input_dim;
     if (api->cfg.max_covariance_points == 0)

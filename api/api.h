@@ -34,6 +34,7 @@ typedef struct gp_api_config {
     size_t snapshot_interval;     /* observe: log entries between snapshots; default 10000 */
     int durability_normal;        /* 1: writes answered once committed, not once synced to disk
                                      (gp_store_set_durability); default 0 */
+    int max_ranks;                /* the most processes of a "distributed" fit; default 16 */
 } gp_api_config;
 
 void gp_api_default_config(gp_api_config *cfg);
@@ -263,6 +264,37 @@ void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag);
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds);
 
+/* ---- fits sharded over processes (gpserve-fit under MPI; api/distributed.c,
+ * docs/design/scale-out.md "Fits beyond one machine") ----
+ * A fit request with "distributed": {"ranks": N} is a durable job that the
+ * daemon holding it runs as N processes of gpserve-fit (mpi/); each opens
+ * its shard of the rows, fits with the sums over every shard, and rank 0
+ * saves the version. */
+struct gp_rows;
+/* N of "distributed": {"ranks": N}; 0 for a fit that is not distributed. */
+int gp_fit_job_ranks(const gp_fit_job *job);
+/* Fit the job's model without saving it (*out the caller's): over rows when
+ * not NULL (one shard, its sums over every shard through rows->allreduce),
+ * else over the request's own X and y. 0 or the code, err filled. */
+int gp_api_fit_model(gp_api *api, gp_fit_job *job, const struct gp_rows *rows,
+                     gp_progress_fn progress, void *ctx, gp_model **out, gp_error *err);
+/* Save model (taken, whatever the outcome) as the job's new version, as
+ * gp_api_run_fit does after its fit: out gets the 201 fit response or the
+ * error response; a held job (gp_fit_job_hold) ends succeeded with it. */
+int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *out,
+                    double *fit_seconds);
+
+/* Rank `rank` of `ranks` processes of the job's fit: its rows are the fixed
+ * range [rank N / ranks, (rank + 1) N / ranks) of the N rows of the fit (the
+ * data set's row sequence, or the request's X and y), read in chunks of at
+ * most chunk rows (0: GP_ROWS_DEFAULT_CHUNK). gp_fit_shard_rows gives them as
+ * a gp_rows whose allreduce is NULL (the caller's to set). */
+typedef struct gp_fit_shard gp_fit_shard;
+int gp_api_fit_shard_open(gp_api *api, const gp_fit_job *job, int rank, int ranks, size_t chunk,
+                          gp_fit_shard **out, gp_error *err);
+struct gp_rows *gp_fit_shard_rows(gp_fit_shard *shard);
+void gp_fit_shard_close(gp_fit_shard *shard);
+
 /* ---- idempotent writes (docs/design/api.md, "Idempotent writes") ----
  * A fit parsed from a request with an Idempotency-Key records its answer with
  * its write (gp_api_run_fit: the new version; gp_api_job_create: the async
@@ -363,6 +395,17 @@ int gp_api_job_owned(gp_api *api, const char *prefix, gp_api_job_owner **jobs, s
 int gp_api_job_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 /* Expire the lease of a job whose holder is known dead. */
 int gp_api_job_expire(gp_api *api, const char *id, const char *owner, gp_error *err);
+
+/* Durable job id as gpserve-fit runs it for owner (the daemon holding it):
+ * its stored request rebuilt into *fj, held by owner (gp_fit_job_hold), and
+ * its row in *info. GP_ECONFLICT when owner does not hold it, GP_ENOTFOUND
+ * when it has no request (ended, or no such job). */
+int gp_api_job_open(gp_api *api, const char *id, const char *owner, gp_fit_job **fj,
+                    gp_job_info *info, gp_error *err);
+/* Whether a DELETE asked owner to cancel job id (gp_store_job_cancel_flag):
+ * GP_ECONFLICT once owner no longer holds it. */
+int gp_api_job_cancel_requested(gp_api *api, const char *id, const char *owner, int *requested,
+                                gp_error *err);
 
 /* ---- the audit trail (audit.c; docs/design/api.md, "The audit trail") ----
  * A write answered 2xx is recorded by the api with the write, in its

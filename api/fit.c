@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/internal.h"
+#include "core/model/rows.h"
 
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in JSON */
 
@@ -40,13 +41,15 @@ struct gp_fit_job {
     char hold_id[40];
     char *hold_owner;
     const atomic_int *cancel; /* the owner's flag, polled inside the fit (NULL: none) */
+    int ranks; /* "distributed": {"ranks": N}: processes of gpserve-fit (0: not distributed) */
     gp_api_idem idem; /* the request's Idempotency-Key, if any */
     gp_api_origin origin; /* who asked (the audit row of the save and of the job) */
 };
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
-                                       "mean", "outputs", "feature_names", "target_names", NULL};
+                                       "mean", "outputs", "feature_names", "target_names",
+                                       "distributed", NULL};
 static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
@@ -139,6 +142,11 @@ const char *gp_fit_job_name(const gp_fit_job *job)
 const char *gp_fit_job_method(const gp_fit_job *job)
 {
     return job->method->name;
+}
+
+int gp_fit_job_ranks(const gp_fit_job *job)
+{
+    return job->ranks;
 }
 
 static void fill_request(const gp_fit_job *job, gp_fit_request *fr)
@@ -651,6 +659,11 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
                             gp_likelihood_name(job->likelihood));
     if ((e = json_object_get(obj, "mean")) && (rc = parse_mean(job, e, err)))
         return rc;
+    if ((e = json_object_get(obj, "distributed")) &&
+        (rc = gp_api_parse_distributed(api, obj, e, job->method, &job->ranks, err)))
+        return rc;
+    if (job->ranks > 0)
+        job->async = 1; /* a distributed fit is a job (gp_api_parse_distributed) */
     if (!have_data && (rc = parse_data(api, obj, job, err)))
         return rc;
     if (have_data && (rc = stored_input_spec(job, err)))
@@ -908,6 +921,24 @@ char *gp_api_fit_body(const gp_model_meta *meta, void *ctx)
     return text;
 }
 
+int gp_api_fit_model(gp_api *api, gp_fit_job *job, const gp_rows *rows, gp_progress_fn progress,
+                     void *ctx, gp_model **out, gp_error *err)
+{
+    gp_fit_request fr;
+    fill_request(job, &fr);
+    fr.max_train_points = api->cfg.max_train_points;
+    fr.progress = progress;
+    fr.progress_ctx = ctx;
+    if (rows) { /* the rows come in chunks: none of the request's own */
+        fr.rows = rows;
+        fr.X = fr.y = NULL;
+        fr.noise_per_point = NULL;
+        fr.n = rows->n_total;
+        fr.d = rows->d;
+    }
+    return gp_model_fit(job->method, &fr, out, err);
+}
+
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds)
 {
@@ -915,17 +946,23 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     gp_error_clear(&err);
     if (fit_seconds)
         *fit_seconds = 0.0;
-    gp_fit_request fr;
-    fill_request(job, &fr);
-    fr.max_train_points = api->cfg.max_train_points;
-    fr.progress = progress;
-    fr.progress_ctx = ctx;
     gp_model *model = NULL;
-    int rc = gp_model_fit(job->method, &fr, &model, &err);
+    int rc = gp_api_fit_model(api, job, NULL, progress, ctx, &model, &err);
     if (rc) {
         gp_api_error(&err, out);
         return rc;
     }
+    return gp_api_save_fit(api, job, model, out, fit_seconds);
+}
+
+int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *out,
+                    double *fit_seconds)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    if (fit_seconds)
+        *fit_seconds = 0.0;
+    int rc = GP_OK;
     gp_state st;
     gp_state_init(&st);
     char *info = NULL;

@@ -108,6 +108,13 @@ void gp_poisoned_forget(gp_api *api, const char *name);
 json_t *gp_poisoned_json(gp_api *api);
 size_t gp_poisoned_count(gp_api *api);
 
+/* "distributed" of a fit request (api/distributed.c): {"ranks": N}, N in
+ * 1 .. cfg.max_ranks, for a fit whose "data" names a data set with a method
+ * that streams its rows (descriptor streams_rows), run as a job ("async"
+ * true or absent). *ranks = N, or an error naming the field. */
+int gp_api_parse_distributed(gp_api *api, json_t *fit, json_t *v, const gp_method *m,
+                             int *ranks, gp_error *err);
+
 /* ---- fit jobs (fit.c) ---- */
 /* The "options" object of a fit request for method m, each option checked by
  * type and by gp_options_validate (OBJECT options: converted by

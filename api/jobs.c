@@ -454,3 +454,32 @@ int gp_api_job_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error 
         return gp_error_set(err, GP_EINTERNAL, NULL, "cannot format the retention cut-off");
     return gp_store_job_prune(api->store, before, deleted, err);
 }
+
+/* ---- a durable job run by gpserve-fit (mpi/) for the daemon holding it ---- */
+
+int gp_api_job_cancel_requested(gp_api *api, const char *id, const char *owner, int *requested,
+                                gp_error *err)
+{
+    return gp_store_job_cancel_flag(api->store, id, owner, requested, err);
+}
+
+int gp_api_job_open(gp_api *api, const char *id, const char *owner, gp_fit_job **fj,
+                    gp_job_info *info, gp_error *err)
+{
+    *fj = NULL;
+    memset(info, 0, sizeof *info);
+    int requested = 0;
+    int rc = gp_api_job_cancel_requested(api, id, owner, &requested, err);
+    if (rc == GP_OK)
+        rc = gp_api_job_load(api, id, info, err);
+    if (rc == GP_OK)
+        rc = load_request(api, id, fj, err);
+    if (rc == GP_OK && gp_fit_job_hold(*fj, id, owner) != GP_OK)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (rc) {
+        gp_fit_job_free(*fj);
+        *fj = NULL;
+        gp_job_info_free(info);
+    }
+    return rc;
+}

@@ -1,7 +1,10 @@
 #!/bin/sh
 # The include rules of the architecture (ARCHITECTURE.md), checked on the
 # #include lines of the tree:
-#   - layers point one way: server -> api -> {core, store}, store -> core;
+#   - layers point one way: server -> api -> {core, store}, store -> core, and
+#     mpi -> api (mpi/: gpserve-fit, the program each rank of a sharded fit runs;
+#     it sits beside server/ and includes no server/ header, nor the store's driver);
+#   - only mpi/ includes <mpi.h> (core, store, api and server never do);
 #   - core/ does no I/O: no jansson, SQLite, libpq or libmicrohttpd header;
 #   - only store/ talks to a database: no sqlite3.h or libpq-fe.h in api/ or server/;
 #   - a method (core/methods/X.c, or the folder core/methods/X/ when it holds
@@ -37,6 +40,25 @@ check() {
     includes api >"$tmp/api"
     includes server >"$tmp/server"
     includes bench >"$tmp/bench"
+    includes mpi >"$tmp/mpi"
+
+    cat "$tmp/core" "$tmp/store" "$tmp/api" "$tmp/server" |
+        while IFS="$TAB" read -r f h; do
+            case $h in
+            mpi.h | mpi/*) echo "check-layers: $f includes $h: only mpi/ talks MPI" ;;
+            esac
+        done >"$tmp/mpiuse"
+    if [ -s "$tmp/mpiuse" ]; then
+        cat "$tmp/mpiuse"
+        bad=1
+    fi
+
+    while IFS="$TAB" read -r f h; do
+        case $h in
+        server/*) report "$f includes $h: mpi/ sits on api/, beside server/" ;;
+        microhttpd.h) report "$f includes <$h>: only server/ speaks HTTP" ;;
+        esac
+    done <"$tmp/mpi"
 
     while IFS="$TAB" read -r f h; do
         case $h in
@@ -84,7 +106,7 @@ check() {
         esac
     done <"$tmp/api"
 
-    cat "$tmp/api" "$tmp/server" |
+    cat "$tmp/api" "$tmp/server" "$tmp/mpi" |
         while IFS="$TAB" read -r f h; do
             case $h in
             sqlite3.h | libpq-fe.h | store/db.h | store/store_internal.h)
@@ -97,7 +119,7 @@ check() {
         bad=1
     fi
 
-    cat "$tmp/store" "$tmp/api" "$tmp/server" "$tmp/bench" |
+    cat "$tmp/store" "$tmp/api" "$tmp/server" "$tmp/bench" "$tmp/mpi" |
         while IFS="$TAB" read -r f h; do
             case $h in
             core/model/method.h)
@@ -131,6 +153,7 @@ self_test() {
         rm -rf "$copy"
         mkdir -p "$copy"
         cp -R "$here/core" "$here/store" "$here/api" "$here/server" "$here/bench" "$copy/"
+        [ -d "$here/mpi" ] && cp -R "$here/mpi" "$copy/"
         (cd "$copy" && eval "$2")
         if (check "$copy" >/dev/null); then
             echo "check-layers self-test: '$1' was not caught"
@@ -152,15 +175,20 @@ self_test() {
     expect_fail "server includes the plug-in interface" 'add_include server/main.c core/model/method.h'
     expect_fail "core source without header" 'printf "int gp_x;\n" >core/base/orphan.c'
     expect_fail "core header without source" 'printf "int gp_y(void);\n" >core/linalg/orphan.h'
+    expect_fail "api includes mpi.h" 'printf "#include <mpi.h>\n" >>api/json.c'
+    expect_fail "server includes mpi.h" 'printf "#include <mpi.h>\n" >>server/main.c'
+    expect_fail "mpi includes server" 'mkdir -p mpi && add_include mpi/zz.c server/http.h'
+    expect_fail "mpi includes the store's driver" 'mkdir -p mpi && add_include mpi/zz.c store/db.h'
     copy=$tmp/copy
     rm -rf "$copy"
     mkdir -p "$copy"
     cp -R "$here/core" "$here/store" "$here/api" "$here/server" "$here/bench" "$copy/"
+    [ -d "$here/mpi" ] && cp -R "$here/mpi" "$copy/"
     if ! (check "$copy"); then
         echo "check-layers self-test: the intact tree fails"
         failures=$((failures + 1))
     fi
-    [ "$failures" -eq 0 ] && echo "check-layers self-test: 14 violations caught, the intact tree passes"
+    [ "$failures" -eq 0 ] && echo "check-layers self-test: 18 violations caught, the intact tree passes"
     return "$failures"
 }
 

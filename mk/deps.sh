@@ -28,11 +28,13 @@
 # certificate and key itself to re-read them on SIGHUP (server/tls.c).
 # libpq-dev: the daemon links libpq, the client library of its PostgreSQL back
 # end (--db postgresql://...).
+# libopenmpi-dev, openmpi-bin: mpicc and mpirun for gpserve-fit, the program
+# each rank of a sharded fit runs (--mpi-launcher; docs/design/scale-out.md).
 set -eu
 if [ "${1:-}" = node ]; then
     exec sh "$(dirname "$0")/deps_node.sh"
 fi
-PKGS="build-essential libmicrohttpd-dev libgnutls28-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev nettle-dev pkg-config"
+PKGS="build-essential libmicrohttpd-dev libgnutls28-dev libjansson-dev libopenblas-dev liblapacke-dev libsqlite3-dev libpq-dev nettle-dev pkg-config libopenmpi-dev openmpi-bin"
 TEST_PKGS="libcmocka-dev curl jq sqlite3"
 FUZZ_PKGS="clang libclang-rt-14-dev"
 BENCH_PKGS="python3-sklearn python3-statsmodels python3-pandas wrk python3-flask gunicorn"

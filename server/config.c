@@ -127,6 +127,22 @@ static const opt_def options[] = {
      "file the access log is appended to, one JSON line per request (time, request_id, "
      "client, key, method, route, model, version, status, bytes, duration_us), written "
      "off the request threads; '-' = standard output; none by default"},
+    {"mpi-launcher", "GPSERVE_MPI_LAUNCHER", OPT_STRING, OFF(mpi_launcher), 0, 0,
+     "the MPI launcher a distributed fit (\"distributed\": {\"ranks\": N}) runs as LAUNCHER "
+     "[--mpi-args] [--hostfile H] -np N FIT-PROGRAM --db DB --job ID --owner OWNER on the "
+     "daemon holding the job (Open MPI's mpirun refuses root without "
+     "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment)"},
+    {"mpi-hostfile", "GPSERVE_MPI_HOSTFILE", OPT_STRING, OFF(mpi_hostfile), 0, 0,
+     "the launcher's hostfile (the machines of the ranks; each must reach --db: PostgreSQL, "
+     "or a SQLite file on a filesystem they share); none: every rank on this machine"},
+    {"mpi-args", "GPSERVE_MPI_ARGS", OPT_STRING, OFF(mpi_args), 0, 0,
+     "extra words for the launcher, split at blanks (e.g. '--oversubscribe' for more ranks "
+     "than cores, or '--mca btl_tcp_if_include eth0')"},
+    {"fit-program", "GPSERVE_FIT_PROGRAM", OPT_STRING, OFF(fit_program), 0, 0,
+     "the program every rank of a distributed fit runs (the same path on every machine of "
+     "the hostfile); default: gpserve-fit beside this binary"},
+    {"mpi-max-ranks", "GPSERVE_MPI_MAX_RANKS", OPT_LONG, OFF(mpi_max_ranks), 1, 4096,
+     "the most processes a distributed fit may ask for (distributed.ranks); beyond, 400"},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -202,6 +218,8 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->batch_delay_us = 300;
     cfg->batch_max_points = 64;
     cfg->durability = "full";
+    cfg->mpi_launcher = "mpirun";
+    cfg->mpi_max_ranks = api.max_ranks > 0 && api.max_ranks <= 4096 ? api.max_ranks : 16;
     cfg->snapshot_interval = api.snapshot_interval > 0 && api.snapshot_interval <= 100000000
                                  ? (long)api.snapshot_interval
                                  : 10000;

@@ -45,6 +45,12 @@ typedef struct gp_server_config {
     long batch_max_points;    /* --batch-max-points: points per batch; 64 */
     const char *durability;   /* --durability: "full" (writes answered once on disk) | "normal" */
     const char *access_log;   /* --access-log: a file, "-" (standard output), or NULL: none */
+    /* Distributed fits (server/jobs_mpi.c, docs/design/scale-out.md): */
+    const char *mpi_launcher; /* --mpi-launcher: the MPI launcher; "mpirun" */
+    const char *mpi_hostfile; /* --mpi-hostfile: its hostfile; NULL: this machine */
+    const char *mpi_args;     /* --mpi-args: extra launcher words (e.g. --oversubscribe); NULL */
+    const char *fit_program;  /* --fit-program: NULL = gpserve-fit beside the daemon's binary */
+    long mpi_max_ranks;       /* --mpi-max-ranks: the most processes a fit may ask; 16 */
 } gp_server_config;
 
 /* Result of gp_config_parse. */

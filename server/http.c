@@ -404,6 +404,9 @@ gp_server *gp_server_start(const gp_server_config *cfg, gp_api *api, gp_keyring 
                            3600.0 * (double)cfg->job_retention_hours);
     gp_jobs_set_key_retention(srv->jobs, 3600.0 * (double)cfg->idempotency_hours);
     gp_jobs_set_audit_retention(srv->jobs, 86400.0 * (double)cfg->audit_retention_days);
+    gp_jobs_mpi mpi = {cfg->db, cfg->mpi_launcher, cfg->mpi_hostfile, cfg->mpi_args,
+                       cfg->fit_program};
+    gp_jobs_set_mpi(srv->jobs, &mpi);
     if (start_http(srv, msg, msg_size) != 0) {
         server_free(srv);
         return NULL;

@@ -37,6 +37,7 @@ static const gp_fit_ops api_ops = {
     .prune = gp_api_job_prune,
     .prune_keys = gp_api_idem_prune,
     .prune_audit = gp_api_audit_prune,
+    .ranks = gp_fit_job_ranks,
 };
 
 /* ---- set-up ---- */
@@ -108,6 +109,24 @@ void gp_jobs_set_key_retention(gp_jobs *js, double retention_seconds)
 {
     if (retention_seconds >= 0)
         js->key_retention = retention_seconds;
+}
+
+void gp_jobs_set_mpi(gp_jobs *js, const gp_jobs_mpi *mpi)
+{
+    js->mpi = *mpi;
+    if (js->mpi.launcher == NULL)
+        js->mpi.launcher = "mpirun";
+    if (js->mpi.program == NULL) {
+        /* gpserve-fit beside this binary (build/, or /usr/local/bin in the image) */
+        ssize_t n = readlink("/proc/self/exe", js->fit_program, sizeof js->fit_program - 16);
+        js->fit_program[n > 0 ? n : 0] = '\0';
+        char *slash = strrchr(js->fit_program, '/');
+        if (slash)
+            snprintf(slash + 1, 16, "gpserve-fit");
+        else
+            snprintf(js->fit_program, sizeof js->fit_program, "gpserve-fit");
+        js->mpi.program = js->fit_program;
+    }
 }
 
 const char *gp_jobs_owner(const gp_jobs *js)

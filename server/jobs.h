@@ -65,7 +65,20 @@ typedef struct gp_fit_ops {
     int (*prune_keys)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
     /* Audit entries past their retention (NULL: none). */
     int (*prune_audit)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
+    /* Processes of a distributed fit (0, or NULL: the fit runs on a worker). */
+    int (*ranks)(const gp_fit_job *job);
 } gp_fit_ops;
+
+/* How a distributed fit's job runs (server/jobs_mpi.c): its holder starts
+ *   LAUNCHER [ARGS...] [--hostfile HOSTFILE] -np N PROGRAM --db DB --job ID --owner OWNER
+ * and waits for it. Strings are borrowed (they outlive the gp_jobs). */
+typedef struct gp_jobs_mpi {
+    const char *db;       /* the daemon's --db, which every rank opens */
+    const char *launcher; /* --mpi-launcher (default mpirun) */
+    const char *hostfile; /* --mpi-hostfile, or NULL */
+    const char *args;     /* --mpi-args: extra words split at blanks, or NULL */
+    const char *program;  /* --fit-program, or NULL: gpserve-fit beside the daemon's binary */
+} gp_jobs_mpi;
 
 typedef struct gp_jobs gp_jobs;
 
@@ -97,6 +110,8 @@ void gp_jobs_set_key_retention(gp_jobs *js, double retention_seconds);
 /* How long audit entries are kept (seconds; 0 = for ever; default 90 days):
  * the keeper removes older ones with the ended jobs. */
 void gp_jobs_set_audit_retention(gp_jobs *js, double retention_seconds);
+/* The launcher of distributed fits (before gp_jobs_start). */
+void gp_jobs_set_mpi(gp_jobs *js, const gp_jobs_mpi *mpi);
 /* This daemon's owner string (host:pid:nonce). */
 const char *gp_jobs_owner(const gp_jobs *js);
 /* Start the worker threads and the lease keeper, after claiming the jobs of

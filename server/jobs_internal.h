@@ -97,6 +97,8 @@ struct gp_jobs {
     double key_retention; /* seconds idempotency keys' answers are kept; 0 = for ever */
     double audit_retention; /* seconds audit entries are kept; 0 = for ever */
     double last_prune; /* monotonic seconds (keeper thread only) */
+    gp_jobs_mpi mpi;   /* distributed fits' launcher (set before start) */
+    char fit_program[4096]; /* gpserve-fit beside our binary, when mpi.program is NULL */
     pthread_t keeper;
     int keeper_started;
 
@@ -114,7 +116,7 @@ struct gp_jobs {
 };
 
 /* The files, each calling only those listed after it (no circle):
- * jobs.c -> {jobs_keeper.c, jobs_run.c} -> jobs_table.c. */
+ * jobs.c -> {jobs_keeper.c, jobs_run.c} -> jobs_mpi.c -> jobs_table.c. */
 
 /* server/jobs_table.c: the lists, a job's lifetime and its store writes. */
 void gp_jobs_list_push(job_list *l, job *j);
@@ -151,6 +153,10 @@ void gp_jobs_job_release_write(gp_jobs *js, const char *id);
 void gp_jobs_respond_shutdown(gp_response *res);
 /* A fit worker's thread (arg: the gp_jobs). */
 void *gp_jobs_worker_main(void *arg);
+
+/* server/jobs_mpi.c: a distributed fit's run (the launcher under mpirun,
+ * watched until it ends): its rc, and res as ops.run fills it. */
+int gp_jobs_run_distributed(gp_jobs *js, job *j, gp_response *res);
 
 /* server/jobs_keeper.c: the keeper thread. */
 /* At start-up: expire the leases of jobs held by dead daemons of this host

@@ -163,6 +163,8 @@ static void run_job(gp_jobs *js, job *j)
         js->ops.set_cancel(j->fit, &j->cancel);
     if (atomic_load(&j->cancel) != STOP_NONE)
         rc = GP_ECANCELLED;
+    else if (j->async && js->ops.ranks && js->ops.ranks(j->fit) > 0)
+        rc = gp_jobs_run_distributed(js, j, &res); /* gpserve-fit's ranks, under mpirun */
     else
         rc = js->ops.run(js->api, j->fit, on_progress, j, &res, &secs);
     double wall = gp_monotonic_seconds() - t0;

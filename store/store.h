@@ -244,6 +244,11 @@ int gp_store_job_update(gp_store *store, const gp_job_row *job, const char *owne
  * result) and drop its request; owner NULL ends it whoever holds it. */
 int gp_store_job_finish(gp_store *store, const gp_job_row *job, const char *owner,
                         gp_error *err);
+/* Whether a DELETE asked holder owner to cancel job id (*requested 0 or 1):
+ * what gpserve-fit's rank 0 polls while it runs the job for its daemon.
+ * GP_ECONFLICT when owner no longer holds it (ended, or taken over). */
+int gp_store_job_cancel_flag(gp_store *store, const char *id, const char *owner, int *requested,
+                             gp_error *err);
 /* Hand a held job back (a graceful stop): queued, no owner, its lease expired,
  * an interrupted run not counted as an attempt. */
 int gp_store_job_release(gp_store *store, const char *id, const char *owner, gp_error *err);

@@ -316,6 +316,32 @@ int gp_store_job_request(gp_store *store, const char *id, gp_job_row *row, char 
     return rc;
 }
 
+int gp_store_job_cancel_flag(gp_store *store, const char *id, const char *owner, int *requested,
+                             gp_error *err)
+{
+    *requested = 0;
+    int rc = check_id(id, err);
+    if (rc == GP_OK)
+        rc = check_owner(owner, err);
+    if (rc)
+        return rc;
+    gp_store_conn *r = gp_store_reader_lock(store);
+    gp_db_stmt *st = gp_store_stmt(r, GPS_JOB_CANCEL_FLAG);
+    int src = bind_values(st, "tt", id, owner);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    if (src == GP_DB_ROW)
+        *requested = gp_db_col_int(st, 0) != 0;
+    else if (src == GP_DB_DONE)
+        rc = gp_error_set(err, GP_ECONFLICT, "id", "job '%s' is not held by '%s' (it ended, or "
+                          "another daemon took it over)", id, owner);
+    else
+        rc = gp_store_sql_error(r, src, err, "reading a job's cancel request");
+    gp_store_stmt_done(st);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 /* ---- a holder's writes ---------------------------------------------------- */
 
 typedef struct update_ctx {

@@ -81,6 +81,8 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
                               " WHERE job_id = ?1 AND key = ?2",
     [GPS_JOB_DROP_ARRAYS] = "DELETE FROM job_arrays WHERE job_id = ?1",
     [GPS_JOB_HELD] = "SELECT status FROM jobs WHERE id = ?1 AND owner = ?2 AND" ACTIVE,
+    [GPS_JOB_CANCEL_FLAG] = "SELECT cancel_requested FROM jobs WHERE id = ?1 AND owner = ?2 AND"
+                            ACTIVE,
     /* ?6: 1 when a run starts (an attempt). */
     [GPS_JOB_UPDATE] = "UPDATE jobs SET status = ?3, progress = ?4, updated_at = ?5,"
                        " attempts = attempts + ?6 WHERE id = ?1 AND owner = ?2 AND" ACTIVE,

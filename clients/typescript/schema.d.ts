@@ -881,6 +881,11 @@ export interface components {
             feature_names?: string[];
             /** @description the targets' names, one per column of y (default: outputs, when given). A CSV fit takes its target columns' header names. */
             target_names?: string[];
+            /** @description Fit sharded over MPI (docs/design/scale-out.md, "Fits beyond one machine"): the daemon that holds the job runs gpserve-fit as `ranks` processes (--mpi-launcher, --mpi-hostfile), each reading a fixed range of the data set's rows; rank 0 saves the version. Only with data naming a data set and a method that streams its rows (GET /v1/methods: streams_rows), else 400 naming data.dataset or 422 unsupported naming distributed. Always a job: the answer is 202 (async false is 400). A rank that dies fails the job with the code interrupted. */
+            distributed?: {
+                /** @description processes, 1 .. --mpi-max-ranks (default 16) */
+                ranks: number;
+            };
         };
         /**
          * @description gaussian N(y | f, noise); bernoulli p(y=1) = logistic(f); poisson rate exp(f); poisson_sq rate f^2 (pls only); softmax p(y=c) = softmax(f)_c over C latent functions, one per class (labels 0..C-1, C from the data, at most 64)

@@ -16,6 +16,7 @@
 #   idempotency oip aliases
 #   openapi ts_client python_client browser bad_requests cancel metrics second_daemon model_file restart
 #   crash replicas auth keys queue abuse logs resources docker deploy config backup access_log audit tls
+#   rate_limit mpi
 #
 # POSIX sh; needs curl, jq, awk, sed, grep, cmp. Every request has a --max-time
 # and every wait is bounded, so the suite cannot hang. Under the sanitizers
@@ -25,7 +26,7 @@
 # 0.5 s while 6 addresses hold 300 each, and the 3 s request deadline.
 
 AREAS="health readme fit models columns predict ppnoise priors means sample multioutput batching jobs methods likelihood multiclass hkd online finite idempotency oip aliases openapi ts_client python_client browser bad_requests cancel metrics
-second_daemon model_file restart crash replicas auth keys queue abuse logs resources docker deploy config backup access_log audit tls rate_limit"
+second_daemon model_file restart crash replicas auth keys queue abuse logs resources docker deploy config backup access_log audit tls rate_limit mpi"
 
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift

@@ -236,9 +236,18 @@ static void test_durable_job_claims(void **state)
     gp_state_free(&req);
     create_job(s, "c2", "I", 5.0, &req);
     gp_state_free(&req);
+    int requested = -1;
+    assert_int_equal(gp_store_job_cancel_flag(s, "c1", "H", &requested, &err), GP_OK);
+    assert_int_equal(requested, 0);
     assert_int_equal(gp_store_job_cancel(s2, "c1", 100.0, &row, &outcome, &err), GP_OK);
     assert_int_equal(outcome, GP_JOB_CANCEL_REQUESTED);
     gp_job_row_free(&row);
+    /* what gpserve-fit's rank 0 polls: the request, for the holder only */
+    assert_int_equal(gp_store_job_cancel_flag(s2, "c1", "H", &requested, &err), GP_OK);
+    assert_int_equal(requested, 1);
+    assert_int_equal(gp_store_job_cancel_flag(s2, "c1", "not-H", &requested, &err),
+                     GP_ECONFLICT);
+    assert_string_equal(err.field, "id");
     assert_int_equal(gp_store_job_renew(s, "H", 1e12, &held, &n, &err), GP_OK);
     assert_int_equal(n, 1);
     assert_int_equal(held[0].cancel_requested, 1);
@@ -249,6 +258,7 @@ static void test_durable_job_claims(void **state)
     assert_job_status(s, "c2", "cancelled");
     assert_int_equal(sf_raw_int(path, "SELECT count(*) FROM job_arrays WHERE job_id = 'c2'", NULL),
                      0);
+    assert_int_equal(gp_store_job_cancel_flag(s, "c2", "I", &requested, &err), GP_ECONFLICT);
     assert_int_equal(gp_store_job_cancel(s2, "c2", 100.0, &row, &outcome, &err), GP_OK);
     assert_int_equal(outcome, GP_JOB_CANCEL_ENDED);
     gp_job_row_free(&row);

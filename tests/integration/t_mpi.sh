@@ -1,0 +1,93 @@
+#!/bin/sh
+# Integration area "mpi": fits sharded over MPI (docs/design/scale-out.md,
+# "Fits beyond one machine"), under `mpirun --oversubscribe -np P` on this
+# machine. Skipped with a message without Open MPI's mpirun or without the MPI
+# programs (make builds them when mpicc exists).
+# Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
+#
+# Open MPI refuses to run as root (CI does) unless both variables below are set.
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+MPI_TEST=$ROOT/$BUILD/tests/mpi/test_reduce
+FIT=$ROOT/$BUILD/gpserve-fit
+case $BUILD in /*) MPI_TEST=$BUILD/tests/mpi/test_reduce FIT=$BUILD/gpserve-fit ;; esac
+MPIRUN="timeout $((120 * SLOW)) mpirun --oversubscribe"
+
+section "mpi"
+if ! command -v mpirun >/dev/null 2>&1; then
+    note "mpirun not found (Debian's openmpi-bin, make deps): the mpi area is skipped"
+elif [ ! -x "$MPI_TEST" ] || [ ! -x "$FIT" ]; then
+    note "$FIT or $MPI_TEST is not built (mpicc missing?): the mpi area is skipped"
+else
+
+# ---- the reduction: the same bits run to run, the sequential sum to rounding
+for p in 1 2 4; do
+    $MPIRUN -np $p "$MPI_TEST" >"$T/reduce$p.out" 2>"$T/reduce$p.err"
+    verdict "ordered sum over $p ranks: rank-ordered bits on every rank, the sequential sum to rounding" \
+        $? "$(tail -n 5 "$T/reduce$p.err" "$T/reduce$p.out" | tr '\n' ' ')"
+done
+$MPIRUN -np 2 "$MPI_TEST" >"$T/reduce2b.out" 2>&1
+grep '^reduce ' "$T/reduce2.out" >"$T/bits_a"
+grep '^reduce ' "$T/reduce2b.out" >"$T/bits_b"
+[ -s "$T/bits_a" ] && cmp -s "$T/bits_a" "$T/bits_b"
+verdict "ordered sum over 2 ranks, run twice: bit-identical" $? "$(diff "$T/bits_a" "$T/bits_b" | head -4)"
+
+
+# ---- gpserve-fit's refusals: arguments, and a fit it cannot shard
+FDB=$T/mpi_fit.db
+$MPIRUN -np 2 "$FIT" --db "$FDB" >"$T/fit_usage.out" 2>"$T/fit_usage.err"
+[ $? -eq 2 ] && grep -q -- '--job ID' "$T/fit_usage.err"
+verdict "gpserve-fit without --job or --request: exit 2 with why" $? "$(head -c 300 "$T/fit_usage.err")"
+gen_xy 60 2 5 | csv_to_json mpi_exact '"method":"exact",' >"$T/mpi_exact.json"
+$MPIRUN -np 2 "$FIT" --db "$FDB" --request "$T/mpi_exact.json" >"$T/fit_exact.out" 2>"$T/fit_exact.err"
+rc=$?
+grep '^{"error"' "$T/fit_exact.err" | head -n 1 >"$T/fit_exact.json"
+[ $rc -eq 1 ] && [ "$(jqb '.error.code' "$T/fit_exact.json")" = unsupported ] &&
+    [ "$(jqb '.error.field' "$T/fit_exact.json")" = data.dataset ] && [ ! -s "$T/fit_exact.out" ]
+verdict "gpserve-fit of a method that needs its rows in memory: exit 1, one JSON error naming data.dataset, nothing saved" \
+    $? "exit $rc: $(head -c 300 "$T/fit_exact.err")"
+
+# ---- sharded fits against the single-process fit, per method that streams
+req GET /v1/methods
+STREAMING=$(jqb '[.. | objects | select(.streams_rows? == true) | .name] | unique | .[]')
+if [ -z "$STREAMING" ]; then
+    note "no method streams its rows in this build (GET /v1/methods: streams_rows): the sharded fits against the single-process fit are skipped"
+fi
+gen_xy 400 2 17 >"$T/mpi_rows.csv"
+for m in $STREAMING; do
+    csv_to_json "mpi_ref_$m" "\"method\":\"$m\",\"seed\":3," <"$T/mpi_rows.csv" >"$T/ref_$m.json"
+    check_json "$m: the single-process fit" 201 /v1/models "@$T/ref_$m.json"
+    cp "$T/body" "$T/ref_$m.out"
+    for p in 1 2 4; do
+        csv_to_json "mpi_${m}_$p" "\"method\":\"$m\",\"seed\":3," <"$T/mpi_rows.csv" >"$T/req_$m$p.json"
+        $MPIRUN -np $p "$FIT" --db "$MAIN_DB" --request "$T/req_$m$p.json" --chunk 64 \
+            >"$T/fit_$m$p.out" 2>"$T/fit_$m$p.err"
+        verdict "$m over $p ranks: saved" $? "$(head -c 300 "$T/fit_$m$p.err")"
+        # hyperparameters and predictions against the single-process fit, to 1e-10
+        jq -S '.kernel' "$T/ref_$m.out" >"$T/k_ref" 2>/dev/null
+        jq -S '.kernel' "$T/fit_$m$p.out" >"$T/k_$p" 2>/dev/null
+        check_json "$m over $p ranks: predicts" 200 "/v1/models/mpi_${m}_$p/predict" '{"X":[[0.1,0.2],[-1,1.5]]}'
+        cp "$T/body" "$T/pred_$p"
+        check_json "$m: the single-process fit predicts" 200 "/v1/models/mpi_ref_$m/predict" '{"X":[[0.1,0.2],[-1,1.5]]}'
+        jq -n --slurpfile a "$T/pred_$p" --slurpfile b "$T/body" \
+            '[$a[0].mean, $b[0].mean] | transpose | all(((.[0] - .[1]) | fabs) <= 1e-10 * (1 + (.[1] | fabs)))' |
+            grep -q true
+        verdict "$m over $p ranks: predictions equal the single-process fit's to 1e-10" $? \
+            "$(head -c 200 "$T/pred_$p") vs $(head -c 200 "$T/body")"
+    done
+    csv_to_json "mpi_${m}_2b" "\"method\":\"$m\",\"seed\":3," <"$T/mpi_rows.csv" >"$T/req_${m}2b.json"
+    $MPIRUN -np 2 "$FIT" --db "$MAIN_DB" --request "$T/req_${m}2b.json" --chunk 64 >"$T/fit_${m}2b.out" 2>&1
+    jq -S '{kernel, noise_variance, diagnostics: .diagnostics.objective}' "$T/fit_${m}2.out" >"$T/a2" 2>/dev/null
+    jq -S '{kernel, noise_variance, diagnostics: .diagnostics.objective}' "$T/fit_${m}2b.out" >"$T/b2" 2>/dev/null
+    [ -s "$T/a2" ] && cmp -s "$T/a2" "$T/b2"
+    verdict "$m over 2 ranks, run twice: the same bits (17 digits)" $? "$(diff "$T/a2" "$T/b2" | head -4)"
+done
+
+# ---- the daemon's distributed jobs (they read a data set: PUT /v1/datasets)
+req GET /openapi.yaml
+if ! grep -q '/v1/datasets' "$T/body" 2>/dev/null || [ -z "$STREAMING" ]; then
+    note "data sets (PUT /v1/datasets) or a method that streams are not in this build: the daemon's distributed jobs (ranks 2, a rank killed, cancel) are skipped"
+fi
+
+fi
