@@ -8,6 +8,7 @@
 #include "core/methods/svgp/classes.h"
 #include "core/methods/svgp/fit.h"
 #include "core/methods/svgp/internal.h"
+#include "core/methods/svgp/rows.h"
 
 /* ---- the method ---- */
 
@@ -50,10 +51,13 @@ static const gp_option_spec svgp_options[] = {
      gp_coreg_option_help},
 };
 
-/* A coregionalised fit is core/coreg's (sparse_fit.h). */
+/* A fit over rows read in chunks is rows.c's; a coregionalised fit is
+ * core/coreg's (sparse_fit.h). */
 static int svgp_fit_any(const gp_method *m, const gp_fit_request *req, gp_model **out,
                         gp_error *err)
 {
+    if (req->rows)
+        return svgp_rows_fit_op(m, req, out, err);
     if (gp_fit_coregionalised(m, req))
         return gp_coreg_sparse_fit(m, req, GP_COREG_SPARSE_SVGP, out, err);
     return svgp_fit_op(m, req, out, err);
@@ -143,5 +147,6 @@ const gp_method gp_method_svgp = {
     .per_point_noise = 1,
     .mean_functions = 1, /* a latent mean, its coefficients optimised with the ELBO: train.c */
     .coregionalization = 1, /* gaussian only: core/coreg/sparse_fit.h */
+    .streams_rows = 1,      /* minibatches of rows read in chunks: rows.h */
     .ops = &svgp_ops,
 };
