@@ -362,18 +362,25 @@ static void test_cancel_ends_every_rank(void **state)
 
 /* ---- what a fit over rows refuses ---- */
 
+/* A request over every row as one shard read 100 rows at a time. */
+static void whole_request(gp_fit_request *req, gp_rows *rows, rf_source *src,
+                          const gp_kernel *k, const gp_option_value *o, size_t n_o)
+{
+    make_data();
+    rf_rows_init(rows, src, X_all, y_all, N, D, 0, N, 100);
+    fit_request(req, NULL, NULL, N, D, k, o, n_o);
+    req->rows = rows;
+}
+
 static void test_refused(void **state)
 {
     (void)state;
-    make_data();
     gp_kernel *k = rbf_ard();
     gp_rows rows;
     rf_source src;
-    rf_rows_init(&rows, &src, X_all, y_all, N, D, 0, N, 100);
     gp_option_value lbfgs[] = {{"optimizer", 0, "lbfgs", NULL}};
     gp_fit_request req;
-    fit_request(&req, NULL, NULL, N, D, k, lbfgs, 1);
-    req.rows = &rows;
+    whole_request(&req, &rows, &src, k, lbfgs, 1);
     gp_model *model = NULL;
     gp_error err;
     assert_int_equal(gp_model_fit(gp_method_find("svgp"), &req, &model, &err), GP_EUNSUPPORTED);
@@ -391,15 +398,12 @@ static void test_refused(void **state)
 static void test_model_exports_and_samples(void **state)
 {
     (void)state;
-    make_data();
     gp_kernel *k = rbf_ard();
     gp_rows rows;
     rf_source src;
-    rf_rows_init(&rows, &src, X_all, y_all, N, D, 0, N, 100);
     gp_option_value o[] = {{"inducing", 10, NULL, NULL}, {"epochs", 2, NULL, NULL}};
     gp_fit_request req;
-    fit_request(&req, NULL, NULL, N, D, k, o, 2);
-    req.rows = &rows;
+    whole_request(&req, &rows, &src, k, o, 2);
     req.mean = GP_MEAN_LINEAR;
     gp_model *a = fit_ok(gp_method_find("svgp"), &req, "over rows");
     assert_int_equal(a->n_train, N);
