@@ -31,7 +31,8 @@ static const gp_option_spec svgp_options[] = {
     {"optimizer", GP_OPTION_ENUM, 0, "auto", 0, 0, "auto|lbfgs|adam",
      "lbfgs: full-batch L-BFGS over the kernel, noise, Z and q; adam: minibatch Adam on the "
      "kernel, noise and Z with natural-gradient steps on q; auto: lbfgs when its N x M "
-     "workspace fits the budget of an exact fit of max_train_points points, else adam"},
+     "workspace fits the budget of an exact fit of max_train_points points, else adam; a fit "
+     "over a data set trains with adam (lbfgs is refused there)"},
     {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
      "L-BFGS iterations; with adam the progress budget the epochs are reported against"},
     {"tolerance", GP_OPTION_NUMBER, 1e-7, NULL, 1e-16, 1, NULL,
@@ -40,7 +41,9 @@ static const gp_option_spec svgp_options[] = {
      GP_LIK_QUADRATURE_MAX, NULL,
      "Gauss-Hermite points of the expected log-likelihood (bernoulli; gaussian and poisson "
      "are in closed form)"},
-    {"batch_size", GP_OPTION_INT, 256, NULL, 1, 1000000, NULL, "adam: points per minibatch"},
+    {"batch_size", GP_OPTION_INT, 256, NULL, 1, 1000000, NULL,
+     "adam: points per minibatch (over a data set: a few blocks of at most 256 consecutive "
+     "rows at seeded offsets, docs/design/scale-out.md)"},
     {"epochs", GP_OPTION_INT, 20, NULL, 1, 100000, NULL, "adam: passes over the data"},
     {"learning_rate", GP_OPTION_NUMBER, 0.01, NULL, 1e-6, 1, NULL,
      "adam: step size on the kernel log-parameters, log noise and Z"},
