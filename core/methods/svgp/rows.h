@@ -22,9 +22,11 @@
 #include "core/methods/svgp/internal.h"
 
 /* Rows gathered as inducing candidates: at least this many (or N), and at
- * least SVGP_ROWS_CANDIDATES_PER_M per inducing point. */
+ * least SVGP_ROWS_CANDIDATES_PER_M per inducing point: the rule of sgpr's
+ * candidates (core/inducing/candidates.h). While N <= K every row is a
+ * candidate, in order, and Z is the one the in-memory fit chooses. */
 #define SVGP_ROWS_CANDIDATES 4096
-#define SVGP_ROWS_CANDIDATES_PER_M 4
+#define SVGP_ROWS_CANDIDATES_PER_M 8
 
 int svgp_rows_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out,
                      gp_error *err);
