@@ -107,18 +107,25 @@ static int rows_alloc(rows_fit *r, const gp_model *model, size_t M, gp_error *er
     return GP_OK;
 }
 
-/* The plan, the memory check, the noise's start and the buffers, agreed
- * between every process. */
-static int rows_setup(rows_fit *r, gp_model *model, const gp_fit_request *req, size_t *M,
-                      gp_error *err)
+/* This process's rc (local: its error) agreed with every other's: a sum of
+ * the slots alone, after a step that can fail on one process only. */
+static int rows_agree(rows_fit *r, int rc, const gp_error *local, gp_error *err)
 {
-    const gp_method *me = model->method;
+    double slots[SVGP_SYNC_SLOTS];
+    svgp_sync_pend(&r->sync, rc, local);
+    return svgp_sync_sum(&r->sync, slots, 0, err);
+}
+
+/* The settings, the minibatch plan, M, the candidates' count and the memory
+ * check (the same on every process: nothing is read yet). */
+static int rows_plan(rows_fit *r, const gp_model *model, const gp_fit_request *req, size_t *M,
+                     gp_error *err)
+{
     const gp_rows *rows = req->rows;
-    svgp_fit *f = &r->f;
     r->rows = rows;
     svgp_settings_read(req, model, &r->st);
     svgp_batches_init(&r->plan, rows->n_total, r->st.batch, req->seed);
-    *M = (size_t)gp_option_number(me, req, "inducing");
+    *M = (size_t)gp_option_number(model->method, req, "inducing");
     if (*M > rows->n_total)
         *M = rows->n_total;
     size_t want = SVGP_ROWS_CANDIDATES_PER_M * *M;
@@ -135,21 +142,33 @@ static int rows_setup(rows_fit *r, gp_model *model, const gp_fit_request *req, s
                             "= %.0f points (%.1f GB): use fewer inducing points, a smaller "
                             "batch_size or raise --max-train-points",
                             *M, need * 8e-9, budget, budget * budget * 8e-9);
+    return GP_OK;
+}
+
+/* The plan, the noise's start and the buffers, agreed between every
+ * process. */
+static int rows_setup(rows_fit *r, gp_model *model, const gp_fit_request *req, size_t *M,
+                      gp_error *err)
+{
+    int rc = rows_plan(r, model, req, M, err);
+    if (rc)
+        return rc;
+    const gp_rows *rows = req->rows;
+    svgp_fit *f = &r->f;
     *f = (svgp_fit){.k = model->kernel, .lik = {GP_LIK_GAUSSIAN, 0.0}, .n = rows->n_total,
                     .d = rows->d, .C = 1, .cancel = &req->cancel, .hyper = model->hyper,
-                    .optimize_z = gp_option_number(me, req, "optimize_inducing") != 0.0};
+                    .optimize_z =
+                        gp_option_number(model->method, req, "optimize_inducing") != 0.0};
     double power = 1.0;
-    int rc = gp_rows_target_power(rows, model->y_mean, model->y_scale, &power, err);
-    if (rc)
+    if ((rc = gp_rows_target_power(rows, model->y_mean, model->y_scale, &power, err)) != GP_OK)
         return rc;
     noise_start(&f->np, req, power);
     f->lik.noise = f->np.start;
     svgp_sync_init(&r->sync, rows, &req->cancel);
     gp_error local;
     gp_error_clear(&local);
-    svgp_sync_pend(&r->sync, rows_alloc(r, model, *M, &local), &local);
-    double slots[SVGP_SYNC_SLOTS];
-    return svgp_sync_sum(&r->sync, slots, 0, err);
+    rc = rows_alloc(r, model, *M, &local);
+    return rows_agree(r, rc, &local, err);
 }
 
 /* Z from K candidate rows drawn by global index (the same rows on every
@@ -291,9 +310,8 @@ static int rows_train(rows_fit *r, const gp_fit_request *req, gp_diagnostics *di
     svgp_adam_run run;
     gp_error local;
     gp_error_clear(&local);
-    svgp_sync_pend(&r->sync, svgp_adam_begin(f, &r->st, &run, &local), &local);
-    double slots[SVGP_SYNC_SLOTS];
-    int rc = svgp_sync_sum(&r->sync, slots, 0, err);
+    int rc = svgp_adam_begin(f, &r->st, &run, &local);
+    rc = rows_agree(r, rc, &local, err);
     if (rc == GP_OK)
         rc = rows_epochs(r, &run, req, diag, err);
     svgp_adam_end(&run);
@@ -351,8 +369,10 @@ static int rows_fit_into(rows_fit *r, gp_model *model, const gp_fit_request *req
     const char *sel_name = gp_option_string(model->method, req, "inducing_selection");
     gp_inducing_selection sel = (gp_inducing_selection)gp_inducing_selection_from_name(sel_name);
     double rescale = 1.0;
-    int rc = rows_inducing(r, model, req, sel, M, &rescale, err);
-    if (rc)
+    gp_error local;
+    gp_error_clear(&local);
+    int rc = rows_inducing(r, model, req, sel, M, &rescale, &local);
+    if ((rc = rows_agree(r, rc, &local, err)) != GP_OK)
         return rc;
     gp_kernel_get_params(f->k, f->theta);
     svgp_q_prior(f);
@@ -362,8 +382,10 @@ static int rows_fit_into(rows_fit *r, gp_model *model, const gp_fit_request *req
     gp_svgp_terms t;
     if (rc == GP_OK)
         rc = rows_bound(r, &t, err);
-    if (rc == GP_OK)
-        rc = svgp_post_build(f, im, err);
+    if (rc == GP_OK) { /* gp_model_fit sums over the rows once more after a success */
+        rc = svgp_post_build(f, im, &local);
+        rc = rows_agree(r, rc, &local, err);
+    }
     if (rc == GP_OK) {
         svgp_report(model, f, 0, &r->st, &t, gp_inducing_selection_name(sel));
         if (f->p)
