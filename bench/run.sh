@@ -311,6 +311,13 @@ if [ -x "$BUILD/bench/bench_trsolve" ]; then
     OPENBLAS_NUM_THREADS=1 "$BUILD/bench/bench_trsolve" $EXTRA || status=1
 fi
 
+# Peak memory of a fit over 10^6 rows read in chunks against the same rows in
+# memory (bench/results/stream.md; --quick: 10^5 rows).
+if [ -x "$BUILD/bench/bench_stream" ]; then
+    # shellcheck disable=SC2086
+    "$BUILD/bench/bench_stream" --memory $PYEXTRA || status=1
+fi
+
 # The soak: mixed traffic with the daemon's RSS sampled (bench/soak.sh).
 soak_seconds=${SOAK_SECONDS:-600}
 [ -n "$PYEXTRA" ] && soak_seconds=${SOAK_SECONDS:-60}

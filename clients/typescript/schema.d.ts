@@ -1502,7 +1502,7 @@ export interface components {
              */
             optimize_inducing?: boolean;
             /**
-             * @description lbfgs: full-batch L-BFGS over the kernel, noise, Z and q; adam: minibatch Adam on the kernel, noise and Z with natural-gradient steps on q; auto: lbfgs when its N x M workspace fits the budget of an exact fit of max_train_points points, else adam
+             * @description lbfgs: full-batch L-BFGS over the kernel, noise, Z and q; adam: minibatch Adam on the kernel, noise and Z with natural-gradient steps on q; auto: lbfgs when its N x M workspace fits the budget of an exact fit of max_train_points points, else adam; a fit over a data set trains with adam (lbfgs is refused there)
              * @default auto
              * @enum {string}
              */
@@ -1523,7 +1523,7 @@ export interface components {
              */
             quadrature_points?: number;
             /**
-             * @description adam: points per minibatch
+             * @description adam: points per minibatch (over a data set: a few blocks of at most 256 consecutive rows at seeded offsets, docs/design/scale-out.md)
              * @default 256
              */
             batch_size?: number;

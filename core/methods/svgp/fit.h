@@ -1,5 +1,5 @@
-/* Fit of method "svgp": memory, settings, the fitted posterior and the fit entry: what
- * core/methods/svgp/fit.c shares with the other files of the method. */
+/* The in-memory fit of method "svgp" (X and y held): what core/methods/svgp/fit.c shares
+ * with the other files of the method. */
 #ifndef GP_METHODS_SVGP_FIT_H
 #define GP_METHODS_SVGP_FIT_H
 

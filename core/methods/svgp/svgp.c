@@ -8,6 +8,7 @@
 #include "core/methods/svgp/classes.h"
 #include "core/methods/svgp/fit.h"
 #include "core/methods/svgp/internal.h"
+#include "core/methods/svgp/rows.h"
 
 /* ---- the method ---- */
 
@@ -30,7 +31,8 @@ static const gp_option_spec svgp_options[] = {
     {"optimizer", GP_OPTION_ENUM, 0, "auto", 0, 0, "auto|lbfgs|adam",
      "lbfgs: full-batch L-BFGS over the kernel, noise, Z and q; adam: minibatch Adam on the "
      "kernel, noise and Z with natural-gradient steps on q; auto: lbfgs when its N x M "
-     "workspace fits the budget of an exact fit of max_train_points points, else adam"},
+     "workspace fits the budget of an exact fit of max_train_points points, else adam; a fit "
+     "over a data set trains with adam (lbfgs is refused there)"},
     {"max_iterations", GP_OPTION_INT, 200, NULL, 1, 100000, NULL,
      "L-BFGS iterations; with adam the progress budget the epochs are reported against"},
     {"tolerance", GP_OPTION_NUMBER, 1e-7, NULL, 1e-16, 1, NULL,
@@ -39,7 +41,9 @@ static const gp_option_spec svgp_options[] = {
      GP_LIK_QUADRATURE_MAX, NULL,
      "Gauss-Hermite points of the expected log-likelihood (bernoulli; gaussian and poisson "
      "are in closed form)"},
-    {"batch_size", GP_OPTION_INT, 256, NULL, 1, 1000000, NULL, "adam: points per minibatch"},
+    {"batch_size", GP_OPTION_INT, 256, NULL, 1, 1000000, NULL,
+     "adam: points per minibatch (over a data set: a few blocks of at most 256 consecutive "
+     "rows at seeded offsets, docs/design/scale-out.md)"},
     {"epochs", GP_OPTION_INT, 20, NULL, 1, 100000, NULL, "adam: passes over the data"},
     {"learning_rate", GP_OPTION_NUMBER, 0.01, NULL, 1e-6, 1, NULL,
      "adam: step size on the kernel log-parameters, log noise and Z"},
@@ -50,10 +54,13 @@ static const gp_option_spec svgp_options[] = {
      gp_coreg_option_help},
 };
 
-/* A coregionalised fit is core/coreg's (sparse_fit.h). */
+/* A fit over rows read in chunks is rows.c's; a coregionalised fit is
+ * core/coreg's (sparse_fit.h). */
 static int svgp_fit_any(const gp_method *m, const gp_fit_request *req, gp_model **out,
                         gp_error *err)
 {
+    if (req->rows)
+        return svgp_rows_fit_op(m, req, out, err);
     if (gp_fit_coregionalised(m, req))
         return gp_coreg_sparse_fit(m, req, GP_COREG_SPARSE_SVGP, out, err);
     return svgp_fit_op(m, req, out, err);
@@ -143,5 +150,6 @@ const gp_method gp_method_svgp = {
     .per_point_noise = 1,
     .mean_functions = 1, /* a latent mean, its coefficients optimised with the ELBO: train.c */
     .coregionalization = 1, /* gaussian only: core/coreg/sparse_fit.h */
+    .streams_rows = 1,      /* minibatches of rows read in chunks: rows.h */
     .ops = &svgp_ops,
 };

@@ -26,7 +26,10 @@
  * Optimisers: full-batch L-BFGS over (kernel parameters, noise, Z, m, Lq)
  * when three M x N buffers fit the budget of an exact fit of max_train_points
  * points; otherwise (or optimizer = adam) minibatch Adam on the kernel, noise
- * and Z with natural-gradient steps on q (Salimbeni et al. 2018). */
+ * and Z with natural-gradient steps on q (Salimbeni et al. 2018). A fit over
+ * rows read in chunks (gp_fit_request.rows: a data set, or one process's
+ * shard of it) takes the Adam path on minibatches of global row indices and
+ * never holds the rows (core/methods/svgp/rows.h). */
 #ifndef GP_SVGP_H
 #define GP_SVGP_H
 

@@ -271,15 +271,78 @@ int svgp_fit_lbfgs(svgp_fit *f, const gp_fit_request *req, const svgp_settings *
 
 /* ---- minibatch Adam with natural-gradient steps on q ---- */
 
-/* One minibatch (nb points gathered into Xb, yb, and rb: their known noise
- * or NULL; rows: their indices, for the mean's basis rows) at weight n / nb: Adam on
- * the hyperparameters x (h entries), a natural-gradient step on q. *est
- * receives the minibatch estimate of the ELBO. */
-static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
-                      const double *Xb, const double *yb, const double *rb, const size_t *rows,
-                      size_t nb, const svgp_settings *st, double *est, gp_error *err)
+/* The hyperparameters' Adam under the request's priors and bounds, from the
+ * fit's current values. */
+int svgp_adam_begin(svgp_fit *f, const svgp_settings *st, svgp_adam_run *run, gp_error *err)
 {
     size_t h = hyper_dim(f);
+    memset(run, 0, sizeof *run);
+    run->h = h;
+    run->x = gp_alloc_doubles(h + 1, err);
+    run->g = gp_alloc_doubles(h + 1, err);
+    run->coord = malloc((h + 1) * sizeof *run->coord);
+    int rc = run->x && run->g && run->coord ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK && h > 0)
+        rc = gp_adam_init(&run->adam, h, st->lr, err);
+    if (rc == GP_OK) {
+        hyper_coords(f, run->coord, h);
+        gp_hyper_coords hc = {run->coord, h, f->np.floor};
+        rc = gp_hyper_walk_new(f->hyper, &hc, f->k, &run->hw, err);
+    }
+    if (rc == GP_OK) {
+        pack_hyper(f, gp_noise_param_x0(&f->np), run->x);
+        gp_hyper_walk_project(run->hw, run->x);
+    }
+    return rc;
+}
+
+void svgp_adam_end(svgp_adam_run *run)
+{
+    if (run->h > 0)
+        gp_adam_free(&run->adam);
+    gp_hyper_walk_free(run->hw);
+    free(run->coord);
+    free(run->x);
+    free(run->g);
+    memset(run, 0, sizeof *run);
+}
+
+int svgp_adam_step(svgp_fit *f, svgp_adam_run *run, const svgp_settings *st, gp_error *err)
+{
+    /* A step that would leave a latent's q improper is skipped for that latent
+     * (svgp_natgrad_update leaves it unchanged; the next batch retries). */
+    gp_error e2;
+    int rc = GP_OK;
+    for (size_t c = 0; c < f->C && (rc == GP_OK || rc == GP_ENOTPD); c++)
+        rc = svgp_natgrad_update(f->m, f->w.D + c * f->m * f->m, f->w.agmu + c * f->m,
+                                 st->natgrad_step, f->mq + c * f->m, f->Lq + c * f->m * f->m,
+                                 &f->nb, &e2);
+    if (rc != GP_OK && rc != GP_ENOTPD)
+        return gp_error_set(err, rc, NULL, "out of memory");
+    if (run->h > 0) { /* a projected step under the priors and bounds */
+        hyper_grad(f, run->g);
+        gp_hyper_walk_prior(run->hw, run->x, run->g);
+        gp_adam_step(&run->adam, run->x, run->g);
+        gp_hyper_walk_project(run->hw, run->x);
+        apply_hyper(f, run->x);
+    }
+    return GP_OK;
+}
+
+int svgp_epoch_progress(int epoch, const svgp_settings *st)
+{
+    return (int)(((long)epoch * st->budget + st->epochs - 1) / st->epochs);
+}
+
+/* One minibatch (nb points gathered into Xb, yb, and rb: their known noise
+ * or NULL; rows: their indices, for the mean's basis rows) at weight n / nb:
+ * its sensitivities, then svgp_adam_step. *est receives the minibatch
+ * estimate of the ELBO. */
+static int adam_batch(svgp_fit *f, svgp_adam_run *run, const double *Xb, const double *yb,
+                      const double *rb, const size_t *rows, size_t nb, const svgp_settings *st,
+                      double *est, gp_error *err)
+{
+    size_t h = run->h;
     svgp_eval e = svgp_fit_eval(f);
     int rc = svgp_factor_kuu(&e, &f->w, err);
     if (rc)
@@ -301,31 +364,15 @@ static int adam_batch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
     if (h > 0 && (rc = svgp_kernel_grad(&e, Xb, nb, &f->w, ds, f->gtheta,
                                         f->optimize_z ? f->gz : NULL, err)) != GP_OK)
         return rc;
-    /* A step that would leave a latent's q improper is skipped for that latent
-     * (svgp_natgrad_update leaves it unchanged; the next batch retries). */
-    gp_error e2;
-    rc = GP_OK;
-    for (size_t c = 0; c < f->C && (rc == GP_OK || rc == GP_ENOTPD); c++)
-        rc = svgp_natgrad_update(f->m, f->w.D + c * f->m * f->m, f->w.agmu + c * f->m,
-                                 st->natgrad_step, f->mq + c * f->m, f->Lq + c * f->m * f->m,
-                                 &f->nb, &e2);
-    if (rc != GP_OK && rc != GP_ENOTPD)
-        return gp_error_set(err, rc, NULL, "out of memory");
-    if (h > 0) { /* a projected step under the priors and bounds */
+    if (h > 0)
         mean_grad(f, rows, nb);
-        hyper_grad(f, g);
-        gp_hyper_walk_prior(hw, x, g);
-        gp_adam_step(adam, x, g);
-        gp_hyper_walk_project(hw, x);
-        apply_hyper(f, x);
-    }
-    return GP_OK;
+    return svgp_adam_step(f, run, st, err);
 }
 
 /* One epoch: a seeded shuffle, then the minibatches in order. */
-static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, double *x, double *g,
-                      size_t *perm, double *Xb, double *yb, double *rb, gp_rng *rng,
-                      const svgp_settings *st, double *mean_est, gp_error *err)
+static int adam_epoch(svgp_fit *f, svgp_adam_run *run, size_t *perm, double *Xb, double *yb,
+                      double *rb, gp_rng *rng, const svgp_settings *st, double *mean_est,
+                      gp_error *err)
 {
     size_t n = f->n, d = f->d, b = f->w.cap;
     for (size_t i = n; i > 1; i--) {
@@ -344,7 +391,7 @@ static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
         for (size_t i = 0; rb && i < nb; i++) /* a row's known noise follows it */
             rb[i] = f->r[perm[s + i]];
         double est;
-        int rc = adam_batch(f, adam, hw, x, g, Xb, yb, rb, perm + s, nb, st, &est, err);
+        int rc = adam_batch(f, run, Xb, yb, rb, perm + s, nb, st, &est, err);
         if (rc)
             return rc;
         if (gp_cancel_requested(f->cancel))
@@ -357,54 +404,35 @@ static int adam_epoch(svgp_fit *f, gp_adam *adam, const gp_hyper_walk *hw, doubl
 }
 
 /* Progress is reported once per epoch on the scale of the iteration budget
- * (epoch e of E as ceil(e budget / E)), so a job's progress never passes it. */
+ * (svgp_epoch_progress), so a job's progress never passes it. */
 int svgp_fit_adam(svgp_fit *f, const gp_fit_request *req, const svgp_settings *st,
                   gp_diagnostics *diag, gp_error *err)
 {
-    size_t h = hyper_dim(f), b = f->w.cap;
-    gp_adam adam = {0};
-    double *x = gp_alloc_doubles(h + 1, err), *g = gp_alloc_doubles(h + 1, err);
+    size_t b = f->w.cap;
+    svgp_adam_run run;
     double *Xb = gp_alloc_doubles(b * f->d, err), *yb = gp_alloc_doubles(b, err);
     double *rb = f->r ? gp_alloc_doubles(b, err) : NULL;
     size_t *perm = malloc(f->n * sizeof *perm);
-    int rc = x && g && Xb && yb && perm && (rb || !f->r) ? GP_OK : GP_ENOMEM;
-    if (rc == GP_OK && h > 0)
-        rc = gp_adam_init(&adam, h, st->lr, err);
-    gp_hyper_walk *hw = NULL;
-    size_t *coord = malloc((h + 1) * sizeof *coord);
-    if (rc == GP_OK && coord == NULL)
+    int rc = svgp_adam_begin(f, st, &run, err);
+    if (rc == GP_OK && !(Xb && yb && perm && (rb || !f->r)))
         rc = GP_ENOMEM;
-    if (rc == GP_OK) {
-        hyper_coords(f, coord, h);
-        gp_hyper_coords hc = {coord, h, f->np.floor};
-        rc = gp_hyper_walk_new(f->hyper, &hc, f->k, &hw, err);
-    }
-    if (rc == GP_OK) {
-        pack_hyper(f, gp_noise_param_x0(&f->np), x);
-        gp_hyper_walk_project(hw, x);
-        for (size_t i = 0; i < f->n; i++)
-            perm[i] = i;
-    }
+    for (size_t i = 0; rc == GP_OK && i < f->n; i++)
+        perm[i] = i;
     gp_rng rng;
     gp_rng_seed(&rng, req->seed);
     for (int ep = 1; rc == GP_OK && ep <= st->epochs; ep++) {
         double est = 0.0;
-        rc = adam_epoch(f, &adam, hw, x, g, perm, Xb, yb, rb, &rng, st, &est, err);
+        rc = adam_epoch(f, &run, perm, Xb, yb, rb, &rng, st, &est, err);
         diag->iterations = ep;
         diag->evaluations += (int)((f->n + b - 1) / b);
-        long it = ((long)ep * st->budget + st->epochs - 1) / st->epochs;
         if (rc == GP_OK && req->progress &&
-            req->progress(req->progress_ctx, (int)it, st->budget, est + st->offset))
+            req->progress(req->progress_ctx, svgp_epoch_progress(ep, st), st->budget,
+                          est + st->offset))
             rc = gp_error_set(err, GP_ECANCELLED, NULL, "cancelled");
     }
     diag->converged = 0; /* a fixed number of epochs */
     svgp_mean_offsets(f);
-    if (h > 0)
-        gp_adam_free(&adam);
-    gp_hyper_walk_free(hw);
-    free(coord);
-    free(x);
-    free(g);
+    svgp_adam_end(&run);
     free(Xb);
     free(yb);
     free(rb);
