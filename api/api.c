@@ -321,6 +321,7 @@ static json_t *method_json(const gp_method *m)
     json_object_set_new(o, "multi_output", json_boolean(m->multi_output != 0));
     /* known per-point noise in a fit (noise.per_point) */
     json_object_set_new(o, "per_point_noise", json_boolean(m->per_point_noise != 0));
+    json_object_set_new(o, "streams_rows", json_boolean(m->streams_rows != 0));
     /* priors, bounds and single held hyperparameters in the kernel JSON */
     json_object_set_new(o, "hyper_priors", json_boolean(m->hyper_priors != 0));
     /* a constant or linear mean in a fit ("mean": {"type": ...}) */

@@ -13,6 +13,10 @@ MPI_TEST=$ROOT/$BUILD/tests/mpi/test_reduce
 FIT=$ROOT/$BUILD/gpserve-fit
 case $BUILD in /*) MPI_TEST=$BUILD/tests/mpi/test_reduce FIT=$BUILD/gpserve-fit ;; esac
 MPIRUN="timeout $((120 * SLOW)) mpirun --oversubscribe"
+# Under the sanitizers: Open MPI's own components leak at MPI_Finalize (and
+# are unloaded by then, so no suppression can name them); leak checking of
+# the fit code itself is the unit tests' (rows_fixture.h runs the shards).
+case $BUILD in *san*) ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0; export ASAN_OPTIONS ;; esac
 
 section "mpi"
 if ! command -v mpirun >/dev/null 2>&1; then
@@ -55,28 +59,53 @@ if [ -z "$STREAMING" ]; then
     note "no method streams its rows in this build (GET /v1/methods: streams_rows): the sharded fits against the single-process fit are skipped"
 fi
 gen_xy 400 2 17 >"$T/mpi_rows.csv"
+PRED_X='{"X":[[0.1,0.2],[-1,1.5],[2,-0.5]]}'
+# Are the means of two predict answers equal to rtol (relative, plus rtol absolute)?
+close_means() {
+    jq -n --slurpfile a "$1" --slurpfile b "$2" --argjson t "$3" \
+        '[$a[0].mean, $b[0].mean] | transpose | all(((.[0] - .[1]) | fabs) <= $t * (1 + (.[1] | fabs)))' |
+        grep -q true
+}
 for m in $STREAMING; do
-    csv_to_json "mpi_ref_$m" "\"method\":\"$m\",\"seed\":3," <"$T/mpi_rows.csv" >"$T/ref_$m.json"
+    # svgp over rows trains by Adam (its L-BFGS needs the rows in memory): the
+    # in-memory reference too, with the same budget
+    OPTS=
+    [ "$m" = svgp ] && OPTS='"options":{"optimizer":"adam","epochs":150,"learning_rate":0.05},'
+    csv_to_json "mpi_ref_$m" "\"method\":\"$m\",\"seed\":3,$OPTS" <"$T/mpi_rows.csv" >"$T/ref_$m.json"
     check_json "$m: the single-process fit" 201 /v1/models "@$T/ref_$m.json"
     cp "$T/body" "$T/ref_$m.out"
     for p in 1 2 4; do
-        csv_to_json "mpi_${m}_$p" "\"method\":\"$m\",\"seed\":3," <"$T/mpi_rows.csv" >"$T/req_$m$p.json"
+        csv_to_json "mpi_${m}_$p" "\"method\":\"$m\",\"seed\":3,$OPTS" <"$T/mpi_rows.csv" >"$T/req_$m$p.json"
         $MPIRUN -np $p "$FIT" --db "$MAIN_DB" --request "$T/req_$m$p.json" --chunk 64 \
             >"$T/fit_$m$p.out" 2>"$T/fit_$m$p.err"
         verdict "$m over $p ranks: saved" $? "$(head -c 300 "$T/fit_$m$p.err")"
-        # hyperparameters and predictions against the single-process fit, to 1e-10
-        jq -S '.kernel' "$T/ref_$m.out" >"$T/k_ref" 2>/dev/null
-        jq -S '.kernel' "$T/fit_$m$p.out" >"$T/k_$p" 2>/dev/null
-        check_json "$m over $p ranks: predicts" 200 "/v1/models/mpi_${m}_$p/predict" '{"X":[[0.1,0.2],[-1,1.5]]}'
-        cp "$T/body" "$T/pred_$p"
-        check_json "$m: the single-process fit predicts" 200 "/v1/models/mpi_ref_$m/predict" '{"X":[[0.1,0.2],[-1,1.5]]}'
-        jq -n --slurpfile a "$T/pred_$p" --slurpfile b "$T/body" \
-            '[$a[0].mean, $b[0].mean] | transpose | all(((.[0] - .[1]) | fabs) <= 1e-10 * (1 + (.[1] | fabs)))' |
-            grep -q true
-        verdict "$m over $p ranks: predictions equal the single-process fit's to 1e-10" $? \
-            "$(head -c 200 "$T/pred_$p") vs $(head -c 200 "$T/body")"
+        check_json "$m over $p ranks: predicts" 200 "/v1/models/mpi_${m}_$p/predict" "$PRED_X"
+        cp "$T/body" "$T/pred_${m}_$p"
+        if [ $p -gt 1 ]; then
+            # the same streamed fit over p shards: equal to one rank's to 1e-10 (the sums
+            # are added in another order, so not in bits)
+            close_means "$T/pred_${m}_$p" "$T/pred_${m}_1" 1e-10
+            verdict "$m over $p ranks: predictions equal one rank's to 1e-10" $? \
+                "$(head -c 200 "$T/pred_${m}_$p") vs $(head -c 200 "$T/pred_${m}_1")"
+        fi
     done
-    csv_to_json "mpi_${m}_2b" "\"method\":\"$m\",\"seed\":3," <"$T/mpi_rows.csv" >"$T/req_${m}2b.json"
+    # One rank against the daemon's fit of the same rows held in memory: sgpr and ssgp
+    # sum the same statistics in chunks (equal to rounding, then through the
+    # optimiser: 1e-6); svgp's minibatches over rows are blocks on global indices,
+    # not the in-memory shuffle, so only its accuracy is compared (RMSE within 10 %).
+    check_json "$m: the single-process fit predicts" 200 "/v1/models/mpi_ref_$m/predict" "$PRED_X"
+    if [ "$m" = svgp ]; then
+        jq -n --slurpfile a "$T/pred_${m}_1" --slurpfile b "$T/body" \
+            '[$a[0].mean, $b[0].mean] | transpose | all(((.[0] - .[1]) | fabs) <= 0.1 + 0.1 * (.[1] | fabs))' |
+            grep -q true
+        verdict "$m over 1 rank: predictions near the in-memory fit's (minibatches differ)" $? \
+            "$(head -c 200 "$T/pred_${m}_1") vs $(head -c 200 "$T/body")"
+    else
+        close_means "$T/pred_${m}_1" "$T/body" 1e-6
+        verdict "$m over 1 rank: predictions equal the in-memory fit's to 1e-6" $? \
+            "$(head -c 200 "$T/pred_${m}_1") vs $(head -c 200 "$T/body")"
+    fi
+    csv_to_json "mpi_${m}_2b" "\"method\":\"$m\",\"seed\":3,$OPTS" <"$T/mpi_rows.csv" >"$T/req_${m}2b.json"
     $MPIRUN -np 2 "$FIT" --db "$MAIN_DB" --request "$T/req_${m}2b.json" --chunk 64 >"$T/fit_${m}2b.out" 2>&1
     jq -S '{kernel, noise_variance, diagnostics: .diagnostics.objective}' "$T/fit_${m}2.out" >"$T/a2" 2>/dev/null
     jq -S '{kernel, noise_variance, diagnostics: .diagnostics.objective}' "$T/fit_${m}2b.out" >"$T/b2" 2>/dev/null
