@@ -2041,6 +2041,8 @@ export interface components {
             mixture: boolean;
             /** @description predicts a sum of independent parts (hkd's blocks; predict accepts "components" and returns each part's latent mean and variance) */
             additive?: boolean;
+            /** @description fits over a data set ("data": {"dataset": ...}) by reading its rows in chunks, memory independent of the rows' count, and shards them over MPI ranks ("distributed"): ssgp, sgpr, svgp */
+            streams_rows?: boolean;
             /** @description the options whose values make a fit job's progress.max_iterations: iterations_option x (restarts_option + 1) */
             progress: {
                 iterations_option?: string | null;
