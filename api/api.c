@@ -18,6 +18,7 @@ void gp_api_default_config(gp_api_config *cfg)
     cfg->max_sample_values = 10000000;
     cfg->model_cache = 32;
     cfg->snapshot_interval = 10000;
+    cfg->dataset_quota_bytes = (uint64_t)10 << 30;
 }
 
 int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)

@@ -108,6 +108,10 @@ void gp_poisoned_forget(gp_api *api, const char *name);
 json_t *gp_poisoned_json(gp_api *api);
 size_t gp_poisoned_count(gp_api *api);
 
+/* The wall clock in Unix seconds (datasets.c): the data sets' leases and
+ * uploads' signs of life, compared across daemons as the jobs' leases are. */
+double gp_api_wall_seconds(void);
+
 /* ---- fit jobs (fit.c) ---- */
 /* The "options" object of a fit request for method m, each option checked by
  * type and by gp_options_validate (OBJECT options: converted by

@@ -37,6 +37,7 @@ static const gp_fit_ops api_ops = {
     .prune = gp_api_job_prune,
     .prune_keys = gp_api_idem_prune,
     .prune_audit = gp_api_audit_prune,
+    .prune_uploads = gp_api_dataset_prune,
 };
 
 /* ---- set-up ---- */

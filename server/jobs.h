@@ -65,6 +65,9 @@ typedef struct gp_fit_ops {
     int (*prune_keys)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
     /* Audit entries past their retention (NULL: none). */
     int (*prune_audit)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
+    /* Data set uploads abandoned (their daemon died) and expired reader
+     * leases, older than GP_API_UPLOAD_STALE_SECONDS (NULL: none). */
+    int (*prune_uploads)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 } gp_fit_ops;
 
 typedef struct gp_jobs gp_jobs;

@@ -220,11 +220,13 @@ static int migrate_to_v7(sqlite3 *db, char **errmsg)
  * GP_STORE_DATASET_PART_ROWS rows). dataset_readers are the leases of the
  * fits reading a data set (lease_until, Unix seconds), and jobs.dataset_id
  * the data set a queued or running async job names: a delete or a replace of
- * a data set in use is refused while either holds. */
+ * a data set in use is refused while either holds. The id is never given
+ * out again (AUTOINCREMENT): a model version records the id it was fitted
+ * on, and an id must not come to name another data set. */
 static int migrate_to_v8(sqlite3 *db, char **errmsg)
 {
     static const char sql[] = "CREATE TABLE datasets("
-                              " id INTEGER PRIMARY KEY,"
+                              " id INTEGER PRIMARY KEY AUTOINCREMENT,"
                               " name TEXT NOT NULL,"
                               " state TEXT NOT NULL,"
                               " n_rows INTEGER NOT NULL DEFAULT 0,"
