@@ -882,7 +882,7 @@ export interface components {
             limit?: number;
             message: string;
         };
-        /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations) */
+        /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations), and for a fit that names a data set in data instead (X or y beside data: 400 naming data) */
         FitRequest: {
             /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
@@ -923,12 +923,62 @@ export interface components {
             async?: boolean;
             X?: components["schemas"]["Inputs"];
             y?: components["schemas"]["Targets"];
+            data?: components["schemas"]["FitData"];
             /** @description the outputs' names, one per column of y, distinct (default y0, y1, ...): kept with the model and returned with its predictions, samples and OIP tensors */
             outputs?: string[];
             /** @description the inputs' names, one per column of X, distinct (models of points): the model's signature, by which predict, sample and observe match named rows and CSV bodies. A CSV fit takes its header's. A wrong count is 422 invalid_data naming feature_names; a repeated, empty or too long name 400 naming feature_names[i]. */
             feature_names?: string[];
             /** @description the targets' names, one per column of y (default: outputs, when given). A CSV fit takes its target columns' header names. */
             target_names?: string[];
+        };
+        /**
+         * @description The fit's rows from a data set (PUT /v1/datasets/{name}) instead of X and y: read in chunks of 4096 rows by the run, so that its memory does not grow with the rows. Methods whose GET /v1/methods entry streams its rows take it (a fit over a data set has one gaussian output of points, no noise.per_point); the others answer 422 unsupported naming data.dataset. No such data set: 404 naming data.dataset; no such column: 422 invalid_data naming data.target or data.columns[i], the message listing the columns there are. An async job keeps only this reference (and the data set's id then): the data set cannot be deleted or replaced while the job is queued or running (409), and a daemon that takes the job over reads it itself.
+         * @example {
+         *       "dataset": "concrete",
+         *       "target": "strength",
+         *       "columns": [
+         *         "cement",
+         *         "slag",
+         *         "water"
+         *       ],
+         *       "rows": {
+         *         "sample": 5000,
+         *         "seed": 1
+         *       }
+         *     }
+         */
+        FitData: {
+            dataset: string;
+            /** @description the column of y */
+            target: string;
+            /** @description the input columns in order (default every column but the target) */
+            columns?: string[];
+            /** @description "all" (the default), or a seeded subsample of k rows, the same for the same seed (every row when k is at least the data set's) */
+            rows?: "all" | {
+                sample: number;
+                /** @default 0 */
+                seed?: number;
+            };
+        };
+        /** @description the data set a version was fitted on (fits that named one) */
+        FitDataset: {
+            name: string;
+            /** @description the data set's id (GET /v1/datasets/{name}); a replace gets a new one */
+            id: number;
+            /** @description the SHA-256 of its upload */
+            sha256: string;
+            target: string;
+            /** @description the input columns the request named (null: every column but the target) */
+            columns: string[] | null;
+            /** @description the rows fitted */
+            rows: number;
+            /** @description the data set's rows */
+            dataset_rows: number;
+            /** @description a subsample's size and seed (absent when every row was fitted) */
+            sample?: {
+                sample?: number;
+                seed?: number;
+            };
         };
         /**
          * @description gaussian N(y | f, noise); bernoulli p(y=1) = logistic(f); poisson rate exp(f); poisson_sq rate f^2 (pls only); softmax p(y=c) = softmax(f)_c over C latent functions, one per class (labels 0..C-1, C from the data, at most 64)
@@ -985,6 +1035,7 @@ export interface components {
             noise_variance_original?: number;
             /** @description present (true) when the model was fitted with known per-point noise (noise.per_point): noise_variance is then the homoscedastic part only */
             per_point_noise?: boolean;
+            dataset?: components["schemas"]["FitDataset"];
             /** @description present when the model was fitted with a constant or linear mean (absent: zero mean). coefficients are (b0, w) in working units; coefficients_original the same function in the caller's units, y = c0 + sum_j c_j x_j (standardisation undone). */
             mean?: {
                 /** @enum {string} */

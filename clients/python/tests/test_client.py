@@ -95,6 +95,11 @@ class DatasetsTest(unittest.TestCase):
                                            content_type="application/x-ndjson")
         self.assertNotEqual(again["id"], made["id"])
         self.assertEqual(again["columns"], made["columns"])
+        # a fit names it; exact reads its rows in memory, so it is refused
+        with self.assertRaises(errors.Unsupported) as cm:
+            self.client.fit(unique("py-ds-fit"), method="exact",
+                            data=Client.dataset_ref(name, "y", sample=10, seed=1))
+        self.assertEqual((cm.exception.status, cm.exception.field), (422, "data.dataset"))
         self.client.delete_dataset(name)
         with self.assertRaises(errors.NotFound):
             self.client.get_dataset(name)
