@@ -19,6 +19,7 @@ void gp_api_default_config(gp_api_config *cfg)
     cfg->model_cache = 32;
     cfg->snapshot_interval = 10000;
     cfg->max_ranks = 16;
+    cfg->dataset_quota_bytes = (uint64_t)10 << 30;
 }
 
 int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)

@@ -35,6 +35,8 @@ typedef struct gp_api_config {
     int durability_normal;        /* 1: writes answered once committed, not once synced to disk
                                      (gp_store_set_durability); default 0 */
     int max_ranks;                /* the most processes of a "distributed" fit; default 16 */
+    uint64_t dataset_quota_bytes; /* bytes every data set together may hold (uploads
+                                     included); 0: no quota; default 10 GiB */
 } gp_api_config;
 
 void gp_api_default_config(gp_api_config *cfg);
@@ -419,6 +421,40 @@ void gp_api_audit_answer(gp_api *api, const gp_request *req, const char *model, 
 void gp_api_audit(gp_api *api, const gp_request *req, gp_response *out);
 /* Remove audit rows older than age_seconds (up to 1000 a call). */
 int gp_api_audit_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
+
+/* ---- data sets (datasets.c; docs/design/api.md, "Data sets") ----
+ * PUT /v1/datasets/{name} streams its body into the store as it arrives:
+ * begin once the request's headers are in (415 for a Content-Type other
+ * than text/csv or application/x-ndjson, 409 when it would replace a data
+ * set in use), feed each piece of the body as it comes, finish at its end
+ * (201 with the data set, or 200 when it replaced one). A refusal (a row or
+ * cell of the body, the quota: 507) is the answer of the feed that found
+ * it; what was stored is deleted then, and the caller answers it once the
+ * rest of the body is read, then aborts. abort (a dropped connection, or
+ * after a refusal) deletes what the upload wrote and frees it; finish
+ * frees it too. */
+typedef struct gp_dataset_upload gp_dataset_upload;
+int gp_api_dataset_upload_begin(gp_api *api, const char *name, const gp_request *req,
+                                gp_dataset_upload **out, gp_response *res);
+int gp_api_dataset_upload_feed(gp_dataset_upload *up, const char *data, size_t n,
+                               gp_response *res);
+void gp_api_dataset_upload_finish(gp_dataset_upload *up, gp_response *res);
+void gp_api_dataset_upload_abort(gp_dataset_upload *up);
+/* GET /v1/datasets/{name}: {"name", "id", "rows", "columns": [{"name",
+ * "count", "mean", "sd", "min", "max"}], "sha256", "bytes", "bytes_received",
+ * "created_at", "created_by"}; the list {"datasets": [...]} gives the
+ * columns' names only (visible as gp_api_list_models). DELETE: 204; 409
+ * while a queued or running job or a fit uses it. */
+void gp_api_get_dataset(gp_api *api, const char *name, gp_response *out);
+void gp_api_list_datasets(gp_api *api, gp_model_visible_fn visible, const void *ctx,
+                          gp_response *out);
+void gp_api_delete_dataset(gp_api *api, const char *name, const gp_request *req,
+                           gp_response *out);
+/* An upload that no daemon has heard of for this long is abandoned (its
+ * daemon died): gp_api_dataset_prune deletes such uploads (up to 100 a
+ * call) and the fits' reader leases expired that long ago. */
+#define GP_API_UPLOAD_STALE_SECONDS 900.0
+int gp_api_dataset_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 
 /* ---- figures for /metrics ---- */
 typedef struct gp_api_stats {

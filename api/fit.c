@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/dataset_rows.h"
 #include "api/internal.h"
 #include "core/model/rows.h"
 
@@ -44,11 +45,15 @@ struct gp_fit_job {
     int ranks; /* "distributed": {"ranks": N}: processes of gpserve-fit (0: not distributed) */
     gp_api_idem idem; /* the request's Idempotency-Key, if any */
     gp_api_origin origin; /* who asked (the audit row of the save and of the job) */
+    /* "data": the fit reads a data set (X and y NULL); dataset_id: the one a
+     * stored job was accepted with (0: a new request) */
+    gp_fit_data *data;
+    int64_t dataset_id;
 };
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
-                                       "mean", "outputs", "feature_names", "target_names",
+                                       "mean", "outputs", "feature_names", "target_names", "data",
                                        "distributed", NULL};
 static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
@@ -68,6 +73,7 @@ void gp_fit_job_free(gp_fit_job *job)
     json_decref(job->outputs);
     json_decref(job->features);
     json_decref(job->targets);
+    gp_fit_data_free(job->data);
     free(job);
 }
 
@@ -117,6 +123,16 @@ int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **
     *d = job->d;
     *p = job->p ? job->p : 1;
     return job->spec ? GP_OK : GP_EINVAL;
+}
+
+const gp_fit_data *gp_fit_job_data(const gp_fit_job *job)
+{
+    return job->data;
+}
+
+int64_t gp_fit_job_dataset_id(const gp_fit_job *job)
+{
+    return job->data ? gp_fit_data_id(job->data) : 0;
 }
 
 const gp_api_idem *gp_fit_job_idem(const gp_fit_job *job)
@@ -580,6 +596,32 @@ static int parse_data(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
     return GP_OK;
 }
 
+/* "data": the rows come from a data set (fit_dataset.c), read in chunks by
+ * the run; the fit has one Gaussian output of points and no per-point noise. */
+static int take_dataset(gp_api *api, json_t *obj, gp_fit_job *job, gp_error *err)
+{
+    if (job->noise_pp)
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.per_point",
+                            "noise.per_point is for X and y sent with the fit, not a data set");
+    if (job->likelihood != GP_LIK_GAUSSIAN)
+        return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
+                            "a fit over a data set has the gaussian likelihood");
+    int rc = gp_fit_data_parse(api, obj, job->method, job->dataset_id, &job->data, err);
+    if (rc == GP_OK)
+        rc = gp_method_input_spec(job->method, job->options, job->n_options, 0, &job->input, err);
+    if (rc == GP_OK && job->input.kind != GP_INPUT_POINT)
+        rc = gp_error_set(err, GP_EUNSUPPORTED, "options.input",
+                          "a data set's rows are points; %s inputs need X sent with the fit",
+                          gp_input_kind_name(job->input.kind));
+    if (rc)
+        return rc;
+    job->n = gp_fit_data_rows(job->data);
+    job->d = gp_fit_data_inputs(job->data);
+    job->p = 1;
+    job->input.dim = job->d;
+    return GP_OK;
+}
+
 /* The priors, bounds and single held parameters of the kernel JSON (e may
  * be NULL: the default kernel); the noise held there is held as
  * noise.fixed holds it. Checked against the method and the kernel's starts
@@ -664,17 +706,22 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     if (job->ranks > 0)
         job->async = 1; /* a distributed fit is a job (gp_api_parse_distributed) */
-    if (!have_data && (rc = parse_data(api, obj, job, err)))
+    if (json_object_get(obj, "data")) {
+        if ((rc = take_dataset(api, obj, job, err)))
+            return rc;
+    } else if (!have_data && (rc = parse_data(api, obj, job, err))) {
         return rc;
-    if (have_data && (rc = stored_input_spec(job, err)))
+    } else if (have_data && (rc = stored_input_spec(job, err))) {
         return rc;
+    }
     if ((rc = check_outputs(obj, job, err)))
         return rc;
     if ((rc = check_names(obj, job, err)))
         return rc;
     /* before the 202 of an async fit: labels that cannot be fitted never become a job */
     /* (a coregionalised fit's missing entries are NaN; core takes it gaussian only) */
-    if (!job_coreg(job) && (rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
+    if (!job_coreg(job) && job->data == NULL &&
+        (rc = gp_likelihood_check_labels(job->likelihood, job->y, job->n, err)))
         return rc;
     if ((rc = check_noise_pp(job, err)))
         return rc;
@@ -694,6 +741,8 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
     json_object_del(obj, "y");
     if (job->created_by[0])
         json_object_set_new(obj, "created_by", json_string(job->created_by));
+    if (job->data) /* the data set as resolved now: a stored job's run reads this one */
+        json_object_set_new(obj, "dataset_id", json_integer(gp_fit_data_id(job->data)));
     job->spec = json_dumps(obj, GP_JSON_FLAGS);
     if (job->spec == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
@@ -869,15 +918,21 @@ int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_er
     return GP_OK;
 }
 
-/* A stored spec's "created_by" (written by parse_fields, never a caller's
- * field: a request naming it is refused as an unknown field) into the job. */
+/* A stored spec's "created_by" and "dataset_id" (written by parse_fields,
+ * never a caller's fields: a request naming one is refused as an unknown
+ * field) into the job. */
 static void take_created_by(json_t *obj, gp_fit_job *job)
 {
     const char *by = json_string_value(json_object_get(obj, "created_by"));
     if (by && gp_api_valid_name(by))
         snprintf(job->created_by, sizeof job->created_by, "%s", by);
-    if (json_is_object(obj))
+    json_t *ds = json_object_get(obj, "dataset_id"); /* written by parse_fields too */
+    if (json_is_number(ds) && json_number_value(ds) >= 1)
+        job->dataset_id = (int64_t)json_number_value(ds);
+    if (json_is_object(obj)) {
         json_object_del(obj, "created_by");
+        json_object_del(obj, "dataset_id");
+    }
 }
 
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
@@ -939,6 +994,19 @@ int gp_api_fit_model(gp_api *api, gp_fit_job *job, const gp_rows *rows, gp_progr
     return gp_model_fit(job->method, &fr, out, err);
 }
 
+/* The reader of a fit over a data set, its lease labelled with the fit (a
+ * DELETE of the data set names it in its 409). */
+static int open_rows(gp_api *api, const gp_fit_job *job, gp_dataset_rows **rows, gp_error *err)
+{
+    char label[160];
+    if (job->hold_owner)
+        snprintf(label, sizeof label, "async job '%s' (a fit of model '%s')", job->hold_id,
+                 job->name);
+    else
+        snprintf(label, sizeof label, "a fit of model '%s'", job->name);
+    return gp_fit_data_open(api, job->data, 0, SIZE_MAX, label, rows, err);
+}
+
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds)
 {
@@ -947,7 +1015,12 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     if (fit_seconds)
         *fit_seconds = 0.0;
     gp_model *model = NULL;
-    int rc = gp_api_fit_model(api, job, NULL, progress, ctx, &model, &err);
+    gp_dataset_rows *rows = NULL;
+    int rc = job->data ? open_rows(api, job, &rows, &err) : GP_OK;
+    if (rc == GP_OK)
+        rc = gp_api_fit_model(api, job, rows ? gp_dataset_rows_get(rows) : NULL, progress, ctx,
+                              &model, &err);
+    gp_dataset_rows_close(rows); /* the rows are read: the data set may go */
     if (rc) {
         gp_api_error(&err, out);
         return rc;
@@ -975,6 +1048,8 @@ int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *
         json_object_set(ij, "target_names", job->targets);
     if (ij && job->created_by[0]) /* absent when auth is off */
         json_object_set_new(ij, "created_by", json_string(job->created_by));
+    if (ij && job->data) /* which data set, and which of its rows */
+        json_object_set_new(ij, "dataset", gp_fit_data_json(job->data));
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);

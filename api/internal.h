@@ -114,6 +114,9 @@ size_t gp_poisoned_count(gp_api *api);
  * true or absent). *ranks = N, or an error naming the field. */
 int gp_api_parse_distributed(gp_api *api, json_t *fit, json_t *v, const gp_method *m,
                              int *ranks, gp_error *err);
+/* The wall clock in Unix seconds (datasets.c): the data sets' leases and
+ * uploads' signs of life, compared across daemons as the jobs' leases are. */
+double gp_api_wall_seconds(void);
 
 /* ---- fit jobs (fit.c) ---- */
 /* The "options" object of a fit request for method m, each option checked by
@@ -127,10 +130,38 @@ void gp_api_free_options(gp_option_value *opts, size_t n);
  * y (n x p). n may be 0 (an empty fit of a method that starts empty). */
 int gp_fit_job_request(const gp_fit_job *job, const char **spec, const double **X,
                        const double **y, size_t *n, size_t *d, size_t *p);
+/* The data set a fit reads (its id, pinned when the request was parsed), or
+ * 0 for a fit of X and y: a durable job records it (jobs.dataset_id). */
+int64_t gp_fit_job_dataset_id(const gp_fit_job *job);
 /* A fit job rebuilt from a stored request (X and y are taken, even on failure). */
 int gp_fit_job_from_request(gp_api *api, const char *spec, double *X, double *y, size_t n,
                             size_t d, size_t p, gp_fit_job **out, gp_error *err);
 
+
+/* ---- a fit over a data set (fit_dataset.c) ---- */
+typedef struct gp_fit_data gp_fit_data;
+struct gp_dataset_rows;
+/* obj's "data" for a fit by method m: its shape (400 naming data...), the
+ * data set and columns it names (404 data.dataset, 422 data.target or
+ * data.columns[i]), X or y beside it (400 naming data), and a method that
+ * needs its rows in memory (422 unsupported naming data.dataset). pinned:
+ * the data set's id a stored job was accepted with (0: the ready one now). */
+int gp_fit_data_parse(gp_api *api, json_t *obj, const gp_method *m, int64_t pinned,
+                      gp_fit_data **out, gp_error *err);
+size_t gp_fit_data_rows(const gp_fit_data *fd);   /* rows the fit takes */
+size_t gp_fit_data_inputs(const gp_fit_data *fd); /* input columns */
+int64_t gp_fit_data_id(const gp_fit_data *fd);    /* the data set's id, pinned */
+/* The reader of a run (api/dataset_rows.h) over the shard [first, first +
+ * count) of the fit's rows (0, SIZE_MAX: every row; a process of a sharded
+ * fit its own range), holding a lease labelled label. */
+int gp_fit_data_open(gp_api *api, const gp_fit_data *fd, size_t first, size_t count,
+                     const char *label, struct gp_dataset_rows **rows, gp_error *err);
+/* The data set of a fit job (NULL: a fit of X and y). */
+const gp_fit_data *gp_fit_job_data(const gp_fit_job *job);
+/* What the version records: {"name", "id", "sha256", "target", "columns"
+ * (null: every column but the target), "rows", "dataset_rows", "sample"?}. */
+json_t *gp_fit_data_json(const gp_fit_data *fd);
+void gp_fit_data_free(gp_fit_data *fd);
 
 /* ---- a growing output buffer and a small JSON writer (jsonw.c) ---- */
 typedef struct gp_buf {

@@ -200,12 +200,15 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
     size_t n = 0, d = 0, p = 1;
     if (gp_fit_job_request(fj, &spec, &X, &y, &n, &d, &p) != GP_OK)
         return gp_error_set(err, GP_EINTERNAL, NULL, "the fit job has no request to store");
-    /* The state borrows the job's arrays: it is never freed here. */
+    /* The state borrows the job's arrays: it is never freed here. A fit
+     * over a data set stores no rows: the job names the data set. */
     gp_named_array arrays[2];
     gp_state data;
     gp_api_xy_state(X, y, n, d, p, arrays, &data);
+    const int64_t dataset = gp_fit_job_dataset_id(fj);
     gp_job_row row;
     int rc = row_of(job, &row, err);
+    row.dataset_id = dataset;
     const gp_api_idem *key = gp_fit_job_idem(fj);
     char body[128];
     accepted_body(job->id, body, sizeof body);
@@ -216,8 +219,8 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
     if (a)
         audit.job_id = job->id;
     if (rc == GP_OK)
-        rc = gp_store_job_create_audited(api->store, &row, spec, &data, owner, lease_until,
-                                         key->present ? &idem : NULL, a, err);
+        rc = gp_store_job_create_audited(api->store, &row, spec, dataset ? NULL : &data, owner,
+                                         lease_until, key->present ? &idem : NULL, a, err);
     gp_job_row_free(&row);
     return rc;
 }
@@ -316,6 +319,13 @@ static int load_request(gp_api *api, const char *id, gp_fit_job **fj, gp_error *
     gp_job_row_free(&row);
     const gp_named_array *X = rc ? NULL : gp_state_find(&data, "X");
     const gp_named_array *y = rc ? NULL : gp_state_find(&data, "y");
+    if (rc == GP_OK && data.count == 0) {
+        /* a fit over a data set: the request names it, no rows are stored */
+        rc = gp_fit_job_from_request(api, spec, NULL, NULL, 0, 0, 1, fj, err);
+        gp_state_free(&data);
+        free(spec);
+        return rc;
+    }
     if (rc == GP_OK && (X == NULL || y == NULL || y->rows != X->rows || y->cols < 1))
         rc = gp_error_set(err, GP_EDATA, NULL, "job '%s''s stored data are incomplete", id);
     if (rc == GP_OK) {

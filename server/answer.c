@@ -80,6 +80,7 @@ int gp_http_is_write(gp_route_id r, int verb)
     case GP_ROUTE_JOB:
         return verb == GP_VERB_DELETE;
     case GP_ROUTE_ALIAS:
+    case GP_ROUTE_DATASET:
         return verb == GP_VERB_PUT || verb == GP_VERB_DELETE;
     default:
         return 0;

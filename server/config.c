@@ -40,6 +40,11 @@ static const opt_def options[] = {
      "fit jobs waiting for a worker; beyond it 429 overloaded"},
     {"max-body-mb", "GPSERVE_MAX_BODY_MB", OPT_LONG, OFF(max_body_mb), 1, 65536,
      "largest request body in MiB; beyond it 413 payload_too_large"},
+    {"dataset-quota-mb", "GPSERVE_DATASET_QUOTA_MB", OPT_LONG, OFF(dataset_quota_mb), 0,
+     1L << 30,
+     "MiB every data set together may take in the database (PUT /v1/datasets/{name}, whose "
+     "bodies --max-body-mb does not bound); an upload that would pass it is refused 507 "
+     "insufficient_storage and nothing of it kept; 0 = no quota"},
     {"max-train-points", "GPSERVE_MAX_TRAIN_POINTS", OPT_LONG, OFF(max_train_points), 1,
      100000000, "largest N of methods that build N x N matrices"},
     {"max-input-dim", "GPSERVE_MAX_INPUT_DIM", OPT_LONG, OFF(max_input_dim), 1, 1000000,
@@ -66,7 +71,8 @@ static const opt_def options[] = {
     {"request-timeout", "GPSERVE_REQUEST_TIMEOUT", OPT_LONG, OFF(request_timeout), 0, 86400,
      "seconds to receive a whole request (headers and body) from the moment the connection "
      "is ready for it, however slowly the bytes trickle in; then 408 or closed; 0 = no "
-     "deadline (120 s lets a 64 MiB body through at 4.5 Mbit/s)"},
+     "deadline (120 s lets a 64 MiB body through at 4.5 Mbit/s); a data set's upload gets one "
+     "more for every 8 MiB it has received"},
     {"job-lease", "GPSERVE_JOB_LEASE", OPT_LONG, OFF(job_lease), 2, 86400,
      "seconds an async job stays held by a daemon that stops renewing it (it died); then "
      "another daemon on the database runs it again from its stored request"},
@@ -191,6 +197,7 @@ void gp_config_defaults(gp_server_config *cfg)
     cfg->fit_workers = 1;
     cfg->queue_size = 16;
     cfg->max_body_mb = 64;
+    cfg->dataset_quota_mb = (long)(api.dataset_quota_bytes >> 20);
     cfg->max_train_points = api.max_train_points > 0 && api.max_train_points <= 100000000
                                 ? (long)api.max_train_points
                                 : 20000;

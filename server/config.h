@@ -18,6 +18,7 @@ typedef struct gp_server_config {
     long fit_workers;         /* --fit-workers: 1 */
     long queue_size;          /* --queue-size: fit jobs waiting; 16 */
     long max_body_mb;         /* --max-body-mb: 64 */
+    long dataset_quota_mb;    /* --dataset-quota-mb: every data set together; 0 = none; 10240 */
     long max_train_points;    /* --max-train-points: api default (20000) */
     long max_input_dim;       /* --max-input-dim: input columns of a fit; api default (1000) */
     long max_connections;     /* --max-connections: 1024 */

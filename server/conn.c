@@ -14,6 +14,10 @@
 
 /* How often the sweeper looks for requests past their deadline. */
 #define SWEEP_INTERVAL_MS 250
+/* A data set's upload (server/request.c, "uploads") gets one more
+ * --request-timeout for every this many bytes it has received: it must keep
+ * up 8 MiB per deadline on average (70 KB/s at the default 120 s). */
+#define UPLOAD_BYTES_PER_DEADLINE ((uint64_t)8 << 20)
 
 /* ---- connections and the request deadline ---- */
 
@@ -41,6 +45,7 @@ int gp_http_request_finished(gp_conn *gc)
     gc->ready_us = gp_monotonic_us();
     gc->request_id = 0;
     gc->v2 = 0;
+    atomic_store_explicit(&gc->upload_bytes, 0, memory_order_relaxed);
     pthread_mutex_unlock(&gc->srv->conns_lock);
     gc->req = NULL;
     return expired;
@@ -243,7 +248,9 @@ static void *sweeper_main(void *arg)
         uint64_t now = gp_monotonic_us();
         size_t closed = 0, answered = 0;
         for (gp_conn *gc = srv->conns; gc; gc = gc->next) {
-            if (!gc->receiving || gc->expired || now - gc->ready_us < limit_us)
+            uint64_t up = atomic_load_explicit(&gc->upload_bytes, memory_order_relaxed);
+            uint64_t limit = limit_us + limit_us * (up / UPLOAD_BYTES_PER_DEADLINE);
+            if (!gc->receiving || gc->expired || now - gc->ready_us < limit)
                 continue;
             answered += gc->request_id != 0;
             expire(srv, gc);

@@ -449,6 +449,34 @@ static void route_job(route_call *c)
         gp_jobs_get(c->ctx->srv->jobs, c->m->id, c->res);
 }
 
+/* The data sets a key sees: a key limited to some model names is held to
+ * the same patterns for data set names. */
+static void route_datasets(route_call *c)
+{
+    const gp_key *key = &c->ctx->key;
+    gp_api_list_datasets(api_of(c), key->name[0] && key->n_models ? key_sees_model : NULL, key,
+                         c->res);
+}
+
+/* PUT reaches here once its body has all been fed to the upload
+ * (server/request.c, "uploads"): the upload's last step. */
+static void route_dataset(route_call *c)
+{
+    conn_ctx *ctx = c->ctx;
+    if (ctx->verb == GP_VERB_PUT) {
+        if (ctx->upload == NULL) {
+            gp_api_fail(c->res, GP_EINTERNAL, NULL, "the upload was lost");
+            return;
+        }
+        gp_api_dataset_upload_finish(ctx->upload, c->res);
+        ctx->upload = NULL;
+    } else if (ctx->verb == GP_VERB_DELETE) {
+        gp_api_delete_dataset(api_of(c), c->m->name, c->req, c->res);
+    } else {
+        gp_api_get_dataset(api_of(c), c->m->name, c->res);
+    }
+}
+
 /* {"keys": N, "names": [...]}: key names are [A-Za-z0-9._-], nothing to escape. */
 static void reload_answer(size_t n, const char *names, gp_response *res)
 {

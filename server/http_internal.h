@@ -88,10 +88,23 @@ struct gp_conn {
     int counted;          /* holds a slot of srv->slots under key */
     gp_slot_key key;
     struct conn_ctx *req; /* the request in progress */
+    /* Bytes of a data set's upload received so far: its request deadline
+     * grows with them (server/conn.c). Written by the request thread, read
+     * by the sweeper. */
+    _Atomic uint64_t upload_bytes;
     gp_tls_cred *tls_cred; /* the key pair its TLS handshake used, held until it closes */
 };
 
-enum conn_state { CS_NEW = 0, CS_BODY, CS_DISCARD, CS_FIT_WAIT, CS_DEFERRED, CS_ANSWERED };
+enum conn_state {
+    CS_NEW = 0,
+    CS_BODY,
+    CS_DISCARD,
+    CS_UPLOAD,         /* a data set's body, fed to its upload as it arrives */
+    CS_UPLOAD_REFUSED, /* the upload refused it: the rest is dropped, the refusal answered */
+    CS_FIT_WAIT,
+    CS_DEFERRED,
+    CS_ANSWERED
+};
 
 typedef struct conn_ctx {
     gp_server *srv;
@@ -116,6 +129,10 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     size_t discarded;
+    /* PUT /v1/datasets/{name}: the upload its body is streamed into (NULL
+     * once finished or aborted), and a refusal answered at the body's end */
+    gp_dataset_upload *upload;
+    gp_response refused;
     /* synchronous fit, or a predict/sample queued for a batch */
     int fit_pending;        /* counted in srv->sync_pending */
     gp_response fit_res;    /* written by the worker before it resumes us */

@@ -38,6 +38,7 @@ static const gp_fit_ops api_ops = {
     .prune_keys = gp_api_idem_prune,
     .prune_audit = gp_api_audit_prune,
     .ranks = gp_fit_job_ranks,
+    .prune_uploads = gp_api_dataset_prune,
 };
 
 /* ---- set-up ---- */

@@ -67,6 +67,9 @@ typedef struct gp_fit_ops {
     int (*prune_audit)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
     /* Processes of a distributed fit (0, or NULL: the fit runs on a worker). */
     int (*ranks)(const gp_fit_job *job);
+    /* Data set uploads abandoned (their daemon died) and expired reader
+     * leases, older than GP_API_UPLOAD_STALE_SECONDS (NULL: none). */
+    int (*prune_uploads)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 } gp_fit_ops;
 
 /* How a distributed fit's job runs (server/jobs_mpi.c): its holder starts

@@ -296,13 +296,14 @@ static void claim_expired(gp_jobs *js)
 }
 
 /* Ended jobs older than the retention leave the store, about once a minute
- * (in batches, so a backlog goes over a few rounds). */
+ * (in batches, so a backlog goes over a few rounds); so do the data set
+ * uploads whose daemon died (the first round runs at start-up). */
 static void prune_old(gp_jobs *js)
 {
     double now = gp_monotonic_seconds();
     if (js->last_prune > 0 && now - js->last_prune < PRUNE_PERIOD_SECONDS)
         return;
-    size_t deleted = 0, keys = 0, audit = 0;
+    size_t deleted = 0, keys = 0, audit = 0, uploads = 0;
     gp_error err;
     gp_error_clear(&err);
     if (js->ops.prune && js->retention > 0 &&
@@ -314,8 +315,15 @@ static void prune_old(gp_jobs *js)
     if (js->ops.prune_audit && js->audit_retention > 0 &&
         js->ops.prune_audit(js->api, js->audit_retention, &audit, &err) != 0)
         gp_log("gpserve: removing old audit entries failed: %s", err.message);
+    if (js->ops.prune_uploads &&
+        js->ops.prune_uploads(js->api, GP_API_UPLOAD_STALE_SECONDS, &uploads, &err) != 0)
+        gp_log("gpserve: removing abandoned data set uploads failed: %s", err.message);
+    else if (uploads > 0)
+        gp_log("gpserve: removed %zu data set uploads abandoned for %.0f s (their daemon "
+               "stopped during them)", uploads, GP_API_UPLOAD_STALE_SECONDS);
     /* A full batch: more may be waiting; come back next round. */
-    js->last_prune = deleted >= 1000 || keys >= 1000 || audit >= 1000 ? 0 : now;
+    js->last_prune =
+        deleted >= 1000 || keys >= 1000 || audit >= 1000 || uploads >= 100 ? 0 : now;
 }
 
 /* Jobs whose model found the disk full, back on the queue when their wait

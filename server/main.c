@@ -125,6 +125,7 @@ int main(int argc, char **argv)
     acfg.snapshot_interval = (size_t)cfg.snapshot_interval;
     acfg.durability_normal = strcmp(cfg.durability, "normal") == 0;
     acfg.max_ranks = (int)cfg.mpi_max_ranks;
+    acfg.dataset_quota_bytes = (uint64_t)cfg.dataset_quota_mb << 20;
     gp_api *api = NULL;
     gp_error err;
     gp_error_clear(&err);

@@ -139,7 +139,16 @@ void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls
         ctx->fit_pending = 0;
         atomic_fetch_sub(&srv->sync_pending, 1);
     }
+    if (ctx->upload) {
+        /* The body never ended (a dropped connection, a timeout, a
+         * shutdown): what the upload stored goes, nothing of it is seen. */
+        gp_log("gpserve: request %s: the upload of data set '%s' ended before its body: "
+               "deleted", ctx->rid, ctx->match.name);
+        gp_api_dataset_upload_abort(ctx->upload);
+        ctx->upload = NULL;
+    }
     gp_http_arrived(ctx);
+    gp_response_free(&ctx->refused);
     gp_response_free(&ctx->fit_res);
     gp_response_free(&ctx->deferred);
     free(ctx->body);
@@ -472,6 +481,56 @@ static enum MHD_Result refuse_length(conn_ctx *ctx, const char *value)
     return gp_http_answer(ctx, &res);
 }
 
+/* ---- uploads (PUT /v1/datasets/{name}) ----
+ *
+ * The body of an upload is not gathered: each piece libmicrohttpd hands over
+ * goes to the api's upload (gp_api_dataset_upload_feed), which parses it and
+ * writes a part to the store every GP_STORE_DATASET_PART_ROWS rows, so an
+ * upload of any size holds one part's rows in memory. It is bounded by the
+ * data sets' quota (--dataset-quota-mb, 507), not by --max-body-mb; and in
+ * time not by --request-timeout alone: its deadline grows by one
+ * --request-timeout per UPLOAD_BYTES_PER_DEADLINE received (server/conn.c),
+ * so an upload must keep up an average rate, and --timeout closes one that
+ * stalls. A refusal (a row, a cell, the quota) deletes what was stored at
+ * once; the rest of the body is read and dropped and the refusal answered at
+ * its end, as a 413 is. A connection that drops before the end aborts the
+ * upload in gp_http_on_completed. */
+static enum MHD_Result begin_upload(conn_ctx *ctx)
+{
+    gp_request req;
+    memset(&req, 0, sizeof req);
+    req.content_type = MHD_lookup_connection_value(ctx->conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_CONTENT_TYPE);
+    req.key_name = ctx->key.name[0] ? ctx->key.name : NULL;
+    req.request_id = ctx->rid;
+    char route[64];
+    gp_http_route_text(ctx, route, sizeof route);
+    req.route = route;
+    gp_response res;
+    memset(&res, 0, sizeof res);
+    if (gp_api_dataset_upload_begin(ctx->srv->api, ctx->match.name, &req, &ctx->upload, &res))
+        return gp_http_answer(ctx, &res);
+    ctx->state = CS_UPLOAD;
+    return MHD_YES;
+}
+
+/* A piece of an upload's body. */
+static enum MHD_Result upload_piece(conn_ctx *ctx, const char *data, size_t n)
+{
+    if (ctx->gc)
+        atomic_fetch_add_explicit(&ctx->gc->upload_bytes, n, memory_order_relaxed);
+    if (ctx->state == CS_UPLOAD_REFUSED) {
+        ctx->discarded += n;
+        return ctx->discarded > DISCARD_LIMIT ? MHD_NO : MHD_YES;
+    }
+    if (gp_api_dataset_upload_feed(ctx->upload, data, n, &ctx->refused) != 0) {
+        gp_api_dataset_upload_abort(ctx->upload);
+        ctx->upload = NULL;
+        ctx->state = CS_UPLOAD_REFUSED;
+    }
+    return MHD_YES;
+}
+
 /* The checks of first_call; errors are answered (or deferred) here. */
 static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
 {
@@ -539,6 +598,8 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
             return gp_http_fail(ctx, err.code, err.field, "%s", err.message);
     }
     ctx->body_types = gp_route_body_types(r, ctx->verb);
+    if (ctx->body_types == GP_BODY_DATASET)
+        return begin_upload(ctx); /* its own media types, no --max-body-mb */
     if (ctx->body_types) {
         const char *ct =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -638,6 +699,21 @@ enum MHD_Result gp_http_on_request(void *cls, struct MHD_Connection *conn, const
         /* Upload data after an early answer: drop it. */
         *upload_data_size = 0;
         return MHD_YES;
+    case CS_UPLOAD:
+    case CS_UPLOAD_REFUSED:
+        if (*upload_data_size > 0) {
+            size_t n = *upload_data_size;
+            *upload_data_size = 0;
+            return upload_piece(ctx, upload_data, n);
+        }
+        if (gp_http_claim_answer(ctx->gc) != 0)
+            return MHD_NO;
+        if (ctx->state == CS_UPLOAD_REFUSED) {
+            gp_response res = ctx->refused;
+            memset(&ctx->refused, 0, sizeof ctx->refused);
+            return gp_http_answer(ctx, &res);
+        }
+        return gp_http_dispatch(ctx); /* route_dataset finishes the upload */
     case CS_BODY:
     case CS_DISCARD:
         break;

@@ -57,7 +57,8 @@ enum {
     GP_BODY_NONE = 0,
     GP_BODY_JSON = 1,
     GP_BODY_JSON_CSV = 3,
-    GP_BODY_MODEL = 4 /* a model file: application/vnd.gpserve.model or application/octet-stream */
+    GP_BODY_MODEL = 4, /* a model file: application/vnd.gpserve.model or application/octet-stream */
+    GP_BODY_DATASET = 8 /* a data set, streamed: text/csv or application/x-ndjson */
 };
 
 /* Why a matched route's parameter was rejected (400 invalid_argument). */

@@ -208,9 +208,65 @@ static int migrate_to_v7(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
+/* Data sets (docs/design/storage.md, "Data sets"): a named table of float64
+ * columns uploaded in parts. A row is `uploading` (its own id, seen by no
+ * read but its upload's) until the upload's last transaction makes it
+ * `ready`, replacing a ready one of the same name (the partial UNIQUE index
+ * allows one ready row a name and any number of uploads). `columns` is the
+ * api's JSON text (names and summary statistics; the store gives it no
+ * meaning); `touched_at` (Unix seconds) is an upload's last sign of life, by
+ * which an abandoned one is found. dataset_parts holds rows first_row ..
+ * first_row + rows - 1, float64 column-major rows x cols (at most
+ * GP_STORE_DATASET_PART_ROWS rows). dataset_readers are the leases of the
+ * fits reading a data set (lease_until, Unix seconds), and jobs.dataset_id
+ * the data set a queued or running async job names: a delete or a replace of
+ * a data set in use is refused while either holds. The id is never given
+ * out again (AUTOINCREMENT): a model version records the id it was fitted
+ * on, and an id must not come to name another data set. */
+static int migrate_to_v8(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] = "CREATE TABLE datasets("
+                              " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                              " name TEXT NOT NULL,"
+                              " state TEXT NOT NULL,"
+                              " n_rows INTEGER NOT NULL DEFAULT 0,"
+                              " n_cols INTEGER NOT NULL,"
+                              " columns TEXT NOT NULL,"
+                              " sha256 TEXT,"
+                              " bytes INTEGER NOT NULL DEFAULT 0,"
+                              " bytes_received INTEGER NOT NULL DEFAULT 0,"
+                              " created_at TEXT NOT NULL,"
+                              " created_by TEXT,"
+                              " touched_at REAL NOT NULL);"
+                              "CREATE UNIQUE INDEX datasets_ready ON datasets(name)"
+                              " WHERE state = 'ready';"
+                              "CREATE INDEX datasets_uploading ON datasets(touched_at)"
+                              " WHERE state = 'uploading';"
+                              "CREATE TABLE dataset_parts("
+                              " dataset_id INTEGER NOT NULL REFERENCES datasets(id)"
+                              " ON DELETE CASCADE,"
+                              " part INTEGER NOT NULL,"
+                              " first_row INTEGER NOT NULL,"
+                              " rows INTEGER NOT NULL,"
+                              " cols INTEGER NOT NULL,"
+                              " data BLOB NOT NULL,"
+                              " PRIMARY KEY(dataset_id, part));"
+                              "CREATE TABLE dataset_readers("
+                              " id TEXT PRIMARY KEY,"
+                              " dataset_id INTEGER NOT NULL REFERENCES datasets(id)"
+                              " ON DELETE CASCADE,"
+                              " label TEXT NOT NULL,"
+                              " lease_until REAL NOT NULL);"
+                              "CREATE INDEX dataset_readers_of ON dataset_readers(dataset_id);"
+                              "ALTER TABLE jobs ADD COLUMN dataset_id INTEGER;"
+                              "CREATE INDEX jobs_dataset ON jobs(dataset_id)"
+                              " WHERE dataset_id IS NOT NULL;";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
 static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3,
                                           migrate_to_v4, migrate_to_v5, migrate_to_v6,
-                                          migrate_to_v7};
+                                          migrate_to_v7, migrate_to_v8};
 
 /* Where SQLite's text differs from the shared one (store_sql.c). */
 static const char *const sqlite_sql[GPS_STMT_COUNT] = {

@@ -111,18 +111,6 @@ static int end_job_in_save(gp_store *s, const save_ctx *c, gp_error *err)
     return rc;
 }
 
-int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err)
-{
-    gp_db_stmt *st = gp_store_stmt(w, GPS_LOCK_NAME);
-    int src = gp_db_bind_text(st, 1, name);
-    if (src == GP_DB_OK)
-        src = gp_db_step(st);
-    gp_store_stmt_done(st);
-    if (src != GP_DB_ROW && src != GP_DB_DONE)
-        return gp_store_sql_error(w, src, err, "locking a model name");
-    return GP_OK;
-}
-
 static int save_once(gp_store *s, void *vctx, gp_error *err)
 {
     save_ctx *c = vctx;

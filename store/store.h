@@ -44,7 +44,8 @@
  * models (see "aliases" below); since version 6, version_marks and
  * aliases.previous_version; since version 7, audit(id, at, key_name, route,
  * model, version, status, code, request_id, job_id) (see "the audit trail"
- * below).
+ * below); since version 8, datasets, dataset_parts, dataset_readers and
+ * jobs.dataset_id (see "data sets" below).
  *
  * Every function returns 0 or a negative GP_E* code (core/base/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
@@ -205,6 +206,10 @@ typedef struct gp_job_row {
     char created_at[GP_TIME_LEN];
     char updated_at[GP_TIME_LEN];
     int attempts;    /* runs started (durable jobs) */
+    /* The ready data set a durable job's fit names (0: none): set when the
+     * job is created, in the same transaction that checks it is ready; a
+     * data set stays while a queued or running job names it. */
+    int64_t dataset_id;
 } gp_job_row;
 
 void gp_job_row_free(gp_job_row *job); /* frees the texts */
@@ -541,6 +546,121 @@ int gp_store_delete_audited(gp_store *store, const char *name, const gp_audit_pu
                             gp_error *err);
 int gp_store_delete_version_audited(gp_store *store, const char *name, int version,
                                     const gp_audit_put *audit, gp_error *err);
+
+/* ---- data sets (store_datasets.c; docs/design/storage.md, "Data sets") ----
+ * A named table of float64 columns, uploaded in parts as its rows arrive
+ * (PUT /v1/datasets/{name}) and read back in chunks by the fits that name it.
+ * An upload is a row of its own in state `uploading`, seen by nothing but
+ * the upload (not by get, list or the fits) and holding the parts written so
+ * far; gp_store_dataset_finish makes it `ready` in one transaction that also
+ * deletes the ready data set of the same name it replaces. An upload that
+ * does not finish is deleted with its parts: at once by
+ * gp_store_dataset_abort (a dropped connection, a refused row), else by
+ * gp_store_dataset_prune_uploads once it has shown no sign of life for a
+ * while (its daemon died). Part p holds rows p * GP_STORE_DATASET_PART_ROWS
+ * onwards, GP_STORE_DATASET_PART_ROWS of them but in the last part, so one
+ * chunk of a fit's reader is one part. A data set in use (a queued or
+ * running async job names it, or a fit holds a reader lease on it) is not
+ * deleted or replaced: GP_ECONFLICT naming who uses it. Times called `now`
+ * and leases are Unix seconds of the caller's clock, as the jobs' leases. */
+#define GP_STORE_DATASET_PART_ROWS 4096
+
+typedef struct gp_dataset_row {
+    int64_t id;
+    char name[GP_NAME_MAX + 1];
+    char state[16];          /* "uploading" | "ready" */
+    uint64_t n_rows;
+    size_t n_cols;
+    char *columns;           /* owned: the caller's JSON text (names, statistics) */
+    char sha256[65];         /* hex digest of the bytes received ("" while uploading) */
+    uint64_t bytes;          /* bytes of its parts' float64 data (what the quota counts) */
+    uint64_t bytes_received; /* bytes of the upload's body */
+    char created_at[GP_TIME_LEN];
+    char created_by[GP_NAME_MAX + 1]; /* "" when not known */
+} gp_dataset_row;
+
+void gp_dataset_row_free(gp_dataset_row *row);           /* frees columns */
+void gp_dataset_row_free_array(gp_dataset_row *rows, size_t count); /* and the array */
+
+/* Start an upload of data set name (1..GP_NAME_MAX characters; GP_EINVAL
+ * field "name") with n_cols columns described by columns (text kept until
+ * the finish replaces it): *id is its row, in state uploading. */
+int gp_store_dataset_begin(gp_store *store, const char *name, size_t n_cols, const char *columns,
+                           const char *created_by, double now, int64_t *id, gp_error *err);
+/* Append part `part` of an upload: rows x cols float64 column-major, the
+ * data set's rows part * GP_STORE_DATASET_PART_ROWS onwards (rows <=
+ * GP_STORE_DATASET_PART_ROWS; the parts come in order and only the last may
+ * be short). One transaction, committed but not waited on to reach the disk
+ * (gp_store_dataset_finish waits for every commit before it). GP_ESTORAGE
+ * field "dataset" when quota_bytes > 0 and the bytes of every data set
+ * (uploads included) would pass it; GP_ENOTFOUND field "dataset" when the
+ * upload is gone (pruned); GP_EINVAL for a part out of order or of another
+ * width. Nothing is written on failure. */
+int gp_store_dataset_put_part(gp_store *store, int64_t id, uint64_t part, size_t rows,
+                              size_t cols, const double *data, uint64_t quota_bytes, double now,
+                              gp_error *err);
+/* An upload's sign of life between parts (so that a slow one is not taken
+ * for abandoned). GP_ENOTFOUND when the upload is gone. */
+int gp_store_dataset_touch(gp_store *store, int64_t id, double now, gp_error *err);
+/* What the last transaction of an upload records. */
+typedef struct gp_dataset_done {
+    uint64_t n_rows;          /* every row written (the parts must hold exactly these) */
+    const char *columns;      /* the final description (names and statistics) */
+    const char *sha256;       /* 64 hex digits of the body */
+    uint64_t bytes_received;
+} gp_dataset_done;
+/* Make upload id ready, replacing (deleting) the ready data set of its name
+ * if any, in one transaction with the audit row (may be NULL); durable when
+ * it returns. *replaced 1 when one was replaced; row (may be NULL) gets the
+ * ready row. GP_ECONFLICT field "name" when the data set it would replace is
+ * in use (nothing changes: the upload stays, for the caller to abort);
+ * GP_ENOTFOUND when the upload is gone; GP_EDATA when its parts do not hold
+ * done->n_rows rows. */
+int gp_store_dataset_finish(gp_store *store, int64_t id, const gp_dataset_done *done, double now,
+                            const gp_audit_put *audit, int *replaced, gp_dataset_row *row,
+                            gp_error *err);
+/* Delete upload id and its parts (an upload only: a ready data set is
+ * never touched here). An upload already gone is GP_OK. */
+int gp_store_dataset_abort(gp_store *store, int64_t id, gp_error *err);
+/* The ready data set of name; GP_ENOTFOUND field "name" when there is none. */
+int gp_store_dataset_get(gp_store *store, const char *name, gp_dataset_row *row, gp_error *err);
+/* The data set row id, ready; GP_ENOTFOUND field "dataset" otherwise (an
+ * upload, or deleted). */
+int gp_store_dataset_get_id(gp_store *store, int64_t id, gp_dataset_row *row, gp_error *err);
+/* Every ready data set by name (*rows malloc'ed, NULL when none). */
+int gp_store_dataset_list(gp_store *store, gp_dataset_row **rows, size_t *count, gp_error *err);
+/* Is the ready data set of name, or one replacing it, in use? 0 when not,
+ * else GP_ECONFLICT (field "name") naming the job or the fit that uses it;
+ * GP_ENOTFOUND when there is no ready data set of the name (GP_OK then
+ * with missing_ok). */
+int gp_store_dataset_check_unused(gp_store *store, const char *name, double now, int missing_ok,
+                                  gp_error *err);
+/* Delete the ready data set of name and its parts, with the audit row (may
+ * be NULL). GP_ENOTFOUND field "name"; GP_ECONFLICT field "name" while in
+ * use (a queued or running job names it, or a reader lease holds at now). */
+int gp_store_dataset_delete(gp_store *store, const char *name, double now,
+                            const gp_audit_put *audit, gp_error *err);
+/* Rows [first, first + count) of ready data set id, the columns cols[0 ..
+ * n), into out[j][0 .. count) for column cols[j]: one statement (one
+ * snapshot, no lock held after it returns) over the parts that hold them.
+ * GP_EINVAL for a column or a row out of range; GP_EDATA for parts missing
+ * or of the wrong shape. The values are not checked (the caller does). */
+int gp_store_dataset_read(gp_store *store, int64_t id, uint64_t n_rows, uint64_t first,
+                          size_t count, const size_t *cols, size_t n, double *const *out,
+                          gp_error *err);
+/* A fit's lease on ready data set id (token: 1..GP_JOB_ID_LEN - 1
+ * characters, unique; label says who, for the 409 of a delete), until
+ * lease_until: the data set is not deleted or replaced while it holds.
+ * GP_ENOTFOUND field "dataset" when the data set is no longer ready. */
+int gp_store_dataset_reader_add(gp_store *store, int64_t id, const char *token, const char *label,
+                                double lease_until, gp_error *err);
+int gp_store_dataset_reader_renew(gp_store *store, const char *token, double lease_until,
+                                  gp_error *err);
+int gp_store_dataset_reader_drop(gp_store *store, const char *token, gp_error *err);
+/* Delete up to 100 uploads untouched since before (their daemon died, or
+ * never finished them) with their parts, and the reader leases expired
+ * before `before`; *deleted counts the uploads. */
+int gp_store_dataset_prune(gp_store *store, double before, size_t *deleted, gp_error *err);
 
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit

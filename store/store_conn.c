@@ -441,3 +441,15 @@ int gp_store_not_found_name(const char *name, gp_error *err)
 {
     return gp_error_set(err, GP_ENOTFOUND, "name", "model '%s' not found", name);
 }
+
+int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err)
+{
+    gp_db_stmt *st = gp_store_stmt(w, GPS_LOCK_NAME);
+    int src = gp_db_bind_text(st, 1, name);
+    if (src == GP_DB_OK)
+        src = gp_db_step(st);
+    gp_store_stmt_done(st);
+    if (src != GP_DB_ROW && src != GP_DB_DONE)
+        return gp_store_sql_error(w, src, err, "locking a name");
+    return GP_OK;
+}

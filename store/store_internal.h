@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 7
+#define GP_STORE_SCHEMA_VERSION 8
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -110,6 +110,27 @@ enum gp_store_stmt {
     GPS_AUDIT_LIST_DESC,
     GPS_AUDIT_LIST_ASC,
     GPS_AUDIT_PRUNE,
+    /* data sets (store_datasets.c) */
+    GPS_DS_INSERT,
+    GPS_DS_TOTAL_BYTES,
+    GPS_DS_INSERT_PART,
+    GPS_DS_GROW,
+    GPS_DS_TOUCH,
+    GPS_DS_READY_ID,
+    GPS_DS_NAME_OF,
+    GPS_DS_JOB_USING,
+    GPS_DS_READER_USING,
+    GPS_DS_DELETE_ID,
+    GPS_DS_FINISH,
+    GPS_DS_GET,
+    GPS_DS_GET_ID,
+    GPS_DS_LIST,
+    GPS_DS_PARTS,
+    GPS_DS_PRUNE_UPLOADS,
+    GPS_DS_READER_ADD,
+    GPS_DS_READER_RENEW,
+    GPS_DS_READER_DROP,
+    GPS_DS_READERS_PRUNE,
     GPS_STMT_COUNT
 };
 
@@ -352,6 +373,24 @@ int gp_store_audit_put_locked(gp_store *s, const gp_audit_put *a, int version, g
  * (PostgreSQL: an advisory lock on the name's hash; nothing in SQLite, whose
  * write transaction already excludes every other writer). */
 int gp_store_lock_name(gp_store_conn *w, const char *name, gp_error *err);
+/* Data sets (store_dataset_use.c). Inside a write transaction: hold the name
+ * of a data set until it ends (PostgreSQL's advisory lock on
+ * "dataset:NAME"; nothing on SQLite); the name and state of row id (1
+ * found, 0 none, or a negative code); and the check that row id is a ready
+ * data set, under its name's lock, before a job names it (GP_ENOTFOUND
+ * field "data.dataset" when it is not). */
+int gp_store_dataset_lock(gp_store_conn *w, const char *name, gp_error *err);
+/* GP_EINVAL field "name" unless name has 1..GP_NAME_MAX characters. */
+int gp_store_dataset_check_name(const char *name, gp_error *err);
+int gp_store_dataset_name_of(gp_store_conn *c, int64_t id, char *name, int *ready,
+                             gp_error *err);
+int gp_store_dataset_hold_locked(gp_store *s, int64_t id, gp_error *err);
+/* On connection c (store_dataset_use.c): the ready id of name (1 found,
+ * 0 none, or a negative code), and GP_ECONFLICT (field "name", naming the
+ * job or the fit) when data set id of name is in use at now. */
+int gp_store_dataset_ready_id(gp_store_conn *c, const char *name, int64_t *id, gp_error *err);
+int gp_store_dataset_in_use(gp_store_conn *c, int64_t id, const char *name, double now,
+                            gp_error *err);
 /* malloc'ed copy of text, or NULL. */
 char *gp_store_dup_text(const char *text);
 

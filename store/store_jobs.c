@@ -213,10 +213,18 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     create_ctx *c = vctx;
     char now[GP_TIME_LEN];
     gp_store_now(now);
+    /* A fit naming a data set: it must be there now, and stays while the
+     * job is queued or running (a delete checks jobs.dataset_id). */
+    const int64_t ds = c->job->dataset_id;
+    int rc = ds > 0 ? gp_store_dataset_hold_locked(s, ds, err) : GP_OK;
+    if (rc)
+        return rc;
     gp_db_stmt *st = gp_store_stmt(s->w, GPS_JOB_CREATE);
     int src = bind_values(st, "ttttttd", c->job->id, c->job->model_name, c->job->progress, now,
                           c->spec, c->owner, c->lease_until);
-    int rc = gp_store_step_write(s->w, st, src, NULL, err, "creating a job");
+    if (src == GP_DB_OK)
+        src = ds > 0 ? gp_db_bind_int64(st, 8, ds) : gp_db_bind_text(st, 8, NULL);
+    rc = gp_store_step_write(s->w, st, src, NULL, err, "creating a job");
     if (rc == GP_OK && c->idem)
         rc = gp_store_idem_put_locked(s, c->idem, NULL, err);
     if (rc == GP_OK)
@@ -224,7 +232,7 @@ static int create_body(gp_store *s, void *vctx, gp_error *err)
     if (rc)
         return rc;
     gp_array_owner ao = {.table = GP_ARRAYS_JOB, .job_id = c->job->id};
-    return gp_store_write_arrays(s, &ao, c->data, err);
+    return c->data ? gp_store_write_arrays(s, &ao, c->data, err) : GP_OK;
 }
 
 int gp_store_job_create(gp_store *store, const gp_job_row *job, const char *spec,
@@ -256,7 +264,7 @@ int gp_store_job_create_audited(gp_store *store, const gp_job_row *job, const ch
         rc = gp_error_set(err, GP_EINVAL, "body", "a job's answer is known before it is stored");
     if (rc)
         return rc;
-    if (spec == NULL || data == NULL)
+    if (spec == NULL || (data == NULL && job->dataset_id <= 0))
         return gp_error_set(err, GP_EINVAL, NULL, "a durable job needs its request");
     create_ctx c = {job, spec, owner, data, lease_until, idem, audit};
     return gp_store_write_txn(store, create_body, &c, "creating a job", err);

@@ -70,8 +70,8 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
     [GPS_JOB_GET_LOCK] = "SELECT id, model_name, status, progress, error, result, created_at,"
                          " updated_at, attempts FROM jobs WHERE id = ?1",
     [GPS_JOB_CREATE] = "INSERT INTO jobs(id, model_name, status, progress, created_at,"
-                       " updated_at, request, owner, lease_until)"
-                       " VALUES(?1, ?2, 'queued', ?3, ?4, ?4, ?5, ?6, ?7)",
+                       " updated_at, request, owner, lease_until, dataset_id)"
+                       " VALUES(?1, ?2, 'queued', ?3, ?4, ?4, ?5, ?6, ?7, ?8)",
     [GPS_JOB_INSERT_ARRAY] = "INSERT INTO job_arrays(job_id, key, part, rows, cols, data)"
                              " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [GPS_JOB_ARRAYS] = "SELECT key, part, rows, cols, data FROM job_arrays WHERE job_id = ?1"
@@ -190,6 +190,44 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
      * that SQLite (a rowid without AUTOINCREMENT) never gives an id out again. */
     [GPS_AUDIT_PRUNE] = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ?1"
                         " AND id < (SELECT max(id) FROM audit) ORDER BY id LIMIT 1000)",
+    /* Data sets (store_datasets.c). An upload's row is 'uploading' until
+     * GPS_DS_FINISH; every read but the upload's own asks for 'ready'. */
+    [GPS_DS_INSERT] = "INSERT INTO datasets(name, state, n_cols, columns, created_at, created_by,"
+                      " touched_at) VALUES(?1, 'uploading', ?2, ?3, ?4, ?5, ?6) RETURNING id",
+    /* (PostgreSQL's SUM of a BIGINT is a NUMERIC: cast back) */
+    [GPS_DS_TOTAL_BYTES] = "SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) FROM datasets",
+    [GPS_DS_INSERT_PART] = "INSERT INTO dataset_parts(dataset_id, part, first_row, rows, cols,"
+                           " data) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    /* The parts arrive in order: a part starts where the rows so far end
+     * (?3), and ends at ?4. */
+    [GPS_DS_GROW] = "UPDATE datasets SET bytes = bytes + ?2, n_rows = ?4, touched_at = ?5"
+                    " WHERE id = ?1 AND state = 'uploading' AND n_rows = ?3 AND n_cols = ?6",
+    [GPS_DS_TOUCH] = "UPDATE datasets SET touched_at = ?2 WHERE id = ?1 AND state = 'uploading'",
+    [GPS_DS_READY_ID] = "SELECT id FROM datasets WHERE name = ?1 AND state = 'ready'",
+    [GPS_DS_NAME_OF] = "SELECT name, state FROM datasets WHERE id = ?1",
+    [GPS_DS_JOB_USING] = "SELECT id FROM jobs WHERE dataset_id = ?1 AND" ACTIVE
+                         " ORDER BY created_at LIMIT 1",
+    [GPS_DS_READER_USING] = "SELECT label FROM dataset_readers WHERE dataset_id = ?1 AND"
+                            " lease_until >= ?2 ORDER BY id LIMIT 1",
+    [GPS_DS_DELETE_ID] = "DELETE FROM datasets WHERE id = ?1",
+    [GPS_DS_FINISH] = "UPDATE datasets SET state = 'ready', columns = ?2, sha256 = ?3,"
+                      " bytes_received = ?4, touched_at = ?5 WHERE id = ?1 AND"
+                      " state = 'uploading' AND n_rows = ?6",
+#define DS_COLS "id, name, state, n_rows, n_cols, columns, sha256, bytes, bytes_received," \
+                " created_at, created_by"
+    [GPS_DS_GET] = "SELECT " DS_COLS " FROM datasets WHERE name = ?1 AND state = 'ready'",
+    [GPS_DS_GET_ID] = "SELECT " DS_COLS " FROM datasets WHERE id = ?1",
+    [GPS_DS_LIST] = "SELECT " DS_COLS " FROM datasets WHERE state = 'ready' ORDER BY name",
+    [GPS_DS_PARTS] = "SELECT part, first_row, rows, cols, data FROM dataset_parts"
+                     " WHERE dataset_id = ?1 AND part >= ?2 AND part <= ?3 ORDER BY part",
+    /* At most 100 abandoned uploads a call (each may hold many parts). */
+    [GPS_DS_PRUNE_UPLOADS] = "DELETE FROM datasets WHERE id IN (SELECT id FROM datasets"
+                             " WHERE state = 'uploading' AND touched_at < ?1 LIMIT 100)",
+    [GPS_DS_READER_ADD] = "INSERT INTO dataset_readers(id, dataset_id, label, lease_until)"
+                          " VALUES(?1, ?2, ?3, ?4)",
+    [GPS_DS_READER_RENEW] = "UPDATE dataset_readers SET lease_until = ?2 WHERE id = ?1",
+    [GPS_DS_READER_DROP] = "DELETE FROM dataset_readers WHERE id = ?1",
+    [GPS_DS_READERS_PRUNE] = "DELETE FROM dataset_readers WHERE lease_until < ?1",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

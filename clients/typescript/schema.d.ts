@@ -367,6 +367,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/datasets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List data sets (their columns' names; GET one for its statistics)
+         * @description Every data set the key may name (a key limited by models= patterns sees the data sets whose names they match), by name. Uploads in progress are not listed.
+         */
+        get: operations["listDatasets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/datasets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a data set's name, as a model's ([A-Za-z0-9._-]{1,64}; 400 naming name otherwise) */
+                name: components["parameters"]["DatasetName"];
+            };
+            cookie?: never;
+        };
+        /** A data set's rows, columns and their summary statistics */
+        get: operations["getDataset"];
+        /**
+         * Upload a data set (created, or replacing the one of this name)
+         * @description The body is streamed into the store as it arrives, in parts of 4096 rows: it is never held whole in memory, and neither --max-body-mb nor the request's deadline bounds it as they bound other bodies. The data sets together are bounded by --dataset-quota-mb (507 insufficient_storage, field dataset), and an upload's time by its rate (its deadline grows by one --request-timeout for every 8 MiB received) and by --timeout while it stalls. Nothing of an upload is visible (GET, lists, fits) until its last transaction, which also replaces the data set of the same name; a refused body (a ragged row, a cell that is not a finite number, an empty body, a bad or repeated column name), a dropped connection or a daemon's death leaves nothing. Row numbers in errors count data rows from 1 (the line of the file is given too); fields are rows[i].COLUMN (i from 0), rows[i], columns[j] or body. A replace of a data set a queued or running job or a fit uses is refused 409 (before the body is read, and again at its end). The answer is the data set as GET answers it.
+         */
+        put: operations["putDataset"];
+        post?: never;
+        /**
+         * Delete a data set
+         * @description 409 conflict (field name) while a queued or running async job names it (the message names the job) or a fit reads it; models fitted on it keep what they recorded of it.
+         */
+        delete: operations["deleteDataset"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/reload": {
         parameters: {
             query?: never;
@@ -834,7 +882,7 @@ export interface components {
             limit?: number;
             message: string;
         };
-        /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations) */
+        /** @description X and y are required except for methods that start empty (rfgp: its options give the inputs and outputs, and the model waits for observations), and for a fit that names a data set in data instead (X or y beside data: 400 naming data) */
         FitRequest: {
             /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
@@ -875,6 +923,7 @@ export interface components {
             async?: boolean;
             X?: components["schemas"]["Inputs"];
             y?: components["schemas"]["Targets"];
+            data?: components["schemas"]["FitData"];
             /** @description the outputs' names, one per column of y, distinct (default y0, y1, ...): kept with the model and returned with its predictions, samples and OIP tensors */
             outputs?: string[];
             /** @description the inputs' names, one per column of X, distinct (models of points): the model's signature, by which predict, sample and observe match named rows and CSV bodies. A CSV fit takes its header's. A wrong count is 422 invalid_data naming feature_names; a repeated, empty or too long name 400 naming feature_names[i]. */
@@ -885,6 +934,55 @@ export interface components {
             distributed?: {
                 /** @description processes, 1 .. --mpi-max-ranks (default 16) */
                 ranks: number;
+            };
+        };
+        /**
+         * @description The fit's rows from a data set (PUT /v1/datasets/{name}) instead of X and y: read in chunks of 4096 rows by the run, so that its memory does not grow with the rows. Methods whose GET /v1/methods entry streams its rows take it (a fit over a data set has one gaussian output of points, no noise.per_point); the others answer 422 unsupported naming data.dataset. No such data set: 404 naming data.dataset; no such column: 422 invalid_data naming data.target or data.columns[i], the message listing the columns there are. An async job keeps only this reference (and the data set's id then): the data set cannot be deleted or replaced while the job is queued or running (409), and a daemon that takes the job over reads it itself.
+         * @example {
+         *       "dataset": "concrete",
+         *       "target": "strength",
+         *       "columns": [
+         *         "cement",
+         *         "slag",
+         *         "water"
+         *       ],
+         *       "rows": {
+         *         "sample": 5000,
+         *         "seed": 1
+         *       }
+         *     }
+         */
+        FitData: {
+            dataset: string;
+            /** @description the column of y */
+            target: string;
+            /** @description the input columns in order (default every column but the target) */
+            columns?: string[];
+            /** @description "all" (the default), or a seeded subsample of k rows, the same for the same seed (every row when k is at least the data set's) */
+            rows?: "all" | {
+                sample: number;
+                /** @default 0 */
+                seed?: number;
+            };
+        };
+        /** @description the data set a version was fitted on (fits that named one) */
+        FitDataset: {
+            name: string;
+            /** @description the data set's id (GET /v1/datasets/{name}); a replace gets a new one */
+            id: number;
+            /** @description the SHA-256 of its upload */
+            sha256: string;
+            target: string;
+            /** @description the input columns the request named (null: every column but the target) */
+            columns: string[] | null;
+            /** @description the rows fitted */
+            rows: number;
+            /** @description the data set's rows */
+            dataset_rows: number;
+            /** @description a subsample's size and seed (absent when every row was fitted) */
+            sample?: {
+                sample?: number;
+                seed?: number;
             };
         };
         /**
@@ -942,6 +1040,7 @@ export interface components {
             noise_variance_original?: number;
             /** @description present (true) when the model was fitted with known per-point noise (noise.per_point): noise_variance is then the homoscedastic part only */
             per_point_noise?: boolean;
+            dataset?: components["schemas"]["FitDataset"];
             /** @description present when the model was fitted with a constant or linear mean (absent: zero mean). coefficients are (b0, w) in working units; coefficients_original the same function in the caller's units, y = c0 + sum_j c_j x_j (standardisation undone). */
             mean?: {
                 /** @enum {string} */
@@ -1029,6 +1128,44 @@ export interface components {
             n_observed?: number;
             /** @description the fit took the Kronecker path (isotopic ICM) */
             kronecker?: boolean;
+        };
+        /** @description a column and its summary statistics over every row (sd the population one) */
+        DatasetColumn: {
+            name: string;
+            count: number;
+            mean: number;
+            sd: number;
+            min: number;
+            max: number;
+        };
+        Dataset: {
+            name: string;
+            /** @description this upload's number: a replace gets a new one, never given out again */
+            id: number;
+            rows: number;
+            columns: components["schemas"]["DatasetColumn"][];
+            /** @description SHA-256 of the body as received (hex) */
+            sha256: string;
+            /** @description bytes it takes in the store (rows x columns x 8): what --dataset-quota-mb counts */
+            bytes: number;
+            /** @description bytes of the body */
+            bytes_received: number;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the key that uploaded it (null without named keys) */
+            created_by: string | null;
+        };
+        DatasetSummary: {
+            name: string;
+            id: number;
+            rows: number;
+            columns: string[];
+            sha256: string;
+            bytes: number;
+            bytes_received: number;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string | null;
         };
         ModelSummary: {
             name: string;
@@ -2379,6 +2516,8 @@ export interface components {
         Name: string;
         /** @description A version of the model, from 1, or one of its aliases (resolved to the version it points at; an unknown alias is 404 not_found naming version). */
         Version: components["schemas"]["VersionRef"];
+        /** @description a data set's name, as a model's ([A-Za-z0-9._-]{1,64}; 400 naming name otherwise) */
+        DatasetName: string;
         /** @description An alias: a letter, then up to 63 letters, digits, '_', '.' or '-' (never a number, so that a version field is one or the other; 400 invalid_argument naming alias). */
         AliasName: string;
         /** @description Makes the write safe to retry (docs/design/api.md, "Idempotent writes"): 1..255 visible ASCII characters (a UUID, say; a quoted structured-field string "..." is the same key without its quotes), else 400 invalid_argument naming this header. Scoped to the route and the model name. The first 2xx answer is stored with the write (the new version, the async job, the log entry) in one transaction and kept for --idempotency-hours (24); a retry with the key and the same request (content type, query and body) gets that answer again with Idempotent-Replayed: true and writes nothing; with a different request, 409 conflict naming this header. An error answer is not stored: its retry runs again. */
@@ -3334,6 +3473,231 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Job"];
                 };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listDatasets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The data sets, ordered by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "datasets": [
+                     *         {
+                     *           "name": "concrete",
+                     *           "id": 3,
+                     *           "rows": 1030,
+                     *           "columns": [
+                     *             "cement",
+                     *             "slag",
+                     *             "water",
+                     *             "strength"
+                     *           ],
+                     *           "sha256": "5d1f0c1e2b3a4f5e6d7c8b9a0f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6",
+                     *           "bytes": 32960,
+                     *           "bytes_received": 29413,
+                     *           "created_at": "2026-11-29T14:00:00Z",
+                     *           "created_by": "etl"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        datasets: components["schemas"]["DatasetSummary"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getDataset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a data set's name, as a model's ([A-Za-z0-9._-]{1,64}; 400 naming name otherwise) */
+                name: components["parameters"]["DatasetName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The data set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dataset"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    putDataset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a data set's name, as a model's ([A-Za-z0-9._-]{1,64}; 400 naming name otherwise) */
+                name: components["parameters"]["DatasetName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example x1,x2,y
+                 *     0.1,1.5,2.25
+                 *     0.4,1.1,2.5
+                 *     0.9,0.7,2.0
+                 */
+                "text/csv": string;
+                /**
+                 * @example {"x1": 0.1, "x2": 1.5, "y": 2.25}
+                 *     {"x1": 0.4, "x2": 1.1, "y": 2.5}
+                 */
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            /** @description Stored, replacing the data set that had this name. */
+            200: {
+                headers: {
+                    /** @description /v1/datasets/{name} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dataset"];
+                };
+            };
+            /** @description Stored. */
+            201: {
+                headers: {
+                    /** @description /v1/datasets/{name} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "concrete",
+                     *       "id": 3,
+                     *       "rows": 3,
+                     *       "columns": [
+                     *         {
+                     *           "name": "x1",
+                     *           "count": 3,
+                     *           "mean": 0.4666666666666667,
+                     *           "sd": 0.3299831645537222,
+                     *           "min": 0.1,
+                     *           "max": 0.9
+                     *         },
+                     *         {
+                     *           "name": "x2",
+                     *           "count": 3,
+                     *           "mean": 1.1,
+                     *           "sd": 0.32659863237109044,
+                     *           "min": 0.7,
+                     *           "max": 1.5
+                     *         },
+                     *         {
+                     *           "name": "y",
+                     *           "count": 3,
+                     *           "mean": 2.25,
+                     *           "sd": 0.2041241452319315,
+                     *           "min": 2,
+                     *           "max": 2.5
+                     *         }
+                     *       ],
+                     *       "sha256": "708f58cd8b16751fc3c7b6eb421d04f733c8b7849eeab5d856246148f0af9c5e",
+                     *       "bytes": 72,
+                     *       "bytes_received": 45,
+                     *       "created_at": "2026-11-29T14:00:00Z",
+                     *       "created_by": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Dataset"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteDataset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a data set's name, as a model's ([A-Za-z0-9._-]{1,64}; 400 naming name otherwise) */
+                name: components["parameters"]["DatasetName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];

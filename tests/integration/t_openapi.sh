@@ -93,6 +93,10 @@ while read -r verb path; do
     "POST /v1/models") set -- -H 'Content-Type: application/json' --data-binary '{"name":"oa-fit","X":[[0],[1],[2]],"y":[0,1,0]}' ;;
     # two columns: answered (422), and the shared sine model stays as it is
     "POST "*/observe) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5,0.5]],"y":[0.4]}' ;;
+    # a data set for the GET and DELETE that follow it
+    "PUT /v1/datasets/"*) set -- -H 'Content-Type: text/csv' --data-binary "x,y
+0,1
+1,2" ;;
     "POST /v2/"*) set -- -H 'Content-Type: application/json' --data-binary '{"inputs":[{"name":"X","datatype":"FP64","shape":[1,1],"data":[0.5]}]}' ;;
     "POST "*) set -- -H 'Content-Type: application/json' --data-binary '{"X":[[0.5]]}' ;;
     *) set -- ;;

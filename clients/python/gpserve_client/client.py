@@ -10,6 +10,7 @@ Fields left as None are not sent, so the daemon's defaults apply.
 import http.client
 import json
 import math
+import os
 import socket
 import ssl
 import threading
@@ -104,6 +105,29 @@ def _query_value(value):
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"))
     return str(value)
+
+
+def _stream_body(body):
+    """A file (or iterator) body as http.client streams it: (what to send,
+    where a seekable binary file starts or None, its length or None). A text
+    file is sent as UTF-8 (http.client would send Latin-1); without a length
+    the body goes chunked."""
+    if hasattr(body, "read") and isinstance(body.read(0), str):
+        def utf8(f=body):
+            while True:
+                piece = f.read(1 << 16)
+                if not piece:
+                    return
+                yield piece.encode("utf-8")
+        return utf8(), None, None
+    if not hasattr(body, "read"):
+        return body, None, None
+    try:
+        start = body.tell()
+        size = os.fstat(body.fileno()).st_size - start
+    except (AttributeError, OSError, ValueError):
+        return body, None, None
+    return body, start, size
 
 
 class Response:
@@ -222,17 +246,27 @@ class Client:
         if idempotency_key is not None:
             headers["Idempotency-Key"] = str(idempotency_key)
         data = None
+        start = None  # a file body's first byte, to send it again on a retry
         if body is not None:
             if isinstance(body, str):
                 data = body.encode("utf-8")
             elif isinstance(body, (bytes, bytearray)):
                 data = bytes(body)
+            elif hasattr(body, "read") or hasattr(body, "__next__"):
+                data, start, size = _stream_body(body)
+                if size is not None:
+                    headers["Content-Length"] = str(size)
             else:
                 data = encode_json(body)
             headers["Content-Type"] = content_type
         wait = self.timeout if timeout is None else timeout
         for attempt in (0, 1):
             conn, fresh = self._connection(wait)
+            if attempt and hasattr(data, "read"):
+                if start is None:
+                    raise errors.TransportError("%s %s: the connection was lost and the body "
+                                                "cannot be read again" % (method, path))
+                data.seek(start)
             try:
                 conn.request(method, target, body=data, headers=headers)
                 resp = conn.getresponse()
@@ -487,6 +521,61 @@ class Client:
             path += "?" + urllib.parse.urlencode({"name": str(name)})
         return self.request("POST", path, body=data,
                             content_type="application/vnd.gpserve.model").json()
+    # ------------------------------------------------------------ data sets
+    # Named tables of numbers in the daemon's store (docs/design/api.md, "Data
+    # sets"); a fit names one with data={"dataset": name, "target": column}.
+
+    @staticmethod
+    def _dataset_path(name):
+        return "/v1/datasets/" + urllib.parse.quote(str(name), safe="")
+
+    def upload_dataset(self, name, data, *, content_type=None, timeout=None):
+        """``PUT /v1/datasets/{name}``: upload a data set, streamed from
+        ``data`` (the path of a file, a binary or text file object, bytes, or
+        a str of CSV text, i.e. one holding a line end): CSV (a header row of column names, then rows of numbers) or
+        JSON lines (``content_type="application/x-ndjson"``, the default for
+        a path ending in .ndjson or .jsonl).  A file is sent as it is read,
+        never whole in memory.  Returns the data set (rows, columns with
+        their statistics, sha256); one of the name is replaced.  A refused
+        row or cell raises InvalidData naming it (field ``rows[i].COLUMN``),
+        the quota InsufficientStorage; nothing of a refused upload is kept."""
+        if isinstance(data, (str, os.PathLike)) and not (isinstance(data, str) and "\n" in data):
+            path = os.fspath(data)
+            if content_type is None:
+                content_type = ("application/x-ndjson"
+                                if path.endswith((".ndjson", ".jsonl")) else "text/csv")
+            with open(path, "rb") as f:
+                return self.request("PUT", self._dataset_path(name), body=f,
+                                    content_type=content_type, timeout=timeout).json()
+        return self.request("PUT", self._dataset_path(name), body=data,
+                            content_type=content_type or "text/csv", timeout=timeout).json()
+
+    def get_dataset(self, name):
+        """``GET /v1/datasets/{name}``: rows, columns with count, mean, sd,
+        min and max, sha256, bytes, created_at and created_by."""
+        return self._get(self._dataset_path(name))
+
+    def list_datasets(self):
+        """``GET /v1/datasets``: every data set (its columns' names only)."""
+        return self._get("/v1/datasets")["datasets"]
+
+    def delete_dataset(self, name):
+        """``DELETE /v1/datasets/{name}``; Conflict (409) while a queued or
+        running job or a fit uses it."""
+        self.request("DELETE", self._dataset_path(name))
+
+    @staticmethod
+    def dataset_ref(dataset, target, columns=None, sample=None, seed=0):
+        """The ``data`` field of a fit that names a data set: ``columns``
+        (default every column but the target) and a seeded subsample of
+        ``sample`` rows (default every row)."""
+        ref = {"dataset": dataset, "target": target}
+        if columns is not None:
+            ref["columns"] = list(columns)
+        if sample is not None:
+            ref["rows"] = {"sample": int(sample), "seed": int(seed)}
+        return ref
+
     # ------------------------------------------------------------ aliases
     # Movable labels of a model's versions; every ``version=`` of this client
     # (get_model, predict, sample, observe) takes an alias as well.

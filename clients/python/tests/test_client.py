@@ -65,6 +65,58 @@ class ServiceTest(unittest.TestCase):
 
 
 @need_daemon
+class DatasetsTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(support.URL)
+
+    def test_upload_get_list_delete(self):
+        import io
+        import os
+        import tempfile
+        name = unique("py-ds")
+        X, y = support.plane(30)
+        text = "x1,x2,y\n" + "".join("%r,%r,%r\n" % (a, b, t) for (a, b), t in zip(X, y))
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write(text)
+        try:
+            made = self.client.upload_dataset(name, f.name)  # streamed from the file
+        finally:
+            os.unlink(f.name)
+        self.assertEqual((made["name"], made["rows"]), (name, 30))
+        self.assertEqual([c["name"] for c in made["columns"]], ["x1", "x2", "y"])
+        self.assertEqual(made["columns"][2]["count"], 30)
+        self.assertAlmostEqual(made["columns"][2]["mean"], sum(y) / 30, places=12)
+        self.assertEqual(made["bytes_received"], len(text.encode()))
+        self.assertEqual(self.client.get_dataset(name), raw_ok("GET", "/v1/datasets/" + name))
+        self.assertIn(name, {d["name"]: d for d in self.client.list_datasets()})
+        # the same rows as JSON lines from a text file object replace it (200, a new id)
+        lines = "".join(json.dumps({"x1": a, "x2": b, "y": t}) + "\n" for (a, b), t in zip(X, y))
+        again = self.client.upload_dataset(name, io.StringIO(lines),
+                                           content_type="application/x-ndjson")
+        self.assertNotEqual(again["id"], made["id"])
+        self.assertEqual(again["columns"], made["columns"])
+        # a fit names it; exact reads its rows in memory, so it is refused
+        with self.assertRaises(errors.Unsupported) as cm:
+            self.client.fit(unique("py-ds-fit"), method="exact",
+                            data=Client.dataset_ref(name, "y", sample=10, seed=1))
+        self.assertEqual((cm.exception.status, cm.exception.field), (422, "data.dataset"))
+        self.client.delete_dataset(name)
+        with self.assertRaises(errors.NotFound):
+            self.client.get_dataset(name)
+
+    def test_bad_rows_are_refused_and_nothing_kept(self):
+        name = unique("py-ds-bad")
+        with self.assertRaises(errors.InvalidData) as cm:
+            self.client.upload_dataset(name, b"a,b\n1,2\n3,oops\n")
+        self.assertEqual((cm.exception.status, cm.exception.field), (422, "rows[1].b"))
+        self.assertIn("row 2", str(cm.exception))
+        with self.assertRaises(errors.NotFound):
+            self.client.get_dataset(name)
+        with self.assertRaises(errors.UnsupportedMediaType):
+            self.client.upload_dataset(name, b"{}", content_type="application/json")
+
+
+@need_daemon
 class ModelsTest(unittest.TestCase):
     def setUp(self):
         self.client = Client(support.URL)
