@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
+#include "api/dataset_rows.h"
 #include "api/internal.h"
 #include "core/model/rows.h"
 
@@ -13,6 +16,8 @@ struct gp_fit_shard {
      * from the fit job: a request file's, for tests and benchmarks. */
     const double *X, *y;
     size_t n_all;
+    /* Or a data set's reader over the shard (NULL for a request's rows). */
+    gp_dataset_rows *dataset;
 };
 
 static int read_request_rows(void *ctx, size_t i, size_t count, double *X, double *y,
@@ -29,43 +34,74 @@ static int read_request_rows(void *ctx, size_t i, size_t count, double *X, doubl
     return GP_OK;
 }
 
-int gp_api_fit_shard_open(gp_api *api, const gp_fit_job *job, int rank, int ranks, size_t chunk,
-                          gp_fit_shard **out, gp_error *err)
+/* Fixed boundaries: the same N and rank count give the same shards, so a
+ * run is bit-identical to the last (core/model/rows.h). */
+static void shard_range(size_t n, int rank, int ranks, size_t *first, size_t *end)
 {
-    (void)api;
-    *out = NULL;
-    if (ranks < 1 || rank < 0 || rank >= ranks)
-        return gp_error_set(err, GP_EINVAL, "distributed.ranks",
-                            "rank %d of %d processes is not a shard", rank, ranks);
+    *first = (size_t)((unsigned long long)n * (unsigned)rank / (unsigned)ranks);
+    *end = (size_t)((unsigned long long)n * ((unsigned)rank + 1) / (unsigned)ranks);
+}
+
+/* Rank r's shard of the request's own X and y (a request file's: tests and
+ * benchmarks), read chunk rows at a time. */
+static int open_request_shard(const gp_fit_job *job, int rank, int ranks, size_t chunk,
+                              gp_fit_shard *s, gp_error *err)
+{
     const char *spec = NULL;
     const double *X = NULL, *y = NULL;
     size_t n = 0, d = 0, p = 1;
     int rc = gp_fit_job_request(job, &spec, &X, &y, &n, &d, &p);
-    if (rc == GP_OK && (X == NULL || y == NULL || n == 0))
-        /* A data set's rows: read through the data set's reader (issue 38's
-         * data sets in the store), which this build does not have yet. */
-        rc = gp_error_set(err, GP_EUNSUPPORTED, "data.dataset",
-                          "this gpserve-fit reads a request's own X and y only");
-    else if (rc == GP_OK && p != 1)
-        rc = gp_error_set(err, GP_EUNSUPPORTED, "y",
-                          "a sharded fit has one output; y has %zu columns", p);
-    else if (rc)
-        rc = gp_error_set(err, GP_EINTERNAL, NULL, "the fit job has no request");
     if (rc)
-        return rc;
-    gp_fit_shard *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+        return gp_error_set(err, GP_EINTERNAL, NULL, "the fit job has no request");
+    if (X == NULL || y == NULL || n == 0)
+        return gp_error_set(err, GP_EDATA, "X", "the fit has no rows to shard");
+    if (p != 1)
+        return gp_error_set(err, GP_EUNSUPPORTED, "y",
+                            "a sharded fit has one output; y has %zu columns", p);
     s->X = X;
     s->y = y;
     s->n_all = n;
-    /* Fixed boundaries: the same N and rank count give the same shards, so
-     * a run is bit-identical to the last (core/model/rows.h). */
-    size_t first = (size_t)((unsigned long long)n * (unsigned)rank / (unsigned)ranks);
-    size_t end = (size_t)((unsigned long long)n * ((unsigned)rank + 1) / (unsigned)ranks);
+    size_t first, end;
+    shard_range(n, rank, ranks, &first, &end);
     s->rows = (gp_rows){.n = end - first, .first = first, .n_total = n, .d = d,
                         .chunk = chunk ? chunk : GP_ROWS_DEFAULT_CHUNK,
                         .read = read_request_rows, .read_ctx = s};
+    return GP_OK;
+}
+
+/* Rank r's shard of the data set the fit names, through its reader (which
+ * holds a lease on the data set while the rank runs). */
+static int open_dataset_shard(gp_api *api, const gp_fit_job *job, const gp_fit_data *fd,
+                              int rank, int ranks, gp_fit_shard *s, gp_error *err)
+{
+    size_t first, end;
+    shard_range(gp_fit_data_rows(fd), rank, ranks, &first, &end);
+    char label[96];
+    snprintf(label, sizeof label, "rank %d of %d of a sharded fit (gpserve-fit)", rank, ranks);
+    (void)job;
+    int rc = gp_fit_data_open(api, fd, first, end - first, label, &s->dataset, err);
+    if (rc == GP_OK)
+        s->rows = *gp_dataset_rows_get(s->dataset);
+    return rc;
+}
+
+int gp_api_fit_shard_open(gp_api *api, const gp_fit_job *job, int rank, int ranks, size_t chunk,
+                          gp_fit_shard **out, gp_error *err)
+{
+    *out = NULL;
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+        return gp_error_set(err, GP_EINVAL, "distributed.ranks",
+                            "rank %d of %d processes is not a shard", rank, ranks);
+    gp_fit_shard *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    const gp_fit_data *fd = gp_fit_job_data(job);
+    int rc = fd ? open_dataset_shard(api, job, fd, rank, ranks, s, err)
+                : open_request_shard(job, rank, ranks, chunk, s, err);
+    if (rc) {
+        gp_fit_shard_close(s);
+        return rc;
+    }
     *out = s;
     return GP_OK;
 }
@@ -77,5 +113,7 @@ gp_rows *gp_fit_shard_rows(gp_fit_shard *shard)
 
 void gp_fit_shard_close(gp_fit_shard *shard)
 {
+    if (shard)
+        gp_dataset_rows_close(shard->dataset);
     free(shard);
 }
