@@ -43,14 +43,27 @@ static const gp_option_spec sgpr_options[] = {
      gp_coreg_option_help},
 };
 
-/* Memory checked before anything is allocated: three m x n buffers per
- * evaluation plus the working copy of X, within the budget of an exact fit of
- * max_train_points points (as for the other methods). */
+/* The workspace of a fit in doubles: three m x n buffers per evaluation plus
+ * the working copy of X; over rows read in chunks, the evaluation's
+ * O(chunk m + m^2) (core/inducing/collapsed_rows.h), the read buffer and the
+ * candidates with greedy's factor, O(K m), whatever N. */
+static double workspace(const gp_fit_request *req, size_t m)
+{
+    const gp_rows *rows = req->rows;
+    if (rows == NULL)
+        return (double)req->n * (3.0 * (double)m + (double)req->d + 4.0) +
+               6.0 * (double)m * (double)m;
+    double K = (double)gp_inducing_candidate_count(rows->n_total, m), d = (double)rows->d;
+    return gp_collapsed_rows_doubles(m, rows->chunk, rows->d, gp_kernel_n_params(req->kernel)) +
+           (double)rows->chunk * (d + 1.0) + K * (2.0 * d + (double)m + 2.0);
+}
+
+/* Memory checked before anything is allocated, within the budget of an
+ * exact fit of max_train_points points (as for the other methods). */
 static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
-    double need = (double)req->n * (3.0 * (double)m + (double)req->d + 4.0) +
-                  6.0 * (double)m * (double)m;
+    double need = workspace(req, m);
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, "options.inducing",
                             "sgpr with %zu inducing points on %zu points needs %.1f GB of "
@@ -61,20 +74,28 @@ static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
     return GP_OK;
 }
 
-static void report(gp_model *model, const gp_fit_request *req, const gp_collapsed_data *data,
-                   const gp_sgpr_terms *terms, size_t m, const char *selection)
+/* What every fit reports: the bound in the caller's units, Z, the trace term
+ * of n rows whose prior variance is kdiag each. */
+static void report_bound(gp_model *model, const gp_fit_request *req, const gp_sgpr_terms *terms,
+                         size_t m, const char *selection, double n, double kdiag)
 {
-    double offset = -(double)data->n * log(model->y_scale);
+    double offset = -n * log(model->y_scale);
     model->diag.objective = terms->bound + offset;
     gp_model_info_number(model, "inducing", (double)m);
     gp_model_info_string(model, "inducing_selection", selection);
     gp_model_info_number(model, "optimize_inducing",
                          gp_option_number(model->method, req, "optimize_inducing"));
     gp_model_info_number(model, "trace_term", terms->trace);
-    gp_model_info_number(model, "trace_fraction",
-                         terms->trace / ((double)data->n * gp_kernel_diag(model->kernel, data->X)));
+    gp_model_info_number(model, "trace_fraction", terms->trace / (n * kdiag));
+}
+
+static void report(gp_model *model, const gp_fit_request *req, const gp_collapsed_data *data,
+                   const gp_sgpr_terms *terms, size_t m, const char *selection)
+{
+    report_bound(model, req, terms, m, selection, (double)data->n,
+                 gp_kernel_diag(model->kernel, data->X));
     size_t cap = gp_fit_point_cap(req);
-    double lml;
+    double lml, offset = -(double)data->n * log(model->y_scale);
     gp_error err;
     /* with a mean: the exact LML at the bound's coefficients, of the residual */
     double *res = gp_alloc_doubles(data->n, &err);
@@ -148,40 +169,13 @@ static int rows_refused(const gp_method *me, const gp_fit_request *req, gp_error
     return GP_OK;
 }
 
-/* Memory of a streamed fit: the evaluation's (O(chunk M + M^2)), the
- * candidates and greedy's O(K M), the budget of the in-memory fit's. */
-static int rows_size_guard(const gp_fit_request *req, size_t m, gp_error *err)
-{
-    double cap = (double)gp_fit_point_cap(req);
-    const gp_rows *rows = req->rows;
-    double K = (double)gp_inducing_candidate_count(rows->n_total, m), d = (double)rows->d;
-    double need = gp_collapsed_rows_doubles(m, rows->chunk, rows->d,
-                                            gp_kernel_n_params(req->kernel)) +
-                  (double)rows->chunk * (d + 1.0) + K * (2.0 * d + (double)m + 2.0);
-    if (need > cap * cap)
-        return gp_error_set(err, GP_ETOOBIG, "options.inducing",
-                            "sgpr with %zu inducing points over chunks of %zu rows needs %.1f GB "
-                            "of workspace, above the budget of an exact fit of max_train_points "
-                            "= %.0f points (%.1f GB): use fewer inducing points or raise "
-                            "--max-train-points",
-                            m, rows->chunk, need * 8e-9, cap, cap * cap * 8e-9);
-    return GP_OK;
-}
-
 static void rows_report(gp_model *model, const gp_fit_request *req, const gp_sgpr_terms *terms,
                         size_t m, const char *selection, const gp_rows_sync *sync,
                         const double *Z)
 {
     const gp_rows *rows = req->rows;
     double n = (double)rows->n_total;
-    model->diag.objective = terms->bound - n * log(model->y_scale);
-    gp_model_info_number(model, "inducing", (double)m);
-    gp_model_info_string(model, "inducing_selection", selection);
-    gp_model_info_number(model, "optimize_inducing",
-                         gp_option_number(model->method, req, "optimize_inducing"));
-    gp_model_info_number(model, "trace_term", terms->trace);
-    gp_model_info_number(model, "trace_fraction",
-                         terms->trace / (n * gp_kernel_diag(model->kernel, Z)));
+    report_bound(model, req, terms, m, selection, n, gp_kernel_diag(model->kernel, Z));
     gp_model_info_number(model, "streamed_rows", n);
     gp_model_info_number(model, "chunk_rows", (double)rows->chunk);
     gp_model_info_number(model, "ranks", (double)sync->ranks);
@@ -242,7 +236,7 @@ static int sgpr_fit_rows(const gp_method *me, const gp_fit_request *req, gp_mode
     size_t M = (size_t)gp_option_number(me, req, "inducing");
     int rc = rows_refused(me, req, err);
     if (rc == GP_OK)
-        rc = rows_size_guard(req, M < req->n ? M : req->n, err);
+        rc = size_guard(req, M < req->n ? M : req->n, err);
     gp_model *model = NULL;
     if (rc == GP_OK)
         rc = gp_model_new(me, req, &model, err);

@@ -213,6 +213,38 @@ static void sr_assert_round_trip(const gp_model *m)
     gp_state_free(&st);
 }
 
+/* ---- shards ---- */
+
+/* Fits of base over p = 1, 2 and 4 shards of chunk rows: every rank ends
+ * with the same model bits, the same p again gives the same bits, and the
+ * three p agree to rtol (hyperparameters, predictive mean and variance). */
+static void sr_check_shards(const gp_fit_request *base, const char *method, const double *X,
+                            const double *y, size_t n, size_t d, size_t chunk, double rtol)
+{
+    gp_model *first[3] = {NULL, NULL, NULL};
+    const size_t ranks[] = {1, 2, 4};
+    for (size_t r = 0; r < 3; r++) {
+        sr_fit_job j = {.base = base, .method = method, .fail_rank = SR_MAX_RANKS};
+        assert_int_equal(rf_run_sharded(ranks[r], X, y, n, d, chunk, sr_fit_rank, &j, NULL),
+                         GP_OK);
+        for (size_t q = 1; q < ranks[r]; q++)
+            sr_assert_models_equal(j.models[0], j.models[q], "rank");
+        assert_int_equal((size_t)find_info(j.models[0], "ranks")->number, ranks[r]);
+        sr_fit_job again = {.base = base, .method = method, .fail_rank = SR_MAX_RANKS};
+        assert_int_equal(rf_run_sharded(ranks[r], X, y, n, d, chunk, sr_fit_rank, &again, NULL),
+                         GP_OK);
+        sr_assert_models_equal(j.models[0], again.models[0], "run to run");
+        first[r] = j.models[0];
+        j.models[0] = NULL;
+        sr_fit_job_free(&j);
+        sr_fit_job_free(&again);
+    }
+    for (size_t r = 1; r < 3; r++)
+        sr_assert_models_close(first[0], first[r], rtol, "p = 1 vs 2, 4");
+    for (size_t r = 0; r < 3; r++)
+        gp_model_free(first[r]);
+}
+
 /* ---- failures ---- */
 
 static atomic_int sr_progress_calls;

@@ -266,38 +266,21 @@ static const gp_option_value shard_opts[] = {{"inducing", M, NULL, NULL},
                                              {"max_iterations", 200, NULL, NULL},
                                              {"tolerance", 1e-15, NULL, NULL}};
 
+static void base_request(gp_fit_request *base, const gp_kernel *k)
+{
+    sr_rows_request(base, NULL, k, shard_opts, 4);
+    base->n = N;
+    base->d = D;
+}
+
 static void test_shards_agree(void **state)
 {
     (void)state;
     make_data();
     gp_kernel *k = kernel_at(1.0, 1.0, 1.0);
     gp_fit_request base;
-    sr_rows_request(&base, NULL, k, shard_opts, 4);
-    base.n = N;
-    base.d = D;
-    gp_model *first[3] = {NULL, NULL, NULL};
-    const size_t ranks[] = {1, 2, 4};
-    for (size_t r = 0; r < 3; r++) {
-        sr_fit_job j = {.base = &base, .method = "sgpr"};
-        assert_int_equal(rf_run_sharded(ranks[r], X_all, y_all, N, D, 37, sr_fit_rank, &j, NULL),
-                         GP_OK);
-        for (size_t q = 1; q < ranks[r]; q++) /* every rank: the same model bits */
-            sr_assert_models_equal(j.models[0], j.models[q], "rank");
-        assert_int_equal((size_t)find_info(j.models[0], "ranks")->number, ranks[r]);
-        /* the same p again: bit-identical */
-        sr_fit_job again = {.base = &base, .method = "sgpr"};
-        assert_int_equal(
-            rf_run_sharded(ranks[r], X_all, y_all, N, D, 37, sr_fit_rank, &again, NULL), GP_OK);
-        sr_assert_models_equal(j.models[0], again.models[0], "run to run");
-        first[r] = j.models[0];
-        j.models[0] = NULL;
-        sr_fit_job_free(&j);
-        sr_fit_job_free(&again);
-    }
-    for (size_t r = 1; r < 3; r++)
-        sr_assert_models_close(first[0], first[r], 1e-10, "p = 1 vs 2, 4");
-    for (size_t r = 0; r < 3; r++)
-        gp_model_free(first[r]);
+    base_request(&base, k);
+    sr_check_shards(&base, "sgpr", X_all, y_all, N, D, 37, 1e-10);
     gp_kernel_free(k);
 }
 
@@ -309,9 +292,7 @@ static void test_failures_end_every_rank(void **state)
     make_data();
     gp_kernel *k = kernel_at(1.0, 1.0, 1.0);
     gp_fit_request base;
-    sr_rows_request(&base, NULL, k, shard_opts, 4);
-    base.n = N;
-    base.d = D;
+    base_request(&base, k);
     sr_check_failures(&base, "sgpr", X_all, y_all, N, D);
     gp_kernel_free(k);
 }

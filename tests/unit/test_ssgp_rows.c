@@ -269,28 +269,7 @@ static void test_shards_agree(void **state)
     gp_kernel *k = kernel_rbf();
     gp_fit_request base;
     base_request(&base, k);
-    gp_model *first[3] = {NULL, NULL, NULL};
-    const size_t ranks[] = {1, 2, 4};
-    for (size_t r = 0; r < 3; r++) {
-        sr_fit_job j = {.base = &base, .method = "ssgp"};
-        assert_int_equal(rf_run_sharded(ranks[r], X_all, y_all, N, D, 37, sr_fit_rank, &j, NULL),
-                         GP_OK);
-        for (size_t q = 1; q < ranks[r]; q++) /* every rank: the same model bits */
-            sr_assert_models_equal(j.models[0], j.models[q], "rank");
-        assert_int_equal((size_t)find_info(j.models[0], "ranks")->number, ranks[r]);
-        sr_fit_job again = {.base = &base, .method = "ssgp"};
-        assert_int_equal(
-            rf_run_sharded(ranks[r], X_all, y_all, N, D, 37, sr_fit_rank, &again, NULL), GP_OK);
-        sr_assert_models_equal(j.models[0], again.models[0], "run to run");
-        first[r] = j.models[0];
-        j.models[0] = NULL;
-        sr_fit_job_free(&j);
-        sr_fit_job_free(&again);
-    }
-    for (size_t r = 1; r < 3; r++)
-        sr_assert_models_close(first[0], first[r], 1e-10, "p = 1 vs 2, 4");
-    for (size_t r = 0; r < 3; r++)
-        gp_model_free(first[r]);
+    sr_check_shards(&base, "ssgp", X_all, y_all, N, D, 37, 1e-10);
     gp_kernel_free(k);
 }
 

@@ -441,15 +441,21 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data
 }
 
 /* The fit's memory, checked before anything is allocated: Phi (N x 2R), the
- * scaled inputs, A and its inverse (2R x 2R each) and the cached factor. It
- * gets the budget an exact fit of max_train_points points has (its N x N
- * matrix: 3.2 GB by default), so no request can make the daemon allocate
- * more than the operator allowed for exact. */
+ * scaled inputs, A and its inverse (2R x 2R each) and the cached factor; over
+ * rows read in chunks the streamed evaluation's O(chunk R + R^2)
+ * (core/features/rff_rows.h) and the read buffer, whatever N. It gets the
+ * budget an exact fit of max_train_points points has (its N x N matrix:
+ * 3.2 GB by default), so no request can make the daemon allocate more than
+ * the operator allowed for exact. */
 static int size_guard(const gp_method *me, const gp_fit_request *req, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
     double R = gp_option_number(me, req, "features"), m = 2.0 * R;
-    double need = (double)req->n * (m + 2.0 * (double)req->d) + 3.0 * m * m;
+    const gp_rows *rows = req->rows;
+    double need = rows ? gp_rff_rows_doubles((size_t)R, rows->chunk, rows->d) +
+                             (double)rows->chunk * ((double)rows->d + 1.0)
+                       : (double)req->n * (m + 2.0 * (double)req->d);
+    need += 3.0 * m * m;
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, "options.features",
                             "ssgp with %.0f features on %zu points needs %.1f GB of workspace, "
@@ -549,7 +555,9 @@ int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_e
                             "ssgp needs noise.variance > 0 beside noise.per_point (it weights "
                             "each row by s / (s + r_i)); fix it at a small value such as 1e-8 "
                             "or let it be learned");
-    int rc = req->rows ? ssgp_rows_check(m, req, err) : size_guard(m, req, err);
+    int rc = req->rows ? ssgp_rows_refused(req, err) : GP_OK;
+    if (rc == GP_OK)
+        rc = size_guard(m, req, err);
     if (rc)
         return rc;
     rc = gp_model_new(m, req, &model, err);

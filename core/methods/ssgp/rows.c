@@ -4,24 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ssgp_rows_check(const gp_method *me, const gp_fit_request *req, gp_error *err)
+int ssgp_rows_refused(const gp_fit_request *req, gp_error *err)
 {
     if (req->mean != GP_MEAN_ZERO)
         return gp_error_set(err, GP_EUNSUPPORTED, "mean",
                             "mean: ssgp over a data set fits a zero mean (the rows are "
                             "standardised, so a constant mean is their average)");
-    const gp_rows *rows = req->rows;
-    double cap = (double)gp_fit_point_cap(req);
-    double R = gp_option_number(me, req, "features"), m = 2.0 * R, d = (double)rows->d;
-    double need = gp_rff_rows_doubles((size_t)R, rows->chunk, rows->d) +
-                  (double)rows->chunk * (d + 1.0) + 3.0 * m * m;
-    if (need > cap * cap)
-        return gp_error_set(err, GP_ETOOBIG, "options.features",
-                            "ssgp with %.0f features over chunks of %zu rows needs %.1f GB of "
-                            "workspace, above the budget of an exact fit of max_train_points = "
-                            "%.0f points (%.1f GB): use fewer features, or raise "
-                            "--max-train-points",
-                            R, rows->chunk, need * 8e-9, cap, cap * cap * 8e-9);
     return GP_OK;
 }
 

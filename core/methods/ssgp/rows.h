@@ -7,10 +7,9 @@
 #include "core/methods/ssgp/internal.h"
 #include "core/model/rows_sync.h"
 
-/* What a fit over rows does not take (a mean other than zero: 422 naming
- * "mean"), and its memory against the budget of an exact fit (413 naming
- * "options.features"): O(chunk R + R^2), whatever N. */
-int ssgp_rows_check(const gp_method *me, const gp_fit_request *req, gp_error *err);
+/* What a fit over rows does not take: a mean other than zero (422 naming
+ * "mean"). */
+int ssgp_rows_refused(const gp_fit_request *req, gp_error *err);
 
 /* The population variance of each working input the kernel sees (columns
  * dims[0 .. d) standardised by units) over every row of every process: two
