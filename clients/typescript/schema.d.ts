@@ -1378,6 +1378,12 @@ export interface components {
             learn_frequencies?: string;
             /** @description auto only: "true" when the choice changed at the learned lengthscales and the frequencies were redrawn and refitted */
             auto_redrawn?: string;
+            /** @description a fit over a data set: the rows it read in chunks (every process's) */
+            streamed_rows?: number;
+            /** @description a fit over a data set: rows per chunk read */
+            chunk_rows?: number;
+            /** @description a fit over a data set: processes whose sums it added (1 on one machine) */
+            ranks?: number;
         };
         /** @description Mixture Stein random feature regression: a posterior over spectral measures held as M particles (each a whole frequency matrix and its sparse-spectrum GP) moved by SVGD; predicts with the equally weighted mixture */
         MsrfrOptions: {
@@ -1548,6 +1554,14 @@ export interface components {
             exact_lml?: number;
             /** @description exact_lml minus the bound: the KL divergence of q from the posterior (with exact_lml) */
             gap?: number;
+            /** @description a fit over a data set: the rows it read in chunks (every process's) */
+            streamed_rows?: number;
+            /** @description a fit over a data set: rows per chunk read */
+            chunk_rows?: number;
+            /** @description a fit over a data set: processes whose sums it added (1 on one machine) */
+            ranks?: number;
+            /** @description a fit over a data set: the rows Z was chosen among (every row up to max(4096, 8 inducing)) */
+            candidates?: number;
         };
         /** @description Renyi GP (Yue and Al Kontar): inducing-point regression fitted by the Renyi alpha-divergence bound, between the exact LML (a = 0) and the sgpr bound (a -> 1); dense O(N^3) fit, O(M^2) per predicted point */
         RenyiOptions: {

@@ -34,7 +34,8 @@
 #define FEATURE_TASK_ROWS 2048
 
 struct gp_rff_work {
-    size_t n, d, R, m;  /* m = 2R */
+    size_t n, d, R, m;  /* m = 2R; n: the rows of the problem (of the chunk, streamed) */
+    size_t cap;         /* the rows the buffers hold (n unless streamed) */
     double *Xs;         /* n x d: X / l */
     double *inv_ls;     /* d: 1 / l */
     double *Phi;        /* n x m */
@@ -52,6 +53,7 @@ struct gp_rff_work {
     size_t hw_p;
     const double *yeff; /* the targets of the last evaluation (y, yt or ym) */
     double jitter;
+    double ainv_trace;  /* tr A^{-1} (streamed: gp_rff_factor_sums with the inverse) */
 };
 
 void gp_rff_work_free(gp_rff_work *w)
@@ -88,7 +90,7 @@ int gp_rff_work_new(size_t n, size_t d, size_t R, gp_rff_work **out, gp_error *e
     gp_rff_work *w = calloc(1, sizeof *w);
     if (w == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    w->n = n;
+    w->n = w->cap = n;
     w->d = d;
     w->R = R;
     w->m = m;
@@ -209,11 +211,21 @@ static int check_problem(const gp_rff_problem *p, const gp_rff_work *w, gp_error
     return GP_OK;
 }
 
-/* A = Phi^T Phi + s I factored in place (lower). */
-static int factor(gp_rff_work *w, double s, gp_error *err)
+/* The feature map of the problem's rows into the work: Xs = X / l, Phi. */
+static void features_of(const gp_rff_problem *p, gp_rff_work *w)
 {
-    size_t n = w->n, m = w->m;
-    gp_panel_syrk_lower(1, m, n, 1.0, w->Phi, n, w->A, m);
+    size_t n = w->n, d = w->d;
+    for (size_t k = 0; k < d; k++)
+        w->inv_ls[k] = exp(-p->log_ls[k]);
+    scale_columns(p->X, n, d, w->inv_ls, w->Xs);
+    features_scaled(w->Xs, n, d, p->omega, w->R, exp(p->log_amplitude2), w->Phi, n);
+}
+
+/* A = (Phi^T Phi in A's lower triangle) + s I, made full and factored in
+ * place (lower). */
+static int factor_gram(gp_rff_work *w, double s, gp_error *err)
+{
+    size_t m = w->m;
     for (size_t i = 0; i < m; i++)
         w->A[i * m + i] += s;
     gp_symmetrize_from_lower(w->A, m, m);
@@ -225,6 +237,23 @@ static int factor(gp_rff_work *w, double s, gp_error *err)
     return GP_OK;
 }
 
+/* A = Phi^T Phi + s I factored in place (lower). */
+static int factor(gp_rff_work *w, double s, gp_error *err)
+{
+    size_t n = w->n, m = w->m;
+    gp_panel_syrk_lower(1, m, n, 1.0, w->Phi, n, w->A, m);
+    return factor_gram(w, s, err);
+}
+
+/* res = y - Phi alpha. */
+static void residual(const double *y, gp_rff_work *w)
+{
+    size_t n = w->n, m = w->m;
+    memcpy(w->res, y, n * sizeof *w->res);
+    cblas_dgemv(CblasColMajor, CblasNoTrans, (int)n, (int)m, -1.0, w->Phi, (int)n, w->alpha, 1,
+                1.0, w->res, 1);
+}
+
 /* alpha = A^{-1} Phi^T y and res = y - Phi alpha on the factor. */
 static void solve(const double *y, gp_rff_work *w)
 {
@@ -233,9 +262,7 @@ static void solve(const double *y, gp_rff_work *w)
     cblas_dgemv(CblasColMajor, CblasTrans, (int)n, (int)m, 1.0, w->Phi, (int)n, y, 1, 0.0,
                 w->alpha, 1);
     gp_chol_solve(w->A, m, m, w->alpha, 1, m);
-    memcpy(w->res, y, n * sizeof *w->res);
-    cblas_dgemv(CblasColMajor, CblasNoTrans, (int)n, (int)m, -1.0, w->Phi, (int)n, w->alpha, 1,
-                1.0, w->res, 1);
+    residual(y, w);
 }
 
 /* The mean profiled out: with C^{-1} = (I - Phi A^{-1} Phi^T) / s (Woodbury),
@@ -329,13 +356,12 @@ static void grad_block(void *ctx, size_t t)
     }
 }
 
-/* dOmega = G_Z^T Xs with G_Z[i,r] = -Phi[i,R+r] G_Phi[i,r] + Phi[i,r] G_Phi[i,R+r]
+/* dOmega += G_Z^T Xs with G_Z[i,r] = -Phi[i,R+r] G_Phi[i,r] + Phi[i,r] G_Phi[i,R+r]
  * (the amplitude cancels: d(c cos z)/dz = -c sin z = -Phi_sin). Blocks of
  * rows in rounds of GRAD_ROUND_BLOCKS parallel tasks. */
-static int omega_gradient(gp_rff_work *w, double s, const gp_cancel *cancel)
+static int omega_gradient(gp_rff_work *w, double s, const gp_cancel *cancel, double *dOmega)
 {
     size_t n = w->n, R = w->R, d = w->d, round_rows = GRAD_ROUND_BLOCKS * GRAD_BLOCK_ROWS;
-    memset(w->dOmega, 0, R * d * sizeof *w->dOmega);
     for (size_t first = 0; first < n; first += round_rows) {
         if (gp_cancel_requested(cancel))
             return GP_ECANCELLED;
@@ -346,7 +372,7 @@ static int omega_gradient(gp_rff_work *w, double s, const gp_cancel *cancel)
             size_t b = n - lo < GRAD_BLOCK_ROWS ? n - lo : GRAD_BLOCK_ROWS;
             cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (int)R, (int)d, (int)b, 1.0,
                         w->GZ + t * GRAD_BLOCK_ROWS * R, (int)b, w->Xs + lo, (int)n, 1.0,
-                        w->dOmega, (int)R);
+                        dOmega, (int)R);
         }
     }
     return GP_OK;
@@ -393,6 +419,35 @@ static double weight_rows(const gp_rff_problem *p, const double *noise, gp_rff_w
     return log_d;
 }
 
+/* The homoscedastic noise and amplitude gradients from rr = res.res,
+ * yres = y.res and tr A^{-1} over n rows. */
+static void scalar_gradients(double rr, double yres, double tr, double n, size_t R, double s,
+                             const gp_rff_grad *grad)
+{
+    if (grad->log_noise)
+        *grad->log_noise = rr / (2 * s) - (n - 2.0 * (double)R) / 2 - s * tr / 2;
+    if (grad->log_amplitude2) {
+        double fit_res = yres - rr; /* (Phi alpha)^T res */
+        *grad->log_amplitude2 = 0.5 * (fit_res / s - 2.0 * (double)R + s * tr);
+    }
+}
+
+/* The frequencies' and lengthscales' gradients from dOmega. */
+static void frequency_gradients(const gp_rff_problem *p, const double *dOmega,
+                                const gp_rff_grad *grad)
+{
+    size_t R = p->R, d = p->d;
+    if (grad->omega)
+        memcpy(grad->omega, dOmega, R * d * sizeof *grad->omega);
+    if (grad->log_ls)
+        for (size_t k = 0; k < d; k++) {
+            double g = 0;
+            for (size_t r = 0; r < R; r++)
+                g -= p->omega[k * R + r] * dOmega[k * R + r];
+            grad->log_ls[k] = g;
+        }
+}
+
 static int fill_gradient(const gp_rff_problem *p, const double *noise, gp_rff_work *w,
                          double s, const gp_rff_grad *grad)
 {
@@ -400,28 +455,25 @@ static int fill_gradient(const gp_rff_problem *p, const double *noise, gp_rff_wo
     const double *y = w->yeff;
     double tr = inverse_from_factor(w);
     double rr = cblas_ddot((int)n, w->res, 1, w->res, 1);
-    if (grad->log_noise)
-        *grad->log_noise = noise ? weighted_noise_grad(w, s)
-                                    : rr / (2 * s) - ((double)n - 2.0 * (double)R) / 2 -
-                                          s * tr / 2;
-    if (grad->log_amplitude2) {
-        double fit_res = cblas_ddot((int)n, y, 1, w->res, 1) - rr; /* (Phi alpha)^T res */
-        *grad->log_amplitude2 = 0.5 * (fit_res / s - 2.0 * (double)R + s * tr);
-    }
+    double yres = grad->log_amplitude2 ? cblas_ddot((int)n, y, 1, w->res, 1) : 0.0;
+    scalar_gradients(rr, yres, tr, (double)n, R, s, grad);
+    if (noise && grad->log_noise)
+        *grad->log_noise = weighted_noise_grad(w, s);
     if (grad->omega == NULL && grad->log_ls == NULL)
         return GP_OK;
-    if (omega_gradient(w, s, p->cancel))
+    memset(w->dOmega, 0, R * d * sizeof *w->dOmega);
+    if (omega_gradient(w, s, p->cancel, w->dOmega))
         return GP_ECANCELLED;
-    if (grad->omega)
-        memcpy(grad->omega, w->dOmega, R * d * sizeof *grad->omega);
-    if (grad->log_ls)
-        for (size_t k = 0; k < d; k++) {
-            double g = 0;
-            for (size_t r = 0; r < R; r++)
-                g -= p->omega[k * R + r] * w->dOmega[k * R + r];
-            grad->log_ls[k] = g;
-        }
+    frequency_gradients(p, w->dOmega, grad);
     return GP_OK;
+}
+
+/* The LML of n rows from q = ||res||^2 + s ||alpha||^2 and A's factor. */
+static double lml_value(const gp_rff_problem *p, const gp_rff_work *w, double q, double n)
+{
+    double s = exp(p->log_noise);
+    return -q / (2 * s) - 0.5 * gp_chol_logdet(w->A, w->m, w->m) + (double)p->R * p->log_noise -
+           0.5 * n * (LOG_2PI + p->log_noise);
 }
 
 int gp_rff_lml(const gp_rff_problem *p, gp_rff_work *w, double *lml, const gp_rff_grad *grad,
@@ -442,12 +494,9 @@ int gp_rff_lml_mean(const gp_rff_problem *p, const double *noise, const gp_rff_b
     int rc = check_problem(p, w, err);
     if (rc)
         return rc;
-    size_t n = w->n, d = w->d, R = w->R, m = w->m;
-    double s = exp(p->log_noise), a2 = exp(p->log_amplitude2);
-    for (size_t k = 0; k < d; k++)
-        w->inv_ls[k] = exp(-p->log_ls[k]);
-    scale_columns(p->X, n, d, w->inv_ls, w->Xs);
-    features_scaled(w->Xs, n, d, p->omega, R, a2, w->Phi, n);
+    size_t n = w->n, m = w->m;
+    double s = exp(p->log_noise);
+    features_of(p, w);
     if (gp_cancel_requested(p->cancel))
         return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled after the feature map");
     double log_d = 0.0;
@@ -469,8 +518,7 @@ int gp_rff_lml_mean(const gp_rff_problem *p, const double *noise, const gp_rff_b
     /* y^T y - b^T alpha = ||res||^2 + s ||alpha||^2 avoids the cancellation. */
     double q = cblas_ddot((int)n, w->res, 1, w->res, 1) +
                s * cblas_ddot((int)m, w->alpha, 1, w->alpha, 1);
-    double v = -q / (2 * s) - 0.5 * gp_chol_logdet(w->A, m, m) + (double)R * p->log_noise -
-               0.5 * (double)n * (LOG_2PI + p->log_noise);
+    double v = lml_value(p, w, q, (double)n);
     if (noise)
         v += 0.5 * log_d;
     if (!isfinite(v))
@@ -478,5 +526,77 @@ int gp_rff_lml_mean(const gp_rff_problem *p, const double *noise, const gp_rff_b
     *lml = v;
     if (grad && fill_gradient(p, noise, w, s, grad))
         return gp_error_set(err, GP_ECANCELLED, NULL, "cancelled during the LML gradient");
+    return GP_OK;
+}
+
+/* ---- the LML streamed in chunks (core/features/rff_rows.c) ---- */
+
+/* The chunk's b rows as the work's problem (b within its capacity). */
+static void chunk_rows(const gp_rff_problem *p, size_t b, gp_rff_work *w)
+{
+    w->n = b <= w->cap ? b : w->cap;
+    features_of(p, w);
+}
+
+void gp_rff_chunk_gram(const gp_rff_problem *p, size_t b, gp_rff_work *w, double *gram,
+                       double *phi_y, double *yy)
+{
+    size_t m = w->m, at = 0;
+    chunk_rows(p, b, w);
+    gp_panel_syrk_lower(1, m, w->n, 1.0, w->Phi, w->n, w->A, m);
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = j; i < m; i++)
+            gram[at++] += w->A[i + j * m];
+    cblas_dgemv(CblasColMajor, CblasTrans, (int)w->n, (int)m, 1.0, w->Phi, (int)w->n, p->y, 1,
+                1.0, phi_y, 1);
+    *yy += cblas_ddot((int)w->n, p->y, 1, p->y, 1);
+}
+
+int gp_rff_factor_sums(const gp_rff_problem *p, gp_rff_work *w, const double *gram,
+                       const double *phi_y, int with_inverse, gp_error *err)
+{
+    size_t m = w->m;
+    double s = exp(p->log_noise);
+    if (!(s > 0) || !isfinite(s) || !isfinite(p->log_amplitude2))
+        return gp_error_set(err, GP_ENOTPD, "noise_variance",
+                            "noise or signal variance out of the representable range");
+    gp_unpack_lower(gram, m, w->A, m);
+    int rc = factor_gram(w, s, err);
+    if (rc)
+        return rc;
+    memcpy(w->alpha, phi_y, m * sizeof *w->alpha);
+    gp_chol_solve(w->A, m, m, w->alpha, 1, m);
+    w->ainv_trace = with_inverse ? inverse_from_factor(w) : NAN;
+    return GP_OK;
+}
+
+int gp_rff_chunk_residual(const gp_rff_problem *p, size_t b, gp_rff_work *w, double *sums,
+                          double *dOmega)
+{
+    chunk_rows(p, b, w);
+    residual(p->y, w);
+    sums[0] += cblas_ddot((int)w->n, w->res, 1, w->res, 1);
+    sums[1] += cblas_ddot((int)w->n, p->y, 1, w->res, 1);
+    if (dOmega && omega_gradient(w, exp(p->log_noise), NULL, dOmega))
+        return GP_ECANCELLED;
+    return GP_OK;
+}
+
+int gp_rff_lml_from_sums(const gp_rff_problem *p, const gp_rff_work *w, double rr, double yres,
+                         const double *dOmega, double *lml, const gp_rff_grad *grad,
+                         gp_error *err)
+{
+    size_t m = w->m;
+    double s = exp(p->log_noise);
+    double q = rr + s * cblas_ddot((int)m, w->alpha, 1, w->alpha, 1);
+    double v = lml_value(p, w, q, (double)p->n);
+    if (!isfinite(v))
+        return gp_error_set(err, GP_ENOTPD, NULL, "the log marginal likelihood is not finite");
+    *lml = v;
+    if (grad == NULL)
+        return GP_OK;
+    scalar_gradients(rr, yres, w->ainv_trace, (double)p->n, p->R, s, grad);
+    if (dOmega)
+        frequency_gradients(p, dOmega, grad);
     return GP_OK;
 }

@@ -93,4 +93,35 @@ const double *gp_rff_work_alpha(const gp_rff_work *w);
 const double *gp_rff_work_residual(const gp_rff_work *w);
 double gp_rff_work_jitter(const gp_rff_work *w);
 
+/* ---- 3. the LML of rows read in chunks (core/features/rff_rows.h) ----
+ * The LML needs the rows only through sums: Phi^T Phi, Phi^T y and y.y
+ * (round one), then ||res||^2, y.res and dOmega = G_Z^T Xs with res =
+ * y - Phi alpha (round two: the value's quadratic term, as in memory
+ * ||res||^2 + s ||alpha||^2, and the gradient). A work made for `chunk` rows
+ * (gp_rff_work_new's n) takes any chunk of b <= chunk rows: p->X (b x d,
+ * working units), p->y (b) and p->n = b; the functions below share the
+ * in-memory LML's arithmetic. Homoscedastic, zero mean. */
+
+/* Round one of a chunk: adds Phi^T Phi's lower triangle, packed column by
+ * column (2R (2R + 1) / 2), to gram, Phi^T y to phi_y (2R) and y.y to *yy.
+ * Uses the work's A as scratch. */
+void gp_rff_chunk_gram(const gp_rff_problem *p, size_t b, gp_rff_work *w, double *gram,
+                       double *phi_y, double *yy);
+/* Between the rounds, from the sums of every row: A = gram + s I factored
+ * (with gp_rff_lml's jitter policy), alpha = A^{-1} phi_y and, with_inverse
+ * (the gradient), A^{-1}. GP_ENOTPD when A cannot be factored. */
+int gp_rff_factor_sums(const gp_rff_problem *p, gp_rff_work *w, const double *gram,
+                       const double *phi_y, int with_inverse, gp_error *err);
+/* Round two of a chunk, after gp_rff_factor_sums: adds res.res to sums[0],
+ * y.res to sums[1] and, when dOmega is not NULL (it needs the inverse),
+ * G_Z^T Xs to dOmega (R x d). */
+int gp_rff_chunk_residual(const gp_rff_problem *p, size_t b, gp_rff_work *w, double *sums,
+                          double *dOmega);
+/* The LML of p->n rows (every row now) from round two's sums and the work's
+ * factor, and its gradient when grad is not NULL (dOmega NULL: no
+ * frequency or lengthscale blocks). */
+int gp_rff_lml_from_sums(const gp_rff_problem *p, const gp_rff_work *w, double rr, double yres,
+                         const double *dOmega, double *lml, const gp_rff_grad *grad,
+                         gp_error *err);
+
 #endif

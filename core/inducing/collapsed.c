@@ -25,14 +25,167 @@
 
 #define LOG_2PI 1.8378770664093454836
 
+/* ---- the M x M algebra (shared with core/inducing/collapsed_rows.c) ---- */
+
+void gp_collapsed_mm_free(gp_collapsed_mm *a)
+{
+    free(a->L);
+    free(a->B);
+    free(a->Lb);
+    free(a->Binv);
+    free(a->T);
+    free(a->vy);
+    free(a->c);
+    free(a->mw);
+    free(a->h);
+    memset(a, 0, sizeof *a);
+}
+
+int gp_collapsed_mm_alloc(gp_collapsed_mm *a, size_t m, int with_grad, gp_error *err)
+{
+    memset(a, 0, sizeof *a);
+    a->m = m;
+    size_t mm = 0;
+    int rc = gp_checked_size(m, m, &mm, err);
+    if (rc)
+        return rc;
+    a->L = gp_alloc_doubles(mm, err);
+    a->B = gp_alloc_doubles(mm, err);
+    a->Lb = gp_alloc_doubles(mm, err);
+    a->Binv = gp_alloc_doubles(mm, err);
+    a->vy = gp_alloc_doubles(m, err);
+    a->c = gp_alloc_doubles(m, err);
+    a->mw = gp_alloc_doubles(m, err);
+    int ok = a->L && a->B && a->Lb && a->Binv && a->vy && a->c && a->mw;
+    if (ok && with_grad) {
+        a->T = gp_alloc_doubles(mm, err);
+        a->h = gp_alloc_doubles(m, err);
+        ok = a->T && a->h;
+    }
+    if (!ok) {
+        gp_collapsed_mm_free(a);
+        return GP_ENOMEM;
+    }
+    return GP_OK;
+}
+
+int gp_collapsed_factor_b(gp_collapsed_mm *a, gp_error *err)
+{
+    size_t m = a->m;
+    for (size_t i = 0; i < m; i++)
+        a->B[i * m + i] += 1.0;
+    gp_symmetrize_from_lower(a->B, m, m);
+    memcpy(a->Lb, a->B, m * m * sizeof *a->B);
+    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)m, a->Lb, (lapack_int)m) != 0)
+        return gp_error_set(err, GP_ENOTPD, NULL, "I + V V^T / s2 is not positive definite");
+    return GP_OK;
+}
+
+void gp_collapsed_solve_vy(gp_collapsed_mm *a, double s2)
+{
+    size_t m = a->m;
+    for (size_t i = 0; i < m; i++)
+        a->c[i] = a->vy[i] / s2;
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, a->Lb,
+                (blasint)m, a->c, 1);
+    memcpy(a->mw, a->c, m * sizeof *a->c);
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, a->Lb,
+                (blasint)m, a->mw, 1);
+}
+
+double gp_collapsed_value(const gp_collapsed_mm *a, double n, double s2, double yy, double trace)
+{
+    size_t m = a->m;
+    double cc = cblas_ddot((blasint)m, a->c, 1, a->c, 1);
+    return -0.5 * n * (LOG_2PI + log(s2)) - 0.5 * gp_chol_logdet(a->Lb, m, m) -
+           0.5 * (yy / s2 - cc) - trace / (2.0 * s2);
+}
+
+int gp_collapsed_invert_b(gp_collapsed_mm *a, gp_error *err)
+{
+    size_t m = a->m;
+    memcpy(a->Binv, a->Lb, m * m * sizeof *a->Lb);
+    if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)m, a->Binv, (lapack_int)m) != 0)
+        return gp_error_set(err, GP_ENOTPD, NULL, "B is singular");
+    gp_symmetrize_from_lower(a->Binv, m, m);
+    return GP_OK;
+}
+
+void gp_collapsed_sensitivity_globals(gp_collapsed_mm *a, double s2)
+{
+    size_t m = a->m;
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = 0; i < m; i++)
+            a->T[i + j * m] = ((i == j ? 1.0 : 0.0) - a->Binv[i + j * m]) / (2.0 * s2);
+    gp_trsm_lower(a->L, m, m, 1, a->T, m, m);
+    for (size_t i = 0; i < m; i++)
+        a->h[i] = 0.5 * a->mw[i];
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, a->L, (blasint)m,
+                a->h, 1);
+}
+
+void gp_collapsed_sensitivity_fu(const gp_collapsed_mm *a, double s2, const double *V,
+                                 const double *y, size_t n, double *beta, double *Wuf)
+{
+    size_t m = a->m;
+    for (size_t i = 0; i < n; i++)
+        beta[i] = y[i];
+    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)n, -1.0, V, (blasint)m, a->mw, 1,
+                1.0, beta, 1);
+    for (size_t i = 0; i < n; i++)
+        beta[i] /= s2;
+    gp_panel_gemm_nn(m, n, m, 2.0, a->T, m, V, m, 0.0, Wuf, m);
+    cblas_dger(CblasColMajor, (blasint)m, (blasint)n, 2.0, a->h, 1, beta, 1, Wuf, (blasint)m);
+}
+
+void gp_collapsed_sensitivity_uu(gp_collapsed_mm *a)
+{
+    size_t m = a->m;
+    double *S = a->T;
+    for (size_t j = 0; j < m; j++)
+        for (size_t i = 0; i < m; i++)
+            S[i + j * m] = a->B[i + j * m] + a->Binv[i + j * m] + a->mw[i] * a->mw[j] -
+                           (i == j ? 2.0 : 0.0);
+    gp_trsm_lower(a->L, m, m, 1, S, m, m);
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
+                (blasint)m, -0.5, a->L, (blasint)m, S, (blasint)m);
+    gp_symmetrize_average(S, m, m);
+}
+
+double gp_collapsed_noise_grad(const gp_collapsed_mm *a, double n, double s2, double bb,
+                               double trace)
+{
+    size_t m = a->m;
+    double tr_binv = 0.0;
+    for (size_t i = 0; i < m; i++)
+        tr_binv += a->Binv[i * m + i];
+    double gs = -0.5 * ((n - (double)m + tr_binv) / s2 - bb) + trace / (2.0 * s2 * s2);
+    return s2 * gs;
+}
+
+int gp_collapsed_fill_post(const gp_collapsed_mm *a, const double *Z, size_t d, double jitter,
+                           gp_inducing_post *post, gp_error *err)
+{
+    size_t m = a->m;
+    int rc = gp_inducing_post_alloc(post, m, d, err);
+    if (rc)
+        return rc;
+    memcpy(post->Z, Z, d * m * sizeof *Z);
+    memcpy(post->L, a->L, m * m * sizeof *a->L);
+    memcpy(post->C, a->Binv, m * m * sizeof *a->Binv);
+    memcpy(post->mt, a->mw, m * sizeof *a->mw);
+    post->jitter = jitter;
+    return GP_OK;
+}
+
 /* ---- the bound ---- */
 
 /* Buffers of one evaluation: three m x n (V, and for the gradient Kuf kept
- * from before the solve and the sensitivity to it), a handful of m x m. */
+ * from before the solve and the sensitivity to it) and the M x M part. */
 typedef struct sgpr_work {
     size_t n, m;
-    double *L, *V, *B, *Lb, *Binv, *T, *Kuf, *Wuf;
-    double *vy, *c, *mw, *beta, *h;
+    gp_collapsed_mm mm;
+    double *V, *Kuf, *Wuf, *beta;
     /* Known per-point noise r (NULL: none; then the rest is unused): the
      * problem is whitened by the noise, lambda_i = s2 + r_i, V's columns and
      * y times d_i = lambda_i^{-1/2} (ys), so the homoscedastic formulas hold
@@ -51,19 +204,11 @@ typedef struct sgpr_work {
 
 static void work_free(sgpr_work *w)
 {
-    free(w->L);
+    gp_collapsed_mm_free(&w->mm);
     free(w->V);
-    free(w->B);
-    free(w->Lb);
-    free(w->Binv);
-    free(w->T);
     free(w->Kuf);
     free(w->Wuf);
-    free(w->vy);
-    free(w->c);
-    free(w->mw);
     free(w->beta);
-    free(w->h);
     free(w->ys);
     free(w->dsq);
     free(w->vv);
@@ -76,28 +221,19 @@ static int work_alloc(sgpr_work *w, size_t n, size_t m, int with_grad, gp_error 
     memset(w, 0, sizeof *w);
     w->n = n;
     w->m = m;
-    size_t mn = 0, mm = 0;
+    size_t mn = 0;
     int rc = gp_checked_size(m, n, &mn, err);
     if (rc == GP_OK)
-        rc = gp_checked_size(m, m, &mm, err);
+        rc = gp_collapsed_mm_alloc(&w->mm, m, with_grad, err);
     if (rc)
         return rc;
-    w->L = gp_alloc_doubles(mm, err);
     w->V = gp_alloc_doubles(mn, err);
-    w->B = gp_alloc_doubles(mm, err);
-    w->Lb = gp_alloc_doubles(mm, err);
-    w->Binv = gp_alloc_doubles(mm, err);
-    w->vy = gp_alloc_doubles(m, err);
-    w->c = gp_alloc_doubles(m, err);
-    w->mw = gp_alloc_doubles(m, err);
-    int ok = w->L && w->V && w->B && w->Lb && w->Binv && w->vy && w->c && w->mw;
+    int ok = w->V != NULL;
     if (ok && with_grad) {
-        w->T = gp_alloc_doubles(mm, err);
         w->Kuf = gp_alloc_doubles(mn, err);
         w->Wuf = gp_alloc_doubles(mn, err);
         w->beta = gp_alloc_doubles(n, err);
-        w->h = gp_alloc_doubles(m, err);
-        ok = w->T && w->Kuf && w->Wuf && w->beta && w->h;
+        ok = w->Kuf && w->Wuf && w->beta;
     }
     if (!ok) {
         work_free(w);
@@ -171,8 +307,8 @@ static int profile_mean(sgpr_work *w, double s2, double *y, gp_error *err)
     cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)m, (blasint)n, 1.0 / s2, w->V, (blasint)m,
                 y, 1, 0.0, cy, 1);
     cblas_dtrsm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
-                (blasint)p, 1.0, w->Lb, (blasint)m, Ch, (blasint)m);
-    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, w->Lb,
+                (blasint)p, 1.0, w->mm.Lb, (blasint)m, Ch, (blasint)m);
+    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, w->mm.Lb,
                 (blasint)m, cy, 1);
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)p, (blasint)p, (blasint)n,
                 1.0 / s2, Hw, (blasint)n, Hw, (blasint)n, 0.0, G, (blasint)p);
@@ -198,26 +334,23 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
                        gp_error *err)
 {
     size_t n = w->n, m = w->m;
-    int rc = gp_inducing_kuu_factor(k, Z, m, w->L, jitter, err);
+    gp_collapsed_mm *a = &w->mm;
+    int rc = gp_inducing_kuu_factor(k, Z, m, a->L, jitter, err);
     if (rc)
         return rc == GP_EDATA ? rc : GP_ENOTPD;
     gp_kernel_cross(k, Z, m, X, n, w->V, m);
     if (w->Kuf) /* the gradient's contraction reuses the values */
         memcpy(w->Kuf, w->V, m * n * sizeof *w->V);
-    gp_panel_trsm_lower(w->L, m, m, 0, w->V, n, m);
+    gp_panel_trsm_lower(a->L, m, m, 0, w->V, n, m);
     if (w->r) {
         if ((rc = whiten_by_noise(w, s2, y, err)) != GP_OK)
             return rc;
         y = w->ys;
         s2 = 1.0;
     }
-    gp_panel_syrk_lower(0, m, n, 1.0 / s2, w->V, m, w->B, m);
-    for (size_t i = 0; i < m; i++)
-        w->B[i * m + i] += 1.0;
-    gp_symmetrize_from_lower(w->B, m, m);
-    memcpy(w->Lb, w->B, m * m * sizeof *w->B);
-    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)m, w->Lb, (lapack_int)m) != 0)
-        return gp_error_set(err, GP_ENOTPD, NULL, "I + V V^T / s2 is not positive definite");
+    gp_panel_syrk_lower(0, m, n, 1.0 / s2, w->V, m, a->B, m);
+    if ((rc = gp_collapsed_factor_b(a, err)) != GP_OK)
+        return rc;
     w->yeff = y;
     if (w->p) {
         double *res = w->r ? w->ys : w->res;
@@ -230,79 +363,22 @@ static int bound_value(const gp_kernel *k, double s2, const double *X, const dou
         y = w->yeff = res;
     }
     cblas_dgemv(CblasColMajor, CblasNoTrans, (blasint)m, (blasint)n, 1.0, w->V, (blasint)m, y, 1,
-                0.0, w->vy, 1);
-    for (size_t i = 0; i < m; i++)
-        w->c[i] = w->vy[i] / s2;
-    cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m, w->Lb,
-                (blasint)m, w->c, 1);
-    memcpy(w->mw, w->c, m * sizeof *w->c);
-    cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, w->Lb,
-                (blasint)m, w->mw, 1);
+                0.0, a->vy, 1);
+    gp_collapsed_solve_vy(a, s2);
     double trvv = cblas_ddot((blasint)(m * n), w->V, 1, w->V, 1);
     double kdiag = (double)n * gp_kernel_diag(k, X); /* stationary: one point serves */
-    double yy = cblas_ddot((blasint)n, y, 1, y, 1), cc = cblas_ddot((blasint)m, w->c, 1, w->c, 1);
+    double yy = cblas_ddot((blasint)n, y, 1, y, 1);
     if (w->r) {
+        double cc = cblas_ddot((blasint)m, a->c, 1, a->c, 1);
         noise_terms(w, gp_kernel_diag(k, X), terms);
-        terms->bound -= 0.5 * gp_chol_logdet(w->Lb, m, m) + 0.5 * (yy - cc);
+        terms->bound -= 0.5 * gp_chol_logdet(a->Lb, m, m) + 0.5 * (yy - cc);
     } else {
         terms->trace = kdiag - trvv;
-        terms->bound = -0.5 * (double)n * (LOG_2PI + log(s2)) -
-                       0.5 * gp_chol_logdet(w->Lb, m, m) - 0.5 * (yy / s2 - cc) -
-                       terms->trace / (2.0 * s2);
+        terms->bound = gp_collapsed_value(a, (double)n, s2, yy, terms->trace);
     }
     if (!isfinite(terms->bound))
         return gp_error_set(err, GP_ENOTPD, NULL, "the bound is not finite");
     return GP_OK;
-}
-
-/* Binv = B^{-1} (full) from Lb. */
-static int invert_b(sgpr_work *w, gp_error *err)
-{
-    size_t m = w->m;
-    memcpy(w->Binv, w->Lb, m * m * sizeof *w->Lb);
-    if (LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', (lapack_int)m, w->Binv, (lapack_int)m) != 0)
-        return gp_error_set(err, GP_ENOTPD, NULL, "B is singular");
-    gp_symmetrize_from_lower(w->Binv, m, m);
-    return GP_OK;
-}
-
-/* Wuf = 2 H = 2 T V + 2 h beta^T with T = L^{-T} (I - B^{-1}) / (2 s2) and
- * h = L^{-T} mw / 2; beta = (y - V^T mw) / s2. */
-static void sensitivity_fu(double s2, const double *y, sgpr_work *w)
-{
-    size_t n = w->n, m = w->m;
-    for (size_t i = 0; i < n; i++)
-        w->beta[i] = y[i];
-    cblas_dgemv(CblasColMajor, CblasTrans, (blasint)m, (blasint)n, -1.0, w->V, (blasint)m, w->mw,
-                1, 1.0, w->beta, 1);
-    for (size_t i = 0; i < n; i++)
-        w->beta[i] /= s2;
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = 0; i < m; i++)
-            w->T[i + j * m] = ((i == j ? 1.0 : 0.0) - w->Binv[i + j * m]) / (2.0 * s2);
-    gp_trsm_lower(w->L, m, m, 1, w->T, m, m);
-    for (size_t i = 0; i < m; i++)
-        w->h[i] = 0.5 * w->mw[i];
-    cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, (blasint)m, w->L, (blasint)m,
-                w->h, 1);
-    gp_panel_gemm_nn(m, n, m, 2.0, w->T, m, w->V, m, 0.0, w->Wuf, m);
-    cblas_dger(CblasColMajor, (blasint)m, (blasint)n, 2.0, w->h, 1, w->beta, 1, w->Wuf,
-               (blasint)m);
-}
-
-/* Wuu = -L^{-T} (B - 2I + B^{-1} + mw mw^T) L^{-1} / 2 into T (reused). */
-static void sensitivity_uu(sgpr_work *w)
-{
-    size_t m = w->m;
-    double *S = w->T;
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = 0; i < m; i++)
-            S[i + j * m] = w->B[i + j * m] + w->Binv[i + j * m] + w->mw[i] * w->mw[j] -
-                           (i == j ? 2.0 : 0.0);
-    gp_trsm_lower(w->L, m, m, 1, S, m, m);
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (blasint)m,
-                (blasint)m, -0.5, w->L, (blasint)m, S, (blasint)m);
-    gp_symmetrize_average(S, m, m);
 }
 
 static int bound_gradient(const gp_kernel *k, double s2, const double *X, const double *y,
@@ -310,40 +386,40 @@ static int bound_gradient(const gp_kernel *k, double s2, const double *X, const 
                           double *grad, double *gz, gp_error *err)
 {
     size_t n = w->n, m = w->m, np = gp_kernel_n_params(k);
-    sensitivity_fu(s2, y, w);
-    sensitivity_uu(w);
-    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, w->T, -1.0 / (2.0 * s2), grad,
+    gp_collapsed_mm *a = &w->mm;
+    gp_collapsed_sensitivity_globals(a, s2);
+    gp_collapsed_sensitivity_fu(a, s2, w->V, y, n, w->beta, w->Wuf);
+    gp_collapsed_sensitivity_uu(a);
+    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, a->T, -1.0 / (2.0 * s2), grad,
                                   gz, err);
     if (rc)
         return rc;
-    double tr_binv = 0.0;
-    for (size_t i = 0; i < m; i++)
-        tr_binv += w->Binv[i * m + i];
     double bb = cblas_ddot((blasint)n, w->beta, 1, w->beta, 1);
-    double gs = -0.5 * (((double)n - (double)m + tr_binv) / s2 - bb) +
-                terms->trace / (2.0 * s2 * s2);
-    grad[np] = s2 * gs;
+    grad[np] = gp_collapsed_noise_grad(a, (double)n, s2, bb, terms->trace);
     return GP_OK;
 }
 
 /* The gradient with known per-point noise, on the whitened problem (unit
- * noise, ys, V~): the sensitivities of sensitivity_fu/uu hold for V~, and
- * V~ = V D gives dF/dKuf = dF/dKuf~ D (columns times d_i); the diagonal
- * weight is -1 / (2 lambda_i) per row. The noise: dF/ds2 = sum_i dF/dlambda_i
+ * noise, ys, V~): the sensitivities of gp_collapsed_sensitivity_fu/uu hold
+ * for V~, and V~ = V D gives dF/dKuf = dF/dKuf~ D (columns times d_i); the
+ * diagonal weight is -1 / (2 lambda_i) per row. The noise: dF/ds2 = sum_i
+ * dF/dlambda_i
  *   = (beta.beta - tr Sigma^{-1}) / 2 + sum_i t_i / (2 lambda_i^2),
  * beta_i = d_i beta~_i and Sigma^{-1}_ii = d_i^2 (1 - |Lb^{-1} v~_i|^2). */
 static int noise_gradient(const gp_kernel *k, double s2, const double *X, const double *Z,
                           sgpr_work *w, double *grad, double *gz, gp_error *err)
 {
     size_t n = w->n, m = w->m, np = gp_kernel_n_params(k);
+    gp_collapsed_mm *a = &w->mm;
     double *u2 = gp_alloc_doubles(n, err);
     if (u2 == NULL)
         return GP_ENOMEM;
-    memcpy(w->Wuf, w->V, m * n * sizeof *w->V); /* scratch until sensitivity_fu */
-    gp_trsm_lower(w->Lb, m, m, 0, w->Wuf, n, m);
+    memcpy(w->Wuf, w->V, m * n * sizeof *w->V); /* scratch until the sensitivity */
+    gp_trsm_lower(a->Lb, m, m, 0, w->Wuf, n, m);
     for (size_t i = 0; i < n; i++)
         u2[i] = gp_dot(w->Wuf + i * m, w->Wuf + i * m, m);
-    sensitivity_fu(1.0, w->ys, w);
+    gp_collapsed_sensitivity_globals(a, 1.0);
+    gp_collapsed_sensitivity_fu(a, 1.0, w->V, w->ys, n, w->beta, w->Wuf);
     double sum_dsq = 0.0, gs = 0.0, kii = gp_kernel_diag(k, X);
     for (size_t i = 0; i < n; i++) {
         double dsq = w->dsq[i], di = sqrt(dsq), ti = kii - w->vv[i] / dsq;
@@ -352,23 +428,12 @@ static int noise_gradient(const gp_kernel *k, double s2, const double *X, const 
         gs += 0.5 * dsq * (w->beta[i] * w->beta[i] - 1.0 + u2[i]) + 0.5 * ti * dsq * dsq;
     }
     free(u2);
-    sensitivity_uu(w);
-    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, w->T,
+    gp_collapsed_sensitivity_uu(a);
+    int rc = gp_inducing_contract(k, X, n, Z, m, w->Kuf, w->Wuf, a->T,
                                   -sum_dsq / (2.0 * (double)n), grad, gz, err);
     if (rc == GP_OK)
         grad[np] = s2 * gs;
     return rc;
-}
-
-static void fill_post(const sgpr_work *w, const double *Z, size_t d, double jitter,
-                      gp_inducing_post *post)
-{
-    size_t m = w->m;
-    memcpy(post->Z, Z, d * m * sizeof *Z);
-    memcpy(post->L, w->L, m * m * sizeof *w->L);
-    memcpy(post->C, w->Binv, m * m * sizeof *w->Binv);
-    memcpy(post->mt, w->mw, m * sizeof *w->mw);
-    post->jitter = jitter;
 }
 
 /* gp_sgpr_bound on buffers w of the right sizes (with the gradient's when
@@ -382,15 +447,12 @@ static int bound_in(sgpr_work *w, const gp_kernel *k, double s2, const double *r
     double jitter = 0.0;
     int rc = bound_value(k, s2, X, y, Z, w, &jitter, terms, err);
     if (rc == GP_OK && (grad || post))
-        rc = invert_b(w, err);
+        rc = gp_collapsed_invert_b(&w->mm, err);
     if (rc == GP_OK && grad)
         rc = w->r ? noise_gradient(k, s2, X, Z, w, grad, gz, err)
                   : bound_gradient(k, s2, X, w->yeff, Z, terms, w, grad, gz, err);
-    if (rc == GP_OK && post) {
-        rc = gp_inducing_post_alloc(post, w->m, d, err);
-        if (rc == GP_OK)
-            fill_post(w, Z, d, jitter, post);
-    }
+    if (rc == GP_OK && post)
+        rc = gp_collapsed_fill_post(&w->mm, Z, d, jitter, post, err);
     return rc;
 }
 

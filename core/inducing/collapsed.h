@@ -60,6 +60,52 @@ int gp_sgpr_bound_mean(const gp_kernel *k, double s2, const double *r, const dou
                        const double *y, const double *Z, size_t m, gp_sgpr_terms *terms,
                        double *grad, double *gz, struct gp_inducing_post *post, gp_error *err);
 
+/* ---- the M x M algebra ----
+ * Everything of an evaluation after the sums over rows, shared by the bound
+ * on rows in memory (collapsed.c) and the bound on rows read in chunks and
+ * summed over processes (core/inducing/collapsed_rows.h), so that both do
+ * the same arithmetic on the same sums. The caller writes L (Kuu's factor),
+ * the lower triangle of B (V V^T / s2) and vy (V y); the functions below
+ * take it from there, in this order. */
+typedef struct gp_collapsed_mm {
+    size_t m;
+    double *L;    /* chol(Kuu + jitter I) */
+    double *B;    /* I + V V^T / s2, full after gp_collapsed_factor_b */
+    double *Lb;   /* chol(B) */
+    double *Binv; /* B^{-1}, full */
+    double *T;    /* L^{-T} (I - B^{-1}) / (2 s2), then dF/dKuu (gradient only) */
+    double *vy;   /* V y */
+    double *c;    /* Lb^{-1} V y / s2 */
+    double *mw;   /* B^{-1} V y / s2 */
+    double *h;    /* L^{-T} mw / 2 (gradient only) */
+} gp_collapsed_mm;
+
+/* T and h only with_grad. */
+int gp_collapsed_mm_alloc(gp_collapsed_mm *a, size_t m, int with_grad, gp_error *err);
+void gp_collapsed_mm_free(gp_collapsed_mm *a);
+/* B = I + lower(B) made full, Lb = chol(B); GP_ENOTPD when it fails. */
+int gp_collapsed_factor_b(gp_collapsed_mm *a, gp_error *err);
+/* c and mw from vy. */
+void gp_collapsed_solve_vy(gp_collapsed_mm *a, double s2);
+/* F of n rows with y.y = yy and trace t = sum k_ii - tr(V V^T). */
+double gp_collapsed_value(const gp_collapsed_mm *a, double n, double s2, double yy, double trace);
+/* Binv from Lb. */
+int gp_collapsed_invert_b(gp_collapsed_mm *a, gp_error *err);
+/* The gradient's global quantities T and h (from Binv and mw). */
+void gp_collapsed_sensitivity_globals(gp_collapsed_mm *a, double s2);
+/* The sensitivity to Kuf of n rows (V m x n, y n): beta = (y - V^T mw) / s2
+ * (n) and Wuf = 2 T V + 2 h beta^T (m x n); after the globals. */
+void gp_collapsed_sensitivity_fu(const gp_collapsed_mm *a, double s2, const double *V,
+                                 const double *y, size_t n, double *beta, double *Wuf);
+/* dF/dKuu (symmetric) into T, once every row's Wuf has been used. */
+void gp_collapsed_sensitivity_uu(gp_collapsed_mm *a);
+/* dF/dlog s2 of n rows, with bb = beta.beta over them all. */
+double gp_collapsed_noise_grad(const gp_collapsed_mm *a, double n, double s2, double bb,
+                               double trace);
+/* post (allocated here) = the whitened posterior: Z (d x m), L, Binv, mw. */
+int gp_collapsed_fill_post(const gp_collapsed_mm *a, const double *Z, size_t d, double jitter,
+                           struct gp_inducing_post *post, gp_error *err);
+
 /* The training data of a collapsed-bound fit (working units, point-major
  * X: d x n), and the bound as the gp_inducing_objective that
  * gp_inducing_optimise / gp_inducing_fit maximise (ctx: a gp_collapsed_data):

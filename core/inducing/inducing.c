@@ -62,16 +62,14 @@ static int contract_uf(const gp_kernel *k, const double *X, size_t n, const doub
     return rc;
 }
 
-int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
-                         size_t m, const double *Kuf, const double *Wuf, const double *Wuu,
-                         double wdiag, double *grad, double *gz, gp_error *err)
+int gp_inducing_contract_kuu(const gp_kernel *k, const double *Z, size_t m, const double *Wuu,
+                             double wdiag, double n, const double *x, double *grad, double *gz,
+                             gp_error *err)
 {
     size_t np = gp_kernel_n_params(k), d = k->input_dim;
     double *g2 = gp_alloc_doubles(np, err), *W = gp_alloc_doubles(m * m, err);
     double *gz2 = gz ? gp_alloc_doubles(d * m, err) : NULL;
     int rc = g2 && W && (gz == NULL || gz2) ? GP_OK : GP_ENOMEM;
-    if (rc == GP_OK)
-        rc = contract_uf(k, X, n, Z, m, Kuf, Wuf, grad, gz, err);
     if (rc == GP_OK) {
         /* The jitter is GP_INDUCING_JITTER * mean_i k(z_i, z_i): its share of
          * dF is tr(Wuu) GP_INDUCING_JITTER / m * sum_i dk(z_i, z_i), i.e. a
@@ -90,13 +88,23 @@ int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const do
         for (size_t i = 0; gz && i < d * m; i++)
             gz[i] += 2.0 * gz2[i]; /* both arguments of k(Z_i, Z_j) move */
         /* Stationary: k(x, x) is the same for every x, so one point serves. */
-        gp_kernel_eval_grad(k, X, X, 1, g2);
+        gp_kernel_eval_grad(k, x, x, 1, g2);
         for (size_t p = 0; p < np; p++)
-            grad[p] += wdiag * (double)n * g2[p];
+            grad[p] += wdiag * n * g2[p];
     }
     free(g2);
     free(W);
     free(gz2);
+    return rc;
+}
+
+int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const double *Z,
+                         size_t m, const double *Kuf, const double *Wuf, const double *Wuu,
+                         double wdiag, double *grad, double *gz, gp_error *err)
+{
+    int rc = contract_uf(k, X, n, Z, m, Kuf, Wuf, grad, gz, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_contract_kuu(k, Z, m, Wuu, wdiag, (double)n, X, grad, gz, err);
     return rc;
 }
 

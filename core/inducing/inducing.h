@@ -53,6 +53,15 @@ int gp_inducing_contract(const gp_kernel *k, const double *X, size_t n, const do
                          size_t m, const double *Kuf, const double *Wuf, const double *Wuu,
                          double wdiag, double *grad, double *gz, gp_error *err);
 
+/* The part of gp_inducing_contract that holds no row: the Kuu term (Wuu,
+ * with the jitter's share) and the diagonal's (wdiag on each of n rows,
+ * stationary: x is any point), ADDED to grad and gz. A fit whose rows are
+ * summed in chunks contracts each chunk's Kuf term (gp_kernel_cross_grad_
+ * contract_known) and adds this once. */
+int gp_inducing_contract_kuu(const gp_kernel *k, const double *Z, size_t m, const double *Wuu,
+                             double wdiag, double n, const double *x, double *grad, double *gz,
+                             gp_error *err);
+
 /* ---- the fit driver ---- */
 /* An objective to maximise: F at kernel k, noise s2 and inducing inputs Z
  * (d x m), with grad = dF/dtheta (gp_kernel_n_params entries) then

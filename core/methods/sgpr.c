@@ -10,10 +10,13 @@
 #include "core/coreg/params.h"
 #include "core/coreg/sparse_fit.h"
 #include "core/coreg/sparse_predict.h"
+#include "core/inducing/candidates.h"
+#include "core/inducing/collapsed_rows.h"
 #include "core/inducing/inducing.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
+#include "core/model/rows_sync.h"
 
 /* ---- the method ---- */
 
@@ -40,14 +43,27 @@ static const gp_option_spec sgpr_options[] = {
      gp_coreg_option_help},
 };
 
-/* Memory checked before anything is allocated: three m x n buffers per
- * evaluation plus the working copy of X, within the budget of an exact fit of
- * max_train_points points (as for the other methods). */
+/* The workspace of a fit in doubles: three m x n buffers per evaluation plus
+ * the working copy of X; over rows read in chunks, the evaluation's
+ * O(chunk m + m^2) (core/inducing/collapsed_rows.h), the read buffer and the
+ * candidates with greedy's factor, O(K m), whatever N. */
+static double workspace(const gp_fit_request *req, size_t m)
+{
+    const gp_rows *rows = req->rows;
+    if (rows == NULL)
+        return (double)req->n * (3.0 * (double)m + (double)req->d + 4.0) +
+               6.0 * (double)m * (double)m;
+    double K = (double)gp_inducing_candidate_count(rows->n_total, m), d = (double)rows->d;
+    return gp_collapsed_rows_doubles(m, rows->chunk, rows->d, gp_kernel_n_params(req->kernel)) +
+           (double)rows->chunk * (d + 1.0) + K * (2.0 * d + (double)m + 2.0);
+}
+
+/* Memory checked before anything is allocated, within the budget of an
+ * exact fit of max_train_points points (as for the other methods). */
 static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
-    double need = (double)req->n * (3.0 * (double)m + (double)req->d + 4.0) +
-                  6.0 * (double)m * (double)m;
+    double need = workspace(req, m);
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, "options.inducing",
                             "sgpr with %zu inducing points on %zu points needs %.1f GB of "
@@ -58,20 +74,28 @@ static int size_guard(const gp_fit_request *req, size_t m, gp_error *err)
     return GP_OK;
 }
 
-static void report(gp_model *model, const gp_fit_request *req, const gp_collapsed_data *data,
-                   const gp_sgpr_terms *terms, size_t m, const char *selection)
+/* What every fit reports: the bound in the caller's units, Z, the trace term
+ * of n rows whose prior variance is kdiag each. */
+static void report_bound(gp_model *model, const gp_fit_request *req, const gp_sgpr_terms *terms,
+                         size_t m, const char *selection, double n, double kdiag)
 {
-    double offset = -(double)data->n * log(model->y_scale);
+    double offset = -n * log(model->y_scale);
     model->diag.objective = terms->bound + offset;
     gp_model_info_number(model, "inducing", (double)m);
     gp_model_info_string(model, "inducing_selection", selection);
     gp_model_info_number(model, "optimize_inducing",
                          gp_option_number(model->method, req, "optimize_inducing"));
     gp_model_info_number(model, "trace_term", terms->trace);
-    gp_model_info_number(model, "trace_fraction",
-                         terms->trace / ((double)data->n * gp_kernel_diag(model->kernel, data->X)));
+    gp_model_info_number(model, "trace_fraction", terms->trace / (n * kdiag));
+}
+
+static void report(gp_model *model, const gp_fit_request *req, const gp_collapsed_data *data,
+                   const gp_sgpr_terms *terms, size_t m, const char *selection)
+{
+    report_bound(model, req, terms, m, selection, (double)data->n,
+                 gp_kernel_diag(model->kernel, data->X));
     size_t cap = gp_fit_point_cap(req);
-    double lml;
+    double lml, offset = -(double)data->n * log(model->y_scale);
     gp_error err;
     /* with a mean: the exact LML at the bound's coefficients, of the residual */
     double *res = gp_alloc_doubles(data->n, &err);
@@ -129,9 +153,120 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gp_collaps
     return rc;
 }
 
+/* ---- a fit over rows read in chunks (core/inducing/collapsed_rows.h) ---- */
+
+/* What streams: the homoscedastic bound with a zero mean (known per-point
+ * noise is refused by gp_model_fit; several outputs too). */
+static int rows_refused(const gp_method *me, const gp_fit_request *req, gp_error *err)
+{
+    if (req->mean != GP_MEAN_ZERO)
+        return gp_error_set(err, GP_EUNSUPPORTED, "mean",
+                            "mean: sgpr over a data set fits a zero mean (the rows are "
+                            "standardised, so a constant mean is their average)");
+    if (gp_fit_coregionalised(me, req))
+        return gp_error_set(err, GP_EUNSUPPORTED, "options.coregionalization",
+                            "options.coregionalization: sgpr over a data set fits one output");
+    return GP_OK;
+}
+
+static void rows_report(gp_model *model, const gp_fit_request *req, const gp_sgpr_terms *terms,
+                        size_t m, const char *selection, const gp_rows_sync *sync,
+                        const double *Z)
+{
+    const gp_rows *rows = req->rows;
+    double n = (double)rows->n_total;
+    report_bound(model, req, terms, m, selection, n, gp_kernel_diag(model->kernel, Z));
+    gp_model_info_number(model, "streamed_rows", n);
+    gp_model_info_number(model, "chunk_rows", (double)rows->chunk);
+    gp_model_info_number(model, "ranks", (double)sync->ranks);
+    gp_model_info_number(model, "candidates",
+                         (double)gp_inducing_candidate_count(rows->n_total, m));
+}
+
+/* Select Z among the candidates, optimise over the streamed bound, and build
+ * the posterior at the optimum. sreq: the request as every process sees it
+ * (gp_rows_sync_request). */
+static int rows_fit_into(gp_model *model, const gp_fit_request *sreq, gp_rows_sync *sync,
+                         gp_inducing_post *im, gp_error *err)
+{
+    const gp_method *me = model->method;
+    const gp_rows *rows = sreq->rows;
+    const char *sel_name = gp_option_string(me, sreq, "inducing_selection");
+    gp_inducing_selection sel = (gp_inducing_selection)gp_inducing_selection_from_name(sel_name);
+    size_t M = (size_t)gp_option_number(me, sreq, "inducing"), m = 0, d = rows->d, K = 0;
+    M = M < rows->n_total ? M : rows->n_total;
+    double power = 1.0, *P = NULL, *Z = gp_alloc_doubles(d * M, err);
+    int rc = Z ? GP_OK : GP_ENOMEM;
+    if (rc == GP_OK)
+        rc = gp_rows_target_power(rows, model->y_mean, model->y_scale, &power, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_candidates(rows, model, M, sreq->seed, &P, &K, err);
+    gp_collapsed_rows data = {rows, model, sync, NULL};
+    gp_noise_param np;
+    gp_noise_param_init_power(&np, sreq, power);
+    gp_inducing_fit_spec spec = {
+        .fn = gp_collapsed_rows_objective, .ctx = &data,
+        .optimize_z = gp_option_number(me, sreq, "optimize_inducing") != 0.0,
+        .max_iterations = (int)gp_option_number(me, sreq, "max_iterations"),
+        .tolerance = gp_option_number(me, sreq, "tolerance"),
+        .objective_offset = -(double)rows->n_total * log(model->y_scale)};
+    int rounds = (int)gp_option_number(me, sreq, "reselect");
+    if (rc == GP_OK)
+        rc = gp_inducing_fit(model->kernel, &np, &model->noise_variance, sel, M, rounds, P, K, Z,
+                             &m, sreq, &spec, &model->diag, err);
+    gp_sgpr_terms terms;
+    if (rc == GP_OK)
+        rc = gp_sgpr_rows_bound(&data, model->kernel, model->noise_variance, Z, m, &terms, NULL,
+                                NULL, im, err);
+    if (rc == GP_OK)
+        rc = gp_inducing_post_prepare(im, model->kernel, err);
+    if (rc == GP_OK) {
+        model->diag.jitter = im->jitter;
+        rows_report(model, sreq, &terms, m, gp_inducing_selection_name(sel), sync, Z);
+    }
+    gp_collapsed_rows_release(&data);
+    free(P);
+    free(Z);
+    return gp_rows_sync_result(sync, rc, err);
+}
+
+static int sgpr_fit_rows(const gp_method *me, const gp_fit_request *req, gp_model **out,
+                         gp_error *err)
+{
+    size_t M = (size_t)gp_option_number(me, req, "inducing");
+    int rc = rows_refused(me, req, err);
+    if (rc == GP_OK)
+        rc = size_guard(req, M < req->n ? M : req->n, err);
+    gp_model *model = NULL;
+    if (rc == GP_OK)
+        rc = gp_model_new(me, req, &model, err);
+    if (rc)
+        return rc;
+    gp_rows_sync sync;
+    gp_fit_request sreq;
+    gp_inducing_post *im = calloc(1, sizeof *im);
+    model->impl = im;
+    rc = gp_rows_sync_init(&sync, req->rows, req, err);
+    if (rc == GP_OK && im == NULL)
+        rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    if (rc == GP_OK) {
+        gp_rows_sync_request(&sync, req, &sreq);
+        rc = rows_fit_into(model, &sreq, &sync, im, err);
+    }
+    gp_rows_sync_free(&sync);
+    if (rc) {
+        gp_model_free(model);
+        return rc;
+    }
+    *out = model;
+    return GP_OK;
+}
+
 static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
 {
     const gp_method *me = m;
+    if (req->rows)
+        return sgpr_fit_rows(me, req, out, err);
     if (gp_fit_coregionalised(me, req))
         return gp_coreg_sparse_fit(me, req, GP_COREG_SPARSE_SGPR, out, err);
     size_t M = (size_t)gp_option_number(me, req, "inducing");
@@ -200,6 +335,14 @@ static const gp_info_spec sgpr_info[] = {
      "training points)"},
     {"gap", GP_INFO_NUMBER,
      "exact_lml minus the bound: the KL divergence of q from the posterior (with exact_lml)"},
+    {"streamed_rows", GP_INFO_NUMBER,
+     "a fit over a data set: the rows it read in chunks (every process's)"},
+    {"chunk_rows", GP_INFO_NUMBER, "a fit over a data set: rows per chunk read"},
+    {"ranks", GP_INFO_NUMBER,
+     "a fit over a data set: processes whose sums it added (1 on one machine)"},
+    {"candidates", GP_INFO_NUMBER,
+     "a fit over a data set: the rows Z was chosen among (every row up to "
+     "max(4096, 8 inducing))"},
 };
 
 static const gp_option_setting sgpr_quick[] = {{"max_iterations", 8}, {"inducing", 8}};
@@ -225,5 +368,6 @@ const gp_method gp_method_sgpr = {
     .n_quick = sizeof sgpr_quick / sizeof sgpr_quick[0],
     .hyper_priors = 1,
     .coregionalization = 1,
+    .streams_rows = 1,
     .ops = &sgpr_ops,
 };

@@ -19,7 +19,18 @@
  * Predict: the whitened posterior g ~ N(B^{-1} V y / s2, B^{-1}), O(M^2) per
  * point (core/inducing/inducing.h). Reported: the bound (objective), the trace term
  * and, for N <= GP_SGPR_EXACT_REPORT_MAX, the exact log marginal likelihood
- * and the gap (exact - bound, the KL of q from the posterior). */
+ * and the gap (exact - bound, the KL of q from the posterior).
+ *
+ * Over rows read in chunks (gp_fit_request.rows, descriptor flag
+ * streams_rows; docs/design/scale-out.md, "Streamed and sharded fits"): the
+ * bound of core/inducing/collapsed_rows.h, two passes and two reductions per
+ * evaluation (M(M+1)/2 + M + 2 doubles, then n_theta + d M + 1), memory
+ * O(chunk M + M^2) whatever N; Z chosen among min(N, max(4096, 8M))
+ * candidate rows (core/inducing/candidates.h: every row up to that, so the
+ * in-memory Z); every process of a sharded fit takes the same steps. A
+ * mean function and coregionalisation are refused over rows (422), no
+ * exact_lml is reported; streamed_rows, chunk_rows, ranks and candidates
+ * are. */
 #ifndef GP_SGPR_H
 #define GP_SGPR_H
 

@@ -541,7 +541,11 @@ double *gp_model_working_noise_alloc(const gp_model *model, const double *r, siz
 void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const double *y,
                          size_t n)
 {
-    double power = target_power(y, n);
+    gp_noise_param_init_power(np, req, target_power(y, n));
+}
+
+void gp_noise_param_init_power(gp_noise_param *np, const gp_fit_request *req, double power)
+{
     np->learned = !req->noise_fixed;
     np->floor = GP_NOISE_FLOOR_REL * power;
     np->start = req->noise_given ? req->noise_variance : power;

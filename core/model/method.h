@@ -139,6 +139,9 @@ typedef struct gp_noise_param {
 /* From the request's noise fields and the working-unit targets y (n > 0). */
 void gp_noise_param_init(gp_noise_param *np, const gp_fit_request *req, const double *y,
                          size_t n);
+/* The same from the targets' power P (1 if not positive), for rows that are
+ * not held: gp_rows_target_power gives it. */
+void gp_noise_param_init_power(gp_noise_param *np, const gp_fit_request *req, double power);
 /* The unconstrained starting value x0 of a learned noise. */
 double gp_noise_param_x0(const gp_noise_param *np);
 /* s(x) (start when not learned). */

@@ -9,6 +9,19 @@
 
 #include "core/methods/ssgp/auto.h"
 
+/* One column's share of the spread: its variance in lengthscale units. */
+static double spread_term(double var, const double *inv_ls, size_t k)
+{
+    double w = inv_ls != NULL ? inv_ls[k] : 1.0;
+    return var * w * w;
+}
+
+static double spread_of(double acc, size_t d)
+{
+    double spread = sqrt(12.0 * acc / (double)d);
+    return isfinite(spread) ? spread : 0.0;
+}
+
 double gp_features_spread(const double *X, size_t n, size_t d, const double *inv_ls)
 {
     if (X == NULL || n == 0 || d == 0)
@@ -27,12 +40,19 @@ double gp_features_spread(const double *X, size_t n, size_t d, const double *inv
             double t = col[i] - mean;
             ss += t * t;
         }
-        double var = ss / (double)n;
-        double w = inv_ls != NULL ? inv_ls[k] : 1.0;
-        acc += var * w * w;
+        acc += spread_term(ss / (double)n, inv_ls, k);
     }
-    double spread = sqrt(12.0 * acc / (double)d);
-    return isfinite(spread) ? spread : 0.0;
+    return spread_of(acc, d);
+}
+
+double gp_features_spread_var(const double *var, size_t d, const double *inv_ls)
+{
+    if (var == NULL || d == 0)
+        return 0.0;
+    double acc = 0.0;
+    for (size_t k = 0; k < d; k++)
+        acc += spread_term(var[k], inv_ls, k);
+    return spread_of(acc, d);
 }
 
 /* The rule, from bench/bench_kernel_approx (bench/results/kernel_approx.md):

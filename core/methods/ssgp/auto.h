@@ -15,6 +15,9 @@
  * variance of column k and l_k = 1 / inv_ls[k]. Points uniform on [0, s]^d
  * with unit lengthscales give spread s. */
 double gp_features_spread(const double *X, size_t n, size_t d, const double *inv_ls);
+/* The same from the columns' population variances var (d), for rows that
+ * are not held (core/methods/ssgp/rows.h sums them over the rows). */
+double gp_features_spread_var(const double *var, size_t d, const double *inv_ls);
 
 /* The sampler `auto` picks for data of this spread in d dimensions and the
  * spectral density s (stein, qmc or orf), with thresholds measured by

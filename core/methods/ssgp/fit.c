@@ -9,22 +9,29 @@
 #include "core/methods/ssgp/internal.h"
 #include "core/methods/ssgp/model.h"
 #include "core/methods/ssgp/observe.h"
+#include "core/methods/ssgp/rows.h"
 #include "core/model/mean.h"
 
 /* ---- the fit problem: L-BFGS over free kernel parameters, noise, omega ---- */
 
 /* The fit's rows in working units: inputs (n x d of the kernel's dims),
  * targets, known noise (NULL: none) and a mean's basis of all the inputs
- * (n x p; NULL: zero mean), profiled out of every LML (gp_rff_problem.H). */
+ * (n x p; NULL: zero mean), profiled out of every LML (gp_rff_problem.H).
+ * Or rows read in chunks (stream; the others NULL) with what the fit needs
+ * of them beyond the LML: the targets' power and the inputs' variances. */
 typedef struct ssgp_data {
     const double *Xw, *yw, *rw;
     const double *H;
+    gp_rff_rows *stream;
+    double power;
+    const double *col_var;
 } ssgp_data;
 
 typedef struct fit_problem {
     gp_rff_problem rp;
     gp_rff_basis basis; /* a mean's, profiled out (n_coef 0: zero mean) */
-    gp_rff_work *work;
+    gp_rff_work *work;      /* in memory */
+    gp_rff_rows *stream;    /* or streamed (its own work) */
     gp_kernel *k;           /* working copy */
     double *log_ls;         /* d (a shared lengthscale repeated) */
     double *omega;          /* R x d: the frequencies (updated when learned) */
@@ -81,6 +88,14 @@ static void problem_start(const fit_problem *p, double *x)
         memcpy(x + i, p->omega, p->rp.R * p->rp.d * sizeof *x);
 }
 
+/* The LML at the last problem_apply: of the rows in memory, or streamed. */
+static int problem_lml(fit_problem *p, double *lml, const gp_rff_grad *grad, gp_error *err)
+{
+    if (p->stream)
+        return gp_rff_rows_lml(p->stream, &p->rp, lml, grad, err);
+    return gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, lml, grad, err);
+}
+
 /* Negative LML and its gradient; +inf when A cannot be factored. */
 static double problem_objective(void *ctx, const double *x, double *g)
 {
@@ -89,7 +104,7 @@ static double problem_objective(void *ctx, const double *x, double *g)
     double lml, g_amp = 0, g_noise = 0;
     gp_rff_grad grad = {p->learn_omega ? p->g_omega : NULL, p->free_ls ? p->g_ls : NULL,
                         &g_amp, &g_noise};
-    if (gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, &lml, &grad, NULL))
+    if (problem_lml(p, &lml, &grad, NULL))
         return INFINITY;
     size_t i = 0, d = p->rp.d;
     if (p->free_amp)
@@ -183,8 +198,9 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
                               model->mean_coef};
     p->omega = im->omega;
     p->learn_omega = learn_omega;
+    p->stream = D->stream;
     int rc = gp_kernel_copy(&p->k, model->kernel, err);
-    if (rc == GP_OK)
+    if (rc == GP_OK && p->stream == NULL)
         rc = gp_rff_work_new(n, d, R, &p->work, err);
     if (rc)
         return rc;
@@ -195,7 +211,10 @@ static int problem_init(fit_problem *p, const gp_model *model, const gp_fit_requ
         (learn_omega && !(p->g_omega = gp_alloc_doubles(R * d, err))))
         return GP_ENOMEM;
     p->rp.log_ls = p->log_ls;
-    gp_noise_param_init(&p->np, req, yw, n);
+    if (p->stream)
+        gp_noise_param_init_power(&p->np, req, D->power);
+    else
+        gp_noise_param_init(&p->np, req, yw, n);
     return GP_OK;
 }
 
@@ -230,8 +249,7 @@ static void best_lengthscale_start(fit_problem *p, double *x)
             x[off + j] = base[j] + shift;
         problem_apply(p, x);
         double lml;
-        if (gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, &lml, NULL, NULL) == GP_OK &&
-            -lml < best_f) {
+        if (problem_lml(p, &lml, NULL, NULL) == GP_OK && -lml < best_f) {
             best_f = -lml;
             best_shift = shift;
         }
@@ -323,17 +341,18 @@ static int draw_frequencies(const gp_spectral *sp, const gp_fit_request *req, ss
 static int cache_factor(gp_model *model, fit_problem *p, ssgp_impl *im, gp_error *err)
 {
     double lml;
-    int rc = gp_rff_lml_mean(&p->rp, p->r, &p->basis, p->work, &lml, NULL, err);
+    int rc = problem_lml(p, &lml, NULL, err);
     if (rc)
         return rc;
     size_t m = im->m;
-    const double *L = gp_rff_work_factor(p->work);
+    const gp_rff_work *work = p->stream ? gp_rff_rows_work(p->stream) : p->work;
+    const double *L = gp_rff_work_factor(work);
     for (size_t j = 0; j < m; j++) {
         memset(im->L + j * m, 0, j * sizeof *im->L);
         memcpy(im->L + j * m + j, L + j * m + j, (m - j) * sizeof *im->L);
     }
-    memcpy(im->alpha, gp_rff_work_alpha(p->work), m * sizeof *im->alpha);
-    model->diag.jitter = gp_rff_work_jitter(p->work);
+    memcpy(im->alpha, gp_rff_work_alpha(work), m * sizeof *im->alpha);
+    model->diag.jitter = gp_rff_work_jitter(work);
     model->diag.objective = lml - (double)model->n_train * log(model->y_scale);
     return GP_OK;
 }
@@ -360,14 +379,15 @@ static int fit_once(gp_model *model, const gp_fit_request *req, const ssgp_data 
 }
 
 /* spread of the working inputs at the current lengthscales */
-static double current_spread(const gp_model *model, const ssgp_impl *im, const double *Xw)
+static double current_spread(const gp_model *model, const ssgp_impl *im, const ssgp_data *D)
 {
     double *inv = malloc(im->d * sizeof *inv);
     if (inv == NULL)
         return NAN;
     for (size_t j = 0; j < im->d; j++)
         inv[j] = exp(-model->kernel->log_lengthscale[model->kernel->n_lengthscale == 1 ? 0 : j]);
-    double s = gp_features_spread(Xw, model->n_train, im->d, inv);
+    double s = D->col_var ? gp_features_spread_var(D->col_var, im->d, inv)
+                          : gp_features_spread(D->Xw, model->n_train, im->d, inv);
     free(inv);
     return s;
 }
@@ -378,7 +398,6 @@ static double current_spread(const gp_model *model, const ssgp_impl *im, const d
 static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data *D,
                      ssgp_impl *im, gp_error *err)
 {
-    const double *Xw = D->Xw;
     size_t R;
     int sampler, learn;
     gp_stein_options stein;
@@ -389,7 +408,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data
     if (rc)
         return rc;
     int is_auto = sampler < 0;
-    double spread = current_spread(model, im, Xw);
+    double spread = current_spread(model, im, D);
     gp_freq_sampler chosen = is_auto ? gp_freq_sampler_auto(&sp, spread, im->d)
                                      : (gp_freq_sampler)sampler;
     rc = draw_frequencies(&sp, req, im, chosen, &stein, err);
@@ -397,7 +416,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data
         rc = fit_once(model, req, D, im, learn, err);
     int redrawn = 0;
     if (rc == GP_OK && is_auto && !learn) {
-        double s2 = current_spread(model, im, Xw);
+        double s2 = current_spread(model, im, D);
         gp_freq_sampler again = gp_freq_sampler_auto(&sp, s2, im->d);
         spread = s2;
         if (again != chosen) {
@@ -407,7 +426,7 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data
             if (rc == GP_OK)
                 rc = fit_once(model, req, D, im, learn, err);
             if (rc == GP_OK)
-                spread = current_spread(model, im, Xw);
+                spread = current_spread(model, im, D);
         }
     }
     if (rc)
@@ -422,15 +441,21 @@ static int fit_model(gp_model *model, const gp_fit_request *req, const ssgp_data
 }
 
 /* The fit's memory, checked before anything is allocated: Phi (N x 2R), the
- * scaled inputs, A and its inverse (2R x 2R each) and the cached factor. It
- * gets the budget an exact fit of max_train_points points has (its N x N
- * matrix: 3.2 GB by default), so no request can make the daemon allocate
- * more than the operator allowed for exact. */
+ * scaled inputs, A and its inverse (2R x 2R each) and the cached factor; over
+ * rows read in chunks the streamed evaluation's O(chunk R + R^2)
+ * (core/features/rff_rows.h) and the read buffer, whatever N. It gets the
+ * budget an exact fit of max_train_points points has (its N x N matrix:
+ * 3.2 GB by default), so no request can make the daemon allocate more than
+ * the operator allowed for exact. */
 static int size_guard(const gp_method *me, const gp_fit_request *req, gp_error *err)
 {
     double cap = (double)gp_fit_point_cap(req);
     double R = gp_option_number(me, req, "features"), m = 2.0 * R;
-    double need = (double)req->n * (m + 2.0 * (double)req->d) + 3.0 * m * m;
+    const gp_rows *rows = req->rows;
+    double need = rows ? gp_rff_rows_doubles((size_t)R, rows->chunk, rows->d) +
+                             (double)rows->chunk * ((double)rows->d + 1.0)
+                       : (double)req->n * (m + 2.0 * (double)req->d);
+    need += 3.0 * m * m;
     if (need > cap * cap)
         return gp_error_set(err, GP_ETOOBIG, "options.features",
                             "ssgp with %.0f features on %zu points needs %.1f GB of workspace, "
@@ -454,34 +479,19 @@ static int mean_basis(const gp_model *model, const gp_fit_request *req, ssgp_dat
     return rc;
 }
 
-int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
+/* The fit of rows held in memory (req->X, req->y). */
+static int fit_held(gp_model *model, const gp_fit_request *req, ssgp_impl *im, gp_error *err)
 {
-    gp_model *model;
-    /* The rows are weighted by s / (s + r_i): a homoscedastic part of 0 has none. */
-    if (req->noise_per_point && req->noise_given && !(req->noise_variance > 0.0))
-        return gp_error_set(err, GP_EUNSUPPORTED, "noise.variance",
-                            "ssgp needs noise.variance > 0 beside noise.per_point (it weights "
-                            "each row by s / (s + r_i)); fix it at a small value such as 1e-8 "
-                            "or let it be learned");
-    int rc = size_guard(m, req, err);
-    if (rc)
-        return rc;
-    rc = gp_model_new(m, req, &model, err);
-    if (rc)
-        return rc;
-    size_t R = (size_t)gp_option_number(m, req, "features");
-    ssgp_impl *im = ssgp_impl_alloc(model->kernel, R, err);
-    model->impl = im;
     size_t nd = 0;
     double *Xw = NULL, *yw = NULL;
-    rc = im ? gp_checked_size(req->n, im->d, &nd, err) : GP_ENOMEM;
+    int rc = gp_checked_size(req->n, im->d, &nd, err);
     if (rc == GP_OK && (!(Xw = gp_alloc_doubles(nd, err)) || !(yw = gp_alloc_doubles(req->n, err))))
         rc = GP_ENOMEM;
     if (rc == GP_OK) {
         gp_model_leaf_inputs(model, im->dims, im->d, NULL, req->X, req->n, 0, req->n, Xw);
         gp_model_working_targets(model, req->y, req->n, yw);
         double *rw = gp_model_working_noise_alloc(model, req->noise_per_point, req->n, &rc, err);
-        ssgp_data D = {Xw, yw, rw, NULL};
+        ssgp_data D = {Xw, yw, rw, NULL, NULL, 0.0, NULL};
         if (rc == GP_OK)
             rc = mean_basis(model, req, &D, err);
         if (rc == GP_OK)
@@ -498,6 +508,66 @@ int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_e
     }
     free(Xw);
     free(yw);
+    return rc;
+}
+
+/* The fit of rows read in chunks (req->rows; core/methods/ssgp/rows.h):
+ * every decision between iterations through the sync's request, so that
+ * every process of a sharded fit takes it alike. */
+static int fit_streamed(gp_model *model, const gp_fit_request *req, ssgp_impl *im,
+                        gp_error *err)
+{
+    gp_rows_sync sync;
+    gp_fit_request sreq;
+    gp_rff_rows stream = {req->rows, model, im->dims, im->d, &sync, NULL};
+    double *var = gp_alloc_doubles(im->d, err);
+    if (var == NULL)
+        return GP_ENOMEM;
+    int rc = gp_rows_sync_init(&sync, req->rows, req, err);
+    ssgp_data D = {.stream = &stream, .col_var = var};
+    if (rc == GP_OK) {
+        gp_rows_sync_request(&sync, req, &sreq);
+        rc = gp_rows_target_power(req->rows, model->y_mean, model->y_scale, &D.power, err);
+        if (rc == GP_OK)
+            rc = ssgp_rows_column_var(&sync, model, im->dims, im->d, var, err);
+        if (rc == GP_OK)
+            rc = fit_model(model, &sreq, &D, im, err);
+        rc = gp_rows_sync_result(&sync, rc, err);
+        if (rc == GP_OK) {
+            ssgp_rows_cache_targets(im, &stream);
+            gp_model_info_number(model, "streamed_rows", (double)req->rows->n_total);
+            gp_model_info_number(model, "chunk_rows", (double)req->rows->chunk);
+            gp_model_info_number(model, "ranks", (double)sync.ranks);
+        }
+        gp_rff_rows_release(&stream);
+    }
+    gp_rows_sync_free(&sync);
+    free(var);
+    return rc;
+}
+
+int ssgp_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
+{
+    gp_model *model;
+    /* The rows are weighted by s / (s + r_i): a homoscedastic part of 0 has none. */
+    if (req->noise_per_point && req->noise_given && !(req->noise_variance > 0.0))
+        return gp_error_set(err, GP_EUNSUPPORTED, "noise.variance",
+                            "ssgp needs noise.variance > 0 beside noise.per_point (it weights "
+                            "each row by s / (s + r_i)); fix it at a small value such as 1e-8 "
+                            "or let it be learned");
+    int rc = req->rows ? ssgp_rows_refused(req, err) : GP_OK;
+    if (rc == GP_OK)
+        rc = size_guard(m, req, err);
+    if (rc)
+        return rc;
+    rc = gp_model_new(m, req, &model, err);
+    if (rc)
+        return rc;
+    size_t R = (size_t)gp_option_number(m, req, "features");
+    ssgp_impl *im = ssgp_impl_alloc(model->kernel, R, err);
+    model->impl = im;
+    rc = im == NULL ? GP_ENOMEM : req->rows ? fit_streamed(model, req, im, err)
+                                            : fit_held(model, req, im, err);
     if (rc) {
         gp_model_free(model);
         return rc;

@@ -64,6 +64,11 @@ static const gp_info_spec ssgp_info[] = {
     {"auto_redrawn", GP_INFO_STRING,
      "auto only: \"true\" when the choice changed at the learned lengthscales and the "
      "frequencies were redrawn and refitted"},
+    {"streamed_rows", GP_INFO_NUMBER,
+     "a fit over a data set: the rows it read in chunks (every process's)"},
+    {"chunk_rows", GP_INFO_NUMBER, "a fit over a data set: rows per chunk read"},
+    {"ranks", GP_INFO_NUMBER,
+     "a fit over a data set: processes whose sums it added (1 on one machine)"},
 };
 
 static const gp_option_setting ssgp_quick[] = {
@@ -89,5 +94,6 @@ const gp_method gp_method_ssgp = {
     .hyper_priors = 1,
     .per_point_noise = 1,
     .mean_functions = 1,
+    .streams_rows = 1,
     .ops = &ssgp_ops,
 };

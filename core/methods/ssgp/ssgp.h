@@ -38,6 +38,15 @@
  * model a fit of all rows with those held (and the same seed) gives. O(k R
  * (d + R)) per batch of k rows, plus O(R^3) when it re-factorises, whatever N.
  *
+ * Over rows read in chunks (gp_fit_request.rows, descriptor flag
+ * streams_rows; docs/design/scale-out.md, "Streamed and sharded fits"): the
+ * LML of core/features/rff_rows.h, two passes and two reductions per
+ * evaluation (R(2R+1) + 2R + 1 doubles, then 2 + R d), memory O(chunk R +
+ * R^2) whatever N; auto's spread from the columns' variances summed over
+ * the rows (core/methods/ssgp/rows.h), Phi^T y and y^T y for observe from
+ * the last evaluation. A mean function is refused over rows (422);
+ * streamed_rows, chunk_rows and ranks are reported.
+ *
  * Exported arrays: omega (R x d_active), chol_packed (the factor, packed lower),
  * alpha (2R), sampler (scalar: gp_freq_sampler of the frequencies), phi_y
  * (Phi^T y, 2R) and y_sq (y^T y, working units: the LML after observe). A

@@ -1,0 +1,222 @@
+/* Passes over streamed rows that every process ends together: see
+ * core/model/rows_sync.h. */
+#include "core/model/rows_sync.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/linalg/linalg.h"
+
+/* The slots after a buffer: failures, the sum of their codes, cancellations. */
+enum { SLOT_FAILED, SLOT_CODES, SLOT_CANCELLED };
+
+/* The error text carried from the one failing process to the others: each
+ * byte of the field then of the message as a double (the others add zeros,
+ * so the sum holds the bytes exactly). */
+#define TEXT_LEN (GP_ERROR_FIELD_LEN + GP_ERROR_MESSAGE_LEN)
+
+int gp_rows_sync_init(gp_rows_sync *s, const gp_rows *rows, const gp_fit_request *req,
+                      gp_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->rows = rows;
+    atomic_init(&s->stop, 0);
+    s->agreed.flag = &s->stop;
+    s->ranks = 1;
+    if (req) {
+        s->cancel = &req->cancel;
+        s->progress = req->progress;
+        s->progress_ctx = req->progress_ctx;
+    }
+    size_t count = 0;
+    int rc = gp_rows_check(rows, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(rows->chunk, rows->d + 1, &count, err);
+    if (rc)
+        return rc;
+    if (count > SIZE_MAX - TEXT_LEN || (s->X = gp_alloc_doubles(count + TEXT_LEN, err)) == NULL)
+        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
+    s->text = s->X + count;
+    s->y = s->X + rows->chunk * rows->d;
+    return GP_OK;
+}
+
+void gp_rows_sync_free(gp_rows_sync *s)
+{
+    free(s->X);
+    s->X = s->y = s->text = NULL;
+}
+
+/* The fit's progress with a stop deferred: the callback's answer is kept for
+ * the next sum, which every process reaches, instead of ending the driver
+ * on this process alone. */
+static int deferred_progress(void *ctx, int iteration, int max_iterations, double objective)
+{
+    gp_rows_sync *s = ctx;
+    if (s->progress && s->progress(s->progress_ctx, iteration, max_iterations, objective))
+        s->stop_asked = 1;
+    return 0;
+}
+
+void gp_rows_sync_request(gp_rows_sync *s, const gp_fit_request *req, gp_fit_request *out)
+{
+    *out = *req;
+    out->cancel = s->agreed;
+    out->progress = deferred_progress;
+    out->progress_ctx = s;
+}
+
+static void set_pending(gp_rows_sync *s, int rc, const gp_error *local)
+{
+    if (s->pending)
+        return; /* the first failure is the one reported */
+    s->pending = rc;
+    if (local && local->code == rc)
+        s->pending_err = *local;
+    else
+        gp_error_set(&s->pending_err, rc, NULL, "%s", gp_status_meaning(rc));
+}
+
+int gp_rows_sync_each_chunk(gp_rows_sync *s, gp_rows_chunk_fn fn, void *ctx)
+{
+    if (s->failed)
+        return s->failed;
+    const gp_rows *rows = s->rows;
+    gp_error local;
+    gp_error_clear(&local);
+    int rc = GP_OK;
+    for (size_t i = 0; i < rows->n && rc == GP_OK && !s->pending; i += rows->chunk) {
+        size_t b = rows->n - i < rows->chunk ? rows->n - i : rows->chunk;
+        if (gp_cancel_requested(s->cancel)) {
+            rc = gp_error_set(&local, GP_ECANCELLED, NULL, "fit cancelled");
+            break;
+        }
+        rc = rows->read(rows->read_ctx, i, b, s->X, s->y, &local);
+        if (rc == GP_OK)
+            rc = fn(ctx, i, b, s->X, s->y, &local);
+    }
+    if (rc)
+        set_pending(s, rc, &local);
+    return s->pending;
+}
+
+/* The bytes of e into t (TEXT_LEN doubles), or zeros. */
+static void text_put(const gp_error *e, double *t)
+{
+    memset(t, 0, TEXT_LEN * sizeof *t);
+    if (e == NULL)
+        return;
+    for (size_t i = 0; i < GP_ERROR_FIELD_LEN && e->field[i]; i++)
+        t[i] = (double)(unsigned char)e->field[i];
+    for (size_t i = 0; i < GP_ERROR_MESSAGE_LEN && e->message[i]; i++)
+        t[GP_ERROR_FIELD_LEN + i] = (double)(unsigned char)e->message[i];
+}
+
+static void text_get(const double *t, gp_error *e)
+{
+    for (size_t i = 0; i < GP_ERROR_FIELD_LEN; i++)
+        e->field[i] = (char)(unsigned char)t[i];
+    for (size_t i = 0; i < GP_ERROR_MESSAGE_LEN; i++)
+        e->message[i] = (char)(unsigned char)t[GP_ERROR_FIELD_LEN + i];
+    e->field[GP_ERROR_FIELD_LEN - 1] = '\0';
+    e->message[GP_ERROR_MESSAGE_LEN - 1] = '\0';
+}
+
+/* Make the agreed failure sticky and stop the optimiser everywhere. */
+static int fail(gp_rows_sync *s, const gp_error *e, gp_error *err)
+{
+    s->failed = e->code;
+    s->error = *e;
+    atomic_store(&s->stop, 1);
+    if (err)
+        *err = *e;
+    return s->failed;
+}
+
+/* What every process learns from the slots: a failure (its code when the
+ * failing processes agree on one), else a cancellation. */
+static int agreed_failure(gp_rows_sync *s, const double *slots, gp_error *err)
+{
+    double failed = slots[SLOT_FAILED];
+    gp_error e;
+    gp_error_clear(&e);
+    if (failed > 0.0) {
+        double code = slots[SLOT_CODES] / failed;
+        e.code = code == floor(code) && code < 0.0 && code >= -(double)GP_ERROR_CODE_COUNT
+                     ? (int)code
+                     : GP_EINTERNAL;
+        if (failed == 1.0) { /* its own words, on every process */
+            text_put(s->pending ? &s->pending_err : NULL, s->text);
+            /* every process makes this sum: the slots told them all the same */
+            int rc = gp_rows_sum(s->rows, s->text, TEXT_LEN, &e);
+            if (rc) {
+                gp_error_set(&e, rc, NULL, "the reduction over the processes failed");
+                return fail(s, &e, err);
+            }
+            text_get(s->text, &e);
+        } else {
+            gp_error_set(&e, e.code, NULL, "%.0f processes of the fit failed reading or "
+                         "summing their rows (%s)", failed, gp_status_name(e.code));
+        }
+        if (s->pending)
+            e = s->pending_err;
+        return fail(s, &e, err);
+    }
+    gp_error_set(&e, GP_ECANCELLED, NULL, "fit cancelled");
+    return fail(s, &e, err);
+}
+
+int gp_rows_sync_sum(gp_rows_sync *s, double *buf, size_t len, gp_error *err)
+{
+    if (s->failed) {
+        if (err)
+            *err = s->error;
+        return s->failed;
+    }
+    if (!s->pending && gp_cancel_requested(s->cancel)) {
+        gp_error c;
+        gp_error_set(&c, GP_ECANCELLED, NULL, "fit cancelled");
+        set_pending(s, GP_ECANCELLED, &c);
+    }
+    double *slots = buf + len;
+    int cancelled = s->pending == GP_ECANCELLED || (!s->pending && s->stop_asked);
+    slots[SLOT_FAILED] = s->pending && !cancelled ? 1.0 : 0.0;
+    slots[SLOT_CODES] = s->pending && !cancelled ? (double)s->pending : 0.0;
+    slots[SLOT_CANCELLED] = cancelled ? 1.0 : 0.0;
+    gp_error e;
+    gp_error_clear(&e);
+    int rc = gp_rows_sum(s->rows, buf, len + GP_ROWS_SYNC_SLOTS, &e);
+    s->sums++;
+    s->summed += len + GP_ROWS_SYNC_SLOTS;
+    if (rc) { /* the reduction failed on every process at once (rows.h) */
+        if (e.code != rc)
+            gp_error_set(&e, rc, NULL, "the reduction over the processes failed");
+        return fail(s, &e, err);
+    }
+    if (slots[SLOT_FAILED] > 0.0 || slots[SLOT_CANCELLED] > 0.0)
+        return agreed_failure(s, slots, err);
+    return GP_OK;
+}
+
+int gp_rows_sync_agree(gp_rows_sync *s, int rc, const gp_error *local, gp_error *err)
+{
+    double buf[1 + GP_ROWS_SYNC_SLOTS];
+    if (rc)
+        set_pending(s, rc, local);
+    buf[0] = 1.0; /* one process: the sum counts them */
+    rc = gp_rows_sync_sum(s, buf, 1, err);
+    if (rc == GP_OK)
+        s->ranks = (size_t)buf[0];
+    return rc;
+}
+
+int gp_rows_sync_result(const gp_rows_sync *s, int rc, gp_error *err)
+{
+    if (!s->failed)
+        return rc;
+    if (err)
+        *err = s->error;
+    return s->failed;
+}
