@@ -132,7 +132,7 @@ typedef struct conn_ctx {
     /* PUT /v1/datasets/{name}: the upload its body is streamed into (NULL
      * once finished or aborted), and a refusal answered at the body's end */
     gp_dataset_upload *upload;
-    gp_response refused;
+    gp_response *refused; /* allocated by upload_piece: kept off every request's calloc */
     /* synchronous fit, or a predict/sample queued for a batch */
     int fit_pending;        /* counted in srv->sync_pending */
     gp_response fit_res;    /* written by the worker before it resumes us */

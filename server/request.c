@@ -148,7 +148,9 @@ void gp_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls
         ctx->upload = NULL;
     }
     gp_http_arrived(ctx);
-    gp_response_free(&ctx->refused);
+    if (ctx->refused)
+        gp_response_free(ctx->refused);
+    free(ctx->refused);
     gp_response_free(&ctx->fit_res);
     gp_response_free(&ctx->deferred);
     free(ctx->body);
@@ -523,7 +525,9 @@ static enum MHD_Result upload_piece(conn_ctx *ctx, const char *data, size_t n)
         ctx->discarded += n;
         return ctx->discarded > DISCARD_LIMIT ? MHD_NO : MHD_YES;
     }
-    if (gp_api_dataset_upload_feed(ctx->upload, data, n, &ctx->refused) != 0) {
+    if (ctx->refused == NULL && (ctx->refused = calloc(1, sizeof *ctx->refused)) == NULL)
+        return MHD_NO; /* out of memory: drop the connection, the upload is aborted */
+    if (gp_api_dataset_upload_feed(ctx->upload, data, n, ctx->refused) != 0) {
         gp_api_dataset_upload_abort(ctx->upload);
         ctx->upload = NULL;
         ctx->state = CS_UPLOAD_REFUSED;
@@ -709,8 +713,8 @@ enum MHD_Result gp_http_on_request(void *cls, struct MHD_Connection *conn, const
         if (gp_http_claim_answer(ctx->gc) != 0)
             return MHD_NO;
         if (ctx->state == CS_UPLOAD_REFUSED) {
-            gp_response res = ctx->refused;
-            memset(&ctx->refused, 0, sizeof ctx->refused);
+            gp_response res = *ctx->refused;
+            memset(ctx->refused, 0, sizeof *ctx->refused);
             return gp_http_answer(ctx, &res);
         }
         return gp_http_dispatch(ctx); /* route_dataset finishes the upload */
