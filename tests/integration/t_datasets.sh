@@ -216,7 +216,7 @@ fi
 
 # ---- the quota, and a daemon killed mid-upload, on a daemon of their own
 DS_MAIN_PORT=$PORT
-if DS_DB=$(db_for datasets) && start_daemon "$T/datasets.log" --db "$DS_DB" --dataset-quota-mb 1; then
+if DS_DB=$(db_for datasets) && start_daemon "$T/datasets_quota.log" --db "$DS_DB" --dataset-quota-mb 1; then
     DS_PID=$DPID
     PORT=$DPORT
     check_err "an upload past --dataset-quota-mb 1" 507 insufficient_storage '^dataset$' PUT \

@@ -14,8 +14,11 @@ while ! grep -Eq 'GET /healthz 200' "$T"/*.log && [ $i -lt 20 ]; do
 done
 grep -Eq 'GET /healthz 200' "$T"/*.log
 verdict "request log line (method, path, status) on stderr" $? "no 'GET /healthz 200' in the logs"
-if grep -Eq '(GET|POST|PUT|DELETE|PATCH) [^ ]* 5[0-9][0-9] ' "$T"/*.log; then
-    fail "no request was answered 5xx" "$(grep -Eh '(GET|POST|PUT|DELETE|PATCH) [^ ]* 5[0-9][0-9] ' "$T"/*.log | head -n 3 | tr '\n' ';')"
+# The datasets area's quota daemon answers 507 on purpose (its log is only
+# scanned for sanitizer reports below).
+LOGS_5XX=$(ls "$T"/*.log | grep -v '/datasets_quota\.log$')
+if grep -Eq '(GET|POST|PUT|DELETE|PATCH) [^ ]* 5[0-9][0-9] ' $LOGS_5XX; then
+    fail "no request was answered 5xx" "$(grep -Eh '(GET|POST|PUT|DELETE|PATCH) [^ ]* 5[0-9][0-9] ' $LOGS_5XX | head -n 3 | tr '\n' ';')"
 else
     pass "no request was answered 5xx"
 fi
