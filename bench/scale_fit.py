@@ -81,9 +81,12 @@ def read_rows(path):
 class Daemon:
     """BUILD/gpserve on a loopback port the kernel picks, a temporary store."""
 
-    def __init__(self, binary, timeout, extra):
-        self.dir = tempfile.mkdtemp(prefix="gpserve-scale-fit.")
-        self.log = open(os.path.join(self.dir, "log"), "w+")
+    def __init__(self, binary, timeout, extra, db_dir=None):
+        self.own_dir = db_dir is None
+        self.dir = db_dir or tempfile.mkdtemp(prefix="gpserve-scale-fit.")
+        self.log = open(os.path.join(self.dir, "log"), "a+")
+        self.log.seek(0, os.SEEK_END)
+        start = self.log.tell()  # this daemon's lines only (the store may be reused)
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPSERVE_")}
         for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
             env.pop(k, None)
@@ -95,7 +98,7 @@ class Daemon:
         self.timeout = timeout
         self.port = None
         for _ in range(300):
-            self.log.seek(0)
+            self.log.seek(start)
             m = re.search(r"gpserve listening on 127\.0\.0\.1:(\d+)", self.log.read())
             if m:
                 self.port = int(m.group(1))
@@ -156,7 +159,7 @@ class Daemon:
     def fit_job(self, body):
         """An async fit; waits for its job; the model's description."""
         r = self.call("POST", "/v1/models", dict(body, **{"async": True}))
-        job = r.get("id") or r.get("job", {}).get("id")
+        job = r["job"]
         deadline = time.time() + self.timeout
         while time.time() < deadline:
             j = self.call("GET", "/v1/jobs/%s" % job)
@@ -184,13 +187,16 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def methods(n, quick):
     """(label, method, options) of the single-machine part at n rows."""
     big = n >= 1000000
-    iters = 5 if quick else (30 if big else 100)
+    # L-BFGS budgets that fit a bench run on 2 cores: at 10^6 rows an evaluation of
+    # ssgp R = 256 or sgpr M = 512 costs ~30 s here, so 5 iterations (~8 evaluations)
+    iters = 5 if quick or big else 30
     return [
         ("ssgp R = 256", "ssgp", {"features": 256, "frequencies": "qmc", "max_iterations": iters}),
         ("sgpr M = 512", "sgpr", {"inducing": 512, "inducing_selection": "kmeans",
@@ -201,45 +207,58 @@ def methods(n, quick):
     ]
 
 
+def fit_one(a, db_dir, n, label, method, opts, test, out):
+    """One fit over the data set synthN in a daemon of its own on the store db_dir (so that
+    its peak RSS is this fit's and the daemon's, nothing left from another fit)."""
+    d = Daemon(os.path.join(a.build, "gpserve"), a.timeout, ["--dataset-quota-mb", "100000"],
+               db_dir)
+    try:
+        name = "%s-%d" % (method, n)
+        base = d.rss_mb()
+        d.reset_peak()
+        t0 = time.perf_counter()
+        try:
+            model = d.fit_job({"name": name, "method": method, "seed": 1,
+                               "data": {"dataset": "synth%d" % n, "target": "y"},
+                               "options": opts})
+        except RuntimeError as e:
+            line = {"part": "fit", "rows": n, "label": label, "ok": False, "error": str(e)[:300]}
+            out(line)
+            return line
+        wall = time.perf_counter() - t0
+        peak = d.peak_rss_mb()
+        dg = model.get("diagnostics", {})
+        line = {"part": "fit", "rows": n, "label": label, "ok": True,
+                "fit_seconds": round(dg.get("fit_seconds") or float("nan"), 2),
+                "wall_seconds": round(wall, 2), "evaluations": dg.get("evaluations"),
+                "iterations": dg.get("iterations"), "rss_before_mb": round(base),
+                "peak_rss_mb": round(peak), "rmse": round(d.rmse(name, test[0], test[1]), 4)}
+        out(line)
+        return line
+    finally:
+        d.stop()
+
+
 def run_single(a, sizes, paths, test, out):
-    Xt, yt = test
     rows = []
     for n in sizes:
-        d = Daemon(os.path.join(a.build, "gpserve"), a.timeout,
-                   ["--dataset-quota-mb", "100000"])
+        db_dir = tempfile.mkdtemp(prefix="gpserve-scale-fit.")
         try:
-            up_s, desc = d.upload("synth%d" % n, paths[n])
+            d = Daemon(os.path.join(a.build, "gpserve"), a.timeout,
+                       ["--dataset-quota-mb", "100000"], db_dir)
+            try:
+                up_s, desc = d.upload("synth%d" % n, paths[n])
+            finally:
+                d.stop()
             line = {"part": "upload", "rows": n, "seconds": round(up_s, 2),
-                    "bytes": os.path.getsize(paths[n]), "stored": desc.get("bytes")}
+                    "csv_mb": round(os.path.getsize(paths[n]) / 2 ** 20, 1),
+                    "stored_mb": round((desc.get("bytes") or 0) / 2 ** 20, 1)}
             out(line)
             rows.append(line)
             for label, method, opts in methods(n, a.quick):
-                name = "%s-%d" % (method, n)
-                base = d.rss_mb()
-                d.reset_peak()
-                t0 = time.perf_counter()
-                try:
-                    model = d.fit_job({"name": name, "method": method, "seed": 1,
-                                       "data": {"dataset": "synth%d" % n, "target": "y"},
-                                       "options": opts})
-                except RuntimeError as e:
-                    line = {"part": "fit", "rows": n, "label": label, "ok": False,
-                            "error": str(e)[:300]}
-                    out(line)
-                    rows.append(line)
-                    continue
-                wall = time.perf_counter() - t0
-                peak = d.peak_rss_mb()
-                dg = model.get("diagnostics", {})
-                line = {"part": "fit", "rows": n, "label": label, "ok": True,
-                        "fit_seconds": dg.get("fit_seconds"), "wall_seconds": round(wall, 2),
-                        "evaluations": dg.get("evaluations"), "iterations": dg.get("iterations"),
-                        "rss_before_mb": round(base), "peak_rss_mb": round(peak),
-                        "rmse": d.rmse(name, Xt, yt)}
-                out(line)
-                rows.append(line)
+                rows.append(fit_one(a, db_dir, n, label, method, opts, test, out))
         finally:
-            d.stop()
+            shutil.rmtree(db_dir, ignore_errors=True)
     return rows
 
 
@@ -272,7 +291,7 @@ def run_mpi(a, paths, out):
         out(line)
         return [line]
     rows = []
-    n = max(paths)
+    n = min(paths)  # per-evaluation figures: the smallest size keeps 9 runs short
     tmp = tempfile.mkdtemp(prefix="gpserve-scale-mpi.")
     try:
         d = Daemon(os.path.join(a.build, "gpserve"), a.timeout, ["--dataset-quota-mb", "100000"])
