@@ -148,37 +148,74 @@ static int fail(gp_rows_sync *s, const gp_error *e, gp_error *err)
     return s->failed;
 }
 
-/* What every process learns from the slots: a failure (its code when the
- * failing processes agree on one), else a cancellation. */
+/* This process's failure, if it has one (a cancel is counted apart). */
+static int own_failure(const gp_rows_sync *s)
+{
+    return s->pending != GP_ECANCELLED ? s->pending : GP_OK;
+}
+
+/* One process failed: its code, and its field and message on every process
+ * (one more reduction, of the bytes: the others add zeros). */
+static int shared_words(gp_rows_sync *s, double code, gp_error *e)
+{
+    double text[TEXT_LEN];
+    text_put(own_failure(s) ? &s->pending_err : NULL, text);
+    int rc = gp_rows_sum(s->rows, text, TEXT_LEN, e);
+    if (rc)
+        return rc;
+    text_get(text, e);
+    e->code = code == floor(code) && code < 0.0 && code >= -(double)GP_ERROR_CODE_COUNT
+                  ? (int)code
+                  : GP_EINTERNAL;
+    return GP_OK;
+}
+
+/* Several processes failed: the most common of their codes (the first in
+ * the catalogue on a tie), from one more reduction of a count per code. */
+static int common_code(gp_rows_sync *s, double failed, gp_error *e)
+{
+    double count[GP_ERROR_CODE_COUNT];
+    memset(count, 0, sizeof count);
+    int own = own_failure(s);
+    if (own < 0 && own >= -GP_ERROR_CODE_COUNT)
+        count[-own - 1] = 1.0;
+    int rc = gp_rows_sum(s->rows, count, GP_ERROR_CODE_COUNT, e);
+    if (rc)
+        return rc;
+    size_t best = 0;
+    for (size_t c = 1; c < GP_ERROR_CODE_COUNT; c++)
+        if (count[c] > count[best])
+            best = c;
+    int code = count[best] > 0.0 ? -(int)best - 1 : GP_EINTERNAL;
+    gp_error_set(e, code, NULL, "%.0f processes of the fit failed reading or summing their "
+                 "rows (%s)", failed, gp_status_name(code));
+    return GP_OK;
+}
+
+/* What every process learns from the slots: a failure, with the same code
+ * on every process (a failing process keeps its own words), else a
+ * cancellation. */
 static int agreed_failure(gp_rows_sync *s, const double *slots, gp_error *err)
 {
     double failed = slots[SLOT_FAILED];
     gp_error e;
     gp_error_clear(&e);
-    if (failed > 0.0) {
-        double code = slots[SLOT_CODES] / failed;
-        e.code = code == floor(code) && code < 0.0 && code >= -(double)GP_ERROR_CODE_COUNT
-                     ? (int)code
-                     : GP_EINTERNAL;
-        if (failed == 1.0) { /* its own words, on every process */
-            double text[TEXT_LEN];
-            text_put(s->pending ? &s->pending_err : NULL, text);
-            /* every process makes this sum: the slots told them all the same */
-            int rc = gp_rows_sum(s->rows, text, TEXT_LEN, &e);
-            if (rc) {
-                gp_error_set(&e, rc, NULL, "the reduction over the processes failed");
-                return fail(s, &e, err);
-            }
-            text_get(text, &e);
-        } else {
-            gp_error_set(&e, e.code, NULL, "%.0f processes of the fit failed reading or "
-                         "summing their rows (%s)", failed, gp_status_name(e.code));
-        }
-        if (s->pending)
-            e = s->pending_err;
+    if (failed == 0.0) {
+        gp_error_set(&e, GP_ECANCELLED, NULL, "fit cancelled");
         return fail(s, &e, err);
     }
-    gp_error_set(&e, GP_ECANCELLED, NULL, "fit cancelled");
+    /* every process makes the same reductions here: the slots told them
+     * all the same */
+    int rc = failed == 1.0 ? shared_words(s, slots[SLOT_CODES], &e) : common_code(s, failed, &e);
+    if (rc) {
+        gp_error_set(&e, rc, NULL, "the reduction over the processes failed");
+        return fail(s, &e, err);
+    }
+    if (own_failure(s)) {
+        int code = e.code;
+        e = s->pending_err;
+        e.code = code;
+    }
     return fail(s, &e, err);
 }
 
