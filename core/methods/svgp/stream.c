@@ -8,31 +8,29 @@
 
 #include "core/methods/svgp/elbo.h"
 
-int svgp_stream_alloc(svgp_stream *s, const gp_rows *rows, const gp_model *model, size_t cap,
+int svgp_stream_alloc(svgp_stream *s, gp_rows_sync *sync, const gp_model *model, size_t cap,
                       gp_error *err)
 {
+    const gp_rows *rows = sync->rows;
     memset(s, 0, sizeof *s);
-    s->rows = rows;
+    s->sync = sync;
     s->model = model;
     s->d = rows->d;
     s->p = gp_mean_n_coef(model->mean_type, rows->d);
     s->cap = cap;
-    size_t raw = 0, xd = 0, hp = 0;
-    int rc = gp_checked_size(rows->chunk, rows->d + 1, &raw, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(cap, rows->d, &xd, err);
+    size_t xd = 0, hp = 0;
+    int rc = gp_checked_size(cap, rows->d, &xd, err);
     if (rc == GP_OK)
         rc = gp_checked_size(cap, s->p, &hp, err);
     if (rc)
         return rc;
-    s->raw = gp_alloc_doubles(raw, err);
     s->X = gp_alloc_doubles(xd, err);
     s->y = gp_alloc_doubles(cap, err);
     if (s->p) {
         s->H = gp_alloc_doubles(hp, err);
         s->off = gp_alloc_doubles(cap, err);
     }
-    if (!s->raw || !s->X || !s->y || (s->p && (!s->H || !s->off))) {
+    if (!s->X || !s->y || (s->p && (!s->H || !s->off))) {
         svgp_stream_free(s);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
@@ -41,7 +39,6 @@ int svgp_stream_alloc(svgp_stream *s, const gp_rows *rows, const gp_model *model
 
 void svgp_stream_free(svgp_stream *s)
 {
-    free(s->raw);
     free(s->X);
     free(s->y);
     free(s->H);
@@ -75,7 +72,7 @@ static void load(svgp_stream *s, const double *X, const double *y, size_t ld, si
 
 int svgp_stream_take(svgp_stream *s, size_t lo, size_t hi, gp_error *err)
 {
-    const gp_rows *rows = s->rows;
+    const gp_rows *rows = s->sync->rows;
     size_t first = rows->first, end = rows->first + rows->n;
     lo = lo > first ? lo : first;
     hi = hi < end ? hi : end;
@@ -83,37 +80,43 @@ int svgp_stream_take(svgp_stream *s, size_t lo, size_t hi, gp_error *err)
         return GP_OK;
     if (hi - lo > s->cap - s->nb)
         return gp_error_set(err, GP_EINTERNAL, NULL, "a minibatch outgrew its buffer");
-    double *yr = s->raw + rows->chunk * rows->d;
     for (size_t i = lo - first; i < hi - first;) {
         size_t count = hi - first - i < rows->chunk ? hi - first - i : rows->chunk;
-        int rc = rows->read(rows->read_ctx, i, count, s->raw, yr, err);
+        int rc = gp_rows_sync_read(s->sync, i, count);
         if (rc)
             return rc;
-        load(s, s->raw, yr, count, 0, count);
+        load(s, s->sync->X, s->sync->y, count, 0, count);
         i += count;
     }
     return GP_OK;
 }
 
-int svgp_stream_pass(svgp_stream *s, svgp_piece_fn fn, void *ctx, const svgp_sync *skip,
-                     gp_error *err)
+typedef struct piece_pass {
+    svgp_stream *s;
+    svgp_piece_fn fn;
+    void *ctx;
+} piece_pass;
+
+/* A chunk as read, cut into pieces of at most cap rows. */
+static int piece_chunk(void *ctx, size_t i, size_t count, const double *X, const double *y,
+                       gp_error *err)
 {
-    const gp_rows *rows = s->rows;
-    double *yr = s->raw + rows->chunk * rows->d;
-    for (size_t i = 0; i < rows->n; i += rows->chunk) {
-        size_t count = rows->n - i < rows->chunk ? rows->n - i : rows->chunk;
-        if (skip && svgp_sync_skip(skip))
-            return GP_OK;
-        int rc = rows->read(rows->read_ctx, i, count, s->raw, yr, err);
-        for (size_t from = 0; rc == GP_OK && from < count; from += s->cap) {
-            svgp_stream_clear(s);
-            load(s, s->raw, yr, count, from, count - from < s->cap ? count - from : s->cap);
-            rc = fn(ctx, s, err);
-        }
-        if (rc)
-            return rc;
+    (void)i;
+    piece_pass *p = ctx;
+    svgp_stream *s = p->s;
+    int rc = GP_OK;
+    for (size_t from = 0; rc == GP_OK && from < count; from += s->cap) {
+        svgp_stream_clear(s);
+        load(s, X, y, count, from, count - from < s->cap ? count - from : s->cap);
+        rc = p->fn(p->ctx, s, err);
     }
-    return GP_OK;
+    return rc;
+}
+
+int svgp_stream_pass(svgp_stream *s, svgp_piece_fn fn, void *ctx)
+{
+    piece_pass p = {s, fn, ctx};
+    return gp_rows_sync_each_chunk(s->sync, piece_chunk, &p);
 }
 
 void svgp_stream_offsets(svgp_stream *s, const double *beta)
