@@ -92,6 +92,8 @@ int gp_rows_sync_agree(gp_rows_sync *s, int rc, const gp_error *local, gp_error 
  * pending for the next sum and ends the visit; the return is that code (the
  * caller goes on to its sum all the same), or the sticky failure without
  * reading anything. */
+typedef int (*gp_rows_chunk_fn)(void *ctx, size_t i, size_t count, const double *X,
+                                const double *y, gp_error *err);
 int gp_rows_sync_each_chunk(gp_rows_sync *s, gp_rows_chunk_fn fn, void *ctx);
 
 /* buf[0 .. len) summed over every process, with the slots at buf[len ..

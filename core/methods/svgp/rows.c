@@ -13,6 +13,7 @@
 #include "core/methods/svgp/stream.h"
 #include "core/methods/svgp/train.h"
 #include "core/model/method.h"
+#include "core/model/rows_passes.h"
 #include "core/model/rows_sync.h"
 
 /* A fit over rows: the in-memory fit's state (f: X, y and off unused) and
@@ -134,7 +135,8 @@ static int rows_setup(rows_fit *r, gp_model *model, const gp_fit_request *req, s
                     .optimize_z =
                         gp_option_number(model->method, req, "optimize_inducing") != 0.0};
     double power = 1.0;
-    if ((rc = gp_rows_target_power(rows, model->y_mean, model->y_scale, &power, err)) != GP_OK)
+    rc = gp_rows_target_power(&r->sync, model->y_mean, model->y_scale, &power, err);
+    if (rc)
         return rc;
     gp_noise_param_init_power(&f->np, req, power);
     f->lik.noise = f->np.start;
@@ -153,7 +155,7 @@ static int rows_inducing(rows_fit *r, const gp_model *model, const gp_fit_reques
     svgp_fit *f = &r->f;
     size_t K = 0, d = f->d;
     double *P = NULL;
-    int rc = gp_inducing_candidates(r->rows, model, M, req->seed, &P, &K, err);
+    int rc = gp_inducing_candidates(&r->sync, model, M, req->seed, &P, &K, err);
     if (rc == GP_OK) {
         *rescale = svgp_rescue_lengthscales(f->k, f->hyper, P, K, d);
         rc = gp_inducing_select(sel, f->k, P, K, d, M, req->seed, f->Z, &f->m, err);
