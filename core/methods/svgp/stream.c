@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/linalg/linalg.h"
 #include "core/methods/svgp/elbo.h"
 
 int svgp_stream_alloc(svgp_stream *s, gp_rows_sync *sync, const gp_model *model, size_t cap,
@@ -134,24 +135,6 @@ void svgp_sums_layout(svgp_sums *l, size_t theta, size_t z, size_t beta, size_t 
     l->len = 1 + theta + z + beta + m * (m + 1) / 2 + m;
 }
 
-/* D's lower triangle by columns into out (m (m + 1) / 2), and back into a
- * symmetric D (D is symmetric already: svgp_block_sens averages it). */
-static void pack_lower(const double *D, size_t m, double *out)
-{
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j; i < m; i++)
-            *out++ = D[i + j * m];
-}
-
-static void unpack_lower(const double *in, size_t m, double *D)
-{
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j; i < m; i++) {
-            D[i + j * m] = *in;
-            D[j + i * m] = *in++;
-        }
-}
-
 /* d value / d beta = H^T g_mu over the rows taken. */
 static void beta_grad(const svgp_stream *s, const double *gmu, double *out)
 {
@@ -191,7 +174,7 @@ int svgp_stream_sums(const svgp_eval *e, const svgp_stream *s, double scale, con
         beta_grad(s, w->gmu, at);
     at += l->beta;
     if (l->m) {
-        pack_lower(w->D, l->m, at);
+        gp_pack_lower(w->D, l->m, l->m, at); /* D is symmetric: svgp_block_sens averages it */
         memcpy(at + l->m * (l->m + 1) / 2, w->agmu, l->m * sizeof *at);
     }
     return GP_OK;
@@ -209,8 +192,10 @@ void svgp_sums_unpack(const svgp_sums *l, const double *buf, double *theta, doub
     if (gbeta)
         memcpy(gbeta, at, l->beta * sizeof *at);
     at += l->beta;
-    if (l->m && D)
-        unpack_lower(at, l->m, D);
+    if (l->m && D) {
+        gp_unpack_lower(at, l->m, D, l->m);
+        gp_symmetrize_from_lower(D, l->m, l->m);
+    }
     if (l->m && agmu)
         memcpy(agmu, at + l->m * (l->m + 1) / 2, l->m * sizeof *at);
 }
