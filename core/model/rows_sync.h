@@ -16,6 +16,9 @@
  * place of the fit's own) is set, so the driver ends on every process after
  * the same evaluation. The failing process keeps its own message; the
  * others receive it through one more reduction when a single process failed.
+ * A failure outranks a cancel met at the same sum; when several processes
+ * failed, one more reduction of a count per code gives each the most common
+ * of their codes (the first in the catalogue on a tie).
  * A step outside a pass (allocating its buffers, a method's own arithmetic)
  * keeps its failure pending the same way (gp_rows_sync_pend) and skips what
  * is left of its local work (gp_rows_sync_skip) until the next sum.
@@ -98,9 +101,9 @@ int gp_rows_sync_each_chunk(gp_rows_sync *s, gp_rows_chunk_fn fn, void *ctx);
 
 /* buf[0 .. len) summed over every process, with the slots at buf[len ..
  * len + GP_ROWS_SYNC_SLOTS) (the caller's room, written here). Returns 0, or
- * the agreed failure on every process (err filled: this process's own error
- * where it failed, the failing process's where one alone failed), which is
- * then sticky. */
+ * the agreed failure, the same code on every process (err filled: this
+ * process's own message where it failed, the failing process's where one
+ * alone failed), which is then sticky. */
 int gp_rows_sync_sum(gp_rows_sync *s, double *buf, size_t len, gp_error *err);
 
 /* The end of a fit: rc, unless a failure was agreed (then that code, err
