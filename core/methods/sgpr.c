@@ -16,6 +16,7 @@
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
+#include "core/model/rows_passes.h"
 #include "core/model/rows_sync.h"
 
 /* ---- the method ---- */
@@ -195,12 +196,13 @@ static int rows_fit_into(gp_model *model, const gp_fit_request *sreq, gp_rows_sy
     gp_inducing_selection sel = (gp_inducing_selection)gp_inducing_selection_from_name(sel_name);
     size_t M = (size_t)gp_option_number(me, sreq, "inducing"), m = 0, d = rows->d, K = 0;
     M = M < rows->n_total ? M : rows->n_total;
-    double power = 1.0, *P = NULL, *Z = gp_alloc_doubles(d * M, err);
-    int rc = Z ? GP_OK : GP_ENOMEM;
+    gp_error local;
+    gp_error_clear(&local);
+    double power = 1.0, *P = NULL, *Z = gp_alloc_doubles(d * M, &local);
+    gp_rows_sync_pend(sync, Z ? GP_OK : local.code, &local); /* agreed by the next sum */
+    int rc = gp_rows_target_power(sync, model->y_mean, model->y_scale, &power, err);
     if (rc == GP_OK)
-        rc = gp_rows_target_power(rows, model->y_mean, model->y_scale, &power, err);
-    if (rc == GP_OK)
-        rc = gp_inducing_candidates(rows, model, M, sreq->seed, &P, &K, err);
+        rc = gp_inducing_candidates(sync, model, M, sreq->seed, &P, &K, err);
     gp_collapsed_rows data = {rows, model, sync, NULL};
     gp_noise_param np;
     gp_noise_param_init_power(&np, sreq, power);

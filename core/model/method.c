@@ -12,7 +12,7 @@
 
 #include "core/base/rng.h"
 #include "core/linalg/linalg.h"
-#include "core/model/rows.h"
+#include "core/model/rows_passes.h"
 
 
 static const gp_option_value *find_value(const gp_fit_request *req, const char *name)
@@ -328,6 +328,19 @@ int gp_check_fit_settings(const gp_fit_request *req, gp_error *err)
     return rc;
 }
 
+/* The standardising statistics over rows read in chunks, every process of a
+ * sharded fit agreeing on a failure or a cancel (core/model/rows_passes.h). */
+static int rows_column_stats(gp_model *model, const gp_fit_request *req, gp_error *err)
+{
+    gp_rows_sync s;
+    int rc = gp_rows_sync_init(&s, req->rows, req, err);
+    if (rc == GP_OK)
+        rc = gp_rows_column_stats(&s, model->x_mean, model->x_scale, &model->y_mean,
+                                  &model->y_scale, err);
+    gp_rows_sync_free(&s);
+    return rc;
+}
+
 gp_model *gp_model_alloc(const gp_method *m, size_t n, size_t d, gp_error *err)
 {
     gp_model *model = calloc(1, sizeof *model);
@@ -370,8 +383,7 @@ int gp_model_new(const gp_method *m, const gp_fit_request *req, gp_model **out, 
     /* The common statistics standardise points and one output; a method of
      * other inputs or several outputs keeps its own (these stay 0 and 1). */
     if (model->standardize && req->rows) {
-        rc = gp_rows_column_stats(req->rows, model->x_mean, model->x_scale, &model->y_mean,
-                                  &model->y_scale, err);
+        rc = rows_column_stats(model, req, err);
         if (rc) {
             gp_model_free(model);
             return rc;

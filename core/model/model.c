@@ -17,7 +17,7 @@
 #include "core/model/method.h"
 #include "core/model/persist.h"
 #include "core/model/predict.h"
-#include "core/model/rows.h"
+#include "core/model/rows_passes.h"
 
 /* ---- lifecycle ---- */
 
@@ -112,11 +112,15 @@ static int check_hyper_taken(const gp_method *m, const gp_fit_request *req, gp_e
 static double working_power(const gp_model *model, const gp_fit_request *req)
 {
     double power = 1.0;
-    gp_error err;
-    if (req->rows) /* one more pass: the floor is only for the warnings */
-        return gp_rows_target_power(req->rows, model->y_mean, model->y_scale, &power, &err)
-                   ? 1.0
-                   : power;
+    if (req->rows) { /* one more pass: the floor is only for the warnings */
+        gp_rows_sync s;
+        gp_error err;
+        int rc = gp_rows_sync_init(&s, req->rows, NULL, &err);
+        if (rc == GP_OK)
+            rc = gp_rows_target_power(&s, model->y_mean, model->y_scale, &power, &err);
+        gp_rows_sync_free(&s);
+        return rc ? 1.0 : power;
+    }
     double ss = 0.0;
     for (size_t i = 0; i < req->n; i++) {
         double t = (req->y[i] - model->y_mean) / model->y_scale;

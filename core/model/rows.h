@@ -59,38 +59,10 @@ int gp_rows_check(const gp_rows *rows, gp_error *err);
 /* buf (len) summed over every process (rows->allreduce, or nothing alone). */
 int gp_rows_sum(const gp_rows *rows, double *buf, size_t len, gp_error *err);
 
-/* The standardising statistics of gp_column_stats over every row of every
- * shard: the mean, then the population standard deviation about it (two
- * passes, one reduction each of d + 1 numbers); a constant column gets scale
- * 1. x_mean and x_scale have d entries. */
-int gp_rows_column_stats(const gp_rows *rows, double *x_mean, double *x_scale, double *y_mean,
-                         double *y_scale, gp_error *err);
-
-/* The working targets' power mean(((y - y_mean) / y_scale)^2) over every
- * row (1 when it is 0 or not finite), as gp_noise_param_init and the noise
- * floor take it from y in memory. One pass and one reduction of 1 number. */
-int gp_rows_target_power(const gp_rows *rows, double y_mean, double y_scale, double *power,
-                         gp_error *err);
-
 /* k distinct global row indices in increasing order drawn from n_total rows
  * with the seed (every index 0 .. n_total - 1 when k >= n_total; then k is
  * n_total). Floyd's algorithm: O(k log k), no O(n_total) memory. out has
  * min(k, n_total) entries. */
 int gp_rows_sample_indices(size_t n_total, size_t k, uint64_t seed, size_t *out, gp_error *err);
-
-/* The rows at the k global indices idx (increasing) on every process: X is k x
- * d column-major, y k (y may be NULL). Each process reads the rows of its
- * shard, zeros the others, and the reduction adds (x + 0 is exact, so every
- * process gets the rows' own bits). One reduction of k (d + 1) numbers. */
-int gp_rows_gather(const gp_rows *rows, const size_t *idx, size_t k, double *X, double *y,
-                   gp_error *err);
-
-/* Visit this process's shard in chunks of at most rows->chunk rows, in
- * order: fn(ctx, i, count, X, y) with X count x d column-major and y count
- * (raw units; buffers owned here, valid during the call). Stops at the first
- * nonzero return (passed back). Buffers: chunk x (d + 1) doubles. */
-typedef int (*gp_rows_chunk_fn)(void *ctx, size_t i, size_t count, const double *X,
-                                const double *y, gp_error *err);
-int gp_rows_each_chunk(const gp_rows *rows, gp_rows_chunk_fn fn, void *ctx, gp_error *err);
 
 #endif

@@ -3,7 +3,6 @@
 #include "core/model/rows_sync.h"
 
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,23 +29,25 @@ int gp_rows_sync_init(gp_rows_sync *s, const gp_rows *rows, const gp_fit_request
         s->progress = req->progress;
         s->progress_ctx = req->progress_ctx;
     }
-    size_t count = 0;
     int rc = gp_rows_check(rows, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(rows->chunk, rows->d + 1, &count, err);
     if (rc)
         return rc;
-    if (count > SIZE_MAX - TEXT_LEN || (s->X = gp_alloc_doubles(count + TEXT_LEN, err)) == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    s->text = s->X + count;
-    s->y = s->X + rows->chunk * rows->d;
+    size_t count = 0;
+    gp_error local;
+    gp_error_clear(&local);
+    rc = gp_checked_size(rows->chunk, rows->d + 1, &count, &local);
+    if (rc == GP_OK && (s->X = gp_alloc_doubles(count, &local)) == NULL)
+        rc = local.code;
+    if (rc == GP_OK)
+        s->y = s->X + rows->chunk * rows->d;
+    gp_rows_sync_pend(s, rc, &local); /* this process's alone: agreed at the first sum */
     return GP_OK;
 }
 
 void gp_rows_sync_free(gp_rows_sync *s)
 {
     free(s->X);
-    s->X = s->y = s->text = NULL;
+    s->X = s->y = NULL;
 }
 
 /* The fit's progress with a stop deferred: the callback's answer is kept for
@@ -68,9 +69,9 @@ void gp_rows_sync_request(gp_rows_sync *s, const gp_fit_request *req, gp_fit_req
     out->progress_ctx = s;
 }
 
-static void set_pending(gp_rows_sync *s, int rc, const gp_error *local)
+void gp_rows_sync_pend(gp_rows_sync *s, int rc, const gp_error *local)
 {
-    if (s->pending)
+    if (rc == GP_OK || s->pending)
         return; /* the first failure is the one reported */
     s->pending = rc;
     if (local && local->code == rc)
@@ -79,27 +80,39 @@ static void set_pending(gp_rows_sync *s, int rc, const gp_error *local)
         gp_error_set(&s->pending_err, rc, NULL, "%s", gp_status_meaning(rc));
 }
 
-int gp_rows_sync_each_chunk(gp_rows_sync *s, gp_rows_chunk_fn fn, void *ctx)
+int gp_rows_sync_skip(gp_rows_sync *s)
 {
-    if (s->failed)
-        return s->failed;
+    if (!s->pending && !s->failed && gp_cancel_requested(s->cancel)) {
+        gp_error c;
+        gp_error_set(&c, GP_ECANCELLED, NULL, "fit cancelled");
+        gp_rows_sync_pend(s, GP_ECANCELLED, &c);
+    }
+    return s->pending || s->failed;
+}
+
+int gp_rows_sync_read(gp_rows_sync *s, size_t i, size_t count)
+{
+    if (gp_rows_sync_skip(s))
+        return s->failed ? s->failed : s->pending;
     const gp_rows *rows = s->rows;
     gp_error local;
     gp_error_clear(&local);
-    int rc = GP_OK;
-    for (size_t i = 0; i < rows->n && rc == GP_OK && !s->pending; i += rows->chunk) {
-        size_t b = rows->n - i < rows->chunk ? rows->n - i : rows->chunk;
-        if (gp_cancel_requested(s->cancel)) {
-            rc = gp_error_set(&local, GP_ECANCELLED, NULL, "fit cancelled");
-            break;
-        }
-        rc = rows->read(rows->read_ctx, i, b, s->X, s->y, &local);
-        if (rc == GP_OK)
-            rc = fn(ctx, i, b, s->X, s->y, &local);
-    }
-    if (rc)
-        set_pending(s, rc, &local);
+    gp_rows_sync_pend(s, rows->read(rows->read_ctx, i, count, s->X, s->y, &local), &local);
     return s->pending;
+}
+
+int gp_rows_sync_each_chunk(gp_rows_sync *s, gp_rows_chunk_fn fn, void *ctx)
+{
+    const gp_rows *rows = s->rows;
+    for (size_t i = 0; i < rows->n && !gp_rows_sync_skip(s); i += rows->chunk) {
+        size_t b = rows->n - i < rows->chunk ? rows->n - i : rows->chunk;
+        if (gp_rows_sync_read(s, i, b) == GP_OK) {
+            gp_error local;
+            gp_error_clear(&local);
+            gp_rows_sync_pend(s, fn(ctx, i, b, s->X, s->y, &local), &local);
+        }
+    }
+    return s->failed ? s->failed : s->pending;
 }
 
 /* The bytes of e into t (TEXT_LEN doubles), or zeros. */
@@ -135,36 +148,74 @@ static int fail(gp_rows_sync *s, const gp_error *e, gp_error *err)
     return s->failed;
 }
 
-/* What every process learns from the slots: a failure (its code when the
- * failing processes agree on one), else a cancellation. */
+/* This process's failure, if it has one (a cancel is counted apart). */
+static int own_failure(const gp_rows_sync *s)
+{
+    return s->pending != GP_ECANCELLED ? s->pending : GP_OK;
+}
+
+/* One process failed: its code, and its field and message on every process
+ * (one more reduction, of the bytes: the others add zeros). */
+static int shared_words(gp_rows_sync *s, double code, gp_error *e)
+{
+    double text[TEXT_LEN];
+    text_put(own_failure(s) ? &s->pending_err : NULL, text);
+    int rc = gp_rows_sum(s->rows, text, TEXT_LEN, e);
+    if (rc)
+        return rc;
+    text_get(text, e);
+    e->code = code == floor(code) && code < 0.0 && code >= -(double)GP_ERROR_CODE_COUNT
+                  ? (int)code
+                  : GP_EINTERNAL;
+    return GP_OK;
+}
+
+/* Several processes failed: the most common of their codes (the first in
+ * the catalogue on a tie), from one more reduction of a count per code. */
+static int common_code(gp_rows_sync *s, double failed, gp_error *e)
+{
+    double count[GP_ERROR_CODE_COUNT];
+    memset(count, 0, sizeof count);
+    int own = own_failure(s);
+    if (own < 0 && own >= -GP_ERROR_CODE_COUNT)
+        count[-own - 1] = 1.0;
+    int rc = gp_rows_sum(s->rows, count, GP_ERROR_CODE_COUNT, e);
+    if (rc)
+        return rc;
+    size_t best = 0;
+    for (size_t c = 1; c < GP_ERROR_CODE_COUNT; c++)
+        if (count[c] > count[best])
+            best = c;
+    int code = count[best] > 0.0 ? -(int)best - 1 : GP_EINTERNAL;
+    gp_error_set(e, code, NULL, "%.0f processes of the fit failed reading or summing their "
+                 "rows (%s)", failed, gp_status_name(code));
+    return GP_OK;
+}
+
+/* What every process learns from the slots: a failure, with the same code
+ * on every process (a failing process keeps its own words), else a
+ * cancellation. */
 static int agreed_failure(gp_rows_sync *s, const double *slots, gp_error *err)
 {
     double failed = slots[SLOT_FAILED];
     gp_error e;
     gp_error_clear(&e);
-    if (failed > 0.0) {
-        double code = slots[SLOT_CODES] / failed;
-        e.code = code == floor(code) && code < 0.0 && code >= -(double)GP_ERROR_CODE_COUNT
-                     ? (int)code
-                     : GP_EINTERNAL;
-        if (failed == 1.0) { /* its own words, on every process */
-            text_put(s->pending ? &s->pending_err : NULL, s->text);
-            /* every process makes this sum: the slots told them all the same */
-            int rc = gp_rows_sum(s->rows, s->text, TEXT_LEN, &e);
-            if (rc) {
-                gp_error_set(&e, rc, NULL, "the reduction over the processes failed");
-                return fail(s, &e, err);
-            }
-            text_get(s->text, &e);
-        } else {
-            gp_error_set(&e, e.code, NULL, "%.0f processes of the fit failed reading or "
-                         "summing their rows (%s)", failed, gp_status_name(e.code));
-        }
-        if (s->pending)
-            e = s->pending_err;
+    if (failed == 0.0) {
+        gp_error_set(&e, GP_ECANCELLED, NULL, "fit cancelled");
         return fail(s, &e, err);
     }
-    gp_error_set(&e, GP_ECANCELLED, NULL, "fit cancelled");
+    /* every process makes the same reductions here: the slots told them
+     * all the same */
+    int rc = failed == 1.0 ? shared_words(s, slots[SLOT_CODES], &e) : common_code(s, failed, &e);
+    if (rc) {
+        gp_error_set(&e, rc, NULL, "the reduction over the processes failed");
+        return fail(s, &e, err);
+    }
+    if (own_failure(s)) {
+        int code = e.code;
+        e = s->pending_err;
+        e.code = code;
+    }
     return fail(s, &e, err);
 }
 
@@ -175,11 +226,7 @@ int gp_rows_sync_sum(gp_rows_sync *s, double *buf, size_t len, gp_error *err)
             *err = s->error;
         return s->failed;
     }
-    if (!s->pending && gp_cancel_requested(s->cancel)) {
-        gp_error c;
-        gp_error_set(&c, GP_ECANCELLED, NULL, "fit cancelled");
-        set_pending(s, GP_ECANCELLED, &c);
-    }
+    gp_rows_sync_skip(s); /* a cancel seen now is carried by this sum */
     double *slots = buf + len;
     int cancelled = s->pending == GP_ECANCELLED || (!s->pending && s->stop_asked);
     slots[SLOT_FAILED] = s->pending && !cancelled ? 1.0 : 0.0;
@@ -203,8 +250,7 @@ int gp_rows_sync_sum(gp_rows_sync *s, double *buf, size_t len, gp_error *err)
 int gp_rows_sync_agree(gp_rows_sync *s, int rc, const gp_error *local, gp_error *err)
 {
     double buf[1 + GP_ROWS_SYNC_SLOTS];
-    if (rc)
-        set_pending(s, rc, local);
+    gp_rows_sync_pend(s, rc, local);
     buf[0] = 1.0; /* one process: the sum counts them */
     rc = gp_rows_sync_sum(s, buf, 1, err);
     if (rc == GP_OK)

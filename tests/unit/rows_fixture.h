@@ -44,15 +44,25 @@ static void rf_rows_init(gp_rows *rows, rf_source *src, const double *X, const d
 
 /* ---- p shards on p threads ---- */
 
+/* The ranks meet in each reduction under one lock: the last to arrive adds
+ * every rank's buffer (in rank order) and opens the next generation. A rank
+ * whose function has returned has left the fit: a reduction that waits for
+ * it, or starts after it left, fails on every rank still in it (GP_EINTERNAL)
+ * instead of waiting for ever, so a rank that ends alone fails its test
+ * rather than hanging it. */
 typedef struct rf_reducer {
     size_t p;
-    pthread_barrier_t barrier;
-    double **bufs; /* p: each rank's buffer during a reduction */
+    pthread_mutex_t lock;
+    pthread_cond_t turn;
+    size_t arrived;    /* ranks in the current reduction */
+    unsigned long gen; /* reductions completed */
+    size_t left;       /* ranks whose function returned */
+    double **bufs;     /* p: each rank's buffer during a reduction */
     size_t *lens;
     double *sum;
     size_t sum_cap;
-    int failed;
-    size_t reductions, doubles; /* counted by rank 0 */
+    int failed; /* the last reduction's lengths differed (or no memory) */
+    size_t reductions, doubles;
 } rf_reducer;
 
 typedef struct rf_rank {
@@ -61,40 +71,71 @@ typedef struct rf_rank {
 } rf_rank;
 
 /* Every rank's buffer added in rank order (the first one's bits when p is 1),
- * written back to every rank. */
+ * into r->sum: run by the last rank to arrive, under the lock. */
+static void rf_add(rf_reducer *r, size_t len)
+{
+    r->failed = 0;
+    for (size_t k = 0; k < r->p; k++)
+        r->failed |= r->lens[k] != len;
+    if (!r->failed && len > r->sum_cap) {
+        free(r->sum);
+        r->sum = malloc(len * sizeof *r->sum);
+        r->sum_cap = r->sum ? len : 0;
+        r->failed = r->sum == NULL;
+    }
+    for (size_t j = 0; !r->failed && j < len; j++) {
+        double s = r->bufs[0][j];
+        for (size_t k = 1; k < r->p; k++)
+            s += r->bufs[k][j];
+        r->sum[j] = s;
+    }
+    r->reductions++;
+    r->doubles += len;
+}
+
+/* The sum written back to every rank. A rank copies it before it can arrive
+ * at the next reduction, and the next sum is made only once every rank has
+ * arrived, so r->sum is not overwritten under a rank that still reads it. */
 static int rf_allreduce(void *ctx, double *buf, size_t len, gp_error *err)
 {
     rf_rank *me = ctx;
     rf_reducer *r = me->red;
-    r->bufs[me->rank] = buf;
-    r->lens[me->rank] = len;
-    pthread_barrier_wait(&r->barrier);
-    if (me->rank == 0) {
-        r->failed = 0;
-        for (size_t k = 1; k < r->p; k++)
-            r->failed |= r->lens[k] != len;
-        if (!r->failed && len > r->sum_cap) {
-            free(r->sum);
-            r->sum = malloc(len * sizeof *r->sum);
-            r->sum_cap = r->sum ? len : 0;
-            r->failed = r->sum == NULL;
+    pthread_mutex_lock(&r->lock);
+    int failed = 1, ended = 1; /* ended: a rank left before this sum was made */
+    if (r->left == 0) {
+        unsigned long gen = r->gen;
+        r->bufs[me->rank] = buf;
+        r->lens[me->rank] = len;
+        if (++r->arrived == r->p) {
+            rf_add(r, len);
+            r->arrived = 0;
+            r->gen++;
+            pthread_cond_broadcast(&r->turn);
         }
-        for (size_t j = 0; !r->failed && j < len; j++) {
-            double s = r->bufs[0][j];
-            for (size_t k = 1; k < r->p; k++)
-                s += r->bufs[k][j];
-            r->sum[j] = s;
+        while (r->gen == gen && r->left == 0)
+            pthread_cond_wait(&r->turn, &r->lock);
+        if (r->gen != gen) { /* completed (a rank may have left since) */
+            ended = 0;
+            failed = r->failed;
+            if (!failed)
+                memcpy(buf, r->sum, len * sizeof *buf);
         }
-        r->reductions++;
-        r->doubles += len;
     }
-    pthread_barrier_wait(&r->barrier);
-    int failed = r->failed;
-    if (!failed)
-        memcpy(buf, r->sum, len * sizeof *buf);
-    pthread_barrier_wait(&r->barrier); /* rank 0 may not reuse sum before all copied */
+    pthread_mutex_unlock(&r->lock);
+    if (ended)
+        return gp_error_set(err, GP_EINTERNAL, NULL,
+                            "a rank ended its fit while the others reduced");
     return failed ? gp_error_set(err, GP_EINTERNAL, NULL, "ranks reduced different lengths")
                   : GP_OK;
+}
+
+/* A rank's function returned: it takes part in no more reductions. */
+static void rf_leave(rf_reducer *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->left++;
+    pthread_cond_broadcast(&r->turn);
+    pthread_mutex_unlock(&r->lock);
 }
 
 /* What one rank runs: fit (or evaluate) over its shard rows; rc per rank. */
@@ -113,13 +154,16 @@ static void *rf_thread_main(void *ctx)
 {
     rf_thread *t = ctx;
     t->rc = t->fn(&t->rows, t->me.rank, t->arg);
+    rf_leave(t->me.red);
     return NULL;
 }
 
 /* Run fn on p threads, rank r holding rows [r n / p, (r + 1) n / p) read
  * chunk rows at a time, with rf_allreduce between them. Returns rank 0's rc,
- * or GP_EINTERNAL when the ranks disagree (they must fail together). red_out
- * (may be NULL) receives the reduction counts. */
+ * or GP_EINTERNAL when the ranks disagree (they must fail together); a rank
+ * that returns while the others still reduce makes their reductions fail
+ * (rf_allreduce), so the run ends either way. red_out (may be NULL) receives
+ * the reduction counts. */
 static int rf_run_sharded(size_t p, const double *X, const double *y, size_t n, size_t d,
                           size_t chunk, rf_rank_fn fn, void *arg, rf_reducer *red_out)
 {
@@ -127,7 +171,8 @@ static int rf_run_sharded(size_t p, const double *X, const double *y, size_t n, 
     rf_thread *t = calloc(p, sizeof *t);
     red.bufs = calloc(p, sizeof *red.bufs);
     red.lens = calloc(p, sizeof *red.lens);
-    if (!t || !red.bufs || !red.lens || pthread_barrier_init(&red.barrier, NULL, (unsigned)p)) {
+    if (!t || !red.bufs || !red.lens || pthread_mutex_init(&red.lock, NULL) ||
+        pthread_cond_init(&red.turn, NULL)) {
         free(t);
         free(red.bufs);
         free(red.lens);
@@ -150,7 +195,8 @@ static int rf_run_sharded(size_t p, const double *X, const double *y, size_t n, 
     for (size_t r = 1; r < p; r++)
         if (t[r].rc != rc)
             rc = GP_EINTERNAL;
-    pthread_barrier_destroy(&red.barrier);
+    pthread_cond_destroy(&red.turn);
+    pthread_mutex_destroy(&red.lock);
     if (red_out) {
         red_out->reductions = red.reductions;
         red_out->doubles = red.doubles;

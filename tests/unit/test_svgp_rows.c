@@ -22,8 +22,8 @@
 #include "core/methods/svgp/batches.h"
 #include "core/methods/svgp/elbo.h"
 #include "core/methods/svgp/stream.h"
-#include "core/methods/svgp/sync.h"
 #include "core/model/method.h"
+#include "core/model/rows_sync.h"
 #include "tests/unit/rows_fixture.h"
 #include "tests/unit/testutil.h"
 
@@ -223,20 +223,21 @@ static int sums_rank(const gp_rows *rows, size_t rank, void *arg)
     gp_error err;
     svgp_stream s;
     svgp_work w;
-    svgp_sync sync;
-    double *buf = a->out + rank * (a->layout.len + SVGP_SYNC_SLOTS);
-    assert_int_equal(svgp_stream_alloc(&s, rows, a->pt->units, CAP, &err), GP_OK);
+    gp_rows_sync sync;
+    double *buf = a->out + rank * (a->layout.len + GP_ROWS_SYNC_SLOTS);
+    assert_int_equal(gp_rows_sync_init(&sync, rows, NULL, &err), GP_OK);
+    assert_int_equal(svgp_stream_alloc(&s, &sync, a->pt->units, CAP, &err), GP_OK);
     assert_int_equal(svgp_work_alloc(&w, M, CAP, &err), GP_OK);
-    svgp_sync_init(&sync, rows, NULL);
     for (size_t b = 0; b < N_BLOCKS; b++)
         assert_int_equal(svgp_stream_take(&s, blocks[b][0], blocks[b][1], &err), GP_OK);
     svgp_eval e = point_eval(a->pt);
     assert_int_equal(svgp_factor_kuu(&e, &w, &err), GP_OK);
     svgp_stream_offsets(&s, NULL);
     assert_int_equal(svgp_stream_sums(&e, &s, a->scale, &a->layout, &w, buf, &err), GP_OK);
-    int rc = svgp_sync_sum(&sync, buf, a->layout.len, &err);
+    int rc = gp_rows_sync_sum(&sync, buf, a->layout.len, &err);
     svgp_work_free(&w);
     svgp_stream_free(&s);
+    gp_rows_sync_free(&sync);
     return rc;
 }
 
@@ -283,7 +284,7 @@ static void test_sums_match_memory(void **state)
                      GP_OK);
     sums_arg a = {&pt, 1.0, {0}, NULL};
     svgp_sums_layout(&a.layout, np + 1, D * M, 0, M);
-    size_t stride = a.layout.len + SVGP_SYNC_SLOTS;
+    size_t stride = a.layout.len + GP_ROWS_SYNC_SLOTS;
     a.out = calloc(4 * stride, sizeof *a.out);
     const size_t ranks[] = {1, 2, 4}, chunks[] = {N, 7};
     for (size_t c = 0; c < 2; c++)
@@ -343,7 +344,9 @@ static void test_mean_gradient(void **state)
     rf_rows_init(&rows, &src, X_all, y_all, N, D, 0, N, 50);
     beta_ctx c = {&pt, {0}, {0}, {0}};
     gp_error err;
-    assert_int_equal(svgp_stream_alloc(&c.s, &rows, pt.units, CAP, &err), GP_OK);
+    gp_rows_sync sync;
+    assert_int_equal(gp_rows_sync_init(&sync, &rows, NULL, &err), GP_OK);
+    assert_int_equal(svgp_stream_alloc(&c.s, &sync, pt.units, CAP, &err), GP_OK);
     assert_int_equal(c.s.p, 1 + D);
     assert_int_equal(svgp_work_alloc(&c.w, M, CAP, &err), GP_OK);
     for (size_t b = 0; b < N_BLOCKS; b++)
@@ -364,6 +367,7 @@ static void test_mean_gradient(void **state)
     free(buf);
     svgp_work_free(&c.w);
     svgp_stream_free(&c.s);
+    gp_rows_sync_free(&sync);
     point_free(&pt);
 }
 

@@ -257,9 +257,11 @@ static int real_rank(const gp_rows *rows, size_t rank, void *arg)
 }
 
 /* kin8nm (8192 x 8, split 0 of test20) on two shards of 4096-row chunks
- * against the in-memory Adam with the same options: measured RMSE 0.1495
- * against 0.1511 (L-BFGS in memory: 0.1501); on power and protein too the
- * streamed fit's RMSE was within 0.5 % of the in-memory Adam's. */
+ * against the in-memory Adam with the same options: measured RMSE 0.1528
+ * against 0.1511 (L-BFGS in memory: 0.1501; 0.1495 with the candidates svgp
+ * drew before it took sgpr's, core/inducing/candidates.h); on power and
+ * protein too the streamed fit's RMSE was within 0.5 % of the in-memory
+ * Adam's (measured with those earlier candidates). */
 static void test_real_data_set(void **state)
 {
     (void)state;
@@ -321,7 +323,10 @@ static void test_reader_failure_ends_every_rank(void **state)
     assert_all(&a, RANKS, GP_ESTORAGE);
     assert_string_equal(a.out[1].err.field, "data.dataset"); /* its own words */
     assert_non_null(strstr(a.out[1].err.message, "rank 1: part at row"));
-    assert_non_null(strstr(a.out[0].err.message, "1 process(es) of the fit failed"));
+    for (size_t r = 0; r < RANKS; r++) { /* every rank names rank 1's row (rows_sync.h) */
+        assert_string_equal(a.out[r].err.field, "data.dataset");
+        assert_string_equal(a.out[r].err.message, a.out[1].err.message);
+    }
     for (size_t r = 0; r < RANKS; r++) /* no rank went on to a fourth epoch */
         assert_int_equal(a.out[r].progress_calls, 3);
     /* the last epoch's failure: caught by the pass for the bound */

@@ -10,6 +10,7 @@
 #include "core/methods/ssgp/model.h"
 #include "core/methods/ssgp/observe.h"
 #include "core/methods/ssgp/rows.h"
+#include "core/model/rows_passes.h"
 #include "core/model/mean.h"
 
 /* ---- the fit problem: L-BFGS over free kernel parameters, noise, omega ---- */
@@ -527,7 +528,7 @@ static int fit_streamed(gp_model *model, const gp_fit_request *req, ssgp_impl *i
     ssgp_data D = {.stream = &stream, .col_var = var};
     if (rc == GP_OK) {
         gp_rows_sync_request(&sync, req, &sreq);
-        rc = gp_rows_target_power(req->rows, model->y_mean, model->y_scale, &D.power, err);
+        rc = gp_rows_target_power(&sync, model->y_mean, model->y_scale, &D.power, err);
         if (rc == GP_OK)
             rc = ssgp_rows_column_var(&sync, model, im->dims, im->d, var, err);
         if (rc == GP_OK)

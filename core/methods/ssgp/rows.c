@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/linalg/linalg.h"
+#include "core/model/rows_passes.h"
+
 int ssgp_rows_refused(const gp_fit_request *req, gp_error *err)
 {
     if (req->mean != GP_MEAN_ZERO)
@@ -13,72 +16,41 @@ int ssgp_rows_refused(const gp_fit_request *req, gp_error *err)
     return GP_OK;
 }
 
-typedef struct var_pass {
+/* The chunk's working inputs in the kernel's dimensions, the columns whose
+ * spread gp_features_spread measures in memory. */
+typedef struct leaf_cols {
     const gp_model *units;
     const size_t *dims;
     size_t d;
-    double *Xw;         /* one chunk's working inputs */
-    const double *mean; /* NULL in the first pass (sums), then d means */
-    double *acc;        /* d: the sums, or the centred sums of squares */
-} var_pass;
+    double *Xw; /* one chunk's working inputs */
+} leaf_cols;
 
-/* Each column's sum over the chunk, then added: the order of
- * gp_features_spread's loops when one chunk holds every row. */
-static int var_chunk(void *ctx, size_t i, size_t b, const double *X, const double *y,
-                     gp_error *err)
+static void leaf_columns(void *ctx, size_t count, const double *X, const double *y,
+                         const double **cols)
 {
-    (void)i;
     (void)y;
-    (void)err;
-    var_pass *v = ctx;
-    gp_model_leaf_inputs(v->units, v->dims, v->d, NULL, X, b, 0, b, v->Xw);
-    for (size_t k = 0; k < v->d; k++) {
-        const double *col = v->Xw + k * b;
-        double s = 0.0;
-        if (v->mean == NULL) {
-            for (size_t r = 0; r < b; r++)
-                s += col[r];
-        } else {
-            for (size_t r = 0; r < b; r++) {
-                double t = col[r] - v->mean[k];
-                s += t * t;
-            }
-        }
-        v->acc[k] += s;
-    }
-    return GP_OK;
+    leaf_cols *c = ctx;
+    gp_model_leaf_inputs(c->units, c->dims, c->d, NULL, X, count, 0, count, c->Xw);
+    for (size_t k = 0; k < c->d; k++)
+        cols[k] = c->Xw + k * count;
 }
 
 int ssgp_rows_column_var(gp_rows_sync *sync, const gp_model *units, const size_t *dims,
                          size_t d, double *var, gp_error *err)
 {
-    const gp_rows *rows = sync->rows;
     size_t cd = 0;
     gp_error local;
     gp_error_clear(&local);
-    int rc = gp_checked_size(rows->chunk, d, &cd, &local);
+    int rc = gp_checked_size(sync->rows->chunk, d, &cd, &local);
     double *Xw = rc ? NULL : gp_alloc_doubles(cd, &local);
-    /* the sums and the slots after them, then the means */
-    double *buf = gp_alloc_doubles(2 * d + GP_ROWS_SYNC_SLOTS, &local);
-    double *mean = buf ? buf + d + GP_ROWS_SYNC_SLOTS : NULL;
-    rc = Xw && buf ? GP_OK : GP_ENOMEM;
-    rc = gp_rows_sync_agree(sync, rc, &local, err);
-    double n = (double)rows->n_total;
-    var_pass v = {units, dims, d, Xw, NULL, buf};
-    for (int pass = 0; pass < 2 && rc == GP_OK; pass++) {
-        memset(buf, 0, d * sizeof *buf);
-        gp_rows_sync_each_chunk(sync, var_chunk, &v);
-        rc = gp_rows_sync_sum(sync, buf, d, err);
-        for (size_t k = 0; rc == GP_OK && k < d; k++) {
-            if (pass == 0)
-                mean[k] = buf[k] / n;
-            else
-                var[k] = buf[k] / n;
-        }
-        v.mean = mean;
-    }
+    double *mean = gp_alloc_doubles(d, &local);
+    if (rc == GP_OK && (Xw == NULL || mean == NULL))
+        rc = local.code;
+    gp_rows_sync_pend(sync, rc, &local); /* agreed by the moments' first sum */
+    leaf_cols c = {units, dims, d, Xw};
+    rc = gp_rows_column_moments(sync, d, leaf_columns, &c, mean, var, err);
     free(Xw);
-    free(buf);
+    free(mean);
     return rc;
 }
 

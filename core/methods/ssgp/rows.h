@@ -13,8 +13,8 @@ int ssgp_rows_refused(const gp_fit_request *req, gp_error *err);
 
 /* The population variance of each working input the kernel sees (columns
  * dims[0 .. d) standardised by units) over every row of every process: two
- * passes, one reduction of d numbers each; what `auto` reads the spread
- * from (gp_features_spread_var). */
+ * passes, one reduction of d numbers each (gp_rows_column_moments); what
+ * `auto` reads the spread from (gp_features_spread_var). */
 int ssgp_rows_column_var(gp_rows_sync *sync, const gp_model *units, const size_t *dims,
                          size_t d, double *var, gp_error *err);
 

@@ -6,40 +6,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/inducing/candidates.h"
 #include "core/methods/svgp/batches.h"
 #include "core/methods/svgp/elbo.h"
 #include "core/methods/svgp/setup.h"
 #include "core/methods/svgp/stream.h"
-#include "core/methods/svgp/sync.h"
 #include "core/methods/svgp/train.h"
-
-/* The candidates' subsample comes from a stream of the fit's seed apart from
- * the minibatches' and the selection's. */
-#define CANDIDATE_SALT 0x5ca1ab1e0ddba115ULL
+#include "core/model/method.h"
+#include "core/model/rows_passes.h"
+#include "core/model/rows_sync.h"
 
 /* A fit over rows: the in-memory fit's state (f: X, y and off unused) and
  * what reading and summing the rows needs. */
 typedef struct rows_fit {
     svgp_fit f;
     const gp_rows *rows;
+    gp_rows_sync sync;   /* failures, cancels and stops agreed by every process */
+    gp_fit_request sreq; /* the request as every process sees it (gp_rows_sync_request) */
     svgp_settings st;
     svgp_batches plan;
     svgp_stream s;
-    svgp_sync sync;
     svgp_sums step; /* a step's sums */
     double *buf;    /* a step's sums for M inducing points, and the slots */
-    size_t K;       /* inducing candidates */
-    size_t *idx;    /* their global rows */
-    double *cand;   /* K x d as read, then d x K in working units */
 } rows_fit;
 
 static void rows_fit_free(rows_fit *r)
 {
     svgp_fit_free(&r->f);
     svgp_stream_free(&r->s);
+    gp_rows_sync_free(&r->sync);
     free(r->buf);
-    free(r->idx);
-    free(r->cand);
 }
 
 /* What a fit over rows cannot do, before anything is read. */
@@ -68,52 +64,30 @@ static double rows_need(size_t K, size_t d, size_t M, size_t cap, size_t chunk, 
            12.0 * dm * dm + (double)K * (2.0 * dd + dm + 1.0);
 }
 
-/* gp_noise_param_init's rule, from the working targets' power over every
- * row instead of a y in memory. */
-static void noise_start(gp_noise_param *np, const gp_fit_request *req, double power)
-{
-    np->learned = !req->noise_fixed;
-    np->floor = GP_NOISE_FLOOR_REL * power;
-    np->start = req->noise_given ? req->noise_variance : power;
-}
-
 /* Every buffer of the fit for M inducing points (local: a failure here is
  * this process's, agreed by the caller). */
 static int rows_alloc(rows_fit *r, const gp_model *model, size_t M, gp_error *err)
 {
     svgp_fit *f = &r->f;
-    size_t cap = svgp_batches_cap(&r->plan), d = f->d, kd = 0;
+    size_t cap = svgp_batches_cap(&r->plan), d = f->d;
     int rc = svgp_fit_alloc(f, M, cap, err);
     if (rc == GP_OK)
         rc = gp_quadrature_init(&f->quad, GP_LIK_QUADRATURE_POINTS, err);
     if (rc == GP_OK)
-        rc = svgp_stream_alloc(&r->s, r->rows, model, cap, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(r->K, 2 * d, &kd, err);
+        rc = svgp_stream_alloc(&r->s, &r->sync, model, cap, err);
     if (rc)
         return rc;
     f->p = r->s.p;
     svgp_sums full;
     svgp_sums_layout(&full, gp_kernel_n_params(f->k) + 1, d * M, f->p, M);
-    r->buf = gp_alloc_doubles(full.len + SVGP_SYNC_SLOTS, err);
-    r->idx = malloc(r->K * sizeof *r->idx);
-    r->cand = gp_alloc_doubles(kd, err);
+    r->buf = gp_alloc_doubles(full.len + GP_ROWS_SYNC_SLOTS, err);
     if (f->p) {
         f->beta = gp_alloc_doubles(f->p, err);
         f->gbeta = gp_alloc_doubles(f->p, err);
     }
-    if (!r->buf || !r->idx || !r->cand || (f->p && (!f->beta || !f->gbeta)))
+    if (!r->buf || (f->p && (!f->beta || !f->gbeta)))
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     return GP_OK;
-}
-
-/* This process's rc (local: its error) agreed with every other's: a sum of
- * the slots alone, after a step that can fail on one process only. */
-static int rows_agree(rows_fit *r, int rc, const gp_error *local, gp_error *err)
-{
-    double slots[SVGP_SYNC_SLOTS];
-    svgp_sync_pend(&r->sync, rc, local);
-    return svgp_sync_sum(&r->sync, slots, 0, err);
 }
 
 /* The settings, the minibatch plan, M, the candidates' count and the memory
@@ -128,12 +102,9 @@ static int rows_plan(rows_fit *r, const gp_model *model, const gp_fit_request *r
     *M = (size_t)gp_option_number(model->method, req, "inducing");
     if (*M > rows->n_total)
         *M = rows->n_total;
-    size_t want = SVGP_ROWS_CANDIDATES_PER_M * *M;
-    r->K = want > SVGP_ROWS_CANDIDATES ? want : SVGP_ROWS_CANDIDATES;
-    if (r->K > rows->n_total)
-        r->K = rows->n_total;
     double budget = (double)gp_fit_point_cap(req);
-    double need = rows_need(r->K, rows->d, *M, svgp_batches_cap(&r->plan), rows->chunk,
+    double need = rows_need(gp_inducing_candidate_count(rows->n_total, *M), rows->d, *M,
+                            svgp_batches_cap(&r->plan), rows->chunk,
                             gp_mean_n_coef(model->mean_type, rows->d));
     if (need > budget * budget)
         return gp_error_set(err, GP_ETOOBIG, "options.inducing",
@@ -146,48 +117,51 @@ static int rows_plan(rows_fit *r, const gp_model *model, const gp_fit_request *r
 }
 
 /* The plan, the noise's start and the buffers, agreed between every
- * process. */
+ * process. The sync is the fit's from here on: every later failure, cancel
+ * or stop ends every process at the same sum. */
 static int rows_setup(rows_fit *r, gp_model *model, const gp_fit_request *req, size_t *M,
                       gp_error *err)
 {
     int rc = rows_plan(r, model, req, M, err);
+    if (rc == GP_OK)
+        rc = gp_rows_sync_init(&r->sync, req->rows, req, err);
     if (rc)
         return rc;
+    gp_rows_sync_request(&r->sync, req, &r->sreq);
     const gp_rows *rows = req->rows;
     svgp_fit *f = &r->f;
     *f = (svgp_fit){.k = model->kernel, .lik = {GP_LIK_GAUSSIAN, 0.0}, .n = rows->n_total,
-                    .d = rows->d, .C = 1, .cancel = &req->cancel, .hyper = model->hyper,
+                    .d = rows->d, .C = 1, .cancel = &r->sreq.cancel, .hyper = model->hyper,
                     .optimize_z =
                         gp_option_number(model->method, req, "optimize_inducing") != 0.0};
     double power = 1.0;
-    if ((rc = gp_rows_target_power(rows, model->y_mean, model->y_scale, &power, err)) != GP_OK)
+    rc = gp_rows_target_power(&r->sync, model->y_mean, model->y_scale, &power, err);
+    if (rc)
         return rc;
-    noise_start(&f->np, req, power);
+    gp_noise_param_init_power(&f->np, req, power);
     f->lik.noise = f->np.start;
-    svgp_sync_init(&r->sync, rows, &req->cancel);
     gp_error local;
     gp_error_clear(&local);
     rc = rows_alloc(r, model, *M, &local);
-    return rows_agree(r, rc, &local, err);
+    return gp_rows_sync_agree(&r->sync, rc, &local, err);
 }
 
-/* Z from K candidate rows drawn by global index (the same rows on every
- * process), after the lengthscale start on them. */
+/* Z among the candidate rows drawn by global index (core/inducing/
+ * candidates.h: the same rows on every process, sgpr's), after the
+ * lengthscale start on them. */
 static int rows_inducing(rows_fit *r, const gp_model *model, const gp_fit_request *req,
                          gp_inducing_selection sel, size_t M, double *rescale, gp_error *err)
 {
     svgp_fit *f = &r->f;
-    size_t K = r->K, d = f->d;
-    double *Xc = r->cand + K * d;
-    int rc = gp_rows_sample_indices(r->rows->n_total, K, req->seed ^ CANDIDATE_SALT, r->idx,
-                                    err);
-    if (rc == GP_OK)
-        rc = gp_rows_gather(r->rows, r->idx, K, r->cand, NULL, err);
-    if (rc)
-        return rc;
-    gp_model_standardize_points(model, r->cand, K, Xc);
-    *rescale = svgp_rescue_lengthscales(f->k, f->hyper, Xc, K, d);
-    return gp_inducing_select(sel, f->k, Xc, K, d, M, req->seed, f->Z, &f->m, err);
+    size_t K = 0, d = f->d;
+    double *P = NULL;
+    int rc = gp_inducing_candidates(&r->sync, model, M, req->seed, &P, &K, err);
+    if (rc == GP_OK) {
+        *rescale = svgp_rescue_lengthscales(f->k, f->hyper, P, K, d);
+        rc = gp_inducing_select(sel, f->k, P, K, d, M, req->seed, f->Z, &f->m, err);
+    }
+    free(P);
+    return rc;
 }
 
 /* ---- the mean function's start: least squares over every row ---- */
@@ -218,17 +192,16 @@ static int rows_mean_start(rows_fit *r, gp_error *err)
     if (p == 0)
         return GP_OK;
     memset(f->beta, 0, p * sizeof *f->beta);
-    double *buf = calloc(len + SVGP_SYNC_SLOTS, sizeof *buf);
+    double *buf = calloc(len + GP_ROWS_SYNC_SLOTS, sizeof *buf);
     gp_error local;
     gp_error_clear(&local);
     int rc = buf ? GP_OK : gp_error_set(&local, GP_ENOMEM, NULL, "out of memory");
-    double one[1 + SVGP_SYNC_SLOTS];
+    rc = gp_rows_sync_agree(&r->sync, rc, &local, err);
     if (rc == GP_OK) {
         normal_eq q = {p, f->beta, buf, buf + p * p};
-        rc = svgp_stream_pass(&r->s, normal_piece, &q, &r->sync, &local);
+        svgp_stream_pass(&r->s, normal_piece, &q);
+        rc = gp_rows_sync_sum(&r->sync, buf, len, err);
     }
-    svgp_sync_pend(&r->sync, rc, &local);
-    rc = svgp_sync_sum(&r->sync, buf ? buf : one, buf ? len : 0, err);
     if (rc == GP_OK) {
         memcpy(f->beta, buf + p * p, p * sizeof *f->beta);
         rc = gp_mean_solve_normal(buf, f->beta, p, err);
@@ -251,21 +224,21 @@ static int rows_step(rows_fit *r, svgp_adam_run *run, int epoch, size_t step, do
     svgp_stream_clear(&r->s);
     int rc = GP_OK;
     size_t lo, hi, blocks = svgp_batches_count(&r->plan, step);
-    for (size_t j = 0; j < blocks && rc == GP_OK && !svgp_sync_skip(&r->sync); j++) {
+    for (size_t j = 0; j < blocks && rc == GP_OK && !gp_rows_sync_skip(&r->sync); j++) {
         svgp_batches_block(&r->plan, epoch, step, j, &lo, &hi);
         rc = svgp_stream_take(&r->s, lo, hi, &local);
     }
     svgp_eval e = svgp_fit_eval(f);
     memset(r->buf, 0, r->step.len * sizeof *r->buf);
-    if (rc == GP_OK && !svgp_sync_skip(&r->sync))
+    if (rc == GP_OK && !gp_rows_sync_skip(&r->sync))
         rc = svgp_factor_kuu(&e, &f->w, &local);
-    if (rc == GP_OK && !svgp_sync_skip(&r->sync)) {
+    if (rc == GP_OK && !gp_rows_sync_skip(&r->sync)) {
         double scale = (double)f->n / (double)svgp_batches_rows(&r->plan, epoch, step);
         svgp_stream_offsets(&r->s, f->beta);
         rc = svgp_stream_sums(&e, &r->s, scale, &r->step, &f->w, r->buf, &local);
     }
-    svgp_sync_pend(&r->sync, rc, &local);
-    if ((rc = svgp_sync_sum(&r->sync, r->buf, r->step.len, err)) != GP_OK)
+    gp_rows_sync_pend(&r->sync, rc, &local);
+    if ((rc = gp_rows_sync_sum(&r->sync, r->buf, r->step.len, err)) != GP_OK)
         return rc;
     *est = r->buf[0] - svgp_kl_value(f->mq, f->Lq, f->m);
     if (!isfinite(*est))
@@ -276,7 +249,8 @@ static int rows_step(rows_fit *r, svgp_adam_run *run, int epoch, size_t step, do
 }
 
 /* The epochs, with progress once an epoch as the in-memory Adam reports it;
- * a stop the callback asks for reaches every process at the next sum. */
+ * a stop the callback asks for reaches every process at the next sum (req:
+ * the sync's request, whose progress defers the stop). */
 static int rows_epochs(rows_fit *r, svgp_adam_run *run, const gp_fit_request *req,
                        gp_diagnostics *diag, gp_error *err)
 {
@@ -290,10 +264,9 @@ static int rows_epochs(rows_fit *r, svgp_adam_run *run, const gp_fit_request *re
         }
         diag->iterations = ep;
         diag->evaluations += (int)r->plan.steps;
-        if (rc == GP_OK && req->progress &&
+        if (rc == GP_OK)
             req->progress(req->progress_ctx, svgp_epoch_progress(ep, st), st->budget,
-                          sum / (double)r->plan.steps + st->offset))
-            r->sync.stop_asked = 1;
+                          sum / (double)r->plan.steps + st->offset);
     }
     diag->converged = 0; /* a fixed number of epochs */
     return rc;
@@ -311,7 +284,7 @@ static int rows_train(rows_fit *r, const gp_fit_request *req, gp_diagnostics *di
     gp_error local;
     gp_error_clear(&local);
     int rc = svgp_adam_begin(f, &r->st, &run, &local);
-    rc = rows_agree(r, rc, &local, err);
+    rc = gp_rows_sync_agree(&r->sync, rc, &local, err);
     if (rc == GP_OK)
         rc = rows_epochs(r, &run, req, diag, err);
     svgp_adam_end(&run);
@@ -346,12 +319,11 @@ static int rows_bound(rows_fit *r, gp_svgp_terms *t, gp_error *err)
     bound_pass b = {&e, f->beta, &value, &f->w, {0.0}, 0.0};
     gp_error local;
     gp_error_clear(&local);
-    int rc = svgp_factor_kuu(&e, &f->w, &local);
-    if (rc == GP_OK)
-        rc = svgp_stream_pass(&r->s, bound_piece, &b, &r->sync, &local);
-    svgp_sync_pend(&r->sync, rc, &local);
-    double buf[1 + SVGP_SYNC_SLOTS] = {b.sum};
-    if ((rc = svgp_sync_sum(&r->sync, buf, 1, err)) != GP_OK)
+    gp_rows_sync_pend(&r->sync, svgp_factor_kuu(&e, &f->w, &local), &local);
+    svgp_stream_pass(&r->s, bound_piece, &b);
+    double buf[1 + GP_ROWS_SYNC_SLOTS] = {b.sum};
+    int rc = gp_rows_sync_sum(&r->sync, buf, 1, err);
+    if (rc)
         return rc;
     t->expected_log_lik = buf[0];
     t->kl = svgp_kl_value(f->mq, f->Lq, f->m);
@@ -372,19 +344,19 @@ static int rows_fit_into(rows_fit *r, gp_model *model, const gp_fit_request *req
     gp_error local;
     gp_error_clear(&local);
     int rc = rows_inducing(r, model, req, sel, M, &rescale, &local);
-    if ((rc = rows_agree(r, rc, &local, err)) != GP_OK)
+    if ((rc = gp_rows_sync_agree(&r->sync, rc, &local, err)) != GP_OK)
         return rc;
     gp_kernel_get_params(f->k, f->theta);
     svgp_q_prior(f);
     rc = rows_mean_start(r, err);
     if (rc == GP_OK)
-        rc = rows_train(r, req, &model->diag, err);
+        rc = rows_train(r, &r->sreq, &model->diag, err);
     gp_svgp_terms t;
     if (rc == GP_OK)
         rc = rows_bound(r, &t, err);
     if (rc == GP_OK) { /* gp_model_fit sums over the rows once more after a success */
         rc = svgp_post_build(f, im, &local);
-        rc = rows_agree(r, rc, &local, err);
+        rc = gp_rows_sync_agree(&r->sync, rc, &local, err);
     }
     if (rc == GP_OK) {
         svgp_report(model, f, 0, &r->st, &t, gp_inducing_selection_name(sel));

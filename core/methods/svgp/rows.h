@@ -9,9 +9,12 @@
  * global row indices (batches.h); each step every process evaluates the data
  * term and its gradients over its part of the minibatch with the in-memory
  * path's block code (stream.h) and one gp_rows_sum adds them, so every
- * process takes the same step. Z is chosen among candidates gathered by
- * global index; the reported ELBO is a last pass over every row. The model
- * is the in-memory fit's kind (predict, sample, persist, export).
+ * process takes the same step. Z is chosen among sgpr's candidates, rows
+ * gathered by global index (core/inducing/candidates.h); the reported ELBO
+ * is a last pass over every row. Every sum goes through the fit's
+ * gp_rows_sync (core/model/rows_sync.h), so a failure, a cancel or a stop on
+ * one process ends every process at the same step. The model is the
+ * in-memory fit's kind (predict, sample, persist, export).
  *
  * Gaussian likelihood, one output, no per-point noise (gp_model_fit refuses
  * the rest for a fit over rows); optimizer lbfgs and coregionalization are
@@ -20,13 +23,6 @@
 #define GP_METHODS_SVGP_ROWS_H
 
 #include "core/methods/svgp/internal.h"
-
-/* Rows gathered as inducing candidates: at least this many (or N), and at
- * least SVGP_ROWS_CANDIDATES_PER_M per inducing point: the rule of sgpr's
- * candidates (core/inducing/candidates.h). While N <= K every row is a
- * candidate, in order, and Z is the one the in-memory fit chooses. */
-#define SVGP_ROWS_CANDIDATES 4096
-#define SVGP_ROWS_CANDIDATES_PER_M 8
 
 int svgp_rows_fit_op(const gp_method *m, const gp_fit_request *req, gp_model **out,
                      gp_error *err);

@@ -6,33 +6,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/linalg/linalg.h"
 #include "core/methods/svgp/elbo.h"
 
-int svgp_stream_alloc(svgp_stream *s, const gp_rows *rows, const gp_model *model, size_t cap,
+int svgp_stream_alloc(svgp_stream *s, gp_rows_sync *sync, const gp_model *model, size_t cap,
                       gp_error *err)
 {
+    const gp_rows *rows = sync->rows;
     memset(s, 0, sizeof *s);
-    s->rows = rows;
+    s->sync = sync;
     s->model = model;
     s->d = rows->d;
     s->p = gp_mean_n_coef(model->mean_type, rows->d);
     s->cap = cap;
-    size_t raw = 0, xd = 0, hp = 0;
-    int rc = gp_checked_size(rows->chunk, rows->d + 1, &raw, err);
-    if (rc == GP_OK)
-        rc = gp_checked_size(cap, rows->d, &xd, err);
+    size_t xd = 0, hp = 0;
+    int rc = gp_checked_size(cap, rows->d, &xd, err);
     if (rc == GP_OK)
         rc = gp_checked_size(cap, s->p, &hp, err);
     if (rc)
         return rc;
-    s->raw = gp_alloc_doubles(raw, err);
     s->X = gp_alloc_doubles(xd, err);
     s->y = gp_alloc_doubles(cap, err);
     if (s->p) {
         s->H = gp_alloc_doubles(hp, err);
         s->off = gp_alloc_doubles(cap, err);
     }
-    if (!s->raw || !s->X || !s->y || (s->p && (!s->H || !s->off))) {
+    if (!s->X || !s->y || (s->p && (!s->H || !s->off))) {
         svgp_stream_free(s);
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
@@ -41,7 +40,6 @@ int svgp_stream_alloc(svgp_stream *s, const gp_rows *rows, const gp_model *model
 
 void svgp_stream_free(svgp_stream *s)
 {
-    free(s->raw);
     free(s->X);
     free(s->y);
     free(s->H);
@@ -75,7 +73,7 @@ static void load(svgp_stream *s, const double *X, const double *y, size_t ld, si
 
 int svgp_stream_take(svgp_stream *s, size_t lo, size_t hi, gp_error *err)
 {
-    const gp_rows *rows = s->rows;
+    const gp_rows *rows = s->sync->rows;
     size_t first = rows->first, end = rows->first + rows->n;
     lo = lo > first ? lo : first;
     hi = hi < end ? hi : end;
@@ -83,37 +81,43 @@ int svgp_stream_take(svgp_stream *s, size_t lo, size_t hi, gp_error *err)
         return GP_OK;
     if (hi - lo > s->cap - s->nb)
         return gp_error_set(err, GP_EINTERNAL, NULL, "a minibatch outgrew its buffer");
-    double *yr = s->raw + rows->chunk * rows->d;
     for (size_t i = lo - first; i < hi - first;) {
         size_t count = hi - first - i < rows->chunk ? hi - first - i : rows->chunk;
-        int rc = rows->read(rows->read_ctx, i, count, s->raw, yr, err);
+        int rc = gp_rows_sync_read(s->sync, i, count);
         if (rc)
             return rc;
-        load(s, s->raw, yr, count, 0, count);
+        load(s, s->sync->X, s->sync->y, count, 0, count);
         i += count;
     }
     return GP_OK;
 }
 
-int svgp_stream_pass(svgp_stream *s, svgp_piece_fn fn, void *ctx, const svgp_sync *skip,
-                     gp_error *err)
+typedef struct piece_pass {
+    svgp_stream *s;
+    svgp_piece_fn fn;
+    void *ctx;
+} piece_pass;
+
+/* A chunk as read, cut into pieces of at most cap rows. */
+static int piece_chunk(void *ctx, size_t i, size_t count, const double *X, const double *y,
+                       gp_error *err)
 {
-    const gp_rows *rows = s->rows;
-    double *yr = s->raw + rows->chunk * rows->d;
-    for (size_t i = 0; i < rows->n; i += rows->chunk) {
-        size_t count = rows->n - i < rows->chunk ? rows->n - i : rows->chunk;
-        if (skip && svgp_sync_skip(skip))
-            return GP_OK;
-        int rc = rows->read(rows->read_ctx, i, count, s->raw, yr, err);
-        for (size_t from = 0; rc == GP_OK && from < count; from += s->cap) {
-            svgp_stream_clear(s);
-            load(s, s->raw, yr, count, from, count - from < s->cap ? count - from : s->cap);
-            rc = fn(ctx, s, err);
-        }
-        if (rc)
-            return rc;
+    (void)i;
+    piece_pass *p = ctx;
+    svgp_stream *s = p->s;
+    int rc = GP_OK;
+    for (size_t from = 0; rc == GP_OK && from < count; from += s->cap) {
+        svgp_stream_clear(s);
+        load(s, X, y, count, from, count - from < s->cap ? count - from : s->cap);
+        rc = p->fn(p->ctx, s, err);
     }
-    return GP_OK;
+    return rc;
+}
+
+int svgp_stream_pass(svgp_stream *s, svgp_piece_fn fn, void *ctx)
+{
+    piece_pass p = {s, fn, ctx};
+    return gp_rows_sync_each_chunk(s->sync, piece_chunk, &p);
 }
 
 void svgp_stream_offsets(svgp_stream *s, const double *beta)
@@ -129,24 +133,6 @@ void svgp_sums_layout(svgp_sums *l, size_t theta, size_t z, size_t beta, size_t 
 {
     *l = (svgp_sums){theta, z, beta, m, 0};
     l->len = 1 + theta + z + beta + m * (m + 1) / 2 + m;
-}
-
-/* D's lower triangle by columns into out (m (m + 1) / 2), and back into a
- * symmetric D (D is symmetric already: svgp_block_sens averages it). */
-static void pack_lower(const double *D, size_t m, double *out)
-{
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j; i < m; i++)
-            *out++ = D[i + j * m];
-}
-
-static void unpack_lower(const double *in, size_t m, double *D)
-{
-    for (size_t j = 0; j < m; j++)
-        for (size_t i = j; i < m; i++) {
-            D[i + j * m] = *in;
-            D[j + i * m] = *in++;
-        }
 }
 
 /* d value / d beta = H^T g_mu over the rows taken. */
@@ -188,7 +174,7 @@ int svgp_stream_sums(const svgp_eval *e, const svgp_stream *s, double scale, con
         beta_grad(s, w->gmu, at);
     at += l->beta;
     if (l->m) {
-        pack_lower(w->D, l->m, at);
+        gp_pack_lower(w->D, l->m, l->m, at); /* D is symmetric: svgp_block_sens averages it */
         memcpy(at + l->m * (l->m + 1) / 2, w->agmu, l->m * sizeof *at);
     }
     return GP_OK;
@@ -206,8 +192,10 @@ void svgp_sums_unpack(const svgp_sums *l, const double *buf, double *theta, doub
     if (gbeta)
         memcpy(gbeta, at, l->beta * sizeof *at);
     at += l->beta;
-    if (l->m && D)
-        unpack_lower(at, l->m, D);
+    if (l->m && D) {
+        gp_unpack_lower(at, l->m, D, l->m);
+        gp_symmetrize_from_lower(D, l->m, l->m);
+    }
     if (l->m && agmu)
         memcpy(agmu, at + l->m * (l->m + 1) / 2, l->m * sizeof *at);
 }

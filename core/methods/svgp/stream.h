@@ -26,21 +26,21 @@
 #define GP_METHODS_SVGP_STREAM_H
 
 #include "core/methods/svgp/internal.h"
-#include "core/methods/svgp/sync.h"
 #include "core/model/rows.h"
+#include "core/model/rows_sync.h"
 
 typedef struct svgp_stream {
-    const gp_rows *rows;
+    gp_rows_sync *sync;    /* the rows, their reads (its chunk buffers) and their failures */
     const gp_model *model; /* the working units (x_mean, x_scale, y_mean, y_scale), the mean */
     size_t d, p, cap;      /* p: the mean's coefficients (0: zero mean) */
     size_t nb;             /* rows taken */
-    double *raw;           /* one read: chunk x d column-major, then chunk */
     double *X, *y;         /* the rows taken, working units: d x cap point-major, cap */
     double *H, *off;       /* p > 0: the mean's basis (nb x p) and h(x)^T beta (nb) */
 } svgp_stream;
 
-/* Buffers for cap rows of rows, standardised as model says. */
-int svgp_stream_alloc(svgp_stream *s, const gp_rows *rows, const gp_model *model, size_t cap,
+/* Buffers for cap rows of sync's rows, standardised as model says (a read
+ * lands in the sync's chunk buffers, then here). */
+int svgp_stream_alloc(svgp_stream *s, gp_rows_sync *sync, const gp_model *model, size_t cap,
                       gp_error *err);
 void svgp_stream_free(svgp_stream *s);
 
@@ -49,17 +49,17 @@ void svgp_stream_clear(svgp_stream *s);
 
 /* Append the rows of this process's shard among the global rows [lo, hi)
  * (none when it holds none), read in reads of at most rows->chunk rows. The
- * rows taken must stay within cap. */
+ * rows taken must stay within cap. A reader's failure (or a cancel) is kept
+ * pending in the sync and returned; nothing more is read until its sum. */
 int svgp_stream_take(svgp_stream *s, size_t lo, size_t hi, gp_error *err);
 
 /* Visit this process's shard in pieces of at most cap rows, in order, each
  * taken alone: fn(ctx, s) sees them in s. The rows are read in reads of
- * rows->chunk rows (the reader's own size, whatever cap). Stops at the first
- * nonzero return (passed back), and before a piece when skip (may be NULL)
- * says so; its return then is 0. */
+ * rows->chunk rows (the reader's own size, whatever cap), through
+ * gp_rows_sync_each_chunk: a failure (the reader's, fn's, a cancel) is kept
+ * pending for the next sum, ends the visit and is returned. */
 typedef int (*svgp_piece_fn)(void *ctx, svgp_stream *s, gp_error *err);
-int svgp_stream_pass(svgp_stream *s, svgp_piece_fn fn, void *ctx, const svgp_sync *skip,
-                     gp_error *err);
+int svgp_stream_pass(svgp_stream *s, svgp_piece_fn fn, void *ctx);
 
 /* p > 0: the mean's basis at the rows taken, and off = H beta. */
 void svgp_stream_offsets(svgp_stream *s, const double *beta);
