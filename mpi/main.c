@@ -326,8 +326,10 @@ static int fit_and_save(run *r)
     if (o.code != GP_OK)
         return r->rank == 0 ? act_on(r, &o) : (o.code == GP_ECANCELLED ? EXIT_CANCELLED
                                                                         : EXIT_FAILED);
-    if (r->rank == 0 && r->a.job) /* the job's row shows a run from here */
+    if (r->rank == 0 && r->a.job) { /* the job's row shows a run from here */
         gp_mpi_rank_progress(&r->mr, 0, r->info.max_iterations, NAN);
+        gp_mpi_rank_flush_progress(&r->mr);
+    }
     gp_model *model = NULL;
     gp_error_clear(&err);
     rc = gp_api_fit_model(r->api, r->fj, gp_mpi_rank_rows(&r->mr), gp_mpi_rank_progress, &r->mr,
@@ -342,6 +344,7 @@ static int fit_and_save(run *r)
         gp_model_free(model);
         return EXIT_SAVED;
     }
+    gp_mpi_rank_flush_progress(&r->mr); /* the last iteration; the save keeps it */
     return save(r, model);
 }
 

@@ -50,13 +50,21 @@ int gp_mpi_rank_progress(void *ctx, int iteration, int max_iterations, double ob
     info->elapsed_seconds = now - r->started;
     if (now - r->last_report < GP_MPI_PROGRESS_SECONDS)
         return 0;
-    r->last_report = now;
-    info->status = "running";
+    gp_mpi_rank_flush_progress(r);
+    return 0;
+}
+
+void gp_mpi_rank_flush_progress(gp_mpi_rank *r)
+{
+    if (r->job_id == NULL || r->reduce.rank != 0 || r->info == NULL)
+        return;
+    r->last_report = MPI_Wtime();
+    r->info->elapsed_seconds = r->last_report - r->started;
+    r->info->status = "running";
     gp_error err;
     gp_error_clear(&err);
-    if (gp_api_job_update(r->api, info, r->owner, 0, &err) == GP_ECONFLICT)
+    if (gp_api_job_update(r->api, r->info, r->owner, 0, &err) == GP_ECONFLICT)
         r->lost_seen = 1; /* stopped at the next reduction */
-    return 0;
 }
 
 /* ---- the wrapped callbacks ---- */

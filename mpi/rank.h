@@ -58,6 +58,10 @@ void gp_mpi_rank_free(gp_mpi_rank *r);
 const gp_rows *gp_mpi_rank_rows(const gp_mpi_rank *r);
 /* The fit's progress callback (ctx: the gp_mpi_rank); always 0. */
 int gp_mpi_rank_progress(void *ctx, int iteration, int max_iterations, double objective);
+/* Rank 0 of a job: write the progress held now (the callback writes at
+ * most every GP_MPI_PROGRESS_SECONDS, so its last values wait for this:
+ * at the start and before the version is saved). */
+void gp_mpi_rank_flush_progress(gp_mpi_rank *r);
 /* 1 when the fit ended at a reduction every rank took part in (a cancel, or
  * another rank's failure): every rank then reaches the agreement at once. */
 int gp_mpi_rank_ended_together(const gp_mpi_rank *r);
