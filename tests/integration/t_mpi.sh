@@ -5,7 +5,11 @@
 # programs (make builds them when mpicc exists).
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 #
-# Open MPI refuses to run as root (CI does) unless both variables below are set.
+# Open MPI refuses to run as root (CI does) unless both variables below are set:
+# the area's own daemon inherits them (the daemon passes its environment to the
+# launcher and sets nothing itself; the main daemon, started before, has them
+# not, and a distributed job on it is refused by mpirun, which the job names).
+MPI_ASAN_SAVED=${ASAN_OPTIONS-}
 OMPI_ALLOW_RUN_AS_ROOT=1
 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
@@ -121,6 +125,8 @@ done
 req GET /openapi.yaml
 if ! grep -q '/v1/datasets' "$T/body" 2>/dev/null || [ -z "$STREAMING" ]; then
     note "data sets (PUT /v1/datasets) or a method that streams are not in this build: the daemon's distributed jobs (ranks 2, a rank killed, cancel) are skipped"
+else
+    . "$HERE/mpi_daemon.sh"
 fi
 
 fi
