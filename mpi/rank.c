@@ -74,7 +74,10 @@ static int rank_read(void *ctx, size_t i, size_t count, double *X, double *y, gp
     gp_mpi_rank *r = ctx;
     gp_error mine;
     gp_error_clear(&mine);
-    if (r->shard->read(r->shard->read_ctx, i, count, X, y, &mine) == GP_OK)
+    double t0 = MPI_Wtime();
+    int rc = r->shard->read(r->shard->read_ctx, i, count, X, y, &mine);
+    r->read_seconds += MPI_Wtime() - t0;
+    if (rc == GP_OK)
         return GP_OK;
     if (r->local.code == GP_OK)
         r->local = mine;
@@ -107,7 +110,11 @@ static int rank_allreduce(void *ctx, double *buf, size_t len, gp_error *err)
     memcpy(r->work, buf, len * sizeof *buf);
     r->work[len] = (double)poll_stop(r);
     r->work[len + 1] = r->local.code != GP_OK ? 1.0 : 0.0;
+    double t0 = MPI_Wtime();
     rc = gp_mpi_sum(&r->reduce, r->work, len + 2, err);
+    r->reduce_seconds += MPI_Wtime() - t0;
+    r->reductions++;
+    r->doubles_reduced += (double)(len + 2);
     if (rc)
         return rc;
     if (r->work[len + 1] > 0.0) {

@@ -47,6 +47,11 @@ typedef struct gp_mpi_rank {
     int stop;          /* GP_MPI_*, as every rank saw it */
     int remote;        /* 1: the fit ended at a reduction that reported a failed rank */
     gp_error local;    /* this rank's own failed read (code 0: none) */
+    /* What this rank spent (gpserve-fit --stats, mpi/stats.h): the clock is
+     * read around each read and reduction, nothing else is done for it. */
+    unsigned long reductions;
+    double doubles_reduced; /* every number summed, the two control numbers included */
+    double reduce_seconds, read_seconds;
 } gp_mpi_rank;
 
 /* Wrap shard (borrowed, as are api, job_id, owner and info: they outlive r)

@@ -67,6 +67,15 @@ procs_gone() {
     done
     [ -z "$(job_procs "$1")" ]
 }
+# launcher_ended ID: wait (GONE_BOUND) for the holder's log line of the end of
+# job ID's launcher ("... ended (STATUS): OUTCOME"), logged after it reaped it.
+launcher_ended() {
+    _i=0
+    while ! grep -q "job $1: .* ended (" "$T/mpid.log" && [ $_i -lt $((GONE_BOUND * 10)) ]; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+}
 # wait_progress ID: wait (JOBWAIT) until job ID runs and shows an objective.
 wait_progress() {
     _i=0
@@ -160,6 +169,7 @@ if long_job dist_cancelled; then
     verdict "cancel: no process of the job left (pgrep)" $? "$(job_procs "$CJOB" | tr '\n' ' ')"
     # the ranks stopped themselves (gpserve-fit's status 3): no signal reached
     # mpirun while it ended (Open MPI 4.1 crashes then)
+    launcher_ended "$CJOB"
     grep -q "job $CJOB: .* ended (exit status 3): cancelled" "$T/mpid.log"
     verdict "cancel: the launcher ended by itself with gpserve-fit's cancelled status (3)" $? \
         "$(grep "job $CJOB" "$T/mpid.log" | tail -n 1)"
@@ -207,11 +217,7 @@ for m in $STREAMING; do
     wait_job "$DJOB" succeeded
     verdict "$m, distributed: the job ends succeeded" $? "$JOB_STATUS: $(jqb '.error | tostring' | head -c 300)"
     cp "$T/body" "$T/djob_$m.json"
-    _i=0 # the holder logs the launcher's end after rank 0's save
-    while ! grep -q "job $DJOB: .* ended" "$T/mpid.log" && [ $_i -lt $((GONE_BOUND * 10)) ]; do
-        sleep 0.1
-        _i=$((_i + 1))
-    done
+    launcher_ended "$DJOB" # logged after rank 0's save
     grep -q "job $DJOB: .* ended (exit status 0): saved" "$T/mpid.log"
     verdict "$m, distributed: the launcher ended by itself, status 0" $? \
         "$(grep "job $DJOB" "$T/mpid.log" | tail -n 1)"
