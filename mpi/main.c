@@ -2,7 +2,7 @@
  * "Fits beyond one machine"). Every rank runs
  *
  *   mpirun -np P gpserve-fit --db DB (--job ID --owner TOKEN | --request FILE.json)
- *          [--out FILE] [--chunk ROWS] [--threads N]
+ *          [--out FILE] [--chunk ROWS] [--threads N] [--stats]
  *
  * opens the store (a SQLite file on a filesystem every rank sees, or
  * PostgreSQL), rebuilds the fit (the durable job's stored request, held by
@@ -14,6 +14,8 @@
  * ends the job succeeded; with --out it also writes the model file), or
  * writes the job's end (cancelled, failed). A failure is also written to
  * stderr as one JSON line {"error": {"code", "message", "field", "rank"}}.
+ * With --stats rank 0 ends its standard output with one JSON line of what
+ * the run spent (mpi/stats.h).
  *
  * Exit status (every rank's, once rank 0 has written the outcome): 0 saved;
  * 1 failed; 2 bad arguments; 3 cancelled; 4 the job is no longer held by the
@@ -29,6 +31,7 @@
 #include "core/model/rows.h"
 #include "mpi/agree.h"
 #include "mpi/rank.h"
+#include "mpi/stats.h"
 
 enum { EXIT_SAVED = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3, EXIT_LOST = 4 };
 
@@ -38,6 +41,7 @@ enum { EXIT_SAVED = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3, EXIT
 typedef struct args {
     const char *db, *job, *owner, *request, *out;
     long chunk, threads;
+    int stats;
 } args;
 
 typedef struct run {
@@ -50,11 +54,14 @@ typedef struct run {
     gp_fit_shard *shard;
     gp_mpi_rank mr;
     int mr_ready;
+    /* For --stats. */
+    double started, fit_seconds;
+    int evaluations, iterations;
 } run;
 
 static const char usage[] =
     "Usage: mpirun -np P gpserve-fit --db DB (--job ID --owner TOKEN | --request FILE.json)\n"
-    "                   [--out FILE] [--chunk ROWS] [--threads N]\n"
+    "                   [--out FILE] [--chunk ROWS] [--threads N] [--stats]\n"
     "One rank of a fit sharded over MPI: rank r of P fits over rows [r N / P, (r + 1) N / P)\n"
     "with the sums over every rank; rank 0 saves the version in DB.\n"
     "  --db DB          SQLite file every rank can open, or a postgresql:// URL\n"
@@ -62,8 +69,11 @@ static const char usage[] =
     "  --owner TOKEN    the holder of the job (the daemon's owner token)\n"
     "  --request FILE   a fit request (JSON) to run instead of a job\n"
     "  --out FILE       also write the saved version's model file there\n"
-    "  --chunk ROWS     rows one read delivers (default 4096)\n"
+    "  --chunk ROWS     rows one read of a request's X and y delivers (default 4096;\n"
+    "                   a data set is read in its parts of 4096)\n"
     "  --threads N      compute threads of each rank (default 1)\n"
+    "  --stats          rank 0 ends its output with one JSON line: rows, evaluations,\n"
+    "                   seconds, reductions and their bytes and seconds, peak RSS\n"
     "Exit status: 0 saved, 1 failed, 2 bad arguments, 3 cancelled, 4 job taken over.\n";
 
 /* ---- reporting ---- */
@@ -92,6 +102,10 @@ static int parse_args(int argc, char **argv, args *a, char *msg, size_t size)
         const char *k = argv[i];
         if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0)
             return 1;
+        if (strcmp(k, "--stats") == 0) {
+            a->stats = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             snprintf(msg, size, "%s needs a value", k);
             return -1;
@@ -326,12 +340,20 @@ static int fit_and_save(run *r)
     if (o.code != GP_OK)
         return r->rank == 0 ? act_on(r, &o) : (o.code == GP_ECANCELLED ? EXIT_CANCELLED
                                                                         : EXIT_FAILED);
-    if (r->rank == 0 && r->a.job) /* the job's row shows a run from here */
+    if (r->rank == 0 && r->a.job) { /* the job's row shows a run from here */
         gp_mpi_rank_progress(&r->mr, 0, r->info.max_iterations, NAN);
+        gp_mpi_rank_flush_progress(&r->mr);
+    }
     gp_model *model = NULL;
     gp_error_clear(&err);
+    double t0 = MPI_Wtime();
     rc = gp_api_fit_model(r->api, r->fj, gp_mpi_rank_rows(&r->mr), gp_mpi_rank_progress, &r->mr,
                           &model, &err);
+    r->fit_seconds = MPI_Wtime() - t0;
+    if (model) {
+        r->evaluations = model->diag.evaluations;
+        r->iterations = model->diag.iterations;
+    }
     agree(r, rc, &err, &o);
     if (o.code != GP_OK) {
         gp_model_free(model);
@@ -342,7 +364,26 @@ static int fit_and_save(run *r)
         gp_model_free(model);
         return EXIT_SAVED;
     }
+    gp_mpi_rank_flush_progress(&r->mr); /* the last iteration; the save keeps it */
     return save(r, model);
+}
+
+/* --stats: one collective over every rank, rank 0 prints. */
+static void report_stats(run *r, int status)
+{
+    static const char *const names[] = {"saved", "failed", "usage", "cancelled", "lost"};
+    gp_mpi_stats s = {.method = r->fj ? gp_fit_job_method(r->fj) : NULL,
+                      .status = status >= 0 && status <= EXIT_LOST ? names[status] : "failed",
+                      .started = r->started, .fit_seconds = r->fit_seconds,
+                      .evaluations = r->evaluations, .iterations = r->iterations,
+                      .rank = r->mr_ready ? &r->mr : NULL};
+    if (r->shard) {
+        const gp_rows *rows = gp_fit_shard_rows(r->shard);
+        s.rows = rows->n;
+        s.rows_total = rows->n_total;
+        s.chunk = rows->chunk;
+    }
+    gp_mpi_stats_report(r->ctl, &s);
 }
 
 int main(int argc, char **argv)
@@ -350,6 +391,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     run r;
     memset(&r, 0, sizeof r);
+    r.started = MPI_Wtime();
     MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r.size);
     char msg[256] = "";
@@ -370,6 +412,8 @@ int main(int argc, char **argv)
      * outcome: mpirun stops the other processes at the first non-zero exit,
      * which must not come before rank 0's writes. */
     MPI_Bcast(&status, 1, MPI_INT, 0, r.ctl);
+    if (r.a.stats)
+        report_stats(&r, status);
     tear_down(&r);
     MPI_Comm_free(&r.ctl);
     MPI_Finalize();

@@ -50,13 +50,21 @@ int gp_mpi_rank_progress(void *ctx, int iteration, int max_iterations, double ob
     info->elapsed_seconds = now - r->started;
     if (now - r->last_report < GP_MPI_PROGRESS_SECONDS)
         return 0;
-    r->last_report = now;
-    info->status = "running";
+    gp_mpi_rank_flush_progress(r);
+    return 0;
+}
+
+void gp_mpi_rank_flush_progress(gp_mpi_rank *r)
+{
+    if (r->job_id == NULL || r->reduce.rank != 0 || r->info == NULL)
+        return;
+    r->last_report = MPI_Wtime();
+    r->info->elapsed_seconds = r->last_report - r->started;
+    r->info->status = "running";
     gp_error err;
     gp_error_clear(&err);
-    if (gp_api_job_update(r->api, info, r->owner, 0, &err) == GP_ECONFLICT)
+    if (gp_api_job_update(r->api, r->info, r->owner, 0, &err) == GP_ECONFLICT)
         r->lost_seen = 1; /* stopped at the next reduction */
-    return 0;
 }
 
 /* ---- the wrapped callbacks ---- */
@@ -66,7 +74,10 @@ static int rank_read(void *ctx, size_t i, size_t count, double *X, double *y, gp
     gp_mpi_rank *r = ctx;
     gp_error mine;
     gp_error_clear(&mine);
-    if (r->shard->read(r->shard->read_ctx, i, count, X, y, &mine) == GP_OK)
+    double t0 = MPI_Wtime();
+    int rc = r->shard->read(r->shard->read_ctx, i, count, X, y, &mine);
+    r->read_seconds += MPI_Wtime() - t0;
+    if (rc == GP_OK)
         return GP_OK;
     if (r->local.code == GP_OK)
         r->local = mine;
@@ -99,7 +110,11 @@ static int rank_allreduce(void *ctx, double *buf, size_t len, gp_error *err)
     memcpy(r->work, buf, len * sizeof *buf);
     r->work[len] = (double)poll_stop(r);
     r->work[len + 1] = r->local.code != GP_OK ? 1.0 : 0.0;
+    double t0 = MPI_Wtime();
     rc = gp_mpi_sum(&r->reduce, r->work, len + 2, err);
+    r->reduce_seconds += MPI_Wtime() - t0;
+    r->reductions++;
+    r->doubles_reduced += (double)(len + 2);
     if (rc)
         return rc;
     if (r->work[len + 1] > 0.0) {

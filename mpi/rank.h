@@ -47,6 +47,11 @@ typedef struct gp_mpi_rank {
     int stop;          /* GP_MPI_*, as every rank saw it */
     int remote;        /* 1: the fit ended at a reduction that reported a failed rank */
     gp_error local;    /* this rank's own failed read (code 0: none) */
+    /* What this rank spent (gpserve-fit --stats, mpi/stats.h): the clock is
+     * read around each read and reduction, nothing else is done for it. */
+    unsigned long reductions;
+    double doubles_reduced; /* every number summed, the two control numbers included */
+    double reduce_seconds, read_seconds;
 } gp_mpi_rank;
 
 /* Wrap shard (borrowed, as are api, job_id, owner and info: they outlive r)
@@ -58,6 +63,10 @@ void gp_mpi_rank_free(gp_mpi_rank *r);
 const gp_rows *gp_mpi_rank_rows(const gp_mpi_rank *r);
 /* The fit's progress callback (ctx: the gp_mpi_rank); always 0. */
 int gp_mpi_rank_progress(void *ctx, int iteration, int max_iterations, double objective);
+/* Rank 0 of a job: write the progress held now (the callback writes at
+ * most every GP_MPI_PROGRESS_SECONDS, so its last values wait for this:
+ * at the start and before the version is saved). */
+void gp_mpi_rank_flush_progress(gp_mpi_rank *r);
 /* 1 when the fit ended at a reduction every rank took part in (a cancel, or
  * another rank's failure): every rank then reaches the agreement at once. */
 int gp_mpi_rank_ended_together(const gp_mpi_rank *r);

@@ -12,7 +12,12 @@
  *     and every rank obeys at the same step; if the ranks have not ended
  *     CANCEL_GRACE_SECONDS later, SIGTERM to the process group, then SIGKILL;
  *   - a graceful stop (SIGTERM of the daemon) or a job taken over: SIGTERM to
- *     the process group at once (the job is handed back or is another's);
+ *     the process group at once (the job is handed back or is another's).
+ *     The keeper cannot tell a job taken over from one that rank 0 has just
+ *     ended (both leave the store's list of jobs we hold), so the job is
+ *     read first: ended, its ranks are leaving on their own and get
+ *     ENDED_GRACE_SECONDS to do so (a signal would hit mpirun inside its own
+ *     ending, where Open MPI 4.1 crashes, and cut the ranks' finalize);
  *   - the end: the job as the store has it. Rank 0 wrote a success (with its
  *     version), a cancel or a failure; a launcher that ended without an
  *     outcome (a rank died: Open MPI then stops every rank) fails the job
@@ -31,6 +36,7 @@
 #include "server/util.h"
 
 #define CANCEL_GRACE_SECONDS 10.0
+#define ENDED_GRACE_SECONDS 10.0
 #define KILL_GRACE_SECONDS 3.0
 #define MIRROR_SECONDS 0.5
 #define MAX_WORDS 64
@@ -109,11 +115,29 @@ static void request_cancel(gp_jobs *js, job *j)
 
 typedef struct watch {
     double cancel_at, term_at, kill_at; /* monotonic seconds; 0: not yet */
+    double ended_at; /* when the store showed the job ended by rank 0 */
+    int lost_checked; /* the store was read after the keeper found the job gone */
     double mirror_at;
 } watch;
 
+/* Has the job ended in the store (rank 0 wrote its outcome)? */
+static int ended_in_store(gp_jobs *js, job *j)
+{
+    if (js->ops.load == NULL)
+        return 0;
+    gp_job_info stored;
+    gp_error err;
+    gp_error_clear(&err);
+    if (js->ops.load(js->api, j->info.id, &stored, &err) != GP_OK)
+        return 0;
+    int ended = stored.status && gp_jobs_terminal(stored.status);
+    gp_job_info_free(&stored);
+    return ended;
+}
+
 /* One look at the job's stop flag: a cancel is asked of the ranks first;
- * a stop or a take-over ends the process group. */
+ * a stop or a take-over ends the process group, unless rank 0 ended the job
+ * (the ranks are leaving: they get ENDED_GRACE_SECONDS). */
 static void enforce_stop(gp_jobs *js, job *j, gp_child *c, watch *w, double now)
 {
     int why = atomic_load(&j->cancel);
@@ -121,8 +145,14 @@ static void enforce_stop(gp_jobs *js, job *j, gp_child *c, watch *w, double now)
         w->cancel_at = now;
         request_cancel(js, j);
     }
-    int end_now = why != STOP_NONE && why != STOP_USER;
-    int overdue = w->cancel_at > 0 && now - w->cancel_at > CANCEL_GRACE_SECONDS;
+    if (why == STOP_LOST && !w->lost_checked) {
+        w->lost_checked = 1;
+        if (ended_in_store(js, j))
+            w->ended_at = now;
+    }
+    int end_now = why != STOP_NONE && why != STOP_USER && w->ended_at == 0;
+    int overdue = (w->cancel_at > 0 && now - w->cancel_at > CANCEL_GRACE_SECONDS) ||
+                  (w->ended_at > 0 && now - w->ended_at > ENDED_GRACE_SECONDS);
     if ((end_now || overdue) && w->term_at == 0) {
         w->term_at = now;
         gp_child_signal(c, SIGTERM);
@@ -140,6 +170,13 @@ static void enforce_stop(gp_jobs *js, job *j, gp_child *c, watch *w, double now)
 static void why_line(const char *tail, char *out, size_t size)
 {
     out[0] = '\0';
+    /* Open MPI's refusal of root is a page of advice: say what to set. */
+    if (strstr(tail, "attempt to run as root")) {
+        snprintf(out, size, "mpirun refuses to run as root: give the daemon "
+                 "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in its "
+                 "environment, or --mpi-args --allow-run-as-root");
+        return;
+    }
     const char *keys[] = {"{\"error\":", "process rank", "exited on signal", NULL};
     for (size_t k = 0; keys[k] && !out[0]; k++) {
         const char *at = NULL, *p = tail;
@@ -214,7 +251,7 @@ int gp_jobs_run_distributed(gp_jobs *js, job *j, gp_response *res)
     gp_log("gpserve: job %s: %s -np %d %s (pid %ld)", j->info.id, js->mpi.launcher, ranks,
            js->mpi.program, (long)c.pid);
     free(cmd.words);
-    watch w = {0, 0, 0, 0};
+    watch w = {0, 0, 0, 0, 0, 0};
     while (!gp_child_wait(&c, 250)) {
         double now = gp_monotonic_seconds();
         enforce_stop(js, j, &c, &w, now);
@@ -224,6 +261,7 @@ int gp_jobs_run_distributed(gp_jobs *js, job *j, gp_response *res)
         }
     }
     gp_child_close(&c);
+    mirror_progress(js, j); /* rank 0's last write, before its save */
     char status[96];
     gp_child_describe(&c, status, sizeof status);
     int rc = outcome(js, j, &c, status, res);

@@ -51,7 +51,8 @@
     X(GP_EHTTPVERSION, -22, "http_version_not_supported", 505, 0,                                 \
       "an HTTP version other than 1.0 and 1.1")                                                  \
     X(GP_EINTERRUPTED, -23, "interrupted", 500, 0,                                                \
-      "an async fit whose daemon stopped during it --job-attempts times (job errors only)")       \
+      "an async fit whose daemon stopped during it --job-attempts times, or a distributed fit "   \
+      "whose launcher ended without an outcome (job errors only)")                               \
     X(GP_ENONFINITE, -24, "model_not_finite", 409, 0,                                             \
       "the stored version holds a non-finite number (poisoned before this daemon checked): "      \
       "reported, not served; fit a new version or delete it")                                    \

@@ -68,5 +68,3 @@ elif grep -q "fallback on this AVX2 CPU" "$T/core_off.log"; then
 else
     note "OpenBLAS chose its own core on this CPU: $(grep -o 'OpenBLAS core [^ ]*' "$T/core_off.log")"
 fi
-
-finish

@@ -5,7 +5,11 @@
 # programs (make builds them when mpicc exists).
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 #
-# Open MPI refuses to run as root (CI does) unless both variables below are set.
+# Open MPI refuses to run as root (CI does) unless both variables below are set:
+# the area's own daemon inherits them (the daemon passes its environment to the
+# launcher and sets nothing itself; the main daemon, started before, has them
+# not, and a distributed job on it is refused by mpirun, which the job names).
+MPI_ASAN_SAVED=${ASAN_OPTIONS-}
 OMPI_ALLOW_RUN_AS_ROOT=1
 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
@@ -117,10 +121,42 @@ for m in $STREAMING; do
     verdict "$m over 2 ranks, run twice: the same bits (17 digits)" $? "$(diff "$T/a2" "$T/b2" | head -4)"
 done
 
+# ---- gpserve-fit --stats: rank 0's last line of stdout, what the run spent
+if [ -n "$STREAMING" ]; then
+    SM=sgpr
+    echo "$STREAMING" | grep -qx sgpr || SM=$(echo "$STREAMING" | head -n 1)
+    SOPTS=
+    [ "$SM" = sgpr ] && SOPTS='"options":{"inducing":20,"optimize_inducing":false},'
+    [ "$SM" = svgp ] && SOPTS='"options":{"optimizer":"adam","epochs":5},'
+    csv_to_json "mpi_stats" "\"method\":\"$SM\",\"seed\":3,$SOPTS" <"$T/mpi_rows.csv" >"$T/req_stats.json"
+    $MPIRUN -np 2 "$FIT" --db "$MAIN_DB" --request "$T/req_stats.json" --chunk 64 --stats \
+        >"$T/fit_stats.out" 2>"$T/fit_stats.err"
+    verdict "gpserve-fit --stats over 2 ranks: saved" $? "$(head -c 300 "$T/fit_stats.err")"
+    head -n 1 "$T/fit_stats.out" >"$T/stats_model.json"
+    tail -n 1 "$T/fit_stats.out" >"$T/stats.json"
+    [ "$(count_lines <"$T/fit_stats.out")" = 2 ] &&
+        jq -e --slurpfile m "$T/stats_model.json" --arg method "$SM" '
+        .method == $method and .status == "saved" and .ranks == 2 and .rows == 400 and
+        .rows_per_rank_min == 200 and .rows_per_rank_max == 200 and .chunk == 64 and
+        .evaluations == $m[0].diagnostics.evaluations and .evaluations > 0 and
+        .iterations == $m[0].diagnostics.iterations and .reductions >= .evaluations and
+        (.doubles_per_evaluation * .evaluations - .doubles_reduced | fabs) <= 1e-9 * .doubles_reduced and
+        .bytes_per_evaluation == 8 * .doubles_per_evaluation and
+        (.seconds_per_evaluation * .evaluations - .fit_seconds | fabs) <= 1e-9 * .fit_seconds and
+        .seconds >= .fit_seconds and .fit_seconds > 0 and
+        .reduce_seconds_max >= .reduce_seconds and .reduce_seconds >= 0 and
+        .read_seconds_max >= .read_seconds and .read_seconds > 0 and
+        .peak_rss_mb_max >= .peak_rss_mb and .peak_rss_mb > 0' "$T/stats.json" >/dev/null
+    verdict "gpserve-fit --stats: one JSON line after the model's: ranks, rows per rank, the model's evaluations, reductions and their doubles, seconds, peak RSS" \
+        $? "$(head -c 400 "$T/stats.json")"
+fi
+
 # ---- the daemon's distributed jobs (they read a data set: PUT /v1/datasets)
 req GET /openapi.yaml
 if ! grep -q '/v1/datasets' "$T/body" 2>/dev/null || [ -z "$STREAMING" ]; then
     note "data sets (PUT /v1/datasets) or a method that streams are not in this build: the daemon's distributed jobs (ranks 2, a rank killed, cancel) are skipped"
+else
+    . "$HERE/mpi_daemon.sh"
 fi
 
 fi
