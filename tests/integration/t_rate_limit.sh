@@ -14,6 +14,7 @@ RL_OTHER=other-key-0123456789abcdef
 RL_FIT=fitter-key-0123456789abcdef
 RL_OIP=oip-key-0123456789abcdefgh
 RL_ADMIN=admin-key-0123456789abcdefg
+RL_SLOW=slow-key-0123456789abcdefgh
 rl_keys() {
     # $1: the fast key's rps
     {
@@ -21,6 +22,7 @@ rl_keys() {
         echo "other read,rps=20 $RL_OTHER"
         echo "fitter write,fits_per_minute=3 $RL_FIT"
         echo "oip read,rps=1 $RL_OIP"
+        echo "slow read,rps=1 $RL_SLOW"
         echo "boss admin $RL_ADMIN"
     } >"$T/rl_keys.tmp"
     mv "$T/rl_keys.tmp" "$T/rl_keys"
@@ -56,14 +58,16 @@ awk -v r="$rate" 'BEGIN { exit !(r >= 18 && r <= 22) }' && [ "$limited" -gt 0 ]
 verdict "rps=20 for $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }') s: $ok accepted (burst 20 + $rate/s), $limited refused" $? \
     "measured $rate/s, expected 20 +- 10%"
 
-# the bucket refilled while curl was stopped: empty it (25 > the burst of 20)
-curl -s -o /dev/null -H "Authorization: Bearer $RL_FAST" "http://127.0.0.1:$PORT/v1/methods?i=[1-25]" 2>/dev/null
+# One over-limit request on its own: a key of rps=1 (burst 1), emptied by
+# three requests, stays empty for a second; fast's bucket (20/s) would have a
+# token again 50 ms later, before a new curl process has even connected.
+curl -s -o /dev/null -H "Authorization: Bearer $RL_SLOW" "http://127.0.0.1:$PORT/v1/methods?i=[1-3]" 2>/dev/null
 check_err "an over-limit request: 429 overloaded naming rps" 429 overloaded '^rps$' GET /v1/methods \
-    -H "Authorization: Bearer $RL_FAST"
+    -H "Authorization: Bearer $RL_SLOW"
 ra=$(header Retry-After)
 [ "$ra" = 1 ]
-verdict "its Retry-After is the whole seconds to the next token (1 at 20/s)" $? "Retry-After '$ra'"
-grep -q "key fast at most 20 requests a second" "$T/body"
+verdict "its Retry-After is the whole seconds to the next token (1 at 1/s)" $? "Retry-After '$ra'"
+grep -q "key slow at most 1 requests a second" "$T/body"
 verdict "the 429 names the key and its limit" $? "$(cat "$T/body")"
 check "another key is unaffected" 200 GET /v1/methods -H "Authorization: Bearer $RL_OTHER"
 check "open routes are never limited (/healthz)" 200 GET /healthz
