@@ -272,3 +272,30 @@ else
     fail "start a daemon with --dataset-quota-mb 1" "it did not start"
 fi
 PORT=$DS_MAIN_PORT
+
+# ---- replicas share data sets: two daemons on one database (SQLite file, or
+# the PostgreSQL schema under GPSERVE_TEST_DB_URL): what one stores the other
+# lists, reads and fits; a delete through one is seen by the other
+check "PUT a data set through the main daemon (for a replica)" 201 PUT $DS/dsrep \
+    -H 'Content-Type: text/csv' --data-binary @"$T/ds.csv"
+if start_daemon "$T/datasets_replica.log" --db "$MAIN_DB"; then
+    DS_REP_PID=$DPID
+    PORT=$DPORT
+    check "the replica lists it" 200 GET $DS
+    jhas 'any(.datasets[]?; .name == "dsrep")' || jhas 'any(.[]?; .name? == "dsrep")'
+    verdict "the replica's list names the main daemon's data set" $? "$(head -c 300 "$T/body")"
+    check "the replica describes it" 200 GET $DS/dsrep
+    jhas ".sha256 == \"$DS_SHA\" and .rows == 30000"
+    verdict "the replica sees its rows and checksum" $? "$(head -c 300 "$T/body")"
+    check "the replica fits over it (sgpr, 500 sampled rows)" 201 POST /v1/models \
+        -H 'Content-Type: application/json' -d '{"name":"dsrep_fit","method":"sgpr","seed":2,
+        "options":{"inducing":8,"max_iterations":5},
+        "data":{"dataset":"dsrep","target":"y","rows":{"sample":500,"seed":1}}}'
+    check "DELETE through the replica" 204 DELETE $DS/dsrep
+    stop_daemon "$DS_REP_PID"
+    PORT=$DS_MAIN_PORT
+    check "the main daemon no longer has it" 404 GET $DS/dsrep
+else
+    fail "start a replica on the main database" "it did not start"
+fi
+PORT=$DS_MAIN_PORT
