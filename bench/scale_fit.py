@@ -256,6 +256,8 @@ def run_single(a, sizes, paths, test, out):
             out(line)
             rows.append(line)
             for label, method, opts in methods(n, a.quick):
+                if a.methods and method not in a.methods.split(","):
+                    continue
                 rows.append(fit_one(a, db_dir, n, label, method, opts, test, out))
         finally:
             shutil.rmtree(db_dir, ignore_errors=True)
@@ -349,6 +351,7 @@ def main():
     ap.add_argument("--peer-rows", type=int, default=100000)
     ap.add_argument("--keep-data", default="", help="write (or reuse) the CSV files here")
     ap.add_argument("--timeout", type=float, default=7200)
+    ap.add_argument("--methods", default="", help="only these of ssgp,sgpr,svgp (single part)")
     ap.add_argument("--quick", action="store_true", help="sizes 20000, tiny budgets")
     ap.add_argument("--jsonl", default="")
     a = ap.parse_args()
