@@ -22,7 +22,7 @@
 #     1e-10;
 #   - the refusals (ranks 0 and 5, async false, X and y, a method that needs
 #     its rows in memory).
-# And on the main daemon, started without the OMPI variables: when the tests
+# And on the mpi area's daemon (t_mpi.sh), started without the OMPI variables: when the tests
 # run as root, a distributed job fails naming the two variables.
 
 section "mpi: the daemon's distributed jobs"
@@ -281,14 +281,14 @@ stop_daemon "$MPID_PID"
 verdict "the daemon of its own stops (exit 0)" $? "exit $STOP_RC"
 fi
 
-# ---- root without the OMPI variables: the main daemon, started before t_mpi.sh set them
+# ---- root without the OMPI variables: the mpi area's daemon (t_mpi.sh), started without them
 PORT=$MPI_MAIN_PORT
 if [ "$(id -u)" != 0 ]; then
     note "not root: mpirun's refusal of root (the job naming OMPI_ALLOW_RUN_AS_ROOT) is not tested"
-elif tr '\0' '\n' <"/proc/$MAIN_PID/environ" 2>/dev/null | grep -q '^OMPI_ALLOW_RUN_AS_ROOT='; then
-    note "the main daemon has OMPI_ALLOW_RUN_AS_ROOT: mpirun's refusal of root is not tested"
+elif { tr '\0' '\n' <"/proc/$MPI_AREA_PID/environ"; } 2>/dev/null | grep -q '^OMPI_ALLOW_RUN_AS_ROOT='; then
+    note "the mpi area's daemon has OMPI_ALLOW_RUN_AS_ROOT: mpirun's refusal of root is not tested"
 else
-    check "the main daemon: PUT a data set" 201 PUT /v1/datasets/mpiroot \
+    check "the mpi area's daemon: PUT a data set" 201 PUT /v1/datasets/mpiroot \
         -H 'Content-Type: text/csv' --data-binary @"$T/mpids.csv"
     jpost /v1/models "{\"name\":\"dist_root\",\"method\":\"$(echo "$STREAMING" | head -n 1)\",
         \"data\":{\"dataset\":\"mpiroot\",\"target\":\"y\"},\"distributed\":{\"ranks\":1}}"
