@@ -10,7 +10,6 @@
 #include "api/internal.h"
 #include "core/model/rows.h"
 
-#define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in JSON */
 
 struct gp_fit_job {
     char name[GP_NAME_MAX + 1];
@@ -687,7 +686,7 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         (rc = gp_json_get_bool(e, "async", &job->async, err)))
         return rc;
     if ((e = json_object_get(obj, "seed")) &&
-        (rc = gp_json_get_uint(e, "seed", SEED_MAX, &job->seed, err)))
+        (rc = gp_json_get_uint(e, "seed", GP_JSON_UINT_MAX, &job->seed, err)))
         return rc;
     if ((e = json_object_get(obj, "options")) && (rc = parse_options(job, e, err)))
         return rc;

@@ -11,7 +11,6 @@
 #include "api/dataset_rows.h"
 #include "api/internal.h"
 
-#define SEED_MAX 9007199254740992.0 /* 2^53, as a fit's seed */
 
 struct gp_fit_data {
     char name[GP_NAME_MAX + 1];
@@ -73,11 +72,11 @@ static int parse_rows(json_t *v, gp_fit_data *fd, gp_error *err)
         rc = gp_error_set(err, GP_EINVAL, "data.rows.sample",
                           "data.rows.sample (how many rows) is missing");
     if (rc == GP_OK)
-        rc = gp_json_get_uint(k, "data.rows.sample", SEED_MAX, &fd->sample, err);
+        rc = gp_json_get_uint(k, "data.rows.sample", GP_JSON_UINT_MAX, &fd->sample, err);
     if (rc == GP_OK && fd->sample == 0)
         rc = gp_error_set(err, GP_EINVAL, "data.rows.sample", "data.rows.sample must be >= 1");
     if (rc == GP_OK && s)
-        rc = gp_json_get_uint(s, "data.rows.seed", SEED_MAX, &fd->seed, err);
+        rc = gp_json_get_uint(s, "data.rows.seed", GP_JSON_UINT_MAX, &fd->seed, err);
     return rc;
 }
 

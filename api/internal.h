@@ -205,6 +205,9 @@ int gp_json_known_keys(json_t *obj, const char *const *keys, const char *prefix,
 int gp_json_get_bool(json_t *v, const char *field, int *out, gp_error *err);
 int gp_json_get_number(json_t *v, const char *field, double *out, gp_error *err);
 int gp_json_get_positive(json_t *v, const char *field, double *out, gp_error *err);
+/* 2^53: the largest bound of gp_json_get_uint (seeds, counts): every integer
+ * up to it is exact in a JSON number (a double). */
+#define GP_JSON_UINT_MAX 9007199254740992.0
 int gp_json_get_uint(json_t *v, const char *field, double max, uint64_t *out, gp_error *err);
 /* A numeric matrix: rows of d numbers, or a flat list (d = 1). X is
  * column-major n x d (malloc'ed). max_rows: 413 above it. */

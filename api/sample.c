@@ -51,9 +51,9 @@ int gp_sample_parse(gp_api *api, const char *name, const gp_request *req, gp_sam
                           "observations draws y beside the latent samples; it does not combine "
                           "with include_noise (which makes the samples themselves draws of y)");
     if (rc == GP_OK && (e = json_object_get(obj, "seed")))
-        rc = gp_json_get_uint(e, "seed", 9007199254740992.0, &a->seed, err);
+        rc = gp_json_get_uint(e, "seed", GP_JSON_UINT_MAX, &a->seed, err);
     if (rc == GP_OK && (e = json_object_get(obj, "n_samples"))) {
-        rc = gp_json_get_uint(e, "n_samples", 9007199254740992.0, &a->n_samples, err);
+        rc = gp_json_get_uint(e, "n_samples", GP_JSON_UINT_MAX, &a->n_samples, err);
         if (rc == GP_OK && a->n_samples == 0)
             rc = gp_error_set(err, GP_EINVAL, "n_samples", "n_samples must be at least 1");
     }
