@@ -481,12 +481,14 @@ void gp_api_study_trial(gp_api *api, const char *name, int64_t trial, gp_respons
  * {"infeasible": true, "reason": "..."}); POST .../trials attaches a trial
  * run elsewhere ({"parameters": {...}, "metrics": {...}}), completed at
  * once. When the completion makes a refit due (and this daemon claimed
- * it), *refit is the fit job of the study's model to queue as an async job
- * (the caller's; NULL otherwise). */
+ * it), refits[0..*n_refits) are the fit jobs of the study's models (its
+ * objective's, then each constraint's) to queue as async jobs (the
+ * caller's); *n_refits is 0 otherwise. */
+#define GP_API_STUDY_REFITS 9
 void gp_api_study_complete(gp_api *api, const char *name, int64_t trial, const gp_request *req,
-                           gp_response *out, gp_fit_job **refit);
+                           gp_response *out, gp_fit_job **refits, size_t *n_refits);
 void gp_api_study_attach(gp_api *api, const char *name, const gp_request *req,
-                         gp_response *out, gp_fit_job **refit);
+                         gp_response *out, gp_fit_job **refits, size_t *n_refits);
 /* Expire every active trial of every study whose client has not been heard
  * of for its trial_timeout_s (the keeper's sweep; suggestions also do it). */
 int gp_api_studies_expire(gp_api *api, size_t *expired, gp_error *err);

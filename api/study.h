@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "api/internal.h"
+#include "core/bo/space.h"
 
 /* A study's name leaves room for its models' names, "study.<name>" and
  * "study.<name>.c<i>", within a model name's 64 characters. */
@@ -18,6 +19,7 @@
 #define GP_STUDY_MAX_PARAMS 64
 #define GP_STUDY_MAX_VALUES 64      /* values of one categorical parameter */
 #define GP_STUDY_MAX_CONSTRAINTS 8  /* models .c0 .. .c7 */
+_Static_assert(GP_API_STUDY_REFITS == 1 + GP_STUDY_MAX_CONSTRAINTS, "a refit per model");
 #define GP_STUDY_METRIC_MAX GP_OUTPUT_NAME_MAX
 #define GP_STUDY_MAX_COUNT 64       /* trials of one suggestion (GP_BO_MAX_Q) */
 #define GP_STUDY_MAX_DIM 256        /* the encoded dimension (one per double or integer,
@@ -96,6 +98,13 @@ int gp_study_values_from_json(const gp_study_config *c, json_t *obj, const char 
 /* The JSON object of values (the inverse). */
 json_t *gp_study_values_json(const gp_study_config *c, const double *value);
 
+/* The space of c as core/bo takes it. */
+typedef struct gp_study_space {
+    gp_bo_param params[GP_STUDY_MAX_PARAMS];
+    gp_bo_space space;
+} gp_study_space;
+void gp_study_space(const gp_study_config *c, gp_study_space *out);
+
 /* The names of a study's models (GP_NAME_MAX + 1 bytes): constraint -1 the
  * objective's "study.<name>", else "study.<name>.c<i>". */
 void gp_study_model_name(const char *study, int constraint, char *out);
@@ -128,6 +137,12 @@ int gp_study_refit_due(const gp_study_config *c, uint64_t n, uint64_t last);
  * first n trials of d: {"name", "method", "kernel", ..., "X", "y"}. */
 json_t *gp_study_fit_request(const char *study, const gp_study_config *c,
                              const gp_study_data *d, size_t n, int constraint, int async);
+/* The refits of the study's models (the objective's, then each
+ * constraint's) on every trial of d, as async fit jobs into jobs[0..]
+ * (GP_API_STUDY_REFITS slots); returns how many were made (one that cannot
+ * be is logged and left out). */
+size_t gp_study_refit_jobs(gp_api *api, const char *study, const gp_study_config *c,
+                          const gp_study_data *d, gp_fit_job **jobs);
 
 typedef struct gp_study_models gp_study_models;
 /* The models of study id at d->n trials (objective, then constraints),
@@ -139,10 +154,8 @@ int gp_study_models_acquire(gp_api *api, int64_t id, const char *study,
                             gp_study_models **out, const gp_model *const **models,
                             gp_error *err);
 void gp_study_models_release(gp_study_models *m);
-/* The engine's version and rows of the objective's model (0 0: none). */
-void gp_study_models_info(gp_api *api, int64_t id, int *version, size_t *n);
 /* Drop the entry of study id (deleted). */
 void gp_study_models_forget(gp_api *api, int64_t id);
-void gp_study_models_destroy(gp_api *api);
+
 
 #endif

@@ -497,17 +497,17 @@ static int key_refuses_study(route_call *c)
 /* A refit a completion made due: an ordinary async fit job (durable, in
  * GET /v1/jobs). Refused (a full queue): the engine keeps observing into the
  * last version, and the next refit of the schedule comes later. */
-static void queue_refit(route_call *c, gp_fit_job *fj)
+static void queue_refits(route_call *c, gp_fit_job **fj, size_t n)
 {
-    if (fj == NULL)
-        return;
-    char id[GP_ROUTE_ID_MAX];
-    gp_error err;
-    gp_error_clear(&err);
-    if (gp_jobs_submit_async(c->ctx->srv->jobs, fj, id, sizeof id, &err) != 0) {
-        gp_log("gpserve: the refit of model '%s' was not queued: %s", gp_fit_job_name(fj),
-               err.message[0] ? err.message : "the fit queue is full or stopping");
-        gp_fit_job_free(fj);
+    for (size_t i = 0; i < n; i++) {
+        char id[GP_ROUTE_ID_MAX];
+        gp_error err;
+        gp_error_clear(&err);
+        if (gp_jobs_submit_async(c->ctx->srv->jobs, fj[i], id, sizeof id, &err) != 0) {
+            gp_log("gpserve: the refit of model '%s' was not queued: %s", gp_fit_job_name(fj[i]),
+                   err.message[0] ? err.message : "the fit queue is full or stopping");
+            gp_fit_job_free(fj[i]);
+        }
     }
 }
 
@@ -540,9 +540,10 @@ static void route_study_trials(route_call *c)
     if (key_refuses_study(c))
         return;
     if (c->ctx->verb == GP_VERB_POST) {
-        gp_fit_job *refit = NULL;
-        gp_api_study_attach(api_of(c), c->m->name, c->req, c->res, &refit);
-        queue_refit(c, refit);
+        gp_fit_job *refits[GP_API_STUDY_REFITS];
+        size_t n = 0;
+        gp_api_study_attach(api_of(c), c->m->name, c->req, c->res, refits, &n);
+        queue_refits(c, refits, n);
     } else {
         gp_api_study_trials(api_of(c), c->m->name, c->req, c->res);
     }
@@ -553,10 +554,11 @@ static void route_study_trial(route_call *c)
     if (key_refuses_study(c))
         return;
     if (c->ctx->verb == GP_VERB_POST) {
-        gp_fit_job *refit = NULL;
+        gp_fit_job *refits[GP_API_STUDY_REFITS];
+        size_t n = 0;
         gp_api_study_complete(api_of(c), c->m->name, (int64_t)c->m->trial, c->req, c->res,
-                              &refit);
-        queue_refit(c, refit);
+                              refits, &n);
+        queue_refits(c, refits, n);
     } else {
         gp_api_study_trial(api_of(c), c->m->name, (int64_t)c->m->trial, c->res);
     }
