@@ -103,7 +103,7 @@ typedef struct gp_study_space {
     gp_bo_param params[GP_STUDY_MAX_PARAMS];
     gp_bo_space space;
 } gp_study_space;
-void gp_study_space(const gp_study_config *c, gp_study_space *out);
+void gp_study_space_of(const gp_study_config *c, gp_study_space *out);
 
 /* The names of a study's models (GP_NAME_MAX + 1 bytes): constraint -1 the
  * objective's "study.<name>", else "study.<name>.c<i>". */

@@ -16,7 +16,7 @@ static const char *const attach_keys[] = {"parameters", "metrics", "infeasible",
 #define REASON_MAX 1000
 #define ATTACH_TRIES 8
 
-void gp_study_space(const gp_study_config *c, gp_study_space *out)
+void gp_study_space_of(const gp_study_config *c, gp_study_space *out)
 {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < c->n_params && i < GP_STUDY_MAX_PARAMS; i++) {
@@ -91,7 +91,7 @@ int gp_study_data_build(const gp_study_config *c, const gp_trial_row *trials, si
 {
     memset(out, 0, sizeof *out);
     gp_study_space sp;
-    gp_study_space(c, &sp);
+    gp_study_space_of(c, &sp);
     const size_t D = gp_study_dim(c), K = c->n_constraints;
     out->D = D;
     const gp_trial_row **done = calloc(n ? n : 1, sizeof *done);
@@ -273,9 +273,11 @@ static int metrics_text(const gp_study_config *c, json_t *m, int infeasible, cha
         size_t k = 0;
         while (k < gp_study_n_metrics(c) && strcmp(gp_study_metric_name(c, k), key) != 0)
             k++;
+        char f[GP_ERROR_FIELD_LEN];
+        snprintf(f, sizeof f, "metrics.%.*s", GP_STUDY_METRIC_MAX, key);
         if (k == gp_study_n_metrics(c))
-            return gp_error_set(err, GP_EDATA, "metrics", "metrics.%.64s is not a metric of the "
-                                "study (its objective is '%s')", key, c->objective);
+            return gp_error_set(err, GP_EDATA, f, "%s is not a metric of the study (its "
+                                "objective is '%s')", f, c->objective);
     }
     for (size_t k = 0; k < gp_study_n_metrics(c); k++) {
         char f[GP_ERROR_FIELD_LEN];
