@@ -25,6 +25,8 @@ _Static_assert(GP_API_STUDY_REFITS == 1 + GP_STUDY_MAX_CONSTRAINTS, "a refit per
 #define GP_STUDY_MAX_DIM 256        /* the encoded dimension (one per double or integer,
                                        one per value of a categorical) */
 #define GP_STUDY_DEFAULT_TIMEOUT 3600.0
+/* A field's name as made here (gp_error keeps what fits of it). */
+#define GP_STUDY_FIELD_BUF 192
 #define GP_STUDY_DEFAULT_BETA 2.0
 /* The refit schedule (docs/design/api.md, "Studies"): a refit at n =
  * initial_design, then whenever n >= ceil(ratio * n_last) or n - n_last >= gap. */

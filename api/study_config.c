@@ -69,7 +69,8 @@ void gp_study_model_name(const char *study, int constraint, char *out)
     if (constraint < 0)
         snprintf(out, GP_NAME_MAX + 1, GP_STUDY_MODEL_PREFIX "%.54s", study);
     else
-        snprintf(out, GP_NAME_MAX + 1, GP_STUDY_MODEL_PREFIX "%.54s.c%d", study, constraint);
+        snprintf(out, GP_NAME_MAX + 1, GP_STUDY_MODEL_PREFIX "%.54s.c%u", study,
+                 (unsigned)constraint & 7u); /* < GP_STUDY_MAX_CONSTRAINTS */
 }
 
 /* ---- names ---- */
@@ -142,8 +143,8 @@ static int parse_values(json_t *v, const char *field, gp_study_param *p, gp_erro
     if (p->values == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     for (size_t j = 0; j < n; j++) {
-        char f[GP_ERROR_FIELD_LEN], name[GP_STUDY_METRIC_MAX + 1];
-        snprintf(f, sizeof f, "%s[%zu]", field, j);
+        char f[GP_STUDY_FIELD_BUF], name[GP_STUDY_METRIC_MAX + 1];
+        snprintf(f, sizeof f, "%.160s[%zu]", field, j);
         int rc = take_name(json_array_get(v, j), f, name, err);
         if (rc)
             return rc;
@@ -171,7 +172,7 @@ static int parse_type(json_t *v, const char *field, int *type, gp_error *err)
 
 static int parse_param(json_t *v, size_t i, gp_study_param *p, gp_error *err)
 {
-    char pre[32], f[GP_ERROR_FIELD_LEN];
+    char pre[32], f[GP_STUDY_FIELD_BUF];
     snprintf(pre, sizeof pre, "parameters[%zu]", i);
     if (!json_is_object(v))
         return gp_error_set(err, GP_EINVAL, pre, "%s must be an object", pre);
@@ -270,7 +271,7 @@ static int metric_taken(const gp_study_config *c, size_t upto, const char *name)
 
 static int parse_constraint(json_t *v, size_t i, gp_study_config *c, gp_error *err)
 {
-    char pre[32], f[GP_ERROR_FIELD_LEN];
+    char pre[32], f[GP_STUDY_FIELD_BUF];
     snprintf(pre, sizeof pre, "constraints[%zu]", i);
     if (!json_is_object(v))
         return gp_error_set(err, GP_EINVAL, pre, "%s must be {\"name\": ..., \"max\": ...}", pre);
@@ -456,7 +457,7 @@ static int check_model_as_fit(gp_api *api, const gp_study_config *c, gp_error *e
     free(text);
     gp_fit_job_free(job);
     if (rc && err) { /* the fit's field, as the study names it */
-        char f[GP_ERROR_FIELD_LEN];
+        char f[GP_STUDY_FIELD_BUF];
         snprintf(f, sizeof f, "model%s%.*s", err->field[0] ? "." : "",
                  (int)(sizeof f - 8), err->field);
         memcpy(err->field, f, sizeof err->field < sizeof f ? sizeof err->field : sizeof f);
@@ -640,13 +641,13 @@ int gp_study_values_from_json(const gp_study_config *c, json_t *obj, const char 
         size_t i = 0;
         while (i < c->n_params && strcmp(c->params[i].name, key) != 0)
             i++;
-        char f[GP_ERROR_FIELD_LEN];
+        char f[GP_STUDY_FIELD_BUF];
         snprintf(f, sizeof f, "%s.%.*s", prefix, GP_STUDY_METRIC_MAX, key);
         if (i == c->n_params)
             return gp_error_set(err, GP_EINVAL, f, "%s is not a parameter of the study", f);
     }
     for (size_t i = 0; i < c->n_params; i++) {
-        char f[GP_ERROR_FIELD_LEN];
+        char f[GP_STUDY_FIELD_BUF];
         snprintf(f, sizeof f, "%s.%s", prefix, c->params[i].name);
         json_t *x = json_object_get(obj, c->params[i].name);
         if (x == NULL)

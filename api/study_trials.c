@@ -273,14 +273,14 @@ static int metrics_text(const gp_study_config *c, json_t *m, int infeasible, cha
         size_t k = 0;
         while (k < gp_study_n_metrics(c) && strcmp(gp_study_metric_name(c, k), key) != 0)
             k++;
-        char f[GP_ERROR_FIELD_LEN];
+        char f[GP_STUDY_FIELD_BUF];
         snprintf(f, sizeof f, "metrics.%.*s", GP_STUDY_METRIC_MAX, key);
         if (k == gp_study_n_metrics(c))
             return gp_error_set(err, GP_EDATA, f, "%s is not a metric of the study (its "
                                 "objective is '%s')", f, c->objective);
     }
     for (size_t k = 0; k < gp_study_n_metrics(c); k++) {
-        char f[GP_ERROR_FIELD_LEN];
+        char f[GP_STUDY_FIELD_BUF];
         snprintf(f, sizeof f, "metrics.%s", gp_study_metric_name(c, k));
         v = json_object_get(m, gp_study_metric_name(c, k));
         int ok = json_is_number(v) && isfinite(json_number_value(v));
