@@ -742,8 +742,9 @@ int gp_store_trials_add(gp_store *s, int64_t study_id, uint64_t revision, const 
                         const gp_trial_new *trials, size_t q, double now, double expires_at,
                         const gp_audit_put *audit, int64_t *ids_out, gp_error *err);
 /* A client's heartbeat: its active trials' expires_at set to expires_at (no
- * revision bump); *renewed (may be NULL) gets how many. GP_EINVAL field
- * "client_id" for an empty or too long client. */
+ * revision bump); *renewed (may be NULL) gets how many. Committed, not
+ * waited on to reach the disk (a lost heartbeat is mended by the next).
+ * GP_EINVAL field "client_id" for an empty or too long client. */
 int gp_store_trials_renew(gp_store *s, int64_t study_id, const char *client_id, double expires_at,
                           size_t *renewed, gp_error *err);
 /* Complete trial `id`: GP_ENOTFOUND field "trial" when the study has no such

@@ -6,7 +6,8 @@
  * claim; two handles racing on one study (inserts at one revision: exactly
  * one wins; retried inserts: ids dense and each trial stored once;
  * completions: seq dense, and every snapshot a reader takes meanwhile a
- * prefix); and the migration of a version 8 database.
+ * prefix); a completion kept by a process killed as it returned; and the
+ * migration of a version 8 database.
  *
  * Runs on SQLite files and again on PostgreSQL when GPSERVE_TEST_PG_URL names
  * a server (store_fixture.h). */
@@ -17,9 +18,12 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -700,6 +704,49 @@ static void test_race_completions(void **state)
         gp_store_close(h[i]);
 }
 
+/* ---- a killed daemon ---- */
+
+/* A process that completes a trial and is killed (SIGKILL, no close) the
+ * moment the call returns: the completion is there for the next one. */
+static void test_completion_survives_kill(void **state)
+{
+    (void)state;
+    gp_store *s = sf_open_store("kill.db");
+    gp_study_row a = create(s, "a");
+    gp_error err;
+    int64_t ids[2];
+    assert_int_equal(add(s, a.id, 0, "c", 2, 0, 1e12, ids, &err), GP_OK);
+    gp_store_close(s);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gp_store *child = NULL;
+        char path[512];
+        sf_db_path(path, sizeof path, "kill.db");
+        if (gp_store_open(path, &child, &err) ||
+            gp_store_trial_complete(child, a.id, 2, "completed", "{\"y\":3}", NULL, 2000.0, NULL,
+                                    NULL, NULL, &err))
+            _exit(3);
+        raise(SIGKILL);
+        _exit(4);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    s = sf_open_store("kill.db");
+    gp_trial_row t;
+    assert_int_equal(gp_store_trial_get(s, a.id, 2, &t, &err), GP_OK);
+    assert_string_equal(t.state, "completed");
+    assert_string_equal(t.metrics, "{\"y\":3}");
+    assert_true(t.seq == 1);
+    gp_trial_row_free(&t);
+    gp_study_row g = get(s, "a");
+    assert_true(g.n_completed == 1 && g.revision == 2);
+    gp_study_row_free(&g);
+    gp_study_row_free(&a);
+    gp_store_close(s);
+}
+
 /* ---- migration ---- */
 
 /* A version 8 file gains the tables and keeps what it holds. */
@@ -770,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_race_same_revision),
         cmocka_unit_test(test_race_retrying_inserts),
         cmocka_unit_test(test_race_completions),
+        cmocka_unit_test(test_completion_survives_kill),
     };
     const struct CMUnitTest sqlite_only[] = {
         cmocka_unit_test(test_studies_migrate_v8),
