@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/base/state.h"
 #include "core/inducing/collapsed.h"
@@ -267,6 +268,27 @@ static void test_roundtrip_and_replay(void **state)
     gp_model_free(replay);
 }
 
+/* The same rows observed under 1 and 4 compute threads: the same bits. */
+static void test_threads_same_bits(void **state)
+{
+    (void)state;
+    problem p;
+    make_problem(&p, 38);
+    int saved = gp_parallel_threads();
+    gp_model *one = fit_first(&p, GP_MEAN_ZERO, 0);
+    gp_model *four = roundtrip(one);
+    gp_parallel_set_threads(1);
+    observe_ok(one, &p, NA, NMAX - NA, 0);
+    gp_parallel_set_threads(4);
+    observe_ok(four, &p, NA, NMAX - NA, 0);
+    gp_parallel_set_threads(saved);
+    const gp_inducing_post *a = one->impl, *b = four->impl;
+    assert_memory_equal(a->mt, b->mt, a->m * sizeof *a->mt);
+    assert_memory_equal(a->C, b->C, a->m * a->m * sizeof *a->C);
+    gp_model_free(one);
+    gp_model_free(four);
+}
+
 static void expect_refused(gp_model *model, const problem *p, const double *X, const double *y,
                            size_t k, int code, const char *field)
 {
@@ -338,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_observe_per_point_noise),
         cmocka_unit_test(test_observe_many_rows),
         cmocka_unit_test(test_roundtrip_and_replay),
+        cmocka_unit_test(test_threads_same_bits),
         cmocka_unit_test(test_refused_rows_change_nothing),
         cmocka_unit_test(test_zero_noise_row_refused),
     };
