@@ -75,6 +75,15 @@ static void to_caller_units(const gp_model *model, const double *P, double f, do
         dvar[j] = clamped ? 0.0 : ys2 * dvar[j] / model->x_scale[j];
 }
 
+/* Nothing non-finite leaves: the answers checked once made. */
+static int all_finite(size_t d, double mean, double var, const double *dmean, const double *dvar)
+{
+    int ok = isfinite(mean) && isfinite(var);
+    for (size_t j = 0; ok && j < d; j++)
+        ok = (dmean == NULL || isfinite(dmean[j])) && (dvar == NULL || isfinite(dvar[j]));
+    return ok;
+}
+
 int gp_model_predict_grad(const gp_model *model, const double *x, double *mean, double *var,
                           double *dmean, double *dvar, gp_error *err)
 {
@@ -90,5 +99,9 @@ int gp_model_predict_grad(const gp_model *model, const double *x, double *mean, 
     if (rc == GP_OK)
         to_caller_units(model, P, f, v, mean, var, dmean, dvar);
     free(P);
+    if (rc == GP_OK && !all_finite(model->input_dim, *mean, *var, dmean, dvar))
+        rc = gp_error_set(err, GP_EDATA, "x",
+                          "the posterior at x is not finite in float64 (the model's scale "
+                          "times the point's overflows)");
     return rc;
 }

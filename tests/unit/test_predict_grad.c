@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "core/base/parallel.h"
 #include "core/base/rng.h"
 #include "core/kernel/kernel.h"
 #include "core/methods/registry.h"
@@ -225,6 +226,27 @@ static void test_gradients_not_trivial(void **state)
     gp_model_free(model);
 }
 
+/* The same bits for 1 and 4 compute threads. */
+static void test_threads_same_bits(void **state)
+{
+    (void)state;
+    double X[N * D], y[N];
+    int saved = gp_parallel_threads();
+    for (size_t t = 0; t < N_CASES; t++) {
+        const grad_case *c = &cases[t];
+        gp_model *model = fit_case(c, X, y);
+        double x[D], a[2 + 2 * D], b[2 + 2 * D];
+        test_point(c, X, 5, x);
+        gp_parallel_set_threads(1);
+        grad_ok(model, x, &a[0], &a[1], a + 2, a + 2 + D);
+        gp_parallel_set_threads(4);
+        grad_ok(model, x, &b[0], &b[1], b + 2, b + 2 + D);
+        assert_memory_equal(a, b, sizeof a);
+        gp_model_free(model);
+    }
+    gp_parallel_set_threads(saved);
+}
+
 static void expect(const gp_model *model, const double *x, int code, const char *field)
 {
     double mean, var, dm[D], dv[D];
@@ -301,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_values_match_predict),
         cmocka_unit_test(test_gradients_fd),
         cmocka_unit_test(test_gradients_not_trivial),
+        cmocka_unit_test(test_threads_same_bits),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_coregionalised_refused),
     };
