@@ -9,10 +9,12 @@
 
 #include "core/coreg/params.h"
 #include "core/coreg/sparse_fit.h"
+#include "core/coreg/sparse_impl.h"
 #include "core/coreg/sparse_predict.h"
 #include "core/inducing/candidates.h"
 #include "core/inducing/collapsed_rows.h"
 #include "core/inducing/inducing.h"
+#include "core/inducing/post_grad.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
@@ -309,10 +311,22 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
     return GP_OK;
 }
 
+/* ---- the posterior's gradient in x (gp_model_predict_grad) ---- */
+
+static int sgpr_predict_grad(const gp_model *model, const double *P, double *mean, double *var,
+                             double *dmean, double *dvar, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_error_set(err, GP_EUNSUPPORTED, "n_outputs",
+                            "the posterior gradient in x is for models of one output");
+    return gp_inducing_method_predict_grad(model, P, mean, var, dmean, dvar, err);
+}
+
 static const gp_method_ops sgpr_ops = {
     .fit = sgpr_fit,
     /* the impl is the inducing posterior or a coregionalised model's */
     .predict = gp_coreg_inducing_predict,
+    .predict_grad = sgpr_predict_grad,
     .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
     .sample = gp_coreg_inducing_sample,
     .export_impl = gp_coreg_inducing_export,
