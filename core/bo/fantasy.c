@@ -2,6 +2,7 @@
 #include "core/bo/fantasy.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/base/state.h"
 #include "core/linalg/linalg.h"
@@ -30,7 +31,8 @@ int gp_bo_posterior_means(const gp_model *model, const double *U, size_t k, doub
     return GP_OK;
 }
 
-int gp_bo_observe_believed(gp_model *model, const double *U, size_t k, gp_error *err)
+int gp_bo_observe_believed(gp_model *model, const double *U, size_t k, double *believed,
+                           gp_error *err)
 {
     if (k == 0)
         return GP_OK;
@@ -55,6 +57,8 @@ int gp_bo_observe_believed(gp_model *model, const double *U, size_t k, gp_error 
             X[i + k * j] = U[i * D + j];
     if (rc == GP_OK)
         rc = gp_model_observe(model, X, y, k, err);
+    if (rc == GP_OK && believed != NULL)
+        memcpy(believed, y, k * sizeof *y);
     free(X);
     free(y);
     return rc;

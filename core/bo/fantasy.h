@@ -19,9 +19,11 @@
 int gp_bo_model_copy(const gp_model *model, gp_model **out, gp_error *err);
 
 /* Observe the k points U (input_dim x k, point-major) at model's posterior
- * mean (gp_model_predict_grad) with gp_model_observe. GP_EUNSUPPORTED
- * naming "model.method" for a method that does not update online. */
-int gp_bo_observe_believed(gp_model *model, const double *U, size_t k, gp_error *err);
+ * mean (gp_model_predict_grad) with gp_model_observe; the means into
+ * believed (k entries, may be NULL). GP_EUNSUPPORTED naming "model.method"
+ * for a method that does not update online. */
+int gp_bo_observe_believed(gp_model *model, const double *U, size_t k, double *believed,
+                           gp_error *err);
 
 /* The same targets for the caller: model's posterior mean at the k points
  * into mean (k entries). */

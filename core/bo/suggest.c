@@ -2,6 +2,7 @@
 #include "core/bo/suggest.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ typedef struct engine {
     gp_bo_ranked *order;      /* candidates by value */
     size_t n_cand;
     double *x, *best;         /* D each: an L-BFGS iterate, the best point */
+    int have_best;            /* ev.spec.best holds an incumbent */
 } engine;
 
 /* ---- checks ---- */
@@ -170,8 +172,7 @@ static int is_taken(const engine *e, const double *u)
 }
 
 /* Working copies of the models when anything is fantasised (pending
- * points, or a batch other than independent Thompson draws), with the
- * pending points told to them. */
+ * points, or a batch other than independent Thompson draws). */
 static int setup_models(engine *e, gp_error *err)
 {
     const gp_bo_problem *p = e->p;
@@ -182,12 +183,8 @@ static int setup_models(engine *e, gp_error *err)
     if (!fantasise)
         return GP_OK;
     int rc = gp_bo_model_copy(p->objective, &e->obj_copy, err);
-    if (rc == GP_OK)
-        rc = gp_bo_observe_believed(e->obj_copy, p->pending, p->n_pending, err);
     for (size_t c = 0; rc == GP_OK && c < p->n_constraints; c++) {
         rc = gp_bo_model_copy(p->constraints[c], &e->con_copy[c], err);
-        if (rc == GP_OK)
-            rc = gp_bo_observe_believed(e->con_copy[c], p->pending, p->n_pending, err);
         e->con_view[c] = e->con_copy[c];
     }
     if (rc != GP_OK)
@@ -210,31 +207,79 @@ static int better(const gp_bo_problem *p, double a, double b)
     return p->maximize ? a > b : a < b;
 }
 
-/* The incumbent (best feasible observed value) and what to maximise. */
+/* What to maximise given the incumbent: log EI and PI need one; without
+ * it they look for a feasible point (constraints), or (no constraints, no
+ * observation) for the most uncertain one. */
+static void apply_incumbent(engine *e)
+{
+    gp_acq_spec *s = &e->ev.spec;
+    s->kind = e->p->acquisition;
+    e->ev.feasibility_only = 0;
+    if (e->have_best || (s->kind != GP_ACQ_LOG_EI && s->kind != GP_ACQ_PI))
+        return;
+    if (e->p->n_constraints > 0)
+        e->ev.feasibility_only = 1;
+    else
+        s->kind = GP_ACQ_MAX_VARIANCE;
+}
+
+static void offer_incumbent(engine *e, double value)
+{
+    if (!e->have_best || better(e->p, value, e->ev.spec.best)) {
+        e->ev.spec.best = value;
+        e->have_best = 1;
+    }
+}
+
+/* The incumbent from the observations (the best feasible value) and the
+ * evaluator's settings. */
 static void setup_acquisition(engine *e)
 {
     const gp_bo_problem *p = e->p;
     gp_acq_spec *s = &e->ev.spec;
-    s->kind = p->acquisition;
     s->maximize = p->maximize;
     s->beta = p->beta;
     s->var_floor = gp_bo_var_floor(p->objective);
-    int have = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (feasible(p, i) && (!have || better(p, p->y[i], s->best)))
-            s->best = p->y[i], have = 1;
-    if (!have && (s->kind == GP_ACQ_LOG_EI || s->kind == GP_ACQ_PI)) {
-        /* nothing to improve on: find a feasible point, or (without
-         * constraints, without observations) learn where it is uncertain */
-        if (p->n_constraints > 0)
-            e->ev.feasibility_only = 1;
-        else
-            s->kind = GP_ACQ_MAX_VARIANCE;
-    }
+        if (feasible(p, i))
+            offer_incumbent(e, p->y[i]);
+    apply_incumbent(e);
     e->ev.D = e->D;
     e->ev.n_constraints = p->n_constraints;
     e->ev.constraints = e->con_view;
     e->ev.limits = p->limits;
+}
+
+/* Tell k points (D x k) to the working models at their posterior means
+ * (kriging believer). The believer believes them: a believed value that is
+ * feasible by the believed constraint values and better than the incumbent
+ * becomes the incumbent, or a point whose mean beats the incumbent would keep
+ * its expected improvement after its fantasy and the batch would pile onto
+ * it. */
+static int believe(engine *e, const double *U, size_t k, gp_error *err)
+{
+    const gp_bo_problem *p = e->p;
+    double yb[GP_BO_MAX_Q], cb[GP_BO_MAX_Q];
+    unsigned char ok[GP_BO_MAX_Q];
+    for (size_t done = 0; done < k; done += GP_BO_MAX_Q) {
+        size_t m = k - done < GP_BO_MAX_Q ? k - done : GP_BO_MAX_Q;
+        const double *V = U + done * e->D;
+        int rc = gp_bo_observe_believed(e->obj_copy, V, m, yb, err);
+        memset(ok, 1, sizeof ok);
+        for (size_t c = 0; rc == GP_OK && c < p->n_constraints; c++) {
+            rc = gp_bo_observe_believed(e->con_copy[c], V, m, cb, err);
+            for (size_t i = 0; i < m; i++)
+                ok[i] &= cb[i] <= p->limits[c];
+        }
+        if (rc != GP_OK)
+            return rc;
+        if (e->ts == NULL)
+            for (size_t i = 0; i < m; i++)
+                if (ok[i])
+                    offer_incumbent(e, yb[i]);
+    }
+    apply_incumbent(e);
+    return GP_OK;
 }
 
 /* Thompson's data: the observations and the pending points at the
@@ -424,6 +469,8 @@ static int run(engine *e, double *out, gp_bo_report *rep, gp_error *err)
     setup_acquisition(e);
     if (p->acquisition == GP_ACQ_THOMPSON && (rc = setup_thompson(e, err)) != GP_OK)
         return rc;
+    if (p->n_pending > 0 && (rc = believe(e, p->pending, p->n_pending, err)) != GP_OK)
+        return rc;
     for (size_t j = 0; j < p->q; j++) {
         double *u = out + j * e->D;
         if (e->ts != NULL)
@@ -433,13 +480,9 @@ static int run(engine *e, double *out, gp_bo_report *rep, gp_error *err)
             return rc;
         memcpy(e->taken + e->n_taken * e->D, u, e->D * sizeof *u);
         e->n_taken++;
-        if (j + 1 < p->q && e->ts == NULL) { /* the next point sees this one as a fantasy */
-            rc = gp_bo_observe_believed(e->obj_copy, u, 1, err);
-            for (size_t c = 0; rc == GP_OK && c < p->n_constraints; c++)
-                rc = gp_bo_observe_believed(e->con_copy[c], u, 1, err);
-            if (rc != GP_OK)
-                return rc;
-        }
+        /* the next point sees this one as a fantasy */
+        if (j + 1 < p->q && e->ts == NULL && (rc = believe(e, u, 1, err)) != GP_OK)
+            return rc;
     }
     return GP_OK;
 }
