@@ -32,6 +32,9 @@ _Static_assert(GP_API_STUDY_REFITS == 1 + GP_STUDY_MAX_CONSTRAINTS, "a refit per
  * initial_design, then whenever n >= ceil(ratio * n_last) or n - n_last >= gap. */
 #define GP_STUDY_REFIT_RATIO 1.2
 #define GP_STUDY_REFIT_GAP 50
+/* A refit claimed and not stored yet holds the next back until this many
+ * gaps of trials more (then it counts as lost: its job failed). */
+#define GP_STUDY_REFIT_STUCK 4
 
 /* The parameter types (the order of core/bo/space.h's gp_bo_type). */
 enum { GP_STUDY_DOUBLE = 0, GP_STUDY_INTEGER = 1, GP_STUDY_CATEGORICAL = 2 };
@@ -69,6 +72,14 @@ typedef struct gp_study_config {
     uint64_t seed;
     uint64_t n_starts, n_raw; /* the optimiser's ("optimizer": {"starts", "candidates"}) */
 } gp_study_config;
+
+/* Model method "auto" (the default): exact up to this many trials, sgpr
+ * beyond (docs/design/api.md, "Studies": exact's suggestion is O(N^2) an
+ * acquisition evaluation, about 0.1 s at 500 trials and 2 s at 2000 on
+ * the reference machine; sgpr's O(M^2), 0.05-0.3 s at 2000). */
+#define GP_STUDY_AUTO_EXACT_MAX 500
+/* The method a fit of n trials uses: the model's, or auto's choice. */
+const char *gp_study_method_for(const gp_study_config *c, size_t n);
 
 /* The acquisition's name ("log_ei", ...). */
 const char *gp_study_acq_name(int acquisition);

@@ -426,9 +426,19 @@ static int parse_schedule(json_t *body, gp_study_config *c, gp_error *err)
 
 /* ---- the model settings, checked as a fit of them is ---- */
 
-/* A fit request of the model settings over D inputs and n stand-in rows,
- * parsed by the fit's own parser: what it refuses, a refit would. */
-static int check_model_as_fit(gp_api *api, const gp_study_config *c, gp_error *err)
+const char *gp_study_method_for(const gp_study_config *c, size_t n)
+{
+    const char *m = json_string_value(json_object_get(c->model, "method"));
+    if (m && strcmp(m, "auto") != 0)
+        return m;
+    return n <= GP_STUDY_AUTO_EXACT_MAX ? "exact" : "sgpr";
+}
+
+/* A fit request of the model settings by method over D inputs and n
+ * stand-in rows, parsed by the fit's own parser: what it refuses, a refit
+ * would. */
+static int check_model_as_fit(gp_api *api, const gp_study_config *c, const char *method,
+                              gp_error *err)
 {
     size_t D = gp_study_dim(c), n = 4;
     json_t *fit = json_deep_copy(c->model), *X = json_array(), *y = json_array();
@@ -442,6 +452,7 @@ static int check_model_as_fit(gp_api *api, const gp_study_config *c, gp_error *e
     char *text = NULL;
     if (fit && X && y) {
         json_object_set_new(fit, "name", json_string("study.check"));
+        json_object_set_new(fit, "method", json_string(method));
         json_object_set(fit, "X", X);
         json_object_set(fit, "y", y);
         text = json_dumps(fit, GP_JSON_FLAGS);
@@ -458,12 +469,26 @@ static int check_model_as_fit(gp_api *api, const gp_study_config *c, gp_error *e
     gp_fit_job_free(job);
     if (rc && err) { /* the fit's field, as the study names it */
         char f[GP_STUDY_FIELD_BUF];
-        snprintf(f, sizeof f, "model%s%.*s", err->field[0] ? "." : "",
-                 (int)(sizeof f - 8), err->field);
-        memcpy(err->field, f, sizeof err->field < sizeof f ? sizeof err->field : sizeof f);
+        snprintf(f, sizeof f, "model%s%s", err->field[0] ? "." : "", err->field);
+        /* what fits: a kernel's deep field may lose its end, as gp_error_set's do */
+        memcpy(err->field, f, sizeof err->field - 1);
         err->field[sizeof err->field - 1] = '\0';
     }
     return rc;
+}
+
+/* The settings as a fit of each method they may fit with. */
+static int check_model(gp_api *api, const gp_study_config *c, gp_error *err)
+{
+    const char *m = json_string_value(json_object_get(c->model, "method"));
+    if (strcmp(m, "auto") != 0)
+        return check_model_as_fit(api, c, m, err);
+    if (json_object_get(c->model, "options"))
+        return gp_error_set(err, GP_EINVAL, "model.options",
+                            "options are a method's: name model.method (exact or sgpr) to give "
+                            "them");
+    int rc = check_model_as_fit(api, c, "exact", err);
+    return rc ? rc : check_model_as_fit(api, c, "sgpr", err);
 }
 
 /* Thompson draws from random-feature posteriors: the kernel needs a
@@ -497,20 +522,23 @@ static int parse_model(gp_api *api, json_t *v, gp_study_config *c, int check, gp
     if (c->model == NULL)
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     json_t *m = json_object_get(c->model, "method");
+    const char *ms = json_string_value(m);
     if (m == NULL)
-        json_object_set_new(c->model, "method", json_string("exact"));
-    else if (!json_is_string(m) || (strcmp(json_string_value(m), "exact") != 0 &&
-                                    strcmp(json_string_value(m), "sgpr") != 0))
+        json_object_set_new(c->model, "method", json_string("auto"));
+    else if (ms == NULL || (strcmp(ms, "auto") != 0 && strcmp(ms, "exact") != 0 &&
+                            strcmp(ms, "sgpr") != 0))
         return gp_error_set(err, GP_EINVAL, "model.method",
-                            "model.method must be \"exact\" or \"sgpr\" (the methods whose "
-                            "models give the input gradients the acquisition needs)");
+                            "model.method must be \"auto\", \"exact\" or \"sgpr\" (the "
+                            "methods whose models give the input gradients the acquisition "
+                            "needs; auto: exact up to %d trials, sgpr beyond)",
+                            GP_STUDY_AUTO_EXACT_MAX);
     if (json_object_get(c->model, "kernel") == NULL) {
         json_t *k = json_pack("{s:s, s:b}", "type", "matern52", "ard", 1);
         if (k == NULL || json_object_set_new(c->model, "kernel", k) != 0)
             return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     }
     rc = check_thompson(c, err);
-    return rc || !check ? rc : check_model_as_fit(api, c, err);
+    return rc || !check ? rc : check_model(api, c, err);
 }
 
 /* check: the model settings checked as a fit (a new study; a stored one was). */

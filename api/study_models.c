@@ -75,6 +75,7 @@ json_t *gp_study_fit_request(const char *study, const gp_study_config *c,
         return NULL;
     }
     json_object_set_new(fit, "name", json_string(name));
+    json_object_set_new(fit, "method", json_string(gp_study_method_for(c, n)));
     json_object_set_new(fit, "seed", json_integer((json_int_t)c->seed));
     json_object_set_new(fit, "async", json_boolean(async));
     json_object_set_new(fit, "X", X);

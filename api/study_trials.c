@@ -316,24 +316,54 @@ static int parse_completion(const gp_study_config *c, json_t *obj, completion *c
     return rc;
 }
 
-/* After a completion: when the feasible count makes a refit due and this
- * daemon claims it, the refits' fit jobs into jobs (how many returned; 0
- * otherwise, or when anything fails: the next completion tries again). */
-static size_t claim_refit(gp_api *api, const gp_study_row *study, const gp_study_config *c,
+/* The trials the latest stored version of the study's objective model was
+ * fitted on (0: none yet). */
+static uint64_t stored_rows(gp_api *api, const char *study)
+{
+    char name[GP_NAME_MAX + 1];
+    gp_study_model_name(study, -1, name);
+    gp_model_meta meta;
+    gp_error err;
+    if (gp_rows_meta(api, name, 0, 0, &meta, &err) != GP_OK)
+        return 0;
+    uint64_t n = meta.n_train;
+    gp_model_meta_free(&meta);
+    return n;
+}
+
+/* A refit claimed but not stored yet holds the next ones back (trials
+ * attached in bulk would queue a refit every few trials), until
+ * GP_STUDY_REFIT_STUCK x gap more trials say it was lost (a failed job). */
+static int refit_outstanding(gp_api *api, const gp_study_config *c, const gp_study_row *row,
+                             uint64_t n)
+{
+    return row->refit_n > stored_rows(api, row->name) &&
+           n - row->refit_n < GP_STUDY_REFIT_STUCK * c->refit_gap;
+}
+
+/* After a completion (the study row as it left it): when the feasible
+ * count makes a refit due and this daemon claims it, the refits' fit jobs
+ * into jobs (how many returned; 0 otherwise, or when anything fails: the
+ * next completion tries again). */
+static size_t claim_refit(gp_api *api, const gp_study_row *after, const gp_study_config *c,
                           gp_fit_job **jobs)
 {
+    /* feasible <= completed and the schedule only grows with n: most
+     * completions end here, without reading the trials */
+    if (!gp_study_refit_due(c, after->n_completed, after->refit_n))
+        return 0;
     gp_study_row row;
     gp_trial_row *trials = NULL;
     size_t n = 0;
     gp_error err;
     gp_error_clear(&err);
-    if (gp_store_study_snapshot(api->store, study->name, &row, &trials, &n, &err) != GP_OK)
+    if (gp_store_study_snapshot(api->store, after->name, &row, &trials, &n, &err) != GP_OK)
         return 0;
     gp_study_data d;
     size_t made = 0;
     int claimed = 0;
     if (gp_study_data_build(c, trials, n, &d, &err) == GP_OK) {
-        if (gp_study_refit_due(c, d.n, row.refit_n) &&
+        if (gp_study_refit_due(c, d.n, row.refit_n) && !refit_outstanding(api, c, &row, d.n) &&
             gp_store_study_refit_claim(api->store, row.id, d.n, &claimed, &err) == GP_OK &&
             claimed)
             made = gp_study_refit_jobs(api, row.name, c, &d, jobs);
@@ -359,8 +389,9 @@ static void answer_trial(gp_api *api, int64_t study_id, int64_t id, gp_response 
     gp_trial_row_free(&t);
 }
 
+/* Complete trial id; *after (may be NULL) the study row as it left it. */
 static int complete(gp_api *api, const gp_request *req, const gp_study_row *row, int64_t id,
-                    const completion *cp, gp_error *err)
+                    const completion *cp, gp_study_row *after, gp_error *err)
 {
     gp_api_origin o;
     gp_api_origin_of(req, &o);
@@ -368,7 +399,7 @@ static int complete(gp_api *api, const gp_request *req, const gp_study_row *row,
     return gp_store_trial_complete(api->store, row->id, id, cp->infeasible ? "infeasible"
                                                                             : "completed",
                                    cp->metrics, cp->reason, gp_api_wall_seconds(),
-                                   gp_api_audit_put(&o, &buf, row->name, 0, 200), NULL, NULL,
+                                   gp_api_audit_put(&o, &buf, row->name, 0, 200), NULL, after,
                                    err);
 }
 
@@ -422,13 +453,16 @@ void gp_api_study_complete(gp_api *api, const char *name, int64_t trial, const g
         return;
     gp_error err;
     gp_error_clear(&err);
-    if (complete(api, req, &row, trial, &cp, &err) != GP_OK) {
+    gp_study_row after;
+    memset(&after, 0, sizeof after);
+    if (complete(api, req, &row, trial, &cp, &after, &err) != GP_OK) {
         gp_api_error(&err, out);
     } else {
         answer_trial(api, row.id, trial, out);
         if (!cp.infeasible)
-            *n_refits = claim_refit(api, &row, &c, refits);
+            *n_refits = claim_refit(api, &after, &c, refits);
     }
+    gp_study_row_free(&after);
     end_write(obj, &row, &c, &cp);
 }
 
@@ -436,7 +470,7 @@ void gp_api_study_complete(gp_api *api, const char *name, int64_t trial, const g
  * when another write moved it), then completed. */
 static int attach(gp_api *api, const gp_request *req, gp_study_row *row,
                   const gp_study_config *c, json_t *params, const completion *cp, int64_t *id,
-                  gp_error *err)
+                  gp_study_row *after, gp_error *err)
 {
     double value[GP_STUDY_MAX_PARAMS];
     int rc = gp_study_values_from_json(c, params, "parameters", value, err);
@@ -465,7 +499,7 @@ static int attach(gp_api *api, const gp_request *req, gp_study_row *row,
     if (rc == GP_ECONFLICT && err->field[0] == '\0')
         gp_error_set(err, GP_ECONFLICT, NULL, "the study is busy (%d writes moved it while this "
                      "one tried); retry", ATTACH_TRIES);
-    return rc ? rc : complete(api, req, row, *id, cp, err);
+    return rc ? rc : complete(api, req, row, *id, cp, after, err);
 }
 
 void gp_api_study_attach(gp_api *api, const char *name, const gp_request *req,
@@ -482,17 +516,20 @@ void gp_api_study_attach(gp_api *api, const char *name, const gp_request *req,
     gp_error err;
     gp_error_clear(&err);
     int64_t id = 0;
+    gp_study_row after;
+    memset(&after, 0, sizeof after);
     json_t *params = json_object_get(obj, "parameters");
     if (params == NULL) {
         gp_api_fail(out, GP_EINVAL, "parameters", "parameters is missing: {\"%s\": value, ...}",
                     c.params[0].name);
-    } else if (attach(api, req, &row, &c, params, &cp, &id, &err) != GP_OK) {
+    } else if (attach(api, req, &row, &c, params, &cp, &id, &after, &err) != GP_OK) {
         gp_api_error(&err, out);
     } else {
         answer_trial(api, row.id, id, out);
         out->status = out->status == 200 ? 201 : out->status;
         if (!cp.infeasible)
-            *n_refits = claim_refit(api, &row, &c, refits);
+            *n_refits = claim_refit(api, &after, &c, refits);
     }
+    gp_study_row_free(&after);
     end_write(obj, &row, &c, &cp);
 }

@@ -1306,13 +1306,13 @@ export interface components {
                 /** @description ucb's: mean -/+ sqrt(beta) sd (default 2) */
                 beta?: number;
             };
-            /** @description The models' fit settings, as a fit's fields (method exact, the default, or sgpr; kernel default matern52 with ARD; its priors; options; noise; mean; standardize), checked as a fit of them would be (errors named model.FIELD). */
+            /** @description The models' fit settings, as a fit's fields (method auto, the default: exact up to 500 trials, sgpr beyond; or exact, or sgpr; kernel default matern52 with ARD; its priors; options, which need a named method; noise; mean; standardize), checked as a fit of them would be (errors named model.FIELD). */
             model?: {
                 /**
-                 * @default exact
+                 * @default auto
                  * @enum {string}
                  */
-                method?: "exact" | "sgpr";
+                method?: "auto" | "exact" | "sgpr";
                 kernel?: {
                     [key: string]: unknown;
                 };

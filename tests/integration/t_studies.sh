@@ -27,7 +27,7 @@ check_json "create a study" 201 /v1/studies "{\"name\":\"quad\",$QUAD,\"seed\":3
 [ "$(header Location)" = /v1/studies/quad ] && pass "its Location" ||
     fail "its Location" "'$(header Location)'"
 jhas '.best_trial == null and .model == null and .trials.total == 0 and
-      .config.initial_design == 6 and .config.model.method == "exact"' &&
+      .config.initial_design == 6 and .config.model.method == "auto"' &&
     pass "a new study: no trial, no model, the defaults written" ||
     fail "a new study: no trial, no model, the defaults written" "" body
 check_jerr "the same name again: 409 naming name" 409 conflict '^name$' /v1/studies \

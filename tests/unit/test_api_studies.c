@@ -131,6 +131,9 @@ static const bad_case cases[] = {
      422, "unsupported", "model.kernel"},
     {"unknown model method", "{\"name\":\"s\"," SPACE "," OBJ ",\"model\":{\"method\":\"svgp\"}}",
      400, "invalid_argument", "model.method"},
+    {"options under method auto",
+     "{\"name\":\"s\"," SPACE "," OBJ ",\"model\":{\"options\":{\"max_iter\":5}}}", 400,
+     "invalid_argument", "model.options"},
     {"unknown model field", "{\"name\":\"s\"," SPACE "," OBJ ",\"model\":{\"epochs\":3}}", 400,
      "invalid_argument", "model.epochs"},
     {"bad kernel, named as the model's",
@@ -235,7 +238,10 @@ static void config_round_trip(void **state)
     /* the defaults are written: the model's method and kernel */
     assert_string_equal(json_string_value(json_object_get(json_object_get(ja, "model"),
                                                            "method")),
-                        "exact");
+                        "auto");
+    /* auto: exact up to GP_STUDY_AUTO_EXACT_MAX trials, sgpr beyond */
+    assert_string_equal(gp_study_method_for(&b, GP_STUDY_AUTO_EXACT_MAX), "exact");
+    assert_string_equal(gp_study_method_for(&b, GP_STUDY_AUTO_EXACT_MAX + 1), "sgpr");
     assert_int_equal(b.acquisition, GP_STUDY_UCB);
     assert_true(b.beta == 3.0);
     free(text);
