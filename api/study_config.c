@@ -172,7 +172,7 @@ static int parse_type(json_t *v, const char *field, int *type, gp_error *err)
 
 static int parse_param(json_t *v, size_t i, gp_study_param *p, gp_error *err)
 {
-    char pre[32], f[GP_STUDY_FIELD_BUF];
+    char pre[64], f[GP_STUDY_FIELD_BUF];
     snprintf(pre, sizeof pre, "parameters[%zu]", i);
     if (!json_is_object(v))
         return gp_error_set(err, GP_EINVAL, pre, "%s must be an object", pre);
@@ -222,7 +222,7 @@ static int parse_params(json_t *v, gp_study_config *c, gp_error *err)
             return rc;
         for (size_t k = 0; k < i; k++)
             if (strcmp(c->params[k].name, c->params[i].name) == 0) {
-                char f[32];
+                char f[64];
                 snprintf(f, sizeof f, "parameters[%zu].name", i);
                 return gp_error_set(err, GP_EINVAL, f, "%s repeats the name '%s'", f,
                                     c->params[i].name);
@@ -271,7 +271,7 @@ static int metric_taken(const gp_study_config *c, size_t upto, const char *name)
 
 static int parse_constraint(json_t *v, size_t i, gp_study_config *c, gp_error *err)
 {
-    char pre[32], f[GP_STUDY_FIELD_BUF];
+    char pre[64], f[GP_STUDY_FIELD_BUF];
     snprintf(pre, sizeof pre, "constraints[%zu]", i);
     if (!json_is_object(v))
         return gp_error_set(err, GP_EINVAL, pre, "%s must be {\"name\": ..., \"max\": ...}", pre);

@@ -262,11 +262,12 @@ static int observe_rest(study_model *sm, const gp_study_data *d, const double *c
     return GP_OK;
 }
 
+/* An in-memory fit (never stored) of the first n trials. */
 static int fit_in_memory(gp_api *api, const char *study, const gp_study_config *c,
-                         const gp_study_data *d, int k, study_model *sm, gp_error *err)
+                         const gp_study_data *d, int k, size_t n, study_model *sm, gp_error *err)
 {
     gp_fit_job *job = NULL;
-    int rc = parse_fit(api, gp_study_fit_request(study, c, d, d->n, k - 1, 0), &job, err);
+    int rc = parse_fit(api, gp_study_fit_request(study, c, d, n, k - 1, 0), &job, err);
     gp_model *model = NULL;
     if (rc == GP_OK)
         rc = gp_api_fit_model(api, job, NULL, NULL, NULL, &model, err);
@@ -274,7 +275,7 @@ static int fit_in_memory(gp_api *api, const char *study, const gp_study_config *
     if (rc)
         return rc;
     gp_model_free(sm->model);
-    *sm = (study_model){.model = model, .version = 0, .base = d->n, .n = d->n};
+    *sm = (study_model){.model = model, .version = 0, .base = n, .n = n};
     return GP_OK;
 }
 
@@ -291,9 +292,18 @@ static int update_model(gp_api *api, const char *study, const gp_study_config *c
      * more of the same history: taken as it is */
     if (sm->model && (sm->n >= d->n || observe_rest(sm, d, col, d->n, err) == GP_OK))
         return GP_OK;
-    /* none yet, or an observe refused (the factor lost definiteness): fit anew */
+    /* No version yet: the stand-in is fitted on the first initial_design
+     * trials (the first refit's, whenever this daemon is asked) and
+     * observes the rest, so replicas agree while they wait for the refit.
+     * An observe refused (the factor lost definiteness): a fit of them all. */
     gp_error_clear(err);
-    return fit_in_memory(api, study, c, d, k, sm, err);
+    size_t base = sm->model == NULL && c->initial_design < d->n ? (size_t)c->initial_design : d->n;
+    rc = fit_in_memory(api, study, c, d, k, base, sm, err);
+    if (rc == GP_OK && observe_rest(sm, d, col, d->n, err) != GP_OK) {
+        gp_error_clear(err);
+        rc = fit_in_memory(api, study, c, d, k, d->n, sm, err);
+    }
+    return rc;
 }
 
 int gp_study_models_acquire(gp_api *api, int64_t id, const char *study,
