@@ -519,11 +519,60 @@ static void attach_trials(void **state)
     gp_response_free(&res);
 }
 
+/* The same history gives the same suggestion, bit for bit: two studies of
+ * one seed, the same trials attached in the same order, ask the model (its
+ * in-memory stand-in fitted on the first initial_design trials, the rest
+ * observed) for their next trial; and asked again at the same revision, a
+ * study answers the same (its engine's copy moved on by nothing). */
+static void same_history_same_suggestion(void **state)
+{
+    (void)state;
+    gp_response res;
+    const char *names[] = {"ha", "hb"};
+    gp_fit_job *refits[GP_API_STUDY_REFITS];
+    size_t n = 0;
+    for (size_t s = 0; s < 2; s++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"%s\",\"parameters\":[{\"name\":\"a\",\"type\":\"double\","
+                 "\"bounds\":[-1,1]},{\"name\":\"b\",\"type\":\"double\",\"bounds\":[0,2]}],"
+                 OBJ ",\"initial_design\":5,\"seed\":9}",
+                 names[s]);
+        create(&res, body);
+        expect_status(&res, 201);
+        gp_response_free(&res);
+        for (int i = 0; i < 9; i++) {
+            double a = -0.9 + 0.2 * i, b = fmod(0.37 * i, 2.0);
+            snprintf(body, sizeof body,
+                     "{\"parameters\":{\"a\":%.17g,\"b\":%.17g},\"metrics\":{\"y\":%.17g}}",
+                     a, b, (a - 0.2) * (a - 0.2) + (b - 1.1) * (b - 1.1));
+            gp_request req = make_req(J, body, NULL, 0);
+            memset(&res, 0, sizeof res);
+            gp_api_study_attach(api, names[s], &req, &res, refits, &n);
+            expect_status(&res, 201);
+            gp_response_free(&res);
+            for (size_t k = 0; k < n; k++)
+                gp_fit_job_free(refits[k]);
+        }
+    }
+    json_t *a = suggest("ha", "{\"count\":2}", 200);
+    json_t *b = suggest("hb", "{\"count\":2}", 200);
+    assert_string_equal(json_string_value(json_object_get(a, "source")), "model");
+    json_t *ta = json_object_get(a, "trials"), *tb = json_object_get(b, "trials");
+    for (size_t i = 0; i < 2; i++)
+        assert_true(json_equal(json_object_get(json_array_get(ta, i), "parameters"),
+                               json_object_get(json_array_get(tb, i), "parameters")));
+    assert_false(json_equal(json_object_get(json_array_get(ta, 0), "parameters"),
+                            json_object_get(json_array_get(ta, 1), "parameters")));
+    json_decref(a);
+    json_decref(b);
+}
+
 #define N_CASES (sizeof cases / sizeof cases[0])
 
 int main(void)
 {
-    struct CMUnitTest tests[N_CASES + 8];
+    struct CMUnitTest tests[N_CASES + 9];
     for (size_t i = 0; i < N_CASES; i++) {
         tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(run_case, (void *)&cases[i]);
         tests[i].name = cases[i].label;
@@ -536,5 +585,6 @@ int main(void)
     tests[N_CASES + 5] = (struct CMUnitTest)cmocka_unit_test(client_gets_its_trial_back);
     tests[N_CASES + 6] = (struct CMUnitTest)cmocka_unit_test(suggest_refusals);
     tests[N_CASES + 7] = (struct CMUnitTest)cmocka_unit_test(attach_trials);
+    tests[N_CASES + 8] = (struct CMUnitTest)cmocka_unit_test(same_history_same_suggestion);
     return cmocka_run_group_tests_name("api_studies", tests, group_setup, group_teardown);
 }
