@@ -1399,7 +1399,7 @@ export interface components {
             };
             reason?: string;
             client_id?: string;
-            /** @description completion order (1 */
+            /** @description completion order (1, 2, ...) */
             seq?: number;
             /** @description Unix seconds */
             created: number;

@@ -79,6 +79,12 @@ jpost /v1/models '{"name":"oa-delv","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
 jpost /v1/models '{"name":"oa-delv","X":[[0],[1],[2]],"y":[0,1,0]}' >/dev/null
 # an alias for the alias routes to find (the DELETE route removes it again)
 req PUT /v1/models/sine/aliases/oa -H 'Content-Type: application/json' --data-binary '{"version":1}'
+# a study for the study routes, and one the study DELETE route removes
+for s in sine oa-sdel; do
+    req DELETE /v1/studies/$s
+    jpost /v1/studies "{\"name\":\"$s\",\"parameters\":[{\"name\":\"x\",\"type\":\"double\",
+        \"bounds\":[0,1]}],\"objective\":{\"name\":\"y\",\"goal\":\"minimize\"}}" >/dev/null
+done
 while read -r verb path; do
     p=$(printf '%s\n' "$path" | sed -e 's#/v1/jobs/{[^}]*}#/v1/jobs/'"$JOB"'#' \
         -e 's#/versions/{[^}]*}#/versions/1#' -e 's#/aliases/{[^}]*}#/aliases/oa#')
@@ -86,6 +92,7 @@ while read -r verb path; do
     "DELETE /v1/models/{"*/aliases/*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
     "DELETE /v1/models/{"*/versions/*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-delv/') ;;
     "DELETE /v1/models/{"*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-del/') ;;
+    "DELETE /v1/studies/{"*) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/oa-sdel/') ;;
     "GET /ui/{"*) p=/ui/app.js ;;
     *) p=$(printf '%s\n' "$p" | sed 's/{[^}]*}/sine/') ;;
     esac
@@ -108,3 +115,4 @@ while read -r verb path; do
     esac
 done <"$T/routes.txt"
 req DELETE /v1/models/oa-delv
+req DELETE /v1/studies/sine
