@@ -463,8 +463,12 @@ int gp_api_dataset_prune(gp_api *api, double age_seconds, size_t *deleted, gp_er
  * naming the field of a bad one, 409 (field "name") when it exists. GET:
  * the study with its counts, best_trial and model; the list {"studies"};
  * DELETE: 204 (its trials and its models study.<name>* go too). */
-void gp_api_create_study(gp_api *api, const gp_request *req, gp_response *out);
-void gp_api_list_studies(gp_api *api, gp_response *out);
+/* visible (may be NULL): the study names the caller may use (as
+ * gp_api_list_models'): another name is 403 naming name, and not listed. */
+void gp_api_create_study(gp_api *api, const gp_request *req, gp_model_visible_fn visible,
+                         const void *ctx, gp_response *out);
+void gp_api_list_studies(gp_api *api, gp_model_visible_fn visible, const void *ctx,
+                         gp_response *out);
 void gp_api_get_study(gp_api *api, const char *name, gp_response *out);
 void gp_api_delete_study(gp_api *api, const char *name, const gp_request *req,
                          gp_response *out);

@@ -53,7 +53,8 @@ static int study_name(json_t *body, const char **name, gp_error *err)
 static json_t *study_json(gp_api *api, const gp_study_row *row, const gp_study_config *c,
                           const gp_trial_row *trials, size_t n);
 
-void gp_api_create_study(gp_api *api, const gp_request *req, gp_response *out)
+void gp_api_create_study(gp_api *api, const gp_request *req, gp_model_visible_fn visible,
+                         const void *ctx, gp_response *out)
 {
     json_t *body = NULL, *canon = NULL;
     const char *name = NULL;
@@ -69,6 +70,10 @@ void gp_api_create_study(gp_api *api, const gp_request *req, gp_response *out)
         rc = gp_json_parse_body(req, &body, &err);
     if (rc == GP_OK)
         rc = study_name(body, &name, &err);
+    if (rc == GP_OK && visible && !visible(name, ctx))
+        rc = gp_error_set(&err, GP_EFORBIDDEN, "name",
+                          "key '%s' may not name study '%s' (its models= patterns)",
+                          req->key_name ? req->key_name : "", name);
     if (rc == GP_OK)
         rc = gp_study_config_parse(api, body, &c, &err);
     if (rc == GP_OK && ((canon = gp_study_config_json(&c)) == NULL ||
@@ -201,7 +206,8 @@ void gp_api_get_study(gp_api *api, const char *name, gp_response *out)
 
 /* ---- list ---- */
 
-void gp_api_list_studies(gp_api *api, gp_response *out)
+void gp_api_list_studies(gp_api *api, gp_model_visible_fn visible, const void *ctx,
+                         gp_response *out)
 {
     gp_study_row *rows = NULL;
     size_t n = 0;
@@ -213,6 +219,8 @@ void gp_api_list_studies(gp_api *api, gp_response *out)
     }
     json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++) {
+        if (visible && !visible(rows[i].name, ctx))
+            continue;
         json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:s}", "name", rows[i].name, "trials",
                               (json_int_t)rows[i].n_trials, "completed",
                               (json_int_t)rows[i].n_completed, "revision",

@@ -52,7 +52,7 @@ rank() {
 # path_of PATTERN NAME: a request path (a model that does not exist: nothing
 # allowed changes anything, it answers 404 or 4xx after the key checks)
 path_of() {
-    echo "$1" | sed -e "s|{name}|$2|; s|{v}|1|; s|{alias}|champion|; s|{id}|nojob|; s|{file}|app.js|"
+    echo "$1" | sed -e "s|{name}|$2|; s|{v}|1|; s|{alias}|champion|; s|{id}|nojob|; s|{file}|app.js|; s|{trial}|1|"
 }
 # one_cell ROUTE VERB PATTERN SCOPE SHAPE WHO HEADER NAME EXPECT(401|403|ok) [FIELD]
 matrix_bad=0
@@ -123,6 +123,18 @@ grep -q "needs the write scope; key 'reader' has read" "$T/body"
 verdict "the 403 says which scope and which key" $? "$(cat "$T/body")"
 check_err "team-a key fitting model sine: 403 naming name" 403 forbidden '^name$' POST $M \
     -H "$A_P" -H 'Content-Type: application/json' --data-binary "$SINE_BODY"
+
+ST_SPACE='"parameters":[{"name":"x","type":"double","bounds":[0,1]}],"objective":{"name":"y","goal":"minimize"}'
+check_err "team-a key creating study team-b.s: 403 naming name" 403 forbidden '^name$' \
+    POST /v1/studies -H "$A_P" -H 'Content-Type: application/json' \
+    --data-binary "{\"name\":\"team-b.s\",$ST_SPACE}"
+check "team-a key creating study team-a.s" 201 POST /v1/studies -H "$A_P" \
+    -H 'Content-Type: application/json' --data-binary "{\"name\":\"team-a.s\",$ST_SPACE}"
+check "writer creating study other.s" 201 POST /v1/studies -H "$A_W" \
+    -H 'Content-Type: application/json' --data-binary "{\"name\":\"other.s\",$ST_SPACE}"
+check "team-a key lists studies" 200 GET /v1/studies -H "$A_P"
+jhas '[.studies[].name] == ["team-a.s"]' && pass "it sees only team-a.s" ||
+    fail "it sees only team-a.s" "" body
 
 # ---- who did what: created_by, the job's record, updated_by, the access log
 check_json "writer fits sine" 201 $M "$SINE_BODY" -H "$A_W"

@@ -187,7 +187,7 @@ static void create(gp_response *res, const char *body)
 {
     gp_request req = make_req(J, body, NULL, 0);
     memset(res, 0, sizeof *res);
-    gp_api_create_study(api, &req, res);
+    gp_api_create_study(api, &req, NULL, NULL, res);
 }
 
 static void run_case(void **state)
