@@ -255,6 +255,15 @@ static int insert(gp_api *api, const gp_request *req, const gp_study_config *c,
     return rc;
 }
 
+/* Whether an active trial of the snapshot is past its expiry. */
+static int has_expired(const gp_trial_row *trials, size_t n, double now)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(trials[i].state, "active") == 0 && trials[i].expires_at < now)
+            return 1;
+    return 0;
+}
+
 /* One try: 0 answered, GP_ECONFLICT (no field) to try again, else the error. */
 static int try_once(gp_api *api, const char *name, const gp_request *req, const suggest_args *a,
                     gp_response *out, gp_error *err)
@@ -270,6 +279,17 @@ static int try_once(gp_api *api, const char *name, const gp_request *req, const 
     int rc = gp_store_study_snapshot(api->store, name, &row, &trials, &n, err);
     if (rc)
         return rc;
+    /* dead clients' trials first, so that they count no more as pending: a
+     * write only when the snapshot has one, then a snapshot again */
+    if (has_expired(trials, n, gp_api_wall_seconds())) {
+        gp_trial_row_free_array(trials, n);
+        gp_study_row_free(&row);
+        rc = gp_api_studies_expire(api, NULL, err);
+        if (rc == GP_OK)
+            rc = gp_store_study_snapshot(api->store, name, &row, &trials, &n, err);
+        if (rc)
+            return rc;
+    }
     rc = gp_study_config_read(api, row.config, &c, err);
     if (rc == GP_OK && a->client_id &&
         (rc = client_trials(api, &c, &row, trials, n, a->client_id, out, err)) == 1)
@@ -313,9 +333,6 @@ void gp_api_study_suggest(gp_api *api, const char *name, const gp_request *req,
         rc = gp_json_parse_body(req, &obj, &err);
     if (rc == GP_OK)
         rc = parse_args(obj, &a, &err);
-    /* dead clients' trials first, so that they count no more as pending */
-    if (rc == GP_OK)
-        rc = gp_api_studies_expire(api, NULL, &err);
     for (int t = 0; rc == GP_OK && t < SUGGEST_TRIES; t++) {
         if (t)
             back_off(t);
