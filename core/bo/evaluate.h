@@ -36,6 +36,13 @@ typedef struct gp_bo_eval {
  * why). */
 double gp_bo_eval_value(gp_bo_eval *e, const double *u, double *grad);
 
+/* The values at m points U (D x m, point-major) into values (m entries),
+ * the models asked through gp_model_predict in blocks of points (BLAS level
+ * 3 for exact: the raw candidates of a suggestion cost one solve, not m):
+ * the same numbers as gp_bo_eval_value to rounding. GP_ENOMEM, or a
+ * model's error (also in e->rc and e->err). */
+int gp_bo_eval_batch(gp_bo_eval *e, const double *U, size_t m, double *values, gp_error *err);
+
 /* The variance floor of a model: 1e-12 y_scale^2, far below any noise the
  * fits keep, so only a point the model holds exactly reaches it. */
 double gp_bo_var_floor(const gp_model *m);

@@ -364,11 +364,9 @@ static int make_candidates(engine *e, size_t j, gp_error *err)
                 double v = p->X[idx[c] * D + d] + LOCAL_SD * gp_rng_normal(&rng);
                 e->cand[e->n_cand * D + d] = fmin(1.0, fmax(0.0, v));
             }
-    for (size_t i = 0; i < e->n_cand; i++) {
+    for (size_t i = 0; i < e->n_cand; i++)
         gp_bo_snap(p->space, e->cand + i * D, e->cand + i * D);
-        e->val[i] = gp_bo_eval_value(&e->ev, e->cand + i * D, NULL);
-    }
-    return e->ev.rc;
+    return gp_bo_eval_batch(&e->ev, e->cand, e->n_cand, e->val, err);
 }
 
 static int by_value(const void *a, const void *b)

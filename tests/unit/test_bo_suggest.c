@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "core/base/parallel.h"
 #include "core/bo/acquisition.h"
 #include "core/bo/evaluate.h"
 #include "core/bo/sobol.h"
@@ -127,6 +128,33 @@ static void test_batch_distinct_and_deterministic(void **state)
     p.q = 1;
     suggest_ok(&p, again, NULL);
     assert_memory_equal(out, again, 2 * sizeof *out);
+    gp_model_free(m);
+}
+
+/* The same problem gives the same bits with 1 and 2 compute threads (a
+ * model of 150 points, so the predictions' loops are split), for a batch
+ * with a pending point and for Thompson draws. */
+static void test_same_bits_for_any_thread_count(void **state)
+{
+    (void)state;
+    enum { NP = 150 };
+    double U[2 * NP], y[NP], one[8], two[8];
+    data2(NP, U, y);
+    gp_model *m = bo_fit(U, y, NP, 2);
+    gp_bo_problem p = problem(&UNIT2, m, U, y, NP - 1);
+    p.pending = U + 2 * (NP - 1), p.n_pending = 1;
+    p.q = 3;
+    for (int k = 0; k < 2; k++) {
+        p.acquisition = k ? GP_ACQ_THOMPSON : GP_ACQ_LOG_EI;
+        p.n_features = 128;
+        int saved = gp_parallel_threads();
+        gp_parallel_set_threads(1);
+        suggest_ok(&p, one, NULL);
+        gp_parallel_set_threads(2);
+        suggest_ok(&p, two, NULL);
+        gp_parallel_set_threads(saved);
+        assert_memory_equal(one, two, 6 * sizeof *one);
+    }
     gp_model_free(m);
 }
 
@@ -348,6 +376,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_1d_argmax_of_log_ei),
         cmocka_unit_test(test_batch_distinct_and_deterministic),
+        cmocka_unit_test(test_same_bits_for_any_thread_count),
         cmocka_unit_test(test_pending_not_suggested_again),
         cmocka_unit_test(test_mixed_space_snapped),
         cmocka_unit_test(test_branin_beats_sobol),
