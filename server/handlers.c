@@ -479,11 +479,14 @@ static void route_dataset(route_call *c)
 
 /* ---- studies ---- */
 
-/* A refit a completion made due: an ordinary async fit job (durable, in
- * GET /v1/jobs). Refused (a full queue): the engine keeps observing into the
- * last version, and the next refit of the schedule comes later. */
+/* A refit a completion made due: ordinary async fit jobs (durable, GET
+ * /v1/jobs/{id}), whose ids the completion's answer lists ("refit_jobs").
+ * Refused (a full queue): the engine keeps observing into the last
+ * version, and the next refit of the schedule comes later. */
 static void queue_refits(route_call *c, gp_fit_job **fj, size_t n)
 {
+    char ids[GP_API_STUDY_REFITS * (GP_ROUTE_ID_MAX + 3) + 32] = "";
+    size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         char id[GP_ROUTE_ID_MAX];
         gp_error err;
@@ -492,8 +495,23 @@ static void queue_refits(route_call *c, gp_fit_job **fj, size_t n)
             gp_log("gpserve: the refit of model '%s' was not queued: %s", gp_fit_job_name(fj[i]),
                    err.message[0] ? err.message : "the fit queue is full or stopping");
             gp_fit_job_free(fj[i]);
+            continue;
         }
+        o += (size_t)snprintf(ids + o, sizeof ids - o, "%s\"%s\"", o ? "," : "", id);
     }
+    gp_response *res = c->res;
+    /* the answer is a JSON object: the ids go in before its closing brace */
+    if (o == 0 || (res->status != 200 && res->status != 201) || res->body == NULL ||
+        res->body_len < 2 ||
+        res->body[res->body_len - 1] != '}')
+        return;
+    size_t add = o + 32;
+    char *b = realloc(res->body, res->body_len + add);
+    if (b == NULL)
+        return;
+    res->body = b;
+    res->body_len--; /* the brace */
+    res->body_len += (size_t)snprintf(b + res->body_len, add, ",\"refit_jobs\":[%s]}", ids);
 }
 
 /* A key limited to some model names is held to the same patterns for

@@ -1409,6 +1409,8 @@ export interface components {
             expires_at?: number;
             /** @description a suggestion's (source model) */
             acquisition_value?: number;
+            /** @description A completion's or attach's answer only: the async fit jobs of the refit it made due (GET /v1/jobs/{id}); absent when none. */
+            refit_jobs?: string[];
         };
         SuggestRequest: {
             /** @default 1 */

@@ -84,6 +84,16 @@ jhas '.source == "sobol" and (.trials | length) == 4 and ([.trials[].id] | uniqu
 for id in $(jqb '.trials[].id'); do
     jpost /v1/studies/bat/trials/$id "{\"metrics\":{\"y\":$id.5}}"
 done
+# the 4th completion (initial_design) made the first refit due: its job in the answer
+ST_JOB=$(jqb '.refit_jobs[0] // empty')
+if [ -n "$ST_JOB" ] && wait_job "$ST_JOB" succeeded; then
+    pass "the completion at initial_design queued the refit, job $ST_JOB succeeded"
+else
+    fail "the completion at initial_design queued the refit" "job '$ST_JOB' ${JOB_STATUS:-}" body
+fi
+req GET /v1/studies/bat
+jhas '.model.version == 1 and .model.trials_included == 4 and .refit_n == 4' &&
+    pass "its version holds the 4 trials" || fail "its version holds the 4 trials" "" body
 check_json "4 trials from the model at once" 200 /v1/studies/bat/suggestions '{"count":4}'
 cp "$T/body" "$T/bat4"
 jhas '.source == "model" and (.trials | length) == 4 and ([.trials[].id] | unique | length) == 4
