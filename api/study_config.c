@@ -54,6 +54,18 @@ size_t gp_study_dim(const gp_study_config *c)
     return D;
 }
 
+void gp_study_space_of(const gp_study_config *c, gp_study_space *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < c->n_params && i < GP_STUDY_MAX_PARAMS; i++) {
+        const gp_study_param *p = &c->params[i];
+        out->params[i] = (gp_bo_param){.type = (gp_bo_type)p->type, .lo = p->lo, .hi = p->hi,
+                                       .log_scale = p->log_scale, .n_values = p->n_values};
+    }
+    out->space.n_params = c->n_params;
+    out->space.params = out->params;
+}
+
 size_t gp_study_n_metrics(const gp_study_config *c)
 {
     return 1 + c->n_constraints;
@@ -549,6 +561,11 @@ static int parse_config(gp_api *api, json_t *body, gp_study_config *c, int check
     int rc = gp_json_known_keys(body, study_keys, NULL, err);
     if (rc == GP_OK)
         rc = parse_params(json_object_get(body, "parameters"), c, err);
+    if (rc == GP_OK) { /* what core/bo takes of a space (it names the same fields) */
+        gp_study_space sp;
+        gp_study_space_of(c, &sp);
+        rc = gp_bo_space_check(&sp.space, err);
+    }
     if (rc == GP_OK)
         rc = parse_objective(json_object_get(body, "objective"), c, err);
     if (rc == GP_OK)

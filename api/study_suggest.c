@@ -84,18 +84,50 @@ static uint64_t mix_seed(uint64_t seed, uint64_t revision)
     return z ^ (z >> 31);
 }
 
-static int sobol_points(const gp_study_config *c, const gp_study_row *row, suggestion *s,
-                        gp_error *err)
+/* Whether u is within 1e-9 (max norm) of one of the n points P (D x n). */
+static int seen(const double *u, const double *P, size_t n, size_t D)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < D && fabs(u[j] - P[i * D + j]) <= 1e-9)
+            j++;
+        if (j == D)
+            return 1;
+    }
+    return 0;
+}
+
+/* The next q points of the study's Sobol sequence from index n_trials,
+ * snapped; in a small discrete space a point already observed, active or
+ * chosen is passed over for the next (at most SOBOL_LOOK_AHEAD x q looked
+ * at, then 400 naming count as gp_bo_suggest says it). */
+#define SOBOL_LOOK_AHEAD 64
+static int sobol_points(const gp_study_config *c, const gp_study_row *row,
+                        const gp_study_data *d, suggestion *s, gp_error *err)
 {
     gp_study_space sp;
     gp_study_space_of(c, &sp);
-    size_t D = gp_study_dim(c);
-    int rc = gp_sobol_points(D, c->seed, row->n_trials, s->q, s->u, err);
-    for (size_t j = 0; rc == GP_OK && j < s->q; j++)
-        gp_bo_snap(&sp.space, s->u + j * D, s->u + j * D);
+    size_t D = gp_study_dim(c), got = 0;
+    double u[GP_STUDY_MAX_DIM];
+    for (uint64_t i = 0; got < s->q && i < SOBOL_LOOK_AHEAD * s->q; i++) {
+        int rc = gp_sobol_points(D, c->seed, row->n_trials + i, 1, u, err);
+        if (rc)
+            return rc;
+        gp_bo_snap(&sp.space, u, u);
+        if (seen(u, d->X, d->n, D) || seen(u, d->pending, d->n_pending, D) ||
+            seen(u, s->u, got, D))
+            continue;
+        memcpy(s->u + got * D, u, D * sizeof *u);
+        got++;
+    }
+    if (got < s->q)
+        return gp_error_set(err, GP_EINVAL, "count",
+                            "the space has fewer than %zu new points left (its discrete values "
+                            "are taken by the trials made)",
+                            s->q);
     s->source = "sobol";
     s->method = "scrambled Sobol";
-    return rc;
+    return GP_OK;
 }
 
 static int model_points(gp_api *api, const gp_study_config *c, const gp_study_row *row,
@@ -299,7 +331,7 @@ static int try_once(gp_api *api, const char *name, const gp_request *req, const 
         if (rc == GP_OK && (s.u = calloc(gp_study_dim(&c) * s.q, sizeof *s.u)) == NULL)
             rc = gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
         if (rc == GP_OK)
-            rc = d.n < c.initial_design ? sobol_points(&c, &row, &s, err)
+            rc = d.n < c.initial_design ? sobol_points(&c, &row, &d, &s, err)
                                         : model_points(api, &c, &row, &d, &s, err);
         if (rc == GP_OK)
             rc = insert(api, req, &c, &row, a, &s, out, err);

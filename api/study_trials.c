@@ -16,18 +16,6 @@ static const char *const attach_keys[] = {"parameters", "metrics", "infeasible",
 #define REASON_MAX 1000
 #define ATTACH_TRIES 8
 
-void gp_study_space_of(const gp_study_config *c, gp_study_space *out)
-{
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < c->n_params && i < GP_STUDY_MAX_PARAMS; i++) {
-        const gp_study_param *p = &c->params[i];
-        out->params[i] = (gp_bo_param){.type = (gp_bo_type)p->type, .lo = p->lo, .hi = p->hi,
-                                       .log_scale = p->log_scale, .n_values = p->n_values};
-    }
-    out->space.n_params = c->n_params;
-    out->space.params = out->params;
-}
-
 /* ---- the history ---- */
 
 void gp_study_data_free(gp_study_data *d)

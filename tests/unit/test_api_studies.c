@@ -568,11 +568,37 @@ static void same_history_same_suggestion(void **state)
     json_decref(b);
 }
 
+/* A space of two points: the design gives each once, then says there is
+ * no new point left (400 naming count), never an active trial again. */
+static void small_space_never_repeats(void **state)
+{
+    (void)state;
+    gp_response res;
+    create(&res, "{\"name\":\"tiny\",\"parameters\":[{\"name\":\"o\",\"type\":"
+                 "\"categorical\",\"values\":[\"p\",\"q\"]}]," OBJ "}");
+    expect_status(&res, 201);
+    gp_response_free(&res);
+    post(&res, gp_api_study_suggest, "tiny", "{\"count\":3}");
+    expect_error(&res, 400, "invalid_argument", "count");
+    gp_response_free(&res);
+    json_t *a = suggest("tiny", "{}", 200), *b = suggest("tiny", "{}", 200);
+    const char *oa = json_string_value(json_object_get(
+        json_object_get(json_array_get(json_object_get(a, "trials"), 0), "parameters"), "o"));
+    const char *ob = json_string_value(json_object_get(
+        json_object_get(json_array_get(json_object_get(b, "trials"), 0), "parameters"), "o"));
+    assert_string_not_equal(oa, ob);
+    post(&res, gp_api_study_suggest, "tiny", "{}");
+    expect_error(&res, 400, "invalid_argument", "count");
+    gp_response_free(&res);
+    json_decref(a);
+    json_decref(b);
+}
+
 #define N_CASES (sizeof cases / sizeof cases[0])
 
 int main(void)
 {
-    struct CMUnitTest tests[N_CASES + 9];
+    struct CMUnitTest tests[N_CASES + 10];
     for (size_t i = 0; i < N_CASES; i++) {
         tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(run_case, (void *)&cases[i]);
         tests[i].name = cases[i].label;
@@ -586,5 +612,6 @@ int main(void)
     tests[N_CASES + 6] = (struct CMUnitTest)cmocka_unit_test(suggest_refusals);
     tests[N_CASES + 7] = (struct CMUnitTest)cmocka_unit_test(attach_trials);
     tests[N_CASES + 8] = (struct CMUnitTest)cmocka_unit_test(same_history_same_suggestion);
+    tests[N_CASES + 9] = (struct CMUnitTest)cmocka_unit_test(small_space_never_repeats);
     return cmocka_run_group_tests_name("api_studies", tests, group_setup, group_teardown);
 }
