@@ -130,7 +130,7 @@ typedef struct gp_study_data {
     double *y;         /* n: the objective as reported */
     double *C;         /* n x n_constraints (column-major, a column a constraint) */
     int64_t *ids;      /* n: the trials' ids */
-    size_t n_pending;  /* active trials */
+    size_t n_pending;  /* active and infeasible trials (fantasised: never suggested again) */
     double *pending;   /* D x n_pending encoded */
     size_t n_completed, n_infeasible, n_active, n_expired;
 } gp_study_data;

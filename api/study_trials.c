@@ -98,7 +98,10 @@ int gp_study_data_build(const gp_study_config *c, const gp_trial_row *trials, si
         count_state(out, &trials[i]);
         if (strcmp(trials[i].state, "completed") == 0)
             done[nd++] = &trials[i];
-        else if (strcmp(trials[i].state, "active") == 0 &&
+        /* active trials are pending; so are infeasible ones (fantasised like
+         * them), so that the model never suggests a point that failed again */
+        else if ((strcmp(trials[i].state, "active") == 0 ||
+                  strcmp(trials[i].state, "infeasible") == 0) &&
                  read_trial(c, &sp, &trials[i], out->pending + D * out->n_pending, NULL) == 0)
             out->n_pending++;
     }

@@ -592,6 +592,27 @@ static void small_space_never_repeats(void **state)
     gp_response_free(&res);
     json_decref(a);
     json_decref(b);
+    /* a point reported infeasible is not suggested again, by the design nor by the model */
+    create(&res, "{\"name\":\"tiny2\",\"parameters\":[{\"name\":\"o\",\"type\":"
+                 "\"categorical\",\"values\":[\"p\",\"q\"]}]," OBJ ",\"initial_design\":1}");
+    expect_status(&res, 201);
+    gp_response_free(&res);
+    a = suggest("tiny2", "{}", 200);
+    complete("tiny2", first_id(a), "{\"infeasible\":true}", &res);
+    expect_status(&res, 200);
+    gp_response_free(&res);
+    b = suggest("tiny2", "{}", 200);
+    assert_false(json_equal(
+        json_object_get(json_array_get(json_object_get(a, "trials"), 0), "parameters"),
+        json_object_get(json_array_get(json_object_get(b, "trials"), 0), "parameters")));
+    complete("tiny2", first_id(b), "{\"metrics\":{\"y\":1}}", &res);
+    expect_status(&res, 200);
+    gp_response_free(&res);
+    post(&res, gp_api_study_suggest, "tiny2", "{}"); /* the model's turn: nothing new left */
+    expect_error(&res, 400, "invalid_argument", "count");
+    gp_response_free(&res);
+    json_decref(a);
+    json_decref(b);
 }
 
 #define N_CASES (sizeof cases / sizeof cases[0])
