@@ -92,6 +92,9 @@ size_t gp_study_dim(const gp_study_config *c);
  * settings are checked as a fit of them would be (api parses a stand-in fit
  * request of D inputs; its errors are named "model.<field>"). */
 int gp_study_config_parse(gp_api *api, json_t *body, gp_study_config *c, gp_error *err);
+/* c's "model" (study_settings.c): the method, the kernel's default, the
+ * rest of a fit's fields; check: parsed as a fit of them (a new study's). */
+int gp_study_parse_model(gp_api *api, json_t *v, gp_study_config *c, int check, gp_error *err);
 /* The canonical JSON of c (every default written), which the store keeps:
  * gp_study_config_parse reads it back to the same c. */
 json_t *gp_study_config_json(const gp_study_config *c);

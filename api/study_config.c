@@ -1,14 +1,14 @@
 /* A study's configuration (docs/design/api.md, "Studies"): the body of
  * POST /v1/studies parsed and checked, every error naming its field, and
  * written back as the canonical JSON the store keeps (every default
- * filled in), which reads back to the same configuration. */
+ * filled in), which reads back to the same configuration. The model
+ * settings are study_settings.c's, the space's encoding study_space.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/study.h"
-#include "core/kernel/kernel_spectral.h"
 
 static const char *const study_keys[] = {"name",  "parameters", "objective", "constraints",
                                          "acquisition", "model", "initial_design", "refit",
@@ -17,8 +17,6 @@ static const char *const param_keys[] = {"name", "type", "bounds", "scale", "val
 static const char *const objective_keys[] = {"name", "goal", NULL};
 static const char *const constraint_keys[] = {"name", "max", NULL};
 static const char *const acq_keys[] = {"type", "beta", NULL};
-static const char *const model_keys[] = {"method", "kernel", "options", "noise", "mean",
-                                         "standardize", NULL};
 static const char *const refit_keys[] = {"ratio", "gap", NULL};
 static const char *const optimizer_keys[] = {"starts", "candidates", NULL};
 
@@ -44,45 +42,6 @@ void gp_study_config_free(gp_study_config *c)
     free(c->params);
     json_decref(c->model);
     memset(c, 0, sizeof *c);
-}
-
-size_t gp_study_dim(const gp_study_config *c)
-{
-    size_t D = 0;
-    for (size_t i = 0; i < c->n_params; i++)
-        D += c->params[i].type == GP_STUDY_CATEGORICAL ? c->params[i].n_values : 1;
-    return D;
-}
-
-void gp_study_space_of(const gp_study_config *c, gp_study_space *out)
-{
-    memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < c->n_params && i < GP_STUDY_MAX_PARAMS; i++) {
-        const gp_study_param *p = &c->params[i];
-        out->params[i] = (gp_bo_param){.type = (gp_bo_type)p->type, .lo = p->lo, .hi = p->hi,
-                                       .log_scale = p->log_scale, .n_values = p->n_values};
-    }
-    out->space.n_params = c->n_params;
-    out->space.params = out->params;
-}
-
-size_t gp_study_n_metrics(const gp_study_config *c)
-{
-    return 1 + c->n_constraints;
-}
-
-const char *gp_study_metric_name(const gp_study_config *c, size_t i)
-{
-    return i == 0 ? c->objective : c->constraints[i - 1].name;
-}
-
-void gp_study_model_name(const char *study, int constraint, char *out)
-{
-    if (constraint < 0)
-        snprintf(out, GP_NAME_MAX + 1, GP_STUDY_MODEL_PREFIX "%.54s", study);
-    else
-        snprintf(out, GP_NAME_MAX + 1, GP_STUDY_MODEL_PREFIX "%.54s.c%u", study,
-                 (unsigned)constraint & 7u); /* < GP_STUDY_MAX_CONSTRAINTS */
 }
 
 /* ---- names ---- */
@@ -436,123 +395,6 @@ static int parse_schedule(json_t *body, gp_study_config *c, gp_error *err)
     return rc;
 }
 
-/* ---- the model settings, checked as a fit of them is ---- */
-
-const char *gp_study_method_for(const gp_study_config *c, size_t n)
-{
-    const char *m = json_string_value(json_object_get(c->model, "method"));
-    if (m && strcmp(m, "auto") != 0)
-        return m;
-    return n <= GP_STUDY_AUTO_EXACT_MAX ? "exact" : "sgpr";
-}
-
-/* A fit request of the model settings by method over D inputs and n
- * stand-in rows, parsed by the fit's own parser: what it refuses, a refit
- * would. */
-static int check_model_as_fit(gp_api *api, const gp_study_config *c, const char *method,
-                              gp_error *err)
-{
-    size_t D = gp_study_dim(c), n = 4;
-    json_t *fit = json_deep_copy(c->model), *X = json_array(), *y = json_array();
-    for (size_t i = 0; X && y && i < n; i++) {
-        json_t *row = json_array();
-        for (size_t j = 0; row && j < D; j++)
-            json_array_append_new(row, json_real((double)((i * 7 + j * 3) % 5) / 4.0));
-        json_array_append_new(X, row);
-        json_array_append_new(y, json_real((double)i));
-    }
-    char *text = NULL;
-    if (fit && X && y) {
-        json_object_set_new(fit, "name", json_string("study.check"));
-        json_object_set_new(fit, "method", json_string(method));
-        json_object_set(fit, "X", X);
-        json_object_set(fit, "y", y);
-        text = json_dumps(fit, GP_JSON_FLAGS);
-    }
-    json_decref(fit);
-    json_decref(X);
-    json_decref(y);
-    if (text == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    gp_request req = {.content_type = "application/json", .body = text, .body_len = strlen(text)};
-    gp_fit_job *job = NULL;
-    int rc = gp_api_parse_fit(api, &req, &job, err);
-    free(text);
-    gp_fit_job_free(job);
-    if (rc && err) { /* the fit's field, as the study names it */
-        char f[GP_STUDY_FIELD_BUF];
-        snprintf(f, sizeof f, "model%s%s", err->field[0] ? "." : "", err->field);
-        /* what fits: a kernel's deep field may lose its end, as gp_error_set's do */
-        memcpy(err->field, f, sizeof err->field - 1);
-        err->field[sizeof err->field - 1] = '\0';
-    }
-    return rc;
-}
-
-/* The settings as a fit of each method they may fit with. */
-static int check_model(gp_api *api, const gp_study_config *c, gp_error *err)
-{
-    const char *m = json_string_value(json_object_get(c->model, "method"));
-    if (strcmp(m, "auto") != 0)
-        return check_model_as_fit(api, c, m, err);
-    if (json_object_get(c->model, "options"))
-        return gp_error_set(err, GP_EINVAL, "model.options",
-                            "options are a method's: name model.method (exact or sgpr) to give "
-                            "them");
-    int rc = check_model_as_fit(api, c, "exact", err);
-    return rc ? rc : check_model_as_fit(api, c, "sgpr", err);
-}
-
-/* Thompson draws from random-feature posteriors: the kernel needs a
- * spectral density (a stationary leaf). */
-static int check_thompson(const gp_study_config *c, gp_error *err)
-{
-    if (c->acquisition != GP_STUDY_THOMPSON)
-        return GP_OK;
-    json_t *kj = json_object_get(c->model, "kernel");
-    const char *t = json_string_value(json_object_get(kj, "type"));
-    int type = t ? gp_kernel_type_from_name(t) : -1;
-    gp_spectral sp;
-    gp_error ignored;
-    if (type < 0 || gp_kernel_spectral((gp_kernel_type)type, &sp, &ignored) != GP_OK)
-        return gp_error_set(err, GP_EUNSUPPORTED, "model.kernel",
-                            "acquisition thompson draws random features from the kernel's "
-                            "spectral density: kernel '%s' has none (rbf, matern12, matern32, "
-                            "matern52 have)",
-                            t ? t : "?");
-    return GP_OK;
-}
-
-static int parse_model(gp_api *api, json_t *v, gp_study_config *c, int check, gp_error *err)
-{
-    if (v && !json_is_object(v))
-        return gp_error_set(err, GP_EINVAL, "model", "model must be an object");
-    int rc = v ? gp_json_known_keys(v, model_keys, "model", err) : GP_OK;
-    if (rc)
-        return rc;
-    c->model = v ? json_deep_copy(v) : json_object();
-    if (c->model == NULL)
-        return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    json_t *m = json_object_get(c->model, "method");
-    const char *ms = json_string_value(m);
-    if (m == NULL)
-        json_object_set_new(c->model, "method", json_string("auto"));
-    else if (ms == NULL || (strcmp(ms, "auto") != 0 && strcmp(ms, "exact") != 0 &&
-                            strcmp(ms, "sgpr") != 0))
-        return gp_error_set(err, GP_EINVAL, "model.method",
-                            "model.method must be \"auto\", \"exact\" or \"sgpr\" (the "
-                            "methods whose models give the input gradients the acquisition "
-                            "needs; auto: exact up to %d trials, sgpr beyond)",
-                            GP_STUDY_AUTO_EXACT_MAX);
-    if (json_object_get(c->model, "kernel") == NULL) {
-        json_t *k = json_pack("{s:s, s:b}", "type", "matern52", "ard", 1);
-        if (k == NULL || json_object_set_new(c->model, "kernel", k) != 0)
-            return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
-    }
-    rc = check_thompson(c, err);
-    return rc || !check ? rc : check_model(api, c, err);
-}
-
 /* check: the model settings checked as a fit (a new study; a stored one was). */
 static int parse_config(gp_api *api, json_t *body, gp_study_config *c, int check, gp_error *err)
 {
@@ -575,7 +417,7 @@ static int parse_config(gp_api *api, json_t *body, gp_study_config *c, int check
     if (rc == GP_OK)
         rc = parse_schedule(body, c, err);
     if (rc == GP_OK)
-        rc = parse_model(api, json_object_get(body, "model"), c, check, err);
+        rc = gp_study_parse_model(api, json_object_get(body, "model"), c, check, err);
     return rc;
 }
 
@@ -647,81 +489,4 @@ int gp_study_config_read(gp_api *api, const char *text, gp_study_config *c, gp_e
         gp_error_set(err, GP_EDATA, NULL, "the stored study does not read back: %s",
                      err ? err->message : "");
     return rc;
-}
-
-/* ---- a trial's values ---- */
-
-static int value_of(const gp_study_param *p, json_t *v, const char *field, double *out,
-                    gp_error *err)
-{
-    if (p->type == GP_STUDY_CATEGORICAL) {
-        const char *s = json_string_value(v);
-        for (size_t j = 0; s && j < p->n_values; j++)
-            if (strcmp(s, p->values[j]) == 0) {
-                *out = (double)j;
-                return GP_OK;
-            }
-        return gp_error_set(err, GP_EINVAL, field, "%s must be one of the parameter's values",
-                            field);
-    }
-    double x = json_is_number(v) ? json_number_value(v) : NAN;
-    if (!isfinite(x) || x < p->lo || x > p->hi)
-        return gp_error_set(err, GP_EINVAL, field, "%s must be a number in [%g, %g]", field,
-                            p->lo, p->hi);
-    if (p->type == GP_STUDY_INTEGER && x != floor(x))
-        return gp_error_set(err, GP_EINVAL, field, "%s must be an integer", field);
-    *out = x;
-    return GP_OK;
-}
-
-int gp_study_values_from_json(const gp_study_config *c, json_t *obj, const char *prefix,
-                              double *value, gp_error *err)
-{
-    if (!json_is_object(obj))
-        return gp_error_set(err, GP_EINVAL, prefix, "%s must be an object of the parameters",
-                            prefix);
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) {
-        size_t i = 0;
-        while (i < c->n_params && strcmp(c->params[i].name, key) != 0)
-            i++;
-        char f[GP_STUDY_FIELD_BUF];
-        snprintf(f, sizeof f, "%s.%.*s", prefix, GP_STUDY_METRIC_MAX, key);
-        if (i == c->n_params)
-            return gp_error_set(err, GP_EINVAL, f, "%s is not a parameter of the study", f);
-    }
-    for (size_t i = 0; i < c->n_params; i++) {
-        char f[GP_STUDY_FIELD_BUF];
-        snprintf(f, sizeof f, "%s.%s", prefix, c->params[i].name);
-        json_t *x = json_object_get(obj, c->params[i].name);
-        if (x == NULL)
-            return gp_error_set(err, GP_EINVAL, f, "%s is missing", f);
-        int rc = value_of(&c->params[i], x, f, &value[i], err);
-        if (rc)
-            return rc;
-    }
-    return GP_OK;
-}
-
-json_t *gp_study_values_json(const gp_study_config *c, const double *value)
-{
-    json_t *o = json_object();
-    for (size_t i = 0; o && i < c->n_params; i++) {
-        const gp_study_param *p = &c->params[i];
-        json_t *v;
-        if (p->type == GP_STUDY_CATEGORICAL) {
-            size_t j = value[i] >= 0.0 ? (size_t)value[i] : 0;
-            v = json_string(p->values[j < p->n_values ? j : p->n_values - 1]);
-        } else if (p->type == GP_STUDY_INTEGER) {
-            v = json_integer((json_int_t)value[i]);
-        } else {
-            v = json_real(value[i]);
-        }
-        if (v == NULL || json_object_set_new(o, p->name, v) != 0) {
-            json_decref(o);
-            return NULL;
-        }
-    }
-    return o;
 }
