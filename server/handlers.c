@@ -477,92 +477,31 @@ static void route_dataset(route_call *c)
     }
 }
 
-/* ---- studies ---- */
+/* ---- studies: server/study_routes.c ---- */
 
-/* A refit a completion made due: ordinary async fit jobs (durable, GET
- * /v1/jobs/{id}), whose ids the completion's answer lists ("refit_jobs").
- * Refused (a full queue): the engine keeps observing into the last
- * version, and the next refit of the schedule comes later. */
-static void queue_refits(route_call *c, gp_fit_job **fj, size_t n)
-{
-    char ids[GP_API_STUDY_REFITS * (GP_ROUTE_ID_MAX + 3) + 32] = "";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char id[GP_ROUTE_ID_MAX];
-        gp_error err;
-        gp_error_clear(&err);
-        if (gp_jobs_submit_async(c->ctx->srv->jobs, fj[i], id, sizeof id, &err) != 0) {
-            gp_log("gpserve: the refit of model '%s' was not queued: %s", gp_fit_job_name(fj[i]),
-                   err.message[0] ? err.message : "the fit queue is full or stopping");
-            gp_fit_job_free(fj[i]);
-            continue;
-        }
-        o += (size_t)snprintf(ids + o, sizeof ids - o, "%s\"%s\"", o ? "," : "", id);
-    }
-    gp_response *res = c->res;
-    /* the answer is a JSON object: the ids go in before its closing brace */
-    if (o == 0 || (res->status != 200 && res->status != 201) || res->body == NULL ||
-        res->body_len < 2 ||
-        res->body[res->body_len - 1] != '}')
-        return;
-    size_t add = o + 32;
-    char *b = realloc(res->body, res->body_len + add);
-    if (b == NULL)
-        return;
-    res->body = b;
-    res->body_len--; /* the brace */
-    res->body_len += (size_t)snprintf(b + res->body_len, add, ",\"refit_jobs\":[%s]}", ids);
-}
-
-/* A key limited to some model names is held to the same patterns for
- * study names (the request checks do it for {name}; a new study's name is
- * in its body), and lists only those. */
 static void route_studies(route_call *c)
 {
-    const gp_key *key = &c->ctx->key;
-    gp_model_visible_fn visible = key->name[0] && key->n_models ? key_sees_model : NULL;
-    if (c->ctx->verb == GP_VERB_POST)
-        gp_api_create_study(api_of(c), c->req, visible, key, c->res);
-    else
-        gp_api_list_studies(api_of(c), visible, key, c->res);
+    gp_http_study_route(c->ctx, c->req, c->res);
 }
 
 static void route_study(route_call *c)
 {
-    if (c->ctx->verb == GP_VERB_DELETE)
-        gp_api_delete_study(api_of(c), c->m->name, c->req, c->res);
-    else
-        gp_api_get_study(api_of(c), c->m->name, c->res);
+    gp_http_study_route(c->ctx, c->req, c->res);
 }
 
 static void route_study_suggest(route_call *c)
 {
-    gp_api_study_suggest(api_of(c), c->m->name, c->req, c->res);
+    gp_http_study_route(c->ctx, c->req, c->res);
 }
 
 static void route_study_trials(route_call *c)
 {
-    if (c->ctx->verb == GP_VERB_POST) {
-        gp_fit_job *refits[GP_API_STUDY_REFITS];
-        size_t n = 0;
-        gp_api_study_attach(api_of(c), c->m->name, c->req, c->res, refits, &n);
-        queue_refits(c, refits, n);
-    } else {
-        gp_api_study_trials(api_of(c), c->m->name, c->req, c->res);
-    }
+    gp_http_study_route(c->ctx, c->req, c->res);
 }
 
 static void route_study_trial(route_call *c)
 {
-    if (c->ctx->verb == GP_VERB_POST) {
-        gp_fit_job *refits[GP_API_STUDY_REFITS];
-        size_t n = 0;
-        gp_api_study_complete(api_of(c), c->m->name, (int64_t)c->m->trial, c->req, c->res,
-                              refits, &n);
-        queue_refits(c, refits, n);
-    } else {
-        gp_api_study_trial(api_of(c), c->m->name, (int64_t)c->m->trial, c->res);
-    }
+    gp_http_study_route(c->ctx, c->req, c->res);
 }
 
 /* {"keys": N, "names": [...]}: key names are [A-Za-z0-9._-], nothing to escape. */

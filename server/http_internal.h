@@ -171,6 +171,9 @@ void gp_http_route_text(const conn_ctx *ctx, char *out, size_t size);
 
 /* server/handlers.c: answer a complete request by its route's handler. */
 enum MHD_Result gp_http_dispatch(conn_ctx *ctx);
+/* The study routes (server/study_routes.c): the answer of a complete
+ * request into res, refits queued. */
+void gp_http_study_route(conn_ctx *ctx, const gp_request *req, gp_response *res);
 /* A batched request is no longer arriving, for the batcher's count. */
 void gp_http_arrived(conn_ctx *ctx);
 
