@@ -53,7 +53,9 @@ class StudyTest(unittest.TestCase):
         # the objective given as a name with goal=
         other = self.client.create_study(unique("py-study"), X_ONLY, "score", goal="maximize")
         self.names.append(other.name)
-        self.assertEqual(other.refresh()["objective"], {"name": "score", "goal": "maximize"})
+        self.assertEqual(other.refresh()["config"]["objective"],
+                         {"name": "score", "goal": "maximize"})
+        self.assertEqual(other.objective_name, "score")
 
     def test_suggest_complete_and_best_trial(self):
         study = self.study(initial_design=4)
