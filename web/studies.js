@@ -145,9 +145,10 @@ window.gpserveStudies = (h) => {
       if (feasible(cfg, t) && (best === null || better(t.metrics[o.name], best))) best = t.metrics[o.name];
       if (best !== null) running.push({ x: t.id, y: best });
     }
+    const ok = done.filter((t) => feasible(cfg, t));
     const sets = [
-      pointSet(`${o.name} of each completed trial`, done.map((t) => ({ x: t.id, y: t.metrics[o.name] })), COLORS.train),
-      lineSet(`best feasible so far`, running, { stepped: 'before', gpRole: 'running-best' }),
+      pointSet(`${o.name} of each feasible completed trial`, ok.map((t) => ({ x: t.id, y: t.metrics[o.name] })), COLORS.train),
+      lineSet('best feasible so far', running, { stepped: 'before' }),
     ];
     const infeasible = done.filter((t) => !feasible(cfg, t));
     if (infeasible.length) {
@@ -187,6 +188,7 @@ window.gpserveStudies = (h) => {
     const xs = isLog(p) ? linspace(Math.log(lo), Math.log(hi), GRID).map(Math.exp) : linspace(lo, hi, GRID);
     const X = xs.map((x) => encode(params, { ...through.parameters, [p.name]: x }));
     box.dataset.state = 'loading';
+    box.dataset.param = p.name;
     let ans;
     try {
       ans = await api('POST', `/v1/models/${enc(study.model.name)}/predict`,
@@ -204,7 +206,7 @@ window.gpserveStudies = (h) => {
     const done = trials.filter((t) => t.state === 'completed' && t.metrics);
     const sets = [
       ...bandSets(xs, mean.map((m, i) => m - Z95 * sd[i]), mean.map((m, i) => m + Z95 * sd[i]), '95% band'),
-      lineSet('posterior mean', pts(xs, mean), { gpRole: 'mean' }),
+      lineSet('posterior mean', pts(xs, mean)),
       pointSet('completed trials (other parameters vary)', done.map((t) => ({ x: t.parameters[p.name], y: t.metrics[o] })),
         COLORS.rows),
       pointSet(`trial ${through.id}`, [{ x: through.parameters[p.name], y: through.metrics[o] }], COLORS.train),
