@@ -74,11 +74,14 @@ int gp_api_open(const gp_api_config *cfg, gp_api **out, gp_error *err)
         gp_store_set_durability(api->store, GP_STORE_DURABILITY_NORMAL);
     if (rc == GP_OK && (rc = gp_rows_init(api)) != GP_OK)
         gp_error_set(err, rc, NULL, "cannot make the table of resolved rows");
+    if (rc == GP_OK && (rc = gp_study_engine_init(api)) != GP_OK)
+        gp_error_set(err, rc, NULL, "cannot make the table of the studies' models");
     /* Without the watch the generation stays 0 and every request asks the
      * store (correct, only slower): not a reason to refuse to start. */
     if (rc == GP_OK && gp_store_watch_start(api->store, err) != GP_OK)
         gp_error_clear(err);
     if (rc) {
+        gp_study_engine_destroy(api);
         gp_store_close(api->store);
         pthread_mutex_destroy(&api->cache_lock);
         free(api->db_path);
@@ -94,6 +97,7 @@ void gp_api_close(gp_api *api)
 {
     if (api == NULL)
         return;
+    gp_study_engine_destroy(api);
     gp_cache_destroy(api);
     gp_store_close(api->store);
     gp_rows_destroy(api);

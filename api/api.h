@@ -456,6 +456,43 @@ void gp_api_delete_dataset(gp_api *api, const char *name, const gp_request *req,
 #define GP_API_UPLOAD_STALE_SECONDS 900.0
 int gp_api_dataset_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 
+/* ---- studies (studies.c, study_*.c; docs/design/api.md, "Studies") ----
+ * A study is a search space, one objective metric (minimize or maximize),
+ * optional constraint metrics (metric <= max), model settings and a seed;
+ * its trials live in the store. POST /v1/studies: 201 with the study; 400
+ * naming the field of a bad one, 409 (field "name") when it exists. GET:
+ * the study with its counts, best_trial and model; the list {"studies"};
+ * DELETE: 204 (its trials and its models study.<name>* go too). */
+void gp_api_create_study(gp_api *api, const gp_request *req, gp_response *out);
+void gp_api_list_studies(gp_api *api, gp_response *out);
+void gp_api_get_study(gp_api *api, const char *name, gp_response *out);
+void gp_api_delete_study(gp_api *api, const char *name, const gp_request *req,
+                         gp_response *out);
+/* POST .../suggestions {"count": q, "client_id": c}: 200 {"trials": [...],
+ * "source": "sobol" | "model" | "client", ...}. Runs on the caller's
+ * thread: one store read, the models' observes, the acquisition. */
+void gp_api_study_suggest(gp_api *api, const char *name, const gp_request *req,
+                          gp_response *out);
+/* GET .../trials (?state=) and GET .../trials/{trial}. */
+void gp_api_study_trials(gp_api *api, const char *name, const gp_request *req,
+                         gp_response *out);
+void gp_api_study_trial(gp_api *api, const char *name, int64_t trial, gp_response *out);
+/* POST .../trials/{trial} completes an active trial ({"metrics": {...}} or
+ * {"infeasible": true, "reason": "..."}); POST .../trials attaches a trial
+ * run elsewhere ({"parameters": {...}, "metrics": {...}}), completed at
+ * once. When the completion makes a refit due (and this daemon claimed
+ * it), refits[0..*n_refits) are the fit jobs of the study's models (its
+ * objective's, then each constraint's) to queue as async jobs (the
+ * caller's); *n_refits is 0 otherwise. */
+#define GP_API_STUDY_REFITS 9
+void gp_api_study_complete(gp_api *api, const char *name, int64_t trial, const gp_request *req,
+                           gp_response *out, gp_fit_job **refits, size_t *n_refits);
+void gp_api_study_attach(gp_api *api, const char *name, const gp_request *req,
+                         gp_response *out, gp_fit_job **refits, size_t *n_refits);
+/* Expire every active trial of every study whose client has not been heard
+ * of for its trial_timeout_s (the keeper's sweep; suggestions also do it). */
+int gp_api_studies_expire(gp_api *api, size_t *expired, gp_error *err);
+
 /* ---- figures for /metrics ---- */
 typedef struct gp_api_stats {
     uint64_t variance_clamps;    /* predictive variances clamped at zero */

@@ -20,6 +20,7 @@
 typedef struct gp_cache_entry gp_cache_entry;
 typedef struct gp_poisoned gp_poisoned;
 typedef struct gp_row_slot gp_row_slot;
+struct gp_study_engine;
 
 struct gp_api {
     gp_api_config cfg;
@@ -38,10 +39,17 @@ struct gp_api {
     gp_row_slot *rows; /* n_rows slots, a power of two */
     size_t n_rows;
     uint64_t rows_clock;
+    /* the studies' models, per study (study_models.c) */
+    struct gp_study_engine *studies;
     /* stats */
     _Atomic uint64_t variance_clamps;
     _Atomic uint64_t jitter_escalations;
 };
+
+/* The table of the studies' models (api->studies, study_models.c): made by
+ * gp_api_open, freed by gp_api_close (destroy takes a NULL table too). */
+int gp_study_engine_init(gp_api *api);
+void gp_study_engine_destroy(gp_api *api);
 
 /* ---- rows resolved from the store (rows.c) ----
  * The row of (name, version; 0 = the latest), brief (spec and info NULL) or

@@ -74,7 +74,13 @@ int gp_http_is_write(gp_route_id r, int verb)
     case GP_ROUTE_MODELS:
     case GP_ROUTE_MODEL_IMPORT:
     case GP_ROUTE_OBSERVE:
+    case GP_ROUTE_STUDIES:
+    case GP_ROUTE_STUDY_SUGGEST:
+    case GP_ROUTE_STUDY_TRIALS:
+    case GP_ROUTE_STUDY_TRIAL:
         return verb == GP_VERB_POST;
+    case GP_ROUTE_STUDY:
+        return verb == GP_VERB_DELETE;
     case GP_ROUTE_MODEL:
     case GP_ROUTE_MODEL_VERSION:
     case GP_ROUTE_JOB:

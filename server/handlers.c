@@ -477,6 +477,93 @@ static void route_dataset(route_call *c)
     }
 }
 
+/* ---- studies ---- */
+
+/* A key limited to some model names uses the studies whose models it may
+ * name (study.<name>): a study's trials are its models' data. */
+static int key_refuses_study(route_call *c)
+{
+    const gp_key *key = &c->ctx->key;
+    char model[GP_ROUTE_NAME_MAX + 8];
+    snprintf(model, sizeof model, "study.%s", c->m->name);
+    if (!key->name[0] || !key->n_models || gp_key_allows_model(key, model))
+        return 0;
+    gp_api_fail(c->res, GP_EFORBIDDEN, "name",
+                "key '%s' may not name model '%s' (its models= patterns), nor its study",
+                key->name, model);
+    return 1;
+}
+
+/* A refit a completion made due: an ordinary async fit job (durable, in
+ * GET /v1/jobs). Refused (a full queue): the engine keeps observing into the
+ * last version, and the next refit of the schedule comes later. */
+static void queue_refits(route_call *c, gp_fit_job **fj, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char id[GP_ROUTE_ID_MAX];
+        gp_error err;
+        gp_error_clear(&err);
+        if (gp_jobs_submit_async(c->ctx->srv->jobs, fj[i], id, sizeof id, &err) != 0) {
+            gp_log("gpserve: the refit of model '%s' was not queued: %s", gp_fit_job_name(fj[i]),
+                   err.message[0] ? err.message : "the fit queue is full or stopping");
+            gp_fit_job_free(fj[i]);
+        }
+    }
+}
+
+static void route_studies(route_call *c)
+{
+    if (c->ctx->verb == GP_VERB_POST)
+        gp_api_create_study(api_of(c), c->req, c->res);
+    else
+        gp_api_list_studies(api_of(c), c->res);
+}
+
+static void route_study(route_call *c)
+{
+    if (key_refuses_study(c))
+        return;
+    if (c->ctx->verb == GP_VERB_DELETE)
+        gp_api_delete_study(api_of(c), c->m->name, c->req, c->res);
+    else
+        gp_api_get_study(api_of(c), c->m->name, c->res);
+}
+
+static void route_study_suggest(route_call *c)
+{
+    if (!key_refuses_study(c))
+        gp_api_study_suggest(api_of(c), c->m->name, c->req, c->res);
+}
+
+static void route_study_trials(route_call *c)
+{
+    if (key_refuses_study(c))
+        return;
+    if (c->ctx->verb == GP_VERB_POST) {
+        gp_fit_job *refits[GP_API_STUDY_REFITS];
+        size_t n = 0;
+        gp_api_study_attach(api_of(c), c->m->name, c->req, c->res, refits, &n);
+        queue_refits(c, refits, n);
+    } else {
+        gp_api_study_trials(api_of(c), c->m->name, c->req, c->res);
+    }
+}
+
+static void route_study_trial(route_call *c)
+{
+    if (key_refuses_study(c))
+        return;
+    if (c->ctx->verb == GP_VERB_POST) {
+        gp_fit_job *refits[GP_API_STUDY_REFITS];
+        size_t n = 0;
+        gp_api_study_complete(api_of(c), c->m->name, (int64_t)c->m->trial, c->req, c->res,
+                              refits, &n);
+        queue_refits(c, refits, n);
+    } else {
+        gp_api_study_trial(api_of(c), c->m->name, (int64_t)c->m->trial, c->res);
+    }
+}
+
 /* {"keys": N, "names": [...]}: key names are [A-Za-z0-9._-], nothing to escape. */
 static void reload_answer(size_t n, const char *names, gp_response *res)
 {

@@ -39,6 +39,7 @@ static const gp_fit_ops api_ops = {
     .prune_audit = gp_api_audit_prune,
     .ranks = gp_fit_job_ranks,
     .prune_uploads = gp_api_dataset_prune,
+    .expire_trials = gp_api_studies_expire,
 };
 
 /* ---- set-up ---- */

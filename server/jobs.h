@@ -70,6 +70,9 @@ typedef struct gp_fit_ops {
     /* Data set uploads abandoned (their daemon died) and expired reader
      * leases, older than GP_API_UPLOAD_STALE_SECONDS (NULL: none). */
     int (*prune_uploads)(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
+    /* Studies' active trials whose client went quiet past their
+     * trial_timeout_s, expired (NULL: none). */
+    int (*expire_trials)(gp_api *api, size_t *expired, gp_error *err);
 } gp_fit_ops;
 
 /* How a distributed fit's job runs (server/jobs_mpi.c): its holder starts

@@ -297,7 +297,8 @@ static void claim_expired(gp_jobs *js)
 
 /* Ended jobs older than the retention leave the store, about once a minute
  * (in batches, so a backlog goes over a few rounds); so do the data set
- * uploads whose daemon died (the first round runs at start-up). */
+ * uploads whose daemon died (the first round runs at start-up), and the
+ * studies' active trials of clients gone quiet expire. */
 static void prune_old(gp_jobs *js)
 {
     double now = gp_monotonic_seconds();
@@ -321,6 +322,9 @@ static void prune_old(gp_jobs *js)
     else if (uploads > 0)
         gp_log("gpserve: removed %zu data set uploads abandoned for %.0f s (their daemon "
                "stopped during them)", uploads, GP_API_UPLOAD_STALE_SECONDS);
+    size_t trials = 0; /* suggestions expire their study's too: this is for the quiet ones */
+    if (js->ops.expire_trials && js->ops.expire_trials(js->api, &trials, &err) != 0)
+        gp_log("gpserve: expiring the trials of dead clients failed: %s", err.message);
     /* A full batch: more may be waiting; come back next round. */
     js->last_prune =
         deleted >= 1000 || keys >= 1000 || audit >= 1000 || uploads >= 100 ? 0 : now;

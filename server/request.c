@@ -579,6 +579,8 @@ static enum MHD_Result check_request(conn_ctx *ctx, const char *cl)
                     "a number)");
     case GP_PARAM_BAD_ID:
         return gp_http_fail(ctx, GP_EINVAL, "id", "a job id must match [A-Za-z0-9._-]{1,39}");
+    case GP_PARAM_BAD_TRIAL:
+        return gp_http_fail(ctx, GP_EINVAL, "trial", "a trial id must be an integer >= 1");
     }
     if (ctx->key.name[0]) {
         int refused = 0;

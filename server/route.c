@@ -112,6 +112,20 @@ static void take_version(const segment *s, gp_route_match *m)
     m->version = (int)v;
 }
 
+/* {trial}: digits, 1 .. 2^53 (a JSON number reads it back exactly). */
+static void take_trial(const segment *s, gp_route_match *m)
+{
+    char buf[32];
+    long n = gp_percent_decode(s->p, s->n, buf, sizeof buf);
+    long long v = 0;
+    for (long i = 0; n > 0 && n <= 16 && i < n && v >= 0; i++)
+        v = buf[i] >= '0' && buf[i] <= '9' ? v * 10 + (buf[i] - '0') : -1;
+    if (n <= 0 || n > 16 || v < 1 || v > 9007199254740992LL)
+        m->param_error = GP_PARAM_BAD_TRIAL;
+    else
+        m->trial = v;
+}
+
 static void take_id(const segment *s, gp_route_match *m)
 {
     char buf[4 * GP_ROUTE_ID_MAX];
@@ -142,7 +156,7 @@ static const route_info routes[GP_ROUTE_COUNT] = {
 
 /* The patterns parsed once into segments (pattern_segments), so that a
  * request's match is a few integer and memcmp comparisons per route. */
-enum { SEG_LITERAL = 0, SEG_NAME, SEG_VERSION, SEG_ID, SEG_FILE, SEG_ALIAS };
+enum { SEG_LITERAL = 0, SEG_NAME, SEG_VERSION, SEG_ID, SEG_FILE, SEG_ALIAS, SEG_TRIAL };
 
 typedef struct pattern_segment {
     const char *p; /* a literal segment's bytes (in the pattern) */
@@ -165,7 +179,7 @@ static int segment_kind(const char *p, size_t n)
         const char *text;
         int kind;
     } params[] = {{"{name}", SEG_NAME}, {"{v}", SEG_VERSION}, {"{id}", SEG_ID}, {"{file}", SEG_FILE},
-                  {"{alias}", SEG_ALIAS}};
+                  {"{alias}", SEG_ALIAS}, {"{trial}", SEG_TRIAL}};
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
         if (strlen(params[i].text) == n && memcmp(params[i].text, p, n) == 0)
             return params[i].kind;
@@ -229,6 +243,9 @@ static void take_params(const compiled_pattern *c, const segment *s, gp_route_ma
             break;
         case SEG_ALIAS:
             take_alias(&s[i], m);
+            break;
+        case SEG_TRIAL:
+            take_trial(&s[i], m);
             break;
         case SEG_FILE:
             take_asset(s[i].p, m);

@@ -67,7 +67,8 @@ typedef enum gp_route_param_error {
     GP_PARAM_BAD_NAME,    /* field "name" */
     GP_PARAM_BAD_VERSION, /* field "version" */
     GP_PARAM_BAD_ALIAS,   /* field "alias" */
-    GP_PARAM_BAD_ID       /* field "id" */
+    GP_PARAM_BAD_ID,      /* field "id" */
+    GP_PARAM_BAD_TRIAL    /* field "trial" */
 } gp_route_param_error;
 
 #define GP_ROUTE_NAME_MAX 65 /* [A-Za-z0-9._-]{1,64} + NUL */
@@ -86,6 +87,7 @@ typedef struct gp_route_match {
      * handler runs, so every route taking {v} takes an alias too. */
     char version_alias[GP_ROUTE_ALIAS_MAX];
     char alias[GP_ROUTE_ALIAS_MAX]; /* {alias} of the alias routes */
+    long long trial;                /* {trial} of a study's trial: an integer >= 1 */
     /* Its errors take the Open Inference Protocol's shape {"error": "..."}:
      * the route's shape is GP_SHAPE_OIP or, when no route matches, that of
      * the routes under the same first segment (/v2/...). */
@@ -100,7 +102,8 @@ typedef struct gp_route_match {
  * "?query" suffix is ignored) against the patterns of server/routes.def.
  * Returns m->route (GP_ROUTE_NONE when no route matches). Literal segments
  * are compared as sent; parameters are percent-decoded; a {name} must pass
- * gp_api_valid_name, a {v} must be an integer in 1..INT_MAX, an {id} must be
+ * gp_api_valid_name, a {v} must be an integer in 1..INT_MAX, a {trial} in
+ * 1..2^53, an {id} must be
  * [A-Za-z0-9._-]{1,39}; else m->param_error says which. "/" is the page
  * and every path under "/ui/" an asset of it (m->asset). */
 gp_route_id gp_route_match_path(const char *path, gp_route_match *m);

@@ -195,6 +195,32 @@ static const char *const pg_migrations[] = {
     "CREATE INDEX dataset_readers_of ON dataset_readers(dataset_id);"
     "ALTER TABLE jobs ADD COLUMN dataset_id BIGINT;"
     "CREATE INDEX jobs_dataset ON jobs(dataset_id) WHERE dataset_id IS NOT NULL;",
+    /* version 9: studies and trials (db_sqlite.c, migrate_to_v9) */
+    "CREATE TABLE studies("
+    " id BIGSERIAL PRIMARY KEY,"
+    " name TEXT NOT NULL UNIQUE,"
+    " config TEXT NOT NULL,"
+    " revision BIGINT NOT NULL DEFAULT 0,"
+    " n_trials BIGINT NOT NULL DEFAULT 0,"
+    " n_completed BIGINT NOT NULL DEFAULT 0,"
+    " refit_n BIGINT NOT NULL DEFAULT 0,"
+    " created_at TEXT NOT NULL,"
+    " created_by TEXT);"
+    "CREATE TABLE trials("
+    " study_id BIGINT NOT NULL REFERENCES studies(id) ON DELETE CASCADE,"
+    " id BIGINT NOT NULL,"
+    " state TEXT NOT NULL,"
+    " parameters TEXT NOT NULL,"
+    " metrics TEXT,"
+    " reason TEXT,"
+    " client_id TEXT,"
+    " seq BIGINT NOT NULL DEFAULT 0,"
+    " created DOUBLE PRECISION NOT NULL,"
+    " updated DOUBLE PRECISION NOT NULL,"
+    " expires_at DOUBLE PRECISION NOT NULL,"
+    " PRIMARY KEY(study_id, id));"
+    "CREATE UNIQUE INDEX trials_seq ON trials(study_id, seq) WHERE seq > 0;"
+    "CREATE INDEX trials_active ON trials(expires_at) WHERE state = 'active';",
 };
 #define SCHEMA_VERSION ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 _Static_assert(SCHEMA_VERSION == GP_STORE_SCHEMA_VERSION, "one schema version for every back end");

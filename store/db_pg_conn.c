@@ -52,6 +52,9 @@ static const char *const pg_sql[GPS_STMT_COUNT] = {
     /* An append holds the row: a second appender waits, then reads the
      * obs_seq the first committed (and answers a conflict). */
     [GPS_OBS_HEAD_LOCK] = "SELECT obs_seq FROM models WHERE id = ?1 FOR UPDATE",
+    /* An expiry holds the study row, as every other write to its trials
+     * does by updating it, before it looks at the trials. */
+    [GPS_STUDY_LOCK] = "SELECT revision FROM studies WHERE id = ?1 FOR UPDATE",
     /* Delivered at COMMIT to every daemon's change watch (LISTEN); several
      * in one transaction are delivered once. */
     [GPS_NOTIFY] = "NOTIFY " GP_DB_CHANNEL,

@@ -264,9 +264,54 @@ static int migrate_to_v8(sqlite3 *db, char **errmsg)
     return sqlite3_exec(db, sql, NULL, NULL, errmsg);
 }
 
+/* Studies and trials (docs/design/storage.md, "Studies and trials"): a
+ * study's `config` is the api's JSON text; its counters are what the
+ * optimistic insert and the completion order rest on (revision: bumped by
+ * every write to its trials; n_trials: the ids given out; n_completed: the
+ * last seq; refit_n: the largest refit claimed). A trial is keyed by its
+ * study and its id 1, 2, ... (the primary key leads with study_id, which
+ * the cascade of a study's delete and every read use); `seq` numbers the
+ * completions 1, 2, ... (0 while active or expired: the partial UNIQUE index
+ * makes a seq given twice an error, not a fork of the history); the partial
+ * index on expires_at finds the active trials past their time. The study id
+ * is never given out again (AUTOINCREMENT), so a daemon's in-memory models
+ * of a study deleted and made anew under its name are seen to be stale. */
+static int migrate_to_v9(sqlite3 *db, char **errmsg)
+{
+    static const char sql[] = "CREATE TABLE studies("
+                              " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                              " name TEXT NOT NULL UNIQUE,"
+                              " config TEXT NOT NULL,"
+                              " revision INTEGER NOT NULL DEFAULT 0,"
+                              " n_trials INTEGER NOT NULL DEFAULT 0,"
+                              " n_completed INTEGER NOT NULL DEFAULT 0,"
+                              " refit_n INTEGER NOT NULL DEFAULT 0,"
+                              " created_at TEXT NOT NULL,"
+                              " created_by TEXT);"
+                              "CREATE TABLE trials("
+                              " study_id INTEGER NOT NULL REFERENCES studies(id)"
+                              " ON DELETE CASCADE,"
+                              " id INTEGER NOT NULL,"
+                              " state TEXT NOT NULL,"
+                              " parameters TEXT NOT NULL,"
+                              " metrics TEXT,"
+                              " reason TEXT,"
+                              " client_id TEXT,"
+                              " seq INTEGER NOT NULL DEFAULT 0,"
+                              " created REAL NOT NULL,"
+                              " updated REAL NOT NULL,"
+                              " expires_at REAL NOT NULL,"
+                              " PRIMARY KEY(study_id, id));"
+                              "CREATE UNIQUE INDEX trials_seq ON trials(study_id, seq)"
+                              " WHERE seq > 0;"
+                              "CREATE INDEX trials_active ON trials(expires_at)"
+                              " WHERE state = 'active';";
+    return sqlite3_exec(db, sql, NULL, NULL, errmsg);
+}
+
 static const migration_fn migrations[] = {migrate_to_v1, migrate_to_v2, migrate_to_v3,
                                           migrate_to_v4, migrate_to_v5, migrate_to_v6,
-                                          migrate_to_v7, migrate_to_v8};
+                                          migrate_to_v7, migrate_to_v8, migrate_to_v9};
 
 /* Where SQLite's text differs from the shared one (store_sql.c). */
 static const char *const sqlite_sql[GPS_STMT_COUNT] = {

@@ -45,7 +45,8 @@
  * aliases.previous_version; since version 7, audit(id, at, key_name, route,
  * model, version, status, code, request_id, job_id) (see "the audit trail"
  * below); since version 8, datasets, dataset_parts, dataset_readers and
- * jobs.dataset_id (see "data sets" below).
+ * jobs.dataset_id (see "data sets" below); since version 9, studies and trials
+ * (see "studies and trials" below).
  *
  * Every function returns 0 or a negative GP_E* code (core/base/error.h) and fills
  * err: GP_ENOTFOUND for an unknown model/version/job (field "name", "version"
@@ -661,6 +662,113 @@ int gp_store_dataset_reader_drop(gp_store *store, const char *token, gp_error *e
  * never finished them) with their parts, and the reader leases expired
  * before `before`; *deleted counts the uploads. */
 int gp_store_dataset_prune(gp_store *store, double before, size_t *deleted, gp_error *err);
+
+/* ---- studies and trials (store_studies.c, store_trials.c;
+ * docs/design/storage.md, "Studies and trials") ----
+ * A study is the api's JSON text of a search space, objective and settings
+ * (config, given no meaning here) with its trials: the suggestions made
+ * (ids 1, 2, ... within the study), each active until completed (metrics),
+ * found infeasible, or expired (its client stopped renewing it). The study
+ * row counts what happened: `revision` is bumped by every write to its
+ * trials (an insert, a completion, an expiry; not a renewal), so an insert
+ * made at the revision a suggestion was computed from fails when anything
+ * changed meanwhile (optimistic: the caller computes again); `seq` numbers
+ * the completions 1, 2, ... in the order they commit, with no gap, so a
+ * reader always sees a prefix of the completions and every replica derives
+ * the same models from the same prefix. Times called now, expires_at and the
+ * trial's created/updated are Unix seconds of the caller's clock, as the
+ * jobs' leases. The writes take an audit row (gp_audit_put, NULL: none) in
+ * their own transaction, as the *_audited writes above. */
+#define GP_STUDY_CLIENT_MAX 128
+typedef struct gp_study_row {
+    int64_t id;              /* never given out again (a study made anew has another id) */
+    char name[GP_NAME_MAX + 1];
+    char *config;            /* owned: the api's JSON text of the study (space, objective, ...) */
+    uint64_t revision;       /* bumped by every write to the study's trials */
+    uint64_t n_trials;       /* trials made (ids 1..n_trials) */
+    uint64_t n_completed;    /* completions so far (= the last seq), infeasible included */
+    uint64_t refit_n;        /* the largest n a refit was claimed for (0: none) */
+    char created_at[GP_TIME_LEN];
+    char created_by[GP_NAME_MAX + 1]; /* "" when not known */
+} gp_study_row;
+typedef struct gp_trial_row {
+    int64_t id;              /* 1, 2, ... within its study */
+    char state[16];          /* "active" | "completed" | "infeasible" | "expired" */
+    char *parameters;        /* owned JSON text (the api's: {"x0": 0.3, ...}) */
+    char *metrics;           /* owned JSON text or NULL while active */
+    char *reason;            /* owned or NULL: an infeasible trial's reason */
+    char client_id[GP_STUDY_CLIENT_MAX + 1]; /* "" when none (or expired) */
+    uint64_t seq;            /* completion order (1..), 0 while active or expired */
+    double created, updated, expires_at; /* Unix seconds (caller's clock) */
+} gp_trial_row;
+void gp_study_row_free(gp_study_row *r);                   /* frees config, not r */
+void gp_study_row_free_array(gp_study_row *r, size_t n);   /* and the array */
+void gp_trial_row_free(gp_trial_row *r);                   /* frees the texts, not r */
+void gp_trial_row_free_array(gp_trial_row *r, size_t n);   /* and the array */
+/* A new study (name: 1..GP_NAME_MAX characters, GP_EINVAL field "name";
+ * config not NULL, GP_EINVAL field "config"); created_by NULL or "": not
+ * known. GP_ECONFLICT field "name" when a study of the name exists; *out
+ * (may be NULL) filled (revision 0, no trials). */
+int gp_store_study_create(gp_store *s, const char *name, const char *config, const char *created_by,
+                          double now, const gp_audit_put *audit, gp_study_row *out,
+                          gp_error *err);
+/* GP_ENOTFOUND field "name" when there is no such study. */
+int gp_store_study_get(gp_store *s, const char *name, gp_study_row *out, gp_error *err);
+/* Every study by name (*rows malloc'ed, NULL when none). */
+int gp_store_study_list(gp_store *s, gp_study_row **rows, size_t *n, gp_error *err);
+/* The study and its trials in one transaction (GP_ENOTFOUND field "name");
+ * nothing else: the api deletes the study's models. */
+int gp_store_study_delete(gp_store *s, const char *name, const gp_audit_put *audit,
+                          gp_error *err);
+/* The study and all its trials (ordered by id; *trials malloc'ed, NULL when
+ * none) read in one transaction: a consistent snapshot (the completions a
+ * prefix of seq, n_trials the trials read). GP_ENOTFOUND field "name". */
+int gp_store_study_snapshot(gp_store *s, const char *name, gp_study_row *study, gp_trial_row **trials,
+                            size_t *n, gp_error *err);
+/* Trial id of study study_id: GP_ENOTFOUND field "trial" when the study has
+ * no such trial (or the study is gone). */
+int gp_store_trial_get(gp_store *s, int64_t study_id, int64_t id, gp_trial_row *out,
+                       gp_error *err);
+typedef struct gp_trial_new { const char *parameters; } gp_trial_new;
+/* One transaction: GP_ECONFLICT (field NULL, message "study changed") unless
+ * the study's revision is still `revision`; then q trials (q >= 1, each
+ * parameters not NULL) get ids n_trials+1.., state active, client_id (NULL
+ * or "": none; at most GP_STUDY_CLIENT_MAX characters, GP_EINVAL field
+ * "client_id"), created now, expires_at; the revision is bumped once;
+ * ids_out[q] filled. GP_ENOTFOUND field "study" when the study is gone.
+ * Nothing written on failure. Two inserts at one revision, from any
+ * connections: exactly one commits. */
+int gp_store_trials_add(gp_store *s, int64_t study_id, uint64_t revision, const char *client_id,
+                        const gp_trial_new *trials, size_t q, double now, double expires_at,
+                        const gp_audit_put *audit, int64_t *ids_out, gp_error *err);
+/* A client's heartbeat: its active trials' expires_at set to expires_at (no
+ * revision bump); *renewed (may be NULL) gets how many. Committed, not
+ * waited on to reach the disk (a lost heartbeat is mended by the next).
+ * GP_EINVAL field "client_id" for an empty or too long client. */
+int gp_store_trials_renew(gp_store *s, int64_t study_id, const char *client_id, double expires_at,
+                          size_t *renewed, gp_error *err);
+/* Complete trial `id`: GP_ENOTFOUND field "trial" when the study has no such
+ * trial; GP_ECONFLICT field "trial" when it is not active (naming its
+ * state). state "completed" (metrics JSON, not NULL) or "infeasible"
+ * (metrics may be NULL, reason may be NULL); GP_EINVAL field "state" or
+ * "metrics" otherwise. seq = n_completed + 1 (the study row is updated first:
+ * concurrent completions get 1, 2, ... and commit in that order); revision
+ * bumped; *seq_out (may be NULL) and *study_after (may be NULL; the row as
+ * this transaction left it) filled. One transaction; nothing written on
+ * failure. */
+int gp_store_trial_complete(gp_store *s, int64_t study_id, int64_t id, const char *state,
+                            const char *metrics, const char *reason, double now,
+                            const gp_audit_put *audit, uint64_t *seq_out,
+                            gp_study_row *study_after, gp_error *err);
+/* Expire every active trial with expires_at < now (all studies; up to 1000
+ * studies a call): state expired, client cleared, parameters kept; each
+ * study's revision bumped once. *expired (may be NULL) counts the trials. */
+int gp_store_trials_expire(gp_store *s, double now, size_t *expired, gp_error *err);
+/* Claim the refit at n: 1 in *claimed when refit_n < n (and sets it to n),
+ * 0 when someone claimed n or more. GP_ENOTFOUND field "study" when the
+ * study is gone. No revision bump (the trials are unchanged). */
+int gp_store_study_refit_claim(gp_store *s, int64_t study_id, uint64_t n, int *claimed,
+                               gp_error *err);
 
 /* Largest blob of one `arrays` row (256 MiB): a larger array is split into
  * parts of this size (see the schema above). Kept below SQLite's length limit

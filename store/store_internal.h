@@ -19,7 +19,7 @@
 
 /* The schema version every driver migrates to (SQLite: PRAGMA user_version;
  * PostgreSQL: the table gpserve_schema). */
-#define GP_STORE_SCHEMA_VERSION 8
+#define GP_STORE_SCHEMA_VERSION 9
 
 /* Prepared statements, prepared once at open on each connection (a reader
  * never writes: a write statement stepped on it fails). The SQL of each is
@@ -131,6 +131,25 @@ enum gp_store_stmt {
     GPS_DS_READER_RENEW,
     GPS_DS_READER_DROP,
     GPS_DS_READERS_PRUNE,
+    /* studies and trials (store_studies.c, store_trials.c) */
+    GPS_STUDY_INSERT,
+    GPS_STUDY_GET,
+    GPS_STUDY_GET_ID,
+    GPS_STUDY_LIST,
+    GPS_STUDY_DELETE,
+    GPS_STUDY_LOCK,
+    GPS_STUDY_BUMP,
+    GPS_STUDY_RESERVE,
+    GPS_STUDY_NEXT_SEQ,
+    GPS_STUDY_REFIT_CLAIM,
+    GPS_TRIAL_INSERT,
+    GPS_TRIALS_OF,
+    GPS_TRIAL_GET,
+    GPS_TRIAL_STATE,
+    GPS_TRIAL_COMPLETE,
+    GPS_TRIAL_RENEW,
+    GPS_TRIAL_EXPIRED_STUDIES,
+    GPS_TRIAL_EXPIRE,
     GPS_STMT_COUNT
 };
 
@@ -391,6 +410,17 @@ int gp_store_dataset_hold_locked(gp_store *s, int64_t id, gp_error *err);
 int gp_store_dataset_ready_id(gp_store_conn *c, const char *name, int64_t *id, gp_error *err);
 int gp_store_dataset_in_use(gp_store_conn *c, int64_t id, const char *name, double now,
                             gp_error *err);
+/* Studies (store_studies.c, store_trials.c). The columns of STUDY_COLS and
+ * TRIAL_COLS (store_sql.c) of statement st's row into r (zeroed first; its
+ * texts owned). GP_EDATA for a corrupt row, GP_ENOMEM. */
+int gp_store_study_read_row(gp_db_stmt *st, gp_study_row *r, gp_error *err);
+int gp_store_trial_read_row(gp_db_stmt *st, gp_trial_row *r, gp_error *err);
+/* The study row id on connection c (1 found, 0 none, or a negative code). */
+int gp_store_study_by_id(gp_store_conn *c, int64_t id, gp_study_row *r, gp_error *err);
+/* Every trial of study_id on connection c, by id (inside the caller's
+ * transaction for a snapshot); *rows malloc'ed, NULL when none. */
+int gp_store_trials_of(gp_store_conn *c, int64_t study_id, gp_trial_row **rows, size_t *n,
+                       gp_error *err);
 /* malloc'ed copy of text, or NULL. */
 char *gp_store_dup_text(const char *text);
 

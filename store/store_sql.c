@@ -228,6 +228,50 @@ const char *const gp_store_sql[GPS_STMT_COUNT] = {
     [GPS_DS_READER_RENEW] = "UPDATE dataset_readers SET lease_until = ?2 WHERE id = ?1",
     [GPS_DS_READER_DROP] = "DELETE FROM dataset_readers WHERE id = ?1",
     [GPS_DS_READERS_PRUNE] = "DELETE FROM dataset_readers WHERE lease_until < ?1",
+    /* Studies and trials (store_studies.c, store_trials.c). Every write to a
+     * study's trials updates the study row first (its lock: SQLite's write
+     * lock, PostgreSQL's row lock), so those writes of one study run one
+     * after the other and commit in the order they took it. */
+    [GPS_STUDY_INSERT] = "INSERT INTO studies(name, config, created_at, created_by)"
+                         " VALUES(?1, ?2, ?3, ?4) ON CONFLICT(name) DO NOTHING RETURNING id",
+#define STUDY_COLS "id, name, config, revision, n_trials, n_completed, refit_n, created_at," \
+                   " created_by"
+    [GPS_STUDY_GET] = "SELECT " STUDY_COLS " FROM studies WHERE name = ?1",
+    [GPS_STUDY_GET_ID] = "SELECT " STUDY_COLS " FROM studies WHERE id = ?1",
+    [GPS_STUDY_LIST] = "SELECT " STUDY_COLS " FROM studies ORDER BY name",
+    /* The trials go with it (ON DELETE CASCADE). */
+    [GPS_STUDY_DELETE] = "DELETE FROM studies WHERE name = ?1",
+    /* The same read on SQLite, whose write lock already holds off every other
+     * writer (PostgreSQL locks the row). */
+    [GPS_STUDY_LOCK] = "SELECT revision FROM studies WHERE id = ?1",
+    [GPS_STUDY_BUMP] = "UPDATE studies SET revision = revision + 1 WHERE id = ?1",
+    /* The optimistic insert: ids n_trials + 1 .. n_trials + ?3 are this
+     * transaction's only if nothing changed the study since revision ?2 (on
+     * PostgreSQL a concurrent writer's update is waited for and the WHERE
+     * checked again on the row it committed). Returns the new n_trials. */
+    [GPS_STUDY_RESERVE] = "UPDATE studies SET revision = revision + 1, n_trials = n_trials + ?3"
+                          " WHERE id = ?1 AND revision = ?2 RETURNING n_trials",
+    /* A completion's seq (the new n_completed). */
+    [GPS_STUDY_NEXT_SEQ] = "UPDATE studies SET revision = revision + 1,"
+                           " n_completed = n_completed + 1 WHERE id = ?1 RETURNING n_completed",
+    [GPS_STUDY_REFIT_CLAIM] = "UPDATE studies SET refit_n = ?2 WHERE id = ?1 AND refit_n < ?2",
+    [GPS_TRIAL_INSERT] = "INSERT INTO trials(study_id, id, state, parameters, client_id, created,"
+                         " updated, expires_at) VALUES(?1, ?2, 'active', ?3, ?4, ?5, ?5, ?6)",
+#define TRIAL_COLS "id, state, parameters, metrics, reason, client_id, seq, created, updated," \
+                   " expires_at"
+    [GPS_TRIALS_OF] = "SELECT " TRIAL_COLS " FROM trials WHERE study_id = ?1 ORDER BY id",
+    [GPS_TRIAL_GET] = "SELECT " TRIAL_COLS " FROM trials WHERE study_id = ?1 AND id = ?2",
+    [GPS_TRIAL_STATE] = "SELECT state FROM trials WHERE study_id = ?1 AND id = ?2",
+    [GPS_TRIAL_COMPLETE] = "UPDATE trials SET state = ?3, metrics = ?4, reason = ?5, seq = ?6,"
+                           " updated = ?7 WHERE study_id = ?1 AND id = ?2 AND state = 'active'",
+    [GPS_TRIAL_RENEW] = "UPDATE trials SET expires_at = ?3 WHERE study_id = ?1 AND client_id = ?2"
+                        " AND state = 'active'",
+    /* The studies with an active trial past its time (the partial index
+     * trials_active), at most 1000 a call. */
+    [GPS_TRIAL_EXPIRED_STUDIES] = "SELECT DISTINCT study_id FROM trials WHERE state = 'active'"
+                                  " AND expires_at < ?1 ORDER BY study_id LIMIT 1000",
+    [GPS_TRIAL_EXPIRE] = "UPDATE trials SET state = 'expired', client_id = NULL, updated = ?2"
+                         " WHERE study_id = ?1 AND state = 'active' AND expires_at < ?2",
 };
 
 const char *gp_store_sql_text(const char *const override[GPS_STMT_COUNT], int id)

@@ -635,6 +635,121 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/studies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List studies */
+        get: operations["listStudies"];
+        put?: never;
+        /**
+         * Create a study (a search space, an objective, the loop's settings)
+         * @description A study suggests the next trials of an experiment from a Gaussian-process model of the trials completed so far (Bayesian optimisation; docs/design/api.md, "Studies"). Its trials live in the store; its models are ordinary gpserve models named study.NAME (the objective) and study.NAME.cI (constraint I), refitted as async jobs on a schedule (refit). Every refusal names its field (parameters[2].bounds, objective.goal, constraints[0].max, acquisition.type, model.method, model.kernel..., initial_design) and stores nothing; 409 naming name when the study exists.
+         */
+        post: operations["createStudy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/studies/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        /** A study with its trials' counts, its best feasible trial and its model */
+        get: operations["getStudy"];
+        put?: never;
+        post?: never;
+        /** Delete a study, its trials and its models (study.NAME*) */
+        delete: operations["deleteStudy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/studies/{name}/suggestions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The next trials to run
+         * @description count trials (1..64), active until completed or expired (trial_timeout_s after the client was last heard of). A client_id whose trials are still active gets those back, their expiry renewed, and no new ones (source client). Until initial_design trials are completed and feasible, the next points of the study's scrambled Sobol sequence (source sobol; index: the trials made so far, so replicas agree); then the acquisition maximised on the study's models, the active trials fantasised (kriging believer; source model). Never suggests an active trial again. 409 conflict (no field) when other writes moved the study at each of 8 tries: retry.
+         */
+        post: operations["suggestTrials"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/studies/{name}/trials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        /** A study's trials (?state= active, completed, infeasible or expired) */
+        get: operations["listTrials"];
+        put?: never;
+        /**
+         * Attach a trial run elsewhere (completed at once)
+         * @description A trial the study did not suggest, with its parameters (each within its bounds or one of its values, 400 naming parameters.P) and its metrics (or infeasible), as a completion has them.
+         */
+        post: operations["attachTrial"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/studies/{name}/trials/{trial}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+                /** @description A trial's id within its study (1, 2, ...; 400 naming trial otherwise). */
+                trial: components["parameters"]["TrialId"];
+            };
+            cookie?: never;
+        };
+        /** One trial */
+        get: operations["getTrial"];
+        put?: never;
+        /**
+         * Complete an active trial (its metrics, or infeasible)
+         * @description {"metrics": {...}} with the objective and every constraint a finite number (422 invalid_data naming metrics.M when one is missing, null or not finite, or is not a metric of the study), or {"infeasible": true, "reason": "..."} (metrics optional, each a number or null). 404 naming trial for an id this study does not have; 409 naming trial when it is not active (completed, infeasible or expired). A refused completion stores nothing: the trial stays active. The model takes the trial at the next suggestion (observed into the latest version); a refit falls due on the schedule of the study's refit settings and runs as an async job (GET /v1/jobs/{id}).
+         */
+        post: operations["completeTrial"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1154,6 +1269,176 @@ export interface components {
             created_at: string;
             /** @description the key that uploaded it (null without named keys) */
             created_by: string | null;
+        };
+        StudyParameter: {
+            name: string;
+            /** @enum {string} */
+            type: "double" | "integer" | "categorical";
+            /** @description double and integer ([lo, hi], lo < hi; integers for an integer) */
+            bounds?: number[];
+            /**
+             * @description double and integer; log needs lo > 0 (encoded on log(value))
+             * @enum {string}
+             */
+            scale?: "linear" | "log";
+            /** @description categorical, distinct (one-hot encoded) */
+            values?: string[];
+        };
+        StudyCreate: {
+            name: string;
+            parameters: components["schemas"]["StudyParameter"][];
+            objective: {
+                name: string;
+                /** @enum {string} */
+                goal: "minimize" | "maximize";
+            };
+            /** @description feasible when metric <= max; constrained acquisitions multiply by P(feasible) */
+            constraints?: {
+                name: string;
+                max: number;
+            }[];
+            acquisition?: {
+                /**
+                 * @default log_ei
+                 * @enum {string}
+                 */
+                type?: "log_ei" | "ucb" | "pi" | "thompson" | "max_variance";
+                /** @description ucb's: mean -/+ sqrt(beta) sd (default 2) */
+                beta?: number;
+            };
+            /** @description The models' fit settings, as a fit's fields (method exact, the default, or sgpr; kernel default matern52 with ARD; its priors; options; noise; mean; standardize), checked as a fit of them would be (errors named model.FIELD). */
+            model?: {
+                /**
+                 * @default exact
+                 * @enum {string}
+                 */
+                method?: "exact" | "sgpr";
+                kernel?: {
+                    [key: string]: unknown;
+                };
+                options?: {
+                    [key: string]: unknown;
+                };
+                noise?: {
+                    [key: string]: unknown;
+                };
+                mean?: {
+                    [key: string]: unknown;
+                };
+                standardize?: boolean;
+            };
+            /** @description Sobol trials before the model suggests (default 2 (D + 1), D the encoded width) */
+            initial_design?: number;
+            /** @description A refit (fresh hyperparameters, an async fit job saving a version of study.NAME) at n = initial_design feasible completed trials, then whenever n >= ceil(ratio x n_last) or n - n_last >= gap; between refits each daemon observes the later trials into the latest version. */
+            refit?: {
+                /** @default 1.2 */
+                ratio?: number;
+                /** @default 50 */
+                gap?: number;
+            };
+            /** @default 3600 */
+            trial_timeout_s?: number;
+            seed?: number;
+            optimizer?: {
+                /** @default 10 */
+                starts?: number;
+                /** @default 512 */
+                candidates?: number;
+            };
+        };
+        /** @description The latest stored version of the study's model (null before its first refit ends). */
+        StudyModelRef: {
+            name: string;
+            version: number;
+            trials_included: number;
+            /** Format: date-time */
+            created_at?: string;
+        } | null;
+        Study: {
+            name: string;
+            /** @description the study as stored, every default written */
+            config: components["schemas"]["StudyCreate"];
+            /** @description bumped by every write to its trials */
+            revision: number;
+            trials: {
+                total: number;
+                active: number;
+                completed: number;
+                infeasible: number;
+                expired: number;
+            };
+            /** @description the best completed trial whose constraints hold (null before one) */
+            best_trial: components["schemas"]["Trial"] | null;
+            model: components["schemas"]["StudyModelRef"];
+            constraint_models?: components["schemas"]["StudyModelRef"][];
+            /** @description the trials the last claimed refit was given */
+            refit_n?: number;
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string;
+        };
+        StudySummary: {
+            name: string;
+            trials: number;
+            completed: number;
+            revision: number;
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string;
+        };
+        Trial: {
+            id: number;
+            /** @enum {string} */
+            state: "active" | "completed" | "infeasible" | "expired";
+            /** @description {parameter: value}: a number, or a categorical's value */
+            parameters: {
+                [key: string]: unknown;
+            };
+            metrics?: {
+                [key: string]: unknown;
+            };
+            reason?: string;
+            client_id?: string;
+            /** @description completion order (1 */
+            seq?: number;
+            /** @description Unix seconds */
+            created: number;
+            /** @description Unix seconds */
+            updated: number;
+            /** @description an active trial's: Unix seconds */
+            expires_at?: number;
+            /** @description a suggestion's (source model) */
+            acquisition_value?: number;
+        };
+        SuggestRequest: {
+            /** @default 1 */
+            count?: number;
+            client_id?: string;
+        };
+        Suggestion: {
+            trials: components["schemas"]["Trial"][];
+            /** @enum {string} */
+            source: "sobol" | "model" | "client";
+            acquisition: string;
+            /** @description how the batch was chosen (e.g. kriging believer) */
+            method: string;
+        };
+        TrialCompletion: {
+            metrics?: {
+                [key: string]: number | null;
+            };
+            infeasible?: boolean;
+            reason?: string;
+        };
+        TrialAttach: {
+            parameters: {
+                [key: string]: unknown;
+            };
+            metrics?: {
+                [key: string]: number | null;
+            };
+            infeasible?: boolean;
+            reason?: string;
         };
         DatasetSummary: {
             name: string;
@@ -2538,6 +2823,10 @@ export interface components {
         IdempotencyKey: string;
         /** @description The job id the 202 of an async fit gave (32 hex characters). */
         JobId: string;
+        /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+        StudyName: string;
+        /** @description A trial's id within its study (1, 2, ...; 400 naming trial otherwise). */
+        TrialId: number;
     };
     requestBodies: {
         V2InferRequest: {
@@ -4039,6 +4328,396 @@ export interface operations {
             429: components["responses"]["V2RateLimited"];
             "4XX": components["responses"]["V2ClientError"];
             "5XX": components["responses"]["V2ServerError"];
+        };
+    };
+    listStudies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The studies, by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        studies: components["schemas"]["StudySummary"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createStudy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "branin",
+                 *       "parameters": [
+                 *         {
+                 *           "name": "x0",
+                 *           "type": "double",
+                 *           "bounds": [
+                 *             -5,
+                 *             10
+                 *           ]
+                 *         },
+                 *         {
+                 *           "name": "x1",
+                 *           "type": "double",
+                 *           "bounds": [
+                 *             0,
+                 *             15
+                 *           ]
+                 *         }
+                 *       ],
+                 *       "objective": {
+                 *         "name": "y",
+                 *         "goal": "minimize"
+                 *       },
+                 *       "seed": 7
+                 *     }
+                 */
+                "application/json": components["schemas"]["StudyCreate"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    /** @description /v1/studies/{name} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Study"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getStudy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The study. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Study"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteStudy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    suggestTrials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "count": 2,
+                 *       "client_id": "worker-7"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SuggestRequest"];
+            };
+        };
+        responses: {
+            /** @description The trials. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Suggestion"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listTrials: {
+        parameters: {
+            query?: {
+                state?: "active" | "completed" | "infeasible" | "expired";
+            };
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The trials, by id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        study: string;
+                        revision: number;
+                        trials: components["schemas"]["Trial"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    attachTrial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "parameters": {
+                 *         "x0": 0.5,
+                 *         "x1": 3
+                 *       },
+                 *       "metrics": {
+                 *         "y": 12.5
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TrialAttach"];
+            };
+        };
+        responses: {
+            /** @description The trial, completed. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trial"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getTrial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+                /** @description A trial's id within its study (1, 2, ...; 400 naming trial otherwise). */
+                trial: components["parameters"]["TrialId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The trial. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trial"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    completeTrial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A study's name: 1 to 54 of [A-Za-z0-9._-] (its models are named study.NAME and study.NAME.cI within a model name's 64 characters). */
+                name: components["parameters"]["StudyName"];
+                /** @description A trial's id within its study (1, 2, ...; 400 naming trial otherwise). */
+                trial: components["parameters"]["TrialId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "metrics": {
+                 *         "y": 0.397887
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TrialCompletion"];
+            };
+        };
+        responses: {
+            /** @description The trial, completed or infeasible. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trial"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["RateLimited"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
 }

@@ -206,6 +206,14 @@ void gp_trsm_lower(const double *L, size_t n, size_t lda, int trans, double *B, 
                     (blasint)ldb);
 }
 
+void gp_solve_lower_trans_vector(const double *L, size_t n, size_t ldl, double *b)
+{
+    for (size_t i = n; i-- > 0;) {
+        const double *col = L + i * ldl;
+        b[i] = (b[i] - gp_dot(col + i + 1, b + i + 1, n - i - 1)) / col[i];
+    }
+}
+
 void gp_chol_solve(const double *L, size_t n, size_t lda, double *B, size_t nrhs, size_t ldb)
 {
     gp_trsm_lower(L, n, lda, 0, B, nrhs, ldb);

@@ -104,6 +104,12 @@ void gp_solve_lower_columns_lanes(const double *L, size_t n, size_t ldl, double 
  * batch-invariant as well; rfgp's posterior keeps its factor packed for the
  * rank-one updates. */
 void gp_solve_lower_packed_columns(const double *P, size_t n, double *B, size_t nrhs, size_t ldb);
+/* Solve L^T x = b in place for one vector b (L lower triangular n x n,
+ * leading dimension ldl): backward substitution, x_i from gp_dot of L's
+ * column i below the diagonal with x_{i+1..n}, so the bits depend on the
+ * values and n alone (not on the thread count or the CPU's vector width).
+ * O(n^2), reading L column by column as it is stored. */
+void gp_solve_lower_trans_vector(const double *L, size_t n, size_t ldl, double *b);
 /* x . y (n entries, unit stride) in an order fixed by n alone, with fma(): the
  * same bits for the same vectors wherever they sit in memory, in any thread
  * (OpenBLAS's ddot splits vectors of more than 10000 entries over its threads). */

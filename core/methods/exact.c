@@ -17,6 +17,7 @@
 #include "core/coreg/exact_persist.h"
 #include "core/coreg/exact_predict.h"
 #include "core/coreg/params.h"
+#include "core/kernel/kernel_dx.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
@@ -554,6 +555,58 @@ static int exact_predict(const gp_model *model, const gp_predict_request *req, g
     return rc;
 }
 
+/* ---- the posterior's gradient in x (gp_model_predict_grad) ---- */
+
+/* dmean = dK^T alpha and dvar = dk** - 2 dK^T L^-T v (dK: the kernel row's
+ * gradients, contracted pass by pass without an N x d matrix), given the
+ * whitened row v (overwritten by L^-T v); W (2N) and G (2d) are scratch. */
+static int exact_gradients(const gp_model *model, const exact_impl *im, const double *P,
+                           double *v, double *W, double *G, double *dmean, double *dvar,
+                           gp_error *err)
+{
+    size_t n = im->n, d = im->d;
+    gp_solve_lower_trans_vector(im->L, n, im->ld, v);
+    memcpy(W, im->alpha, n * sizeof *W);
+    for (size_t i = 0; i < n; i++)
+        W[n + i] = -2.0 * v[i];
+    int rc = gp_kernel_cross_dx_contract(model->kernel, P, im->Xt, n, W, n, 2, G, err);
+    if (rc == GP_OK && dvar)
+        rc = gp_kernel_diag_dx(model->kernel, P, NULL, dvar, err);
+    for (size_t j = 0; rc == GP_OK && j < d; j++) {
+        if (dmean)
+            dmean[j] = G[j];
+        if (dvar)
+            dvar[j] += G[d + j];
+    }
+    return rc;
+}
+
+/* One point's latent mean and variance as predict_block computes them (the
+ * kernel row of the prepared points, gp_dot, gp_solve_lower_columns: the
+ * same bits), then their gradients: O(N d + N^2). */
+static int exact_predict_grad(const gp_model *model, const double *P, double *mean, double *var,
+                              double *dmean, double *dvar, gp_error *err)
+{
+    const exact_impl *im = model->impl;
+    if (im->coreg)
+        return gp_error_set(err, GP_EUNSUPPORTED, "n_outputs",
+                            "the posterior gradient in x is for models of one output");
+    size_t n = im->n, count = 0;
+    /* v (N), W (2N), G (2d) in one buffer */
+    int rc = gp_checked_size(n + im->d, 3, &count, err);
+    double *v = rc ? NULL : gp_alloc_doubles(count, err);
+    if (v == NULL)
+        return rc ? rc : GP_ENOMEM;
+    gp_kernel_cross_points(model->kernel, im->Xp, P, 1, v, n);
+    *mean = gp_dot(v, im->alpha, n);
+    gp_solve_lower_columns(im->L, n, im->ld, v, 1, n);
+    *var = gp_kernel_diag(model->kernel, P) - gp_dot(v, v, n);
+    if (dmean || dvar)
+        rc = exact_gradients(model, im, P, v, v + n, v + 3 * n, dmean, dvar, err);
+    free(v);
+    return rc;
+}
+
 /* ---- sample ---- */
 
 /* The most doubles of one shared whitening (n x the points of its requests):
@@ -1076,6 +1129,7 @@ static const gp_method_ops exact_ops = {
     .free_impl = impl_free,
     .observe = exact_observe,
     .observe_noise = exact_observe_noise,
+    .predict_grad = exact_predict_grad,
     .check_option = gp_coreg_check_option_solver,
     /* predict_block's arithmetic is per point (gp_dot, gp_solve_lower_columns) */
     .batch_invariant = 1,

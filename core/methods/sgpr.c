@@ -9,10 +9,12 @@
 
 #include "core/coreg/params.h"
 #include "core/coreg/sparse_fit.h"
+#include "core/coreg/sparse_impl.h"
 #include "core/coreg/sparse_predict.h"
 #include "core/inducing/candidates.h"
 #include "core/inducing/collapsed_rows.h"
 #include "core/inducing/inducing.h"
+#include "core/inducing/post_grad.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/model/method.h"
@@ -309,10 +311,265 @@ static int sgpr_fit(const gp_method *m, const gp_fit_request *req, gp_model **ou
     return GP_OK;
 }
 
+/* ---- observe: rows added to the collapsed posterior ----
+ *
+ * Z, the kernel and the noise are held; the fit's whitened posterior
+ * (core/inducing/inducing.h) is mt = B^-1 V Lambda^-1 y and C = B^-1 with
+ * B = I + V Lambda^-1 V^T (Lambda: s2 plus each row's known noise). k new
+ * rows, U = V_k Lambda_k^-1/2 (M x k), make B' = B + U U^T, and Woodbury's
+ * identity updates what the model keeps without B:
+ *   W = C U,  S = I + U^T W = Ls Ls^T,  G = W Ls^-T,
+ *   C' = C - G G^T,  mt' = mt + W S^-1 (Lambda_k^-1/2 y_k - U^T mt):
+ * O(k M^2 + k^2 M + k^3), the posterior a fit on all the rows with these Z
+ * and hyperparameters holds (to rounding). Rows go in chunks of at most
+ * OBSERVE_CHUNK (S stays small); every sum is a gp_dot in a fixed order, so
+ * a replay of the same batches gives the same bits on any thread count, and
+ * C stays exactly symmetric, which its packed export keeps. */
+#define OBSERVE_CHUNK 256
+
+typedef struct observe_work {
+    double *P;      /* d x c: the chunk's working points */
+    double *U, *W;  /* M x c each */
+    double *Gt;     /* c x M: G^T, point j's c entries contiguous */
+    double *S;      /* c x c: S and its factor, row-major */
+    double *yk, *z; /* c each */
+    double *mt;     /* M: the new mean */
+} observe_work;
+
+static int observe_work_alloc(observe_work *w, size_t M, size_t d, size_t c, gp_error *err)
+{
+    size_t Mc = 0, dc = 0, cc = 0;
+    memset(w, 0, sizeof *w);
+    int rc = gp_checked_size(M, c, &Mc, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(d, c, &dc, err);
+    if (rc == GP_OK)
+        rc = gp_checked_size(c, c, &cc, err);
+    if (rc)
+        return rc;
+    if (!(w->P = gp_alloc_doubles(dc, err)) || !(w->U = gp_alloc_doubles(Mc, err)) ||
+        !(w->W = gp_alloc_doubles(Mc, err)) || !(w->Gt = gp_alloc_doubles(Mc, err)) ||
+        !(w->S = gp_alloc_doubles(cc, err)) || !(w->yk = gp_alloc_doubles(c, err)) ||
+        !(w->z = gp_alloc_doubles(c, err)) || !(w->mt = gp_alloc_doubles(M, err)))
+        return GP_ENOMEM;
+    return GP_OK;
+}
+
+static void observe_work_free(observe_work *w)
+{
+    free(w->P);
+    free(w->U);
+    free(w->W);
+    free(w->Gt);
+    free(w->S);
+    free(w->yk);
+    free(w->z);
+    free(w->mt);
+}
+
+/* S (c x c, row-major, lower triangle) into its lower Cholesky factor in
+ * place. S >= I in exact arithmetic; GP_ENOTPD only for a pivot that
+ * overflowed. */
+static int small_cholesky(double *S, size_t c)
+{
+    for (size_t a = 0; a < c; a++) {
+        double *ra = S + a * c;
+        for (size_t b = 0; b <= a; b++) {
+            const double *rb = S + b * c;
+            double v = ra[b] - gp_dot(ra, rb, b);
+            if (b < a) {
+                ra[b] = v / rb[b];
+            } else if (v > 0.0 && isfinite(v)) {
+                ra[a] = sqrt(v);
+            } else {
+                return GP_ENOTPD;
+            }
+        }
+    }
+    return GP_OK;
+}
+
+/* x <- Ls^-1 x and x <- Ls^-T x for small_cholesky's factor. */
+static void small_forward(const double *Ls, size_t c, double *x)
+{
+    for (size_t a = 0; a < c; a++)
+        x[a] = (x[a] - gp_dot(Ls + a * c, x, a)) / Ls[a * c + a];
+}
+
+static void small_backward(const double *Ls, size_t c, double *x)
+{
+    for (size_t a = c; a-- > 0;) {
+        double v = x[a];
+        for (size_t b = a + 1; b < c; b++)
+            v -= Ls[b * c + a] * x[b];
+        x[a] = v / Ls[a * c + a];
+    }
+}
+
+/* Rows s .. s + c of X (k x d, the caller's units), their targets and
+ * noise, as U and the whitened targets yk: column i of U is
+ * L^-1 k(Z, x_i) / sqrt(lambda_i), yk_i = y_i / sqrt(lambda_i). GP_EDATA
+ * naming "noise[i]" for a row without noise in a model without any. */
+static int observe_rows(const gp_model *model, const gp_inducing_post *p, const double *X,
+                        const double *Y, const double *noise, size_t k, size_t s, size_t c,
+                        observe_work *w, gp_error *err)
+{
+    size_t M = p->m, d = p->d;
+    for (size_t j = 0; j < d; j++) /* gp_model_standardize_points' arithmetic */
+        for (size_t i = 0; i < c; i++)
+            w->P[i * d + j] = (X[j * k + s + i] - model->x_mean[j]) / model->x_scale[j];
+    gp_kernel_cross_points(model->kernel, p->Zp, w->P, c, w->U, M);
+    gp_solve_lower_columns(p->L, M, M, w->U, c, M);
+    gp_model_working_targets(model, Y + s, c, w->yk);
+    if (noise)
+        gp_model_working_noise(model, noise + s, c, w->z);
+    for (size_t i = 0; i < c; i++) {
+        double lambda = model->noise_variance + (noise ? w->z[i] : 0.0);
+        if (!(lambda > 0.0 && isfinite(lambda)))
+            return gp_error_set(err, GP_EDATA, "noise",
+                                "noise[%zu]: a row of noise variance 0 in a model without "
+                                "noise of its own cannot be observed", s + i);
+        double f = 1.0 / sqrt(lambda);
+        w->yk[i] *= f;
+        for (size_t j = 0; j < M; j++)
+            w->U[i * M + j] *= f;
+    }
+    return GP_OK;
+}
+
+/* W, S's factor, the new mean into w->mt and G^T; GP_EDATA when any of
+ * them is not finite (nothing of p changed). */
+static int chunk_factors(const gp_inducing_post *p, const double *C, const double *mt, size_t c,
+                         observe_work *w, gp_error *err)
+{
+    size_t M = p->m;
+    for (size_t i = 0; i < c; i++)
+        for (size_t j = 0; j < M; j++)
+            w->W[i * M + j] = gp_dot(C + j * M, w->U + i * M, M); /* C symmetric: (C u_i)_j */
+    for (size_t a = 0; a < c; a++) {
+        for (size_t b = 0; b <= a; b++)
+            w->S[a * c + b] = (a == b ? 1.0 : 0.0) + gp_dot(w->U + a * M, w->W + b * M, M);
+        w->z[a] = w->yk[a] - gp_dot(w->U + a * M, mt, M);
+    }
+    int ok = small_cholesky(w->S, c) == GP_OK;
+    if (ok) {
+        small_forward(w->S, c, w->z);
+        small_backward(w->S, c, w->z);
+        memcpy(w->mt, mt, M * sizeof *mt);
+        for (size_t i = 0; i < c; i++)
+            for (size_t j = 0; j < M; j++)
+                w->mt[j] += w->W[i * M + j] * w->z[i];
+        ok = gp_all_finite(w->mt, M, NULL);
+    }
+    for (size_t j = 0; ok && j < M; j++) {
+        double *g = w->Gt + j * c;
+        for (size_t i = 0; i < c; i++)
+            g[i] = w->W[i * M + j];
+        small_forward(w->S, c, g);
+        ok = isfinite(gp_dot(g, g, c)); /* then every product of two columns is finite */
+    }
+    if (ok)
+        return GP_OK;
+    return gp_error_set(err, GP_EDATA, "y",
+                        "the observed rows would make the model's state non-finite (float64 "
+                        "overflow); the model is unchanged");
+}
+
+/* C <- C - G G^T (lower triangle, mirrored: C stays exactly symmetric) and
+ * mt <- w->mt. Cannot fail: chunk_factors checked what goes in. */
+static void chunk_apply(size_t M, size_t c, double *C, double *mt, const observe_work *w)
+{
+    for (size_t j = 0; j < M; j++)
+        for (size_t i = j; i < M; i++) {
+            double v = C[j * M + i] - gp_dot(w->Gt + i * c, w->Gt + j * c, c);
+            C[j * M + i] = v;
+            C[i * M + j] = v;
+        }
+    memcpy(mt, w->mt, M * sizeof *mt);
+}
+
+/* Every chunk into C and mt (p's own arrays for one chunk: chunk_factors
+ * fails before anything changes; copies for several). */
+static int observe_chunks(const gp_model *model, const gp_inducing_post *p, const double *X,
+                          const double *Y, const double *noise, size_t k, double *C, double *mt,
+                          gp_error *err)
+{
+    size_t c0 = k < OBSERVE_CHUNK ? k : OBSERVE_CHUNK;
+    observe_work w;
+    int rc = observe_work_alloc(&w, p->m, p->d, c0, err);
+    for (size_t s = 0; rc == GP_OK && s < k; s += c0) {
+        size_t c = k - s < c0 ? k - s : c0;
+        rc = observe_rows(model, p, X, Y, noise, k, s, c, &w, err);
+        if (rc == GP_OK)
+            rc = chunk_factors(p, C, mt, c, &w, err);
+        if (rc == GP_OK)
+            chunk_apply(p->m, c, C, mt, &w);
+    }
+    observe_work_free(&w);
+    return rc;
+}
+
+static int sgpr_observe_noise(gp_model *model, const double *X, const double *Y,
+                              const double *noise, size_t k, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_error_set(err, GP_EUNSUPPORTED, "options.coregionalization",
+                            "a coregionalised sgpr model does not update online: fit a new "
+                            "version with all the data");
+    gp_inducing_post *p = model->impl;
+    int rc = gp_check_working_points(model, X, k, GP_WORKING_LIMIT, err);
+    if (rc == GP_OK)
+        rc = gp_check_working_targets(model, Y, k, GP_WORKING_LIMIT, err);
+    if (rc)
+        return rc;
+    size_t M = p->m;
+    if (k <= OBSERVE_CHUNK) {
+        rc = observe_chunks(model, p, X, Y, noise, k, p->C, p->mt, err);
+    } else { /* on copies, swapped in when every chunk went in */
+        double *C = gp_alloc_doubles(M * M, err), *mt = gp_alloc_doubles(M, err);
+        rc = C && mt ? GP_OK : GP_ENOMEM;
+        if (rc == GP_OK) {
+            memcpy(C, p->C, M * M * sizeof *C);
+            memcpy(mt, p->mt, M * sizeof *mt);
+            rc = observe_chunks(model, p, X, Y, noise, k, C, mt, err);
+        }
+        if (rc == GP_OK) {
+            double *t = p->C;
+            p->C = C, C = t;
+            t = p->mt, p->mt = mt, mt = t;
+        }
+        free(C);
+        free(mt);
+    }
+    if (rc == GP_OK)
+        model->n_train += k;
+    return rc;
+}
+
+static int sgpr_observe(gp_model *model, const double *X, const double *Y, size_t k,
+                        gp_error *err)
+{
+    return sgpr_observe_noise(model, X, Y, NULL, k, err);
+}
+
+/* ---- the posterior's gradient in x (gp_model_predict_grad) ---- */
+
+static int sgpr_predict_grad(const gp_model *model, const double *P, double *mean, double *var,
+                             double *dmean, double *dvar, gp_error *err)
+{
+    if (gp_coreg_sparse_impl_is(model->impl))
+        return gp_error_set(err, GP_EUNSUPPORTED, "n_outputs",
+                            "the posterior gradient in x is for models of one output");
+    return gp_inducing_method_predict_grad(model, P, mean, var, dmean, dvar, err);
+}
+
 static const gp_method_ops sgpr_ops = {
     .fit = sgpr_fit,
     /* the impl is the inducing posterior or a coregionalised model's */
     .predict = gp_coreg_inducing_predict,
+    .predict_grad = sgpr_predict_grad,
+    .observe = sgpr_observe,
+    .observe_noise = sgpr_observe_noise,
     .batch_invariant = 1, /* core/inducing's and core/coreg's predict: per-point arithmetic */
     .sample = gp_coreg_inducing_sample,
     .export_impl = gp_coreg_inducing_export,

@@ -21,6 +21,14 @@
  * and, for N <= GP_SGPR_EXACT_REPORT_MAX, the exact log marginal likelihood
  * and the gap (exact - bound, the KL of q from the posterior).
  *
+ * Observe (gp_model_observe, core/methods/sgpr.c): rows added with Z, the
+ * kernel and the noise held; the whitened posterior (mt, C = B^{-1}) is
+ * updated by Woodbury's identity in O(k M^2) for k rows (chunks of 256),
+ * and equals the one a fit on all the rows with those Z and
+ * hyperparameters builds, to rounding. The bound reported (objective,
+ * trace_term, exact_lml) stays the fit's. Known per-point noise is taken
+ * (observe_noise). Not for a coregionalised model (422).
+ *
  * Over rows read in chunks (gp_fit_request.rows, descriptor flag
  * streams_rows; docs/design/scale-out.md, "Streamed and sharded fits"): the
  * bound of core/inducing/collapsed_rows.h, two passes and two reductions per

@@ -32,6 +32,16 @@ struct gp_method_ops {
      * mixture) and derives every observation quantity itself. */
     int (*predict)(const gp_model *model, const gp_predict_request *req, gp_prediction *out,
                    gp_error *err);
+    /* Single-output Gaussian methods that answer gp_model_predict_grad
+     * (NULL: the method does not): at one point P (input_dim values, working
+     * units) the latent posterior of the residual process f (no mean
+     * function, no y scaling, no noise, the variance not clamped) and its
+     * gradients with respect to P (input_dim each; dmean/dvar NULL: values
+     * only). The caller has checked the model (one output, Gaussian, not
+     * coregionalised, points as inputs) and P (finite, within
+     * GP_WORKING_LIMIT). Must be thread-safe on a const model. */
+    int (*predict_grad)(const gp_model *model, const double *P, double *mean, double *var,
+                        double *dmean, double *dvar, gp_error *err);
     /* samples: column-major m x n_samples, caller-owned, original units. */
     int (*sample)(const gp_model *model, const gp_sample_request *req, double *samples,
                   gp_error *err);

@@ -493,5 +493,7 @@ void gp_column_stats(const double *X, size_t n, size_t d, double *mean, double *
 /* The options' validation and the facts of a method's descriptor
  * (descriptor.c), for every user of this header. */
 #include "core/model/descriptor.h"
+/* The posterior's gradient in x (predict_grad.c). */
+#include "core/model/predict_grad.h"
 
 #endif

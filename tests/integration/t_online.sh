@@ -2,7 +2,8 @@
 # Integration area "online": models that learn after their fit, over HTTP
 # (POST /v1/models/{name}/observe). exact: rows observed equal a fresh fit on
 # all rows with the same (fixed) hyperparameters, to the last bit the JSON
-# carries; ssgp the same with the same frequencies. rfgp (KJIT): created
+# carries; ssgp the same with the same frequencies; sgpr takes rows with Z
+# and its hyperparameters held (test_sgpr_observe.c checks the numbers). rfgp (KJIT): created
 # empty, answers in warm-up with every point asking the oracle, goes online
 # after `warmup` rows, reports n, state, observations and the rolling oracle
 # rate in GET; two outputs; Gaussian and message inputs; "new_version". Every
@@ -65,7 +66,13 @@ check "exact: a refused observe left n at 9" 200 GET $M/on-ex
 jhas '.online.n == 9 and .online.observations == 2'
 verdict "exact: nothing of the refused observes was applied" $? "$(jqb '.online | tostring')"
 check_json "sgpr: fit" 201 $M '{"name":"on-sg","method":"sgpr","options":{"inducing":4},"X":[0,1,2,3,4,5],"y":[0,1,0,1,0,1]}'
-check_jerr "observe: sgpr does not update online" 422 unsupported none "$M/on-sg/observe" \
+check_json "sgpr: observe a row (Z and hyperparameters held)" 200 "$M/on-sg/observe" \
+    '{"X":[2.5],"y":[0.5]}'
+jhas '.n == 7 and .observations == 1'
+verdict "sgpr: the observed row is held" $? "$(jqb '{n, observations} | tostring')"
+check_jerr "observe: NaN to sgpr" 422 invalid_data '^y\[0\]' "$M/on-sg/observe" '{"X":[1],"y":["NaN"]}'
+check_json "renyi: fit" 201 $M '{"name":"on-re","method":"renyi","options":{"inducing":4,"max_iterations":5},"X":[0,1,2,3,4,5],"y":[0,1,0,1,0,1]}'
+check_jerr "observe: renyi does not update online" 422 unsupported none "$M/on-re/observe" \
     '{"X":[1],"y":[1]}'
 
 # ---- ssgp: observe == refit with the same frequencies and hyperparameters

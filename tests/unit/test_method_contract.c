@@ -192,6 +192,57 @@ static void check_prediction(const fit_setup *s, const gp_model *model)
     }
 }
 
+/* ---- the posterior's gradient in x (gp_model_predict_grad) ---- */
+
+static double grad_value(const gp_model *model, const double *x, int want_var)
+{
+    double mean, var;
+    gp_error err;
+    if (gp_model_predict_grad(model, x, &mean, &var, NULL, NULL, &err) != GP_OK)
+        fail_msg("%s: predict_grad failed: %s", model->method->name, err.message);
+    return want_var ? var : mean;
+}
+
+/* A method with the op agrees with its own latent prediction (1e-10
+ * relative) and with central differences of its values; the others refuse. */
+static void check_predict_grad(const fit_setup *s, const gp_model *model)
+{
+    const char *name = s->m->name;
+    double x[D], mean, var, dmean[D], dvar[D];
+    gp_error err;
+    for (size_t j = 0; j < D; j++)
+        x[j] = s->p.Xs[j * M];
+    int rc = gp_model_predict_grad(model, x, &mean, &var, dmean, dvar, &err);
+    if (!gp_method_can_predict_grad(s->m)) {
+        assert_int_equal(rc, GP_EUNSUPPORTED);
+        return;
+    }
+    pred lat;
+    predict(model, s->p.Xs, 0, &lat);
+    for (size_t i = 0; i < M; i++) {
+        for (size_t j = 0; j < D; j++)
+            x[j] = s->p.Xs[j * M + i];
+        rc = gp_model_predict_grad(model, x, &mean, &var, dmean, dvar, &err);
+        if (rc != GP_OK)
+            fail_msg("%s: predict_grad failed: %s", name, err.message);
+        tu_assert_close(mean, lat.mean[i], 1e-10, 1e-13, "%s: predict_grad mean at %zu", name, i);
+        tu_assert_close(var, lat.var[i], 1e-10, 1e-13, "%s: predict_grad var at %zu", name, i);
+        for (size_t j = 0; j < D; j++) { /* h 1e-6: the differences' error is ~1e-10 */
+            double xj = x[j], h = 1e-6, f[4];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                x[j] = xj + (sgn ? -h : h);
+                f[2 * sgn] = grad_value(model, x, 0);
+                f[2 * sgn + 1] = grad_value(model, x, 1);
+            }
+            x[j] = xj;
+            tu_assert_close(dmean[j], (f[0] - f[2]) / (2.0 * h), 1e-5, 1e-7,
+                            "%s: dmean[%zu] at %zu", name, j, i);
+            tu_assert_close(dvar[j], (f[1] - f[3]) / (2.0 * h), 1e-5, 1e-7,
+                            "%s: dvar[%zu] at %zu", name, j, i);
+        }
+    }
+}
+
 /* ---- dynamic batching: a point's answer does not depend on its company ---- */
 
 #define BM 23 /* points: more than 16, a BLAS kernel's widest unroll */
@@ -954,6 +1005,7 @@ static const contract_check method_checks[] = {
     {"quick preset", NULL, check_quick},
     {"report", check_report, NULL},
     {"predict", check_prediction, NULL},
+    {"posterior gradient in x", check_predict_grad, NULL},
     {"batching", check_batch_of, NULL},
     {"samples", check_samples, NULL},
     {"sample batching", check_sample_batch, NULL},
@@ -981,6 +1033,7 @@ static const contract_check likelihood_checks[] = {
  * that path keeps batches, threads, samples and states bit-identical. */
 static const contract_check mean_checks[] = {
     {"predict", check_prediction, NULL},
+    {"posterior gradient in x", check_predict_grad, NULL},
     {"batching", check_batch_of, NULL},
     {"samples", check_samples, NULL},
     {"sample batching", check_sample_batch, NULL},

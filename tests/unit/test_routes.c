@@ -237,6 +237,7 @@ static void test_routes_patterns_match_themselves(void **state)
             const char *value = strncmp(p, "{v}", 3) == 0      ? "2"
                                 : strncmp(p, "{id}", 4) == 0   ? "job-1"
                                 : strncmp(p, "{file}", 6) == 0 ? "app.js"
+                                : strncmp(p, "{trial}", 7) == 0 ? "3"
                                                                : "m";
             o += (size_t)snprintf(path + o, sizeof path - o, "%s", value);
             p = strchr(p, '}');
@@ -249,6 +250,27 @@ static void test_routes_patterns_match_themselves(void **state)
     }
 }
 
+/* {trial}: an integer from 1 to 2^53; anything else is GP_PARAM_BAD_TRIAL. */
+static void test_routes_trial_ids(void **state)
+{
+    (void)state;
+    gp_route_match m;
+    assert_int_equal(gp_route_match_path("/v1/studies/s/trials/42", &m), GP_ROUTE_STUDY_TRIAL);
+    assert_int_equal(m.param_error, GP_PARAM_OK);
+    assert_true(m.trial == 42);
+    assert_string_equal(m.name, "s");
+    assert_int_equal(gp_route_match_path("/v1/studies/s/trials/9007199254740992", &m),
+                     GP_ROUTE_STUDY_TRIAL);
+    assert_true(m.trial == 9007199254740992LL);
+    const char *bad[] = {"0", "-1", "abc", "1.5", "9007199254740993", "12345678901234567", "%20"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/studies/s/trials/%s", bad[i]);
+        assert_int_equal(gp_route_match_path(path, &m), GP_ROUTE_STUDY_TRIAL);
+        assert_int_equal(m.param_error, GP_PARAM_BAD_TRIAL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_routes_check_sees_a_lost_openapi_path),
         cmocka_unit_test(test_routes_check_sees_a_lost_table_route),
         cmocka_unit_test(test_routes_patterns_match_themselves),
+        cmocka_unit_test(test_routes_trial_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -388,7 +388,8 @@ static void test_dataset_migrates_v7(void **state)
     gp_error err;
     assert_int_equal(gp_store_save(s, "m", "exact", "{}", "{}", 5, 2, &st, NULL, &err), GP_OK);
     gp_store_close(s);
-    sf_raw_script(path, "DROP TABLE dataset_readers; DROP TABLE dataset_parts;"
+    sf_raw_script(path, "DROP TABLE trials; DROP TABLE studies;"
+                        " DROP TABLE dataset_readers; DROP TABLE dataset_parts;"
                         " DROP TABLE datasets; DROP INDEX jobs_dataset;"
                         " ALTER TABLE jobs DROP COLUMN dataset_id; PRAGMA user_version = 7;");
     s = sf_open_store("ds_v7.db");

@@ -11,6 +11,7 @@
 
 #include "core/base/rng.h"
 #include "core/inducing/inducing.h"
+#include "core/inducing/post_grad.h"
 #include "core/kernel/lml.h"
 #include "core/linalg/linalg.h"
 #include "core/methods/renyi/bound.h"
@@ -580,6 +581,7 @@ static int renyi_import(gp_model *model, const gp_state *st, gp_error *err)
 static const gp_method_ops renyi_ops = {
     .fit = renyi_fit,
     .predict = gp_inducing_method_predict,
+    .predict_grad = gp_inducing_method_predict_grad,
     .batch_invariant = 1, /* core/inducing's predict: per-point arithmetic */
     .sample = gp_inducing_method_sample,
     .export_impl = renyi_export,
