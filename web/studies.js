@@ -189,6 +189,7 @@ window.gpserveStudies = (h) => {
     const X = xs.map((x) => encode(params, { ...through.parameters, [p.name]: x }));
     box.dataset.state = 'loading';
     box.dataset.param = p.name;
+    box.dataset.version = String(study.model.version);
     let ans;
     try {
       ans = await api('POST', `/v1/models/${enc(study.model.name)}/predict`,

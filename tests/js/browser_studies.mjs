@@ -96,8 +96,10 @@ export async function studyChecks({ BASE, page, api, check, step, shot, datasets
     const upper = byLabel(sets, '95% band');
     const xs = mean.data.map((p) => p.x);
     const X = xs.map((x) => encoded({ ...study.best_trial.parameters, x }));
+    /* the version the page drew (a refit may have saved a newer one since the GET above) */
+    const version = Number(await page.getAttribute('#study-posterior-box', 'data-version'));
     const ref = await api('POST', `/v1/models/${encodeURIComponent(study.model.name)}/predict`,
-      { X, version: study.model.version, include_noise: false });
+      { X, version, include_noise: false });
     check('the posterior mean equals predict at the encoded points', !mismatch(mean.data.map((p) => p.y), ref.mean),
       mismatch(mean.data.map((p) => p.y), ref.mean));
     const hi = ref.mean.map((m, i) => m + Z95 * Math.sqrt(ref.variance[i]));
