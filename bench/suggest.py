@@ -16,7 +16,8 @@ Parts (--parts, default regret,latency):
            (bench/suggest_sklearn.py in a process of its own beside the daemon's runs). Every
            study's initial design is 2 (D + 1) points, the sklearn loop's too.
   latency  Hartmann-6 studies with method exact and sgpr: n = 50, 500, 2000 trials attached
-           (POST /v1/studies/S/trials), the refit waited for, then --latency-n (50) suggestions,
+           (POST /v1/studies/S/trials; initial_design n, so that they make one refit), the
+           refit waited for, then --latency-n (50) suggestions,
            each completed before the next: median and p99 of the suggestion's wall time as the
            client sees it.
 
@@ -221,8 +222,10 @@ def part_latency(a, url, sink):
 
 
 def latency_run(a, client, problem, name, method, n):
+    # initial_design = n: the n attached trials make one refit (the schedule's first), as a
+    # study that grew by suggestions has one recent refit, not one per attach.
     study = client.create_study(name, problem.parameters(), {"name": "y", "goal": "minimize"},
-                                seed=1, model={"method": method})
+                                seed=1, model={"method": method}, initial_design=n)
     rng = random.Random(n)
     t0 = time.perf_counter()
     for _ in range(n):
