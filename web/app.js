@@ -1,8 +1,9 @@
-/* gpserve browser view: one page, three views chosen by the URL's hash
+/* gpserve browser view: one page, five views chosen by the URL's hash
  *   #/models                      every model with its latest version and fit diagnostics
  *   #/fit                         a fit form; the fit runs as an async job with a progress bar
  *   #/models/NAME[/versions/V]    one model: facts, aliases (promote the version viewed,
  *                                 roll an alias back), posterior plot, predicted-vs-observed
+ *   #/studies, #/studies/NAME     studies and one study's trials (web/studies.js)
  * Plain JavaScript, no build step; plots by Chart.js (web/vendor/, the global `Chart`).
  * Every request goes to the daemon that served the page, so the browser sends the
  * credentials it was asked for on `/` (HTTP Basic, the API key as the password)
@@ -244,7 +245,8 @@
 
   /* ---------------------------------------------------------------- routing */
 
-  const views = { models: $('view-models'), fit: $('view-fit'), model: $('view-model') };
+  const views = { models: $('view-models'), fit: $('view-fit'), model: $('view-model'),
+    studies: $('view-studies'), study: $('view-study') };
   const state = {
     methods: null,      /* GET /v1/methods, once */
     job: null,          /* the fit job of the form: {id, status} */
@@ -259,6 +261,7 @@
   function parseHash() {
     const parts = (location.hash || '#/models').replace(/^#\/?/, '').split('/').map(decodeURIComponent);
     if (parts[0] === 'fit') return { view: 'fit' };
+    if (parts[0] === 'studies') return parts[1] ? { view: 'study', name: parts[1] } : { view: 'studies' };
     if (parts[0] === 'models' && parts[1]) {
       const v = parts[2] === 'versions' && /^[0-9]+$/.test(parts[3] || '') ? Number(parts[3]) : 0;
       return { view: 'model', name: parts[1], version: v };
@@ -271,10 +274,18 @@
     for (const [k, sec] of Object.entries(views)) sec.hidden = k !== r.view;
     $('nav-models').toggleAttribute('aria-current', false);
     $('nav-fit').toggleAttribute('aria-current', false);
-    if (r.view === 'fit') $('nav-fit').setAttribute('aria-current', 'page');
-    else $('nav-models').setAttribute('aria-current', 'page');
-    state.renderToken++;
-    if (r.view === 'models') {
+    $('nav-studies').toggleAttribute('aria-current', false);
+    const nav = { fit: 'nav-fit', studies: 'nav-studies', study: 'nav-studies' }[r.view] || 'nav-models';
+    $(nav).setAttribute('aria-current', 'page');
+    const token = ++state.renderToken;
+    const isCurrent = () => token === state.renderToken;
+    if (r.view === 'studies') {
+      document.title = 'Studies · gpserve';
+      studies.renderList(isCurrent);
+    } else if (r.view === 'study') {
+      document.title = `${r.name} · study · gpserve`;
+      studies.renderStudy(r.name, isCurrent);
+    } else if (r.view === 'models') {
       document.title = 'Models · gpserve';
       renderModels();
     } else if (r.view === 'fit') {
@@ -1256,6 +1267,17 @@
   });
   $('model-rows-use').addEventListener('click', useRows);
   $('model-rows-clear').addEventListener('click', clearRows);
+
+  /* The studies' views (web/studies.js, loaded first) with this file's helpers. */
+  const studies = window.gpserveStudies({ $, api, el, enc, fmt, showError, clearError, linspace, makeChart,
+    destroyChart, lineSet, bandSets, pointSet, pts, COLORS });
+  const studyToken = () => {
+    const token = ++state.renderToken;
+    return () => token === state.renderToken;
+  };
+  $('studies-refresh').addEventListener('click', () => studies.renderList(studyToken()));
+  $('study-refresh').addEventListener('click', () => route());
+  $('study-slice').addEventListener('change', () => studies.redrawPosterior(studyToken()));
 
   window.addEventListener('hashchange', route);
   if (typeof Chart === 'undefined') {

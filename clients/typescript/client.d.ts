@@ -65,3 +65,49 @@ export function listAliases(client: GpserveClient, name: string): Promise<Schema
 export function deleteAlias(client: GpserveClient, name: string, alias: string): Promise<void>;
 /** DELETE /v1/models/{name}/versions/{version}: by number (409 while an alias points at it). */
 export function deleteVersion(client: GpserveClient, name: string, version: number): Promise<void>;
+
+// ---- studies (types taken from the routes, so that they follow api/openapi.yaml) ----
+
+type JsonOf<R> = R extends { content: { "application/json": infer T } } ? T : never;
+type BodyOf<O> = O extends { requestBody?: infer B } ? JsonOf<NonNullable<B>> : never;
+type OkOf<O> = O extends { responses: infer R }
+    ? JsonOf<R[Extract<keyof R, 200 | 201>]>
+    : never;
+
+/** The body of POST /v1/studies: name, parameters, objective, constraints, acquisition, model, seed, ... */
+export type StudyCreate = BodyOf<paths["/v1/studies"]["post"]>;
+/** A study as GET /v1/studies/{name} answers it (config, trials' counts, best_trial, model). */
+export type Study = OkOf<paths["/v1/studies/{name}"]["get"]>;
+/** A trial: id, state, parameters (by name), metrics, client_id, seq, ... */
+export type Trial = OkOf<paths["/v1/studies/{name}/trials/{trial}"]["get"]>;
+/** A trial's metrics by name: the objective and each constraint. */
+export type Metrics = Record<string, number>;
+
+/** POST /v1/studies: create a study; its answer. */
+export function createStudy(client: GpserveClient, body: StudyCreate): Promise<OkOf<paths["/v1/studies"]["post"]>>;
+/** GET /v1/studies/{name}. */
+export function getStudy(client: GpserveClient, name: string): Promise<Study>;
+/** DELETE /v1/studies/{name}: the study, its trials and its models. */
+export function deleteStudy(client: GpserveClient, name: string): Promise<void>;
+/**
+ * POST /v1/studies/{name}/suggestions: `count` trials to run (default 1); a
+ * clientId that still has active trials gets them back.
+ */
+export function suggest(
+    client: GpserveClient,
+    name: string,
+    options?: { count?: number; clientId?: string },
+): Promise<Trial[]>;
+/** GET /v1/studies/{name}/trials: every trial, by id. */
+export function listTrials(client: GpserveClient, name: string): Promise<Trial[]>;
+/** POST /v1/studies/{name}/trials/{trial}: complete an active trial with its metrics. */
+export function completeTrial(client: GpserveClient, name: string, trial: number, metrics: Metrics): Promise<Trial>;
+/** POST /v1/studies/{name}/trials/{trial} with {"infeasible": true}: the point could not be evaluated. */
+export function reportInfeasible(client: GpserveClient, name: string, trial: number, reason?: string): Promise<Trial>;
+/** POST /v1/studies/{name}/trials: a trial run elsewhere, completed at once. */
+export function attachTrial(
+    client: GpserveClient,
+    name: string,
+    parameters: Record<string, number | string>,
+    metrics: Metrics,
+): Promise<Trial>;

@@ -1,7 +1,7 @@
 // The gpserve client: openapi-fetch's createClient over the types that
 // openapi-typescript generated from api/openapi.yaml (schema.d.ts). This file
 // adds what the document cannot say: the daemon's base URL, its optional API
-// key, the polling of an async fit's job, and one-call helpers for aliases and
+// key, the polling of an async fit's job, and one-call helpers for aliases, studies and
 // a version's delete (each returns the answer or throws a GpserveError). Its
 // types are in client.d.ts.
 import createFetchClient, { mergeHeaders } from "openapi-fetch";
@@ -88,3 +88,57 @@ export const deleteVersion = async (client, name, version) => {
         }),
     );
 };
+
+// ---- studies: the daemon suggests the next experiment (docs/design/api.md, "Studies") ----
+
+/** @type {typeof import("./client.js").createStudy} */
+export const createStudy = async (client, body) => dataOr(await client.POST("/v1/studies", { body }));
+
+/** @type {typeof import("./client.js").getStudy} */
+export const getStudy = async (client, name) =>
+    dataOr(await client.GET("/v1/studies/{name}", { params: { path: { name } } }));
+
+/** @type {typeof import("./client.js").deleteStudy} */
+export const deleteStudy = async (client, name) => {
+    dataOr(await client.DELETE("/v1/studies/{name}", { params: { path: { name } } }));
+};
+
+/** @type {typeof import("./client.js").suggest} */
+export const suggest = async (client, name, { count = 1, clientId } = {}) =>
+    dataOr(
+        await client.POST("/v1/studies/{name}/suggestions", {
+            params: { path: { name } },
+            body: clientId === undefined ? { count } : { count, client_id: clientId },
+        }),
+    ).trials;
+
+/** @type {typeof import("./client.js").listTrials} */
+export const listTrials = async (client, name) =>
+    dataOr(await client.GET("/v1/studies/{name}/trials", { params: { path: { name } } })).trials;
+
+/** @type {typeof import("./client.js").completeTrial} */
+export const completeTrial = async (client, name, trial, metrics) =>
+    dataOr(
+        await client.POST("/v1/studies/{name}/trials/{trial}", {
+            params: { path: { name, trial } },
+            body: { metrics },
+        }),
+    );
+
+/** @type {typeof import("./client.js").reportInfeasible} */
+export const reportInfeasible = async (client, name, trial, reason) =>
+    dataOr(
+        await client.POST("/v1/studies/{name}/trials/{trial}", {
+            params: { path: { name, trial } },
+            body: reason === undefined ? { infeasible: true } : { infeasible: true, reason },
+        }),
+    );
+
+/** @type {typeof import("./client.js").attachTrial} */
+export const attachTrial = async (client, name, parameters, metrics) =>
+    dataOr(
+        await client.POST("/v1/studies/{name}/trials", {
+            params: { path: { name } },
+            body: { parameters, metrics },
+        }),
+    );

@@ -72,6 +72,46 @@ want=$(sed -n 's/.*| `\([0-9a-f]\{64\}\)` |$/\1/p' web/vendor/README.md | head -
     grep -q 'Chart.js v4.6.1' web/vendor/chart.umd.min.js && grep -q 'MIT License' web/vendor/chart.js-LICENSE.md
 verdict "web/vendor: Chart.js 4.6.1 with the sha256 of its README, and its MIT licence" $? "sha256 '$want'"
 
+section "browser view: the Studies panel and the requests it makes"
+grep -q 'id="view-studies"' web/index.html && grep -q 'id="view-study"' web/index.html &&
+    grep -q 'href="#/studies"' web/index.html && grep -q '<script src="/ui/studies.js" defer></script>' web/index.html
+verdict "index.html: the Studies views, their nav link and web/studies.js" $? "missing"
+for path in "'/v1/studies'" '`${studyPath(name)}/trials`' '/predict`'; do
+    grep -qF "$path" web/studies.js || fail "web/studies.js asks for $path" "not found"
+done
+# What the panel asks for, on a study of one double (linear) and one log-scaled double: the
+# list, the study (config.parameters: how to encode), its trials, and its model's predict
+# at points encoded into [0, 1] (the page encodes them itself).
+BR_STUDY=br-study-$$
+check_json "studies panel: POST /v1/studies -> 201" 201 /v1/studies \
+    "{\"name\":\"$BR_STUDY\",\"parameters\":[{\"name\":\"a\",\"type\":\"double\",\"bounds\":[0,2]},{\"name\":\"b\",\"type\":\"double\",\"bounds\":[0.01,1],\"scale\":\"log\"}],\"objective\":{\"name\":\"y\",\"goal\":\"minimize\"},\"initial_design\":4,\"seed\":1}"
+for i in 1 2 3 4 5 6; do
+    jpost "/v1/studies/$BR_STUDY/trials" \
+        "{\"parameters\":{\"a\":0.$i,\"b\":0.0$i},\"metrics\":{\"y\":$i}}" >/dev/null
+done
+check "studies panel: GET /v1/studies -> 200" 200 GET /v1/studies
+jhas ".studies | map(.name) | index(\"$BR_STUDY\") != null"
+verdict "studies panel: the list names the study" $? "$(head -c 200 "$T/body")"
+br_model=""
+for _ in $(seq 1 $((120 * SLOW))); do
+    req GET "/v1/studies/$BR_STUDY"
+    br_model=$(jqb '.model.name // empty')
+    [ -n "$br_model" ] && break
+    sleep 0.5
+done
+jhas '.config.parameters[1].scale == "log" and (.config.parameters | length) == 2 and .best_trial.id == 1'
+verdict "studies panel: GET /v1/studies/NAME has config.parameters (with scale) and best_trial" $? "$(head -c 300 "$T/body")"
+[ "$br_model" = "study.$BR_STUDY" ]
+verdict "studies panel: the study names its model study.NAME" $? "model '$br_model'"
+check "studies panel: GET /v1/studies/NAME/trials -> 200" 200 GET "/v1/studies/$BR_STUDY/trials"
+jhas '(.trials | length) == 6 and .trials[0].parameters.a == 0.1'
+verdict "studies panel: the trials with their parameters by name" $? "$(head -c 200 "$T/body")"
+check_json "studies panel: predict at encoded points -> 200" 200 "/v1/models/$br_model/predict" \
+    '{"X":[[0.05,0.0],[0.5,0.5],[1,1]],"include_noise":false}'
+jhas '(.mean | length) == 3 and (.variance | all(. > 0))'
+verdict "studies panel: the model predicts on the 2 encoded columns" $? "$(head -c 200 "$T/body")"
+check "studies panel: DELETE the study -> 204" 204 DELETE "/v1/studies/$BR_STUDY"
+
 section "browser view: the API key as a Basic password"
 printf 'browser-key-0123456789\n' >"$T/br_keyfile"
 BR_KEY=browser-key-0123456789
@@ -136,7 +176,7 @@ else
     grep -q '^browser checks done' "$T/browser.out"
     verdict "the browser test ran to its end" $? "exit $br_rc: $(tail -n 3 "$T/browser.err" | tr '\n' ' ')"
     missing=""
-    for s in models fit-succeeded fit-running fit-cancelled model-1d model-2d model-class model-softmax auth-model; do
+    for s in models fit-succeeded fit-running fit-cancelled model-1d model-2d model-class model-softmax studies study auth-model; do
         [ -s "$BR_SHOTS/$s.png" ] || missing="$missing $s"
     done
     [ -z "$missing" ]

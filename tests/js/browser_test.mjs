@@ -4,10 +4,13 @@
 // --base is a daemon without an API key, --auth-base one with the key KEY. Prints one line a
 // check, "ok NAME" or "FAIL NAME: WHY" (and "note ..."), which the shell counts; writes a PNG
 // screenshot of each view into DIR for a person to look at. Every number a plot shows is
-// compared with the daemon's own answer to the same request, so a plotting bug fails.
+// compared with the daemon's own answer to the same request, so a plotting bug fails. The
+// Studies panel's checks are in browser_studies.mjs.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+
+import { studyChecks } from './browser_studies.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -504,6 +507,9 @@ await step('delete', async () => {
   const res = await fetch(`${BASE}/v1/models/ui-plane`);
   check('Delete (confirmed) removes the model from the table and the daemon', res.status === 404, `${res.status}`);
 });
+
+/* ---- the Studies panel (browser_studies.mjs) ---- */
+await studyChecks({ BASE, page, api, check, step, shot, datasets, byLabel, mismatch, TIMEOUT });
 
 check('no console errors, page errors or failed requests in the whole session', problems.list.length === 0,
   problems.list.join('; '));

@@ -18,6 +18,7 @@ import time
 import urllib.parse
 
 from . import errors
+from .study import StudyRoutes
 
 __all__ = ["Client", "DEFAULT_URL"]
 
@@ -142,7 +143,7 @@ class Response:
         return json.loads(self.body.decode("utf-8")) if self.body else None
 
 
-class Client:
+class Client(StudyRoutes):
     """A client of one gpserve daemon.
 
     ``url`` is the daemon's base URL (``http://host:port``, or https, with an
@@ -153,7 +154,9 @@ class Client:
     with ``--tls-client-ca``: ``load_cert_chain`` on it; it is not pickled);
     ``timeout`` is the socket timeout of every request in seconds (a
     synchronous fit may take a while: pass ``timeout=`` to ``fit`` or use
-    ``fit_async``).  Each thread that uses the client keeps one connection
+    ``fit_async``).  The study routes (``create_study``, ``study``,
+    ``suggest_trials``, ``complete_trial``, ...) are ``StudyRoutes``'s
+    (gpserve_client/study.py).  Each thread that uses the client keeps one connection
     to the daemon open between its requests (HTTP keep-alive: half the cost of
     a small request is a new connection), so one instance may be shared by
     threads; ``close()`` closes the calling thread's connection, and a

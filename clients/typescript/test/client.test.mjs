@@ -11,8 +11,16 @@ import { execFileSync } from "node:child_process";
 import { test } from "node:test";
 
 import {
+    attachTrial,
+    completeTrial,
     createClient,
+    createStudy,
     deleteAlias,
+    deleteStudy,
+    getStudy,
+    listTrials,
+    reportInfeasible,
+    suggest,
     deleteVersion,
     getAlias,
     GpserveError,
@@ -449,4 +457,69 @@ test("delete: 204, then the models are gone", async () => {
         const get = await client.GET("/v1/models/{name}", { params: { path: { name } } });
         assert.equal(get.response.status, 404);
     }
+});
+
+// ---- studies ----
+
+test("studies: create, suggest, complete, infeasible, best trial, attach, delete", async () => {
+    const name = `${PREFIX}-study`;
+    const created = await createStudy(client, {
+        name,
+        parameters: [
+            { name: "x", type: "double", bounds: [0, 1] },
+            { name: "k", type: "integer", bounds: [1, 4] },
+        ],
+        objective: { name: "y", goal: "minimize" },
+        initial_design: 3,
+        seed: 5,
+    });
+    assert.equal(created.name, name);
+    const bowl = (/** @type {Record<string, unknown>} */ p) => (Number(p.x) - 0.3) ** 2 + Number(p.k);
+    // a client id that asks again gets its active trial back
+    const [first] = await suggest(client, name, { clientId: "ts-worker" });
+    const [again] = await suggest(client, name, { clientId: "ts-worker" });
+    assert.equal(again.id, first.id);
+    assert.equal(first.state, "active");
+    const done = await completeTrial(client, name, first.id, { y: bowl(first.parameters ?? {}) });
+    assert.equal(done.state, "completed");
+    // four at once: distinct ids and points
+    const four = await suggest(client, name, { count: 4 });
+    assert.equal(new Set(four.map((t) => t.id)).size, 4);
+    assert.equal(new Set(four.map((t) => JSON.stringify(t.parameters))).size, 4);
+    for (const t of four.slice(1)) await completeTrial(client, name, t.id, { y: bowl(t.parameters ?? {}) });
+    const failed = await reportInfeasible(client, name, four[0].id, "the rig broke");
+    assert.equal(failed.state, "infeasible");
+    assert.equal(failed.reason, "the rig broke");
+    const attached = await attachTrial(client, name, { x: 0.3, k: 1 }, { y: 1 });
+    assert.equal(attached.state, "completed");
+    const study = await getStudy(client, name);
+    assert.equal(study.best_trial?.id, attached.id);
+    const trials = await listTrials(client, name);
+    assert.deepEqual(
+        trials.map((t) => t.id),
+        [1, 2, 3, 4, 5, 6],
+    );
+    assert.deepEqual(study.best_trial, trials[5]);
+    // errors: a trial that is not active 409, an unknown trial 404, an unknown metric 422
+    await assert.rejects(completeTrial(client, name, first.id, { y: 1 }), (e) => {
+        assert.ok(e instanceof GpserveError);
+        assert.equal(e.status, 409);
+        assert.equal(e.field, "trial");
+        return true;
+    });
+    await assert.rejects(completeTrial(client, name, 999, { y: 1 }), (e) => e instanceof GpserveError && e.status === 404);
+    const [open] = await suggest(client, name);
+    await assert.rejects(completeTrial(client, name, open.id, { y: 1, bogus: 2 }), (e) => {
+        assert.ok(e instanceof GpserveError);
+        assert.equal(e.status, 422);
+        assert.match(e.field ?? "", /bogus/);
+        return true;
+    });
+    const bad = await client.POST("/v1/studies", {
+        body: { name: `${name}-bad`, parameters: [{ name: "x", type: "double", bounds: [1, 0] }], objective: { name: "y", goal: "minimize" } },
+    });
+    assert.equal(bad.response.status, 400);
+    assert.equal(bad.error?.error.field, "parameters[0].bounds");
+    await deleteStudy(client, name);
+    await assert.rejects(getStudy(client, name), (e) => e instanceof GpserveError && e.status === 404);
 });
