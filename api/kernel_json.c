@@ -170,6 +170,34 @@ static int parse_fixed(json_t *v, const char *field, gp_kernel_type t, unsigned 
     return GP_OK;
 }
 
+/* `periodic` takes the Euclidean distance of its columns (core/kernel/kernel.h):
+ * positive definite on one column, not in general on several (the Gram
+ * matrix of random points in two dimensions has negative eigenvalues for most
+ * periods and lengthscales), so an exact fit failed at its first Cholesky as
+ * not_positive_definite, or went on with a matrix only the jitter made
+ * factorisable. A product of one-column periodic kernels is positive
+ * definite (a product of kernels). Refused here, where the kernel of every
+ * fit is parsed (requests, CSV queries, studies, queued jobs), and not in
+ * core: a stored model's kernel comes from its code (gp_kernel_decode) and
+ * keeps loading, and core still computes what scikit-learn's ExpSineSquared
+ * computes for the reference fixtures. */
+static int check_periodic_columns(const gp_kernel *k, const char *prefix, int listed,
+                                  gp_error *err)
+{
+    if (k->type != GP_KERNEL_PERIODIC || k->n_active <= 1)
+        return GP_OK;
+    char f[GP_ERROR_FIELD_LEN];
+    if (listed)
+        sub(f, sizeof f, prefix, "active_dims");
+    else
+        gp_fieldf(f, sizeof f, "%s", prefix);
+    return gp_error_set(err, GP_EUNSUPPORTED, f,
+                        "a periodic kernel over %zu input columns is not positive definite: "
+                        "set its active_dims to one column, or multiply one-column periodic "
+                        "kernels (a product with one periodic term per column)",
+                        k->n_active);
+}
+
 static int parse_leaf(json_t *v, const char *prefix, gp_kernel_type t, size_t input_dim,
                       gp_kernel **out, gp_error *err)
 {
@@ -210,6 +238,8 @@ static int parse_leaf(json_t *v, const char *prefix, gp_kernel_type t, size_t in
     free(dims);
     if (rc)
         return relabel(err, rc, prefix);
+    if ((rc = check_periodic_columns(k, prefix, n_dims > 0, err)))
+        goto fail;
     /* lengthscale: scalar (every lengthscale) or a list of exactly n_lengthscale */
     if ((e = json_object_get(v, "lengthscale"))) {
         sub(f, sizeof f, prefix, "lengthscale");
