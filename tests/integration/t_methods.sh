@@ -54,6 +54,7 @@ method_listing_checks() {
     for k in rbf matern12 matern32 matern52 rq periodic linear white sum product; do
         case $k in
         sum | product) kj="{\"type\":\"$k\",\"terms\":[{\"type\":\"rbf\"},{\"type\":\"rbf\"}]}" ;;
+        periodic) kj='{"type":"periodic","active_dims":[0]}' ;; # one column: several are refused
         *) kj="{\"type\":\"$k\"}" ;;
         esac
         body="{\"name\":\"kernel-$m-$k\",\"method\":\"$m\",\"kernel\":$kj,\"options\":$2,$SSB}"
