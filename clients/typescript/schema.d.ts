@@ -949,6 +949,7 @@ export interface components {
             alpha?: number;
             /** @description periodic only */
             period?: number;
+            /** @description The input columns the leaf sees (default all). A periodic leaf must see one column: over several its Euclidean form is not positive definite, and a fit refuses it (422 unsupported naming the leaf, or its active_dims); multiply one-column periodic kernels for periodicity in several inputs. */
             active_dims?: number[];
             /** @description true, false, or the hyperparameters held at their given values: the groups variance, lengthscale, alpha, period; one lengthscale "lengthscale[i]"; and, on the root kernel only, "noise" (with noise.variance given). A sum or product takes ["noise"] only (its terms hold their own). */
             fixed?: boolean | string[];

@@ -18,7 +18,11 @@
  *   white     s2 [same point]
  * `periodic` uses the Euclidean distance of all its dimensions, as scikit-learn
  * does; that is positive definite on one dimension but not in general on
- * several, so give it one column with active_dims.
+ * several. Core computes it on any number (the scikit-learn fixtures check
+ * that form, and a stored model decodes as it was); the API refuses a fit
+ * whose periodic leaf sees more than one column (api/kernel_json.c), and a
+ * product of one-column periodic leaves is the positive definite form over
+ * several inputs.
  * `white` is nonzero only between a point and itself (the diagonal of a
  * training Gram matrix, or a test point's own variance), never between two
  * different points that happen to be equal: the convention of scikit-learn and
