@@ -129,6 +129,11 @@ static const bad_case cases[] = {
      "{\"name\":\"s\"," SPACE "," OBJ ",\"acquisition\":{\"type\":\"thompson\"},"
      "\"model\":{\"kernel\":{\"type\":\"linear\"}}}",
      422, "unsupported", "model.kernel"},
+    {"periodic over two parameters (not positive definite)",
+     "{\"name\":\"s\",\"parameters\":[{\"name\":\"x0\",\"type\":\"double\",\"bounds\":"
+     "[0,1]},{\"name\":\"x1\",\"type\":\"double\",\"bounds\":[0,1]}]," OBJ ",\"model\":"
+     "{\"method\":\"exact\",\"kernel\":{\"type\":\"periodic\"}}}",
+     422, "unsupported", "model.kernel"},
     {"unknown model method", "{\"name\":\"s\"," SPACE "," OBJ ",\"model\":{\"method\":\"svgp\"}}",
      400, "invalid_argument", "model.method"},
     {"options under method auto",
