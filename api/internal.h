@@ -308,7 +308,7 @@ json_t *gp_api_model_info_json(const gp_model *m);
  * the labels allow the split, else none; false: none. */
 #define GP_API_VALIDATION_DEFAULT_FOLDS 5
 #define GP_API_VALIDATION_DEFAULT_MIN_ROWS 10
-#define GP_API_VALIDATION_DEFAULT_MAX_ROWS 1000
+#define GP_API_VALIDATION_DEFAULT_MAX_ROWS 500
 typedef struct gp_api_validation {
     int on;    /* 1: validate; 0: not; -1: the default, decided by gp_api_settle_validation */
     int asked; /* the request gave it (its errors are the caller's) */
