@@ -812,7 +812,7 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             else
                 json_object_set_new(obj, k, s);
         } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0 ||
-                   strcmp(k, "mean") == 0) {
+                   strcmp(k, "mean") == 0 || strcmp(k, "validation") == 0) {
             json_error_t je;
             json_t *j = json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
             if (j == NULL)
@@ -829,7 +829,7 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
                               "target, targets, kernel, likelihood, options, mean, noise_variance, "
-                              "noise_fixed, noise_column, standardize, seed, async)",
+                              "noise_fixed, noise_column, standardize, seed, async, validation)",
                               k);
         }
     }
