@@ -814,7 +814,10 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
         } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0 ||
                    strcmp(k, "mean") == 0 || strcmp(k, "validation") == 0) {
             json_error_t je;
-            json_t *j = json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
+            /* validation may be true or false too */
+            size_t any = strcmp(k, "validation") == 0 ? JSON_DECODE_ANY : 0;
+            json_t *j =
+                json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | any, &je);
             if (j == NULL)
                 rc = gp_error_set(err, GP_EINVAL, k, "query parameter %s is not valid JSON: %s",
                                   k, je.text);
