@@ -304,8 +304,9 @@ json_t *gp_api_model_info_json(const gp_model *m);
 
 /* ---- a fit's validation report (validation.c; docs/design/api.md, "Validation") ----
  * Absent from a request: GP_API_VALIDATION_DEFAULT_FOLDS folds when the fit
- * holds GP_API_VALIDATION_DEFAULT_MIN_ROWS to _MAX_ROWS rows in memory and
- * the labels allow the split, else none; false: none. */
+ * of exact, sgpr, ssgp, svgp or pls holds GP_API_VALIDATION_DEFAULT_MIN_ROWS
+ * to _MAX_ROWS rows in memory and the labels allow the split, else none;
+ * false: none. */
 #define GP_API_VALIDATION_DEFAULT_FOLDS 5
 #define GP_API_VALIDATION_DEFAULT_MIN_ROWS 10
 #define GP_API_VALIDATION_DEFAULT_MAX_ROWS 500

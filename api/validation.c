@@ -62,14 +62,28 @@ int gp_api_parse_validation(json_t *v, uint64_t fit_seed, gp_api_validation *out
     return GP_OK;
 }
 
-/* The default applies where it is cheap and can split: at most
- * GP_API_VALIDATION_DEFAULT_MAX_ROWS rows held in memory, at least
- * GP_API_VALIDATION_DEFAULT_MIN_ROWS, folds no more than the rows, and a
- * split the labels allow (a class of one row cannot be in every training
- * part); otherwise the fit has no report. */
-static int default_applies(gp_api_validation *v, gp_likelihood lik, const double *y, size_t n)
+/* The default applies where it is cheap and can split: a cheap method, at
+ * most GP_API_VALIDATION_DEFAULT_MAX_ROWS rows held in memory, at least
+ * GP_API_VALIDATION_DEFAULT_MIN_ROWS, and a split the labels allow (a class
+ * of one row cannot be in every training part); otherwise the fit has no
+ * report. */
+/* The methods whose 5-fold report costs little at these sizes
+ * (bench/results/validation.md: a second or a few on 300-500 rows); msrfr,
+ * renyi, gwi, hkd and rfgp validate when asked. */
+static int cheap_method(const gp_method *m)
 {
-    if (n < GP_API_VALIDATION_DEFAULT_MIN_ROWS || n > GP_API_VALIDATION_DEFAULT_MAX_ROWS)
+    static const char *const cheap[] = {"exact", "sgpr", "ssgp", "svgp", "pls", NULL};
+    for (size_t i = 0; cheap[i]; i++)
+        if (strcmp(m->name, cheap[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int default_applies(gp_api_validation *v, const gp_method *m, gp_likelihood lik,
+                           const double *y, size_t n)
+{
+    if (n < GP_API_VALIDATION_DEFAULT_MIN_ROWS || n > GP_API_VALIDATION_DEFAULT_MAX_ROWS ||
+        !cheap_method(m))
         return 0;
     size_t *part = malloc(n * sizeof *part);
     gp_error e;
@@ -85,7 +99,7 @@ int gp_api_settle_validation(gp_api_validation *v, const gp_method *m, gp_likeli
     if (v->on == 0)
         return GP_OK;
     if (!v->asked) { /* the default */
-        v->on = !streamed && !distributed && y && default_applies(v, lik, y, n);
+        v->on = !streamed && !distributed && y && default_applies(v, m, lik, y, n);
         return GP_OK;
     }
     if (streamed)

@@ -1050,7 +1050,7 @@ export interface components {
                 /** @description processes, 1 .. --mpi-max-ranks (default 16) */
                 ranks: number;
             };
-            /** @description The validation report made with the fit (docs/design/api.md, "Validation"): a seeded k-fold split (`{"folds": k}`, k from 2 to the rows) or a hold-out part (`{"fraction": f}`, f in (0, 1) leaving a row on each side), stratified by class for bernoulli and softmax; `seed` defaults to the fit's. Each fold is a fit on the other rows scored on its own; the version is then fitted on every row, and the report is kept with it (the model's `validation`). `true` is 5 folds; `false` none. Absent: 5 folds when the fit holds 10 to 500 rows in memory and the labels allow the split, else none. Refused (422 naming validation) for a fit over a data set and a distributed fit. */
+            /** @description The validation report made with the fit (docs/design/api.md, "Validation"): a seeded k-fold split (`{"folds": k}`, k from 2 to the rows) or a hold-out part (`{"fraction": f}`, f in (0, 1) leaving a row on each side), stratified by class for bernoulli and softmax; `seed` defaults to the fit's. Each fold is a fit on the other rows scored on its own; the version is then fitted on every row, and the report is kept with it (the model's `validation`). `true` is 5 folds; `false` none. Absent: 5 folds when a fit of exact, sgpr, ssgp, svgp or pls holds 10 to 500 rows in memory and the labels allow the split, else none. Refused (422 naming validation) for a fit over a data set and a distributed fit. */
             validation?: boolean | {
                 folds?: number;
                 fraction?: number;
