@@ -385,6 +385,49 @@ static void test_every_likelihood(void **state)
     }
 }
 
+/* Two outputs modelled jointly (exact ICM), one entry missing: a report per
+ * output, averaged per fold; the missing entry is not scored. */
+static void test_two_outputs(void **state)
+{
+    (void)state;
+    double X[LK_N * 2], Y[LK_N * 2];
+    for (size_t i = 0; i < LK_N * 2; i++)
+        X[i] = 3.0 * sin(0.37 * (double)i * (double)i);
+    for (size_t i = 0; i < LK_N; i++) {
+        Y[i] = sin(X[i]) + 0.3 * X[LK_N + i];
+        Y[LK_N + i] = 2.0 * sin(X[i]) - 1.0 + 0.05 * cos(5.0 * (double)i);
+    }
+    Y[LK_N + 7] = NAN; /* output 1 of row 7 is missing */
+    char *keys[1] = {"type"};
+    gp_value items[1] = {{.type = GP_VALUE_STRING, .string = "icm"}};
+    gp_value obj = {.type = GP_VALUE_OBJECT, .n = 1, .keys = keys, .items = items};
+    gp_option_value o[2] = {{.name = "coregionalization", .object = &obj},
+                            {.name = "max_iterations", .number = 30}};
+    gp_kernel *k = rbf2();
+    gp_fit_request req;
+    fit_request(&req, X, Y, LK_N, 2, k, o, 2);
+    req.n_outputs = 2;
+    gp_validation_spec spec = {.folds = 3, .seed = 6};
+    gp_validation_report r;
+    gp_error err;
+    if (gp_validate(gp_method_find("exact"), &req, &spec, 0, &r, &err) != GP_OK)
+        fail_msg("validate: %s (%s)", err.message, err.field);
+    assert_int_equal(r.n_outputs, 2);
+    size_t n0 = 0, n1 = 0;
+    for (size_t f = 0; f < r.n_fits; f++) {
+        const gp_validation_metrics *a = &r.per_output[2 * f], *b = &r.per_output[2 * f + 1];
+        n0 += a->n;
+        n1 += b->n;
+        tu_assert_close(r.per_fit[f].nlpd, 0.5 * (a->nlpd + b->nlpd), 1e-12, 0.0, "fold %zu", f);
+    }
+    assert_int_equal(n0, LK_N);
+    assert_int_equal(n1, LK_N - 1);
+    assert_int_equal(r.mean.n, LK_N);
+    assert_true(isfinite(r.output_mean[0].nlpd) && isfinite(r.output_mean[1].nlpd));
+    gp_validation_report_free(&r);
+    gp_kernel_free(k);
+}
+
 typedef struct progress_log {
     int calls, last_total, cancel_at_fit, max_seen;
     int monotone;
@@ -462,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_check_errors),     cmocka_unit_test(test_metrics_sklearn),
         cmocka_unit_test(test_leave_one_out),    cmocka_unit_test(test_every_likelihood),
         cmocka_unit_test(test_progress_and_cancel), cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_two_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
