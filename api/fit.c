@@ -48,12 +48,13 @@ struct gp_fit_job {
      * stored job was accepted with (0: a new request) */
     gp_fit_data *data;
     int64_t dataset_id;
+    gp_api_validation validation; /* "validation": the report made before the final fit */
 };
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
                                        "mean", "outputs", "feature_names", "target_names", "data",
-                                       "distributed", NULL};
+                                       "distributed", "validation", NULL};
 static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
@@ -73,6 +74,7 @@ void gp_fit_job_free(gp_fit_job *job)
     json_decref(job->features);
     json_decref(job->targets);
     gp_fit_data_free(job->data);
+    json_decref(job->validation.report);
     free(job);
 }
 
@@ -195,7 +197,11 @@ void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag)
 
 int gp_fit_job_max_iterations(const gp_fit_job *job)
 {
-    return gp_method_max_iterations(job->method, job->options, job->n_options);
+    int budget = gp_method_max_iterations(job->method, job->options, job->n_options);
+    if (job->validation.on != 1) /* a validated fit is its folds' fits and the final one */
+        return budget;
+    double total = (double)budget * (double)(gp_validation_fits(&job->validation.spec) + 1);
+    return total < 2e9 ? (int)total : 2000000000;
 }
 
 /* The names of the registered methods, comma separated; only those that fit
@@ -724,6 +730,11 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
         return rc;
     if ((rc = check_noise_pp(job, err)))
         return rc;
+    if ((rc = gp_api_parse_validation(json_object_get(obj, "validation"), job->seed,
+                                      &job->validation, err)) ||
+        (rc = gp_api_settle_validation(&job->validation, job->method, job->likelihood, job->y,
+                                       job->n, job->data != NULL, job->ranks > 0, err)))
+        return rc;
     /* nor structured options that do not fit the data (a dimension index >= d) */
     if ((rc = gp_options_check_data(job->method, job->options, job->n_options, job->d, err)))
         return rc;
@@ -801,9 +812,12 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             else
                 json_object_set_new(obj, k, s);
         } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0 ||
-                   strcmp(k, "mean") == 0) {
+                   strcmp(k, "mean") == 0 || strcmp(k, "validation") == 0) {
             json_error_t je;
-            json_t *j = json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &je);
+            /* validation may be true or false too */
+            size_t any = strcmp(k, "validation") == 0 ? JSON_DECODE_ANY : 0;
+            json_t *j =
+                json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | any, &je);
             if (j == NULL)
                 rc = gp_error_set(err, GP_EINVAL, k, "query parameter %s is not valid JSON: %s",
                                   k, je.text);
@@ -818,7 +832,7 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
                               "target, targets, kernel, likelihood, options, mean, noise_variance, "
-                              "noise_fixed, noise_column, standardize, seed, async)",
+                              "noise_fixed, noise_column, standardize, seed, async, validation)",
                               k);
         }
     }
@@ -1006,6 +1020,18 @@ static int open_rows(gp_api *api, const gp_fit_job *job, gp_dataset_rows **rows,
     return gp_fit_data_open(api, job->data, 0, SIZE_MAX, label, rows, err);
 }
 
+/* The validation report of the job's rows (job->validation.report). */
+static int validate(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
+                    gp_error *err)
+{
+    gp_fit_request fr;
+    fill_request(job, &fr);
+    fr.max_train_points = api->cfg.max_train_points;
+    fr.progress = progress;
+    fr.progress_ctx = ctx;
+    return gp_api_run_validation(job->method, &fr, &job->validation, err);
+}
+
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds)
 {
@@ -1016,8 +1042,20 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     gp_model *model = NULL;
     gp_dataset_rows *rows = NULL;
     int rc = job->data ? open_rows(api, job, &rows, &err) : GP_OK;
+    /* validated: the folds' fits first, then the final fit counts on from them */
+    size_t fits = job->validation.on == 1 ? gp_validation_fits(&job->validation.spec) : 0;
+    gp_validation_progress after = {progress, ctx, fits, fits + 1};
+    if (rc == GP_OK && fits)
+        rc = validate(api, job, progress, ctx, &err);
+    if (rc != GP_OK && rc != GP_ECANCELLED && fits && !job->validation.asked) {
+        /* the default's report failed in a fold (its rows alone did not fit): the
+         * fit itself goes on without one, counting on from the folds */
+        gp_error_clear(&err);
+        rc = GP_OK;
+    }
     if (rc == GP_OK)
-        rc = gp_api_fit_model(api, job, rows ? gp_dataset_rows_get(rows) : NULL, progress, ctx,
+        rc = gp_api_fit_model(api, job, rows ? gp_dataset_rows_get(rows) : NULL,
+                              fits ? gp_validation_progress_fn : progress, fits ? &after : ctx,
                               &model, &err);
     gp_dataset_rows_close(rows); /* the rows are read: the data set may go */
     if (rc) {
@@ -1049,6 +1087,8 @@ int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *
         json_object_set_new(ij, "created_by", json_string(job->created_by));
     if (ij && job->data) /* which data set, and which of its rows */
         json_object_set_new(ij, "dataset", gp_fit_data_json(job->data));
+    if (ij && job->validation.report) /* the report of the folds, kept with the version */
+        json_object_set(ij, "validation", job->validation.report);
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);

@@ -14,6 +14,7 @@
 #include "core/kernel/kernel.h"
 #include "core/methods/registry.h"
 #include "core/model/model.h"
+#include "core/model/validation.h"
 #include "store/store.h"
 
 /* ---- the api object ---- */
@@ -300,6 +301,35 @@ json_t *gp_json_real(double v);
  * method_info, mean, standardisation (new reference; NULL when out of
  * memory). */
 json_t *gp_api_model_info_json(const gp_model *m);
+
+/* ---- a fit's validation report (validation.c; docs/design/api.md, "Validation") ----
+ * Absent from a request: GP_API_VALIDATION_DEFAULT_FOLDS folds when the fit
+ * of exact, sgpr, ssgp, svgp or pls holds GP_API_VALIDATION_DEFAULT_MIN_ROWS
+ * to _MAX_ROWS rows in memory and the labels allow the split, else none;
+ * false: none. */
+#define GP_API_VALIDATION_DEFAULT_FOLDS 5
+#define GP_API_VALIDATION_DEFAULT_MIN_ROWS 10
+#define GP_API_VALIDATION_DEFAULT_MAX_ROWS 500
+typedef struct gp_api_validation {
+    int on;    /* 1: validate; 0: not; -1: the default, decided by gp_api_settle_validation */
+    int asked; /* the request gave it (its errors are the caller's) */
+    gp_validation_spec spec;
+    json_t *report; /* after the run (owned) */
+} gp_api_validation;
+/* The request's "validation" (v, NULL when absent); the seed defaults to the fit's. */
+int gp_api_parse_validation(json_t *v, uint64_t fit_seed, gp_api_validation *out, gp_error *err);
+/* Once the rows are known: the default decided, an asked validation
+ * checked against them (422 naming "validation" for a data set's streamed
+ * rows or a distributed fit; 400 naming validation.folds or .fraction when
+ * they cannot split n rows). */
+int gp_api_settle_validation(gp_api_validation *v, const gp_method *m, gp_likelihood lik,
+                             const double *y, size_t n, int streamed, int distributed,
+                             gp_error *err);
+/* Validate (the fits of v->spec, progress counting them and one final fit)
+ * and keep the report's JSON in v->report. */
+int gp_api_run_validation(const gp_method *m, const gp_fit_request *fr, gp_api_validation *v,
+                          gp_error *err);
+json_t *gp_api_validation_json(const gp_validation_report *r, int asked);
 
 /* A coregionalised model's "coregionalization" block (coreg_json.c): type,
  * rank, latents, per latent its kernel, W, kappa and B (working units), the

@@ -78,6 +78,9 @@ json_t *gp_study_fit_request(const char *study, const gp_study_config *c,
     json_object_set_new(fit, "method", json_string(gp_study_method_for(c, n)));
     json_object_set_new(fit, "seed", json_integer((json_int_t)c->seed));
     json_object_set_new(fit, "async", json_boolean(async));
+    /* a study refits after every few trials: no validation report (its cost
+     * would multiply the refit's, docs/design/api.md "Validation") */
+    json_object_set_new(fit, "validation", json_false());
     json_object_set_new(fit, "X", X);
     json_object_set_new(fit, "y", y);
     return fit;

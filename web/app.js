@@ -648,6 +648,7 @@
     destroyChart('posterior-chart');
     destroyChart('pvo-chart');
     $('pvo-figure').hidden = true;
+    $('calibration-figure').hidden = true;
     if (!state.model || state.model.name !== name) {
       $('model-rows-csv').value = ''; /* another model's rows stay with it (state.rows) */
       $('model-rows-file').value = '';
@@ -673,6 +674,7 @@
     state.latestVersion = latest.version;
     vs.value = String(model.version);
     renderFacts(model, latest);
+    validation.render(model);
     await renderAliases(token);
     if (token !== state.renderToken) return; /* another render began meanwhile (state.model is null or another's) */
     setupSlice(model);
@@ -1267,6 +1269,10 @@
   });
   $('model-rows-use').addEventListener('click', useRows);
   $('model-rows-clear').addEventListener('click', clearRows);
+
+  /* The validation report's numbers and plot (web/validation.js, loaded first). */
+  const validation = window.gpserveValidation({ $, el, fmt, makeChart, destroyChart, lineSet,
+    pointSet, COLORS });
 
   /* The studies' views (web/studies.js, loaded first) with this file's helpers. */
   const studies = window.gpserveStudies({ $, api, el, enc, fmt, showError, clearError, linspace, makeChart,

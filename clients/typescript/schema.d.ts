@@ -1051,6 +1051,12 @@ export interface components {
                 /** @description processes, 1 .. --mpi-max-ranks (default 16) */
                 ranks: number;
             };
+            /** @description The validation report made with the fit (docs/design/api.md, "Validation"): a seeded k-fold split (`{"folds": k}`, k from 2 to the rows) or a hold-out part (`{"fraction": f}`, f in (0, 1) leaving a row on each side), stratified by class for bernoulli and softmax; `seed` defaults to the fit's. Each fold is a fit on the other rows scored on its own; the version is then fitted on every row, and the report is kept with it (the model's `validation`). `true` is 5 folds; `false` none. Absent: 5 folds when a fit of exact, sgpr, ssgp, svgp or pls holds 10 to 500 rows in memory and the labels allow the split, else none. Refused (422 naming validation) for a fit over a data set and a distributed fit. */
+            validation?: boolean | {
+                folds?: number;
+                fraction?: number;
+                seed?: number;
+            };
         };
         /**
          * @description The fit's rows from a data set (PUT /v1/datasets/{name}) instead of X and y: read in chunks of 4096 rows by the run, so that its memory does not grow with the rows. Methods whose GET /v1/methods entry streams its rows take it (a fit over a data set has one gaussian output of points, no noise.per_point); the others answer 422 unsupported naming data.dataset. No such data set: 404 naming data.dataset; no such column: 422 invalid_data naming data.target or data.columns[i], the message listing the columns there are. An async job keeps only this reference (and the data set's id then): the data set cannot be deleted or replaced while the job is queued or running (409), and a daemon that takes the job over reads it itself.
@@ -1195,6 +1201,52 @@ export interface components {
             /** @description the targets' names (a CSV fit's header, or given at the fit); absent without */
             target_names?: string[];
             coregionalization?: components["schemas"]["Coregionalization"];
+            validation?: components["schemas"]["ValidationReport"];
+        };
+        /** @description Held-out scores in the caller's units: rmse, nlpd and coverage (gaussian and poisson: nlpd is the count's negative log predictive mass), log_loss and accuracy (bernoulli and softmax). */
+        ValidationMetrics: {
+            /** @description held-out rows scored */
+            n?: number;
+            rmse?: number | null;
+            /** @description mean negative log predictive density of y (noise included) */
+            nlpd?: number | null;
+            /** @description share of held-out y inside the central predictive interval of each level */
+            coverage?: {
+                0.5?: number | null;
+                0.9?: number | null;
+                0.95?: number | null;
+            };
+            log_loss?: number | null;
+            /** @description share in [0, 1] */
+            accuracy?: number | null;
+        };
+        /** @description The fit's validation report (docs/design/api.md, "Validation"): the mean over folds of each metric, their sample standard deviation (sd), each fold's, each output's (several outputs), the calibration curve (gaussian, poisson) or reliability table (bernoulli), and the seconds it took. Absent when the fit was not validated. */
+        ValidationReport: components["schemas"]["ValidationMetrics"] & {
+            folds?: number;
+            fraction?: number;
+            seed?: number;
+            stratified?: boolean;
+            /** @description true: made by the default rule, not asked */
+            default?: boolean;
+            sd?: components["schemas"]["ValidationMetrics"];
+            per_fold?: components["schemas"]["ValidationMetrics"][];
+            per_output?: components["schemas"]["ValidationMetrics"][];
+            /** @description nominal level and empirical coverage, levels 0.1 .. 0.9, 0.95, 0.99 */
+            calibration?: {
+                level?: number;
+                coverage?: number | null;
+            }[];
+            /** @description bins of predicted p(y = 1) holding rows: count, mean prediction, observed share of 1 */
+            reliability?: {
+                lower?: number;
+                upper?: number;
+                count?: number;
+                mean_predicted?: number;
+                observed?: number;
+            }[];
+            /** @description the validation's time (its fits and predictions) */
+            seconds?: number;
+            fit_seconds?: number;
         };
         /** @description A version number (from 1) or an alias of one. */
         VersionRef: number | string;

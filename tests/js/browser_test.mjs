@@ -421,6 +421,36 @@ await step('softmax', async () => {
   await shot(page, 'model-softmax');
 });
 
+/* ---- the validation report: its numbers and the calibration plot (web/validation.js) ---- */
+await step('validation', async () => {
+  const model = await api('GET', '/v1/models/ui-sine');
+  check('ui-sine has a validation report by default', !!model.validation && model.validation.default === true,
+    JSON.stringify(model.validation || null).slice(0, 120));
+  if (!model.validation) return;
+  await openModel(page, 'ui-sine');
+  await page.waitForSelector('#calibration-figure:not([hidden])');
+  const facts = await page.$$eval('#calibration-facts dt, #calibration-facts dd', (n) => n.map((d) => d.textContent));
+  const nlpd = facts[facts.indexOf('Validation NLPD') + 1] || '';
+  check('validation facts: the NLPD is the model JSON\'s', nlpd.startsWith(String(Number(model.validation.nlpd.toPrecision(4)))),
+    `${nlpd} vs ${model.validation.nlpd}`);
+  const sets = await datasets(page, 'calibration-chart');
+  const cov = byLabel(sets || [], 'held-out coverage');
+  const diag = byLabel(sets || [], 'perfect calibration');
+  const bad = !cov ? 'no coverage series' : mismatch(cov.data.map((p) => p.x), model.validation.calibration.map((c) => c.level), 0)
+    || mismatch(cov.data.map((p) => p.y), model.validation.calibration.map((c) => c.coverage), 0);
+  check('calibration plot: the 11 levels against the report\'s coverage, and the diagonal', !bad && diag
+    && diag.data.length === 2 && diag.data[1].x === 1 && diag.data[1].y === 1, bad || 'no diagonal');
+  await shot(page, 'model-validation');
+  const cls = await api('GET', '/v1/models/ui-class');
+  if (cls.validation && cls.validation.reliability) {
+    await openModel(page, 'ui-class');
+    await page.waitForSelector('#calibration-figure:not([hidden])');
+    const rs = byLabel(await datasets(page, 'calibration-chart') || [], 'held-out rows by predicted probability');
+    const badR = !rs ? 'no reliability series' : mismatch(rs.data.map((p) => p.y), cls.validation.reliability.map((b) => b.observed), 0);
+    check('reliability diagram: each bin at (mean prediction, observed share)', !badR, badR);
+  }
+});
+
 /* ---- a long fit cancelled from the form ---- */
 await step('cancel', async () => {
   await fitThroughForm(page, { name: 'ui-long', method: 'msrfr', seed: 1, csv: toCsv(['a', 'b', 'c', 'd', 'y'], longRows()),
@@ -428,6 +458,7 @@ await step('cancel', async () => {
   await waitJob(page, ['running']);
   await page.waitForFunction(() => document.getElementById('fit-progress').value > 0);
   const max = await page.$eval('#fit-progress', (p) => p.max);
+  /* (msrfr is not validated by default: the budget is its fit's alone) */
   check('a running job feeds the progress bar (max = the 1000000 iterations)', max === 1000000, `max ${max}`);
   await shot(page, 'fit-running');
   await page.click('#fit-cancel');

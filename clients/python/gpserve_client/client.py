@@ -461,6 +461,14 @@ class Client(StudyRoutes):
             return self._get(self._model_path(name))
         return self._get(self._model_path(name, "/versions/" + _version_segment(version)))
 
+    def validation(self, name, version=None):
+        """The validation report kept with a version (``None`` when it was
+        fitted without one): ``{"rmse", "nlpd", "coverage": {"0.5", "0.9",
+        "0.95"}, "per_fold", "sd", ...}`` (``log_loss`` and ``accuracy`` for
+        classes).  Ask for one on a fit with ``validation={"folds": 5}`` or
+        ``{"fraction": 0.2}``; ``validation=False`` skips the default."""
+        return self.get_model(name, version).get("validation")
+
     def versions(self, name):
         """The version numbers of a model."""
         return self.get_model(name)["versions"]

@@ -187,6 +187,8 @@ class _GPServeEstimator:
             kept = list(model["feature_names"])
             self.feature_names_in_ = _np.asarray(kept, dtype=object) if _np is not None else kept
         self.warnings_ = model.get("warnings", [])
+        # the daemon's held-out report (docs/design/api.md, "Validation"), None without one
+        self.validation_ = model.get("validation")
         if model.get("outputs") is not None:  # several outputs: their names
             self.output_names_ = list(model["outputs"])
         for w in self.warnings_:  # as scikit-learn's ConvergenceWarning at a bound

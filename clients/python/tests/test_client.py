@@ -142,6 +142,24 @@ class ModelsTest(unittest.TestCase):
         self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
         self.assertNotIn(name, {m["name"] for m in self.client.list_models()})
 
+    def test_validation_report(self):
+        name = unique("py-valid")
+        m = self.client.fit(name, support.SINE_X, support.SINE_Y, seed=3,
+                            validation={"folds": 3, "seed": 5})
+        v = self.client.validation(name)
+        self.assertEqual(v, m["validation"])
+        self.assertEqual((v["folds"], v["seed"], v["n"], len(v["per_fold"])), (3, 5, 21, 3))
+        self.assertEqual(sum(f["n"] for f in v["per_fold"]), 21)
+        self.assertAlmostEqual(v["nlpd"], sum(f["nlpd"] for f in v["per_fold"]) / 3, places=12)
+        self.assertEqual(sorted(v["coverage"]), ["0.5", "0.9", "0.95"])
+        self.client.fit(name, support.SINE_X, support.SINE_Y, seed=3, validation=False)
+        self.assertIsNone(self.client.validation(name))
+        self.assertEqual(self.client.validation(name, version=1), v)
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            self.client.fit(name, support.SINE_X, support.SINE_Y, validation={"folds": 22})
+        self.assertEqual(cm.exception.field, "validation.folds")
+        self.client.delete_model(name)
+
     def test_export_import_model_file(self):
         name = unique("py-file")
         self.client.fit(name, support.SINE_X, support.SINE_Y, kernel={"type": "rbf"}, seed=3)

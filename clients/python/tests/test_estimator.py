@@ -54,6 +54,7 @@ class RegressorTest(unittest.TestCase):
         self.assertEqual(stored.pop("aliases"), {})  # and the model's aliases (none here)
         self.assertEqual(est.model_, stored)
         self.assertEqual(est.kernel_, est.model_["kernel"])
+        self.assertEqual(est.validation_, est.model_.get("validation"))
         self.assertEqual(est.noise_variance_, est.model_["noise_variance_original"])
         self.assertEqual(est.log_marginal_likelihood_value_, est.model_["diagnostics"]["objective"])
         self.assertIsNone(est.name)            # the constructor's parameter is untouched
