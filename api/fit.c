@@ -198,7 +198,10 @@ void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag)
 int gp_fit_job_max_iterations(const gp_fit_job *job)
 {
     int budget = gp_method_max_iterations(job->method, job->options, job->n_options);
-    if (job->validation.on != 1) /* a validated fit is its folds' fits and the final one */
+    /* An asked validation is its folds' fits and the final one; the default
+     * report runs after the final fit, its progress held at the fit's end,
+     * so a job's budget stays the method's (docs/design/api.md, "Validation"). */
+    if (job->validation.on != 1 || !job->validation.asked)
         return budget;
     double total = (double)budget * (double)(gp_validation_fits(&job->validation.spec) + 1);
     return total < 2e9 ? (int)total : 2000000000;
@@ -1032,6 +1035,42 @@ static int validate(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void 
     return gp_api_run_validation(job->method, &fr, &job->validation, err);
 }
 
+/* The progress of the default report's folds, run after the final fit: the
+ * job's count stays at the fit's end (iteration = max) while the callback
+ * still polls the job's cancel. */
+typedef struct held_progress {
+    gp_progress_fn fn;
+    void *ctx;
+    int max_iterations;
+    double objective; /* the final fit's */
+} held_progress;
+
+static int held_progress_fn(void *ctx, int iteration, int max_iterations, double objective)
+{
+    (void)iteration;
+    (void)max_iterations;
+    (void)objective;
+    const held_progress *h = ctx;
+    return h->fn ? h->fn(h->ctx, h->max_iterations, h->max_iterations, h->objective) : 0;
+}
+
+/* The default report (not asked): made after the final fit, dropped when a
+ * fold fails (its rows alone did not fit); a cancel still cancels. */
+static int validate_after(gp_api *api, gp_fit_job *job, const gp_model *model,
+                          gp_progress_fn progress, void *ctx, gp_error *err)
+{
+    int budget = gp_fit_job_max_iterations(job);
+    held_progress h = {progress, ctx, budget > 0 ? budget : 1, model->diag.objective};
+    int rc = validate(api, job, held_progress_fn, &h, err);
+    if (rc != GP_OK && rc != GP_ECANCELLED) {
+        json_decref(job->validation.report);
+        job->validation.report = NULL;
+        gp_error_clear(err);
+        rc = GP_OK;
+    }
+    return rc;
+}
+
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds)
 {
@@ -1042,23 +1081,22 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     gp_model *model = NULL;
     gp_dataset_rows *rows = NULL;
     int rc = job->data ? open_rows(api, job, &rows, &err) : GP_OK;
-    /* validated: the folds' fits first, then the final fit counts on from them */
-    size_t fits = job->validation.on == 1 ? gp_validation_fits(&job->validation.spec) : 0;
+    /* asked: the folds' fits first, then the final fit counts on from them */
+    size_t fits = job->validation.on == 1 && job->validation.asked
+                      ? gp_validation_fits(&job->validation.spec)
+                      : 0;
     gp_validation_progress after = {progress, ctx, fits, fits + 1};
     if (rc == GP_OK && fits)
         rc = validate(api, job, progress, ctx, &err);
-    if (rc != GP_OK && rc != GP_ECANCELLED && fits && !job->validation.asked) {
-        /* the default's report failed in a fold (its rows alone did not fit): the
-         * fit itself goes on without one, counting on from the folds */
-        gp_error_clear(&err);
-        rc = GP_OK;
-    }
     if (rc == GP_OK)
         rc = gp_api_fit_model(api, job, rows ? gp_dataset_rows_get(rows) : NULL,
                               fits ? gp_validation_progress_fn : progress, fits ? &after : ctx,
                               &model, &err);
     gp_dataset_rows_close(rows); /* the rows are read: the data set may go */
+    if (rc == GP_OK && job->validation.on == 1 && !job->validation.asked)
+        rc = validate_after(api, job, model, progress, ctx, &err);
     if (rc) {
+        gp_model_free(model);
         gp_api_error(&err, out);
         return rc;
     }

@@ -129,8 +129,9 @@ method_job_checks() {
     budget=$(jq -n --argjson o "$opts" --slurpfile l "$T/listing.json" --arg it "$it_opt" --arg rs "$rs_opt" '
         def val($n): if ($o | has($n)) then $o[$n] else ($l[0].options[] | select(.name == $n) | .default) end;
         if $it == "" then 0 else val($it) * (if $rs == "" then 1 else val($rs) + 1 end) end')
-    # (no validation: the budget is the fit's alone; t_validation checks a validated job's)
-    csv_to_json "job-$m" "\"method\":\"$m\",\"async\":true,\"validation\":false,\"options\":$opts," <"$T/ss.csv" >"$T/job_$m.json"
+    # (the default validation report runs after the fit and leaves the budget the fit's;
+    # t_validation checks an asked validation's)
+    csv_to_json "job-$m" "\"method\":\"$m\",\"async\":true,\"options\":$opts," <"$T/ss.csv" >"$T/job_$m.json"
     check_json "async fit $m" 202 $M @"$T/job_$m.json"
     jid=$(jstr job)
     req GET "/v1/jobs/$jid"

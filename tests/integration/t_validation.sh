@@ -95,6 +95,20 @@ else
     fail "async validated job succeeds" "status '$JOB_STATUS'" body
 fi
 
+# ---- the default report: made after the fit, the job's budget the fit's alone
+csv_to_json vdef '"method":"sgpr","seed":1,"async":true,"options":{"max_iterations":30,"inducing":10},' <"$T/val.csv" >"$T/vdef.json"
+check_json "async sgpr fit, validation by default" 202 $M @"$T/vdef.json"
+VD=$(jstr job)
+req GET "/v1/jobs/$VD"
+jhas '.progress.max_iterations == 30'
+verdict "the default report leaves the job's budget the fit's (30)" $? "$(jqb '.progress')"
+if wait_job "$VD" succeeded; then
+    jhas '.model.validation.folds == 5 and (.model.validation.per_fold | length) == 5 and .progress.iteration <= 30'
+    verdict "the default job's model has a 5-fold report, progress within the budget" $? "$(jqb '{v: .model.validation.folds, p: .progress}')"
+else
+    fail "async job with the default report succeeds" "status '$JOB_STATUS'" body
+fi
+
 # ---- a data set's rows are streamed: no validation
 printf 'a,b,y\n' >"$T/vds.csv"
 cat "$T/val.csv" >>"$T/vds.csv"
