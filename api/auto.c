@@ -13,8 +13,6 @@
 
 #include "api/internal.h"
 
-static const char *const auto_option_keys[] = {"symmetry", NULL};
-
 static double now_seconds(void)
 {
     struct timespec ts;
@@ -24,9 +22,6 @@ static double now_seconds(void)
 
 void gp_api_auto_free(gp_api_auto *a)
 {
-    gp_api_free_options(a->hkd_options, a->n_hkd_options);
-    a->hkd_options = NULL;
-    a->n_hkd_options = 0;
     json_decref(a->leaderboard);
     a->leaderboard = NULL;
     json_decref(a->symmetry_json);
@@ -47,37 +42,6 @@ int gp_api_auto_parse_budget(json_t *v, gp_api_auto *a, gp_error *err)
                             GP_API_AUTO_MAX_BUDGET_S);
     a->budget_s = json_number_value(v);
     return GP_OK;
-}
-
-int gp_api_auto_parse_options(json_t *v, gp_api_auto *a, gp_error *err)
-{
-    if (!json_is_object(v))
-        return gp_error_set(err, GP_EINVAL, "options", "options must be an object");
-    const char *k;
-    json_t *val;
-    json_object_foreach(v, k, val)
-    {
-        int known = 0;
-        for (size_t i = 0; auto_option_keys[i]; i++)
-            known |= strcmp(k, auto_option_keys[i]) == 0;
-        if (!known) {
-            char field[96];
-            snprintf(field, sizeof field, "options.%.80s", k);
-            return gp_error_set(err, GP_EUNSUPPORTED, field,
-                                "method auto takes only options.symmetry (given to hkd, which "
-                                "becomes a candidate); for '%.40s' fit the method it belongs to",
-                                k);
-        }
-    }
-    const gp_method *hkd = gp_method_find("hkd");
-    if (hkd == NULL)
-        return gp_error_set(err, GP_EUNSUPPORTED, "options.symmetry",
-                            "options.symmetry is hkd's, and hkd is not registered");
-    int rc = gp_api_parse_options(hkd, v, &a->hkd_options, &a->n_hkd_options, err);
-    a->symmetry = rc == GP_OK && a->n_hkd_options > 0;
-    if (a->symmetry)
-        a->symmetry_json = json_incref(json_object_get(v, "symmetry"));
-    return rc;
 }
 
 void gp_api_auto_problem(const gp_api_auto *a, size_t n, size_t d, gp_likelihood lik,
@@ -302,7 +266,10 @@ int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validat
         char why[160];
         const char *skip = why_not(a, &c[i], m, base, now_seconds() - ap.start, calib,
                                    p.fits_each, n_done > 0, why, sizeof why);
-        json_t *e = entry_json(a, &c[i], "skipped", c[i].est_fit_s * calib);
+        /* its validation's estimate, scaled by what the candidates before took */
+        json_t *e = entry_json(a, &c[i], "skipped",
+                               c[i].est_fit_s * (skip == c[i].skip ? 1.0 : calib) *
+                                   (double)p.fits_each);
         if (base->cancel.flag && atomic_load(base->cancel.flag))
             rc = gp_error_set(err, GP_ECANCELLED, NULL, "the fit was cancelled");
         else if (skip)

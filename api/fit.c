@@ -76,6 +76,7 @@ void gp_fit_job_free(gp_fit_job *job)
     json_decref(job->targets);
     gp_fit_data_free(job->data);
     json_decref(job->validation.report);
+    gp_api_free_options(job->autom.hkd_options, job->autom.n_hkd_options);
     gp_api_auto_free(&job->autom);
     free(job);
 }
@@ -331,10 +332,44 @@ int gp_api_parse_options(const gp_method *m, json_t *v, gp_option_value **opts, 
     return gp_options_validate(m, *opts, *n, err);
 }
 
+/* "options" of an auto fit: only symmetry, parsed as hkd's (422 naming
+ * options.KEY for any other). */
+static int auto_parse_options(json_t *v, gp_api_auto *a, gp_error *err)
+{
+    if (!json_is_object(v))
+        return gp_error_set(err, GP_EINVAL, "options", "options must be an object");
+    const char *k;
+    json_t *val;
+    static const char *const auto_keys[] = {"symmetry", NULL};
+    json_object_foreach(v, k, val)
+    {
+        int known = 0;
+        for (size_t i = 0; auto_keys[i]; i++)
+            known |= strcmp(k, auto_keys[i]) == 0;
+        if (!known) {
+            char field[96];
+            snprintf(field, sizeof field, "options.%.80s", k);
+            return gp_error_set(err, GP_EUNSUPPORTED, field,
+                                "method auto takes only options.symmetry (given to hkd, which "
+                                "becomes a candidate); for '%.40s' fit the method it belongs to",
+                                k);
+        }
+    }
+    const gp_method *hkd = gp_method_find("hkd");
+    if (hkd == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "options.symmetry",
+                            "options.symmetry is hkd's, and hkd is not registered");
+    int rc = gp_api_parse_options(hkd, v, &a->hkd_options, &a->n_hkd_options, err);
+    a->symmetry = rc == GP_OK && a->n_hkd_options > 0;
+    if (a->symmetry)
+        a->symmetry_json = json_incref(json_object_get(v, "symmetry"));
+    return rc;
+}
+
 static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
 {
     if (job->autom.on)
-        return gp_api_auto_parse_options(v, &job->autom, err);
+        return auto_parse_options(v, &job->autom, err);
     return gp_api_parse_options(job->method, v, &job->options, &job->n_options, err);
 }
 

@@ -362,11 +362,10 @@ typedef struct gp_api_auto_result {
     double seconds;      /* the candidates' validations */
     gp_api_auto_stage progress; /* pass to gp_api_auto_progress for the final fit */
 } gp_api_auto_result;
+/* Frees the leaderboard and texts (not hkd_options: the fit job does). */
 void gp_api_auto_free(gp_api_auto *a);
 /* "budget_s": > 0 and <= GP_API_AUTO_MAX_BUDGET_S seconds (400 naming it). */
 int gp_api_auto_parse_budget(json_t *v, gp_api_auto *a, gp_error *err);
-/* "options" of an auto fit: only symmetry (hkd's), 422 naming options.KEY otherwise. */
-int gp_api_auto_parse_options(json_t *v, gp_api_auto *a, gp_error *err);
 void gp_api_auto_problem(const gp_api_auto *a, size_t n, size_t d, gp_likelihood lik,
                          size_t outputs, const gp_validation_spec *spec, gp_auto_problem *p);
 /* Before the 202: a candidate exists and one fits the budget (422 naming
