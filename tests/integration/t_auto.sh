@@ -91,3 +91,16 @@ check_jerr "auto with an unknown key -> 400" 400 invalid_argument '^budget$' $M 
     "{\"name\":\"ab\",$B,\"budget\":5}"
 check_jerr "auto, budget too small for any candidate -> 422" 422 unsupported '^budget_s$' $M \
     "{\"name\":\"ab\",$B,\"budget_s\":0.01}"
+
+# ---- a symmetry makes hkd a candidate, with the request's symmetry
+awk 'BEGIN { srand(8); for (i = 0; i < 80; i++) { a = 4 * rand() - 2; b = 4 * rand() - 2;
+    printf "%.6f,%.6f,%.6f\n", a, b, cos(a) + b * b + 0.05 * (rand() - 0.5) } }' \
+    | csv_to_json asym '"method":"auto","budget_s":20,"options":{"symmetry":{"generators":[{"type":"negate","dims":[0]}]}},' >"$T/asym.json"
+check_json "auto with options.symmetry -> 202" 202 $M @"$T/asym.json"
+wait_job "$(jstr job)" succeeded
+verdict "the symmetry job succeeds" $? "$(jqb '{status, error}')"
+jhas '[.model.method_info.leaderboard[] | select(.method == "hkd")][0]
+      | .options.symmetry.generators[0].type == "negate" and (.status == "done" or .status == "failed")'
+verdict "hkd is a candidate with the request's symmetry" $? "$(jqb '[.model.method_info.leaderboard[] | {method, status, nlpd, reason, options}]')"
+check_jerr "auto with a symmetry beyond the inputs -> 4xx naming it" 400 invalid_argument 'options\.symmetry' $M \
+    "{\"name\":\"ab\",$B,\"options\":{\"symmetry\":{\"generators\":[{\"type\":\"negate\",\"dims\":[5]}]}}}"
