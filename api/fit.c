@@ -940,7 +940,7 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             else
                 json_object_set_new(obj, k, j);
         } else if (strcmp(k, "standardize") == 0 || strcmp(k, "seed") == 0 ||
-                   strcmp(k, "async") == 0) {
+                   strcmp(k, "async") == 0 || strcmp(k, "budget_s") == 0) {
             json_object_set_new(obj, k, query_scalar(v));
         } else if (strcmp(k, "noise_variance") == 0 || strcmp(k, "noise_fixed") == 0) {
             json_object_set_new(noise, k + 6, query_scalar(v));
@@ -948,7 +948,8 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
                               "target, targets, kernel, likelihood, options, mean, noise_variance, "
-                              "noise_fixed, noise_column, standardize, seed, async, validation)",
+                              "noise_fixed, noise_column, standardize, seed, async, validation, "
+                              "budget_s)",
                               k);
         }
     }

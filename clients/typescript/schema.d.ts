@@ -3234,6 +3234,8 @@ export interface operations {
                 standardize?: boolean;
                 /** @description CSV bodies */
                 seed?: number;
+                /** @description CSV bodies: method auto's seconds (FitRequest.budget_s) */
+                budget_s?: number;
                 /** @description CSV bodies */
                 async?: boolean;
             };

@@ -104,3 +104,10 @@ jhas '[.model.method_info.leaderboard[] | select(.method == "hkd")][0]
 verdict "hkd is a candidate with the request's symmetry" $? "$(jqb '[.model.method_info.leaderboard[] | {method, status, nlpd, reason, options}]')"
 check_jerr "auto with a symmetry beyond the inputs -> 4xx naming it" 400 invalid_argument 'options\.symmetry' $M \
     "{\"name\":\"ab\",$B,\"options\":{\"symmetry\":{\"generators\":[{\"type\":\"negate\",\"dims\":[5]}]}}}"
+
+# ---- a CSV fit takes budget_s as a query parameter
+{ echo "a,b,y"; gen_xy 40 2 3; } >"$T/acsv.csv"
+check "CSV auto fit with ?budget_s -> 201" 201 POST "$M?name=acsv&method=auto&budget_s=20&async=false" \
+    -H 'Content-Type: text/csv' --data-binary @"$T/acsv.csv"
+jhas '(.method_info.leaderboard | length) >= 3 and .method_info.auto.budget_s == 20'
+verdict "the CSV fit's leaderboard and budget" $? "$(jqb '.method_info.auto')"
