@@ -8,7 +8,7 @@ gaussian NLPD per point from the predictive mean and variance (a Gaussian;
 msrfr's mixture is scored by its moments too), bernoulli log loss from
 "probability". Prints one line per split and a markdown table of the gaps.
 
-Usage: python3 bench/auto_splits.py URL [--splits 2] [--budget 60]
+Usage: python3 bench/auto_splits.py URL [--splits 2] [--first 0] [--budget 60]
        [--sets yacht,boston,energy,ionosphere]
 (URL: a running gpserve, e.g. http://127.0.0.1:8080; the data from
 ../shared/datasets or $GPSERVE_DATASETS.) Standard library only.
@@ -109,6 +109,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
     ap.add_argument("--splits", type=int, default=2)
+    ap.add_argument("--first", type=int, default=0, help="the first split")
     ap.add_argument("--budget", type=float, default=60)
     ap.add_argument("--sets", default="yacht,boston,energy,ionosphere")
     a = ap.parse_args()
@@ -116,7 +117,7 @@ def main():
     for ds in a.sets.split(","):
         X, y, splits = load(ds)
         lik = "bernoulli" if ds in BERNOULLI else "gaussian"
-        for k in range(min(a.splits, len(splits))):
+        for k in range(a.first, min(a.first + a.splits, len(splits))):
             r = run_split(a.url.rstrip("/"), ds, k, X, y, splits[k], a.budget, lik)
             results.append(r)
             print(json.dumps(r), flush=True)
