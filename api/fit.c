@@ -1234,11 +1234,8 @@ static void auto_method_info(json_t *ij, const gp_api_auto *a)
     json_object_set_new(o, "budget_s", gp_json_real(a->budget_s));
     json_object_set_new(o, "criterion", json_string("lowest mean held-out nlpd (log loss for "
                                                     "bernoulli and softmax)"));
-    char tie[160];
-    snprintf(tie, sizeof tie,
-             "within min(one standard error of the best, %g nats) of the best, the cheapest",
-             GP_AUTO_TIE_NATS);
-    json_object_set_new(o, "tie", json_string(tie));
+    json_object_set_new(o, "tie", json_string("within one standard error of the best mean, the "
+                                              "earliest in the rule table's order (exact first)"));
     json_object_set_new(mi, "auto", o);
 }
 

@@ -23,6 +23,8 @@ typedef struct rule {
     double base, per_k, power;
 } rule;
 
+/* In run order, which is also the preference among candidates that tie
+ * (gp_auto_pick): exact first, the best NLPD wherever it is affordable. */
 static const rule rules[] = {
     /* exact: the best NLPD wherever it is affordable (sparse.md: exact beats
      * sgpr M=64 and renyi on every UCI set; gwi.md Table 4.1: exact beats
@@ -108,11 +110,9 @@ int gp_auto_pick(const gp_auto_score *s, size_t n)
     if (best < 0)
         return -1;
     double se = s[best].folds > 1 ? s[best].sd / sqrt((double)s[best].folds) : 0.0;
-    double tie = fmin(isfinite(se) ? se : 0.0, GP_AUTO_TIE_NATS);
-    int pick = best;
-    for (size_t i = 0; i < n; i++)
-        if (s[i].done && isfinite(s[i].mean) && s[i].mean <= s[best].mean + tie &&
-            s[i].seconds < s[pick].seconds)
-            pick = (int)i;
-    return pick;
+    double tie = isfinite(se) ? se : 0.0;
+    for (size_t i = 0; i < n; i++) /* the earliest within the tie: the table's preference */
+        if (s[i].done && isfinite(s[i].mean) && s[i].mean <= s[best].mean + tie)
+            return (int)i;
+    return best;
 }

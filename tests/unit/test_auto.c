@@ -131,8 +131,7 @@ static void test_rules_match_descriptors(void **state)
     }
 }
 
-/* The estimate grows with the rows and the order is cheapest first at a
- * moderate size (the budget check skips the dear ones last). */
+/* The estimate grows with the rows, and the dearest (msrfr) runs last. */
 static void test_estimates(void **state)
 {
     (void)state;
@@ -159,34 +158,41 @@ static void test_pick(void **state)
 {
     (void)state;
     gp_auto_score s[4];
-    /* a clear best */
+    /* a clear best: se of index 1 = 0.1 / sqrt 5 = 0.0447 */
     s[0] = done(1.0, 0.1, 1.0);
     s[1] = done(0.5, 0.1, 9.0);
     s[2] = done(0.9, 0.1, 0.1);
     assert_int_equal(gp_auto_pick(s, 3), 1);
-    /* within the tie (se = 0.1 / sqrt 5 = 0.045, capped at 0.02): the cheaper */
-    s[2] = done(0.515, 0.1, 0.1);
-    assert_int_equal(gp_auto_pick(s, 3), 2);
-    s[2] = done(0.525, 0.1, 0.1); /* 0.025 > 0.02: not tied */
+    /* within one standard error of the best: the earliest in the table's order */
+    s[0] = done(0.54, 0.1, 1.0);
+    assert_int_equal(gp_auto_pick(s, 3), 0);
+    s[0] = done(0.545, 0.1, 1.0); /* 0.045 > 0.0447: not tied */
     assert_int_equal(gp_auto_pick(s, 3), 1);
-    /* the tie is one standard error when that is less than 0.02 */
-    s[1] = done(0.5, 0.01, 9.0); /* se 0.0045 */
-    s[2] = done(0.505, 0.1, 0.1);
+    /* the tie is the best's own standard error, whatever the others' */
+    s[0] = done(0.51, 0.0, 1.0);
+    s[1] = done(0.5, 0.01, 9.0); /* se 0.00447 */
     assert_int_equal(gp_auto_pick(s, 3), 1);
-    s[2] = done(0.504, 0.1, 0.1);
-    assert_int_equal(gp_auto_pick(s, 3), 2);
+    s[0] = done(0.504, 0.0, 1.0);
+    assert_int_equal(gp_auto_pick(s, 3), 0);
+    /* a later candidate never wins a tie against an earlier one, cheaper or not */
+    s[0] = done(0.7, 0.0, 0.1);
+    s[1] = done(0.5, 0.1, 9.0);
+    s[2] = done(0.52, 0.1, 0.01);
+    assert_int_equal(gp_auto_pick(s, 3), 1);
     /* not done or non-finite: never picked */
     s[0] = done(-5.0, 0.0, 0.0);
     s[0].done = 0;
     s[3] = done(NAN, 0.0, 0.0);
-    assert_int_equal(gp_auto_pick(s, 4), 2);
+    assert_int_equal(gp_auto_pick(s, 4), 1);
     gp_auto_score none[2] = {{0}, {0}};
     assert_int_equal(gp_auto_pick(none, 2), -1);
     assert_int_equal(gp_auto_pick(none, 0), -1);
-    /* equal seconds: the earlier */
+    /* one fold (a hold-out part): no spread, the lowest mean */
     s[0] = done(0.3, 0.0, 1.0);
-    s[1] = done(0.3, 0.0, 1.0);
-    assert_int_equal(gp_auto_pick(s, 2), 0);
+    s[0].folds = 1;
+    s[1] = done(0.29, 0.5, 1.0);
+    s[1].folds = 1;
+    assert_int_equal(gp_auto_pick(s, 2), 1);
 }
 
 int main(void)
