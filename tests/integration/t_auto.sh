@@ -112,3 +112,29 @@ check "CSV auto fit with ?budget_s -> 201" 201 POST "$M?name=acsv&method=auto&bu
     -H 'Content-Type: text/csv' --data-binary @"$T/acsv.csv"
 jhas '(.method_info.leaderboard | length) >= 3 and .method_info.auto.budget_s == 20'
 verdict "the CSV fit's leaderboard and budget" $? "$(jqb '.method_info.auto')"
+
+# ---- durable: a daemon killed during an auto job, restarted on its file, runs it again
+AU_MAIN_PORT=$PORT
+if start_daemon "$T/auto1.log" --db "$T/auto.db" --job-lease 2; then
+    PORT=$DPORT
+    AU_PID=$DPID
+    check_json "auto job on a daemon of its own -> 202" 202 $M @"$T/areg.json"
+    AUJ=$(jstr job)
+    sleep 1.5
+    kill -KILL "$AU_PID" 2>/dev/null
+    wait "$AU_PID" 2>/dev/null
+    if start_daemon "$T/auto2.log" --db "$T/auto.db" --job-lease 2; then
+        PORT=$DPORT
+        wait_job "$AUJ" succeeded
+        verdict "the restarted daemon runs the auto job to its end" $? "$(jqb '{status, attempts, error}')"
+        jhas '.attempts >= 2 and (.model.method_info.leaderboard | length) >= 3
+              and ([.model.method_info.leaderboard[] | select(.chosen)][0].method == .model.method)'
+        verdict "its model: the second attempt's leaderboard and winner" $? "$(jqb '{attempts, method: .model.method}')"
+        stop_daemon "$DPID"
+    else
+        fail "a daemon restarts on the auto job's database" "see $T/auto2.log"
+    fi
+else
+    fail "a daemon of its own for the restart case" "see $T/auto1.log"
+fi
+PORT=$AU_MAIN_PORT
