@@ -255,6 +255,9 @@ int gp_fit_job_async(const gp_fit_job *job);
 const char *gp_fit_job_name(const gp_fit_job *job);
 const char *gp_fit_job_method(const gp_fit_job *job);
 int gp_fit_job_max_iterations(const gp_fit_job *job);
+/* A method "auto" job's leaderboard so far (compact JSON; NULL: none yet or
+ * another method). Read by the progress callback, on the fit's thread. */
+const char *gp_fit_job_leaderboard(const gp_fit_job *job);
 void gp_fit_job_free(gp_fit_job *job);
 /* The flag (owned by the caller, outliving the fit) whose nonzero value stops
  * the fit inside an evaluation too, not only at a progress report. */
@@ -313,6 +316,8 @@ void gp_api_fit_accepted(const char *id, gp_response *out);
 int gp_api_idem_prune(gp_api *api, double age_seconds, size_t *deleted, gp_error *err);
 
 /* ---- async fit jobs: the server runs them, the api shapes and persists them ---- */
+/* The leaderboard of a method "auto" job in its progress (compact JSON). */
+#define GP_JOB_LEADERBOARD_MAX 8192
 typedef struct gp_job_info {
     char id[40];
     char model_name[65];
@@ -326,11 +331,14 @@ typedef struct gp_job_info {
     char created_at[32];
     char updated_at[32];
     int attempts; /* runs started (a run interrupted by a daemon's death counts) */
+    /* a method "auto" job: its candidates so far, a JSON array ("" otherwise) */
+    char leaderboard[GP_JOB_LEADERBOARD_MAX];
 } gp_job_info;
 
 void gp_job_info_free(gp_job_info *job); /* frees model_json */
 /* 200 with {"id", "name" (the model's), "status", "progress": {"iteration",
- * "max_iterations", "objective" (null until known), "elapsed_seconds"},
+ * "max_iterations", "objective" (null until known), "elapsed_seconds",
+ * "leaderboard" (a method "auto" job's candidates so far)},
  * "model": {...} (succeeded) | "error": {...} (failed), "created_at", "updated_at"} */
 void gp_api_job_response(const gp_job_info *job, gp_response *out);
 /* Persist the job's current state (jobs table), so another daemon on the same

@@ -49,12 +49,13 @@ struct gp_fit_job {
     gp_fit_data *data;
     int64_t dataset_id;
     gp_api_validation validation; /* "validation": the report made before the final fit */
+    gp_api_auto autom; /* "method": "auto": its budget, candidates' options, leaderboard */
 };
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",
                                        "mean", "outputs", "feature_names", "target_names", "data",
-                                       "distributed", "validation", NULL};
+                                       "distributed", "validation", "budget_s", NULL};
 static const char *const mean_keys[] = {"type", NULL};
 static const char *const noise_keys[] = {"variance", "fixed", "per_point", NULL};
 
@@ -75,6 +76,8 @@ void gp_fit_job_free(gp_fit_job *job)
     json_decref(job->targets);
     gp_fit_data_free(job->data);
     json_decref(job->validation.report);
+    gp_api_free_options(job->autom.hkd_options, job->autom.n_hkd_options);
+    gp_api_auto_free(&job->autom);
     free(job);
 }
 
@@ -158,7 +161,12 @@ const char *gp_fit_job_name(const gp_fit_job *job)
 
 const char *gp_fit_job_method(const gp_fit_job *job)
 {
-    return job->method->name;
+    return job->autom.on ? "auto" : job->method->name;
+}
+
+const char *gp_fit_job_leaderboard(const gp_fit_job *job)
+{
+    return job->autom.on ? job->autom.progress_text : NULL;
 }
 
 int gp_fit_job_ranks(const gp_fit_job *job)
@@ -197,6 +205,8 @@ void gp_fit_job_set_cancel(gp_fit_job *job, const atomic_int *flag)
 
 int gp_fit_job_max_iterations(const gp_fit_job *job)
 {
+    if (job->autom.on) /* per-mille of its stages (api/auto.c) */
+        return GP_API_AUTO_PROGRESS_MAX;
     int budget = gp_method_max_iterations(job->method, job->options, job->n_options);
     /* An asked validation is its folds' fits and the final one; the default
      * report runs after the final fit, its progress held at the fit's end,
@@ -325,8 +335,44 @@ int gp_api_parse_options(const gp_method *m, json_t *v, gp_option_value **opts, 
     return gp_options_validate(m, *opts, *n, err);
 }
 
+/* "options" of an auto fit: only symmetry, parsed as hkd's (422 naming
+ * options.KEY for any other). */
+static int auto_parse_options(json_t *v, gp_api_auto *a, gp_error *err)
+{
+    if (!json_is_object(v))
+        return gp_error_set(err, GP_EINVAL, "options", "options must be an object");
+    const char *k;
+    json_t *val;
+    static const char *const auto_keys[] = {"symmetry", NULL};
+    json_object_foreach(v, k, val)
+    {
+        int known = 0;
+        for (size_t i = 0; auto_keys[i]; i++)
+            known |= strcmp(k, auto_keys[i]) == 0;
+        if (!known) {
+            char field[96];
+            snprintf(field, sizeof field, "options.%.80s", k);
+            return gp_error_set(err, GP_EUNSUPPORTED, field,
+                                "method auto takes only options.symmetry (given to hkd, which "
+                                "becomes a candidate); for '%.40s' fit the method it belongs to",
+                                k);
+        }
+    }
+    const gp_method *hkd = gp_method_find("hkd");
+    if (hkd == NULL)
+        return gp_error_set(err, GP_EUNSUPPORTED, "options.symmetry",
+                            "options.symmetry is hkd's, and hkd is not registered");
+    int rc = gp_api_parse_options(hkd, v, &a->hkd_options, &a->n_hkd_options, err);
+    a->symmetry = rc == GP_OK && a->n_hkd_options > 0;
+    if (a->symmetry)
+        a->symmetry_json = json_incref(json_object_get(v, "symmetry"));
+    return rc;
+}
+
 static int parse_options(gp_fit_job *job, json_t *v, gp_error *err)
 {
+    if (job->autom.on)
+        return auto_parse_options(v, &job->autom, err);
     return gp_api_parse_options(job->method, v, &job->options, &job->n_options, err);
 }
 
@@ -344,6 +390,21 @@ static void likelihood_names(char *buf, size_t len)
     }
 }
 
+/* The method whose descriptor checks an auto fit's kernel, noise, mean and
+ * priors before its candidates run (each candidate checks them again and
+ * is skipped with the reason when they are not its own): exact for the
+ * gaussian likelihood (it takes every kernel), svgp or pls otherwise. */
+static const gp_method *auto_stand_in(gp_likelihood lik)
+{
+    static const char *const order[] = {"exact", "svgp", "pls", NULL};
+    for (size_t i = 0; order[i]; i++) {
+        const gp_method *m = gp_method_find(order[i]);
+        if (m && gp_method_accepts_likelihood(m, lik))
+            return m;
+    }
+    return NULL;
+}
+
 /* "likelihood": a name of the catalogue the method fits (422 unsupported
  * naming the methods that fit it otherwise). */
 static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
@@ -356,8 +417,13 @@ static int parse_likelihood(gp_fit_job *job, json_t *v, gp_error *err)
         return gp_error_set(err, GP_EINVAL, "likelihood", "likelihood must be one of %s", names);
     }
     job->likelihood = (gp_likelihood)l;
-    if (gp_method_accepts_likelihood(job->method, job->likelihood))
+    if (job->autom.on) /* the descriptor the fields are checked with: one that fits it */
+        job->method = auto_stand_in(job->likelihood);
+    if (job->method && gp_method_accepts_likelihood(job->method, job->likelihood))
         return GP_OK;
+    if (job->autom.on)
+        return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
+                            "method auto has no candidate for the %s likelihood", name);
     method_names((int)job->likelihood, names, sizeof names);
     return gp_error_set(err, GP_EUNSUPPORTED, "likelihood",
                         "method '%s' does not fit the %s likelihood; %s fit%s it",
@@ -659,6 +725,40 @@ static int parse_hyper(gp_fit_job *job, json_t *e, gp_error *err)
                                err);
 }
 
+/* An auto fit validates its candidates on the rows in the request: its
+ * validation is on (the default folds when absent); false, a data set's
+ * streamed rows and a distributed fit are refused naming the field. */
+static int auto_fields(gp_fit_job *job, gp_error *err)
+{
+    if (job->data)
+        return gp_error_set(err, GP_EUNSUPPORTED, "data",
+                            "method auto validates its candidates on rows held in memory; give "
+                            "X and y (or a CSV body), or fit a method by name over the data set");
+    if (job->ranks > 0)
+        return gp_error_set(err, GP_EUNSUPPORTED, "distributed",
+                            "method auto does not run distributed; fit a method by name");
+    if (job->validation.on == 0)
+        return gp_error_set(err, GP_EINVAL, "validation",
+                            "method auto picks by validation: give {\"folds\": k} or "
+                            "{\"fraction\": f}, or leave validation out (%d folds)",
+                            GP_API_VALIDATION_DEFAULT_FOLDS);
+    job->validation.on = 1;
+    job->validation.asked = 1;
+    return GP_OK;
+}
+
+/* Once the split is known: a candidate fits the budget, and hkd's
+ * symmetry fits the inputs. */
+static int auto_settle(gp_fit_job *job, gp_error *err)
+{
+    int rc = gp_api_auto_check(&job->autom, job->n, job->d, job->likelihood, job->p,
+                               &job->validation.spec, err);
+    if (rc == GP_OK && job->autom.symmetry)
+        rc = gp_options_check_data(gp_method_find("hkd"), job->autom.hkd_options,
+                                   job->autom.n_hkd_options, job->d, err);
+    return rc;
+}
+
 /* The fields of a fit request in obj; X and y are taken from obj unless given
  * (CSV). On success obj loses X and y and becomes the stored spec. */
 static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data, gp_error *err)
@@ -678,13 +778,24 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
     job->method = gp_method_find("exact");
     if ((e = json_object_get(obj, "method"))) {
         const char *m = json_string_value(e);
+        job->autom.on = m && strcmp(m, "auto") == 0;
         job->method = m ? gp_method_find(m) : NULL;
-        if (job->method == NULL) {
+        if (job->autom.on) {
+            job->method = auto_stand_in(GP_LIK_GAUSSIAN);
+            job->async = 1; /* a job unless "async": false asks to wait for it */
+        } else if (job->method == NULL) {
             char names[256];
             method_names(-1, names, sizeof names);
-            return gp_error_set(err, GP_EINVAL, "method", "method must be one of: %s", names);
+            return gp_error_set(err, GP_EINVAL, "method", "method must be one of: %s, auto",
+                                names);
         }
     }
+    if ((e = json_object_get(obj, "budget_s")) && !job->autom.on)
+        return gp_error_set(err, GP_EUNSUPPORTED, "budget_s",
+                            "budget_s is the time of method auto; method '%s' takes none",
+                            job->method ? job->method->name : "?");
+    if (job->autom.on && (rc = gp_api_auto_parse_budget(e, &job->autom, err)))
+        return rc;
     if (job->method == NULL)
         return gp_error_set(err, GP_EINTERNAL, NULL, "no default method registered");
     job->standardize = 1;
@@ -734,9 +845,14 @@ static int parse_fields(gp_api *api, json_t *obj, gp_fit_job *job, int have_data
     if ((rc = check_noise_pp(job, err)))
         return rc;
     if ((rc = gp_api_parse_validation(json_object_get(obj, "validation"), job->seed,
-                                      &job->validation, err)) ||
-        (rc = gp_api_settle_validation(&job->validation, job->method, job->likelihood, job->y,
+                                      &job->validation, err)))
+        return rc;
+    if (job->autom.on && (rc = auto_fields(job, err)))
+        return rc;
+    if ((rc = gp_api_settle_validation(&job->validation, job->method, job->likelihood, job->y,
                                        job->n, job->data != NULL, job->ranks > 0, err)))
+        return rc;
+    if (job->autom.on && (rc = auto_settle(job, err)))
         return rc;
     /* nor structured options that do not fit the data (a dimension index >= d) */
     if ((rc = gp_options_check_data(job->method, job->options, job->n_options, job->d, err)))
@@ -827,7 +943,7 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             else
                 json_object_set_new(obj, k, j);
         } else if (strcmp(k, "standardize") == 0 || strcmp(k, "seed") == 0 ||
-                   strcmp(k, "async") == 0) {
+                   strcmp(k, "async") == 0 || strcmp(k, "budget_s") == 0) {
             json_object_set_new(obj, k, query_scalar(v));
         } else if (strcmp(k, "noise_variance") == 0 || strcmp(k, "noise_fixed") == 0) {
             json_object_set_new(noise, k + 6, query_scalar(v));
@@ -835,7 +951,8 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
             rc = gp_error_set(err, GP_EINVAL, k,
                               "unknown query parameter '%.40s' (a CSV fit takes name, method, "
                               "target, targets, kernel, likelihood, options, mean, noise_variance, "
-                              "noise_fixed, noise_column, standardize, seed, async, validation)",
+                              "noise_fixed, noise_column, standardize, seed, async, validation, "
+                              "budget_s)",
                               k);
         }
     }
@@ -1071,9 +1188,47 @@ static int validate_after(gp_api *api, gp_fit_job *job, const gp_model *model,
     return rc;
 }
 
+/* Method auto: its candidates validated (api/auto.c), then the winner is
+ * the job's method, fitted on every row and saved with its report. */
+static int run_auto(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
+                    gp_response *out, double *fit_seconds)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    gp_fit_request fr;
+    fill_request(job, &fr);
+    fr.max_train_points = api->cfg.max_train_points;
+    gp_api_auto_result res;
+    int rc = gp_api_auto_run(&job->autom, &fr, &job->validation.spec, progress, ctx, &res, &err);
+    if (rc) {
+        gp_api_error(&err, out);
+        return rc;
+    }
+    job->method = res.winner;
+    if (res.hkd_options) { /* the options the winner was validated with */
+        gp_api_free_options(job->options, job->n_options);
+        job->options = job->autom.hkd_options;
+        job->n_options = job->autom.n_hkd_options;
+        job->autom.hkd_options = NULL;
+        job->autom.n_hkd_options = 0;
+    }
+    json_decref(job->validation.report);
+    job->validation.report = res.report;
+    gp_model *model = NULL;
+    rc = gp_api_fit_model(api, job, NULL, gp_api_auto_progress, &res.progress, &model, &err);
+    if (rc) {
+        gp_api_error(&err, out);
+        return rc;
+    }
+    return gp_api_save_fit(api, job, model, out, fit_seconds);
+}
+
 int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *ctx,
                    gp_response *out, double *fit_seconds)
 {
+    if (job->autom.on)
+        return run_auto(api, job, progress, ctx, out, fit_seconds);
+
     gp_error err;
     gp_error_clear(&err);
     if (fit_seconds)
@@ -1103,6 +1258,25 @@ int gp_api_run_fit(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void *
     return gp_api_save_fit(api, job, model, out, fit_seconds);
 }
 
+/* method_info.leaderboard (every candidate) and method_info.auto (the
+ * budget and the rule it picked by) of an auto fit's version. */
+static void auto_method_info(json_t *ij, const gp_api_auto *a)
+{
+    json_t *mi = json_object_get(ij, "method_info");
+    if (!json_is_object(mi)) {
+        mi = json_object();
+        json_object_set_new(ij, "method_info", mi);
+    }
+    json_object_set(mi, "leaderboard", a->leaderboard);
+    json_t *o = json_object();
+    json_object_set_new(o, "budget_s", gp_json_real(a->budget_s));
+    json_object_set_new(o, "criterion", json_string("lowest mean held-out nlpd (log loss for "
+                                                    "bernoulli and softmax)"));
+    json_object_set_new(o, "tie", json_string("within one standard error of the best mean, the "
+                                              "earliest in the rule table's order (exact first)"));
+    json_object_set_new(mi, "auto", o);
+}
+
 int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *out,
                     double *fit_seconds)
 {
@@ -1127,6 +1301,8 @@ int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *
         json_object_set_new(ij, "dataset", gp_fit_data_json(job->data));
     if (ij && job->validation.report) /* the report of the folds, kept with the version */
         json_object_set(ij, "validation", job->validation.report);
+    if (ij && job->autom.on && job->autom.leaderboard) /* how auto chose the method */
+        auto_method_info(ij, &job->autom);
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);

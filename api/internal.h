@@ -13,6 +13,7 @@
 #include "api/api.h"
 #include "core/kernel/kernel.h"
 #include "core/methods/registry.h"
+#include "core/model/auto.h"
 #include "core/model/model.h"
 #include "core/model/validation.h"
 #include "store/store.h"
@@ -330,6 +331,54 @@ int gp_api_settle_validation(gp_api_validation *v, const gp_method *m, gp_likeli
 int gp_api_run_validation(const gp_method *m, const gp_fit_request *fr, gp_api_validation *v,
                           gp_error *err);
 json_t *gp_api_validation_json(const gp_validation_report *r, int asked);
+
+/* ---- method "auto" (auto.c; docs/design/api.md, "Auto") ---- */
+#define GP_API_AUTO_MAX_BUDGET_S 86400.0
+#define GP_API_AUTO_PROGRESS_MAX 1000 /* the job's progress: per-mille of the stages */
+typedef struct gp_api_auto {
+    int on;              /* "method": "auto" */
+    double budget_s;     /* "budget_s" (GP_AUTO_DEFAULT_BUDGET_S when absent) */
+    int symmetry;        /* options.symmetry given: hkd is a candidate */
+    json_t *symmetry_json; /* borrowed from the spec while parsing; kept (owned) */
+    gp_option_value *hkd_options; /* options.symmetry parsed for hkd (owned) */
+    size_t n_hkd_options;
+    json_t *leaderboard;  /* the entries so far (owned) */
+    char *progress_text;  /* the leaderboard's compact JSON for job progress (owned) */
+} gp_api_auto;
+/* A candidate's fits' progress as the job's: stage of stages (the
+ * candidates, then the final fit) in per-mille; stops a candidate running
+ * past budget_s once another is done. */
+typedef struct gp_api_auto_stage {
+    gp_progress_fn fn;
+    void *ctx;
+    size_t stage, stages;
+    double start, budget_s;
+    int may_stop, over_budget;
+} gp_api_auto_stage;
+typedef struct gp_api_auto_result {
+    const gp_method *winner;
+    json_t *report;      /* the winner's validation report (owned) */
+    int hkd_options;     /* the winner takes gp_api_auto.hkd_options */
+    double seconds;      /* the candidates' validations */
+    gp_api_auto_stage progress; /* pass to gp_api_auto_progress for the final fit */
+} gp_api_auto_result;
+/* Frees the leaderboard and texts (not hkd_options: the fit job does). */
+void gp_api_auto_free(gp_api_auto *a);
+/* "budget_s": > 0 and <= GP_API_AUTO_MAX_BUDGET_S seconds (400 naming it). */
+int gp_api_auto_parse_budget(json_t *v, gp_api_auto *a, gp_error *err);
+void gp_api_auto_problem(const gp_api_auto *a, size_t n, size_t d, gp_likelihood lik,
+                         size_t outputs, const gp_validation_spec *spec, gp_auto_problem *p);
+/* Before the 202: a candidate exists and one fits the budget (422 naming
+ * method or budget_s). */
+int gp_api_auto_check(const gp_api_auto *a, size_t n, size_t d, gp_likelihood lik,
+                      size_t outputs, const gp_validation_spec *spec, gp_error *err);
+/* Validate the candidates on base's rows (base: the request, kernel and
+ * cancel flag; its options are the candidates' own); a->leaderboard and
+ * a->progress_text grow as they end. GP_ECANCELLED on the caller's cancel. */
+int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validation_spec *spec,
+                    gp_progress_fn progress, void *ctx, gp_api_auto_result *res, gp_error *err);
+/* The final fit's progress (ctx: &res.progress). */
+int gp_api_auto_progress(void *ctx, int iteration, int max_iterations, double objective);
 
 /* A coregionalised model's "coregionalization" block (coreg_json.c): type,
  * rank, latents, per latent its kernel, W, kappa and B (working units), the

@@ -30,6 +30,14 @@ static json_t *progress_json(const gp_job_info *job)
     json_object_set_new(p, "objective",
                         job->has_objective ? gp_json_real(job->objective) : json_null());
     json_object_set_new(p, "elapsed_seconds", gp_json_real(job->elapsed_seconds));
+    if (job->leaderboard[0]) { /* method "auto": the candidates done so far */
+        json_error_t je;
+        json_t *lb = json_loads(job->leaderboard, 0, &je);
+        if (json_is_array(lb))
+            json_object_set_new(p, "leaderboard", lb);
+        else
+            json_decref(lb);
+    }
     return p;
 }
 
@@ -123,6 +131,11 @@ static void info_from_row(gp_job_row *row, gp_job_info *job)
         job->has_objective = json_is_number(obj);
         job->objective = job->has_objective ? json_number_value(obj) : 0.0;
         job->elapsed_seconds = number_or(p, "elapsed_seconds", 0.0);
+        json_t *lb = json_object_get(p, "leaderboard");
+        char *text = json_is_array(lb) ? json_dumps(lb, JSON_COMPACT) : NULL;
+        if (text && strlen(text) < sizeof job->leaderboard)
+            snprintf(job->leaderboard, sizeof job->leaderboard, "%s", text);
+        free(text);
         json_decref(p);
     }
     gp_error_clear(&job->error);

@@ -22,6 +22,7 @@ static const gp_fit_ops api_ops = {
     .name = gp_fit_job_name,
     .method = gp_fit_job_method,
     .max_iterations = gp_fit_job_max_iterations,
+    .leaderboard = gp_fit_job_leaderboard,
     .load = gp_api_job_load,
     .set_cancel = gp_fit_job_set_cancel,
     .create = gp_api_job_create,

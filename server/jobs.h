@@ -38,6 +38,8 @@ typedef struct gp_fit_ops {
     const char *(*name)(const gp_fit_job *job);
     const char *(*method)(const gp_fit_job *job);
     int (*max_iterations)(const gp_fit_job *job);
+    /* A method "auto" job's leaderboard so far (NULL entry or answer: none). */
+    const char *(*leaderboard)(const gp_fit_job *job);
     int (*load)(gp_api *api, const char *id, gp_job_info *job, gp_error *err);
     /* Durable jobs (api.h); a NULL entry is skipped (test fakes), except
      * cancel_stored, which answers DELETE for a job not held here. */

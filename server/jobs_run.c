@@ -23,7 +23,13 @@ static int on_progress(void *ctx, int iteration, int max_iterations, double obje
     if (j->async) {
         int save = 0;
         double now = gp_monotonic_seconds();
+        /* read on the fit's thread, which alone changes it */
+        const char *lb = js->ops.leaderboard ? js->ops.leaderboard(j->fit) : NULL;
         pthread_mutex_lock(&js->lock);
+        if (lb && strcmp(lb, j->info.leaderboard) != 0 && strlen(lb) < sizeof j->info.leaderboard) {
+            snprintf(j->info.leaderboard, sizeof j->info.leaderboard, "%s", lb);
+            j->last_save = 0.0; /* a candidate ended: written now */
+        }
         j->info.iteration = iteration;
         if (max_iterations > 0)
             j->info.max_iterations = max_iterations;

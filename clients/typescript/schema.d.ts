@@ -1003,10 +1003,15 @@ export interface components {
             /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
             /**
-             * @description GET /v1/methods lists each method with its options and kernels
+             * @description GET /v1/methods lists each method with its options and kernels. "auto" (docs/design/api.md, "Auto"): the candidates the rows, likelihood and budget_s call for are validated one after another on the same split and the lowest mean validation nlpd (log loss for bernoulli and softmax) wins, and among those within one standard error of it the earliest in the rule table's order (exact first); the version is the winner's (its method), with method_info.leaderboard listing every candidate. A job (202) unless async is false; its progress shows the leaderboard as it grows. Its validation is always on (false: 400 naming validation); a data set or a distributed fit is 422 naming data or distributed; options may hold only symmetry (hkd's, which makes hkd a candidate), any other option 422 naming options.KEY.
              * @default exact
              */
-            method?: components["schemas"]["MethodName"];
+            method?: components["schemas"]["MethodName"] | "auto";
+            /**
+             * @description method auto only (422 naming budget_s with another method): the seconds its candidates' validations may take. A candidate whose estimated validation and final fit do not fit what is left is skipped; one running past it once another is done is stopped (status "stopped"); no candidate fitting it at all is 422 naming budget_s. Not a number in (0, 86400]: 400 naming budget_s.
+             * @default 60
+             */
+            budget_s?: number;
             kernel?: components["schemas"]["Kernel"];
             /**
              * @description the observation model; GET /v1/methods lists the ones each method fits (422 unsupported, naming them, otherwise). Labels must fit it (422 invalid_data naming the cell y[i]): bernoulli 0 or 1, poisson and poisson_sq non-negative integers, softmax the classes 0..C-1 as one column of integers below 64 with at least two classes present (one class only: 422 naming y). Non-Gaussian labels are never standardised, and noise is refused.
@@ -1628,6 +1633,29 @@ export interface components {
             samples: components["schemas"]["Outputs"][];
             /** @description with observations true, y drawn given each sample: one array of points per draw, one value per point (a softmax model's: class labels 0..C-1, while its samples are the C latents, a row of C per point) */
             observations?: number[][];
+        };
+        /** @description One candidate of a method auto fit (docs/design/api.md, "Auto"): in the job's progress.leaderboard and the version's method_info.leaderboard */
+        AutoCandidate: {
+            method: string;
+            /** @description the options it was fitted with ({} or hkd's symmetry) */
+            options: Record<string, never>;
+            /** @enum {string} */
+            status: "done" | "skipped" | "failed" | "stopped";
+            /** @description its validation's estimate (the rule table's, scaled by the candidates before) */
+            estimated_seconds: number;
+            /** @description mean held-out nlpd over the folds (log loss for bernoulli and softmax) */
+            nlpd?: number;
+            /** @description its sample standard deviation over the folds */
+            nlpd_sd?: number;
+            rmse?: number;
+            coverage_95?: number;
+            accuracy?: number;
+            /** @description its validation's wall clock */
+            seconds?: number;
+            /** @description why it was skipped, failed or stopped */
+            reason?: string;
+            /** @description the winner (once the job ends) */
+            chosen?: boolean;
         };
         /** @enum {string} */
         MethodName: "exact" | "ssgp" | "msrfr" | "sgpr" | "renyi" | "svgp" | "pls" | "hkd" | "rfgp" | "gwi";
@@ -2604,6 +2632,8 @@ export interface components {
                 max_iterations?: number;
                 objective?: number | null;
                 elapsed_seconds?: number;
+                /** @description a method auto job's candidates so far (max_iterations is then 1000, per-mille of its stages) */
+                leaderboard?: components["schemas"]["AutoCandidate"][];
             };
             model?: components["schemas"]["Model"];
             /** @description Why the job failed; also on a job queued (or running) again after its fitted model found the disk full (code insufficient_storage, the message saying when it runs again). */
@@ -3204,6 +3234,8 @@ export interface operations {
                 standardize?: boolean;
                 /** @description CSV bodies */
                 seed?: number;
+                /** @description CSV bodies: method auto's seconds (FitRequest.budget_s) */
+                budget_s?: number;
                 /** @description CSV bodies */
                 async?: boolean;
             };

@@ -25,7 +25,7 @@
 # 100 ms while 1,500 slow connections are held, /healthz and a predict within
 # 0.5 s while 6 addresses hold 300 each, and the 3 s request deadline.
 
-AREAS="health readme fit models columns predict ppnoise priors means sample multioutput batching jobs methods likelihood multiclass validation hkd online finite idempotency oip aliases datasets studies openapi ts_client python_client browser bad_requests cancel metrics
+AREAS="health readme fit models columns predict ppnoise priors means sample multioutput batching jobs methods likelihood multiclass validation auto hkd online finite idempotency oip aliases datasets studies openapi ts_client python_client browser bad_requests cancel metrics
 second_daemon model_file restart crash replicas auth keys queue abuse logs resources docker deploy config backup access_log audit tls rate_limit mpi"
 
 BUILD=${1:-build}

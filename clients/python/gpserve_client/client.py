@@ -372,10 +372,13 @@ class Client(StudyRoutes):
         ``kernel`` and ``options`` are dicts as in the API
         (``{"type": "rbf", "ard": True, "fixed": True}``); ``noise`` is
         ``{"variance": v, "fixed": bool}``.  Other API fields may be passed
-        by keyword.  A fit under an existing name adds a version; with
+        by keyword (``budget_s=30`` with ``method="auto"``, which this call
+        runs synchronously; ``fit_async`` for its job).  A fit under an existing name adds a version; with
         ``idempotency_key``, a retry of it answers the same version."""
         body = self.fit_body(name, X, y, method, kernel, likelihood, noise, options,
                              standardize, seed, **fields)
+        if method == "auto":  # a job by default: this call waits for its model
+            body.setdefault("async", False)
         return self._post("/v1/models", body, timeout=timeout, idempotency_key=idempotency_key)
 
     def fit_async(self, name, X=None, y=None, *, method=None, kernel=None, likelihood=None,
@@ -468,6 +471,18 @@ class Client(StudyRoutes):
         classes).  Ask for one on a fit with ``validation={"folds": 5}`` or
         ``{"fraction": 0.2}``; ``validation=False`` skips the default."""
         return self.get_model(name, version).get("validation")
+
+    def leaderboard(self, name_or_model, version=None):
+        """The candidates a ``method="auto"`` fit validated (``None`` for a
+        fit of a named method): a list of ``{"method", "options", "status"
+        ("done", "skipped", "failed", "stopped"), "nlpd", "nlpd_sd", "rmse"
+        or "accuracy", "seconds", "reason", "chosen"}``, from a model's name
+        (and version) or a model dict already fetched (a fit's answer, a
+        job's ``model``).  While the job runs, ``get_job(id)["progress"]
+        ["leaderboard"]`` holds the candidates done so far."""
+        model = name_or_model if isinstance(name_or_model, dict) else \
+            self.get_model(name_or_model, version)
+        return (model.get("method_info") or {}).get("leaderboard")
 
     def versions(self, name):
         """The version numbers of a model."""

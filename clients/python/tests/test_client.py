@@ -142,6 +142,29 @@ class ModelsTest(unittest.TestCase):
         self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
         self.assertNotIn(name, {m["name"] for m in self.client.list_models()})
 
+    def test_auto(self):
+        name = unique("py-auto")
+        m = self.client.fit(name, support.SINE_X, support.SINE_Y, method="auto", budget_s=20,
+                            validation={"folds": 3})
+        board = self.client.leaderboard(name)
+        self.assertEqual(board, self.client.leaderboard(m))
+        chosen = [c for c in board if c.get("chosen")]
+        self.assertEqual(len(chosen), 1)
+        self.assertEqual(chosen[0]["method"], m["method"])
+        self.assertIn("exact", [c["method"] for c in board])
+        self.assertEqual(m["validation"]["folds"], 3)
+        self.assertIsNone(self.client.leaderboard(self.client.fit(
+            unique("py-noauto"), support.SINE_X, support.SINE_Y)))
+        job = self.client.fit_async(unique("py-auto-job"), support.SINE_X, support.SINE_Y,
+                                    method="auto", budget_s=20)
+        model = self.client.wait_job(job, timeout=120)
+        self.assertTrue(self.client.get_job(job)["progress"]["leaderboard"])
+        self.assertEqual(len(self.client.leaderboard(model)),
+                         len(self.client.get_job(job)["progress"]["leaderboard"]))
+        with self.assertRaises(errors.InvalidArgument) as cm:
+            self.client.fit(name, support.SINE_X, support.SINE_Y, method="auto", budget_s=0)
+        self.assertEqual(cm.exception.field, "budget_s")
+
     def test_validation_report(self):
         name = unique("py-valid")
         m = self.client.fit(name, support.SINE_X, support.SINE_Y, seed=3,

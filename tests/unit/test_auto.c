@@ -1,0 +1,207 @@
+/* Method "auto"'s rule table and pick (core/model/auto.h): which candidates
+ * for which rows, likelihood, outputs, symmetry and budget, in which order;
+ * the pick's tie rule case by case. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "core/methods/registry.h"
+#include "core/model/auto.h"
+#include "core/model/model.h"
+
+static gp_auto_problem problem(size_t n, gp_likelihood lik, double budget)
+{
+    gp_auto_problem p;
+    memset(&p, 0, sizeof p);
+    p.n = n;
+    p.d = 3;
+    p.likelihood = lik;
+    p.outputs = 1;
+    p.budget_s = budget;
+    p.fits_each = 5;
+    return p;
+}
+
+/* The candidates' names joined by spaces; skipped ones marked with a '-'. */
+static void names(const gp_auto_problem *p, char *buf, size_t len)
+{
+    gp_auto_candidate c[GP_AUTO_MAX_CANDIDATES];
+    size_t count = 99;
+    gp_auto_candidates(p, c, &count);
+    buf[0] = '\0';
+    for (size_t i = 0; i < count; i++) {
+        strncat(buf, i ? " " : "", len - strlen(buf) - 1);
+        if (c[i].skip)
+            strncat(buf, "-", len - strlen(buf) - 1);
+        strncat(buf, c[i].method, len - strlen(buf) - 1);
+        assert_true(c[i].est_fit_s > 0.0 && isfinite(c[i].est_fit_s));
+    }
+}
+
+static void expect(const gp_auto_problem *p, const char *want)
+{
+    char got[256];
+    names(p, got, sizeof got);
+    assert_string_equal(got, want);
+}
+
+static void test_gaussian_small(void **state)
+{
+    (void)state;
+    gp_auto_problem p = problem(200, GP_LIK_GAUSSIAN, 60);
+    expect(&p, "exact ssgp pls gwi msrfr"); /* msrfr: 5 x 10 s fits fit 60 s */
+    p.budget_s = 30;
+    expect(&p, "exact ssgp pls gwi -msrfr");
+    p.symmetry = 1; /* hkd only with a symmetry */
+    expect(&p, "exact ssgp pls gwi hkd -msrfr");
+}
+
+static void test_gaussian_large(void **state)
+{
+    (void)state;
+    gp_auto_problem p = problem(2000, GP_LIK_GAUSSIAN, 3600);
+    expect(&p, "exact ssgp pls gwi msrfr");
+    p.n = 2001; /* sgpr beyond 2000 rows */
+    expect(&p, "exact sgpr ssgp pls gwi msrfr");
+    p.n = 5000;
+    expect(&p, "exact sgpr ssgp pls gwi msrfr");
+    p.n = 5001; /* beyond exact: svgp comes in */
+    expect(&p, "sgpr ssgp svgp pls gwi msrfr");
+    p.n = 30000; /* msrfr up to 20000 rows */
+    expect(&p, "sgpr ssgp svgp pls gwi");
+    p.budget_s = 60; /* a minute of 30000 rows: every validation is over */
+    expect(&p, "-sgpr -ssgp -svgp -pls -gwi");
+    p = problem(3000, GP_LIK_GAUSSIAN, 60); /* exact's 5 fits of ~18 s are over 60 s */
+    expect(&p, "-exact -sgpr ssgp pls -gwi -msrfr");
+}
+
+static void test_other_likelihoods(void **state)
+{
+    (void)state;
+    gp_auto_problem p = problem(300, GP_LIK_BERNOULLI, 60);
+    expect(&p, "svgp pls");
+    p.likelihood = GP_LIK_SOFTMAX;
+    expect(&p, "svgp");
+    p.likelihood = GP_LIK_POISSON;
+    expect(&p, "svgp pls");
+    p.likelihood = GP_LIK_POISSON_SQ;
+    expect(&p, "pls");
+}
+
+static void test_outputs(void **state)
+{
+    (void)state;
+    gp_auto_problem p = problem(300, GP_LIK_GAUSSIAN, 60);
+    p.outputs = 2; /* the coregionalised methods only */
+    expect(&p, "exact");
+    p.n = 3000;
+    p.budget_s = 3600;
+    expect(&p, "exact sgpr");
+    p.budget_s = 60;
+    p.n = 8000;
+    expect(&p, "-sgpr svgp"); /* sgpr's 5 fits of ~65 s are over 60 s */
+    p.budget_s = 3600;
+    expect(&p, "sgpr svgp");
+}
+
+/* Every rule names a registered method that fits the likelihoods it is
+ * listed for: the table cannot drift from the descriptors. */
+static void test_rules_match_descriptors(void **state)
+{
+    (void)state;
+    for (int l = 0; l < GP_LIK_COUNT; l++) {
+        for (int sym = 0; sym < 2; sym++) {
+            gp_auto_problem p = problem(1000, (gp_likelihood)l, 1e6);
+            p.symmetry = sym;
+            gp_auto_candidate c[GP_AUTO_MAX_CANDIDATES];
+            size_t count = 0;
+            gp_auto_candidates(&p, c, &count);
+            assert_true(count >= 1);
+            for (size_t i = 0; i < count; i++) {
+                const gp_method *m = gp_method_find(c[i].method);
+                assert_non_null(m);
+                assert_true(gp_method_accepts_likelihood(m, (gp_likelihood)l));
+            }
+        }
+    }
+}
+
+/* The estimate grows with the rows, and the dearest (msrfr) runs last. */
+static void test_estimates(void **state)
+{
+    (void)state;
+    gp_auto_problem a = problem(500, GP_LIK_GAUSSIAN, 1e6), b = problem(2000, GP_LIK_GAUSSIAN, 1e6);
+    gp_auto_candidate ca[GP_AUTO_MAX_CANDIDATES], cb[GP_AUTO_MAX_CANDIDATES];
+    size_t na = 0, nb = 0;
+    gp_auto_candidates(&a, ca, &na);
+    gp_auto_candidates(&b, cb, &nb);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        assert_string_equal(ca[i].method, cb[i].method);
+        assert_true(cb[i].est_fit_s > ca[i].est_fit_s);
+    }
+    assert_true(ca[na - 1].est_fit_s > ca[0].est_fit_s); /* msrfr dearer than exact */
+}
+
+static gp_auto_score done(double mean, double sd, double seconds)
+{
+    gp_auto_score s = {1, mean, sd, 5, seconds};
+    return s;
+}
+
+static void test_pick(void **state)
+{
+    (void)state;
+    gp_auto_score s[4];
+    /* a clear best: se of index 1 = 0.1 / sqrt 5 = 0.0447 */
+    s[0] = done(1.0, 0.1, 1.0);
+    s[1] = done(0.5, 0.1, 9.0);
+    s[2] = done(0.9, 0.1, 0.1);
+    assert_int_equal(gp_auto_pick(s, 3), 1);
+    /* within one standard error of the best: the earliest in the table's order */
+    s[0] = done(0.54, 0.1, 1.0);
+    assert_int_equal(gp_auto_pick(s, 3), 0);
+    s[0] = done(0.545, 0.1, 1.0); /* 0.045 > 0.0447: not tied */
+    assert_int_equal(gp_auto_pick(s, 3), 1);
+    /* the tie is the best's own standard error, whatever the others' */
+    s[0] = done(0.51, 0.0, 1.0);
+    s[1] = done(0.5, 0.01, 9.0); /* se 0.00447 */
+    assert_int_equal(gp_auto_pick(s, 3), 1);
+    s[0] = done(0.504, 0.0, 1.0);
+    assert_int_equal(gp_auto_pick(s, 3), 0);
+    /* a later candidate never wins a tie against an earlier one, cheaper or not */
+    s[0] = done(0.7, 0.0, 0.1);
+    s[1] = done(0.5, 0.1, 9.0);
+    s[2] = done(0.52, 0.1, 0.01);
+    assert_int_equal(gp_auto_pick(s, 3), 1);
+    /* not done or non-finite: never picked */
+    s[0] = done(-5.0, 0.0, 0.0);
+    s[0].done = 0;
+    s[3] = done(NAN, 0.0, 0.0);
+    assert_int_equal(gp_auto_pick(s, 4), 1);
+    gp_auto_score none[2] = {{0}, {0}};
+    assert_int_equal(gp_auto_pick(none, 2), -1);
+    assert_int_equal(gp_auto_pick(none, 0), -1);
+    /* one fold (a hold-out part): no spread, the lowest mean */
+    s[0] = done(0.3, 0.0, 1.0);
+    s[0].folds = 1;
+    s[1] = done(0.29, 0.5, 1.0);
+    s[1].folds = 1;
+    assert_int_equal(gp_auto_pick(s, 2), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gaussian_small),   cmocka_unit_test(test_gaussian_large),
+        cmocka_unit_test(test_other_likelihoods), cmocka_unit_test(test_outputs),
+        cmocka_unit_test(test_rules_match_descriptors), cmocka_unit_test(test_estimates),
+        cmocka_unit_test(test_pick),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
