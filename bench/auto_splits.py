@@ -1,17 +1,35 @@
+#!/usr/bin/python3
 """Method "auto" on the shared sets' test20 splits (bench/results/auto.md).
 
 For each set and split: a fit with "method": "auto" (async false, budget_s)
-on the training rows, then each candidate its leaderboard validated, fitted
-alone (its default options, no validation) on the same rows; every model
-predicts the test rows (include_noise, the default) and is scored there:
-gaussian NLPD per point from the predictive mean and variance (a Gaussian;
-msrfr's mixture is scored by its moments too), bernoulli log loss from
-"probability". Prints one line per split and a markdown table of the gaps.
+on the training rows; then each candidate its leaderboard validated, fitted
+alone (its default options, no validation: the request auto's final fit
+makes) on the same rows; then scikit-learn's GP (GaussianProcessRegressor or
+GaussianProcessClassifier, the recipes of bench/sklearn_exact.py and
+bench/sklearn_classification.py) in the same process. Every model predicts
+the test rows and is scored there:
+  gaussian   NLPD per point of y from the predictive mean and variance (a
+             Gaussian; msrfr's mixture by its moments), RMSE, and the coverage
+             of the 95 % interval (the share of test y inside the predicted
+             0.025 and 0.975 quantiles: msrfr's are its mixture's);
+  bernoulli  log loss from "probability" (clipped to [1e-12, 1 - 1e-12]) and
+             accuracy (threshold 0.5);
+  poisson    the count log predictive -log E_f Poisson(y | exp f) with f the
+             latent N(latent_mean, latent_variance) (32-point Gauss-Hermite),
+             RMSE of count_mean, and the 95 % coverage of the count quantiles.
+scikit-learn has no count GP: doctor_visits has no peer column. Above
+--sklearn-max training rows scikit-learn fits a seeded subset of that many rows
+(its N x N x d gradient tensor: spam's ARD GPC on 3681 rows took 19 GB);
+GPC on more than 40 inputs uses one length scale (as classification.md's spam).
 
-Usage: python3 bench/auto_splits.py URL [--splits 2] [--first 0] [--budget 60]
-       [--sets yacht,boston,energy,ionosphere]
+Usage: /usr/bin/python3 bench/auto_splits.py URL --out FILE.jsonl
+          [--sets all|a,b] [--splits 5] [--first 0] [--budget 60]
+          [--budget-large 300 --large-n 2000] [--no-sklearn] [--sklearn-max 2000]
+       /usr/bin/python3 bench/auto_splits.py --table FILE.jsonl [FILE2.jsonl ...]
 (URL: a running gpserve, e.g. http://127.0.0.1:8080; the data from
-../shared/datasets or $GPSERVE_DATASETS.) Standard library only.
+../shared/datasets or $GPSERVE_DATASETS.) --out appends one JSON line per split
+and skips the splits a line already holds, so a run can be resumed. numpy and
+scikit-learn only for the peer column (make bench-deps).
 """
 
 import argparse
@@ -29,10 +47,20 @@ DATA = os.environ.get("GPSERVE_DATASETS",
                       os.path.join(HERE, "..", "..", "shared", "datasets"))
 if not os.path.isdir(DATA):
     DATA = "/work/shared/datasets"
-BERNOULLI = {"ionosphere", "sonar", "pima", "breast_wisconsin", "spam"}
+
+# Every shared set with test20 splits, its likelihood, in the order they run
+# (small first: a partial run still covers the most sets).
+SETS = [("yacht", "gaussian"), ("boston", "gaussian"), ("energy", "gaussian"),
+        ("concrete", "gaussian"), ("wine_red", "gaussian"),
+        ("sonar", "bernoulli"), ("ionosphere", "bernoulli"), ("breast_wisconsin", "bernoulli"),
+        ("pima", "bernoulli"), ("spam", "bernoulli"), ("doctor_visits", "poisson"),
+        ("kin8nm", "gaussian"), ("power", "gaussian"), ("naval", "gaussian"),
+        ("protein", "gaussian")]
+LIK = dict(SETS)
+Q = [0.025, 0.975]
 
 
-def post(url, body, timeout=3600):
+def post(url, body, timeout=7200):
     req = urllib.request.Request(url, json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
@@ -54,22 +82,119 @@ def load(name):
     return X, y, splits
 
 
-def score(url, name, Xte, yte, lik):
-    st, p = post(url + "/v1/models/" + name + "/predict", {"X": Xte})
-    if st != 200:
-        return float("nan")
-    total = 0.0
+_GH = None
+
+
+def gauss_hermite():
+    global _GH
+    if _GH is None:
+        import numpy as np
+        x, w = np.polynomial.hermite.hermgauss(32)
+        _GH = (list(x * math.sqrt(2.0)), list(w / math.sqrt(math.pi)))
+    return _GH
+
+
+def poisson_logpred(y, m, v):
+    xs, ws = gauss_hermite()
+    s = math.sqrt(max(v, 0.0))
+    terms = []
+    for x, w in zip(xs, ws):
+        f = m + s * x
+        terms.append(math.log(w) + y * f - math.exp(min(f, 700.0)) - math.lgamma(y + 1.0))
+    top = max(terms)
+    return top + math.log(sum(math.exp(t - top) for t in terms))
+
+
+def scores(lik, yte, mean, var, lo=None, hi=None, prob=None, lat=None):
+    """Test scores of one model: nlpd (log loss for bernoulli), rmse or accuracy, cover95."""
+    n = len(yte)
+    out = {}
     if lik == "bernoulli":
-        for pr, t in zip(p["probability"], yte):
+        ll, ok = 0.0, 0
+        for pr, t in zip(prob, yte):
+            ok += (pr >= 0.5) == (t == 1)
             pr = min(max(pr, 1e-12), 1 - 1e-12)
-            total -= math.log(pr if t == 1 else 1 - pr)
+            ll -= math.log(pr if t == 1 else 1 - pr)
+        return {"nlpd": ll / n, "accuracy": ok / n}
+    if lik == "poisson":
+        out["nlpd"] = -sum(poisson_logpred(t, m, v) for t, m, v in zip(yte, *lat)) / n
     else:
-        for m, v, t in zip(p["mean"], p["variance"], yte):
-            total += 0.5 * math.log(2 * math.pi * v) + (t - m) ** 2 / (2 * v)
-    return total / len(yte)
+        out["nlpd"] = sum(0.5 * math.log(2 * math.pi * v) + (t - m) ** 2 / (2 * v)
+                          for m, v, t in zip(mean, var, yte)) / n
+    out["rmse"] = math.sqrt(sum((t - m) ** 2 for m, t in zip(mean, yte)) / n)
+    if lo is not None:
+        out["cover95"] = sum(1 for a, b, t in zip(lo, hi, yte) if a <= t <= b) / n
+    return out
 
 
-def run_split(url, ds, k, X, y, test, budget, lik):
+def score_model(url, name, Xte, yte, lik):
+    body = {"X": Xte}
+    if lik != "bernoulli":
+        body["quantiles"] = Q
+    st, p = post(url + "/v1/models/" + name + "/predict", body)
+    if st != 200:
+        return {"error": p}
+    qs = p.get("quantiles") or {}
+    lo, hi = qs.get(str(Q[0])), qs.get(str(Q[1]))
+    lat = (p.get("latent_mean"), p.get("latent_variance"))
+    return scores(lik, yte, p.get("mean"), p.get("variance"), lo, hi,
+                  p.get("probability"), lat)
+
+
+def fit_and_score(url, name, body, Xte, yte, lik):
+    t0 = time.monotonic()
+    st, m = post(url + "/v1/models", dict(body, name=name))
+    secs = time.monotonic() - t0
+    if st != 201:
+        return {"error": m, "fit_s": secs}, None
+    out = score_model(url, name, Xte, yte, lik)
+    out["fit_s"] = secs
+    return out, m
+
+
+def sklearn_fit(lik, Xtr, ytr, Xte, yte, seed, max_n):
+    """scikit-learn's GP on (a seeded subset of) the training rows, scored on the test rows."""
+    import warnings
+    import numpy as np
+    from sklearn.gaussian_process import GaussianProcessClassifier, GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+    from scipy.stats import norm
+    Xtr, ytr, Xte = np.asarray(Xtr), np.asarray(ytr), np.asarray(Xte)
+    n_full = len(ytr)
+    if n_full > max_n:
+        keep = np.sort(np.random.default_rng(seed).choice(n_full, max_n, replace=False))
+        Xtr, ytr = Xtr[keep], ytr[keep]
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1.0
+    Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    d = Xtr.shape[1]
+    info = {"n_fit": int(len(ytr))}
+    t0 = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if lik == "bernoulli":
+            ls = 1.0 if d > 40 else np.ones(d)
+            info["ard"] = d <= 40
+            g = GaussianProcessClassifier(ConstantKernel(1.0) * RBF(ls), n_restarts_optimizer=0,
+                                          random_state=0).fit(Xtr, ytr)
+            prob = g.predict_proba(Xte)[:, 1]
+            out = scores(lik, yte, None, None, prob=list(prob))
+        else:
+            k = ConstantKernel(1.0) * RBF(np.ones(d)) + WhiteKernel(1.0)
+            g = GaussianProcessRegressor(k, normalize_y=True, n_restarts_optimizer=0,
+                                         random_state=0).fit(Xtr, ytr)
+            m, s = g.predict(Xte, return_std=True)
+            s = np.maximum(s, 1e-300)
+            z = norm.ppf(0.975)
+            out = scores(lik, yte, list(m), list(s * s), list(m - z * s), list(m + z * s))
+    out["fit_s"] = time.monotonic() - t0
+    out.update(info)
+    return out
+
+
+def run_split(a, ds, k, X, y, test, budget):
+    lik = LIK[ds]
+    url = a.url.rstrip("/")
     ts = set(test)
     Xtr = [x for i, x in enumerate(X) if i not in ts]
     ytr = [v for i, v in enumerate(y) if i not in ts]
@@ -79,68 +204,177 @@ def run_split(url, ds, k, X, y, test, budget, lik):
     if lik != "gaussian":
         base["likelihood"] = lik
     name = "bench-auto-%s-%d" % (ds, k)
-    t0 = time.monotonic()
-    st, m = post(url + "/v1/models",
-                 dict(base, name=name, method="auto", budget_s=budget, **{"async": False}))
-    auto_s = time.monotonic() - t0
-    if st != 201:
-        return {"error": m}
-    out = {"set": ds, "split": k, "n": len(ytr), "chosen": m["method"], "auto_s": auto_s,
-           "auto_test": score(url, name, Xte, yte, lik), "single": {},
-           "leaderboard": m["method_info"]["leaderboard"]}
+    auto, m = fit_and_score(url, name, dict(base, method="auto", budget_s=budget,
+                                            **{"async": False}), Xte, yte, lik)
+    out = {"set": ds, "split": k, "n": len(ytr), "likelihood": lik, "budget_s": budget,
+           "auto": auto, "single": {}}
+    if m is None:
+        return out
+    out["chosen"] = m["method"]
+    mi = m.get("method_info", {})
+    out["leaderboard"] = mi.get("leaderboard", [])
+    for key in ("auto_seconds", "total_seconds", "validation_plan"):
+        if key in mi:
+            out[key] = mi[key]
     for c in out["leaderboard"]:
-        if c["status"] != "done":
+        if c.get("status") != "done":
             continue
-        sname = "bench-single-%s-%d-%s" % (ds, k, c["method"])
-        body = dict(base, name=sname, method=c["method"], validation=False)
+        body = dict(base, method=c["method"], validation=False)
         if c.get("options"):
             body["options"] = c["options"]
-        t0 = time.monotonic()
-        st, _ = post(url + "/v1/models", body)
-        secs = time.monotonic() - t0
-        if st == 201:
-            out["single"][c["method"]] = {"test": score(url, sname, Xte, yte, lik),
-                                          "fit_s": secs, "val": c["nlpd"],
-                                          "cover95": c.get("coverage_95")}
+        s, _ = fit_and_score(url, "bench-single-%s-%d-%s" % (ds, k, c["method"]), body,
+                             Xte, yte, lik)
+        s["val"], s["val_sd"] = c.get("nlpd"), c.get("nlpd_sd")
+        s["val_cover95"] = c.get("coverage_95")
+        out["single"][c["method"]] = s
+    if not a.no_sklearn and lik != "poisson":
+        try:
+            out["sklearn"] = sklearn_fit(lik, Xtr, ytr, Xte, yte, k, a.sklearn_max)
+        except Exception as e:  # a peer's failure is a figure, not a crash of the run
+            out["sklearn"] = {"error": repr(e)}
     return out
+
+
+def done_splits(path):
+    seen = set()
+    if path and os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    seen.add((r["set"], r["split"]))
+    return seen
+
+
+def run(a):
+    names = [s for s, _ in SETS] if a.sets == "all" else a.sets.split(",")
+    seen = done_splits(a.out)
+    for ds in names:
+        X, y, splits = load(ds)
+        budget = a.budget_large if len(y) * 0.9 > a.large_n else a.budget
+        for k in range(a.first, min(a.first + a.splits, len(splits))):
+            if (ds, k) in seen:
+                continue
+            r = run_split(a, ds, k, X, y, splits[k], budget)
+            line = json.dumps(r)
+            print(line, flush=True)
+            if a.out:
+                with open(a.out, "a") as f:
+                    f.write(line + "\n")
+    return 0
+
+
+# ---- tables ----
+
+def mean(v):
+    v = [x for x in v if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return sum(v) / len(v) if v else float("nan")
+
+
+def fmt(x, spec="%.3f"):
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else spec % x
+
+
+def gap_of(r):
+    """auto's test score minus the best single candidate's (the best in hindsight)."""
+    s = {m: v for m, v in r["single"].items() if "nlpd" in v}
+    if not s or "nlpd" not in r["auto"]:
+        return None, None
+    best = min(s, key=lambda m: s[m]["nlpd"])
+    return r["auto"]["nlpd"] - s[best]["nlpd"], best
+
+
+def table(paths):
+    rows = []
+    for p in paths:
+        with open(p) as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    order = [s for s, _ in SETS]
+    sets = sorted({r["set"] for r in rows}, key=order.index)
+    print("| set | N train | splits | budget s | auto test | gap to best in hindsight: mean | max "
+          "| auto's choices | auto s: mean | max | scikit-learn test | sklearn fit s | "
+          "auto − sklearn |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    for ds in sets:
+        rs = [r for r in rows if r["set"] == ds and "chosen" in r]
+        if not rs:
+            print("| %s | no completed split |" % ds)
+            continue
+        gaps = [gap_of(r)[0] for r in rs]
+        choices = {}
+        for r in rs:
+            choices[r["chosen"]] = choices.get(r["chosen"], 0) + 1
+        sk = [r.get("sklearn", {}) for r in rs]
+        sk_n = [s.get("nlpd") for s in sk]
+        auto_n = [r["auto"].get("nlpd") for r in rs]
+        diff = [a_ - b for a_, b in zip(auto_n, sk_n) if a_ is not None and b is not None]
+        secs = [r["auto"]["fit_s"] for r in rs]
+        print("| %s | %d | %d | %g | %s | %s | %s | %s | %.1f | %.1f | %s | %s | %s |" % (
+            ds, rs[0]["n"], len(rs), rs[0]["budget_s"], fmt(mean(auto_n)),
+            fmt(mean(gaps), "%+.3f"), fmt(max(g for g in gaps if g is not None), "%+.3f"),
+            ", ".join("%s %d" % kv for kv in sorted(choices.items(), key=lambda kv: -kv[1])),
+            mean(secs), max(secs), fmt(mean(sk_n)),
+            fmt(mean([s.get("fit_s") for s in sk]), "%.1f"),
+            fmt(mean(diff), "%+.3f") if diff else "—"))
+    methods = ["exact", "sgpr", "ssgp", "svgp", "pls", "gwi", "msrfr", "hkd"]
+    print("\nCoverage of the 95 % intervals on the test rows (mean over splits; nominal 0.95):\n")
+    print("| set | " + " | ".join(methods) + " | scikit-learn |")
+    print("|---|" + "---:|" * (len(methods) + 1))
+    for ds in sets:
+        rs = [r for r in rows if r["set"] == ds and "chosen" in r]
+        if not rs or rs[0]["likelihood"] == "bernoulli":
+            continue
+        cells = [fmt(mean([r["single"].get(m, {}).get("cover95") for r in rs]))
+                 for m in methods]
+        cells.append(fmt(mean([r.get("sklearn", {}).get("cover95") for r in rs])))
+        print("| %s | %s |" % (ds, " | ".join(cells)))
+    print("\nEvery split (cells: test score (validation mean), single fit s; the chosen one bold):\n")
+    print("| set | split | choice | auto test | best in hindsight | gap | auto s | scikit-learn | "
+          "candidates |")
+    print("|---|---:|---|---:|---|---:|---:|---:|---|")
+    for r in sorted(rows, key=lambda r: (order.index(r["set"]), r["split"])):
+        if "chosen" not in r:
+            print("| %s | %d | error: %s |" % (r["set"], r["split"], r["auto"].get("error")))
+            continue
+        g, best = gap_of(r)
+        cells = []
+        for c in r.get("leaderboard", []):
+            m_ = c["method"]
+            s = r["single"].get(m_)
+            if s is None:
+                cells.append("%s %s" % (m_, c.get("status")))
+                continue
+            cell = "%s %s (%s, %.0f s)" % (m_, fmt(s.get("nlpd")), fmt(s.get("val")),
+                                          s.get("fit_s", 0))
+            cells.append("**%s**" % cell if m_ == r["chosen"] else cell)
+        sk = r.get("sklearn", {})
+        print("| %s | %d | %s | %s | %s %s | %s | %.1f | %s | %s |" % (
+            r["set"], r["split"], r["chosen"], fmt(r["auto"].get("nlpd")), best,
+            fmt(r["single"].get(best, {}).get("nlpd")), fmt(g, "%+.3f"), r["auto"]["fit_s"],
+            fmt(sk.get("nlpd")), "; ".join(cells)))
+    return 0
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("url")
-    ap.add_argument("--splits", type=int, default=2)
+    ap.add_argument("url", nargs="?")
+    ap.add_argument("--out", help="append JSON lines here; skip the splits it holds")
+    ap.add_argument("--splits", type=int, default=5, help="splits per set")
     ap.add_argument("--first", type=int, default=0, help="the first split")
     ap.add_argument("--budget", type=float, default=60)
-    ap.add_argument("--sets", default="yacht,boston,energy,ionosphere")
+    ap.add_argument("--budget-large", type=float, default=300,
+                    help="budget_s for sets of more than --large-n training rows")
+    ap.add_argument("--large-n", type=int, default=2000)
+    ap.add_argument("--sets", default="all")
+    ap.add_argument("--no-sklearn", action="store_true")
+    ap.add_argument("--sklearn-max", type=int, default=2000)
+    ap.add_argument("--table", nargs="+", metavar="FILE.jsonl")
     a = ap.parse_args()
-    results = []
-    for ds in a.sets.split(","):
-        X, y, splits = load(ds)
-        lik = "bernoulli" if ds in BERNOULLI else "gaussian"
-        for k in range(a.first, min(a.first + a.splits, len(splits))):
-            r = run_split(a.url.rstrip("/"), ds, k, X, y, splits[k], a.budget, lik)
-            results.append(r)
-            print(json.dumps(r), flush=True)
-    print("\n| set | split | N | auto's choice | auto test | best single (test) | gap | "
-          "auto s (budget %g) | candidates: test (validation), fit s |" % a.budget)
-    print("|---|---:|---:|---|---:|---|---:|---:|---|")
-    for r in results:
-        if "error" in r:
-            print("| %s | error: %s |" % (r.get("set"), r["error"]))
-            continue
-        s = r["single"]
-        best = min(s, key=lambda m: s[m]["test"]) if s else None
-        gap = r["auto_test"] - s[best]["test"] if best else float("nan")
-        cells = "; ".join("%s %.3f (%.3f), %.1f s" % (m, v["test"], v["val"], v["fit_s"])
-                          for m, v in s.items())
-        skipped = [c["method"] + " " + c["status"] for c in r["leaderboard"]
-                   if c["status"] != "done"]
-        if skipped:
-            cells += "; " + ", ".join(skipped)
-        print("| %s | %d | %d | %s | %.3f | %s %.3f | %+.3f | %.1f | %s |" % (
-            r["set"], r["split"], r["n"], r["chosen"], r["auto_test"], best,
-            s[best]["test"] if best else float("nan"), gap, r["auto_s"], cells))
-    return 0
+    if a.table:
+        return table(a.table)
+    if not a.url:
+        ap.error("a daemon URL, or --table FILE.jsonl")
+    return run(a)
 
 
 if __name__ == "__main__":
