@@ -25,7 +25,11 @@ GPC on more than 40 inputs uses one length scale (as classification.md's spam).
 Usage: /usr/bin/python3 bench/auto_splits.py URL --out FILE.jsonl
           [--sets all|a,b] [--splits 5] [--first 0] [--budget 60]
           [--budget-large 300 --large-n 2000] [--no-sklearn] [--sklearn-max 2000]
+       /usr/bin/python3 bench/auto_splits.py URL --fill FILE.jsonl [--sets a,b] [--fill-cap 900]
        /usr/bin/python3 bench/auto_splits.py --table FILE.jsonl [FILE2.jsonl ...]
+--fill fits alone, as async jobs cancelled past --fill-cap seconds, every candidate
+auto listed but did not validate (skipped for its estimate, or stopped at the
+budget), so "the best single method in hindsight" is over the whole rule table.
 (URL: a running gpserve, e.g. http://127.0.0.1:8080; the data from
 ../shared/datasets or $GPSERVE_DATASETS.) --out appends one JSON line per split
 and skips the splits a line already holds, so a run can be resumed. numpy and
@@ -235,6 +239,78 @@ def run_split(a, ds, k, X, y, test, budget):
     return out
 
 
+def get(url, timeout=60):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def fit_capped(url, name, body, Xte, yte, lik, cap_s):
+    """One fit as an async job, cancelled past cap_s seconds; scored like fit_and_score."""
+    t0 = time.monotonic()
+    st, j = post(url + "/v1/models", dict(body, name=name, **{"async": True}))
+    if st != 202:
+        return {"error": j, "fit_s": time.monotonic() - t0}
+    jid = j["job"]
+    while True:
+        time.sleep(1.0)
+        st, job = get(url + "/v1/jobs/" + jid)
+        secs = time.monotonic() - t0
+        if job.get("status") == "succeeded":
+            out = score_model(url, name, Xte, yte, lik)
+            out["fit_s"] = secs
+            return out
+        if job.get("status") in ("failed", "cancelled"):
+            return {"error": job.get("error") or job.get("status"), "fit_s": secs}
+        if secs > cap_s:
+            req = urllib.request.Request(url + "/v1/jobs/" + jid, method="DELETE")
+            try:
+                urllib.request.urlopen(req, timeout=60).read()
+            except urllib.error.HTTPError:
+                pass
+            return {"error": "cancelled past %g s" % cap_s, "fit_s": secs}
+
+
+def fill(a):
+    """Fit alone every candidate auto listed but did not validate (skipped or stopped), so the
+    best single method in hindsight is over the whole rule table, not only what auto ran."""
+    url = a.url.rstrip("/")
+    with open(a.fill) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    names = None if a.sets == "all" else set(a.sets.split(","))
+    data = {}
+    for r in rows:
+        if "chosen" not in r or (names and r["set"] not in names):
+            continue
+        ds, k, lik = r["set"], r["split"], r["likelihood"]
+        if ds not in data:
+            data[ds] = load(ds)
+        X, y, splits = data[ds]
+        ts = set(splits[k])
+        base = {"X": [x for i, x in enumerate(X) if i not in ts],
+                "y": [v for i, v in enumerate(y) if i not in ts], "seed": k, "validation": False}
+        if lik != "gaussian":
+            base["likelihood"] = lik
+        Xte, yte = [X[i] for i in splits[k]], [y[i] for i in splits[k]]
+        for c in r.get("leaderboard", []):
+            if c["method"] in r["single"] or c["method"] in r.get("unvalidated", {}):
+                continue
+            body = dict(base, method=c["method"])
+            if c.get("options"):
+                body["options"] = c["options"]
+            s = fit_capped(url, "bench-fill-%s-%d-%s" % (ds, k, c["method"]), body, Xte, yte,
+                           lik, a.fill_cap)
+            s["auto_status"] = c.get("status")
+            r.setdefault("unvalidated", {})[c["method"]] = s
+            print(ds, k, c["method"], json.dumps(s), flush=True)
+            with open(a.fill + ".tmp", "w") as f:
+                f.writelines(json.dumps(x) + "\n" for x in rows)
+            os.replace(a.fill + ".tmp", a.fill)
+    return 0
+
+
 def done_splits(path):
     seen = set()
     if path and os.path.exists(path):
@@ -275,9 +351,16 @@ def fmt(x, spec="%.3f"):
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else spec % x
 
 
+def singles(r):
+    """Every candidate fitted alone: those auto validated and (--fill) those it did not."""
+    s = {m: v for m, v in r.get("unvalidated", {}).items() if "nlpd" in v}
+    s.update({m: v for m, v in r["single"].items() if "nlpd" in v})
+    return s
+
+
 def gap_of(r):
     """auto's test score minus the best single candidate's (the best in hindsight)."""
-    s = {m: v for m, v in r["single"].items() if "nlpd" in v}
+    s = singles(r)
     if not s or "nlpd" not in r["auto"]:
         return None, None
     best = min(s, key=lambda m: s[m]["nlpd"])
@@ -287,12 +370,11 @@ def gap_of(r):
 def best_overall(rs):
     """The one method with the lowest mean test score over the splits (among those that ran on
     every split: a method stopped on some splits is not comparable)."""
-    full = set.intersection(*[set(m for m, v in r["single"].items() if "nlpd" in v)
-                              for r in rs]) if rs else set()
+    full = set.intersection(*[set(singles(r)) for r in rs]) if rs else set()
     if not full:
         return "—", float("nan")
-    m = min(full, key=lambda m: mean([r["single"][m]["nlpd"] for r in rs]))
-    return m, mean([r["single"][m]["nlpd"] for r in rs])
+    m = min(full, key=lambda m: mean([singles(r)[m]["nlpd"] for r in rs]))
+    return m, mean([singles(r)[m]["nlpd"] for r in rs])
 
 
 def table(paths):
@@ -338,7 +420,7 @@ def table(paths):
         rs = [r for r in rows if r["set"] == ds and "chosen" in r]
         if not rs or rs[0]["likelihood"] == "bernoulli":
             continue
-        cells = [fmt(mean([r["single"].get(m, {}).get("cover95") for r in rs]))
+        cells = [fmt(mean([singles(r).get(m, {}).get("cover95") for r in rs]))
                  for m in methods]
         cells.append(fmt(mean([r.get("sklearn", {}).get("cover95") for r in rs])))
         print("| %s | %s |" % (ds, " | ".join(cells)))
@@ -355,6 +437,12 @@ def table(paths):
         for c in r.get("leaderboard", []):
             m_ = c["method"]
             s = r["single"].get(m_)
+            u = r.get("unvalidated", {}).get(m_)
+            if s is None and u is not None:
+                cells.append("%s %s: alone %s, %.0f s" % (
+                    m_, c.get("status"), fmt(u.get("nlpd")) if "nlpd" in u else "not done",
+                    u.get("fit_s", 0)))
+                continue
             if s is None:
                 cells.append("%s %s" % (m_, c.get("status")))
                 continue
@@ -364,7 +452,7 @@ def table(paths):
         sk = r.get("sklearn", {})
         print("| %s | %d | %s | %s | %s %s | %s | %.1f | %s | %s |" % (
             r["set"], r["split"], r["chosen"], fmt(r["auto"].get("nlpd")), best,
-            fmt(r["single"].get(best, {}).get("nlpd")), fmt(g, "%+.3f"), r["auto"]["fit_s"],
+            fmt(singles(r).get(best, {}).get("nlpd")), fmt(g, "%+.3f"), r["auto"]["fit_s"],
             fmt(sk.get("nlpd")), "; ".join(cells)))
     return 0
 
@@ -383,9 +471,16 @@ def main():
     ap.add_argument("--no-sklearn", action="store_true")
     ap.add_argument("--sklearn-max", type=int, default=2000)
     ap.add_argument("--table", nargs="+", metavar="FILE.jsonl")
+    ap.add_argument("--fill", metavar="FILE.jsonl",
+                    help="fit alone the candidates auto skipped or stopped (rewrites FILE)")
+    ap.add_argument("--fill-cap", type=float, default=900, help="seconds per such fit")
     a = ap.parse_args()
     if a.table:
         return table(a.table)
+    if a.fill:
+        if not a.url:
+            ap.error("--fill needs the daemon URL")
+        return fill(a)
     if not a.url:
         ap.error("a daemon URL, or --table FILE.jsonl")
     return run(a)
