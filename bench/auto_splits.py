@@ -297,6 +297,8 @@ def fill(a):
         for c in r.get("leaderboard", []):
             if c["method"] in r["single"] or c["method"] in r.get("unvalidated", {}):
                 continue
+            if a.fill_methods and c["method"] not in a.fill_methods.split(","):
+                continue
             body = dict(base, method=c["method"])
             if c.get("options"):
                 body["options"] = c["options"]
@@ -378,10 +380,14 @@ def best_overall(rs):
 
 
 def table(paths):
-    rows = []
-    for p in paths:
+    by_split = {}
+    for p in paths:  # a split in several files: the one with the most candidates fitted alone
         with open(p) as f:
-            rows += [json.loads(line) for line in f if line.strip()]
+            for r in (json.loads(line) for line in f if line.strip()):
+                key = (r["set"], r["split"])
+                if key not in by_split or len(singles(r)) > len(singles(by_split[key])):
+                    by_split[key] = r
+    rows = list(by_split.values())
     order = [s for s, _ in SETS]
     sets = sorted({r["set"] for r in rows}, key=order.index)
     print("| set | N train | splits | budget s | auto test | gap to the split's best: mean | max "
@@ -474,6 +480,7 @@ def main():
     ap.add_argument("--fill", metavar="FILE.jsonl",
                     help="fit alone the candidates auto skipped or stopped (rewrites FILE)")
     ap.add_argument("--fill-cap", type=float, default=900, help="seconds per such fit")
+    ap.add_argument("--fill-methods", help="only these candidates (a,b)")
     a = ap.parse_args()
     if a.table:
         return table(a.table)
