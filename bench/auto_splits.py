@@ -220,6 +220,12 @@ def run_split(a, ds, k, X, y, test, budget):
     for key in ("auto_seconds", "total_seconds", "validation_plan"):
         if key in mi:
             out[key] = mi[key]
+    mi_auto = mi.get("auto", {})
+    for key in ("seconds", "within_budget", "final_fit", "validation"):
+        if key in mi_auto:
+            out["auto_" + key] = mi_auto[key]
+    if a.auto_only:
+        return out
     for c in out["leaderboard"]:
         if c.get("status") != "done":
             continue
@@ -475,6 +481,8 @@ def main():
     ap.add_argument("--large-n", type=int, default=2000)
     ap.add_argument("--sets", default="all")
     ap.add_argument("--no-sklearn", action="store_true")
+    ap.add_argument("--auto-only", action="store_true",
+                    help="auto's fit alone (its choice, seconds, budget), no single fits")
     ap.add_argument("--sklearn-max", type=int, default=2000)
     ap.add_argument("--table", nargs="+", metavar="FILE.jsonl")
     ap.add_argument("--fill", metavar="FILE.jsonl",
