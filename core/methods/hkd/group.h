@@ -63,6 +63,8 @@ typedef struct gp_symmetry {
     int validate;       /* check the symmetry numerically at fit time (default 1) */
     int center_origin;  /* "center": "origin": the group acts about 0 in the caller's units,
                            not about the training mean (the default, as the paper centres) */
+    int per_block;      /* "share_inducing": false: every block optimises its own Z (a fit
+                           option, not part of the symmetry's code: the stored blocks say it) */
 } gp_symmetry;
 
 /* The symmetry of a request's option value v (NULL: negate every input, the
