@@ -95,17 +95,25 @@ static int v_generator(gp_value *g, const char *type, const size_t *dims, size_t
 /* {"generators": [...]} for kind on d inputs (heap; gp_value_free), NULL on ENOMEM.
  * SYM_NEGATE_AXES: HKD_WAYS generators "negate", dims j, j + WAYS, j + 2 WAYS, ...
  * (the axis version of negate_pca's split of the PCA directions). SYM_ROTATE2D
- * also has "center": "origin" (the synthetic set's symmetry is exactly about 0). */
+ * also has "center": "origin" (the synthetic set's symmetry is exactly about 0);
+ * SYM_ROTATE2D_PER_BLOCK is it with "share_inducing": false. */
 gp_value *hkdb_make_symmetry(sym_kind kind, size_t d)
 {
-    static const char *const root_keys[] = {"generators", "center"};
+    static const char *const root_keys[] = {"generators", "center", "share_inducing"};
     gp_value *root = calloc(1, sizeof *root);
     if (root == NULL)
         return NULL;
+    int per_block = kind == SYM_ROTATE2D_PER_BLOCK;
+    if (per_block)
+        kind = SYM_ROTATE2D;
     size_t n_gen = kind == SYM_NONE ? 0 : kind == SYM_NEGATE_AXES ? HKD_WAYS : 1;
-    int bad = v_object(root, kind == SYM_ROTATE2D ? 2 : 1, root_keys) != 0 ||
+    int bad = v_object(root, kind == SYM_ROTATE2D ? 2 + (size_t)per_block : 1, root_keys) != 0 ||
               v_array(&root->items[0], n_gen) != 0 ||
               (kind == SYM_ROTATE2D && v_string(&root->items[1], "origin") != 0);
+    if (!bad && per_block) {
+        root->items[2].type = GP_VALUE_BOOL;
+        root->items[2].number = 0.0;
+    }
     gp_value *gens = bad ? NULL : &root->items[0];
     if (!bad && kind == SYM_NEGATE_PCA) {
         bad = v_generator(&gens->items[0], "negate_pca", NULL, 0, "ways", HKD_WAYS) != 0;

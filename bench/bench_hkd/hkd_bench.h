@@ -85,7 +85,13 @@ int hkdb_set_selected(const options *o, const char *name);
 
 /* ---- one fit (fit.c) ---- */
 
-typedef enum sym_kind { SYM_NONE = 0, SYM_NEGATE_PCA, SYM_NEGATE_AXES, SYM_ROTATE2D } sym_kind;
+typedef enum sym_kind {
+    SYM_NONE = 0,
+    SYM_NEGATE_PCA,
+    SYM_NEGATE_AXES,
+    SYM_ROTATE2D,
+    SYM_ROTATE2D_PER_BLOCK /* the same with "share_inducing": false (issue 40) */
+} sym_kind;
 
 /* {"generators": [...]} for kind on d inputs (heap; gp_value_free), NULL on ENOMEM. */
 gp_value *hkdb_make_symmetry(sym_kind kind, size_t d);
@@ -142,7 +148,7 @@ void hkdb_run_trace(const options *o);
 
 /* ---- part 3: the synthetic set (synth.c) ---- */
 
-enum { S_HKD = 0, S_SGPR, S_HKD_FIXED, S_HKD_PLAIN_FIXED, S_SGPR_FIXED, N_SYNTH };
+enum { S_HKD = 0, S_SGPR, S_HKD_FIXED, S_HKD_PLAIN_FIXED, S_SGPR_FIXED, S_HKD_PER_BLOCK, N_SYNTH };
 
 typedef struct synth_outcome {
     int ran;
