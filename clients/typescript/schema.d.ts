@@ -2222,7 +2222,7 @@ export interface components {
         };
         /** @description Harmonic kernel decomposition (HVGP): a sparse variational GP whose kernel is split by a symmetry group into T orthogonal blocks of m inducing points each; costs O(N T m^2) per pass against O(N T^2 m^2) for T m points */
         HkdOptions: {
-            /** @description the group the kernel is invariant under: {"generators": [...]} of negate {dims}, negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, cycle_dims {dims, shift}; commuting, combined into their product; "center": "mean" (default: the group acts about the training mean) or "origin". Absent: negate every input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z) */
+            /** @description the group the kernel is invariant under: {"generators": [...]} of negate {dims}, negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, cycle_dims {dims, shift}; commuting, combined into their product; "center": "mean" (default: the group acts about the training mean) or "origin". Absent: negate every input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z); "share_inducing": false gives every block its own m inducing inputs, started at the shared Z and optimised (T times the kernel evaluations; needs optimize_inducing, no translate) */
             symmetry?: {
                 generators?: {
                     /** @enum {string} */
@@ -2236,8 +2236,7 @@ export interface components {
                 }[];
                 /** @enum {string} */
                 resolve?: "per_axis_real";
-                /** @enum {boolean} */
-                share_inducing?: true;
+                share_inducing?: boolean;
                 validate?: boolean;
                 /** @enum {string} */
                 center?: "mean" | "origin";
@@ -2301,8 +2300,10 @@ export interface components {
             pcg_iterations?: number;
             /** @description its final relative residual */
             pcg_residual?: number;
-            /** @description m, the shared inducing points */
+            /** @description m, the inducing points of a block */
             inducing?: number;
+            /** @description 1 when every block has its own inducing inputs ("share_inducing": false), 0 when they share one Z */
+            inducing_per_block?: number;
             /** @description (block, point) pairs left out because k_t(z, z) is negligible (points near a fixed point of the group) */
             inducing_dropped?: number;
             /** @description 1 when Z moved with the hyperparameters */

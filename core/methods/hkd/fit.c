@@ -435,8 +435,9 @@ static int size_guard(const gp_fit_request *req, const gp_symmetry *sym, size_t 
 }
 
 /* Per-block Z only differ from the shared one where they move: with the
- * hyperparameters, which the driver cannot do through a circle-embedded
- * (translated) input. */
+ * hyperparameters (optimize_inducing, an option beside the symmetry, so
+ * checked here, when the fit starts), which the driver cannot do through a
+ * circle-embedded (translated) input (also checked with the option). */
 static int check_per_block(const gp_method *me, const gp_fit_request *req, const gp_symmetry *s,
                            gp_error *err)
 {
@@ -447,13 +448,7 @@ static int check_per_block(const gp_method *me, const gp_fit_request *req, const
         return gp_error_set(err, GP_EUNSUPPORTED, f,
                             "%s: false gives every block its own Z to optimise, which "
                             "\"optimize_inducing\": false forbids; set one of them to true", f);
-    for (size_t g = 0; g < s->n_gen; g++)
-        if (s->gen[g].type == GP_SYM_TRANSLATE)
-            return gp_error_set(err, GP_EUNSUPPORTED, f,
-                                "%s: false needs the inducing inputs optimised, which hkd does "
-                                "not do with a translate generator (its input lives on a "
-                                "circle); use the shared Z", f);
-    return GP_OK;
+    return gp_symmetry_check_per_block(s, "options.symmetry", err);
 }
 
 static int fit_into(gp_model *model, const gp_fit_request *req, hkd_impl *im, gp_error *err)
