@@ -100,6 +100,7 @@ typedef struct result {
     int ran, ok, unavailable;
     char error[320];
     double rmse, nlpd, seconds, predict_us;
+    double cpu_seconds; /* the process's CPU time of the fit (all threads): robust to a loaded machine */
     int iterations, converged;
     size_t clamped;
     char info[512]; /* diag.evaluations and diag.info, for the progress log */
