@@ -68,6 +68,7 @@ typedef struct options {
     size_t trace_m[MAX_M], n_trace_m;
     size_t synth_m[MAX_M], n_synth_m;
     int synth_seeds;
+    int synth_hkd_iterations; /* max_iterations of part 3's Z-optimised hkd fits; 0: hkd's default */
     size_t synth_train, synth_test;
     size_t trace_rows;
     int sgpr_optimize_inducing;

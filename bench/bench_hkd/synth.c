@@ -125,6 +125,9 @@ void hkdb_run_synth(const options *o, synth_outcome *so)
                     n_opts = hkdb_hkd_options(none, SYNTH_BLOCKS * m, 0, opts);
                 else
                     n_opts = hkdb_sgpr_options(SYNTH_BLOCKS * m, v == S_SGPR, opts);
+                if ((v == S_HKD || v == S_HKD_PER_BLOCK) && o->synth_hkd_iterations > 0)
+                    opts[n_opts++] = (gp_option_value){.name = "max_iterations",
+                                                       .number = o->synth_hkd_iterations};
                 result *r = &so->r[mi][v][s];
                 gp_model *model = NULL;
                 hkdb_fit_model(method, opts, n_opts, &train, ell, (uint64_t)s, &model, r);
