@@ -11,6 +11,7 @@
  *                         [--sgpr-optimize-inducing 0|1] [--hkd-optimize-inducing 0|1]
  *                         [--opt-datasets a,b] [--opt-m LIST] [--opt-splits K]
  *                         [--trace-m LIST] [--synth-m LIST] [--synth-seeds K]
+ *                         [--synth-hkd-iterations N]
  *                         [--predict-calls N]
  * Prints markdown to stdout and progress (with each fit's diag.info) to
  * stderr.
