@@ -208,6 +208,19 @@ static int count_scores(const gp_model *model, pred *p, const double *y, size_t 
     return count_coverage(model, &lik, mu, var, K, y, m, o, err);
 }
 
+/* One row into the reliability table: predicted probability p of an event,
+ * hit whether it happened. */
+static void reliability_add(gp_reliability *rel, double p, int hit)
+{
+    if (rel == NULL)
+        return;
+    int b = (int)floor(p * GP_RELIABILITY_BINS);
+    b = b < 0 ? 0 : b >= GP_RELIABILITY_BINS ? GP_RELIABILITY_BINS - 1 : b;
+    rel->count[b] += 1.0;
+    rel->sum_p[b] += p;
+    rel->sum_y[b] += hit;
+}
+
 static void binary_scores(const pred *p, const double *y, size_t m, gp_validation_metrics *o,
                           gp_reliability *rel)
 {
@@ -216,13 +229,7 @@ static void binary_scores(const pred *p, const double *y, size_t m, gp_validatio
         double pi = p->out.obs_mean[i], pc = fmin(fmax(pi, P_CLIP), 1.0 - P_CLIP);
         correct += (pi >= 0.5) == (y[i] == 1.0);
         ll += y[i] == 1.0 ? log(pc) : log(1.0 - pc);
-        if (rel) {
-            int b = (int)floor(pi * GP_RELIABILITY_BINS);
-            b = b < 0 ? 0 : b >= GP_RELIABILITY_BINS ? GP_RELIABILITY_BINS - 1 : b;
-            rel->count[b] += 1.0;
-            rel->sum_p[b] += pi;
-            rel->sum_y[b] += y[i] == 1.0;
-        }
+        reliability_add(rel, pi, y[i] == 1.0);
     }
     o->n = m;
     o->accuracy = m ? correct / (double)m : NAN;
@@ -232,7 +239,7 @@ static void binary_scores(const pred *p, const double *y, size_t m, gp_validatio
 /* prob: m x C (column c = class c); labels y in 0..C-1 (a label beyond the
  * model's classes has probability 0, clipped). */
 static void class_scores(const pred *p, size_t C, const double *y, size_t m,
-                         gp_validation_metrics *o)
+                         gp_validation_metrics *o, gp_reliability *rel)
 {
     const double *prob = p->out.obs_mean;
     double correct = 0.0, ll = 0.0;
@@ -241,6 +248,8 @@ static void class_scores(const pred *p, size_t C, const double *y, size_t m,
         for (size_t c = 1; c < C; c++)
             best = prob[c * m + i] > prob[best * m + i] ? c : best;
         correct += (double)best == y[i];
+        /* the top-label table: the chosen class's probability against its hits */
+        reliability_add(rel, prob[best * m + i], (double)best == y[i]);
         size_t t = y[i] >= 0.0 && y[i] < (double)C ? (size_t)y[i] : 0;
         double pt = y[i] == (double)t ? prob[t * m + i] : 0.0;
         ll += log(fmin(fmax(pt, P_CLIP), 1.0));
@@ -278,7 +287,7 @@ int gp_validation_score(const gp_model *model, const double *X, const double *y,
             binary_scores(&p, y, m, out, rel);
             break;
         case GP_LIK_SOFTMAX:
-            class_scores(&p, model->n_outputs, y, m, out);
+            class_scores(&p, model->n_outputs, y, m, out, rel);
             break;
         default:
             rc = count_scores(model, &p, y, m, out, err);
