@@ -177,7 +177,7 @@ static int count_coverage(const gp_model *model, const gp_lik *lik, const double
     gp_lik_count_cdf(lik, &model->quadrature, mu, var, m, K, c, F);
     gp_lik_count_cdf(lik, &model->quadrature, mu, var, m, K, cb, below);
     for (size_t l = 0; l < GP_VALIDATION_LEVELS; l++) {
-        double lo = 0.5 * (1.0 - gp_validation_levels[l]), hi = 0.5 * (1.0 + gp_validation_levels[l]);
+        double a = gp_validation_levels[l], lo = 0.5 * (1.0 - a), hi = 0.5 * (1.0 + a);
         double in = 0.0, n = 0.0;
         for (size_t i = 0; i < m; i++) {
             if (isnan(y[i]))

@@ -7,8 +7,9 @@
  *              level a, [q((1-a)/2), q((1+a)/2)] of the predictive's
  *              quantiles (mean +- z sd for a single Gaussian)
  *   poisson    rmse of the count's mean; nlpd = -mean log P(y) (the mixed
- *              Poisson's mass, gp_lik_log_predictive); coverage from the
- *              count quantiles (an interval of counts, ends included)
+ *              Poisson's mass, gp_lik_log_predictive); coverage of the
+ *              count quantiles' intervals (ends included), read from the
+ *              count CDF at y and y - 1 (gp_lik_count_cdf)
  *   bernoulli  nlpd = log loss of p(y=1) clipped to [1e-15, 1 - 1e-15];
  *              accuracy of p >= 0.5; a reliability table (gp_reliability)
  *   softmax    nlpd = log loss of the label's class probability; accuracy
