@@ -6,7 +6,7 @@
 # the daemon serves (exact, sgpr, ssgp, svgp, renyi, msrfr, pls, gwi, hkd with a
 # symmetry, rfgp; svgp and pls bernoulli with the reliability table, svgp
 # softmax with its top-label one, svgp and pls poisson and pls poisson_sq with
-# count coverage; several outputs of sgpr, exact and rfgp; rfgp whose folds are
+# count coverage; several outputs of sgpr, exact, svgp and rfgp; rfgp whose folds are
 # below its warm-up 422 naming validation); an async validated job (its budget counts the folds and
 # the final fit); a data set fit refused 422 naming validation; on a daemon of
 # its own, the report kept with the version across a restart.
@@ -153,6 +153,7 @@ mo_fit() { # NAME METHOD OPTIONS
 }
 mo_fit vmosgpr sgpr '{"inducing":12,"max_iterations":60,"coregionalization":{"type":"icm","rank":1}}'
 mo_fit vmoexact exact '{"coregionalization":{"type":"icm","rank":1}}'
+mo_fit vmosvgp svgp '{"inducing":12,"max_iterations":60,"coregionalization":{"type":"icm","rank":1}}'
 mo_fit vmorfgp rfgp '{"input":{"kind":"point","dim":2},"features":32,"warmup":20}'
 
 # ---- an async job counts the folds
