@@ -1225,7 +1225,7 @@ export interface components {
             /** @description share in [0, 1] */
             accuracy?: number | null;
         };
-        /** @description The fit's validation report (docs/design/api.md, "Validation"): the mean over folds of each metric, their sample standard deviation (sd), each fold's, each output's (several outputs), the calibration curve (gaussian, poisson) or reliability table (bernoulli), and the seconds it took. Absent when the fit was not validated. */
+        /** @description The fit's validation report (docs/design/api.md, "Validation"): the mean over folds of each metric, their sample standard deviation (sd), each fold's, each output's (several outputs), the calibration curve (gaussian, poisson) or reliability table (bernoulli; softmax: top label), and the seconds it took. Absent when the fit was not validated. */
         ValidationReport: components["schemas"]["ValidationMetrics"] & {
             folds?: number;
             fraction?: number;
@@ -1241,7 +1241,7 @@ export interface components {
                 level?: number;
                 coverage?: number | null;
             }[];
-            /** @description bins of predicted p(y = 1) holding rows: count, mean prediction, observed share of 1 */
+            /** @description bins of predicted p(y = 1) holding rows: count, mean prediction, observed share of 1 (softmax: of the most probable class's probability, observed share right) */
             reliability?: {
                 lower?: number;
                 upper?: number;

@@ -2,6 +2,7 @@
 #include "core/model/validation.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -211,6 +212,21 @@ static void rows_free(rows_buf *b)
     free(b->noise);
 }
 
+/* A fold's model that is not ready to predict (rfgp warming up on fewer
+ * rows than options.warmup): the validation, not the model, is what the
+ * request can change, so the error names it (422, not the model's 409). */
+static int cannot_predict(size_t f, size_t rows, gp_error *err)
+{
+    char why[GP_ERROR_MESSAGE_LEN] = "";
+    if (err)
+        snprintf(why, sizeof why, "%s", err->message);
+    return gp_error_set(err, GP_EUNSUPPORTED, "validation",
+                        "validation: fold %zu's model, fitted on %zu rows, cannot predict (%s); "
+                        "give it more rows (fewer folds, a smaller fraction) or lower the "
+                        "method's warm-up",
+                        f, rows, why);
+}
+
 /* Fit f: train on every row not in part f, score the rows in it. */
 static int run_fit(const gp_method *m, const gp_fit_request *req, const size_t *part, size_t f,
                    size_t total, gp_validation_report *r, gp_error *err)
@@ -241,6 +257,8 @@ static int run_fit(const gp_method *m, const gp_fit_request *req, const size_t *
         else
             rc = gp_validation_score(model, test.X, test.y, test.noise, test.n, req->d,
                                      r->per_output + f * S, &r->reliability, err);
+        if (rc == GP_ECONFLICT)
+            rc = cannot_predict(f, train.n, err);
     }
     gp_model_free(model);
     rows_free(&train);

@@ -48,7 +48,7 @@ typedef struct gp_validation_report {
     /* over fits of per_fit: the mean, and the sample standard deviation
      * (ddof 1; 0 for one fit): the spread a comparison of methods needs */
     gp_validation_metrics mean, sd;
-    gp_reliability reliability; /* bernoulli: pooled over every held-out point */
+    gp_reliability reliability; /* bernoulli, softmax: pooled over every held-out point */
     double seconds;             /* the whole validation: fits and predictions */
     double fit_seconds;         /* of it, in the fits */
 } gp_validation_report;
