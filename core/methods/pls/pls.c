@@ -75,6 +75,11 @@ static const gp_option_spec pls_options[] = {
     {"optimize", GP_OPTION_BOOL, 1, NULL, 0, 1, NULL,
      "fit the kernel hyperparameters (and gaussian noise) by the exact marginal likelihood on "
      "subsets; false keeps the given values"},
+    {"hyper", GP_OPTION_ENUM, 0, "auto", 0, 0, "auto|laplace|regression",
+     "the objective of the subset fits (with optimize): laplace ([D]) the Laplace marginal "
+     "likelihood of the labels under the model's likelihood (bernoulli, poisson); regression "
+     "(thesis) the exact marginal likelihood of a regression on transformed labels (0/1, "
+     "log(y + 1/2), sqrt(y)); auto: laplace for bernoulli and poisson, regression otherwise"},
     {"subset", GP_OPTION_NUMBER, 0, NULL, 0, 20000, "auto",
      "N_sub, points per hyperparameter fit; 0 or \"auto\": 2000 for gaussian, 500 otherwise"},
     {"repeats", GP_OPTION_NUMBER, 0, NULL, 0, 100, "auto",
@@ -167,7 +172,14 @@ static int read_settings(const gp_fit_request *req, pls_settings *s, gp_error *e
     s->tolerance = gp_option_number(me, req, "tolerance");
     s->eig_tol = gp_option_number(me, req, "eig_rel_tol");
     int concave = req->likelihood != GP_LIK_POISSON_SQ;
-    s->laplace_amp = req->likelihood == GP_LIK_BERNOULLI && s->optimize &&
+    const char *hyp = gp_option_string(me, req, "hyper");
+    int lap_ok = req->likelihood == GP_LIK_BERNOULLI || req->likelihood == GP_LIK_POISSON;
+    if (strcmp(hyp, "laplace") == 0 && !lap_ok)
+        return gp_error_set(err, GP_EINVAL, "options.hyper",
+                            "hyper laplace needs the bernoulli or poisson likelihood, not %s",
+                            gp_likelihood_name(req->likelihood));
+    s->hyper_lap = s->optimize && lap_ok && strcmp(hyp, "regression") != 0;
+    s->laplace_amp = req->likelihood == GP_LIK_BERNOULLI && s->optimize && !s->hyper_lap &&
                      strcmp(gp_option_string(me, req, "amplitude"), "laplace") == 0 &&
                      variance_rescalable(req);
     const char *pre = gp_option_string(me, req, "precondition");
@@ -193,6 +205,8 @@ static int size_guard(const gp_fit_request *req, const pls_settings *s, gp_error
     double cap = (double)gp_fit_point_cap(req);
     double n = (double)req->n, M = (double)s->M, J = s->sampler == SAMPLER_CLOSED ? 0 : s->J;
     double sub = s->optimize ? fmin(n, (double)s->subset) : 0.0;
+    if (s->hyper_lap) /* K, the factor of B and L^{-1} sw K (hyper_laplace.c) */
+        sub *= sqrt(3.0);
     double need = n * (M + (double)req->d + 3.0 * J + 4.0) + M * FEATURE_BLOCK + 6.0 * M * M +
                   4.0 * M * J + sub * sub;
     if (need > cap * cap)
@@ -308,7 +322,7 @@ static int hold_mean(gp_model *model, const pls_settings *set, fit_data *D, gp_e
     if ((D->H = gp_model_mean_basis(model, D->Xt, n, err)) == NULL)
         return GP_ENOMEM;
     int rc = GP_OK;
-    if (!set->optimize) {
+    if (!set->optimize && !set->hyper_lap) {
         double *G = gp_alloc_doubles(p * p, err);
         if (G == NULL)
             return GP_ENOMEM;
@@ -320,7 +334,7 @@ static int hold_mean(gp_model *model, const pls_settings *set, fit_data *D, gp_e
         free(G);
     }
     gp_lik lik = {model->likelihood, 1.0};
-    if (rc == GP_OK && model->likelihood == GP_LIK_BERNOULLI) {
+    if (rc == GP_OK && (model->likelihood == GP_LIK_BERNOULLI || set->hyper_lap)) {
         memset(beta, 0, p * sizeof *beta);
         rc = pls_glm_coef(&lik, D->H, n, p, D->y, beta, err);
     }
@@ -361,8 +375,8 @@ static void report(gp_model *model, const pls_settings *set, const pls_impl *im,
         gp_model_info_number(model, "hyper_repeats", (double)R);
         gp_model_info_number(model, "hyper_lml", run->lml_sum);
     }
-    gp_model_info_string(model, "hyper_target", target);
-    if (model->likelihood != GP_LIK_GAUSSIAN)
+    gp_model_info_string(model, "hyper_target", set->hyper_lap ? "labels (laplace)" : target);
+    if (model->likelihood != GP_LIK_GAUSSIAN && !set->hyper_lap)
         gp_model_info_number(model, "hyper_noise", hs2);
     if (set->laplace_amp)
         gp_model_info_number(model, "amplitude_scale", exp(run->log_c));
@@ -388,9 +402,16 @@ static int fit_all(gp_model *model, const gp_fit_request *req, const pls_setting
     hyp_run run = {req, set, budget > 2000000000L ? 2000000000 : (int)budget, &model->diag, 0.0,
                    0.0};
     double s2 = np.start;
-    int rc = set->optimize ? pls_fit_hyper(&run, model, D->Xt, D->t, &np, &s2, err) : GP_OK;
-    if (rc == GP_OK)
+    int rc;
+    if (set->hyper_lap) { /* the mean first: the latent offset of the Laplace fits */
         rc = hold_mean(model, set, D, err);
+        if (rc == GP_OK)
+            rc = pls_fit_hyper_laplace(&run, model, D->Xt, D->y, D->off, err);
+    } else {
+        rc = set->optimize ? pls_fit_hyper(&run, model, D->Xt, D->t, &np, &s2, err) : GP_OK;
+        if (rc == GP_OK)
+            rc = hold_mean(model, set, D, err);
+    }
     if (rc)
         return rc;
     gp_lik lik = {model->likelihood, s2};
@@ -484,9 +505,12 @@ static const gp_info_spec pls_info[] = {
     {"hyper_subset", GP_INFO_NUMBER, "N_sub, points per hyperparameter fit"},
     {"hyper_repeats", GP_INFO_NUMBER, "R, subset fits averaged"},
     {"hyper_lml", GP_INFO_NUMBER,
-     "the mean log marginal likelihood of the subset fits (of the regression target)"},
+     "the mean log marginal likelihood of the subset fits (of the regression target, or the "
+     "Laplace one of the labels)"},
     {"hyper_target", GP_INFO_STRING,
-     "the regression target of the hyperparameter fit: y, 0/1 labels, sqrt(y) or log(y + 1/2)"},
+     "what the hyperparameters were fitted to: the regression targets y, 0/1 labels, sqrt(y) "
+     "or log(y + 1/2) (hyper regression), or labels (laplace): the labels under the model's "
+     "likelihood (hyper laplace)"},
     {"amplitude_scale", GP_INFO_NUMBER,
      "bernoulli, amplitude laplace: the factor c on the kernel variance fitted to the 0/1 "
      "labels (maximises the Laplace marginal likelihood)"},
@@ -494,7 +518,8 @@ static const gp_info_spec pls_info[] = {
      "samplers: laplace (Hessian at the mode, particles started from the Laplace "
      "approximation) or bound (curvature bound, prior start)"},
     {"hyper_noise", GP_INFO_NUMBER,
-     "non-gaussian likelihoods: the fitted noise of the regression target (not used after)"},
+     "non-gaussian likelihoods, hyper regression: the fitted noise of the regression target "
+     "(not used after)"},
 };
 
 static const gp_option_setting pls_quick[] = {{"steps", 8}, {"particles", 20}};

@@ -51,4 +51,14 @@ double gp_pls_potential(const gp_lik *lik, const double *Phi, size_t mk, size_t 
 double gp_pls_laplace_mode(const gp_lik *lik, const double *Phi, size_t mk, size_t n,
                            const double *y, double *a, double *H);
 
+/* [D] The Laplace approximation to the log marginal likelihood of labels y
+ * (n) under lik (bernoulli or poisson) with latent f ~ GP(off, k) on the n
+ * points Xt (d x n point-major; off: n values, NULL: zero) into *lml, and
+ * into grad (gp_kernel_n_params entries, may be NULL) its derivatives in the
+ * kernel's log-parameters: the objective of A1 with option hyper = laplace
+ * (core/methods/pls/hyper_laplace.c), exposed for its gradient test. */
+int gp_pls_laplace_lml(const gp_kernel *k, const gp_lik *lik, const double *Xt, size_t n,
+                       const double *y, const double *off, double *lml, double *grad,
+                       gp_error *err);
+
 #endif
