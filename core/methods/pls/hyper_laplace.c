@@ -164,9 +164,12 @@ static double lap_mode(pls_lap_ws *w, const gp_lik *lik, const double *y, const 
 
 /* The weights of the gradient (R&W Algorithm 5.1) into w->L's lower
  * triangle, L the factor at the mode on entry:
- *   Z = sw B^{-1} sw, s2 = -(diag K - diag(K Z K)) d3 / 2, u = s2 - Z K s2,
+ *   Z = sw B^{-1} sw, s2 = (diag K - diag(K Z K)) d3 / 2, u = s2 - Z K s2,
  *   Wt = (a a^T - Z + g u^T + u g^T) / 2,
- * so that d log q / d theta = sum_ij Wt_ij dK_ij / d theta. */
+ * so that d log q / d theta = sum_ij Wt_ij dK_ij / d theta. s2 = d log q /
+ * d f^ (only log det B moves with the mode: d W_ii / d f_i = -d3_i); the
+ * book's Algorithm 5.1 prints it with a minus sign, which the
+ * finite-difference test refutes (GPML's infLaplace has the plus). */
 static int lap_weights(pls_lap_ws *w, const gp_lik *lik, const gp_cancel *cancel, gp_error *err)
 {
     size_t n = w->n;
@@ -178,7 +181,7 @@ static int lap_weights(pls_lap_ws *w, const gp_lik *lik, const gp_cancel *cancel
     gp_trsm_lower(w->L, n, n, 0, w->C, n, n);
     for (size_t j = 0; j < n; j++) {
         double c = cblas_ddot((blasint)n, w->C + j * n, 1, w->C + j * n, 1);
-        s2[j] = -0.5 * (w->K[j * n + j] - c) * lik_third(lik, f[j]);
+        s2[j] = 0.5 * (w->K[j * n + j] - c) * lik_third(lik, f[j]);
     }
     int rc = gp_potri_blocked(w->L, n, n, cancel, err);
     if (rc)
