@@ -21,6 +21,7 @@
 
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/model/hyperspec.h"
 #include "core/model/method.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
@@ -589,20 +590,26 @@ static void test_laplace_lml_weight_space(void **state)
     }
 }
 
-static gp_model *fit_hyper(const double *X, const double *y, gp_kernel *k, const char *hyper)
+/* A bernoulli fit with option hyper; spec: the request's priors (NULL:
+ * none stated, an empty spec: "priors": "none"). */
+static gp_model *fit_hyper(const double *X, const double *y, gp_kernel *k, const char *hyper,
+                           const gp_hyper_spec *spec)
 {
     gp_option_value o[] = {{"particles", 50, NULL, NULL}, {"steps", 100, NULL, NULL},
                            {"hyper", NAN, hyper, NULL}};
     gp_fit_request req;
     fit_request(&req, X, y, NB, 2, k, o, 3);
     req.likelihood = GP_LIK_BERNOULLI;
+    req.hyper = spec;
     return fit_ok(&gp_method_pls, &req, hyper);
 }
 
 /* The fitted hyperparameters maximise the objective they were fitted by:
- * with N <= N_sub the one subset is all the points, and at the model's
- * kernel the gradient of log q on the model's points vanishes and a step
- * of 0.05 in any log-parameter lowers log q. */
+ * with N <= N_sub the one subset is all the points, and, without priors
+ * ("priors": "none"), at the model's kernel the gradient of log q on the
+ * model's points vanishes and a step of 0.05 in any log-parameter lowers
+ * log q. With nothing stated an ARD laplace fit carries the default
+ * priors (the preset), a regression fit none. */
 static void test_laplace_hyper_optimum(void **state)
 {
     (void)state;
@@ -611,7 +618,16 @@ static void test_laplace_hyper_optimum(void **state)
     gp_kernel *k;
     gp_error err;
     assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
-    gp_model *m = fit_hyper(X, y, k, "laplace");
+    gp_hyper_spec *none;
+    assert_int_equal(gp_hyper_spec_new(&none, k, &err), GP_OK);
+    gp_model *m = fit_hyper(X, y, k, "laplace", none);
+    gp_model *mp = fit_hyper(X, y, k, "laplace", NULL), *mr = fit_hyper(X, y, k, "regression", NULL);
+    assert_non_null(mp->hyper);
+    assert_true(mp->hyper->preset);
+    assert_null(mr->hyper);
+    gp_model_free(mp);
+    gp_model_free(mr);
+    gp_hyper_spec_free(none);
     double *P = NULL, x[3], g[3], lml, lml2;
     assert_int_equal(gp_model_points(m, X, NB, &P, &err), GP_OK);
     gp_lik lik = {GP_LIK_BERNOULLI, 1.0};
@@ -641,8 +657,9 @@ static void test_laplace_hyper_optimum(void **state)
 }
 
 /* On data drawn from a logistic GP-like function, the labels' likelihood
- * fits a better model than the regression on 0/1 labels: lower expected
- * log loss against the true probabilities at held-out points. */
+ * fits a better model than the regression on 0/1 labels (both without
+ * priors: the objectives alone): lower expected log loss against the true
+ * probabilities at held-out points. */
 static void test_laplace_hyper_beats_regression(void **state)
 {
     (void)state;
@@ -653,8 +670,10 @@ static void test_laplace_hyper_beats_regression(void **state)
     assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
     const char *modes[2] = {"laplace", "regression"};
     double loss[2];
+    gp_hyper_spec *none;
+    assert_int_equal(gp_hyper_spec_new(&none, k, &err), GP_OK);
     for (int j = 0; j < 2; j++) {
-        gp_model *m = fit_hyper(X, y, k, modes[j]);
+        gp_model *m = fit_hyper(X, y, k, modes[j], none);
         static lik_pred p;
         predict_components(m, Xt, TB, &p);
         loss[j] = 0.0;
@@ -666,6 +685,7 @@ static void test_laplace_hyper_beats_regression(void **state)
     }
     print_message("expected log loss: laplace %.4f, regression %.4f\n", loss[0], loss[1]);
     assert_true(loss[0] < loss[1]);
+    gp_hyper_spec_free(none);
     gp_kernel_free(k);
 }
 

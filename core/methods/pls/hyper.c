@@ -238,7 +238,8 @@ int pls_fit_hyper_laplace(hyp_run *run, gp_model *model, const double *Xt, const
     if (sub > n)
         sub = n;
     pls_lap_problem *p = NULL;
-    int rc = pls_lap_problem_new(&p, model->kernel, model->likelihood, run->req->hyper, sub, err);
+    const gp_hyper_spec *spec = model->hyper ? model->hyper : run->req->hyper;
+    int rc = pls_lap_problem_new(&p, model->kernel, model->likelihood, spec, sub, err);
     if (rc)
         return rc;
     size_t dim = pls_lap_problem_dim(p);

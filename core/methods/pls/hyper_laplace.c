@@ -117,8 +117,28 @@ static void lap_newton_target(pls_lap_ws *w, const double *f, const double *off,
         an[i] = b[i] - sw[i] * an[i];
 }
 
+/* Whether the full Newton step moved f (from f0) by at most 1e-9 of its
+ * size: then it is taken whatever Psi says (near the mode Psi's change is
+ * below its round-off, and halving would stall there) and the iteration
+ * stops. Why the step of f and not the gain of Psi: log q's log det is not
+ * stationary at the mode, so a mode good to 1e-6 (a gain of 1e-12) moves
+ * log q by 1e-6, noise the outer fit's line search sees; Newton converges
+ * quadratically, a full step of 1e-9 leaves ~1e-18. Not the step of
+ * a = K^{-1} (f - m): with a long lengthscale K is ill-conditioned and a
+ * round-off noise. */
+static int newton_converged(const double *f, const double *f0, size_t n)
+{
+    double step = 0.0, size = 1.0;
+    for (size_t i = 0; i < n; i++) {
+        step = fmax(step, fabs(f[i] - f0[i]));
+        size = fmax(size, fabs(f[i]));
+    }
+    return step <= 1e-9 * size;
+}
+
 /* The mode: Newton on a from the last evaluation's mode (or 0 when that is
- * worse), halving a step until Psi rises; stops when Psi stalls. Leaves a,
+ * worse), halving a step until Psi rises; stops after a full step of f
+ * below 1e-9 (relative) or when no step raises Psi. Leaves a,
  * f, g at the mode and returns Psi there (NAN on failure). */
 static double lap_mode(pls_lap_ws *w, const gp_lik *lik, const double *y, const double *off,
                        gp_error *err)
@@ -139,22 +159,25 @@ static double lap_mode(pls_lap_ws *w, const gp_lik *lik, const double *y, const 
         if (lap_factor(w, lik, y, f, sw, err))
             return NAN;
         lap_newton_target(w, f, off, g, sw, b, an);
+        memcpy(b, f, n * sizeof *f); /* f before the step */
         double t = 1.0, pn = -INFINITY;
+        int done = 0;
         for (int h = 0; h < LAP_HALVINGS; h++, t *= 0.5) {
             for (size_t i = 0; i < n; i++)
                 at[i] = a[i] + t * (an[i] - a[i]);
             pn = lap_psi(w, lik, y, off, at, f, g);
+            if (h == 0 && (done = newton_converged(f, b, n)))
+                break;
             if (pn >= psi)
                 break;
         }
-        if (!(pn >= psi)) { /* no step rises: the mode to round-off */
-            pn = lap_psi(w, lik, y, off, a, f, g);
+        if (!(pn >= psi) && !done) { /* no step rises: the mode to round-off */
+            lap_psi(w, lik, y, off, a, f, g);
             break;
         }
         memcpy(a, at, n * sizeof *a);
-        double gain = pn - psi;
         psi = pn;
-        if (gain <= 1e-13 * (1.0 + fabs(psi)))
+        if (done)
             break;
     }
     if (!isfinite(psi))

@@ -25,7 +25,10 @@
  * of a regression target on subsets (R repeats of the N_sub points nearest
  * a random training point; the log-parameters averaged): gaussian y itself,
  * bernoulli the 0/1 labels (thesis, P20), poisson_sq sqrt(y), poisson
- * log(y + 1/2). See core/methods/pls/ for the [D] choices. */
+ * log(y + 1/2) (option hyper = regression). [D] For bernoulli and poisson
+ * the default (hyper = laplace) fits instead the Laplace approximation to
+ * the marginal likelihood of the labels themselves on the same subsets
+ * (gp_pls_laplace_lml below). See core/methods/pls/ for the [D] choices. */
 #ifndef GP_METHODS_PLS_H
 #define GP_METHODS_PLS_H
 
