@@ -2171,13 +2171,13 @@ export interface components {
              */
             tolerance?: number;
             /**
-             * @description bernoulli with optimize: laplace ([D]) rescales the amplitude fitted on the 0/1 labels to maximise the model's Laplace marginal likelihood on the training features; thesis keeps it (poisson keeps it always: its A1 target is on the log-rate scale)
+             * @description bernoulli with optimize and hyper regression: laplace ([D]) rescales the amplitude fitted on the 0/1 labels to maximise the model's Laplace marginal likelihood on the training features; thesis keeps it (poisson keeps it always: its A1 target is on the log-rate scale; hyper laplace fits the amplitude to the labels already)
              * @default laplace
              * @enum {string}
              */
             amplitude?: "laplace" | "thesis";
             /**
-             * @description non-gaussian likelihoods: least noise of the hyperparameter regression on the transformed labels, as a fraction of their variance ([D]: stops interpolating fits)
+             * @description non-gaussian likelihoods, hyper regression: least noise of the hyperparameter regression on the transformed labels, as a fraction of their variance ([D]: stops interpolating fits)
              * @default 0.15
              */
             noise_floor?: number;
