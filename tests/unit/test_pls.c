@@ -997,6 +997,24 @@ static void test_threads(void **state)
     gp_kernel_free(k);
 }
 
+/* hyper laplace is for the label likelihoods: a gaussian fit asking for it
+ * is refused naming the option (and fits nothing). */
+static void test_laplace_hyper_needs_labels(void **state)
+{
+    (void)state;
+    toy t;
+    make_toy(&t);
+    gp_option_value o[] = {{"hyper", NAN, "laplace", NULL}};
+    gp_fit_request req;
+    fit_request(&req, t.X, t.y, N, D, t.k, o, 1);
+    gp_model *m = NULL;
+    gp_error err;
+    assert_int_equal(gp_model_fit(&gp_method_pls, &req, &m, &err), GP_EINVAL);
+    assert_string_equal(err.field, "options.hyper");
+    assert_null(m);
+    gp_kernel_free(t.k);
+}
+
 static void test_closed_form_needs_gaussian(void **state)
 {
     (void)state;
@@ -1037,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_export_import),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_closed_form_needs_gaussian),
+        cmocka_unit_test(test_laplace_hyper_needs_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
