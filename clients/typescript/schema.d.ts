@@ -2139,6 +2139,12 @@ export interface components {
              */
             optimize?: boolean;
             /**
+             * @description the objective of the subset fits (with optimize): laplace ([D]) the Laplace marginal likelihood of the labels under the model's likelihood (bernoulli, poisson); regression (thesis) the exact marginal likelihood of a regression on transformed labels (0/1, log(y + 1/2), sqrt(y)); auto: laplace for bernoulli and poisson, regression otherwise
+             * @default auto
+             * @enum {string}
+             */
+            hyper?: "auto" | "laplace" | "regression";
+            /**
              * @description N_sub, points per hyperparameter fit; 0 or "auto": 2000 for gaussian, 500 otherwise
              * @default 0
              */
@@ -2165,13 +2171,13 @@ export interface components {
              */
             tolerance?: number;
             /**
-             * @description bernoulli with optimize: laplace ([D]) rescales the amplitude fitted on the 0/1 labels to maximise the model's Laplace marginal likelihood on the training features; thesis keeps it (poisson keeps it always: its A1 target is on the log-rate scale)
+             * @description bernoulli with optimize and hyper regression: laplace ([D]) rescales the amplitude fitted on the 0/1 labels to maximise the model's Laplace marginal likelihood on the training features; thesis keeps it (poisson keeps it always: its A1 target is on the log-rate scale; hyper laplace fits the amplitude to the labels already)
              * @default laplace
              * @enum {string}
              */
             amplitude?: "laplace" | "thesis";
             /**
-             * @description non-gaussian likelihoods: least noise of the hyperparameter regression on the transformed labels, as a fraction of their variance ([D]: stops interpolating fits)
+             * @description non-gaussian likelihoods, hyper regression: least noise of the hyperparameter regression on the transformed labels, as a fraction of their variance ([D]: stops interpolating fits)
              * @default 0.15
              */
             noise_floor?: number;
@@ -2209,15 +2215,15 @@ export interface components {
             hyper_subset?: number;
             /** @description R, subset fits averaged */
             hyper_repeats?: number;
-            /** @description the mean log marginal likelihood of the subset fits (of the regression target) */
+            /** @description the mean log marginal likelihood of the subset fits (of the regression target, or the Laplace one of the labels) */
             hyper_lml?: number;
-            /** @description the regression target of the hyperparameter fit: y, 0/1 labels, sqrt(y) or log(y + 1/2) */
+            /** @description what the hyperparameters were fitted to: the regression targets y, 0/1 labels, sqrt(y) or log(y + 1/2) (hyper regression), or labels (laplace): the labels under the model's likelihood (hyper laplace) */
             hyper_target?: string;
             /** @description bernoulli, amplitude laplace: the factor c on the kernel variance fitted to the 0/1 labels (maximises the Laplace marginal likelihood) */
             amplitude_scale?: number;
             /** @description samplers: laplace (Hessian at the mode, particles started from the Laplace approximation) or bound (curvature bound, prior start) */
             preconditioner?: string;
-            /** @description non-gaussian likelihoods: the fitted noise of the regression target (not used after) */
+            /** @description non-gaussian likelihoods, hyper regression: the fitted noise of the regression target (not used after) */
             hyper_noise?: number;
         };
         /** @description Harmonic kernel decomposition (HVGP): a sparse variational GP whose kernel is split by a symmetry group into T orthogonal blocks of m inducing points each; costs O(N T m^2) per pass against O(N T^2 m^2) for T m points */

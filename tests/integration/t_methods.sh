@@ -262,6 +262,8 @@ method_pls() {
         [ "$(jqb '.diagnostics.objective_name')" = negative_mean_energy ]
     verdict "pls reports the closed form, landmarks and kept eigenpairs" $? "sampler '$(jstr sampler)'"
     check_jerr "pls: unknown sampler" 400 invalid_argument '^options\.sampler$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"sampler\":\"hmc\"},$SSB}"
+    check_jerr "pls: unknown hyper" 400 invalid_argument '^options\.hyper$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"hyper\":\"ep\"},$SSB}"
+    check_jerr "pls: hyper laplace needs bernoulli or poisson" 400 invalid_argument '^options\.hyper$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"hyper\":\"laplace\"},$SSB}"
 }
 
 method_svgp() {
