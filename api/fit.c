@@ -1,11 +1,11 @@
 /* Fit requests, the entry points: a request (JSON body, or CSV body with the
  * other fields as query parameters) or a stored job's spec into a fit job
- * (api/fit.h). The job is run by fit_run.c and saved by fit_save.c. */
+ * (api/fit_job.h). The job is run by fit_run.c and saved by fit_save.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fit.h"
+#include "api/fit_job.h"
 
 int gp_api_parse_fit(gp_api *api, const gp_request *req, gp_fit_job **out, gp_error *err)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fit.h"
+#include "api/fit_job.h"
 
 static json_t *query_scalar(const char *v)
 {

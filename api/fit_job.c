@@ -1,11 +1,11 @@
-/* Fit requests: the fit job (api/fit.h) as the job runner, the store and a
+/* Fit requests: the fit job (api/fit_job.h) as the job runner, the store and a
  * sharded fit see it: what it asks, who asked, its budget of iterations, the
  * durable job it runs for, its cancel flag; and its end. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fit.h"
+#include "api/fit_job.h"
 
 void gp_fit_job_free(gp_fit_job *job)
 {

@@ -1,12 +1,12 @@
 /* Fit requests: the fields of a request (JSON, or a CSV's query), checked in
- * order into a fit job (api/fit.h), each failure naming its field; what the
+ * order into a fit job (api/fit_job.h), each failure naming its field; what the
  * request leaves, less X and y, is the spec a stored job runs again. X and y
  * themselves are fit_xy.c's, a method's options fit_options.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fit.h"
+#include "api/fit_job.h"
 
 static const char *const fit_keys[] = {"name",  "method", "kernel", "likelihood", "noise",
                                        "options", "standardize", "seed", "async", "X", "y",

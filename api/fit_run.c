@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "api/dataset_rows.h"
-#include "api/fit.h"
+#include "api/fit_job.h"
 #include "core/model/rows.h"
 
 static void fill_request(const gp_fit_job *job, gp_fit_request *fr)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fit.h"
+#include "api/fit_job.h"
 
 /* The audit row of a fit's save: the request's (201, the version the store
  * makes); a durable job's run is its outcome, recorded even when the run is

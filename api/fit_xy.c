@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fit.h"
+#include "api/fit_job.h"
 
 /* The methods that take known per-point noise, from their descriptors. */
 static void per_point_methods(char *out, size_t len)

@@ -1,6 +1,6 @@
-/* gpserve api: fit requests, the declarations the fit files share (not the
- * interface of api.h or internal.h): the job a request becomes, and the
- * steps of its parsing that live apart.
+/* gpserve api: a fit job, what the fit files share (not the interface of
+ * api.h or internal.h): the job a request becomes, and the steps of its
+ * parsing that live apart.
  *   fit.c          the entry points: a request (JSON or CSV) or a stored job's spec into a job
  *   fit_parse.c    the request's fields, checked in order, into the job and its stored spec
  *   fit_xy.c       X and y: the request's, a CSV's, a stored job's or a data set's, with
@@ -9,9 +9,10 @@
  *   fit_options.c  a method's "options" object
  *   fit_job.c      the job as the job runner and the store see it
  *   fit_run.c      the fit: validation before or after it, method auto's candidates
- *   fit_save.c     the new version written, and the 201 */
-#ifndef GP_API_FIT_H
-#define GP_API_FIT_H
+ *   fit_save.c     the new version written, and the 201
+ *   fit_dataset.c  "data": a fit over a stored data set (declared in internal.h) */
+#ifndef GP_API_FIT_JOB_H
+#define GP_API_FIT_JOB_H
 
 #include <jansson.h>
 #include <stdatomic.h>
