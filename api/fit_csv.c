@@ -22,11 +22,67 @@ static json_t *query_scalar(const char *v)
     return s ? s : json_string("?");
 }
 
+/* 1 when query parameter k was given before (into obj, noise or q). */
+static int given_twice(const char *k, json_t *obj, json_t *noise, const gp_csv_request *q)
+{
+    return json_object_get(obj, k) ||
+           (strncmp(k, "noise_", 6) == 0 && json_object_get(noise, k + 6)) ||
+           (strcmp(k, "target") == 0 && q->target) ||
+           (strcmp(k, "targets") == 0 && q->targets) ||
+           (strcmp(k, "noise_column") == 0 && q->noise_column);
+}
+
+/* One query parameter k = v: a field of the fit (into obj), of its noise
+ * (noise_*, into noise) or a choice of columns (into q). */
+static int query_field(const char *k, const char *v, json_t *obj, json_t *noise,
+                       gp_csv_request *q, gp_error *err)
+{
+    if (given_twice(k, obj, noise, q))
+        return gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice", k);
+    if (strcmp(k, "target") == 0) {
+        q->target = v;
+    } else if (strcmp(k, "targets") == 0) {
+        q->targets = v;
+    } else if (strcmp(k, "noise_column") == 0) {
+        q->noise_column = v;
+    } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0 ||
+               strcmp(k, "likelihood") == 0) {
+        json_t *s = json_string(v);
+        if (s == NULL)
+            return gp_error_set(err, GP_EINVAL, k, "%s is not valid UTF-8", k);
+        json_object_set_new(obj, k, s);
+    } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0 ||
+               strcmp(k, "mean") == 0 || strcmp(k, "validation") == 0) {
+        json_error_t je;
+        /* validation may be true or false too */
+        size_t any = strcmp(k, "validation") == 0 ? JSON_DECODE_ANY : 0;
+        json_t *j = json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | any, &je);
+        if (j == NULL)
+            return gp_error_set(err, GP_EINVAL, k, "query parameter %s is not valid JSON: %s", k,
+                                je.text);
+        json_object_set_new(obj, k, j);
+    } else if (strcmp(k, "standardize") == 0 || strcmp(k, "seed") == 0 ||
+               strcmp(k, "async") == 0 || strcmp(k, "budget_s") == 0) {
+        json_object_set_new(obj, k, query_scalar(v));
+    } else if (strcmp(k, "noise_variance") == 0 || strcmp(k, "noise_fixed") == 0) {
+        json_object_set_new(noise, k + 6, query_scalar(v));
+    } else {
+        return gp_error_set(err, GP_EINVAL, k,
+                            "unknown query parameter '%.40s' (a CSV fit takes name, method, "
+                            "target, targets, kernel, likelihood, options, mean, noise_variance, "
+                            "noise_fixed, noise_column, standardize, seed, async, validation, "
+                            "budget_s)",
+                            k);
+    }
+    return GP_OK;
+}
+
+/* The query's fields as a fit request's JSON (*out; its noise_* as "noise"),
+ * and its choice of columns in q. */
 static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp_error *err)
 {
-    const char **target = &q->target, **noise_column = &q->noise_column;
-    *target = NULL;
-    *noise_column = NULL;
+    q->target = NULL;
+    q->noise_column = NULL;
     q->targets = NULL;
     json_t *obj = json_object(), *noise = json_object();
     if (obj == NULL || noise == NULL) {
@@ -37,52 +93,8 @@ static int csv_fields(const gp_request *req, json_t **out, gp_csv_request *q, gp
     int rc = GP_OK;
     for (size_t i = 0; i < req->n_query && rc == GP_OK; i++) {
         const char *k = req->query[i].key, *v = req->query[i].value ? req->query[i].value : "";
-        if (k == NULL)
-            continue;
-        if (json_object_get(obj, k) ||
-            (strncmp(k, "noise_", 6) == 0 && json_object_get(noise, k + 6)) ||
-            (strcmp(k, "target") == 0 && *target) ||
-            (strcmp(k, "targets") == 0 && q->targets) ||
-            (strcmp(k, "noise_column") == 0 && *noise_column)) {
-            rc = gp_error_set(err, GP_EINVAL, k, "query parameter '%.40s' given twice", k);
-        } else if (strcmp(k, "target") == 0) {
-            *target = v;
-        } else if (strcmp(k, "targets") == 0) {
-            q->targets = v;
-        } else if (strcmp(k, "noise_column") == 0) {
-            *noise_column = v;
-        } else if (strcmp(k, "name") == 0 || strcmp(k, "method") == 0 ||
-                   strcmp(k, "likelihood") == 0) {
-            json_t *s = json_string(v);
-            if (s == NULL)
-                rc = gp_error_set(err, GP_EINVAL, k, "%s is not valid UTF-8", k);
-            else
-                json_object_set_new(obj, k, s);
-        } else if (strcmp(k, "kernel") == 0 || strcmp(k, "options") == 0 ||
-                   strcmp(k, "mean") == 0 || strcmp(k, "validation") == 0) {
-            json_error_t je;
-            /* validation may be true or false too */
-            size_t any = strcmp(k, "validation") == 0 ? JSON_DECODE_ANY : 0;
-            json_t *j =
-                json_loads(v, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | any, &je);
-            if (j == NULL)
-                rc = gp_error_set(err, GP_EINVAL, k, "query parameter %s is not valid JSON: %s",
-                                  k, je.text);
-            else
-                json_object_set_new(obj, k, j);
-        } else if (strcmp(k, "standardize") == 0 || strcmp(k, "seed") == 0 ||
-                   strcmp(k, "async") == 0 || strcmp(k, "budget_s") == 0) {
-            json_object_set_new(obj, k, query_scalar(v));
-        } else if (strcmp(k, "noise_variance") == 0 || strcmp(k, "noise_fixed") == 0) {
-            json_object_set_new(noise, k + 6, query_scalar(v));
-        } else {
-            rc = gp_error_set(err, GP_EINVAL, k,
-                              "unknown query parameter '%.40s' (a CSV fit takes name, method, "
-                              "target, targets, kernel, likelihood, options, mean, noise_variance, "
-                              "noise_fixed, noise_column, standardize, seed, async, validation, "
-                              "budget_s)",
-                              k);
-        }
+        if (k != NULL)
+            rc = query_field(k, v, obj, noise, q, err);
     }
     if (rc == GP_OK && json_object_size(noise))
         json_object_set(obj, "noise", noise);

@@ -56,16 +56,11 @@ static void auto_method_info(json_t *ij, const gp_api_auto *a)
     json_object_set_new(mi, "auto", o);
 }
 
-int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *out,
-                    double *fit_seconds)
+/* The model JSON kept with the version (text, malloc'ed; NULL when out of
+ * memory): the model's own, with what the request named and how it was
+ * chosen. */
+static char *version_info(const gp_fit_job *job, const gp_model *model)
 {
-    gp_error err;
-    gp_error_clear(&err);
-    if (fit_seconds)
-        *fit_seconds = 0.0;
-    int rc = GP_OK;
-    gp_state st;
-    gp_state_init(&st);
     char *info = NULL;
     json_t *ij = gp_api_model_info_json(model);
     if (ij && job->outputs) /* kept with the version: GET, predict, OIP and observe read it */
@@ -85,15 +80,61 @@ int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *
     if (ij)
         info = json_dumps(ij, GP_JSON_FLAGS);
     json_decref(ij);
-    rc = info ? gp_model_export(model, &st, &err)
-              : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
-    /* nothing non-finite is stored: a fit that came out so is refused */
+    return info;
+}
+
+/* The model's arrays to store; nothing non-finite is stored: a fit that
+ * came out so is refused. */
+static int export_state(const gp_model *model, gp_state *st, gp_error *err)
+{
+    int rc = gp_model_export(model, st, err);
     gp_error bad;
-    if (rc == GP_OK && gp_state_check_finite(&st, &bad) != GP_OK)
-        rc = gp_error_set(&err, GP_EDATA, NULL,
+    if (rc == GP_OK && gp_state_check_finite(st, &bad) != GP_OK)
+        rc = gp_error_set(err, GP_EDATA, NULL,
                           "the fitted model holds a non-finite number (%s): the data is beyond "
                           "what float64 arithmetic can fit; rescale it",
                           bad.message);
+    return rc;
+}
+
+/* The saved version's 201 (with its Location); the model goes to the cache. */
+static int respond_created(gp_api *api, gp_model *model, gp_model_meta *meta, gp_response *out,
+                           double *fit_seconds)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    if (model->diag.jitter > 0.0)
+        atomic_fetch_add(&api->jitter_escalations, 1);
+    if (fit_seconds)
+        *fit_seconds = model->diag.fit_seconds;
+    gp_cache_insert(api, meta, model); /* the cache owns the model from here */
+    json_t *res = gp_api_model_json(meta, NULL, 0, &err);
+    if (res == NULL) {
+        gp_model_meta_free(meta);
+        gp_api_error(&err, out);
+        return err.code;
+    }
+    char loc[160];
+    snprintf(loc, sizeof loc, "/v1/models/%s/versions/%d", meta->name, meta->version);
+    gp_model_meta_free(meta);
+    gp_json_respond(res, 201, out);
+    if (out->status == 201)
+        gp_response_header(out, "Location", loc);
+    return out->status == 201 ? GP_OK : GP_ENOMEM;
+}
+
+int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *out,
+                    double *fit_seconds)
+{
+    gp_error err;
+    gp_error_clear(&err);
+    if (fit_seconds)
+        *fit_seconds = 0.0;
+    gp_state st;
+    gp_state_init(&st);
+    char *info = version_info(job, model);
+    int rc = info ? export_state(model, &st, &err)
+                  : gp_error_set(&err, GP_ENOMEM, NULL, "out of memory");
     gp_model_meta meta;
     memset(&meta, 0, sizeof meta);
     gp_job_done done = {.id = job->hold_id, .owner = job->hold_owner, .progress = NULL,
@@ -118,22 +159,5 @@ int gp_api_save_fit(gp_api *api, gp_fit_job *job, gp_model *model, gp_response *
         gp_api_error(&err, out);
         return rc;
     }
-    if (model->diag.jitter > 0.0)
-        atomic_fetch_add(&api->jitter_escalations, 1);
-    if (fit_seconds)
-        *fit_seconds = model->diag.fit_seconds;
-    gp_cache_insert(api, &meta, model); /* the cache owns the model from here */
-    json_t *res = gp_api_model_json(&meta, NULL, 0, &err);
-    if (res == NULL) {
-        gp_model_meta_free(&meta);
-        gp_api_error(&err, out);
-        return err.code;
-    }
-    char loc[160];
-    snprintf(loc, sizeof loc, "/v1/models/%s/versions/%d", meta.name, meta.version);
-    gp_model_meta_free(&meta);
-    gp_json_respond(res, 201, out);
-    if (out->status == 201)
-        gp_response_header(out, "Location", loc);
-    return out->status == 201 ? GP_OK : GP_ENOMEM;
+    return respond_created(api, model, &meta, out, fit_seconds);
 }
