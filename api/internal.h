@@ -128,7 +128,7 @@ int gp_api_parse_distributed(gp_api *api, json_t *fit, json_t *v, const gp_metho
  * uploads' signs of life, compared across daemons as the jobs' leases are. */
 double gp_api_wall_seconds(void);
 
-/* ---- fit jobs (fit.c) ---- */
+/* ---- fit jobs (fit.c; options fit_options.c, the job fit_job.c and api/fit_job.h) ---- */
 /* The "options" object of a fit request for method m, each option checked by
  * type and by gp_options_validate (OBJECT options: converted by
  * gp_json_to_value and checked by the method with d = 0). *opts (n entries)
