@@ -742,6 +742,8 @@ static int auto_fields(gp_fit_job *job, gp_error *err)
                             "method auto picks by validation: give {\"folds\": k} or "
                             "{\"fraction\": f}, or leave validation out (%d folds)",
                             GP_API_VALIDATION_DEFAULT_FOLDS);
+    if (job->validation.on == -1) /* absent: auto's default for these rows */
+        gp_api_auto_default_validation(&job->autom, job->n, &job->validation.spec);
     job->validation.on = 1;
     job->validation.asked = 1;
     return GP_OK;
@@ -1216,6 +1218,7 @@ static int run_auto(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void 
     job->validation.report = res.report;
     gp_model *model = NULL;
     rc = gp_api_fit_model(api, job, NULL, gp_api_auto_progress, &res.progress, &model, &err);
+    rc = gp_api_auto_final(&job->autom, &res, rc, &model, &err); /* its deadline: budget_s */
     if (rc) {
         gp_api_error(&err, out);
         return rc;
@@ -1274,6 +1277,7 @@ static void auto_method_info(json_t *ij, const gp_api_auto *a)
                                                     "bernoulli and softmax)"));
     json_object_set_new(o, "tie", json_string("within one standard error of the best mean, the "
                                               "earliest in the rule table's order (exact first)"));
+    gp_api_auto_info(o, a);
     json_object_set_new(mi, "auto", o);
 }
 

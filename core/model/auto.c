@@ -84,35 +84,90 @@ static int applies(const rule *r, const gp_auto_problem *p)
     return !r->needs_symmetry || p->symmetry;
 }
 
+static double share(const gp_auto_problem *p)
+{
+    return p->train_share > 0.0 && p->train_share <= 1.0 ? p->train_share : 1.0;
+}
+
 void gp_auto_candidates(const gp_auto_problem *p, gp_auto_candidate *out, size_t *count)
 {
     size_t c = 0;
+    size_t fits = p->fits_each ? p->fits_each : 1;
+    size_t n_train = (size_t)ceil(share(p) * (double)p->n);
     for (size_t i = 0; i < sizeof rules / sizeof rules[0] && c < GP_AUTO_MAX_CANDIDATES; i++) {
         const rule *r = &rules[i];
         if (!applies(r, p))
             continue;
         out[c].method = r->method;
         out[c].est_fit_s = rule_estimate(r, p->n);
-        double validation = out[c].est_fit_s * (double)(p->fits_each ? p->fits_each : 1);
-        out[c].skip = validation > p->budget_s ? "its validation alone is estimated over budget_s"
-                                               : NULL;
+        out[c].est_validation_s = rule_estimate(r, n_train) * (double)fits;
+        out[c].skip = out[c].est_validation_s + out[c].est_fit_s > p->budget_s
+                          ? "its validation and final fit are estimated over budget_s"
+                          : NULL;
         c++;
     }
     *count = c;
 }
 
-int gp_auto_pick(const gp_auto_score *s, size_t n)
+int gp_auto_default_validation(size_t n, gp_validation_spec *spec)
+{
+    int hold_out = n > GP_AUTO_HOLDOUT_MIN_ROWS;
+    spec->folds = hold_out ? 0 : GP_AUTO_DEFAULT_FOLDS;
+    spec->fraction = hold_out ? GP_AUTO_HOLDOUT_FRACTION : 0.0;
+    return hold_out;
+}
+
+/* The tie of the pick: the best's standard error over its folds. */
+static double tie_width(const gp_auto_score *best)
+{
+    double se = best->folds > 1 ? best->sd / sqrt((double)best->folds) : 0.0;
+    return isfinite(se) ? se : 0.0;
+}
+
+static int best_mean(const gp_auto_score *s, size_t n)
 {
     int best = -1;
     for (size_t i = 0; i < n; i++)
         if (s[i].done && isfinite(s[i].mean) && (best < 0 || s[i].mean < s[best].mean))
             best = (int)i;
+    return best;
+}
+
+int gp_auto_pick(const gp_auto_score *s, size_t n)
+{
+    int best = best_mean(s, n);
     if (best < 0)
         return -1;
-    double se = s[best].folds > 1 ? s[best].sd / sqrt((double)s[best].folds) : 0.0;
-    double tie = isfinite(se) ? se : 0.0;
+    double tie = tie_width(&s[best]);
     for (size_t i = 0; i < n; i++) /* the earliest within the tie: the table's preference */
         if (s[i].done && isfinite(s[i].mean) && s[i].mean <= s[best].mean + tie)
             return (int)i;
     return best;
+}
+
+double gp_auto_reserve(const gp_auto_candidate *c, const gp_auto_score *s, size_t n)
+{
+    int best = best_mean(s, n);
+    if (best < 0)
+        return 0.0;
+    double tie = tie_width(&s[best]), reserve = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i].done || !isfinite(s[i].mean) || s[i].mean > s[best].mean + tie)
+            continue;
+        /* its own estimate, corrected by how its validation compared */
+        double ratio = c[i].est_validation_s > 0.0 && isfinite(s[i].seconds)
+                           ? s[i].seconds / c[i].est_validation_s
+                           : 1.0;
+        reserve = fmax(reserve, c[i].est_fit_s * ratio);
+    }
+    return reserve;
+}
+
+int gp_auto_admits(double budget_s, double elapsed, double validation_s, double final_s,
+                   double reserved_s, double *need)
+{
+    double want = validation_s + fmax(final_s, reserved_s);
+    if (need)
+        *need = want;
+    return elapsed + want <= budget_s;
 }
