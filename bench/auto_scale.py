@@ -6,6 +6,11 @@ Two measurements on the shared sets' first test20 split (its training rows):
       one fit of each method alone (validation false, its default options)
       on the first ROWS training rows: wall clock and the model's own
       fit_seconds, to set the rule table's estimates (core/model/auto.c).
+  spread URL --sets kin8nm --rows 5000 --methods sgpr,ssgp
+      the models `times` left, scored on the split's test rows: the mean and
+      the standard deviation of one row's NLPD, and of the per-row difference
+      of the first method against each other one (the standard error of a
+      hold-out of h rows is that sd / sqrt(h): GP_AUTO_HOLDOUT_MIN_ROWS).
   auto URL --budget 60 --sets kin8nm,power
       one auto fit (async false) per set: the client's wall clock, the
       daemon's method_info.auto (seconds, within_budget, final_fit,
@@ -77,6 +82,40 @@ def score(url, name, Xte, yte, lik):
     else:
         return float("nan")
     return total / len(yte)
+
+
+def per_row_nlpd(url, name, Xte, yte):
+    st, p = post(url + "/v1/models/" + name + "/predict", {"X": Xte})
+    if st != 200:
+        return None
+    return [0.5 * math.log(2 * math.pi * v) + (t - m) ** 2 / (2 * v)
+            for m, v, t in zip(p["mean"], p["variance"], yte)]
+
+
+def mean_sd(v):
+    m = sum(v) / len(v)
+    return m, math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+
+
+def spread(a):
+    for ds in a.sets.split(","):
+        _, _, Xte, yte = load(ds)
+        n = int(a.rows.split(",")[0])
+        ms = a.methods.split(",")
+        rows = {m: per_row_nlpd(a.url, "scale-t-%s-%d-%s" % (ds, n, m), Xte, yte) for m in ms}
+        for m in ms:
+            if rows[m] is None:
+                print("%s %s: no model" % (ds, m))
+                continue
+            mu, sd = mean_sd(rows[m])
+            print("%s n=%d %s: test rows %d, NLPD mean %.3f, per-row sd %.3f" % (
+                ds, n, m, len(yte), mu, sd))
+            if m != ms[0] and rows[ms[0]] is not None:
+                d = [x - y for x, y in zip(rows[m], rows[ms[0]])]
+                mu, sd = mean_sd(d)
+                print("%s n=%d %s - %s: difference mean %.3f, per-row sd %.3f; "
+                      "se at 400 held-out rows %.4f" % (ds, n, m, ms[0], mu, sd,
+                                                        sd / math.sqrt(400)))
 
 
 def body(ds, X, y, **kw):
@@ -158,7 +197,7 @@ def auto(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["times", "auto"])
+    ap.add_argument("what", choices=["times", "auto", "spread"])
     ap.add_argument("url")
     ap.add_argument("--sets", default="kin8nm,power,naval,protein,spam,doctor_visits")
     ap.add_argument("--methods", default="sgpr,ssgp,svgp,pls,gwi")
@@ -166,7 +205,7 @@ def main():
     ap.add_argument("--budget", type=float, default=60)
     a = ap.parse_args()
     a.url = a.url.rstrip("/")
-    (times if a.what == "times" else auto)(a)
+    {"times": times, "auto": auto, "spread": spread}[a.what](a)
     return 0
 
 
