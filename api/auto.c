@@ -317,6 +317,10 @@ int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validat
         res->fallback = last[w];
         last[w] = NULL;
         res->seconds = now_seconds() - ap.start;
+        /* a final fit its own validation says will not end in time is not
+         * begun: the fallback now, not after the rest of the budget */
+        res->final_estimate = gp_auto_final_estimate(&c[w], &score[w]);
+        res->skip_final = res->fallback && res->seconds + res->final_estimate > a->budget_s;
         publish(a);
         ap.stage = count; /* the final fit's progress counts on from here */
         ap.stop_at = a->budget_s; /* the final fit's deadline: the budget's end */
@@ -337,7 +341,15 @@ int gp_api_auto_final(gp_api_auto *a, gp_api_auto_result *res, int rc, gp_model 
                       gp_error *err)
 {
     a->final_fit = "every row";
-    if (rc == GP_ECANCELLED && res->progress.over_budget && res->fallback) {
+    if (res->skip_final && res->fallback) {
+        gp_model_free(*model);
+        *model = res->fallback;
+        res->fallback = NULL;
+        gp_error_clear(err);
+        rc = GP_OK;
+        a->final_fit = "not begun: the winner's validation put it past budget_s; the version "
+                       "is the winner's last validation fit (its training part of the rows)";
+    } else if (rc == GP_ECANCELLED && res->progress.over_budget && res->fallback) {
         /* Stopped at budget_s. The optimisers cannot hand back their best
          * point so far (a stop is a cancel), so the version is the model the
          * winner's validation fitted last: scored already (with a hold-out,

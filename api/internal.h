@@ -365,6 +365,8 @@ typedef struct gp_api_auto_result {
     int hkd_options;     /* the winner takes gp_api_auto.hkd_options */
     double seconds;      /* the candidates' validations */
     gp_model *fallback;  /* the winner's last validation model (owned; gp_api_auto_final) */
+    double final_estimate; /* the winner's final fit, estimated from its validation */
+    int skip_final;      /* that estimate is past budget_s: the fallback without trying */
     gp_api_auto_stage progress; /* pass to gp_api_auto_progress for the final fit */
 } gp_api_auto_result;
 /* Frees the leaderboard and texts (not hkd_options: the fit job does). */
@@ -388,8 +390,9 @@ int gp_api_auto_progress(void *ctx, int iteration, int max_iterations, double ob
  * (core/model/auto.h: folds up to GP_AUTO_HOLDOUT_MIN_ROWS, a hold-out
  * beyond), noted in a for method_info. */
 void gp_api_auto_default_validation(gp_api_auto *a, size_t n, gp_validation_spec *spec);
-/* After the final fit (its rc; *model its model): stopped at budget_s, the
- * winner's validation model (res->fallback) becomes *model and rc GP_OK;
+/* After the final fit (its rc; *model its model; not tried, rc
+ * GP_ECANCELLED, when res->skip_final): stopped at budget_s, the winner's
+ * validation model (res->fallback) becomes *model and rc GP_OK;
  * a->seconds and a->final_fit say which. Frees what res still owns. */
 int gp_api_auto_final(gp_api_auto *a, gp_api_auto_result *res, int rc, gp_model **model,
                       gp_error *err);

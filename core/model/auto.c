@@ -163,13 +163,18 @@ double gp_auto_reserve(const gp_auto_candidate *c, const gp_auto_score *s, size_
     for (size_t i = 0; i < n; i++) {
         if (!s[i].done || !isfinite(s[i].mean) || s[i].mean > s[best].mean + tie)
             continue;
-        /* its own estimate, corrected by how its validation compared */
-        double ratio = c[i].est_validation_s > 0.0 && isfinite(s[i].seconds)
-                           ? s[i].seconds / c[i].est_validation_s
-                           : 1.0;
-        reserve = fmax(reserve, c[i].est_fit_s * ratio);
+        reserve = fmax(reserve, gp_auto_final_estimate(&c[i], &s[i]));
     }
     return reserve;
+}
+
+double gp_auto_final_estimate(const gp_auto_candidate *c, const gp_auto_score *s)
+{
+    /* its own estimate, corrected by how its validation compared */
+    double ratio = c->est_validation_s > 0.0 && isfinite(s->seconds) && s->seconds >= 0.0
+                       ? s->seconds / c->est_validation_s
+                       : 1.0;
+    return c->est_fit_s * ratio;
 }
 
 int gp_auto_admits(double budget_s, double elapsed, double validation_s, double final_s,

@@ -95,6 +95,11 @@ int gp_auto_pick(const gp_auto_score *s, size_t n);
  * back into the tie; the final fit's deadline covers that case. */
 double gp_auto_reserve(const gp_auto_candidate *c, const gp_auto_score *s, size_t n);
 
+/* Candidate c's final fit on every row, estimated from what its validation
+ * (score s, done) took against its estimate: est_fit_s x s->seconds /
+ * est_validation_s. */
+double gp_auto_final_estimate(const gp_auto_candidate *c, const gp_auto_score *s);
+
 /* Whether a candidate may start `elapsed` seconds into the job: its
  * validation (validation_s) and then the final fit, the dearer of its own
  * (final_s) and the one reserved (reserved_s), end within budget_s. *need

@@ -302,6 +302,8 @@ static void test_reserve(void **state)
     s[0].folds = s[1].folds = 5;
     s[1].sd = 2.0; /* se 0.894: 1.0 is within 0.5 + 0.894 */
     assert_true(gp_auto_reserve(c, s, 2) == 8.0);
+    /* one candidate's final fit: est_fit_s x took / estimated validation */
+    assert_true(gp_auto_final_estimate(&c[2], &s[0]) == 20.0 * 20.0 / 50.0);
     /* skipped or failed candidates reserve nothing */
     s[2].done = 0;
     s[2].seconds = 1e9;

@@ -98,6 +98,25 @@ static void test_final_stopped(void **state)
     gp_model_free(model);
 }
 
+/* Not begun (its estimate past the budget): the fallback, said so. */
+static void test_final_not_begun(void **state)
+{
+    (void)state;
+    gp_api_auto a;
+    memset(&a, 0, sizeof a);
+    a.budget_s = 60;
+    gp_model *fb = validation_model(), *model = NULL;
+    gp_api_auto_result res = result(fb, 0);
+    res.skip_final = 1;
+    gp_error err;
+    gp_error_clear(&err);
+    assert_int_equal(gp_api_auto_final(&a, &res, GP_ECANCELLED, &model, &err), GP_OK);
+    assert_ptr_equal(model, fb);
+    assert_null(res.fallback);
+    assert_non_null(strstr(a.final_fit, "not begun"));
+    gp_model_free(model);
+}
+
 /* The user's cancel (not over budget) and other failures stay failures;
  * a final fit that ended keeps its model; the fallback is freed each time
  * (the sanitizer build sees a leak otherwise). */
@@ -137,6 +156,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_validation),
         cmocka_unit_test(test_final_stopped),
+        cmocka_unit_test(test_final_not_begun),
         cmocka_unit_test(test_final_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
