@@ -245,6 +245,8 @@ static int auto_fields(gp_fit_job *job, gp_error *err)
                             "method auto picks by validation: give {\"folds\": k} or "
                             "{\"fraction\": f}, or leave validation out (%d folds)",
                             GP_API_VALIDATION_DEFAULT_FOLDS);
+    if (job->validation.on == -1) /* absent: auto's default for these rows */
+        gp_api_auto_default_validation(&job->autom, job->n, &job->validation.spec);
     job->validation.on = 1;
     job->validation.asked = 1;
     return GP_OK;

@@ -140,7 +140,10 @@ static int run_auto(gp_api *api, gp_fit_job *job, gp_progress_fn progress, void 
     json_decref(job->validation.report);
     job->validation.report = res.report;
     gp_model *model = NULL;
-    rc = gp_api_fit_model(api, job, NULL, gp_api_auto_progress, &res.progress, &model, &err);
+    rc = res.skip_final ? GP_ECANCELLED /* the fallback: gp_api_auto_final */
+                        : gp_api_fit_model(api, job, NULL, gp_api_auto_progress, &res.progress,
+                                           &model, &err);
+    rc = gp_api_auto_final(&job->autom, &res, rc, &model, &err); /* its deadline: budget_s */
     if (rc) {
         gp_api_error(&err, out);
         return rc;

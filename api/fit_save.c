@@ -53,6 +53,7 @@ static void auto_method_info(json_t *ij, const gp_api_auto *a)
                                                     "bernoulli and softmax)"));
     json_object_set_new(o, "tie", json_string("within one standard error of the best mean, the "
                                               "earliest in the rule table's order (exact first)"));
+    gp_api_auto_info(o, a);
     json_object_set_new(mi, "auto", o);
 }
 

@@ -1003,7 +1003,7 @@ export interface components {
             /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
             /**
-             * @description GET /v1/methods lists each method with its options and kernels. "auto" (docs/design/api.md, "Auto"): the candidates the rows, likelihood and budget_s call for are validated one after another on the same split and the lowest mean validation nlpd (log loss for bernoulli and softmax) wins, and among those within one standard error of it the earliest in the rule table's order (exact first); the version is the winner's (its method), with method_info.leaderboard listing every candidate. A job (202) unless async is false; its progress shows the leaderboard as it grows. Its validation is always on (false: 400 naming validation); a data set or a distributed fit is 422 naming data or distributed; options may hold only symmetry (hkd's, which makes hkd a candidate), any other option 422 naming options.KEY.
+             * @description GET /v1/methods lists each method with its options and kernels. "auto" (docs/design/api.md, "Auto"): the candidates the rows, likelihood and budget_s call for are validated one after another on the same split and the lowest mean validation nlpd (log loss for bernoulli and softmax) wins, and among those within one standard error of it the earliest in the rule table's order (exact first); the version is the winner's (its method), with method_info.leaderboard listing every candidate. A job (202) unless async is false; its progress shows the leaderboard as it grows. Its validation is always on (false: 400 naming validation; absent: 5 folds up to 2000 rows, a seeded hold-out of 0.2 beyond). The plan keeps the winner's fit on every row inside budget_s; past it, that fit is stopped and the version is the winner's last validation model (method_info.auto: seconds, within_budget, final_fit, validation). A data set or a distributed fit is 422 naming data or distributed; options may hold only symmetry (hkd's, which makes hkd a candidate), any other option 422 naming options.KEY.
              * @default exact
              */
             method?: components["schemas"]["MethodName"] | "auto";
@@ -1641,7 +1641,7 @@ export interface components {
             options: Record<string, never>;
             /** @enum {string} */
             status: "done" | "skipped" | "failed" | "stopped";
-            /** @description its validation's estimate (the rule table's, scaled by the candidates before) */
+            /** @description its validation's estimate (its fits on their training share of the rows; the rule table's, scaled by the candidates before) */
             estimated_seconds: number;
             /** @description mean held-out nlpd over the folds (log loss for bernoulli and softmax) */
             nlpd?: number;
