@@ -7,4 +7,8 @@
 
 int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err);
 
+/* One fit with the settings st (the factor a number), under serial BLAS. */
+int gwi_fit_once(const gp_method *m, const gp_fit_request *req, const gwi_settings *st,
+                 gp_model **out, gp_error *err);
+
 #endif
