@@ -10,11 +10,10 @@
 #include "core/methods/gwi/internal.h"
 #include "core/methods/gwi/loss.h"
 #include "core/methods/gwi/model.h"
-#include "core/methods/gwi/select.h"
 #include "core/methods/gwi/train.h"
 #include "core/model/mean.h"
 
-static void read_settings(const gp_method *me, const gp_fit_request *req, gwi_settings *st)
+void gwi_read_settings(const gp_method *me, const gp_fit_request *req, gwi_settings *st)
 {
     st->mean = strcmp(gp_option_string(me, req, "mean"), "mlp") == 0 ? GP_GWI_MEAN_MLP
                                                                       : GP_GWI_MEAN_KERNEL_SUM;
@@ -290,13 +289,15 @@ static void mean_residuals(const gp_model *model, gwi_data *D, const double *Htr
                     (blasint)D->nva, model->mean_coef, 1, 1.0, D->yva, 1);
 }
 
-/* The workspace of the largest fit (with factor auto: the grid's largest factor). */
-static int size_guard(const gp_fit_request *req, const gwi_settings *st0, gp_error *err)
+/* The workspace of the largest fit (with factor auto: the grid's largest
+ * factor, worst_factor). */
+static int size_guard(const gp_fit_request *req, const gwi_settings *st0, double worst_factor,
+                      gp_error *err)
 {
     gwi_settings big = *st0;
     const gwi_settings *st = &big;
     if (big.factor_auto)
-        big.factor = gwi_auto_max_factor(big.mean);
+        big.factor = worst_factor;
     double n = (double)req->n, d = (double)req->d, m = (double)inducing_count(st, req->n);
     double nb = (double)batch_size(st, req->n), ns = fmin((double)st->w2_points, n);
     double h = st->mean == GP_GWI_MEAN_MLP ? (double)st->hidden : 0.0;
@@ -460,8 +461,8 @@ int gwi_fit_once(const gp_method *m, const gp_fit_request *req, const gwi_settin
     return GP_OK;
 }
 
-/* Combinations refused before any work. */
-static int check_settings(const gwi_settings *st, gp_error *err)
+int gwi_check_settings(const gp_fit_request *req, const gwi_settings *st, double worst_factor,
+                       gp_error *err)
 {
     if (st->greedy && !st->prior_sgpr) /* greedy points have no targets of their own to fit on */
         return gp_error_set(err, GP_EINVAL, "options.inducing_selection",
@@ -476,18 +477,5 @@ static int check_settings(const gwi_settings *st, gp_error *err)
         return gp_error_set(err, GP_EINVAL, "options.inducing_factor",
                             "inducing_factor auto chooses by the validation NLL: it needs "
                             "validation_fraction > 0");
-    return GP_OK;
-}
-
-int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
-{
-    gwi_settings st;
-    read_settings(m, req, &st);
-    int rc = check_settings(&st, err);
-    if (rc == GP_OK)
-        rc = size_guard(req, &st, err);
-    if (rc)
-        return rc;
-    return st.factor_auto ? gwi_fit_auto_factor(m, req, &st, out, err)
-                          : gwi_fit_once(m, req, &st, out, err);
+    return size_guard(req, st, worst_factor, err);
 }

@@ -2,10 +2,10 @@
  * descriptor. */
 #include "core/methods/gwi/gwi.h"
 
-#include "core/methods/gwi/fit.h"
 #include "core/methods/gwi/internal.h"
 #include "core/methods/gwi/model.h"
 #include "core/methods/gwi/persist.h"
+#include "core/methods/gwi/select.h"
 
 /* ---- the descriptor ---- */
 

@@ -32,7 +32,7 @@ static const factor_grid *grid_of(gp_gwi_mean_kind mean)
     return mean == GP_GWI_MEAN_MLP ? &grid_mlp : &grid_kernel_sum;
 }
 
-double gwi_auto_max_factor(gp_gwi_mean_kind mean)
+static double max_factor(gp_gwi_mean_kind mean)
 {
     const factor_grid *g = grid_of(mean);
     return g->factor[g->n - 1];
@@ -110,4 +110,15 @@ int gwi_fit_auto_factor(const gp_method *m, const gp_fit_request *req, const gwi
     report_grid(best, g, score);
     *out = best;
     return GP_OK;
+}
+
+int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
+{
+    gwi_settings st;
+    gwi_read_settings(m, req, &st);
+    int rc = gwi_check_settings(req, &st, max_factor(st.mean), err);
+    if (rc)
+        return rc;
+    return st.factor_auto ? gwi_fit_auto_factor(m, req, &st, out, err)
+                          : gwi_fit_once(m, req, &st, out, err);
 }
