@@ -2462,10 +2462,10 @@ export interface components {
              */
             inducing?: number;
             /**
-             * @description M = round(inducing_factor sqrt(N)) when inducing is 0 (the thesis's grid: 0.5-2 for mlp, 1-5 for kernel_sum)
+             * @description M = round(inducing_factor sqrt(N)) when inducing is 0, or "auto": the thesis's model selection (B1), one whole fit per factor of {0.5, 1, 1.5, 2} (mlp) or {1, 2, 3, 4, 5} (kernel_sum) on the same seeded split, the fit of the lowest tempered validation NLL kept as it is (its validation rows stay held out, as in the thesis); costs the grid's fits together (4 to 55 factor-1 fits); needs inducing 0 and validation_fraction > 0
              * @default 1
              */
-            inducing_factor?: number;
+            inducing_factor?: number | "auto";
             /**
              * @description N_B, the minibatch (all training rows when fewer); 0 (default): N/10 within [100, 1000] (the thesis: 1000; its code: 100 on the small sets)
              * @default 0
@@ -2528,6 +2528,24 @@ export interface components {
         GwiMethodInfo: {
             /** @description M, the inducing points */
             inducing?: number;
+            /** @description the factor of M = round(factor sqrt(N)) used (the one auto chose; absent when inducing was given) */
+            inducing_factor?: number;
+            /** @description inducing_factor auto only: "auto" */
+            inducing_factor_selection?: string;
+            /** @description inducing_factor auto, mlp: the validation NLL per point (tempered, original units) of factor 0.5 (absent when that factor's fit failed numerically) */
+            "auto_nll_0.5"?: number;
+            /** @description inducing_factor auto: the validation NLL of factor 1 */
+            auto_nll_1?: number;
+            /** @description inducing_factor auto, mlp: the validation NLL of factor 1.5 */
+            "auto_nll_1.5"?: number;
+            /** @description inducing_factor auto: the validation NLL of factor 2 */
+            auto_nll_2?: number;
+            /** @description inducing_factor auto, kernel_sum: the validation NLL of factor 3 */
+            auto_nll_3?: number;
+            /** @description inducing_factor auto, kernel_sum: the validation NLL of factor 4 */
+            auto_nll_4?: number;
+            /** @description inducing_factor auto, kernel_sum: the validation NLL of factor 5 */
+            auto_nll_5?: number;
             /** @description the variational mean: kernel_sum or mlp */
             mean?: string;
             /** @description what the prior's fit maximised, at its end (standardised units): the exact log marginal likelihood of the inducing points' targets (prior inducing) or the collapsed bound on the training rows (prior sgpr) */
