@@ -243,8 +243,10 @@ static int auto_fields(gp_fit_job *job, gp_error *err)
     if (job->validation.on == 0)
         return gp_error_set(err, GP_EINVAL, "validation",
                             "method auto picks by validation: give {\"folds\": k} or "
-                            "{\"fraction\": f}, or leave validation out (%d folds)",
-                            GP_API_VALIDATION_DEFAULT_FOLDS);
+                            "{\"fraction\": f}, or leave validation out (%d folds up to %d "
+                            "rows, a hold-out of %g beyond)",
+                            GP_API_VALIDATION_DEFAULT_FOLDS, GP_AUTO_HOLDOUT_MIN_ROWS,
+                            GP_AUTO_HOLDOUT_FRACTION);
     if (job->validation.on == -1) /* absent: auto's default for these rows */
         gp_api_auto_default_validation(&job->autom, job->n, &job->validation.spec);
     job->validation.on = 1;
