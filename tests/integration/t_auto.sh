@@ -110,7 +110,7 @@ check_jerr "auto, budget too small for any candidate -> 422" 422 unsupported '^b
 # ---- a symmetry makes hkd a candidate, with the request's symmetry
 awk 'BEGIN { srand(8); for (i = 0; i < 80; i++) { a = 4 * rand() - 2; b = 4 * rand() - 2;
     printf "%.6f,%.6f,%.6f\n", a, b, cos(a) + b * b + 0.05 * (rand() - 0.5) } }' \
-    | csv_to_json asym '"method":"auto","budget_s":20,"options":{"symmetry":{"generators":[{"type":"negate","dims":[0]}]}},' >"$T/asym.json"
+    | csv_to_json asym '"method":"auto","budget_s":60,"options":{"symmetry":{"generators":[{"type":"negate","dims":[0]}]}},' >"$T/asym.json"
 check_json "auto with options.symmetry -> 202" 202 $M @"$T/asym.json"
 wait_job "$(jstr job)" succeeded
 verdict "the symmetry job succeeds" $? "$(jqb '{status, error}')"

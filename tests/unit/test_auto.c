@@ -58,7 +58,7 @@ static void test_gaussian_small(void **state)
     p.budget_s = 30;
     expect(&p, "exact ssgp pls gwi -msrfr");
     p.symmetry = 1; /* hkd only with a symmetry */
-    expect(&p, "exact ssgp pls gwi hkd -msrfr");
+    expect(&p, "exact hkd ssgp pls gwi -msrfr");
 }
 
 static void test_gaussian_large(void **state)
