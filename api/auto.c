@@ -54,7 +54,15 @@ void gp_api_auto_problem(const gp_api_auto *a, size_t n, size_t d, gp_likelihood
     p->outputs = outputs ? outputs : 1;
     p->budget_s = a->budget_s;
     p->fits_each = gp_validation_fits(spec);
+    p->train_share = spec->folds ? (double)(spec->folds - 1) / (double)spec->folds
+                                 : 1.0 - spec->fraction;
     p->symmetry = a->symmetry;
+}
+
+void gp_api_auto_default_validation(gp_api_auto *a, size_t n, gp_validation_spec *spec)
+{
+    gp_auto_default_validation(n, spec);
+    a->default_validation = 1;
 }
 
 int gp_api_auto_check(const gp_api_auto *a, size_t n, size_t d, gp_likelihood lik,
@@ -69,7 +77,7 @@ int gp_api_auto_check(const gp_api_auto *a, size_t n, size_t d, gp_likelihood li
     for (size_t i = 0; i < count; i++) {
         if (c[i].skip == NULL)
             return GP_OK;
-        cheapest = fmin(cheapest, c[i].est_fit_s * (double)p.fits_each);
+        cheapest = fmin(cheapest, c[i].est_validation_s + c[i].est_fit_s);
     }
     if (count == 0)
         return gp_error_set(err, GP_EUNSUPPORTED, "method",
@@ -77,8 +85,9 @@ int gp_api_auto_check(const gp_api_auto *a, size_t n, size_t d, gp_likelihood li
                             "outputs; fit a method by name",
                             gp_likelihood_name(lik), p.outputs);
     return gp_error_set(err, GP_EUNSUPPORTED, "budget_s",
-                        "no candidate's validation fits budget_s = %g s on %zu rows (the "
-                        "cheapest is estimated at %.3g s); raise budget_s or validate fewer folds",
+                        "no candidate's validation and final fit fit budget_s = %g s on %zu rows "
+                        "(the cheapest is estimated at %.3g s); raise budget_s or validate fewer "
+                        "folds",
                         a->budget_s, n, cheapest);
 }
 
@@ -99,7 +108,7 @@ static int candidate_progress(void *ctx, int iteration, int max_iterations, doub
     double frac = max_iterations > 0 ? (double)iteration / (double)max_iterations : 0.0;
     if (report(ap, frac, objective))
         return 1; /* the caller's cancel */
-    if (ap->may_stop && now_seconds() - ap->start > ap->budget_s) {
+    if (ap->may_stop && now_seconds() - ap->start > ap->stop_at) {
         ap->over_budget = 1;
         return 1;
     }
@@ -108,9 +117,7 @@ static int candidate_progress(void *ctx, int iteration, int max_iterations, doub
 
 int gp_api_auto_progress(void *ctx, int iteration, int max_iterations, double objective)
 {
-    gp_api_auto_stage *ap = ctx;
-    double frac = max_iterations > 0 ? (double)iteration / (double)max_iterations : 0.0;
-    return report(ap, frac, objective);
+    return candidate_progress(ctx, iteration, max_iterations, objective);
 }
 
 static json_t *options_json(const gp_api_auto *a, const char *method)
@@ -177,7 +184,7 @@ static void publish(gp_api_auto *a)
  * failure is the entry's reason. */
 static int run_candidate(gp_api_auto *a, const gp_method *m, const gp_fit_request *base,
                          const gp_validation_spec *spec, gp_api_auto_stage *ap, json_t *e,
-                         gp_auto_score *score, json_t **report, gp_error *err)
+                         gp_auto_score *score, json_t **report, gp_model **last, gp_error *err)
 {
     gp_fit_request fr = *base;
     fr.options = strcmp(m->name, "hkd") == 0 ? a->hkd_options : NULL;
@@ -189,7 +196,7 @@ static int run_candidate(gp_api_auto *a, const gp_method *m, const gp_fit_reques
     gp_error_clear(&ferr);
     double t0 = now_seconds();
     ap->over_budget = 0;
-    int rc = gp_validate(m, &fr, spec, 0, &r, &ferr);
+    int rc = gp_validate_keep(m, &fr, spec, 0, &r, last, &ferr);
     double secs = now_seconds() - t0;
     if (rc == GP_ECANCELLED && !ap->over_budget) {
         *err = ferr;
@@ -218,10 +225,12 @@ static int run_candidate(gp_api_auto *a, const gp_method *m, const gp_fit_reques
     return GP_OK;
 }
 
-/* Why candidate c does not run now (NULL: it runs). */
+/* Why candidate c does not run now (NULL: it runs): elapsed, its
+ * validation and the final fit (its own or the one reserved for those done,
+ * gp_auto_reserve) must fit budget_s, its estimates scaled by calib. */
 static const char *why_not(const gp_api_auto *a, const gp_auto_candidate *c, const gp_method *m,
                            const gp_fit_request *base, double elapsed, double calib,
-                           size_t fits_each, int any_done, char *buf, size_t len)
+                           double reserved, char *buf, size_t len)
 {
     if (m == NULL)
         return "not registered in this build";
@@ -229,11 +238,13 @@ static const char *why_not(const gp_api_auto *a, const gp_auto_candidate *c, con
         return "does not fit this likelihood";
     if (c->skip)
         return c->skip;
-    double need = c->est_fit_s * calib * (double)(fits_each + 1);
-    if (any_done && elapsed + need > a->budget_s) {
+    double need = 0.0;
+    if (!gp_auto_admits(a->budget_s, elapsed, c->est_validation_s * calib, c->est_fit_s * calib,
+                        reserved, &need)) {
         snprintf(buf, len,
-                 "estimated %.1f s (validation and final fit) past the %.1f s left of budget_s",
-                 need, a->budget_s - elapsed);
+                 "estimated %.1f s (validation, then the final fit: %.1f s reserved) past the "
+                 "%.1f s left of budget_s",
+                 need, need - c->est_validation_s * calib, a->budget_s - elapsed);
         return buf;
     }
     return NULL;
@@ -255,6 +266,7 @@ int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validat
     gp_auto_score score[GP_AUTO_MAX_CANDIDATES];
     json_t *reports[GP_AUTO_MAX_CANDIDATES] = {0};
     memset(score, 0, sizeof score);
+    gp_model *last[GP_AUTO_MAX_CANDIDATES] = {0};
     gp_api_auto_stage ap = {progress, ctx, 0, count + 1, now_seconds(), a->budget_s, 0, 0};
     double ratio_sum = 0.0;
     size_t n_done = 0;
@@ -263,23 +275,25 @@ int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validat
         ap.stage = i;
         const gp_method *m = gp_method_find(c[i].method);
         double calib = n_done ? fmin(fmax(ratio_sum / (double)n_done, 0.25), 10.0) : 1.0;
-        char why[160];
-        const char *skip = why_not(a, &c[i], m, base, now_seconds() - ap.start, calib,
-                                   p.fits_each, n_done > 0, why, sizeof why);
+        char why[200];
+        double reserved = gp_auto_reserve(c, score, i);
+        const char *skip = why_not(a, &c[i], m, base, now_seconds() - ap.start, calib, reserved,
+                                   why, sizeof why);
+        /* a running candidate stops where only the reserved final fit is left */
+        ap.stop_at = a->budget_s - reserved;
         /* its validation's estimate, scaled by what the candidates before took */
         json_t *e = entry_json(a, &c[i], "skipped",
-                               c[i].est_fit_s * (skip == c[i].skip ? 1.0 : calib) *
-                                   (double)p.fits_each);
+                               c[i].est_validation_s * (skip == c[i].skip ? 1.0 : calib));
         if (base->cancel.flag && atomic_load(base->cancel.flag))
             rc = gp_error_set(err, GP_ECANCELLED, NULL, "the fit was cancelled");
         else if (skip)
             set_reason(e, "%s", skip);
         else
-            rc = run_candidate(a, m, base, spec, &ap, e, &score[i], &reports[i], err);
+            rc = run_candidate(a, m, base, spec, &ap, e, &score[i], &reports[i], &last[i], err);
         json_array_append_new(a->leaderboard, e);
         if (score[i].done) {
             n_done++;
-            double est = c[i].est_fit_s * (double)p.fits_each;
+            double est = c[i].est_validation_s;
             ratio_sum += est > 0 ? score[i].seconds / est : 1.0;
             ap.may_stop = 1;
         }
@@ -300,12 +314,71 @@ int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validat
         res->report = reports[w];
         reports[w] = NULL;
         res->hkd_options = strcmp(c[w].method, "hkd") == 0;
+        res->fallback = last[w];
+        last[w] = NULL;
         res->seconds = now_seconds() - ap.start;
+        /* a final fit its own validation says will not end in time is not
+         * begun: the fallback now, not after the rest of the budget */
+        res->final_estimate = gp_auto_final_estimate(&c[w], &score[w]);
+        res->skip_final = res->fallback && res->seconds + res->final_estimate > a->budget_s;
         publish(a);
         ap.stage = count; /* the final fit's progress counts on from here */
+        ap.stop_at = a->budget_s; /* the final fit's deadline: the budget's end */
+        ap.may_stop = 1;
+        ap.over_budget = 0;
     }
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         json_decref(reports[i]);
+        gp_model_free(last[i]);
+    }
     res->progress = ap;
     return rc;
+}
+
+/* ---- the final fit and what the version says of the run ---- */
+
+int gp_api_auto_final(gp_api_auto *a, gp_api_auto_result *res, int rc, gp_model **model,
+                      gp_error *err)
+{
+    a->final_fit = "every row";
+    if (res->skip_final && res->fallback) {
+        gp_model_free(*model);
+        *model = res->fallback;
+        res->fallback = NULL;
+        gp_error_clear(err);
+        rc = GP_OK;
+        a->final_fit = "not begun: the winner's validation put it past budget_s; the version "
+                       "is the winner's last validation fit (its training part of the rows)";
+    } else if (rc == GP_ECANCELLED && res->progress.over_budget && res->fallback) {
+        /* Stopped at budget_s. The optimisers cannot hand back their best
+         * point so far (a stop is a cancel), so the version is the model the
+         * winner's validation fitted last: scored already (with a hold-out,
+         * its report is exactly this model's), and free. */
+        gp_model_free(*model);
+        *model = res->fallback;
+        res->fallback = NULL;
+        gp_error_clear(err);
+        rc = GP_OK;
+        a->final_fit = "stopped at budget_s: the version is the winner's last validation fit "
+                       "(its training part of the rows)";
+    }
+    gp_model_free(res->fallback);
+    res->fallback = NULL;
+    a->seconds = now_seconds() - res->progress.start;
+    return rc;
+}
+
+void gp_api_auto_info(json_t *o, const gp_api_auto *a)
+{
+    json_object_set_new(o, "seconds", gp_json_real(a->seconds));
+    json_object_set_new(o, "within_budget", json_boolean(a->seconds <= a->budget_s));
+    if (a->final_fit)
+        json_object_set_new(o, "final_fit", json_string(a->final_fit));
+    char why[200];
+    snprintf(why, sizeof why,
+             "auto's default: %d folds up to %d rows, beyond a seeded hold-out of %g (one fit "
+             "per candidate)",
+             GP_AUTO_DEFAULT_FOLDS, GP_AUTO_HOLDOUT_MIN_ROWS, GP_AUTO_HOLDOUT_FRACTION);
+    json_object_set_new(o, "validation", json_string(a->default_validation ? why
+                                                                           : "the request's"));
 }

@@ -1,5 +1,5 @@
 /* Fits sharded over processes, the api's part (api.h, "fits sharded over
- * processes"): what a request's "distributed" field may say (fit.c asks it;
+ * processes"): what a request's "distributed" field may say (fit_parse.c asks it;
  * the shard of rows a process reads is shard.c). The processes, the sums
  * over them and the job's run are mpi/'s and server/'s
  * (docs/design/scale-out.md, "Fits beyond one machine"). */

@@ -128,7 +128,7 @@ int gp_api_parse_distributed(gp_api *api, json_t *fit, json_t *v, const gp_metho
  * uploads' signs of life, compared across daemons as the jobs' leases are. */
 double gp_api_wall_seconds(void);
 
-/* ---- fit jobs (fit.c) ---- */
+/* ---- fit jobs (fit.c; options fit_options.c, the job fit_job.c and api/fit_job.h) ---- */
 /* The "options" object of a fit request for method m, each option checked by
  * type and by gp_options_validate (OBJECT options: converted by
  * gp_json_to_value and checked by the method with d = 0). *opts (n entries)
@@ -344,15 +344,19 @@ typedef struct gp_api_auto {
     size_t n_hkd_options;
     json_t *leaderboard;  /* the entries so far (owned) */
     char *progress_text;  /* the leaderboard's compact JSON for job progress (owned) */
+    int default_validation; /* the request gave no "validation": auto's own (folds or hold-out) */
+    double seconds;       /* the whole job: candidates and final fit (gp_api_auto_final) */
+    const char *final_fit; /* how the version was fitted (static text) */
 } gp_api_auto;
 /* A candidate's fits' progress as the job's: stage of stages (the
  * candidates, then the final fit) in per-mille; stops a candidate running
- * past budget_s once another is done. */
+ * past stop_at seconds (budget_s less the final fit reserved) once another
+ * is done, and the final fit past budget_s. */
 typedef struct gp_api_auto_stage {
     gp_progress_fn fn;
     void *ctx;
     size_t stage, stages;
-    double start, budget_s;
+    double start, stop_at; /* monotonic seconds; stop_at counted from start */
     int may_stop, over_budget;
 } gp_api_auto_stage;
 typedef struct gp_api_auto_result {
@@ -360,6 +364,9 @@ typedef struct gp_api_auto_result {
     json_t *report;      /* the winner's validation report (owned) */
     int hkd_options;     /* the winner takes gp_api_auto.hkd_options */
     double seconds;      /* the candidates' validations */
+    gp_model *fallback;  /* the winner's last validation model (owned; gp_api_auto_final) */
+    double final_estimate; /* the winner's final fit, estimated from its validation */
+    int skip_final;      /* that estimate is past budget_s: the fallback without trying */
     gp_api_auto_stage progress; /* pass to gp_api_auto_progress for the final fit */
 } gp_api_auto_result;
 /* Frees the leaderboard and texts (not hkd_options: the fit job does). */
@@ -377,8 +384,21 @@ int gp_api_auto_check(const gp_api_auto *a, size_t n, size_t d, gp_likelihood li
  * a->progress_text grow as they end. GP_ECANCELLED on the caller's cancel. */
 int gp_api_auto_run(gp_api_auto *a, const gp_fit_request *base, const gp_validation_spec *spec,
                     gp_progress_fn progress, void *ctx, gp_api_auto_result *res, gp_error *err);
-/* The final fit's progress (ctx: &res.progress). */
+/* The final fit's progress (ctx: &res.progress): stops it past budget_s. */
 int gp_api_auto_progress(void *ctx, int iteration, int max_iterations, double objective);
+/* The request gave no "validation": auto's default for n rows in *spec
+ * (core/model/auto.h: folds up to GP_AUTO_HOLDOUT_MIN_ROWS, a hold-out
+ * beyond), noted in a for method_info. */
+void gp_api_auto_default_validation(gp_api_auto *a, size_t n, gp_validation_spec *spec);
+/* After the final fit (its rc; *model its model; not tried, rc
+ * GP_ECANCELLED, when res->skip_final): stopped at budget_s, the winner's
+ * validation model (res->fallback) becomes *model and rc GP_OK;
+ * a->seconds and a->final_fit say which. Frees what res still owns. */
+int gp_api_auto_final(gp_api_auto *a, gp_api_auto_result *res, int rc, gp_model **model,
+                      gp_error *err);
+/* method_info.auto's keys of the run (o: that object): the validation, the
+ * seconds against the budget, the final fit. */
+void gp_api_auto_info(json_t *o, const gp_api_auto *a);
 
 /* A coregionalised model's "coregionalization" block (coreg_json.c): type,
  * rank, latents, per latent its kernel, W, kappa and B (working units), the

@@ -226,7 +226,7 @@ int gp_api_job_create(gp_api *api, const gp_fit_job *fj, const gp_job_info *job,
     char body[128];
     accepted_body(job->id, body, sizeof body);
     gp_idem_put idem = gp_api_idem_put(key, 202, body, NULL, NULL);
-    gp_audit_put audit; /* the submission; its outcome is the run's (fit.c) */
+    gp_audit_put audit; /* the submission; its outcome is the run's (fit_save.c) */
     const gp_audit_put *a = gp_api_audit_put(gp_fit_job_origin(fj), &audit, job->model_name, 0,
                                              202);
     if (a)

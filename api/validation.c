@@ -213,7 +213,7 @@ json_t *gp_api_validation_json(const gp_validation_report *r, int asked)
     json_object_set_new(o, "sd", metrics_json(&r->sd, lik, 0));
     if (!classes(lik))
         json_object_set_new(o, "calibration", calibration_json(&r->mean));
-    if (lik == GP_LIK_BERNOULLI)
+    if (classes(lik)) /* bernoulli: p(y = 1); softmax: the top class's probability */
         json_object_set_new(o, "reliability", reliability_json(&r->reliability));
     json_t *pf = json_array();
     for (size_t f = 0; f < r->n_fits; f++)

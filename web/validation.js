@@ -3,7 +3,9 @@
  * its spread across folds) and a calibration plot: the nominal level of each central
  * predictive interval against the share of held-out rows inside it, with the diagonal a
  * calibrated model follows; for bernoulli the reliability diagram (mean predicted
- * probability of each bin against the observed share of 1). Loaded before app.js, which
+ * probability of each bin against the observed share of 1), for softmax the top-label one
+ * (the most probable class's probability against the share of rows it was right on); a
+ * count model's intervals are of counts. Loaded before app.js, which
  * calls window.gpserveValidation(helpers) with its own plot helpers. */
 'use strict';
 
@@ -53,12 +55,17 @@ window.gpserveValidation = (h) => {
         + 'level against the share of held-out rows inside it (above the diagonal: intervals '
         + 'too wide; below: too narrow).';
     } else if (v.reliability) {
+      const top = model.likelihood === 'softmax';
       const pts = v.reliability.map((b) => ({ x: b.mean_predicted, y: b.observed }));
       makeChart('calibration-chart', [diag, pointSet('held-out rows by predicted probability', pts,
-        COLORS.mean)], 'mean predicted probability of 1', 'observed share of 1',
+        COLORS.mean)], top ? 'mean probability of the predicted class' : 'mean predicted probability of 1',
+      top ? 'share predicted right' : 'observed share of 1',
       { x: { min: 0, max: 1 }, y: { min: 0, max: 1 } });
-      $('calibration-caption').textContent = 'Reliability: held-out rows in ten bins of predicted '
-        + 'probability, each bin\'s mean prediction against its observed share of 1.';
+      $('calibration-caption').textContent = top
+        ? 'Reliability (top label): held-out rows in ten bins of the predicted class\'s '
+          + 'probability, each bin\'s mean probability against the share it got right.'
+        : 'Reliability: held-out rows in ten bins of predicted '
+          + 'probability, each bin\'s mean prediction against its observed share of 1.';
     } else {
       fig.hidden = v.log_loss === undefined;
       $('calibration-caption').textContent = '';

@@ -1,6 +1,7 @@
 /* bench_hkd: one fit of the benchmark's fixed start, its scores and predict
  * latency, and the hkd symmetry option built as a gp_value tree. */
 #include <math.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,17 +96,25 @@ static int v_generator(gp_value *g, const char *type, const size_t *dims, size_t
 /* {"generators": [...]} for kind on d inputs (heap; gp_value_free), NULL on ENOMEM.
  * SYM_NEGATE_AXES: HKD_WAYS generators "negate", dims j, j + WAYS, j + 2 WAYS, ...
  * (the axis version of negate_pca's split of the PCA directions). SYM_ROTATE2D
- * also has "center": "origin" (the synthetic set's symmetry is exactly about 0). */
+ * also has "center": "origin" (the synthetic set's symmetry is exactly about 0);
+ * SYM_ROTATE2D_PER_BLOCK is it with "share_inducing": false. */
 gp_value *hkdb_make_symmetry(sym_kind kind, size_t d)
 {
-    static const char *const root_keys[] = {"generators", "center"};
+    static const char *const root_keys[] = {"generators", "center", "share_inducing"};
     gp_value *root = calloc(1, sizeof *root);
     if (root == NULL)
         return NULL;
+    int per_block = kind == SYM_ROTATE2D_PER_BLOCK;
+    if (per_block)
+        kind = SYM_ROTATE2D;
     size_t n_gen = kind == SYM_NONE ? 0 : kind == SYM_NEGATE_AXES ? HKD_WAYS : 1;
-    int bad = v_object(root, kind == SYM_ROTATE2D ? 2 : 1, root_keys) != 0 ||
+    int bad = v_object(root, kind == SYM_ROTATE2D ? 2 + (size_t)per_block : 1, root_keys) != 0 ||
               v_array(&root->items[0], n_gen) != 0 ||
               (kind == SYM_ROTATE2D && v_string(&root->items[1], "origin") != 0);
+    if (!bad && per_block) {
+        root->items[2].type = GP_VALUE_BOOL;
+        root->items[2].number = 0.0;
+    }
     gp_value *gens = bad ? NULL : &root->items[0];
     if (!bad && kind == SYM_NEGATE_PCA) {
         bad = v_generator(&gens->items[0], "negate_pca", NULL, 0, "ways", HKD_WAYS) != 0;
@@ -147,6 +156,14 @@ int hkdb_make_kernel(size_t d, double ell, gp_kernel **k, gp_error *err)
     return GP_OK;
 }
 
+/* The process's CPU time (every thread's), in seconds. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void hkdb_fit_model(const char *mname, const gp_option_value *opts, size_t n_opts,
                       const gp_dataset *train, double ell, uint64_t seed, gp_model **model,
                       result *r)
@@ -180,10 +197,11 @@ void hkdb_fit_model(const char *mname, const gp_option_value *opts, size_t n_opt
     req.seed = seed;
     req.options = n_opts > 0 ? opts : NULL;
     req.n_options = n_opts;
-    double t0 = gp_bench_seconds();
+    double t0 = gp_bench_seconds(), c0 = cpu_seconds();
     if (rc == GP_OK)
         rc = gp_model_fit(m, &req, model, &err);
     r->seconds = gp_bench_seconds() - t0;
+    r->cpu_seconds = cpu_seconds() - c0;
     gp_kernel_free(k);
     if (rc != GP_OK) {
         *model = NULL;
@@ -269,8 +287,9 @@ void hkdb_progress(const char *what, const result *r)
         fprintf(stderr, "bench_hkd: %-36s %s\n", what, r->error);
         return;
     }
-    fprintf(stderr, "bench_hkd: %-36s RMSE %.4g NLPD %.3f fit %.2f s (%d it%s)", what, r->rmse,
-            r->nlpd, r->seconds, r->iterations, r->converged ? "" : ", not converged");
+    fprintf(stderr, "bench_hkd: %-36s RMSE %.4g NLPD %.3f fit %.2f s, cpu %.2f s (%d it%s)", what,
+            r->rmse, r->nlpd, r->seconds, r->cpu_seconds, r->iterations,
+            r->converged ? "" : ", not converged");
     if (isfinite(r->predict_us))
         fprintf(stderr, " predict %.1f us", r->predict_us);
     fprintf(stderr, "\n");

@@ -68,6 +68,7 @@ typedef struct options {
     size_t trace_m[MAX_M], n_trace_m;
     size_t synth_m[MAX_M], n_synth_m;
     int synth_seeds;
+    int synth_hkd_iterations; /* max_iterations of part 3's Z-optimised hkd fits; 0: hkd's default */
     size_t synth_train, synth_test;
     size_t trace_rows;
     int sgpr_optimize_inducing;
@@ -85,7 +86,13 @@ int hkdb_set_selected(const options *o, const char *name);
 
 /* ---- one fit (fit.c) ---- */
 
-typedef enum sym_kind { SYM_NONE = 0, SYM_NEGATE_PCA, SYM_NEGATE_AXES, SYM_ROTATE2D } sym_kind;
+typedef enum sym_kind {
+    SYM_NONE = 0,
+    SYM_NEGATE_PCA,
+    SYM_NEGATE_AXES,
+    SYM_ROTATE2D,
+    SYM_ROTATE2D_PER_BLOCK /* the same with "share_inducing": false (issue 40) */
+} sym_kind;
 
 /* {"generators": [...]} for kind on d inputs (heap; gp_value_free), NULL on ENOMEM. */
 gp_value *hkdb_make_symmetry(sym_kind kind, size_t d);
@@ -94,6 +101,7 @@ typedef struct result {
     int ran, ok, unavailable;
     char error[320];
     double rmse, nlpd, seconds, predict_us;
+    double cpu_seconds; /* the process's CPU time of the fit (all threads): robust to a loaded machine */
     int iterations, converged;
     size_t clamped;
     char info[512]; /* diag.evaluations and diag.info, for the progress log */
@@ -142,7 +150,7 @@ void hkdb_run_trace(const options *o);
 
 /* ---- part 3: the synthetic set (synth.c) ---- */
 
-enum { S_HKD = 0, S_SGPR, S_HKD_FIXED, S_HKD_PLAIN_FIXED, S_SGPR_FIXED, N_SYNTH };
+enum { S_HKD = 0, S_SGPR, S_HKD_FIXED, S_HKD_PLAIN_FIXED, S_SGPR_FIXED, S_HKD_PER_BLOCK, N_SYNTH };
 
 typedef struct synth_outcome {
     int ran;

@@ -11,6 +11,7 @@
  *                         [--sgpr-optimize-inducing 0|1] [--hkd-optimize-inducing 0|1]
  *                         [--opt-datasets a,b] [--opt-m LIST] [--opt-splits K]
  *                         [--trace-m LIST] [--synth-m LIST] [--synth-seeds K]
+ *                         [--synth-hkd-iterations N]
  *                         [--predict-calls N]
  * Prints markdown to stdout and progress (with each fit's diag.info) to
  * stderr.
@@ -182,7 +183,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     long splits = 0, slow_splits = -1, opt_splits = -1, synth_seeds = 0, max_train = 0;
-    long sgpr_opt = 0, hkd_opt = 0, predict_calls = PREDICT_CALLS;
+    long sgpr_opt = 0, hkd_opt = 0, predict_calls = PREDICT_CALLS, synth_iters = 0;
     const char *parts = NULL, *methods = NULL, *datasets = NULL, *opt_datasets = NULL;
     size_list_arg lists[] = {
         {"m", NULL, o->m, &o->n_m},
@@ -226,6 +227,9 @@ static int parse_args(int argc, char **argv, options *o)
         {"trace-m", GP_BENCH_CLI_STRING, &lists[2].text, 0, 0, "M of part 2 (default 16,32,64,128,256)"},
         {"synth-m", GP_BENCH_CLI_STRING, &lists[3].text, 0, 0, "m of part 3 (default 16,32,64)"},
         {"synth-seeds", GP_BENCH_CLI_LONG, &synth_seeds, 1, 20, h_seeds},
+        {"synth-hkd-iterations", GP_BENCH_CLI_LONG, &synth_iters, 0, 100000,
+         "max_iterations of part 3's Z-optimised hkd fits, shared and per block (default 0: "
+         "hkd's default, 100)"},
         {"predict-calls", GP_BENCH_CLI_LONG, &predict_calls, 10, 10000000, h_calls},
     };
     size_t n_pos = 0;
@@ -253,6 +257,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->slow_splits = (int)slow_splits;
     o->opt_splits = (int)opt_splits;
     o->synth_seeds = (int)synth_seeds;
+    o->synth_hkd_iterations = (int)synth_iters;
     o->max_train = (size_t)max_train;
     o->sgpr_optimize_inducing = (int)sgpr_opt;
     o->hkd_optimize_inducing = (int)hkd_opt;

@@ -58,6 +58,9 @@ void hkdb_synth_label(int v, size_t m, char *buf, size_t len)
     case S_HKD_PLAIN_FIXED:
         snprintf(buf, len, "hkd 1×%zu, no symmetry, Z fixed (k-means)", SYNTH_BLOCKS * m);
         break;
+    case S_HKD_PER_BLOCK:
+        snprintf(buf, len, "hkd %d×%zu, Z per block (optimised)", SYNTH_BLOCKS, m);
+        break;
     default:
         snprintf(buf, len, "sgpr M=%zu, Z fixed (greedy + reselect)", SYNTH_BLOCKS * m);
         break;
@@ -83,9 +86,11 @@ void hkdb_run_synth(const options *o, synth_outcome *so)
            SYNTH_BLOCKS, SYNTH_BLOCKS, SYNTH_BLOCKS,
            0.5 * log(2.0 * BENCH_PI * SYNTH_NOISE * SYNTH_NOISE) + 0.5);
     gp_value *sym = hkdb_make_symmetry(SYM_ROTATE2D, 2), *none = hkdb_make_symmetry(SYM_NONE, 2);
-    if (sym == NULL || none == NULL) {
+    gp_value *own = hkdb_make_symmetry(SYM_ROTATE2D_PER_BLOCK, 2);
+    if (sym == NULL || none == NULL || own == NULL) {
         gp_value_free(sym);
         gp_value_free(none);
+        gp_value_free(own);
         printf("skipped: out of memory\n\n");
         return;
     }
@@ -108,14 +113,21 @@ void hkdb_run_synth(const options *o, synth_outcome *so)
             for (int v = 0; v < N_SYNTH; v++) {
                 gp_option_value opts[4];
                 size_t n_opts;
-                const char *method =
-                    v == S_HKD || v == S_HKD_FIXED || v == S_HKD_PLAIN_FIXED ? "hkd" : "sgpr";
-                if (v == S_HKD || v == S_HKD_FIXED)
+                const char *method = v == S_HKD || v == S_HKD_FIXED || v == S_HKD_PLAIN_FIXED ||
+                                             v == S_HKD_PER_BLOCK
+                                         ? "hkd"
+                                         : "sgpr";
+                if (v == S_HKD_PER_BLOCK)
+                    n_opts = hkdb_hkd_options(own, m, -1, opts);
+                else if (v == S_HKD || v == S_HKD_FIXED)
                     n_opts = hkdb_hkd_options(sym, m, v == S_HKD ? -1 : 0, opts);
                 else if (v == S_HKD_PLAIN_FIXED)
                     n_opts = hkdb_hkd_options(none, SYNTH_BLOCKS * m, 0, opts);
                 else
                     n_opts = hkdb_sgpr_options(SYNTH_BLOCKS * m, v == S_SGPR, opts);
+                if ((v == S_HKD || v == S_HKD_PER_BLOCK) && o->synth_hkd_iterations > 0)
+                    opts[n_opts++] = (gp_option_value){.name = "max_iterations",
+                                                       .number = o->synth_hkd_iterations};
                 result *r = &so->r[mi][v][s];
                 gp_model *model = NULL;
                 hkdb_fit_model(method, opts, n_opts, &train, ell, (uint64_t)s, &model, r);
@@ -134,5 +146,6 @@ void hkdb_run_synth(const options *o, synth_outcome *so)
     }
     gp_value_free(sym);
     gp_value_free(none);
+    gp_value_free(own);
     hkdb_print_synth_table(o, so);
 }

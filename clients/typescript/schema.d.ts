@@ -1003,7 +1003,7 @@ export interface components {
             /** @description the model's name; "import" is refused (422 naming name): it is the path of POST /v1/models/import */
             name: string;
             /**
-             * @description GET /v1/methods lists each method with its options and kernels. "auto" (docs/design/api.md, "Auto"): the candidates the rows, likelihood and budget_s call for are validated one after another on the same split and the lowest mean validation nlpd (log loss for bernoulli and softmax) wins, and among those within one standard error of it the earliest in the rule table's order (exact first); the version is the winner's (its method), with method_info.leaderboard listing every candidate. A job (202) unless async is false; its progress shows the leaderboard as it grows. Its validation is always on (false: 400 naming validation); a data set or a distributed fit is 422 naming data or distributed; options may hold only symmetry (hkd's, which makes hkd a candidate), any other option 422 naming options.KEY.
+             * @description GET /v1/methods lists each method with its options and kernels. "auto" (docs/design/api.md, "Auto"): the candidates the rows, likelihood and budget_s call for are validated one after another on the same split and the lowest mean validation nlpd (log loss for bernoulli and softmax) wins, and among those within one standard error of it the earliest in the rule table's order (exact first); the version is the winner's (its method), with method_info.leaderboard listing every candidate. A job (202) unless async is false; its progress shows the leaderboard as it grows. Its validation is always on (false: 400 naming validation; absent: 5 folds up to 2000 rows, a seeded hold-out of 0.2 beyond). The plan keeps the winner's fit on every row inside budget_s; past it, that fit is stopped and the version is the winner's last validation model (method_info.auto: seconds, within_budget, final_fit, validation). A data set or a distributed fit is 422 naming data or distributed; options may hold only symmetry (hkd's, which makes hkd a candidate), any other option 422 naming options.KEY.
              * @default exact
              */
             method?: components["schemas"]["MethodName"] | "auto";
@@ -1225,7 +1225,7 @@ export interface components {
             /** @description share in [0, 1] */
             accuracy?: number | null;
         };
-        /** @description The fit's validation report (docs/design/api.md, "Validation"): the mean over folds of each metric, their sample standard deviation (sd), each fold's, each output's (several outputs), the calibration curve (gaussian, poisson) or reliability table (bernoulli), and the seconds it took. Absent when the fit was not validated. */
+        /** @description The fit's validation report (docs/design/api.md, "Validation"): the mean over folds of each metric, their sample standard deviation (sd), each fold's, each output's (several outputs), the calibration curve (gaussian, poisson) or reliability table (bernoulli; softmax: top label), and the seconds it took. Absent when the fit was not validated. */
         ValidationReport: components["schemas"]["ValidationMetrics"] & {
             folds?: number;
             fraction?: number;
@@ -1241,7 +1241,7 @@ export interface components {
                 level?: number;
                 coverage?: number | null;
             }[];
-            /** @description bins of predicted p(y = 1) holding rows: count, mean prediction, observed share of 1 */
+            /** @description bins of predicted p(y = 1) holding rows: count, mean prediction, observed share of 1 (softmax: of the most probable class's probability, observed share right) */
             reliability?: {
                 lower?: number;
                 upper?: number;
@@ -1641,7 +1641,7 @@ export interface components {
             options: Record<string, never>;
             /** @enum {string} */
             status: "done" | "skipped" | "failed" | "stopped";
-            /** @description its validation's estimate (the rule table's, scaled by the candidates before) */
+            /** @description its validation's estimate (its fits on their training share of the rows; the rule table's, scaled by the candidates before) */
             estimated_seconds: number;
             /** @description mean held-out nlpd over the folds (log loss for bernoulli and softmax) */
             nlpd?: number;
@@ -2139,6 +2139,12 @@ export interface components {
              */
             optimize?: boolean;
             /**
+             * @description the objective of the subset fits (with optimize): laplace ([D]) the Laplace marginal likelihood of the labels under the model's likelihood (bernoulli, poisson); regression (thesis) the exact marginal likelihood of a regression on transformed labels (0/1, log(y + 1/2), sqrt(y)); auto: laplace for bernoulli and poisson, regression otherwise
+             * @default auto
+             * @enum {string}
+             */
+            hyper?: "auto" | "laplace" | "regression";
+            /**
              * @description N_sub, points per hyperparameter fit; 0 or "auto": 2000 for gaussian, 500 otherwise
              * @default 0
              */
@@ -2165,13 +2171,13 @@ export interface components {
              */
             tolerance?: number;
             /**
-             * @description bernoulli with optimize: laplace ([D]) rescales the amplitude fitted on the 0/1 labels to maximise the model's Laplace marginal likelihood on the training features; thesis keeps it (poisson keeps it always: its A1 target is on the log-rate scale)
+             * @description bernoulli with optimize and hyper regression: laplace ([D]) rescales the amplitude fitted on the 0/1 labels to maximise the model's Laplace marginal likelihood on the training features; thesis keeps it (poisson keeps it always: its A1 target is on the log-rate scale; hyper laplace fits the amplitude to the labels already)
              * @default laplace
              * @enum {string}
              */
             amplitude?: "laplace" | "thesis";
             /**
-             * @description non-gaussian likelihoods: least noise of the hyperparameter regression on the transformed labels, as a fraction of their variance ([D]: stops interpolating fits)
+             * @description non-gaussian likelihoods, hyper regression: least noise of the hyperparameter regression on the transformed labels, as a fraction of their variance ([D]: stops interpolating fits)
              * @default 0.15
              */
             noise_floor?: number;
@@ -2209,20 +2215,20 @@ export interface components {
             hyper_subset?: number;
             /** @description R, subset fits averaged */
             hyper_repeats?: number;
-            /** @description the mean log marginal likelihood of the subset fits (of the regression target) */
+            /** @description the mean log marginal likelihood of the subset fits (of the regression target, or the Laplace one of the labels) */
             hyper_lml?: number;
-            /** @description the regression target of the hyperparameter fit: y, 0/1 labels, sqrt(y) or log(y + 1/2) */
+            /** @description what the hyperparameters were fitted to: the regression targets y, 0/1 labels, sqrt(y) or log(y + 1/2) (hyper regression), or labels (laplace): the labels under the model's likelihood (hyper laplace) */
             hyper_target?: string;
             /** @description bernoulli, amplitude laplace: the factor c on the kernel variance fitted to the 0/1 labels (maximises the Laplace marginal likelihood) */
             amplitude_scale?: number;
             /** @description samplers: laplace (Hessian at the mode, particles started from the Laplace approximation) or bound (curvature bound, prior start) */
             preconditioner?: string;
-            /** @description non-gaussian likelihoods: the fitted noise of the regression target (not used after) */
+            /** @description non-gaussian likelihoods, hyper regression: the fitted noise of the regression target (not used after) */
             hyper_noise?: number;
         };
         /** @description Harmonic kernel decomposition (HVGP): a sparse variational GP whose kernel is split by a symmetry group into T orthogonal blocks of m inducing points each; costs O(N T m^2) per pass against O(N T^2 m^2) for T m points */
         HkdOptions: {
-            /** @description the group the kernel is invariant under: {"generators": [...]} of negate {dims}, negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, cycle_dims {dims, shift}; commuting, combined into their product; "center": "mean" (default: the group acts about the training mean) or "origin". Absent: negate every input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z) */
+            /** @description the group the kernel is invariant under: {"generators": [...]} of negate {dims}, negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, cycle_dims {dims, shift}; commuting, combined into their product; "center": "mean" (default: the group acts about the training mean) or "origin". Absent: negate every input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z); "share_inducing": false gives every block its own m inducing inputs, started at the shared Z and optimised (T times the kernel evaluations; needs optimize_inducing, no translate) */
             symmetry?: {
                 generators?: {
                     /** @enum {string} */
@@ -2236,8 +2242,7 @@ export interface components {
                 }[];
                 /** @enum {string} */
                 resolve?: "per_axis_real";
-                /** @enum {boolean} */
-                share_inducing?: true;
+                share_inducing?: boolean;
                 validate?: boolean;
                 /** @enum {string} */
                 center?: "mean" | "origin";
@@ -2301,8 +2306,10 @@ export interface components {
             pcg_iterations?: number;
             /** @description its final relative residual */
             pcg_residual?: number;
-            /** @description m, the shared inducing points */
+            /** @description m, the inducing points of a block */
             inducing?: number;
+            /** @description 1 when every block has its own inducing inputs ("share_inducing": false), 0 when they share one Z */
+            inducing_per_block?: number;
             /** @description (block, point) pairs left out because k_t(z, z) is negligible (points near a fixed point of the group) */
             inducing_dropped?: number;
             /** @description 1 when Z moved with the hyperparameters */
@@ -2455,10 +2462,10 @@ export interface components {
              */
             inducing?: number;
             /**
-             * @description M = round(inducing_factor sqrt(N)) when inducing is 0 (the thesis's grid: 0.5-2 for mlp, 1-5 for kernel_sum)
+             * @description M = round(inducing_factor sqrt(N)) when inducing is 0, or "auto": the thesis's model selection (B1), one whole fit per factor of {0.5, 1, 1.5, 2} (mlp) or {1, 2, 3, 4, 5} (kernel_sum) on the same seeded split, the fit of the lowest tempered validation NLL kept as it is (its validation rows stay held out, as in the thesis); costs the grid's fits together (4 to 55 factor-1 fits); needs inducing 0 and validation_fraction > 0
              * @default 1
              */
-            inducing_factor?: number;
+            inducing_factor?: number | "auto";
             /**
              * @description N_B, the minibatch (all training rows when fewer); 0 (default): N/10 within [100, 1000] (the thesis: 1000; its code: 100 on the small sets)
              * @default 0
@@ -2521,6 +2528,24 @@ export interface components {
         GwiMethodInfo: {
             /** @description M, the inducing points */
             inducing?: number;
+            /** @description the factor of M = round(factor sqrt(N)) used (the one auto chose; absent when inducing was given) */
+            inducing_factor?: number;
+            /** @description inducing_factor auto only: "auto" */
+            inducing_factor_selection?: string;
+            /** @description inducing_factor auto, mlp: the validation NLL per point (tempered, original units) of factor 0.5 (absent when that factor's fit failed numerically) */
+            "auto_nll_0.5"?: number;
+            /** @description inducing_factor auto: the validation NLL of factor 1 */
+            auto_nll_1?: number;
+            /** @description inducing_factor auto, mlp: the validation NLL of factor 1.5 */
+            "auto_nll_1.5"?: number;
+            /** @description inducing_factor auto: the validation NLL of factor 2 */
+            auto_nll_2?: number;
+            /** @description inducing_factor auto, kernel_sum: the validation NLL of factor 3 */
+            auto_nll_3?: number;
+            /** @description inducing_factor auto, kernel_sum: the validation NLL of factor 4 */
+            auto_nll_4?: number;
+            /** @description inducing_factor auto, kernel_sum: the validation NLL of factor 5 */
+            auto_nll_5?: number;
             /** @description the variational mean: kernel_sum or mlp */
             mean?: string;
             /** @description what the prior's fit maximised, at its end (standardised units): the exact log marginal likelihood of the inducing points' targets (prior inducing) or the collapsed bound on the training rows (prior sgpr) */

@@ -110,6 +110,12 @@ void gp_lik_quantiles(const gp_lik *lik, const gp_quadrature *q, const double *m
                       const double *var, size_t m, size_t K, const double *levels, size_t nq,
                       double *out);
 
+/* P(Y <= c_i) per point (out, m) for the Poisson likelihoods' mixed count
+ * of the latent mixture (mu, var: m x K): the CDF gp_lik_quantiles inverts,
+ * so y_i >= its level-a quantile exactly when P(Y <= y_i) >= a; 0 for c_i < 0. */
+void gp_lik_count_cdf(const gp_lik *lik, const gp_quadrature *q, const double *mu,
+                      const double *var, size_t m, size_t K, const double *c, double *out);
+
 /* log p(y_i | data) = log( (1/K) sum_k E_{N(mu_ik, var_ik)} p(y_i | f) ) per
  * point (logp, m): the test log likelihood (log loss with a minus sign). */
 void gp_lik_log_predictive(const gp_lik *lik, const gp_quadrature *q, const double *mu,

@@ -166,7 +166,7 @@ typedef struct gp_fit_request {
 /* A method-specific fact about a fit that the service reports with the model
  * (e.g. the frequency sampler `auto` chose). key and string point to static
  * text (string literals); string NULL means the value is number. */
-#define GP_MODEL_INFO_MAX 16
+#define GP_MODEL_INFO_MAX 24 /* gwi with inducing_factor auto: 19 */
 typedef struct gp_info_item {
     const char *key;
     const char *string;

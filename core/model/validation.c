@@ -2,6 +2,7 @@
 #include "core/model/validation.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -211,9 +212,25 @@ static void rows_free(rows_buf *b)
     free(b->noise);
 }
 
-/* Fit f: train on every row not in part f, score the rows in it. */
+/* A fold's model that is not ready to predict (rfgp warming up on fewer
+ * rows than options.warmup): the validation, not the model, is what the
+ * request can change, so the error names it (422, not the model's 409). */
+static int cannot_predict(size_t f, size_t rows, gp_error *err)
+{
+    char why[GP_ERROR_MESSAGE_LEN] = "";
+    if (err)
+        snprintf(why, sizeof why, "%s", err->message);
+    return gp_error_set(err, GP_EUNSUPPORTED, "validation",
+                        "validation: fold %zu's model, fitted on %zu rows, cannot predict (%s); "
+                        "give it more rows (fewer folds, a smaller fraction) or lower the "
+                        "method's warm-up",
+                        f, rows, why);
+}
+
+/* Fit f: train on every row not in part f, score the rows in it; its
+ * model handed to *keep when keep is not NULL (else freed). */
 static int run_fit(const gp_method *m, const gp_fit_request *req, const size_t *part, size_t f,
-                   size_t total, gp_validation_report *r, gp_error *err)
+                   size_t total, gp_validation_report *r, gp_model **keep, gp_error *err)
 {
     rows_buf train, test;
     memset(&test, 0, sizeof test);
@@ -241,6 +258,13 @@ static int run_fit(const gp_method *m, const gp_fit_request *req, const size_t *
         else
             rc = gp_validation_score(model, test.X, test.y, test.noise, test.n, req->d,
                                      r->per_output + f * S, &r->reliability, err);
+        if (rc == GP_ECONFLICT)
+            rc = cannot_predict(f, train.n, err);
+    }
+    if (rc == GP_OK && keep) {
+        gp_model_free(*keep);
+        *keep = model;
+        model = NULL;
     }
     gp_model_free(model);
     rows_free(&train);
@@ -277,6 +301,15 @@ static void summarise(gp_validation_report *r)
 int gp_validate(const gp_method *m, const gp_fit_request *req, const gp_validation_spec *spec,
                 size_t extra_fits, gp_validation_report *out, gp_error *err)
 {
+    return gp_validate_keep(m, req, spec, extra_fits, out, NULL, err);
+}
+
+int gp_validate_keep(const gp_method *m, const gp_fit_request *req,
+                     const gp_validation_spec *spec, size_t extra_fits,
+                     gp_validation_report *out, gp_model **last, gp_error *err)
+{
+    if (last)
+        *last = NULL;
     double t0 = seconds_now();
     memset(out, 0, sizeof *out);
     if (req->rows || req->X == NULL || req->y == NULL)
@@ -297,9 +330,13 @@ int gp_validate(const gp_method *m, const gp_fit_request *req, const gp_validati
     if (rc == GP_OK)
         rc = gp_validation_split(spec, req->likelihood, req->y, req->n, part, err);
     for (size_t f = 0; rc == GP_OK && f < F; f++)
-        rc = run_fit(m, req, part, f, F + extra_fits, out, err);
+        rc = run_fit(m, req, part, f, F + extra_fits, out, last, err);
     free(part);
     if (rc) {
+        if (last) {
+            gp_model_free(*last);
+            *last = NULL;
+        }
         gp_validation_report_free(out);
         return rc;
     }

@@ -48,7 +48,7 @@ typedef struct gp_validation_report {
     /* over fits of per_fit: the mean, and the sample standard deviation
      * (ddof 1; 0 for one fit): the spread a comparison of methods needs */
     gp_validation_metrics mean, sd;
-    gp_reliability reliability; /* bernoulli: pooled over every held-out point */
+    gp_reliability reliability; /* bernoulli, softmax: pooled over every held-out point */
     double seconds;             /* the whole validation: fits and predictions */
     double fit_seconds;         /* of it, in the fits */
 } gp_validation_report;
@@ -77,6 +77,13 @@ int gp_validation_split(const gp_validation_spec *spec, gp_likelihood lik, const
  * A fit's error is returned as is (its field), GP_ECANCELLED included. */
 int gp_validate(const gp_method *m, const gp_fit_request *req, const gp_validation_spec *spec,
                 size_t extra_fits, gp_validation_report *out, gp_error *err);
+/* gp_validate, keeping the model of its last fit in *last (the hold-out
+ * part's model, or the last fold's; NULL on failure; the caller frees it):
+ * method auto's model when the final fit on every row cannot end within
+ * its budget (api/auto.c). */
+int gp_validate_keep(const gp_method *m, const gp_fit_request *req,
+                     const gp_validation_spec *spec, size_t extra_fits,
+                     gp_validation_report *out, gp_model **last, gp_error *err);
 void gp_validation_report_free(gp_validation_report *r);
 
 /* The progress of fit `index` of `total` fits reported as one run through

@@ -55,8 +55,8 @@ static int predict_held_out(const gp_model *model, const double *X, const double
     size_t P = model->n_outputs > 1 ? model->n_outputs : 1;
     size_t K = gp_model_components(model);
     int mixture = K > 1 && P == 1 && model->likelihood != GP_LIK_SOFTMAX;
-    int quantiles = model->likelihood == GP_LIK_GAUSSIAN || model->likelihood == GP_LIK_POISSON ||
-                    model->likelihood == GP_LIK_POISSON_SQ;
+    /* counts' coverage comes from their CDF at y (count_coverage), not quantiles */
+    int quantiles = model->likelihood == GP_LIK_GAUSSIAN;
     size_t mp = 0, total = 0;
     int rc = gp_checked_size(m, P * (8 + (quantiles ? N_ENDS : 0)) + 1 + (mixture ? 2 * K : 0),
                              &total, err);
@@ -157,6 +157,40 @@ static void gaussian_scores(const gp_model *model, pred *p, const double *y, siz
     }
 }
 
+/* The coverage of counts: y lies in the central interval [q(lo), q(hi)] of
+ * level a (lo, hi = (1 -+ a) / 2, q the smallest count whose CDF reaches the
+ * level, as predict's quantiles) exactly when F(y) >= lo and F(y - 1) < hi:
+ * two CDF evaluations a point for every level, where searching each of the
+ * 22 ends cost pls's particle mixtures ten times its fit. */
+static int count_coverage(const gp_model *model, const gp_lik *lik, const double *mu,
+                          const double *var, size_t K, const double *y, size_t m,
+                          gp_validation_metrics *o, gp_error *err)
+{
+    double *F = gp_alloc_doubles(4 * m + 1, err);
+    if (F == NULL)
+        return GP_ENOMEM;
+    double *below = F + m, *c = F + 2 * m, *cb = F + 3 * m;
+    for (size_t i = 0; i < m; i++) {
+        c[i] = isnan(y[i]) ? -1.0 : y[i];
+        cb[i] = c[i] - 1.0;
+    }
+    gp_lik_count_cdf(lik, &model->quadrature, mu, var, m, K, c, F);
+    gp_lik_count_cdf(lik, &model->quadrature, mu, var, m, K, cb, below);
+    for (size_t l = 0; l < GP_VALIDATION_LEVELS; l++) {
+        double a = gp_validation_levels[l], lo = 0.5 * (1.0 - a), hi = 0.5 * (1.0 + a);
+        double in = 0.0, n = 0.0;
+        for (size_t i = 0; i < m; i++) {
+            if (isnan(y[i]))
+                continue;
+            n += 1.0;
+            in += F[i] >= lo && below[i] < hi;
+        }
+        o->coverage[l] = n > 0.0 ? in / n : NAN;
+    }
+    free(F);
+    return GP_OK;
+}
+
 static int count_scores(const gp_model *model, pred *p, const double *y, size_t m,
                         gp_validation_metrics *o, gp_error *err)
 {
@@ -171,8 +205,20 @@ static int count_scores(const gp_model *model, pred *p, const double *y, size_t 
     gp_lik_log_predictive(&lik, &q, mu, var, m, K, y, p->logp);
     o->rmse = rmse(p->out.obs_mean, y, m, &o->n);
     o->nlpd = -mean_logp(p->logp, y, m);
-    coverage(p->out.quantiles, y, m, o);
-    return GP_OK;
+    return count_coverage(model, &lik, mu, var, K, y, m, o, err);
+}
+
+/* One row into the reliability table: predicted probability p of an event,
+ * hit whether it happened. */
+static void reliability_add(gp_reliability *rel, double p, int hit)
+{
+    if (rel == NULL)
+        return;
+    int b = (int)floor(p * GP_RELIABILITY_BINS);
+    b = b < 0 ? 0 : b >= GP_RELIABILITY_BINS ? GP_RELIABILITY_BINS - 1 : b;
+    rel->count[b] += 1.0;
+    rel->sum_p[b] += p;
+    rel->sum_y[b] += hit;
 }
 
 static void binary_scores(const pred *p, const double *y, size_t m, gp_validation_metrics *o,
@@ -183,13 +229,7 @@ static void binary_scores(const pred *p, const double *y, size_t m, gp_validatio
         double pi = p->out.obs_mean[i], pc = fmin(fmax(pi, P_CLIP), 1.0 - P_CLIP);
         correct += (pi >= 0.5) == (y[i] == 1.0);
         ll += y[i] == 1.0 ? log(pc) : log(1.0 - pc);
-        if (rel) {
-            int b = (int)floor(pi * GP_RELIABILITY_BINS);
-            b = b < 0 ? 0 : b >= GP_RELIABILITY_BINS ? GP_RELIABILITY_BINS - 1 : b;
-            rel->count[b] += 1.0;
-            rel->sum_p[b] += pi;
-            rel->sum_y[b] += y[i] == 1.0;
-        }
+        reliability_add(rel, pi, y[i] == 1.0);
     }
     o->n = m;
     o->accuracy = m ? correct / (double)m : NAN;
@@ -199,7 +239,7 @@ static void binary_scores(const pred *p, const double *y, size_t m, gp_validatio
 /* prob: m x C (column c = class c); labels y in 0..C-1 (a label beyond the
  * model's classes has probability 0, clipped). */
 static void class_scores(const pred *p, size_t C, const double *y, size_t m,
-                         gp_validation_metrics *o)
+                         gp_validation_metrics *o, gp_reliability *rel)
 {
     const double *prob = p->out.obs_mean;
     double correct = 0.0, ll = 0.0;
@@ -208,6 +248,8 @@ static void class_scores(const pred *p, size_t C, const double *y, size_t m,
         for (size_t c = 1; c < C; c++)
             best = prob[c * m + i] > prob[best * m + i] ? c : best;
         correct += (double)best == y[i];
+        /* the top-label table: the chosen class's probability against its hits */
+        reliability_add(rel, prob[best * m + i], (double)best == y[i]);
         size_t t = y[i] >= 0.0 && y[i] < (double)C ? (size_t)y[i] : 0;
         double pt = y[i] == (double)t ? prob[t * m + i] : 0.0;
         ll += log(fmin(fmax(pt, P_CLIP), 1.0));
@@ -245,7 +287,7 @@ int gp_validation_score(const gp_model *model, const double *X, const double *y,
             binary_scores(&p, y, m, out, rel);
             break;
         case GP_LIK_SOFTMAX:
-            class_scores(&p, model->n_outputs, y, m, out);
+            class_scores(&p, model->n_outputs, y, m, out, rel);
             break;
         default:
             rc = count_scores(model, &p, y, m, out, err);

@@ -7,12 +7,14 @@
  *              level a, [q((1-a)/2), q((1+a)/2)] of the predictive's
  *              quantiles (mean +- z sd for a single Gaussian)
  *   poisson    rmse of the count's mean; nlpd = -mean log P(y) (the mixed
- *              Poisson's mass, gp_lik_log_predictive); coverage from the
- *              count quantiles (an interval of counts, ends included)
+ *              Poisson's mass, gp_lik_log_predictive); coverage of the
+ *              count quantiles' intervals (ends included), read from the
+ *              count CDF at y and y - 1 (gp_lik_count_cdf)
  *   bernoulli  nlpd = log loss of p(y=1) clipped to [1e-15, 1 - 1e-15];
  *              accuracy of p >= 0.5; a reliability table (gp_reliability)
  *   softmax    nlpd = log loss of the label's class probability; accuracy
- *              of the most probable class (the lowest on a tie)
+ *              of the most probable class (the lowest on a tie); a top-label
+ *              reliability table (that class's probability against its hits)
  *
  * A NaN target (a coregionalised output's missing entry) is skipped. */
 #ifndef GP_MODEL_VALIDATION_METRICS_H
@@ -37,9 +39,10 @@ typedef struct gp_validation_metrics {
     double coverage[GP_VALIDATION_LEVELS]; /* gaussian, poisson (NAN otherwise) */
 } gp_validation_metrics;
 
-/* Bernoulli's reliability table: predicted p(y=1) in GP_RELIABILITY_BINS
+/* The reliability table: a predicted probability in GP_RELIABILITY_BINS
  * equal bins of [0, 1] (p = 1 in the last); per bin the count, the mean
- * prediction and the observed share of y = 1 (NAN in an empty bin). */
+ * prediction and the observed share of hits. Bernoulli: p(y=1), hit y = 1;
+ * softmax: the most probable class's probability, hit its being the label. */
 #define GP_RELIABILITY_BINS 10
 typedef struct gp_reliability {
     double count[GP_RELIABILITY_BINS];
@@ -51,7 +54,7 @@ typedef struct gp_reliability {
  * column-major; softmax: m labels) against model, into out[j] for each of
  * the model's scored outputs j (gp_validation_scored_outputs); noise (m,
  * NULL: none) the rows' known noise variances. rel (may be NULL) gets the
- * bernoulli rows added. 0 or the prediction's error. */
+ * bernoulli and softmax rows added. 0 or the prediction's error. */
 int gp_validation_score(const gp_model *model, const double *X, const double *y,
                         const double *noise, size_t m, size_t d, gp_validation_metrics *out,
                         gp_reliability *rel, gp_error *err);

@@ -3,8 +3,9 @@
 # regression set of 200 rows with budget_s 30 answers 202; the job's
 # progress shows a growing leaderboard; the version's method is one of the
 # candidates, the leaderboard's chosen entry, and the earliest within one
-# standard error of the lowest validation nlpd; a bernoulli set picks by log loss among
-# its candidates; DELETE cancels the job; bad input case by case.
+# standard error of the lowest validation nlpd; a budget only one candidate's
+# plan fits runs it alone; a bernoulli set picks by log loss among its
+# candidates; DELETE cancels the job; bad input case by case.
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
 
 section "auto"
@@ -54,6 +55,19 @@ jhas '.method_info.auto.budget_s == 30 and ([.method_info.leaderboard[] | select
 verdict "method_info.auto states the budget; the candidates kept near it" $? "$(jqb '.method_info.auto')"
 check_json "predict from the auto model" 200 "$M/areg/predict" '{"X":[[0.1,0.2]]}'
 
+# ---- a budget only exact's plan fits (its 5 folds and final fit on 200 rows, ~2.1 s
+# estimated; ssgp's next at ~3.2 s): exact alone runs, the others say why
+csv_to_json aone '"method":"auto","budget_s":2.5,"seed":1,"async":false,' <"$T/auto.csv" >"$T/aone.json"
+check_json "auto fit, a budget of 2.5 s -> 201" 201 $M @"$T/aone.json"
+jhas '.method == "exact" and ([.method_info.leaderboard[] | select(.status == "done")] | length) == 1
+      and ([.method_info.leaderboard[] | select(.status == "skipped" and (.reason | test("budget_s")))]
+           | length) == (.method_info.leaderboard | length) - 1'
+verdict "a budget for one candidate: it is done, every other skipped naming budget_s" $? "$(jqb '[.method_info.leaderboard[] | {method, status, estimated_seconds, reason}]')"
+jhas '.method_info.auto as $a | $a.budget_s == 2.5 and ($a.seconds | type == "number")
+      and ($a.within_budget | type == "boolean") and ($a.final_fit | type == "string")
+      and ($a.validation | test("default")) and .validation.folds == 5'
+verdict "method_info.auto: seconds, within_budget, final_fit; 200 rows validate 5 folds by default" $? "$(jqb '{auto: .method_info.auto, folds: .validation.folds}')"
+
 # ---- bernoulli: picks by log loss, only classifiers
 awk 'BEGIN { srand(5); for (i = 0; i < 120; i++) { a = 4 * rand() - 2; b = 4 * rand() - 2;
     f = 2 * sin(2 * a) + b; printf "%.6f,%.6f,%d\n", a, b, rand() < 1 / (1 + exp(-2 * f)) ? 1 : 0 } }' \
@@ -96,7 +110,7 @@ check_jerr "auto, budget too small for any candidate -> 422" 422 unsupported '^b
 # ---- a symmetry makes hkd a candidate, with the request's symmetry
 awk 'BEGIN { srand(8); for (i = 0; i < 80; i++) { a = 4 * rand() - 2; b = 4 * rand() - 2;
     printf "%.6f,%.6f,%.6f\n", a, b, cos(a) + b * b + 0.05 * (rand() - 0.5) } }' \
-    | csv_to_json asym '"method":"auto","budget_s":20,"options":{"symmetry":{"generators":[{"type":"negate","dims":[0]}]}},' >"$T/asym.json"
+    | csv_to_json asym '"method":"auto","budget_s":60,"options":{"symmetry":{"generators":[{"type":"negate","dims":[0]}]}},' >"$T/asym.json"
 check_json "auto with options.symmetry -> 202" 202 $M @"$T/asym.json"
 wait_job "$(jstr job)" succeeded
 verdict "the symmetry job succeeds" $? "$(jqb '{status, error}')"

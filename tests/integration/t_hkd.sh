@@ -153,6 +153,18 @@ else
     fail "hkd: the job succeeds" "job '$hjob' status '$JOB_STATUS'" body
 fi
 
+# ---- a Z per block ("share_inducing": false, issue 40)
+HSYM_PB='{"generators":[{"type":"negate","dims":[0,1]}],"share_inducing":false}'
+csv_to_json hk-pb "\"method\":\"hkd\",\"seed\":3,\"options\":{\"inducing\":8,\"max_iterations\":10,\"symmetry\":$HSYM_PB}," <"$T/hkd.csv" >"$T/hkd_pb.json"
+check_json "fit hkd with a Z per block" 201 $M @"$T/hkd_pb.json"
+check "GET the per-block hkd model" 200 GET /v1/models/hk-pb
+jhas '.method_info | .inducing_per_block == 1 and .inducing == 8 and .n_blocks == 2'
+verdict "hkd: method_info says the blocks have their own Z" $? "$(jqb '.method_info | tostring')"
+check_json "hkd per block: predict" 200 "$M/hk-pb/predict" "{\"X\":$HX}"
+jhas '(.mean | length) == 5 and all(.variance[]; . > 0)'
+verdict "hkd per block: 5 means, positive variances" $? "wrong shape"
+check "delete the per-block hkd model" 204 DELETE /v1/models/hk-pb
+
 # ---- bad symmetries: status, code and field of each
 hbad() { # NAME STATUS CODE FIELD_REGEX OPTIONS_JSON [EXTRA_FIELDS]
     check_jerr "hkd: $1" "$2" "$3" "$4" $M \
@@ -196,6 +208,15 @@ hbad "rotate2d without an order" 400 invalid_argument '^options\.symmetry\.gener
     '{"symmetry":{"generators":[{"type":"rotate2d","dims":[0,1]}]}}' '"kernel":{"type":"rbf","ard":false}'
 hbad "translate order 1" 400 invalid_argument '^options\.symmetry\.generators\[0\]\.order$' \
     '{"symmetry":{"generators":[{"type":"translate","dim":0,"period":360,"order":1}]}}'
+hbad "share_inducing false with a translate generator, async: 422, not 202" 422 unsupported \
+    '^options\.symmetry\.share_inducing$' \
+    '{"symmetry":{"generators":[{"type":"translate","dim":0,"period":360,"order":4}],"share_inducing":false}}' \
+    '"async":true'
+hbad "share_inducing false with optimize_inducing false" 422 unsupported \
+    '^options\.symmetry\.share_inducing$' \
+    '{"optimize_inducing":false,"symmetry":{"generators":[],"share_inducing":false}}'
+hbad "share_inducing not a boolean" 400 invalid_argument '^options\.symmetry\.share_inducing$' \
+    '{"symmetry":{"share_inducing":"no"}}'
 hbad "resolve other than per_axis_real" 400 invalid_argument '^options\.symmetry\.resolve$' \
     '{"symmetry":{"resolve":"complex"}}'
 hbad "a number beyond a double" 400 invalid_argument '^options\.symmetry\.generators\[0\]\.period$' \

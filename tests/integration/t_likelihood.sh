@@ -51,6 +51,8 @@ check "fit pls bernoulli (CSV, ?likelihood=)" 201 POST "$M?name=binpls&method=pl
     -H 'Content-Type: text/csv' --data-binary @"$T/bin_h.csv"
 [ "$(jstr likelihood)" = bernoulli ]
 verdict "pls model names its likelihood" $? "'$(jstr likelihood)'"
+[ "$(jstr hyper_target)" = "labels (laplace)" ] && [ -z "$(jnum hyper_noise)" ]
+verdict "pls bernoulli: hyperparameters by the labels' Laplace marginal likelihood (the default)" $? "'$(jstr hyper_target)'"
 
 # Probability: in (0, 1), mean = probability, variance = p(1 - p); without
 # noise the latent moments; quantiles of y are 0 or 1.

@@ -262,6 +262,8 @@ method_pls() {
         [ "$(jqb '.diagnostics.objective_name')" = negative_mean_energy ]
     verdict "pls reports the closed form, landmarks and kept eigenpairs" $? "sampler '$(jstr sampler)'"
     check_jerr "pls: unknown sampler" 400 invalid_argument '^options\.sampler$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"sampler\":\"hmc\"},$SSB}"
+    check_jerr "pls: unknown hyper" 400 invalid_argument '^options\.hyper$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"hyper\":\"ep\"},$SSB}"
+    check_jerr "pls: hyper laplace needs bernoulli or poisson" 400 invalid_argument '^options\.hyper$' $M "{\"name\":\"b\",\"method\":\"pls\",\"options\":{\"hyper\":\"laplace\"},$SSB}"
 }
 
 method_svgp() {
@@ -317,6 +319,20 @@ method_gwi() {
     check_jerr "gwi: temper 1" 400 invalid_argument '^options\.temper$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"temper\":1},$SSB}"
     check_jerr "gwi: w2_points 0" 400 invalid_argument '^options\.w2_points$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"w2_points\":0},$SSB}"
     check_jerr "gwi: greedy selection with prior inducing" 400 invalid_argument '^options\.inducing_selection$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"inducing_selection\":\"greedy\",\"prior\":\"inducing\"},$SSB}"
+    # inducing_factor "auto" (B1): the mlp grid, the lowest validation NLL kept, every score reported
+    jhas '.options[] | select(.name == "inducing_factor") | .keywords == ["auto"]' "$T/listing.json"
+    verdict "/v1/methods lists gwi's inducing_factor with the keyword auto" $? "not listed"
+    csv_to_json gw-auto '"method":"gwi","kernel":{"type":"rbf","ard":true},"seed":4,"options":{"mean":"mlp","hidden":4,"inducing_factor":"auto","epochs":10,"w2_points":20},' <"$T/ss.csv" >"$T/gw_auto.json"
+    check_json "fit gwi inducing_factor auto" 201 /v1/models @"$T/gw_auto.json"
+    jhas 'first(.. | objects | select(has("method_info"))) as $m | $m.method_info as $i | [$i["auto_nll_0.5"], $i["auto_nll_1"], $i["auto_nll_1.5"], $i["auto_nll_2"]] as $s
+          | ($s | all(type == "number")) and $i.inducing_factor_selection == "auto"
+          and ({"0.5": 0, "1": 1, "1.5": 2, "2": 3}[$i.inducing_factor | tostring]) as $k
+          | $k != null and $s[$k] == ($s | min) and $m.diagnostics.objective == ($s | min)'
+    verdict "gwi auto: the factor of the lowest validation NLL of the grid's four, each reported" $? "factor '$(jnum inducing_factor)'"
+    check_jerr "gwi: inducing_factor \"best\"" 400 invalid_argument '^options\.inducing_factor$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"inducing_factor\":\"best\"},$SSB}"
+    check_jerr "gwi: inducing_factor 0" 400 invalid_argument '^options\.inducing_factor$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"inducing_factor\":0},$SSB}"
+    check_jerr "gwi: inducing_factor auto with inducing 12" 400 invalid_argument '^options\.inducing_factor$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"inducing_factor\":\"auto\",\"inducing\":12},$SSB}"
+    check_jerr "gwi: inducing_factor auto without validation rows" 400 invalid_argument '^options\.inducing_factor$' $M "{\"name\":\"b\",\"method\":\"gwi\",\"options\":{\"inducing_factor\":\"auto\",\"validation_fraction\":0},$SSB}"
 }
 
 method_renyi() {

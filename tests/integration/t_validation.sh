@@ -2,9 +2,12 @@
 # Integration area "validation": a fit's validation report (docs/design/api.md,
 # "Validation"). k folds and a hold-out part over HTTP (the report's fields,
 # every held-out row scored once, the same report on GET); the default (on for
-# 10..500 rows, off for fewer, off with false); every likelihood (gaussian
-# exact and msrfr, svgp bernoulli with its reliability table, poisson with its
-# coverage, softmax); an async validated job (its budget counts the folds and
+# 10..500 rows, off for fewer, off with false); every method and likelihood
+# the daemon serves (exact, sgpr, ssgp, svgp, renyi, msrfr, pls, gwi, hkd with a
+# symmetry, rfgp; svgp and pls bernoulli with the reliability table, svgp
+# softmax with its top-label one, svgp and pls poisson and pls poisson_sq with
+# count coverage; several outputs of sgpr, exact, svgp and rfgp; rfgp whose folds are
+# below its warm-up 422 naming validation); an async validated job (its budget counts the folds and
 # the final fit); a data set fit refused 422 naming validation; on a daemon of
 # its own, the report kept with the version across a restart.
 # Sourced by tests/integration/run.sh (lib.sh loaded, the main daemon on $PORT).
@@ -59,9 +62,10 @@ awk 'BEGIN {
         printf "%.6f,%.6f,%d,%d,%d\n", a, b, y, c, k;
     }
 }' >"$T/vlik.csv"
-lik_fit() { # NAME METHOD LIKELIHOOD COLUMN
+lik_fit() { # NAME METHOD LIKELIHOOD COLUMN [OPTIONS]
+    _lo=${5:-'{"max_iterations":60,"inducing":12}'}
     awk -F, -v c="$4" '{ print $1 "," $2 "," $c }' "$T/vlik.csv" |
-        csv_to_json "$1" "\"method\":\"$2\",\"likelihood\":\"$3\",\"seed\":1,\"options\":{\"max_iterations\":60,\"inducing\":12},\"validation\":{\"folds\":3}," >"$T/$1.json"
+        csv_to_json "$1" "\"method\":\"$2\",\"likelihood\":\"$3\",\"seed\":1,\"options\":$_lo,\"validation\":{\"folds\":3}," >"$T/$1.json"
     check_json "$2 $3 fit with 3 folds" 201 $M @"$T/$1.json"
 }
 lik_fit vbin svgp bernoulli 3
@@ -80,6 +84,77 @@ csv_to_json vms '"method":"msrfr","seed":1,"options":{"particles":4,"features":3
 check_json "msrfr fit with 3 folds" 201 $M @"$T/vms.json"
 jhas '.validation | (.nlpd | type == "number") and (.coverage["0.9"] | type == "number")'
 verdict "msrfr: its mixture's nlpd and coverage" $? "$(jqb '.validation | del(.calibration)')"
+
+lik_fit vpbin pls bernoulli 3 '{}'
+jhas '.validation | .stratified == true and (.log_loss | type == "number") and .accuracy >= 0.5
+      and .accuracy <= 1 and ([.reliability[].count] | add) == 90'
+verdict "pls bernoulli: log loss, accuracy, a reliability table of 90 rows" $? "$(jqb '.validation | del(.reliability)')"
+req GET "$M/vclass"
+jhas '.validation as $v | ([$v.reliability[] | .observed * .count] | add) as $hits
+      | ($hits - $v.accuracy * 90 | fabs) < 1e-6 and ([$v.reliability[].count] | add) == 90
+      and all($v.reliability[]; .lower >= 0.3 and .mean_predicted >= .lower and .mean_predicted <= .upper)'
+verdict "svgp softmax: a top-label reliability table whose hits are the correct rows (p >= 1/3)" $? \
+    "$(jqb '.validation.reliability')"
+
+# ---- every method the daemon serves: the fields, coverage in [0, 1], nlpd finite
+# (JSON carries no non-finite number: a number is finite)
+REG_OK='.validation | (.rmse | type == "number") and (.nlpd | type == "number") and .n > 0
+      and ([.coverage["0.5", "0.9", "0.95"] | select(type == "number" and . >= 0 and . <= 1)] | length) == 3
+      and (.calibration | length) == 11 and all(.calibration[]; .coverage >= 0 and .coverage <= 1)
+      and (.per_fold | length) == 3 and .default == false and .seconds > 0'
+reg_fit() { # NAME METHOD OPTIONS
+    csv_to_json "$1" "\"method\":\"$2\",\"seed\":1,\"options\":$3,\"validation\":{\"folds\":3}," \
+        <"$T/val.csv" >"$T/$1.json"
+    check_json "$2 fit with 3 folds" 201 $M @"$T/$1.json"
+    jhas "$REG_OK"
+    verdict "$2: rmse, finite nlpd, coverage and calibration in [0, 1], 3 folds" $? \
+        "$(jqb '.validation | del(.calibration, .per_fold)')"
+}
+reg_fit vrenyi renyi '{"inducing":12,"max_iterations":60}'
+reg_fit vsgpr sgpr '{"inducing":12,"max_iterations":60}'
+reg_fit vssgp ssgp '{"features":30,"max_iterations":60}'
+reg_fit vsvgpg svgp '{"inducing":12,"max_iterations":60}'
+reg_fit vplsg pls '{}'
+reg_fit vgwi gwi '{}'
+reg_fit vhkd hkd '{"inducing":12,"symmetry":{"generators":[{"type":"negate","dims":[0,1]}],"resolve":"per_axis_real","share_inducing":true,"validate":false}}'
+jhas '.method == "hkd" and .method_info.n_blocks == 2'
+verdict "hkd: validated with its symmetry's two blocks" $? "$(jqb '.method_info | tostring')"
+reg_fit vrfgp rfgp '{"input":{"kind":"point","dim":2},"features":32,"warmup":20}'
+csv_to_json vrfgpw '"method":"rfgp","seed":1,"options":{"input":{"kind":"point","dim":2},"features":32,"warmup":50},"validation":{"folds":3},' \
+    <"$T/val.csv" >"$T/vrfgpw.json"
+check_jerr "rfgp whose training parts (40 rows) are below its warm-up (50)" 422 unsupported '^validation$' \
+    $M @"$T/vrfgpw.json"
+check "nothing stored for it" 404 GET "$M/vrfgpw"
+
+# counts: count nlpd, rmse of the count's mean, coverage in [0, 1] and nested
+CNT_OK='.validation | (.rmse | type == "number") and (.nlpd | type == "number") and (has("log_loss") | not)
+      and ([.coverage["0.5", "0.9", "0.95"] | select(type == "number" and . >= 0 and . <= 1)] | length) == 3
+      and .coverage["0.5"] <= .coverage["0.9"] and .coverage["0.9"] <= .coverage["0.95"]
+      and (.calibration | length) == 11'
+lik_fit vppois pls poisson 4 '{}'
+jhas "$CNT_OK"
+verdict "pls poisson: count nlpd, rmse, nested coverage in [0, 1]" $? "$(jqb '.validation | del(.calibration)')"
+lik_fit vppsq pls poisson_sq 4 '{}'
+jhas "$CNT_OK"
+verdict "pls poisson_sq: count nlpd, rmse, nested coverage in [0, 1]" $? "$(jqb '.validation | del(.calibration)')"
+
+# several outputs: a report per output, the top level's nlpd their mean
+awk -F, '{ r = r (NR > 1 ? "," : "") "[" $1 "," $2 "]";
+           y = y (NR > 1 ? "," : "") sprintf("[%s,%.6f]", $3, 0.5 * $3 + $1) }
+    END { printf "\"X\":[%s],\"y\":[%s]}", r, y }' "$T/val.csv" >"$T/val2_xy.txt"
+mo_fit() { # NAME METHOD OPTIONS
+    printf '{"name":"%s","method":"%s","seed":1,"options":%s,"validation":{"folds":3},' "$1" "$2" "$3" >"$T/$1.json"
+    cat "$T/val2_xy.txt" >>"$T/$1.json"
+    check_json "$2 fit of two outputs with 3 folds" 201 $M @"$T/$1.json"
+    jhas "$REG_OK"' and (.per_output | length) == 2
+          and ((.per_output[0].nlpd + .per_output[1].nlpd) / 2 - .nlpd | fabs) < 1e-9
+          and all(.per_output[]; [.coverage[] | select(. >= 0 and . <= 1)] | length == 3)'
+    verdict "$2, two outputs: a report per output, nlpd their mean" $? "$(jqb '.validation | del(.calibration, .per_fold)')"
+}
+mo_fit vmosgpr sgpr '{"inducing":12,"max_iterations":60,"coregionalization":{"type":"icm","rank":1}}'
+mo_fit vmoexact exact '{"coregionalization":{"type":"icm","rank":1}}'
+mo_fit vmosvgp svgp '{"inducing":12,"max_iterations":60,"coregionalization":{"type":"icm","rank":1}}'
+mo_fit vmorfgp rfgp '{"input":{"kind":"point","dim":2},"features":32,"warmup":20}'
 
 # ---- an async job counts the folds
 csv_to_json vjob '"method":"sgpr","seed":1,"async":true,"options":{"max_iterations":30,"inducing":10},"validation":{"folds":3},' <"$T/val.csv" >"$T/vjob.json"

@@ -441,14 +441,48 @@ await step('validation', async () => {
   check('calibration plot: the 11 levels against the report\'s coverage, and the diagonal', !bad && diag
     && diag.data.length === 2 && diag.data[1].x === 1 && diag.data[1].y === 1, bad || 'no diagonal');
   await shot(page, 'model-validation');
-  const cls = await api('GET', '/v1/models/ui-class');
-  if (cls.validation && cls.validation.reliability) {
-    await openModel(page, 'ui-class');
+  /* classes: the reliability diagram, bernoulli (p(y = 1)) and softmax (the top label) */
+  const reliability = async (name, caption) => {
+    const m = await api('GET', `/v1/models/${name}`);
+    check(`${name} has a validation report with a reliability table`, !!(m.validation && m.validation.reliability
+      && m.validation.reliability.length), JSON.stringify(m.validation || null).slice(0, 160));
+    if (!m.validation || !m.validation.reliability) return;
+    await openModel(page, name);
     await page.waitForSelector('#calibration-figure:not([hidden])');
     const rs = byLabel(await datasets(page, 'calibration-chart') || [], 'held-out rows by predicted probability');
-    const badR = !rs ? 'no reliability series' : mismatch(rs.data.map((p) => p.y), cls.validation.reliability.map((b) => b.observed), 0);
-    check('reliability diagram: each bin at (mean prediction, observed share)', !badR, badR);
-  }
+    const badR = !rs ? 'no reliability series'
+      : mismatch(rs.data.map((p) => p.x), m.validation.reliability.map((b) => b.mean_predicted), 0)
+      || mismatch(rs.data.map((p) => p.y), m.validation.reliability.map((b) => b.observed), 0);
+    check(`${name}: reliability diagram, each bin at (mean prediction, observed share)`, !badR, badR);
+    const cap = await page.textContent('#calibration-caption');
+    check(`${name}: the diagram's caption says what it shows`, cap.startsWith(caption), cap);
+    const facts = await page.$$eval('#calibration-facts dt, #calibration-facts dd', (n) => n.map((d) => d.textContent));
+    const ll = facts[facts.indexOf('Validation log loss') + 1] || '';
+    check(`${name}: the log loss is the model JSON's`, ll.startsWith(String(Number(m.validation.log_loss.toPrecision(4)))),
+      `${ll} vs ${m.validation.log_loss}`);
+    await shot(page, `model-validation-${name}`);
+  };
+  await reliability('ui-class', 'Reliability: ');
+  const sm = await api('GET', '/v1/models/ui-softmax').catch(() => null);
+  if (sm) await reliability('ui-softmax', 'Reliability (top label): ');
+  /* counts: the calibration plot of count intervals, and the count NLPD */
+  const countRows = CLASS.map(([x], i) => [x, Math.floor(Math.exp(0.3 * x) + (i % 3) / 2)]);
+  await apiJson(BASE, 'DELETE', '/v1/models/ui-count').catch(() => null);
+  await api('POST', '/v1/models', { name: 'ui-count', method: 'svgp', likelihood: 'poisson', seed: 1,
+    options: { inducing: 10, max_iterations: 60 }, validation: { folds: 3 },
+    X: countRows.map(([x]) => [x]), y: countRows.map(([, c]) => c) });
+  const cnt = await api('GET', '/v1/models/ui-count');
+  await openModel(page, 'ui-count');
+  await page.waitForSelector('#calibration-figure:not([hidden])');
+  const cf = await page.$$eval('#calibration-facts dt, #calibration-facts dd', (n) => n.map((d) => d.textContent));
+  const cn = cf[cf.indexOf('Validation NLPD') + 1] || '';
+  check('count model: the validation NLPD is the model JSON\'s', !!cnt.validation
+    && cn.startsWith(String(Number(cnt.validation.nlpd.toPrecision(4)))), `${cn} vs ${cnt.validation && cnt.validation.nlpd}`);
+  const ccov = byLabel(await datasets(page, 'calibration-chart') || [], 'held-out coverage');
+  const badC = !ccov || !cnt.validation ? 'no coverage series'
+    : mismatch(ccov.data.map((p) => p.y), cnt.validation.calibration.map((c) => c.coverage), 0);
+  check('count model: the calibration plot is the report\'s coverage of count intervals', !badC, badC);
+  await shot(page, 'model-validation-count');
 });
 
 /* ---- a long fit cancelled from the form ---- */

@@ -406,6 +406,44 @@ static void test_count_quantiles(void **state)
     assert_true(o[0] == 0.0 && o[1] == 1.0);
 }
 
+/* The CDF at counts is the one the quantiles invert: for every count y,
+ * y >= q(a) exactly when F(y) >= a, and y <= q(a) exactly when F(y - 1) < a
+ * (a validation's coverage rests on it), over mixtures of both count
+ * likelihoods; F(-1) = 0. */
+static void test_count_cdf_inverts_quantiles(void **state)
+{
+    (void)state;
+    gp_error err;
+    gp_quadrature q;
+    assert_int_equal(gp_quadrature_init(&q, GP_LIK_QUADRATURE_POINTS, &err), GP_OK);
+    enum { M = 3, K = 2, NL = 6, NY = 40 };
+    double mu[M * K] = {log(3.0), 0.2, log(12.0), log(2.0), 1.1, log(9.0)};
+    double var[M * K] = {0.0, 2.0, 0.05, 0.4, 0.3, 0.5};
+    double levels[NL] = {0.005, 0.025, 0.25, 0.5, 0.75, 0.975}, qs[M * NL];
+    gp_likelihood types[2] = {GP_LIK_POISSON, GP_LIK_POISSON_SQ};
+    for (int t = 0; t < 2; t++) {
+        gp_lik lik = {types[t], 0};
+        gp_lik_quantiles(&lik, &q, mu, var, M, K, levels, NL, qs);
+        for (int yv = -1; yv < NY; yv++) {
+            double c[M] = {yv, yv, yv}, cb[M] = {yv - 1, yv - 1, yv - 1}, F[M], Fb[M];
+            gp_lik_count_cdf(&lik, &q, mu, var, M, K, c, F);
+            gp_lik_count_cdf(&lik, &q, mu, var, M, K, cb, Fb);
+            for (int i = 0; i < M; i++) {
+                if (yv < 0)
+                    assert_true(F[i] == 0.0);
+                if (yv == 0)
+                    assert_true(Fb[i] == 0.0);
+                for (int j = 0; j < NL; j++) {
+                    double qa = qs[i + M * j];
+                    if ((yv >= qa) != (F[i] >= levels[j]) || (yv <= qa) != (Fb[i] < levels[j]))
+                        fail_msg("%s point %d level %g: y %d, quantile %g, F %.15g, F(y-1) %.15g",
+                                 gp_likelihood_name(types[t]), i, levels[j], yv, qa, F[i], Fb[i]);
+                }
+            }
+        }
+    }
+}
+
 static void test_log_predictive(void **state)
 {
     (void)state;
@@ -490,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_log_gamma),
         cmocka_unit_test(test_poisson_cdf),
         cmocka_unit_test(test_count_quantiles),
+        cmocka_unit_test(test_count_cdf_inverts_quantiles),
         cmocka_unit_test(test_log_predictive),
         cmocka_unit_test(test_draws),
     };

@@ -21,6 +21,7 @@
 
 #include "core/base/parallel.h"
 #include "core/base/rng.h"
+#include "core/model/hyperspec.h"
 #include "core/model/method.h"
 #include "core/base/state.h"
 #include "core/kernel/kernel.h"
@@ -494,6 +495,200 @@ static void test_bernoulli(void **state)
     gp_kernel_free(k);
 }
 
+/* ---- A1 by the labels' Laplace marginal likelihood (option hyper) ---- */
+
+#define NL 14
+#define DL 3
+
+typedef struct lap_ctx {
+    gp_kernel *k;
+    gp_lik lik;
+    double Xt[NL * DL], y[NL], off[NL];
+    const double *offp;
+} lap_ctx;
+
+static double lap_value(void *ctx, const double *x)
+{
+    lap_ctx *c = ctx;
+    gp_kernel_set_params(c->k, x);
+    double lml = NAN;
+    gp_error err;
+    assert_int_equal(gp_pls_laplace_lml(c->k, &c->lik, c->Xt, NL, c->y, c->offp, &lml, NULL, &err),
+                     GP_OK);
+    return lml;
+}
+
+static void lap_problem(lap_ctx *c, gp_likelihood l, int with_offset, uint64_t seed)
+{
+    gp_rng rng;
+    gp_rng_seed(&rng, seed);
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&c->k, GP_KERNEL_RBF, DL, 1, NULL, 0, &err), GP_OK);
+    c->lik = (gp_lik){l, 1.0};
+    for (size_t i = 0; i < NL * DL; i++)
+        c->Xt[i] = 4.0 * gp_rng_uniform(&rng) - 2.0;
+    for (size_t i = 0; i < NL; i++) {
+        double f = 1.5 * sin(1.3 * c->Xt[i * DL]) + c->Xt[i * DL + 1];
+        c->y[i] = l == GP_LIK_BERNOULLI ? (double)(gp_rng_uniform(&rng) < logistic(f))
+                                        : (double)gp_rng_below(&rng, 1 + (uint64_t)(3.0 * exp(0.5 * f)));
+        c->off[i] = 0.3 * gp_rng_normal(&rng) - (l == GP_LIK_POISSON ? 0.5 : 0.0);
+    }
+    c->offp = with_offset ? c->off : NULL;
+    double theta[1 + DL] = {log(1.7), log(0.8), log(1.4), log(2.5)};
+    gp_kernel_set_params(c->k, theta);
+}
+
+/* d log q / d log-parameters against central differences, for bernoulli and
+ * poisson, with and without a mean offset. */
+static void test_laplace_lml_gradient(void **state)
+{
+    (void)state;
+    const gp_likelihood liks[2] = {GP_LIK_BERNOULLI, GP_LIK_POISSON};
+    for (size_t l = 0; l < 2; l++)
+        for (int off = 0; off < 2; off++) {
+            lap_ctx c;
+            lap_problem(&c, liks[l], off, 21 + l);
+            size_t np = gp_kernel_n_params(c.k);
+            double x[1 + DL], g[1 + DL], lml;
+            gp_error err;
+            gp_kernel_get_params(c.k, x);
+            assert_int_equal(gp_pls_laplace_lml(c.k, &c.lik, c.Xt, NL, c.y, c.offp, &lml, g, &err),
+                             GP_OK);
+            assert_true(isfinite(lml));
+            tu_fd_spec spec = {.step = 1e-5, .rtol = 1e-5, .atol = 1e-7, .floor = 1.0};
+            tu_check_gradient(lap_value, &c, x, np, g, spec, NULL, gp_likelihood_name(liks[l]));
+            gp_kernel_free(c.k);
+        }
+}
+
+/* An independent fixture of the value: the weight-space Laplace of the
+ * potential (gp_pls_laplace_mode) with features Phi = L^T, K = L L^T, is
+ * the same approximation (f = Phi^T a, a ~ N(0, I) is GP(0, K)):
+ * log q = -V(a*) - log det(I + Phi W Phi^T) / 2, and by Sylvester's
+ * identity the determinant is that of B = I + W^(1/2) K W^(1/2). */
+static void test_laplace_lml_weight_space(void **state)
+{
+    (void)state;
+    const gp_likelihood liks[2] = {GP_LIK_BERNOULLI, GP_LIK_POISSON};
+    for (size_t l = 0; l < 2; l++) {
+        lap_ctx c;
+        lap_problem(&c, liks[l], 0, 40 + l);
+        double K[NL * NL], Phi[NL * NL], H[NL * NL], a[NL] = {0}, lml;
+        gp_error err;
+        gp_kernel_gram(c.k, c.Xt, NL, K, NL);
+        assert_int_equal(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', NL, K, NL), 0);
+        for (size_t j = 0; j < NL; j++) /* Phi[m, i] = L[i, m] */
+            for (size_t i = 0; i < NL; i++)
+                Phi[i * NL + j] = j <= i ? K[j * NL + i] : 0.0;
+        double V = gp_pls_laplace_mode(&c.lik, Phi, NL, NL, c.y, a, H);
+        double want = -V - 0.5 * gp_chol_logdet(H, NL, NL);
+        assert_int_equal(gp_pls_laplace_lml(c.k, &c.lik, c.Xt, NL, c.y, NULL, &lml, NULL, &err),
+                         GP_OK);
+        tu_assert_close(lml, want, 1e-9, 1e-9, "%s: log q against the weight-space Laplace",
+                        gp_likelihood_name(liks[l]));
+        gp_kernel_free(c.k);
+    }
+}
+
+/* A bernoulli fit with option hyper; spec: the request's priors (NULL:
+ * none stated, an empty spec: "priors": "none"). */
+static gp_model *fit_hyper(const double *X, const double *y, gp_kernel *k, const char *hyper,
+                           const gp_hyper_spec *spec)
+{
+    gp_option_value o[] = {{"particles", 50, NULL, NULL}, {"steps", 100, NULL, NULL},
+                           {"hyper", NAN, hyper, NULL}};
+    gp_fit_request req;
+    fit_request(&req, X, y, NB, 2, k, o, 3);
+    req.likelihood = GP_LIK_BERNOULLI;
+    req.hyper = spec;
+    return fit_ok(&gp_method_pls, &req, hyper);
+}
+
+/* The fitted hyperparameters maximise the objective they were fitted by:
+ * with N <= N_sub the one subset is all the points, and, without priors
+ * ("priors": "none"), at the model's kernel the gradient of log q on the
+ * model's points vanishes and a step of 0.05 in any log-parameter lowers
+ * log q. With nothing stated an ARD laplace fit carries the default
+ * priors (the preset), a regression fit none. */
+static void test_laplace_hyper_optimum(void **state)
+{
+    (void)state;
+    double X[NB * 2], y[NB], Xt[TB * 2], pt[TB];
+    bernoulli_problem(X, y, Xt, pt, 2);
+    gp_kernel *k;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
+    gp_hyper_spec *none;
+    assert_int_equal(gp_hyper_spec_new(&none, k, &err), GP_OK);
+    gp_model *m = fit_hyper(X, y, k, "laplace", none);
+    gp_model *mp = fit_hyper(X, y, k, "laplace", NULL), *mr = fit_hyper(X, y, k, "regression", NULL);
+    assert_non_null(mp->hyper);
+    assert_true(mp->hyper->preset);
+    assert_null(mr->hyper);
+    gp_model_free(mp);
+    gp_model_free(mr);
+    gp_hyper_spec_free(none);
+    double *P = NULL, x[3], g[3], lml, lml2;
+    assert_int_equal(gp_model_points(m, X, NB, &P, &err), GP_OK);
+    gp_lik lik = {GP_LIK_BERNOULLI, 1.0};
+    gp_kernel *km;
+    assert_int_equal(gp_kernel_copy(&km, m->kernel, &err), GP_OK);
+    assert_int_equal(gp_pls_laplace_lml(km, &lik, P, NB, y, NULL, &lml, g, &err), GP_OK);
+    gp_kernel_get_params(km, x);
+    for (size_t i = 0; i < 3; i++) {
+        print_message("laplace optimum: theta[%zu] = %.4f, d log q = %.2e (log q %.4f)\n", i, x[i],
+                      g[i], lml);
+        tu_assert_within(g[i], 0.0, 1e-3, "d log q / d theta[%zu] at the fit", i);
+        for (int s = -1; s <= 1; s += 2) {
+            double xi = x[i];
+            x[i] = xi + 0.05 * s;
+            gp_kernel_set_params(km, x);
+            assert_int_equal(gp_pls_laplace_lml(km, &lik, P, NB, y, NULL, &lml2, NULL, &err),
+                             GP_OK);
+            assert_true(lml2 < lml);
+            x[i] = xi;
+        }
+        gp_kernel_set_params(km, x);
+    }
+    free(P);
+    gp_kernel_free(km);
+    gp_model_free(m);
+    gp_kernel_free(k);
+}
+
+/* On data drawn from a logistic GP-like function, the labels' likelihood
+ * fits a better model than the regression on 0/1 labels (both without
+ * priors: the objectives alone): lower expected log loss against the true
+ * probabilities at held-out points. */
+static void test_laplace_hyper_beats_regression(void **state)
+{
+    (void)state;
+    double X[NB * 2], y[NB], Xt[TB * 2], pt[TB];
+    bernoulli_problem(X, y, Xt, pt, 2);
+    gp_kernel *k;
+    gp_error err;
+    assert_int_equal(gp_kernel_leaf(&k, GP_KERNEL_RBF, 2, 1, NULL, 0, &err), GP_OK);
+    const char *modes[2] = {"laplace", "regression"};
+    double loss[2];
+    gp_hyper_spec *none;
+    assert_int_equal(gp_hyper_spec_new(&none, k, &err), GP_OK);
+    for (int j = 0; j < 2; j++) {
+        gp_model *m = fit_hyper(X, y, k, modes[j], none);
+        static lik_pred p;
+        predict_components(m, Xt, TB, &p);
+        loss[j] = 0.0;
+        for (size_t i = 0; i < TB; i++) {
+            double q = prob_one(&p, i, TB, 50);
+            loss[j] -= (pt[i] * log(q) + (1.0 - pt[i]) * log(1.0 - q)) / TB;
+        }
+        gp_model_free(m);
+    }
+    print_message("expected log loss: laplace %.4f, regression %.4f\n", loss[0], loss[1]);
+    assert_true(loss[0] < loss[1]);
+    gp_hyper_spec_free(none);
+    gp_kernel_free(k);
+}
+
 /* k-means landmarks are moved onto the data ([D], §5.2 as implemented): every
  * landmark of a bernoulli fit (auto = kmeans) is a training input, no two the
  * same, and the inputs are on an integer grid so a centre between values
@@ -802,6 +997,24 @@ static void test_threads(void **state)
     gp_kernel_free(k);
 }
 
+/* hyper laplace is for the label likelihoods: a gaussian fit asking for it
+ * is refused naming the option (and fits nothing). */
+static void test_laplace_hyper_needs_labels(void **state)
+{
+    (void)state;
+    toy t;
+    make_toy(&t);
+    gp_option_value o[] = {{"hyper", NAN, "laplace", NULL}};
+    gp_fit_request req;
+    fit_request(&req, t.X, t.y, N, D, t.k, o, 1);
+    gp_model *m = NULL;
+    gp_error err;
+    assert_int_equal(gp_model_fit(&gp_method_pls, &req, &m, &err), GP_EINVAL);
+    assert_string_equal(err.field, "options.hyper");
+    assert_null(m);
+    gp_kernel_free(t.k);
+}
+
 static void test_closed_form_needs_gaussian(void **state)
 {
     (void)state;
@@ -832,12 +1045,17 @@ int main(void)
         cmocka_unit_test(test_laplace_start),
         cmocka_unit_test(test_laplace_mode),
         cmocka_unit_test(test_bernoulli),
+        cmocka_unit_test(test_laplace_lml_gradient),
+        cmocka_unit_test(test_laplace_lml_weight_space),
+        cmocka_unit_test(test_laplace_hyper_optimum),
+        cmocka_unit_test(test_laplace_hyper_beats_regression),
         cmocka_unit_test(test_kmeans_landmarks_on_data),
         cmocka_unit_test(test_t9_poisson_sq_bimodal),
         cmocka_unit_test(test_potential_gradient),
         cmocka_unit_test(test_export_import),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_closed_form_needs_gaussian),
+        cmocka_unit_test(test_laplace_hyper_needs_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -321,8 +321,9 @@ static void labels(gp_likelihood lik, const double *X, double *y)
         double f = sin(2.0 * X[i]) + 0.5 * X[LK_N + i];
         y[i] = lik == GP_LIK_BERNOULLI ? (f > 0.2)
                : lik == GP_LIK_SOFTMAX ? (double)(i % 3)
-               : lik == GP_LIK_POISSON ? floor(exp(f) + 0.5 * (double)(i % 2))
-                                       : f + 0.1 * cos(7.0 * (double)i);
+               : lik == GP_LIK_POISSON || lik == GP_LIK_POISSON_SQ
+                   ? floor(exp(f) + 0.5 * (double)(i % 2))
+                   : f + 0.1 * cos(7.0 * (double)i);
     }
 }
 
@@ -353,7 +354,8 @@ static void test_every_likelihood(void **state)
         gp_likelihood lik;
     } cases[] = {{"exact", GP_LIK_GAUSSIAN},    {"msrfr", GP_LIK_GAUSSIAN},
                  {"svgp", GP_LIK_BERNOULLI},    {"pls", GP_LIK_BERNOULLI},
-                 {"svgp", GP_LIK_POISSON},      {"svgp", GP_LIK_SOFTMAX}};
+                 {"svgp", GP_LIK_POISSON},      {"svgp", GP_LIK_SOFTMAX},
+                 {"pls", GP_LIK_POISSON},       {"pls", GP_LIK_POISSON_SQ}};
     gp_validation_spec spec = {.folds = 3, .seed = 2};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gp_validation_report r;
@@ -375,11 +377,18 @@ static void test_every_likelihood(void **state)
                 for (size_t l = 1; l < GP_VALIDATION_LEVELS; l++)
                     assert_true(r.per_fit[f].coverage[l] >= r.per_fit[f].coverage[l - 1]);
         }
-        if (cases[c].lik == GP_LIK_BERNOULLI) { /* every held-out row in one bin */
-            double total = 0.0;
-            for (size_t b = 0; b < GP_RELIABILITY_BINS; b++)
+        if (classes) { /* every held-out row in one bin */
+            double total = 0.0, hits = 0.0, correct = 0.0;
+            for (size_t b = 0; b < GP_RELIABILITY_BINS; b++) {
                 total += r.reliability.count[b];
+                hits += r.reliability.sum_y[b];
+            }
             tu_assert_within(total, LK_N, 0.0, "%s reliability rows", what);
+            for (size_t f = 0; f < r.n_fits; f++)
+                correct += r.per_fit[f].accuracy * (double)r.per_fit[f].n;
+            /* softmax's table is of the top class: its hits are the correct rows */
+            if (cases[c].lik == GP_LIK_SOFTMAX)
+                tu_assert_within(hits, correct, 1e-9, "%s top-label hits", what);
         }
         gp_validation_report_free(&r);
     }

@@ -13,7 +13,7 @@
 #include "core/methods/gwi/train.h"
 #include "core/model/mean.h"
 
-static void read_settings(const gp_method *me, const gp_fit_request *req, gwi_settings *st)
+void gwi_read_settings(const gp_method *me, const gp_fit_request *req, gwi_settings *st)
 {
     st->mean = strcmp(gp_option_string(me, req, "mean"), "mlp") == 0 ? GP_GWI_MEAN_MLP
                                                                       : GP_GWI_MEAN_KERNEL_SUM;
@@ -25,7 +25,8 @@ static void read_settings(const gp_method *me, const gp_fit_request *req, gwi_se
                         ? GP_GWI_OBJECTIVE_CODE_W
                         : GP_GWI_OBJECTIVE_THESIS_W2SQ;
     st->inducing = (size_t)gp_option_number(me, req, "inducing");
-    st->factor = gp_option_number(me, req, "inducing_factor");
+    st->factor_auto = gp_option_string(me, req, "inducing_factor") != NULL;
+    st->factor = st->factor_auto ? NAN : gp_option_number(me, req, "inducing_factor");
     st->batch = (size_t)gp_option_number(me, req, "batch");
     st->w2_points = (size_t)gp_option_number(me, req, "w2_points");
     st->epochs = (int)gp_option_number(me, req, "epochs");
@@ -288,8 +289,15 @@ static void mean_residuals(const gp_model *model, gwi_data *D, const double *Htr
                     (blasint)D->nva, model->mean_coef, 1, 1.0, D->yva, 1);
 }
 
-static int size_guard(const gp_fit_request *req, const gwi_settings *st, gp_error *err)
+/* The workspace of the largest fit (with factor auto: the grid's largest
+ * factor, worst_factor). */
+static int size_guard(const gp_fit_request *req, const gwi_settings *st0, double worst_factor,
+                      gp_error *err)
 {
+    gwi_settings big = *st0;
+    const gwi_settings *st = &big;
+    if (big.factor_auto)
+        big.factor = worst_factor;
     double n = (double)req->n, d = (double)req->d, m = (double)inducing_count(st, req->n);
     double nb = (double)batch_size(st, req->n), ns = fmin((double)st->w2_points, n);
     double h = st->mean == GP_GWI_MEAN_MLP ? (double)st->hidden : 0.0;
@@ -320,6 +328,8 @@ static void report(gp_model *model, const trainer *T, size_t m, double alpha, do
     model->diag.evaluations = T->steps;
     model->diag.converged = T->stopped_early;
     gp_model_info_number(model, "inducing", (double)m);
+    if (T->st->inducing == 0) /* M came from the factor */
+        gp_model_info_number(model, "inducing_factor", T->st->factor);
     gp_model_info_string(model, "mean", mean_name(T->s->mean));
     gp_model_info_number(model, "train_rows", (double)D->ntr);
     gp_model_info_number(model, "validation_rows", (double)D->nva);
@@ -427,20 +437,12 @@ static int fit_into(gp_model *model, const gp_fit_request *req, const gwi_settin
     return rc;
 }
 
-int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_error *err)
+int gwi_fit_once(const gp_method *m, const gp_fit_request *req, const gwi_settings *st,
+                 gp_model **out, gp_error *err)
 {
-    gwi_settings st;
-    read_settings(m, req, &st);
-    if (st.greedy && !st.prior_sgpr) /* greedy points have no targets of their own to fit on */
-        return gp_error_set(err, GP_EINVAL, "options.inducing_selection",
-                            "inducing_selection greedy needs prior sgpr (prior inducing fits "
-                            "the inducing points' own targets, so they must be training rows "
-                            "drawn at random)");
-    int rc = size_guard(req, &st, err);
-    if (rc)
-        return rc;
     gp_model *model;
-    if ((rc = gp_model_new(m, req, &model, err)) != GP_OK)
+    int rc = gp_model_new(m, req, &model, err);
+    if (rc != GP_OK)
         return rc;
     gwi_impl *im = calloc(1, sizeof *im);
     model->impl = im;
@@ -449,7 +451,7 @@ int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_er
     /* serial BLAS: the same bits for any thread count (replayable fits) */
     gp_blas_serial_begin();
     if (rc == GP_OK)
-        rc = fit_into(model, req, &st, im, err);
+        rc = fit_into(model, req, st, im, err);
     gp_blas_serial_end();
     if (rc) {
         gp_model_free(model);
@@ -457,4 +459,23 @@ int gwi_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_er
     }
     *out = model;
     return GP_OK;
+}
+
+int gwi_check_settings(const gp_fit_request *req, const gwi_settings *st, double worst_factor,
+                       gp_error *err)
+{
+    if (st->greedy && !st->prior_sgpr) /* greedy points have no targets of their own to fit on */
+        return gp_error_set(err, GP_EINVAL, "options.inducing_selection",
+                            "inducing_selection greedy needs prior sgpr (prior inducing fits "
+                            "the inducing points' own targets, so they must be training rows "
+                            "drawn at random)");
+    if (st->factor_auto && st->inducing != 0)
+        return gp_error_set(err, GP_EINVAL, "options.inducing_factor",
+                            "inducing_factor auto chooses M itself: leave inducing at 0 (or give "
+                            "a number for inducing_factor)");
+    if (st->factor_auto && !(st->validation_fraction > 0.0))
+        return gp_error_set(err, GP_EINVAL, "options.inducing_factor",
+                            "inducing_factor auto chooses by the validation NLL: it needs "
+                            "validation_fraction > 0");
+    return size_guard(req, st, worst_factor, err);
 }

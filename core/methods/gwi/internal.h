@@ -36,7 +36,8 @@ typedef struct gwi_settings {
     gp_gwi_w2_kind w2;
     gp_gwi_objective_kind objective;
     size_t inducing; /* 0: round(factor sqrt(N)) */
-    double factor;
+    double factor;   /* NAN with factor_auto */
+    int factor_auto; /* inducing_factor "auto": B1's grid by validation NLL (select.c) */
     size_t batch, w2_points;
     int epochs, patience, temper;
     int prior_sgpr; /* prior "sgpr": the collapsed bound on every training row */

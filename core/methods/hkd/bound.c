@@ -87,10 +87,10 @@ int hkd_work_alloc(hkd_work *w, const hkd_impl *im, size_t n, double cache_bytes
 {
     int with_z = grad == 2;
     memset(w, 0, sizeof *w);
-    size_t mS = hkd_orbit_points(im), m = im->m, T = im->group.blocks, P = im->P;
+    size_t mS = hkd_orbit_points(im), m = im->m, mb = im->mb, T = im->group.blocks, P = im->P;
     w->chunk = chunk_rows(mS, n);
     size_t tmm = 0, cmS = 0, cP = 0, mmS = 0;
-    int rc = gp_checked_size(T * m, m, &tmm, err);
+    int rc = gp_checked_size(T * mb, mb, &tmm, err);
     if (rc == GP_OK)
         rc = gp_checked_size(mS, w->chunk, &cmS, err);
     if (rc == GP_OK)
@@ -144,7 +144,7 @@ int hkd_work_alloc_mean(hkd_work *w, const hkd_impl *im, size_t p, gp_error *err
 /* L_t = chol(K_t + eps I); Koz must hold k(O, Z) at the current kernel. */
 static int factor_prior(hkd_impl *im, const double *Koz, gp_error *err)
 {
-    size_t T = im->group.blocks, S = im->group.size, m = im->m, mS = hkd_orbit_points(im);
+    size_t T = im->group.blocks, S = im->group.size, m = im->mb, mS = hkd_orbit_points(im);
     double eps = GP_HKD_JITTER * gp_kernel_diag(im->kin, im->Z);
     for (size_t t = 0; t < T; t++) {
         size_t n = im->mt[t];
@@ -181,7 +181,7 @@ static int factor_prior(hkd_impl *im, const double *Koz, gp_error *err)
 void hkd_features_from(const hkd_impl *im, const double *E, size_t b, double *Phi, size_t ldp,
                        double *K)
 {
-    size_t T = im->group.blocks, S = im->group.size, m = im->m;
+    size_t T = im->group.blocks, S = im->group.size, m = im->m, mb = im->mb;
     /* K (T x m b) = W (T x S) E, E read as S x m b (each column one orbit):
      * every block's weighted orbit sums in one level-3 call */
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)(m * b),
@@ -190,7 +190,7 @@ void hkd_features_from(const hkd_impl *im, const double *E, size_t b, double *Ph
         double *phi = Phi + c * ldp;
         const double *kc = K + c * m * T;
         for (size_t t = 0; t < T; t++) {
-            const size_t *id = im->idx + t * m;
+            const size_t *id = im->idx + t * mb;
             double *pt = phi + im->off[t];
             for (size_t j = 0; j < im->mt[t]; j++)
                 pt[j] = kc[t + id[j] * T];
@@ -198,7 +198,7 @@ void hkd_features_from(const hkd_impl *im, const double *E, size_t b, double *Ph
     }
     for (size_t t = 0; t < T; t++)
         if (im->mt[t])
-            gp_trsm_lower(im->L + t * m * m, im->mt[t], m, 0, Phi + im->off[t], b, ldp);
+            gp_trsm_lower(im->L + t * mb * mb, im->mt[t], mb, 0, Phi + im->off[t], b, ldp);
 }
 
 /* Phi of rows start .. start + b: from the cache when it is filled, else
@@ -247,7 +247,7 @@ static void basis_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w, c
 /* C_t, g = Phi y, r0 and y.y over all chunks (filling the cache). */
 static int data_pass(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_error *err)
 {
-    size_t T = im->group.blocks, m = im->m, P = im->P, n = data->n;
+    size_t T = im->group.blocks, m = im->mb, P = im->P, n = data->n;
     memset(w->C, 0, T * m * m * sizeof *w->C);
     memset(w->g, 0, (P + 1) * sizeof *w->g);
     if (data->p) {
@@ -285,7 +285,7 @@ static int data_pass(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_e
 /* M_t = chol(I + C_t / s2) (C_t kept, full symmetric). */
 static int factor_posterior(hkd_impl *im, hkd_work *w, double s2, gp_error *err)
 {
-    size_t T = im->group.blocks, m = im->m;
+    size_t T = im->group.blocks, m = im->mb;
     for (size_t t = 0; t < T; t++) {
         size_t k = im->mt[t];
         double *C = w->C + t * m * m, *M = im->Mb + t * m * m;
@@ -330,7 +330,7 @@ static int apply_system(const hkd_impl *im, const hkd_data *data, hkd_work *w, d
 /* z = blockdiag(B_t)^{-1} v. */
 static void precondition(const hkd_impl *im, const double *v, double *z)
 {
-    size_t m = im->m;
+    size_t m = im->mb;
     memcpy(z, v, im->P * sizeof *v);
     for (size_t t = 0; t < im->group.blocks; t++)
         if (im->mt[t])
@@ -467,7 +467,7 @@ static int residuals(const hkd_impl *im, const hkd_data *data, hkd_work *w, gp_e
 static double bound_value(const hkd_impl *im, const hkd_work *w, size_t n, double s2,
                           hkd_terms *terms)
 {
-    size_t m = im->m;
+    size_t m = im->mb;
     double logdet = 0.0;
     for (size_t t = 0; t < im->group.blocks; t++)
         logdet += im->mt[t] ? gp_chol_logdet(im->Mb + t * m * m, im->mt[t], m) : 0.0;

@@ -127,17 +127,18 @@ static int choose_inducing(hkd_impl *im, const double *Xw, size_t n, size_t M,
 
 int hkd_alloc_blocks(hkd_impl *im, gp_error *err)
 {
-    size_t T = im->group.blocks, m = im->m, S = im->group.size, dw = im->frame.dw, tmm = 0;
-    int rc = gp_checked_size(T * m, m, &tmm, err);
+    size_t T = im->group.blocks, m = im->m, mb = im->mb, S = im->group.size, dw = im->frame.dw;
+    size_t tmm = 0;
+    int rc = gp_checked_size(T * mb, mb, &tmm, err);
     if (rc)
         return rc;
     im->O = gp_alloc_doubles(dw * m * S, err);
     im->mt = calloc(T, sizeof *im->mt);
     im->off = calloc(T, sizeof *im->off);
-    im->idx = calloc(T * m, sizeof *im->idx);
+    im->idx = calloc(T * mb, sizeof *im->idx);
     im->L = gp_alloc_doubles(tmm, err);
     im->Mb = gp_alloc_doubles(tmm, err);
-    im->mean = gp_alloc_doubles(T * m, err);
+    im->mean = gp_alloc_doubles(T * mb, err);
     im->jitter = gp_alloc_doubles(T, err);
     if (!im->O || !im->mt || !im->off || !im->idx || !im->L || !im->Mb ||
         !im->mean || !im->jitter)
@@ -180,6 +181,25 @@ static int validate_symmetry(const gp_model *model, hkd_impl *im, const double *
     return rc;
 }
 
+/* "share_inducing": false: every block starts from its own copy of the
+ * shared k-means Z (so the fit starts where the shared one does, and the
+ * shared Z stays a feasible point of the per-block problem); Z becomes the
+ * T copies one after the other. */
+static int tile_inducing(hkd_impl *im, gp_error *err)
+{
+    size_t T = im->group.blocks, one = im->frame.dw * im->mb, all = 0;
+    int rc = gp_checked_size(T, one, &all, err);
+    double *Z = rc == GP_OK ? gp_alloc_doubles(all, err) : NULL;
+    if (Z == NULL)
+        return rc ? rc : GP_ENOMEM;
+    for (size_t t = 0; t < T; t++)
+        memcpy(Z + t * one, im->Z, one * sizeof *Z);
+    free(im->Z);
+    im->Z = Z;
+    im->m = T * im->mb;
+    return GP_OK;
+}
+
 /* The structure of the model: frame, group, working kernel, validation, Z,
  * orbit and blocks. Xs: standardised inputs (d x n); Xw receives the working
  * ones (dw x n, allocated here). */
@@ -209,6 +229,9 @@ static int build_structure(gp_model *model, const gp_fit_request *req, hkd_impl 
         return GP_ENOMEM;
     rc = choose_inducing(im, *Xw, n, M < n ? M : n,
                          gp_option_string(me, req, "inducing_selection"), req->seed, err);
+    im->mb = im->m;
+    if (rc == GP_OK && im->sym.per_block)
+        rc = tile_inducing(im, err);
     if (rc == GP_OK)
         rc = hkd_alloc_blocks(im, err);
     return rc;
@@ -339,7 +362,7 @@ static void report(gp_model *model, const hkd_impl *im, const hkd_work *w,
     double offset = -(double)n * log(model->y_scale), jit = 0.0;
     size_t dropped = 0;
     for (size_t t = 0; t < im->group.blocks; t++) {
-        dropped += im->m - im->mt[t];
+        dropped += im->mb - im->mt[t];
         jit = im->jitter[t] > jit ? im->jitter[t] : jit;
     }
     model->diag.objective = terms->bound + offset;
@@ -349,7 +372,8 @@ static void report(gp_model *model, const hkd_impl *im, const hkd_work *w,
     gp_model_info_number(model, "collapsed_bound", terms->bound + offset);
     gp_model_info_number(model, "pcg_iterations", (double)w->pcg_iterations);
     gp_model_info_number(model, "pcg_residual", w->pcg_residual);
-    gp_model_info_number(model, "inducing", (double)im->m);
+    gp_model_info_number(model, "inducing", (double)im->mb);
+    gp_model_info_number(model, "inducing_per_block", im->mb < im->m ? 1.0 : 0.0);
     gp_model_info_number(model, "inducing_dropped", (double)dropped);
     gp_model_info_number(model, "working_dims", (double)im->frame.dw);
     gp_model_info_number(model, "trace_fraction",
@@ -385,9 +409,9 @@ static int fit_posterior(gp_model *model, const gp_fit_request *req, hkd_impl *i
 }
 
 /* Memory checked before anything is allocated: the T blocks' four m x m
- * matrices, the orbit's two m S x m ones, one chunk's buffers and the
- * working copies of the data (the feature cache is optional and has its own
- * limit, cache_bytes). */
+ * matrices, the orbit's two m S x mz ones (mz = m, or T m points when every
+ * block has its own Z), one chunk's buffers and the working copies of the
+ * data (the feature cache is optional and has its own limit, cache_bytes). */
 static int size_guard(const gp_fit_request *req, const gp_symmetry *sym, size_t m,
                       gp_error *err)
 {
@@ -396,9 +420,9 @@ static int size_guard(const gp_fit_request *req, const gp_symmetry *sym, size_t 
                             "hkd's kernel sees every input (the group acts on all of them)");
     size_t S, T;
     gp_symmetry_counts(sym, &S, &T);
-    double mm = (double)m * (double)m, chunk = 4096.0;
-    double need = 4.0 * (double)T * mm + 2.0 * (double)S * mm +
-                  chunk * (2.0 * (double)S * (double)m + 2.0 * (double)T * (double)m) +
+    double mz = (double)m * (sym->per_block ? (double)T : 1.0), chunk = 4096.0;
+    double need = 4.0 * (double)T * (double)m * (double)m + 2.0 * (double)S * mz * mz +
+                  chunk * (2.0 * (double)S * mz + 2.0 * (double)T * mz) +
                   (double)req->n * (2.0 * (double)req->d + 12.0);
     if (need > budget_doubles(req))
         return gp_error_set(err, GP_ETOOBIG, "options.inducing",
@@ -408,6 +432,23 @@ static int size_guard(const gp_fit_request *req, const gp_symmetry *sym, size_t 
                             "a smaller group, or raise --max-train-points",
                             T, m, S, req->n, need * 8e-9, budget_doubles(req) * 8e-9);
     return GP_OK;
+}
+
+/* Per-block Z only differ from the shared one where they move: with the
+ * hyperparameters (optimize_inducing, an option beside the symmetry, so
+ * checked here, when the fit starts), which the driver cannot do through a
+ * circle-embedded (translated) input (also checked with the option). */
+static int check_per_block(const gp_method *me, const gp_fit_request *req, const gp_symmetry *s,
+                           gp_error *err)
+{
+    const char *f = "options.symmetry.share_inducing";
+    if (!s->per_block)
+        return GP_OK;
+    if (gp_option_number(me, req, "optimize_inducing") == 0.0)
+        return gp_error_set(err, GP_EUNSUPPORTED, f,
+                            "%s: false gives every block its own Z to optimise, which "
+                            "\"optimize_inducing\": false forbids; set one of them to true", f);
+    return gp_symmetry_check_per_block(s, "options.symmetry", err);
 }
 
 static int fit_into(gp_model *model, const gp_fit_request *req, hkd_impl *im, gp_error *err)
@@ -449,6 +490,8 @@ int hkd_fit(const gp_method *m, const gp_fit_request *req, gp_model **out, gp_er
         return gp_error_set(err, GP_ENOMEM, NULL, "out of memory");
     int rc = gp_symmetry_parse(gp_option_object(req, "symmetry"), req->d, "options.symmetry",
                                &im->sym, err);
+    if (rc == GP_OK)
+        rc = check_per_block(me, req, &im->sym, err);
     if (rc == GP_OK)
         rc = size_guard(req, &im->sym, (size_t)gp_option_number(me, req, "inducing"), err);
     gp_model *model = NULL;

@@ -19,7 +19,7 @@
 static int prior_sensitivity(const hkd_impl *im, hkd_work *w, double s2, double *tr_s,
                              double *trace_g, gp_error *err)
 {
-    size_t m = im->m;
+    size_t m = im->mb;
     *tr_s = 0.0;
     *trace_g = 0.0;
     for (size_t t = 0; t < im->group.blocks; t++) {
@@ -56,15 +56,16 @@ static int prior_sensitivity(const hkd_impl *im, hkd_work *w, double s2, double 
 static int contract_prior(const hkd_impl *im, hkd_work *w, double *grad, double *gz,
                           gp_error *err)
 {
-    size_t T = im->group.blocks, S = im->group.size, m = im->m, mS = hkd_orbit_points(im);
+    size_t T = im->group.blocks, S = im->group.size, m = im->m, mb = im->mb;
+    size_t mS = hkd_orbit_points(im);
     memset(w->Wzo, 0, mS * m * sizeof *w->Wzo);
     for (size_t t = 0; t < T; t++) {
-        const double *G = w->C + t * m * m;
-        const size_t *id = im->idx + t * m;
+        const double *G = w->C + t * mb * mb;
+        const size_t *id = im->idx + t * mb;
         for (size_t l = 0; l < im->mt[t]; l++)
             for (size_t j = 0; j < im->mt[t]; j++)
                 for (size_t s = 0; s < S; s++)
-                    w->Wzo[id[l] * S + s + id[j] * mS] += im->group.W[t + s * T] * G[j + l * m];
+                    w->Wzo[id[l] * S + s + id[j] * mS] += im->group.W[t + s * T] * G[j + l * mb];
     }
     int rc = gp_kernel_cross_grad_contract_known(im->kin, im->Z, m, im->O, mS, w->Koz, mS,
                                                  w->Wzo, mS, grad, w->gzo, err);
@@ -86,22 +87,22 @@ static int contract_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w,
                           size_t start, size_t b, double *gtmp, double *grad, gp_error *err)
 {
     size_t T = im->group.blocks, S = im->group.size, m = im->m, mS = hkd_orbit_points(im);
-    size_t P = im->P, ldp;
+    size_t P = im->P, mb = im->mb, ldp;
     const double *Phi = hkd_chunk_features(im, data, w, start, b, 1, &ldp);
     const double *beta = w->r + start;
     for (size_t t = 0; t < T; t++) {
         size_t k = im->mt[t];
         if (k == 0)
             continue;
-        const double *St = w->Sinv + t * m * m, *Pt = Phi + im->off[t];
+        const double *St = w->Sinv + t * mb * mb, *Pt = Phi + im->off[t];
         double *Yt = w->Y + im->off[t];
         for (size_t c = 0; c < b; c++)
             memcpy(Yt + c * P, Pt + c * ldp, k * sizeof *Yt);
         cblas_dsymm(CblasColMajor, CblasLeft, CblasLower, (blasint)k, (blasint)b, -1.0 / s2, St,
-                    (blasint)m, Pt, (blasint)ldp, 1.0 / s2, Yt, (blasint)P);
+                    (blasint)mb, Pt, (blasint)ldp, 1.0 / s2, Yt, (blasint)P);
         cblas_dger(CblasColMajor, (blasint)k, (blasint)b, 1.0, im->mean + im->off[t], 1, beta,
                    1, Yt, (blasint)P);
-        gp_trsm_lower(im->L + t * m * m, k, m, 1, Yt, b, P);
+        gp_trsm_lower(im->L + t * mb * mb, k, mb, 1, Yt, b, P);
     }
     /* Wo (S x m b, each column one orbit) = W^T Yk with Yk (T x m b) the
      * blocks' sensitivities scattered back to Z's order (0 where dropped) */
@@ -110,7 +111,7 @@ static int contract_chunk(const hkd_impl *im, const hkd_data *data, hkd_work *w,
         for (size_t t = 0; t < T; t++) {
             const double *yt = w->Y + im->off[t] + c * P;
             for (size_t j = 0; j < im->mt[t]; j++)
-                w->K[t + (im->idx[t * m + j] + c * m) * T] = yt[j];
+                w->K[t + (im->idx[t * mb + j] + c * m) * T] = yt[j];
         }
     cblas_dgemm(CblasColMajor, CblasTrans, CblasNoTrans, (blasint)S, (blasint)(m * b), (blasint)T,
                 1.0, im->group.W, (blasint)T, w->K, (blasint)T, 0.0, w->Wo, (blasint)S);
@@ -225,11 +226,12 @@ int gp_hkd_bound_mean(const gp_model *model, const gp_fit_request *req, const gp
     const hkd_impl *src = model->impl;
     hkd_impl im = *src;
     size_t n = req->n, d = req->d, dw = src->frame.dw, T = src->group.blocks, m = src->m;
-    im.L = gp_alloc_doubles(T * m * m, err);
-    im.Mb = gp_alloc_doubles(T * m * m, err);
+    size_t mb = src->mb;
+    im.L = gp_alloc_doubles(T * mb * mb, err);
+    im.Mb = gp_alloc_doubles(T * mb * mb, err);
     im.Z = gp_alloc_doubles(dw * m, err);
     im.O = gp_alloc_doubles(dw * m * src->group.size, err);
-    im.mean = gp_alloc_doubles(T * m, err);
+    im.mean = gp_alloc_doubles(T * mb, err);
     im.jitter = gp_alloc_doubles(T, err);
     im.kin = NULL;
     im.Op = NULL;
@@ -245,8 +247,8 @@ int gp_hkd_bound_mean(const gp_model *model, const gp_fit_request *req, const gp
     hkd_work w;
     memset(&w, 0, sizeof w);
     if (rc == GP_OK) {
-        memset(im.L, 0, T * m * m * sizeof *im.L);
-        memset(im.Mb, 0, T * m * m * sizeof *im.Mb);
+        memset(im.L, 0, T * mb * mb * sizeof *im.L);
+        memset(im.Mb, 0, T * mb * mb * sizeof *im.Mb);
         gp_model_standardize_points(model, req->X, n, Xs);
         gp_hkd_frame_apply(&im.frame, Xs, n, Xw);
         gp_model_working_targets(model, req->y, n, y);

@@ -235,12 +235,21 @@ static int parse_flags(const gp_value *v, const char *field, gp_symmetry *out, g
         snprintf(f, sizeof f, "%.40s.share_inducing", field);
         if (e->type != GP_VALUE_BOOL)
             return gp_error_set(err, GP_EINVAL, f, "%s must be true or false", f);
-        if (e->number == 0.0)
-            return gp_error_set(err, GP_EUNSUPPORTED, f,
-                                "%s: false (a separate Z per block) needs the inducing inputs "
-                                "learned per block (note §5 step 10b), which hkd does not do: "
-                                "its blocks share one k-means Z", f);
+        out->per_block = e->number == 0.0;
     }
+    return GP_OK;
+}
+
+int gp_symmetry_check_per_block(const gp_symmetry *s, const char *field, gp_error *err)
+{
+    char f[GP_ERROR_FIELD_LEN];
+    snprintf(f, sizeof f, "%.40s.share_inducing", field);
+    for (size_t g = 0; s->per_block && g < s->n_gen; g++)
+        if (s->gen[g].type == GP_SYM_TRANSLATE)
+            return gp_error_set(err, GP_EUNSUPPORTED, f,
+                                "%s: false needs the inducing inputs optimised, which hkd does "
+                                "not do with a translate generator (its input lives on a "
+                                "circle); use the shared Z", f);
     return GP_OK;
 }
 

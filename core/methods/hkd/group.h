@@ -63,6 +63,8 @@ typedef struct gp_symmetry {
     int validate;       /* check the symmetry numerically at fit time (default 1) */
     int center_origin;  /* "center": "origin": the group acts about 0 in the caller's units,
                            not about the training mean (the default, as the paper centres) */
+    int per_block;      /* "share_inducing": false: every block optimises its own Z (a fit
+                           option, not part of the symmetry's code: the stored blocks say it) */
 } gp_symmetry;
 
 /* The symmetry of a request's option value v (NULL: negate every input, the
@@ -71,6 +73,10 @@ typedef struct gp_symmetry {
  * (e.g. "options.symmetry.generators[1].dims"). */
 int gp_symmetry_parse(const gp_value *v, size_t d, const char *field, gp_symmetry *out,
                       gp_error *err);
+/* "share_inducing": false needs the inducing inputs optimised, which hkd
+ * cannot do through a translated (circle-embedded) input: GP_EUNSUPPORTED
+ * naming <field>.share_inducing then. */
+int gp_symmetry_check_per_block(const gp_symmetry *s, const char *field, gp_error *err);
 /* The group's size and its number of real blocks, from the generators alone. */
 void gp_symmetry_counts(const gp_symmetry *s, size_t *size, size_t *blocks);
 /* Flat encoding for a model's state, and back (GP_EDATA when malformed). */

@@ -29,14 +29,16 @@ static const gp_option_spec hkd_options[] = {
      "\"period\": {\"type\": \"number\", \"minimum\": 0, \"exclusiveMinimum\": true}, "
      "\"shift\": {\"type\": \"integer\", \"minimum\": 1}}}}, "
      "\"resolve\": {\"type\": \"string\", \"enum\": [\"per_axis_real\"]}, "
-     "\"share_inducing\": {\"type\": \"boolean\", \"enum\": [true]}, "
+     "\"share_inducing\": {\"type\": \"boolean\"}, "
      "\"validate\": {\"type\": \"boolean\"}, \"center\": {\"type\": \"string\", "
      "\"enum\": [\"mean\", \"origin\"]}}}",
      "the group the kernel is invariant under: {\"generators\": [...]} of negate {dims}, "
      "negate_pca {ways}, translate {dim, period, order}, rotate2d {dims: [i, j], order}, "
      "cycle_dims {dims, shift}; commuting, combined into their product; \"center\": \"mean\" "
      "(default: the group acts about the training mean) or \"origin\". Absent: negate every "
-     "input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z)"},
+     "input (x -> -x, 2 blocks); []: one block (sgpr with fixed Z); \"share_inducing\": false "
+     "gives every block its own m inducing inputs, started at the shared Z and optimised (T "
+     "times the kernel evaluations; needs optimize_inducing, no translate)"},
     {"inducing", GP_OPTION_INT, 128, NULL, 1, 2048, NULL,
      "m, the inducing points of every block (the shared k-means Z; at most the number of "
      "training points)"},
@@ -74,7 +76,8 @@ static int hkd_check_option(const char *name, const gp_value *v, size_t d, const
     if (strcmp(name, "symmetry") != 0)
         return gp_error_set(err, GP_EINVAL, field, "unknown option");
     gp_symmetry sym;
-    return gp_symmetry_parse(v, d, field, &sym, err);
+    int rc = gp_symmetry_parse(v, d, field, &sym, err);
+    return rc ? rc : gp_symmetry_check_per_block(&sym, field, err);
 }
 
 /* ---- Nystrom trace study: a fit of this method with no optimisation ---- */
@@ -130,7 +133,10 @@ static const gp_info_spec hkd_info[] = {
                                         "hyperparameters on every training row"},
     {"pcg_iterations", GP_INFO_NUMBER, "PCG iterations of the final coupled-mean solve"},
     {"pcg_residual", GP_INFO_NUMBER, "its final relative residual"},
-    {"inducing", GP_INFO_NUMBER, "m, the shared inducing points"},
+    {"inducing", GP_INFO_NUMBER, "m, the inducing points of a block"},
+    {"inducing_per_block", GP_INFO_NUMBER,
+     "1 when every block has its own inducing inputs (\"share_inducing\": false), 0 when they "
+     "share one Z"},
     {"inducing_dropped", GP_INFO_NUMBER,
      "(block, point) pairs left out because k_t(z, z) is negligible (points near a fixed "
      "point of the group)"},

@@ -26,14 +26,17 @@ typedef struct hkd_impl {
     gp_group group;
     gp_kernel *kin; /* the model's kernel on the working coordinates (dw inputs) */
     size_t *pmap;   /* kin parameter p is the model kernel's parameter pmap[p] */
-    size_t m, P;    /* shared inducing inputs; stacked block rows */
+    size_t m, P;    /* inducing inputs; stacked block rows */
+    size_t mb;      /* a block's capacity (leading dimension of the block arrays and stride of
+                       idx): m when the blocks share Z; m / T with "share_inducing": false,
+                       where block t owns Z's points t mb .. t mb + mb - 1 */
     double *Z;      /* dw x m */
     double *O;      /* dw x (m S): the orbit */
     size_t *mt;     /* T: block sizes */
     size_t *off;    /* T: first stacked row of each block */
-    size_t *idx;    /* T x m: idx[t m + j] = the Z index of block t's point j */
-    double *L;      /* T blocks of m x m (ld m): chol(K_t + eps I) */
-    double *Mb;     /* T blocks of m x m: chol(I + C_t / s2) */
+    size_t *idx;    /* T x mb: idx[t mb + j] = the Z index of block t's point j */
+    double *L;      /* T blocks of mb x mb (ld mb): chol(K_t + eps I) */
+    double *Mb;     /* T blocks of mb x mb: chol(I + C_t / s2) */
     double *mean;   /* P: the whitened means, stacked */
     double *jitter; /* T */
     gp_kernel_points *Op; /* the orbit prepared for the fitted kernel (predictions) */
@@ -62,8 +65,8 @@ typedef struct hkd_work {
     double *Wo;   /* mS x chunk */
     double *K;    /* T x m x chunk: the blocks' orbit sums before the gather */
     double *Wzo;  /* mS x m */
-    double *C;    /* T x m x m */
-    double *Sinv; /* T x m x m: S_t = B_t^{-1}, then the K_t sensitivity */
+    double *C;    /* T x mb x mb */
+    double *Sinv; /* T x mb x mb: S_t = B_t^{-1}, then the K_t sensitivity */
     double *g, *r, *pcg; /* P; n; 4 P */
     double *ph, *U, *hh; /* a mean's basis: Phi H, (I + Phi Phi^T / s2)^{-1} Phi H / s2 (P x p
                             each) and [H^T H | H^T y] (p x (p + 1)); NULL without one */

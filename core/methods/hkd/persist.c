@@ -11,12 +11,20 @@
 
 /* ---- export / import ---- */
 
-/* T blocks of m x m lower factors (only the leading m_t x m_t used), packed
- * one after the other: T m (m + 1) / 2 values. */
+/* The format: "symmetry" (its code), "blocks" ((mb + 1) x T: m_t then the Z
+ * indices of block t), "pca_basis" (negate_pca only), "Z" (dw x m), the
+ * factors, "mean_white" and "jitter". A model whose blocks own their Z
+ * ("share_inducing": false) also has "inducing_per_block" = [mb] with
+ * m = T mb; without it mb = m (the shared Z, every earlier hkd model). A
+ * reader that predates it refuses such a model: its "blocks" are not
+ * (m + 1) x T. */
+
+/* T blocks of mb x mb lower factors (only the leading m_t x m_t used),
+ * packed one after the other: T mb (mb + 1) / 2 values. */
 static int put_blocks(gp_state *st, const char *name, const hkd_impl *im, const double *F,
                       gp_error *err)
 {
-    size_t m = im->m, T = im->group.blocks, pk = m * (m + 1) / 2;
+    size_t m = im->mb, T = im->group.blocks, pk = m * (m + 1) / 2;
     double *buf = gp_alloc_doubles(T * pk, err);
     if (buf == NULL)
         return GP_ENOMEM;
@@ -28,7 +36,7 @@ static int put_blocks(gp_state *st, const char *name, const hkd_impl *im, const 
 int hkd_export(const gp_model *model, gp_state *st, gp_error *err)
 {
     const hkd_impl *im = model->impl;
-    size_t T = im->group.blocks, m = im->m, d = im->frame.d;
+    size_t T = im->group.blocks, m = im->mb, d = im->frame.d;
     size_t nc = gp_symmetry_encode(&im->sym, NULL);
     double *code = gp_alloc_doubles(nc, err), *bi = gp_alloc_doubles(T * (m + 1), err);
     if (code == NULL || bi == NULL) {
@@ -50,7 +58,10 @@ int hkd_export(const gp_model *model, gp_state *st, gp_error *err)
     if (rc == GP_OK && im->frame.U)
         rc = gp_state_put(st, "pca_basis", d, d, im->frame.U, err);
     if (rc == GP_OK)
-        rc = gp_state_put(st, "Z", im->frame.dw, m, im->Z, err);
+        rc = gp_state_put(st, "Z", im->frame.dw, im->m, im->Z, err);
+    double mb = (double)im->mb;
+    if (rc == GP_OK && im->mb < im->m)
+        rc = gp_state_put(st, "inducing_per_block", 1, 1, &mb, err);
     if (rc == GP_OK)
         rc = put_blocks(st, "chol_kuu_blocks", im, im->L, err);
     if (rc == GP_OK)
@@ -70,7 +81,7 @@ static int bad_state(const char *name, gp_error *err)
 static int get_blocks(const gp_state *st, const char *name, hkd_impl *im, double *F,
                       gp_error *err)
 {
-    size_t m = im->m, T = im->group.blocks, pk = m * (m + 1) / 2;
+    size_t m = im->mb, T = im->group.blocks, pk = m * (m + 1) / 2;
     const double *buf;
     int rc = gp_state_get(st, name, T * pk, 1, &buf, err);
     if (rc)
@@ -88,9 +99,10 @@ static int get_blocks(const gp_state *st, const char *name, hkd_impl *im, double
     return GP_OK;
 }
 
+/* Block t's indices: increasing, into Z (its own mb points when per block). */
 static int import_blocks(const gp_state *st, hkd_impl *im, gp_error *err)
 {
-    size_t T = im->group.blocks, m = im->m;
+    size_t T = im->group.blocks, m = im->mb;
     const double *bi;
     int rc = gp_state_get(st, "blocks", m + 1, T, &bi, err);
     if (rc)
@@ -102,13 +114,29 @@ static int import_blocks(const gp_state *st, hkd_impl *im, gp_error *err)
         im->mt[t] = (size_t)col[0];
         for (size_t j = 0; j < im->mt[t]; j++) {
             /* increasing, as hkd_choose_blocks writes them */
-            if (!(col[1 + j] >= 0 && col[1 + j] < (double)m && col[1 + j] == floor(col[1 + j])) ||
-                (j > 0 && !(col[1 + j] > col[j])))
+            double lo = im->mb < im->m ? (double)(t * m) : 0.0, v = col[1 + j];
+            if (!(v >= lo && v < lo + (double)m && v == floor(v)) || (j > 0 && !(v > col[j])))
                 return bad_state("blocks", err);
             im->idx[t * m + j] = (size_t)col[1 + j];
         }
     }
     hkd_index_blocks(im);
+    return GP_OK;
+}
+
+/* mb: m, or "inducing_per_block" with m = T mb. */
+static int import_capacity(const gp_state *st, hkd_impl *im, gp_error *err)
+{
+    im->mb = im->m;
+    if (gp_state_find(st, "inducing_per_block") == NULL)
+        return GP_OK;
+    const double *v;
+    int rc = gp_state_get(st, "inducing_per_block", 1, 1, &v, err);
+    if (rc)
+        return rc;
+    if (!(v[0] >= 1.0 && v[0] == floor(v[0]) && v[0] * (double)im->group.blocks == (double)im->m))
+        return bad_state("inducing_per_block", err);
+    im->mb = (size_t)v[0];
     return GP_OK;
 }
 
@@ -136,7 +164,8 @@ static int import_arrays(const gp_model *model, const gp_state *st, hkd_impl *im
         return bad_state("Z", err);
     im->m = z->cols;
     if ((rc = gp_group_build(&im->sym, &im->frame, &im->group, err)) != GP_OK ||
-        (rc = hkd_working_kernel(model->kernel, im, err)) != GP_OK)
+        (rc = hkd_working_kernel(model->kernel, im, err)) != GP_OK ||
+        (rc = import_capacity(st, im, err)) != GP_OK)
         return rc;
     hkd_sync_kernel(model->kernel, im);
     if ((im->Z = gp_alloc_doubles(im->frame.dw * im->m, err)) == NULL)

@@ -18,13 +18,13 @@
 static void test_features(const hkd_impl *im, const double *Pw, size_t b, double *E, double *A,
                           double *V, double *K)
 {
-    size_t mS = hkd_orbit_points(im), m = im->m, P = im->P;
+    size_t mS = hkd_orbit_points(im), mb = im->mb, P = im->P;
     gp_kernel_cross_points(im->kin, im->Op, Pw, b, E, mS);
     hkd_features_from(im, E, b, A, P, K);
     memcpy(V, A, P * b * sizeof *A);
     for (size_t t = 0; t < im->group.blocks; t++)
         if (im->mt[t])
-            gp_trsm_lower(im->Mb + t * m * m, im->mt[t], m, 0, V + im->off[t], b, P);
+            gp_trsm_lower(im->Mb + t * mb * mb, im->mt[t], mb, 0, V + im->off[t], b, P);
 }
 
 /* The same a point at a time (predict): the orbit sums by gp_dot_columns
@@ -34,13 +34,13 @@ static void test_features_points(const hkd_impl *im, const double *WT, const dou
                                  size_t b, double *E, double *A, double *V, double *K)
 {
     size_t mS = hkd_orbit_points(im), m = im->m, P = im->P, T = im->group.blocks;
-    size_t S = im->group.size;
+    size_t S = im->group.size, mb = im->mb;
     gp_kernel_cross_points(im->kin, im->Op, Pw, b, E, mS);
     gp_dot_columns(WT, S, T, E, S, m * b, S, K, T);
     for (size_t c = 0; c < b; c++) {
         const double *kc = K + c * m * T;
         for (size_t t = 0; t < T; t++) {
-            const size_t *id = im->idx + t * m;
+            const size_t *id = im->idx + t * mb;
             double *pt = A + c * P + im->off[t];
             for (size_t j = 0; j < im->mt[t]; j++)
                 pt[j] = kc[t + id[j] * T];
@@ -48,11 +48,11 @@ static void test_features_points(const hkd_impl *im, const double *WT, const dou
     }
     for (size_t t = 0; t < T; t++)
         if (im->mt[t])
-            gp_solve_lower_columns(im->L + t * m * m, im->mt[t], m, A + im->off[t], b, P);
+            gp_solve_lower_columns(im->L + t * mb * mb, im->mt[t], mb, A + im->off[t], b, P);
     memcpy(V, A, P * b * sizeof *A);
     for (size_t t = 0; t < T; t++)
         if (im->mt[t])
-            gp_solve_lower_columns(im->Mb + t * m * m, im->mt[t], m, V + im->off[t], b, P);
+            gp_solve_lower_columns(im->Mb + t * mb * mb, im->mt[t], mb, V + im->off[t], b, P);
 }
 
 /* k(x, G^s x) for every group element s into ks (S): the parts' prior

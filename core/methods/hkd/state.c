@@ -96,19 +96,20 @@ void hkd_index_blocks(hkd_impl *im)
     im->P = P;
 }
 
-/* Block t keeps z_i while k_t(z_i, z_i) >= GP_HKD_DROP sigma_f^2. */
+/* Block t keeps z_i while k_t(z_i, z_i) >= GP_HKD_DROP sigma_f^2, from all
+ * of Z when the blocks share it, else from its own mb points. */
 void hkd_choose_blocks(hkd_impl *im, const double *Koz)
 {
-    size_t T = im->group.blocks, S = im->group.size, m = im->m, mS = hkd_orbit_points(im);
+    size_t T = im->group.blocks, S = im->group.size, mb = im->mb, mS = hkd_orbit_points(im);
     double var = gp_kernel_diag(im->kin, im->Z);
     for (size_t t = 0; t < T; t++) {
-        size_t n = 0;
-        for (size_t i = 0; i < m; i++) {
+        size_t n = 0, first = im->mb < im->m ? t * mb : 0;
+        for (size_t i = first; i < first + mb; i++) {
             double kt = 0.0;
             for (size_t s = 0; s < S; s++)
                 kt += im->group.W[t + s * T] * Koz[i * S + s + i * mS];
             if (kt >= GP_HKD_DROP * var)
-                im->idx[t * m + n++] = i;
+                im->idx[t * mb + n++] = i;
         }
         im->mt[t] = n;
     }

@@ -1,4 +1,6 @@
-/* pls: hyperparameters by the exact marginal likelihood on subsets (§5.2 A1). */
+/* pls: hyperparameters on subsets (§5.2 A1): the exact marginal likelihood
+ * of a regression target (thesis) or the Laplace marginal likelihood of the
+ * labels ([D], hyper_laplace.c). */
 #include "core/methods/pls/hyper.h"
 
 #include <stdlib.h>
@@ -7,6 +9,7 @@
 #include "core/base/rng.h"
 #include "core/inducing/hyper.h"
 #include "core/linalg/linalg.h"
+#include "core/methods/pls/hyper_laplace.h"
 #include "core/model/method.h"
 #include "core/optim/driver.h"
 
@@ -117,13 +120,17 @@ static int hyp_fit_one(hyp_run *run, gp_hyper_problem *p, const double *Xs, cons
     return rc;
 }
 
-/* The subset of repeat r into Xs, ts (all points when there is one fit). */
-static int hyp_subset(const hyp_run *run, const double *Xt, const double *t, size_t n, size_t d,
-                      size_t sub, size_t r, double *Xs, double *ts, gp_error *err)
+/* The subset of repeat r into Xs, ts and, when off is not NULL, offs (all
+ * points when there is one fit). */
+static int hyp_subset(const hyp_run *run, const double *Xt, const double *t, const double *off,
+                      size_t n, size_t d, size_t sub, size_t r, double *Xs, double *ts,
+                      double *offs, gp_error *err)
 {
     if (sub == n) {
         memcpy(Xs, Xt, n * d * sizeof *Xt);
         memcpy(ts, t, n * sizeof *t);
+        if (off)
+            memcpy(offs, off, n * sizeof *off);
         return GP_OK;
     }
     gp_rng rng;
@@ -136,6 +143,8 @@ static int hyp_subset(const hyp_run *run, const double *Xt, const double *t, siz
     for (size_t i = 0; rc == GP_OK && i < sub; i++) {
         memcpy(Xs + i * d, Xt + idx[i] * d, d * sizeof *Xt);
         ts[i] = t[idx[i]];
+        if (off)
+            offs[i] = off[idx[i]];
     }
     free(idx);
     return rc;
@@ -172,7 +181,7 @@ int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double 
     if (avg)
         memset(avg, 0, (p.n_free + 1) * sizeof *avg);
     for (size_t r = 0; rc == GP_OK && r < R; r++) {
-        rc = hyp_subset(run, Xt, t, n, d, sub, r, Xs, ts, err);
+        rc = hyp_subset(run, Xt, t, NULL, n, d, sub, r, Xs, ts, NULL, err);
         if (rc == GP_OK)
             rc = hyp_fit_one(run, &p, Xs, ts, sub, x, err);
         for (size_t i = 0; rc == GP_OK && i <= p.n_free; i++)
@@ -187,6 +196,74 @@ int pls_fit_hyper(hyp_run *run, gp_model *model, const double *Xt, const double 
     gp_hyper_problem_free(&p);
     free(Xs);
     free(ts);
+    free(x);
+    free(avg);
+    return rc;
+}
+
+/* One subset fit of the Laplace objective, from where the previous one left
+ * the kernel; as hyp_fit_one. */
+static int lap_fit_one(hyp_run *run, pls_lap_problem *p, const double *Xs, const double *ys,
+                       const double *offs, size_t sub, double *x, gp_error *err)
+{
+    pls_lap_problem_start(p, x);
+    gp_driver_options opt;
+    gp_driver_default_options(&opt);
+    opt.max_iterations = run->set->max_iterations;
+    opt.tolerance = run->set->tolerance;
+    opt.seed = run->req->seed;
+    opt.progress = run->req->progress ? hyper_progress : NULL;
+    opt.progress_ctx = run;
+    opt.iteration_base = 0;
+    opt.max_total = run->max_total;
+    opt.cancel = &run->req->cancel;
+    gp_driver_result res;
+    int rc = pls_lap_problem_fit(p, Xs, sub, ys, offs, x, &opt, &res, err);
+    run->diag->iterations += res.iterations;
+    run->diag->evaluations += res.evaluations;
+    run->diag->converged = res.converged;
+    run->lml_sum += -res.f;
+    return rc;
+}
+
+/* [D] A1 by the labels' likelihood: R subset fits of the Laplace marginal
+ * likelihood of y under the model's likelihood, latent prior GP(off, k)
+ * (off: the held mean, NULL: zero), log-parameters averaged into
+ * model->kernel. */
+int pls_fit_hyper_laplace(hyp_run *run, gp_model *model, const double *Xt, const double *y,
+                          const double *off, gp_error *err)
+{
+    size_t n = model->n_train, d = model->input_dim, sub = run->set->subset;
+    size_t R = n > sub ? run->set->repeats : 1;
+    if (sub > n)
+        sub = n;
+    pls_lap_problem *p = NULL;
+    const gp_hyper_spec *spec = model->hyper ? model->hyper : run->req->hyper;
+    int rc = pls_lap_problem_new(&p, model->kernel, model->likelihood, spec, sub, err);
+    if (rc)
+        return rc;
+    size_t dim = pls_lap_problem_dim(p);
+    double *Xs = gp_alloc_doubles(sub * d, err), *ys = gp_alloc_doubles(sub, err);
+    double *offs = off ? gp_alloc_doubles(sub, err) : NULL;
+    double *x = gp_alloc_doubles(dim + 1, err), *avg = gp_alloc_doubles(dim + 1, err);
+    rc = Xs && ys && x && avg && (offs || !off) ? GP_OK : GP_ENOMEM;
+    if (avg)
+        memset(avg, 0, (dim + 1) * sizeof *avg);
+    for (size_t r = 0; rc == GP_OK && r < R; r++) {
+        rc = hyp_subset(run, Xt, y, off, n, d, sub, r, Xs, ys, offs, err);
+        if (rc == GP_OK)
+            rc = lap_fit_one(run, p, Xs, ys, offs, sub, x, err);
+        for (size_t i = 0; rc == GP_OK && i < dim; i++)
+            avg[i] += x[i] / (double)R;
+    }
+    if (rc == GP_OK) {
+        pls_lap_problem_apply(p, avg, model->kernel);
+        run->lml_sum /= (double)R;
+    }
+    pls_lap_problem_free(p);
+    free(Xs);
+    free(ys);
+    free(offs);
     free(x);
     free(avg);
     return rc;

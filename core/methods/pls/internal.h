@@ -24,6 +24,7 @@ typedef struct pls_settings {
     size_t M, J, subset, repeats;
     int selection, subset_random;
     int rmode, sampler, optimize, max_iterations, laplace_amp, laplace_start;
+    int hyper_lap; /* A1 by the labels' Laplace marginal likelihood (option hyper) */
     long steps;
     double step, tolerance, eig_tol, noise_floor;
 } pls_settings;

@@ -25,7 +25,10 @@
  * of a regression target on subsets (R repeats of the N_sub points nearest
  * a random training point; the log-parameters averaged): gaussian y itself,
  * bernoulli the 0/1 labels (thesis, P20), poisson_sq sqrt(y), poisson
- * log(y + 1/2). See core/methods/pls/ for the [D] choices. */
+ * log(y + 1/2) (option hyper = regression). [D] For bernoulli and poisson
+ * the default (hyper = laplace) fits instead the Laplace approximation to
+ * the marginal likelihood of the labels themselves on the same subsets
+ * (gp_pls_laplace_lml below). See core/methods/pls/ for the [D] choices. */
 #ifndef GP_METHODS_PLS_H
 #define GP_METHODS_PLS_H
 
@@ -50,5 +53,15 @@ double gp_pls_potential(const gp_lik *lik, const double *Phi, size_t mk, size_t 
  * §5.2, as implemented), exposed for its test. */
 double gp_pls_laplace_mode(const gp_lik *lik, const double *Phi, size_t mk, size_t n,
                            const double *y, double *a, double *H);
+
+/* [D] The Laplace approximation to the log marginal likelihood of labels y
+ * (n) under lik (bernoulli or poisson) with latent f ~ GP(off, k) on the n
+ * points Xt (d x n point-major; off: n values, NULL: zero) into *lml, and
+ * into grad (gp_kernel_n_params entries, may be NULL) its derivatives in the
+ * kernel's log-parameters: the objective of A1 with option hyper = laplace
+ * (core/methods/pls/hyper_laplace.c), exposed for its gradient test. */
+int gp_pls_laplace_lml(const gp_kernel *k, const gp_lik *lik, const double *Xt, size_t n,
+                       const double *y, const double *off, double *lml, double *grad,
+                       gp_error *err);
 
 #endif
