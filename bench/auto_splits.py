@@ -418,7 +418,7 @@ def table(paths):
         print("| %s | %d | %d | %g | %s | %s | %s | %s %s | %s | %s | %.1f | %.1f | %s | %s | "
               "%s |" % (
             ds, rs[0]["n"], len(rs), rs[0]["budget_s"], fmt(mean(auto_n)),
-            fmt(mean(gaps), "%+.3f"), fmt(max(g for g in gaps if g is not None), "%+.3f"),
+            fmt(mean(gaps), "%+.3f"), fmt(max([g for g in gaps if g is not None], default=None), "%+.3f"),
             best_m, fmt(best_mean), fmt(mean(auto_n) - best_mean, "%+.3f"),
             ", ".join("%s %d" % kv for kv in sorted(choices.items(), key=lambda kv: -kv[1])),
             mean(secs), max(secs), fmt(mean(sk_n)),
@@ -436,6 +436,19 @@ def table(paths):
                  for m in methods]
         cells.append(fmt(mean([r.get("sklearn", {}).get("cover95") for r in rs])))
         print("| %s | %s |" % (ds, " | ".join(cells)))
+    timed = [r for r in rows if "auto_seconds" in r]
+    if timed:
+        print("\nauto against its budget (method_info.auto; the request's wall clock):\n")
+        print("| set | split | budget s | auto s | request s | inside | candidates validated | "
+              "final fit | choice | test |")
+        print("|---|---:|---:|---:|---:|---|---|---|---|---:|")
+        for r in sorted(timed, key=lambda r: (order.index(r["set"]), r["split"])):
+            ran = [c["method"] for c in r.get("leaderboard", []) if c.get("status") == "done"]
+            print("| %s | %d | %g | %.1f | %.1f | %s | %s | %s | %s | %s |" % (
+                r["set"], r["split"], r["budget_s"], r["auto_seconds"], r["auto"]["fit_s"],
+                "yes" if r.get("auto_within_budget") else "**no**", ", ".join(ran),
+                (r.get("auto_final_fit") or "—").split(":")[0], r.get("chosen"),
+                fmt(r["auto"].get("nlpd"))))
     print("\nEvery split (cells: test score (validation mean), single fit s; the chosen one bold):\n")
     print("| set | split | choice | auto test | best in hindsight | gap | auto s | scikit-learn | "
           "candidates |")
