@@ -154,10 +154,17 @@ self_test() {
     return "$failures"
 }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/gp-cycles.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT INT TERM
 cd "$(dirname "$0")/.." || exit 2
 SRC_ROOT=$(pwd)
+# Scratch files live in the build dir the check reads, not in the shared
+# /tmp: a check once lost its files mid-run there (another process's
+# clean-up), reporting "cannot open .../graph" for a sound tree.
+case "${1:-}" in
+--self-test) scratch_parent=${TMPDIR:-/tmp} ;;
+*) scratch_parent=${1:-build} ;;
+esac
+tmp=$(mktemp -d "$scratch_parent/.check-cycles.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
 if [ "${1:-}" = --self-test ]; then
     self_test
     exit $?
