@@ -92,6 +92,29 @@ static int hyper_progress(void *ctx, int iteration, int max_iterations, double o
     return run->req->progress(run->req->progress_ctx, 0, run->max_total, objective);
 }
 
+/* The optimiser's options of one subset fit (both objectives of A1). */
+static void subset_options(hyp_run *run, gp_driver_options *opt)
+{
+    gp_driver_default_options(opt);
+    opt->max_iterations = run->set->max_iterations;
+    opt->tolerance = run->set->tolerance;
+    opt->seed = run->req->seed;
+    opt->progress = run->req->progress ? hyper_progress : NULL;
+    opt->progress_ctx = run;
+    opt->iteration_base = 0;
+    opt->max_total = run->max_total;
+    opt->cancel = &run->req->cancel;
+}
+
+/* A subset fit's iterations and objective into the run's diagnostics. */
+static void subset_account(hyp_run *run, const gp_driver_result *res)
+{
+    run->diag->iterations += res->iterations;
+    run->diag->evaluations += res->evaluations;
+    run->diag->converged = res->converged;
+    run->lml_sum += -res->f;
+}
+
 /* One subset fit on Xs, ts; x gets the free log-parameters and, last, the
  * noise's unconstrained value. It starts where the previous subset's fit left
  * the problem's kernel (gp_hyper_problem_start), the noise from its start. */
@@ -102,21 +125,10 @@ static int hyp_fit_one(hyp_run *run, gp_hyper_problem *p, const double *Xs, cons
     if (gp_hyper_problem_dim(p) == 0)
         return GP_OK;
     gp_driver_options opt;
-    gp_driver_default_options(&opt);
-    opt.max_iterations = run->set->max_iterations;
-    opt.tolerance = run->set->tolerance;
-    opt.seed = run->req->seed;
-    opt.progress = run->req->progress ? hyper_progress : NULL;
-    opt.progress_ctx = run;
-    opt.iteration_base = 0;
-    opt.max_total = run->max_total;
-    opt.cancel = &run->req->cancel;
+    subset_options(run, &opt);
     gp_driver_result res;
     int rc = gp_hyper_problem_fit(p, Xs, sub, ts, x, &opt, &res, err);
-    run->diag->iterations += res.iterations;
-    run->diag->evaluations += res.evaluations;
-    run->diag->converged = res.converged;
-    run->lml_sum += -res.f;
+    subset_account(run, &res);
     return rc;
 }
 
@@ -208,21 +220,10 @@ static int lap_fit_one(hyp_run *run, pls_lap_problem *p, const double *Xs, const
 {
     pls_lap_problem_start(p, x);
     gp_driver_options opt;
-    gp_driver_default_options(&opt);
-    opt.max_iterations = run->set->max_iterations;
-    opt.tolerance = run->set->tolerance;
-    opt.seed = run->req->seed;
-    opt.progress = run->req->progress ? hyper_progress : NULL;
-    opt.progress_ctx = run;
-    opt.iteration_base = 0;
-    opt.max_total = run->max_total;
-    opt.cancel = &run->req->cancel;
+    subset_options(run, &opt);
     gp_driver_result res;
     int rc = pls_lap_problem_fit(p, Xs, sub, ys, offs, x, &opt, &res, err);
-    run->diag->iterations += res.iterations;
-    run->diag->evaluations += res.evaluations;
-    run->diag->converged = res.converged;
-    run->lml_sum += -res.f;
+    subset_account(run, &res);
     return rc;
 }
 
